@@ -1,0 +1,18 @@
+"""minitape's op library, one module per family. Every op is registered in ``tape.registry`` with its
+backward rules and samples; ``ops.<name>`` is the op itself (call it on tensors). Each family module
+lists its public names in ``__all__``."""
+
+import sys
+
+import tape.tensors as _tensors_module
+
+from .attention import *  # noqa: F401,F403
+from .binary import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .elementwise import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .nn import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+
+_tensors_module.ops = sys.modules[__name__]

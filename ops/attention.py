@@ -1,0 +1,3 @@
+"""attention ops (being written)."""
+
+__all__ = []

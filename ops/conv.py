@@ -1,0 +1,3 @@
+"""conv ops (being written)."""
+
+__all__ = []

@@ -1,0 +1,365 @@
+"""Execution tapes, after SKaiNET's: record op applications, replay, prune, copy, export the DAG.
+
+``ExecutionTape`` lists every op applied while it records (``operations``), whether or not anything
+needs a gradient. ``GradientTape`` adds ``watch`` and ``compute_gradients(targets, sources)``, which runs
+the shared reverse pass restricted to the ops this tape recorded (ops run while it was stopped count
+as constants). ``TapeStack`` nests tapes; ``with tape:`` pushes and records, leaving pops and stops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from .autodiff import reverse_pass, seed_gradients
+from .errors import ReplayError
+from .recording import STATE
+from .registry import STUBBED, get_op
+from .tensors import Tensor
+
+__all__ = ["TensorSpec", "RecordedOp", "TapeGraph", "ExecutionTape", "GradientTape", "TapeStack", "tape_stack"]
+
+
+class TensorSpec(NamedTuple):
+    """What the tape knows of a tensor: its id, shape, dtype and requires_grad."""
+
+    id: int
+    shape: tuple
+    dtype: np.dtype
+    requires_grad: bool
+
+    @classmethod
+    def of(cls, t: Tensor | None):
+        return None if t is None else cls(t.id, t.shape, t.dtype, t.requires_grad)
+
+
+@dataclass
+class RecordedOp:
+    """One op application on a tape."""
+
+    index: int  # order on this tape
+    op_name: str
+    inputs: tuple  # TensorSpec per tensor input (None for an absent optional input)
+    output: TensorSpec
+    attributes: dict
+    node: object = field(default=None, repr=False)  # the reverse-pass Node, when a gradient was needed
+
+    @property
+    def backward_stubbed(self) -> bool:
+        return bool(get_op(self.op_name).stubbed_inputs)
+
+
+@dataclass
+class TapeGraph:
+    """The recorded DAG. Op nodes are indices into ``ops``; an edge (producer, consumer, tensor id) exists
+    only where the consumer really reads the producer's output. Tensors produced outside the tape are
+    ``inputs``; ``input_edges`` are (tensor id, consumer index)."""
+
+    ops: list
+    edges: list
+    inputs: dict  # tensor id -> TensorSpec
+    input_edges: list
+
+
+class ExecutionTape:
+    """Records op applications while recording is on."""
+
+    def __init__(self):
+        self._ops: list[RecordedOp] = []
+        self._externals: dict[int, Tensor] = {}  # tensors read by the tape but not produced on it
+        self._produced: set[int] = set()
+        self.is_recording = False
+
+    # -- recording -----------------------------------------------------------------------------------------
+    def start_recording(self) -> None:
+        if not self.is_recording:
+            self.is_recording = True
+            STATE.recording_tapes.append(self)
+            self._on_start()
+
+    def stop_recording(self) -> None:
+        if self.is_recording:
+            self.is_recording = False
+            STATE.recording_tapes.remove(self)
+            self._on_stop()
+
+    def _on_start(self):
+        pass
+
+    def _on_stop(self):
+        pass
+
+    def _record(self, op, tensors, attrs, result, node) -> None:
+        for t in tensors:
+            if t is not None and t.id not in self._produced and t.id not in self._externals:
+                self._externals[t.id] = t
+        self._produced.add(result.id)
+        self._ops.append(RecordedOp(len(self._ops), op.name, tuple(TensorSpec.of(t) for t in tensors),
+                                    TensorSpec.of(result), dict(attrs), node))
+
+    def __enter__(self):
+        tape_stack.push(self)
+        self.start_recording()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_recording()
+        tape_stack.pop(self)
+        return False
+
+    @property
+    def operations(self) -> list[RecordedOp]:
+        return list(self._ops)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def clear(self) -> None:
+        self._ops.clear()
+        self._externals.clear()
+        self._produced.clear()
+
+    # -- transformations -----------------------------------------------------------------------------------
+    def copy(self) -> ExecutionTape:
+        """An independent tape holding the same recorded ops (not recording)."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update({k: v for k, v in self.__dict__.items()})
+        new._ops = list(self._ops)
+        new._externals = dict(self._externals)
+        new._produced = set(self._produced)
+        new.is_recording = False
+        new._copy_extra(self)
+        return new
+
+    def _copy_extra(self, other):
+        pass
+
+    def prune(self, keep_outputs) -> ExecutionTape:
+        """A copy keeping only the ops the given outputs (tensors or ids) depend on -- which is also all
+        their gradients need. Dead ops are dropped; order and indices are renumbered."""
+        wanted = {t.id if isinstance(t, Tensor) else int(t) for t in keep_outputs}
+        produced = {rec.output.id for rec in self._ops}
+        missing = wanted - produced - set(self._externals)
+        if missing:
+            raise ValueError(f"prune: tensor id(s) {sorted(missing)} are not on this tape")
+        kept = []
+        for rec in reversed(self._ops):
+            if rec.output.id in wanted:
+                kept.append(rec)
+                wanted.update(spec.id for spec in rec.inputs if spec is not None)
+        new = self.copy()
+        new._ops = [RecordedOp(i, r.op_name, r.inputs, r.output, r.attributes, r.node)
+                    for i, r in enumerate(reversed(kept))]
+        new._produced = {r.output.id for r in new._ops}
+        needed = {s.id for r in new._ops for s in r.inputs if s is not None}
+        new._externals = {k: v for k, v in self._externals.items() if k in needed}
+        return new
+
+    def replay(self, inputs: dict | None = None) -> dict[int, np.ndarray]:
+        """Re-execute the recorded ops through the registry. ``inputs`` maps an input tensor (or its id) to
+        a new value; inputs not given keep their current value. Returns {tensor id: array} for every
+        output. Nothing is recorded and no gradient is tracked."""
+        values = {tid: t.data for tid, t in self._externals.items()}
+        for key, value in (inputs or {}).items():
+            tid = key.id if isinstance(key, Tensor) else int(key)
+            if tid not in self._externals:
+                raise ReplayError(f"replay: tensor id {tid} is not an input of this tape "
+                                  f"(inputs: {sorted(self._externals)})")
+            values[tid] = np.asarray(value.data if isinstance(value, Tensor) else value)
+        outputs = {}
+        for rec in self._ops:
+            try:
+                op = get_op(rec.op_name)
+            except KeyError:
+                raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) is no longer registered"
+                                  ) from None
+            arrays = []
+            for spec in rec.inputs:
+                if spec is None:
+                    arrays.append(None)
+                elif spec.id in values:
+                    arrays.append(values[spec.id])
+                else:
+                    raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) reads tensor "
+                                      f"#{spec.id}, which is neither an input nor produced earlier on the tape")
+            if op.check is not None:
+                op.check(*arrays, **rec.attributes)
+            out = op.forward(*arrays, **rec.attributes)
+            if op.has_aux:
+                out = out[0]
+            if out is None:
+                raise ReplayError(f"replay: op '{rec.op_name}' returned nothing")
+            values[rec.output.id] = outputs[rec.output.id] = np.asarray(out)
+        return outputs
+
+    # -- graph export --------------------------------------------------------------------------------------
+    def to_graph(self) -> TapeGraph:
+        producer = {}
+        edges, input_edges, inputs = [], [], {}
+        for rec in self._ops:
+            for spec in rec.inputs:
+                if spec is None:
+                    continue
+                if spec.id in producer:
+                    edges.append((producer[spec.id], rec.index, spec.id))
+                else:
+                    inputs[spec.id] = spec
+                    input_edges.append((spec.id, rec.index))
+            producer[rec.output.id] = rec.index
+        return TapeGraph(list(self._ops), edges, inputs, input_edges)
+
+    def to_dot(self, name: str = "tape") -> str:
+        """Graphviz source of the DAG: boxes for ops (with output shape), ovals for input tensors, edges
+        labelled with the tensor's shape; an op whose backward is a stub is filled red."""
+        graph = self.to_graph()
+        lines = [f"digraph {name} {{", "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];']
+        for tid, spec in graph.inputs.items():
+            tensor = self._externals.get(tid)
+            label = (tensor.name if tensor is not None and tensor.name else f"#{tid}")
+            style = ', style=filled, fillcolor="#dbeafe"' if spec.requires_grad else ""
+            lines.append(f'  t{tid} [shape=ellipse, label="{label}\\n{_shape(spec)}"{style}];')
+        for rec in graph.ops:
+            stubbed = get_op(rec.op_name).stubbed_inputs if _registered(rec.op_name) else ()
+            if stubbed:
+                style = ', style="filled,bold", fillcolor="#fecaca", color="#b91c1c", penwidth=2'
+                note = "\\nBACKWARD STUB: " + ", ".join(stubbed)
+            else:
+                style, note = ', style=filled, fillcolor="#f3f4f6"', ""
+            lines.append(f'  op{rec.index} [shape=box, label="{rec.op_name}\\n{_shape(rec.output)}{note}"{style}];')
+        for tid, consumer in graph.input_edges:
+            lines.append(f"  t{tid} -> op{consumer};")
+        for producer, consumer, tid in graph.edges:
+            spec = graph.ops[producer].output
+            lines.append(f'  op{producer} -> op{consumer} [label="{_shape(spec)}", fontsize=8];')
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def render(self, path: str, format: str | None = None) -> str:
+        """Render the DAG with Graphviz (needs the ``dot`` program); returns the written path."""
+        import os
+
+        import graphviz
+
+        stem, ext = os.path.splitext(path)
+        source = graphviz.Source(self.to_dot())
+        return source.render(stem, format=format or ext.lstrip(".") or "svg", cleanup=True)
+
+
+def _registered(name: str) -> bool:
+    try:
+        get_op(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _shape(spec) -> str:
+    return f"{spec.dtype}{list(spec.shape)}"
+
+
+class GradientTape(ExecutionTape):
+    """An ExecutionTape that can differentiate what it recorded.
+
+    ``watch(tensors)`` makes floating tensors that do not require grad count as differentiable while the
+    tape records. ``compute_gradients(targets, sources)`` returns one gradient per source, in order:
+    ``None`` for a source the targets do not depend on, or zeros when ``unconnected="zero"``. A
+    non-persistent tape frees its saved values after the first call; a second call raises.
+    """
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
+        super().__init__()
+        self.persistent = persistent
+        self._watched: dict[int, Tensor] = {}
+        self._nodes: set = set()
+        self._used = False
+
+    def _copy_extra(self, other):
+        self._watched = dict(other._watched)
+        self._nodes = set(other._nodes)
+
+    def _on_start(self):
+        STATE.watched.update(self._watched)
+
+    def _on_stop(self):
+        self._refresh_watched()
+
+    @staticmethod
+    def _refresh_watched():
+        STATE.watched = {tid for tape in STATE.recording_tapes if isinstance(tape, GradientTape)
+                         for tid in tape._watched}
+
+    def watch(self, tensors) -> None:
+        for t in tensors if isinstance(tensors, list | tuple) else [tensors]:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"watch: expected Tensors, got {type(t).__name__}")
+            if t.dtype.kind != "f":
+                raise TypeError(f"watch: only floating tensors can be differentiated, got {t.dtype}")
+            self._watched[t.id] = t
+        if self.is_recording:
+            STATE.watched.update(self._watched)
+
+    @property
+    def watched(self) -> list[Tensor]:
+        return list(self._watched.values())
+
+    def _record(self, op, tensors, attrs, result, node) -> None:
+        super()._record(op, tensors, attrs, result, node)
+        if node is not None:
+            self._nodes.add(node)
+
+    def compute_gradients(self, targets, sources, output_gradients=None, unconnected: str = "none"):
+        """Gradients of the sum of ``targets`` with respect to each of ``sources``."""
+        if unconnected not in ("none", "zero"):
+            raise ValueError(f"compute_gradients: unconnected must be 'none' or 'zero', got {unconnected!r}")
+        if self._used and not self.persistent:
+            raise RuntimeError("compute_gradients: this GradientTape is not persistent and was already used; "
+                               "create it with persistent=True to call compute_gradients more than once")
+        single_target = isinstance(targets, Tensor)
+        targets = [targets] if single_target else list(targets)
+        single_source = isinstance(sources, Tensor)
+        sources = [sources] if single_source else list(sources)
+        for s in sources:
+            if not isinstance(s, Tensor):
+                raise TypeError(f"compute_gradients: sources must be Tensors, got {type(s).__name__}")
+        if output_gradients is not None and single_target:
+            output_gradients = [output_gradients]
+        seeds = seed_gradients(targets, output_gradients, "compute_gradients")
+        found = reverse_pass(targets, seeds, retain_graph=self.persistent, sources=sources, allowed=self._nodes)
+        self._used = True
+        grads = []
+        for s in sources:
+            g = found.get(s.id)
+            if g is None and unconnected == "zero":
+                g = np.zeros(s.shape, dtype=s.dtype)
+            grads.append(None if g is None else Tensor._wrap(g))
+        return grads[0] if single_source else grads
+
+    gradient = compute_gradients
+
+
+class TapeStack:
+    """The stack of active tapes, innermost last; ``with tape:`` pushes and pops."""
+
+    def __init__(self):
+        self._tapes: list[ExecutionTape] = []
+
+    def push(self, tape: ExecutionTape) -> None:
+        self._tapes.append(tape)
+
+    def pop(self, expected: ExecutionTape | None = None) -> ExecutionTape:
+        if not self._tapes:
+            raise RuntimeError("TapeStack.pop: the stack is empty")
+        if expected is not None and self._tapes[-1] is not expected:
+            raise RuntimeError("TapeStack.pop: tapes must be closed innermost first")
+        return self._tapes.pop()
+
+    def current(self) -> ExecutionTape | None:
+        return self._tapes[-1] if self._tapes else None
+
+    def __len__(self) -> int:
+        return len(self._tapes)
+
+
+tape_stack = TapeStack()

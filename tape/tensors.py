@@ -1,0 +1,240 @@
+"""Tensor: an immutable numpy array plus the bookkeeping the reverse pass needs.
+
+A tensor's array is read-only: nothing -- neither the user nor an op -- can change a value that a
+recorded op saved for its backward. Assigning ``t.data = new`` swaps in a new array and bumps the
+tensor's version; a backward through an op that recorded the older version raises instead of returning
+a gradient for values that no longer exist.
+
+Dtype rule: floating tensors are float32 or float64. An op whose floating tensor inputs mix float32 and
+float64 raises (minitape never up- or down-casts silently); Python scalars and integer arrays adopt the
+dtype of the op's floating tensor inputs. ``tensor()`` keeps a numpy array's float dtype, and makes
+float32 from Python floats (as torch does).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+__all__ = ["Tensor", "tensor", "as_tensor"]
+
+_ids = itertools.count(1)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+ops = None  # the op library, bound by ops/__init__.py (tape cannot import ops at load time: ops imports tape)
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    if array.flags.writeable:
+        array.flags.writeable = False
+    return array
+
+
+class Tensor:
+    """A node value in the graph. Create with ``tape.tensor(data, requires_grad=...)``."""
+
+    __slots__ = ("_data", "_requires_grad", "grad", "_node", "id", "_version", "name", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to Tensor's reflected operators
+
+    def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
+        array = np.array(data, dtype=dtype, copy=True)
+        if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
+            array = array.astype(np.float32)  # Python floats -> float32, as in torch
+        if array.dtype.kind == "f" and array.dtype not in _FLOATS:
+            raise TypeError(f"tensor: dtype {array.dtype} is not supported; use float32 or float64")
+        if array.dtype.kind not in "fiub":
+            raise TypeError(f"tensor: cannot make a tensor from data of dtype {array.dtype}")
+        self._data = _readonly(array)
+        self._requires_grad = False
+        self.grad = None
+        self._node = None
+        self.id = next(_ids)
+        self._version = 0
+        self.name = name
+        self.requires_grad = requires_grad
+
+    @classmethod
+    def _wrap(cls, array: np.ndarray, node=None) -> Tensor:
+        """Fast path for op outputs: no copy, no validation."""
+        t = cls.__new__(cls)
+        t._data = _readonly(array)
+        t._requires_grad = node is not None
+        t.grad = None
+        t._node = node
+        t.id = next(_ids)
+        t._version = 0
+        t.name = None
+        return t
+
+    # -- value ---------------------------------------------------------------------------------------------
+    @property
+    def data(self) -> np.ndarray:
+        """The read-only array. Assigning a new array bumps the version (see the module docstring)."""
+        return self._data
+
+    @data.setter
+    def data(self, value) -> None:
+        array = np.array(value, dtype=self._data.dtype, copy=True)
+        if array.shape != self._data.shape:
+            raise ValueError(f"Tensor.data: expected shape {self._data.shape}, got {array.shape}")
+        self._data = _readonly(array)
+        self._version += 1
+
+    def numpy(self) -> np.ndarray:
+        """The read-only array (copy it with ``np.array(t)`` to get a writable one)."""
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is not None and dtype != self._data.dtype:
+            return self._data.astype(dtype)
+        return self._data.copy() if copy else self._data
+
+    def item(self):
+        return self._data.item()
+
+    def __float__(self) -> float:
+        return float(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def size(self) -> int:
+        return self._data.size
+
+    # -- autograd flags ------------------------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        flag = bool(flag)
+        if flag and self._data.dtype.kind != "f":
+            raise TypeError(f"requires_grad=True needs a floating tensor (float32 or float64); this tensor is "
+                            f"{self._data.dtype}")
+        if not flag and self._node is not None:
+            raise ValueError("requires_grad cannot be switched off on a tensor computed by a recorded op; "
+                             "use .detach()")
+        self._requires_grad = flag
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        """The recorded op that produced this tensor (None for leaves)."""
+        return self._node
+
+    def detach(self) -> Tensor:
+        """The same values, cut from the graph (shares the read-only array)."""
+        return Tensor._wrap(self._data)
+
+    def backward(self, grad=None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad."""
+        from .autodiff import backward
+
+        backward([self], None if grad is None else [grad], retain_graph=retain_graph)
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", precision=4, threshold=20, edgeitems=2)
+        extra = f", dtype={self._data.dtype}"
+        if self._node is not None:
+            extra += f", grad_fn={self._node.op.name}"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    __hash__ = object.__hash__
+
+    # -- operators (all through the op registry) -----------------------------------------------------------
+    def __add__(self, other): return ops.add(self, other)
+    def __radd__(self, other): return ops.add(other, self)
+    def __sub__(self, other): return ops.sub(self, other)
+    def __rsub__(self, other): return ops.sub(other, self)
+    def __mul__(self, other): return ops.mul(self, other)
+    def __rmul__(self, other): return ops.mul(other, self)
+    def __truediv__(self, other): return ops.div(self, other)
+    def __rtruediv__(self, other): return ops.div(other, self)
+    def __pow__(self, other): return ops.pow(self, other)
+    def __rpow__(self, other): return ops.pow(other, self)
+    def __matmul__(self, other): return ops.matmul(self, other)
+    def __rmatmul__(self, other): return ops.matmul(other, self)
+    def __neg__(self): return ops.neg(self)
+    def __abs__(self): return ops.abs(self)
+    def __getitem__(self, index): return ops.getitem(self, index)
+    def __eq__(self, other): return ops.eq(self, other)
+    def __ne__(self, other): return ops.ne(self, other)
+    def __lt__(self, other): return ops.lt(self, other)
+    def __le__(self, other): return ops.le(self, other)
+    def __gt__(self, other): return ops.gt(self, other)
+    def __ge__(self, other): return ops.ge(self, other)
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    # -- common ops as methods -----------------------------------------------------------------------------
+    def sum(self, dim=None, keepdim=False): return ops.sum(self, dim=dim, keepdim=keepdim)
+    def mean(self, dim=None, keepdim=False): return ops.mean(self, dim=dim, keepdim=keepdim)
+    def max(self, dim=None, keepdim=False): return ops.max(self, dim=dim, keepdim=keepdim)
+    def min(self, dim=None, keepdim=False): return ops.min(self, dim=dim, keepdim=keepdim)
+    def var(self, dim=None, correction=1, keepdim=False): return ops.var(self, dim=dim, correction=correction, keepdim=keepdim)
+    def std(self, dim=None, correction=1, keepdim=False): return ops.std(self, dim=dim, correction=correction, keepdim=keepdim)
+    def reshape(self, *shape): return ops.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+    def view(self, *shape): return self.reshape(*shape)
+    def flatten(self, start_dim=0, end_dim=-1): return ops.flatten(self, start_dim=start_dim, end_dim=end_dim)
+    def transpose(self, dim0=-2, dim1=-1): return ops.transpose(self, dim0, dim1)
+    def permute(self, *dims): return ops.permute(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims)
+    def squeeze(self, dim=None): return ops.squeeze(self, dim)
+    def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
+    def expand(self, *shape): return ops.expand(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+    def exp(self): return ops.exp(self)
+    def log(self): return ops.log(self)
+    def sqrt(self): return ops.sqrt(self)
+    def tanh(self): return ops.tanh(self)
+    def sigmoid(self): return ops.sigmoid(self)
+    def relu(self): return ops.relu(self)
+    def abs(self): return ops.abs(self)
+    def softmax(self, dim=-1): return ops.softmax(self, dim=dim)
+    def log_softmax(self, dim=-1): return ops.log_softmax(self, dim=dim)
+    def argmax(self, dim=None, keepdim=False): return ops.argmax(self, dim=dim, keepdim=keepdim)
+    def clamp(self, min=None, max=None): return ops.clamp(self, min=min, max=max)
+    def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
+
+    @property
+    def T(self):
+        return ops.permute(self, tuple(reversed(range(self.ndim))))
+
+
+def tensor(data, requires_grad: bool = False, dtype=None, name: str | None = None) -> Tensor:
+    """Make a leaf tensor from array-like data (always copies)."""
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
+
+
+def as_tensor(value, dtype=None) -> Tensor:
+    """``value`` itself when it is a Tensor, else a constant tensor (no grad) holding it."""
+    if isinstance(value, Tensor):
+        return value
+    array = np.asarray(value, dtype=dtype)
+    if dtype is None and array.dtype == np.float64 and not isinstance(value, np.ndarray | np.generic):
+        array = array.astype(np.float32)
+    return Tensor._wrap(array if not array.flags.writeable else array.copy())
