@@ -146,12 +146,14 @@ def _input_gradients(node, g, needs) -> list:
                 f"op '{op.name}': input '{op.input_names[i]}' (tensor #{leaf.id}, shape {leaf.shape}) was given a "
                 f"new value after the op recorded it (version {node.versions[i]} -> {leaf._version}); its "
                 f"gradient would be for values that no longer exist. Run the forward again after the update")
-    stubbed = [name for name, need, state in zip(op.input_names, needs, op.input_states) if need and state == STUBBED]
-    if stubbed:
-        raise BackwardNotImplementedError(
-            f"the backward of op '{op.name}' is a registered stub for input(s) {stubbed}, and the reverse pass "
-            f"needs a gradient for them here. minitape never drops a gradient silently: implement the rule, or "
-            f"detach these inputs. `python -m tape coverage` lists every op's backward status")
+    if op.has_stub:
+        stubbed = [name for name, need, state in zip(op.input_names, needs, op.input_states)
+                   if need and state == STUBBED]
+        if stubbed:
+            raise BackwardNotImplementedError(
+                f"the backward of op '{op.name}' is a registered stub for input(s) {stubbed}, and the reverse "
+                f"pass needs a gradient for them here. minitape never drops a gradient silently: implement the "
+                f"rule, or detach these inputs. `python -m tape coverage` lists every op's backward status")
     arrays, ans, aux = node.saved
     attrs = node.attrs if aux is None else {**node.attrs, **aux}
     if op.joint_vjp is not None:
@@ -159,25 +161,22 @@ def _input_gradients(node, g, needs) -> list:
         if not isinstance(results, tuple | list) or len(results) != len(arrays):
             raise GradientError(f"op '{op.name}': its joint backward must return a tuple of {len(arrays)} "
                                 f"entries (one per input), got {type(results).__name__}")
+        results = list(results)
     else:
         results = [rule(g, ans, *arrays, **attrs) if need else None for rule, need in zip(op.vjps, needs)]
-    out = []
-    for i, (grad, need) in enumerate(zip(results, needs)):
-        if not need:
-            out.append(None)
+    for i, grad in enumerate(results):
+        if not needs[i]:
             continue
         expected = arrays[i]
         if type(grad) is not np.ndarray:
-            if isinstance(grad, np.generic):
-                grad = np.asarray(grad)
-            else:
+            if not isinstance(grad, np.generic):
                 raise GradientError(
                     f"op '{op.name}': the backward rule for input '{op.input_names[i]}' returned "
                     f"{'None' if grad is None else type(grad).__name__}, expected an array of shape "
                     f"{expected.shape} and dtype {expected.dtype}")
+            results[i] = grad = np.asarray(grad)
         if grad.shape != expected.shape or grad.dtype != expected.dtype:
             raise GradientError(
                 f"op '{op.name}': the backward rule for input '{op.input_names[i]}' returned shape {grad.shape} "
                 f"dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}")
-        out.append(grad)
-    return out
+    return results

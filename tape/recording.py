@@ -47,13 +47,13 @@ class Node:
     __slots__ = ("op", "attrs", "needs", "parents", "leaves", "versions", "saved", "out_id", "index",
                  "trace", "__weakref__")
 
-    def __init__(self, op, attrs, needs, parents, leaves, versions, saved):
+    def __init__(self, op, attrs, needs, parents, leaves, saved):
         self.op = op
         self.attrs = attrs
         self.needs = needs
         self.parents = parents
         self.leaves = leaves
-        self.versions = versions
+        self.versions = [0 if leaf is None else leaf._version for leaf in leaves]
         self.saved = saved
         self.out_id = 0
         self.index = next(_node_counter)
@@ -133,8 +133,7 @@ def _mixed_dtypes(op, inputs):
 
 def apply(op, inputs, attrs):
     """Run ``op`` on ``inputs`` with ``attrs``, record it, and return the output Tensor."""
-    n = len(op.input_names)
-    if len(inputs) != n:
+    if len(inputs) != op.n_inputs:
         inputs, attrs = _positional(op, inputs, attrs)
     if attrs:
         unknown = attrs.keys() - op.attr_defaults.keys()
@@ -144,9 +143,18 @@ def apply(op, inputs, attrs):
         attrs = {**op.attr_defaults, **attrs}
     else:
         attrs = op.attr_defaults
-    tensors = inputs if all(type(x) is Tensor for x in inputs) else _coerce(op, inputs)
-    if len(tensors) > 1 and tensors is inputs:
-        _check_float_dtypes(op, tensors)
+    tensors = inputs
+    float_dtype = None
+    for t in inputs:
+        if type(t) is not Tensor:
+            tensors = _coerce(op, inputs)
+            break
+        dt = t._data.dtype
+        if dt is not float_dtype and dt in _FLOATS:  # (is-not first: dtypes are interned, this is the fast test)
+            if float_dtype is None:
+                float_dtype = dt
+            elif dt != float_dtype:
+                _mixed_dtypes(op, inputs)
     arrays = [None if t is None else t._data for t in tensors]
     if op.check is not None:
         op.check(*arrays, **attrs)
@@ -161,35 +169,32 @@ def apply(op, inputs, attrs):
     node = None
     if state.grad_enabled:
         watched = state.watched
-        needs = tuple(t is not None and (t._requires_grad or (watched and t.id in watched)) and s != NOT_DIFF
-                      for t, s in zip(tensors, op.input_states))
-        if True in needs:
-            leaves = tuple(t if need and t._node is None else None for t, need in zip(tensors, needs))
-            node = Node(op, attrs, needs,
-                        tuple(t._node if need else None for t, need in zip(tensors, needs)),
-                        leaves,
-                        tuple(0 if leaf is None else leaf._version for leaf in leaves),
-                        (arrays, out, aux))
+        needs = []
+        parents = []
+        leaves = []
+        any_need = False
+        for t, state_i in zip(tensors, op.input_states):
+            if t is not None and (t._requires_grad or (watched and t.id in watched)) and state_i != NOT_DIFF:
+                any_need = True
+                needs.append(True)
+                parents.append(t._node)
+                leaves.append(t if t._node is None else None)
+            else:
+                needs.append(False)
+                parents.append(None)
+                leaves.append(None)
+        if any_need:
+            node = Node(op, attrs, needs, parents, leaves, (arrays, out, aux))
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
+        if state.anomaly:
+            node.trace = user_frame()
     if state.anomaly:
-        _check_forward(op, node, result, arrays)
+        _check_forward(op, result, arrays)
     for tape in state.recording_tapes:
         tape._record(op, tensors, attrs, result, node)
     return result
-
-
-def _check_float_dtypes(op, tensors):
-    float_dtype = None
-    for t in tensors:
-        if t is not None:
-            dt = t._data.dtype
-            if dt in _FLOATS:
-                if float_dtype is None:
-                    float_dtype = dt
-                elif dt != float_dtype:
-                    _mixed_dtypes(op, tensors)
 
 
 # -- grad mode ---------------------------------------------------------------------------------------------
@@ -241,10 +246,8 @@ def user_frame() -> str:
     return "<unknown>"
 
 
-def _check_forward(op, node, result, arrays):
+def _check_forward(op, result, arrays):
     where = user_frame()
-    if node is not None:
-        node.trace = where
     data = result._data
     if data.dtype.kind == "f" and not np.isfinite(data).all():
         bad = "NaN" if np.isnan(data).any() else "inf"

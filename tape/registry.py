@@ -101,6 +101,7 @@ class Op:
         self.family = family
         self.input_names = tuple(n.rstrip("?") for n in inputs)
         self.optional = tuple(n.endswith("?") for n in inputs)
+        self.n_inputs = len(self.input_names)
         self.forward = forward
         self.joint_vjp = joint_vjp
         self.samples = samples
@@ -128,6 +129,7 @@ class Op:
             self.vjps = tuple(vjps)
             states = list(vjps)
         self.input_states = tuple(_state_of(name, self.input_names[i], s) for i, s in enumerate(states))
+        self.has_stub = STUBBED in self.input_states
         self.attr_defaults = _keyword_defaults(name, forward, n)
 
     # -- introspection -------------------------------------------------------------------------------------
@@ -144,9 +146,7 @@ class Op:
 
     # -- application ---------------------------------------------------------------------------------------
     def __call__(self, *inputs, **attrs):
-        from .recording import apply
-
-        return apply(self, inputs, attrs)
+        return _apply(self, inputs, attrs)
 
 
 def _state_of(op_name: str, input_name: str, entry: Any) -> str:
@@ -180,6 +180,15 @@ def _keyword_defaults(op_name: str, forward: Callable, n_inputs: int) -> dict:
 
 
 _REGISTRY: dict[str, Op] = {}
+
+
+def _apply(op, inputs, attrs):
+    """Bound to ``tape.recording.apply`` on first use (recording imports this module)."""
+    global _apply
+    from .recording import apply
+
+    _apply = apply
+    return apply(op, inputs, attrs)
 
 
 def defop(name: str, **declaration) -> Op:

@@ -265,7 +265,7 @@ class GradientTape(ExecutionTape):
     ``watch(tensors)`` makes floating tensors that do not require grad count as differentiable while the
     tape records. ``compute_gradients(targets, sources)`` returns one gradient per source, in order:
     ``None`` for a source the targets do not depend on, or zeros when ``unconnected="zero"``. A
-    non-persistent tape frees its saved values after the first call; a second call raises.
+    non-persistent tape lets go of its recorded nodes after the first call; a second call raises.
     """
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
@@ -326,8 +326,14 @@ class GradientTape(ExecutionTape):
         if output_gradients is not None and single_target:
             output_gradients = [output_gradients]
         seeds = seed_gradients(targets, output_gradients, "compute_gradients")
-        found = reverse_pass(targets, seeds, retain_graph=self.persistent, sources=sources, allowed=self._nodes)
+        # Nodes may be shared with other tapes (nesting) and with Tensor.backward, so the tape never frees
+        # saved values itself; a non-persistent tape instead drops its own hold on them after one use.
+        found = reverse_pass(targets, seeds, retain_graph=True, sources=sources, allowed=self._nodes)
         self._used = True
+        if not self.persistent:
+            self._nodes = set()
+            for rec in self._ops:
+                rec.node = None
         grads = []
         for s in sources:
             g = found.get(s.id)

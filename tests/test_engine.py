@@ -1,0 +1,289 @@
+"""The engine: tensors, registration, the reverse pass and its error paths, gradcheck."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+from tape import NOT_DIFFERENTIABLE, STUB, Sample, defop
+
+
+@pytest.fixture
+def throwaway_ops():
+    """Register ops for one test and remove them afterwards."""
+    names = []
+
+    def register(name, **declaration):
+        names.append(name)
+        return defop(name, **declaration)
+
+    yield register
+    for name in names:
+        tape.unregister_op(name)
+
+
+def leaf(shape, seed=0, dtype=np.float64):
+    return tape.tensor(np.random.default_rng(seed).standard_normal(shape).astype(dtype), requires_grad=True)
+
+
+# -- tensors ---------------------------------------------------------------------------------------------------
+def test_tensor_keeps_numpy_float_dtype_and_makes_float32_from_python_floats():
+    assert tape.tensor(np.zeros(3)).dtype == np.float64
+    assert tape.tensor(np.zeros(3, np.float32)).dtype == np.float32
+    assert tape.tensor([1.0, 2.0]).dtype == np.float32
+    assert tape.tensor([1, 2]).dtype.kind == "i"
+
+
+def test_ops_keep_the_dtype_for_float32_and_float64():
+    for dtype in (np.float32, np.float64):
+        x = leaf((2, 3), dtype=dtype)
+        y = (ops.tanh(x * 2.0 + 1) @ ops.transpose(x, 0, 1)).sum()
+        y.backward()
+        assert y.dtype == dtype and x.grad.dtype == dtype
+
+
+def test_mixed_float_dtypes_are_refused_naming_the_op():
+    a, b = leaf((2,), dtype=np.float32), leaf((2,), dtype=np.float64)
+    with pytest.raises(TypeError, match="add.*float32.*float64|add.*share one dtype"):
+        a + b
+
+
+def test_requires_grad_on_an_integer_tensor_is_an_error():
+    with pytest.raises(TypeError, match="requires_grad"):
+        tape.tensor([1, 2, 3], requires_grad=True)
+
+
+def test_tensor_arrays_are_read_only():
+    x = tape.tensor(np.ones(3))
+    with pytest.raises(ValueError):
+        x.data[0] = 5.0
+    source = np.ones(3)
+    tape.tensor(source)
+    assert source.flags.writeable  # the user's own array is copied, never frozen
+
+
+def test_repr_detach_numpy_and_array_protocol():
+    x = leaf((2, 2))
+    y = x * 2
+    assert "grad_fn=mul" in repr(y) and "requires_grad=True" in repr(x)
+    d = y.detach()
+    assert not d.requires_grad and d.grad_fn is None
+    np.testing.assert_array_equal(np.asarray(y), y.numpy())
+    assert y.shape == (2, 2) and y.ndim == 2 and y.dtype == np.float64
+
+
+def test_comparisons_are_not_differentiable():
+    x = leaf((3,))
+    mask = x > 0
+    assert mask.dtype == np.bool_ and not mask.requires_grad
+
+
+# -- reverse pass --------------------------------------------------------------------------------------------
+def test_diamond_graph_accumulates_both_paths():
+    x = leaf((3,))
+    a = ops.exp(x)
+    loss = (a * 2 + ops.tanh(a)).sum()  # a feeds two branches
+    loss.backward()
+    ea = np.exp(x.data)
+    np.testing.assert_allclose(x.grad.data, ea * (2 + 1 - np.tanh(ea) ** 2))
+
+
+def test_shared_input_used_twice_by_one_op():
+    x = leaf((4,))
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.data, 2 * x.data)
+
+
+def test_broadcasting_gradients_sum_back_to_each_shape():
+    a, b = leaf((2, 1, 3)), leaf((4, 1), seed=1)
+    (a * b).sum().backward()
+    np.testing.assert_allclose(a.grad.data, np.broadcast_to(b.data.sum(), (2, 1, 3)))
+    np.testing.assert_allclose(b.grad.data, np.full((4, 1), a.data.sum()))
+
+
+def test_gradients_accumulate_across_backward_calls_like_torch():
+    x = leaf((3,))
+    (x * 3).sum().backward()
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.data, np.full(3, 6.0))
+
+
+def test_matches_torch_on_a_composite_function():
+    import torch
+    rng = np.random.default_rng(3)
+    w0, x0 = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+    w, x = tape.tensor(w0, requires_grad=True), tape.tensor(x0, requires_grad=True)
+    loss = (ops.tanh(x @ w) ** 2).mean() + ops.exp(w * 0.1).sum()
+    loss.backward()
+    tw, tx = torch.tensor(w0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+    tloss = (torch.tanh(tx @ tw) ** 2).mean() + torch.exp(tw * 0.1).sum()
+    tloss.backward()
+    np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad.data, tw.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-10)
+
+
+def test_backward_on_a_non_scalar_needs_a_gradient():
+    y = leaf((2, 3)) * 2
+    with pytest.raises(RuntimeError, match=r"shape \(2, 3\)"):
+        y.backward()
+    y.backward(np.ones((2, 3)))
+
+
+def test_backward_with_a_wrong_gradient_shape_is_an_error():
+    y = leaf((2, 3)) * 2
+    with pytest.raises(ValueError, match="shape"):
+        y.backward(np.ones((3, 2)))
+
+
+def test_backward_on_a_tensor_without_graph_is_an_error():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        tape.tensor(np.ones(2)).sum().backward()
+
+
+def test_second_backward_through_freed_graph_raises_unless_retained():
+    x = leaf((3,))
+    y = ops.exp(x).sum()
+    y.backward(retain_graph=True)
+    y.backward()  # the retained graph can be used once more
+    np.testing.assert_allclose(x.grad.data, 2 * np.exp(x.data))
+    with pytest.raises(tape.GraphFreedError, match="retain_graph=True"):
+        y.backward()
+
+
+def test_saved_values_are_released_after_backward():
+    x = leaf((3,))
+    y = ops.exp(x)
+    z = y.sum()
+    node = y.grad_fn
+    assert node.saved is not None
+    z.backward()
+    assert node.saved is None and z.grad_fn.saved is None
+
+
+def test_no_grad_records_nothing_and_enable_grad_reenables():
+    x = leaf((3,))
+    with tape.no_grad():
+        y = x * 2
+        with tape.enable_grad():
+            z = x * 2
+    assert y.grad_fn is None and not y.requires_grad
+    assert z.grad_fn is not None
+    assert tape.is_grad_enabled()
+
+
+def test_a_100k_op_chain_does_not_recurse():
+    assert sys.getrecursionlimit() < 100_000
+    x = leaf((1,))
+    y = x
+    for _ in range(100_000):
+        y = y * 1.0
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.data, [1.0])
+
+
+def test_inplace_update_of_a_saved_leaf_makes_backward_raise():
+    w = leaf((3,))
+    loss = (w * w).sum()
+    w.data = w.data + 1  # e.g. an optimizer step between forward and backward
+    with pytest.raises(tape.InPlaceModificationError, match=r"mul.*version 0 -> 1"):
+        loss.backward()
+
+
+# -- registry and rule validation ------------------------------------------------------------------------------
+def test_registration_validates_rule_count_and_duplicates(throwaway_ops):
+    with pytest.raises(tape.RegistrationError, match="2 tensor inputs"):
+        throwaway_ops("bad_count", family="test", inputs=("a", "b"), forward=np.add, vjps=(lambda g, ans, a, b: g,))
+    throwaway_ops("once", family="test", inputs=("x",), forward=np.negative, vjps=(lambda g, ans, x: -g,))
+    with pytest.raises(tape.RegistrationError, match="already registered"):
+        defop("once", family="test", inputs=("x",), forward=np.negative, vjps=(lambda g, ans, x: -g,))
+    with pytest.raises(tape.RegistrationError, match="NOT_DIFFERENTIABLE or STUB"):
+        throwaway_ops("bad_marker", family="test", inputs=("x",), forward=np.negative, vjps=(None,))
+
+
+def test_a_stub_backward_raises_when_reached_and_is_listed(throwaway_ops):
+    half_stub = throwaway_ops("half_stub", family="test", inputs=("a", "b"), forward=lambda a, b: a * b,
+                              vjps=(lambda g, ans, a, b: g * b, STUB))
+    assert "half_stub" in tape.stubbed_backward_op_names()
+    assert tape.stubbed_backward_op_names() == sorted(tape.stubbed_backward_op_names())
+    a, b = leaf((2,)), leaf((2,), seed=1)
+    with pytest.raises(tape.BackwardNotImplementedError, match=r"half_stub.*\['b'\].*python -m tape coverage"):
+        half_stub(a, b).sum().backward()
+    # the stubbed input does not need a gradient here: nothing is reached, nothing raises
+    half_stub(a, b.detach()).sum().backward()
+    np.testing.assert_allclose(a.grad.data, b.data)
+
+
+def test_the_library_has_no_stubs():
+    assert tape.stubbed_backward_op_names() == []
+
+
+def test_a_rule_returning_none_or_a_wrong_shape_or_dtype_raises_naming_op_and_input(throwaway_ops):
+    returns_none = throwaway_ops("returns_none", family="test", inputs=("x",), forward=np.exp,
+                                 vjps=(lambda g, ans, x: None,))
+    wrong_shape = throwaway_ops("wrong_shape", family="test", inputs=("x",), forward=np.exp,
+                                vjps=(lambda g, ans, x: g.sum(),))
+    wrong_dtype = throwaway_ops("wrong_dtype", family="test", inputs=("x",), forward=np.exp,
+                                vjps=(lambda g, ans, x: (g * ans).astype(np.float32),))
+    x = leaf((3,))
+    with pytest.raises(tape.GradientError, match="returns_none.*'x'.*None"):
+        returns_none(x).sum().backward()
+    with pytest.raises(tape.GradientError, match=r"wrong_shape.*'x'.*shape \(\)"):
+        wrong_shape(x).sum().backward()
+    with pytest.raises(tape.GradientError, match="wrong_dtype.*'x'.*float32"):
+        wrong_dtype(x).sum().backward()
+
+
+def test_not_differentiable_inputs_get_no_gradient(throwaway_ops):
+    shift = throwaway_ops("shift_by_index", family="test", inputs=("x", "index"),
+                          forward=lambda x, index: np.roll(x, int(index)),
+                          vjps=(lambda g, ans, x, index: np.roll(g, -int(index)), NOT_DIFFERENTIABLE))
+    x = leaf((4,))
+    index = tape.tensor(np.array(1))
+    y = shift(x, index)
+    assert y.grad_fn.needs == [True, False]
+    (y * tape.tensor(np.arange(4.0))).sum().backward()
+    np.testing.assert_allclose(x.grad.data, np.roll(np.arange(4.0), -1))
+
+
+def test_user_ops_get_attributes_defaults_and_positional_attributes(throwaway_ops):
+    scaled = throwaway_ops("scaled", family="test", inputs=("x",), forward=lambda x, alpha=2.0: x * alpha,
+                           vjps=(lambda g, ans, x, alpha=2.0: g * alpha,),
+                           samples=lambda rng: [Sample((rng.standard_normal(3),), {"alpha": 0.5})])
+    x = leaf((3,))
+    np.testing.assert_allclose(scaled(x).data, 2 * x.data)
+    np.testing.assert_allclose(scaled(x, 3.0).data, 3 * x.data)
+    with pytest.raises(TypeError, match="scaled: unknown argument.*'beta'"):
+        scaled(x, beta=1.0)
+    with pytest.raises(TypeError, match="scaled: got multiple values for argument 'alpha'"):
+        scaled(x, 3.0, alpha=1.0)
+
+
+# -- gradcheck -----------------------------------------------------------------------------------------------
+def test_gradcheck_passes_a_right_backward_and_catches_a_wrong_one(throwaway_ops):
+    wrong = throwaway_ops("wrong_sin", family="test", inputs=("x",), forward=np.sin,
+                          vjps=(lambda g, ans, x: g * np.cos(x) * 1.01,))
+    right = throwaway_ops("right_sin", family="test", inputs=("x",), forward=np.sin,
+                          vjps=(lambda g, ans, x: g * np.cos(x),))
+    x = leaf((2, 3))
+    assert tape.gradcheck(right, [x])
+    assert tape.gradcheck(right, [x], fast_mode=True)
+    with pytest.raises(tape.GradcheckError, match=r"input 0: .* worst at position \(\d, \d\)"):
+        tape.gradcheck(wrong, [x])
+    with pytest.raises(tape.GradcheckError, match="direction"):
+        tape.gradcheck(wrong, [x], fast_mode=True)
+    assert tape.gradcheck(wrong, [x], raise_exception=False) is False
+
+
+def test_gradcheck_refuses_float32_and_needs_a_differentiable_input():
+    with pytest.raises(TypeError, match="float64"):
+        tape.gradcheck(ops.exp, [leaf((2,), dtype=np.float32)])
+    with pytest.raises(ValueError, match="requires_grad"):
+        tape.gradcheck(ops.exp, [tape.tensor(np.ones(2))])
+
+
+def test_gradcheck_passes_non_tensor_arguments_through():
+    x = leaf((3, 4))
+    assert tape.gradcheck(lambda t, dim: ops.sum(ops.exp(t), dim), [x, 1])
