@@ -235,10 +235,14 @@ def test_to_dot_shows_ops_shapes_edges_and_stubs_stand_out():
 
 
 def test_render_writes_an_svg(tmp_path):
+    import os
     import shutil
 
     if shutil.which("dot") is None:
-        pytest.fail("Graphviz's `dot` program is not installed (apt-get install graphviz)")
+        message = "Graphviz's `dot` program is not installed (apt-get install graphviz)"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI installs it: there a missing `dot` is a failure, never a skip
+        pytest.skip(message)
     x = leaf((2,))
     with tape.ExecutionTape() as t:
         ops.exp(x * 2)
