@@ -146,7 +146,7 @@ def apply(op, inputs, attrs):
     tensors = inputs
     float_dtype = None
     for t in inputs:
-        if type(t) is not Tensor:
+        if type(t) is not Tensor and not isinstance(t, Tensor):  # scalars, arrays, None: the slow path
             tensors = _coerce(op, inputs)
             break
         dt = t._data.dtype

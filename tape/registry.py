@@ -17,8 +17,9 @@ Dispatch is a lookup on the ``Op`` object; there is no switch over op-name strin
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -71,8 +72,8 @@ class Sample:
     torch: bool = True  # False when torch's reference does not support this particular sample
 
     def __repr__(self) -> str:
-        shapes = ", ".join("None" if a is None else f"{getattr(a, 'dtype', type(a).__name__)}{list(getattr(a, 'shape', ()))}"
-                           for a in self.inputs)
+        shapes = ", ".join("None" if a is None else f"{getattr(a, 'dtype', type(a).__name__)}"
+                           f"{list(getattr(a, 'shape', ()))}" for a in self.inputs)
         label = f" {self.label}" if self.label else ""
         return f"Sample({shapes}; {self.attrs}){label}"
 

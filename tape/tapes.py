@@ -16,7 +16,7 @@ import numpy as np
 from .autodiff import reverse_pass, seed_gradients
 from .errors import ReplayError
 from .recording import STATE
-from .registry import STUBBED, get_op
+from .registry import get_op
 from .tensors import Tensor
 
 __all__ = ["TensorSpec", "RecordedOp", "TapeGraph", "ExecutionTape", "GradientTape", "TapeStack", "tape_stack"]
@@ -230,7 +230,7 @@ class ExecutionTape:
             lines.append(f'  op{rec.index} [shape=box, label="{rec.op_name}\\n{_shape(rec.output)}{note}"{style}];')
         for tid, consumer in graph.input_edges:
             lines.append(f"  t{tid} -> op{consumer};")
-        for producer, consumer, tid in graph.edges:
+        for producer, consumer, _ in graph.edges:
             spec = graph.ops[producer].output
             lines.append(f'  op{producer} -> op{consumer} [label="{_shape(spec)}", fontsize=8];')
         lines.append("}")

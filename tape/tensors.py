@@ -197,16 +197,16 @@ class Tensor:
     def mean(self, dim=None, keepdim=False): return ops.mean(self, dim=dim, keepdim=keepdim)
     def max(self, dim=None, keepdim=False): return ops.max(self, dim=dim, keepdim=keepdim)
     def min(self, dim=None, keepdim=False): return ops.min(self, dim=dim, keepdim=keepdim)
-    def var(self, dim=None, correction=1, keepdim=False): return ops.var(self, dim=dim, correction=correction, keepdim=keepdim)
-    def std(self, dim=None, correction=1, keepdim=False): return ops.std(self, dim=dim, correction=correction, keepdim=keepdim)
-    def reshape(self, *shape): return ops.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+    def var(self, dim=None, correction=1, keepdim=False): return ops.var(self, dim, correction, keepdim)
+    def std(self, dim=None, correction=1, keepdim=False): return ops.std(self, dim, correction, keepdim)
+    def reshape(self, *shape): return ops.reshape(self, _shape_args(shape))
     def view(self, *shape): return self.reshape(*shape)
     def flatten(self, start_dim=0, end_dim=-1): return ops.flatten(self, start_dim=start_dim, end_dim=end_dim)
     def transpose(self, dim0=-2, dim1=-1): return ops.transpose(self, dim0, dim1)
-    def permute(self, *dims): return ops.permute(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims)
+    def permute(self, *dims): return ops.permute(self, _shape_args(dims))
     def squeeze(self, dim=None): return ops.squeeze(self, dim)
     def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
-    def expand(self, *shape): return ops.expand(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+    def expand(self, *shape): return ops.expand(self, _shape_args(shape))
     def exp(self): return ops.exp(self)
     def log(self): return ops.log(self)
     def sqrt(self): return ops.sqrt(self)
@@ -223,6 +223,11 @@ class Tensor:
     @property
     def T(self):
         return ops.permute(self, tuple(reversed(range(self.ndim))))
+
+
+def _shape_args(args: tuple):
+    """``t.reshape(2, 3)`` and ``t.reshape((2, 3))`` both mean the shape (2, 3)."""
+    return args[0] if len(args) == 1 and not isinstance(args[0], int) else args
 
 
 def tensor(data, requires_grad: bool = False, dtype=None, name: str | None = None) -> Tensor:

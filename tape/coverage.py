@@ -1,0 +1,395 @@
+"""The op coverage matrix: for every registered op, what is *measured* to work right now.
+
+One row per op: does its forward run on all its samples, is a backward registered for every
+differentiable input (or is one a stub), does float64 finite-difference gradcheck pass on its samples,
+and does it match PyTorch (float64 and float32) where torch has the same op. Nothing here is a table
+kept by hand: ``coverage_rows()`` runs the checks of ``tape.verify`` -- the very ones the generated tests
+assert -- at the moment it is called. ``render()`` turns the rows into a terminal table, markdown or JSON;
+``python -m tape coverage`` (tape/cli.py) is the command-line face of both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import unicodedata
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from . import verify
+from .registry import NOT_DIFF, registered_ops
+
+__all__ = ["Cell", "CoverageRow", "coverage_rows", "render", "summary", "failures", "FORMATS", "PASS", "FAIL",
+           "ABSENT", "WARN"]
+
+PASS, FAIL, ABSENT, WARN = "pass", "fail", "absent", "warn"
+SYMBOLS = {PASS: "✅", FAIL: "❌", ABSENT: "—", WARN: "⚠"}
+COLUMNS = ("forward", "backward", "gradcheck", "parity")
+HEADINGS = ("op", "family", "forward", "backward", "gradcheck", "torch parity", "notes")
+FORMATS = ("table", "markdown", "json")
+PARITY_DTYPES = (np.float64, np.float32)
+
+
+@dataclass
+class Cell:
+    """One verdict: ``status`` is pass / fail / absent (not applicable) / warn; ``text`` says why."""
+
+    status: str
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"{SYMBOLS[self.status]} {self.text}".rstrip()
+
+
+@dataclass
+class CoverageRow:
+    op: str
+    family: str
+    inputs: tuple[str, ...]
+    forward: Cell
+    backward: Cell
+    gradcheck: Cell
+    parity: Cell
+    notes: str = ""
+    problems: list[str] = field(default_factory=list)  # full messages of every failure, for --check
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return any(getattr(self, column).status == FAIL for column in COLUMNS)
+
+    def cells(self) -> list[str]:
+        return [self.op, self.family] + [str(getattr(self, c)) for c in COLUMNS] + [self.notes]
+
+
+# -- running the checks ------------------------------------------------------------------------------------
+def select_ops(ops=None, family=None) -> list:
+    """Registered ops filtered by name and/or family; unknown names raise ValueError listing what exists."""
+    registered = registered_ops()
+    families = [family] if isinstance(family, str) else list(family or [])
+    known_families = sorted({op.family for op in registered})
+    unknown = [f for f in families if f not in known_families]
+    if unknown:
+        raise ValueError(f"unknown op family {', '.join(map(repr, unknown))}; registered families: "
+                         f"{', '.join(known_families)}")
+    selected = registered
+    if ops:
+        names = [ops] if isinstance(ops, str) else list(ops)
+        by_name = {op.name: op for op in registered}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise ValueError(f"unknown op {', '.join(map(repr, missing))}; `python -m tape ops` lists the "
+                             f"{len(by_name)} registered ops")
+        selected = [by_name[n] for n in dict.fromkeys(names)]
+    if families:
+        selected = [op for op in selected if op.family in families]
+    family_rank = {}
+    for op in registered:
+        family_rank.setdefault(op.family, len(family_rank))
+    return sorted(selected, key=lambda op: family_rank[op.family])  # grouped by family, stable within one
+
+
+def coverage_rows(ops=None, family=None, torch: bool = True, progress=None) -> list[CoverageRow]:
+    """Check the selected ops (all by default) and return one row each.
+
+    ``ops``: op names; ``family``: a family name or a list of them; ``torch=False`` skips the parity
+    column. ``progress(done, total, op)`` is called before each op is checked.
+    """
+    selected = select_ops(ops, family)
+    use_torch = torch and verify.torch_available()
+    parity_absent = None if use_torch else Cell(ABSENT, "torch not installed" if torch else "skipped (--no-torch)")
+    rows = []
+    for k, op in enumerate(selected):
+        if progress is not None:
+            progress(k, len(selected), op)
+        with warnings.catch_warnings():  # the verdicts say what matters; library warnings would bury them
+            warnings.simplefilter("ignore")
+            rows.append(check_op(op, parity_absent))
+    if progress is not None:
+        progress(len(selected), len(selected), None)
+    return rows
+
+
+def check_op(op, parity_absent: Cell | None = None) -> CoverageRow:
+    """Measure one op on its own samples. ``parity_absent`` replaces the parity check when given."""
+    start = time.perf_counter()
+    check = _OpCheck(op)
+    forward = check.forward()  # first: the samples whose forward raises are not reported again below
+    row = CoverageRow(op=op.name, family=op.family, inputs=op.input_names, forward=forward,
+                      backward=_backward_cell(op), gradcheck=check.gradcheck(),
+                      parity=parity_absent or check.parity(), notes=_notes(op, check.samples, check.outputs),
+                      problems=check.problem_lines())
+    row.seconds = time.perf_counter() - start
+    return row
+
+
+def _backward_cell(op) -> Cell:
+    if op.stubbed_inputs:
+        return Cell(FAIL, f"stub: {', '.join(op.stubbed_inputs)}")
+    if not op.differentiable_inputs:
+        return Cell(ABSENT, "not differentiable")
+    return Cell(PASS, ", ".join(op.differentiable_inputs))
+
+
+class _OpCheck:
+    """Runs one op's forward, gradcheck and parity on its samples and collects what went wrong."""
+
+    def __init__(self, op):
+        self.op = op
+        self.outputs: set[str] = set()  # dtype names of the forward's outputs
+        self.broken: set[int] = set()  # samples whose forward raised: their other failures are not repeated
+        self.problems: dict[tuple[str, str], list[str]] = {}  # (check, message) -> the samples showing it
+        try:
+            self.samples = verify.op_samples(op)
+            self.sample_error = None
+        except Exception as e:  # a broken sample generator is a failure of the op's declaration
+            self.samples, self.sample_error = [], f"{type(e).__name__}: {e}"
+            self.problem("samples", f"the generator raised {self.sample_error}")
+        if op.stubbed_inputs:
+            self.problem("backward", f"stub for input(s) {', '.join(op.stubbed_inputs)}")
+
+    def problem(self, check: str, message: str, index: int | None = None) -> None:
+        where = self.problems.setdefault((check, message), [])
+        if index is not None:
+            label = self.samples[index].label
+            where.append(f"{index}" + (f" ({label})" if label else ""))
+
+    def problem_lines(self) -> list[str]:
+        lines = []
+        for (check, message), where in self.problems.items():
+            samples = f" on sample{'s' if len(where) > 1 else ''} {', '.join(where)}" if where else ""
+            lines.append(f"{check}{samples}: {message}")
+        return lines
+
+    def forward(self) -> Cell:
+        if self.sample_error:
+            return Cell(FAIL, f"samples raised {self.sample_error}")
+        if not self.samples:
+            return Cell(WARN, "no samples")
+        first_error = None
+        for i, sample in enumerate(self.samples):
+            try:
+                self.outputs.add(self.op(*verify.sample_tensors(self.op, sample), **sample.attrs).dtype.name)
+            except Exception as e:
+                self.broken.add(i)
+                self.problem("forward", f"{type(e).__name__}: {e}", i)
+                first_error = first_error or f"sample {i}: {type(e).__name__}: {e}"
+        if self.broken:
+            return Cell(FAIL, f"{len(self.broken)}/{len(self.samples)} samples, {first_error}")
+        return Cell(PASS)
+
+    def _report(self, check: str, message: str, index: int) -> None:
+        """Record a failure unless the forward already failed there or it only says the backward is a stub."""
+        if index not in self.broken and not (self.op.stubbed_inputs and "BackwardNotImplementedError" in message):
+            self.problem(check, message, index)
+
+    def gradcheck(self) -> Cell:
+        op, samples = self.op, self.samples
+        if self.sample_error:
+            return Cell(FAIL, "samples raised")
+        if not op.differentiable_inputs:
+            return Cell(ABSENT, "not differentiable")
+        if not samples:
+            return Cell(WARN, "no samples")
+        checked = [i for i, s in enumerate(samples) if verify.differentiable_positions(op, s)]
+        if not checked:
+            return Cell(WARN, "no sample with a differentiable input")
+        failed = []
+        for i in checked:
+            result = verify.run_gradcheck(op, samples[i])
+            if not result.ok:
+                failed.append(result)
+                self._report("gradcheck", result.message, i)
+        if not failed:
+            return Cell(PASS, f"{len(checked)} samples")
+        worst = max(r.error for r in failed)
+        if np.isfinite(worst):
+            return Cell(FAIL, f"{len(failed)}/{len(checked)} samples, worst error {worst:.3g}")
+        return Cell(FAIL, f"{len(failed)}/{len(checked)} samples: {failed[0].message.split(':')[0]}")
+
+    def parity(self) -> Cell:
+        op, samples = self.op, self.samples
+        if op.torch_ref is None:
+            return Cell(ABSENT, "no counterpart")
+        if self.sample_error:
+            return Cell(FAIL, "samples raised")
+        compared = [i for i, s in enumerate(samples) if s.torch]
+        if not compared:
+            return Cell(WARN, "no sample torch supports" if samples else "no samples")
+        failed = set()
+        for i in compared:
+            for dtype in PARITY_DTYPES:
+                try:
+                    result = verify.run_torch_parity(op, samples[i], dtype)
+                except Exception as e:  # the reference itself (or our backward) raised
+                    result = verify.CheckResult(False, float("inf"), f"{type(e).__name__}: {e}")
+                if result is not None and not result.ok:
+                    failed.add(i)
+                    self._report(f"torch parity ({np.dtype(dtype).name})", result.message, i)
+        of = f" of {len(samples)}" if len(compared) < len(samples) else ""
+        if failed:
+            return Cell(FAIL, f"{len(failed)}/{len(compared)} samples{of}")
+        return Cell(PASS, f"{len(compared)} samples{of}")
+
+
+def _notes(op, samples, outputs) -> str:
+    """Why inputs are not differentiable, what the output is when it is not a float, the op's own notes."""
+    not_differentiable: dict[str, list[str]] = {}  # "bool " -> ["mask"]: inputs sharing a description
+    for i, (name, state) in enumerate(zip(op.input_names, op.input_states)):
+        if state != NOT_DIFF:
+            continue
+        kinds = sorted({np.asarray(s.inputs[i]).dtype.name for s in samples
+                        if i < len(s.inputs) and s.inputs[i] is not None and np.asarray(s.inputs[i]).dtype.kind != "f"})
+        not_differentiable.setdefault("/".join(kinds) + " " if kinds else "", []).append(name)
+    parts = [f"{', '.join(names)}: {kind}not differentiable" for kind, names in not_differentiable.items()]
+    kinds = sorted(o for o in outputs if not o.startswith("float"))
+    if kinds:
+        parts.append(f"output: {'/'.join(kinds)}")
+    if op.gradcheck_tolerance:
+        parts.append("gradcheck " + ", ".join(f"{k}={v}" for k, v in sorted(op.gradcheck_tolerance.items())))
+    if op.notes:
+        parts.append(op.notes)
+    return "; ".join(parts)
+
+
+# -- reading the rows ---------------------------------------------------------------------------------------
+def failures(rows) -> list[str]:
+    """One entry per failing op: its name, then every problem measured, one per indented line."""
+    return [f"{row.op}:\n" + "\n".join("    " + p.replace("\n", "\n      ") for p in row.problems or ["failed"])
+            for row in rows if row.failed]
+
+
+def summary(rows) -> dict[str, Cell]:
+    """Counts per column: ``text`` is e.g. '71/72, 1 stub' (71 of 72 pass), ``status`` fail if any failed."""
+    cells = {}
+    for column in COLUMNS:
+        statuses = [getattr(row, column).status for row in rows]
+        count = {s: statuses.count(s) for s in SYMBOLS}
+        text = f"{count[PASS]}/{len(rows)}"
+        if count[FAIL]:
+            text += f", {count[FAIL]} {'stub' if column == 'backward' else '❌'}"
+        if count[WARN]:
+            text += f", {count[WARN]} ⚠"
+        if count[ABSENT]:
+            text += f", {count[ABSENT]} —"
+        cells[column] = Cell(FAIL if count[FAIL] else PASS, text)
+    return cells
+
+
+def _summary_cells(rows) -> list[str]:
+    totals = summary(rows)
+    families = len({row.family for row in rows})
+    return ([f"{len(rows)} ops", f"{families} {'family' if families == 1 else 'families'}"]
+            + [f"{SYMBOLS[PASS]} {totals[c].text}" for c in COLUMNS] + [""])  # ✅ labels the count of passes
+
+
+# -- rendering ---------------------------------------------------------------------------------------------
+def render(rows, format: str = "table", *, seconds: float | None = None, torch: bool = True) -> str:
+    """The matrix as ``table`` (terminal), ``markdown`` (docs) or ``json`` (tools)."""
+    if format == "table":
+        return _table(rows, seconds)
+    if format == "markdown":
+        return _markdown(rows, torch)
+    if format == "json":
+        return _json(rows, seconds)
+    raise ValueError(f"render: format must be one of {', '.join(FORMATS)}, got {format!r}")
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _clip(text: str, limit: int | None) -> str:
+    text = " ".join(text.split())
+    if limit is None or _width(text) <= limit:
+        return text
+    while _width(text) > limit - 1:
+        text = text[:-1]
+    return text + "…"
+
+
+def _table(rows, seconds) -> str:
+    limits = (None, None, 36, 28, 36, 24, 48)
+    lines = [list(HEADINGS)] + [[_clip(c, m) for c, m in zip(row.cells(), limits)] for row in rows]
+    lines.append(_summary_cells(rows))
+    widths = [max(_width(line[k]) for line in lines) for k in range(len(HEADINGS))]
+
+    def fmt(cells):
+        return "  ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths)).rstrip()
+
+    rule = "  ".join("─" * w for w in widths)
+    out = [fmt(lines[0]), rule] + [fmt(line) for line in lines[1:-1]] + [rule, fmt(lines[-1])]
+    if seconds is not None:
+        out.append(f"checked {len(rows)} ops in {seconds:.1f} s")
+    return "\n".join(out) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def markdown_header(torch: bool = True) -> str:
+    if torch and verify.torch_available():
+        version = verify._torch.__version__.split("+")[0]
+        parity = (f"PyTorch parity compares forward values and input gradients with torch {version} in float64 "
+                  f"(rtol 1e-7) and float32 (rtol 1e-4)")
+    else:
+        parity = "PyTorch parity was not run"
+    return ("# Op coverage matrix\n\n"
+            "Generated by `python -m tape coverage --format markdown --output docs/coverage.md`; do not edit by "
+            "hand (`tests/test_coverage.py` fails when it is out of date). Every verdict is measured when the "
+            "command runs, on each op's own samples: the forward runs on every sample; the backward is "
+            "registered for every differentiable input (❌ names stubbed inputs); gradcheck compares the reverse "
+            "pass with float64 central finite differences; " + parity + ". "
+            "✅ passed, ❌ failed, ⚠ nothing to check, — not applicable.\n")
+
+
+def _markdown(rows, torch) -> str:
+    lines = [markdown_header(torch), "| " + " | ".join(HEADINGS) + " |", "|" + "---|" * len(HEADINGS)]
+    for row in rows:
+        lines.append("| " + " | ".join(_md_escape(c) for c in row.cells()) + " |")
+    lines.append("| " + " | ".join(f"**{c}**" if c else "" for c in _summary_cells(rows)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _json(rows, seconds) -> str:
+    def cell(c: Cell) -> dict:
+        return {"status": c.status, "text": c.text}
+
+    document = {
+        "torch": verify._torch.__version__ if verify.torch_available() else None,
+        "seconds": seconds,
+        "rows": [{**{k: v for k, v in asdict(row).items() if k not in COLUMNS}, "inputs": list(row.inputs),
+                  **{c: cell(getattr(row, c)) for c in COLUMNS}, "failed": row.failed} for row in rows],
+        "summary": {c: cell(v) for c, v in summary(rows).items()},
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def parse_markdown_table(text: str) -> list[list[str]]:
+    """The cells of the first markdown table in ``text`` (header and delimiter rows dropped)."""
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("|"):
+            if rows:
+                break
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in _split_cells(line.strip("|"))]
+        rows.append(cells)
+    return [r for r in rows[2:]] if len(rows) >= 2 else []
+
+
+def _split_cells(line: str) -> list[str]:
+    cells, current, escaped = [], "", False
+    for ch in line:
+        if ch == "|" and not escaped:
+            cells.append(current)
+            current = ""
+        else:
+            current += ch
+        escaped = ch == "\\" and not escaped
+    cells.append(current)
+    return cells

@@ -1,0 +1,137 @@
+"""Tests generated from the op registry at collection time: nobody keeps a list of ops.
+
+Every registered op x every one of its samples gets: a forward that keeps the float dtype (float64 and
+float32), a float64 finite-difference gradcheck, and -- where the op declares a ``torch_ref`` -- parity
+with PyTorch in float64 (rtol 1e-7) and float32 (rtol 1e-4). Registry-wide tests check that each op's
+declaration is complete. Test ids read "<op>-<sample index>-<label>".
+
+PyTorch is a test dependency: without it the parity tests FAIL, unless MINITAPE_ALLOW_NO_TORCH=1 is set
+(then they are skipped) -- a skipped oracle is not a passing oracle.
+"""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import tape
+from tape.registry import NOT_DIFF, NOT_DIFFERENTIABLE, RULE, STUB, STUBBED
+from tape.verify import (
+    differentiable_positions,
+    op_samples,
+    run_gradcheck,
+    run_torch_parity,
+    sample_tensors,
+    torch_available,
+)
+
+OPS = tape.registered_ops()  # the library's ops, as registered when this module is collected
+
+
+def _label(sample) -> str:
+    if sample.label:
+        return re.sub(r"\s+", " ", sample.label.strip())
+    return ",".join("None" if a is None else f"{np.asarray(a).dtype.name}{list(np.shape(a))}".replace(" ", "")
+                    for a in sample.inputs)
+
+
+def _cases(keep):
+    """pytest params (op, sample) for every op x sample that ``keep(op, sample)`` accepts."""
+    cases = []
+    for op in OPS:
+        try:
+            samples = op_samples(op)
+        except Exception as e:  # a broken generator must fail a test, not collection
+            cases.append(pytest.param(op, e, id=f"{op.name}-samples-raised"))
+            continue
+        for i, sample in enumerate(samples):
+            if keep(op, sample):
+                cases.append(pytest.param(op, sample, id=f"{op.name}-{i}-{_label(sample)}"))
+    return cases
+
+
+def _sample(sample):
+    if isinstance(sample, Exception):
+        raise AssertionError(f"the op's sample generator raised {type(sample).__name__}: {sample}")
+    return sample
+
+
+ALL_SAMPLES = _cases(lambda op, s: True)
+GRADCHECK_SAMPLES = _cases(lambda op, s: bool(differentiable_positions(op, s)))
+TORCH_SAMPLES = _cases(lambda op, s: op.torch_ref is not None and s.torch)
+
+
+# -- per op x sample ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("op,sample", ALL_SAMPLES)
+def test_forward_keeps_float_dtype(op, sample, dtype):
+    sample = _sample(sample)
+    inputs = sample_tensors(op, sample, dtype)
+    out = op(*inputs, **sample.attrs)
+    if out.dtype.kind == "f" and any(t is not None and t.dtype.kind == "f" for t in inputs):
+        assert out.dtype == dtype, f"{op.name}: {np.dtype(dtype).name} inputs gave a {out.dtype} output"
+
+
+@pytest.mark.parametrize("op,sample", GRADCHECK_SAMPLES)
+def test_gradcheck(op, sample):
+    result = run_gradcheck(op, _sample(sample))
+    assert result.ok, f"{op.name} on {sample}:\n{result.message}"
+
+
+def _require_torch():
+    if torch_available():
+        return
+    if os.environ.get("MINITAPE_ALLOW_NO_TORCH") == "1":
+        pytest.skip("torch is not installed and MINITAPE_ALLOW_NO_TORCH=1")
+    pytest.fail("torch is a test dependency (pip install 'minitape[test]'): the parity oracle cannot run. "
+                "Set MINITAPE_ALLOW_NO_TORCH=1 to skip the parity tests knowingly")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("op,sample", TORCH_SAMPLES)
+def test_torch_parity(op, sample, dtype):
+    sample = _sample(sample)
+    _require_torch()
+    result = run_torch_parity(op, sample, dtype)
+    assert result is not None, f"{op.name}: the parity check did not run"
+    assert result.ok, f"{op.name} on {sample} in {np.dtype(dtype).name}: {result.message}"
+
+
+# -- per op ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_op_has_samples(op):
+    assert op.samples is not None, f"{op.name}: declares no samples, so nothing checks it"
+    assert len(op_samples(op)) > 0, f"{op.name}: its sample generator returned no samples"
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_one_backward_entry_per_tensor_input(op):
+    n = len(op.input_names)
+    assert len(op.vjps) == n and len(op.input_states) == n and len(op.optional) == n
+    for name, entry, state in zip(op.input_names, op.vjps, op.input_states):
+        if entry is NOT_DIFFERENTIABLE:
+            assert state == NOT_DIFF, (op.name, name, state)
+        elif entry is STUB:
+            assert state == STUBBED, (op.name, name, state)
+        elif op.joint_vjp is not None:
+            assert entry is None and state == RULE, (op.name, name, entry, state)
+        else:
+            assert callable(entry) and state == RULE, (op.name, name, entry, state)
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.differentiable_inputs], ids=lambda op: op.name)
+def test_differentiable_op_has_a_differentiable_sample(op):
+    assert any(differentiable_positions(op, s) for s in op_samples(op)), (
+        f"{op.name}: no sample gives a float array to any of its differentiable inputs "
+        f"{op.differentiable_inputs}, so gradcheck never runs on it")
+
+
+def test_no_library_op_has_a_stub_backward():
+    import ops  # noqa: F401  -- the whole library is registered
+
+    assert tape.stubbed_backward_op_names() == []
+
+
+def test_the_registry_is_not_empty():
+    assert len(ALL_SAMPLES) > 0 and len(GRADCHECK_SAMPLES) > 0 and len(TORCH_SAMPLES) > 0
