@@ -6,26 +6,26 @@ Import ``tape`` for the engine and ``ops`` for the op library (importing either 
 from .autodiff import backward
 from .broadcast import unbroadcast
 from .errors import (
-                     AnomalyError,
-                     BackwardNotImplementedError,
-                     GradientError,
-                     GraphFreedError,
-                     InPlaceModificationError,
-                     ReplayError,
+    AnomalyError,
+    BackwardNotImplementedError,
+    GradientError,
+    GraphFreedError,
+    InPlaceModificationError,
+    ReplayError,
 )
 from .gradcheck import GradcheckError, gradcheck
 from .recording import Node, detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .registry import (
-                     NOT_DIFFERENTIABLE,
-                     STUB,
-                     Op,
-                     RegistrationError,
-                     Sample,
-                     defop,
-                     get_op,
-                     registered_ops,
-                     stubbed_backward_op_names,
-                     unregister_op,
+    NOT_DIFFERENTIABLE,
+    STUB,
+    Op,
+    RegistrationError,
+    Sample,
+    defop,
+    get_op,
+    registered_ops,
+    stubbed_backward_op_names,
+    unregister_op,
 )
 from .tapes import ExecutionTape, GradientTape, RecordedOp, TapeGraph, TapeStack, TensorSpec, tape_stack
 from .tensors import Tensor, as_tensor, tensor
