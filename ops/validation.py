@@ -25,7 +25,13 @@ def normalize_dims(op: str, dim, ndim: int, argument: str = "dim") -> tuple:
     """``dim`` (None, an int or a sequence of ints) as a sorted tuple of distinct non-negative axes."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int | np.integer) else tuple(dim)
+    if isinstance(dim, int | np.integer):
+        dims = (dim,)
+    elif isinstance(dim, tuple | list):
+        dims = tuple(dim)
+    else:
+        raise TypeError(f"{op}: argument '{argument}' expected None, an int or a tuple of ints, "
+                        f"got {type(dim).__name__} {dim!r}")
     axes = tuple(sorted(normalize_dim(op, d, ndim, argument) for d in dims))
     if len(set(axes)) != len(axes):
         raise ValueError(f"{op}: argument '{argument}' repeats a dim: {dim}")
