@@ -1,0 +1,187 @@
+"""Convolution and pooling against PyTorch at sizes a little beyond the generated samples (batch 2,
+3 channels, 9x9) in float32 and float64, over combinations of their options; max pooling's tie choice;
+and the errors bad arguments raise."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+TOLERANCE = {np.float64: dict(rtol=1e-7, atol=1e-9), np.float32: dict(rtol=2e-4, atol=2e-5)}
+
+
+def compare_with_torch(ours, theirs, arrays, dtype, seed=0):
+    """Run ``ours`` and ``theirs`` on the same arrays (all differentiable; None = absent), backward with the
+    same random upstream gradient, and assert outputs and every input gradient agree."""
+    arrays = [None if a is None else a.astype(dtype) for a in arrays]
+    mt = [None if a is None else tape.tensor(a, requires_grad=True, dtype=a.dtype) for a in arrays]
+    th = [None if a is None else torch.tensor(a, requires_grad=True) for a in arrays]
+    out = ours(*mt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's padding='same' with an even kernel warns about a copy
+        expected = theirs(*th)
+    assert out.shape == tuple(expected.shape) and out.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), **TOLERANCE[dtype])
+    upstream = np.random.default_rng(seed).standard_normal(out.shape).astype(dtype)
+    out.backward(upstream)
+    expected.backward(torch.from_numpy(upstream))
+    for name, t, e in zip("xwb", mt, th):
+        if t is not None:
+            assert t.grad.dtype == np.dtype(dtype), name
+            np.testing.assert_allclose(t.grad.numpy(), e.grad.numpy(), err_msg=f"gradient of {name}",
+                                       **TOLERANCE[dtype])
+
+
+CONV2D_CASES = [
+    dict(),
+    dict(stride=2),
+    dict(stride=(2, 1), padding=(1, 2)),
+    dict(padding=1, dilation=2),
+    dict(padding="same"),
+    dict(padding="same", dilation=(1, 2)),
+    dict(padding="valid", stride=3),
+    dict(stride=2, padding=2, dilation=(2, 3)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", CONV2D_CASES, ids=str)
+@pytest.mark.parametrize("groups, out_channels, kernel", [(1, 4, (3, 3)), (3, 6, (2, 3)), (3, 3, (3, 3))],
+                         ids=["dense", "groups3", "depthwise"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d_matches_torch(dtype, kwargs, groups, out_channels, kernel, bias):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 9, 9))
+    w = rng.standard_normal((out_channels, 3 // groups) + kernel)
+    b = rng.standard_normal(out_channels) if bias else None
+    compare_with_torch(lambda x, w, b: ops.conv2d(x, w, b, groups=groups, **kwargs),
+                       lambda x, w, b: F.conv2d(x, w, b, groups=groups, **kwargs), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv2d_unbatched_and_non_contiguous(dtype):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((9, 8, 3)).transpose(2, 0, 1)  # (C, H, W), channels last in memory
+    w = rng.standard_normal((3, 4, 3, 5)).transpose(3, 2, 0, 1)  # (5, 3, 3, 4)
+    compare_with_torch(lambda x, w: ops.conv2d(x, w, padding=1), lambda x, w: F.conv2d(x, w, padding=1),
+                       [x, w], dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", [dict(), dict(stride=2, padding=1), dict(padding="same", dilation=2),
+                                    dict(groups=3, padding="valid"), dict(stride=(3,), padding=(2,), dilation=(2,))],
+                         ids=str)
+def test_conv1d_matches_torch(dtype, kwargs):
+    rng = np.random.default_rng(2)
+    x, w, b = rng.standard_normal((2, 3, 11)), rng.standard_normal((6, 3 // kwargs.get("groups", 1), 3)), \
+        rng.standard_normal(6)
+    compare_with_torch(lambda x, w, b: ops.conv1d(x, w, b, **kwargs), lambda x, w, b: F.conv1d(x, w, b, **kwargs),
+                       [x, w, b], dtype)
+    compare_with_torch(lambda x, w: ops.conv1d(x, w, **kwargs), lambda x, w: F.conv1d(x, w, **kwargs),
+                       [x[0], w], dtype)  # unbatched (C, L)
+
+
+POOL_CASES = [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 1)),
+    dict(kernel_size=3, stride=2, ceil_mode=True),
+    dict(kernel_size=2, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=4, stride=3, padding=2, ceil_mode=True),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", POOL_CASES + [dict(kernel_size=2, dilation=2), dict(kernel_size=3, dilation=(2, 1),
+                                                                                      padding=1, ceil_mode=True)],
+                         ids=str)
+def test_max_pool2d_matches_torch(dtype, kwargs):
+    x = np.random.default_rng(3).standard_normal((2, 3, 9, 9))
+    compare_with_torch(lambda x: ops.max_pool2d(x, **kwargs), lambda x: F.max_pool2d(x, **kwargs), [x], dtype)
+    compare_with_torch(lambda x: ops.max_pool2d(x, **kwargs), lambda x: F.max_pool2d(x, **kwargs), [x[0]], dtype)
+
+
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1),
+                                    dict(kernel_size=3, stride=2, ceil_mode=True)], ids=str)
+def test_max_pool2d_ties_send_the_gradient_where_torch_does(kwargs):
+    # small integers: most windows hold several equal maxima; torch's CPU kernel picks the first in
+    # row-major (kh, kw) order, and so do we
+    x = np.random.default_rng(4).integers(-1, 2, size=(2, 3, 9, 9)).astype(float)
+    compare_with_torch(lambda x: ops.max_pool2d(x, **kwargs), lambda x: F.max_pool2d(x, **kwargs), [x], np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", POOL_CASES, ids=str)
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool2d_matches_torch(dtype, kwargs, count_include_pad):
+    x = np.random.default_rng(5).standard_normal((2, 3, 9, 9))
+    kwargs = dict(kwargs, count_include_pad=count_include_pad)
+    compare_with_torch(lambda x: ops.avg_pool2d(x, **kwargs), lambda x: F.avg_pool2d(x, **kwargs), [x], dtype)
+
+
+def test_avg_pool2d_divisor_override_and_unbatched():
+    x = np.random.default_rng(6).standard_normal((3, 9, 9))
+    kwargs = dict(kernel_size=3, stride=2, padding=1, divisor_override=4)
+    compare_with_torch(lambda x: ops.avg_pool2d(x, **kwargs), lambda x: F.avg_pool2d(x, **kwargs), [x], np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", [dict(scale_factor=2), dict(scale_factor=3), dict(scale_factor=(2, 3)),
+                                    dict(scale_factor=1.5), dict(scale_factor=0.5), dict(size=(13, 20)),
+                                    dict(size=5), dict(size=(9, 27))], ids=str)
+def test_upsample2d_matches_torch_nearest(dtype, kwargs):
+    x = np.random.default_rng(7).standard_normal((2, 3, 9, 9))
+    compare_with_torch(lambda x: ops.upsample2d(x, **kwargs),
+                       lambda x: F.interpolate(x, mode="nearest", **kwargs), [x], dtype)
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+x4 = np.zeros((2, 4, 6, 6))
+w4 = np.zeros((8, 4, 3, 3))
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda: ops.conv2d(np.zeros((4, 6)), w4), ValueError, "conv2d: argument 'input'"),
+    (lambda: ops.conv2d(x4, np.zeros((8, 4, 3))), ValueError, "conv2d: argument 'weight'"),
+    (lambda: ops.conv2d(x4, np.zeros((8, 3, 3, 3))), ValueError, "conv2d: argument 'weight'.*4 channels"),
+    (lambda: ops.conv2d(x4, np.zeros((8, 2, 3, 3)), groups=3), ValueError, "conv2d: argument 'groups'"),
+    (lambda: ops.conv2d(x4, np.zeros((6, 1, 3, 3)), groups=4), ValueError, "conv2d: argument 'groups'"),
+    (lambda: ops.conv2d(x4, np.zeros((8, 4, 7, 3))), ValueError, "conv2d: argument 'weight'.*padded input"),
+    (lambda: ops.conv2d(x4, w4, dilation=4), ValueError, "conv2d: argument 'weight'.*padded input"),
+    (lambda: ops.conv2d(x4, w4, np.zeros(4)), ValueError, "conv2d: argument 'bias'"),
+    (lambda: ops.conv2d(x4, w4, stride=0), ValueError, "conv2d: argument 'stride'"),
+    (lambda: ops.conv2d(x4, w4, padding=-1), ValueError, "conv2d: argument 'padding'"),
+    (lambda: ops.conv2d(x4, w4, padding="full"), ValueError, "conv2d: argument 'padding'"),
+    (lambda: ops.conv2d(x4, w4, padding="same", stride=2), ValueError, "conv2d: argument 'padding'"),
+    (lambda: ops.conv2d(x4.astype(np.int64), w4.astype(np.int64)), TypeError, "conv2d: argument 'input'"),
+    (lambda: ops.conv1d(np.zeros((2, 4, 6)), np.zeros((3, 4, 8))), ValueError, "conv1d: argument 'weight'"),
+    (lambda: ops.conv1d(x4, np.zeros((3, 4, 2))), ValueError, "conv1d: argument 'input'"),
+    (lambda: ops.max_pool2d(np.zeros(6), 2), ValueError, "max_pool2d: argument 'input'"),
+    (lambda: ops.max_pool2d(x4, 2, padding=2), ValueError, "max_pool2d: argument 'padding'"),
+    (lambda: ops.max_pool2d(x4, 7), ValueError, "max_pool2d: argument 'input'"),
+    (lambda: ops.max_pool2d(x4, (2, 2, 2)), ValueError, "max_pool2d: argument 'kernel_size'"),
+    (lambda: ops.max_pool2d(np.zeros((1, 6, 6), dtype=np.int32), 2), TypeError, "max_pool2d: argument 'input'"),
+    (lambda: ops.avg_pool2d(x4, 2, padding=2), ValueError, "avg_pool2d: argument 'padding'"),
+    (lambda: ops.avg_pool2d(x4, 2, divisor_override=0), ValueError, "avg_pool2d: argument 'divisor_override'"),
+    (lambda: ops.upsample2d(x4), ValueError, "upsample2d: argument 'size / scale_factor'"),
+    (lambda: ops.upsample2d(x4, scale_factor=2, size=4), ValueError, "upsample2d: argument 'size / scale_factor'"),
+    (lambda: ops.upsample2d(x4, scale_factor=-1), ValueError, "upsample2d: argument 'scale_factor'"),
+    (lambda: ops.upsample2d(x4[0], scale_factor=2), ValueError, "upsample2d: argument 'input'"),
+])
+def test_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+def test_pooling_flags_must_be_bools():
+    with pytest.raises(TypeError, match="avg_pool2d: argument 'count_include_pad'"):
+        ops.avg_pool2d(x4, 2, count_include_pad="yes")
+    with pytest.raises(TypeError, match="max_pool2d: argument 'ceil_mode'"):
+        ops.max_pool2d(x4, 2, ceil_mode=1)

@@ -1,0 +1,258 @@
+"""The nn ops against PyTorch beyond the generated sample checks: stability on logits of +-1e4, every
+cross_entropy option, embedding's padding row and repeated indices, dropout's replayable mask, and
+the errors bad arguments raise."""
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+TOLERANCE = {np.float64: dict(rtol=1e-7, atol=1e-9), np.float32: dict(rtol=1e-4, atol=1e-5)}
+
+
+def run_both(ours, theirs, arrays, differentiable, dtype, seed=0):
+    """Output and input gradients of ``ours`` (minitape) and ``theirs`` (torch) on the same arrays, for the
+    same random upstream gradient. ``differentiable[i]`` says whether arrays[i] gets a gradient."""
+    arrays = [a.astype(dtype) if a is not None and a.dtype.kind == "f" else a for a in arrays]
+    mt = [None if a is None else tape.tensor(a, requires_grad=d, dtype=a.dtype) for a, d in zip(arrays, differentiable)]
+    th = [None if a is None else torch.tensor(a, requires_grad=d) for a, d in zip(arrays, differentiable)]
+    out, expected = ours(*mt), theirs(*th)
+    upstream = np.random.default_rng(seed).standard_normal(out.shape).astype(dtype)
+    out.backward(upstream)
+    expected.backward(torch.from_numpy(upstream))
+    grads = [(t.grad.numpy(), e.grad.numpy()) for t, e, d in zip(mt, th, differentiable) if d]
+    return (out.numpy(), expected.detach().numpy()), grads
+
+
+def assert_matches(pairs, dtype):
+    for ours, theirs in pairs:
+        assert ours.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(ours, theirs, **TOLERANCE[dtype])
+
+
+# -- stability ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_family_is_finite_and_matches_torch_on_huge_logits(name, dtype):
+    x = np.array([[1e4, -1e4, 0.0, 1e4 - 3], [-1e4, -1e4 + 1, -1e4 + 2, -1e4]])
+    value, grads = run_both(lambda t: getattr(ops, name)(t, dim=-1), lambda t: getattr(torch, name)(t, dim=-1),
+                            [x], [True], dtype)
+    assert np.isfinite(value[0]).all() and np.isfinite(grads[0][0]).all()
+    assert_matches([value] + grads, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_is_finite_and_matches_torch_on_huge_logits(dtype):
+    x = np.array([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4], [-1e4, -1e4, -1e4]])
+    target = np.array([1, 0, 2])
+    value, grads = run_both(lambda i, t: ops.cross_entropy(i, t, label_smoothing=0.1),
+                            lambda i, t: F.cross_entropy(i, t, label_smoothing=0.1), [x, target], [True, False], dtype)
+    assert np.isfinite(value[0]).all() and np.isfinite(grads[0][0]).all()
+    assert value[0] > 1e4  # target 1 of row 0 is 2e4 below the best logit
+    assert_matches([value] + grads, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bce_with_logits_is_finite_and_matches_torch_on_huge_logits(dtype):
+    x = np.array([1e4, -1e4, 1e4, -1e4, 30.0, -30.0])
+    target = np.array([1.0, 0.0, 0.0, 1.0, 0.5, 0.25])
+    pos_weight = np.array([2.0])
+    value, grads = run_both(
+        lambda i, t, pw: ops.binary_cross_entropy_with_logits(i, t, reduction="none", pos_weight=pw),
+        lambda i, t, pw: F.binary_cross_entropy_with_logits(i, t, reduction="none", pos_weight=pw),
+        [x, target, pos_weight], [True, True, False], dtype)
+    assert np.isfinite(value[0]).all() and all(np.isfinite(g[0]).all() for g in grads)
+    assert value[0][0] == 0 and value[0][1] == 0  # confident and right: no loss
+    assert_matches([value] + grads, dtype)
+
+
+# -- cross_entropy / nll_loss ------------------------------------------------------------------------------
+def _class_problem(shape, rng, ignore_index):
+    n_classes = shape[0] if len(shape) == 1 else shape[1]
+    target_shape = () if len(shape) == 1 else (shape[0],) + shape[2:]
+    x = rng.normal(size=shape) * 3
+    target = rng.integers(0, n_classes, size=target_shape)
+    if target.ndim:
+        target.reshape(-1)[::3] = ignore_index  # every third target is ignored
+    return x, target, rng.uniform(0.2, 2.0, size=n_classes)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 5), (3, 4, 2, 3), (6,)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("use_weight", [False, True])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.25])
+@pytest.mark.parametrize("ignore_index", [-100, 1])
+def test_cross_entropy_options_match_torch(dtype, shape, reduction, use_weight, label_smoothing, ignore_index):
+    rng = np.random.default_rng(len(shape) * 7 + int(use_weight))
+    x, target, weight = _class_problem(shape, rng, ignore_index)
+    kwargs = dict(ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing)
+    value, grads = run_both(lambda i, t, w: ops.cross_entropy(i, t, w, **kwargs),
+                            lambda i, t, w: F.cross_entropy(i, t, w, **kwargs),
+                            [x, target, weight if use_weight else None], [True, False, False], dtype)
+    assert_matches([value] + grads, dtype)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("use_weight", [False, True])
+def test_nll_loss_matches_torch_with_ignored_targets(reduction, use_weight):
+    rng = np.random.default_rng(3)
+    x, target, weight = _class_problem((2, 5, 3), rng, -100)
+    value, grads = run_both(
+        lambda i, t, w: ops.nll_loss(ops.log_softmax(i, dim=1), t, w, reduction=reduction),
+        lambda i, t, w: F.nll_loss(F.log_softmax(i, dim=1), t, w, reduction=reduction),
+        [x, target, weight if use_weight else None], [True, False, False], np.float64)
+    assert_matches([value] + grads, np.float64)
+
+
+def test_cross_entropy_mean_divides_by_the_weights_of_counted_targets():
+    x = np.zeros((3, 2))  # every log-probability is log(1/2)
+    target = np.array([0, 1, -100])
+    weight = np.array([1.0, 3.0])
+    loss = ops.cross_entropy(tape.tensor(x), target, tape.tensor(weight)).item()
+    assert loss == pytest.approx(np.log(2) * (1 + 3) / (1 + 3))
+    loss_sum = ops.cross_entropy(tape.tensor(x), target, tape.tensor(weight), reduction="sum").item()
+    assert loss_sum == pytest.approx(np.log(2) * 4)
+
+
+# -- norms -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rms_norm_default_eps_is_the_dtype_epsilon(dtype):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 8)) * 1e-4  # mean square ~1e-8: the eps (1.2e-7 in float32) is visible
+    weight = rng.normal(size=(8,))
+    value, grads = run_both(lambda i, w: ops.rms_norm(i, (8,), w), lambda i, w: F.rms_norm(i, (8,), w),
+                            [x, weight], [True, True], dtype)
+    assert_matches([value] + grads, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_matches_torch_on_a_wide_input(dtype):
+    rng = np.random.default_rng(1)
+    x, w, b = rng.normal(size=(4, 6, 32)) * 5 + 3, rng.normal(size=(32,)), rng.normal(size=(32,))
+    value, grads = run_both(lambda i, w, b: ops.layer_norm(i, (32,), w, b),
+                            lambda i, w, b: F.layer_norm(i, (32,), w, b), [x, w, b], [True, True, True], dtype)
+    assert_matches([value] + grads, dtype)
+
+
+# -- embedding ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("padding_idx", [None, 2, -1])
+def test_embedding_padding_row_gets_no_gradient_and_repeats_accumulate(padding_idx):
+    rng = np.random.default_rng(0)
+    weight = rng.normal(size=(5, 3))
+    indices = np.array([[2, 2, 4], [0, 2, 4]])
+    value, grads = run_both(lambda i, w: ops.embedding(i, w, padding_idx=padding_idx),
+                            lambda i, w: F.embedding(i, w, padding_idx=padding_idx),
+                            [indices, weight], [False, True], np.float64)
+    assert_matches([value] + grads, np.float64)
+    w = tape.tensor(weight, requires_grad=True, dtype=np.float64)
+    ops.embedding(indices, w, padding_idx=padding_idx).sum().backward()
+    counts = np.bincount(indices.ravel(), minlength=5).astype(float)
+    if padding_idx is not None:
+        counts[padding_idx] = 0
+    np.testing.assert_array_equal(w.grad.numpy(), np.repeat(counts[:, None], 3, axis=1))
+
+
+# -- dropout -----------------------------------------------------------------------------------------------
+def test_dropout_backward_reuses_the_forward_mask():
+    x = tape.tensor(np.random.default_rng(0).uniform(1, 2, size=(50, 40)), requires_grad=True, dtype=np.float64)
+    out = ops.dropout(x, p=0.4, rng=np.random.default_rng(5))
+    out.backward(np.ones(out.shape))
+    kept = out.numpy() != 0  # inputs are >= 1, so a zero output means dropped
+    np.testing.assert_allclose(out.numpy()[kept], x.numpy()[kept] / 0.6)
+    np.testing.assert_allclose(x.grad.numpy(), kept / 0.6)
+
+
+def test_dropout_keep_rate_and_replay():
+    p, n = 0.3, 200_000
+    x = tape.tensor(np.ones(n, dtype=np.float32))
+    out = ops.dropout(x, p=p, rng=np.random.default_rng(1)).numpy()
+    kept = np.count_nonzero(out)
+    sigma = np.sqrt(n * p * (1 - p))
+    assert abs(kept - n * (1 - p)) < 5 * sigma
+    assert out.dtype == np.float32 and set(np.unique(out)) == {np.float32(0), np.float32(1 / (1 - p))}
+    assert abs(out.mean() - 1) < 0.01  # inverted scaling keeps the expectation
+    again = ops.dropout(x, p=p, rng=np.random.default_rng(1)).numpy()
+    np.testing.assert_array_equal(out, again)  # same generator state, same mask
+    other = ops.dropout(x, p=p, rng=np.random.default_rng(2)).numpy()
+    assert not np.array_equal(out, other)
+
+
+def test_dropout_recorded_seed_replays_the_mask():
+    x = tape.tensor(np.ones((8, 8)))
+    out = ops.dropout(x, p=0.5, rng=np.random.default_rng(3))
+    x2 = tape.tensor(np.ones((8, 8)), requires_grad=True)
+    out2 = ops.dropout(x2, p=0.5, rng=np.random.default_rng(3))
+    seed = out2.grad_fn.attrs["seed"]
+    replay = tape.get_op("dropout")(x, p=0.5, seed=seed)
+    np.testing.assert_array_equal(out.numpy(), replay.numpy())
+
+
+def test_dropout_identity_and_extremes():
+    x = tape.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    assert ops.dropout(x, p=0.5, training=False) is x
+    assert ops.dropout(x, p=0.0) is x
+    zeros = ops.dropout(x, p=1.0, rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(zeros.numpy(), 0)
+    zeros.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), 0)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="dropout: argument 'p'"):
+            ops.dropout(x, p=bad)
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+def test_tensor_methods_use_the_softmax_ops():
+    x = tape.tensor(np.array([[1.0, 2.0, 3.0]]))
+    np.testing.assert_allclose(x.softmax(dim=-1).numpy(), F.softmax(torch.tensor([[1.0, 2.0, 3.0]]), -1).numpy())
+    np.testing.assert_allclose(x.log_softmax().numpy(), F.log_softmax(torch.tensor([[1.0, 2.0, 3.0]]), -1).numpy())
+
+
+f64 = np.zeros((4, 3))
+labels = np.array([0, 1, 2, 1])
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda: ops.cross_entropy(f64, labels, reduction="avg"), ValueError, "cross_entropy: argument 'reduction'"),
+    (lambda: ops.nll_loss(f64, labels, reduction=None), ValueError, "nll_loss: argument 'reduction'"),
+    (lambda: ops.mse_loss(f64, f64, reduction="total"), ValueError, "mse_loss: argument 'reduction'"),
+    (lambda: ops.binary_cross_entropy_with_logits(f64, f64, reduction="meen"), ValueError,
+     "binary_cross_entropy_with_logits: argument 'reduction'"),
+    (lambda: ops.cross_entropy(f64, np.array([0, 1, 3, 1])), ValueError, "cross_entropy: argument 'target'"),
+    (lambda: ops.cross_entropy(f64, np.array([0, -1, 2, 1])), ValueError, "cross_entropy: argument 'target'"),
+    (lambda: ops.nll_loss(f64, np.array([0, 1, 2])), ValueError, "nll_loss: argument 'target'"),
+    (lambda: ops.cross_entropy(f64, labels.astype(float)), TypeError, "cross_entropy: argument 'target'"),
+    (lambda: ops.cross_entropy(np.zeros((4, 3), dtype=np.int64), labels), TypeError,
+     "cross_entropy: argument 'input'"),
+    (lambda: ops.cross_entropy(f64, labels, np.ones(4)), ValueError, "cross_entropy: argument 'weight'"),
+    (lambda: ops.cross_entropy(f64, labels, label_smoothing=1.5), ValueError,
+     "cross_entropy: argument 'label_smoothing'"),
+    (lambda: ops.cross_entropy(np.zeros(()), np.array(0)), ValueError, "cross_entropy: argument 'input'"),
+    (lambda: ops.softmax(np.arange(3), dim=0), TypeError, "softmax: argument 'input'"),
+    (lambda: ops.log_softmax(f64, dim=2), ValueError, "log_softmax: argument 'dim'"),
+    (lambda: ops.layer_norm(f64, (4,)), ValueError, "layer_norm: argument 'normalized_shape'"),
+    (lambda: ops.layer_norm(f64, (3,), np.ones(4)), ValueError, "layer_norm: argument 'weight'"),
+    (lambda: ops.rms_norm(f64, 3, np.ones((1, 3))), ValueError, "rms_norm: argument 'weight'"),
+    (lambda: ops.embedding(labels, np.zeros(3)), ValueError, "embedding: argument 'weight'"),
+    (lambda: ops.embedding(labels, np.zeros((2, 3))), ValueError, "embedding: argument 'input'"),
+    (lambda: ops.embedding(labels.astype(float), f64), TypeError, "embedding: argument 'input'"),
+    (lambda: ops.embedding(labels, f64, padding_idx=4), ValueError, "embedding: argument 'padding_idx'"),
+    (lambda: ops.mse_loss(f64, np.zeros((2, 3))), ValueError, "mse_loss: argument 'target'"),
+    (lambda: ops.binary_cross_entropy_with_logits(f64, np.zeros((4, 1))), ValueError,
+     "binary_cross_entropy_with_logits: argument 'target'"),
+    (lambda: ops.binary_cross_entropy_with_logits(f64, f64, pos_weight=np.ones(2)), ValueError,
+     "binary_cross_entropy_with_logits: argument 'pos_weight'"),
+    (lambda: ops.dropout(np.ones(3, dtype=np.int64), p=0.5), TypeError, "dropout: argument 'input'"),
+])
+def test_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+def test_dropout_training_flag_must_be_a_bool():
+    with pytest.raises(TypeError, match="dropout: argument 'training'"):
+        ops.dropout(tape.tensor(np.ones(3)), p=0.5, training="yes")
