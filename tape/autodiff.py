@@ -128,7 +128,7 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
             elif source_ids is not None and parent.out_id in source_ids:
                 found[parent.out_id] = grad if parent.out_id not in found else found[parent.out_id] + grad
         if not retain_graph:
-            node.saved = None
+            node.saved = node.inputs = None
     return found
 
 
@@ -140,12 +140,12 @@ def _input_gradients(node, g, needs) -> list:
             f"backward reached op '{op.name}' (node #{node.index}) whose saved values were freed by an earlier "
             f"backward; pass retain_graph=True to the first backward (or persistent=True to the GradientTape) "
             f"to differentiate the same graph twice")
-    for i, leaf in enumerate(node.leaves):
-        if leaf is not None and leaf._version != node.versions[i]:
+    for i, t in enumerate(node.inputs):
+        if t is not None and t._version != node.versions[i]:
             raise InPlaceModificationError(
-                f"op '{op.name}': input '{op.input_names[i]}' (tensor #{leaf.id}, shape {leaf.shape}) was given a "
-                f"new value after the op recorded it (version {node.versions[i]} -> {leaf._version}); its "
-                f"gradient would be for values that no longer exist. Run the forward again after the update")
+                f"op '{op.name}': input '{op.input_names[i]}' (tensor #{t.id}, shape {t.shape}) was given a "
+                f"new value after the op recorded it (version {node.versions[i]} -> {t._version}); the "
+                f"gradients would be for values that no longer exist. Run the forward again after the update")
     if op.has_stub:
         stubbed = [name for name, need, state in zip(op.input_names, needs, op.input_states)
                    if need and state == STUBBED]
@@ -156,14 +156,21 @@ def _input_gradients(node, g, needs) -> list:
                 f"rule, or detach these inputs. `python -m tape coverage` lists every op's backward status")
     arrays, ans, aux = node.saved
     attrs = node.attrs if aux is None else {**node.attrs, **aux}
-    if op.joint_vjp is not None:
-        results = op.joint_vjp(g, ans, *arrays, needs=needs, **attrs)
-        if not isinstance(results, tuple | list) or len(results) != len(arrays):
-            raise GradientError(f"op '{op.name}': its joint backward must return a tuple of {len(arrays)} "
-                                f"entries (one per input), got {type(results).__name__}")
-        results = list(results)
-    else:
-        results = [rule(g, ans, *arrays, **attrs) if need else None for rule, need in zip(op.vjps, needs)]
+    try:
+        if op.joint_vjp is not None:
+            results = op.joint_vjp(g, ans, *arrays, needs=needs, **attrs)
+            if not isinstance(results, tuple | list) or len(results) != len(arrays):
+                raise GradientError(f"op '{op.name}': its joint backward must return a tuple of {len(arrays)} "
+                                    f"entries (one per input), got {type(results).__name__}")
+            results = list(results)
+        else:
+            results = [rule(g, ans, *arrays, **attrs) if need else None for rule, need in zip(op.vjps, needs)]
+    except GradientError:
+        raise
+    except Exception as e:  # a bug in a rule: say which op and which inputs, keep the original as the cause
+        wanted = [name for name, need in zip(op.input_names, needs) if need]
+        raise GradientError(f"op '{op.name}': the backward rule for input(s) {wanted} raised "
+                            f"{type(e).__name__}: {e}") from e
     for i, grad in enumerate(results):
         if not needs[i]:
             continue

@@ -40,20 +40,22 @@ class Node:
 
     ``parents[i]`` is the Node that produced input i (None for a leaf or a constant), ``leaves[i]`` the
     input tensor when it is a leaf that needs a gradient, ``needs[i]`` whether input i needs one at all.
-    ``saved`` is (input arrays, output array, aux) until a backward without retain_graph frees it.
+    ``saved`` is (input arrays, output array, aux) until a backward without retain_graph frees it;
+    ``versions`` are the inputs' versions when recorded (a later ``t.data = ...`` makes backward raise).
     ``index`` grows with every application, so sorting by it is a topological order.
     """
 
-    __slots__ = ("op", "attrs", "needs", "parents", "leaves", "versions", "saved", "out_id", "index",
+    __slots__ = ("op", "attrs", "needs", "parents", "leaves", "inputs", "versions", "saved", "out_id", "index",
                  "trace", "__weakref__")
 
-    def __init__(self, op, attrs, needs, parents, leaves, saved):
+    def __init__(self, op, attrs, needs, parents, leaves, inputs, saved):
         self.op = op
         self.attrs = attrs
         self.needs = needs
         self.parents = parents
         self.leaves = leaves
-        self.versions = [0 if leaf is None else leaf._version for leaf in leaves]
+        self.inputs = inputs  # the input tensors, to check their versions; released with ``saved``
+        self.versions = [0 if t is None else t._version for t in inputs]
         self.saved = saved
         self.out_id = 0
         self.index = next(_node_counter)
@@ -124,6 +126,13 @@ def _coerce(op, inputs) -> list:
     return out
 
 
+def _not_differentiable(op, tensors, t):
+    name = op.input_names[[i for i, x in enumerate(tensors) if x is t][0]]
+    raise TypeError(f"{op.name}: argument '{name}' requires grad, but the op is not differentiable with respect "
+                    f"to it (declared NOT_DIFFERENTIABLE); pass it detached (x.detach()) -- minitape will not "
+                    f"drop a gradient silently")
+
+
 def _mixed_dtypes(op, inputs):
     got = ", ".join(f"{name}={getattr(getattr(x, 'dtype', None), 'name', type(x).__name__)}"
                     for name, x in zip(op.input_names, inputs))
@@ -174,17 +183,21 @@ def apply(op, inputs, attrs):
         leaves = []
         any_need = False
         for t, state_i in zip(tensors, op.input_states):
-            if t is not None and (t._requires_grad or (watched and t.id in watched)) and state_i != NOT_DIFF:
-                any_need = True
-                needs.append(True)
-                parents.append(t._node)
-                leaves.append(t if t._node is None else None)
-            else:
-                needs.append(False)
-                parents.append(None)
-                leaves.append(None)
+            if t is not None and (t._requires_grad or (watched and t.id in watched)):
+                if state_i == NOT_DIFF:
+                    if out.dtype.kind == "f" and t._requires_grad:
+                        _not_differentiable(op, tensors, t)
+                else:
+                    any_need = True
+                    needs.append(True)
+                    parents.append(t._node)
+                    leaves.append(t if t._node is None else None)
+                    continue
+            needs.append(False)
+            parents.append(None)
+            leaves.append(None)
         if any_need:
-            node = Node(op, attrs, needs, parents, leaves, (arrays, out, aux))
+            node = Node(op, attrs, needs, parents, leaves, tensors, (arrays, out, aux))
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id

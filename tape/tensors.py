@@ -25,6 +25,14 @@ ops = None  # the op library, bound by ops/__init__.py (tape cannot import ops a
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
+    """``array`` made read-only for good: an array that owns its memory could be flagged writeable again,
+    so it is frozen and wrapped in a read-only view (numpy refuses to unfreeze a view of a frozen base)."""
+    base = array.base
+    if base is None:
+        array.flags.writeable = False
+        array = array.view()
+    elif isinstance(base, np.ndarray) and base.flags.writeable:
+        base.flags.writeable = False
     if array.flags.writeable:
         array.flags.writeable = False
     return array
@@ -236,10 +244,11 @@ def tensor(data, requires_grad: bool = False, dtype=None, name: str | None = Non
 
 
 def as_tensor(value, dtype=None) -> Tensor:
-    """``value`` itself when it is a Tensor, else a constant tensor (no grad) holding it."""
+    """``value`` itself when it is a Tensor, else a constant tensor (no grad) holding a copy of it (the
+    caller's array is never frozen or shared)."""
     if isinstance(value, Tensor):
         return value
-    array = np.asarray(value, dtype=dtype)
+    array = np.array(value, dtype=dtype, copy=True)
     if dtype is None and array.dtype == np.float64 and not isinstance(value, np.ndarray | np.generic):
         array = array.astype(np.float32)
-    return Tensor._wrap(array if not array.flags.writeable else array.copy())
+    return Tensor._wrap(array)

@@ -287,3 +287,20 @@ def test_gradcheck_refuses_float32_and_needs_a_differentiable_input():
 def test_gradcheck_passes_non_tensor_arguments_through():
     x = leaf((3, 4))
     assert tape.gradcheck(lambda t, dim: ops.sum(ops.exp(t), dim), [x, 1])
+
+
+def test_a_grad_requiring_tensor_in_a_not_differentiable_slot_is_refused(throwaway_ops):
+    scale_by = throwaway_ops("scale_by", family="test", inputs=("x", "factor"), forward=lambda x, f: x * f,
+                             vjps=(lambda g, ans, x, f: g * f, NOT_DIFFERENTIABLE))
+    x, factor = leaf((3,)), leaf((3,), seed=1)
+    with pytest.raises(TypeError, match="scale_by: argument 'factor' requires grad.*detach"):
+        scale_by(x, factor)
+    scale_by(x, factor.detach()).sum().backward()  # detached: fine, and x still gets its gradient
+    np.testing.assert_allclose(x.grad.data, factor.data)
+
+
+def test_an_exception_inside_a_rule_is_reported_with_the_op_and_input(throwaway_ops):
+    broken = throwaway_ops("broken_rule", family="test", inputs=("x",), forward=np.exp,
+                           vjps=(lambda g, ans, x: g @ np.ones((7, 7)),))
+    with pytest.raises(tape.GradientError, match=r"broken_rule.*\['x'\].*ValueError"):
+        broken(leaf((3,))).sum().backward()
