@@ -1,6 +1,23 @@
-"""Unary elementwise ops: each declared with its forward and its backward side by side."""
+"""Unary elementwise ops: each declared with its forward and its backward side by side.
 
-__all__ = ['neg', 'exp', 'log', 'tanh', 'relu']
+Conventions, all as in PyTorch 2.13:
+- At a kink the gradient is torch's: abs'(0) = 0, relu'(0) = 0, leaky_relu'(0) = negative_slope,
+  elu'(0) = alpha; clamp passes the gradient where min <= x <= max (bounds included) and nowhere when
+  min > max (every output is then ``max``).
+- sign's gradient is 0 (its derivative wherever it exists; torch's convention at 0 too), so a tensor that
+  requires grad can flow through it -- the engine refuses such tensors in NOT_DIFFERENTIABLE slots.
+- Ops defined only on floats (exp, log, sigmoid, gelu, ...) refuse integer and bool tensors instead of
+  casting them; neg, abs, square, relu and clamp keep an integer dtype, as torch does.
+- sigmoid, silu and softplus go through ``logaddexp``: inputs of +-1e4 give finite values and gradients.
+- gelu's exact form needs the normal CDF, which numpy lacks: float64 uses Cody's rational approximations
+  of erfc (relative error ~1e-15), float32 Abramowitz & Stegun 7.1.26 (absolute error < 1e-7, below
+  float32's resolution of the CDF), which costs a third of the numpy calls.
+"""
+
+__all__ = ['neg', 'abs', 'sign', 'exp', 'expm1', 'log', 'log2', 'log10', 'log1p', 'sqrt', 'rsqrt', 'square',
+           'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'clamp']
+
+import math
 
 import numpy as np
 
@@ -8,17 +25,289 @@ from tape.registry import defop
 
 from .samples import unary_samples
 
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
 
-def _unary(name, forward, vjp, *, low=-2.0, high=2.0, torch_ref=None, samples=None, **declaration):
+
+# -- argument checks -------------------------------------------------------------------------------------------
+def _floats_only(name):
+    """A check refusing integer/bool input for an op whose result is only defined on floats."""
+    def check(x, **attrs):
+        if x.dtype.kind != "f":
+            raise TypeError(f"{name}: argument 'x' expected a floating tensor (float32 or float64), got dtype "
+                            f"{x.dtype}; convert it explicitly (minitape never casts silently)")
+    return check
+
+
+def _no_bool(name):
+    def check(x, **attrs):
+        if x.dtype.kind == "b":
+            raise TypeError(f"{name}: argument 'x' expected a number tensor, got dtype bool")
+    return check
+
+
+def _real(op: str, argument: str, value) -> float:
+    """``value`` as a Python float (a weak scalar: it keeps float32 arrays float32)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _unary(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, floats_only=True, torch_ref=None,
+           samples=None, **declaration):
     """Declare a one-input elementwise op; the torch reference defaults to ``torch.<name>``."""
+    if floats_only:
+        declaration.setdefault("check", _floats_only(name))
     return defop(name, family="elementwise", inputs=("x",), forward=forward, vjps=(vjp,),
-                 samples=samples or unary_samples(low, high),
+                 samples=samples or unary_samples(low, high, attrs, kinks),
                  torch_ref=torch_ref or (lambda torch, x, **attrs: getattr(torch, name)(x, **attrs)),
                  **declaration)
 
 
-neg = _unary("neg", np.negative, lambda g, ans, x: -g)
+def _functional(name):
+    """The torch reference ``torch.nn.functional.<name>``."""
+    return lambda torch, x, **attrs: getattr(torch.nn.functional, name)(x, **attrs)
+
+
+# -- arithmetic ------------------------------------------------------------------------------------------------
+neg = _unary("neg", np.negative, lambda g, ans, x: np.negative(g), floats_only=False, check=_no_bool("neg"))
+abs = _unary("abs", np.abs, lambda g, ans, x: g * np.sign(x), kinks=(0.0,), floats_only=False)
+sign = _unary("sign", np.sign, lambda g, ans, x: np.zeros_like(g), floats_only=False, check=_no_bool("sign"),
+              kinks=(0.0,))
+square = _unary("square", np.square, lambda g, ans, x: g * x * 2, floats_only=False, check=_no_bool("square"))
+
+
+# -- exponentials, logarithms, roots ---------------------------------------------------------------------------
 exp = _unary("exp", np.exp, lambda g, ans, x: g * ans)
+expm1 = _unary("expm1", np.expm1, lambda g, ans, x: g * (ans + 1))
 log = _unary("log", np.log, lambda g, ans, x: g / x, low=0.1, high=3.0)
+log2 = _unary("log2", np.log2, lambda g, ans, x: g / (x * _LN2), low=0.1, high=3.0)
+log10 = _unary("log10", np.log10, lambda g, ans, x: g / (x * _LN10), low=0.1, high=3.0)
+log1p = _unary("log1p", np.log1p, lambda g, ans, x: g / (x + 1), low=-0.9, high=2.0)
+sqrt = _unary("sqrt", np.sqrt, lambda g, ans, x: g / (ans * 2), low=0.1, high=3.0)
+
+
+def _rsqrt(x):
+    return np.reciprocal(np.sqrt(x))
+
+
+rsqrt = _unary("rsqrt", _rsqrt, lambda g, ans, x: g * (ans * ans * ans) * -0.5, low=0.1, high=3.0)
+
+
+# -- trigonometric and hyperbolic ------------------------------------------------------------------------------
+sin = _unary("sin", np.sin, lambda g, ans, x: g * np.cos(x), low=-3.0, high=3.0)
+cos = _unary("cos", np.cos, lambda g, ans, x: g * -np.sin(x), low=-3.0, high=3.0)
 tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1 - ans * ans))
-relu = _unary("relu", lambda x: np.maximum(x, 0), lambda g, ans, x: g * (x > 0))
+
+
+def _sigmoid(x):
+    # 1 / (1 + exp(-x)) = exp(-log(1 + exp(-x))); logaddexp never overflows
+    return np.exp(-np.logaddexp(0, -x))
+
+
+sigmoid = _unary("sigmoid", _sigmoid, lambda g, ans, x: g * ans * (1 - ans), low=-4.0, high=4.0)
+
+
+# -- activations -----------------------------------------------------------------------------------------------
+relu = _unary("relu", lambda x: np.maximum(x, 0), lambda g, ans, x: g * (x > 0), kinks=(0.0,), floats_only=False)
+
+
+def _leaky_relu(x, negative_slope=0.01):
+    return np.where(x > 0, x, x * _real("leaky_relu", "negative_slope", negative_slope))
+
+
+def _leaky_relu_vjp(g, ans, x, negative_slope=0.01):
+    return np.where(x > 0, g, g * float(negative_slope))
+
+
+leaky_relu = _unary("leaky_relu", _leaky_relu, _leaky_relu_vjp, kinks=(0.0,), attrs=[{}, {"negative_slope": 0.2}],
+                    torch_ref=_functional("leaky_relu"))
+
+
+def _elu(x, alpha=1.0):
+    alpha = _real("elu", "alpha", alpha)
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha)
+
+
+def _elu_vjp(g, ans, x, alpha=1.0):
+    # alpha * exp(x) for x <= 0; not elu(x) + alpha, which rounds to 0 in the far left tail
+    return np.where(x > 0, g, g * np.exp(np.minimum(x, 0)) * float(alpha))
+
+
+elu = _unary("elu", _elu, _elu_vjp, kinks=(0.0,), attrs=[{}, {"alpha": 0.5}], torch_ref=_functional("elu"))
+
+
+# gelu(x) = x * Phi(x), Phi the standard normal CDF; 'tanh' approximates Phi(x) by (1 + tanh(u)) / 2 with
+# u = sqrt(2 / pi) * (x + 0.044715 x^3). The forward saves Phi(x) (or tanh(u)) for the backward.
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+_GELU_CUBIC = 0.044715
+
+# W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23 (1969): erf on
+# [0, 0.46875], erfc * exp(z^2) on (0.46875, 4] and on (4, inf).
+_ERF_A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03,
+          1.85777706184603153e-1)
+_ERF_B = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
+_ERFC_C = (5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01, 2.98635138197400131e02,
+           8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03, 1.23033935479799725e03,
+           2.15311535474403846e-8)
+_ERFC_D = (1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
+           3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03)
+_ERFC_P = (3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1, 1.60837851487422766e-2,
+           6.58749161529837803e-4, 1.63153871373020978e-2)
+_ERFC_Q = (2.56852019228982242e00, 1.87295284992346047e00, 5.27905102951428412e-1, 6.05183413124413191e-2,
+           2.33520497626869185e-3)
+
+
+def _cody_ratio(y, num, den):
+    """Cody's rational function in ``y``: ``num`` holds len(den) + 1 coefficients, the leading one last."""
+    m = len(den)
+    top = num[m] * y
+    bottom = y
+    for i in range(m - 1):
+        top = (top + num[i]) * y
+        bottom = (bottom + den[i]) * y
+    return (top + num[m - 1]) / (bottom + den[m - 1])
+
+
+def _erfc_small(z):
+    return 1 - z * _cody_ratio(z * z, _ERF_A, _ERF_B)
+
+
+def _erfc_middle(z):
+    return _cody_ratio(z, _ERFC_C, _ERFC_D) * np.exp(-z * z)
+
+
+def _erfc_large(z):
+    z = np.minimum(z, 30.0)  # erfc(30) underflows to 0 already; keeps z * z finite
+    inv_sq = 1 / (z * z)
+    return (_INV_SQRT_PI - inv_sq * _cody_ratio(inv_sq, _ERFC_P, _ERFC_Q)) / z * np.exp(-z * z)
+
+
+def _erfc64(z):
+    """erfc(z) for float64 z >= 0 (NaN stays NaN), to ~1e-15 relative."""
+    small = z <= 0.46875
+    large = z > 4.0
+    middle = ~(small | large)  # NaN lands here and stays NaN
+    if middle.all():
+        return _erfc_middle(z)
+    out = np.empty_like(z)
+    for part, formula in ((small, _erfc_small), (middle, _erfc_middle), (large, _erfc_large)):
+        if part.any():
+            out[part] = formula(z[part])
+    return out
+
+
+_AS_P = 0.3275911  # Abramowitz & Stegun 7.1.26: erfc(z) ~ t * poly(t) * exp(-z^2), t = 1 / (1 + p z)
+_AS_COEF = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _half_erfc32(z):
+    t = 1 / (z * _AS_P + 1)
+    a1, a2, a3, a4, a5 = _AS_COEF
+    return t * (a1 + t * (a2 + t * (a3 + t * (a4 + t * a5)))) * np.exp(-z * z) * 0.5
+
+
+def _normal_cdf(x):
+    """Phi(x) = erfc(-x / sqrt(2)) / 2, computed from the tail P(N > |x|) so both tails keep their accuracy."""
+    z = np.abs(x) * _SQRT_HALF
+    tail = _erfc64(z) * 0.5 if x.dtype == np.float64 else _half_erfc32(z)
+    return np.where(x < 0, tail, 1 - tail)
+
+
+def _gelu(x, approximate="none"):
+    if approximate == "none":
+        cdf = _normal_cdf(x)
+        return x * cdf, {"saved": cdf}
+    if approximate == "tanh":
+        t = np.tanh((x + x * x * x * _GELU_CUBIC) * _SQRT_2_OVER_PI)
+        return x * (1 + t) * 0.5, {"saved": t}
+    raise ValueError(f"gelu: argument 'approximate' expected 'none' or 'tanh', got {approximate!r}")
+
+
+def _gelu_vjp(g, ans, x, approximate="none", saved=None):
+    if approximate == "none":  # Phi(x) + x * phi(x)
+        return g * (saved + x * np.exp(x * x * -0.5) * _INV_SQRT_2PI)
+    t = saved
+    du = (1 + x * x * (3 * _GELU_CUBIC)) * _SQRT_2_OVER_PI
+    return g * ((1 + t) * 0.5 + x * (1 - t * t) * du * 0.5)
+
+
+gelu = _unary("gelu", _gelu, _gelu_vjp, low=-3.0, high=3.0, attrs=[{}, {"approximate": "tanh"}], has_aux=True,
+              torch_ref=_functional("gelu"))
+
+
+def _silu(x):
+    s = _sigmoid(x)
+    return x * s, {"saved": s}
+
+
+def _silu_vjp(g, ans, x, saved=None):
+    s = saved
+    return g * s * (1 + x * (1 - s))
+
+
+silu = _unary("silu", _silu, _silu_vjp, low=-4.0, high=4.0, has_aux=True, torch_ref=_functional("silu"))
+
+
+def _softplus(x, beta=1, threshold=20):
+    b = _real("softplus", "beta", beta)
+    t = _real("softplus", "threshold", threshold)
+    if b == 0:
+        raise ValueError("softplus: argument 'beta' expected a non-zero number, got 0")
+    if b == 1:
+        return np.where(x > t, x, np.logaddexp(0, x))
+    z = x * b
+    return np.where(z > t, x, np.logaddexp(0, z) / b)  # log(1 + exp(z)) / beta, stable for any z
+
+
+def _softplus_vjp(g, ans, x, beta=1, threshold=20):
+    # below the threshold d/dx = sigmoid(beta x) = 1 - exp(-beta * softplus(x)): no second logaddexp
+    b = float(beta)
+    z = x if b == 1 else x * b
+    return np.where(z > float(threshold), g, g * -np.expm1(ans * -b))
+
+
+softplus = _unary("softplus", _softplus, _softplus_vjp, kinks=(1.5,), attrs=[{}, {"beta": 2.0, "threshold": 3.0}],
+                  torch_ref=_functional("softplus"))
+
+
+# -- clamp -----------------------------------------------------------------------------------------------------
+def _bound(x, argument, value):
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"clamp: argument '{argument}' expected a real number or None, got "
+                        f"{type(value).__name__} {value!r} (for a tensor bound use ops.maximum / ops.minimum)")
+    if x.dtype.kind == "f":
+        return float(value)
+    if x.dtype.kind == "b":
+        raise TypeError("clamp: argument 'x' expected a number tensor, got dtype bool")
+    if isinstance(value, float | np.floating) and not float(value).is_integer():
+        raise TypeError(f"clamp: argument '{argument}' is {value!r} but 'x' is {x.dtype}; an integer tensor takes "
+                        f"integer bounds (minitape never casts silently)")
+    return int(value)
+
+
+def _clamp(x, min=None, max=None):
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of the arguments 'min' and 'max' must be given (not None)")
+    out = x
+    if min is not None:
+        out = np.maximum(out, _bound(x, "min", min))
+    if max is not None:
+        out = np.minimum(out, _bound(x, "max", max))
+    return out
+
+
+def _clamp_vjp(g, ans, x, min=None, max=None):
+    # torch: the gradient passes where min <= x <= max, bounds included
+    if max is None:
+        return g * (x >= min)
+    if min is None:
+        return g * (x <= max)
+    return g * ((x >= min) & (x <= max))
+
+
+clamp = _unary("clamp", _clamp, _clamp_vjp, kinks=(-1.0, -0.5, 0.5, 0.75), floats_only=False,
+               attrs=[{"min": -0.5, "max": 0.75}, {"min": -1.0}, {"max": 0.5}, {"min": 0.5, "max": -0.5}])

@@ -1,13 +1,87 @@
-"""Reductions over ``dim`` (an int, a tuple or None) with ``keepdim``, as in torch."""
+"""Reductions over ``dim`` (an int, a tuple or None) with ``keepdim``, as in torch.
 
-__all__ = ['sum', 'mean', 'restore_dims']
+``dim=None`` and ``dim=()`` reduce every dim (torch's convention); a repeated or out-of-range dim, a
+non-int dim or a non-bool keepdim raises naming the op and the argument. Conventions, as in PyTorch 2.13:
+- max / min return values only (like torch.amax / amin) and split the gradient evenly among tied
+  extrema -- what torch.max() without a dim and torch.amax do. torch.max(x, dim) instead gives all of it
+  to the one index it returns; the two agree whenever the extremum is unique. A NaN extremum gives NaN
+  gradients to its slice.
+- var / std take torch's ``correction`` (default 1, Bessel's); N - correction <= 0 gives inf/NaN as in
+  torch. std's gradient is 0 where std is 0 (torch's convention, instead of 0/0).
+- prod's gradient is the product of the other entries, computed without dividing by zero.
+- logsumexp subtracts the max first: logits of +-1e4 give finite values and gradients.
+- argmax / argmin return int64 indices of the first extremum, are not differentiable, and take
+  dim=None (index into the flattened input) or an int.
+- mean, var, std and logsumexp need a float tensor; sum, prod, max and min also take integer tensors
+  (sum and prod of integers give int64, as in torch).
+"""
+
+__all__ = ['sum', 'mean', 'var', 'std', 'max', 'min', 'prod', 'logsumexp', 'argmax', 'argmin', 'restore_dims']
+
+import math
 
 import numpy as np
 
-from tape.registry import defop
+from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
-from .samples import reduction_samples
-from .validation import normalize_dims
+from .samples import index_reduction_samples, reduction_samples, uniform
+from .validation import normalize_dim, normalize_dims
+
+
+# -- dims ------------------------------------------------------------------------------------------------------
+def _axes(op: str, dim, ndim: int, keepdim):
+    """numpy's ``axis`` for torch's ``dim``: None (every dim) or a sorted tuple of non-negative axes.
+    Validates ``keepdim`` too. Ints and None take a fast path: this runs on every call."""
+    if keepdim is not False and keepdim is not True and not isinstance(keepdim, np.bool_):
+        raise TypeError(f"{op}: argument 'keepdim' expected a bool, got {type(keepdim).__name__} {keepdim!r}")
+    if dim is None:
+        return None
+    if type(dim) is int:
+        if 0 <= dim < ndim:
+            return (dim,)
+        if -ndim <= dim < 0:
+            return (dim + ndim,)
+    if isinstance(dim, tuple | list):
+        if len(dim) == 0:
+            return None
+        axes = [normalize_dim(op, d, ndim) for d in dim]
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"{op}: argument 'dim' expected distinct dims, got {dim!r} (a dim appears twice)")
+        return tuple(sorted(axes)) if ndim else ()
+    if isinstance(dim, int | np.integer) and not isinstance(dim, bool):
+        normalize_dim(op, dim, ndim)  # raises when out of range
+        return (int(dim) % ndim,) if ndim else ()
+    raise TypeError(f"{op}: argument 'dim' expected None, an int or a tuple of ints, got {type(dim).__name__} "
+                    f"{dim!r}")
+
+
+def _count(shape: tuple, axes) -> int:
+    """How many entries each output entry reduces."""
+    if axes is None:
+        return math.prod(shape)
+    if len(axes) == 1:
+        return shape[axes[0]]
+    return math.prod(shape[a] for a in axes)
+
+
+def _kept(g: np.ndarray, shape: tuple, axes, keepdim) -> np.ndarray:
+    """``g`` (an output-shaped array) with the reduced dims back as size 1, so it broadcasts against the input."""
+    if keepdim or axes is None:  # a full reduction without keepdim is 0-D: it broadcasts as it is
+        return g
+    if len(axes) == 1:
+        a = axes[0]
+        return g.reshape(shape[:a] + (1,) + shape[a + 1:])
+    kept = list(shape)
+    for a in axes:
+        kept[a] = 1
+    return g.reshape(kept)
+
+
+def _spread(g: np.ndarray, x: np.ndarray, axes, keepdim) -> np.ndarray:
+    """``g`` copied to every input position it reduced (a fresh array: cheaper than np.broadcast_to)."""
+    out = np.empty(x.shape, g.dtype)
+    out[...] = _kept(g, x.shape, axes, keepdim)
+    return out
 
 
 def restore_dims(g: np.ndarray, x: np.ndarray, dim, keepdim: bool, op: str) -> np.ndarray:
@@ -15,6 +89,16 @@ def restore_dims(g: np.ndarray, x: np.ndarray, dim, keepdim: bool, op: str) -> n
     if keepdim:
         return g
     return np.expand_dims(g, normalize_dims(op, dim, x.ndim))
+
+
+def _require_float(op: str, x: np.ndarray) -> None:
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: argument 'x' expected a floating tensor (float32 or float64), got dtype {x.dtype}; "
+                        f"convert it explicitly (minitape never casts silently)")
+
+
+def _empty_error(op, x, dim):
+    return ValueError(f"{op}: argument 'x' of shape {x.shape} has no entries to reduce over dim={dim!r}")
 
 
 def _torch_reduce(name):
@@ -25,29 +109,244 @@ def _torch_reduce(name):
     return ref
 
 
+def _with_a_0d_input(samples, **attrs):
+    """``samples`` plus a 0-D input reduced over dim=0 (torch allows dims 0 and -1 there)."""
+    def generate(rng):
+        return samples(rng) + [Sample((uniform(rng, ()),), {"dim": 0, "keepdim": False, **attrs}, "0-D")]
+    return generate
+
+
+def _reduction(name, forward, vjp, samples=None, torch_ref=None, **declaration):
+    return defop(name, family="reduce", inputs=("x",), forward=forward, vjps=(vjp,),
+                 samples=samples or _with_a_0d_input(reduction_samples()), torch_ref=torch_ref or _torch_reduce(name),
+                 **declaration)
+
+
+# -- sum, mean -------------------------------------------------------------------------------------------------
 def _sum(x, dim=None, keepdim=False):
-    return np.sum(x, axis=normalize_dims("sum", dim, x.ndim), keepdims=keepdim)
+    return np.add.reduce(x, axis=_axes("sum", dim, x.ndim, keepdim), keepdims=keepdim)
 
 
 def _sum_vjp(g, ans, x, dim=None, keepdim=False):
-    return np.broadcast_to(restore_dims(g, x, dim, keepdim, "sum"), x.shape)
+    return _spread(g, x, _axes("sum", dim, x.ndim, keepdim), keepdim)
 
 
-sum = defop("sum", family="reduce", inputs=("x",), forward=_sum, vjps=(_sum_vjp,),
-            samples=reduction_samples(), torch_ref=_torch_reduce("sum"))
-
-
-def _count(x, dim):
-    return int(np.prod([x.shape[a] for a in normalize_dims("mean", dim, x.ndim)], dtype=np.int64))
+sum = _reduction("sum", _sum, _sum_vjp)
 
 
 def _mean(x, dim=None, keepdim=False):
-    return np.mean(x, axis=normalize_dims("mean", dim, x.ndim), keepdims=keepdim)
+    _require_float("mean", x)
+    axes = _axes("mean", dim, x.ndim, keepdim)
+    return np.add.reduce(x, axis=axes, keepdims=keepdim) / _count(x.shape, axes)
 
 
 def _mean_vjp(g, ans, x, dim=None, keepdim=False):
-    return np.broadcast_to(restore_dims(g, x, dim, keepdim, "mean") / _count(x, dim), x.shape)
+    axes = _axes("mean", dim, x.ndim, keepdim)
+    out = np.empty(x.shape, g.dtype)
+    np.divide(_kept(g, x.shape, axes, keepdim), x.size // ans.size if ans.size else 1, out=out)
+    return out
 
 
-mean = defop("mean", family="reduce", inputs=("x",), forward=_mean, vjps=(_mean_vjp,),
-             samples=reduction_samples(), torch_ref=_torch_reduce("mean"))
+mean = _reduction("mean", _mean, _mean_vjp)
+
+
+# -- var, std: the forward saves the mean for the backward -----------------------------------------------------
+def _dims_and_dof(op, x, dim, correction, keepdim):
+    """(axes, N, degrees of freedom N - correction), validating the arguments."""
+    _require_float(op, x)
+    if isinstance(correction, bool) or not isinstance(correction, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument 'correction' expected a number, got {type(correction).__name__} "
+                        f"{correction!r}")
+    if not correction >= 0:
+        raise ValueError(f"{op}: argument 'correction' expected a number >= 0, got {correction!r}")
+    axes = _axes(op, dim, x.ndim, keepdim)
+    n = _count(x.shape, axes)
+    return axes, n, n - correction
+
+
+def _variance(op, x, dim, correction, keepdim):
+    """(variance, mean with the reduced dims kept)."""
+    axes, n, dof = _dims_and_dof(op, x, dim, correction, keepdim)
+    mean = np.add.reduce(x, axis=axes, keepdims=True) / n
+    centered = x - mean
+    squares = np.add.reduce(centered * centered, axis=axes, keepdims=keepdim)
+    if dof > 0:
+        return squares / dof, mean
+    with np.errstate(divide="ignore", invalid="ignore"):  # torch: divide by max(0, N - correction)
+        return squares / 0.0, mean
+
+
+def _var(x, dim=None, correction=1, keepdim=False):
+    variance, mean = _variance("var", x, dim, correction, keepdim)
+    return variance, {"mean": mean}
+
+
+def _var_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
+    axes, _, dof = _dims_and_dof("var", x, dim, correction, keepdim)
+    return _kept(g, x.shape, axes, keepdim) * (x - mean) * (2 / dof if dof > 0 else math.inf)
+
+
+def _std(x, dim=None, correction=1, keepdim=False):
+    variance, mean = _variance("std", x, dim, correction, keepdim)
+    return np.sqrt(variance), {"mean": mean}
+
+
+def _std_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
+    axes, _, dof = _dims_and_dof("std", x, dim, correction, keepdim)
+    std_kept = _kept(ans, x.shape, axes, keepdim)
+    nonzero_std = np.where(std_kept == 0, np.inf, std_kept)  # torch: gradient 0 where std == 0
+    return _kept(g, x.shape, axes, keepdim) / nonzero_std * (x - mean) * (1 / dof if dof > 0 else math.inf)
+
+
+def _correction_samples(rng):
+    out = reduction_samples()(rng)  # correction left at its default, 1
+    for correction in (0, 2, 0.5):
+        out.append(Sample((uniform(rng, (2, 3, 4)),), {"dim": -1, "keepdim": False, "correction": correction},
+                          f"dim=-1 correction={correction}"))
+    out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "keepdim": True, "correction": 0}, "correction=0 all"))
+    out.append(Sample((np.full((2, 3), 0.75),), {"dim": 1, "keepdim": False}, "constant rows (std 0)"))
+    out.append(Sample((uniform(rng, ()),), {"dim": -1, "keepdim": True, "correction": 0}, "0-D"))
+    return out
+
+
+var = _reduction("var", _var, _var_vjp, samples=_correction_samples, has_aux=True)
+std = _reduction("std", _std, _std_vjp, samples=_correction_samples, has_aux=True)
+
+
+# -- max, min: ties share the gradient evenly ------------------------------------------------------------------
+def _extremum(name, ufunc):
+    def forward(x, dim=None, keepdim=False):
+        axes = _axes(name, dim, x.ndim, keepdim)
+        try:
+            return ufunc.reduce(x, axis=axes, keepdims=keepdim)
+        except ValueError:
+            raise _empty_error(name, x, dim) from None
+
+    def vjp(g, ans, x, dim=None, keepdim=False):
+        axes = _axes(name, dim, x.ndim, keepdim)
+        hits = x == _kept(ans, x.shape, axes, keepdim)
+        g_kept = _kept(g, x.shape, axes, keepdim)
+        if np.count_nonzero(hits) == ans.size and np.count_nonzero(ans == ans) == ans.size:
+            return hits * g_kept  # no NaN and one hit per slice: no ties to share
+        ties = np.add.reduce(hits, axis=axes, keepdims=True, dtype=g.dtype)
+        return hits * (g_kept / ties)
+
+    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    return forward, vjp
+
+
+max = _reduction("max", *_extremum("max", np.maximum), torch_ref=_torch_reduce("amax"))
+min = _reduction("min", *_extremum("min", np.minimum), torch_ref=_torch_reduce("amin"))
+
+
+# -- prod ------------------------------------------------------------------------------------------------------
+def _prod(x, dim=None, keepdim=False):
+    return np.multiply.reduce(x, axis=_axes("prod", dim, x.ndim, keepdim), keepdims=keepdim)
+
+
+def _prod_vjp(g, ans, x, dim=None, keepdim=False):
+    axes = _axes("prod", dim, x.ndim, keepdim)
+    g_kept = _kept(g, x.shape, axes, keepdim)
+    is_zero = x == 0
+    if not is_zero.any():
+        return g_kept * (_kept(ans, x.shape, axes, keepdim) / x)
+    # d prod / d x_i = product of the other entries. A slice with one zero sends the product of its nonzero
+    # entries to that zero's position and 0 elsewhere; a slice with two or more zeros sends 0 everywhere.
+    nonzero = np.where(is_zero, 1, x)
+    product = np.multiply.reduce(nonzero, axis=axes, keepdims=True)
+    zeros = np.add.reduce(is_zero, axis=axes, keepdims=True)
+    others = np.where(is_zero, np.where(zeros == 1, product, 0), np.where(zeros == 0, product / nonzero, 0))
+    return g_kept * others
+
+
+def _torch_prod(torch, x, dim=None, keepdim=False):
+    """torch.prod takes one int dim: reduce a tuple one dim at a time."""
+    if dim is None or dim == ():
+        out = torch.prod(x)
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    dims = sorted({d % (x.ndim or 1) for d in (dim if isinstance(dim, tuple | list) else (dim,))}, reverse=True)
+    for d in dims:
+        x = torch.prod(x, dim=d, keepdim=keepdim)
+    return x
+
+
+def _prod_samples(rng):
+    out = reduction_samples(0.5, 1.5)(rng)
+    x = uniform(rng, (3, 4), 0.5, 1.5) * rng.choice([-1.0, 1.0], size=(3, 4))
+    x[0, 1] = 0.0  # row 0 (and column 1) has one zero
+    x[1, 0] = x[1, 2] = 0.0  # row 1 has two zeros
+    for dim in (None, 1, 0, -1):
+        out.append(Sample((x.copy(),), {"dim": dim, "keepdim": dim == 0}, f"zeros dim={dim}"))
+    out.append(Sample((np.array([0.0, 1.5, -0.75]),), {"dim": None, "keepdim": False}, "one zero"))
+    out.append(Sample((np.array([0.0, 1.5, 0.0]),), {"dim": None, "keepdim": False}, "two zeros"))
+    out.append(Sample((np.array(0.0),), {"dim": -1, "keepdim": True}, "0-D zero"))
+    return out
+
+
+prod = _reduction("prod", _prod, _prod_vjp, samples=_prod_samples, torch_ref=_torch_prod)
+
+
+# -- logsumexp -------------------------------------------------------------------------------------------------
+def _shifted_logsumexp(x, shift, axes, keepdim):
+    total = np.add.reduce(np.exp(x - shift), axis=axes, keepdims=keepdim)
+    return np.log(total) + shift.reshape(np.shape(total))
+
+
+def _logsumexp(x, dim=None, keepdim=False):
+    _require_float("logsumexp", x)
+    axes = _axes("logsumexp", dim, x.ndim, keepdim)
+    try:
+        shift = np.maximum.reduce(x, axis=axes, keepdims=True)
+    except ValueError:
+        raise _empty_error("logsumexp", x, dim) from None
+    if np.count_nonzero(np.isfinite(shift)) == shift.size:
+        return _shifted_logsumexp(x, shift, axes, keepdim)
+    # an infinite or NaN max: shift by 0 there, so all -inf gives -inf, +inf gives inf and NaN stays NaN
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _shifted_logsumexp(x, np.where(np.isfinite(shift), shift, 0), axes, keepdim)
+
+
+def _logsumexp_vjp(g, ans, x, dim=None, keepdim=False):
+    axes = _axes("logsumexp", dim, x.ndim, keepdim)
+    return _kept(g, x.shape, axes, keepdim) * np.exp(x - _kept(ans, x.shape, axes, keepdim))  # softmax
+
+
+def _logsumexp_samples(rng):
+    out = _with_a_0d_input(reduction_samples())(rng)
+    out.append(Sample((uniform(rng, (3, 4)) + 100.0,), {"dim": -1, "keepdim": False}, "shifted by 100"))
+    out.append(Sample((uniform(rng, (3, 4)) * 20.0,), {"dim": 0, "keepdim": True}, "spread +-40"))
+    return out
+
+
+logsumexp = _reduction("logsumexp", _logsumexp, _logsumexp_vjp, samples=_logsumexp_samples)
+
+
+# -- argmax, argmin --------------------------------------------------------------------------------------------
+def _index_of(name, fn):
+    def forward(x, dim=None, keepdim=False):
+        if keepdim is not False and keepdim is not True and not isinstance(keepdim, np.bool_):
+            raise TypeError(f"{name}: argument 'keepdim' expected a bool, got {type(keepdim).__name__} {keepdim!r}")
+        axis = None
+        if dim is not None:
+            if isinstance(dim, tuple | list):
+                raise TypeError(f"{name}: argument 'dim' expected None or an int, got {type(dim).__name__} {dim!r}")
+            axis = normalize_dim(name, dim, x.ndim)
+            if x.ndim == 0:
+                return np.zeros((), np.int64)
+        try:
+            return np.asarray(fn(x, axis=axis, keepdims=bool(keepdim))).astype(np.int64, copy=False)
+        except ValueError:
+            raise _empty_error(name, x, dim) from None
+
+    forward.__name__ = f"_{name}"
+    return forward
+
+
+def _torch_index_of(name):
+    return lambda torch, x, dim=None, keepdim=False: getattr(torch, name)(x, dim=dim, keepdim=keepdim)
+
+
+argmax = _reduction("argmax", _index_of("argmax", np.argmax), NOT_DIFFERENTIABLE, samples=index_reduction_samples(),
+                    torch_ref=_torch_index_of("argmax"))
+argmin = _reduction("argmin", _index_of("argmin", np.argmin), NOT_DIFFERENTIABLE, samples=index_reduction_samples(),
+                    torch_ref=_torch_index_of("argmin"))

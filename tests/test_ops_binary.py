@@ -1,0 +1,171 @@
+"""Binary ops: what the generated tests do not cover -- ties in maximum/minimum, pow's conventions at a zero
+base and with scalar exponents, where, mixed integer/float operands, and errors naming op and arguments."""
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+from tape.registry import NOT_DIFF
+
+torch = pytest.importorskip("torch")
+
+FAMILY = [op for op in tape.registered_ops() if op.family == "binary"]
+
+
+def grads(fn, arrays, backend):
+    """(output, gradient of sum(out * u) for every float input) in minitape or torch."""
+    if backend == "ours":
+        leaves = [tape.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+        out = fn(*leaves)
+        u = np.linspace(0.5, 1.5, out.size).reshape(out.shape).astype(out.dtype)
+        out.backward(u)
+        return out.numpy(), [t.grad.numpy() for t in leaves if t.requires_grad]
+    leaves = [torch.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+    out = fn(*leaves)
+    u = np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)).astype(out.detach().numpy().dtype)
+    out.backward(torch.from_numpy(u))
+    return out.detach().numpy(), [t.grad.numpy() for t in leaves if t.requires_grad]
+
+
+def assert_same_as_torch(ours_fn, torch_fn, arrays, rtol=1e-12):
+    value, gradients = grads(ours_fn, arrays, "ours")
+    expected_value, expected_gradients = grads(torch_fn, arrays, "torch")
+    np.testing.assert_allclose(value, expected_value, rtol=rtol)
+    for g, e in zip(gradients, expected_gradients, strict=True):
+        assert g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=rtol)
+
+
+# -- the family's declarations -------------------------------------------------------------------------------
+def test_every_op_of_the_family_is_registered_with_samples_and_a_torch_reference():
+    names = {op.name for op in FAMILY}
+    assert {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt",
+            "ge"} <= names
+    for op in FAMILY:
+        assert op.samples is not None and op.torch_ref is not None, op.name
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        assert tape.get_op(name).input_states == (NOT_DIFF, NOT_DIFF)
+    assert tape.get_op("where").input_names == ("condition", "input", "other")
+    assert tape.get_op("where").input_states == (NOT_DIFF, "rule", "rule")
+
+
+# -- maximum / minimum: ties share the gradient evenly, as in torch --------------------------------------------
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ties_split_the_gradient_evenly_like_torch(name, dtype):
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, -1.0]], dtype)
+    b = np.array([2.0, 2.0, -1.0], dtype)  # broadcast; ties at [0,1], [1,0], [1,1], [1,2]
+    assert_same_as_torch(tape.get_op(name), getattr(torch, name), [a, b])
+    _, (ga, gb) = grads(tape.get_op(name), [a, a.copy()], "ours")  # every entry tied: half each
+    np.testing.assert_array_equal(ga, gb)
+
+
+# -- pow -------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_python_scalar_exponents_and_bases_through_the_operators(dtype):
+    x = np.array([0.5, 1.25, 2.0], dtype)
+    for e in (2, 3, 0.5, -1.5, 0, 1):
+        assert_same_as_torch(lambda t, e=e: t ** e, lambda t, e=e: t ** e, [x], rtol=1e-6)
+    assert_same_as_torch(lambda t: 2.0 ** t, lambda t: 2.0 ** t, [x], rtol=1e-6)
+    out = tape.tensor(x) ** 2
+    assert out.dtype == dtype
+
+
+def test_negative_base_with_an_integer_exponent():
+    x = np.array([-2.0, -0.5, 1.5])
+    assert_same_as_torch(lambda t: t ** 3, lambda t: t ** 3, [x])
+    assert_same_as_torch(lambda t: ops.pow(t, np.array(2)), lambda t: t ** torch.tensor(2), [x])
+
+
+def test_zero_base_follows_torchs_conventions():
+    a = np.array([0.0, 0.0, 0.0, 0.0, 2.0])
+    b = np.array([0.0, 2.0, 3.0, 0.5, 0.0])
+    assert_same_as_torch(ops.pow, torch.pow, [a, b])  # d/da = 0 where b == 0; d/db = 0 where a == 0, b >= 0
+    with np.errstate(divide="ignore"):  # 0 ** -1 = inf (numpy warns in the forward; torch does not)
+        _, (ga, gb) = grads(ops.pow, [np.array([0.0]), np.array([-1.0])], "ours")
+    _, (ta, tb) = grads(torch.pow, [np.array([0.0]), np.array([-1.0])], "torch")
+    np.testing.assert_array_equal(ga, ta)
+    np.testing.assert_array_equal(gb, tb)
+
+
+def test_integer_to_a_negative_integer_power_is_refused_naming_pow():
+    with pytest.raises(ValueError, match=r"^pow: .*'a' int64\[2\].*'b' int64\[2\].*negative"):
+        ops.pow(tape.tensor(np.array([2, 3])), tape.tensor(np.array([1, -1])))
+
+
+# -- where -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_where_broadcasts_and_routes_gradients_like_torch(dtype):
+    condition = np.array([[True, False, True], [False, False, True]])
+    a = np.array([1.0, -2.0, 3.0], dtype)
+    b = np.array([[0.5], [-0.25]], dtype)
+    assert_same_as_torch(lambda a, b: ops.where(condition, a, b), lambda a, b: torch.where(torch.tensor(condition),
+                                                                                             a, b), [a, b])
+
+
+def test_where_takes_a_python_scalar_and_keeps_float32():
+    x = tape.tensor(np.array([1.0, -2.0], np.float32), requires_grad=True)
+    y = ops.where(x > 0, x, 0.0)
+    assert y.dtype == np.float32 and y.numpy().tolist() == [1.0, 0.0]
+    ops.sum(y).backward()
+    assert x.grad.dtype == np.float32 and x.grad.numpy().tolist() == [1.0, 0.0]
+
+
+def test_where_refuses_a_non_bool_condition():
+    with pytest.raises(TypeError, match=r"^where: argument 'condition' expected a bool tensor, got dtype float64"):
+        ops.where(tape.tensor(np.array([1.0, 0.0])), tape.tensor(np.ones(2)), tape.tensor(np.zeros(2)))
+
+
+# -- dtypes ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "maximum", "minimum"])
+def test_float32_with_an_integer_tensor_stays_float32_like_torch(name):
+    a = np.array([[0.5, 1.5, 2.5]], np.float32)
+    b = np.array([[1], [2]], np.int64)
+    value, (ga,) = grads(tape.get_op(name), [a, b], "ours")
+    expected, (ea,) = grads(getattr(torch, name), [a, b], "torch")
+    assert value.dtype == np.float32 and ga.dtype == np.float32
+    np.testing.assert_allclose(value, expected, rtol=1e-6)
+    np.testing.assert_allclose(ga, ea, rtol=1e-6)
+
+
+def test_integer_arithmetic_stays_integer_and_integer_division_is_refused():
+    a, b = tape.tensor(np.array([7, -3])), tape.tensor(np.array([2, 2], np.int32))
+    for name in ("add", "sub", "mul", "maximum", "minimum"):
+        out = tape.get_op(name)(a, b)
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(out.numpy(), getattr(torch, name)(torch.tensor(a.numpy()),
+                                                                        torch.tensor(b.numpy())).numpy())
+    with pytest.raises(TypeError, match=r"^div: arguments 'a' \(int64\) and 'b' \(int32\) are both integer"):
+        ops.div(a, b)
+
+
+# -- comparisons -----------------------------------------------------------------------------------------------
+def test_comparisons_give_bool_tensors_without_gradient():
+    a = tape.tensor(np.array([[1.0, 2.0, 3.0]]), requires_grad=True)
+    b = np.array([[2.0], [3.0]])
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        out = tape.get_op(name)(a, b)
+        assert out.dtype == np.bool_ and out.grad_fn is None and not out.requires_grad
+        expected = getattr(torch, name)(torch.tensor(a.numpy()), torch.tensor(b)).numpy()
+        np.testing.assert_array_equal(out.numpy(), expected)
+    assert (a == 2.0).numpy().tolist() == [[False, True, False]] and (a >= 2).numpy().tolist() == [[False, True, True]]
+
+
+# -- errors ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "lt"])
+def test_shapes_that_do_not_broadcast_name_the_op_both_arguments_and_shapes(name):
+    with pytest.raises(ValueError, match=rf"^{name}: arguments 'a' float64\[2, 3\], 'b' float64\[4\] cannot be "
+                                         rf"broadcast"):
+        tape.get_op(name)(tape.tensor(np.ones((2, 3))), tape.tensor(np.ones(4)))
+
+
+def test_where_shapes_that_do_not_broadcast_name_all_three_arguments():
+    with pytest.raises(ValueError, match=r"^where: arguments 'condition' bool\[2\], 'input' float64\[3\], "
+                                         r"'other' float64\[\] cannot be broadcast"):
+        ops.where(np.array([True, False]), tape.tensor(np.ones(3)), tape.tensor(np.array(0.0)))
+
+
+def test_a_dtype_numpy_has_no_loop_for_is_named():
+    with pytest.raises(TypeError, match=r"^sub: cannot compute it for arguments 'a' bool\[2\], 'b' bool\[2\]"):
+        ops.sub(tape.tensor(np.array([True, False])), tape.tensor(np.array([True, True])))

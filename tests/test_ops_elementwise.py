@@ -1,0 +1,198 @@
+"""Unary elementwise ops: what the generated tests do not cover -- torch's gradient at kinks and bounds,
+stability at +-1e4, gelu's two forms over a wide range, integer inputs, and argument errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+FAMILY = [op for op in tape.registered_ops() if op.family == "elementwise"]
+TORCH_DTYPE = {np.float32: torch.float32, np.float64: torch.float64}
+
+
+def ours(op, x, **attrs):
+    """(value, gradient of sum(op(x) * u)) with a fixed cotangent u."""
+    t = tape.tensor(x, requires_grad=True)
+    y = op(t, **attrs)
+    u = np.linspace(0.5, 1.5, y.size).reshape(y.shape).astype(y.dtype)
+    y.backward(u)
+    return y.numpy(), t.grad.numpy()
+
+
+def theirs(fn, x, **attrs):
+    t = torch.tensor(x, requires_grad=True)
+    y = fn(t, **attrs)
+    u = np.linspace(0.5, 1.5, y.numel()).reshape(tuple(y.shape)).astype(x.dtype)
+    y.backward(torch.from_numpy(u))
+    return y.detach().numpy(), t.grad.numpy()
+
+
+def assert_matches_torch(op, fn, x, rtol=1e-7, atol=1e-12, **attrs):
+    value, grad = ours(op, x, **attrs)
+    expected_value, expected_grad = theirs(fn, x, **attrs)
+    assert value.dtype == x.dtype and grad.dtype == x.dtype
+    np.testing.assert_allclose(value, expected_value, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(grad, expected_grad, rtol=rtol, atol=atol)
+
+
+# -- the family's declarations -------------------------------------------------------------------------------
+EXPECTED = {"neg", "abs", "sign", "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "square", "sin",
+            "cos", "tanh", "sigmoid", "relu", "leaky_relu", "elu", "gelu", "silu", "softplus", "clamp"}
+
+
+def test_every_op_of_the_family_is_registered_with_samples_and_a_torch_reference():
+    names = {op.name for op in FAMILY}
+    assert EXPECTED <= names
+    for op in FAMILY:
+        assert op.samples is not None and op.torch_ref is not None, op.name
+    assert all(tape.get_op(n).input_states == ("rule",) for n in EXPECTED)
+
+
+# -- kinks and bounds: torch's conventions ---------------------------------------------------------------------
+KINKS = [
+    ("abs", torch.abs, {}, [-1.0, 0.0, 2.0]),
+    ("relu", torch.relu, {}, [-1.0, 0.0, 2.0]),
+    ("leaky_relu", F.leaky_relu, {"negative_slope": 0.1}, [-1.0, 0.0, 2.0]),
+    ("elu", F.elu, {"alpha": 2.0}, [-1.0, 0.0, 2.0]),
+    ("clamp", torch.clamp, {"min": -1.0, "max": 1.0}, [-2.0, -1.0, 0.0, 1.0, 2.0]),
+    ("clamp", torch.clamp, {"min": 0.5}, [0.0, 0.5, 1.0]),
+    ("clamp", torch.clamp, {"max": 0.5}, [0.0, 0.5, 1.0]),
+    ("clamp", torch.clamp, {"min": 1.0, "max": -1.0}, [-2.0, -1.0, 0.0, 1.0, 2.0]),  # min > max: all -> max
+    ("softplus", F.softplus, {"beta": 2.0, "threshold": 1.0}, [0.25, 0.5, 0.75]),  # beta * x == threshold
+]
+
+
+@pytest.mark.parametrize("name,fn,attrs,values", KINKS, ids=[f"{k[0]}-{k[2]}" for k in KINKS])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gradient_at_kinks_and_bounds_is_torchs(name, fn, attrs, values, dtype):
+    assert_matches_torch(tape.get_op(name), fn, np.array(values, dtype), **attrs)
+
+
+def test_clamp_passes_the_gradient_at_both_bounds_and_nowhere_when_min_exceeds_max():
+    _, grad = ours(ops.clamp, np.array([-1.0, 1.0]), min=-1.0, max=1.0)
+    assert (grad != 0).all()
+    value, grad = ours(ops.clamp, np.array([-2.0, 0.0, 2.0]), min=1.0, max=-1.0)
+    assert (value == -1.0).all() and (grad == 0).all()
+
+
+def test_sign_matches_torch_at_zero_and_has_zero_gradient_like_torch():
+    x = np.array([-2.0, -0.0, 0.0, 3.0])
+    np.testing.assert_array_equal(ops.sign(tape.tensor(x)).numpy(), torch.sign(torch.tensor(x)).numpy())
+    ours = tape.tensor(x, requires_grad=True)
+    (ops.sign(ours) * ours).sum().backward()
+    theirs = torch.tensor(x, requires_grad=True)
+    (torch.sign(theirs) * theirs).sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+# -- stability -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name,fn,attrs", [("sigmoid", torch.sigmoid, {}), ("silu", F.silu, {}),
+                                           ("softplus", F.softplus, {}), ("softplus", F.softplus, {"beta": 0.5}),
+                                           ("softplus", F.softplus, {"beta": 3.0, "threshold": 50.0}),
+                                           ("tanh", torch.tanh, {}), ("gelu", F.gelu, {}),
+                                           ("gelu", F.gelu, {"approximate": "tanh"}), ("elu", F.elu, {})])
+def test_large_inputs_give_finite_values_and_gradients_like_torch(name, fn, attrs, dtype):
+    x = np.array([-1e4, -300.0, -60.0, -20.0, 20.0, 60.0, 300.0, 1e4], dtype)
+    with np.errstate(over="raise", divide="raise", invalid="raise"):  # no overflow, not even an intermediate one
+        value, grad = ours(tape.get_op(name), x, **attrs)
+    assert np.isfinite(value).all() and np.isfinite(grad).all()
+    expected_value, expected_grad = theirs(fn, x, **attrs)
+    np.testing.assert_allclose(value, expected_value, rtol=1e-6, atol=1e-30)
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-6, atol=1e-30)
+
+
+def test_softplus_without_a_threshold_stays_finite_where_torch_overflows():
+    x = np.array([-1e4, 1e4, 1e30])
+    value, grad = ours(ops.softplus, x, threshold=1e300)
+    np.testing.assert_array_equal(value, [0.0, 1e4, 1e30])  # log(1 + e^x) = x in float64 beyond x ~ 37
+    assert np.isfinite(grad).all() and grad[0] == 0 and (grad[1:] > 0).all()
+    assert np.isinf(F.softplus(torch.tensor(x), threshold=1e300).numpy()[1])
+
+
+def test_sigmoid_keeps_relative_accuracy_in_the_left_tail():
+    x = np.array([-30.0, -100.0, -700.0])
+    np.testing.assert_allclose(ops.sigmoid(tape.tensor(x)).numpy(), np.exp(x) / (1 + np.exp(x)), rtol=1e-12)
+
+
+# -- gelu ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype,rtol,atol", [(np.float64, 1e-12, 1e-14), (np.float32, 2e-6, 1e-6)])
+def test_gelu_matches_torch_over_a_wide_range(approximate, dtype, rtol, atol):
+    # atol: 1 + erf(x / sqrt 2) (torch) and 1 + tanh(u) (both) cancel in the left tail; ours keeps the exact tail
+    x = np.concatenate([np.linspace(-12, 12, 481), [-40.0, -5.5, -0.3, 0.0, 0.3, 5.5, 40.0]]).astype(dtype)
+    assert_matches_torch(ops.gelu, F.gelu, x, rtol=rtol, atol=atol, approximate=approximate)
+
+
+def test_exact_gelu_keeps_relative_accuracy_in_both_tails():
+    x = np.array([-30.0, -12.0, -6.0, -1.0, -1e-8, 0.0, 1e-8, 0.4, 0.5, 3.9, 4.1, 6.0, 30.0])
+    expected = np.array([v * 0.5 * math.erfc(-v / math.sqrt(2)) for v in x])
+    expected_grad = np.array([0.5 * math.erfc(-v / math.sqrt(2)) + v * math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+                              for v in x])
+    value, grad = ours(ops.gelu, x)
+    np.testing.assert_allclose(value, expected, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(grad / np.linspace(0.5, 1.5, x.size), expected_grad, rtol=1e-12, atol=0)
+
+
+def test_gelu_default_is_the_exact_form():
+    x = tape.tensor(np.array([-1.0, 0.5, 2.0]))
+    np.testing.assert_array_equal(ops.gelu(x).numpy(), ops.gelu(x, approximate="none").numpy())
+    assert not np.allclose(ops.gelu(x).numpy(), ops.gelu(x, approximate="tanh").numpy(), rtol=1e-6, atol=0)
+
+
+# -- dtypes ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,fn", [("neg", torch.neg), ("abs", torch.abs), ("square", torch.square),
+                                     ("relu", torch.relu)])
+def test_integer_input_stays_integer_like_torch(name, fn):
+    x = np.array([-3, 0, 2, 7], np.int64)
+    out = tape.get_op(name)(tape.tensor(x)).numpy()
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, fn(torch.tensor(x)).numpy())
+    out = ops.clamp(tape.tensor(x), min=-1, max=3).numpy()
+    assert out.dtype == np.int64 and out.tolist() == [-1, 0, 2, 3]
+
+
+def test_numpy_scalar_attributes_keep_float32_forward_and_backward():
+    x = tape.tensor(np.array([-1.5, 0.5, 2.0], np.float32), requires_grad=True)
+    ys = [ops.leaky_relu(x, negative_slope=np.float64(0.2)), ops.elu(x, alpha=np.float64(0.5)),
+          ops.softplus(x, beta=np.float64(2.0), threshold=np.int64(3)), ops.clamp(x, min=np.float64(-1.0), max=1)]
+    for y in ys:
+        assert y.dtype == np.float32
+    ops.sum(ops.add(ops.add(ys[0], ys[1]), ops.add(ys[2], ys[3]))).backward()
+    assert x.grad.dtype == np.float32
+
+
+# -- argument errors -------------------------------------------------------------------------------------------
+X = np.array([0.5, 1.5])
+
+
+@pytest.mark.parametrize("call,error,words", [
+    (lambda: ops.gelu(tape.tensor(X), approximate="fast"), ValueError, ["gelu", "approximate", "fast"]),
+    (lambda: ops.leaky_relu(tape.tensor(X), negative_slope="steep"), TypeError, ["leaky_relu", "negative_slope"]),
+    (lambda: ops.elu(tape.tensor(X), alpha=None), TypeError, ["elu", "alpha"]),
+    (lambda: ops.softplus(tape.tensor(X), beta=0), ValueError, ["softplus", "beta"]),
+    (lambda: ops.softplus(tape.tensor(X), threshold="high"), TypeError, ["softplus", "threshold"]),
+    (lambda: ops.clamp(tape.tensor(X)), ValueError, ["clamp", "min", "max"]),
+    (lambda: ops.clamp(tape.tensor(X), min=tape.tensor(X)), TypeError, ["clamp", "min"]),
+    (lambda: ops.clamp(tape.tensor(np.arange(3)), max=1.5), TypeError, ["clamp", "max"]),
+    (lambda: ops.clamp(tape.tensor(np.array([True])), min=0), TypeError, ["clamp", "x", "bool"]),
+    (lambda: ops.neg(tape.tensor(np.array([True]))), TypeError, ["neg", "x", "bool"]),
+])
+def test_bad_arguments_name_the_op_and_the_argument(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
+                                  "tanh", "sigmoid", "leaky_relu", "elu", "gelu", "silu", "softplus"])
+def test_float_only_ops_refuse_integer_tensors_naming_op_and_argument(name):
+    with pytest.raises(TypeError, match=rf"^{name}: argument 'x' expected a floating tensor.*int64"):
+        tape.get_op(name)(tape.tensor(np.array([1, 2])))

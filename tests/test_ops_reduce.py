@@ -1,0 +1,229 @@
+"""Reductions: what the generated tests do not cover -- ties in max/min, prod with zeros, logsumexp at
++-1e4, argmax/argmin dtype, ties and keepdim, dim conventions and errors naming op and argument."""
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+from tape.registry import NOT_DIFF
+
+torch = pytest.importorskip("torch")
+
+FAMILY = [op for op in tape.registered_ops() if op.family == "reduce"]
+
+
+def ours(op, x, **attrs):
+    """(value, gradient of sum(op(x) * u)) with a fixed cotangent u."""
+    t = tape.tensor(x, requires_grad=True)
+    y = op(t, **attrs)
+    u = np.linspace(0.5, 1.5, y.size).reshape(y.shape).astype(y.dtype)
+    y.backward(u)
+    return y.numpy(), t.grad.numpy()
+
+
+def theirs(fn, x, **attrs):
+    t = torch.tensor(x, requires_grad=True)
+    y = fn(t, **attrs)
+    u = np.linspace(0.5, 1.5, y.numel()).reshape(tuple(y.shape)).astype(x.dtype)
+    y.backward(torch.from_numpy(u))
+    return y.detach().numpy(), t.grad.numpy()
+
+
+def assert_matches_torch(op, fn, x, rtol=1e-12, atol=0.0, **attrs):
+    value, grad = ours(op, x, **attrs)
+    expected_value, expected_grad = theirs(fn, x, **attrs)
+    assert value.shape == expected_value.shape and grad.dtype == x.dtype
+    np.testing.assert_allclose(value, expected_value, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(grad, expected_grad, rtol=rtol, atol=atol)
+
+
+# -- the family's declarations -------------------------------------------------------------------------------
+def test_every_op_of_the_family_is_registered_with_samples_and_a_torch_reference():
+    names = {op.name for op in FAMILY}
+    assert {"sum", "mean", "var", "std", "max", "min", "prod", "logsumexp", "argmax", "argmin"} <= names
+    for op in FAMILY:
+        assert op.samples is not None and op.torch_ref is not None, op.name
+    assert tape.get_op("argmax").input_states == tape.get_op("argmin").input_states == (NOT_DIFF,)
+
+
+def test_tensor_methods_call_the_reductions_with_torchs_signatures():
+    x = tape.tensor(np.array([[1.0, 4.0, 2.0], [3.0, 0.0, 5.0]]))
+    np.testing.assert_array_equal(x.max().numpy(), 5.0)
+    np.testing.assert_array_equal(x.min(dim=1, keepdim=True).numpy(), [[1.0], [0.0]])
+    np.testing.assert_allclose(x.var(dim=0, correction=0).numpy(), [1.0, 4.0, 2.25])
+    np.testing.assert_allclose(x.std().numpy(), torch.tensor(x.numpy()).std().numpy())
+    assert x.argmax(dim=1, keepdim=True).numpy().tolist() == [[1], [2]]
+
+
+# -- max / min: ties ---------------------------------------------------------------------------------------------
+TIED = np.array([[3.0, 1.0, 3.0, 3.0], [0.5, 2.0, 2.0, -1.0], [1.0, -4.0, 0.0, -4.0]])
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (None, True), (1, False), (0, True), ((0, 1), False)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ties_split_the_gradient_evenly_like_torch_amax(name, dim, keepdim, dtype):
+    amax = getattr(torch, "a" + name)
+    assert_matches_torch(tape.get_op(name), lambda t, dim, keepdim: amax(t, dim=() if dim is None else dim,
+                                                                         keepdim=keepdim),
+                         TIED.astype(dtype), dim=dim, keepdim=keepdim)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_a_full_reduction_matches_torch_max_without_dim_and_dim_int_differs_only_in_who_gets_a_tie(name):
+    assert_matches_torch(tape.get_op(name), lambda t: getattr(t, name)(), TIED)
+    # torch.max(x, dim) sends a tie's gradient to the one index it returns; ours splits it. Same total per row.
+    _, grad = ours(tape.get_op(name), TIED, dim=1)
+    _, torch_grad = theirs(lambda t: getattr(torch, name)(t, dim=1).values, TIED)
+    np.testing.assert_allclose(grad.sum(axis=1), torch_grad.sum(axis=1), rtol=1e-15)
+    assert (np.count_nonzero(grad, axis=1) >= np.count_nonzero(torch_grad, axis=1)).all()
+
+
+# -- prod with zeros -----------------------------------------------------------------------------------------------
+ZEROS = np.array([[0.0, 2.0, -1.5, 0.5], [0.0, 3.0, 0.0, 1.25], [1.5, -2.0, 0.75, 0.5]])  # 1, 2 and 0 zeros per row
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dim,keepdim", [(1, False), (-1, True), (0, False)])
+def test_prod_gradient_with_zeros_matches_torch_without_dividing_by_zero(dtype, dim, keepdim):
+    with np.errstate(all="raise"):
+        assert_matches_torch(ops.prod, torch.prod, ZEROS.astype(dtype), rtol=1e-6, dim=dim, keepdim=keepdim)
+
+
+@pytest.mark.parametrize("row", [0, 1, 2])
+def test_prod_of_everything_with_zero_one_or_two_zeros_matches_torch(row):
+    with np.errstate(all="raise"):
+        assert_matches_torch(ops.prod, torch.prod, ZEROS[row].copy())
+
+
+def test_prod_over_a_tuple_of_dims_with_zeros():
+    x = ZEROS.reshape(3, 2, 2)
+    with np.errstate(all="raise"):
+        value, grad = ours(ops.prod, x, dim=(0, 2))
+    expected = [np.prod(np.delete(x[:, j, :].ravel(), k)) for j in range(2) for k in range(6)]
+    u = np.linspace(0.5, 1.5, 2)
+    np.testing.assert_allclose(grad.transpose(1, 0, 2).reshape(2, 6), np.reshape(expected, (2, 6)) * u[:, None])
+    np.testing.assert_allclose(value, np.prod(x, axis=(0, 2)))
+
+
+# -- logsumexp ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_logsumexp_of_huge_logits_is_finite_and_matches_torch(dtype):
+    x = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, -1e4], [1e4, 1e4 - 1.0, 1e4]], dtype)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        value, grad = ours(ops.logsumexp, x, dim=1)
+    assert np.isfinite(value).all() and np.isfinite(grad).all()
+    expected_value, expected_grad = theirs(torch.logsumexp, x, dim=1)
+    np.testing.assert_allclose(value, expected_value, rtol=1e-6)
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-6, atol=1e-7)
+
+
+def test_logsumexp_of_infinite_entries_matches_torch():
+    inf = np.inf
+    x = np.array([[-inf, -inf], [inf, 0.0], [-inf, 1.0]])
+    value = ops.logsumexp(tape.tensor(x), dim=1).numpy()
+    np.testing.assert_array_equal(value, torch.logsumexp(torch.tensor(x), dim=1).numpy())
+
+
+# -- argmax / argmin -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_argmax_argmin_give_int64_first_ties_and_keepdim_shapes_like_torch(name, dim, keepdim):
+    out = tape.get_op(name)(tape.tensor(TIED, requires_grad=True), dim=dim, keepdim=keepdim)
+    expected = getattr(torch, name)(torch.tensor(TIED), dim=dim, keepdim=keepdim).numpy()
+    assert out.dtype == np.int64 and out.shape == expected.shape and out.grad_fn is None
+    np.testing.assert_array_equal(out.numpy(), expected)
+
+
+# -- dims ----------------------------------------------------------------------------------------------------------
+FULL = {"sum": torch.sum, "mean": torch.mean, "max": torch.max, "prod": torch.prod, "var": torch.var,
+        "logsumexp": lambda t: torch.logsumexp(t, dim=(0, 1))}
+
+
+@pytest.mark.parametrize("name", FULL)
+def test_an_empty_dim_tuple_reduces_every_dim_like_torch(name):
+    out = tape.get_op(name)(tape.tensor(TIED), dim=())
+    expected = FULL[name](torch.tensor(TIED))
+    assert out.shape == tuple(expected.shape) == ()
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-12)
+    if name in ("sum", "mean", "var", "max"):  # torch.prod takes no tuple; torch.logsumexp fails on dim=()
+        torch_fn = torch.amax if name == "max" else getattr(torch, name)
+        np.testing.assert_array_equal(torch_fn(torch.tensor(TIED), dim=()).numpy(), expected.numpy())
+
+
+def test_integer_sums_and_products_give_int64_like_torch():
+    x = np.array([[1, 2], [3, 4]], np.int32)
+    for name in ("sum", "prod"):
+        out = tape.get_op(name)(tape.tensor(x), dim=0)
+        expected = getattr(torch, name)(torch.tensor(x), dim=0)
+        assert out.dtype == np.int64 and expected.dtype == torch.int64
+        np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    assert ops.max(tape.tensor(x)).dtype == np.int32
+
+
+# -- var / std edge cases ------------------------------------------------------------------------------------------
+def test_std_of_constant_input_has_zero_gradient_like_torch():
+    x = np.full((2, 3), 0.75)
+    assert_matches_torch(ops.std, torch.std, x, dim=1)
+    _, grad = ours(ops.std, x, dim=1)
+    assert (grad == 0).all()
+
+
+def test_correction_at_least_n_gives_torchs_inf_and_nan():
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = [ops.var(tape.tensor(np.array(v)), correction=c).item() for v, c in (([1.0, 2.0], 2), ([1.0, 1.0], 2))]
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        expected = [torch.var(torch.tensor(v), correction=c).item() for v, c in (([1.0, 2.0], 2), ([1.0, 1.0], 2))]
+    assert np.isinf(values[0]) and np.isinf(expected[0]) and np.isnan(values[1]) and np.isnan(expected[1])
+
+
+# -- errors --------------------------------------------------------------------------------------------------------
+X = tape.tensor(np.ones((2, 3)))
+REDUCTIONS = ["sum", "mean", "var", "std", "max", "min", "prod", "logsumexp", "argmax", "argmin"]
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_out_of_range_dim_names_op_and_argument(name):
+    for dim in (2, -3):
+        with pytest.raises(ValueError, match=rf"^{name}: argument 'dim' expected a dim in \[-2, 1\].*got {dim}"):
+            tape.get_op(name)(X, dim=dim)
+    with pytest.raises(TypeError, match=rf"^{name}: argument 'dim'"):
+        tape.get_op(name)(X, dim=1.0)
+    with pytest.raises(TypeError, match=rf"^{name}: argument 'keepdim' expected a bool, got str"):
+        tape.get_op(name)(X, dim=0, keepdim="yes")
+
+
+@pytest.mark.parametrize("name", [n for n in REDUCTIONS if not n.startswith("arg")])
+def test_repeated_or_out_of_range_dims_in_a_tuple_name_op_and_argument(name):
+    with pytest.raises(ValueError, match=rf"^{name}: argument 'dim' expected distinct dims, got \(1, -1\)"):
+        tape.get_op(name)(X, dim=(1, -1))
+    with pytest.raises(ValueError, match=rf"^{name}: argument 'dim'"):
+        tape.get_op(name)(X, dim=(0, 5))
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_argmax_takes_no_tuple_of_dims(name):
+    with pytest.raises(TypeError, match=rf"^{name}: argument 'dim' expected None or an int, got tuple"):
+        tape.get_op(name)(X, dim=(0, 1))
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_bad_correction_names_op_and_argument(name):
+    with pytest.raises(ValueError, match=rf"^{name}: argument 'correction' expected a number >= 0, got -1"):
+        tape.get_op(name)(X, correction=-1)
+    with pytest.raises(TypeError, match=rf"^{name}: argument 'correction' expected a number, got str"):
+        tape.get_op(name)(X, correction="bessel")
+
+
+@pytest.mark.parametrize("name", ["mean", "var", "std", "logsumexp"])
+def test_float_only_reductions_refuse_integer_tensors(name):
+    with pytest.raises(TypeError, match=rf"^{name}: argument 'x' expected a floating tensor.*int64"):
+        tape.get_op(name)(tape.tensor(np.arange(4)))
+
+
+@pytest.mark.parametrize("name", ["max", "min", "logsumexp", "argmax", "argmin"])
+def test_reducing_an_empty_dim_names_the_op(name):
+    with pytest.raises(ValueError, match=rf"^{name}: argument 'x' of shape \(0, 3\) has no entries"):
+        tape.get_op(name)(tape.tensor(np.ones((0, 3))), dim=0)
