@@ -87,6 +87,20 @@ def _positional(op, inputs, attrs):
     return tuple(inputs[:n]), attrs
 
 
+_SCALARS: dict = {}
+
+
+def _scalar_constant(value, dtype) -> Tensor:
+    """A shared read-only constant tensor for a Python scalar (scalars recur: 0.5, 1e-5, 2.0, ...)."""
+    key = (type(value), value, dtype)
+    t = _SCALARS.get(key)
+    if t is None:
+        if len(_SCALARS) > 512:
+            _SCALARS.clear()
+        t = _SCALARS[key] = Tensor._wrap(np.asarray(value, dtype=dtype))
+    return t
+
+
 def _coerce(op, inputs) -> list:
     """Inputs as Tensors (None kept for absent optional inputs); float dtypes must agree."""
     float_dtype = None
@@ -108,7 +122,7 @@ def _coerce(op, inputs) -> list:
             out.append(None)
         elif isinstance(x, bool | int | float) and not isinstance(x, np.ndarray):
             if float_dtype is not None and not isinstance(x, bool):
-                out.append(Tensor._wrap(np.asarray(x, dtype=float_dtype)))
+                out.append(_scalar_constant(x, float_dtype))
             else:
                 out.append(as_tensor(x))
         else:
