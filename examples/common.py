@@ -1,0 +1,139 @@
+"""What the example scripts share: the command-line flags, a progress bar, the loss plot, the graph of one
+attention block, and ``TinyGPT`` -- a small decoder-only transformer built from ``tape.nn`` layers.
+
+Nothing here is needed to use minitape; it keeps each example focused on its task and training loop.
+"""
+
+from __future__ import annotations
+
+import os
+
+# The examples multiply small matrices (at most 1024 x 256): one BLAS thread does it as fast, and it
+# spares OpenBLAS threads from spinning against other processes on a busy machine (we measured 5-10x
+# slower training steps with two threads on a loaded 2-core machine). This must run before numpy is
+# first imported, so each example imports this module first; an explicit OPENBLAS_NUM_THREADS wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import ops  # noqa: E402
+import tape  # noqa: E402
+from tape import checkpoint, nn  # noqa: E402
+
+__all__ = ["example_parser", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint", "TinyGPT"]
+
+
+def example_parser(description: str, steps: int, seed: int = 0) -> argparse.ArgumentParser:
+    """The flags every example accepts; an example adds its own with ``parser.add_argument``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--steps", type=int, default=steps, help=f"training steps (default {steps})")
+    parser.add_argument("--seed", type=int, default=seed, help="random seed: data, initial weights, dropout")
+    parser.add_argument("--save", metavar="PATH", help="save the trained model's state dict (.npz) here")
+    parser.add_argument("--plot", metavar="PNG", help="plot the training loss curve to this file (needs matplotlib)")
+    parser.add_argument("--graph", metavar="SVG", help="render one attention block's recorded DAG with Graphviz")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+class ProgressBar:
+    """One stderr line rewritten in place: step, bar, loss (smoothed) and throughput."""
+
+    def __init__(self, total: int, unit: str = "tok", enabled: bool = True, width: int = 24):
+        self.total, self.unit, self.enabled, self.width = total, unit, enabled, width
+        self.start = time.perf_counter()
+        self.items = 0
+        self.smoothed = None
+        self.last_draw = 0.0
+
+    def update(self, step: int, loss: float, items: int) -> None:
+        """Record one finished step (1-based ``step``) that processed ``items`` units."""
+        self.items += items
+        self.smoothed = loss if self.smoothed is None else 0.9 * self.smoothed + 0.1 * loss
+        now = time.perf_counter()
+        if self.enabled and (now - self.last_draw > 0.25 or step == self.total):
+            self.last_draw = now
+            done = int(self.width * step / self.total)
+            rate = self.items / max(now - self.start, 1e-9)
+            sys.stderr.write(f"\rstep {step:>5}/{self.total} [{'#' * done}{'.' * (self.width - done)}] "
+                             f"loss {self.smoothed:.4f}  {rate:,.0f} {self.unit}/s ")
+            sys.stderr.flush()
+
+    def close(self) -> float:
+        """End the line; returns the elapsed seconds."""
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+        return time.perf_counter() - self.start
+
+
+def plot_losses(losses, path: str, title: str) -> bool:
+    """Plot the per-step loss to ``path``; returns False (with a message) when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"--plot: matplotlib is not installed, so {path} was not written "
+              f"(pip install matplotlib, or pip install 'minitape[plot]')")
+        return False
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(np.arange(1, len(losses) + 1), losses, lw=0.8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"loss curve written to {path}")
+    return True
+
+
+def render_block_graph(block: nn.Module, x, path: str, **kwargs) -> str:
+    """Run ``block`` once on ``x`` inside an ExecutionTape and render the recorded DAG to ``path``."""
+    with tape.ExecutionTape() as recorded:
+        block(x, **kwargs)
+    written = recorded.render(path)
+    print(f"graph of one attention block ({len(recorded)} ops) written to {written}")
+    return written
+
+
+def save_checkpoint(model: nn.Module, path: str) -> None:
+    checkpoint.save(model.state_dict(), path)
+    print(f"checkpoint ({model.num_parameters():,} parameters) written to {os.path.abspath(path)}")
+
+
+class TinyGPT(nn.Module):
+    """A decoder-only transformer: token + learned position embeddings, ``num_layers`` causal pre-norm
+    blocks, a final LayerNorm and a linear head giving next-token logits."""
+
+    def __init__(self, vocab_size: int, context: int, d_model: int = 64, num_heads: int = 4, num_layers: int = 2,
+                 mlp_hidden: int | None = None, dropout: float = 0.0, dtype=np.float32, rng=None):
+        super().__init__()
+        self.context = context
+        self.token_embedding = nn.Embedding(vocab_size, d_model, dtype=dtype, rng=rng)
+        self.position_embedding = nn.Embedding(context, d_model, dtype=dtype, rng=rng)
+        self.blocks = [nn.TransformerBlock(d_model, num_heads, mlp_hidden, causal=True, dropout=dropout, dtype=dtype,
+                                           rng=rng) for _ in range(num_layers)]
+        self.norm = nn.LayerNorm(d_model, dtype=dtype)
+        self.head = nn.Linear(d_model, vocab_size, dtype=dtype, rng=rng)
+
+    def forward(self, tokens):
+        """(batch, length) int tokens -> (batch, length, vocab) logits."""
+        length = tokens.shape[-1]
+        if length > self.context:
+            raise ValueError(f"TinyGPT: sequence length {length} exceeds the context {self.context}")
+        x = self.token_embedding(tokens) + self.position_embedding(np.arange(length))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+    def loss(self, tokens, targets):
+        """Mean cross-entropy of the next-token logits; targets equal to -100 are ignored."""
+        logits = self(tokens)
+        return ops.cross_entropy(ops.reshape(logits, (-1, logits.shape[-1])), np.asarray(targets).reshape(-1))

@@ -1,0 +1,444 @@
+"""Neural-network building blocks on top of the op library: ``Parameter``, ``Module`` and the layers a
+small transformer needs.
+
+A ``Module`` registers the ``Parameter``s and sub-modules assigned to its attributes (lists of modules
+become a ``ModuleList``), so ``parameters()``, ``state_dict()``, ``train()``/``eval()`` and
+``zero_grad()`` reach the whole tree. Every layer computes only through registered ops (``ops.linear``,
+``ops.layer_norm``, ``ops.scaled_dot_product_attention``, ...), so everything it does is recorded and
+differentiated by the engine and checked against PyTorch by the generated op tests.
+
+Initialisation follows torch's defaults and draws from a ``numpy.random.Generator``: pass ``rng=`` to a
+layer, or seed the module-level generator with ``manual_seed(seed)`` (every layer built without ``rng``
+draws from it, in construction order, so a model is deterministic for a seed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+import ops
+
+from .recording import no_grad
+from .tensors import Tensor
+
+__all__ = [
+    "Parameter", "Module", "ModuleList", "Sequential",
+    "Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "GELU", "ReLU",
+    "MultiHeadAttention", "TransformerBlock", "manual_seed",
+]
+
+_default_rng = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> None:
+    """Reseed the generator layers draw their initial weights (and dropout masks) from when given no rng."""
+    global _default_rng
+    _default_rng = np.random.default_rng(seed)
+
+
+def _rng(rng: np.random.Generator | None) -> np.random.Generator:
+    return _default_rng if rng is None else rng
+
+
+class Parameter(Tensor):
+    """A Tensor that a Module registers as one of its learnable values (requires_grad=True by default)."""
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad: bool = True, name: str | None = None):
+        array = data.data if isinstance(data, Tensor) else data
+        super().__init__(array, requires_grad=requires_grad, name=name)
+
+    def __repr__(self) -> str:
+        return "Parameter(" + super().__repr__() + ")"
+
+
+class Module:
+    """Base class of every layer and model. Subclasses set parameters and sub-modules as attributes in
+    ``__init__`` and implement ``forward``; calling the module calls ``forward``."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    # -- registration --------------------------------------------------------------------------------------
+    def __setattr__(self, name: str, value) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        params, modules = self.__dict__["_parameters"], self.__dict__["_modules"]
+        params.pop(name, None)
+        modules.pop(name, None)
+        self.__dict__.pop(name, None)
+        if isinstance(value, list | tuple) and value and all(isinstance(v, Module) for v in value):
+            value = ModuleList(value)
+        if isinstance(value, Parameter):
+            params[name] = value
+        elif isinstance(value, Module):
+            modules[name] = value
+        else:
+            if isinstance(value, list | tuple) and any(isinstance(v, Module | Parameter) for v in value):
+                raise TypeError(f"{type(self).__name__}.{name}: a list mixing modules/parameters with other values "
+                                f"would not be registered; use a ModuleList of modules")
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str):
+        d = self.__dict__
+        if name in d.get("_parameters", {}):
+            return d["_parameters"][name]
+        if name in d.get("_modules", {}):
+            return d["_modules"][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        if name in self._parameters:
+            del self._parameters[name]
+        elif name in self._modules:
+            del self._modules[name]
+        else:
+            object.__delattr__(self, name)
+
+    # -- traversal -----------------------------------------------------------------------------------------
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        yield from self._modules.items()
+
+    def children(self) -> Iterator[Module]:
+        yield from self._modules.values()
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """This module and every descendant, depth first, with dotted names ('' for this one)."""
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, parameter) for every parameter, each shared parameter once."""
+        seen: set[int] = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for module_name, module in modules:
+            for name, p in module._parameters.items():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{module_name}.{name}" if module_name else name), p
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def num_parameters(self) -> int:
+        return sum(p.size for p in self.parameters())
+
+    # -- modes and gradients -------------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (Dropout active) on this module and every descendant; returns self."""
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode: ``train(False)``."""
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        """Forget every parameter's gradient (``p.grad = None``)."""
+        for p in self.parameters():
+            p.grad = None
+
+    # -- state ---------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """{dotted parameter name: array}. The arrays are the parameters' own read-only arrays: a later
+        optimizer step replaces a parameter's array, it never changes one handed out here."""
+        return {name: p.data for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
+        """Copy arrays into the parameters of the same names. Every problem is reported at once, naming the
+        parameters: missing or unexpected names (ignored when ``strict=False``), a shape or dtype that does
+        not match. Nothing is changed unless everything matches."""
+        own = dict(self.named_parameters())
+        missing = [n for n in own if n not in state_dict]
+        unexpected = [n for n in state_dict if n not in own]
+        problems = []
+        if strict and missing:
+            problems.append(f"missing parameter(s): {', '.join(missing)}")
+        if strict and unexpected:
+            problems.append(f"unexpected parameter(s): {', '.join(unexpected)}")
+        arrays = {}
+        for name, p in own.items():
+            if name not in state_dict:
+                continue
+            value = state_dict[name]
+            array = value.data if isinstance(value, Tensor) else np.asarray(value)
+            if array.shape != p.shape:
+                problems.append(f"parameter '{name}' has shape {p.shape} in the model but {array.shape} in the "
+                                f"state dict")
+            elif array.dtype != p.dtype:
+                problems.append(f"parameter '{name}' has dtype {p.dtype} in the model but {array.dtype} in the "
+                                f"state dict (convert it explicitly; minitape never casts silently)")
+            arrays[name] = array
+        if problems:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
+        with no_grad():
+            for name, array in arrays.items():
+                own[name].data = array
+
+    # -- calling -------------------------------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not implement forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}({self.extra_repr()}"]
+        for name, child in self._modules.items():
+            body = repr(child).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        return lines[0] + ")" if len(lines) == 1 else "\n".join(lines) + "\n)"
+
+
+class ModuleList(Module):
+    """A list of modules, registered under the names '0', '1', ..."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module: Module) -> ModuleList:
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList: expected a Module, got {type(module).__name__}")
+        self._modules[str(len(self._modules))] = module
+        return self
+
+    def __getitem__(self, index: int) -> Module:
+        return list(self._modules.values())[index]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(list(self._modules.values()))
+
+
+class Sequential(ModuleList):
+    """Modules applied one after the other: ``Sequential(Linear(4, 8), GELU(), Linear(8, 2))(x)``."""
+
+    def __init__(self, *modules: Module):
+        super().__init__(modules)
+
+    def forward(self, x):
+        for module in self:
+            x = module(x)
+        return x
+
+
+# -- layers --------------------------------------------------------------------------------------------------
+def _uniform(rng, bound: float, shape, dtype) -> np.ndarray:
+    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with weight (out_features, in_features), initialised as torch does:
+    U(-1/sqrt(in_features), 1/sqrt(in_features)) for both weight and bias."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32, rng=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        rng = _rng(rng)
+        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
+        self.weight = Parameter(_uniform(rng, bound, (out_features, in_features), dtype))
+        self.bias = Parameter(_uniform(rng, bound, (out_features,), dtype)) if bias else None
+
+    def forward(self, x):
+        return ops.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """A lookup table ``weight[indices]`` of shape (num_embeddings, embedding_dim), initialised N(0, 1) as in
+    torch; the row ``padding_idx`` (if given) starts at zero and receives no gradient."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None, dtype=np.float32,
+                 rng=None):
+        super().__init__()
+        if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"Embedding: padding_idx must be in [{-num_embeddings}, {num_embeddings}), "
+                             f"got {padding_idx}")
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
+        weight = _rng(rng).standard_normal((num_embeddings, embedding_dim)).astype(dtype)
+        if self.padding_idx is not None:
+            weight[self.padding_idx] = 0
+        self.weight = Parameter(weight)
+
+    def forward(self, indices):
+        return ops.embedding(indices, self.weight, padding_idx=self.padding_idx)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}" + (
+            f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+
+def _normalized_shape(shape) -> tuple:
+    return (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+
+
+class LayerNorm(Module):
+    """Normalise over the last ``len(normalized_shape)`` dims, then scale by ``weight`` (ones) and shift by
+    ``bias`` (zeros)."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 dtype=np.float32):
+        super().__init__()
+        self.normalized_shape = _normalized_shape(normalized_shape)
+        self.eps = eps
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype)) if elementwise_affine else None
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype)) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the last dims, scaled by ``weight`` (ones). ``eps=None`` uses the
+    dtype's machine epsilon, as torch does."""
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
+                 dtype=np.float32):
+        super().__init__()
+        self.normalized_shape = _normalized_shape(normalized_shape)
+        self.eps = eps
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype)) if elementwise_affine else None
+
+    def forward(self, x):
+        return ops.rms_norm(x, self.normalized_shape, self.weight, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """Zero each element with probability ``p`` while training and scale the rest by 1/(1-p); the identity
+    in eval mode (or when p == 0)."""
+
+    def __init__(self, p: float = 0.5, rng=None):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = p
+        self.rng = rng
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        return ops.dropout(x, p=self.p, training=True, rng=_rng(self.rng))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return ops.gelu(x, approximate=self.approximate)
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return ops.relu(x)
+
+
+# -- attention -----------------------------------------------------------------------------------------------
+class MultiHeadAttention(Module):
+    """Self-attention over (batch, length, d_model) inputs, built on ``ops.scaled_dot_product_attention``.
+
+    One projection ``qkv`` computes the queries (``num_heads`` heads) and the keys and values
+    (``num_kv_heads`` heads each; fewer than ``num_heads`` is grouped-query attention, 1 is multi-query);
+    ``out`` projects the concatenated heads back to d_model. ``causal=True`` lets position i attend to
+    positions <= i only; ``key_padding_lengths`` (one valid length per batch element) hides the padded
+    keys at the end of each sequence.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, num_kv_heads: int | None = None, causal: bool = False,
+                 dropout: float = 0.0, bias: bool = True, dtype=np.float32, rng=None):
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if d_model % num_heads:
+            raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be a multiple of num_heads ({num_heads})")
+        if num_heads % num_kv_heads:
+            raise ValueError(f"MultiHeadAttention: num_heads ({num_heads}) must be a multiple of num_kv_heads "
+                             f"({num_kv_heads})")
+        self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
+        self.head_dim = d_model // num_heads
+        self.causal = causal
+        self.dropout = dropout
+        self.rng = rng
+        rng = _rng(rng)
+        self.qkv = Linear(d_model, (num_heads + 2 * num_kv_heads) * self.head_dim, bias=bias, dtype=dtype, rng=rng)
+        self.out = Linear(d_model, d_model, bias=bias, dtype=dtype, rng=rng)
+
+    def forward(self, x, key_padding_lengths=None):
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"MultiHeadAttention: expected input of shape (batch, length, {self.d_model}), "
+                             f"got {tuple(x.shape)}")
+        batch, length, _ = x.shape
+        hq, hk, hd = self.num_heads, self.num_kv_heads, self.head_dim
+        # (B, L, (Hq + 2 Hk) * hd) -> (B, Hq + 2 Hk, L, hd), then split the heads into q, k, v
+        qkv = ops.permute(ops.reshape(self.qkv(x), (batch, length, hq + 2 * hk, hd)), (0, 2, 1, 3))
+        q, k, v = qkv[:, :hq], qkv[:, hq:hq + hk], qkv[:, hq + hk:]
+        dropout_p = self.dropout if self.training else 0.0
+        heads = ops.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout_p, is_causal=self.causal, enable_gqa=hk != hq,
+            key_padding_lengths=key_padding_lengths, rng=_rng(self.rng) if dropout_p else None)
+        merged = ops.reshape(ops.transpose(heads, 1, 2), (batch, length, hq * hd))
+        return self.out(merged)
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
+                f"causal={self.causal}")
+
+
+class TransformerBlock(Module):
+    """A pre-norm transformer block: ``x + attn(norm1(x))``, then ``x + mlp(norm2(x))`` with a GELU MLP.
+
+    ``norm="rms"`` uses RMSNorm instead of LayerNorm; ``dropout`` applies to the attention weights and to
+    both residual branches.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, mlp_hidden: int | None = None, num_kv_heads: int | None = None,
+                 causal: bool = False, dropout: float = 0.0, norm: str = "layer", dtype=np.float32, rng=None):
+        super().__init__()
+        if norm not in ("layer", "rms"):
+            raise ValueError(f"TransformerBlock: norm must be 'layer' or 'rms', got {norm!r}")
+        rng = _rng(rng)
+        norm_class = LayerNorm if norm == "layer" else RMSNorm
+        self.norm1 = norm_class(d_model, dtype=dtype)
+        self.attn = MultiHeadAttention(d_model, num_heads, num_kv_heads, causal=causal, dropout=dropout, dtype=dtype,
+                                       rng=rng)
+        self.norm2 = norm_class(d_model, dtype=dtype)
+        hidden = 4 * d_model if mlp_hidden is None else mlp_hidden
+        self.mlp = Sequential(Linear(d_model, hidden, dtype=dtype, rng=rng), GELU(),
+                              Linear(hidden, d_model, dtype=dtype, rng=rng))
+        self.drop = Dropout(dropout, rng=rng)
+
+    def forward(self, x, key_padding_lengths=None):
+        x = x + self.drop(self.attn(self.norm1(x), key_padding_lengths=key_padding_lengths))
+        return x + self.drop(self.mlp(self.norm2(x)))
