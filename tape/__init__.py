@@ -42,4 +42,5 @@ __all__ = [
 ]
 
 import ops as _ops  # noqa: E402,F401  -- registers the op library (ops imports tape.registry)
+
 from . import checkpoint, nn, optim  # noqa: E402,F401  -- the training stack (built on ops)
