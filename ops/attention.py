@@ -1,3 +1,250 @@
-"""attention ops (being written)."""
+"""Scaled dot-product attention: one registered op, its argument checks, samples and PyTorch reference.
 
-__all__ = []
+``scaled_dot_product_attention`` follows ``torch.nn.functional.scaled_dot_product_attention`` (2.13)
+and adds key-padding lengths (op metadata, applied tile by tile) and a bottom-right causal alignment.
+The math lives once, in ``ops.flash_kernels``: a tiled forward that keeps only the output and the row
+log-sum-exp, and one joint backward giving dQ, dK, dV and the float mask's gradient together.
+Derivation: docs/attention.md.
+"""
+
+__all__ = ["scaled_dot_product_attention"]
+
+import math
+import numbers
+
+import numpy as np
+
+from tape.registry import Sample, defop
+
+from .flash_kernels import attention_backward, attention_forward
+from .samples import uniform
+
+OP = "scaled_dot_product_attention"
+ALIGNMENTS = ("top_left", "bottom_right")
+
+
+def _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, dropout_seed,
+             enable_gqa):
+    """The kernels' keyword arguments for the op's attributes."""
+    L, S = query.shape[-2], key.shape[-2]
+    offset = None
+    if is_causal:
+        offset = 0 if causal_alignment == "top_left" else S - L
+    return dict(scale=1 / math.sqrt(query.shape[-1]) if scale is None else float(scale), causal_offset=offset,
+                lengths=key_padding_lengths, dropout_p=float(dropout_p), seed=int(dropout_seed),
+                enable_gqa=bool(enable_gqa))
+
+
+def _forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
+             key_padding_lengths=None, causal_alignment="top_left", dropout_seed=0):
+    out, row_max, row_log_sum = attention_forward(
+        query, key, value, attn_mask, **_options(query, key, scale, is_causal, causal_alignment,
+                                                 key_padding_lengths, dropout_p, dropout_seed, enable_gqa))
+    return out, {"row_max": row_max, "row_log_sum": row_log_sum}
+
+
+def _joint_vjp(g, ans, query, key, value, attn_mask=None, *, needs, row_max, row_log_sum, dropout_p=0.0,
+               is_causal=False, scale=None, enable_gqa=False, key_padding_lengths=None,
+               causal_alignment="top_left", dropout_seed=0):
+    return attention_backward(
+        g, ans, query, key, value, attn_mask, row_max=row_max, row_log_sum=row_log_sum, needs=tuple(needs),
+        **_options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, dropout_seed,
+                   enable_gqa))
+
+
+# -- argument checks --------------------------------------------------------------------------------------
+def _fail(argument, expected, got, error=ValueError):
+    raise error(f"{OP}: argument '{argument}' expected {expected}, got {got}")
+
+
+def _heads_of(a):
+    return a.shape[-3] if a.ndim >= 3 else 1
+
+
+def _check(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
+           key_padding_lengths=None, causal_alignment="top_left", dropout_seed=0):
+    for name, a in (("query", query), ("key", key), ("value", value)):
+        if a.dtype.kind != "f":
+            _fail(name, "a floating tensor", f"dtype {a.dtype}", TypeError)
+        if not 2 <= a.ndim <= 5:
+            _fail(name, "a tensor of rank 2 to 5 (..., heads, length, features)", f"shape {a.shape} (rank {a.ndim})")
+    for name, a in (("key", key), ("value", value)):
+        if a.dtype != query.dtype:
+            _fail(name, f"dtype {query.dtype} (query's)", f"dtype {a.dtype}", TypeError)
+    if key.shape[-1] != query.shape[-1]:
+        _fail("key", f"last dim {query.shape[-1]} (query's feature size E)", f"shape {key.shape}")
+    if value.shape[-2] != key.shape[-2]:
+        _fail("value", f"{key.shape[-2]} keys in dim -2 (key's sequence length S)", f"shape {value.shape}")
+    batches = [a.shape[:-3] for a in (query, key, value)]
+    try:
+        batch_shape = np.broadcast_shapes(*batches)
+    except ValueError:
+        _fail("key", f"batch dims that broadcast with query's {query.shape[:-3]}",
+              f"key {key.shape[:-3]}, value {value.shape[:-3]}")
+    hq, hk, hv = _heads_of(query), _heads_of(key), _heads_of(value)
+    if enable_gqa:
+        for name, h in (("key", hk), ("value", hv)):
+            if hq % h:
+                _fail(name, f"a head count dividing query's {hq} (enable_gqa=True)", f"{h} heads (shape "
+                      f"{(key if name == 'key' else value).shape})")
+    else:
+        heads = max(hq, hk, hv)
+        for name, h in (("query", hq), ("key", hk), ("value", hv)):
+            if h not in (1, heads):
+                _fail(name, f"{heads} heads (or 1) in dim -3 like the other inputs; pass enable_gqa=True for "
+                      f"grouped-query attention", f"{h} heads")
+    heads = hq if enable_gqa else max(hq, hk, hv)
+    rank = max(query.ndim, key.ndim, value.ndim)
+    L, S = query.shape[-2], key.shape[-2]
+    scores = (tuple(batch_shape) + (heads, L, S))[-rank:] if rank > 2 else (L, S)
+    if attn_mask is not None:
+        if attn_mask.dtype != np.bool_ and attn_mask.dtype != query.dtype:
+            _fail("attn_mask", f"a bool mask or a float mask of query's dtype {query.dtype}",
+                  f"dtype {attn_mask.dtype}", TypeError)
+        fits = attn_mask.ndim <= len(scores) and all(
+            m in (1, n) for m, n in zip(attn_mask.shape[::-1], scores[::-1]))
+        if not fits:
+            _fail("attn_mask", f"a shape broadcastable to the attention scores {scores} (right-aligned)",
+                  f"shape {attn_mask.shape}")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or not 0 <= dropout_p < 1:
+        _fail("dropout_p", "a probability in [0, 1)", repr(dropout_p))
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                              or not math.isfinite(scale)):
+        _fail("scale", "None or a finite real number", repr(scale), TypeError)
+    for flag, value in (("is_causal", is_causal), ("enable_gqa", enable_gqa)):
+        if not isinstance(value, bool | np.bool_):
+            _fail(flag, "a bool", repr(value), TypeError)
+    if causal_alignment not in ALIGNMENTS:
+        _fail("causal_alignment", f"one of {ALIGNMENTS}", repr(causal_alignment))
+    if isinstance(dropout_seed, bool) or not isinstance(dropout_seed, numbers.Integral) or dropout_seed < 0:
+        _fail("dropout_seed", "a non-negative int", repr(dropout_seed), TypeError)
+    if key_padding_lengths is not None:
+        _check_lengths(key_padding_lengths, tuple(batch_shape), S)
+
+
+def _check_lengths(lengths, batch_shape, S):
+    if not isinstance(lengths, np.ndarray) or lengths.dtype.kind not in "iu":
+        _fail("key_padding_lengths", "an integer array of valid key counts",
+              f"{type(lengths).__name__} of dtype {getattr(lengths, 'dtype', None)}", TypeError)
+    fits = lengths.ndim <= len(batch_shape) and all(
+        m in (1, n) for m, n in zip(lengths.shape[::-1], batch_shape[::-1]))
+    if not fits:
+        _fail("key_padding_lengths", f"a shape broadcastable to the batch dims {batch_shape}",
+              f"shape {lengths.shape}")
+    if lengths.size and (lengths.min() < 0 or lengths.max() > S):
+        _fail("key_padding_lengths", f"lengths in [0, {S}] (key's sequence length)",
+              f"values from {lengths.min()} to {lengths.max()}")
+
+
+# -- samples and the PyTorch reference --------------------------------------------------------------------
+def _samples(rng):
+    """Small inputs (gradcheck perturbs every element) covering every option."""
+
+    def qkv(q_shape, k_shape, v_shape):
+        return uniform(rng, q_shape), uniform(rng, k_shape), uniform(rng, v_shape)
+
+    def sample(shapes, mask=None, label="", torch=True, **attrs):
+        return Sample((*qkv(*shapes), mask), attrs, label, torch=torch)
+
+    base = ((1, 2, 3, 3), (1, 2, 4, 3), (1, 2, 4, 2))  # L < S, E != Ev
+    bool_ls = np.array([[True, False, True, True], [False, False, False, False], [True, True, False, True]])
+    neg_inf = np.where(rng.random((2, 3, 4)) < 0.3, -np.inf, uniform(rng, (2, 3, 4)))
+    return [
+        sample(((2, 2, 3, 3), (2, 2, 4, 3), (2, 2, 4, 2)), label="plain, B=2"),
+        sample(((1, 2, 4, 3), (1, 2, 3, 3), (1, 2, 3, 2)), label="causal top-left, L > S", is_causal=True),
+        sample(base, label="causal bottom-right, L < S", is_causal=True, causal_alignment="bottom_right"),
+        sample(((1, 1, 5, 2), (1, 1, 3, 2), (1, 1, 3, 2)), label="bottom-right L > S: empty rows", is_causal=True,
+               causal_alignment="bottom_right"),
+        sample(base, bool_ls, "bool mask (L,S) with an empty row"),
+        sample(base, uniform(rng, (1, 4)), "float mask (1,S)"),
+        sample(base, uniform(rng, (3, 1)), "float mask (L,1) + causal", is_causal=True),
+        sample(base, neg_inf, "float mask (H,L,S) with -inf"),
+        sample(((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 2)), rng.random((2, 1, 1, 4)) < 0.6, "bool mask (B,1,1,S)"),
+        sample(((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 2)), uniform(rng, (2, 1, 3, 1)), "float mask (B,1,L,1)"),
+        sample(((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 2)), uniform(rng, (3, 4)), "lengths 0 and 3 + float mask",
+               key_padding_lengths=np.array([0, 3])),
+        sample(((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 3)), label="lengths 4 and 2 + causal bottom-right",
+               key_padding_lengths=np.array([4, 2]), is_causal=True, causal_alignment="bottom_right"),
+        sample(((1, 4, 2, 2), (1, 2, 3, 2), (1, 2, 3, 3)), label="GQA 4 query heads on 2 kv heads",
+               enable_gqa=True),
+        sample(((2, 3, 2), (2, 4, 2), (2, 4, 3)), label="3-D"),
+        sample(((3, 2), (4, 2), (4, 3)), label="2-D"),
+        sample(((2, 1, 1, 3, 2), (1, 2, 1, 4, 2), (1, 2, 1, 4, 2)), label="5-D, broadcast batch dims"),
+        sample(base, label="scale=0 (uniform)", scale=0.0),
+        sample(base, label="scale=-0.7", scale=-0.7, is_causal=True),
+        Sample((uniform(rng, (1, 2, 3, 3)).transpose(0, 1, 3, 2), uniform(rng, (1, 2, 4, 3)),
+                uniform(rng, (1, 2, 4, 2)), None), {}, "non-contiguous query"),
+        sample(base, uniform(rng, (3, 4)), "dropout 0.3 + float mask", torch=False, dropout_p=0.3, dropout_seed=7),
+        sample(((1, 4, 3, 2), (1, 2, 4, 2), (1, 2, 4, 2)), label="dropout 0.5 + causal + GQA + lengths",
+               torch=False, dropout_p=0.5, dropout_seed=11, is_causal=True, enable_gqa=True,
+               key_padding_lengths=np.array([3])),
+    ]
+
+
+def _torch_ref(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+               enable_gqa=False, key_padding_lengths=None, causal_alignment="top_left", dropout_seed=0):
+    """torch's MATH backend with our extras (lengths, bottom-right alignment) as an explicit mask."""
+    import importlib
+
+    attention = importlib.import_module("torch.nn.attention")
+    L, S = query.shape[-2], key.shape[-2]
+    rank = max(query.dim(), key.dim(), value.dim())
+    allowed = None
+    if is_causal:
+        offset = 0 if causal_alignment == "top_left" else S - L
+        allowed = torch.from_numpy(np.arange(S)[None, :] <= np.arange(L)[:, None] + offset)
+    if key_padding_lengths is not None:
+        visible = np.arange(S) < np.asarray(key_padding_lengths)[..., None, None, None]
+        visible = visible.reshape(visible.shape[max(0, visible.ndim - rank):])
+        visible = torch.from_numpy(visible)
+        allowed = visible if allowed is None else allowed & visible
+    mask = attn_mask
+    if allowed is not None:
+        if mask is None:
+            mask = allowed
+        elif mask.dtype == torch.bool:
+            mask = mask & allowed
+        else:
+            mask = torch.where(allowed, mask, torch.tensor(float("-inf"), dtype=mask.dtype))
+    with attention.sdpa_kernel(attention.SDPBackend.MATH):
+        return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask,
+                                                                dropout_p=dropout_p, scale=scale,
+                                                                enable_gqa=enable_gqa)
+
+
+_sdpa = defop(
+    OP, family="attention",
+    inputs=("query", "key", "value", "attn_mask?"),
+    forward=_forward,
+    joint_vjp=_joint_vjp,
+    differentiable=(True, True, True, True),
+    has_aux=True,
+    check=_check,
+    samples=_samples,
+    torch_ref=_torch_ref,
+    notes="attn_mask: bool not differentiable; key_padding_lengths: metadata",
+)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False, *, key_padding_lengths=None, causal_alignment="top_left",
+                                 rng=None):
+    """Attention softmax(scale * Q K^T + mask) V over (..., heads, length, features) inputs, as in torch.
+
+    ``attn_mask``: bool (True = attend) or float (added to the scores), broadcast to (..., L, S).
+    ``key_padding_lengths``: int array over the batch dims; key j is hidden where j >= length.
+    ``causal_alignment``: "top_left" (torch's: query i sees keys j <= i) or "bottom_right" (j <= i + S - L).
+    ``rng``: the np.random.Generator dropout draws its seed from (a fresh one when None).
+    """
+    seed = 0
+    if isinstance(dropout_p, numbers.Real) and dropout_p:
+        if rng is None:
+            rng = np.random.default_rng()
+        elif not isinstance(rng, np.random.Generator):
+            _fail("rng", "None or a numpy.random.Generator", type(rng).__name__, TypeError)
+        seed = int(rng.integers(0, 2**63))
+    if key_padding_lengths is not None and not isinstance(key_padding_lengths, np.ndarray):
+        key_padding_lengths = np.asarray(key_padding_lengths)
+    return _sdpa(query, key, value, attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                 enable_gqa=enable_gqa, key_padding_lengths=key_padding_lengths,
+                 causal_alignment=causal_alignment, dropout_seed=seed)

@@ -41,11 +41,7 @@ CLEAR_ERRORS = (TypeError, ValueError, IndexError)
 DIM_ATTRIBUTE = re.compile(r"^(dim\d?|dims|axis|axes|start_dim|end_dim|source|destination)$")
 
 # (kind, op name) -> what is wrong. Each entry makes that table test a strict xfail (see module docstring).
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("bool_attribute", "scaled_dot_product_attention"): "ops/attention.py accepts enable_gqa='yes' (any truthy "
-                                                        "value) instead of a TypeError naming 'enable_gqa' "
-                                                        "(is_causal is checked)",
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 # -- running an op on raw arrays ---------------------------------------------------------------------------
