@@ -154,6 +154,29 @@ def _mixed_dtypes(op, inputs):
                     f"convert one explicitly (minitape never casts silently)")
 
 
+def _node_for(op, attrs, tensors, arrays, out, aux, watched):
+    """The Node recording this application, or None when no input needing a gradient can receive one."""
+    needs = []
+    parents = []
+    leaves = []
+    any_need = False
+    for t, state_i in zip(tensors, op.input_states):
+        if t is not None and (t._requires_grad or (watched and t.id in watched)):
+            if state_i == NOT_DIFF:
+                if out.dtype.kind == "f" and t._requires_grad:
+                    _not_differentiable(op, tensors, t)
+            else:
+                any_need = True
+                needs.append(True)
+                parents.append(t._node)
+                leaves.append(t if t._node is None else None)
+                continue
+        needs.append(False)
+        parents.append(None)
+        leaves.append(None)
+    return Node(op, attrs, needs, parents, leaves, tensors, (arrays, out, aux)) if any_need else None
+
+
 def apply(op, inputs, attrs):
     """Run ``op`` on ``inputs`` with ``attrs``, record it, and return the output Tensor."""
     if len(inputs) != op.n_inputs:
@@ -173,10 +196,10 @@ def apply(op, inputs, attrs):
             tensors = _coerce(op, inputs)
             break
         dt = t._data.dtype
-        if dt is not float_dtype and dt in _FLOATS:  # (is-not first: dtypes are interned, this is the fast test)
+        if dt.kind == "f":  # a Tensor's floating dtype is always float32 or float64
             if float_dtype is None:
                 float_dtype = dt
-            elif dt != float_dtype:
+            elif dt is not float_dtype and dt != float_dtype:
                 _mixed_dtypes(op, inputs)
     arrays = [None if t is None else t._data for t in tensors]
     if op.check is not None:
@@ -192,26 +215,10 @@ def apply(op, inputs, attrs):
     node = None
     if state.grad_enabled:
         watched = state.watched
-        needs = []
-        parents = []
-        leaves = []
-        any_need = False
-        for t, state_i in zip(tensors, op.input_states):
+        for t in tensors:
             if t is not None and (t._requires_grad or (watched and t.id in watched)):
-                if state_i == NOT_DIFF:
-                    if out.dtype.kind == "f" and t._requires_grad:
-                        _not_differentiable(op, tensors, t)
-                else:
-                    any_need = True
-                    needs.append(True)
-                    parents.append(t._node)
-                    leaves.append(t if t._node is None else None)
-                    continue
-            needs.append(False)
-            parents.append(None)
-            leaves.append(None)
-        if any_need:
-            node = Node(op, attrs, needs, parents, leaves, tensors, (arrays, out, aux))
+                node = _node_for(op, attrs, tensors, arrays, out, aux, watched)
+                break
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
