@@ -140,11 +140,12 @@ def _input_gradients(node, g, needs) -> list:
             f"backward reached op '{op.name}' (node #{node.index}) whose saved values were freed by an earlier "
             f"backward; pass retain_graph=True to the first backward (or persistent=True to the GradientTape) "
             f"to differentiate the same graph twice")
-    for i, t in enumerate(node.inputs):
-        if t is not None and t._version != node.versions[i]:
+    for t, version in zip(node.inputs, node.versions):
+        if t is not None and t._version != version:
+            i = next(j for j, x in enumerate(node.inputs) if x is t)
             raise InPlaceModificationError(
                 f"op '{op.name}': input '{op.input_names[i]}' (tensor #{t.id}, shape {t.shape}) was given a "
-                f"new value after the op recorded it (version {node.versions[i]} -> {t._version}); the "
+                f"new value after the op recorded it (version {version} -> {t._version}); the "
                 f"gradients would be for values that no longer exist. Run the forward again after the update")
     if op.has_stub:
         stubbed = [name for name, need, state in zip(op.input_names, needs, op.input_states)
@@ -182,7 +183,7 @@ def _input_gradients(node, g, needs) -> list:
                     f"{'None' if grad is None else type(grad).__name__}, expected an array of shape "
                     f"{expected.shape} and dtype {expected.dtype}")
             results[i] = grad = np.asarray(grad)
-        if grad.shape != expected.shape or grad.dtype != expected.dtype:
+        if grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
             raise GradientError(
                 f"op '{op.name}': the backward rule for input '{op.input_names[i]}' returned shape {grad.shape} "
                 f"dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}")
