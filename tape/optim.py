@@ -164,19 +164,25 @@ class Adam(Optimizer):
         state["step"] += 1
         t = state["step"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m *= beta1
-        m += (1 - beta1) * grad
+        # in place on the private state and on one scratch array, which becomes the new parameter
+        scratch = np.multiply(grad, grad, out=np.empty_like(grad))  # out=: a 0-D parameter stays an array
+        scratch *= 1 - beta2
         v *= beta2
-        v += (1 - beta2) * (grad * grad)
+        v += scratch
+        np.multiply(grad, 1 - beta1, out=scratch)
+        m *= beta1
+        m += scratch
         if group["amsgrad"]:
             np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
             v = state["max_exp_avg_sq"]
         bias_correction1 = 1 - beta1 ** t
         bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
-        denom = np.sqrt(v)
+        denom = np.sqrt(v, out=scratch)
         denom /= bias_correction2_sqrt
         denom += eps
-        return p - (lr / bias_correction1) * (m / denom)
+        step = np.divide(m, denom, out=denom)
+        step *= lr / bias_correction1
+        return np.subtract(p, step, out=step)
 
 
 class AdamW(Adam):
