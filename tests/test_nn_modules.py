@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import tape
 from tape import checkpoint, nn
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 F = torch.nn.functional
 
 

@@ -3,12 +3,13 @@ base and with scalar exponents, where, mixed integer/float operands, and errors 
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import ops
 import tape
 from tape.registry import NOT_DIFF
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 
 FAMILY = [op for op in tape.registered_ops() if op.family == "binary"]
 

@@ -6,11 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import ops
 import tape
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 F = torch.nn.functional
 
 TOLERANCE = {np.float64: dict(rtol=1e-7, atol=1e-9), np.float32: dict(rtol=2e-4, atol=2e-5)}

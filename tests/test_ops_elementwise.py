@@ -5,32 +5,18 @@ import math
 
 import numpy as np
 import pytest
+from oracle import ours, require_torch, theirs
 
 import ops
 import tape
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 F = torch.nn.functional
 
 FAMILY = [op for op in tape.registered_ops() if op.family == "elementwise"]
 TORCH_DTYPE = {np.float32: torch.float32, np.float64: torch.float64}
 
 
-def ours(op, x, **attrs):
-    """(value, gradient of sum(op(x) * u)) with a fixed cotangent u."""
-    t = tape.tensor(x, requires_grad=True)
-    y = op(t, **attrs)
-    u = np.linspace(0.5, 1.5, y.size).reshape(y.shape).astype(y.dtype)
-    y.backward(u)
-    return y.numpy(), t.grad.numpy()
-
-
-def theirs(fn, x, **attrs):
-    t = torch.tensor(x, requires_grad=True)
-    y = fn(t, **attrs)
-    u = np.linspace(0.5, 1.5, y.numel()).reshape(tuple(y.shape)).astype(x.dtype)
-    y.backward(torch.from_numpy(u))
-    return y.detach().numpy(), t.grad.numpy()
 
 
 def assert_matches_torch(op, fn, x, rtol=1e-7, atol=1e-12, **attrs):

@@ -4,11 +4,12 @@ the errors bad arguments raise."""
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import ops
 import tape
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 F = torch.nn.functional
 
 TOLERANCE = {np.float64: dict(rtol=1e-7, atol=1e-9), np.float32: dict(rtol=1e-4, atol=1e-5)}

@@ -4,11 +4,12 @@ import math
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import tape
 from tape import optim
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 
 SHAPES = [(3, 4), (5,), (2, 1, 3)]
 

@@ -19,6 +19,7 @@ import weakref
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import ops
 import tape
@@ -217,7 +218,7 @@ def test_a_100k_op_chain_runs_forward_and_backward_and_frees_without_recursion()
 
 
 def test_a_1000_layer_network_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = require_torch()
     rng = np.random.default_rng(0)
     depth, width = 1000, 6
     weights = [np.eye(width) + rng.standard_normal((width, width)) * 0.05 for _ in range(depth)]

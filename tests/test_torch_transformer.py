@@ -10,11 +10,12 @@ import sys
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import tape
 from tape import nn, optim
 
-torch = pytest.importorskip("torch")
+torch = require_torch()
 F = torch.nn.functional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
