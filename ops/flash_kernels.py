@@ -17,6 +17,11 @@ mask, lse (resp. D) rides along in the score (resp. dP) matmul as one extra colu
 Dropout masks come from a counter-based generator (Philox) addressed by (seed, head, query row, key),
 so the backward regenerates exactly the forward's mask, whatever the tiling. Tiles run on a small
 thread pool with numpy's BLAS made single-threaded meanwhile (see ``_run``).
+
+Small problems (at most WHOLE_PROBLEM_SCORES scores over all batch elements and heads) skip the tiles
+and the threads: the whole problem is one block, its batched matmuls spanning every batch element and
+head, key-padding lengths applied as a (batch..., 1, 1, S) bool mask. Both paths run the same block
+math (``_forward_block``, ``_backward_block``, ``_Problem.mask_scores``) and draw the same dropout mask.
 See docs/attention.md for the derivation.
 """
 
@@ -30,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["WORKERS", "BLOCK_ROWS", "BLOCK_KEYS", "TILE_ELEMENTS", "MIN_ROWS", "Layout", "layout", "attention_forward",
-           "attention_backward", "dropout_keep_mask"]
+__all__ = ["WORKERS", "BLOCK_ROWS", "BLOCK_KEYS", "TILE_ELEMENTS", "MIN_ROWS", "WHOLE_PROBLEM_SCORES", "Layout",
+           "layout", "attention_forward", "attention_backward", "dropout_keep_mask"]
 
 WORKERS = None
 """Threads that run blocks; None = the CPUs this process may use. 1 runs the blocks in order."""
@@ -42,6 +47,9 @@ BLOCK_KEYS = None
 TILE_ELEMENTS = 1 << 17
 """Scores per tile the automatic choices aim at (one float32 tile: 512 KiB)."""
 MIN_ROWS = 128
+WHOLE_PROBLEM_SCORES = 1 << 20
+"""Problems with at most this many scores (batch elements x heads x L x S) run as one block over every
+batch element and head, without threads; larger ones are tiled. 0 always tiles."""
 
 
 @dataclass(frozen=True)
@@ -87,28 +95,40 @@ def _own_index(shape, index):
     return tuple(i if n > 1 else 0 for n, i in zip(shape, index))
 
 
+def _sum_to(a, shape):
+    """a summed over the dims where ``shape`` (of the same rank) is 1: the gradient of a broadcast input."""
+    axes = tuple(axis for axis, (n, m) in enumerate(zip(shape, a.shape)) if n == 1 and m != 1)
+    return a.sum(axis=axes, keepdims=True) if axes else a
+
+
 def _group_owner(n_heads, lay: Layout):
     """For each K/V group, which of an input's n_heads heads it uses (h // (H / n) for its first query head)."""
     return np.arange(lay.kv_groups) * lay.group_size // (lay.heads // n_heads)
 
 
 def _heads(a, lay: Layout):
-    """a's heads (n, S, d) as (kv_groups, S, d): a view, or a copy when heads must repeat (only when K and V
-    have different head counts, or one of them is broadcast over heads and the other is not)."""
-    return a if a.shape[0] == lay.kv_groups else a[_group_owner(a.shape[0], lay)]
+    """a's heads (..., n, S, d) as (..., kv_groups, S, d): a view, or a copy when heads must repeat (only when
+    K and V have different head counts, or one of them is broadcast over heads and the other is not)."""
+    return a if a.shape[-3] == lay.kv_groups else a[..., _group_owner(a.shape[-3], lay), :, :]
+
+
+def _sum_heads(grouped, n_heads):
+    """A (..., kv_groups, S, d) K or V gradient summed onto the input's n_heads heads: groups [0, kv_groups / n)
+    use head 0, and so on (n divides kv_groups, see ``layout``)."""
+    groups = grouped.shape[-3]
+    if n_heads == groups:
+        return grouped
+    return grouped.reshape(grouped.shape[:-3] + (n_heads, groups // n_heads) + grouped.shape[-2:]).sum(axis=-3)
 
 
 def _row_blocks(L, n_keys, causal_offset, rows):
-    """(i0, i1, kmax, c0) per block of query rows: keys [0, kmax) are visible to some row of the block,
-    keys [0, c0) to every row (causal); blocks that see no key are skipped."""
+    """(i0, i1, kmax) per block of query rows: keys [0, kmax) are visible to some row of the block (causal);
+    blocks that see no key are skipped."""
     for i0 in range(0, L, rows):
         i1 = min(L, i0 + rows)
-        kmax, c0 = n_keys, n_keys
-        if causal_offset is not None:
-            kmax = min(n_keys, i1 + causal_offset)
-            c0 = max(0, min(kmax, i0 + causal_offset + 1))
+        kmax = n_keys if causal_offset is None else min(n_keys, i1 + causal_offset)
         if kmax > 0:
-            yield i0, i1, kmax, c0
+            yield i0, i1, kmax
 
 
 def _tile_shape(lay: Layout, n_keys):
@@ -124,7 +144,7 @@ def _tile_shape(lay: Layout, n_keys):
 @dataclass(frozen=True)
 class _Tile:
     """One work item: K/V groups [g0, g1) (query heads [h0, h1)) of one batch element, query rows
-    [i0, i1), keys [j0, j1); keys [0, c0) are visible to every row of the block (causal)."""
+    [i0, i1), keys [j0, j1)."""
 
     batch: _Batch
     g0: int
@@ -135,12 +155,6 @@ class _Tile:
     i1: int
     j0: int
     j1: int
-    c0: int
-
-
-def _blocked_diagonal(tile, causal_offset):
-    """True above the causal diagonal: key j hidden from query i when j > i + offset."""
-    return np.arange(max(tile.c0, tile.j0), tile.j1)[None, :] > (np.arange(tile.i0, tile.i1) + causal_offset)[:, None]
 
 
 def _mask_tile(mask_b, tile):
@@ -156,15 +170,134 @@ def dropout_keep_mask(seed, head_index, rows, keys, L, S, p) -> np.ndarray:
     """Keep flags for query rows [i0, i1) = ``rows`` and keys [j0, j1) = ``keys`` of flat head ``head_index``
     (batch element * heads + head); each (head, row, key) owns one 64-bit Philox draw, kept when it is
     >= p * 2**64, so any tiling regenerates the same mask."""
+    return _keep_flags(seed, head_index, 1, rows, keys, L, S, p)[0]
+
+
+def _keep_flags(seed, first_head, n_heads, rows, keys, L, S, p) -> np.ndarray:
+    """``dropout_keep_mask`` of flat heads [first_head, first_head + n_heads) as (n_heads, rows, keys); one
+    run of draws when the rows are all L rows (the heads' draws are then consecutive)."""
     (i0, i1), (j0, j1) = rows, keys
     row_stride = -(-S // 4) * 4  # Philox yields 4 draws per counter step: rows start on a step
-    start = (head_index * L + i0) * row_stride
-    draws = np.random.Philox(counter=start // 4, key=seed).random_raw((i1 - i0) * row_stride)
     threshold = np.uint64(min(int(p * 2.0**64), 2**64 - 1))
-    return draws.reshape(i1 - i0, row_stride)[:, j0:j1] >= threshold
+
+    def draws(head, n):
+        start = (head * L + i0) * row_stride
+        return np.random.Philox(counter=start // 4, key=seed).random_raw(n * (i1 - i0) * row_stride)
+
+    if (i0, i1) == (0, L):
+        raw = draws(first_head, n_heads)
+    else:
+        raw = np.concatenate([draws(h, 1) for h in range(first_head, first_head + n_heads)])
+    return raw.reshape(n_heads, i1 - i0, row_stride)[..., j0:j1] >= threshold
 
 
-# -- the passes -------------------------------------------------------------------------------------------
+# -- the math of one block, shared by the tiles and the whole-problem path ----------------------------------
+def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty):
+    """Output, row max m and log row sum log l of one block of queries against keys [0, n).
+
+    q (..., groups, G, rows, E) unscaled queries; kg (..., groups, n, E); v_ext (..., groups, n, Ev), with
+    a column of ones appended when there is no dropout (P @ [V, 1] gives the unnormalised output and the
+    row sums in one product). ``hide(scores)`` applies the masks in place to scores shaped
+    (..., heads, rows, n); ``keep``: the dropout flags in that shape, or None. Leading dims broadcast.
+    Returns o (..., heads, rows, Ev) and m, log l (..., heads, rows); 0, 0, 0 on rows that see no key.
+    """
+    *lead, groups, G, t, E = q.shape
+    n = kg.shape[-2]
+    q_blk = np.multiply(q, scale, dtype=q.dtype).reshape(*lead, groups, G * t, E)
+    s = np.matmul(q_blk, kg.swapaxes(-1, -2))
+    s4 = s.reshape(s.shape[:-3] + (groups * G, t, n))
+    hide(s4)
+    m = s4.max(axis=-1, keepdims=True)
+    if may_empty:
+        m[np.isneginf(m)] = 0
+    s4 -= m
+    np.exp(s4, out=s4)
+    if dropout_p:
+        Ev = v_ext.shape[-1]
+        row_sum = s4.sum(axis=-1, keepdims=True)
+        s4 *= keep
+        o = np.matmul(s, v_ext)
+        o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
+        denominator = row_sum * (1 - dropout_p)
+    else:
+        Ev = v_ext.shape[-1] - 1
+        ol = np.matmul(s, v_ext)
+        ol = ol.reshape(ol.shape[:-3] + (groups * G, t, Ev + 1))
+        o, row_sum = ol[..., :Ev], ol[..., Ev:]
+        denominator = row_sum
+    if may_empty:
+        empty = row_sum == 0
+        if empty.any():
+            denominator = np.where(empty, 1, denominator)
+            row_sum = np.where(empty, 1, row_sum)
+    return np.divide(o, denominator), m[..., 0], np.log(row_sum[..., 0])
+
+
+def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, dropout_p,
+                    needs):
+    """(dq, dk, dv, ds) of one block of queries against keys [j0, j1); None where ``needs`` (dq, dk, dv) is
+    False.
+
+    q (..., groups, G, rows, E) unscaled; kg, vg (..., groups, n, E / Ev) the block's keys and values;
+    go (..., groups, G, rows, Ev) the output gradient; m, log_l, delta (..., groups, G, rows) the row
+    statistics and D = rowsum(dO * O). ``hide`` and ``keep`` as in ``_forward_block``. With ``k_ones``,
+    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column.
+    Returns dq (..., heads, rows, E) and ds (..., heads, rows, n) by query head, dk, dv (..., groups, n, d)
+    by K/V group (a group's heads summed by the matmul). Leading dims broadcast.
+    """
+    need_q, need_k, need_v = needs
+    *lead, groups, G, t, E = q.shape
+    n, Ev = vg.shape[-2:]
+    dtype = q.dtype
+    rows = (*lead, groups, G * t)
+    scores = (*lead, groups * G, t)
+    go = go.reshape(*rows, Ev)
+    if k_ones is not None:  # [q*scale, -lse] @ [k, 1]^T = S - lse
+        q_blk = _augmented(q, -(m + log_l), scale).reshape(*rows, E + 1)
+        p = np.matmul(q_blk, k_ones.swapaxes(-1, -2))
+        q_blk = q_blk[..., :E]
+    else:
+        q_blk = np.multiply(q, scale, dtype=dtype).reshape(*rows, E)
+        p = np.matmul(q_blk, kg.swapaxes(-1, -2))
+    p4 = p.reshape(p.shape[:-3] + (groups * G, t, n))
+    hide(p4)
+    if k_ones is None:  # (S - m) - log l: exact even when a finite fill makes S and m huge
+        p4 -= m.reshape(*scores, 1)
+        p4 -= log_l.reshape(*scores, 1)
+    np.exp(p4, out=p4)
+    dv = None
+    if dropout_p:
+        keep_scale = 1 / (1 - dropout_p)
+        if need_v:
+            dropped = np.multiply(p4, keep, dtype=dtype)
+            dropped *= keep_scale
+            dv = np.matmul(dropped.reshape(p.shape).swapaxes(-1, -2), go)
+            del dropped
+        ds = np.matmul(go, vg.swapaxes(-1, -2))
+        ds4 = ds.reshape(ds.shape[:-3] + (groups * G, t, n))
+        ds4 *= keep
+        ds4 *= keep_scale
+        ds4 -= delta.reshape(*scores, 1)
+    else:
+        if need_v:
+            dv = np.matmul(p.swapaxes(-1, -2), go)
+        if v_ones is not None:  # [dO, -D] @ [V, 1]^T = dP - D
+            ds = np.matmul(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2))
+        else:
+            ds = np.matmul(go, vg.swapaxes(-1, -2))
+            ds -= delta.reshape(*rows, 1)
+    ds *= p  # dS = P * (dP - D)
+    dq = dk = None
+    if need_q:
+        dq = np.matmul(ds, kg)
+        dq = dq.reshape(dq.shape[:-3] + (groups * G, t, E))
+        dq *= scale
+    if need_k:  # dK = scale * dS^T Q = dS^T (scale * Q)
+        dk = np.matmul(ds.swapaxes(-1, -2), q_blk)
+    return dq, dk, dv, ds.reshape(ds.shape[:-3] + (groups * G, t, n))
+
+
+# -- the problem ------------------------------------------------------------------------------------------
 class _Batch:
     """One batch element: its index, visible key count, mask slice, and (after setup) grouped operands."""
 
@@ -173,7 +306,8 @@ class _Batch:
 
 
 class _Problem:
-    """Inputs promoted to one rank, one ``_Batch`` per batch element, and the list of tiles."""
+    """Inputs promoted to one rank, the masks, and -- unless the problem is small enough to run whole (see
+    ``WHOLE_PROBLEM_SCORES``) -- one ``_Batch`` per batch element and the list of tiles."""
 
     def __init__(self, q, k, v, mask, *, scale, causal_offset, lengths, dropout_p, seed, enable_gqa,
                  split_keys=False):
@@ -184,21 +318,28 @@ class _Problem:
         self.mask_is_bool = mask is not None and mask.dtype == np.bool_
         self.float_mask = mask is not None and not self.mask_is_bool
         self.scale, self.causal_offset, self.dropout_p, self.seed = scale, causal_offset, dropout_p, seed
-        lengths = None if lengths is None else np.broadcast_to(lengths, lay.batch_shape)
-        hidden = ~self.mask if self.mask_is_bool else self.mask  # bool masks are applied as "hidden" flags
-        G = lay.group_size
+        self.may_empty = mask is not None or causal_offset is not None or lengths is not None
+        self.lengths = None if lengths is None else np.broadcast_to(lengths, lay.batch_shape)
+        self.hidden = ~self.mask if self.mask_is_bool else self.mask  # bool masks are applied as "hidden" flags
+        n_scores = math.prod(lay.batch_shape) * lay.heads * lay.L * lay.S
+        self.whole = 0 < n_scores <= WHOLE_PROBLEM_SCORES
         self.batches, self.tiles = [], []
+        if not self.whole:
+            self._make_tiles(split_keys)
+
+    def _make_tiles(self, split_keys):
+        lay, hidden, G = self.lay, self.hidden, self.lay.group_size
         for flat, b in enumerate(np.ndindex(*lay.batch_shape)):
-            n_keys = lay.S if lengths is None else int(lengths[b])
+            n_keys = lay.S if self.lengths is None else int(self.lengths[b])
             batch = _Batch(flat, b, n_keys, None if hidden is None else hidden[_own_index(hidden.shape[:-3], b)])
             self.batches.append(batch)
             rows, groups = _tile_shape(lay, n_keys)
             chunk = (BLOCK_KEYS or max(MIN_ROWS, TILE_ELEMENTS // (rows * G))) if split_keys else lay.S
-            for i0, i1, kmax, c0 in _row_blocks(lay.L, n_keys, causal_offset, rows):
+            for i0, i1, kmax in _row_blocks(lay.L, n_keys, self.causal_offset, rows):
                 for g0 in range(0, lay.kv_groups, groups):
                     g1 = min(lay.kv_groups, g0 + groups)
                     for j0 in range(0, kmax, chunk):
-                        self.tiles.append(_Tile(batch, g0, g1, g0 * G, g1 * G, i0, i1, j0, min(kmax, j0 + chunk), c0))
+                        self.tiles.append(_Tile(batch, g0, g1, g0 * G, g1 * G, i0, i1, j0, min(kmax, j0 + chunk)))
         # largest tiles first, so that the threads run out of work together
         self.tiles.sort(key=lambda tile: (tile.i0 - tile.i1) * (tile.j1 - tile.j0))
 
@@ -213,25 +354,61 @@ class _Problem:
         if fused:
             batch.k_ones, batch.v_ones = _augmented(batch.kg, 1), _augmented(batch.vg, 1)
 
-    def mask_scores(self, s3, tile):
-        """Add a float mask, put -inf where a bool mask or the causal limit hides a key (s3: heads, rows, keys)."""
-        if tile.batch.mask is not None:
+    def whole_operands(self):
+        """(q, kg, vg) of the whole problem: q broadcast to (batch..., groups, G, L, E), K and V grouped with
+        their own batch dims (the matmuls broadcast them)."""
+        lay = self.lay
+        q = np.broadcast_to(self.q, lay.batch_shape + (lay.heads, lay.L, lay.E))
+        q = q.reshape(lay.batch_shape + (lay.kv_groups, lay.group_size, lay.L, lay.E))
+        return q, _heads(self.k, lay), _heads(self.v, lay)
+
+    def mask_scores(self, s, hidden, rows, keys, padded=None):
+        """Apply the masks in place to the scores s (..., heads, rows, keys) of query rows [i0, i1) = ``rows``
+        against keys [j0, j1) = ``keys``: add a float mask, put -inf where a bool mask (``hidden``: its slice
+        for s, True = hidden), the padding lengths (``padded``: (..., 1, 1, keys) flags) or the causal limit
+        hide a key."""
+        if hidden is not None:
             if self.mask_is_bool:
-                np.copyto(s3, -np.inf, where=_mask_tile(tile.batch.mask, tile))
+                np.copyto(s, -np.inf, where=hidden)
             else:
-                s3 += _mask_tile(tile.batch.mask, tile)
-        start = max(tile.c0, tile.j0)
-        if self.causal_offset is not None and start < tile.j1:
-            np.copyto(s3[..., start - tile.j0:], -np.inf, where=_blocked_diagonal(tile, self.causal_offset))
+                s += hidden
+        if padded is not None:
+            np.copyto(s, -np.inf, where=padded)
+        (i0, i1), (j0, j1) = rows, keys
+        if self.causal_offset is not None:
+            start = max(j0, i0 + self.causal_offset + 1)  # keys before start are visible to every row
+            if 2 * (start - j0) < j1 - j0:
+                start = j0  # a short visible prefix: the whole (contiguous) width runs faster than a strided part
+            if start < j1:  # hidden above the diagonal: key j > i + offset
+                above = np.arange(start, j1)[None, :] > (np.arange(i0, i1) + self.causal_offset)[:, None]
+                if start == j0:  # adding -inf there and 0 elsewhere is exact, and faster than a masked copy
+                    s += np.where(above, s.dtype.type(-np.inf), s.dtype.type(0))
+                else:
+                    np.copyto(s[..., start - j0:], -np.inf, where=above)
+
+    def tile_hide(self, tile):
+        """``mask_scores`` for a tile's scores."""
+        mask = None if tile.batch.mask is None else _mask_tile(tile.batch.mask, tile)
+        return lambda s: self.mask_scores(s, mask, (tile.i0, tile.i1), (tile.j0, tile.j1))
+
+    def whole_hide(self):
+        """``mask_scores`` for the whole problem's scores (the lengths as a (batch..., 1, 1, S) bool mask)."""
+        lay = self.lay
+        padded = None if self.lengths is None else np.arange(lay.S) >= self.lengths[..., None, None, None]
+        return lambda s: self.mask_scores(s, self.hidden, (0, lay.L), (0, lay.S), padded)
 
     def keep(self, tile):
         """The dropout keep flags of a tile, (heads, rows, keys)."""
         lay = self.lay
-        keep = np.empty((tile.h1 - tile.h0, tile.i1 - tile.i0, tile.j1 - tile.j0), dtype=bool)
-        for h in range(tile.h0, tile.h1):
-            keep[h - tile.h0] = dropout_keep_mask(self.seed, tile.batch.flat * lay.heads + h, (tile.i0, tile.i1),
-                                                  (tile.j0, tile.j1), lay.L, lay.S, self.dropout_p)
-        return keep
+        return _keep_flags(self.seed, tile.batch.flat * lay.heads + tile.h0, tile.h1 - tile.h0, (tile.i0, tile.i1),
+                           (tile.j0, tile.j1), lay.L, lay.S, self.dropout_p)
+
+    def whole_keep(self):
+        """The dropout keep flags of the whole problem, (batch..., heads, L, S): the tiles' flags."""
+        lay = self.lay
+        flags = _keep_flags(self.seed, 0, math.prod(lay.batch_shape) * lay.heads, (0, lay.L), (0, lay.S), lay.L,
+                            lay.S, self.dropout_p)
+        return flags.reshape(lay.batch_shape + (lay.heads, lay.L, lay.S))
 
 
 def _augmented(a, column, scale=1.0):
@@ -242,49 +419,36 @@ def _augmented(a, column, scale=1.0):
     return out
 
 
+# -- the passes -------------------------------------------------------------------------------------------
 def attention_forward(q, k, v, mask=None, *, scale, causal_offset=None, lengths=None, dropout_p=0.0,
                       seed=0, enable_gqa=False):
     """Output, row_max and row_log_sum (lse = row_max + row_log_sum; 0 and 0 on rows that see no key)."""
     pb = _Problem(q, k, v, mask, scale=scale, causal_offset=causal_offset, lengths=lengths, dropout_p=dropout_p,
                   seed=seed, enable_gqa=enable_gqa)
     lay = pb.lay
-    E, Ev = lay.E, lay.Ev
-    out = np.zeros(lay.batch_shape + (lay.heads, lay.L, Ev), q.dtype)
+    options = dict(scale=scale, dropout_p=dropout_p, may_empty=pb.may_empty)
+    if pb.whole:
+        qg, kg, vg = pb.whole_operands()
+        keep = pb.whole_keep() if dropout_p else None
+        out, row_max, row_log_sum = _forward_block(qg, kg, vg if dropout_p else _augmented(vg, 1), pb.whole_hide(),
+                                                   keep, **options)
+        return out.reshape(lay.out_shape), row_max, row_log_sum
+
+    out = np.zeros(lay.batch_shape + (lay.heads, lay.L, lay.Ev), q.dtype)
     row_max = np.zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
     row_log_sum = np.zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
-    may_empty = mask is not None or causal_offset is not None
     for batch in pb.batches:
         pb.setup(batch, fused=not dropout_p)
 
     def tile_forward(worker, tile):
-        batch, groups, i0, i1, kmax = tile.batch, slice(tile.g0, tile.g1), tile.i0, tile.i1, tile.j1
-        heads, t = tile.h1 - tile.h0, i1 - i0
-        q_blk = np.multiply(batch.q[groups, :, i0:i1], scale, dtype=q.dtype).reshape(tile.g1 - tile.g0, -1, E)
-        s = np.matmul(q_blk, batch.kg[groups, :kmax].swapaxes(-1, -2))
-        s3 = s.reshape(heads, t, kmax)
-        pb.mask_scores(s3, tile)
-        m = s3.max(axis=-1, keepdims=True)
-        if may_empty:
-            m[np.isneginf(m)] = 0
-        s3 -= m
-        np.exp(s3, out=s3)
-        if dropout_p:
-            row_sum = s3.sum(axis=-1, keepdims=True)
-            s3 *= pb.keep(tile)
-            o = np.matmul(s, batch.vg[groups, :kmax]).reshape(heads, t, Ev)
-            denominator = row_sum * (1 - dropout_p)
-        else:  # P @ [V, 1] gives the unnormalised output and the row sums in one product
-            ol = np.matmul(s, batch.v_ones[groups, :kmax]).reshape(heads, t, Ev + 1)
-            o, row_sum = ol[..., :Ev], ol[..., Ev:]
-            denominator = row_sum
-        if may_empty:
-            empty = row_sum == 0
-            if empty.any():
-                denominator = np.where(empty, 1, denominator)
-                row_sum = np.where(empty, 1, row_sum)
-        np.divide(o, denominator, out=out[batch.index][tile.h0:tile.h1, i0:i1])
-        row_max[batch.index][tile.h0:tile.h1, i0:i1] = m[..., 0]
-        row_log_sum[batch.index][tile.h0:tile.h1, i0:i1] = np.log(row_sum[..., 0])
+        batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), slice(0, tile.j1)
+        o, m, log_l = _forward_block(batch.q[groups, :, rows], batch.kg[groups, keys],
+                                     (batch.vg if dropout_p else batch.v_ones)[groups, keys], pb.tile_hide(tile),
+                                     pb.keep(tile) if dropout_p else None, **options)
+        heads = slice(tile.h0, tile.h1)
+        out[batch.index][heads, rows] = o
+        row_max[batch.index][heads, rows] = m
+        row_log_sum[batch.index][heads, rows] = log_l
 
     _run(pb.tiles, tile_forward)
     return out.reshape(lay.out_shape), row_max, row_log_sum
@@ -296,86 +460,80 @@ def attention_backward(g, out, q, k, v, mask=None, *, row_max, row_log_sum, need
     pb = _Problem(q, k, v, mask, scale=scale, causal_offset=causal_offset, lengths=lengths, dropout_p=dropout_p,
                   seed=seed, enable_gqa=enable_gqa, split_keys=True)
     lay = pb.lay
-    dtype = q.dtype
-    H, L, E, Ev, KG, G = lay.heads, lay.L, lay.E, lay.Ev, lay.kv_groups, lay.group_size
     need_q, need_k, need_v, need_mask = needs
     need_mask = need_mask and pb.float_mask
-    fused = not pb.float_mask and not dropout_p  # lse and D ride along in the matmuls as an extra column
-    full = lay.batch_shape + (H, L)
-    g = g.reshape(full + (Ev,))
-    out = out.reshape(full + (Ev,))
-    keep_scale = 1 / (1 - dropout_p)
+    full = lay.batch_shape + (lay.heads, lay.L, lay.Ev)
+    g = g.reshape(full)
+    out = out.reshape(full)
+    options = dict(scale=scale, dropout_p=dropout_p, needs=(need_q, need_k, need_v))
+    if pb.whole:
+        grads = _whole_backward(pb, g, out, row_max, row_log_sum, need_mask, options)
+    else:
+        grads = _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options)
+    return tuple(None if grad is None else grad.reshape(a.shape) for grad, a in zip(grads, (q, k, v, mask)))
+
+
+def _whole_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
+    """The backward as one block over every batch element and head; gradients summed to the inputs' shapes."""
+    lay = pb.lay
+    grouped = lay.batch_shape + (lay.kv_groups, lay.group_size, lay.L)
+    # no ones columns here: at these sizes the separate subtractions cost less than the wider matmuls
+    qg, kg, vg = pb.whole_operands()
+    delta = np.einsum("...d,...d->...", g, out)  # D = rowsum(dO * O)
+    dq, dk, dv, ds = _backward_block(
+        qg, kg, vg, g.reshape(grouped + (lay.Ev,)), row_max.reshape(grouped), row_log_sum.reshape(grouped),
+        delta.reshape(grouped), pb.whole_hide(), pb.whole_keep() if pb.dropout_p else None, **options)
+    if dq is not None:
+        dq = _sum_to(dq, pb.q.shape)
+    if dk is not None:
+        dk = _sum_to(_sum_heads(dk, pb.k.shape[-3]), pb.k.shape)
+    if dv is not None:
+        dv = _sum_to(_sum_heads(dv, pb.v.shape[-3]), pb.v.shape)
+    return dq, dk, dv, _sum_to(ds, pb.mask.shape) if need_mask else None
+
+
+def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
+    """The backward tile by tile on the thread pool, each tile adding into the gradients of its rows / keys."""
+    lay = pb.lay
+    fused = not pb.float_mask and not pb.dropout_p  # lse and D ride along in the matmuls as an extra column
+    H, L, KG, G = lay.heads, lay.L, lay.kv_groups, lay.group_size
+    need_q, need_k, need_v = options["needs"]
     for batch in pb.batches:
         pb.setup(batch, fused)
         delta = np.einsum("hld,hld->hl", g[batch.index], out[batch.index])  # D = rowsum(dO * O)
-        batch.go = g[batch.index].reshape(KG, G, L, Ev)
+        batch.go = g[batch.index].reshape(KG, G, L, lay.Ev)
         batch.lse_parts = (row_max[batch.index].reshape(KG, G, L), row_log_sum[batch.index].reshape(KG, G, L))
         batch.delta = delta.reshape(KG, G, L)
     shapes = (pb.q.shape if need_q else None, pb.k.shape if need_k else None, pb.v.shape if need_v else None,
               pb.mask.shape if need_mask else None)
-    dq, dk, dv, dmask = (None if shape is None else np.zeros(shape, dtype) for shape in shapes)
+    dq, dk, dv, dmask = (None if shape is None else np.zeros(shape, pb.q.dtype) for shape in shapes)
     locks = [threading.Lock() for _ in range(4)]  # tiles of different workers may add into the same rows
 
     def tile_backward(worker, tile):
-        batch, groups, i0, i1 = tile.batch, slice(tile.g0, tile.g1), tile.i0, tile.i1
-        keys, n_keys = slice(tile.j0, tile.j1), tile.j1 - tile.j0
-        heads, t = tile.h1 - tile.h0, i1 - i0
-        rows = (tile.g1 - tile.g0, G * t)
-        m, log_l = (part[groups, :, i0:i1] for part in batch.lse_parts)
-        go = batch.go[groups, :, i0:i1].reshape(*rows, Ev)
-        if fused:  # [q*scale, -lse] @ [k, 1]^T = S - lse
-            q_blk = _augmented(batch.q[groups, :, i0:i1], -(m + log_l), scale).reshape(*rows, E + 1)
-            p = np.matmul(q_blk, batch.k_ones[groups, keys].swapaxes(-1, -2))
-            q_blk = q_blk[..., :E]
-        else:
-            q_blk = np.multiply(batch.q[groups, :, i0:i1], scale, dtype=dtype).reshape(*rows, E)
-            p = np.matmul(q_blk, batch.kg[groups, keys].swapaxes(-1, -2))
-        p3 = p.reshape(heads, t, n_keys)
-        pb.mask_scores(p3, tile)
-        if not fused:  # (S - m) - log l: exact even when a finite fill makes S and m huge
-            p3 -= m.reshape(heads, t, 1)
-            p3 -= log_l.reshape(heads, t, 1)
-        np.exp(p3, out=p3)
-        if dropout_p:
-            keep = pb.keep(tile)
-            if dv is not None:
-                dropped = np.multiply(p3, keep, dtype=dtype)
-                dropped *= keep_scale
-                _add_heads(dv, tile, np.matmul(dropped.reshape(*rows, n_keys).swapaxes(-1, -2), go), lay, locks[2])
-                del dropped
-            ds = np.matmul(go, batch.vg[groups, keys].swapaxes(-1, -2))
-            ds3 = ds.reshape(heads, t, n_keys)
-            ds3 *= keep
-            ds3 *= keep_scale
-            ds3 -= batch.delta[groups, :, i0:i1].reshape(heads, t, 1)
-        else:
-            if dv is not None:
-                _add_heads(dv, tile, np.matmul(p.swapaxes(-1, -2), go), lay, locks[2])
-            if fused:  # [dO, -D] @ [V, 1]^T = dP - D
-                go_aug = _augmented(go, -batch.delta[groups, :, i0:i1].reshape(rows))
-                ds = np.matmul(go_aug, batch.v_ones[groups, keys].swapaxes(-1, -2))
-            else:
-                ds = np.matmul(go, batch.vg[groups, keys].swapaxes(-1, -2))
-                ds -= batch.delta[groups, :, i0:i1].reshape(*rows, 1)
-        ds *= p  # dS = P * (dP - D)
+        batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), \
+            slice(tile.j0, tile.j1)
+        m, log_l = (part[groups, :, rows] for part in batch.lse_parts)
+        dq_blk, dk_blk, dv_blk, ds = _backward_block(
+            batch.q[groups, :, rows], batch.kg[groups, keys], batch.vg[groups, keys], batch.go[groups, :, rows], m,
+            log_l, batch.delta[groups, :, rows], pb.tile_hide(tile), pb.keep(tile) if pb.dropout_p else None,
+            k_ones=batch.k_ones[groups, keys] if fused else None, v_ones=batch.v_ones[groups, keys] if fused else None,
+            **options)
+        if dv_blk is not None:
+            _add_heads(dv, tile, dv_blk, lay, locks[2])
         if dmask is not None:
-            _accumulate_mask_grad(dmask[_own_index(dmask.shape[:-3], batch.index)], ds.reshape(heads, t, n_keys), tile,
-                                  locks[3])
-        if dq is not None:
-            dq_blk = np.matmul(ds, batch.kg[groups, keys]).reshape(heads, t, E)
-            dq_blk *= scale
+            _accumulate_mask_grad(dmask[_own_index(dmask.shape[:-3], batch.index)], ds, tile, locks[3])
+        if dq_blk is not None:
             dq_b = dq[_own_index(dq.shape[:-3], batch.index)]
             heads_of_q = slice(tile.h0, tile.h1) if dq_b.shape[0] == H else slice(None)
             if dq_b.shape[0] != H:
                 dq_blk = dq_blk.sum(axis=0, keepdims=True)
             with locks[0]:
-                dq_b[heads_of_q, i0:i1] += dq_blk
-        if dk is not None:  # dK = scale * dS^T Q = dS^T (scale * Q)
-            _add_heads(dk, tile, np.matmul(ds.swapaxes(-1, -2), q_blk), lay, locks[1])
+                dq_b[heads_of_q, rows] += dq_blk
+        if dk_blk is not None:
+            _add_heads(dk, tile, dk_blk, lay, locks[1])
 
     _run(pb.tiles, tile_backward)
-    return (None if dq is None else dq.reshape(q.shape), None if dk is None else dk.reshape(k.shape),
-            None if dv is None else dv.reshape(v.shape), None if dmask is None else dmask.reshape(mask.shape))
+    return dq, dk, dv, dmask
 
 
 def _add_heads(grad, tile, grouped, lay, lock):
@@ -392,10 +550,7 @@ def _add_heads(grad, tile, grouped, lay, lock):
 
 def _accumulate_mask_grad(dmask_b, ds3, tile, lock):
     """Add dS (heads, rows, keys) into one batch element's mask gradient, summed over broadcast dims."""
-    grad = ds3
-    for axis in range(3):
-        if dmask_b.shape[axis] == 1:
-            grad = grad.sum(axis=axis, keepdims=True)
+    grad = _sum_to(ds3, dmask_b.shape)
     with lock:
         dmask_b[slice(tile.h0, tile.h1) if dmask_b.shape[0] > 1 else slice(None),
                 slice(tile.i0, tile.i1) if dmask_b.shape[1] > 1 else slice(None),

@@ -27,9 +27,10 @@ def forward_backward(q, k, v, mask=None, seed=1, **options):
 
 @pytest.fixture
 def tiling():
-    """Restore the kernel settings a test changes."""
-    names = ("BLOCK_ROWS", "BLOCK_KEYS", "TILE_ELEMENTS", "WORKERS")
+    """Force the tiled path (small problems otherwise run whole) and restore the kernel settings a test changes."""
+    names = ("BLOCK_ROWS", "BLOCK_KEYS", "TILE_ELEMENTS", "WORKERS", "WHOLE_PROBLEM_SCORES")
     saved = [getattr(flash_kernels, name) for name in names]
+    flash_kernels.WHOLE_PROBLEM_SCORES = 0
     yield flash_kernels
     for name, value in zip(names, saved):
         setattr(flash_kernels, name, value)
