@@ -44,9 +44,10 @@ BLOCK_ROWS = None
 """Query rows per tile; None picks them from TILE_ELEMENTS (at least MIN_ROWS)."""
 BLOCK_KEYS = None
 """Keys per backward tile (the forward takes all visible keys at once); None picks them from TILE_ELEMENTS."""
-TILE_ELEMENTS = 1 << 17
-"""Scores per tile the automatic choices aim at (one float32 tile: 512 KiB)."""
-MIN_ROWS = 128
+TILE_ELEMENTS = 1 << 18
+"""Scores per tile the automatic choices aim at (one float32 tile: 1 MiB)."""
+MIN_ROWS = 256
+"""Fewest query rows per tile (when L has them): taller tiles make the key-side matmuls (dK, dV) run faster."""
 WHOLE_PROBLEM_SCORES = 1 << 20
 """Problems with at most this many scores (batch elements x heads x L x S) run as one block over every
 batch element and head, without threads; larger ones are tiled. 0 always tiles."""
