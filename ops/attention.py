@@ -101,9 +101,7 @@ def _check(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sc
         if attn_mask.dtype != np.bool_ and attn_mask.dtype != query.dtype:
             _fail("attn_mask", f"a bool mask or a float mask of query's dtype {query.dtype}",
                   f"dtype {attn_mask.dtype}", TypeError)
-        fits = attn_mask.ndim <= len(scores) and all(
-            m in (1, n) for m, n in zip(attn_mask.shape[::-1], scores[::-1]))
-        if not fits:
+        if not _broadcasts_to(attn_mask.shape, scores):
             _fail("attn_mask", f"a shape broadcastable to the attention scores {scores} (right-aligned)",
                   f"shape {attn_mask.shape}")
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or not 0 <= dropout_p < 1:
@@ -122,13 +120,16 @@ def _check(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sc
         _check_lengths(key_padding_lengths, tuple(batch_shape), S)
 
 
+def _broadcasts_to(shape, target) -> bool:
+    """Whether numpy broadcasting, right-aligned, stretches ``shape`` to ``target`` (never the reverse)."""
+    return len(shape) <= len(target) and all(m in (1, n) for m, n in zip(shape[::-1], target[::-1]))
+
+
 def _check_lengths(lengths, batch_shape, S):
     if not isinstance(lengths, np.ndarray) or lengths.dtype.kind not in "iu":
         _fail("key_padding_lengths", "an integer array of valid key counts",
               f"{type(lengths).__name__} of dtype {getattr(lengths, 'dtype', None)}", TypeError)
-    fits = lengths.ndim <= len(batch_shape) and all(
-        m in (1, n) for m, n in zip(lengths.shape[::-1], batch_shape[::-1]))
-    if not fits:
+    if not _broadcasts_to(lengths.shape, batch_shape):
         _fail("key_padding_lengths", f"a shape broadcastable to the batch dims {batch_shape}",
               f"shape {lengths.shape}")
     if lengths.size and (lengths.min() < 0 or lengths.max() > S):
