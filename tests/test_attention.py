@@ -10,7 +10,6 @@ options plus dropout with a fixed seed.
 import numpy as np
 import pytest
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import ops
 import tape
@@ -32,32 +31,14 @@ def make_mask(kind, shape, rng, dtype):
 
 def torch_oracle(q, k, v, mask, g, *, is_causal=False, causal_alignment="top_left", key_padding_lengths=None,
                  scale=None, enable_gqa=False):
-    """Output and gradients (q, k, v, mask or None) from torch's MATH backend with an explicit mask."""
-    L, S = q.shape[-2], k.shape[-2]
-    rank = max(q.ndim, k.ndim, v.ndim)
-    allowed = None
-    if is_causal:
-        shift = 0 if causal_alignment == "top_left" else S - L
-        allowed = np.arange(S)[None, :] <= np.arange(L)[:, None] + shift
-    if key_padding_lengths is not None:
-        lengths = np.asarray(key_padding_lengths)
-        visible = (np.arange(S) < lengths[..., None]).reshape(lengths.shape + (1, 1, S))
-        visible = visible.reshape(visible.shape[visible.ndim - min(visible.ndim, rank):])
-        allowed = visible if allowed is None else allowed & visible
+    """Output and gradients (q, k, v, mask or None) from torch's MATH backend, through the op's own
+    registered torch reference (which turns lengths and bottom-right alignment into an explicit mask)."""
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
     tmask = None if mask is None else torch.tensor(mask, requires_grad=mask.dtype != np.bool_)
-    combined = tmask
-    if allowed is not None:
-        allowed = torch.tensor(allowed)
-        if combined is None:
-            combined = allowed
-        elif combined.dtype == torch.bool:
-            combined = combined & allowed
-        else:
-            combined = torch.where(allowed, combined, torch.tensor(float("-inf"), dtype=combined.dtype))
-    with sdpa_kernel(SDPBackend.MATH):
-        out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=combined, scale=scale,
-                                                               enable_gqa=enable_gqa)
+    out = tape.get_op("scaled_dot_product_attention").torch_ref(
+        torch, tq, tk, tv, tmask, is_causal=is_causal, causal_alignment=causal_alignment,
+        key_padding_lengths=None if key_padding_lengths is None else np.asarray(key_padding_lengths),
+        scale=scale, enable_gqa=enable_gqa)
     out.backward(torch.tensor(g))
     grads = [t.grad.numpy() for t in (tq, tk, tv)]
     grads.append(None if tmask is None or tmask.grad is None else tmask.grad.numpy())
