@@ -83,12 +83,7 @@ def main(argv=None) -> dict:
         window = starts[:, None] + np.arange(args.context + 1)
         batch = train_ids[window]
         loss = model.loss(batch[:, :-1], batch[:, 1:])
-        optimizer.zero_grad()
-        loss.backward()
-        optim.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
+        losses.append(common.training_step(loss, model, optimizer, schedule))
         bar.update(step, losses[-1], batch[:, 1:].size)
     seconds = bar.close()
 

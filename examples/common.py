@@ -22,9 +22,10 @@ import numpy as np  # noqa: E402
 
 import ops  # noqa: E402
 import tape  # noqa: E402
-from tape import checkpoint, nn  # noqa: E402
+from tape import checkpoint, nn, optim  # noqa: E402
 
-__all__ = ["example_parser", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint", "TinyGPT"]
+__all__ = ["example_parser", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint", "training_step",
+           "TinyGPT"]
 
 
 def example_parser(description: str, steps: int, seed: int = 0) -> argparse.ArgumentParser:
@@ -68,6 +69,16 @@ class ProgressBar:
             sys.stderr.write("\n")
             sys.stderr.flush()
         return time.perf_counter() - self.start
+
+
+def training_step(loss, model: nn.Module, optimizer, schedule, max_grad_norm: float = 1.0) -> float:
+    """One update from ``loss``: backward, gradient clipping, optimizer and schedule step. Returns the loss."""
+    optimizer.zero_grad()
+    loss.backward()
+    optim.clip_grad_norm_(model.parameters(), max_grad_norm)
+    optimizer.step()
+    schedule.step()
+    return loss.item()
 
 
 def plot_losses(losses, path: str, title: str) -> bool:

@@ -84,12 +84,7 @@ def main(argv=None) -> dict:
     for step in range(1, args.steps + 1):
         tokens, lengths, labels = make_batch(rng, args.batch, args.min_length, args.max_length)
         loss = ops.cross_entropy(model(tokens, lengths if use_mask else None), labels)
-        optimizer.zero_grad()
-        loss.backward()
-        optim.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
+        losses.append(common.training_step(loss, model, optimizer, schedule))
         bar.update(step, losses[-1], len(tokens))
     seconds = bar.close()
 

@@ -71,12 +71,7 @@ def main(argv=None) -> dict:
         x, inputs, targets = make_batch(rng, args.batch, args.length, args.letters)
         seen = np.array([row.tobytes() not in held_out_set for row in x])  # never train on a held-out sequence
         loss = model.loss(inputs[seen], targets[seen])
-        optimizer.zero_grad()
-        loss.backward()
-        optim.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
+        losses.append(common.training_step(loss, model, optimizer, schedule))
         bar.update(step, losses[-1], inputs.size)
     seconds = bar.close()
 
