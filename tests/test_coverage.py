@@ -282,3 +282,13 @@ def test_docs_coverage_md_is_up_to_date(library_matrix):
         f"Regenerate it with `{REGENERATE}`")
     assert list(stored_rows) == list(fresh_rows), f"docs/coverage.md lists the ops in another order: `{REGENERATE}`"
     assert kept(stored[-1]) == kept(fresh[-1]), f"docs/coverage.md's summary row is out of date: `{REGENERATE}`"
+
+
+def test_check_without_torch_fails_unless_skipping_parity_is_explicit(monkeypatch, capsys):
+    monkeypatch.setattr(coverage.verify, "torch_available", lambda: False)
+    monkeypatch.delenv("MINITAPE_ALLOW_NO_TORCH", raising=False)
+    assert main(["coverage", "--check", "--ops", "add"]) == 1
+    assert "torch parity could not be checked" in capsys.readouterr().err
+    assert main(["coverage", "--check", "--ops", "add", "--no-torch"]) == 0
+    monkeypatch.setenv("MINITAPE_ALLOW_NO_TORCH", "1")
+    assert main(["coverage", "--check", "--ops", "add"]) == 0
