@@ -2,9 +2,9 @@
 backward rules and samples; ``ops.<name>`` is the op itself (call it on tensors). Each family module
 lists its public names in ``__all__``."""
 
-import sys
+import sys as _sys
 
-import tape.tensors as _tensors_module
+from tape.tensors import bind_operators as _bind_operators
 
 from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
@@ -15,4 +15,4 @@ from .nn import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 
-_tensors_module.ops = sys.modules[__name__]
+_bind_operators(_sys.modules[__name__])

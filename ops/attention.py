@@ -2,7 +2,7 @@
 
 ``scaled_dot_product_attention`` follows ``torch.nn.functional.scaled_dot_product_attention`` (2.13)
 and adds key-padding lengths (op metadata, applied tile by tile) and a bottom-right causal alignment.
-The math lives once, in ``ops.flash_kernels``: a tiled forward that keeps only the output and the row
+The math lives once, in ``ops._kernels.flash``: a tiled forward that keeps only the output and the row
 log-sum-exp, and one joint backward giving dQ, dK, dV and the float mask's gradient together.
 Derivation: docs/attention.md.
 """
@@ -16,8 +16,8 @@ import numpy as np
 
 from tape.registry import Sample, defop
 
-from .flash_kernels import attention_backward, attention_forward
-from .samples import uniform
+from ._kernels.flash import attention_backward, attention_forward
+from ._samples import uniform
 
 OP = "scaled_dot_product_attention"
 ALIGNMENTS = ("top_left", "bottom_right")

@@ -19,7 +19,7 @@ import numpy as np
 from tape.broadcast import unbroadcast
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
-from .samples import binary_samples, comparison_samples, uniform, where_samples
+from ._samples import binary_samples, comparison_samples, uniform, where_samples
 
 
 def _matched(a, b):

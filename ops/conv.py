@@ -17,8 +17,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from tape.registry import Sample, defop
 
-from .samples import uniform
-from .validation import require, require_float
+from ._samples import uniform
+from ._validation import require, require_float
 
 
 # -- argument handling -------------------------------------------------------------------------------------

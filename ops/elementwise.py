@@ -24,7 +24,7 @@ import numpy as np
 
 from tape.registry import defop
 
-from .samples import unary_samples
+from ._samples import unary_samples
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)

@@ -27,7 +27,7 @@ from numpy.lib.stride_tricks import as_strided
 from tape.broadcast import unbroadcast
 from tape.registry import Sample, defop
 
-from .samples import transposed, uniform
+from ._samples import transposed, uniform
 
 
 def _same_dtype(op: str, names: tuple, arrays) -> None:

@@ -15,8 +15,8 @@ from tape.broadcast import unbroadcast
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from tape.tensors import as_tensor
 
-from .samples import transposed, uniform
-from .validation import normalize_dim, require, require_float, require_integer
+from ._samples import transposed, uniform
+from ._validation import normalize_dim, require, require_float, require_integer
 
 _REDUCTIONS = ("none", "mean", "sum")
 

@@ -24,8 +24,8 @@ import numpy as np
 
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
-from .samples import index_reduction_samples, reduction_samples, uniform
-from .validation import normalize_dim, normalize_dims
+from ._samples import index_reduction_samples, reduction_samples, uniform
+from ._validation import normalize_dim, normalize_dims
 
 
 # -- dims ------------------------------------------------------------------------------------------------------

@@ -29,8 +29,8 @@ import numpy as np
 from tape.broadcast import unbroadcast
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
-from .samples import transposed, uniform
-from .validation import normalize_dim, normalize_dims, require_integer
+from ._samples import transposed, uniform
+from ._validation import normalize_dim, normalize_dims, require_integer
 
 
 def _ints(op: str, argument: str, value) -> tuple:

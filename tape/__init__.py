@@ -41,6 +41,16 @@ __all__ = [
     "AnomalyError", "ReplayError",
 ]
 
-import ops as _ops  # noqa: E402,F401  -- registers the op library (ops imports tape.registry)
+_TRAINING_STACK = {"nn": "tape.train.nn", "optim": "tape.train.optim", "checkpoint": "tape.train.checkpoint"}
 
-from . import checkpoint, nn, optim  # noqa: E402,F401  -- the training stack (built on ops)
+
+def __getattr__(name):
+    """``tape.nn``, ``tape.optim`` and ``tape.checkpoint`` load on first use: they sit above the op library,
+    which sits above this engine core, so the core never imports them (no import cycle)."""
+    if name in _TRAINING_STACK:
+        import importlib
+
+        module = importlib.import_module(_TRAINING_STACK[name])
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'tape' has no attribute '{name}'")

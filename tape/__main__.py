@@ -1,5 +1,5 @@
 """``python -m tape <command>``: see tape/cli.py."""
 
-from .cli import main
+from .tools.cli import main
 
 raise SystemExit(main())

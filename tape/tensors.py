@@ -21,7 +21,36 @@ __all__ = ["Tensor", "tensor", "as_tensor"]
 
 _ids = itertools.count(1)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-ops = None  # the op library, bound by ops/__init__.py (tape cannot import ops at load time: ops imports tape)
+
+
+class _UnboundOps:
+    """Stands in for the op library until ``ops`` binds itself (``bind_operators``): the first operator used
+    imports it. The engine core never imports ``ops`` at load time (ops is built on it)."""
+
+    def __getattr__(self, name):
+        import importlib
+
+        importlib.import_module("ops")
+        if isinstance(ops, _UnboundOps):
+            raise ImportError("importing 'ops' did not bind Tensor's operators")
+        return getattr(ops, name)
+
+
+ops = _UnboundOps()
+OPERATOR_OPS = ("add", "sub", "mul", "div", "pow", "matmul", "neg", "abs", "getitem", "eq", "ne", "lt", "le", "gt",
+                "ge", "sum", "mean", "max", "min", "var", "std", "reshape", "flatten", "transpose", "permute",
+                "squeeze", "unsqueeze", "expand", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "softmax",
+                "log_softmax", "argmax", "clamp", "masked_fill")
+
+
+def bind_operators(library) -> None:
+    """The one binding of Tensor's operators and methods to the op library (called by ``ops/__init__``);
+    checks that every op they call is there."""
+    global ops
+    missing = [name for name in OPERATOR_OPS if not callable(getattr(library, name, None))]
+    if missing:
+        raise ImportError(f"the op library lacks the ops Tensor's operators call: {missing}")
+    ops = library
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:

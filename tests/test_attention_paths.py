@@ -12,7 +12,7 @@ import pytest
 
 import ops
 import tape
-from ops import flash_kernels
+from ops._kernels import flash as flash_kernels
 
 SDPA = ops.scaled_dot_product_attention
 WHOLE, TILED = "whole", "tiled"

@@ -35,7 +35,7 @@ import pytest
 import ops
 import tape
 from tape.autodiff import reverse_pass
-from tape.verify import differentiable_positions, op_samples, torch_available
+from tape.tools.verify import differentiable_positions, op_samples, torch_available
 
 CLEAR_ERRORS = (TypeError, ValueError, IndexError)
 DIM_ATTRIBUTE = re.compile(r"^(dim\d?|dims|axis|axes|start_dim|end_dim|source|destination)$")

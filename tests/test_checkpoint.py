@@ -9,7 +9,7 @@ import pytest
 
 import tape
 from tape import checkpoint
-from tape.checkpoint import CheckpointError
+from tape.train.checkpoint import CheckpointError
 
 
 def _state():

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 import tape
-from tape import coverage
-from tape.cli import main
-from tape.coverage import ABSENT, FAIL, PASS, WARN
-from tape.verify import op_samples, torch_available
+from tape.tools import coverage
+from tape.tools.cli import main
+from tape.tools.coverage import ABSENT, FAIL, PASS, WARN
+from tape.tools.verify import op_samples, torch_available
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "coverage.md"
@@ -220,7 +220,7 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_shows_on_a_terminal_only(throwaway_ops):
-    from tape.cli import _Progress
+    from tape.tools.cli import _Progress
 
     op = throwaway_ops["covtest_cube"]
     terminal, pipe = _Terminal(), io.StringIO()

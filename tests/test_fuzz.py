@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 import ops
 import tape
 from tape.registry import STUBBED, Sample
-from tape.verify import differentiable_positions, op_samples, torch_available
+from tape.tools.verify import differentiable_positions, op_samples, torch_available
 
 N_GRAPHS = 300
 MAX_STEPS = 6

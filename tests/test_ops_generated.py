@@ -17,7 +17,7 @@ import pytest
 
 import tape
 from tape.registry import NOT_DIFF, NOT_DIFFERENTIABLE, RULE, STUB, STUBBED
-from tape.verify import (
+from tape.tools.verify import (
     differentiable_positions,
     op_samples,
     run_gradcheck,

@@ -17,7 +17,7 @@ import sys
 import time
 
 from . import coverage
-from .registry import registered_ops
+from ..registry import registered_ops
 
 __all__ = ["main", "build_parser"]
 

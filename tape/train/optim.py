@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from .recording import no_grad
-from .tensors import Tensor, as_tensor
+from ..recording import no_grad
+from ..tensors import Tensor, as_tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_", "WarmupCosineLR", "warmup_cosine_lr"]
 

@@ -3,7 +3,7 @@
 One row per op: does its forward run on all its samples, is a backward registered for every
 differentiable input (or is one a stub), does float64 finite-difference gradcheck pass on its samples,
 and does it match PyTorch (float64 and float32) where torch has the same op. Nothing here is a table
-kept by hand: ``coverage_rows()`` runs the checks of ``tape.verify`` -- the very ones the generated tests
+kept by hand: ``coverage_rows()`` runs the checks of ``tape.tools.verify`` -- the very ones the generated tests
 assert -- at the moment it is called. ``render()`` turns the rows into a terminal table, markdown or JSON;
 ``python -m tape coverage`` (tape/cli.py) is the command-line face of both.
 """
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from . import verify
-from .registry import NOT_DIFF, registered_ops
+from ..registry import NOT_DIFF, registered_ops
 
 __all__ = ["Cell", "CoverageRow", "coverage_rows", "render", "summary", "failures", "FORMATS", "PASS", "FAIL",
            "ABSENT", "WARN"]

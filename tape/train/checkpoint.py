@@ -19,7 +19,7 @@ import zipfile
 
 import numpy as np
 
-from .tensors import Tensor
+from ..tensors import Tensor
 
 __all__ = ["save", "load", "CheckpointError", "FORMAT_KEY"]
 

@@ -21,8 +21,8 @@ import numpy as np
 
 import ops
 
-from .recording import no_grad
-from .tensors import Tensor
+from ..recording import no_grad
+from ..tensors import Tensor
 
 __all__ = [
     "Parameter", "Module", "ModuleList", "Sequential",

@@ -1,0 +1,1 @@
+"""Private numerical kernels the op families call (not ops themselves)."""
