@@ -329,7 +329,7 @@ def _max_pool_samples(rng):
 
 
 max_pool2d = defop(
-    "max_pool2d", family="conv", inputs=("input",), forward=_max_pool2d, vjps=(_max_pool2d_vjp,), has_aux=True,
+    "max_pool2d", family="conv", inputs=("input",), forward=_max_pool2d, vjps=(_max_pool2d_vjp,), saves=True,
     check=_check_max_pool2d, samples=_max_pool_samples,
     notes="Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
           "counting as the maximum -- what torch's CPU kernel does.",

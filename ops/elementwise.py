@@ -272,7 +272,7 @@ def _gelu_vjp(g, ans, x, approximate="none", saved=None):
     return g * saved
 
 
-gelu = _unary("gelu", _gelu, _gelu_vjp, low=-3.0, high=3.0, attrs=[{}, {"approximate": "tanh"}], has_aux=True,
+gelu = _unary("gelu", _gelu, _gelu_vjp, low=-3.0, high=3.0, attrs=[{}, {"approximate": "tanh"}], saves=True,
               torch_ref=_functional("gelu"))
 
 
@@ -286,7 +286,7 @@ def _silu_vjp(g, ans, x, saved=None):
     return g * s * (1 + x * (1 - s))
 
 
-silu = _unary("silu", _silu, _silu_vjp, low=-4.0, high=4.0, has_aux=True, torch_ref=_functional("silu"))
+silu = _unary("silu", _silu, _silu_vjp, low=-4.0, high=4.0, saves=True, torch_ref=_functional("silu"))
 
 
 def _softplus(x, beta=1, threshold=20):

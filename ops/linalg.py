@@ -59,7 +59,7 @@ def _times_matrix(a, m):
     """``a @ m`` for a matrix ``m``; a batched ``a`` is folded into rows so one GEMM does it all."""
     if a.ndim <= 2:
         return a @ m
-    return (a.reshape(-1, a.shape[-1]) @ m).reshape(a.shape[:-1] + (m.shape[-1],))
+    return (_rows(a) @ m).reshape(a.shape[:-1] + (m.shape[-1],))
 
 
 def _matmul(a, b):
@@ -87,7 +87,7 @@ def _matmul_vjp_a(g, ans, a, b):
 def _matmul_vjp_b(g, ans, a, b):
     g2, a2, b2 = _as_matrices(g, a, b)
     if b2.ndim == 2:  # every batch of a met the same matrix: one GEMM over all rows
-        return (a2.reshape(-1, a2.shape[-1]).T @ g2.reshape(-1, g2.shape[-1])).reshape(b.shape)
+        return (_rows(a2).T @ _rows(g2)).reshape(b.shape)
     return unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape)
 
 
@@ -123,7 +123,8 @@ def _check_linear(input, weight, bias=None):
 
 
 def _rows(x):
-    return x.reshape(-1, x.shape[-1])
+    """``x`` as a matrix of its last dim (size-0 leading dims kept: ``reshape(-1, k)`` fails on them)."""
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
 def _linear(input, weight, bias=None):
@@ -135,7 +136,7 @@ def _linear(input, weight, bias=None):
 
 def _grad_rows(g, weight):
     """The output gradient as rows matching ``_rows(input) @ weight.T``."""
-    return g.reshape(-1, weight.shape[0]) if weight.ndim == 2 else g.reshape(-1)
+    return g.reshape(math.prod(g.shape[:-1]), weight.shape[0]) if weight.ndim == 2 else g.reshape(-1)
 
 
 def _linear_vjp_input(g, ans, input, weight, bias=None):

@@ -213,7 +213,7 @@ def _layer_norm_public(input, normalized_shape, weight=None, bias=None, eps=1e-5
 
 _layer_norm_op = defop(
     "layer_norm", family="nn", inputs=("input", "weight?", "bias?"), forward=_layer_norm,
-    joint_vjp=_layer_norm_vjp, has_aux=True, check=_check_layer_norm, samples=_layer_norm_samples,
+    joint_vjp=_layer_norm_vjp, saves=True, check=_check_layer_norm, samples=_layer_norm_samples,
     torch_ref=lambda torch, input, weight, bias, normalized_shape, eps=1e-5: torch.nn.functional.layer_norm(
         input, _shape_tuple(normalized_shape), weight, bias, eps))
 
@@ -259,7 +259,7 @@ def _rms_norm_public(input, normalized_shape, weight=None, eps=None):
 
 _rms_norm_op = defop(
     "rms_norm", family="nn", inputs=("input", "weight?"), forward=_rms_norm, joint_vjp=_rms_norm_vjp,
-    has_aux=True, check=_check_rms_norm, samples=_rms_norm_samples,
+    saves=True, check=_check_rms_norm, samples=_rms_norm_samples,
     torch_ref=lambda torch, input, weight, normalized_shape, eps=None: torch.nn.functional.rms_norm(
         input, _shape_tuple(normalized_shape), weight, eps))
 
@@ -550,7 +550,7 @@ def _nll_loss_public(input, target, weight=None, ignore_index=-100, reduction="m
 
 _cross_entropy_op = defop(
     "cross_entropy", family="nn", inputs=("input", "target", "weight?"), forward=_cross_entropy,
-    vjps=(_cross_entropy_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE), has_aux=True, check=_check_cross_entropy,
+    vjps=(_cross_entropy_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE), saves=True, check=_check_cross_entropy,
     samples=lambda rng: _class_target_samples(rng, smoothing=True),
     notes="Class weights are not differentiable, as in torch.",
     torch_ref=lambda torch, input, target, weight, **attrs: torch.nn.functional.cross_entropy(

@@ -209,8 +209,8 @@ def _correction_samples(rng):
     return out
 
 
-var = _reduction("var", _var, _var_vjp, samples=_correction_samples, has_aux=True)
-std = _reduction("std", _std, _std_vjp, samples=_correction_samples, has_aux=True)
+var = _reduction("var", _var, _var_vjp, samples=_correction_samples, saves=True)
+std = _reduction("std", _std, _std_vjp, samples=_correction_samples, saves=True)
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------

@@ -463,10 +463,11 @@ def _gather_positions(x, index, dim) -> tuple:
     return block, tuple(grids)
 
 
-def _gather(x, index, dim):
-    axis = normalize_dim("gather", dim, x.ndim)
+def _gather(input, dim, index):
+    """``torch.gather(input, dim, index)``: ``out[i][j] = input[index[i][j]][j]`` for dim 0 (and so on)."""
+    axis = normalize_dim("gather", dim, input.ndim)
     block = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
-    return np.take_along_axis(x[block], index, axis)
+    return np.take_along_axis(input[block], index, axis)
 
 
 def _gather_vjp(g, ans, x, index, dim):
@@ -484,14 +485,9 @@ def _gather_samples(rng):
             Sample((uniform(rng, (1, 3)), np.array([[0, 0, 0]])), {"dim": 0}, "size-1 dim")]
 
 
-_gather_op = defop("gather", family="shape", inputs=("input", "index"), forward=_gather,
+gather = defop("gather", family="shape", inputs=("input", "index"), forward=_gather,
                vjps=(_gather_vjp, NOT_DIFFERENTIABLE), check=_check_gather, samples=_gather_samples,
                torch_ref=lambda torch, x, index, dim: torch.gather(x, dim, index.long()))
-
-
-def gather(input, dim, index):
-    """``torch.gather(input, dim, index)``: ``out[i][j] = input[index[i][j]][j]`` for dim 0 (and so on)."""
-    return _gather_op(input, index, dim=dim)
 
 
 def _check_index_select(x, index, dim):
@@ -510,9 +506,13 @@ def _index_select_vjp(g, ans, x, index, dim):
     return grad
 
 
-_index_select_op = defop(
-    "index_select", family="shape", inputs=("input", "index"),
-    forward=lambda x, index, dim: np.take(x, index.reshape(-1), axis=normalize_dim("index_select", dim, x.ndim)),
+def _index_select(input, dim, index):
+    """``torch.index_select(input, dim, index)``: the entries at ``index`` (0-D or 1-D) along ``dim``."""
+    return np.take(input, index.reshape(-1), axis=normalize_dim("index_select", dim, input.ndim))
+
+
+index_select = defop(
+    "index_select", family="shape", inputs=("input", "index"), forward=_index_select,
     vjps=(_index_select_vjp, NOT_DIFFERENTIABLE), check=_check_index_select,
     samples=lambda rng: [Sample((uniform(rng, (4, 3)), np.array([0, 2, 2, 3, 2])), {"dim": 0}, "repeated"),
                          Sample((uniform(rng, (2, 3, 4)), np.array([3, 1])), {"dim": -1}),
@@ -520,11 +520,6 @@ _index_select_op = defop(
                          Sample((transposed(rng, (3, 4)), np.array([0, 0])), {"dim": 1}, "non-contiguous"),
                          Sample((uniform(rng, (1, 3)), np.array([0, 0, 0])), {"dim": 0}, "size-1 dim")],
     torch_ref=lambda torch, x, index, dim: torch.index_select(x, dim, index.long()))
-
-
-def index_select(input, dim, index):
-    """``torch.index_select(input, dim, index)``: the entries at ``index`` (0-D or 1-D) along ``dim``."""
-    return _index_select_op(input, index, dim=dim)
 
 
 # -- pad ---------------------------------------------------------------------------------------------------

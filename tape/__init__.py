@@ -14,9 +14,11 @@ from .errors import (
     ReplayError,
 )
 from .gradcheck import GradcheckError, gradcheck
-from .recording import Node, detect_anomaly, enable_grad, is_grad_enabled, no_grad
+from .recording import Node
+from .state import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .registry import (
     NOT_DIFFERENTIABLE,
+    Grad,
     STUB,
     Op,
     RegistrationError,
@@ -34,7 +36,7 @@ __all__ = [
     "Tensor", "tensor", "as_tensor",
     "ExecutionTape", "GradientTape", "TapeStack", "tape_stack", "RecordedOp", "TensorSpec", "TapeGraph", "Node",
     "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly", "backward",
-    "defop", "Op", "Sample", "NOT_DIFFERENTIABLE", "STUB", "get_op", "registered_ops", "unregister_op",
+    "defop", "Op", "Sample", "Grad", "NOT_DIFFERENTIABLE", "STUB", "get_op", "registered_ops", "unregister_op",
     "stubbed_backward_op_names", "RegistrationError", "unbroadcast",
     "gradcheck", "GradcheckError",
     "BackwardNotImplementedError", "GradientError", "GraphFreedError", "InPlaceModificationError",

@@ -5,6 +5,11 @@ order, no recursion); the gradient arriving at a node is complete when it is vis
 consumer of its output was applied later. Each rule's result is validated: ``None``, a non-array, or
 a wrong shape or dtype raises ``GradientError`` naming the op and the input; a stub raises
 ``BackwardNotImplementedError``. Without ``retain_graph`` the visited nodes' saved arrays are freed.
+
+With ``create_graph=True`` the same walk runs on Tensors: each rule is called on the op's input and output
+tensors, under grad mode, so the gradients it returns are recorded and can be differentiated again (see
+tape/registry.py for how a rule becomes differentiable; ops with a ``composite`` are differentiated through
+it, and an op whose second order is a stub yields a gradient whose own backward raises when reached).
 """
 
 from __future__ import annotations
@@ -12,25 +17,30 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import BackwardNotImplementedError, GradientError, GraphFreedError, InPlaceModificationError
-from .recording import STATE, check_backward_result
-from .registry import STUBBED
-from .tensors import Tensor
+from .recording import check_backward_result, group, next_node_index
+from .registry import Grad, Op
+from .state import STATE, enable_grad
+from .tensors import Tensor, as_tensor
 
 __all__ = ["backward", "reverse_pass", "seed_gradients"]
 
 
-def backward(roots, grads=None, retain_graph: bool = False) -> None:
+def backward(roots, grads=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
     """Accumulate the gradients of ``roots`` into ``.grad`` of every leaf that requires grad."""
     for root in roots:
         if root._node is None and not root._requires_grad:
             raise RuntimeError("backward: this tensor does not require grad and was not computed by a recorded "
                                "op, so there is nothing to differentiate (set requires_grad=True on the inputs, "
                                "and do not compute it under no_grad)")
-    reverse_pass(roots, seed_gradients(roots, grads, "backward"), retain_graph=retain_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    reverse_pass(roots, seed_gradients(roots, grads, "backward", create_graph), retain_graph=retain_graph,
+                 create_graph=create_graph)
 
 
-def seed_gradients(roots, grads, who: str) -> list:
-    """The gradient each root starts with: 1 for a single-element root, else the one the caller gave."""
+def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
+    """The gradient each root starts with: 1 for a single-element root, else the one the caller gave (a copy:
+    the caller's array is neither frozen nor shared). Tensors with ``create_graph``, else arrays."""
     seeds = []
     for k, root in enumerate(roots):
         g = None if grads is None else grads[k]
@@ -38,14 +48,24 @@ def seed_gradients(roots, grads, who: str) -> list:
             if root.size != 1:
                 raise RuntimeError(f"{who}: output {k} has shape {root.shape}; only a single-element output gets "
                                    f"an implicit gradient of 1, pass its gradient explicitly for the others")
-            seeds.append(np.ones(root.shape, dtype=root.dtype))
+            seeds.append(Tensor._wrap(np.ones(root.shape, dtype=root.dtype)) if create_graph
+                         else np.ones(root.shape, dtype=root.dtype))
+            continue
+        if create_graph and isinstance(g, Tensor):
+            if g.dtype != root.dtype or g.shape != root.shape:
+                raise ValueError(f"{who}: gradient {k} has shape {g.shape} dtype {g.dtype} but its output has "
+                                 f"shape {root.shape} dtype {root.dtype}")
+            seeds.append(g)  # may itself require grad: the result is then differentiable in it too
             continue
         array = np.asarray(g._data if isinstance(g, Tensor) else g)
+        if array.dtype.kind not in "fiub":
+            raise TypeError(f"{who}: gradient {k} must hold real numbers, got dtype {array.dtype}")
         if array.dtype.kind == "f" and array.dtype != root.dtype:
             raise TypeError(f"{who}: gradient {k} has dtype {array.dtype} but its output is {root.dtype}")
         if array.shape != root.shape:
             raise ValueError(f"{who}: gradient {k} has shape {array.shape} but its output has shape {root.shape}")
-        seeds.append(array.astype(root.dtype, copy=False))
+        array = np.array(array, dtype=root.dtype, copy=True)  # never alias the caller's array
+        seeds.append(Tensor._wrap(array) if create_graph else array)
     return seeds
 
 
@@ -78,7 +98,7 @@ def _inputs_leading_to(nodes_descending, source_ids, allowed) -> dict:
     return leading
 
 
-def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None):
+def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None, create_graph: bool = False):
     """Propagate ``seeds`` from ``roots`` back through the recorded nodes.
 
     With ``sources=None`` the gradients accumulate into ``.grad`` of the leaves that require grad. With a
@@ -92,7 +112,10 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
     def deliver_to_tensor(leaf, g):
         if source_ids is None:
             if leaf._requires_grad:
-                leaf.grad = Tensor._wrap(g if leaf.grad is None else leaf.grad._data + g)
+                if create_graph:
+                    leaf.grad = g if leaf.grad is None else leaf.grad + g
+                else:
+                    leaf.grad = Tensor._wrap(g if leaf.grad is None else leaf.grad._data + g)
         elif leaf.id in source_ids:
             found[leaf.id] = g if leaf.id not in found else found[leaf.id] + g
 
@@ -106,6 +129,7 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
     nodes = _reachable(list(grads), allowed)
     leading = None if source_ids is None else _inputs_leading_to(nodes, source_ids, allowed)
     anomaly = STATE.anomaly
+    input_gradients = _input_gradients_graph if create_graph else _input_gradients
     for node in nodes:
         g = grads.pop(node, None)
         if g is None:
@@ -115,11 +139,12 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
         needs = node.needs if leading is None else leading[node]
         if True not in needs:
             continue
-        for i, grad in enumerate(_input_gradients(node, g, needs)):
+        for i, grad in enumerate(input_gradients(node, g, needs)):
             if grad is None:
                 continue
             if anomaly:
-                check_backward_result(node, node.op.input_names[i], grad)
+                check_backward_result(node, node.op.input_names[i] if not node.seq_lens else str(i),
+                                      grad._data if create_graph else grad)
             parent = node.parents[i]
             if parent is None:
                 deliver_to_tensor(node.leaves[i], grad)
@@ -132,8 +157,8 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
     return found
 
 
-def _input_gradients(node, g, needs) -> list:
-    """Call the op's rules for the inputs in ``needs`` and validate what they return."""
+def _check_node(node, needs) -> None:
+    """Before any rule runs: the saved values still exist, no input was reassigned, no stub is reached."""
     op = node.op
     if node.saved is None:
         raise GraphFreedError(
@@ -144,34 +169,91 @@ def _input_gradients(node, g, needs) -> list:
         if t is not None and t._version != version:
             i = next(j for j, x in enumerate(node.inputs) if x is t)
             raise InPlaceModificationError(
-                f"op '{op.name}': input '{op.input_names[i]}' (tensor #{t.id}, shape {t.shape}) was given a "
+                f"op '{op.name}': input '{_flat_name(node, i)}' (tensor #{t.id}, shape {t.shape}) was given a "
                 f"new value after the op recorded it (version {version} -> {t._version}); the "
                 f"gradients would be for values that no longer exist. Run the forward again after the update")
     if op.has_stub:
-        stubbed = [name for name, need, state in zip(op.input_names, needs, op.input_states)
-                   if need and state == STUBBED]
+        stubbed = [_flat_name(node, i) for i, (need, state) in enumerate(zip(needs, _flat_states(node)))
+                   if need and state is Grad.STUB]
         if stubbed:
+            order = getattr(op, "second_order_of", None)
+            if order is not None:
+                raise BackwardNotImplementedError(
+                    f"op '{order.name}' has no second-order backward ({order.second_order_note or 'declared a stub'}"
+                    f"); this gradient was computed with create_graph=True and is being differentiated again. "
+                    f"`python -m tape coverage` lists every op's second-order status")
             raise BackwardNotImplementedError(
                 f"the backward of op '{op.name}' is a registered stub for input(s) {stubbed}, and the reverse "
                 f"pass needs a gradient for them here. minitape never drops a gradient silently: implement the "
                 f"rule, or detach these inputs. `python -m tape coverage` lists every op's backward status")
-    arrays, ans, aux = node.saved
-    attrs = node.attrs if aux is None else {**node.attrs, **aux}
+
+
+def _flat_states(node):
+    op = node.op
+    if not node.seq_lens:
+        return op.input_states
+    return [s for s, n in zip(op.input_states, _slot_sizes(op, node.seq_lens)) for _ in range(n)]
+
+
+def _slot_sizes(op, seq_lens):
+    lens = iter(seq_lens)
+    return [next(lens) if is_seq else 1 for is_seq in op.sequence]
+
+
+def _flat_name(node, i) -> str:
+    op = node.op
+    if not node.seq_lens:
+        return op.input_names[i]
+    pos = 0
+    for name, n, is_seq in zip(op.input_names, _slot_sizes(op, node.seq_lens), op.sequence):
+        if i < pos + n:
+            return f"{name}[{i - pos}]" if is_seq else name
+        pos += n
+    return str(i)
+
+
+def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
+    """Call the op's rules on ``inputs`` (arrays, or Tensors for create_graph), one flat entry per input."""
+    seq_lens = node.seq_lens
+    slot_inputs = group(op, inputs, seq_lens) if seq_lens else inputs
+    slot_needs = group(op, needs, seq_lens) if seq_lens else needs
     try:
         if op.joint_vjp is not None:
-            results = op.joint_vjp(g, ans, *arrays, needs=needs, **attrs)
-            if not isinstance(results, tuple | list) or len(results) != len(arrays):
-                raise GradientError(f"op '{op.name}': its joint backward must return a tuple of {len(arrays)} "
+            results = op.joint_vjp(g, ans, *slot_inputs, needs=tuple(slot_needs), **attrs)
+            if not isinstance(results, tuple | list) or len(results) != len(slot_inputs):
+                raise GradientError(f"op '{op.name}': its joint backward must return a tuple of {len(slot_inputs)} "
                                     f"entries (one per input), got {type(results).__name__}")
-            results = list(results)
         else:
-            results = [rule(g, ans, *arrays, **attrs) if need else None for rule, need in zip(op.vjps, needs)]
-    except GradientError:
+            results = [rule(g, ans, *slot_inputs, **attrs) if (any(need) if isinstance(need, list) else need)
+                       else None for rule, need in zip(op.vjps, slot_needs)]
+    except (GradientError, BackwardNotImplementedError):
         raise
     except Exception as e:  # a bug in a rule: say which op and which inputs, keep the original as the cause
-        wanted = [name for name, need in zip(op.input_names, needs) if need]
+        wanted = [_flat_name(node, i) for i, need in enumerate(needs) if need]
         raise GradientError(f"op '{op.name}': the backward rule for input(s) {wanted} raised "
                             f"{type(e).__name__}: {e}") from e
+    if not seq_lens:
+        return list(results)
+    flat = []
+    for result, is_seq, n in zip(results, op.sequence, _slot_sizes(op, seq_lens)):
+        if is_seq:
+            result = [None] * n if result is None else list(result)
+            if len(result) != n:
+                raise GradientError(f"op '{op.name}': the backward rule for a sequence of {n} tensors returned "
+                                    f"{len(result)} gradients")
+            flat.extend(result)
+        else:
+            flat.append(result)
+    return flat
+
+
+def _input_gradients(node, g, needs) -> list:
+    """Call the op's rules for the inputs in ``needs`` and validate what they return."""
+    op = node.op
+    _check_node(node, needs)
+    arrays, ans, saved = node.saved
+    attrs = node.attrs if saved is None else {**node.attrs, **saved}
+    results = _call_rules(op, node, g, ans, arrays, needs, attrs)
     for i, grad in enumerate(results):
         if not needs[i]:
             continue
@@ -179,12 +261,101 @@ def _input_gradients(node, g, needs) -> list:
         if type(grad) is not np.ndarray:
             if not isinstance(grad, np.generic):
                 raise GradientError(
-                    f"op '{op.name}': the backward rule for input '{op.input_names[i]}' returned "
+                    f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned "
                     f"{'None' if grad is None else type(grad).__name__}, expected an array of shape "
                     f"{expected.shape} and dtype {expected.dtype}")
             results[i] = grad = np.asarray(grad)
         if grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
             raise GradientError(
-                f"op '{op.name}': the backward rule for input '{op.input_names[i]}' returned shape {grad.shape} "
+                f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned shape {grad.shape} "
                 f"dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}")
     return results
+
+
+# -- create_graph: the backward pass recorded as a computation of its own ------------------------------------
+def _input_gradients_graph(node, g, needs) -> list:
+    """The rules' results as Tensors whose computation is recorded (differentiable again)."""
+    op = node.op
+    _check_node(node, needs)
+    inputs = node.inputs
+    with enable_grad():
+        if op.second_order is Grad.STUB:
+            results = _stubbed_second_order(node, g, needs)
+        elif op.composite is not None:
+            results = _through_composite(node, g, needs)
+        else:
+            out = node.out_ref() if node.out_ref is not None else None
+            if out is None:  # the output tensor is gone: apply the op again (recorded) to differentiate it
+                slot_inputs = group(op, inputs, node.seq_lens) if node.seq_lens else inputs
+                out = op(**dict(zip(op.input_names, slot_inputs)), **node.attrs)
+            results = _call_rules(op, node, g, out, list(inputs), needs, node.attrs)
+    for i, grad in enumerate(results):
+        if not needs[i]:
+            results[i] = None
+            continue
+        expected = inputs[i]
+        if grad is None:
+            raise GradientError(f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned None, "
+                                f"expected a gradient of shape {expected.shape} and dtype {expected.dtype}")
+        if not isinstance(grad, Tensor):
+            grad = as_tensor(np.asarray(grad))
+        if grad.shape != expected.shape or grad.dtype != expected.dtype:
+            raise GradientError(
+                f"op '{op.name}': the differentiable backward for input '{_flat_name(node, i)}' returned shape "
+                f"{grad.shape} dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}")
+        results[i] = grad
+    return results
+
+
+def _through_composite(node, g, needs) -> list:
+    """The VJP of ``op.composite`` (the op written with registered ops), recorded: its gradients are exact and
+    differentiable because the composite's own rules are."""
+    op = node.op
+    inputs = node.inputs
+    slot_inputs = group(op, inputs, node.seq_lens) if node.seq_lens else inputs
+    start = next_node_index()
+    out = op.composite(**dict(zip(op.input_names, slot_inputs)), **node.attrs)
+    if out._node is None:
+        return [Tensor._wrap(np.zeros(t.shape, t.dtype)) if need else None for t, need in zip(inputs, needs)]
+    composite_nodes = {n for n in _reachable([out._node], None) if n.index > start}
+    sources = [t for t, need in zip(inputs, needs) if need]
+    found = reverse_pass([out], [g], retain_graph=True, sources=sources, allowed=composite_nodes, create_graph=True)
+    results = []
+    seen = set()
+    for t, need in zip(inputs, needs):
+        if not need:
+            results.append(None)
+        elif t.id in seen:  # the same tensor in two slots: its whole gradient went to the first one
+            results.append(Tensor._wrap(np.zeros(t.shape, t.dtype)))
+        else:
+            seen.add(t.id)
+            grad = found.get(t.id)
+            results.append(Tensor._wrap(np.zeros(t.shape, t.dtype)) if grad is None else grad)
+    return results
+
+
+def _stubbed_second_order(node, g, needs) -> list:
+    """First-order values, attached to a node whose own backward raises: differentiating them again is an
+    error naming the op, never a silent zero."""
+    op = node.op
+    arrays, ans, saved = node.saved
+    attrs = node.attrs if saved is None else {**node.attrs, **saved}
+    values = _call_rules(op, node, g._data, ans, arrays, needs, attrs)
+    stub = _second_order_stub(op)
+    results = []
+    for t, need, value in zip(node.inputs, needs, values):
+        results.append(stub(t, g, np.asarray(value, dtype=t.dtype)) if need else None)
+    return results
+
+
+_STUBS: dict = {}
+
+
+def _second_order_stub(op):
+    stub = _STUBS.get(op.name)
+    if stub is None:
+        stub = Op(f"{op.name}_backward", family=op.family, inputs=("input", "grad"),
+                  forward=lambda input, grad, value: value, vjps=(Grad.STUB, Grad.STUB))
+        stub.second_order_of = op
+        stub = _STUBS[op.name] = stub
+    return lambda t, g, value: stub(t, g, value=value)

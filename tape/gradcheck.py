@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .autodiff import reverse_pass
-from .recording import no_grad
+from .state import no_grad
 from .tensors import Tensor
 
 __all__ = ["gradcheck", "GradcheckError"]

@@ -10,29 +10,27 @@ detection (``detect_anomaly``) and the list of recording tapes.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
+import math
 import os
 import traceback
+import weakref
 
 import numpy as np
 
 from .errors import AnomalyError
-from .registry import NOT_DIFF
+from .registry import Grad, bind_apply
+from .state import STATE, detect_anomaly, enable_grad, is_grad_enabled, needs_grad, no_grad
 from .tensors import _FLOATS, Tensor, as_tensor
 
 __all__ = ["Node", "apply", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly"]
 
-
-class _State:
-    grad_enabled = True
-    anomaly = False
-    recording_tapes: list = []  # tapes whose is_recording is True, in start order
-    watched: set = set()  # ids of tensors watched by a recording GradientTape
-
-
-STATE = _State()
 _node_counter = itertools.count()
+
+
+def next_node_index() -> int:
+    """Draw an index: every Node made afterwards has a larger one."""
+    return next(_node_counter)
 
 
 class Node:
@@ -45,10 +43,10 @@ class Node:
     ``index`` grows with every application, so sorting by it is a topological order.
     """
 
-    __slots__ = ("op", "attrs", "needs", "parents", "leaves", "inputs", "versions", "saved", "out_id", "index",
-                 "trace", "__weakref__")
+    __slots__ = ("op", "attrs", "needs", "parents", "leaves", "inputs", "versions", "saved", "out_id", "out_ref",
+                 "index", "trace", "seq_lens", "__weakref__")
 
-    def __init__(self, op, attrs, needs, parents, leaves, inputs, saved):
+    def __init__(self, op, attrs, needs, parents, leaves, inputs, saved, seq_lens=None):
         self.op = op
         self.attrs = attrs
         self.needs = needs
@@ -58,6 +56,8 @@ class Node:
         self.versions = [0 if t is None else t._version for t in inputs]
         self.saved = saved
         self.out_id = 0
+        self.out_ref = None  # weak reference to the output tensor (the second-order pass differentiates it)
+        self.seq_lens = seq_lens  # lengths of sequence parameters, when the op has any
         self.index = next(_node_counter)
         self.trace = None
 
@@ -65,34 +65,12 @@ class Node:
         return f"<node #{self.index} {self.op.name}>"
 
 
-def _positional(op, inputs, attrs):
-    """Fill absent optional inputs with None; positional arguments past the tensor inputs are attributes,
-    in the order the forward declares them (so ``reshape(x, (2, 3))`` and ``sum(x, 1, True)`` work)."""
-    n = len(op.input_names)
-    if len(inputs) < n:
-        if not all(op.optional[len(inputs):]):
-            missing = [name for name, opt in zip(op.input_names[len(inputs):], op.optional[len(inputs):]) if not opt]
-            raise TypeError(f"{op.name}: missing tensor input(s) {missing}; the op takes {op.input_names}")
-        return tuple(inputs) + (None,) * (n - len(inputs)), attrs
-    names = list(op.attr_defaults)
-    extra = inputs[n:]
-    if len(extra) > len(names):
-        raise TypeError(f"{op.name}: takes {n} tensor input(s) {op.input_names} and the attributes {names}; "
-                        f"got {len(inputs)} positional arguments")
-    attrs = dict(attrs)
-    for name, value in zip(names, extra):
-        if name in attrs:
-            raise TypeError(f"{op.name}: got multiple values for argument '{name}'")
-        attrs[name] = value
-    return tuple(inputs[:n]), attrs
-
-
 _SCALARS: dict = {}
 
 
 def _scalar_constant(value, dtype) -> Tensor:
     """A shared read-only constant tensor for a Python scalar (scalars recur: 0.5, 1e-5, 2.0, ...)."""
-    key = (type(value), value, dtype)
+    key = (type(value), value, math.copysign(1.0, value) if type(value) is float else 1.0, dtype)
     t = _SCALARS.get(key)
     if t is None:
         if len(_SCALARS) > 512:
@@ -101,7 +79,7 @@ def _scalar_constant(value, dtype) -> Tensor:
     return t
 
 
-def _coerce(op, inputs) -> list:
+def _coerce(op, inputs, seq_lens=()) -> list:
     """Inputs as Tensors (None kept for absent optional inputs); float dtypes must agree."""
     float_dtype = None
     for x in inputs:
@@ -117,11 +95,14 @@ def _coerce(op, inputs) -> list:
         if isinstance(x, Tensor):
             out.append(x)
         elif x is None:
-            if not op.optional[i]:
-                raise TypeError(f"{op.name}: input '{op.input_names[i]}' is required, got None")
+            if seq_lens or not op.optional[i]:
+                raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor, got None")
             out.append(None)
-        elif isinstance(x, bool | int | float) and not isinstance(x, np.ndarray):
-            if float_dtype is not None and not isinstance(x, bool):
+        elif type(x) in (bool, int, float):
+            if type(x) is int and not _INT64_MIN <= x <= _INT64_MAX:
+                raise ValueError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' is the Python int {x}, outside int64; "
+                                 f"minitape computes in int64, float32 or float64")
+            if float_dtype is not None and type(x) is not bool:
                 out.append(_scalar_constant(x, float_dtype))
             else:
                 out.append(as_tensor(x))
@@ -129,19 +110,21 @@ def _coerce(op, inputs) -> list:
             try:
                 t = as_tensor(x)
             except (TypeError, ValueError) as e:
-                raise TypeError(f"{op.name}: input '{op.input_names[i]}' must be a Tensor or array-like, "
+                raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor or a real array-like, "
                                 f"got {type(x).__name__}: {e}") from None
             if t._data.dtype in _FLOATS and float_dtype is not None and t._data.dtype != float_dtype:
                 _mixed_dtypes(op, inputs)
             if t._data.dtype.kind == "f" and t._data.dtype not in _FLOATS:
-                raise TypeError(f"{op.name}: input '{op.input_names[i]}' has dtype {t._data.dtype}; "
+                raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' has dtype {t._data.dtype}; "
                                 f"minitape computes in float32 or float64")
             out.append(t)
     return out
 
 
-def _not_differentiable(op, tensors, t):
-    name = op.input_names[[i for i, x in enumerate(tensors) if x is t][0]]
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _not_differentiable(op, name):
     raise TypeError(f"{op.name}: argument '{name}' requires grad, but the op is not differentiable with respect "
                     f"to it (declared NOT_DIFFERENTIABLE); pass it detached (x.detach()) -- minitape will not "
                     f"drop a gradient silently")
@@ -154,17 +137,72 @@ def _mixed_dtypes(op, inputs):
                     f"convert one explicitly (minitape never casts silently)")
 
 
-def _node_for(op, attrs, tensors, arrays, out, aux, watched):
+def _flatten(op, values):
+    """The tensor arguments as one flat list (sequence parameters spread out) and the sequences' lengths."""
+    flat = []
+    lens = []
+    for value, is_seq, name in zip(values, op.sequence, op.input_names):
+        if is_seq:
+            if not isinstance(value, list | tuple):
+                raise TypeError(f"{op.name}: argument '{name}' expected a sequence of tensors, got "
+                                f"{type(value).__name__}")
+            if not value:
+                raise ValueError(f"{op.name}: argument '{name}' expected at least one tensor, got an empty sequence")
+            flat.extend(value)
+            lens.append(len(value))
+        else:
+            flat.append(value)
+    return flat, tuple(lens)
+
+
+def group(op, flat, seq_lens):
+    """The inverse of ``_flatten``: one entry per tensor parameter (a list for a sequence parameter)."""
+    if not seq_lens:
+        return list(flat)
+    out = []
+    k = 0
+    lens = iter(seq_lens)
+    for is_seq in op.sequence:
+        if is_seq:
+            n = next(lens)
+            out.append(list(flat[k:k + n]))
+            k += n
+        else:
+            out.append(flat[k])
+            k += 1
+    return out
+
+
+def _input_name(op, k, seq_lens):
+    """The parameter name of flat input ``k`` (``tensors[2]`` inside a sequence)."""
+    if not seq_lens:
+        return op.input_names[k]
+    lens = iter(seq_lens)
+    pos = 0
+    for name, is_seq in zip(op.input_names, op.sequence):
+        n = next(lens) if is_seq else 1
+        if k < pos + n:
+            return f"{name}[{k - pos}]" if is_seq else name
+        pos += n
+    return "?"
+
+
+def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens):
     """The Node recording this application, or None when no input needing a gradient can receive one."""
+    watched = STATE.watched
+    if seq_lens:
+        states = [s for s, n in zip(op.input_states, _slot_sizes(op, seq_lens)) for _ in range(n)]
+    else:
+        states = op.input_states
     needs = []
     parents = []
     leaves = []
     any_need = False
-    for t, state_i in zip(tensors, op.input_states):
+    for k, (t, state_i) in enumerate(zip(tensors, states)):
         if t is not None and (t._requires_grad or (watched and t.id in watched)):
-            if state_i == NOT_DIFF:
+            if state_i is Grad.NOT_DIFFERENTIABLE:
                 if out.dtype.kind == "f" and t._requires_grad:
-                    _not_differentiable(op, tensors, t)
+                    _not_differentiable(op, _input_name(op, k, seq_lens))
             else:
                 any_need = True
                 needs.append(True)
@@ -174,26 +212,57 @@ def _node_for(op, attrs, tensors, arrays, out, aux, watched):
         needs.append(False)
         parents.append(None)
         leaves.append(None)
-    return Node(op, attrs, needs, parents, leaves, tensors, (arrays, out, aux)) if any_need else None
+    if not any_need:
+        return None
+    return Node(op, attrs, needs, parents, leaves, tensors, (arrays, out, saved), seq_lens)
 
 
-def apply(op, inputs, attrs):
-    """Run ``op`` on ``inputs`` with ``attrs``, record it, and return the output Tensor."""
-    if len(inputs) != op.n_inputs:
-        inputs, attrs = _positional(op, inputs, attrs)
-    if attrs:
-        unknown = attrs.keys() - op.attr_defaults.keys()
-        if unknown:
-            raise TypeError(f"{op.name}: unknown argument(s) {sorted(unknown)}; "
-                            f"accepted: {sorted(op.attr_defaults)}")
-        attrs = {**op.attr_defaults, **attrs}
-    else:
+def _slot_sizes(op, seq_lens):
+    lens = iter(seq_lens)
+    return [next(lens) if is_seq else 1 for is_seq in op.sequence]
+
+
+def _kept(op, name, value):
+    """An attribute as the op keeps it: arrays copied and frozen, tensors as their (read-only) arrays, inside
+    tuples and lists too -- so a caller refilling an index or lengths buffer cannot move a recorded gradient."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return _frozen_copy(value)
+    if kind is tuple or kind is list:
+        return kind(_kept(op, name, v) for v in value)
+    if isinstance(value, Tensor):
+        if needs_grad(value):
+            raise TypeError(f"{op.name}: argument '{name}' is an attribute of the op, not a tensor input, so no "
+                            f"gradient can flow to it, and this tensor requires grad; pass it detached "
+                            f"(x.detach()) -- minitape will not drop a gradient silently")
+        return value._data
+    return value
+
+
+def _frozen_copy(array):
+    array = array.copy()
+    array.setflags(write=False)
+    return array
+
+
+def apply(op, args, kwargs):
+    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor."""
+    if not kwargs and len(args) == op.n_inputs and op.tensors_first and not op.has_sequence:
+        inputs = args  # the hot path: tensors only, attributes at their defaults
         attrs = op.attr_defaults
+        values = None
+    else:
+        values = op.bind(args, kwargs)
+        inputs = [values[i] for i in op.tensor_pos]
+        attrs = {op.param_names[i]: _kept(op, op.param_names[i], values[i]) for i in op.attr_pos}
+    seq_lens = ()
+    if op.has_sequence:
+        inputs, seq_lens = _flatten(op, inputs)
     tensors = inputs
     float_dtype = None
     for t in inputs:
         if type(t) is not Tensor and not isinstance(t, Tensor):  # scalars, arrays, None: the slow path
-            tensors = _coerce(op, inputs)
+            tensors = _coerce(op, inputs, seq_lens)
             break
         dt = t._data.dtype
         if dt.kind == "f":  # a Tensor's floating dtype is always float32 or float64
@@ -202,12 +271,24 @@ def apply(op, inputs, attrs):
             elif dt is not float_dtype and dt != float_dtype:
                 _mixed_dtypes(op, inputs)
     arrays = [None if t is None else t._data for t in tensors]
+    slot_arrays = group(op, arrays, seq_lens) if seq_lens else arrays
     if op.check is not None:
-        op.check(*arrays, **attrs)
-    out = op.forward(*arrays, **attrs)
-    aux = None
-    if op.has_aux:
-        out, aux = out
+        op.check(*slot_arrays, **attrs)
+    if values is None:
+        out = op.forward(*arrays)
+    else:
+        for i, a in zip(op.tensor_pos, slot_arrays):
+            values[i] = a
+        n = op.n_positional
+        keywords = {op.param_names[i]: values[i] for i in range(n, len(values))}
+        if op.var_positional is not None:
+            v = op.var_positional
+            out = op.forward(*values[:v], *values[v], **keywords)
+        else:
+            out = op.forward(*values[:n], **keywords)
+    saved = None
+    if op.saves:
+        out, saved = out
     if type(out) is not np.ndarray:
         out = np.asarray(out)
 
@@ -217,58 +298,25 @@ def apply(op, inputs, attrs):
         watched = state.watched
         for t in tensors:
             if t is not None and (t._requires_grad or (watched and t.id in watched)):
-                node = _node_for(op, attrs, tensors, arrays, out, aux, watched)
+                node = _node_for(op, attrs, tensors, arrays, out, saved, seq_lens)
                 break
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
+        node.out_ref = weakref.ref(result)
         if state.anomaly:
             node.trace = user_frame()
     if state.anomaly:
         _check_forward(op, result, arrays)
     for tape in state.recording_tapes:
-        tape._record(op, tensors, attrs, result, node)
+        tape._record(op, tensors, attrs, result, node, seq_lens)
     return result
 
 
-# -- grad mode ---------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _grad_mode(enabled: bool):
-    previous = STATE.grad_enabled
-    STATE.grad_enabled = enabled
-    try:
-        yield
-    finally:
-        STATE.grad_enabled = previous
-
-
-def no_grad():
-    """Context manager: ops run but record nothing for the reverse pass (tapes still list them)."""
-    return _grad_mode(False)
-
-
-def enable_grad():
-    """Context manager: re-enable recording inside a ``no_grad`` block."""
-    return _grad_mode(True)
-
-
-def is_grad_enabled() -> bool:
-    return STATE.grad_enabled
+bind_apply(apply)
 
 
 # -- anomaly detection -------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def detect_anomaly():
-    """Check every forward output and every backward result for NaN/inf; raise naming the op and the
-    line of user code that recorded it."""
-    previous = STATE.anomaly
-    STATE.anomaly = True
-    try:
-        yield
-    finally:
-        STATE.anomaly = previous
-
-
 _ENGINE_DIRS = (os.path.dirname(__file__), os.path.join(os.path.dirname(os.path.dirname(__file__)), "ops"))
 
 

@@ -1,29 +1,41 @@
 """The op registry: every op minitape can record, declared once.
 
-An op declaration holds, in one place: the op's name and family, its forward (numpy in, numpy out),
-one backward rule (VJP) per tensor input -- or the explicit marker ``NOT_DIFFERENTIABLE`` or ``STUB`` --
-its sample inputs for the generated tests, and optionally a PyTorch reference used as a test oracle.
+An op declaration holds, in one place: the op's name and family, its forward (numpy in, numpy out) whose
+own signature is the op's public one, which of its parameters are tensors, one backward rule (VJP) per
+tensor parameter -- or the explicit state ``Grad.NOT_DIFFERENTIABLE`` or ``Grad.STUB`` -- its sample inputs
+for the generated tests, and optionally a PyTorch reference used as a test oracle.
 
-A VJP has the signature ``rule(g, ans, *inputs, **attrs) -> ndarray``: ``g`` is the gradient flowing
-into the op's output, ``ans`` its forward output, ``inputs`` the forward's input arrays and ``attrs``
-its (defaults-completed) attributes. It returns the gradient for *one* input, in that input's shape
-and dtype. Ops whose inputs share most of the backward work (attention, convolution) may instead
-declare one ``joint_vjp(g, ans, *inputs, needs=(bool, ...), **attrs) -> tuple`` returning one entry
-per input (``None`` only where ``needs`` is False).
+Tensor parameters are named in ``inputs``: ``"weight?"`` is an optional tensor (may be None), ``"*tensors"``
+a sequence of tensors (concat, stack, einsum). Every other parameter of the forward is an attribute.
+
+A VJP has the signature ``rule(g, ans, *tensors, **attrs) -> array``: ``g`` is the gradient flowing into
+the op's output, ``ans`` its forward output, ``tensors`` the tensor arguments in ``inputs`` order (a list for
+a sequence parameter) and ``attrs`` the attributes, defaults completed, plus whatever the forward chose to
+save (``saves=True``: the forward returns ``(out, {name: value})``, resolved once). It returns the gradient
+for one input (a list of them for a sequence parameter), in that input's shape and dtype. Ops whose inputs
+share most of the backward work declare one ``joint_vjp(g, ans, *tensors, needs=..., **attrs) -> tuple``.
+
+Rules are written over the numpy API and so serve both orders: the first-order pass calls them on arrays;
+``create_graph=True`` calls them on Tensors, whose ``__array_ufunc__``/``__array_function__`` send every
+numpy call to the registered op, so the backward is recorded and can be differentiated again. A rule that
+needs values the forward saved, or in-place numpy, cannot be traced that way: such an op declares a
+``composite`` (the same function written with registered ops), which the second-order pass differentiates
+instead, or ``second_order=Grad.STUB``.
 
 Dispatch is a lookup on the ``Op`` object; there is no switch over op-name strings anywhere.
 """
 
 from __future__ import annotations
 
+import enum
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "Grad",
     "NOT_DIFFERENTIABLE",
     "STUB",
     "Op",
@@ -37,25 +49,19 @@ __all__ = [
 ]
 
 
-class _Marker:
-    """A named sentinel used in place of a backward rule."""
+class Grad(enum.Enum):
+    """The backward state of one tensor input of an op (and of an op's second order)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    RULE = "rule"
+    NOT_DIFFERENTIABLE = "not differentiable"  # indices, lengths, boolean masks: no gradient by nature
+    STUB = "stub"  # not written yet: reaching it raises BackwardNotImplementedError
 
     def __repr__(self) -> str:
-        return self.name
+        return f"Grad.{self.name}"
 
 
-NOT_DIFFERENTIABLE = _Marker("NOT_DIFFERENTIABLE")
-"""The input carries no gradient by nature (indices, lengths, boolean masks)."""
-
-STUB = _Marker("STUB")
-"""The backward for this input is not written yet: reaching it raises BackwardNotImplementedError."""
-
-RULE = "rule"
-NOT_DIFF = "not differentiable"
-STUBBED = "stub"
+NOT_DIFFERENTIABLE = Grad.NOT_DIFFERENTIABLE
+STUB = Grad.STUB
 
 
 class RegistrationError(ValueError):
@@ -64,7 +70,8 @@ class RegistrationError(ValueError):
 
 @dataclass
 class Sample:
-    """One set of inputs for an op: arrays (``None`` for an absent optional input) and attributes."""
+    """One set of arguments for an op: tensor arrays (in ``inputs`` order; ``None`` for an absent optional
+    tensor, a list for a sequence parameter) and attributes. ``call_args`` gives them by parameter name."""
 
     inputs: tuple
     attrs: dict = field(default_factory=dict)
@@ -72,14 +79,22 @@ class Sample:
     torch: bool = True  # False when torch's reference does not support this particular sample
 
     def __repr__(self) -> str:
-        shapes = ", ".join("None" if a is None else f"{getattr(a, 'dtype', type(a).__name__)}"
-                           f"{list(getattr(a, 'shape', ()))}" for a in self.inputs)
+        def describe(a):
+            if a is None:
+                return "None"
+            if isinstance(a, list | tuple):
+                return "[" + ", ".join(describe(x) for x in a) + "]"
+            return f"{getattr(a, 'dtype', type(a).__name__)}{list(getattr(a, 'shape', ()))}"
+
         label = f" {self.label}" if self.label else ""
-        return f"Sample({shapes}; {self.attrs}){label}"
+        return f"Sample({', '.join(describe(a) for a in self.inputs)}; {self.attrs}){label}"
+
+
+_MISSING = inspect.Parameter.empty
 
 
 class Op:
-    """A registered op. Calling it applies it to tensors and records it on the tape."""
+    """A registered op. Calling it (with the forward's own signature) applies it and records it."""
 
     def __init__(
         self,
@@ -93,103 +108,167 @@ class Op:
         differentiable: tuple | None = None,
         samples: Callable | None = None,
         torch_ref: Callable | None = None,
-        has_aux: bool = False,
+        saves: bool = False,
         check: Callable | None = None,
         notes: str = "",
         gradcheck_tolerance: dict | None = None,
+        composite: Callable | None = None,
+        second_order: Grad = Grad.RULE,
+        second_order_note: str = "",
     ):
         self.name = name
         self.family = family
-        self.input_names = tuple(n.rstrip("?") for n in inputs)
+        self.input_names = tuple(n.rstrip("?").lstrip("*") for n in inputs)
         self.optional = tuple(n.endswith("?") for n in inputs)
+        self.sequence = tuple(n.startswith("*") for n in inputs)
+        self.has_sequence = any(self.sequence)
         self.n_inputs = len(self.input_names)
         self.forward = forward
         self.joint_vjp = joint_vjp
         self.samples = samples
         self.torch_ref = torch_ref
-        self.has_aux = has_aux
+        self.saves = saves
         self.check = check
         self.notes = notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
-        n = len(self.input_names)
+        self.composite = composite
+        n = self.n_inputs
         if (vjps is None) == (joint_vjp is None):
             raise RegistrationError(f"op '{name}': declare exactly one of vjps= (one rule per input) or joint_vjp=")
         if joint_vjp is not None:
-            entries = differentiable if differentiable is not None else (True,) * n
+            entries = tuple(differentiable) if differentiable is not None else (Grad.RULE,) * n
             if len(entries) != n:
                 raise RegistrationError(
                     f"op '{name}': differentiable= has {len(entries)} entries but the op has {n} tensor inputs "
                     f"{self.input_names}")
-            self.vjps = tuple(None if e is True else e for e in entries)
-            states = [RULE if e is True else e for e in entries]
+            self.vjps = None
+            states = [Grad.RULE if e is True else e for e in entries]
         else:
             if len(vjps) != n:
                 raise RegistrationError(
                     f"op '{name}': {len(vjps)} backward rules declared but the forward takes {n} tensor inputs "
                     f"{self.input_names}; give one rule (or NOT_DIFFERENTIABLE / STUB) per input")
             self.vjps = tuple(vjps)
-            states = list(vjps)
+            states = [Grad.RULE if callable(v) else v for v in vjps]
         self.input_states = tuple(_state_of(name, self.input_names[i], s) for i, s in enumerate(states))
-        self.has_stub = STUBBED in self.input_states
-        self.attr_defaults = _keyword_defaults(name, forward, n)
+        self.has_stub = Grad.STUB in self.input_states
+        if not isinstance(second_order, Grad):
+            raise RegistrationError(f"op '{name}': second_order= must be a Grad state, got {second_order!r}")
+        if second_order is Grad.RULE and saves and composite is None:
+            second_order = Grad.STUB
+            second_order_note = second_order_note or ("its rules use values the forward saved; declare a "
+                                                      "composite= to differentiate them")
+        if Grad.RULE not in self.input_states:
+            second_order = Grad.NOT_DIFFERENTIABLE
+        self.second_order = second_order
+        self.second_order_note = second_order_note
+        self._bind_signature(forward)
+
+    def _bind_signature(self, forward: Callable) -> None:
+        """Resolve, once, where each tensor parameter sits in the forward's signature."""
+        if isinstance(forward, np.ufunc):  # positional inputs only; its keyword options are not parameters
+            params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in self.input_names]
+        else:
+            params = list(inspect.signature(forward).parameters.values())
+        self.var_positional = None  # index of a ``*operands`` parameter (einsum's torch signature)
+        for i, p in enumerate(params):
+            if p.kind == p.VAR_KEYWORD or (p.kind == p.VAR_POSITIONAL and not (
+                    p.name in self.input_names and self.sequence[self.input_names.index(p.name)])):
+                raise RegistrationError(f"op '{self.name}': the forward may not take **kwargs, nor *args other than "
+                                        f"a sequence of tensors declared '*{p.name}'")
+            if p.kind == p.VAR_POSITIONAL:
+                self.var_positional = i
+        self.param_names = tuple(p.name for p in params)
+        self.param_index = {n: i for i, n in enumerate(self.param_names)}
+        self.n_positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+                                for p in params)
+        missing = [n for n in self.input_names if n not in self.param_index]
+        if missing:
+            raise RegistrationError(f"op '{self.name}': tensor inputs {missing} are not parameters of the forward "
+                                    f"{self.param_names}")
+        self.tensor_pos = tuple(self.param_index[n] for n in self.input_names)
+        self.attr_pos = tuple(i for i in range(len(params)) if i not in self.tensor_pos)
+        self.defaults = tuple(() if p.kind == p.VAR_POSITIONAL else p.default for p in params)
+        for i, opt in zip(self.tensor_pos, self.optional):
+            if opt and self.defaults[i] is _MISSING:
+                self.defaults = self.defaults[:i] + (None,) + self.defaults[i + 1:]
+        self.attr_defaults = {self.param_names[i]: (None if self.defaults[i] is _MISSING else self.defaults[i])
+                              for i in self.attr_pos}
+        self.tensors_first = self.tensor_pos == tuple(range(self.n_inputs))
 
     # -- introspection -------------------------------------------------------------------------------------
     @property
     def stubbed_inputs(self) -> tuple[str, ...]:
-        return tuple(n for n, s in zip(self.input_names, self.input_states) if s == STUBBED)
+        return tuple(n for n, s in zip(self.input_names, self.input_states) if s is Grad.STUB)
 
     @property
     def differentiable_inputs(self) -> tuple[str, ...]:
-        return tuple(n for n, s in zip(self.input_names, self.input_states) if s != NOT_DIFF)
+        return tuple(n for n, s in zip(self.input_names, self.input_states) if s is not Grad.NOT_DIFFERENTIABLE)
+
+    @property
+    def signature(self) -> str:
+        return f"{self.name}({', '.join(self.param_names)})"
+
+    def call_args(self, sample: Sample) -> dict:
+        """A sample's arguments by parameter name, as a user passes them."""
+        return {**dict(zip(self.input_names, sample.inputs)), **sample.attrs}
 
     def __repr__(self) -> str:
-        return f"<op {self.name} ({self.family}) inputs={self.input_names}>"
+        return f"<op {self.signature} ({self.family})>"
 
     # -- application ---------------------------------------------------------------------------------------
-    def __call__(self, *inputs, **attrs):
-        return _apply(self, inputs, attrs)
+    def bind(self, args: tuple, kwargs: dict) -> list:
+        """The call's arguments as one value per forward parameter (defaults filled); TypeError like Python's."""
+        if self.var_positional is not None:
+            v = self.var_positional
+            rest = args[v:]
+            if len(rest) == 1 and isinstance(rest[0], list | tuple):
+                rest = tuple(rest[0])  # einsum(eq, [a, b]) as well as einsum(eq, a, b)
+            args = tuple(args[:v]) + (tuple(rest),)
+        if len(args) > self.n_positional:
+            raise TypeError(f"{self.name}: takes {self.n_positional} positional argument(s), got {len(args)}; "
+                            f"the op is {self.signature}")
+        values = list(args)
+        values.extend(self.defaults[len(args):])
+        if kwargs:
+            index = self.param_index
+            for key, value in kwargs.items():
+                i = index.get(key)
+                if i is None:
+                    raise TypeError(f"{self.name}: unknown argument '{key}'; {self.signature} accepts "
+                                    f"{list(self.param_names)}")
+                if i < len(args):
+                    raise TypeError(f"{self.name}: got multiple values for argument '{key}'")
+                values[i] = value
+        if any(v is _MISSING for v in values):
+            missing = [n for n, v in zip(self.param_names, values) if v is _MISSING]
+            raise TypeError(f"{self.name}: missing required argument(s) {missing}; the op is {self.signature}")
+        return values
+
+    def __call__(self, *args, **kwargs):
+        return _apply(self, args, kwargs)
 
 
-def _state_of(op_name: str, input_name: str, entry: Any) -> str:
-    if entry is NOT_DIFFERENTIABLE:
-        return NOT_DIFF
-    if entry is STUB:
-        return STUBBED
-    if entry == RULE or callable(entry):
-        return RULE
+def _state_of(op_name: str, input_name: str, entry) -> Grad:
+    if isinstance(entry, Grad):
+        return entry
     raise RegistrationError(
         f"op '{op_name}': the backward entry for input '{input_name}' must be a callable rule, "
-        f"NOT_DIFFERENTIABLE or STUB; got {entry!r}")
-
-
-def _keyword_defaults(op_name: str, forward: Callable, n_inputs: int) -> dict:
-    """The forward's attributes (parameters after the tensor inputs) and their defaults."""
-    if isinstance(forward, np.ufunc):  # positional inputs only; its keyword options are not attributes
-        return {}
-    params = list(inspect.signature(forward).parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(positional) < n_inputs and not any(p.kind == p.VAR_POSITIONAL for p in params):
-        raise RegistrationError(
-            f"op '{op_name}': the forward takes {len(positional)} positional arguments but {n_inputs} tensor "
-            f"inputs are declared")
-    defaults = {}
-    for p in params[n_inputs:]:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        defaults[p.name] = None if p.default is p.empty else p.default
-    return defaults
+        f"Grad.NOT_DIFFERENTIABLE or Grad.STUB; got {entry!r}")
 
 
 _REGISTRY: dict[str, Op] = {}
 
 
-def _apply(op, inputs, attrs):
-    """Bound to ``tape.recording.apply`` on first use (recording imports this module)."""
-    global _apply
-    from .recording import apply
+def _apply(op, args, kwargs):
+    """Replaced by ``tape.recording.apply`` when recording loads (it imports this module, not the reverse)."""
+    raise ImportError("tape.recording is not loaded; import tape")
 
+
+def bind_apply(apply: Callable) -> None:
+    """The one binding of op application, made by ``tape.recording`` at import."""
+    global _apply
     _apply = apply
-    return apply(op, inputs, attrs)
 
 
 def defop(name: str, **declaration) -> Op:

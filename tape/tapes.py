@@ -15,7 +15,8 @@ import numpy as np
 
 from .autodiff import reverse_pass, seed_gradients
 from .errors import ReplayError
-from .recording import STATE
+from .recording import group
+from .state import STATE, no_grad
 from .registry import get_op
 from .tensors import Tensor
 
@@ -45,6 +46,7 @@ class RecordedOp:
     output: TensorSpec
     attributes: dict
     node: object = field(default=None, repr=False)  # the reverse-pass Node, when a gradient was needed
+    seq_lens: tuple = ()  # lengths of the op's sequence parameters (concat's tensors), if it has any
 
     @property
     def backward_stubbed(self) -> bool:
@@ -91,13 +93,13 @@ class ExecutionTape:
     def _on_stop(self):
         pass
 
-    def _record(self, op, tensors, attrs, result, node) -> None:
+    def _record(self, op, tensors, attrs, result, node, seq_lens=()) -> None:
         for t in tensors:
             if t is not None and t.id not in self._produced and t.id not in self._externals:
                 self._externals[t.id] = t
         self._produced.add(result.id)
         self._ops.append(RecordedOp(len(self._ops), op.name, tuple(TensorSpec.of(t) for t in tensors),
-                                    TensorSpec.of(result), dict(attrs), node))
+                                    TensorSpec.of(result), dict(attrs), node, seq_lens))
 
     def __enter__(self):
         tape_stack.push(self)
@@ -161,37 +163,54 @@ class ExecutionTape:
         """Re-execute the recorded ops through the registry. ``inputs`` maps an input tensor (or its id) to
         a new value; inputs not given keep their current value. Returns {tensor id: array} for every
         output. Nothing is recorded and no gradient is tracked."""
-        values = {tid: t.data for tid, t in self._externals.items()}
+        values = {tid: t for tid, t in self._externals.items()}
         for key, value in (inputs or {}).items():
+            if not isinstance(key, Tensor | int) or isinstance(key, bool):
+                raise ReplayError(f"replay: inputs are keyed by an input Tensor or its id, got {type(key).__name__}")
             tid = key.id if isinstance(key, Tensor) else int(key)
             if tid not in self._externals:
                 raise ReplayError(f"replay: tensor id {tid} is not an input of this tape "
                                   f"(inputs: {sorted(self._externals)})")
-            values[tid] = np.asarray(value.data if isinstance(value, Tensor) else value)
-        outputs = {}
-        for rec in self._ops:
+            recorded = self._externals[tid]
             try:
-                op = get_op(rec.op_name)
-            except KeyError:
-                raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) is no longer registered"
-                                  ) from None
-            arrays = []
-            for spec in rec.inputs:
-                if spec is None:
-                    arrays.append(None)
-                elif spec.id in values:
-                    arrays.append(values[spec.id])
-                else:
-                    raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) reads tensor "
-                                      f"#{spec.id}, which is neither an input nor produced earlier on the tape")
-            if op.check is not None:
-                op.check(*arrays, **rec.attributes)
-            out = op.forward(*arrays, **rec.attributes)
-            if op.has_aux:
-                out = out[0]
-            if out is None:
-                raise ReplayError(f"replay: op '{rec.op_name}' returned nothing")
-            values[rec.output.id] = outputs[rec.output.id] = np.asarray(out)
+                array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
+            except ValueError as e:
+                raise ReplayError(f"replay: the value for input #{tid} is not an array: {e}") from None
+            if array.shape != recorded.shape:
+                raise ReplayError(f"replay: input #{tid} was recorded with shape {recorded.shape}, got {array.shape}")
+            if array.dtype != recorded.dtype:
+                if array.dtype.kind == recorded.dtype.kind == "f" or isinstance(value, Tensor | np.ndarray):
+                    raise ReplayError(f"replay: input #{tid} was recorded as {recorded.dtype}, got {array.dtype}; "
+                                      f"replay never changes a graph's dtype")
+                array = array.astype(recorded.dtype)  # Python scalars and lists take the recorded dtype
+            values[tid] = Tensor._wrap(array)
+        outputs = {}
+        saved_tapes = STATE.recording_tapes
+        STATE.recording_tapes = []  # a replay is not recorded on the tapes that are recording now
+        try:
+            with no_grad():
+                for rec in self._ops:
+                    try:
+                        op = get_op(rec.op_name)
+                    except KeyError:
+                        raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) is no longer "
+                                          f"registered") from None
+                    args = []
+                    for spec in rec.inputs:
+                        if spec is None:
+                            args.append(None)
+                        elif spec.id in values:
+                            args.append(values[spec.id])
+                        else:
+                            raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) reads tensor "
+                                              f"#{spec.id}, which is neither an input nor produced earlier on the "
+                                              f"tape")
+                    args = group(op, args, rec.seq_lens) if rec.seq_lens else args
+                    out = op(**dict(zip(op.input_names, args)), **rec.attributes)
+                    values[rec.output.id] = out
+                    outputs[rec.output.id] = out._data
+        finally:
+            STATE.recording_tapes = saved_tapes
         return outputs
 
     # -- graph export --------------------------------------------------------------------------------------
@@ -304,8 +323,8 @@ class GradientTape(ExecutionTape):
     def watched(self) -> list[Tensor]:
         return list(self._watched.values())
 
-    def _record(self, op, tensors, attrs, result, node) -> None:
-        super()._record(op, tensors, attrs, result, node)
+    def _record(self, op, tensors, attrs, result, node, seq_lens=()) -> None:
+        super()._record(op, tensors, attrs, result, node, seq_lens)
         if node is not None:
             self._nodes.add(node)
 

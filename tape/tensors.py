@@ -17,6 +17,8 @@ import itertools
 
 import numpy as np
 
+from .state import needs_grad
+
 __all__ = ["Tensor", "tensor", "as_tensor"]
 
 _ids = itertools.count(1)
@@ -37,6 +39,8 @@ class _UnboundOps:
 
 
 ops = _UnboundOps()
+
+from . import interop  # noqa: E402  -- numpy's protocols, which dispatch to the op library
 OPERATOR_OPS = ("add", "sub", "mul", "div", "pow", "matmul", "neg", "abs", "getitem", "eq", "ne", "lt", "le", "gt",
                 "ge", "sum", "mean", "max", "min", "var", "std", "reshape", "flatten", "transpose", "permute",
                 "squeeze", "unsqueeze", "expand", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "softmax",
@@ -75,13 +79,14 @@ class Tensor:
     __array_priority__ = 1000  # numpy defers to Tensor's reflected operators
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
-        array = np.array(data, dtype=dtype, copy=True)
+        try:
+            array = np.array(data._data if isinstance(data, Tensor) else data, dtype=dtype, copy=True)
+        except ValueError as e:  # ragged nested lists
+            raise TypeError(f"tensor: expected a rectangular array of real numbers, got {type(data).__name__}: "
+                            f"{e}") from None
         if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
             array = array.astype(np.float32)  # Python floats -> float32, as in torch
-        if array.dtype.kind == "f" and array.dtype not in _FLOATS:
-            raise TypeError(f"tensor: dtype {array.dtype} is not supported; use float32 or float64")
-        if array.dtype.kind not in "fiub":
-            raise TypeError(f"tensor: cannot make a tensor from data of dtype {array.dtype}")
+        _check_dtype("tensor", "data", array, data)
         self._data = _readonly(array)
         self._requires_grad = False
         self.grad = None
@@ -112,7 +117,16 @@ class Tensor:
 
     @data.setter
     def data(self, value) -> None:
-        array = np.array(value, dtype=self._data.dtype, copy=True)
+        dtype = self._data.dtype
+        if isinstance(value, Tensor | np.ndarray | np.generic):
+            array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
+            if array.dtype != dtype:
+                raise TypeError(f"Tensor.data: expected an array of dtype {dtype}, got {array.dtype}; convert it "
+                                f"explicitly (minitape never casts silently)")
+        else:  # Python scalars and lists take the tensor's dtype, as in tensor()
+            array = np.array(value, copy=True)
+            _check_dtype("Tensor.data", "value", array, value)
+            array = array.astype(dtype)
         if array.shape != self._data.shape:
             raise ValueError(f"Tensor.data: expected shape {self._data.shape}, got {array.shape}")
         self._data = _readonly(array)
@@ -123,9 +137,49 @@ class Tensor:
         return _exposed(self._data)
 
     def __array__(self, dtype=None, copy=None):
+        if needs_grad(self):
+            raise TypeError(
+                "this Tensor requires grad, and numpy would silently drop its gradient by converting it to an "
+                "array. Call numpy functions on it directly (np.exp(t) runs ops.exp and stays differentiable), or "
+                "take the values explicitly with t.detach().numpy() or t.data")
         if dtype is not None and dtype != self._data.dtype:
             return self._data.astype(dtype)
         return self._data.copy() if copy else _exposed(self._data)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return interop.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return interop.array_function(func, args, kwargs)
+
+    # -- copies ----------------------------------------------------------------------------------------------
+    def _copy_leaf(self, array, who: str) -> Tensor:
+        if self._node is not None:
+            raise RuntimeError(f"{who}: only leaf tensors (made by the user, not by an op) can be copied; call "
+                               f".detach() first to copy the values")
+        t = Tensor._wrap(array)
+        t._requires_grad = self._requires_grad
+        t.name = self.name
+        return t
+
+    def __copy__(self) -> Tensor:
+        """A new leaf with its own identity and version counter, sharing the read-only array."""
+        t = self._copy_leaf(self._data, "copy.copy")
+        t.grad = self.grad
+        return t
+
+    def __deepcopy__(self, memo) -> Tensor:
+        """A new leaf with its own identity, version counter and a read-only copy of the array (and grad)."""
+        t = self._copy_leaf(self._data.copy(), "copy.deepcopy")
+        memo[id(self)] = t
+        t.grad = None if self.grad is None else self.grad.__deepcopy__(memo)
+        return t
+
+    def __reduce__(self):
+        if self._node is not None:
+            raise RuntimeError("pickle: only leaf tensors (made by the user, not by an op) can be pickled; "
+                               "call .detach() first")
+        return (_unpickle, (np.array(self._data), self._requires_grad, self.name, self.grad))
 
     def item(self):
         return self._data.item()
@@ -184,11 +238,13 @@ class Tensor:
         """The same values, cut from the graph (shares the read-only array)."""
         return Tensor._wrap(self._data)
 
-    def backward(self, grad=None, retain_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad."""
+    def backward(self, grad=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad. With ``create_graph`` the
+        gradients are Tensors whose computation is recorded (differentiable again); ``retain_graph`` defaults
+        to ``create_graph``."""
         from .autodiff import backward
 
-        backward([self], None if grad is None else [grad], retain_graph=retain_graph)
+        backward([self], None if grad is None else [grad], retain_graph=retain_graph, create_graph=create_graph)
 
     def zero_grad(self) -> None:
         self.grad = None
@@ -263,6 +319,29 @@ class Tensor:
         return ops.permute(self, tuple(reversed(range(self.ndim))))
 
 
+def _unpickle(array, requires_grad, name, grad) -> Tensor:
+    """A pickled tensor comes back as a new leaf: its own identity and version counter, a read-only array."""
+    t = Tensor._wrap(array)
+    t._requires_grad = requires_grad
+    t.name = name
+    t.grad = grad
+    return t
+
+
+def _check_dtype(who: str, argument: str, array: np.ndarray, value) -> None:
+    """Refuse data minitape cannot compute with: complex, object (ragged lists, huge ints), strings, bytes,
+    float16/longdouble."""
+    kind = array.dtype.kind
+    if kind == "f" and array.dtype not in _FLOATS:
+        raise TypeError(f"{who}: argument '{argument}' has dtype {array.dtype}; minitape computes in float32 or "
+                        f"float64")
+    if kind not in "fiub":
+        what = {"c": "complex numbers", "O": "Python objects (a ragged list, or an int beyond int64?)",
+                "U": "strings", "S": "bytes", "V": "structured records", "M": "datetimes", "m": "timedeltas"}
+        raise TypeError(f"{who}: argument '{argument}' expected real numbers (bool, int or float), got "
+                        f"{what.get(kind, array.dtype)} ({type(value).__name__} of dtype {array.dtype})")
+
+
 def _shape_args(args: tuple):
     """``t.reshape(2, 3)`` and ``t.reshape((2, 3))`` both mean the shape (2, 3)."""
     return args[0] if len(args) == 1 and not isinstance(args[0], int) else args
@@ -278,7 +357,12 @@ def as_tensor(value, dtype=None) -> Tensor:
     caller's array is never frozen or shared)."""
     if isinstance(value, Tensor):
         return value
-    array = np.array(value, dtype=dtype, copy=True)
+    try:
+        array = np.array(value, dtype=dtype, copy=True)
+    except ValueError as e:  # ragged nested lists
+        raise TypeError(f"as_tensor: expected a rectangular array of real numbers, got {type(value).__name__}: "
+                        f"{e}") from None
+    _check_dtype("as_tensor", "value", array, value)
     if dtype is None and array.dtype == np.float64 and not isinstance(value, np.ndarray | np.generic):
         array = array.astype(np.float32)
     return Tensor._wrap(array)

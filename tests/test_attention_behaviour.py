@@ -1,14 +1,16 @@
 """scaled_dot_product_attention's promises beyond parity: empty rows, exact zeros at masked positions,
-dropout's mask reuse and keep rate, tiling independence, the lean saved state, and argument errors."""
+dropout's mask reuse and keep rate, tiling independence, the lean saved state, argument errors, and the
+kernels' runtime (BLAS single-threaded while tiles run on threads, its thread count restored after)."""
 
 import tracemalloc
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 import ops
 import tape
-from ops._kernels import flash as flash_kernels
+from ops._kernels import flash, runtime
 
 SDPA = ops.scaled_dot_product_attention
 
@@ -25,15 +27,9 @@ def forward_backward(q, k, v, mask=None, seed=1, **options):
     return out.data, [t.grad.data if t.grad is not None else None for t in tensors], g
 
 
-@pytest.fixture
-def tiling():
-    """Force the tiled path (small problems otherwise run whole) and restore the kernel settings a test changes."""
-    names = ("BLOCK_ROWS", "BLOCK_KEYS", "TILE_ELEMENTS", "WORKERS", "WHOLE_PROBLEM_SCORES")
-    saved = [getattr(flash_kernels, name) for name in names]
-    flash_kernels.WHOLE_PROBLEM_SCORES = 0
-    yield flash_kernels
-    for name, value in zip(names, saved):
-        setattr(flash_kernels, name, value)
+def tiled(**changes):
+    """The kernels' tuning with these changes and the tiled path forced (small problems otherwise run whole)."""
+    return flash.tuning(whole_problem_scores=0, **changes)
 
 
 # -- fully masked rows and masked positions ----------------------------------------------------------------
@@ -116,7 +112,7 @@ def test_dropout_backward_uses_the_forwards_mask():
     q, k, v = rng.standard_normal((B, H, L, E)), rng.standard_normal((B, H, S, E)), rng.standard_normal((B, H, S, E))
     out, (dq, dk, dv), g = forward_backward(q, k, v, dropout_p=p, rng=np.random.default_rng(9))
     seed = int(np.random.default_rng(9).integers(0, 2**63))  # what the wrapper draws
-    keep = np.stack([flash_kernels.dropout_keep_mask(seed, h, (0, L), (0, S), L, S, p) for h in range(B * H)])
+    keep = np.stack([flash.dropout_keep_mask(seed, h, (0, L), (0, S), L, S, p) for h in range(B * H)])
     keep = keep.reshape(B, H, L, S)
     assert 0 < keep.mean() < 1
     expected, weights, dropped = naive_dropout_attention(q, k, v, keep, p, 1 / np.sqrt(E))
@@ -162,7 +158,7 @@ TILING_CASES = {
 
 @pytest.mark.parametrize("name", list(TILING_CASES))
 @pytest.mark.parametrize("rows,keys,workers", [(3, 4, 1), (7, 5, 2), (5, None, 2)])
-def test_tile_sizes_that_do_not_divide_l_or_s_give_the_one_tile_result(tiling, name, rows, keys, workers):
+def test_tile_sizes_that_do_not_divide_l_or_s_give_the_one_tile_result(name, rows, keys, workers):
     options = dict(TILING_CASES[name])
     rng = np.random.default_rng(6)
     L, S = 17, 13
@@ -176,11 +172,10 @@ def test_tile_sizes_that_do_not_divide_l_or_s_give_the_one_tile_result(tiling, n
         rng_options = {"rng": np.random.default_rng(8)} if dropout else {}
         return forward_backward(q, k, v, mask, **options, **rng_options)[:2]
 
-    tiling.BLOCK_ROWS, tiling.BLOCK_KEYS, tiling.WORKERS = L, S, 1
-    one_out, one_grads = run()
-    tiling.BLOCK_ROWS, tiling.BLOCK_KEYS, tiling.WORKERS = rows, keys, workers
-    tiling.TILE_ELEMENTS = rows * S  # one head per tile
-    out, grads = run()
+    with tiled(block_rows=L, block_keys=S, workers=1):
+        one_out, one_grads = run()
+    with tiled(block_rows=rows, block_keys=keys, workers=workers, tile_elements=rows * S):  # one head per tile
+        out, grads = run()
     np.testing.assert_allclose(out, one_out, rtol=1e-12, atol=1e-15)
     for ours, expected in zip(grads, one_grads):
         np.testing.assert_allclose(ours, expected, rtol=1e-10, atol=1e-14)
@@ -199,18 +194,18 @@ def test_forward_saves_only_the_row_statistics_besides_inputs_and_output():
     assert all(a.shape == (2, 3, 8) for a in aux.values())
 
 
-def test_peak_memory_stays_far_below_the_full_weights(tiling):
+def test_peak_memory_stays_far_below_the_full_weights():
     """At L = S = 1024 with 2 heads the weights alone take 8 MiB (float32); a naive backward holds several
     such arrays. Tiled, the extra peak stays under 4 MiB, key-padding lengths included."""
-    tiling.TILE_ELEMENTS, tiling.BLOCK_ROWS = 1 << 15, None
     rng = np.random.default_rng(8)
     q, k, v, g = (rng.standard_normal((1, 2, 1024, 16)).astype(np.float32) for _ in range(4))
     tensors = [tape.tensor(a, requires_grad=True) for a in (q, k, v)]
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    SDPA(*tensors, is_causal=True, key_padding_lengths=[1000]).backward(g)
-    peak = tracemalloc.get_traced_memory()[1] - base
-    tracemalloc.stop()
+    with tiled(tile_elements=1 << 15):
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        SDPA(*tensors, is_causal=True, key_padding_lengths=[1000]).backward(g)
+        peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
     assert peak < 4 * 2**20, f"extra peak {peak / 2**20:.1f} MiB"
 
 
@@ -268,16 +263,50 @@ def test_bad_input_raises_a_clear_error_naming_the_argument(name, call, error, a
     assert "scaled_dot_product_attention" in message and argument in message, message
 
 
-def test_blas_thread_count_is_restored_after_a_threaded_call(tiling):
-    blas = flash_kernels._blas_threads()
-    if blas is None:
-        pytest.skip("numpy's BLAS is not an OpenBLAS whose thread count can be switched")
-    before = blas.get_threads()
-    tiling.BLOCK_ROWS, tiling.WORKERS = 4, 2
+# -- the runtime: worker threads and the BLAS thread guard ---------------------------------------------------
+def blas_threads():
+    return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+
+
+@pytest.fixture
+def two_blas_threads():
+    """numpy's BLAS at two threads during the test (so that making it single-threaded shows), restored after."""
+    if runtime.single_threaded_blas() is None:
+        pytest.skip("no BLAS whose thread count threadpoolctl can switch")
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        yield runtime.single_threaded_blas()
+
+
+def test_blas_is_single_threaded_inside_the_guard_until_the_last_user_leaves(two_blas_threads):
+    """Nested or overlapping uses (two threads running kernels at once) count: the last one out restores."""
+    guard = two_blas_threads
+    before = blas_threads()
+    assert 2 in before
+    with guard:
+        assert set(blas_threads()) == {1}
+        with guard:
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+
+
+def test_blas_thread_count_is_restored_after_a_threaded_call(two_blas_threads):
+    before = blas_threads()
+    seen = []
     rng = np.random.default_rng(10)
     q, k, v = (rng.standard_normal((1, 2, 16, 4)) for _ in range(3))
-    out, grads, _ = forward_backward(q, k, v, is_causal=True)
-    assert blas.get_threads() == before
-    tiling.WORKERS = 1
-    serial_out, serial_grads, _ = forward_backward(q, k, v, is_causal=True)
+    run = runtime.run
+
+    def spy(items, work, workers):
+        run(items, lambda worker, item: (seen.append(tuple(blas_threads())), work(worker, item)), workers)
+
+    with tiled(block_rows=4, workers=2), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runtime, "run", spy)
+        out, grads, _ = forward_backward(q, k, v, is_causal=True)
+    assert seen and all(set(counts) == {1} for counts in seen)
+    assert blas_threads() == before
+    with tiled(block_rows=4, workers=1):
+        serial_out, serial_grads, _ = forward_backward(q, k, v, is_causal=True)
     np.testing.assert_allclose(out, serial_out, rtol=1e-12)
+    for ours, expected in zip(grads, serial_grads):
+        np.testing.assert_allclose(ours, expected, rtol=1e-12)

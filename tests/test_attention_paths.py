@@ -2,37 +2,30 @@
 one block over every batch element and head) and the tiled path, over every option.
 
 Each case runs forward + backward once with the whole-problem path forced
-(``flash_kernels.WHOLE_PROBLEM_SCORES`` huge) and once tiled (0), with the default tiling and with small
+(``flash.tuning(whole_problem_scores=...)`` huge) and once tiled (0), with the default tiling and with small
 tiles that split rows, keys and heads; outputs and the gradients of q, k, v and a float mask must agree
 (float64 rtol 1e-12, float32 rtol 1e-5). Dropout must draw the very same keep mask on both paths.
 """
+
+import threading
 
 import numpy as np
 import pytest
 
 import ops
 import tape
-from ops._kernels import flash as flash_kernels
+from ops._kernels import flash, runtime
 
 SDPA = ops.scaled_dot_product_attention
 WHOLE, TILED = "whole", "tiled"
 TOLERANCE = {np.float64: (1e-12, 1e-14), np.float32: (1e-5, 1e-6)}  # rtol, atol (atol scaled by the values)
 
 
-@pytest.fixture
-def kernels():
-    """Restore the kernel settings a test changes."""
-    names = ("BLOCK_ROWS", "BLOCK_KEYS", "TILE_ELEMENTS", "WORKERS", "WHOLE_PROBLEM_SCORES")
-    saved = [getattr(flash_kernels, name) for name in names]
-    yield flash_kernels
-    for name, value in zip(names, saved):
-        setattr(flash_kernels, name, value)
-
-
-def use_path(kernels, path, small_tiles=False):
-    kernels.WHOLE_PROBLEM_SCORES = 1 << 40 if path == WHOLE else 0
-    if small_tiles:  # rows, keys and heads split, tile sizes that divide nothing, two threads
-        kernels.BLOCK_ROWS, kernels.BLOCK_KEYS, kernels.TILE_ELEMENTS, kernels.WORKERS = 3, 4, 3 * 9, 2
+def use_path(path, small_tiles=False):
+    """The kernels' tuning for a path (a context manager). Small tiles: rows, keys and heads split, tile sizes
+    that divide nothing, two threads."""
+    small = dict(block_rows=3, block_keys=4, tile_elements=3 * 9, workers=2) if small_tiles else {}
+    return flash.tuning(whole_problem_scores=1 << 40 if path == WHOLE else 0, **small)
 
 
 def forward_backward(q, k, v, mask, mask_grad, dtype, options):
@@ -114,16 +107,16 @@ CASES = {
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("small_tiles", [False, True], ids=["default tiles", "small tiles"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_whole_problem_and_tiled_paths_agree(kernels, name, small_tiles, dtype):
+def test_whole_problem_and_tiled_paths_agree(name, small_tiles, dtype):
     shapes, make_mask, mask_grad, options = CASES[name]
     rng = np.random.default_rng(sorted(CASES).index(name))
     q, k, v = qkv(rng, *shapes)
     mask = None if make_mask is None else make_mask(rng)
     options = {key: np.array(value) if key == "key_padding_lengths" else value for key, value in options.items()}
-    use_path(kernels, WHOLE)
-    whole = forward_backward(q, k, v, mask, mask_grad, dtype, dict(options))
-    use_path(kernels, TILED, small_tiles)
-    tiled = forward_backward(q, k, v, mask, mask_grad, dtype, dict(options))
+    with use_path(WHOLE):
+        whole = forward_backward(q, k, v, mask, mask_grad, dtype, dict(options))
+    with use_path(TILED, small_tiles):
+        tiled = forward_backward(q, k, v, mask, mask_grad, dtype, dict(options))
     rtol, atol = TOLERANCE[dtype]
     for what, a, b in zip(("output", "dq", "dk", "dv", "dmask"), whole, tiled):
         if b is None:
@@ -134,31 +127,71 @@ def test_whole_problem_and_tiled_paths_agree(kernels, name, small_tiles, dtype):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * max(1.0, np.abs(b).max()), err_msg=what)
 
 
-def test_the_setting_chooses_the_path(kernels, monkeypatch):
+def test_the_setting_chooses_the_path(monkeypatch):
     """The whole-problem path runs no tile (and so no thread); the tiled path does."""
     calls = []
-    run = flash_kernels._run
-    monkeypatch.setattr(flash_kernels, "_run", lambda items, work: (calls.append(len(items)), run(items, work)))
+    run = runtime.run
+    monkeypatch.setattr(runtime, "run", lambda items, work, workers: (calls.append(len(items)),
+                                                                     run(items, work, workers)))
     rng = np.random.default_rng(0)
     q, k, v = qkv(rng, *BASE)
-    kernels.WHOLE_PROBLEM_SCORES = 2 * 3 * L * S  # exactly this problem's score count: whole
-    forward_backward(q, k, v, None, False, np.float64, {})
+    with flash.tuning(whole_problem_scores=2 * 3 * L * S):  # exactly this problem's score count: whole
+        forward_backward(q, k, v, None, False, np.float64, {})
     assert calls == []
-    kernels.WHOLE_PROBLEM_SCORES = 2 * 3 * L * S - 1
-    forward_backward(q, k, v, None, False, np.float64, {})
+    with flash.tuning(whole_problem_scores=2 * 3 * L * S - 1):
+        forward_backward(q, k, v, None, False, np.float64, {})
     assert len(calls) == 2 and all(n > 0 for n in calls)
+
+
+def test_tuning_is_scoped_to_the_block_and_the_thread():
+    """``tuning`` changes the settings for its block only (nesting restores the outer ones, also after an
+    error), and only in its own thread: another thread's kernels keep the defaults meanwhile."""
+    default = flash.current_tuning()
+    seen = {}
+    inside, done = threading.Event(), threading.Event()
+
+    def other_thread():
+        inside.wait(10)
+        seen["tuning"] = flash.current_tuning()
+        q = np.zeros((1, 2, 8, 4))
+        seen["whole"] = flash._Problem(q, q, q, None, scale=1.0, causal_offset=None, lengths=None, dropout_p=0.0,
+                                       seed=0, enable_gqa=False).whole
+        done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    with flash.tuning(whole_problem_scores=0, workers=1) as outer:
+        assert flash.current_tuning() == outer and outer.whole_problem_scores == 0 and outer.workers == 1
+        with pytest.raises(RuntimeError), flash.tuning(block_rows=4):
+            assert flash.current_tuning() == flash.Tuning(block_rows=4, workers=1, whole_problem_scores=0)
+            raise RuntimeError
+        assert flash.current_tuning() == outer
+        inside.set()
+        done.wait(10)
+    thread.join()
+    assert seen == {"tuning": default, "whole": True}
+    assert flash.current_tuning() == default == flash.Tuning()
+
+
+@pytest.mark.parametrize("changes", [dict(block_rows=0), dict(workers=-1), dict(tile_elements=None),
+                                     dict(whole_problem_scores=1.5), dict(block_cols=4)])
+def test_tuning_rejects_bad_settings(changes):
+    with pytest.raises((ValueError, TypeError)):
+        with flash.tuning(**changes):
+            pass
+    assert flash.current_tuning() == flash.Tuning()
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 1024, 64), (1, 4, 4096, 64)])
 def test_the_benchmarks_large_problems_are_tiled(shape):
     q = np.zeros(shape, np.float32)
-    problem = flash_kernels._Problem(q, q, q, None, scale=1.0, causal_offset=0, lengths=None, dropout_p=0.0, seed=0,
-                                     enable_gqa=False)
+    problem = flash._Problem(q, q, q, None, scale=1.0, causal_offset=0, lengths=None, dropout_p=0.0, seed=0,
+                             enable_gqa=False)
     assert not problem.whole and len(problem.tiles) > 1
 
 
 def test_the_training_examples_attention_runs_whole():
     q = np.zeros((16, 4, 32, 16), np.float32)
-    problem = flash_kernels._Problem(q, q, q, None, scale=1.0, causal_offset=0, lengths=None, dropout_p=0.0, seed=0,
-                                     enable_gqa=False)
+    problem = flash._Problem(q, q, q, None, scale=1.0, causal_offset=0, lengths=None, dropout_p=0.0, seed=0,
+                             enable_gqa=False)
     assert problem.whole and problem.tiles == []

@@ -35,7 +35,7 @@ import pytest
 import ops
 import tape
 from tape.autodiff import reverse_pass
-from tape.tools.verify import differentiable_positions, op_samples, torch_available
+from tape.tools.verify import call, differentiable_positions, op_samples, torch_available
 
 CLEAR_ERRORS = (TypeError, ValueError, IndexError)
 DIM_ATTRIBUTE = re.compile(r"^(dim\d?|dims|axis|axes|start_dim|end_dim|source|destination)$")
@@ -54,7 +54,7 @@ def _run(op, arrays, attrs):
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            return op(*_tensors(arrays), **attrs), None
+            return call(op, _tensors(arrays), attrs), None
     except Exception as e:  # noqa: BLE001 -- the exception itself is what is being judged
         return None, e
 
@@ -212,7 +212,7 @@ def judge_shapes(op, label, arrays, attrs, argument):
 def _backward_problem(op, label, arrays, attrs):
     """Run the backward of an accepted variant; any exception is a problem (the forward took the input)."""
     diff = [i for i, (a, state) in enumerate(zip(arrays, op.input_states))
-            if a is not None and state == "rule" and np.asarray(a).dtype.kind == "f"]
+            if a is not None and state is tape.Grad.RULE and np.asarray(a).dtype.kind == "f"]
     if not diff:
         return None
     leaves = [None if a is None else tape.Tensor(a, requires_grad=i in diff, dtype=np.asarray(a).dtype)
@@ -220,7 +220,7 @@ def _backward_problem(op, label, arrays, attrs):
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            out = op(*leaves, **attrs)
+            out = call(op, leaves, attrs)
             if out._node is not None and out.dtype.kind == "f":
                 reverse_pass([out], [np.ones(out.shape, out.dtype)], retain_graph=False,
                              sources=[leaves[i] for i in diff])
@@ -311,7 +311,7 @@ def test_float16_arrays_are_refused_naming_the_op_and_dtype(op_name):
     arrays = list(sample.inputs)
     arrays[i] = np.asarray(arrays[i]).astype(np.float16)  # a raw array: tensor() itself refuses float16
     with pytest.raises(TypeError) as info:
-        op(*arrays, **sample.attrs)
+        call(op, arrays, sample.attrs)
     assert names(str(info.value), op.name) and "float16" in str(info.value)
 
 
@@ -385,7 +385,7 @@ def test_requires_grad_on_integer_or_bool_tensors_is_a_type_error():
     for data in (np.arange(3), np.array([True, False])):
         with pytest.raises(TypeError, match=f"requires_grad=True needs a floating tensor.*{data.dtype}"):
             tape.tensor(data, requires_grad=True)
-    with pytest.raises(TypeError, match="float16 is not supported"):
+    with pytest.raises(TypeError, match="float16; minitape computes in float32 or float64"):
         tape.tensor(np.ones(2, np.float16))
 
 
@@ -401,11 +401,11 @@ def test_mixed_float_dtypes_name_the_op_and_both_dtypes():
 
 def test_unknown_arguments_missing_inputs_and_extra_positionals_name_the_op():
     x = tape.tensor(np.ones((2, 3)))
-    with pytest.raises(TypeError, match=r"sum: unknown argument\(s\) \['axis'\]"):
+    with pytest.raises(TypeError, match=r"sum: unknown argument 'axis'"):
         ops.sum(x, axis=0)
-    with pytest.raises(TypeError, match=r"add: missing tensor input\(s\) \['b'\]"):
+    with pytest.raises(TypeError, match=r"add: missing required argument\(s\) \['b'\]; the op is add\(a, b\)"):
         ops.add(x)
-    with pytest.raises(TypeError, match=r"exp: takes 1 tensor input"):
+    with pytest.raises(TypeError, match=r"exp: takes 1 positional argument\(s\), got 2; the op is exp\(x\)"):
         ops.exp(x, x)
     with pytest.raises(TypeError, match="sum: got multiple values for argument 'dim'"):
         ops.sum(x, 0, dim=0)

@@ -68,7 +68,9 @@ def test_repr_detach_numpy_and_array_protocol():
     assert "grad_fn=mul" in repr(y) and "requires_grad=True" in repr(x)
     d = y.detach()
     assert not d.requires_grad and d.grad_fn is None
-    np.testing.assert_array_equal(np.asarray(y), y.numpy())
+    np.testing.assert_array_equal(np.asarray(d), y.numpy())
+    with pytest.raises(TypeError, match="requires grad, and numpy would silently drop its gradient"):
+        np.asarray(y)  # a grad-requiring tensor's values are taken explicitly (.numpy(), .data, .detach())
     assert y.shape == (2, 2) and y.ndim == 2 and y.dtype == np.float64
 
 
@@ -187,7 +189,7 @@ def test_registration_validates_rule_count_and_duplicates(throwaway_ops):
     throwaway_ops("once", family="test", inputs=("x",), forward=np.negative, vjps=(lambda g, ans, x: -g,))
     with pytest.raises(tape.RegistrationError, match="already registered"):
         defop("once", family="test", inputs=("x",), forward=np.negative, vjps=(lambda g, ans, x: -g,))
-    with pytest.raises(tape.RegistrationError, match="NOT_DIFFERENTIABLE or STUB"):
+    with pytest.raises(tape.RegistrationError, match="NOT_DIFFERENTIABLE or Grad.STUB"):
         throwaway_ops("bad_marker", family="test", inputs=("x",), forward=np.negative, vjps=(None,))
 
 
@@ -278,7 +280,7 @@ def test_gradcheck_passes_non_tensor_arguments_through():
 
 
 def test_a_grad_requiring_tensor_in_a_not_differentiable_slot_is_refused(throwaway_ops):
-    scale_by = throwaway_ops("scale_by", family="test", inputs=("x", "factor"), forward=lambda x, f: x * f,
+    scale_by = throwaway_ops("scale_by", family="test", inputs=("x", "factor"), forward=lambda x, factor: x * factor,
                              vjps=(lambda g, ans, x, f: g * f, NOT_DIFFERENTIABLE))
     x, factor = leaf((3,)), leaf((3,), seed=1)
     with pytest.raises(TypeError, match="scale_by: argument 'factor' requires grad.*detach"):

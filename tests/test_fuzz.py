@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 import ops
 import tape
-from tape.registry import STUBBED, Sample
-from tape.tools.verify import differentiable_positions, op_samples, torch_available
+from tape.registry import Grad, Sample
+from tape.tools.verify import call, differentiable_positions, op_samples, torch_available
 
 N_GRAPHS = 300
 MAX_STEPS = 6
@@ -48,8 +48,8 @@ EXCLUDED: dict[str, str] = {}
 def _forward(op, sample):
     with warnings.catch_warnings(), np.errstate(all="ignore"), tape.no_grad():
         warnings.simplefilter("ignore")
-        return op(*[None if a is None else tape.Tensor(a, dtype=np.asarray(a).dtype) for a in sample.inputs],
-                  **sample.attrs)
+        return call(op, [None if a is None else tape.Tensor(a, dtype=np.asarray(a).dtype) for a in sample.inputs],
+                  sample.attrs)
 
 
 def fuzzable_samples(op) -> list:
@@ -64,7 +64,7 @@ def fuzzable_samples(op) -> list:
     usable = []
     for sample in samples:
         positions = differentiable_positions(op, sample)
-        if not positions or any(op.input_states[i] == STUBBED for i in positions):
+        if not positions or any(op.input_states[i] == Grad.STUB for i in positions):
             continue
         if sum(np.size(a) for a in sample.inputs if a is not None) > MAX_SAMPLE_ELEMENTS:
             continue
@@ -157,7 +157,7 @@ def run_program(program: Program, leaves: list, *, torch=None):
 
     for step in program.steps:
         args = [value(a) for a in step.args]
-        env[step.target] = (step.op(*args, **step.attrs) if torch is None
+        env[step.target] = (call(step.op, args, step.attrs) if torch is None
                             else step.op.torch_ref(torch, *args, **step.attrs))
     loss = None
     for name, weight in program.sinks:

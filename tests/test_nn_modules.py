@@ -226,3 +226,33 @@ def test_rms_block_and_dropout_run_in_float32():
     assert x.grad.dtype == np.float32 and all(p.grad.dtype == np.float32 for p in block.parameters())
     block.eval()
     np.testing.assert_array_equal(block(x).data, block(x).data)
+
+
+# -- empty shapes ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("in_features,out_features", [(0, 3), (3, 0), (0, 0)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_with_an_empty_dimension_matches_torch(in_features, out_features, bias):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no divide-by-zero or other warning at init
+        with np.errstate(all="raise"):
+            layer = nn.Linear(in_features, out_features, bias=bias, dtype=np.float64, rng=np.random.default_rng(0))
+    assert layer.weight.shape == (out_features, in_features)
+    if bias:
+        assert layer.bias.shape == (out_features,)
+        np.testing.assert_array_equal(layer.bias.data, 0.0)  # torch: bound 0 when fan_in is 0
+    x, tx = _leaf(np.random.default_rng(1).normal(size=(2, 3, in_features)))
+    params = [p for p in (layer.weight, layer.bias) if p is not None]
+    tp = _torch_copy(*params)
+    out = layer(x)
+    expected = F.linear(tx, *tp)
+    assert out.shape == tuple(expected.shape) == (2, 3, out_features)
+    _check(out, expected, params, tp, x, tx)
+    assert x.grad.shape == (2, 3, in_features) and layer.weight.grad.shape == (out_features, in_features)
+
+
+def test_linear_with_zero_inputs_gives_the_bias():
+    layer = nn.Linear(0, 3, dtype=np.float64)
+    layer.load_state_dict({"weight": np.zeros((3, 0)), "bias": np.array([1.0, 2.0, 3.0])})
+    np.testing.assert_array_equal(layer(tape.tensor(np.zeros((4, 0)))).data, np.tile([1.0, 2.0, 3.0], (4, 1)))

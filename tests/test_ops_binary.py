@@ -7,7 +7,7 @@ from oracle import require_torch
 
 import ops
 import tape
-from tape.registry import NOT_DIFF
+from tape.registry import Grad
 
 torch = require_torch()
 
@@ -46,9 +46,9 @@ def test_every_op_of_the_family_is_registered_with_samples_and_a_torch_reference
     for op in FAMILY:
         assert op.samples is not None and op.torch_ref is not None, op.name
     for name in ("eq", "ne", "lt", "le", "gt", "ge"):
-        assert tape.get_op(name).input_states == (NOT_DIFF, NOT_DIFF)
+        assert tape.get_op(name).input_states == (Grad.NOT_DIFFERENTIABLE, Grad.NOT_DIFFERENTIABLE)
     assert tape.get_op("where").input_names == ("condition", "input", "other")
-    assert tape.get_op("where").input_states == (NOT_DIFF, "rule", "rule")
+    assert tape.get_op("where").input_states == (Grad.NOT_DIFFERENTIABLE, Grad.RULE, Grad.RULE)
 
 
 # -- maximum / minimum: ties share the gradient evenly, as in torch --------------------------------------------

@@ -37,7 +37,7 @@ def test_every_op_of_the_family_is_registered_with_samples_and_a_torch_reference
     assert EXPECTED <= names
     for op in FAMILY:
         assert op.samples is not None and op.torch_ref is not None, op.name
-    assert all(tape.get_op(n).input_states == ("rule",) for n in EXPECTED)
+    assert all(tape.get_op(n).input_states == (tape.Grad.RULE,) for n in EXPECTED)
 
 
 # -- kinks and bounds: torch's conventions ---------------------------------------------------------------------

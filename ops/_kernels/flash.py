@@ -15,42 +15,81 @@ mask, lse (resp. D) rides along in the score (resp. dP) matmul as one extra colu
 [q*scale, -lse] @ [k, 1]^T = S - lse.
 
 Dropout masks come from a counter-based generator (Philox) addressed by (seed, head, query row, key),
-so the backward regenerates exactly the forward's mask, whatever the tiling. Tiles run on a small
-thread pool with numpy's BLAS made single-threaded meanwhile (see ``_run``).
+so the backward regenerates exactly the forward's mask, whatever the tiling. Tiles run on the worker pool
+of ``runtime`` (with numpy's BLAS single-threaded meanwhile); this file holds only the math.
 
-Small problems (at most WHOLE_PROBLEM_SCORES scores over all batch elements and heads) skip the tiles
+Small problems (at most ``whole_problem_scores`` scores over all batch elements and heads) skip the tiles
 and the threads: the whole problem is one block, its batched matmuls spanning every batch element and
 head, key-padding lengths applied as a (batch..., 1, 1, S) bool mask. Both paths run the same block
 math (``_forward_block``, ``_backward_block``, ``_Problem.mask_scores``) and draw the same dropout mask.
+
+How a problem is cut into tiles and run is a ``Tuning``, read once at the start of each call. It changes
+only for a block of code and only in the current thread / context, through the ``tuning`` context manager:
+``with tuning(block_rows=4, block_keys=4, workers=1, whole_problem_scores=0): ...``.
 See docs/attention.md for the derivation.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
 import math
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["WORKERS", "BLOCK_ROWS", "BLOCK_KEYS", "TILE_ELEMENTS", "MIN_ROWS", "WHOLE_PROBLEM_SCORES", "Layout",
-           "layout", "attention_forward", "attention_backward", "dropout_keep_mask"]
+from . import runtime
 
-WORKERS = None
-"""Threads that run blocks; None = the CPUs this process may use. 1 runs the blocks in order."""
-BLOCK_ROWS = None
-"""Query rows per tile; None picks them from TILE_ELEMENTS (at least MIN_ROWS)."""
-BLOCK_KEYS = None
-"""Keys per backward tile (the forward takes all visible keys at once); None picks them from TILE_ELEMENTS."""
-TILE_ELEMENTS = 1 << 18
-"""Scores per tile the automatic choices aim at (one float32 tile: 1 MiB)."""
-MIN_ROWS = 256
-"""Fewest query rows per tile (when L has them): taller tiles make the key-side matmuls (dK, dV) run faster."""
-WHOLE_PROBLEM_SCORES = 1 << 20
-"""Problems with at most this many scores (batch elements x heads x L x S) run as one block over every
-batch element and head, without threads; larger ones are tiled. 0 always tiles."""
+__all__ = ["Tuning", "tuning", "current_tuning", "Layout", "layout", "attention_forward", "attention_backward",
+           "dropout_keep_mask"]
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How the kernels cut a problem into tiles and run them. Defaults are the tuned values (docs/attention.md)."""
+
+    workers: int | None = None
+    """Threads that run tiles; None = the CPUs this process may use. 1 runs the tiles in order."""
+    block_rows: int | None = None
+    """Query rows per tile; None picks them from tile_elements (at least min_rows)."""
+    block_keys: int | None = None
+    """Keys per backward tile (the forward takes all visible keys at once); None picks them from tile_elements."""
+    tile_elements: int = 1 << 18
+    """Scores per tile the automatic choices aim at (one float32 tile: 1 MiB)."""
+    min_rows: int = 256
+    """Fewest query rows per tile (when L has them): taller tiles make the key-side matmuls (dK, dV) run faster."""
+    whole_problem_scores: int = 1 << 20
+    """Problems with at most this many scores (batch elements x heads x L x S) run as one block over every
+    batch element and head, without threads; larger ones are tiled. 0 always tiles."""
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value, optional = getattr(self, field.name), field.default is None
+            least = 0 if field.name == "whole_problem_scores" else 1
+            if not (value is None and optional) and not (type(value) is int and value >= least):
+                allowed = f"an int >= {least}" + (" or None" if optional else "")
+                raise ValueError(f"tuning: {field.name} must be {allowed}, got {value!r}")
+
+
+_TUNING = contextvars.ContextVar("minitape_attention_tuning", default=Tuning())  # noqa: B039 (frozen)
+
+
+def current_tuning() -> Tuning:
+    """The tuning the kernels use in this thread / context."""
+    return _TUNING.get()
+
+
+@contextlib.contextmanager
+def tuning(**changes):
+    """Run the block with these ``Tuning`` fields changed, in this thread / context only (other threads keep
+    theirs; a new thread starts from the defaults); the previous tuning is back on exit. Yields the tuning."""
+    token = _TUNING.set(dataclasses.replace(_TUNING.get(), **changes))
+    try:
+        yield _TUNING.get()
+    finally:
+        _TUNING.reset(token)
 
 
 @dataclass(frozen=True)
@@ -132,13 +171,14 @@ def _row_blocks(L, n_keys, causal_offset, rows):
             yield i0, i1, kmax
 
 
-def _tile_shape(lay: Layout, n_keys):
-    """(query rows per block, K/V groups per tile): rows from BLOCK_ROWS or so that one head's tile holds
-    about TILE_ELEMENTS / 4 scores (at least MIN_ROWS, for matmuls that run well), then as many groups as
-    fit TILE_ELEMENTS."""
+def _tile_shape(lay: Layout, n_keys, tune: Tuning):
+    """(query rows per block, K/V groups per tile): rows from block_rows or so that one head's tile holds
+    about tile_elements / 4 scores (at least min_rows, for matmuls that run well), then as many groups as
+    fit tile_elements."""
     keys = max(1, min(lay.S, n_keys))
-    rows = BLOCK_ROWS or min(lay.L, max(MIN_ROWS, TILE_ELEMENTS // (4 * keys * lay.group_size)))
-    groups = max(1, min(lay.kv_groups, TILE_ELEMENTS // (rows * keys * lay.group_size)))
+    elements = tune.tile_elements
+    rows = tune.block_rows or min(lay.L, max(tune.min_rows, elements // (4 * keys * lay.group_size)))
+    groups = max(1, min(lay.kv_groups, elements // (rows * keys * lay.group_size)))
     return rows, groups
 
 
@@ -307,11 +347,12 @@ class _Batch:
 
 
 class _Problem:
-    """Inputs promoted to one rank, the masks, and -- unless the problem is small enough to run whole (see
-    ``WHOLE_PROBLEM_SCORES``) -- one ``_Batch`` per batch element and the list of tiles."""
+    """Inputs promoted to one rank, the masks, the tuning in force, and -- unless the problem is small enough to
+    run whole (see ``Tuning.whole_problem_scores``) -- one ``_Batch`` per batch element and the list of tiles."""
 
     def __init__(self, q, k, v, mask, *, scale, causal_offset, lengths, dropout_p, seed, enable_gqa,
                  split_keys=False):
+        self.tune = _TUNING.get()
         self.lay = lay = layout(q, k, v, enable_gqa)
         rank = len(lay.batch_shape) + 3
         self.q, self.k, self.v = (_promote(a, rank) for a in (q, k, v))
@@ -323,19 +364,19 @@ class _Problem:
         self.lengths = None if lengths is None else np.broadcast_to(lengths, lay.batch_shape)
         self.hidden = ~self.mask if self.mask_is_bool else self.mask  # bool masks are applied as "hidden" flags
         n_scores = math.prod(lay.batch_shape) * lay.heads * lay.L * lay.S
-        self.whole = 0 < n_scores <= WHOLE_PROBLEM_SCORES
+        self.whole = 0 < n_scores <= self.tune.whole_problem_scores
         self.batches, self.tiles = [], []
         if not self.whole:
             self._make_tiles(split_keys)
 
     def _make_tiles(self, split_keys):
-        lay, hidden, G = self.lay, self.hidden, self.lay.group_size
+        lay, hidden, G, tune = self.lay, self.hidden, self.lay.group_size, self.tune
         for flat, b in enumerate(np.ndindex(*lay.batch_shape)):
             n_keys = lay.S if self.lengths is None else int(self.lengths[b])
             batch = _Batch(flat, b, n_keys, None if hidden is None else hidden[_own_index(hidden.shape[:-3], b)])
             self.batches.append(batch)
-            rows, groups = _tile_shape(lay, n_keys)
-            chunk = (BLOCK_KEYS or max(MIN_ROWS, TILE_ELEMENTS // (rows * G))) if split_keys else lay.S
+            rows, groups = _tile_shape(lay, n_keys, tune)
+            chunk = (tune.block_keys or max(tune.min_rows, tune.tile_elements // (rows * G))) if split_keys else lay.S
             for i0, i1, kmax in _row_blocks(lay.L, n_keys, self.causal_offset, rows):
                 for g0 in range(0, lay.kv_groups, groups):
                     g1 = min(lay.kv_groups, g0 + groups)
@@ -451,7 +492,7 @@ def attention_forward(q, k, v, mask=None, *, scale, causal_offset=None, lengths=
         row_max[batch.index][heads, rows] = m
         row_log_sum[batch.index][heads, rows] = log_l
 
-    _run(pb.tiles, tile_forward)
+    runtime.run(pb.tiles, tile_forward, pb.tune.workers)
     return out.reshape(lay.out_shape), row_max, row_log_sum
 
 
@@ -494,7 +535,7 @@ def _whole_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
 
 
 def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
-    """The backward tile by tile on the thread pool, each tile adding into the gradients of its rows / keys."""
+    """The backward tile by tile on the worker pool, each tile adding into the gradients of its rows / keys."""
     lay = pb.lay
     fused = not pb.float_mask and not pb.dropout_p  # lse and D ride along in the matmuls as an extra column
     H, L, KG, G = lay.heads, lay.L, lay.kv_groups, lay.group_size
@@ -533,7 +574,7 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
         if dk_blk is not None:
             _add_heads(dk, tile, dk_blk, lay, locks[1])
 
-    _run(pb.tiles, tile_backward)
+    runtime.run(pb.tiles, tile_backward, pb.tune.workers)
     return dq, dk, dv, dmask
 
 
@@ -556,114 +597,3 @@ def _accumulate_mask_grad(dmask_b, ds3, tile, lock):
         dmask_b[slice(tile.h0, tile.h1) if dmask_b.shape[0] > 1 else slice(None),
                 slice(tile.i0, tile.i1) if dmask_b.shape[1] > 1 else slice(None),
                 slice(tile.j0, tile.j1) if dmask_b.shape[2] > 1 else slice(None)] += grad
-
-
-# -- running blocks on threads ----------------------------------------------------------------------------
-def _run(items, work):
-    """Call work(worker, item) for every item, on WORKERS threads taking items as they free up.
-
-    numpy releases the GIL inside BLAS calls and ufuncs, so the threads run both on their own core;
-    BLAS is made single-threaded meanwhile (its own per-call threading is what we replace: on a busy
-    machine it waits on descheduled threads). Without a BLAS we can switch, the blocks run in order.
-    """
-    workers = min(WORKERS or _cpu_count(), len(items))
-    blas = _blas_threads() if workers > 1 else None
-    if blas is None:
-        for item in items:
-            work(0, item)
-        return
-    queue = iter(items)
-    lock = threading.Lock()
-
-    def loop(worker):
-        while True:
-            with lock:
-                item = next(queue, None)
-            if item is None:
-                return
-            work(worker, item)
-
-    with blas:
-        futures = [_pool(workers).submit(loop, w) for w in range(workers)]
-        for f in futures:
-            f.result()
-
-
-def _cpu_count():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-_POOL = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(workers):
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < workers:
-            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="minitape-attention")
-        return _POOL
-
-
-class _SingleThreadedBlas:
-    """Context manager: numpy's OpenBLAS runs single-threaded inside, its thread count is restored after
-    (nested and concurrent uses are counted, the last one out restores)."""
-
-    def __init__(self, get_threads, set_threads):
-        self.get_threads, self.set_threads = get_threads, set_threads
-        self.lock = threading.Lock()
-        self.depth = 0
-        self.saved = 1
-
-    def __enter__(self):
-        with self.lock:
-            if self.depth == 0:
-                self.saved = self.get_threads()
-                self.set_threads(1)
-            self.depth += 1
-        return self
-
-    def __exit__(self, *exc):
-        with self.lock:
-            self.depth -= 1
-            if self.depth == 0:
-                self.set_threads(self.saved)
-        return False
-
-
-_BLAS = []  # [the _SingleThreadedBlas for the loaded OpenBLAS, or None], looked up once
-
-
-def _blas_threads():
-    """The loaded OpenBLAS's thread switch (found in /proc/self/maps), or None where there is none."""
-    if not _BLAS:
-        _BLAS.append(_find_openblas())
-    return _BLAS[0]
-
-
-def _find_openblas():
-    import ctypes
-    import re
-
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps.read())))
-    except OSError:
-        return None
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix in ("scipy_openblas_", "openblas_"):
-            for suffix in ("64_", ""):
-                get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-                set_ = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-                if get is not None and set_ is not None:
-                    get.restype = ctypes.c_int
-                    set_.argtypes = [ctypes.c_int]
-                    return _SingleThreadedBlas(get, set_)
-    return None

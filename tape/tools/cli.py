@@ -158,7 +158,7 @@ def _ops_command(args, parser) -> int:
     lines = [("op", "family", "inputs", "backward")]
     for op in selected:
         inputs = ", ".join(name + ("?" if optional else "") for name, optional in zip(op.input_names, op.optional))
-        states = ", ".join(f"{name}: {state}" for name, state in zip(op.input_names, op.input_states))
+        states = ", ".join(f"{name}: {state.value}" for name, state in zip(op.input_names, op.input_states))
         lines.append((op.name, op.family, inputs, states + (" (joint)" if op.joint_vjp is not None else "")))
     widths = [max(len(line[k]) for line in lines) for k in range(3)]
     for line in lines:

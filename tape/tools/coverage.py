@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from . import verify
-from ..registry import NOT_DIFF, registered_ops
+from ..registry import Grad, registered_ops
 
 __all__ = ["Cell", "CoverageRow", "coverage_rows", "render", "summary", "failures", "FORMATS", "PASS", "FAIL",
            "ABSENT", "WARN"]
@@ -171,7 +171,7 @@ class _OpCheck:
         first_error = None
         for i, sample in enumerate(self.samples):
             try:
-                self.outputs.add(self.op(*verify.sample_tensors(self.op, sample), **sample.attrs).dtype.name)
+                self.outputs.add(verify.call(self.op, verify.sample_tensors(self.op, sample), sample.attrs).dtype.name)
             except Exception as e:
                 self.broken.add(i)
                 self.problem("forward", f"{type(e).__name__}: {e}", i)
@@ -238,7 +238,7 @@ def _notes(op, samples, outputs) -> str:
     """Why inputs are not differentiable, what the output is when it is not a float, the op's own notes."""
     not_differentiable: dict[str, list[str]] = {}  # "bool " -> ["mask"]: inputs sharing a description
     for i, (name, state) in enumerate(zip(op.input_names, op.input_states)):
-        if state != NOT_DIFF:
+        if state != Grad.NOT_DIFFERENTIABLE:
             continue
         kinds = sorted({np.asarray(s.inputs[i]).dtype.name for s in samples
                         if i < len(s.inputs) and s.inputs[i] is not None and np.asarray(s.inputs[i]).dtype.kind != "f"})

@@ -14,7 +14,7 @@ import ops  # noqa: F401  -- the tools check the whole op library (tools sit abo
 
 from ..autodiff import reverse_pass
 from ..gradcheck import GradcheckError, gradcheck
-from ..registry import NOT_DIFF
+from ..registry import Grad
 from ..tensors import Tensor
 
 __all__ = ["CheckResult", "op_samples", "sample_tensors", "run_gradcheck", "run_torch_parity", "torch_available",
@@ -37,9 +37,14 @@ def op_samples(op, seed: int = 0) -> list:
     return list(op.samples(np.random.default_rng(seed)))
 
 
+def call(op, tensors, attrs):
+    """Apply ``op`` the way users do: every argument by its parameter name in the op's public signature."""
+    return op(**dict(zip(op.input_names, tensors)), **attrs)
+
+
 def differentiable_positions(op, sample) -> list[int]:
     return [i for i, (a, state) in enumerate(zip(sample.inputs, op.input_states))
-            if a is not None and state != NOT_DIFF and np.asarray(a).dtype.kind == "f"]
+            if a is not None and state != Grad.NOT_DIFFERENTIABLE and np.asarray(a).dtype.kind == "f"]
 
 
 def sample_tensors(op, sample, dtype=np.float64) -> list:
@@ -66,7 +71,7 @@ def run_gradcheck(op, sample) -> CheckResult:
     if sum(np.asarray(a).size for a in sample.inputs if a is not None) > 2000:
         options.setdefault("fast_mode", True)
     try:
-        gradcheck(lambda *xs: op(*xs, **sample.attrs), tensors, **options)
+        gradcheck(lambda *xs: call(op, xs, sample.attrs), tensors, **options)
     except GradcheckError as e:
         return CheckResult(False, _worst_error(str(e)), str(e))
     except Exception as e:  # a stub, a rule returning None, a shape error: all are failures to report
@@ -105,7 +110,7 @@ def run_torch_parity(op, sample, dtype=np.float64, seed: int = 0) -> CheckResult
     tensors = sample_tensors(op, sample, dtype)
     diff = differentiable_positions(op, sample)
     try:
-        out = op(*tensors, **sample.attrs)
+        out = call(op, tensors, sample.attrs)
     except Exception as e:
         return CheckResult(False, float("inf"), f"minitape forward raised {type(e).__name__}: {e}")
     torch_inputs = [None if t is None else torch.tensor(np.array(t.data), requires_grad=i in diff)

@@ -9,11 +9,18 @@ differentiated by the engine and checked against PyTorch by the generated op tes
 
 Initialisation follows torch's defaults and draws from a ``numpy.random.Generator``: pass ``rng=`` to a
 layer, or seed the module-level generator with ``manual_seed(seed)`` (every layer built without ``rng``
-draws from it, in construction order, so a model is deterministic for a seed).
+draws from it, in construction order, so a model is deterministic for a seed). A layer with an empty
+dimension (``Linear(0, n)``) initialises to zeros, as torch does.
+
+Copies of a module -- ``copy.copy``, ``copy.deepcopy``, ``pickle`` -- are new module trees holding new
+``Parameter``s: each with its own identity (tensor id), version counter and read-only array, so an
+optimizer step on one never invalidates the other's graphs and gradients computed through a copy (an EMA
+teacher, say) never land in the original. Parameters shared within a module stay shared in the copy.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator
 
@@ -21,7 +28,7 @@ import numpy as np
 
 import ops
 
-from ..recording import no_grad
+from ..state import no_grad
 from ..tensors import Tensor
 
 __all__ = [
@@ -54,6 +61,28 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter(" + super().__repr__() + ")"
+
+    # Copies are Parameters (never plain Tensors) made by the constructor: a new leaf with its own id,
+    # version counter and read-only copy of the array.
+    def __copy__(self) -> Parameter:
+        p = Parameter(self.data, requires_grad=self.requires_grad, name=self.name)
+        p.grad = self.grad
+        return p
+
+    def __deepcopy__(self, memo) -> Parameter:
+        p = Parameter(self.data, requires_grad=self.requires_grad, name=self.name)
+        memo[id(self)] = p
+        p.grad = copy.deepcopy(self.grad, memo)
+        return p
+
+    def __reduce__(self):
+        return _rebuild_parameter, (np.array(self.data), self.requires_grad, self.name, self.grad)
+
+
+def _rebuild_parameter(array, requires_grad, name, grad) -> Parameter:
+    p = Parameter(array, requires_grad=requires_grad, name=name)
+    p.grad = grad
+    return p
 
 
 class Module:
@@ -188,6 +217,24 @@ class Module:
             for name, array in arrays.items():
                 own[name].data = array
 
+    # -- copies --------------------------------------------------------------------------------------------
+    def __copy__(self) -> Module:
+        """A new module tree (this module and every sub-module) holding copies of the parameters -- new
+        identities and version counters; a parameter shared within the tree stays shared. Other attributes
+        are shared with the original, as in any shallow copy. (``deepcopy`` and pickling copy them too.)"""
+        return self._copy_tree({})
+
+    def _copy_tree(self, memo: dict) -> Module:
+        if id(self) in memo:
+            return memo[id(self)]
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        state = dict(self.__dict__)
+        state["_parameters"] = {name: _copied(p, memo) for name, p in self._parameters.items()}
+        state["_modules"] = {name: m._copy_tree(memo) for name, m in self._modules.items()}
+        new.__dict__.update(state)
+        return new
+
     # -- calling -------------------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not implement forward()")
@@ -204,6 +251,12 @@ class Module:
             body = repr(child).replace("\n", "\n  ")
             lines.append(f"  ({name}): {body}")
         return lines[0] + ")" if len(lines) == 1 else "\n".join(lines) + "\n)"
+
+
+def _copied(p: Parameter, memo: dict) -> Parameter:
+    if id(p) not in memo:
+        memo[id(p)] = copy.copy(p)
+    return memo[id(p)]
 
 
 class ModuleList(Module):

@@ -10,15 +10,21 @@ own state (momentum buffers, moment estimates) are private, writable numpy array
 
 Parameters may be a list of tensors or, as in torch, a list of groups ``{"params": [...], "lr": ...}``
 whose keys override the optimizer's defaults for that group (e.g. no weight decay on norms and biases).
+
+``state_dict()`` of an optimizer or a schedule is flat -- {str: numeric numpy array} like a Module's -- so a
+checkpoint stores it next to the model (``checkpoint.save(model, path, optimizer=..., schedule=...)``) and
+training resumed from it continues bit for bit. ``load_state_dict`` checks everything (keys, parameter
+counts, shapes, dtypes, hyper-parameter types) and changes nothing unless all of it fits.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
-from ..recording import no_grad
+from ..state import no_grad
 from ..tensors import Tensor, as_tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_", "WarmupCosineLR", "warmup_cosine_lr"]
@@ -65,10 +71,17 @@ class Optimizer:
         self.steps_taken = 0
 
     def _check_group(self, group: dict) -> None:
+        """Raise ValueError for hyper-parameters the update rule cannot use (checked at construction and when
+        a state dict is loaded)."""
         if not group["lr"] >= 0.0:
             raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {group['lr']}")
         if not group.get("weight_decay", 0.0) >= 0.0:
             raise ValueError(f"{type(self).__name__}: weight_decay must be >= 0, got {group['weight_decay']}")
+
+    def _state_layout(self, group: dict) -> dict[str, str]:
+        """The entries a parameter's state holds once it has any, for a parameter of ``group``: name ->
+        ``"count"`` (a non-negative int) or ``"param"`` (an array of the parameter's shape and dtype)."""
+        return {}
 
     @property
     def params(self) -> list[Tensor]:
@@ -106,6 +119,103 @@ class Optimizer:
     def _update(self, p: np.ndarray, grad: np.ndarray, state: dict, group: dict) -> np.ndarray:
         raise NotImplementedError
 
+    # -- state ---------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Everything a resumed run needs, as {name: new numpy array} (a snapshot: later steps do not change it).
+
+        Parameters are numbered 0, 1, ... in the order of ``param_groups`` (as torch does):
+        ``steps_taken``; for each group g, ``param_groups.g.params`` (the numbers of its parameters) and
+        ``param_groups.g.<hyper-parameter>``; for each parameter i with state, ``state.i.<entry>``.
+        """
+        out = {"steps_taken": np.array(self.steps_taken, dtype=np.int64)}
+        first = 0
+        for g, group in enumerate(self.param_groups):
+            count = len(group["params"])
+            out[f"param_groups.{g}.params"] = np.arange(first, first + count, dtype=np.int64)
+            for name in self.defaults:
+                out[f"param_groups.{g}.{name}"] = _hyper_to_array(group[name])
+            first += count
+        for i, p in enumerate(self.params):
+            for name, value in self.state.get(id(p), {}).items():
+                out[f"state.{i}.{name}"] = (np.array(value, copy=True) if isinstance(value, np.ndarray)
+                                            else np.array(value, dtype=np.int64))
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what ``state_dict()`` returned -- hyper-parameters included, as in torch -- into this optimizer,
+        built over parameters of the same shapes, dtypes, order and grouping. Every problem is reported at once
+        (missing or unexpected keys, parameter or group counts, shapes, dtypes, hyper-parameter types); nothing
+        changes unless everything fits. The arrays are copied: the optimizer's state stays private."""
+        where = f"{type(self).__name__}.load_state_dict"
+        arrays = _arrays_of(where, state_dict)
+        problems: list[str] = []
+        expected = ["steps_taken"]
+        steps_taken = _count_from(arrays, "steps_taken", problems)
+        saved_groups = sum(1 for key in arrays if re.fullmatch(r"param_groups\.\d+\.params", key))
+        if saved_groups != len(self.param_groups):
+            problems.append(f"{len(self.param_groups)} parameter group(s) in the optimizer but {saved_groups} in the "
+                            f"state dict")
+        new_groups, first = [], 0
+        for g, group in enumerate(self.param_groups):
+            count = len(group["params"])
+            key = f"param_groups.{g}.params"
+            expected.append(key)
+            if key in arrays:
+                saved = arrays[key]
+                if saved.ndim != 1 or saved.dtype.kind not in "iu":
+                    problems.append(f"'{key}' must be a 1-D array of parameter numbers, got {_describe(saved)}")
+                elif saved.size != count:
+                    problems.append(f"group {g} has {count} parameter(s) in the optimizer but {saved.size} in the "
+                                    f"state dict")
+                elif not np.array_equal(saved, np.arange(first, first + count)):
+                    problems.append(f"'{key}' must number the parameters {first} to {first + count - 1} in order, "
+                                    f"got {saved.tolist()}")
+            first += count
+            new, group_ok = dict(group), True
+            for name in self.defaults:
+                key = f"param_groups.{g}.{name}"
+                expected.append(key)
+                if key in arrays:
+                    value, problem = _hyper_from_array(key, group[name], arrays[key])
+                    if problem:
+                        problems.append(problem)
+                        group_ok = False
+                    else:
+                        new[name] = value
+            if group_ok:
+                try:
+                    self._check_group(new)
+                except ValueError as e:
+                    problems.append(f"group {g}: {e}")
+            new_groups.append(new)
+        new_state, i = {}, 0
+        for group in new_groups:
+            layout = self._state_layout(group)
+            for p in group["params"]:
+                keys = {name: f"state.{i}.{name}" for name in layout}
+                if any(key in arrays for key in keys.values()):
+                    expected.extend(keys.values())
+                    entry = {}
+                    for name, key in keys.items():
+                        if key in arrays:
+                            entry[name] = (_count_from(arrays, key, problems) if layout[name] == "count"
+                                           else _buffer_from(arrays[key], key, p, problems))
+                    new_state[id(p)] = entry
+                i += 1
+        expected_set = set(expected)
+        missing = [key for key in expected if key not in arrays]
+        unexpected = [key for key in arrays if key not in expected_set]
+        if missing:
+            problems.insert(0, f"missing key(s): {_listing(missing)}")
+        if unexpected:
+            problems.insert(1 if missing else 0, f"unexpected key(s): {_listing(unexpected)}")
+        if problems:
+            raise ValueError(f"{where}: " + "; ".join(problems))
+        for group, new in zip(self.param_groups, new_groups):
+            group.update((name, new[name]) for name in self.defaults)
+        self.state = new_state
+        self.steps_taken = steps_taken
+
 
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum (heavy-ball or Nesterov), dampening and L2 weight
@@ -113,10 +223,16 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False):
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening = 0")
+
+    def _state_layout(self, group):
+        return {"momentum_buffer": "param"} if group["momentum"] else {}
 
     def _update(self, p, grad, state, group):
         if group["weight_decay"]:
@@ -141,12 +257,22 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False):
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
-        if not eps >= 0.0:
-            raise ValueError(f"{type(self).__name__}: eps must be >= 0, got {eps}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        betas = group["betas"] = tuple(group["betas"])
+        if not (len(betas) == 2 and 0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas}")
+        if not group["eps"] >= 0.0:
+            raise ValueError(f"{type(self).__name__}: eps must be >= 0, got {group['eps']}")
+
+    def _state_layout(self, group):
+        layout = {"step": "count", "exp_avg": "param", "exp_avg_sq": "param"}
+        if group["amsgrad"]:
+            layout["max_exp_avg_sq"] = "param"
+        return layout
 
     def _update(self, p, grad, state, group):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -199,28 +325,42 @@ class AdamW(Adam):
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
     """Scale the gradients of ``parameters`` so that their joint ``norm_type``-norm is at most ``max_norm``.
 
-    Returns the norm before clipping (a scalar Tensor), as ``torch.nn.utils.clip_grad_norm_`` does, whose
-    scaling it reproduces: every gradient is multiplied by ``min(1, max_norm / (norm + 1e-6))``.
+    Returns the norm before clipping (a scalar Tensor of the gradients' dtype), as
+    ``torch.nn.utils.clip_grad_norm_`` does, whose scaling it reproduces: every gradient is multiplied by
+    ``min(1, max_norm / (norm + 1e-6))``. A non-finite norm is not special-cased, as in torch: an infinite
+    norm scales by 0 (an infinite entry becomes NaN), a NaN norm makes every gradient NaN -- unless
+    ``error_if_nonfinite=True``, which raises RuntimeError and leaves the gradients alone.
+
+    ``norm_type`` is a number > 0 or ``inf``; the sum of powers is accumulated in float64 (torch computes a
+    float32 gradient's powers in float32, so it can report inf for a norm that float32 holds).
     """
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    norm_type = float(norm_type)
+    if not norm_type > 0:  # refuses 0, negative numbers, -inf and nan: none is a norm
+        raise ValueError(f"clip_grad_norm_: argument 'norm_type' expected a number > 0 or inf, got {norm_type}")
+    if not float(max_norm) >= 0:
+        raise ValueError(f"clip_grad_norm_: argument 'max_norm' expected a number >= 0, got {max_norm}")
     grads = [p.grad.data for p in params if p.grad is not None]
     if not grads:
         return as_tensor(np.zeros((), dtype=np.float32))
-    dtype = grads[0].dtype
-    norm_type = float(norm_type)
-    if math.isinf(norm_type):
-        total = max(np.max(np.abs(g)) for g in grads)
-    else:
-        total = sum(np.sum(np.abs(g) ** norm_type, dtype=np.float64) for g in grads) ** (1.0 / norm_type)
-    total = dtype.type(total)
-    if error_if_nonfinite and not np.isfinite(total):
-        raise RuntimeError(f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {total}; set "
-                           f"error_if_nonfinite=False to clip anyway")
-    coef = dtype.type(min(1.0, float(max_norm) / (float(total) + 1e-6)))
-    for p in params:
-        if p.grad is not None:
-            p.grad = as_tensor(p.grad.data * coef)
-    return as_tensor(np.asarray(total, dtype=dtype))
+    dtype = np.result_type(*grads)
+    with np.errstate(all="ignore"):  # inf, nan and tiny scale factors are results here, not accidents
+        if math.isinf(norm_type):
+            total = np.max(np.array([np.max(np.abs(g), initial=0.0) for g in grads], dtype=np.float64))
+        else:
+            powers = sum(np.sum(np.power(np.abs(g), norm_type, dtype=np.float64)) for g in grads)
+            total = powers ** (1.0 / norm_type)
+        total = np.asarray(total, dtype=dtype)
+        if error_if_nonfinite and not np.isfinite(total):
+            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} for gradients from "
+                               f"`parameters` is non-finite ({total}), so it cannot be clipped. To disable this error "
+                               f"and scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+        coef = np.minimum(dtype.type(float(max_norm)) / (total + dtype.type(1e-6)), dtype.type(1.0))  # keeps a nan
+        for p in params:
+            if p.grad is not None:
+                g = p.grad.data
+                p.grad = as_tensor(g * coef.astype(g.dtype))
+    return as_tensor(total)
 
 
 def warmup_cosine_lr(step: int, base_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
@@ -259,3 +399,111 @@ class WarmupCosineLR:
 
     def get_last_lr(self) -> list[float]:
         return [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The schedule's position and settings: ``last_step``, ``warmup_steps``, ``total_steps``, ``min_lr``
+        and ``base_lrs`` (one per parameter group)."""
+        return {"last_step": np.array(self.last_step, dtype=np.int64),
+                "warmup_steps": np.array(self.warmup_steps, dtype=np.int64),
+                "total_steps": np.array(self.total_steps, dtype=np.int64),
+                "min_lr": np.array(float(self.min_lr), dtype=np.float64),
+                "base_lrs": np.array([float(lr) for lr in self.base_lrs], dtype=np.float64)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what ``state_dict()`` returned and set the optimizer's learning rates for that step. Every
+        problem is reported at once; nothing changes unless everything fits."""
+        where = "WarmupCosineLR.load_state_dict"
+        arrays = _arrays_of(where, state_dict)
+        names = ["last_step", "warmup_steps", "total_steps", "min_lr", "base_lrs"]
+        problems = []
+        missing = [name for name in names if name not in arrays]
+        unexpected = [name for name in arrays if name not in names]
+        if missing:
+            problems.append(f"missing key(s): {_listing(missing)}")
+        if unexpected:
+            problems.append(f"unexpected key(s): {_listing(unexpected)}")
+        counts = {name: _count_from(arrays, name, problems) for name in names[:3] if name in arrays}
+        min_lr = base_lrs = None
+        if "min_lr" in arrays:
+            min_lr, problem = _hyper_from_array("min_lr", 0.0, arrays["min_lr"])
+            problems += [problem] if problem else []
+        if "base_lrs" in arrays:
+            saved, groups = arrays["base_lrs"], len(self.optimizer.param_groups)
+            if saved.ndim != 1 or saved.dtype.kind not in "fiu":
+                problems.append(f"'base_lrs' must be a 1-D array of learning rates, got {_describe(saved)}")
+            elif saved.size != groups:
+                problems.append(f"'base_lrs' has {saved.size} learning rate(s); the optimizer has {groups} parameter "
+                                f"group(s)")
+            else:
+                base_lrs = [float(lr) for lr in saved]
+        if not problems and not 0 <= counts["warmup_steps"] <= counts["total_steps"]:
+            problems.append(f"need 0 <= warmup_steps <= total_steps, got warmup_steps={counts['warmup_steps']}, "
+                            f"total_steps={counts['total_steps']}")
+        if problems:
+            raise ValueError(f"{where}: " + "; ".join(problems))
+        self.last_step, self.warmup_steps, self.total_steps = (counts[n] for n in names[:3])
+        self.min_lr, self.base_lrs = min_lr, base_lrs
+        self._apply()
+
+
+# -- state dict helpers ------------------------------------------------------------------------------------------
+def _arrays_of(where: str, state_dict) -> dict[str, np.ndarray]:
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"{where}: argument 'state_dict' expected a dict of arrays (from state_dict()), got "
+                        f"{type(state_dict).__name__}")
+    return {key: value.data if isinstance(value, Tensor) else np.asarray(value) for key, value in state_dict.items()}
+
+
+def _describe(array: np.ndarray) -> str:
+    return f"shape {array.shape} dtype {array.dtype}"
+
+
+def _listing(names: list[str], limit: int = 12) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _hyper_to_array(value) -> np.ndarray:
+    if isinstance(value, bool | np.bool_):
+        return np.array(bool(value))
+    if isinstance(value, tuple | list):
+        return np.array([float(v) for v in value], dtype=np.float64)
+    return np.array(float(value), dtype=np.float64)
+
+
+def _hyper_from_array(key: str, like, array: np.ndarray):
+    """(value of the type of ``like``, None) or (None, the problem)."""
+    if isinstance(like, bool | np.bool_):
+        if array.shape != () or array.dtype != np.bool_:
+            return None, f"'{key}' must be a bool, got {_describe(array)}"
+        return bool(array), None
+    if array.dtype.kind not in "fiu":
+        return None, f"'{key}' must be numeric, got {_describe(array)}"
+    if isinstance(like, tuple | list):
+        if array.shape != (len(like),):
+            return None, f"'{key}' must be {len(like)} numbers, got {_describe(array)}"
+        return tuple(float(v) for v in array), None
+    if array.shape != ():
+        return None, f"'{key}' must be one number, got {_describe(array)}"
+    return float(array), None
+
+
+def _count_from(arrays: dict, key: str, problems: list[str]) -> int | None:
+    array = arrays.get(key)
+    if array is None:
+        return None
+    if array.shape != () or array.dtype.kind not in "iu" or int(array) < 0:
+        problems.append(f"'{key}' must be a non-negative integer, got {_describe(array)}")
+        return None
+    return int(array)
+
+
+def _buffer_from(array: np.ndarray, key: str, p: Tensor, problems: list[str]) -> np.ndarray | None:
+    if array.shape != p.shape:
+        problems.append(f"'{key}' has shape {array.shape}; the parameter has shape {p.shape}")
+    elif array.dtype != p.dtype:
+        problems.append(f"'{key}' has dtype {array.dtype}; the parameter has dtype {p.dtype} (convert it explicitly; "
+                        f"minitape never casts silently)")
+    else:
+        return np.array(array, copy=True, order="C")  # private and writable: the updates work in place on it
+    return None
