@@ -13,7 +13,8 @@ from .errors import (
     InPlaceModificationError,
     ReplayError,
 )
-from .gradcheck import GradcheckError, gradcheck
+from .functional import grad, gradients, hessian, hvp, jacobian, value_and_grad, vjp
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .recording import Node
 from .state import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .registry import (
@@ -38,7 +39,8 @@ __all__ = [
     "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly", "backward",
     "defop", "Op", "Sample", "Grad", "NOT_DIFFERENTIABLE", "STUB", "get_op", "registered_ops", "unregister_op",
     "stubbed_backward_op_names", "RegistrationError", "unbroadcast",
-    "gradcheck", "GradcheckError",
+    "gradcheck", "gradgradcheck", "GradcheckError",
+    "gradients", "grad", "value_and_grad", "vjp", "hvp", "jacobian", "hessian",
     "BackwardNotImplementedError", "GradientError", "GraphFreedError", "InPlaceModificationError",
     "AnomalyError", "ReplayError",
 ]

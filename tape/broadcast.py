@@ -11,5 +11,5 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
         return grad
     extra = grad.ndim - len(shape)
     axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1 and grad.shape[extra + i] != 1)
-    summed = grad.sum(axis=axes, keepdims=True) if axes else grad
-    return summed.reshape(shape)
+    summed = np.sum(grad, axis=axes, keepdims=True) if axes else grad
+    return np.reshape(summed, shape)  # numpy functions, not methods: the rule also runs on Tensors

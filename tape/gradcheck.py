@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from .autodiff import reverse_pass
-from .state import no_grad
+from .state import enable_grad, no_grad
 from .tensors import Tensor
 
-__all__ = ["gradcheck", "GradcheckError"]
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
 
 
 class GradcheckError(AssertionError):
@@ -107,3 +107,44 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
             raise GradcheckError("gradcheck failed:\n  " + "\n  ".join(failures))
         return False
     return True
+
+
+def gradgradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, fast_mode: bool = False,
+                  seed: int = 0, raise_exception: bool = True) -> bool:
+    """Check second derivatives: float64 finite differences of the vector-Jacobian product, as PyTorch's.
+
+    For a random output cotangent ``u`` and random directions ``v``, the scalar ``sum_i <VJP_i(x, u), v_i>``
+    -- computed by a ``create_graph=True`` backward -- is gradchecked with respect to every grad-requiring
+    input and to ``u``. A rule whose recorded backward is wrong (or a saved value wrongly treated as a
+    constant) fails here even when its first-order values are right.
+    """
+    from .functional import gradients
+
+    inputs = list(inputs)
+    needs_grad = [isinstance(x, Tensor) and x.requires_grad for x in inputs]
+    if not any(needs_grad):
+        raise ValueError("gradgradcheck: no input is a Tensor with requires_grad=True; nothing to check")
+    rng = np.random.default_rng(seed)
+    with no_grad():
+        out = fn(*inputs)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"gradgradcheck: fn must return a Tensor, got {type(out).__name__}")
+    u = Tensor(rng.standard_normal(out.shape), requires_grad=True, dtype=np.float64)
+    directions = [rng.standard_normal(x.shape) if need else None for x, need in zip(inputs, needs_grad)]
+
+    def projected_vjp(*args):
+        *xs, cotangent = args
+        with enable_grad():
+            result = fn(*xs)
+            sources = [x for x, need in zip(xs, needs_grad) if need]
+            if result._node is None:
+                return (cotangent * 0).sum()
+            grads = gradients(result, sources, [cotangent], create_graph=True, allow_unused=True)
+            total = (cotangent * 0).sum()
+            for g, v in zip(grads, [d for d in directions if d is not None]):
+                if g is not None:
+                    total = total + (g * v).sum()
+        return total
+
+    return gradcheck(projected_vjp, inputs + [u], eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode, seed=seed,
+                     raise_exception=raise_exception)

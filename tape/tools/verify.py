@@ -13,11 +13,12 @@ import numpy as np
 import ops  # noqa: F401  -- the tools check the whole op library (tools sit above ops)
 
 from ..autodiff import reverse_pass
-from ..gradcheck import GradcheckError, gradcheck
+from ..gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ..registry import Grad
 from ..tensors import Tensor
 
-__all__ = ["CheckResult", "op_samples", "sample_tensors", "run_gradcheck", "run_torch_parity", "torch_available",
+__all__ = ["CheckResult", "op_samples", "sample_tensors", "call", "run_gradcheck", "run_gradgradcheck",
+           "run_torch_parity", "run_torch_hvp_parity", "torch_available",
            "PARITY_TOLERANCE"]
 
 PARITY_TOLERANCE = {np.dtype(np.float64): (1e-7, 1e-9), np.dtype(np.float32): (1e-4, 1e-5)}  # (rtol, atol)
@@ -77,6 +78,91 @@ def run_gradcheck(op, sample) -> CheckResult:
     except Exception as e:  # a stub, a rule returning None, a shape error: all are failures to report
         return CheckResult(False, float("inf"), f"{type(e).__name__}: {e}")
     return CheckResult(True)
+
+
+def run_gradgradcheck(op, sample) -> CheckResult:
+    """Float64 finite differences of the op's recorded (create_graph) backward, on every differentiable input."""
+    if not differentiable_positions(op, sample):
+        return CheckResult(True, 0.0, "no differentiable input in this sample")
+    tensors = sample_tensors(op, sample)
+    options = dict(op.gradcheck_tolerance)
+    if sum(np.asarray(a).size for a in _flat(sample.inputs) if a is not None) > 500:
+        options.setdefault("fast_mode", True)
+    try:
+        gradgradcheck(lambda *xs: call(op, xs, sample.attrs), tensors, **options)
+    except GradcheckError as e:
+        return CheckResult(False, _worst_error(str(e)), str(e))
+    except Exception as e:  # a second-order stub, an untraceable rule: failures to report
+        return CheckResult(False, float("inf"), f"{type(e).__name__}: {e}")
+    return CheckResult(True)
+
+
+def run_torch_hvp_parity(op, sample, seed: int = 0) -> CheckResult | None:
+    """The op's double backward against torch's, in float64: for random u and v, d/dx <VJP(x, u), v> and
+    d/du <VJP(x, u), v> must agree. None when torch has no reference (or no double backward) for it."""
+    if op.torch_ref is None or not sample.torch or not torch_available():
+        return None
+    diff = differentiable_positions(op, sample)
+    if not diff:
+        return None
+    torch = _torch
+    from ..functional import gradients
+
+    rng = np.random.default_rng(seed)
+    tensors = sample_tensors(op, sample)
+    try:
+        out = call(op, tensors, sample.attrs)
+    except Exception as e:
+        return CheckResult(False, float("inf"), f"minitape forward raised {type(e).__name__}: {e}")
+    if out.dtype.kind != "f":
+        return None
+    u_array = rng.standard_normal(out.shape)
+    vs = [rng.standard_normal(tensors[i].shape) for i in diff]
+    torch_inputs = [None if t is None else torch.tensor(np.array(t.data), requires_grad=i in diff)
+                    for i, t in enumerate(tensors)]
+    try:
+        expected = op.torch_ref(torch, *torch_inputs, **sample.attrs)
+        tu = torch.tensor(u_array, requires_grad=True)
+        first = torch.autograd.grad(expected, [torch_inputs[i] for i in diff], tu, create_graph=True,
+                                    allow_unused=True)
+        inner = sum((g * torch.from_numpy(v)).sum() for g, v in zip(first, vs) if g is not None)
+        if not isinstance(inner, torch.Tensor) or not inner.requires_grad:
+            return None  # torch's first derivative is constant here: nothing to compare
+        theirs = torch.autograd.grad(inner, [torch_inputs[i] for i in diff] + [tu], allow_unused=True)
+    except RuntimeError:
+        return None  # torch has no double backward for this op
+    try:
+        u = Tensor(u_array, requires_grad=True)
+        ours_first = gradients(out, [tensors[i] for i in diff], [u], create_graph=True, allow_unused=True)
+        inner_ours = None
+        for g, v in zip(ours_first, vs):
+            if g is not None:
+                term = (g * v).sum()
+                inner_ours = term if inner_ours is None else inner_ours + term
+        if inner_ours is None or (inner_ours._node is None and not inner_ours.requires_grad):
+            ours = [None] * (len(diff) + 1)
+        else:
+            ours = gradients(inner_ours, [tensors[i] for i in diff] + [u], allow_unused=True)
+    except Exception as e:
+        return CheckResult(False, float("inf"), f"minitape double backward raised {type(e).__name__}: {e}")
+    rtol, atol = PARITY_TOLERANCE[np.dtype(np.float64)]
+    worst, problems = 0.0, []
+    names = [op.input_names[i] if i < len(op.input_names) else str(i) for i in diff] + ["cotangent"]
+    shapes = [tensors[i].shape for i in diff] + [out.shape]
+    for name, shape, g_ours, g_theirs in zip(names, shapes, ours, theirs):
+        a = np.zeros(shape) if g_ours is None else g_ours.data
+        b = np.zeros(shape) if g_theirs is None else g_theirs.detach().numpy(force=True)
+        w, p = _compare(f"second-order grad of '{name}'", a, b, rtol * 10, atol * 10)
+        worst, problems = max(worst, w), problems + p
+    return CheckResult(not problems, worst, "; ".join(problems))
+
+
+def _flat(values):
+    for v in values:
+        if isinstance(v, list | tuple):
+            yield from v
+        else:
+            yield v
 
 
 def _worst_error(message: str) -> float:
