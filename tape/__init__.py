@@ -30,6 +30,7 @@ from .registry import (
     stubbed_backward_op_names,
     unregister_op,
 )
+from . import state
 from .tapes import ExecutionTape, GradientTape, RecordedOp, TapeGraph, TapeStack, TensorSpec, tape_stack
 from .tensors import Tensor, as_tensor, tensor
 

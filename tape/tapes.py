@@ -8,6 +8,8 @@ as constants). ``TapeStack`` nests tapes; ``with tape:`` pushes and records, lea
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -78,13 +80,14 @@ class ExecutionTape:
     def start_recording(self) -> None:
         if not self.is_recording:
             self.is_recording = True
-            STATE.recording_tapes.append(self)
+            self._owner_tapes = STATE.recording_tapes  # this thread's list: recording belongs to the thread
+            self._owner_tapes.append(self)
             self._on_start()
 
     def stop_recording(self) -> None:
         if self.is_recording:
             self.is_recording = False
-            STATE.recording_tapes.remove(self)
+            self._owner_tapes.remove(self)
             self._on_stop()
 
     def _on_start(self):
@@ -278,6 +281,9 @@ def _shape(spec) -> str:
     return f"{spec.dtype}{list(spec.shape)}"
 
 
+_LIVE_GRADIENT_TAPES: weakref.WeakSet = weakref.WeakSet()
+
+
 class GradientTape(ExecutionTape):
     """An ExecutionTape that can differentiate what it recorded.
 
@@ -293,6 +299,7 @@ class GradientTape(ExecutionTape):
         self._watched: dict[int, Tensor] = {}
         self._nodes: set = set()
         self._used = False
+        _LIVE_GRADIENT_TAPES.add(self)
 
     def _copy_extra(self, other):
         self._watched = dict(other._watched)
@@ -328,8 +335,11 @@ class GradientTape(ExecutionTape):
         if node is not None:
             self._nodes.add(node)
 
-    def compute_gradients(self, targets, sources, output_gradients=None, unconnected: str = "none"):
-        """Gradients of the sum of ``targets`` with respect to each of ``sources``."""
+    def compute_gradients(self, targets, sources, output_gradients=None, unconnected: str = "none",
+                          create_graph: bool = False):
+        """Gradients of the sum of ``targets`` with respect to each of ``sources``. With ``create_graph`` they
+        are Tensors whose computation is recorded (on this thread's recording tapes too, so an outer
+        GradientTape can differentiate them again)."""
         if unconnected not in ("none", "zero"):
             raise ValueError(f"compute_gradients: unconnected must be 'none' or 'zero', got {unconnected!r}")
         if self._used and not self.persistent:
@@ -344,31 +354,47 @@ class GradientTape(ExecutionTape):
                 raise TypeError(f"compute_gradients: sources must be Tensors, got {type(s).__name__}")
         if output_gradients is not None and single_target:
             output_gradients = [output_gradients]
-        seeds = seed_gradients(targets, output_gradients, "compute_gradients")
-        # Nodes may be shared with other tapes (nesting) and with Tensor.backward, so the tape never frees
-        # saved values itself; a non-persistent tape instead drops its own hold on them after one use.
-        found = reverse_pass(targets, seeds, retain_graph=True, sources=sources, allowed=self._nodes)
+        seeds = seed_gradients(targets, output_gradients, "compute_gradients", create_graph)
+        found = reverse_pass(targets, seeds, retain_graph=True, sources=sources, allowed=self._nodes,
+                             create_graph=create_graph)
         self._used = True
         if not self.persistent:
-            self._nodes = set()
-            for rec in self._ops:
-                rec.node = None
+            self._release()
         grads = []
         for s in sources:
             g = found.get(s.id)
             if g is None and unconnected == "zero":
                 g = np.zeros(s.shape, dtype=s.dtype)
-            grads.append(None if g is None else Tensor._wrap(g))
+            grads.append(g if g is None or isinstance(g, Tensor) else Tensor._wrap(g))
         return grads[0] if single_source else grads
+
+    def _release(self) -> None:
+        """After its one use a non-persistent tape frees the saved arrays of the nodes it recorded -- unless
+        another live GradientTape (an enclosing one) also recorded them -- so memory stays flat over steps
+        even when the caller keeps its loss tensors."""
+        others = [t for t in list(_LIVE_GRADIENT_TAPES) if t is not self and not t._used]
+        for node in self._nodes:
+            if not any(node in t._nodes for t in others):
+                node.saved = node.inputs = None
+        self._nodes = set()
+        for rec in self._ops:
+            rec.node = None
 
     gradient = compute_gradients
 
 
 class TapeStack:
-    """The stack of active tapes, innermost last; ``with tape:`` pushes and pops."""
+    """The stack of active tapes, innermost last; ``with tape:`` pushes and pops. Each thread has its own."""
 
     def __init__(self):
-        self._tapes: list[ExecutionTape] = []
+        self._local = threading.local()
+
+    @property
+    def _tapes(self) -> list:
+        tapes = getattr(self._local, "tapes", None)
+        if tapes is None:
+            tapes = self._local.tapes = []
+        return tapes
 
     def push(self, tape: ExecutionTape) -> None:
         self._tapes.append(tape)

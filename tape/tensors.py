@@ -67,15 +67,16 @@ def _readonly(array: np.ndarray) -> np.ndarray:
 
 
 def _exposed(array: np.ndarray) -> np.ndarray:
-    """What users get of a tensor's array: a view, because numpy lets the owner of memory set itself
-    writeable again but refuses that for a view of a frozen base."""
-    return array.view() if array.base is None else array
+    """What users get of a tensor's array: always a fresh view -- numpy lets the owner of memory set itself
+    writeable again but refuses that for a view of a frozen base, and assigning ``.shape``/``.strides`` to
+    the view cannot reshape the array an op saved."""
+    return array.view()
 
 
 class Tensor:
     """A node value in the graph. Create with ``tape.tensor(data, requires_grad=...)``."""
 
-    __slots__ = ("_data", "_requires_grad", "grad", "_node", "id", "_version", "name", "__weakref__")
+    __slots__ = ("_data", "_requires_grad", "_grad", "_node", "id", "_version", "name", "__weakref__")
     __array_priority__ = 1000  # numpy defers to Tensor's reflected operators
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
@@ -89,7 +90,7 @@ class Tensor:
         _check_dtype("tensor", "data", array, data)
         self._data = _readonly(array)
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
         self._node = None
         self.id = next(_ids)
         self._version = 0
@@ -102,7 +103,7 @@ class Tensor:
         t = cls.__new__(cls)
         t._data = _readonly(array)
         t._requires_grad = node is not None
-        t.grad = None
+        t._grad = None
         t._node = node
         t.id = next(_ids)
         t._version = 0
@@ -208,6 +209,22 @@ class Tensor:
     @property
     def size(self) -> int:
         return self._data.size
+
+    @property
+    def grad(self):
+        """The accumulated gradient (a Tensor of this tensor's shape and dtype), or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"Tensor.grad: expected a Tensor or None, got {type(value).__name__}")
+            if value.shape != self._data.shape:
+                raise ValueError(f"Tensor.grad: expected shape {self._data.shape}, got {value.shape}")
+            if value.dtype != self._data.dtype:
+                raise TypeError(f"Tensor.grad: expected dtype {self._data.dtype}, got {value.dtype}")
+        self._grad = value
 
     # -- autograd flags ------------------------------------------------------------------------------------
     @property

@@ -2,7 +2,9 @@
 
 Every registered op x every one of its samples gets: a forward that keeps the float dtype (float64 and
 float32), a float64 finite-difference gradcheck, and -- where the op declares a ``torch_ref`` -- parity
-with PyTorch in float64 (rtol 1e-7) and float32 (rtol 1e-4). Registry-wide tests check that each op's
+with PyTorch in float64 (rtol 1e-7) and float32 (rtol 1e-4). Where the op's second order is a rule (not
+a declared stub), its create_graph backward gets a float64 gradgradcheck and, where torch double-differentiates
+the op, Hessian-vector-product parity with torch; where it is a stub, reaching it raises naming the op. Registry-wide tests check that each op's
 declaration is complete. Test ids read "<op>-<sample index>-<label>".
 
 PyTorch is a test dependency: without it the parity tests FAIL, unless MINITAPE_ALLOW_NO_TORCH=1 is set
@@ -22,6 +24,8 @@ from tape.tools.verify import (
     differentiable_positions,
     op_samples,
     run_gradcheck,
+    run_gradgradcheck,
+    run_torch_hvp_parity,
     run_torch_parity,
     sample_tensors,
     torch_available,
@@ -61,6 +65,10 @@ def _sample(sample):
 ALL_SAMPLES = _cases(lambda op, s: True)
 GRADCHECK_SAMPLES = _cases(lambda op, s: bool(differentiable_positions(op, s)))
 TORCH_SAMPLES = _cases(lambda op, s: op.torch_ref is not None and s.torch)
+ORDER2_SAMPLES = _cases(lambda op, s: op.second_order is Grad.RULE and bool(differentiable_positions(op, s)))
+ORDER2_TORCH_SAMPLES = _cases(lambda op, s: op.second_order is Grad.RULE and op.torch_ref is not None and s.torch
+                              and bool(differentiable_positions(op, s)))
+ORDER2_STUB_SAMPLES = _cases(lambda op, s: op.second_order is Grad.STUB and bool(differentiable_positions(op, s)))
 
 
 # -- per op x sample ---------------------------------------------------------------------------------------
@@ -78,6 +86,35 @@ def test_forward_keeps_float_dtype(op, sample, dtype):
 def test_gradcheck(op, sample):
     result = run_gradcheck(op, _sample(sample))
     assert result.ok, f"{op.name} on {sample}:\n{result.message}"
+
+
+@pytest.mark.parametrize("op,sample", ORDER2_SAMPLES)
+def test_gradgradcheck(op, sample):
+    result = run_gradgradcheck(op, _sample(sample))
+    assert result.ok, f"{op.name} on {sample} (second order):\n{result.message}"
+
+
+@pytest.mark.parametrize("op,sample", ORDER2_TORCH_SAMPLES)
+def test_torch_hvp_parity(op, sample):
+    sample = _sample(sample)
+    _require_torch()
+    result = run_torch_hvp_parity(op, sample)
+    if result is None:
+        return  # torch's first derivative is constant here, or torch has no double backward: nothing to compare
+    assert result.ok, f"{op.name} on {sample} (Hessian-vector product): {result.message}"
+
+
+@pytest.mark.parametrize("op,sample", ORDER2_STUB_SAMPLES)
+def test_second_order_stub_raises_naming_the_op_when_reached(op, sample):
+    sample = _sample(sample)
+    tensors = sample_tensors(op, sample)
+    diff = [tensors[i] for i in differentiable_positions(op, sample)]
+    out = call(op, tensors, sample.attrs)
+    u = tape.tensor(np.ones(out.shape), requires_grad=True)
+    first = tape.gradients(out, diff, [u], create_graph=True, allow_unused=True)
+    total = sum((g * 1.0).sum() for g in first if g is not None)
+    with pytest.raises(tape.BackwardNotImplementedError, match=f"op '{op.name}' has no second-order backward"):
+        tape.gradients(total, diff + [u], allow_unused=True)
 
 
 def _require_torch():

@@ -1,8 +1,9 @@
 """minitape's command line: ``python -m tape <command>`` (or the ``minitape`` console script).
 
 Commands:
-  coverage   the op coverage matrix, measured live (forward, backward, gradcheck, torch parity);
-             ``--check`` makes it a CI gate (exit 1 when an op has a stub or fails a check)
+  coverage   the op coverage matrix, measured live (forward, backward, gradcheck, torch parity, second order);
+             ``--check`` makes it a CI gate (exit 1 when an op has a stub or fails a check; ``--check-order 2``
+             also fails on second-order stubs)
   ops        list the registered ops: name, family, tensor inputs and the backward state of each
 
 Exit status: 0 ok, 1 a check failed, 2 usage error. New commands add a subparser in ``build_parser``.
@@ -36,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     cov.add_argument("--family", nargs="+", metavar="F", help="only the ops of these families")
     cov.add_argument("--no-torch", action="store_true", help="skip the torch parity column")
     cov.add_argument("--check", action="store_true",
-                     help="exit 1 if any op has a stub backward, a failing forward, gradcheck or parity check")
+                     help="exit 1 if any op has a stub backward or fails a measured check (forward, gradcheck, parity, "
+                          "gradgradcheck, torch HVP parity); second-order stubs are listed and counted")
+    cov.add_argument("--check-order", type=int, choices=(1, 2), default=None, metavar="N",
+                     help="like --check; with 2, second-order stubs fail the check too")
+    cov.add_argument("--no-order2", action="store_true", help="skip the second-order column (faster)")
     cov.add_argument("--output", "-o", metavar="FILE", help="write the matrix to FILE instead of stdout")
     _add_import_option(cov)
     cov.set_defaults(run=_coverage_command, parser=cov)
@@ -84,7 +89,8 @@ def _coverage_command(args, parser) -> int:
     _ensure_utf8(sys.stdout)
     start = time.perf_counter()
     with _Progress(sys.stderr) as progress:
-        rows = coverage.coverage_rows(args.ops, args.family, torch=not args.no_torch, progress=progress)
+        rows = coverage.coverage_rows(args.ops, args.family, torch=not args.no_torch, progress=progress,
+                                      order2=not args.no_order2)
     seconds = time.perf_counter() - start
     text = coverage.render(rows, args.format, seconds=seconds, torch=not args.no_torch)
     if args.output:
@@ -94,7 +100,8 @@ def _coverage_command(args, parser) -> int:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    if not args.check:
+    order = args.check_order or (1 if args.check else 0)
+    if not order:
         return 0
     if not args.no_torch and not coverage.verify.torch_available():
         # a parity column nobody could fill is not a pass: skip it only when asked to, explicitly
@@ -104,7 +111,11 @@ def _coverage_command(args, parser) -> int:
                   "MINITAPE_ALLOW_NO_TORCH=1) to check without it", file=sys.stderr)
             return 1
         print("coverage check: torch is not installed, so torch parity was not checked", file=sys.stderr)
-    failed = coverage.failures(rows)
+    failed = coverage.failures(rows, order)
+    stubs = [row.op for row in rows if row.order2_stub]
+    if stubs and order < 2:
+        print(f"coverage check: {len(stubs)} second-order stub(s), listed in the 2nd order column "
+              f"(--check-order 2 fails on them): {', '.join(stubs)}", file=sys.stderr)
     if failed:
         print(f"coverage check FAILED for {len(failed)} of {len(rows)} ops:", file=sys.stderr)
         for entry in failed:

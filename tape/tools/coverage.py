@@ -2,7 +2,9 @@
 
 One row per op: does its forward run on all its samples, is a backward registered for every
 differentiable input (or is one a stub), does float64 finite-difference gradcheck pass on its samples,
-and does it match PyTorch (float64 and float32) where torch has the same op. Nothing here is a table
+does it match PyTorch (float64 and float32) where torch has the same op, and -- the second-order column --
+is the backward itself differentiable: ``create_graph`` gradients pass float64 gradgradcheck and match torch's
+Hessian-vector products where torch double-differentiates the op. Nothing here is a table
 kept by hand: ``coverage_rows()`` runs the checks of ``tape.tools.verify`` -- the very ones the generated tests
 assert -- at the moment it is called. ``render()`` turns the rows into a terminal table, markdown or JSON;
 ``python -m tape coverage`` (tape/cli.py) is the command-line face of both.
@@ -26,8 +28,8 @@ __all__ = ["Cell", "CoverageRow", "coverage_rows", "render", "summary", "failure
 
 PASS, FAIL, ABSENT, WARN = "pass", "fail", "absent", "warn"
 SYMBOLS = {PASS: "✅", FAIL: "❌", ABSENT: "—", WARN: "⚠"}
-COLUMNS = ("forward", "backward", "gradcheck", "parity")
-HEADINGS = ("op", "family", "forward", "backward", "gradcheck", "torch parity", "notes")
+COLUMNS = ("forward", "backward", "gradcheck", "parity", "order2")
+HEADINGS = ("op", "family", "forward", "backward", "gradcheck", "torch parity", "2nd order", "notes")
 FORMATS = ("table", "markdown", "json")
 PARITY_DTYPES = (np.float64, np.float32)
 
@@ -52,13 +54,21 @@ class CoverageRow:
     backward: Cell
     gradcheck: Cell
     parity: Cell
+    order2: Cell
     notes: str = ""
     problems: list[str] = field(default_factory=list)  # full messages of every failure, for --check
     seconds: float = 0.0
 
     @property
+    def order2_stub(self) -> bool:
+        """The op's second order is a declared stub (listed and counted; fails only ``--check-order 2``)."""
+        return self.order2.status == FAIL and self.order2.text.startswith("stub")
+
+    @property
     def failed(self) -> bool:
-        return any(getattr(self, column).status == FAIL for column in COLUMNS)
+        """A first-order stub or any failed measurement (a wrong second-order number included)."""
+        return any(getattr(self, column).status == FAIL for column in COLUMNS if column != "order2") or (
+            self.order2.status == FAIL and not self.order2_stub)
 
     def cells(self) -> list[str]:
         return [self.op, self.family] + [str(getattr(self, c)) for c in COLUMNS] + [self.notes]
@@ -91,7 +101,7 @@ def select_ops(ops=None, family=None) -> list:
     return sorted(selected, key=lambda op: family_rank[op.family])  # grouped by family, stable within one
 
 
-def coverage_rows(ops=None, family=None, torch: bool = True, progress=None) -> list[CoverageRow]:
+def coverage_rows(ops=None, family=None, torch: bool = True, progress=None, order2: bool = True) -> list[CoverageRow]:
     """Check the selected ops (all by default) and return one row each.
 
     ``ops``: op names; ``family``: a family name or a list of them; ``torch=False`` skips the parity
@@ -106,20 +116,21 @@ def coverage_rows(ops=None, family=None, torch: bool = True, progress=None) -> l
             progress(k, len(selected), op)
         with warnings.catch_warnings():  # the verdicts say what matters; library warnings would bury them
             warnings.simplefilter("ignore")
-            rows.append(check_op(op, parity_absent))
+            rows.append(check_op(op, parity_absent, use_torch, order2))
     if progress is not None:
         progress(len(selected), len(selected), None)
     return rows
 
 
-def check_op(op, parity_absent: Cell | None = None) -> CoverageRow:
+def check_op(op, parity_absent: Cell | None = None, torch: bool = True, order2: bool = True) -> CoverageRow:
     """Measure one op on its own samples. ``parity_absent`` replaces the parity check when given."""
     start = time.perf_counter()
     check = _OpCheck(op)
     forward = check.forward()  # first: the samples whose forward raises are not reported again below
     row = CoverageRow(op=op.name, family=op.family, inputs=op.input_names, forward=forward,
                       backward=_backward_cell(op), gradcheck=check.gradcheck(),
-                      parity=parity_absent or check.parity(), notes=_notes(op, check.samples, check.outputs),
+                      parity=parity_absent or check.parity(),
+                      order2=check.order2(torch) if order2 else Cell(ABSENT, "skipped"), notes=_notes(op, check.samples, check.outputs),
                       problems=check.problem_lines())
     row.seconds = time.perf_counter() - start
     return row
@@ -234,6 +245,40 @@ class _OpCheck:
         return Cell(PASS, f"{len(compared)} samples{of}")
 
 
+    def order2(self, torch: bool) -> Cell:
+        op, samples = self.op, self.samples
+        if op.second_order is Grad.NOT_DIFFERENTIABLE:
+            return Cell(ABSENT, "not differentiable")
+        if op.second_order is Grad.STUB:
+            return Cell(FAIL, f"stub: {op.second_order_note}" if op.second_order_note else "stub")
+        if self.sample_error:
+            return Cell(FAIL, "samples raised")
+        checked = [i for i, s in enumerate(samples) if verify.differentiable_positions(op, s) and i not in self.broken]
+        if not checked:
+            return Cell(WARN, "no sample with a differentiable input")
+        failed = set()
+        compared = 0
+        for i in checked:
+            result = verify.run_gradgradcheck(op, samples[i])
+            if not result.ok:
+                failed.add(i)
+                self._report("gradgradcheck", result.message, i)
+            if torch:
+                try:
+                    parity = verify.run_torch_hvp_parity(op, samples[i])
+                except Exception as e:  # the reference itself raised
+                    parity = verify.CheckResult(False, float("inf"), f"{type(e).__name__}: {e}")
+                if parity is not None:
+                    compared += 1
+                    if not parity.ok:
+                        failed.add(i)
+                        self._report("torch HVP parity", parity.message, i)
+        hvp = f", torch HVP {compared}" if compared else ""
+        if failed:
+            return Cell(FAIL, f"{len(failed)}/{len(checked)} samples")
+        return Cell(PASS, f"{len(checked)} samples{hvp}")
+
+
 def _notes(op, samples, outputs) -> str:
     """Why inputs are not differentiable, what the output is when it is not a float, the op's own notes."""
     not_differentiable: dict[str, list[str]] = {}  # "bool " -> ["mask"]: inputs sharing a description
@@ -255,10 +300,17 @@ def _notes(op, samples, outputs) -> str:
 
 
 # -- reading the rows ---------------------------------------------------------------------------------------
-def failures(rows) -> list[str]:
-    """One entry per failing op: its name, then every problem measured, one per indented line."""
-    return [f"{row.op}:\n" + "\n".join("    " + p.replace("\n", "\n      ") for p in row.problems or ["failed"])
-            for row in rows if row.failed]
+def failures(rows, order: int = 1) -> list[str]:
+    """One entry per failing op: its name, then every problem measured, one per indented line. With
+    ``order=2`` second-order stubs count as failures too."""
+    out = []
+    for row in rows:
+        if row.failed:
+            out.append(f"{row.op}:\n" + "\n".join("    " + p.replace("\n", "\n      ")
+                                                  for p in row.problems or ["failed"]))
+        elif order >= 2 and row.order2_stub:
+            out.append(f"{row.op}:\n    second order: {row.order2.text}")
+    return out
 
 
 def summary(rows) -> dict[str, Cell]:
@@ -268,7 +320,13 @@ def summary(rows) -> dict[str, Cell]:
         statuses = [getattr(row, column).status for row in rows]
         count = {s: statuses.count(s) for s in SYMBOLS}
         text = f"{count[PASS]}/{len(rows)}"
-        if count[FAIL]:
+        if column == "order2":
+            stubs = sum(row.order2_stub for row in rows)
+            if stubs:
+                text += f", {stubs} stub"
+            if count[FAIL] - stubs:
+                text += f", {count[FAIL] - stubs} ❌"
+        elif count[FAIL]:
             text += f", {count[FAIL]} {'stub' if column == 'backward' else '❌'}"
         if count[WARN]:
             text += f", {count[WARN]} ⚠"
@@ -311,7 +369,7 @@ def _clip(text: str, limit: int | None) -> str:
 
 
 def _table(rows, seconds) -> str:
-    limits = (None, None, 36, 28, 36, 24, 48)
+    limits = (None, None, 36, 28, 36, 24, 28, 48)
     lines = [list(HEADINGS)] + [[_clip(c, m) for c, m in zip(row.cells(), limits)] for row in rows]
     lines.append(_summary_cells(rows))
     widths = [max(_width(line[k]) for line in lines) for k in range(len(HEADINGS))]
@@ -342,7 +400,9 @@ def markdown_header(torch: bool = True) -> str:
             "hand (`tests/test_coverage.py` fails when it is out of date). Every verdict is measured when the "
             "command runs, on each op's own samples: the forward runs on every sample; the backward is "
             "registered for every differentiable input (❌ names stubbed inputs); gradcheck compares the reverse "
-            "pass with float64 central finite differences; " + parity + ". "
+            "pass with float64 central finite differences; " + parity + "; 2nd order runs gradgradcheck (float64 "
+            "finite differences of the create_graph backward) and compares Hessian-vector products with torch "
+            "where torch double-differentiates the op (❌ stub: the second order raises when reached). "
             "✅ passed, ❌ failed, ⚠ nothing to check, — not applicable.\n")
 
 
@@ -362,7 +422,8 @@ def _json(rows, seconds) -> str:
         "torch": verify._torch.__version__ if verify.torch_available() else None,
         "seconds": seconds,
         "rows": [{**{k: v for k, v in asdict(row).items() if k not in COLUMNS}, "inputs": list(row.inputs),
-                  **{c: cell(getattr(row, c)) for c in COLUMNS}, "failed": row.failed} for row in rows],
+                  **{c: cell(getattr(row, c)) for c in COLUMNS}, "failed": row.failed,
+                  "order2_stub": row.order2_stub} for row in rows],
         "summary": {c: cell(v) for c, v in summary(rows).items()},
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
