@@ -14,9 +14,9 @@ import numbers
 
 import numpy as np
 
-from tape.registry import Sample, defop
+from tape.registry import Grad, Sample, defop
 
-from ._kernels.flash import attention_backward, attention_forward
+from ._kernels.flash import attention_backward, attention_forward, dropout_keep_mask
 from ._samples import uniform
 
 OP = "scaled_dot_product_attention"
@@ -25,31 +25,95 @@ ALIGNMENTS = ("top_left", "bottom_right")
 
 def _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, dropout_seed,
              enable_gqa):
-    """The kernels' keyword arguments for the op's attributes."""
+    """The kernels' keyword arguments for the op's attributes, resolved once in the forward."""
     L, S = query.shape[-2], key.shape[-2]
     offset = None
     if is_causal:
         offset = 0 if causal_alignment == "top_left" else S - L
+    lengths = None if key_padding_lengths is None else np.asarray(key_padding_lengths)
     return dict(scale=1 / math.sqrt(query.shape[-1]) if scale is None else float(scale), causal_offset=offset,
-                lengths=key_padding_lengths, dropout_p=float(dropout_p), seed=int(dropout_seed),
-                enable_gqa=bool(enable_gqa))
+                lengths=lengths, dropout_p=float(dropout_p), seed=int(dropout_seed), enable_gqa=bool(enable_gqa))
 
 
-def _forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
-             key_padding_lengths=None, causal_alignment="top_left", dropout_seed=0):
-    out, row_max, row_log_sum = attention_forward(
-        query, key, value, attn_mask, **_options(query, key, scale, is_causal, causal_alignment,
-                                                 key_padding_lengths, dropout_p, dropout_seed, enable_gqa))
-    return out, {"row_max": row_max, "row_log_sum": row_log_sum}
+def _draw_seed(dropout_p, rng, dropout_seed) -> int:
+    """The dropout seed: given, or drawn from ``rng`` (a fresh generator when None); 0 without dropout."""
+    if dropout_seed is not None:
+        return int(dropout_seed)
+    if not dropout_p:
+        return 0
+    return int((np.random.default_rng() if rng is None else rng).integers(0, 2**63))
 
 
-def _joint_vjp(g, ans, query, key, value, attn_mask=None, *, needs, row_max, row_log_sum, dropout_p=0.0,
-               is_causal=False, scale=None, enable_gqa=False, key_padding_lengths=None,
-               causal_alignment="top_left", dropout_seed=0):
-    return attention_backward(
-        g, ans, query, key, value, attn_mask, row_max=row_max, row_log_sum=row_log_sum, needs=tuple(needs),
-        **_options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, dropout_seed,
-                   enable_gqa))
+def _forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False, *,
+             key_padding_lengths=None, causal_alignment="top_left", rng=None, dropout_seed=None):
+    """Attention softmax(scale * Q K^T + mask) V over (..., heads, length, features) inputs, as in torch.
+
+    ``attn_mask``: bool (True = attend) or float (added to the scores), broadcast to (..., L, S).
+    ``key_padding_lengths``: int array over the batch dims; key j is hidden where j >= length.
+    ``causal_alignment``: "top_left" (torch's: query i sees keys j <= i) or "bottom_right" (j <= i + S - L).
+    ``rng``: the np.random.Generator dropout draws its seed from (a fresh one when None); ``dropout_seed`` fixes
+    the seed instead. The seed used is saved, so the backward regenerates the very same mask.
+    """
+    options = _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p,
+                       _draw_seed(dropout_p, rng, dropout_seed), enable_gqa)
+    out, row_max, row_log_sum = attention_forward(query, key, value, attn_mask, **options)
+    return out, {"row_max": row_max, "row_log_sum": row_log_sum, "options": options}
+
+
+def _joint_vjp(g, ans, query, key, value, attn_mask=None, *, needs, row_max, row_log_sum, options, **attributes):
+    return attention_backward(g, ans, query, key, value, attn_mask, row_max=row_max, row_log_sum=row_log_sum,
+                              needs=tuple(needs), **options)
+
+
+def _composite(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False, *,
+               key_padding_lengths=None, causal_alignment="top_left", rng=None, dropout_seed=None, options=None,
+               **saved):
+    """The same attention from registered ops, with the full score matrix: what the second-order pass
+    differentiates (the tiled kernels are first order only). ``options`` are the forward's resolved ones."""
+    import ops
+
+    if options is None:
+        options = _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p,
+                           _draw_seed(dropout_p, rng, dropout_seed), enable_gqa)
+    L, S = query.shape[-2], key.shape[-2]
+    if options["enable_gqa"] and key.ndim >= 3:
+        key, value = (_repeat_heads(ops, a, _heads_of(query) // _heads_of(a)) for a in (key, value))
+    scores = ops.matmul(query, ops.transpose(key, -2, -1)) * options["scale"]
+    allowed = np.ones((L, S), dtype=bool)
+    if options["causal_offset"] is not None:
+        allowed = np.arange(S)[None, :] <= np.arange(L)[:, None] + options["causal_offset"]
+    if options["lengths"] is not None:
+        lengths = options["lengths"]
+        visible = np.arange(S) < lengths.reshape(lengths.shape + (1,) * max(0, scores.ndim - 3 - lengths.ndim)
+                                                 + (1, 1, 1))
+        allowed = allowed & visible.reshape(visible.shape[max(0, visible.ndim - scores.ndim):])
+    if attn_mask is not None:
+        if attn_mask.dtype == np.bool_:
+            allowed = allowed & attn_mask.detach().numpy()
+        else:
+            scores = scores + attn_mask
+    allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, scores.shape))
+    scores = ops.expand(scores, allowed.shape) if scores.shape != allowed.shape else scores
+    finite = allowed & np.isfinite(scores.detach().numpy())
+    seen = finite.any(axis=-1, keepdims=True)  # rows that see no key give 0 and no gradient, never NaN
+    fill = np.where(seen, -np.inf, 0.0).astype(scores.dtype)
+    scores = ops.where(allowed & seen, scores, fill)
+    weights = ops.where(seen, ops.softmax(scores, -1), 0.0)
+    if options["dropout_p"]:
+        p = options["dropout_p"]
+        heads = int(np.prod(weights.shape[:-2]))
+        keep = np.stack([dropout_keep_mask(options["seed"], h, (0, L), (0, S), L, S, p) for h in range(heads)])
+        weights = weights * (keep.reshape(weights.shape) / (1 - p)).astype(weights.dtype)
+    return ops.matmul(weights, value)
+
+
+def _repeat_heads(ops, a, group):
+    """(..., H, S, E) -> (..., H * group, S, E): kv head h serves query heads h * group .. h * group + group - 1."""
+    if group == 1:
+        return a
+    shape = a.shape
+    expanded = ops.expand(ops.unsqueeze(a, -3), shape[:-2] + (group,) + shape[-2:])
+    return ops.reshape(expanded, shape[:-3] + (shape[-3] * group,) + shape[-2:])
 
 
 # -- argument checks --------------------------------------------------------------------------------------
@@ -62,7 +126,7 @@ def _heads_of(a):
 
 
 def _check(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
-           key_padding_lengths=None, causal_alignment="top_left", dropout_seed=0):
+           key_padding_lengths=None, causal_alignment="top_left", rng=None, dropout_seed=None):
     for name, a in (("query", query), ("key", key), ("value", value)):
         if a.dtype.kind != "f":
             _fail(name, "a floating tensor", f"dtype {a.dtype}", TypeError)
@@ -114,10 +178,16 @@ def _check(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sc
             _fail(flag, "a bool", repr(value), TypeError)
     if causal_alignment not in ALIGNMENTS:
         _fail("causal_alignment", f"one of {ALIGNMENTS}", repr(causal_alignment))
-    if isinstance(dropout_seed, bool) or not isinstance(dropout_seed, numbers.Integral) or dropout_seed < 0:
-        _fail("dropout_seed", "a non-negative int", repr(dropout_seed), TypeError)
+    if dropout_seed is not None and (isinstance(dropout_seed, bool) or not isinstance(dropout_seed, numbers.Integral)
+                                     or dropout_seed < 0):
+        _fail("dropout_seed", "None or a non-negative int", repr(dropout_seed), TypeError)
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        _fail("rng", "None or a numpy.random.Generator", type(rng).__name__, TypeError)
     if key_padding_lengths is not None:
-        _check_lengths(key_padding_lengths, tuple(batch_shape), S)
+        lengths = key_padding_lengths
+        if isinstance(lengths, list | tuple):
+            lengths = np.asarray(lengths)
+        _check_lengths(lengths, tuple(batch_shape), S)
 
 
 def _broadcasts_to(shape, target) -> bool:
@@ -183,7 +253,7 @@ def _samples(rng):
 
 
 def _torch_ref(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-               enable_gqa=False, key_padding_lengths=None, causal_alignment="top_left", dropout_seed=0):
+               enable_gqa=False, key_padding_lengths=None, causal_alignment="top_left", rng=None, dropout_seed=None):
     """torch's MATH backend with our extras (lengths, bottom-right alignment) as an explicit mask."""
     import importlib
 
@@ -213,39 +283,17 @@ def _torch_ref(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causa
                                                                 enable_gqa=enable_gqa)
 
 
-_sdpa = defop(
+scaled_dot_product_attention = defop(
     OP, family="attention",
     inputs=("query", "key", "value", "attn_mask?"),
     forward=_forward,
     joint_vjp=_joint_vjp,
-    differentiable=(True, True, True, True),
+    differentiable=(Grad.RULE, Grad.RULE, Grad.RULE, Grad.RULE),
     saves=True,
+    composite=_composite,
     check=_check,
     samples=_samples,
     torch_ref=_torch_ref,
-    notes="attn_mask: bool not differentiable; key_padding_lengths: metadata",
+    notes="attn_mask: bool not differentiable; key_padding_lengths: metadata; 2nd order through the full-matrix "
+          "composite",
 )
-
-
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False, *, key_padding_lengths=None, causal_alignment="top_left",
-                                 rng=None):
-    """Attention softmax(scale * Q K^T + mask) V over (..., heads, length, features) inputs, as in torch.
-
-    ``attn_mask``: bool (True = attend) or float (added to the scores), broadcast to (..., L, S).
-    ``key_padding_lengths``: int array over the batch dims; key j is hidden where j >= length.
-    ``causal_alignment``: "top_left" (torch's: query i sees keys j <= i) or "bottom_right" (j <= i + S - L).
-    ``rng``: the np.random.Generator dropout draws its seed from (a fresh one when None).
-    """
-    seed = 0
-    if isinstance(dropout_p, numbers.Real) and dropout_p:
-        if rng is None:
-            rng = np.random.default_rng()
-        elif not isinstance(rng, np.random.Generator):
-            _fail("rng", "None or a numpy.random.Generator", type(rng).__name__, TypeError)
-        seed = int(rng.integers(0, 2**63))
-    if key_padding_lengths is not None and not isinstance(key_padding_lengths, np.ndarray):
-        key_padding_lengths = np.asarray(key_padding_lengths)
-    return _sdpa(query, key, value, attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                 enable_gqa=enable_gqa, key_padding_lengths=key_padding_lengths,
-                 causal_alignment=causal_alignment, dropout_seed=seed)

@@ -3,6 +3,7 @@
 Import ``tape`` for the engine and ``ops`` for the op library (importing either loads both).
 """
 
+from . import state  # noqa: F401  -- tape.state: the per-thread modes
 from .autodiff import backward
 from .broadcast import unbroadcast
 from .errors import (
@@ -16,11 +17,10 @@ from .errors import (
 from .functional import grad, gradients, hessian, hvp, jacobian, value_and_grad, vjp
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .recording import Node
-from .state import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .registry import (
     NOT_DIFFERENTIABLE,
-    Grad,
     STUB,
+    Grad,
     Op,
     RegistrationError,
     Sample,
@@ -30,7 +30,7 @@ from .registry import (
     stubbed_backward_op_names,
     unregister_op,
 )
-from . import state
+from .state import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .tapes import ExecutionTape, GradientTape, RecordedOp, TapeGraph, TapeStack, TensorSpec, tape_stack
 from .tensors import Tensor, as_tensor, tensor
 

@@ -132,11 +132,25 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
     input_gradients = _input_gradients_graph if create_graph else _input_gradients
     for node in nodes:
         g = grads.pop(node, None)
-        if g is None:
-            continue
-        if source_ids is not None and node.out_id in source_ids:
-            found[node.out_id] = g
-        needs = node.needs if leading is None else leading[node]
+        if node.group is not None:  # an op with several outputs: one rule call with every output's gradient
+            siblings = node.group
+            gs = [g if sib is node else (grads.pop(sib, None) if sib is not None else None) for sib in siblings]
+            if all(x is None for x in gs):
+                continue
+            if source_ids is not None:
+                for sib, x in zip(siblings, gs):
+                    if sib is not None and x is not None and sib.out_id in source_ids:
+                        found[sib.out_id] = x
+            needs = node.needs if leading is None else tuple(
+                any(leading[sib][k] for sib in siblings if sib is not None and sib in leading)
+                for k in range(len(node.needs)))
+            g = tuple(gs)
+        else:
+            if g is None:
+                continue
+            if source_ids is not None and node.out_id in source_ids:
+                found[node.out_id] = g
+            needs = node.needs if leading is None else leading[node]
         if True not in needs:
             continue
         for i, grad in enumerate(input_gradients(node, g, needs)):
@@ -153,7 +167,9 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
             elif source_ids is not None and parent.out_id in source_ids:
                 found[parent.out_id] = grad if parent.out_id not in found else found[parent.out_id] + grad
         if not retain_graph:
-            node.saved = node.inputs = None
+            for freed in node.group or (node,):
+                if freed is not None:
+                    freed.saved = freed.inputs = None
     return found
 
 
@@ -284,10 +300,12 @@ def _input_gradients_graph(node, g, needs) -> list:
         elif op.composite is not None:
             results = _through_composite(node, g, needs)
         else:
-            out = node.out_ref() if node.out_ref is not None else None
-            if out is None:  # the output tensor is gone: apply the op again (recorded) to differentiate it
+            out = _output_tensors(node)
+            if out is None:  # an output tensor is gone: apply the op again (recorded) to differentiate it
                 slot_inputs = group(op, inputs, node.seq_lens) if node.seq_lens else inputs
                 out = op(**dict(zip(op.input_names, slot_inputs)), **node.attrs)
+                if isinstance(out, list):
+                    out = tuple(out)
             results = _call_rules(op, node, g, out, list(inputs), needs, node.attrs)
     for i, grad in enumerate(results):
         if not needs[i]:
@@ -307,6 +325,23 @@ def _input_gradients_graph(node, g, needs) -> list:
     return results
 
 
+def _output_tensors(node):
+    """The op's output tensor (a tuple for several outputs; constants for outputs without a node), or None
+    when one was garbage-collected."""
+    if node.group is None:
+        return node.out_ref() if node.out_ref is not None else None
+    outs = []
+    for sib, array in zip(node.group, node.saved[1]):
+        if sib is None:
+            outs.append(Tensor._wrap(array))
+            continue
+        t = sib.out_ref()
+        if t is None:
+            return None
+        outs.append(t)
+    return tuple(outs)
+
+
 def _through_composite(node, g, needs) -> list:
     """The VJP of ``op.composite`` (the op written with registered ops), recorded: its gradients are exact and
     differentiable because the composite's own rules are."""
@@ -315,12 +350,15 @@ def _through_composite(node, g, needs) -> list:
     slot_inputs = group(op, inputs, node.seq_lens) if node.seq_lens else inputs
     start = next_node_index()
     out = op.composite(**dict(zip(op.input_names, slot_inputs)), **node.attrs)
-    if out._node is None:
+    outs, gs = (tuple(out), tuple(g)) if isinstance(out, tuple | list) else ((out,), (g,))
+    roots = [(o, x) for o, x in zip(outs, gs) if x is not None and o._node is not None]
+    if not roots:
         return [Tensor._wrap(np.zeros(t.shape, t.dtype)) if need else None for t, need in zip(inputs, needs)]
-    composite_nodes = {n for n in _reachable([out._node], None) if n.index > start}
+    composite_nodes = {n for n in _reachable([o._node for o, _ in roots], None) if n.index > start}
     sources = [t for t, need in zip(inputs, needs) if need]
-    found = reverse_pass([out], [g], retain_graph=True, sources=sources, allowed=composite_nodes, create_graph=True)
-    results = []
+    found = reverse_pass([o for o, _ in roots], [x for _, x in roots], retain_graph=True, sources=sources,
+                         allowed=composite_nodes, create_graph=True)
+    results: list[Tensor | None] = []
     seen = set()
     for t, need in zip(inputs, needs):
         if not need:
@@ -340,11 +378,16 @@ def _stubbed_second_order(node, g, needs) -> list:
     op = node.op
     arrays, ans, saved = node.saved
     attrs = node.attrs if saved is None else {**node.attrs, **saved}
-    values = _call_rules(op, node, g._data, ans, arrays, needs, attrs)
+    if isinstance(g, tuple):
+        g_arrays = tuple(None if x is None else x._data for x in g)
+        g_any = next(x for x in g if x is not None)
+    else:
+        g_arrays, g_any = g._data, g
+    values = _call_rules(op, node, g_arrays, ans, arrays, needs, attrs)
     stub = _second_order_stub(op)
     results = []
     for t, need, value in zip(node.inputs, needs, values):
-        results.append(stub(t, g, np.asarray(value, dtype=t.dtype)) if need else None)
+        results.append(stub(t, g_any, np.asarray(value, dtype=t.dtype)) if need else None)
     return results
 
 

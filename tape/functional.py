@@ -165,7 +165,7 @@ def jacobian(fn: Callable, argnums=0) -> Callable:
         args, nested = _differentiable_args(args, nums)
         with enable_grad():
             out = fn(*args)
-        rows = {a: [] for a in nums}
+        rows: dict[int, list[Tensor]] = {a: [] for a in nums}
         for k in range(out.size):
             seed = np.zeros(out.size, out.dtype)
             seed[k] = 1

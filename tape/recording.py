@@ -44,7 +44,7 @@ class Node:
     """
 
     __slots__ = ("op", "attrs", "needs", "parents", "leaves", "inputs", "versions", "saved", "out_id", "out_ref",
-                 "index", "trace", "seq_lens", "__weakref__")
+                 "index", "trace", "seq_lens", "group", "__weakref__")
 
     def __init__(self, op, attrs, needs, parents, leaves, inputs, saved, seq_lens=None):
         self.op = op
@@ -58,6 +58,7 @@ class Node:
         self.out_id = 0
         self.out_ref = None  # weak reference to the output tensor (the second-order pass differentiates it)
         self.seq_lens = seq_lens  # lengths of sequence parameters, when the op has any
+        self.group = None  # for an op with several outputs: the nodes of all its outputs, in output order
         self.index = next(_node_counter)
         self.trace = None
 
@@ -90,7 +91,7 @@ def _coerce(op, inputs, seq_lens=()) -> list:
                     float_dtype = dt
                 elif dt != float_dtype:
                     _mixed_dtypes(op, inputs)
-    out = []
+    out: list[Tensor | None] = []
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor):
             out.append(x)
@@ -100,8 +101,8 @@ def _coerce(op, inputs, seq_lens=()) -> list:
             out.append(None)
         elif type(x) in (bool, int, float):
             if type(x) is int and not _INT64_MIN <= x <= _INT64_MAX:
-                raise ValueError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' is the Python int {x}, outside int64; "
-                                 f"minitape computes in int64, float32 or float64")
+                raise ValueError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' is the Python int {x}, "
+                                 f"outside int64; minitape computes in int64, float32 or float64")
             if float_dtype is not None and type(x) is not bool:
                 out.append(_scalar_constant(x, float_dtype))
             else:
@@ -110,8 +111,8 @@ def _coerce(op, inputs, seq_lens=()) -> list:
             try:
                 t = as_tensor(x)
             except (TypeError, ValueError) as e:
-                raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor or a real array-like, "
-                                f"got {type(x).__name__}: {e}") from None
+                raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor or a real "
+                                f"array-like, got {type(x).__name__}: {e}") from None
             if t._data.dtype in _FLOATS and float_dtype is not None and t._data.dtype != float_dtype:
                 _mixed_dtypes(op, inputs)
             if t._data.dtype.kind == "f" and t._data.dtype not in _FLOATS:
@@ -139,7 +140,7 @@ def _mixed_dtypes(op, inputs):
 
 def _flatten(op, values):
     """The tensor arguments as one flat list (sequence parameters spread out) and the sequences' lengths."""
-    flat = []
+    flat: list = []
     lens = []
     for value, is_seq, name in zip(values, op.sequence, op.input_names):
         if is_seq:
@@ -254,7 +255,9 @@ def apply(op, args, kwargs):
     else:
         values = op.bind(args, kwargs)
         inputs = [values[i] for i in op.tensor_pos]
-        attrs = {op.param_names[i]: _kept(op, op.param_names[i], values[i]) for i in op.attr_pos}
+        attrs = {}
+        for i in op.attr_pos:  # the forward, the checks and the rules all see the kept (frozen) values
+            values[i] = attrs[op.param_names[i]] = _kept(op, op.param_names[i], values[i])
     seq_lens = ()
     if op.has_sequence:
         inputs, seq_lens = _flatten(op, inputs)
@@ -289,6 +292,8 @@ def apply(op, args, kwargs):
     saved = None
     if op.saves:
         out, saved = out
+    if op.n_outputs > 1:
+        return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
 
@@ -311,6 +316,41 @@ def apply(op, args, kwargs):
     for tape in state.recording_tapes:
         tape._record(op, tensors, attrs, result, node, seq_lens)
     return result
+
+
+def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
+    """An op with several outputs (split, topk, max with a dim): one Node per floating output, all sharing the
+    application (``node.group``); the reverse pass calls the op's rules once, with every output's gradient."""
+    if not isinstance(outs, tuple | list) or len(outs) != op.n_outputs:
+        raise TypeError(f"op '{op.name}': its forward must return {op.n_outputs} outputs, got "
+                        f"{type(outs).__name__}")
+    outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in outs)
+    state = STATE
+    needs_node = state.grad_enabled and any(
+        t is not None and (t._requires_grad or (state.watched and t.id in state.watched)) for t in tensors)
+    results = []
+    group: list = []
+    for out in outs:
+        node = None
+        if needs_node and out.dtype.kind == "f":
+            node = _node_for(op, attrs, tensors, arrays, outs, saved, seq_lens)
+        result = Tensor._wrap(out, node)
+        if node is not None:
+            node.out_id = result.id
+            node.out_ref = weakref.ref(result)
+            node.group = group
+            if state.anomaly:
+                node.trace = user_frame()
+        group.append(node)
+        results.append(result)
+        if state.anomaly:
+            _check_forward(op, result, arrays)
+    if all(node is None for node in group):
+        group.clear()
+    results = tuple(results)
+    for tape in state.recording_tapes:
+        tape._record(op, tensors, attrs, results, group[0] if group else None, seq_lens)
+    return results
 
 
 bind_apply(apply)

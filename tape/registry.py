@@ -96,6 +96,10 @@ _MISSING = inspect.Parameter.empty
 class Op:
     """A registered op. Calling it (with the forward's own signature) applies it and records it."""
 
+    # Set only on the stub op standing for another op's second-order backward (autodiff._second_order_stub);
+    # other ops lack the attribute, so it is read with getattr(op, "second_order_of", None).
+    second_order_of: Op
+
     def __init__(
         self,
         name: str,
@@ -115,6 +119,7 @@ class Op:
         composite: Callable | None = None,
         second_order: Grad = Grad.RULE,
         second_order_note: str = "",
+        outputs: int = 1,
     ):
         self.name = name
         self.family = family
@@ -132,10 +137,13 @@ class Op:
         self.notes = notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
         self.composite = composite
-        n = self.n_inputs
+        if not isinstance(outputs, int) or outputs < 1:
+            raise RegistrationError(f"op '{name}': outputs= must be a positive int, got {outputs!r}")
+        self.n_outputs = outputs  # > 1: the forward returns a tuple; rules get g and ans as tuples (g None where
+        n = self.n_inputs          # an output received no gradient)
         if (vjps is None) == (joint_vjp is None):
             raise RegistrationError(f"op '{name}': declare exactly one of vjps= (one rule per input) or joint_vjp=")
-        if joint_vjp is not None:
+        if vjps is None:  # so joint_vjp is given (exactly one of the two is, checked above)
             entries = tuple(differentiable) if differentiable is not None else (Grad.RULE,) * n
             if len(entries) != n:
                 raise RegistrationError(
@@ -219,7 +227,7 @@ class Op:
     # -- application ---------------------------------------------------------------------------------------
     def bind(self, args: tuple, kwargs: dict) -> list:
         """The call's arguments as one value per forward parameter (defaults filled); TypeError like Python's."""
-        if self.var_positional is not None:
+        if self.var_positional is not None and len(args) > self.var_positional:
             v = self.var_positional
             rest = args[v:]
             if len(rest) == 1 and isinstance(rest[0], list | tuple):

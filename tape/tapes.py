@@ -8,6 +8,7 @@ as constants). ``TapeStack`` nests tapes; ``with tape:`` pushes and records, lea
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -18,8 +19,8 @@ import numpy as np
 from .autodiff import reverse_pass, seed_gradients
 from .errors import ReplayError
 from .recording import group
-from .state import STATE, no_grad
 from .registry import get_op
+from .state import STATE, no_grad
 from .tensors import Tensor
 
 __all__ = ["TensorSpec", "RecordedOp", "TapeGraph", "ExecutionTape", "GradientTape", "TapeStack", "tape_stack"]
@@ -49,6 +50,7 @@ class RecordedOp:
     attributes: dict
     node: object = field(default=None, repr=False)  # the reverse-pass Node, when a gradient was needed
     seq_lens: tuple = ()  # lengths of the op's sequence parameters (concat's tensors), if it has any
+    outputs: tuple = ()  # TensorSpec of every output (ops with several outputs); ``output`` is the first
 
     @property
     def backward_stubbed(self) -> bool:
@@ -100,9 +102,11 @@ class ExecutionTape:
         for t in tensors:
             if t is not None and t.id not in self._produced and t.id not in self._externals:
                 self._externals[t.id] = t
-        self._produced.add(result.id)
+        results = result if isinstance(result, tuple) else (result,)
+        self._produced.update(r.id for r in results)
+        specs = tuple(TensorSpec.of(r) for r in results)
         self._ops.append(RecordedOp(len(self._ops), op.name, tuple(TensorSpec.of(t) for t in tensors),
-                                    TensorSpec.of(result), dict(attrs), node, seq_lens))
+                                    specs[0], dict(attrs), node, seq_lens, specs if len(specs) > 1 else ()))
 
     def __enter__(self):
         tape_stack.push(self)
@@ -145,19 +149,18 @@ class ExecutionTape:
         """A copy keeping only the ops the given outputs (tensors or ids) depend on -- which is also all
         their gradients need. Dead ops are dropped; order and indices are renumbered."""
         wanted = {t.id if isinstance(t, Tensor) else int(t) for t in keep_outputs}
-        produced = {rec.output.id for rec in self._ops}
+        produced = {spec.id for rec in self._ops for spec in rec.outputs or (rec.output,)}
         missing = wanted - produced - set(self._externals)
         if missing:
             raise ValueError(f"prune: tensor id(s) {sorted(missing)} are not on this tape")
         kept = []
         for rec in reversed(self._ops):
-            if rec.output.id in wanted:
+            if any(spec.id in wanted for spec in rec.outputs or (rec.output,)):
                 kept.append(rec)
                 wanted.update(spec.id for spec in rec.inputs if spec is not None)
         new = self.copy()
-        new._ops = [RecordedOp(i, r.op_name, r.inputs, r.output, r.attributes, r.node)
-                    for i, r in enumerate(reversed(kept))]
-        new._produced = {r.output.id for r in new._ops}
+        new._ops = [dataclasses.replace(r, index=i) for i, r in enumerate(reversed(kept))]
+        new._produced = {spec.id for r in new._ops for spec in r.outputs or (r.output,)}
         needed = {s.id for r in new._ops for s in r.inputs if s is not None}
         new._externals = {k: v for k, v in self._externals.items() if k in needed}
         return new
@@ -198,7 +201,7 @@ class ExecutionTape:
                     except KeyError:
                         raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) is no longer "
                                           f"registered") from None
-                    args = []
+                    args: list[Tensor | None] = []
                     for spec in rec.inputs:
                         if spec is None:
                             args.append(None)
@@ -210,15 +213,16 @@ class ExecutionTape:
                                               f"tape")
                     args = group(op, args, rec.seq_lens) if rec.seq_lens else args
                     out = op(**dict(zip(op.input_names, args)), **rec.attributes)
-                    values[rec.output.id] = out
-                    outputs[rec.output.id] = out._data
+                    for spec, t in zip(rec.outputs or (rec.output,), out if isinstance(out, tuple) else (out,)):
+                        values[spec.id] = t
+                        outputs[spec.id] = t._data
         finally:
             STATE.recording_tapes = saved_tapes
         return outputs
 
     # -- graph export --------------------------------------------------------------------------------------
     def to_graph(self) -> TapeGraph:
-        producer = {}
+        producer: dict[int, int] = {}  # tensor id -> index of the op that produced it
         edges, input_edges, inputs = [], [], {}
         for rec in self._ops:
             for spec in rec.inputs:
@@ -229,7 +233,8 @@ class ExecutionTape:
                 else:
                     inputs[spec.id] = spec
                     input_edges.append((spec.id, rec.index))
-            producer[rec.output.id] = rec.index
+            for spec in rec.outputs or (rec.output,):
+                producer[spec.id] = rec.index
         return TapeGraph(list(self._ops), edges, inputs, input_edges)
 
     def to_dot(self, name: str = "tape") -> str:
@@ -333,7 +338,7 @@ class GradientTape(ExecutionTape):
     def _record(self, op, tensors, attrs, result, node, seq_lens=()) -> None:
         super()._record(op, tensors, attrs, result, node, seq_lens)
         if node is not None:
-            self._nodes.add(node)
+            self._nodes.update(n for n in (node.group or (node,)) if n is not None)
 
     def compute_gradients(self, targets, sources, output_gradients=None, unconnected: str = "none",
                           create_graph: bool = False):

@@ -14,10 +14,14 @@ float32 from Python floats (as torch does).
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .state import needs_grad
+
+if TYPE_CHECKING:
+    from .recording import Node
 
 __all__ = ["Tensor", "tensor", "as_tensor"]
 
@@ -39,8 +43,6 @@ class _UnboundOps:
 
 
 ops = _UnboundOps()
-
-from . import interop  # noqa: E402  -- numpy's protocols, which dispatch to the op library
 OPERATOR_OPS = ("add", "sub", "mul", "div", "pow", "matmul", "neg", "abs", "getitem", "eq", "ne", "lt", "le", "gt",
                 "ge", "sum", "mean", "max", "min", "var", "std", "reshape", "flatten", "transpose", "permute",
                 "squeeze", "unsqueeze", "expand", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "softmax",
@@ -78,6 +80,14 @@ class Tensor:
 
     __slots__ = ("_data", "_requires_grad", "_grad", "_node", "id", "_version", "name", "__weakref__")
     __array_priority__ = 1000  # numpy defers to Tensor's reflected operators
+
+    _data: np.ndarray
+    _requires_grad: bool
+    _grad: Tensor | None
+    _node: Node | None
+    id: int
+    _version: int
+    name: str | None
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
         try:
@@ -357,6 +367,9 @@ def _check_dtype(who: str, argument: str, array: np.ndarray, value) -> None:
                 "U": "strings", "S": "bytes", "V": "structured records", "M": "datetimes", "m": "timedeltas"}
         raise TypeError(f"{who}: argument '{argument}' expected real numbers (bool, int or float), got "
                         f"{what.get(kind, array.dtype)} ({type(value).__name__} of dtype {array.dtype})")
+
+
+from . import interop  # noqa: E402,I001  -- numpy's protocols on Tensor; interop reads Tensor from this module
 
 
 def _shape_args(args: tuple):

@@ -13,10 +13,14 @@ import tape
 
 
 def require_torch():
-    if os.environ.get("MINITAPE_ALLOW_NO_TORCH") == "1":
-        return pytest.importorskip("torch")
-    import torch
-
+    """The torch module; without it a failure naming the fix, or a knowing skip under MINITAPE_ALLOW_NO_TORCH=1."""
+    try:
+        import torch
+    except ImportError:
+        if os.environ.get("MINITAPE_ALLOW_NO_TORCH") == "1":
+            pytest.skip("torch is not installed and MINITAPE_ALLOW_NO_TORCH=1")
+        pytest.fail("torch is a test dependency (pip install -e '.[test]'): the oracle cannot run. Set "
+                    "MINITAPE_ALLOW_NO_TORCH=1 to skip the torch tests knowingly")
     return torch
 
 

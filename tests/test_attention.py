@@ -9,7 +9,7 @@ options plus dropout with a fixed seed.
 
 import numpy as np
 import pytest
-import torch
+from oracle import require_torch
 
 import ops
 import tape
@@ -33,6 +33,7 @@ def torch_oracle(q, k, v, mask, g, *, is_causal=False, causal_alignment="top_lef
                  scale=None, enable_gqa=False):
     """Output and gradients (q, k, v, mask or None) from torch's MATH backend, through the op's own
     registered torch reference (which turns lengths and bottom-right alignment into an explicit mask)."""
+    torch = require_torch()
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
     tmask = None if mask is None else torch.tensor(mask, requires_grad=mask.dtype != np.bool_)
     out = tape.get_op("scaled_dot_product_attention").torch_ref(

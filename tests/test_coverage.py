@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import tape
 from tape.tools import coverage
@@ -92,8 +93,8 @@ def test_stub_and_wrong_backward_show_as_failures(throwaway_ops):
     assert stub.gradcheck.status == FAIL and "BackwardNotImplementedError" in stub.gradcheck.text
     assert wrong.backward.status == PASS
     assert wrong.gradcheck.status == FAIL and "2/2 samples, worst error" in wrong.gradcheck.text
-    if torch_available():
-        assert stub.parity.status == FAIL and wrong.parity.status == FAIL
+    require_torch()
+    assert stub.parity.status == FAIL and wrong.parity.status == FAIL
     assert stub.forward.status == wrong.forward.status == PASS
     assert stub.failed and wrong.failed
     listed = coverage.failures(rows.values())
@@ -113,12 +114,11 @@ def test_well_declared_ops_pass_and_absent_checks_are_marked(throwaway_ops):
     assert masked.gradcheck.status == PASS
     assert unsampled.forward.status == WARN and unsampled.gradcheck.status == WARN
     assert unsampled.parity.status == ABSENT and "no counterpart" in unsampled.parity.text
-    if torch_available():
-        assert cube.parity.status == PASS and masked.parity.status == PASS
+    require_torch()
+    assert cube.parity.status == PASS and masked.parity.status == PASS
 
 
-@pytest.mark.skipif(not torch_available(), reason="needs torch as the oracle")
-def test_a_disagreeing_torch_reference_fails_parity_only(throwaway_ops):
+def test_a_disagreeing_torch_reference_fails_parity_only(throwaway_ops, torch):
     row = _rows(["covtest_bad_ref"])["covtest_bad_ref"]
     assert row.gradcheck.status == PASS and row.parity.status == FAIL and row.failed
     assert any("torch parity" in p for p in row.problems)
@@ -267,10 +267,9 @@ def test_docs_coverage_md_is_up_to_date(library_matrix):
     assert DOCS.exists(), f"docs/coverage.md is missing; generate it with `{REGENERATE}`"
     stored = coverage.parse_markdown_table(DOCS.read_text(encoding="utf-8"))
     columns = list(range(len(coverage.HEADINGS)))
-    if not torch_available():  # the parity column cannot be reproduced here
-        if os.environ.get("MINITAPE_ALLOW_NO_TORCH") != "1":
-            pytest.fail("torch is a test dependency; set MINITAPE_ALLOW_NO_TORCH=1 to skip parity knowingly")
-        columns.remove(coverage.HEADINGS.index("torch parity"))
+    if not torch_available():  # the parity columns cannot be reproduced here
+        require_torch()  # fails, or skips knowingly under MINITAPE_ALLOW_NO_TORCH=1
+
     kept = lambda cells: [cells[k] for k in columns]
     stored_rows, fresh_rows = {r[0]: kept(r) for r in stored[:-1]}, {r[0]: kept(r) for r in fresh[:-1]}
     added = [op for op in fresh_rows if op not in stored_rows]

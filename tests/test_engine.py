@@ -110,8 +110,7 @@ def test_gradients_accumulate_across_backward_calls_like_torch():
     np.testing.assert_allclose(x.grad.data, np.full(3, 6.0))
 
 
-def test_matches_torch_on_a_composite_function():
-    import torch
+def test_matches_torch_on_a_composite_function(torch):
     rng = np.random.default_rng(3)
     w0, x0 = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
     w, x = tape.tensor(w0, requires_grad=True), tape.tensor(x0, requires_grad=True)

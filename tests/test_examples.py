@@ -53,7 +53,7 @@ def test_same_seed_same_run_other_seed_other_run(name):
     assert run(name, "--steps", "3", "--seed", "8")["losses"] != first
 
 
-def test_save_graph_and_plot_flags(tmp_path, capsys):
+def test_save_graph_and_plot_flags(tmp_path, capsys, graphviz_dot):
     ckpt, svg, png = tmp_path / "r.npz", tmp_path / "block.svg", tmp_path / "loss.png"
     run("reverse", "--steps", "2", "--save", str(ckpt), "--graph", str(svg), "--plot", str(png))
     state = checkpoint.load(ckpt)

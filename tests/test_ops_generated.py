@@ -4,31 +4,31 @@ Every registered op x every one of its samples gets: a forward that keeps the fl
 float32), a float64 finite-difference gradcheck, and -- where the op declares a ``torch_ref`` -- parity
 with PyTorch in float64 (rtol 1e-7) and float32 (rtol 1e-4). Where the op's second order is a rule (not
 a declared stub), its create_graph backward gets a float64 gradgradcheck and, where torch double-differentiates
-the op, Hessian-vector-product parity with torch; where it is a stub, reaching it raises naming the op. Registry-wide tests check that each op's
-declaration is complete. Test ids read "<op>-<sample index>-<label>".
+the op, Hessian-vector-product parity with torch; where it is a stub, reaching it raises naming the op.
+Registry-wide tests check that each op's declaration is complete. Test ids read "<op>-<sample index>-<label>".
 
 PyTorch is a test dependency: without it the parity tests FAIL, unless MINITAPE_ALLOW_NO_TORCH=1 is set
 (then they are skipped) -- a skipped oracle is not a passing oracle.
 """
 
-import os
 import re
 
 import numpy as np
 import pytest
+from oracle import require_torch
 
 import tape
 from tape.registry import Grad
 from tape.tools.verify import (
     call,
     differentiable_positions,
+    joined,
     op_samples,
     run_gradcheck,
     run_gradgradcheck,
     run_torch_hvp_parity,
     run_torch_parity,
     sample_tensors,
-    torch_available,
 )
 
 OPS = tape.registered_ops()  # the library's ops, as registered when this module is collected
@@ -77,7 +77,7 @@ ORDER2_STUB_SAMPLES = _cases(lambda op, s: op.second_order is Grad.STUB and bool
 def test_forward_keeps_float_dtype(op, sample, dtype):
     sample = _sample(sample)
     inputs = sample_tensors(op, sample, dtype)
-    out = call(op, inputs, sample.attrs)
+    out = joined(call(op, inputs, sample.attrs))
     if out.dtype.kind == "f" and any(t is not None and t.dtype.kind == "f" for t in inputs):
         assert out.dtype == dtype, f"{op.name}: {np.dtype(dtype).name} inputs gave a {out.dtype} output"
 
@@ -97,7 +97,7 @@ def test_gradgradcheck(op, sample):
 @pytest.mark.parametrize("op,sample", ORDER2_TORCH_SAMPLES)
 def test_torch_hvp_parity(op, sample):
     sample = _sample(sample)
-    _require_torch()
+    require_torch()
     result = run_torch_hvp_parity(op, sample)
     if result is None:
         return  # torch's first derivative is constant here, or torch has no double backward: nothing to compare
@@ -109,7 +109,7 @@ def test_second_order_stub_raises_naming_the_op_when_reached(op, sample):
     sample = _sample(sample)
     tensors = sample_tensors(op, sample)
     diff = [tensors[i] for i in differentiable_positions(op, sample)]
-    out = call(op, tensors, sample.attrs)
+    out = joined(call(op, tensors, sample.attrs))
     u = tape.tensor(np.ones(out.shape), requires_grad=True)
     first = tape.gradients(out, diff, [u], create_graph=True, allow_unused=True)
     total = sum((g * 1.0).sum() for g in first if g is not None)
@@ -117,20 +117,11 @@ def test_second_order_stub_raises_naming_the_op_when_reached(op, sample):
         tape.gradients(total, diff + [u], allow_unused=True)
 
 
-def _require_torch():
-    if torch_available():
-        return
-    if os.environ.get("MINITAPE_ALLOW_NO_TORCH") == "1":
-        pytest.skip("torch is not installed and MINITAPE_ALLOW_NO_TORCH=1")
-    pytest.fail("torch is a test dependency (pip install 'minitape[test]'): the parity oracle cannot run. "
-                "Set MINITAPE_ALLOW_NO_TORCH=1 to skip the parity tests knowingly")
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("op,sample", TORCH_SAMPLES)
 def test_torch_parity(op, sample, dtype):
     sample = _sample(sample)
-    _require_torch()
+    require_torch()
     result = run_torch_parity(op, sample, dtype)
     assert result is not None, f"{op.name}: the parity check did not run"
     assert result.ok, f"{op.name} on {sample} in {np.dtype(dtype).name}: {result.message}"

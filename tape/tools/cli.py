@@ -17,8 +17,8 @@ import os
 import sys
 import time
 
-from . import coverage
 from ..registry import registered_ops
+from . import coverage
 
 __all__ = ["main", "build_parser"]
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from . import verify
 from ..registry import Grad, registered_ops
+from . import verify
 
 __all__ = ["Cell", "CoverageRow", "coverage_rows", "render", "summary", "failures", "FORMATS", "PASS", "FAIL",
            "ABSENT", "WARN"]
@@ -95,7 +95,7 @@ def select_ops(ops=None, family=None) -> list:
         selected = [by_name[n] for n in dict.fromkeys(names)]
     if families:
         selected = [op for op in selected if op.family in families]
-    family_rank = {}
+    family_rank: dict[str, int] = {}
     for op in registered:
         family_rank.setdefault(op.family, len(family_rank))
     return sorted(selected, key=lambda op: family_rank[op.family])  # grouped by family, stable within one
@@ -130,7 +130,8 @@ def check_op(op, parity_absent: Cell | None = None, torch: bool = True, order2: 
     row = CoverageRow(op=op.name, family=op.family, inputs=op.input_names, forward=forward,
                       backward=_backward_cell(op), gradcheck=check.gradcheck(),
                       parity=parity_absent or check.parity(),
-                      order2=check.order2(torch) if order2 else Cell(ABSENT, "skipped"), notes=_notes(op, check.samples, check.outputs),
+                      order2=check.order2(torch) if order2 else Cell(ABSENT, "skipped"),
+                      notes=_notes(op, check.samples, check.outputs),
                       problems=check.problem_lines())
     row.seconds = time.perf_counter() - start
     return row
@@ -182,7 +183,8 @@ class _OpCheck:
         first_error = None
         for i, sample in enumerate(self.samples):
             try:
-                self.outputs.add(verify.call(self.op, verify.sample_tensors(self.op, sample), sample.attrs).dtype.name)
+                out = verify.call(self.op, verify.sample_tensors(self.op, sample), sample.attrs)
+                self.outputs.add(verify.joined(out).dtype.name)
             except Exception as e:
                 self.broken.add(i)
                 self.problem("forward", f"{type(e).__name__}: {e}", i)
@@ -431,7 +433,7 @@ def _json(rows, seconds) -> str:
 
 def parse_markdown_table(text: str) -> list[list[str]]:
     """The cells of the first markdown table in ``text`` (header and delimiter rows dropped)."""
-    rows = []
+    rows: list[list[str]] = []
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith("|"):

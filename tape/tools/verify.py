@@ -7,6 +7,7 @@ the tests assert. PyTorch is optional here: ``torch_available()`` says whether t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,24 +44,88 @@ def call(op, tensors, attrs):
     return op(**dict(zip(op.input_names, tensors)), **attrs)
 
 
+def _is_float(a) -> bool:
+    if isinstance(a, list | tuple):  # a sequence input (concat's tensors): floating when its elements are
+        return any(_is_float(x) for x in a)
+    return np.asarray(a).dtype.kind == "f"
+
+
 def differentiable_positions(op, sample) -> list[int]:
+    """The tensor inputs (slots in ``inputs`` order) of the sample that can receive a gradient."""
     return [i for i, (a, state) in enumerate(zip(sample.inputs, op.input_states))
-            if a is not None and state != Grad.NOT_DIFFERENTIABLE and np.asarray(a).dtype.kind == "f"]
+            if a is not None and state != Grad.NOT_DIFFERENTIABLE and _is_float(a)]
+
+
+def _leaf(a, dtype, requires_grad):
+    if isinstance(a, list | tuple):
+        return [_leaf(x, dtype, requires_grad) for x in a]
+    a = np.asarray(a)
+    if a.dtype.kind == "f":
+        a = a.astype(dtype)
+    return Tensor(a, requires_grad=requires_grad and a.dtype.kind == "f", dtype=a.dtype)
 
 
 def sample_tensors(op, sample, dtype=np.float64) -> list:
-    """Leaf tensors for a sample; floating inputs in ``dtype``, requiring grad where the op can give one."""
+    """Leaf tensors for a sample, one entry per tensor input (a list for a sequence input); floating inputs
+    in ``dtype``, requiring grad where the op can give one."""
     diff = set(differentiable_positions(op, sample))
-    tensors = []
-    for i, a in enumerate(sample.inputs):
-        if a is None:
-            tensors.append(None)
-            continue
-        a = np.asarray(a)
-        if a.dtype.kind == "f":
-            a = a.astype(dtype)
-        tensors.append(Tensor(a, requires_grad=i in diff, dtype=a.dtype))
-    return tensors
+    return [None if a is None else _leaf(a, dtype, i in diff) for i, a in enumerate(sample.inputs)]
+
+
+def flat_leaves(tensors) -> list:
+    """The slots' tensors as one flat list (sequence inputs spread out)."""
+    flat = []
+    for t in tensors:
+        if isinstance(t, list):
+            flat.extend(t)
+        else:
+            flat.append(t)
+    return flat
+
+
+def _regrouped(tensors, flat_values) -> list:
+    """``tensors``' slot structure filled with ``flat_values`` in order."""
+    values = iter(flat_values)
+    return [[next(values) for _ in t] if isinstance(t, list) else next(values) for t in tensors]
+
+
+def _torch_inputs(torch, op, tensors, diff):
+    """torch leaves mirroring ``tensors`` (lists for sequence inputs) and the differentiable pairs as
+    ``[(name, our leaf, torch leaf)]``, flat."""
+    pairs = []
+
+    def mirror(name, t, need):
+        if isinstance(t, list):
+            return [mirror(f"{name}[{k}]", x, need) for k, x in enumerate(t)]
+        theirs = torch.tensor(np.array(t.data), requires_grad=need and t.dtype.kind == "f")
+        if theirs.requires_grad:
+            pairs.append((name, t, theirs))
+        return theirs
+
+    inputs = [None if t is None else mirror(op.input_names[i], t, i in diff) for i, t in enumerate(tensors)]
+    return inputs, pairs
+
+
+def joined(out):
+    """An op's result as one Tensor: itself, or for several outputs its floating outputs flattened and joined
+    (so one check covers every output's gradient)."""
+    if not isinstance(out, tuple | list):
+        return out
+
+    floats = [ops.reshape(o, (-1,)) for o in out if o.dtype.kind == "f"]
+    return ops.concat(floats, 0) if floats else out[0]
+
+
+def _torch_joined(torch, out):
+    if not isinstance(out, tuple | list):
+        return out
+    floats = [o.reshape(-1) for o in out if o.is_floating_point()]
+    return torch.cat(floats) if floats else out[0]
+
+
+def _flat_fn(op, tensors, attrs):
+    """A function of the flat leaves that applies the op (what gradcheck and gradgradcheck perturb)."""
+    return lambda *xs: joined(call(op, _regrouped(tensors, xs), attrs))
 
 
 def run_gradcheck(op, sample) -> CheckResult:
@@ -69,10 +134,10 @@ def run_gradcheck(op, sample) -> CheckResult:
         return CheckResult(True, 0.0, "no differentiable input in this sample")
     tensors = sample_tensors(op, sample)
     options = dict(op.gradcheck_tolerance)
-    if sum(np.asarray(a).size for a in sample.inputs if a is not None) > 2000:
+    if sum(np.asarray(a).size for a in _flat(sample.inputs) if a is not None) > 2000:
         options.setdefault("fast_mode", True)
     try:
-        gradcheck(lambda *xs: call(op, xs, sample.attrs), tensors, **options)
+        gradcheck(_flat_fn(op, tensors, sample.attrs), flat_leaves(tensors), **options)
     except GradcheckError as e:
         return CheckResult(False, _worst_error(str(e)), str(e))
     except Exception as e:  # a stub, a rule returning None, a shape error: all are failures to report
@@ -89,7 +154,7 @@ def run_gradgradcheck(op, sample) -> CheckResult:
     if sum(np.asarray(a).size for a in _flat(sample.inputs) if a is not None) > 500:
         options.setdefault("fast_mode", True)
     try:
-        gradgradcheck(lambda *xs: call(op, xs, sample.attrs), tensors, **options)
+        gradgradcheck(_flat_fn(op, tensors, sample.attrs), flat_leaves(tensors), **options)
     except GradcheckError as e:
         return CheckResult(False, _worst_error(str(e)), str(e))
     except Exception as e:  # a second-order stub, an untraceable rule: failures to report
@@ -114,41 +179,44 @@ def run_torch_hvp_parity(op, sample, seed: int = 0) -> CheckResult | None:
         out = call(op, tensors, sample.attrs)
     except Exception as e:
         return CheckResult(False, float("inf"), f"minitape forward raised {type(e).__name__}: {e}")
+    if isinstance(out, tuple):
+        out = joined(out)
     if out.dtype.kind != "f":
         return None
     u_array = rng.standard_normal(out.shape)
-    vs = [rng.standard_normal(tensors[i].shape) for i in diff]
-    torch_inputs = [None if t is None else torch.tensor(np.array(t.data), requires_grad=i in diff)
-                    for i, t in enumerate(tensors)]
+    torch_inputs, pairs = _torch_inputs(torch, op, tensors, diff)
+    leaves = [ours for _, ours, _ in pairs]
+    vs = [rng.standard_normal(t.shape) for t in leaves]
     try:
-        expected = op.torch_ref(torch, *torch_inputs, **sample.attrs)
+        expected = _torch_joined(torch, op.torch_ref(torch, *torch_inputs, **sample.attrs))
         tu = torch.tensor(u_array, requires_grad=True)
-        first = torch.autograd.grad(expected, [torch_inputs[i] for i in diff], tu, create_graph=True,
+        first = torch.autograd.grad(expected, [theirs for _, _, theirs in pairs], tu, create_graph=True,
                                     allow_unused=True)
         inner = sum((g * torch.from_numpy(v)).sum() for g, v in zip(first, vs) if g is not None)
         if not isinstance(inner, torch.Tensor) or not inner.requires_grad:
             return None  # torch's first derivative is constant here: nothing to compare
-        theirs = torch.autograd.grad(inner, [torch_inputs[i] for i in diff] + [tu], allow_unused=True)
+        theirs = torch.autograd.grad(inner, [t for _, _, t in pairs] + [tu], allow_unused=True)
     except RuntimeError:
         return None  # torch has no double backward for this op
     try:
         u = Tensor(u_array, requires_grad=True)
-        ours_first = gradients(out, [tensors[i] for i in diff], [u], create_graph=True, allow_unused=True)
+        ours_first = gradients(out, leaves, [u], create_graph=True, allow_unused=True)
         inner_ours = None
         for g, v in zip(ours_first, vs):
             if g is not None:
                 term = (g * v).sum()
                 inner_ours = term if inner_ours is None else inner_ours + term
         if inner_ours is None or (inner_ours._node is None and not inner_ours.requires_grad):
-            ours = [None] * (len(diff) + 1)
+            ours = [None] * (len(leaves) + 1)
         else:
-            ours = gradients(inner_ours, [tensors[i] for i in diff] + [u], allow_unused=True)
+            ours = gradients(inner_ours, leaves + [u], allow_unused=True)
     except Exception as e:
         return CheckResult(False, float("inf"), f"minitape double backward raised {type(e).__name__}: {e}")
     rtol, atol = PARITY_TOLERANCE[np.dtype(np.float64)]
-    worst, problems = 0.0, []
-    names = [op.input_names[i] if i < len(op.input_names) else str(i) for i in diff] + ["cotangent"]
-    shapes = [tensors[i].shape for i in diff] + [out.shape]
+    worst = 0.0
+    problems: list[str] = []
+    names = [name for name, _, _ in pairs] + ["cotangent"]
+    shapes = [t.shape for t in leaves] + [out.shape]
     for name, shape, g_ours, g_theirs in zip(names, shapes, ours, theirs):
         a = np.zeros(shape) if g_ours is None else g_ours.data
         b = np.zeros(shape) if g_theirs is None else g_theirs.detach().numpy(force=True)
@@ -172,7 +240,7 @@ def _worst_error(message: str) -> float:
     return max(errors) if errors else float("inf")
 
 
-_torch = None
+_torch: Any = None  # the torch module once imported, False when it is not installed
 
 
 def torch_available() -> bool:
@@ -199,21 +267,30 @@ def run_torch_parity(op, sample, dtype=np.float64, seed: int = 0) -> CheckResult
         out = call(op, tensors, sample.attrs)
     except Exception as e:
         return CheckResult(False, float("inf"), f"minitape forward raised {type(e).__name__}: {e}")
-    torch_inputs = [None if t is None else torch.tensor(np.array(t.data), requires_grad=i in diff)
-                    for i, t in enumerate(tensors)]
+    torch_inputs, pairs = _torch_inputs(torch, op, tensors, diff)
     expected = op.torch_ref(torch, *torch_inputs, **sample.attrs)
-    worst, problems = _compare("output", out.data, expected.detach().numpy(), rtol, atol)
+    if isinstance(out, tuple):
+        expected = tuple(expected)
+        if len(expected) != len(out):
+            return CheckResult(False, float("inf"), f"{len(out)} outputs vs torch's {len(expected)}")
+        worst, problems = 0.0, []
+        for k, (a, b) in enumerate(zip(out, expected)):
+            w, p = _compare(f"output {k}", a.data, b.detach().numpy(), rtol, atol)
+            worst, problems = max(worst, w), problems + p
+        out, expected = joined(out), _torch_joined(torch, expected)
+    else:
+        worst, problems = _compare("output", out.data, expected.detach().numpy(), rtol, atol)
     if diff and out.dtype.kind == "f" and expected.requires_grad:
         u = np.random.default_rng(seed).standard_normal(out.shape).astype(out.dtype)
-        sources = [tensors[i] for i in diff]
+        sources = [leaf for _, leaf, _ in pairs]
         ours = reverse_pass([out], [u], retain_graph=False, sources=sources) if out._node is not None else {}
         expected.backward(torch.from_numpy(u))
-        for i in diff:
-            g = ours.get(tensors[i].id)
-            g = np.zeros(tensors[i].shape, dtype) if g is None else g
-            theirs = torch_inputs[i].grad
+        for name, leaf, torch_leaf in pairs:
+            g = ours.get(leaf.id)
+            g = np.zeros(leaf.shape, dtype) if g is None else g
+            theirs = torch_leaf.grad
             theirs = np.zeros_like(g) if theirs is None else theirs.numpy()
-            w, p = _compare(f"grad of '{op.input_names[i]}'", g, theirs, rtol, atol)
+            w, p = _compare(f"grad of '{name}'", g, theirs, rtol, atol)
             worst, problems = max(worst, w), problems + p
     return CheckResult(not problems, worst, "; ".join(problems))
 

@@ -200,20 +200,23 @@ def read(path: str | os.PathLike) -> Checkpoint:
             if version.shape != () or version.dtype.kind not in "iu" or not 1 <= int(version) <= FORMAT_VERSION:
                 raise CheckpointError(f"checkpoint.load: {path} has an unsupported checkpoint format version "
                                       f"{version}; this minitape reads versions 1 to {FORMAT_VERSION}")
-            parts: dict[str, dict | None] = {part: None for part in PARTS}
+            parts: dict[str, dict[str, np.ndarray] | None] = {part: None for part in PARTS}
             parts["model"], parts["extra"] = {}, {}
             for info in infos:
                 if info.filename == _FORMAT_MEMBER:
                     continue
                 part, name = _place(info.filename, int(version), path)
-                if parts[part] is None:
-                    parts[part] = {}
-                parts[part][name] = _read_member(zf, info, path, size)
+                entries = parts[part]
+                if entries is None:
+                    entries = parts[part] = {}
+                entries[name] = _read_member(zf, info, path, size)
     except CheckpointError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, NotImplementedError) as e:
         raise CheckpointError(f"checkpoint.load: {path} is truncated or corrupted ({type(e).__name__}: {e})") from None
-    return Checkpoint(**parts)
+    model, extra = parts["model"], parts["extra"]
+    assert model is not None and extra is not None  # both start as {} above and are never reset to None
+    return Checkpoint(model=model, optimizer=parts["optimizer"], schedule=parts["schedule"], extra=extra)
 
 
 def _place(member: str, version: int, path: str) -> tuple[str, str]:

@@ -211,6 +211,7 @@ class Optimizer:
             problems.insert(1 if missing else 0, f"unexpected key(s): {_listing(unexpected)}")
         if problems:
             raise ValueError(f"{where}: " + "; ".join(problems))
+        assert steps_taken is not None  # a missing or malformed count was a problem above
         for group, new in zip(self.param_groups, new_groups):
             group.update((name, new[name]) for name in self.defaults)
         self.state = new_state
@@ -346,7 +347,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     dtype = np.result_type(*grads)
     with np.errstate(all="ignore"):  # inf, nan and tiny scale factors are results here, not accidents
         if math.isinf(norm_type):
-            total = np.max(np.array([np.max(np.abs(g), initial=0.0) for g in grads], dtype=np.float64))
+            total: np.floating | np.ndarray = np.max(np.array([np.max(np.abs(g), initial=0.0) for g in grads],
+                                                              dtype=np.float64))
         else:
             powers = sum(np.sum(np.power(np.abs(g), norm_type, dtype=np.float64)) for g in grads)
             total = powers ** (1.0 / norm_type)
@@ -436,12 +438,16 @@ class WarmupCosineLR:
                                 f"group(s)")
             else:
                 base_lrs = [float(lr) for lr in saved]
-        if not problems and not 0 <= counts["warmup_steps"] <= counts["total_steps"]:
-            problems.append(f"need 0 <= warmup_steps <= total_steps, got warmup_steps={counts['warmup_steps']}, "
-                            f"total_steps={counts['total_steps']}")
         if problems:
             raise ValueError(f"{where}: " + "; ".join(problems))
-        self.last_step, self.warmup_steps, self.total_steps = (counts[n] for n in names[:3])
+        last_step, warmup_steps, total_steps = (counts[n] for n in names[:3])
+        # a missing or malformed entry was a problem above, so none of these is None here
+        assert last_step is not None and warmup_steps is not None and total_steps is not None
+        assert min_lr is not None and base_lrs is not None
+        if not 0 <= warmup_steps <= total_steps:
+            raise ValueError(f"{where}: need 0 <= warmup_steps <= total_steps, got warmup_steps={warmup_steps}, "
+                             f"total_steps={total_steps}")
+        self.last_step, self.warmup_steps, self.total_steps = last_step, warmup_steps, total_steps
         self.min_lr, self.base_lrs = min_lr, base_lrs
         self._apply()
 
