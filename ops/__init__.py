@@ -8,11 +8,20 @@ from tape.tensors import bind_operators as _bind_operators
 
 from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
+from .cast import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .decompositions import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
+from .embedding import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
-from .nn import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .movement import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
+from .scan import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
+from .sorting import *  # noqa: F401,F403
 
 _bind_operators(_sys.modules[__name__])

@@ -129,7 +129,8 @@ def gradgradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float
         out = fn(*inputs)
     if not isinstance(out, Tensor):
         raise TypeError(f"gradgradcheck: fn must return a Tensor, got {type(out).__name__}")
-    u = Tensor(rng.standard_normal(out.shape), requires_grad=True, dtype=np.float64)
+    # the cotangent is perturbed too, when finite differences can (a float64 output; a cast to float32 is not)
+    u = Tensor(rng.standard_normal(out.shape), requires_grad=out.dtype == np.float64, dtype=out.dtype)
     directions = [rng.standard_normal(x.shape) if need else None for x, need in zip(inputs, needs_grad)]
 
     def projected_vjp(*args):
@@ -137,13 +138,15 @@ def gradgradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float
         with enable_grad():
             result = fn(*xs)
             sources = [x for x, need in zip(xs, needs_grad) if need]
-            if result._node is None:
-                return (cotangent * 0).sum()
-            grads = gradients(result, sources, [cotangent], create_graph=True, allow_unused=True)
+            total = None
+            if result._node is not None:
+                grads = gradients(result, sources, [cotangent], create_graph=True, allow_unused=True)
+                for g, v in zip(grads, [d for d in directions if d is not None]):
+                    if g is not None:
+                        term = (g * v).sum()  # float64: the gradient of a float64 input
+                        total = term if total is None else total + term
+        if total is None:  # no gradient at all: a constant 0 that still reads the cotangent
             total = (cotangent * 0).sum()
-            for g, v in zip(grads, [d for d in directions if d is not None]):
-                if g is not None:
-                    total = total + (g * v).sum()
         return total
 
     return gradcheck(projected_vjp, inputs + [u], eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode, seed=seed,

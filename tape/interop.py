@@ -143,7 +143,13 @@ FUNCTION_OPS = {
     np.triu: lambda m, k=0: _lib().triu(m, k),
     np.dot: _dot,
     np.cumsum: lambda a, axis=None: _lib().cumsum(a, axis),
-    np.flip: lambda m, axis=None: _lib().flip(m, axis),
+    np.flip: lambda m, axis=None: _lib().flip(m, tuple(range(np.ndim(m))) if axis is None else axis),
+    np.roll: lambda a, shift, axis=None: _lib().roll(a, shift, axis),
+    np.tile: lambda A, reps: _lib().tile(A, reps),
+    np.diagonal: lambda a, offset=0, axis1=0, axis2=1: _lib().diagonal(a, offset, axis1, axis2),
+    np.cumprod: lambda a, axis=None: _lib().cumprod(a, axis),
+    np.outer: lambda a, b: _lib().outer(a, b),
+    np.tensordot: lambda a, b, axes=2: _lib().tensordot(a, b, axes),
 }
 
 # Functions whose result carries no gradient (shapes, booleans, indices, fresh arrays): run on the arrays.

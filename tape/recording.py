@@ -292,14 +292,14 @@ def apply(op, args, kwargs):
     saved = None
     if op.saves:
         out, saved = out
-    if op.n_outputs > 1:
+    if op.n_outputs != 1:
         return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
 
     state = STATE
     node = None
-    if state.grad_enabled:
+    if state.grad_enabled and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
         watched = state.watched
         for t in tensors:
             if t is not None and (t._requires_grad or (watched and t.id in watched)):
@@ -321,8 +321,8 @@ def apply(op, args, kwargs):
 def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     """An op with several outputs (split, topk, max with a dim): one Node per floating output, all sharing the
     application (``node.group``); the reverse pass calls the op's rules once, with every output's gradient."""
-    if not isinstance(outs, tuple | list) or len(outs) != op.n_outputs:
-        raise TypeError(f"op '{op.name}': its forward must return {op.n_outputs} outputs, got "
+    if not isinstance(outs, tuple | list) or (op.n_outputs != "variable" and len(outs) != op.n_outputs):
+        raise TypeError(f"op '{op.name}': its forward must return a tuple of {op.n_outputs} outputs, got "
                         f"{type(outs).__name__}")
     outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in outs)
     state = STATE
@@ -345,12 +345,11 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
         results.append(result)
         if state.anomaly:
             _check_forward(op, result, arrays)
-    if all(node is None for node in group):
-        group.clear()
-    results = tuple(results)
+    first = next((node for node in group if node is not None), None)
+    outputs = tuple(results)
     for tape in state.recording_tapes:
-        tape._record(op, tensors, attrs, results, group[0] if group else None, seq_lens)
-    return results
+        tape._record(op, tensors, attrs, outputs, first, seq_lens)
+    return outputs
 
 
 bind_apply(apply)

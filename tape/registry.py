@@ -119,7 +119,7 @@ class Op:
         composite: Callable | None = None,
         second_order: Grad = Grad.RULE,
         second_order_note: str = "",
-        outputs: int = 1,
+        outputs: int | str = 1,
     ):
         self.name = name
         self.family = family
@@ -137,10 +137,12 @@ class Op:
         self.notes = notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
         self.composite = composite
-        if not isinstance(outputs, int) or outputs < 1:
-            raise RegistrationError(f"op '{name}': outputs= must be a positive int, got {outputs!r}")
-        self.n_outputs = outputs  # > 1: the forward returns a tuple; rules get g and ans as tuples (g None where
-        n = self.n_inputs          # an output received no gradient)
+        if outputs != "variable" and (not isinstance(outputs, int) or outputs < 1):
+            raise RegistrationError(f"op '{name}': outputs= must be a positive int or 'variable', got {outputs!r}")
+        # != 1: the forward returns a tuple (of any length for "variable": split, unbind); rules get g and ans
+        # as tuples, g None where an output received no gradient
+        self.n_outputs = outputs
+        n = self.n_inputs
         if (vjps is None) == (joint_vjp is None):
             raise RegistrationError(f"op '{name}': declare exactly one of vjps= (one rule per input) or joint_vjp=")
         if vjps is None:  # so joint_vjp is given (exactly one of the two is, checked above)

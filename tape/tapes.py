@@ -213,6 +213,11 @@ class ExecutionTape:
                                               f"tape")
                     args = group(op, args, rec.seq_lens) if rec.seq_lens else args
                     out = op(**dict(zip(op.input_names, args)), **rec.attributes)
+                    produced = out if isinstance(out, tuple) else (out,)
+                    if len(produced) != len(rec.outputs or (rec.output,)):
+                        raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) gave "
+                                          f"{len(produced)} outputs where {len(rec.outputs or (rec.output,))} "
+                                          f"were recorded (its output count depends on the input's shape)")
                     for spec, t in zip(rec.outputs or (rec.output,), out if isinstance(out, tuple) else (out,)):
                         values[spec.id] = t
                         outputs[spec.id] = t._data

@@ -46,7 +46,7 @@ ops = _UnboundOps()
 OPERATOR_OPS = ("add", "sub", "mul", "div", "pow", "matmul", "neg", "abs", "getitem", "eq", "ne", "lt", "le", "gt",
                 "ge", "sum", "mean", "max", "min", "var", "std", "reshape", "flatten", "transpose", "permute",
                 "squeeze", "unsqueeze", "expand", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "softmax",
-                "log_softmax", "argmax", "clamp", "masked_fill")
+                "log_softmax", "argmax", "clamp", "masked_fill", "cast", "repeat")
 
 
 def bind_operators(library) -> None:
@@ -328,6 +328,7 @@ class Tensor:
     def squeeze(self, dim=None): return ops.squeeze(self, dim)
     def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
     def expand(self, *shape): return ops.expand(self, _shape_args(shape))
+    def repeat(self, *repeats): return ops.repeat(self, _shape_args(repeats))
     def exp(self): return ops.exp(self)
     def log(self): return ops.log(self)
     def sqrt(self): return ops.sqrt(self)
@@ -340,6 +341,10 @@ class Tensor:
     def argmax(self, dim=None, keepdim=False): return ops.argmax(self, dim=dim, keepdim=keepdim)
     def clamp(self, min=None, max=None): return ops.clamp(self, min=min, max=max)
     def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
+
+    def to(self, dtype): return ops.cast(self, dtype)
+    def float(self): return ops.cast(self, np.float32)
+    def double(self): return ops.cast(self, np.float64)
 
     @property
     def T(self):

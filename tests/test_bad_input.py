@@ -37,7 +37,7 @@ from oracle import require_torch
 import ops
 import tape
 from tape.autodiff import reverse_pass
-from tape.tools.verify import call, differentiable_positions, op_samples
+from tape.tools.verify import call, differentiable_positions, joined, op_samples
 
 CLEAR_ERRORS = (TypeError, ValueError, IndexError)
 DIM_ATTRIBUTE = re.compile(r"^(dim\d?|dims|axis|axes|start_dim|end_dim|source|destination)$")
@@ -179,7 +179,9 @@ def judge_int_or_bool(op, label, arrays, attrs, argument):
     out, exc = _run(op, arrays, attrs)
     if exc is not None:
         return None if clear_error(exc, op.name) else f"{label}: unclear error {describe(exc)}"
-    if out.dtype.kind == "f" and not any(a is not None and np.asarray(a).dtype.kind == "f" for a in arrays):
+    explicit = "dtype" in attrs  # an explicit conversion (cast) may make floats from integers: it was asked to
+    if not explicit and any(o.dtype.kind == "f" for o in _outputs(out)) and not any(
+            a is not None and np.asarray(a).dtype.kind == "f" for a in arrays):
         return f"{label}: silently computed in {out.dtype} from non-float inputs (expected a TypeError naming the op)"
     return None
 
@@ -198,7 +200,12 @@ def _torch_verdict(op, arrays, attrs):
                                     **attrs)
     except Exception:  # noqa: BLE001 -- any refusal by torch counts
         return True, None
-    return False, tuple(expected.shape)
+    return False, tuple(tuple(o.shape) for o in _outputs(expected))
+
+
+def _outputs(out) -> tuple:
+    """An op's result as a tuple of its outputs (ops with several outputs return tuples, torch namedtuples)."""
+    return tuple(out) if isinstance(out, tuple | list) else (out,)
 
 
 def judge_shapes(op, label, arrays, attrs, argument):
@@ -208,10 +215,11 @@ def judge_shapes(op, label, arrays, attrs, argument):
         return None if clear_error(exc, op.name) else f"{label}: unclear error {describe(exc)}"
     if oracle is not None:
         refused, torch_shape = oracle
+        shapes = tuple(o.shape for o in _outputs(out))
         if refused:
-            return f"{label}: accepted (output shape {out.shape}) but torch refuses it"
-        if out.shape != torch_shape:
-            return f"{label}: output shape {out.shape}, torch gives {torch_shape}"
+            return f"{label}: accepted (output shapes {shapes}) but torch refuses it"
+        if shapes != torch_shape:
+            return f"{label}: output shapes {shapes}, torch gives {torch_shape}"
     return _backward_problem(op, label, arrays, attrs)
 
 
@@ -226,7 +234,7 @@ def _backward_problem(op, label, arrays, attrs):
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            out = call(op, leaves, attrs)
+            out = joined(call(op, leaves, attrs))
             if out._node is not None and out.dtype.kind == "f":
                 reverse_pass([out], [np.ones(out.shape, out.dtype)], retain_graph=False,
                              sources=[leaves[i] for i in diff])

@@ -22,6 +22,7 @@ from tape.registry import Grad
 from tape.tools.verify import (
     call,
     differentiable_positions,
+    flat_leaves,
     joined,
     op_samples,
     run_gradcheck,
@@ -78,7 +79,9 @@ def test_forward_keeps_float_dtype(op, sample, dtype):
     sample = _sample(sample)
     inputs = sample_tensors(op, sample, dtype)
     out = joined(call(op, inputs, sample.attrs))
-    if out.dtype.kind == "f" and any(t is not None and t.dtype.kind == "f" for t in inputs):
+    if "dtype" in sample.attrs:  # an explicit conversion (cast): the output has the dtype asked for
+        assert out.dtype == np.dtype(sample.attrs["dtype"])
+    elif out.dtype.kind == "f" and any(t is not None and t.dtype.kind == "f" for t in flat_leaves(inputs)):
         assert out.dtype == dtype, f"{op.name}: {np.dtype(dtype).name} inputs gave a {out.dtype} output"
 
 

@@ -113,7 +113,9 @@ def joined(out):
         return out
 
     floats = [ops.reshape(o, (-1,)) for o in out if o.dtype.kind == "f"]
-    return ops.concat(floats, 0) if floats else out[0]
+    if not floats:
+        return out[0] if out else Tensor(np.zeros(0), dtype=np.float64)
+    return ops.concat(floats, 0)
 
 
 def _torch_joined(torch, out):
@@ -125,7 +127,15 @@ def _torch_joined(torch, out):
 
 def _flat_fn(op, tensors, attrs):
     """A function of the flat leaves that applies the op (what gradcheck and gradgradcheck perturb)."""
-    return lambda *xs: joined(call(op, _regrouped(tensors, xs), attrs))
+    def applied(*xs):
+        out = joined(call(op, _regrouped(tensors, xs), attrs))
+        if out.dtype == np.float32:  # an explicit cast to float32: checked through the cast back to float64
+            import ops
+
+            out = ops.cast(out, np.float64)
+        return out
+
+    return applied
 
 
 def run_gradcheck(op, sample) -> CheckResult:
@@ -133,6 +143,11 @@ def run_gradcheck(op, sample) -> CheckResult:
     if not differentiable_positions(op, sample):
         return CheckResult(True, 0.0, "no differentiable input in this sample")
     tensors = sample_tensors(op, sample)
+    probe = joined(call(op, tensors, sample.attrs))
+    if probe.dtype.kind != "f":  # e.g. a cast to int64: no gradient may flow, and none must be recorded
+        if probe.grad_fn is not None:
+            return CheckResult(False, float("inf"), f"a {probe.dtype} output was recorded for the reverse pass")
+        return CheckResult(True, 0.0, f"{probe.dtype} output: carries no gradient (checked: nothing recorded)")
     options = dict(op.gradcheck_tolerance)
     if sum(np.asarray(a).size for a in _flat(sample.inputs) if a is not None) > 2000:
         options.setdefault("fast_mode", True)
@@ -150,6 +165,8 @@ def run_gradgradcheck(op, sample) -> CheckResult:
     if not differentiable_positions(op, sample):
         return CheckResult(True, 0.0, "no differentiable input in this sample")
     tensors = sample_tensors(op, sample)
+    if joined(call(op, tensors, sample.attrs)).dtype.kind != "f":
+        return run_gradcheck(op, sample)  # no gradient at all: the first-order check says so
     options = dict(op.gradcheck_tolerance)
     if sum(np.asarray(a).size for a in _flat(sample.inputs) if a is not None) > 500:
         options.setdefault("fast_mode", True)
@@ -199,7 +216,7 @@ def run_torch_hvp_parity(op, sample, seed: int = 0) -> CheckResult | None:
     except RuntimeError:
         return None  # torch has no double backward for this op
     try:
-        u = Tensor(u_array, requires_grad=True)
+        u = Tensor(u_array.astype(out.dtype), requires_grad=True)
         ours_first = gradients(out, leaves, [u], create_graph=True, allow_unused=True)
         inner_ours = None
         for g, v in zip(ours_first, vs):
@@ -273,7 +290,7 @@ def run_torch_parity(op, sample, dtype=np.float64, seed: int = 0) -> CheckResult
         expected = tuple(expected)
         if len(expected) != len(out):
             return CheckResult(False, float("inf"), f"{len(out)} outputs vs torch's {len(expected)}")
-        worst, problems = 0.0, []
+        worst, problems = 0.0, list[str]()
         for k, (a, b) in enumerate(zip(out, expected)):
             w, p = _compare(f"output {k}", a.data, b.detach().numpy(), rtol, atol)
             worst, problems = max(worst, w), problems + p
