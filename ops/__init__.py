@@ -6,6 +6,7 @@ import sys as _sys
 
 from tape.tensors import bind_operators as _bind_operators
 
+from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
 from .cast import *  # noqa: F401,F403

@@ -1,7 +1,8 @@
 """Default sample generators, one per op family: the inputs the generated tests run every op on.
 
 A generator is ``fn(rng) -> list[Sample]`` in float64. The defaults cover scalars, size-1 dims,
-broadcasting pairs, negative dims, keepdim both ways and non-contiguous (transposed) arrays; an op with
+broadcasting pairs, negative dims, keepdim both ways, non-contiguous (transposed) arrays and zero-size
+arrays (shape (0, 3), a size-1 dim broadcast against 0, a reduction over a zero-size dim); an op with
 unusual inputs writes its own generator next to its declaration.
 
 Finite differences are only meaningful where the op is smooth: ``kinks=`` (the points where an op's
@@ -55,14 +56,16 @@ def unary_samples(low=-2.0, high=2.0, attrs=None, kinks=()):
                     Sample((draw(rng, (5,)),), dict(extra), "vector"),
                     Sample((draw(rng, (2, 3)),), dict(extra), "matrix"),
                     Sample((away_from(transposed(rng, (3, 1, 4), low, high), kinks),), dict(extra),
-                           "non-contiguous")]
+                           "non-contiguous"),
+                    Sample((draw(rng, (0, 3)),), dict(extra), "zero-size")]
         return out
 
     return generate
 
 
 BROADCAST_PAIRS = [((2, 3), (2, 3)), ((2, 3), (3,)), ((3,), (2, 3)), ((2, 1, 3), (4, 1)), ((), (2, 3)),
-                   ((3, 1), (1, 3)), ((1,), ())]
+                   ((3, 1), (1, 3)), ((1,), ()),
+                   ((0, 3), (3,)), ((4, 1), (0,))]  # zero-size: an empty operand, and a size-1 dim stretched to 0
 
 
 def binary_samples(low=-2.0, high=2.0, low_b=None, high_b=None):
@@ -94,7 +97,7 @@ def comparison_samples():
 
 
 WHERE_SHAPES = [((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), ()), ((2, 1), (1, 3), (2, 3)), ((3,), (2, 1, 3), (1,)),
-                ((), (2, 3), (2, 3))]
+                ((), (2, 3), (2, 3)), ((0, 3), (3,), ()), ((2, 1), (0,), (1,))]  # the last two: zero-size
 
 
 def where_samples(low=-2.0, high=2.0):
@@ -110,8 +113,10 @@ def where_samples(low=-2.0, high=2.0):
     return generate
 
 
-def reduction_samples(low=-2.0, high=2.0, dims=(None, 0, -1, (0, 2), (-1, -3)), extra=None):
-    """Reductions: a 3-D array over several dims, keepdim both ways, and a full reduction of a vector."""
+def reduction_samples(low=-2.0, high=2.0, dims=(None, 0, -1, (0, 2), (-1, -3)), extra=None, empty_dims=True):
+    """Reductions: a 3-D array over several dims, keepdim both ways, a full reduction of a vector, and an
+    array with a zero-size dim reduced over another dim. With ``empty_dims`` (ops defined on no entries,
+    like sum = 0) also reduced over the zero-size dim itself, alone, in a tuple and as a full reduction."""
     extra = extra or {}
 
     def generate(rng):
@@ -123,6 +128,10 @@ def reduction_samples(low=-2.0, high=2.0, dims=(None, 0, -1, (0, 2), (-1, -3)), 
         out.append(Sample((transposed(rng, (3, 4), low, high),), {"dim": 1, "keepdim": False, **extra},
                           "non-contiguous"))
         out.append(Sample((uniform(rng, (5,), low, high),), {"dim": None, "keepdim": False, **extra}, "vector"))
+        empty = [(-1, False)] + ([(1, False), ((1, 2), True), (None, False)] if empty_dims else [])
+        for dim, keepdim in empty:
+            out.append(Sample((uniform(rng, (2, 0, 4), low, high),), {"dim": dim, "keepdim": keepdim, **extra},
+                              f"zero-size dim={dim}"))
         return out
 
     return generate
@@ -131,7 +140,7 @@ def reduction_samples(low=-2.0, high=2.0, dims=(None, 0, -1, (0, 2), (-1, -3)), 
 def index_reduction_samples(low=-2.0, high=2.0):
     """argmax / argmin: dim None or a single int (as in torch), keepdim both ways, a transposed input, a
     vector and a 0-D input."""
-    base = reduction_samples(low, high, dims=(None, 0, -1, 1))
+    base = reduction_samples(low, high, dims=(None, 0, -1, 1), empty_dims=False)
 
     def generate(rng):
         return base(rng) + [Sample((uniform(rng, (), low, high),), {"dim": dim, "keepdim": keepdim}, f"0-D dim={dim}")

@@ -54,10 +54,12 @@ def _forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, 
     ``rng``: the np.random.Generator dropout draws its seed from (a fresh one when None); ``dropout_seed`` fixes
     the seed instead. The seed used is saved, so the backward regenerates the very same mask.
     """
-    options = _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p,
-                       _draw_seed(dropout_p, rng, dropout_seed), enable_gqa)
+    seed = _draw_seed(dropout_p, rng, dropout_seed)
+    options = _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, seed,
+                       enable_gqa)
     out, row_max, row_log_sum = attention_forward(query, key, value, attn_mask, **options)
-    return out, {"row_max": row_max, "row_log_sum": row_log_sum, "options": options}
+    # dropout_seed: the seed actually drawn is recorded as the attribute, so replay and the composite reuse it
+    return out, {"row_max": row_max, "row_log_sum": row_log_sum, "options": options, "dropout_seed": seed}
 
 
 def _joint_vjp(g, ans, query, key, value, attn_mask=None, *, needs, row_max, row_log_sum, options, **attributes):

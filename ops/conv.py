@@ -1,21 +1,32 @@
-"""Convolution and pooling, as in ``torch.nn.functional``: conv1d, conv2d, max_pool2d, avg_pool2d and
-nearest-neighbour upsample2d.
+"""Convolution and pooling, as in ``torch.nn.functional``: conv1d, conv2d, unfold / fold (im2col and its
+adjoint col2im), max_pool2d, avg_pool2d and nearest-neighbour upsample2d.
 
 Convolutions use im2col: a strided view of the padded input gathers every receptive field into one
 column matrix (a single copy), and one batched matmul per group does the rest. Their joint backward
 shares that column matrix between the weight gradient and the input gradient; the input gradient
 scatters back (col2im) with one vectorised add per kernel offset (kh * kw adds, never a loop over
-output positions). Pooling works the same way on windows of the padded input.
+output positions). Pooling works the same way on windows of the padded input. The forwards resolve
+their geometry once and hand it to the backward.
+
+Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the other
+op (on Tensors) or its kernel (on arrays). conv1d, conv2d, max_pool2d and avg_pool2d are differentiated
+again through composites built on them: the windows of the (padded) input as ``unfold`` columns, then a
+matmul with the weight (conv), a sum (avg) or a selection of the forward's argmax (max).
+
+Ties: max_pool2d sends a window's gradient to its first maximum in row-major (kh, kw) order, a NaN
+counting as the maximum -- what torch's CPU kernel does. Empty batches work as in torch.
 """
 
-__all__ = ["conv1d", "conv2d", "max_pool2d", "avg_pool2d", "upsample2d"]
+__all__ = ["conv1d", "conv2d", "unfold", "fold", "max_pool2d", "avg_pool2d", "upsample2d"]
 
 import math
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+import ops
 from tape.registry import Sample, defop
+from tape.tensors import Tensor
 
 from ._samples import uniform
 from ._validation import require, require_float
@@ -124,7 +135,8 @@ def _im2col(x4, geo, groups):
     so each group's convolution is one GEMM over the whole batch."""
     xp = _pad(x4, geo.pads).transpose(1, 0, 2, 3)  # channel-major, so the rows are (C, KH, KW)
     windows = _windows(xp, geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=False)  # (C,N,KH,KW,OH,OW)
-    return windows.transpose(0, 2, 3, 1, 4, 5).reshape(groups, -1, x4.shape[0] * geo.out[0] * geo.out[1])
+    rows = x4.shape[1] // groups * geo.kernel[0] * geo.kernel[1]
+    return windows.transpose(0, 2, 3, 1, 4, 5).reshape(groups, rows, x4.shape[0] * geo.out[0] * geo.out[1])
 
 
 def _conv_forward(x4, w4, bias, geo, groups):
@@ -139,7 +151,7 @@ def _conv_forward(x4, w4, bias, geo, groups):
 def _conv_backward(g4, x4, w4, geo, groups, needs):
     n, channels = x4.shape[:2]
     out_channels = w4.shape[0]
-    g_cols = g4.transpose(1, 0, 2, 3).reshape(groups, out_channels // groups, -1)  # (G, O/G, N*L)
+    g_cols = g4.transpose(1, 0, 2, 3).reshape(groups, out_channels // groups, n * geo.out[0] * geo.out[1])
     dx = dw = db = None
     if needs[0]:
         w_groups = w4.reshape(groups, out_channels // groups, -1)
@@ -159,7 +171,7 @@ def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups)
     require_float(op, "weight", weight)
     require(weight.ndim == spatial + 2, op, "weight", f"a {spatial + 2}-D tensor (out_channels, in_channels/groups, "
             f"{'kL' if spatial == 1 else 'kH, kW'})", f"shape {weight.shape}")
-    require(isinstance(groups, int | np.integer) and not isinstance(groups, bool) and groups >= 1, op, "groups",
+    require(bool(isinstance(groups, int | np.integer) and not isinstance(groups, bool) and groups >= 1), op, "groups",
             "an int >= 1", groups)
     in_channels = _batched(x, spatial).shape[1]
     require(in_channels % groups == 0, op, "groups", f"a divisor of the input's {in_channels} channels", groups)
@@ -173,6 +185,15 @@ def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups)
     _ConvGeometry(op, x.shape, weight.shape, stride, padding, dilation, spatial)
 
 
+def _window_columns(x4, geo):
+    """(N, C*KH*KW, OH*OW) Tensor: every window of the (N, C, H, W) Tensor ``x4`` under ``geo``'s (possibly
+    asymmetric) padding, built with registered ops -- the composites' im2col."""
+    (top, bottom), (left, right) = geo.pads
+    if top == bottom and left == right:
+        return unfold(x4, geo.kernel, geo.dilation, (top, left), geo.stride)
+    return unfold(ops.pad(x4, (left, right, top, bottom)), geo.kernel, geo.dilation, 0, geo.stride)
+
+
 def _conv_op(name, spatial):
     """Declare conv1d or conv2d; conv1d views its arrays as 2-D ones of height 1."""
 
@@ -180,15 +201,17 @@ def _conv_op(name, spatial):
         x4 = _batched(x, spatial)
         return (x4[:, :, None], w[:, :, None]) if spatial == 1 else (x4, w)
 
-    def forward(input, weight, bias, stride=1, padding=0, dilation=1, groups=1):
+    def out_shape(input, weight, geo):
+        size = geo.out if spatial == 2 else geo.out[1:]
+        return input.shape[:input.ndim - spatial - 1] + (weight.shape[0],) + size
+
+    def forward(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         geo = _ConvGeometry(name, input.shape, weight.shape, stride, padding, dilation, spatial)
         x4, w4 = as4(input, weight)
         out = _conv_forward(x4, w4, bias, geo, groups)
-        out = out[:, :, 0] if spatial == 1 else out
-        return out if input.ndim == spatial + 2 else out[0]
+        return out.reshape(out_shape(input, weight, geo)), {"geo": geo}
 
-    def joint_vjp(g, ans, input, weight, bias, stride=1, padding=0, dilation=1, groups=1, *, needs):
-        geo = _ConvGeometry(name, input.shape, weight.shape, stride, padding, dilation, spatial)
+    def joint_vjp(g, ans, input, weight, bias, *, needs, stride, padding, dilation, groups, geo):
         x4, w4 = as4(input, weight)
         g4 = _batched(g, spatial)
         g4 = g4[:, :, None] if spatial == 1 else g4
@@ -199,11 +222,27 @@ def _conv_op(name, spatial):
             dw = dw.reshape(weight.shape)
         return dx, dw, db
 
-    def check(input, weight, bias, stride=1, padding=0, dilation=1, groups=1):
+    def composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        geo = _ConvGeometry(name, input.shape, weight.shape, stride, padding, dilation, spatial)
+        x4 = input if input.ndim == spatial + 2 else ops.unsqueeze(input, 0)
+        w4 = weight
+        if spatial == 1:
+            x4, w4 = ops.unsqueeze(x4, 2), ops.unsqueeze(weight, 2)
+        n, channels, out_channels = x4.shape[0], x4.shape[1], weight.shape[0]
+        rows = channels // groups * geo.kernel[0] * geo.kernel[1]
+        cols = ops.reshape(_window_columns(x4, geo), (n, groups, rows, geo.out[0] * geo.out[1]))
+        out = ops.matmul(ops.reshape(w4, (groups, out_channels // groups, rows)), cols)  # (N, G, O/G, L)
+        out = ops.reshape(out, (n, out_channels) + geo.out)
+        if bias is not None:
+            out = out + ops.reshape(bias, (out_channels, 1, 1))
+        return ops.reshape(out, out_shape(input, weight, geo))
+
+    def check(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         _check_conv(name, spatial, input, weight, bias, stride, padding, dilation, groups)
 
     return defop(name, family="conv", inputs=("input", "weight", "bias?"), forward=forward, joint_vjp=joint_vjp,
-                 check=check, samples=_conv1d_samples if spatial == 1 else _conv2d_samples,
+                 saves=True, composite=composite, check=check,
+                 samples=_conv1d_samples if spatial == 1 else _conv2d_samples,
                  torch_ref=lambda torch, input, weight, bias, **attrs: _torch_conv(torch, name, input, weight, bias,
                                                                                     **attrs))
 
@@ -234,7 +273,8 @@ def _conv2d_samples(rng):
             s((2, 4, 4), (2, 1, 3, 3), True, "unbatched, groups 2, stride 2, padding 2", groups=2, stride=2,
               padding=2),
             Sample((nhwc, uniform(rng, (3, 3, 2, 2)).transpose(2, 3, 0, 1), None), {"padding": 1},
-                   "non-contiguous input and weight")]
+                   "non-contiguous input and weight"),
+            s((0, 2, 4, 4), (3, 2, 2, 2), True, "empty batch", padding=1)]
 
 
 def _conv1d_samples(rng):
@@ -248,11 +288,124 @@ def _conv1d_samples(rng):
             s((1, 2, 6), (2, 1, 3), False, "depthwise, padding valid", groups=2, padding="valid"),
             s((3, 9), (2, 3, 4), True, "unbatched, tuple stride", stride=(3,), padding=(1,)),
             Sample((uniform(rng, (7, 3, 2)).transpose(1, 2, 0), uniform(rng, (3, 2, 2)).transpose(2, 1, 0), None),
-                   {"padding": 1}, "non-contiguous")]
+                   {"padding": 1}, "non-contiguous"),
+            s((0, 2, 5), (3, 2, 2), True, "empty batch", stride=2)]
 
 
 conv2d = _conv_op("conv2d", 2)
 conv1d = _conv_op("conv1d", 1)
+
+
+# -- unfold / fold -----------------------------------------------------------------------------------------
+class _BlockGeometry:
+    """unfold / fold: kernel, dilation, symmetric padding and stride over a spatial size, and the number of
+    sliding blocks along each axis (the same fields the convolution and pooling geometries have)."""
+
+    def __init__(self, op, size, kernel_size, dilation, padding, stride):
+        self.kernel = _ints(op, "kernel_size", kernel_size, 2, 1)
+        self.dilation = _ints(op, "dilation", dilation, 2, 1)
+        padding = _ints(op, "padding", padding, 2, 0)
+        self.stride = _ints(op, "stride", stride, 2, 1)
+        self.size = tuple(size)
+        self.pads = tuple((p, p) for p in padding)
+        self.padded = tuple(n + 2 * p for n, p in zip(size, padding))
+        effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
+        self.out = tuple((p - e) // s + 1 for p, e, s in zip(self.padded, effective, self.stride))
+        require(min(self.out) >= 1, op, "kernel_size", f"a (dilated) kernel no larger than the padded spatial size "
+                f"{self.padded}", f"kernel extent {effective}")
+
+
+def _unfold_kernel(input, geo):
+    x4 = _batched(input, 2)
+    windows = _windows(_pad(x4, geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=False)
+    cols = windows.reshape(x4.shape[0], x4.shape[1] * geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1])
+    return cols if input.ndim == 4 else cols[0]
+
+
+def _fold_kernel(input, geo):
+    c3 = input if input.ndim == 3 else input[None]
+    n, channels = c3.shape[0], c3.shape[1] // (geo.kernel[0] * geo.kernel[1])
+    windows = c3.reshape((n, channels) + geo.kernel + geo.out)
+    padded = _scatter_windows(windows, (n, channels) + geo.padded, geo.stride, geo.dilation)
+    out = _unpad(padded, geo.pads, (n, channels) + geo.size)
+    return out if input.ndim == 3 else out[0]
+
+
+def _unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """``torch.nn.functional.unfold`` (im2col): (N, C, H, W) -> (N, C*kH*kW, L), one column per sliding block,
+    rows in (channel, kernel row, kernel column) order; (C, H, W) -> (C*kH*kW, L)."""
+    return _unfold_kernel(input, _BlockGeometry("unfold", input.shape[-2:], kernel_size, dilation, padding, stride))
+
+
+def _unfold_vjp(g, ans, input, kernel_size, dilation=1, padding=0, stride=1):
+    if isinstance(g, Tensor):
+        return fold(g, input.shape[-2:], kernel_size, dilation, padding, stride)
+    return _fold_kernel(g, _BlockGeometry("unfold", input.shape[-2:], kernel_size, dilation, padding, stride))
+
+
+def _fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """``torch.nn.functional.fold`` (col2im), unfold's adjoint: (N, C*kH*kW, L) -> (N, C, H, W), each column
+    added back where its block lies, overlaps summed; (C*kH*kW, L) -> (C, H, W)."""
+    size = _ints("fold", "output_size", output_size, 2, 1)
+    return _fold_kernel(input, _BlockGeometry("fold", size, kernel_size, dilation, padding, stride))
+
+
+def _fold_vjp(g, ans, input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    if isinstance(g, Tensor):
+        return unfold(g, kernel_size, dilation, padding, stride)
+    size = _ints("fold", "output_size", output_size, 2, 1)
+    return _unfold_kernel(g, _BlockGeometry("fold", size, kernel_size, dilation, padding, stride))
+
+
+def _check_unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    require_float("unfold", "input", input)
+    require(input.ndim in (3, 4), "unfold", "input", "a 3-D (C, H, W) or 4-D (N, C, H, W) tensor",
+            f"shape {input.shape}")
+    _BlockGeometry("unfold", input.shape[-2:], kernel_size, dilation, padding, stride)
+
+
+def _check_fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    require_float("fold", "input", input)
+    require(input.ndim in (2, 3), "fold", "input", "a 2-D (C*kH*kW, L) or 3-D (N, C*kH*kW, L) tensor",
+            f"shape {input.shape}")
+    geo = _BlockGeometry("fold", _ints("fold", "output_size", output_size, 2, 1), kernel_size, dilation, padding,
+                         stride)
+    k = geo.kernel[0] * geo.kernel[1]
+    require(input.shape[-2] % k == 0, "fold", "input", f"a dim -2 divisible by kH*kW = {k}", f"shape {input.shape}")
+    blocks = geo.out[0] * geo.out[1]
+    require(input.shape[-1] == blocks, "fold", "input", f"{blocks} blocks in dim -1 ({geo.out[0]} x {geo.out[1]} "
+            f"for output_size {geo.size})", f"shape {input.shape}")
+
+
+def _unfold_samples(rng):
+    return [Sample((uniform(rng, (2, 3, 4, 5)),), {"kernel_size": 2}, "2x2"),
+            Sample((uniform(rng, (1, 2, 5, 6)),), {"kernel_size": (2, 3), "dilation": (2, 1), "padding": 1,
+                                                   "stride": 2}, "dilation, padding, stride"),
+            Sample((uniform(rng, (2, 4, 4)),), {"kernel_size": 3, "padding": (1, 0)}, "unbatched, overlapping"),
+            Sample((uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2),), {"kernel_size": (2, 1)}, "non-contiguous"),
+            Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 2, "stride": 2}, "empty batch")]
+
+
+def _fold_samples(rng):
+    return [Sample((uniform(rng, (2, 12, 12)),), {"output_size": (4, 5), "kernel_size": 2}, "2x2, overlapping"),
+            Sample((uniform(rng, (1, 12, 9)),), {"output_size": (5, 6), "kernel_size": (2, 3), "dilation": (2, 1),
+                                                 "padding": 1, "stride": 2}, "dilation, padding, stride"),
+            Sample((uniform(rng, (18, 8)),), {"output_size": 4, "kernel_size": 3, "padding": (1, 0)},
+                   "unbatched"),
+            Sample((uniform(rng, (6, 8, 1)).transpose(2, 1, 0),), {"output_size": (3, 4), "kernel_size": 2},
+                   "non-contiguous"),
+            Sample((uniform(rng, (0, 8, 4)),), {"output_size": 4, "kernel_size": 2, "stride": 2}, "empty batch")]
+
+
+unfold = defop(
+    "unfold", family="conv", inputs=("input",), forward=_unfold, vjps=(_unfold_vjp,), check=_check_unfold,
+    samples=_unfold_samples, notes="Its backward is fold.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.unfold(input, **attrs))
+
+fold = defop(
+    "fold", family="conv", inputs=("input",), forward=_fold, vjps=(_fold_vjp,), check=_check_fold,
+    samples=_fold_samples, notes="Its backward is unfold.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.fold(input, **attrs))
 
 
 # -- pooling -----------------------------------------------------------------------------------------------
@@ -288,24 +441,43 @@ def _pool_input(op, x):
     return _batched(x, 2)
 
 
+def _max_pool_index(x4, geo):
+    """The (N, C, OH, OW) position, in row-major (kh, kw) order, of each window's first maximum (a NaN wins,
+    as in torch's CPU kernel), and the windows flattened to (N, C, OH, OW, KH*KW)."""
+    windows = _windows(_pad(x4, geo.pads, -np.inf), geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=True)
+    flat = windows.reshape(windows.shape[:4] + (geo.kernel[0] * geo.kernel[1],))
+    return np.argmax(flat, axis=-1), flat
+
+
 def _max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    x4 = _batched(input, 2)
-    windows = _windows(_pad(x4, geo.pads, -np.inf), geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=True)
-    flat = windows.reshape(windows.shape[:4] + (-1,))
-    index = np.argmax(flat, axis=-1)  # first maximum in row-major (kh, kw) order, NaN wins: torch's CPU choice
+    index, flat = _max_pool_index(_batched(input, 2), geo)
     out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
-    return out.reshape(input.shape[:-2] + geo.out), {"indices": index.astype(np.min_scalar_type(flat.shape[-1]))}
+    return out.reshape(input.shape[:-2] + geo.out), {"indices": index.astype(np.min_scalar_type(flat.shape[-1])),
+                                                     "geo": geo}
 
 
-def _max_pool2d_vjp(g, ans, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, *, indices):
-    geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
+def _max_pool2d_vjp(g, ans, input, *, kernel_size, stride, padding, dilation, ceil_mode, indices, geo):
     g4 = _batched(g, 2)
     kh, kw = geo.kernel
     offsets = np.arange(kh * kw, dtype=indices.dtype).reshape(kh, kw, 1, 1)
     grad_windows = np.where(indices[:, :, None, None] == offsets, g4[:, :, None, None], 0).astype(g.dtype, copy=False)
     grad = _scatter_windows(grad_windows, g4.shape[:2] + geo.padded, geo.stride, geo.dilation)
     return _unpad(grad, geo.pads, _batched(input, 2).shape).reshape(input.shape)
+
+
+def _max_pool2d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """max_pool2d as a selection from the unfold windows of the forward's argmax (a constant): what its second
+    order differentiates."""
+    geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    n, c = x4.shape[:2]
+    k, blocks = geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]
+    windows = ops.reshape(_window_columns(x4, geo), (n, c, k, blocks))
+    index, _ = _max_pool_index(_batched(input.data, 2), geo)
+    chosen = index.reshape(n, c, 1, blocks) == np.arange(k).reshape(1, 1, k, 1)
+    out = ops.sum(ops.where(chosen, windows, 0), dim=2)
+    return ops.reshape(out, input.shape[:-2] + geo.out)
 
 
 def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -323,14 +495,15 @@ def _max_pool_samples(rng):
             Sample((uniform(rng, (2, 5, 5)),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
                    "unbatched, ceil_mode"),
             Sample((uniform(rng, (1, 5, 5, 2)).transpose(0, 3, 1, 2),), {"kernel_size": 2, "stride": 1},
-                   "non-contiguous")]
+                   "non-contiguous"),
+            Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 2}, "empty batch")]
     # tied maxima are not differentiable, so finite differences cannot check them: tests/test_ops_conv.py
     # compares the tie choice with torch
 
 
 max_pool2d = defop(
     "max_pool2d", family="conv", inputs=("input",), forward=_max_pool2d, vjps=(_max_pool2d_vjp,), saves=True,
-    check=_check_max_pool2d, samples=_max_pool_samples,
+    composite=_max_pool2d_composite, check=_check_max_pool2d, samples=_max_pool_samples,
     notes="Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
           "counting as the maximum -- what torch's CPU kernel does.",
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, **attrs))
@@ -356,18 +529,29 @@ def _avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, cou
     geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
     windows = _windows(_pad(_batched(input, 2), geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out,
                        kernel_last=True)
-    total = np.sum(windows, axis=(-2, -1))
-    out = total / _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
-    return out.reshape(input.shape[:-2] + geo.out)
+    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
+    out = np.sum(windows, axis=(-2, -1)) / divisor
+    return out.reshape(input.shape[:-2] + geo.out), {"geo": geo, "divisor": divisor}
 
 
-def _avg_pool2d_vjp(g, ans, input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                    divisor_override=None):
-    geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
-    g4 = _batched(g / _avg_divisor(geo, input.shape, count_include_pad, divisor_override, g.dtype), 2)
+def _avg_pool2d_vjp(g, ans, input, *, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                    divisor_override, geo, divisor):
+    g4 = _batched(g / divisor, 2)
     grad_windows = np.broadcast_to(g4[:, :, None, None], g4.shape[:2] + geo.kernel + geo.out)
     grad = _scatter_windows(grad_windows, g4.shape[:2] + geo.padded, geo.stride, geo.dilation)
     return _unpad(grad, geo.pads, _batched(input, 2).shape).reshape(input.shape)
+
+
+def _avg_pool2d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                          divisor_override=None):
+    """avg_pool2d as window sums of unfold columns over the divisor: what its second order differentiates."""
+    geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
+    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    n, c = x4.shape[:2]
+    k, blocks = geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]
+    windows = ops.reshape(_window_columns(x4, geo), (n, c, k, blocks))
+    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype).reshape(-1)
+    return ops.reshape(ops.sum(windows, dim=2) / divisor, input.shape[:-2] + geo.out)
 
 
 def _check_avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -375,7 +559,7 @@ def _check_avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=Fals
     _pool_input("avg_pool2d", input)
     _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
     _require_bool("avg_pool2d", "count_include_pad", count_include_pad)
-    require(divisor_override is None or (isinstance(divisor_override, int | np.integer) and divisor_override > 0),
+    require(bool(divisor_override is None or (isinstance(divisor_override, int | np.integer) and divisor_override > 0)),
             "avg_pool2d", "divisor_override", "None or a positive int", divisor_override)
 
 
@@ -390,12 +574,13 @@ def _avg_pool_samples(rng):
                                                    "count_include_pad": False}, "ceil_mode, padding not counted"),
             Sample((uniform(rng, (3, 4, 4)),), {"kernel_size": 2, "stride": 1, "divisor_override": 3},
                    "unbatched, divisor_override"),
-            Sample((uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2),), {"kernel_size": (2, 1)}, "non-contiguous")]
+            Sample((uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2),), {"kernel_size": (2, 1)}, "non-contiguous"),
+            Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "empty batch")]
 
 
 avg_pool2d = defop(
-    "avg_pool2d", family="conv", inputs=("input",), forward=_avg_pool2d, vjps=(_avg_pool2d_vjp,),
-    check=_check_avg_pool2d, samples=_avg_pool_samples,
+    "avg_pool2d", family="conv", inputs=("input",), forward=_avg_pool2d, vjps=(_avg_pool2d_vjp,), saves=True,
+    composite=_avg_pool2d_composite, check=_check_avg_pool2d, samples=_avg_pool_samples,
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool2d(input, **attrs))
 
 
@@ -458,7 +643,8 @@ def _upsample_samples(rng):
             Sample((uniform(rng, (1, 2, 4, 3)),), {"size": (6, 7)}, "size, not a multiple"),
             Sample((uniform(rng, (1, 1, 5, 6)),), {"size": (3, 4)}, "size smaller than input"),
             Sample((uniform(rng, (1, 2, 3, 4)),), {"scale_factor": 1.5}, "float scale"),
-            Sample((uniform(rng, (1, 3, 4, 2)).transpose(0, 3, 1, 2),), {"size": 5}, "non-contiguous, int size")]
+            Sample((uniform(rng, (1, 3, 4, 2)).transpose(0, 3, 1, 2),), {"size": 5}, "non-contiguous, int size"),
+            Sample((uniform(rng, (0, 2, 3, 3)),), {"scale_factor": 2}, "empty batch")]
 
 
 upsample2d = defop(

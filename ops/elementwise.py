@@ -6,25 +6,34 @@ Conventions, all as in PyTorch 2.13:
   min > max (every output is then ``max``).
 - sign's gradient is 0 (its derivative wherever it exists; torch's convention at 0 too), so a tensor that
   requires grad can flow through it -- the engine refuses such tensors in NOT_DIFFERENTIABLE slots.
+- At NaN: sign(NaN) = 0 and abs'(NaN) = 0, relu passes the gradient, as torch does; elu's gradient is NaN
+  (torch's is 1 or NaN depending on which of its kernels runs).
 - Ops defined only on floats (exp, log, sigmoid, gelu, ...) refuse integer and bool tensors instead of
   casting them; neg, abs, square, relu and clamp keep an integer dtype, as torch does.
+- Values torch returns silently (log(0) = -inf, exp(1000) = inf, sqrt(-1) = NaN, sin(inf) = NaN) come back
+  without numpy's RuntimeWarning: the forwards and rules that can meet them run ``quiet`` (ops/binary.py).
 - sigmoid, silu and softplus go through ``logaddexp``: inputs of +-1e4 give finite values and gradients.
-- gelu's exact form needs the normal CDF, which numpy lacks: float64 uses Cody's rational approximations
-  of erfc (relative error ~1e-15), float32 Abramowitz & Stegun 7.1.26 (absolute error < 1e-7, below
-  float32's resolution of the CDF), evaluated in place (gelu sits on the training hot path). The forward
-  saves gelu's slope, so the backward is a single multiplication.
+- erf and erfc use W. J. Cody's rational approximations in float64 (relative error ~1e-15; erfc keeps it in
+  the right tail, erf near 0); float32 input is computed in float64 and rounded.
+- gelu's exact form needs the normal CDF: float64 uses Cody's erfc, float32 Abramowitz & Stegun 7.1.26
+  (absolute error < 1e-7, below float32's resolution of the CDF), evaluated in place (gelu sits on the
+  training hot path). The forward saves gelu's slope (silu its sigmoid), so the backward is a single
+  multiplication; the second order differentiates a ``composite`` instead (x * erfc(-x / sqrt 2) / 2, the
+  tanh form, x * sigmoid(x)).
 """
 
 __all__ = ['neg', 'abs', 'sign', 'exp', 'expm1', 'log', 'log2', 'log10', 'log1p', 'sqrt', 'rsqrt', 'square',
-           'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'clamp']
+           'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'clamp', 'erf',
+           'erfc']
 
 import math
 
 import numpy as np
 
-from tape.registry import defop
+from tape.registry import Sample, defop
 
 from ._samples import unary_samples
+from .binary import quiet
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -65,42 +74,57 @@ def _unary(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, floa
                  **declaration)
 
 
+def _quiet_ufunc(ufunc):
+    """A one-input ufunc as a forward quiet about inf/NaN results (log(0) = -inf, exp(1000) = inf, as torch)."""
+    def forward(x):
+        return ufunc(x)
+    forward.__name__ = f"_{ufunc.__name__}"
+    return quiet(forward)
+
+
 def _functional(name):
     """The torch reference ``torch.nn.functional.<name>``."""
     return lambda torch, x, **attrs: getattr(torch.nn.functional, name)(x, **attrs)
 
 
 # -- arithmetic ------------------------------------------------------------------------------------------------
+def _sign(x):
+    return np.where(x == x, np.sign(x), 0)  # torch: sign(NaN) = 0
+
+
 neg = _unary("neg", np.negative, lambda g, ans, x: np.negative(g), floats_only=False, check=_no_bool("neg"))
-abs = _unary("abs", np.abs, lambda g, ans, x: g * np.sign(x), kinks=(0.0,), floats_only=False)
-sign = _unary("sign", np.sign, lambda g, ans, x: np.zeros_like(g), floats_only=False, check=_no_bool("sign"),
+abs = _unary("abs", np.abs, lambda g, ans, x: g * _sign(x), kinks=(0.0,), floats_only=False)
+sign = _unary("sign", _sign, lambda g, ans, x: np.zeros_like(g), floats_only=False, check=_no_bool("sign"),
               kinks=(0.0,))
-square = _unary("square", np.square, lambda g, ans, x: g * x * 2, floats_only=False, check=_no_bool("square"))
+square = _unary("square", _quiet_ufunc(np.square), quiet(lambda g, ans, x: g * (x * 2)), floats_only=False,
+                check=_no_bool("square"))
 
 
 # -- exponentials, logarithms, roots ---------------------------------------------------------------------------
-exp = _unary("exp", np.exp, lambda g, ans, x: g * ans)
-expm1 = _unary("expm1", np.expm1, lambda g, ans, x: g * (ans + 1))
-log = _unary("log", np.log, lambda g, ans, x: g / x, low=0.1, high=3.0)
-log2 = _unary("log2", np.log2, lambda g, ans, x: g / (x * _LN2), low=0.1, high=3.0)
-log10 = _unary("log10", np.log10, lambda g, ans, x: g / (x * _LN10), low=0.1, high=3.0)
-log1p = _unary("log1p", np.log1p, lambda g, ans, x: g / (x + 1), low=-0.9, high=2.0)
-sqrt = _unary("sqrt", np.sqrt, lambda g, ans, x: g / (ans * 2), low=0.1, high=3.0)
+exp = _unary("exp", _quiet_ufunc(np.exp), lambda g, ans, x: g * ans)
+expm1 = _unary("expm1", _quiet_ufunc(np.expm1), lambda g, ans, x: g * (ans + 1))
+log = _unary("log", _quiet_ufunc(np.log), quiet(lambda g, ans, x: g / x), low=0.1, high=3.0)
+log2 = _unary("log2", _quiet_ufunc(np.log2), quiet(lambda g, ans, x: g / (x * _LN2)), low=0.1, high=3.0)
+log10 = _unary("log10", _quiet_ufunc(np.log10), quiet(lambda g, ans, x: g / (x * _LN10)), low=0.1, high=3.0)
+log1p = _unary("log1p", _quiet_ufunc(np.log1p), quiet(lambda g, ans, x: g / (x + 1)), low=-0.9, high=2.0)
+sqrt = _unary("sqrt", _quiet_ufunc(np.sqrt), quiet(lambda g, ans, x: g / (ans * 2)), low=0.1, high=3.0)
 
 
+@quiet
 def _rsqrt(x):
     return np.reciprocal(np.sqrt(x))
 
 
-rsqrt = _unary("rsqrt", _rsqrt, lambda g, ans, x: g * (ans * ans * ans) * -0.5, low=0.1, high=3.0)
+rsqrt = _unary("rsqrt", _rsqrt, quiet(lambda g, ans, x: g * (ans * ans * ans) * -0.5), low=0.1, high=3.0)
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-sin = _unary("sin", np.sin, lambda g, ans, x: g * np.cos(x), low=-3.0, high=3.0)
-cos = _unary("cos", np.cos, lambda g, ans, x: g * -np.sin(x), low=-3.0, high=3.0)
+sin = _unary("sin", _quiet_ufunc(np.sin), quiet(lambda g, ans, x: g * np.cos(x)), low=-3.0, high=3.0)
+cos = _unary("cos", _quiet_ufunc(np.cos), quiet(lambda g, ans, x: g * -np.sin(x)), low=-3.0, high=3.0)
 tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1 - ans * ans))
 
 
+@quiet  # logaddexp(0, NaN) warns
 def _sigmoid(x):
     # 1 / (1 + exp(-x)) = exp(-log(1 + exp(-x))); logaddexp never overflows
     return np.exp(-np.logaddexp(0, -x))
@@ -110,7 +134,9 @@ sigmoid = _unary("sigmoid", _sigmoid, lambda g, ans, x: g * ans * (1 - ans), low
 
 
 # -- activations -----------------------------------------------------------------------------------------------
-relu = _unary("relu", lambda x: np.maximum(x, 0), lambda g, ans, x: g * (x > 0), kinks=(0.0,), floats_only=False)
+# not g * (x > 0): torch passes the gradient at NaN
+relu = _unary("relu", lambda x: np.maximum(x, 0), lambda g, ans, x: np.where(x <= 0, 0, g), kinks=(0.0,),
+              floats_only=False)
 
 
 def _leaky_relu(x, negative_slope=0.01):
@@ -184,7 +210,11 @@ def _erfc_middle(z):
 def _erfc_large(z):
     z = np.minimum(z, 30.0)  # erfc(30) underflows to 0 already; keeps z * z finite
     inv_sq = 1 / (z * z)
-    return (_INV_SQRT_PI - inv_sq * _cody_ratio(inv_sq, _ERFC_P, _ERFC_Q)) / z * np.exp(-z * z)
+    # exp(-z^2) as exp(-h^2) exp(-(z - h)(z + h)) with h = z rounded down to 1/16 (exact h^2): z * z itself
+    # rounds, and exp turns its rounding error (relative 1e-16 * z^2) into a relative error of the tail
+    h = np.floor(z * 16) / 16
+    gauss = np.exp(-h * h) * np.exp(-(z - h) * (z + h))
+    return (_INV_SQRT_PI - inv_sq * _cody_ratio(inv_sq, _ERFC_P, _ERFC_Q)) / z * gauss
 
 
 def _erfc64(z):
@@ -253,7 +283,46 @@ def _normal_cdf64(x):
     return np.where(x < 0, tail, 1 - tail)
 
 
+def _erf_small(z):
+    return z * _cody_ratio(z * z, _ERF_A, _ERF_B)
+
+
+def _erf_forward(x):
+    """erf(x), odd: z * R(z^2) near 0 (no cancellation), 1 - erfc(|x|) with x's sign beyond. float32 input is
+    computed in float64 and rounded."""
+    x64 = x.astype(np.float64).reshape(-1)  # 1-D: ufuncs on 0-D arrays give scalars, which take no item writes
+    out = np.copysign(1 - _erfc64(np.abs(x64)), x64)
+    small = np.abs(x64) <= 0.46875
+    if small.any():
+        out[small] = _erf_small(x64[small])
+    return out.reshape(x.shape).astype(x.dtype, copy=False)
+
+
+def _erfc_forward(x):
+    """erfc(x): erfc(|x|) for x >= 0 and 2 - erfc(|x|) below, so the right tail keeps its relative accuracy."""
+    x64 = x.astype(np.float64).reshape(-1)
+    tail = _erfc64(np.abs(x64))
+    return np.where(x64 < 0, 2 - tail, tail).reshape(x.shape).astype(x.dtype, copy=False)
+
+
+def _erf_samples(rng):
+    """The default samples plus every branch of Cody's approximations, both tails included."""
+    x = np.array([-6.0, -4.5, -2.0, -0.7, -0.3, -1e-3, 0.0, 1e-3, 0.3, 0.7, 2.0, 4.5, 6.0])
+    return unary_samples(-3.0, 3.0)(rng) + [Sample((x,), {}, "every branch")]
+
+
+@quiet  # x^2 may overflow (exp(-inf) = 0 then)
+def _gauss_slope(g, x, scale):
+    """g * scale * exp(-x^2): erf's derivative up to the sign."""
+    return g * np.exp(-(x * x)) * scale
+
+
+erf = _unary("erf", _erf_forward, lambda g, ans, x: _gauss_slope(g, x, 2 * _INV_SQRT_PI), samples=_erf_samples)
+erfc = _unary("erfc", _erfc_forward, lambda g, ans, x: _gauss_slope(g, x, -2 * _INV_SQRT_PI), samples=_erf_samples)
+
+
 # The forward saves gelu's slope, so the backward is one multiplication.
+@quiet  # x^2 overflows for huge x, inf * 0 in the tails: torch's inf/NaN
 def _gelu(x, approximate="none"):
     if approximate == "none":
         if x.dtype == np.float32:
@@ -264,7 +333,7 @@ def _gelu(x, approximate="none"):
     if approximate == "tanh":
         du = (1 + x * x * (3 * _GELU_CUBIC)) * _SQRT_2_OVER_PI
         t = np.tanh((x + x * x * x * _GELU_CUBIC) * _SQRT_2_OVER_PI)
-        return x * (1 + t) * 0.5, {"saved": (1 + t) * 0.5 + x * (1 - t * t) * du * 0.5}
+        return x * 0.5 * (1 + t), {"saved": (1 + t) * 0.5 + x * (1 - t * t) * du * 0.5}  # torch's order
     raise ValueError(f"gelu: argument 'approximate' expected 'none' or 'tanh', got {approximate!r}")
 
 
@@ -272,23 +341,35 @@ def _gelu_vjp(g, ans, x, approximate="none", saved=None):
     return g * saved
 
 
+def _gelu_composite(x, approximate="none"):
+    """gelu written with registered ops, for the second order: x * erfc(-x / sqrt 2) / 2 (the tail form keeps
+    the left tail's accuracy), or the tanh form."""
+    if approximate == "tanh":
+        return x * (tanh((x + x * x * x * _GELU_CUBIC) * _SQRT_2_OVER_PI) + 1) * 0.5
+    return x * erfc(x * -_SQRT_HALF) * 0.5
+
+
 gelu = _unary("gelu", _gelu, _gelu_vjp, low=-3.0, high=3.0, attrs=[{}, {"approximate": "tanh"}], saves=True,
-              torch_ref=_functional("gelu"))
+              composite=_gelu_composite, torch_ref=_functional("gelu"))
 
 
+@quiet
 def _silu(x):
     s = _sigmoid(x)
     return x * s, {"saved": s}
 
 
+@quiet
 def _silu_vjp(g, ans, x, saved=None):
     s = saved
     return g * s * (1 + x * (1 - s))
 
 
-silu = _unary("silu", _silu, _silu_vjp, low=-4.0, high=4.0, saves=True, torch_ref=_functional("silu"))
+silu = _unary("silu", _silu, _silu_vjp, low=-4.0, high=4.0, saves=True, composite=lambda x: x * sigmoid(x),
+              torch_ref=_functional("silu"))
 
 
+@quiet
 def _softplus(x, beta=1, threshold=20):
     b = _real("softplus", "beta", beta)
     t = _real("softplus", "threshold", threshold)
@@ -300,6 +381,7 @@ def _softplus(x, beta=1, threshold=20):
     return np.where(z > t, x, np.logaddexp(0, z) / b)  # log(1 + exp(z)) / beta, stable for any z
 
 
+@quiet
 def _softplus_vjp(g, ans, x, beta=1, threshold=20):
     # below the threshold d/dx = sigmoid(beta x) = 1 - exp(-beta * softplus(x)): no second logaddexp
     b = float(beta)
@@ -343,7 +425,7 @@ def _clamp_vjp(g, ans, x, min=None, max=None):
         return g * (x >= min)
     if min is None:
         return g * (x <= max)
-    return g * ((x >= min) & (x <= max))
+    return g * np.logical_and(x >= min, x <= max)  # not `&`: comparisons of Tensors give Tensors (no __and__)
 
 
 clamp = _unary("clamp", _clamp, _clamp_vjp, kinks=(-1.0, -0.5, 0.5, 0.75), floats_only=False,

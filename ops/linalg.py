@@ -4,16 +4,18 @@ matmul and linear sit on the training hot path: when a batched operand meets a p
 dims are folded into the rows so one GEMM does the work (no batched loop and no broadcast-then-sum of
 the weight gradient).
 
-einsum: a registered op takes a fixed list of tensor inputs, so the op ``einsum`` has inputs
-``operand0, operand1?, operand2?`` (absent ones are None) and the equation as its attribute. The public
-``einsum(equation, *operands)`` records one op for up to ``MAX_EINSUM_OPERANDS`` operands and, beyond
-that, contracts the first ones into an intermediate first (keeping the labels still needed), recursively.
-The VJP of an einsum is an einsum of the output gradient with the other operands; labels an operand sums
-alone are broadcast back, repeated labels ('ii->i', traces) write the gradient onto the diagonal, and
+einsum is torch's ``einsum(equation, *operands)`` (the operands may also come as one list): one op with a
+sequence input, any number of operands. The VJP of an einsum is an einsum of the output gradient with the
+other operands; labels an operand sums alone are broadcast back, repeated labels ('ii->i', traces) put the
+gradient on the diagonal (in place on arrays; as an einsum with a 0/1 delta on Tensors, so it records), and
 labelled or '...' dims of size 1 that were broadcast are summed back to size 1.
+
+Every rule is written with numpy functions that map to registered ops, so all three are differentiable
+twice (``create_graph=True``). Zero-size operands work as in torch: a contraction over an empty label
+gives zeros.
 """
 
-__all__ = ['matmul', 'linear', 'einsum', 'MAX_EINSUM_OPERANDS']
+__all__ = ['matmul', 'linear', 'einsum']
 
 import functools
 import math
@@ -39,20 +41,20 @@ def _same_dtype(op: str, names: tuple, arrays) -> None:
 
 
 # -- matmul ------------------------------------------------------------------------------------------------
-def _check_matmul(a, b):
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}")
-    k_a = a.shape[-1]
-    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+def _check_matmul(input, other):
+    if input.ndim == 0 or other.ndim == 0:
+        raise ValueError(f"matmul: both arguments need at least 1 dim, got shapes {input.shape} and {other.shape}")
+    k_a = input.shape[-1]
+    k_b = other.shape[0] if other.ndim == 1 else other.shape[-2]
     if k_a != k_b:
-        raise ValueError(f"matmul: argument 'b' expected {k_a} rows to match a's last dim (a: {a.shape}), "
-                         f"got shape {b.shape}")
+        raise ValueError(f"matmul: argument 'other' expected {k_a} rows to match the last dim of input "
+                         f"{input.shape}, got shape {other.shape}")
     try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        np.broadcast_shapes(input.shape[:-2], other.shape[:-2])
     except ValueError:
-        raise ValueError(f"matmul: argument 'b' expected batch dims broadcastable with a's {a.shape[:-2]}, got "
-                         f"shape {b.shape}") from None
-    _same_dtype("matmul", ("a", "b"), (a, b))
+        raise ValueError(f"matmul: argument 'other' expected batch dims broadcastable with input's "
+                         f"{input.shape[:-2]}, got shape {other.shape}") from None
+    _same_dtype("matmul", ("input", "other"), (input, other))
 
 
 def _times_matrix(a, m):
@@ -62,8 +64,9 @@ def _times_matrix(a, m):
     return (_rows(a) @ m).reshape(a.shape[:-1] + (m.shape[-1],))
 
 
-def _matmul(a, b):
-    return _times_matrix(a, b) if b.ndim == 2 else np.matmul(a, b)
+def _matmul(input, other):
+    """``torch.matmul(input, other)``: 1-D operands are vectors, batch dims broadcast."""
+    return _times_matrix(input, other) if other.ndim == 2 else np.matmul(input, other)
 
 
 def _as_matrices(g, a, b):
@@ -77,18 +80,18 @@ def _as_matrices(g, a, b):
     return g, a2, b2
 
 
-def _matmul_vjp_a(g, ans, a, b):
-    g2, a2, b2 = _as_matrices(g, a, b)
+def _matmul_vjp_input(g, ans, input, other):
+    g2, a2, b2 = _as_matrices(g, input, other)
     if b2.ndim == 2:
-        return _times_matrix(g2, b2.T).reshape(a.shape)
-    return unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape)
+        return np.reshape(_times_matrix(g2, b2.T), input.shape)
+    return np.reshape(unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape), input.shape)
 
 
-def _matmul_vjp_b(g, ans, a, b):
-    g2, a2, b2 = _as_matrices(g, a, b)
-    if b2.ndim == 2:  # every batch of a met the same matrix: one GEMM over all rows
-        return (_rows(a2).T @ _rows(g2)).reshape(b.shape)
-    return unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape)
+def _matmul_vjp_other(g, ans, input, other):
+    g2, a2, b2 = _as_matrices(g, input, other)
+    if b2.ndim == 2:  # every batch of input met the same matrix: one GEMM over all rows
+        return np.reshape(_rows(a2).T @ _rows(g2), other.shape)
+    return np.reshape(unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape), other.shape)
 
 
 def _matmul_samples(rng):
@@ -98,12 +101,15 @@ def _matmul_samples(rng):
     out = [Sample((uniform(rng, sa), uniform(rng, sb)), {}, f"{sa} @ {sb}") for sa, sb in shapes]
     out.append(Sample((uniform(rng, (3, 2)).T, uniform(rng, (4, 3)).T), {}, "non-contiguous"))
     out.append(Sample((transposed(rng, (3, 2, 2)), uniform(rng, (2, 3))), {}, "non-contiguous batched @ matrix"))
+    zero = [((2, 0), (0, 3), "inner dim 0: zeros"), ((0, 3), (3, 2), "no rows"), ((2, 0, 3), (3, 4), "empty batch"),
+            ((3,), (3, 0), "no columns"), ((0,), (0,), "empty dot"), ((2, 2, 0), (2, 0, 3), "batched, inner dim 0")]
+    out += [Sample((uniform(rng, sa), uniform(rng, sb)), {}, f"{sa} @ {sb}, {label}") for sa, sb, label in zero]
     return out
 
 
-matmul = defop("matmul", family="linalg", inputs=("a", "b"), forward=_matmul,
-               vjps=(_matmul_vjp_a, _matmul_vjp_b), check=_check_matmul, samples=_matmul_samples,
-               torch_ref=lambda torch, a, b: torch.matmul(a, b))
+matmul = defop("matmul", family="linalg", inputs=("input", "other"), forward=_matmul,
+               vjps=(_matmul_vjp_input, _matmul_vjp_other), check=_check_matmul, samples=_matmul_samples,
+               torch_ref=lambda torch, input, other: torch.matmul(input, other))
 
 
 # -- linear ------------------------------------------------------------------------------------------------
@@ -141,8 +147,8 @@ def _grad_rows(g, weight):
 
 def _linear_vjp_input(g, ans, input, weight, bias=None):
     g2 = _grad_rows(g, weight)
-    grad = g2 @ weight if weight.ndim == 2 else np.multiply.outer(g2, weight)
-    return grad.reshape(input.shape)
+    grad = g2 @ weight if weight.ndim == 2 else g2[:, None] * weight
+    return np.reshape(grad, input.shape)
 
 
 def _linear_vjp_weight(g, ans, input, weight, bias=None):
@@ -151,8 +157,8 @@ def _linear_vjp_weight(g, ans, input, weight, bias=None):
 
 def _linear_vjp_bias(g, ans, input, weight, bias=None):
     if bias.shape == (weight.shape[0],):
-        return _grad_rows(g, weight).sum(axis=0)
-    return np.sum(g).reshape(bias.shape)
+        return np.sum(_grad_rows(g, weight), axis=0)
+    return np.reshape(np.sum(g), bias.shape)
 
 
 def _linear_samples(rng):
@@ -166,7 +172,11 @@ def _linear_samples(rng):
             Sample((u(2, 3), u(4, 3), u(1)), {}, "one-element bias"),
             Sample((u(2, 3), u(4, 3), u()), {}, "0-D bias"),
             Sample((transposed(rng, (2, 2, 3)), transposed(rng, (4, 3)), u(4)), {}, "non-contiguous"),
-            Sample((u(2, 3), u(3), None), {}, "1-D weight")]
+            Sample((u(2, 3), u(3), None), {}, "1-D weight"),
+            Sample((u(0, 3), u(4, 3), u(4)), {}, "no rows"),
+            Sample((u(2, 0), u(4, 0), u(4)), {}, "no in_features: the bias"),
+            Sample((u(2, 3), u(0, 3), u(0)), {}, "no out_features"),
+            Sample((u(2, 0, 3), u(0, 3), None), {}, "empty batch, no out_features")]
 
 
 linear = defop("linear", family="linalg", inputs=("input", "weight", "bias?"), forward=_linear,
@@ -176,7 +186,6 @@ linear = defop("linear", family="linalg", inputs=("input", "weight", "bias?"), f
 
 
 # -- einsum ------------------------------------------------------------------------------------------------
-MAX_EINSUM_OPERANDS = 3
 _LABELS = string.ascii_letters
 
 
@@ -214,8 +223,6 @@ def _split_ellipsis(equation, term, what):
 
 @functools.lru_cache(maxsize=1024)
 def _plan(equation, shapes) -> _Plan:
-    if not isinstance(equation, str):
-        raise TypeError(f"einsum: argument 'equation' expected a str, got {type(equation).__name__}")
     eq = equation.replace(" ", "")
     bad = sorted(set(eq) - set(_LABELS) - set(".,->"))
     if bad:
@@ -251,7 +258,7 @@ def _plan(equation, shapes) -> _Plan:
             if n != seen and 1 not in (n, seen):
                 raise _einsum_error(equation, f"expected size {seen} (or 1) for subscript {c!r} of operand {k}, "
                                               f"got {n} (shape {shape})")
-            sizes[c] = max(seen, n)
+            sizes[c] = n if seen == 1 else seen
             broadcast = broadcast or n != seen
     if arrow:
         head, dots, tail = _split_ellipsis(equation, rhs, "output")
@@ -267,24 +274,50 @@ def _plan(equation, shapes) -> _Plan:
     return _Plan(explicit, output, sizes, broadcast, optimize)
 
 
-def _operands(operands) -> list:
-    return [a for a in operands if a is not None]
-
-
 def _plan_for(equation, arrays) -> _Plan:
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum: argument 'equation' expected a str, got {type(equation).__name__}")
     return _plan(equation, tuple(a.shape for a in arrays))
 
 
-def _check_einsum(operand0, operand1=None, operand2=None, *, equation):
-    arrays = _operands((operand0, operand1, operand2))
-    _same_dtype("einsum", ("operand0", "operand1", "operand2"), arrays)
-    _plan_for(equation, arrays)
+def _check_einsum(operands, equation):
+    _same_dtype("einsum", tuple(f"operands[{k}]" for k in range(len(operands))), operands)
+    _plan_for(equation, operands)
 
 
-def _einsum_forward(operand0, operand1=None, operand2=None, *, equation):
-    arrays = _operands((operand0, operand1, operand2))
-    plan = _plan_for(equation, arrays)
-    return np.asarray(np.einsum(plan.equation, *plan.full(arrays), optimize=plan.optimize))
+def _einsum(equation, *operands):
+    """``torch.einsum(equation, *operands)`` (the operands may also come as one list)."""
+    plan = _plan_for(equation, operands)
+    return np.asarray(np.einsum(plan.equation, *plan.full(operands), optimize=plan.optimize))
+
+
+def _contract(equation: str, optimize: bool, *operands):
+    """``np.einsum`` on arrays (first order); the einsum op on Tensors, so the backward is recorded."""
+    if all(isinstance(o, np.ndarray) for o in operands):
+        return np.asarray(np.einsum(equation, *operands, optimize=optimize))
+    return einsum(equation, *operands)
+
+
+def _on_diagonal(plan: _Plan, term: str, labels: str, grad, shape, dtype):
+    """A zero array of ``shape`` (subscripts ``term``, repeating labels) holding ``grad`` (subscripts
+    ``labels``, each once) on its diagonal: where all dims of one label have equal positions."""
+    if isinstance(grad, np.ndarray):
+        out = np.zeros(shape, dtype=dtype)
+        strides = tuple(sum(out.strides[p] for p, c2 in enumerate(term) if c2 == c) for c in labels)
+        as_strided(out, shape=grad.shape, strides=strides)[...] = grad
+        return out
+    # grad * delta, as an einsum: every repeat of a label gets a fresh label, tied back by a 0/1 delta
+    used = set("".join(plan.terms) + plan.output)
+    fresh = iter(c for c in _LABELS if c not in used)
+    unique, delta = "", np.ones(shape, dtype=bool)
+    for p, c in enumerate(term):
+        first = term.index(c)
+        unique += c if first == p else next(fresh)
+        if first != p:
+            def position(d):  # the positions along dim d, shaped to broadcast over the others
+                return np.arange(shape[d]).reshape([-1 if k == d else 1 for k in range(len(shape))])
+            delta = delta & (position(first) == position(p))
+    return einsum(f"{labels},{unique}->{unique}", grad, delta.astype(dtype))
 
 
 def _einsum_operand_grad(plan: _Plan, k: int, g, arrays):
@@ -294,30 +327,24 @@ def _einsum_operand_grad(plan: _Plan, k: int, g, arrays):
     others = [(t, a) for j, (t, a) in enumerate(zip(plan.terms, plan.full(arrays))) if j != k]
     reachable = set(plan.output).union(*[t for t, _ in others])
     kept = "".join(c for c in labels if c in reachable)
-    grad = np.einsum(",".join([plan.output] + [t for t, _ in others]) + "->" + kept, g, *[a for _, a in others],
-                     optimize=plan.optimize)
-    grad = np.asarray(grad)
+    grad = _contract(",".join([plan.output] + [t for t, _ in others]) + "->" + kept, plan.optimize, g,
+                     *[a for _, a in others])
     if kept != labels:  # labels summed by operand k alone: its gradient is constant along them
         grad = np.expand_dims(grad, tuple(i for i, c in enumerate(labels) if c not in reachable))
         grad = np.broadcast_to(grad, tuple(plan.sizes[c] for c in labels))
     own_sizes = tuple(shape[term.index(c)] for c in labels)
     stretched = tuple(i for i, (c, n) in enumerate(zip(labels, own_sizes)) if n != plan.sizes[c])
     if stretched:  # size-1 dims broadcast in the forward: sum back
-        grad = grad.sum(axis=stretched, keepdims=True)
+        grad = np.sum(grad, axis=stretched, keepdims=True)
     if len(labels) == len(term):
         return grad
     # repeated labels ('ii'): the gradient lives on the diagonal, every other entry is zero
-    out = np.zeros(shape, dtype=g.dtype)
-    strides = tuple(sum(out.strides[p] for p, c2 in enumerate(term) if c2 == c) for c in labels)
-    as_strided(out, shape=own_sizes, strides=strides)[...] = grad
-    return out
+    return _on_diagonal(plan, term, labels, grad, shape, arrays[k].dtype)
 
 
-def _einsum_rule(k):
-    def rule(g, ans, *operands, equation):
-        arrays = _operands(operands)
-        return _einsum_operand_grad(_plan_for(equation, arrays), k, g, arrays)
-    return rule
+def _einsum_vjp(g, ans, operands, *, needs, equation):
+    plan = _plan_for(equation, operands)
+    return ([_einsum_operand_grad(plan, k, g, operands) if need else None for k, need in enumerate(needs[0])],)
 
 
 def _einsum_samples(rng):
@@ -338,28 +365,16 @@ def _einsum_samples(rng):
         ("ij,jk,kl->il", [u(2, 3), u(3, 2), u(2, 4)], "chain of 3"), ("i,i,i->", [u(4), u(4), u(4)], "3 vectors"),
         ("bi,bj,b->bij", [u(2, 3), u(2, 2), u(2)], "3 operands, batch kept"),
         ("ii,ij,jj->", [u(2, 2), u(2, 2), u(2, 2)], "3 operands, repeated labels"),
+        ("ij,jk,kl,lm,mn->in", [u(2, 3), u(3, 2), u(2, 2), u(2, 3), u(3, 2)], "chain of 5"),
+        ("iij,jkk,k->i", [u(2, 2, 3), u(3, 2, 2), u(2)], "repeated labels in two operands"),
+        ("ij,jk->ik", [u(2, 0), u(0, 3)], "zero-size contracted label: zeros"),
+        ("bi,bj->ij", [u(0, 2), u(0, 3)], "zero-size batch summed"),
+        ("ii->i", [u(0, 0)], "zero-size diagonal"), ("i,i->", [u(0), u(0)], "zero-size dot"),
+        ("ij,jk->ijk", [u(0, 2), u(2, 3)], "zero-size kept label"),
     ]
-    return [Sample(tuple(arrays), {"equation": eq}, f"{eq!r} {label}") for eq, arrays, label in cases]
+    return [Sample((arrays,), {"equation": eq}, f"{eq!r} {label}") for eq, arrays, label in cases]
 
 
-_einsum_op = defop("einsum", family="linalg", inputs=("operand0", "operand1?", "operand2?"), forward=_einsum_forward,
-                   vjps=tuple(_einsum_rule(k) for k in range(MAX_EINSUM_OPERANDS)), check=_check_einsum,
-                   samples=_einsum_samples,
-                   torch_ref=lambda torch, *operands, equation: torch.einsum(equation, *_operands(operands)))
-
-
-def einsum(equation, *operands):
-    """``torch.einsum(equation, *operands)`` (operands may also come as one list), differentiable."""
-    if len(operands) == 1 and isinstance(operands[0], list | tuple):
-        operands = tuple(operands[0])
-    if not operands:
-        raise ValueError("einsum: argument 'operands' expected at least one tensor, got none")
-    if len(operands) <= MAX_EINSUM_OPERANDS:
-        return _einsum_op(*operands, equation=equation)
-    plan = _plan(equation, tuple(np.shape(o) for o in operands))
-    n = MAX_EINSUM_OPERANDS
-    head, rest = plan.terms[:n], plan.terms[n:]
-    needed = set(plan.output).union(*rest)
-    middle = "".join(dict.fromkeys(c for t in head for c in t if c in needed))
-    partial = _einsum_op(*operands[:n], equation=",".join(head) + "->" + middle)
-    return einsum(",".join((middle,) + rest) + "->" + plan.output, partial, *operands[n:])
+einsum = defop("einsum", family="linalg", inputs=("*operands",), forward=_einsum, joint_vjp=_einsum_vjp,
+               check=_check_einsum, samples=_einsum_samples,
+               torch_ref=lambda torch, operands, equation: torch.einsum(equation, *operands))

@@ -7,9 +7,18 @@ non-int dim or a non-bool keepdim raises naming the op and the argument. Convent
   to the one index it returns; the two agree whenever the extremum is unique. A NaN extremum gives NaN
   gradients to its slice.
 - var / std take torch's ``correction`` (default 1, Bessel's); N - correction <= 0 gives inf/NaN as in
-  torch. std's gradient is 0 where std is 0 (torch's convention, instead of 0/0).
-- prod's gradient is the product of the other entries, computed without dividing by zero.
+  torch. std's gradient is 0 where std is 0 (torch's convention, instead of 0/0), and so is its second
+  order there (torch's double backward gives NaN for the cotangent). The mean is summed as x / N when the
+  plain sum overflows, so var of huge equal entries is 0, as torch's (and the backward uses that mean).
+- prod's gradient is the product of the other entries: ans / x when the product is finite and nonzero,
+  else exclusive cumulative products (exact with zeros, infs and under/overflow); a slice with two or
+  more zeros gets 0 (torch's).
 - logsumexp subtracts the max first: logits of +-1e4 give finite values and gradients.
+- Zero-size inputs: over no entries sum is 0, mean / var / std NaN, prod 1, logsumexp -inf (torch's
+  values); max, min, argmax and argmin of no entries raise ValueError naming the op, as torch raises.
+- Values torch returns silently (inf - inf, overflow, 0 / 0) come without numpy's RuntimeWarning.
+- Second order: sum, mean, max, min and logsumexp rules are traceable; var, std and prod are differentiated
+  through composites (prod as a pairwise product tree, exact at zeros like torch's double backward).
 - argmax / argmin return int64 indices of the first extremum, are not differentiable, and take
   dim=None (index into the flattened input) or an int.
 - mean, var, std and logsumexp need a float tensor; sum, prod, max and min also take integer tensors
@@ -19,6 +28,7 @@ non-int dim or a non-bool keepdim raises naming the op and the argument. Convent
 __all__ = ['sum', 'mean', 'var', 'std', 'max', 'min', 'prod', 'logsumexp', 'argmax', 'argmin', 'restore_dims']
 
 import math
+import warnings
 
 import numpy as np
 
@@ -26,6 +36,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._samples import index_reduction_samples, reduction_samples, uniform
 from ._validation import normalize_dim, normalize_dims
+from .binary import quiet
 
 
 # -- dims ------------------------------------------------------------------------------------------------------
@@ -70,11 +81,16 @@ def _kept(g: np.ndarray, shape: tuple, axes, keepdim) -> np.ndarray:
         return g
     if len(axes) == 1:
         a = axes[0]
-        return g.reshape(shape[:a] + (1,) + shape[a + 1:])
+        return g.reshape(shape[:a] + (1,) + shape[a + 1:])  # Tensor.reshape takes a shape tuple too
     kept = list(shape)
     for a in axes:
         kept[a] = 1
-    return g.reshape(kept)
+    return g.reshape(tuple(kept))
+
+
+def _kept_shape(shape: tuple, axes) -> tuple:
+    """``shape`` with the reduced dims as size 1 (keepdim's output shape)."""
+    return tuple(1 if axes is None or a in axes else n for a, n in enumerate(shape))
 
 
 def _spread(g: np.ndarray, x: np.ndarray, axes, keepdim) -> np.ndarray:
@@ -109,6 +125,18 @@ def _torch_reduce(name):
     return ref
 
 
+def _torch_moments(name):
+    """torch.var / torch.std, without their UserWarning when N - correction <= 0 (our NaN/inf is silent too)."""
+    ref = _torch_reduce(name)
+
+    def run(torch, x, **attrs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*degrees of freedom", category=UserWarning)
+            return ref(torch, x, **attrs)
+
+    return run
+
+
 def _with_a_0d_input(samples, **attrs):
     """``samples`` plus a 0-D input reduced over dim=0 (torch allows dims 0 and -1 there)."""
     def generate(rng):
@@ -123,17 +151,22 @@ def _reduction(name, forward, vjp, samples=None, torch_ref=None, **declaration):
 
 
 # -- sum, mean -------------------------------------------------------------------------------------------------
+@quiet  # inf - inf, overflow: torch's NaN/inf
 def _sum(x, dim=None, keepdim=False):
     return np.add.reduce(x, axis=_axes("sum", dim, x.ndim, keepdim), keepdims=keepdim)
 
 
 def _sum_vjp(g, ans, x, dim=None, keepdim=False):
-    return _spread(g, x, _axes("sum", dim, x.ndim, keepdim), keepdim)
+    axes = _axes("sum", dim, x.ndim, keepdim)
+    if isinstance(g, np.ndarray):
+        return _spread(g, x, axes, keepdim)
+    return np.broadcast_to(_kept(g, x.shape, axes, keepdim), x.shape)  # Tensors (second order): expand
 
 
 sum = _reduction("sum", _sum, _sum_vjp)
 
 
+@quiet  # also 0 / 0 over no entries: NaN, as in torch
 def _mean(x, dim=None, keepdim=False):
     _require_float("mean", x)
     axes = _axes("mean", dim, x.ndim, keepdim)
@@ -142,9 +175,14 @@ def _mean(x, dim=None, keepdim=False):
 
 def _mean_vjp(g, ans, x, dim=None, keepdim=False):
     axes = _axes("mean", dim, x.ndim, keepdim)
-    out = np.empty(x.shape, g.dtype)
-    np.divide(_kept(g, x.shape, axes, keepdim), x.size // ans.size if ans.size else 1, out=out)
-    return out
+    n = _count(x.shape, axes)
+    if n == 0:  # nothing was averaged: x has a zero-size dim, so its gradient is empty (and g / 0 never runs)
+        return np.zeros(x.shape, g.dtype)
+    if isinstance(g, np.ndarray):
+        out = np.empty(x.shape, g.dtype)
+        np.divide(_kept(g, x.shape, axes, keepdim), n, out=out)
+        return out
+    return np.broadcast_to(_kept(g, x.shape, axes, keepdim) / n, x.shape)  # Tensors (second order)
 
 
 mean = _reduction("mean", _mean, _mean_vjp)
@@ -168,29 +206,32 @@ def _variance(op, x, dim, correction, keepdim):
     """(variance, mean with the reduced dims kept)."""
     axes, n, dof = _dims_and_dof(op, x, dim, correction, keepdim)
     mean = np.add.reduce(x, axis=axes, keepdims=True) / n
+    if np.count_nonzero(np.isfinite(mean)) != mean.size:  # the sum overflowed (or x holds inf/NaN): sum x / n
+        mean = np.add.reduce(x / n, axis=axes, keepdims=True)  # (torch's running mean never overflows)
     centered = x - mean
     squares = np.add.reduce(centered * centered, axis=axes, keepdims=keepdim)
-    if dof > 0:
-        return squares / dof, mean
-    with np.errstate(divide="ignore", invalid="ignore"):  # torch: divide by max(0, N - correction)
-        return squares / 0.0, mean
+    return squares / (dof if dof > 0 else 0.0), mean  # torch: divide by max(0, N - correction)
 
 
+@quiet
 def _var(x, dim=None, correction=1, keepdim=False):
     variance, mean = _variance("var", x, dim, correction, keepdim)
     return variance, {"mean": mean}
 
 
+@quiet
 def _var_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
     axes, _, dof = _dims_and_dof("var", x, dim, correction, keepdim)
     return _kept(g, x.shape, axes, keepdim) * (x - mean) * (2 / dof if dof > 0 else math.inf)
 
 
+@quiet
 def _std(x, dim=None, correction=1, keepdim=False):
     variance, mean = _variance("std", x, dim, correction, keepdim)
     return np.sqrt(variance), {"mean": mean}
 
 
+@quiet
 def _std_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
     axes, _, dof = _dims_and_dof("std", x, dim, correction, keepdim)
     std_kept = _kept(ans, x.shape, axes, keepdim)
@@ -198,19 +239,45 @@ def _std_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
     return _kept(g, x.shape, axes, keepdim) / nonzero_std * (x - mean) * (1 / dof if dof > 0 else math.inf)
 
 
-def _correction_samples(rng):
-    out = reduction_samples()(rng)  # correction left at its default, 1
-    for correction in (0, 2, 0.5):
-        out.append(Sample((uniform(rng, (2, 3, 4)),), {"dim": -1, "keepdim": False, "correction": correction},
-                          f"dim=-1 correction={correction}"))
-    out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "keepdim": True, "correction": 0}, "correction=0 all"))
-    out.append(Sample((np.full((2, 3), 0.75),), {"dim": 1, "keepdim": False}, "constant rows (std 0)"))
-    out.append(Sample((uniform(rng, ()),), {"dim": -1, "keepdim": True, "correction": 0}, "0-D"))
-    return out
+def _var_composite(x, dim=None, correction=1, keepdim=False):
+    """var with registered ops, for the second order (the first-order rule uses the mean the forward saved)."""
+    _, _, dof = _dims_and_dof("var", x, dim, correction, keepdim)
+    centered = x - mean(x, dim=dim, keepdim=True)
+    # scaled before the sum, as torch's backward does: with no entries the cotangent's gradient is then an empty
+    # sum (0), not 0 * inf
+    return sum(centered * centered * (1 / dof if dof > 0 else math.inf), dim=dim, keepdim=keepdim)
 
 
-var = _reduction("var", _var, _var_vjp, samples=_correction_samples, saves=True)
-std = _reduction("std", _std, _std_vjp, samples=_correction_samples, saves=True)
+def _std_composite(x, dim=None, correction=1, keepdim=False):
+    """sqrt(var), with torch's zero gradient where std is 0: sqrt only sees nonzero variances (the inner where),
+    so no inf * 0 reaches the second order."""
+    variance = _var_composite(x, dim, correction, keepdim)
+    zero = variance == 0
+    return np.where(zero, 0, np.sqrt(np.where(zero, 1, variance)))
+
+
+def _correction_samples(zero_spread):
+    def generate(rng):
+        out = reduction_samples(empty_dims=zero_spread)(rng)  # correction left at its default, 1
+        for correction in (0, 2, 0.5):
+            out.append(Sample((uniform(rng, (2, 3, 4)),), {"dim": -1, "keepdim": False, "correction": correction},
+                              f"dim=-1 correction={correction}"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "keepdim": True, "correction": 0},
+                          "correction=0 all"))
+        if zero_spread:  # inputs whose variance is 0 (and above: over no entries, NaN)
+            out.append(Sample((np.full((2, 3), 0.75),), {"dim": 1, "keepdim": False}, "constant rows (var 0)"))
+            out.append(Sample((uniform(rng, ()),), {"dim": -1, "keepdim": True, "correction": 0}, "0-D"))
+        return out
+    return generate
+
+
+var = _reduction("var", _var, _var_vjp, samples=_correction_samples(True), saves=True, composite=_var_composite,
+                 torch_ref=_torch_moments("var"))
+# std is not differentiable where it is 0 (a cone's tip): finite differences cannot check a gradient there, and
+# torch's double backward gives NaN for the cotangent there and over no entries (where the exact value is 0).
+# tests/test_ops_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
+std = _reduction("std", _std, _std_vjp, samples=_correction_samples(False), saves=True, composite=_std_composite,
+                 torch_ref=_torch_moments("std"))
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------
@@ -232,31 +299,52 @@ def _extremum(name, ufunc):
         return hits * (g_kept / ties)
 
     forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
-    return forward, vjp
+    return forward, quiet(vjp)  # a NaN slice has no hits: 0 * (g / 0) gives its NaN gradients
 
 
-max = _reduction("max", *_extremum("max", np.maximum), torch_ref=_torch_reduce("amax"))
-min = _reduction("min", *_extremum("min", np.minimum), torch_ref=_torch_reduce("amin"))
+_EXTREMUM_SAMPLES = _with_a_0d_input(reduction_samples(empty_dims=False))  # no extremum of no entries
+max = _reduction("max", *_extremum("max", np.maximum), samples=_EXTREMUM_SAMPLES, torch_ref=_torch_reduce("amax"))
+min = _reduction("min", *_extremum("min", np.minimum), samples=_EXTREMUM_SAMPLES, torch_ref=_torch_reduce("amin"))
 
 
 # -- prod ------------------------------------------------------------------------------------------------------
+@quiet  # overflow, 0 * inf
 def _prod(x, dim=None, keepdim=False):
     return np.multiply.reduce(x, axis=_axes("prod", dim, x.ndim, keepdim), keepdims=keepdim)
 
 
+def _moved_last(x: np.ndarray, axes) -> tuple[np.ndarray, tuple, tuple]:
+    """``x`` with the reduced axes moved last and flattened into one, (that array, the permutation, the
+    permuted shape)."""
+    reduced = tuple(range(x.ndim)) if axes is None else axes
+    order = tuple(a for a in range(x.ndim) if a not in reduced) + reduced
+    shape = tuple(x.shape[a] for a in order)
+    return np.transpose(x, order).reshape(shape[:x.ndim - len(reduced)] + (-1,)), order, shape
+
+
+def _others_product(x: np.ndarray, axes) -> np.ndarray:
+    """For every entry, the product of the other entries of its slice: exclusive cumulative products from
+    both ends (torch's way when there are zeros), exact for any number of zeros, infs or an under/overflowing
+    total."""
+    flat, order, shape = _moved_last(x, axes)
+    before = np.ones_like(flat)
+    after = np.ones_like(flat)
+    np.cumprod(flat[..., :-1], axis=-1, out=before[..., 1:])
+    np.cumprod(flat[..., :0:-1], axis=-1, out=after[..., -2::-1])
+    return np.transpose((before * after).reshape(shape), np.argsort(order))
+
+
+@quiet
 def _prod_vjp(g, ans, x, dim=None, keepdim=False):
     axes = _axes("prod", dim, x.ndim, keepdim)
     g_kept = _kept(g, x.shape, axes, keepdim)
-    is_zero = x == 0
-    if not is_zero.any():
+    if np.count_nonzero(ans) == ans.size and np.count_nonzero(np.isfinite(ans)) == ans.size:
+        # a finite nonzero product: no zero, inf or NaN entry, and dividing it by an entry is exact to rounding
         return g_kept * (_kept(ans, x.shape, axes, keepdim) / x)
-    # d prod / d x_i = product of the other entries. A slice with one zero sends the product of its nonzero
-    # entries to that zero's position and 0 elsewhere; a slice with two or more zeros sends 0 everywhere.
-    nonzero = np.where(is_zero, 1, x)
-    product = np.multiply.reduce(nonzero, axis=axes, keepdims=True)
-    zeros = np.add.reduce(is_zero, axis=axes, keepdims=True)
-    others = np.where(is_zero, np.where(zeros == 1, product, 0), np.where(zeros == 0, product / nonzero, 0))
-    return g_kept * others
+    # a slice with two or more zeros has product 0 whichever entry moves: gradient 0 (torch's, also next to an
+    # inf, where the product of the others would be 0 * inf)
+    several_zeros = np.add.reduce(x == 0, axis=axes, keepdims=True) > 1
+    return g_kept * np.where(several_zeros, 0, _others_product(x, axes))
 
 
 def _torch_prod(torch, x, dim=None, keepdim=False):
@@ -283,7 +371,34 @@ def _prod_samples(rng):
     return out
 
 
-prod = _reduction("prod", _prod, _prod_vjp, samples=_prod_samples, torch_ref=_torch_prod)
+def _prod_composite(x, dim=None, keepdim=False):
+    """prod with registered ops, for the second order: the reduced dims flattened into one last axis, then
+    multiplied pairwise (log2(n) rounds of getitem and mul). Exact at zeros, in every order, like torch's
+    double backward (which multiplies exclusive cumulative products)."""
+    axes = _axes("prod", dim, x.ndim, keepdim)
+    reduced = tuple(range(x.ndim)) if axes is None else axes
+    kept = tuple(a for a in range(x.ndim) if a not in reduced)
+    lead = tuple(x.shape[a] for a in kept)
+    n = _count(x.shape, axes)
+    flat = np.reshape(np.transpose(x, kept + reduced), lead + (n,))
+    if n == 0:
+        out = sum(flat, dim=-1) + 1  # the empty product (recorded, as the pass expects; x has no entries anyway)
+    else:
+        leftover = None  # the product of the entries an odd length left out of the pairs
+        while n > 1:
+            if n % 2:
+                last = flat[..., n - 1]
+                leftover = last if leftover is None else leftover * last
+                flat = flat[..., :n - 1]
+                n -= 1
+            pairs = np.reshape(flat, lead + (n // 2, 2))
+            flat = pairs[..., 0] * pairs[..., 1]
+            n //= 2
+        out = flat[..., 0] if leftover is None else flat[..., 0] * leftover
+    return np.reshape(out, _kept_shape(x.shape, axes)) if keepdim else out
+
+
+prod = _reduction("prod", _prod, _prod_vjp, samples=_prod_samples, torch_ref=_torch_prod, composite=_prod_composite)
 
 
 # -- logsumexp -------------------------------------------------------------------------------------------------
@@ -292,20 +407,20 @@ def _shifted_logsumexp(x, shift, axes, keepdim):
     return np.log(total) + shift.reshape(np.shape(total))
 
 
+@quiet  # x - shift may overflow to -inf (then exp gives 0)
 def _logsumexp(x, dim=None, keepdim=False):
     _require_float("logsumexp", x)
     axes = _axes("logsumexp", dim, x.ndim, keepdim)
-    try:
-        shift = np.maximum.reduce(x, axis=axes, keepdims=True)
-    except ValueError:
-        raise _empty_error("logsumexp", x, dim) from None
+    if x.size == 0 and _count(x.shape, axes) == 0:  # log(sum of no exps) = log(0), as in torch
+        return np.add.reduce(x, axis=axes, keepdims=keepdim) - np.inf
+    shift = np.maximum.reduce(x, axis=axes, keepdims=True)
     if np.count_nonzero(np.isfinite(shift)) == shift.size:
         return _shifted_logsumexp(x, shift, axes, keepdim)
     # an infinite or NaN max: shift by 0 there, so all -inf gives -inf, +inf gives inf and NaN stays NaN
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return _shifted_logsumexp(x, np.where(np.isfinite(shift), shift, 0), axes, keepdim)
+    return _shifted_logsumexp(x, np.where(np.isfinite(shift), shift, 0), axes, keepdim)
 
 
+@quiet  # inf - inf: NaN, as in torch
 def _logsumexp_vjp(g, ans, x, dim=None, keepdim=False):
     axes = _axes("logsumexp", dim, x.ndim, keepdim)
     return _kept(g, x.shape, axes, keepdim) * np.exp(x - _kept(ans, x.shape, axes, keepdim))  # softmax

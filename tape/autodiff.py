@@ -269,7 +269,15 @@ def _input_gradients(node, g, needs) -> list:
     _check_node(node, needs)
     arrays, ans, saved = node.saved
     attrs = node.attrs if saved is None else {**node.attrs, **saved}
-    results = _call_rules(op, node, g, ans, arrays, needs, attrs)
+    if op.vjps is not None and not node.seq_lens:  # the common case, inline: one rule per needed input
+        try:
+            results = [rule(g, ans, *arrays, **attrs) if need else None for rule, need in zip(op.vjps, needs)]
+        except (GradientError, BackwardNotImplementedError):
+            raise
+        except Exception:  # let the general path re-raise it, naming the op and the inputs
+            results = _call_rules(op, node, g, ans, arrays, needs, attrs)
+    else:
+        results = _call_rules(op, node, g, ans, arrays, needs, attrs)
     for i, grad in enumerate(results):
         if not needs[i]:
             continue
@@ -351,9 +359,11 @@ def _through_composite(node, g, needs) -> list:
     start = next_node_index()
     out = op.composite(**dict(zip(op.input_names, slot_inputs)), **node.attrs)
     outs, gs = (tuple(out), tuple(g)) if isinstance(out, tuple | list) else ((out,), (g,))
+    passed = {id(o): x for o, x in zip(outs, gs) if x is not None and o._node is None}  # an input returned as is
     roots = [(o, x) for o, x in zip(outs, gs) if x is not None and o._node is not None]
     if not roots:
-        return [Tensor._wrap(np.zeros(t.shape, t.dtype)) if need else None for t, need in zip(inputs, needs)]
+        return [(passed.get(id(t)) if id(t) in passed else Tensor._wrap(np.zeros(t.shape, t.dtype))) if need
+                else None for t, need in zip(inputs, needs)]
     composite_nodes = {n for n in _reachable([o._node for o, _ in roots], None) if n.index > start}
     sources = [t for t, need in zip(inputs, needs) if need]
     found = reverse_pass([o for o, _ in roots], [x for _, x in roots], retain_graph=True, sources=sources,

@@ -90,7 +90,7 @@ class CompiledStep:
         if max_plans < 1:
             raise ValueError(f"compile: max_plans must be >= 1, got {max_plans}")
         self.key, self.recompile, self.max_plans, self.verify = key, recompile, max_plans, verify
-        self._plans: dict = {}  # signature -> _Plan, or the fingerprint of a first recording awaiting verification
+        self._plans: dict = {}  # signature -> _Plan (one not yet verified is replaced by the second recording's)
         self.records = self.replays = 0
 
     def reset(self) -> None:
@@ -98,7 +98,7 @@ class CompiledStep:
         self._plans.clear()
 
     def __repr__(self) -> str:
-        plans = [p for p in self._plans.values() if isinstance(p, _Plan)]
+        plans = [p for p in self._plans.values() if p.verified]
         ops = "/".join(f"{len(p.forward)} ops, {len(p.backward)} rule calls" for p in plans)
         return (f"<compiled {getattr(self.fn, '__qualname__', self.fn)}: {len(plans)} plan(s)"
                 f"{' (' + ops + ')' if ops else ''}, {self.records} recorded and {self.replays} replayed calls>")
@@ -107,19 +107,23 @@ class CompiledStep:
         values = args + tuple(kwargs.values()) if kwargs else args
         names = tuple(kwargs)
         if STATE.recording_tapes or STATE.anomaly:
+            if getattr(_LOCAL, "depth", 0):
+                raise CompileError("compile: a compiled step was called inside a function being compiled; its "
+                                   "backward and .grad writes are not ops, so the outer plan could not replay them")
             return self._eager(values, names)
         signature = self._signature(values, names, args, kwargs)
         plan = self._plans.get(signature)
-        if isinstance(plan, _Plan):
+        if plan is not None and plan.verified:
             loss = plan.run(values)
             if loss is not None:
                 self.replays += 1
                 return Tensor._wrap(loss), [p.grad for p in self.params]
+        if plan is not None and plan.stale():  # a variable changed behind the plan's back: record afresh
             del self._plans[signature]
             if not self.recompile:
                 raise CompileError(f"compile: {plan.stale()}; the plan no longer fits (recompile=False)")
             plan = None
-        elif plan is None and self._plans and not self.recompile:
+        if plan is None and self._plans and not self.recompile:
             raise CompileError(f"compile: this call fits no recorded plan (recompile=False): "
                                f"{_difference(signature, list(self._plans))}")
         return self._record(signature, values, names, plan)
@@ -185,20 +189,18 @@ class CompiledStep:
         if loss._node is not None:
             loss.backward()
         self.records += 1
-        if self.verify and pending is None:
-            self._store(signature, plan.fingerprint)
-        else:
-            if self.verify:
-                problem = _compare(pending, plan.fingerprint)
-                if problem:
-                    del self._plans[signature]
-                    raise CompileError(
-                        f"compile: fn recorded something else on its second call with the same signature: {problem}. "
-                        f"A compiled step replays only the ops, so this cannot be compiled as written: pass what "
-                        f"changes as an argument of the step (arrays are runtime inputs; numbers are part of the "
-                        f"signature), compute it with ops, or give compile a key= naming the variant")
-            plan.fingerprint = None
-            self._store(signature, plan)
+        if self.verify and pending is not None:
+            problem = _compare(pending.fingerprint, plan.fingerprint)
+            if problem:
+                del self._plans[signature]
+                raise CompileError(
+                    f"compile: fn recorded something else on its second call with the same signature: {problem}. "
+                    f"A compiled step replays only the ops, so this cannot be compiled as written: pass what changes "
+                    f"as an argument of the step (arrays are runtime inputs; numbers are part of the signature), "
+                    f"compute it with ops, or give compile a key= naming the variant")
+        if pending is not None or not self.verify:
+            plan.verified, plan.fingerprint = True, None
+        self._store(signature, plan)
         return Tensor._wrap(loss._data), [p.grad for p in self.params]
 
     def _store(self, signature, entry):
@@ -260,6 +262,16 @@ class _Traced(Tensor):
     def __bool__(self) -> bool:
         _refuse_read("bool(), an if or a while on a tensor")
         return super().__bool__()
+
+    def detach(self) -> Tensor:  # shares the array (so it reads the same slot), and stays marked
+        t = super().detach()
+        t.__class__ = _Traced
+        return t
+
+    def __copy__(self) -> Tensor:
+        t = super().__copy__()
+        t.__class__ = _Traced
+        return t
 
     def __deepcopy__(self, memo):
         _refuse_read("copy.deepcopy")
@@ -382,14 +394,16 @@ class _Plan:
     def __init__(self, n_slots, inputs, variables, forward, backward, leaves, loss_slot, fingerprint):
         self.n_slots, self.inputs, self.variables = n_slots, inputs, variables
         self.forward, self.backward, self.leaves, self.loss_slot = forward, backward, leaves, loss_slot
-        self.fingerprint = fingerprint
+        self.fingerprint = fingerprint  # until the plan is verified
+        self.verified = False
 
     def stale(self) -> str:
+        """What changed in a variable since the recording ('' if nothing)."""
         for _, t, shape, dtype, flag in self.variables:
             if t._data.shape != shape or t._data.dtype != dtype or t._requires_grad != flag:
                 return (f"tensor #{t.id}{' (' + t.name + ')' if t.name else ''} read by fn was recorded as "
                         f"{_spec(shape, dtype, flag)} and is now {_spec(t.shape, t.dtype, t._requires_grad)}")
-        return "nothing changed"
+        return ""
 
     def run(self, values):
         """One step: the loss array (``.grad`` written), or None when a variable no longer fits the plan."""

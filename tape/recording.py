@@ -292,6 +292,8 @@ def apply(op, args, kwargs):
     saved = None
     if op.saves:
         out, saved = out
+        if saved.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
+            attrs = {**attrs, **{k: v for k, v in saved.items() if k in attrs}}  # record what it really used
     if op.n_outputs != 1:
         return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
     if type(out) is not np.ndarray:

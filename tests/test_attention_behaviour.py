@@ -190,7 +190,7 @@ def test_forward_saves_only_the_row_statistics_besides_inputs_and_output():
     arrays, ans, aux = out._node.saved
     # the saved arrays are the tensors' own memory, not copies
     assert np.shares_memory(ans, out.data) and all(np.shares_memory(a, b.data) for a, b in zip(arrays[:3], (q, k, v)))
-    assert sorted(aux) == ["options", "row_log_sum", "row_max"]  # options: the attributes, resolved once
+    assert sorted(aux) == ["dropout_seed", "options", "row_log_sum", "row_max"]  # options: resolved once
     assert aux["row_max"].shape == aux["row_log_sum"].shape == (2, 3, 8)
     assert not any(isinstance(v, np.ndarray) and v.size > 8 * 9 // 2 for v in aux["options"].values())
 
@@ -311,3 +311,16 @@ def test_blas_thread_count_is_restored_after_a_threaded_call(two_blas_threads):
     np.testing.assert_allclose(out, serial_out, rtol=1e-12)
     for ours, expected in zip(grads, serial_grads):
         np.testing.assert_allclose(ours, expected, rtol=1e-12)
+
+
+def test_dropout_drawn_from_a_generator_is_recorded_and_replayed_with_the_same_mask():
+    rng = np.random.default_rng(5)
+    q, k, v = (tape.tensor(rng.standard_normal((1, 2, 4, 3)), requires_grad=True) for _ in range(3))
+    with tape.ExecutionTape() as recorded:
+        out = SDPA(q, k, v, dropout_p=0.5, rng=np.random.default_rng(11))
+    seed = out.grad_fn.attrs["dropout_seed"]
+    assert isinstance(seed, int)  # the seed the forward drew, recorded as the attribute
+    replayed = recorded.replay()[out.id]
+    np.testing.assert_array_equal(replayed, out.numpy())
+    (g,) = tape.gradients((out * out).sum(), [q], create_graph=True)  # the composite regenerates the same mask
+    np.testing.assert_allclose(g.numpy(), tape.gradients((out * out).sum(), [q])[0].numpy(), rtol=1e-10)

@@ -1,5 +1,6 @@
-"""Binary ops: what the generated tests do not cover -- ties in maximum/minimum, pow's conventions at a zero
-base and with scalar exponents, where, mixed integer/float operands, and errors naming op and arguments."""
+"""Binary ops: what the generated tests do not cover -- second order on every sample, ties in maximum/minimum,
+pow's conventions at a zero base (first and second order) and with scalar exponents, where, zero-size and mixed
+integer/float operands, and errors naming op and arguments."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from oracle import require_torch
 import ops
 import tape
 from tape.registry import Grad
+from tape.tools.verify import differentiable_positions, op_samples, run_gradgradcheck, run_torch_hvp_parity
 
 torch = require_torch()
 
@@ -49,6 +51,22 @@ def test_every_op_of_the_family_is_registered_with_samples_and_a_torch_reference
         assert tape.get_op(name).input_states == (Grad.NOT_DIFFERENTIABLE, Grad.NOT_DIFFERENTIABLE)
     assert tape.get_op("where").input_names == ("condition", "input", "other")
     assert tape.get_op("where").input_states == (Grad.NOT_DIFFERENTIABLE, Grad.RULE, Grad.RULE)
+
+
+
+# -- second order: every differentiable op, on every sample --------------------------------------------------------
+SECOND_ORDER = [pytest.param(op, s, id=f"{op.name}-{i}-{s.label}") for op in FAMILY
+                if op.second_order is not Grad.NOT_DIFFERENTIABLE
+                for i, s in enumerate(op_samples(op)) if differentiable_positions(op, s)]
+
+
+@pytest.mark.parametrize("op,sample", SECOND_ORDER)
+def test_second_order_matches_finite_differences_and_torch(op, sample):
+    assert op.second_order is Grad.RULE, f"{op.name}: second order is {op.second_order}: {op.second_order_note}"
+    result = run_gradgradcheck(op, sample)
+    assert result.ok, f"{op.name} on {sample}: {result.message}"
+    parity = run_torch_hvp_parity(op, sample)
+    assert parity is None or parity.ok, f"{op.name} on {sample}: {parity.message}"
 
 
 # -- maximum / minimum: ties share the gradient evenly, as in torch --------------------------------------------
@@ -139,6 +157,44 @@ def test_integer_arithmetic_stays_integer_and_integer_division_is_refused():
                                                                         torch.tensor(b.numpy())).numpy())
     with pytest.raises(TypeError, match=r"^div: arguments 'a' \(int64\) and 'b' \(int32\) are both integer"):
         ops.div(a, b)
+
+
+# -- zero-size operands ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "maximum", "minimum"])
+@pytest.mark.parametrize("shapes", [((4, 1), (0,)), ((0, 3), (3,)), ((0, 3), ())])
+def test_a_zero_size_operand_gives_an_empty_result_and_torchs_gradients(name, shapes):
+    a, b = (np.full(shape, 1.5) for shape in shapes)  # (4, 1) with (0,): a's gradient sums over no entries: 0
+    assert_same_as_torch(tape.get_op(name), getattr(torch, name), [a, b])
+    _, (ga, gb) = grads(tape.get_op(name), [a, b], "ours")
+    assert ga.shape == a.shape and gb.shape == b.shape and not ga.any() and not gb.any()
+
+
+def test_where_and_comparisons_of_zero_size_operands():
+    a, b = np.ones((2, 0)), np.ones((1, 1))
+    assert_same_as_torch(lambda a, b: ops.where(np.ones((2, 1), bool), a, b),
+                         lambda a, b: torch.where(torch.ones(2, 1, dtype=torch.bool), a, b), [a, b])
+    assert ops.lt(tape.tensor(a), tape.tensor(b)).shape == (2, 0)
+
+
+# -- pow's second order where torch's is NaN or flat -----------------------------------------------------------
+def test_pow_second_order_at_a_zero_base_is_finite_and_matches_finite_differences():
+    from tape.gradcheck import gradgradcheck
+
+    a = tape.tensor(np.array([0.0, 0.0, 0.0, 1.5]), requires_grad=True)
+    b = tape.tensor(np.array([2.0, 3.0, 0.0, 0.0]), requires_grad=True)
+    x, y = (torch.tensor(t.numpy(), requires_grad=True) for t in (a, b))
+    ga, gb = torch.autograd.grad(torch.pow(x, y).sum(), [x, y], create_graph=True)
+    torch_hessian = torch.autograd.grad((ga + gb).sum(), [x, y])
+    assert torch.isnan(torch_hessian[0][:3]).any()  # torch: NaN at a zero base, and d/db = 0 at b == 0
+    ours_a, ours_b = tape.gradients(ops.sum(ops.pow(a, b)), [a, b], create_graph=True)
+    hessian = tape.gradients(ops.sum(ours_a + ours_b), [a, b])
+    assert all(np.isfinite(h.numpy()).all() for h in hessian)
+    # d2/da2 at (0, 2) is 2; at (1.5, 0), d/db (dpow/da + dpow/db) = 1 / 1.5 + log(1.5)^2 (torch drops the 1 / 1.5)
+    assert hessian[0].numpy()[0] == 2.0
+    np.testing.assert_allclose(hessian[1].numpy()[3], 1 / 1.5 + np.log(1.5) ** 2, rtol=1e-14)
+    np.testing.assert_allclose(torch_hessian[1][3].item(), np.log(1.5) ** 2, rtol=1e-14)
+    assert gradgradcheck(lambda a, b: ops.pow(a, b), [tape.tensor(a.numpy()[3:], requires_grad=True),
+                                                      tape.tensor(b.numpy()[3:], requires_grad=True)])
 
 
 # -- comparisons -----------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Convolution and pooling against PyTorch at sizes a little beyond the generated samples (batch 2,
-3 channels, 9x9) in float32 and float64, over combinations of their options; max pooling's tie choice;
-and the errors bad arguments raise."""
+"""Convolution, unfold / fold and pooling against PyTorch at sizes a little beyond the generated samples
+(batch 2, 3 channels, 9x9) in float32 and float64, over combinations of their options; their second order
+(Hessian-vector products against torch's double backward); empty batches; max pooling's tie choice; and the
+errors bad arguments raise."""
 
 import warnings
 
@@ -10,6 +11,8 @@ from oracle import require_torch
 
 import ops
 import tape
+from tape.registry import Sample
+from tape.tools.verify import run_torch_hvp_parity
 
 torch = require_torch()
 F = torch.nn.functional
@@ -143,6 +146,95 @@ def test_upsample2d_matches_torch_nearest(dtype, kwargs):
                        lambda x: F.interpolate(x, mode="nearest", **kwargs), [x], dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=3), dict(kernel_size=(2, 3), stride=2, padding=1),
+                                    dict(kernel_size=2, dilation=(2, 3), padding=(0, 2)),
+                                    dict(kernel_size=(3, 1), stride=(2, 1), dilation=2, padding=2)], ids=str)
+def test_unfold_and_fold_match_torch(dtype, kwargs):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 9, 8))
+    compare_with_torch(lambda x: ops.unfold(x, **kwargs), lambda x: F.unfold(x, **kwargs), [x], dtype)
+    compare_with_torch(lambda x: ops.unfold(x, **kwargs), lambda x: F.unfold(x, **kwargs), [x[0]], dtype)
+    cols = F.unfold(torch.tensor(x), **kwargs).numpy()
+    compare_with_torch(lambda c: ops.fold(c, (9, 8), **kwargs), lambda c: F.fold(c, (9, 8), **kwargs), [cols], dtype)
+    compare_with_torch(lambda c: ops.fold(c, (9, 8), **kwargs), lambda c: F.fold(c, (9, 8), **kwargs), [cols[1]],
+                       dtype)
+
+
+EMPTY_BATCH = [
+    ("conv2d", lambda lib, x, w, b: _f(lib).conv2d(x, w, b, padding=1, stride=2), [(0, 3, 6, 6), (4, 3, 3, 3), (4,)]),
+    ("conv2d same, groups", lambda lib, x, w: _f(lib).conv2d(x, w, padding="same", groups=3),
+     [(0, 3, 5, 5), (6, 1, 2, 2)]),
+    ("conv1d", lambda lib, x, w, b: _f(lib).conv1d(x, w, b, dilation=2), [(0, 2, 9), (3, 2, 3), (3,)]),
+    ("max_pool2d", lambda lib, x: _f(lib).max_pool2d(x, 3, 2, 1, ceil_mode=True), [(0, 2, 7, 7)]),
+    ("avg_pool2d", lambda lib, x: _f(lib).avg_pool2d(x, 2, count_include_pad=False, padding=1), [(0, 2, 5, 5)]),
+    ("upsample2d", lambda lib, x: ops.upsample2d(x, scale_factor=2) if lib is ops else
+     F.interpolate(x, scale_factor=2, mode="nearest"), [(0, 2, 3, 3)]),
+    ("unfold", lambda lib, x: _f(lib).unfold(x, 2, padding=1), [(0, 2, 4, 4)]),
+    ("fold", lambda lib, x: _f(lib).fold(x, (4, 4), 2, stride=2), [(0, 8, 4)]),
+]
+
+
+def _f(lib):
+    return F if lib is torch else ops
+
+
+@pytest.mark.parametrize("name, fn, shapes", EMPTY_BATCH, ids=[c[0] for c in EMPTY_BATCH])
+def test_empty_batch_works_forward_and_backward_as_in_torch(name, fn, shapes):
+    rng = np.random.default_rng(9)
+    compare_with_torch(lambda *xs: fn(ops, *xs), lambda *xs: fn(torch, *xs),
+                       [rng.standard_normal(s) for s in shapes], np.float64)
+
+
+# -- second order ------------------------------------------------------------------------------------------
+def assert_hvp_matches_torch(name, arrays, **attrs):
+    result = run_torch_hvp_parity(tape.get_op(name), Sample(tuple(arrays), attrs))
+    assert result is not None, f"{name}: torch compared nothing"
+    assert result.ok, result.message
+
+
+@pytest.mark.parametrize("kwargs", CONV2D_CASES, ids=str)
+@pytest.mark.parametrize("groups, out_channels, kernel", [(1, 4, (3, 3)), (3, 6, (2, 3))], ids=["dense", "groups3"])
+def test_conv2d_second_order_matches_torch(kwargs, groups, out_channels, kernel):
+    rng = np.random.default_rng(10)
+    x, w, b = rng.standard_normal((2, 3, 7, 7)), rng.standard_normal((out_channels, 3 // groups) + kernel), \
+        rng.standard_normal(out_channels)
+    assert_hvp_matches_torch("conv2d", [x, w, b], groups=groups, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(stride=2, padding=1), dict(padding="same", dilation=2),
+                                    dict(groups=3, padding="valid")], ids=str)
+def test_conv1d_second_order_matches_torch(kwargs):
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((2, 3, 9)), rng.standard_normal((6, 3 // kwargs.get("groups", 1), 4))
+    assert_hvp_matches_torch("conv1d", [x, w, rng.standard_normal(6)], **kwargs)
+    assert_hvp_matches_torch("conv1d", [x[0], w, None], **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", POOL_CASES, ids=str)
+def test_pooling_second_order_matches_torch(kwargs):
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 2, 7, 7))
+    assert_hvp_matches_torch("max_pool2d", [x], **kwargs)
+    for count_include_pad in (True, False):
+        assert_hvp_matches_torch("avg_pool2d", [x], count_include_pad=count_include_pad, **kwargs)
+
+
+def test_max_pool2d_second_order_routes_ties_where_torch_does():
+    x = np.random.default_rng(4).integers(-1, 2, size=(2, 3, 7, 7)).astype(float)
+    for kwargs in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1)):
+        assert_hvp_matches_torch("max_pool2d", [x], **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=3, padding=1), dict(kernel_size=(2, 3), stride=2,
+                                                                          dilation=(2, 1))], ids=str)
+def test_unfold_fold_second_order_matches_torch(kwargs):
+    x = np.random.default_rng(13).standard_normal((2, 2, 6, 7))
+    assert_hvp_matches_torch("unfold", [x], **kwargs)
+    cols = F.unfold(torch.tensor(x), **kwargs).numpy()
+    assert_hvp_matches_torch("fold", [cols], output_size=(6, 7), **kwargs)
+
+
 # -- errors ------------------------------------------------------------------------------------------------
 x4 = np.zeros((2, 4, 6, 6))
 w4 = np.zeros((8, 4, 3, 3))
@@ -175,6 +267,12 @@ w4 = np.zeros((8, 4, 3, 3))
     (lambda: ops.upsample2d(x4, scale_factor=2, size=4), ValueError, "upsample2d: argument 'size / scale_factor'"),
     (lambda: ops.upsample2d(x4, scale_factor=-1), ValueError, "upsample2d: argument 'scale_factor'"),
     (lambda: ops.upsample2d(x4[0], scale_factor=2), ValueError, "upsample2d: argument 'input'"),
+    (lambda: ops.unfold(np.zeros((4, 6)), 2), ValueError, "unfold: argument 'input'"),
+    (lambda: ops.unfold(x4, 7), ValueError, "unfold: argument 'kernel_size'"),
+    (lambda: ops.unfold(x4, 2, stride=0), ValueError, "unfold: argument 'stride'"),
+    (lambda: ops.fold(np.zeros((1, 8, 8)), (4, 4), 2), ValueError, "fold: argument 'input'.*blocks"),
+    (lambda: ops.fold(np.zeros((1, 7, 9)), (4, 4), 2, stride=1), ValueError, "fold: argument 'input'.*divisible"),
+    (lambda: ops.fold(np.zeros((1, 8, 4)), (4,), 2, stride=2), ValueError, "fold: argument 'output_size'"),
 ])
 def test_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
     with pytest.raises(error, match=pattern):

@@ -1,13 +1,18 @@
-"""Linear algebra beyond the generated per-sample checks: einsum traces, '...', many operands and its
-equation errors; matmul's folded (batched @ matrix) paths at training sizes; linear; bad shapes."""
+"""Linear algebra beyond the generated per-sample checks: einsum as one op over any number of operands
+(first and second order on every sample, via test_ops_shape's sequence harness), traces, '...' and its
+equation errors; matmul's folded (batched @ matrix) paths at training sizes; linear; second order in
+composition; zero-size shapes; bad shapes."""
 
 import numpy as np
 import pytest
 import torch
+from test_ops_shape import assert_double_backward_matches_torch, sequence_op_check
 
 import ops
 import tape
 from tape import gradcheck
+from tape.gradcheck import gradgradcheck
+from tape.tools.verify import op_samples
 
 
 def leaves(*shapes, dtype=np.float64, seed=0):
@@ -57,6 +62,13 @@ def test_trace_gradient_is_the_identity():
     np.testing.assert_array_equal(a.grad.data, np.eye(4))
 
 
+def test_einsum_passes_first_and_second_order_checks_and_torch_parity_on_every_sample():
+    op = tape.get_op("einsum")
+    assert op.signature == "einsum(equation, operands)" and op.sequence == (True,)
+    for sample in op_samples(op):
+        sequence_op_check(op, sample, lambda op, tensors, attrs: op(attrs["equation"], *tensors))
+
+
 @pytest.mark.parametrize("equation,shapes", [
     ("ij,jk,kl,lm->im", [(2, 3), (3, 2), (2, 4), (4, 2)]),
     ("i,i,i,i,i->", [(3,)] * 5),
@@ -64,11 +76,14 @@ def test_trace_gradient_is_the_identity():
     ("...i,i,ij,...j->...", [(2, 3), (3,), (3, 4), (1, 4)]),
     ("ii,ij,jk,kk->ik", [(3, 3), (3, 2), (2, 2), (2, 2)]),
 ])
-def test_einsum_with_more_operands_than_one_op_takes_is_chained_and_exact(equation, shapes):
-    assert len(shapes) > ops.MAX_EINSUM_OPERANDS
+def test_einsum_of_many_operands_is_one_recorded_op_exact_to_second_order(equation, shapes):
     inputs = leaves(*shapes)
+    with tape.ExecutionTape() as recorded:
+        ops.einsum(equation, *inputs)
+    assert [r.op_name for r in recorded.operations] == ["einsum"]
     assert_matches_torch(lambda *xs: ops.einsum(equation, *xs), lambda *xs: torch.einsum(equation, *xs), inputs)
     gradcheck(lambda *xs: ops.einsum(equation, *xs), leaves(*shapes, seed=1))
+    gradgradcheck(lambda *xs: ops.einsum(equation, *xs), leaves(*shapes, seed=2))
 
 
 def test_einsum_accepts_a_list_of_operands_and_float32():
@@ -112,8 +127,13 @@ def test_einsum_other_errors():
         ops.einsum("->")
     with pytest.raises(TypeError, match="einsum: argument 'equation' expected a str"):
         ops.einsum(3, *leaves((2,)))
-    with pytest.raises(TypeError, match="einsum: argument 'operand1' expected dtype float64"):
+    with pytest.raises(TypeError, match=r"einsum: argument 'operands\[1\]' expected dtype float64"):
         ops.einsum("i,i->", leaves((2,))[0], np.arange(2))
+
+
+def test_einsum_can_be_called_by_keyword_as_the_generated_tests_do():
+    a, b = leaves((2, 3), (3, 4))
+    np.testing.assert_allclose(ops.einsum(equation="ij,jk->ik", operands=[a, b]).data, a.data @ b.data)
 
 
 # -- matmul and linear at training shapes ------------------------------------------------------------------
@@ -149,8 +169,8 @@ def test_linear_does_not_keep_or_change_its_inputs():
 
 
 @pytest.mark.parametrize("call,words", [
-    (lambda a: ops.matmul(a((2, 3)), a((2, 3))), ("matmul", "'b'")),
-    (lambda a: ops.matmul(a((2, 3, 4)), a((3, 4, 5))), ("matmul", "'b'", "batch")),
+    (lambda a: ops.matmul(a((2, 3)), a((2, 3))), ("matmul", "'other'", "(2, 3)")),
+    (lambda a: ops.matmul(a((2, 3, 4)), a((3, 4, 5))), ("matmul", "'other'", "batch")),
     (lambda a: ops.matmul(a(()), a((3,))), ("matmul",)),
     (lambda a: ops.linear(a((2, 3)), a((4, 5))), ("linear", "'weight'", "in_features")),
     (lambda a: ops.linear(a((2, 3)), a((4, 3)), a((3,))), ("linear", "'bias'")),
@@ -170,5 +190,36 @@ def test_linear_and_matmul_refuse_mixed_integer_and_float_operands():
     x = tape.tensor(np.ones((2, 3)))
     with pytest.raises(TypeError, match="linear: argument 'weight' expected dtype float64"):
         ops.linear(x, np.ones((4, 3), np.int64))
-    with pytest.raises(TypeError, match="matmul: argument 'b' expected dtype float64"):
+    with pytest.raises(TypeError, match="matmul: argument 'other' expected dtype float64"):
         ops.matmul(x, np.ones((3, 4), np.int64))
+
+
+# -- second order in composition, zero-size shapes -------------------------------------------------------------
+def test_a_two_layer_network_has_torch_second_derivatives():
+    x, w1, b1, w2 = leaves((5, 3), (4, 3), (4,), (2, 4), seed=3)
+    assert_double_backward_matches_torch(
+        lambda x, w1, b1, w2: ops.linear(ops.tanh(ops.linear(x, w1, b1)), w2) @ np.ones((2, 2)),
+        lambda x, w1, b1, w2: torch.nn.functional.linear(torch.tanh(torch.nn.functional.linear(x, w1, b1)), w2)
+        @ torch.ones(2, 2, dtype=torch.float64),
+        [x, w1, b1, w2])
+
+
+@pytest.mark.parametrize("equation,shapes", [("ii,ij->j", [(3, 3), (3, 2)]), ("iij,j->i", [(2, 2, 3), (3,)]),
+                                             ("bii->bi", [(2, 3, 3)])])
+def test_einsum_with_repeated_labels_is_differentiable_twice_like_torch(equation, shapes):
+    assert_double_backward_matches_torch(lambda *xs: ops.einsum(equation, *xs) ** 2,
+                                         lambda *xs: torch.einsum(equation, *xs) ** 2, leaves(*shapes, seed=4))
+
+
+@pytest.mark.parametrize("fn,torch_fn,shapes", [
+    (ops.matmul, torch.matmul, [(2, 0), (0, 3)]),
+    (ops.matmul, torch.matmul, [(0, 4), (4, 3)]),
+    (ops.matmul, torch.matmul, [(3, 2, 0), (0, 5)]),
+    (ops.linear, torch.nn.functional.linear, [(2, 0), (4, 0), (4,)]),
+    (ops.linear, torch.nn.functional.linear, [(0, 3), (4, 3), (4,)]),
+    (lambda a, b: ops.einsum("ij,jk->ik", a, b), lambda a, b: torch.einsum("ij,jk->ik", a, b), [(2, 0), (0, 3)]),
+])
+def test_zero_size_operands_give_zeros_and_zero_gradients_like_torch(fn, torch_fn, shapes):
+    inputs = leaves(*shapes)
+    assert_matches_torch(fn, torch_fn, inputs)
+    assert_double_backward_matches_torch(lambda *xs: fn(*xs) ** 2, lambda *xs: torch_fn(*xs) ** 2, leaves(*shapes))

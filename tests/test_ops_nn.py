@@ -1,6 +1,9 @@
-"""The nn ops against PyTorch beyond the generated sample checks: stability on logits of +-1e4, every
-cross_entropy option, embedding's padding row and repeated indices, dropout's replayable mask, and
-the errors bad arguments raise."""
+"""The normalization, loss, dropout and embedding ops against PyTorch beyond the generated sample checks:
+each public name is the registered op with torch's signature, stability on logits of +-1e4, every
+cross_entropy option (first and second order), empty shapes, embedding's padding row and repeated indices,
+dropout's replayable mask, and the errors bad arguments raise."""
+
+import importlib.util
 
 import numpy as np
 import pytest
@@ -8,6 +11,9 @@ from oracle import require_torch
 
 import ops
 import tape
+from tape.functional import gradients
+from tape.registry import Sample
+from tape.tools.verify import run_torch_hvp_parity
 
 torch = require_torch()
 F = torch.nn.functional
@@ -168,7 +174,7 @@ def test_dropout_backward_reuses_the_forward_mask():
     np.testing.assert_allclose(x.grad.numpy(), kept / 0.6)
 
 
-def test_dropout_keep_rate_and_replay():
+def test_dropout_keep_rate_and_generator_state():
     p, n = 0.3, 200_000
     x = tape.tensor(np.ones(n, dtype=np.float32))
     out = ops.dropout(x, p=p, rng=np.random.default_rng(1)).numpy()
@@ -183,20 +189,45 @@ def test_dropout_keep_rate_and_replay():
     assert not np.array_equal(out, other)
 
 
-def test_dropout_recorded_seed_replays_the_mask():
-    x = tape.tensor(np.ones((8, 8)))
-    out = ops.dropout(x, p=0.5, rng=np.random.default_rng(3))
-    x2 = tape.tensor(np.ones((8, 8)), requires_grad=True)
-    out2 = ops.dropout(x2, p=0.5, rng=np.random.default_rng(3))
-    seed = out2.grad_fn.attrs["seed"]
-    replay = tape.get_op("dropout")(x, p=0.5, seed=seed)
-    np.testing.assert_array_equal(out.numpy(), replay.numpy())
+def test_dropout_with_an_int_rng_is_a_fixed_mask():
+    x = tape.tensor(np.ones((6, 7)))
+    a, b = ops.dropout(x, p=0.5, rng=11).numpy(), ops.dropout(x, p=0.5, rng=11).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, ops.dropout(x, p=0.5, rng=12).numpy())
+
+
+def test_dropout_is_the_registered_op_without_a_seed_argument():
+    op = tape.get_op("dropout")
+    assert ops.dropout is op and op.param_names == ("input", "p", "training", "rng")
+
+
+def test_dropout_records_the_seed_it_drew_and_replays_the_same_mask():
+    x = tape.tensor(np.ones((8, 8)), requires_grad=True)
+    with tape.ExecutionTape() as recorded:
+        out = ops.dropout(x, p=0.5, rng=np.random.default_rng(3))
+    seed = out.grad_fn.attrs["rng"]
+    assert isinstance(seed, int)  # the attribute holds the seed the forward drew, not the generator
+    np.testing.assert_array_equal(ops.dropout(x, p=0.5, rng=seed).numpy(), out.numpy())
+    (replayed,) = recorded.replay().values()
+    np.testing.assert_array_equal(replayed, out.numpy())
+
+
+def test_dropout_second_order_uses_the_forward_mask():
+    x = tape.tensor(np.random.default_rng(0).uniform(1, 2, size=(5, 6)), requires_grad=True)
+    out = ops.dropout(x, p=0.5, rng=np.random.default_rng(4))
+    kept = out.numpy() != 0
+    (g,) = gradients(ops.sum(out * out), [x], create_graph=True)  # 2 * out * mask / (1 - p)
+    np.testing.assert_allclose(g.numpy(), 2 * out.numpy() * kept / 0.5)
+    (gg,) = gradients(ops.sum(g), [x])
+    np.testing.assert_allclose(gg.numpy(), 2 * kept / 0.25)
 
 
 def test_dropout_identity_and_extremes():
     x = tape.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
-    assert ops.dropout(x, p=0.5, training=False) is x
-    assert ops.dropout(x, p=0.0) is x
+    for same in (ops.dropout(x, p=0.5, training=False), ops.dropout(x, p=0.0)):
+        np.testing.assert_array_equal(same.numpy(), x.numpy())
+        (g,) = gradients(ops.sum(same), [x])
+        np.testing.assert_array_equal(g.numpy(), 1)
     zeros = ops.dropout(x, p=1.0, rng=np.random.default_rng(0))
     np.testing.assert_array_equal(zeros.numpy(), 0)
     zeros.sum().backward()
@@ -204,6 +235,146 @@ def test_dropout_identity_and_extremes():
     for bad in (-0.1, 1.5):
         with pytest.raises(ValueError, match="dropout: argument 'p'"):
             ops.dropout(x, p=bad)
+    with pytest.raises(TypeError, match="dropout: argument 'rng'"):
+        ops.dropout(x, p=0.5, rng="seed")
+
+
+# -- the ops are the registered ops, with torch's signatures ------------------------------------------------
+SIGNATURES = {
+    "softmax": ("input", "dim"),
+    "log_softmax": ("input", "dim"),
+    "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
+    "rms_norm": ("input", "normalized_shape", "weight", "eps"),
+    "embedding": ("input", "weight", "padding_idx"),
+    "embedding_dense_backward": ("grad_output", "indices", "num_weights", "padding_idx"),
+    "cross_entropy": ("input", "target", "weight", "ignore_index", "reduction", "label_smoothing"),
+    "nll_loss": ("input", "target", "weight", "ignore_index", "reduction"),
+    "mse_loss": ("input", "target", "reduction"),
+    "binary_cross_entropy_with_logits": ("input", "target", "weight", "reduction", "pos_weight"),
+}
+
+
+@pytest.mark.parametrize("name", SIGNATURES)
+def test_public_name_is_the_registered_op_with_torchs_signature(name):
+    op = tape.get_op(name)
+    assert getattr(ops, name) is op
+    assert op.param_names == SIGNATURES[name]
+    assert op.family in ("normalization", "loss", "dropout", "embedding")
+
+
+def test_the_functional_ops_module_named_nn_is_gone():
+    assert importlib.util.find_spec("ops.nn") is None  # tape.train.nn holds the Modules; ops has no "nn"
+
+
+def test_layer_norm_positional_call_as_in_torch():
+    rng = np.random.default_rng(0)
+    x, w, b = rng.normal(size=(2, 5)), rng.normal(size=5), rng.normal(size=5)
+    ours = ops.layer_norm(tape.tensor(x), [5], tape.tensor(w), tape.tensor(b), 1e-3).numpy()
+    np.testing.assert_allclose(ours, F.layer_norm(*map(torch.tensor, (x,)), [5], torch.tensor(w), torch.tensor(b),
+                                                  1e-3).numpy(), **TOLERANCE[np.float64])
+
+
+# -- empty shapes ------------------------------------------------------------------------------------------
+def _long(*shape):
+    return np.zeros(shape, dtype=np.int64)
+
+
+EMPTY_CASES = {
+    "softmax over an empty dim": (lambda lib, x: lib.softmax(x, dim=-1), [np.ones((3, 0))], [True]),
+    "log_softmax of zero rows": (lambda lib, x: lib.log_softmax(x, dim=1), [np.ones((0, 4))], [True]),
+    "layer_norm of (0, 4)": (lambda lib, x, w, b: _functional(lib).layer_norm(x, (4,), w, b),
+                             [np.ones((0, 4)), np.ones(4), np.ones(4)], [True, True, True]),
+    "layer_norm of zero features": (lambda lib, x: _functional(lib).layer_norm(x, (0,)), [np.ones((3, 0))], [True]),
+    "rms_norm of (0, 5)": (lambda lib, x, w: _functional(lib).rms_norm(x, (5,), w), [np.ones((0, 5)), np.ones(5)],
+                           [True, True]),
+    "cross_entropy mean of an empty batch": (lambda lib, x, t: _functional(lib).cross_entropy(x, t),
+                                             [np.ones((0, 4)), _long(0)], [True, False]),
+    "cross_entropy sum of an empty batch": (lambda lib, x, t: _functional(lib).cross_entropy(x, t, reduction="sum"),
+                                            [np.ones((0, 4)), _long(0)], [True, False]),
+    "cross_entropy none, smoothing, (N, C, 0)": (
+        lambda lib, x, t: _functional(lib).cross_entropy(x, t, reduction="none", label_smoothing=0.2),
+        [np.ones((2, 4, 0)), _long(2, 0)], [True, False]),
+    "nll_loss mean of an empty batch": (lambda lib, x, t, w: _functional(lib).nll_loss(x, t, w),
+                                        [np.ones((0, 4)), _long(0), np.ones(4)], [True, False, False]),
+    "mse_loss mean of nothing": (lambda lib, x, y: _functional(lib).mse_loss(x, y), [np.ones((0, 3))] * 2,
+                                 [True, True]),
+    "bce_with_logits of nothing": (lambda lib, x, y: _functional(lib).binary_cross_entropy_with_logits(x, y),
+                                   [np.ones((0, 3)), np.ones((0, 3))], [True, True]),
+    "embedding of no indices": (lambda lib, i, w: _functional(lib).embedding(i, w), [_long(2, 0), np.ones((5, 3))],
+                                [False, True]),
+    "dropout of nothing": (lambda lib, x: _functional(lib).dropout(x, 0.5), [np.ones((0, 3))], [True]),
+}
+
+
+def _functional(lib):
+    return F if lib is torch else ops
+
+
+@pytest.mark.parametrize("name", EMPTY_CASES)
+def test_empty_shapes_work_forward_and_backward_as_in_torch(name):
+    fn, arrays, differentiable = EMPTY_CASES[name]
+    ours = lambda *xs: fn(ops, *xs)  # noqa: E731
+    theirs = lambda *xs: fn(torch, *xs)  # noqa: E731
+    value, grads = run_both(ours, theirs, arrays, differentiable, np.float64)
+    assert value[0].shape == value[1].shape
+    np.testing.assert_array_equal(np.isnan(value[0]), np.isnan(value[1]))  # mean over nothing is NaN, as torch
+    assert_matches([value] + grads, np.float64)
+
+
+# -- second order ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("use_weight", [False, True])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.25])
+@pytest.mark.parametrize("shape", [(7, 5), (3, 4, 2, 3)])
+def test_cross_entropy_second_order_matches_torch(reduction, use_weight, label_smoothing, shape):
+    rng = np.random.default_rng(11)
+    x, target, weight = _class_problem(shape, rng, 1)
+    sample = Sample((x, target, weight if use_weight else None),
+                    {"ignore_index": 1, "reduction": reduction, "label_smoothing": label_smoothing})
+    result = run_torch_hvp_parity(tape.get_op("cross_entropy"), sample)
+    assert result is not None and result.ok, result and result.message
+
+
+@pytest.mark.parametrize("name, arrays, attrs", [
+    ("layer_norm", [(4, 6, 8), (8,), (8,)], {"normalized_shape": (8,)}),
+    ("layer_norm", [(3, 2, 5), None, None], {"normalized_shape": (2, 5), "eps": 1e-2}),
+    ("rms_norm", [(4, 6, 8), (8,)], {"normalized_shape": 8}),
+    ("rms_norm", [(3, 2, 5), None], {"normalized_shape": [2, 5], "eps": None}),
+    ("softmax", [(4, 9)], {"dim": 0}),
+    ("log_softmax", [(4, 9)], {"dim": 1}),
+    ("binary_cross_entropy_with_logits", [(5, 4), (5, 4), (4,), (5, 4)], {"reduction": "mean"}),
+])
+def test_second_order_of_wide_inputs_matches_torch(name, arrays, attrs):
+    rng = np.random.default_rng(3)
+    inputs = tuple(None if s is None else rng.uniform(0.1, 1.0, size=s) if k > 0 and name.startswith("binary")
+                   else None if s is None else rng.normal(size=s) * 2 for k, s in enumerate(arrays))
+    result = run_torch_hvp_parity(tape.get_op(name), Sample(inputs, attrs))
+    assert result is not None and result.ok, result and result.message
+
+
+def test_embedding_second_order_flows_through_its_dense_backward():
+    rng = np.random.default_rng(0)
+    weight = tape.tensor(rng.normal(size=(5, 3)), requires_grad=True)
+    indices = np.array([[1, 1, 4], [0, 2, 1]])
+    u = tape.tensor(rng.normal(size=(2, 3, 3)), requires_grad=True)
+    (g,) = gradients(ops.embedding(indices, weight, padding_idx=4), [weight], [u], create_graph=True)
+    assert g.grad_fn.op is tape.get_op("embedding_dense_backward")
+    v = rng.normal(size=(5, 3))
+    (gu,) = gradients(ops.sum(g * v), [u])
+    expected = v[indices]
+    expected[indices == 4] = 0  # the padding row's gradient is 0, so v never reaches those positions
+    np.testing.assert_allclose(gu.numpy(), expected)
+
+
+@pytest.mark.parametrize("padding_idx", [None, 3, -1])
+def test_embedding_dense_backward_matches_torch(padding_idx):
+    rng = np.random.default_rng(1)
+    indices = rng.integers(0, 6, size=(40, 7))
+    grad = rng.normal(size=(40, 7, 5))
+    ours = ops.embedding_dense_backward(tape.tensor(grad), indices, 6, padding_idx).numpy()
+    theirs = torch.ops.aten.embedding_dense_backward(torch.tensor(grad), torch.tensor(indices), 6,
+                                                     -1 if padding_idx is None else padding_idx % 6, False)
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-12, atol=1e-12)
 
 
 # -- errors ------------------------------------------------------------------------------------------------
@@ -248,6 +419,11 @@ labels = np.array([0, 1, 2, 1])
     (lambda: ops.binary_cross_entropy_with_logits(f64, f64, pos_weight=np.ones(2)), ValueError,
      "binary_cross_entropy_with_logits: argument 'pos_weight'"),
     (lambda: ops.dropout(np.ones(3, dtype=np.int64), p=0.5), TypeError, "dropout: argument 'input'"),
+    (lambda: ops.layer_norm(f64, (3,), eps=-1.0), ValueError, "layer_norm: argument 'eps'"),
+    (lambda: ops.embedding_dense_backward(np.zeros((4, 2)), labels, 2), ValueError,
+     "embedding_dense_backward: argument 'indices'"),
+    (lambda: ops.embedding_dense_backward(np.zeros((3, 2)), labels, 3), ValueError,
+     "embedding_dense_backward: argument 'grad_output'"),
 ])
 def test_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
     with pytest.raises(error, match=pattern):

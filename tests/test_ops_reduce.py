@@ -1,5 +1,8 @@
-"""Reductions: what the generated tests do not cover -- ties in max/min, prod with zeros, logsumexp at
-+-1e4, argmax/argmin dtype, ties and keepdim, dim conventions and errors naming op and argument."""
+"""Reductions: what the generated tests do not cover -- second order on every sample, ties in max/min, prod
+with zeros, logsumexp at +-1e4, argmax/argmin dtype, ties and keepdim, std at 0, zero-size inputs (torch's
+values over no entries, errors for an extremum of none), dim conventions and errors naming op and argument."""
+
+import warnings
 
 import numpy as np
 import pytest
@@ -8,6 +11,7 @@ from oracle import ours, require_torch, theirs
 import ops
 import tape
 from tape.registry import Grad
+from tape.tools.verify import differentiable_positions, op_samples, run_gradgradcheck, run_torch_hvp_parity
 
 torch = require_torch()
 
@@ -40,6 +44,22 @@ def test_tensor_methods_call_the_reductions_with_torchs_signatures():
     np.testing.assert_allclose(x.var(dim=0, correction=0).numpy(), [1.0, 4.0, 2.25])
     np.testing.assert_allclose(x.std().numpy(), torch.tensor(x.numpy()).std().numpy())
     assert x.argmax(dim=1, keepdim=True).numpy().tolist() == [[1], [2]]
+
+
+
+# -- second order: every differentiable op, on every sample --------------------------------------------------------
+SECOND_ORDER = [pytest.param(op, s, id=f"{op.name}-{i}-{s.label}") for op in FAMILY
+                if op.second_order is not Grad.NOT_DIFFERENTIABLE
+                for i, s in enumerate(op_samples(op)) if differentiable_positions(op, s)]
+
+
+@pytest.mark.parametrize("op,sample", SECOND_ORDER)
+def test_second_order_matches_finite_differences_and_torch(op, sample):
+    assert op.second_order is Grad.RULE, f"{op.name}: second order is {op.second_order}: {op.second_order_note}"
+    result = run_gradgradcheck(op, sample)
+    assert result.ok, f"{op.name} on {sample}: {result.message}"
+    parity = run_torch_hvp_parity(op, sample)
+    assert parity is None or parity.ok, f"{op.name} on {sample}: {parity.message}"
 
 
 # -- max / min: ties ---------------------------------------------------------------------------------------------
@@ -157,6 +177,25 @@ def test_std_of_constant_input_has_zero_gradient_like_torch():
     assert (grad == 0).all()
 
 
+STD_ZERO = [(np.full((2, 3), 0.75), {"dim": 1}), (np.array(0.3), {"dim": -1, "keepdim": True, "correction": 0}),
+            (np.ones((2, 0, 4)), {"dim": 1})]  # constant rows, a single entry, no entries (std NaN)
+
+
+@pytest.mark.parametrize("x,attrs", STD_ZERO, ids=["constant rows", "0-D", "no entries"])
+def test_std_at_zero_or_over_no_entries_has_torchs_gradient_and_a_zero_second_order(x, attrs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's degrees-of-freedom warning
+        assert_matches_torch(ops.std, torch.std, x, **attrs)
+    t = tape.tensor(x, requires_grad=True)
+    out = ops.std(t, **attrs)
+    u = tape.tensor(np.full(out.shape, 1.3), requires_grad=True)
+    (first,) = tape.gradients(out, [t], [u], create_graph=True)
+    assert not first.numpy().any()
+    second = tape.gradients(ops.sum(first * 0.7), [t, u], allow_unused=True)
+    # the gradient is 0 whatever u is, and std is not twice differentiable at 0 (torch: NaN for u)
+    assert all(g is None or not g.numpy().any() for g in second)
+
+
 def test_correction_at_least_n_gives_torchs_inf_and_nan():
     with np.errstate(divide="ignore", invalid="ignore"):
         values = [ops.var(tape.tensor(np.array(v)), correction=c).item() for v, c in (([1.0, 2.0], 2), ([1.0, 1.0], 2))]
@@ -209,7 +248,53 @@ def test_float_only_reductions_refuse_integer_tensors(name):
         tape.get_op(name)(tape.tensor(np.arange(4)))
 
 
-@pytest.mark.parametrize("name", ["max", "min", "logsumexp", "argmax", "argmin"])
-def test_reducing_an_empty_dim_names_the_op(name):
-    with pytest.raises(ValueError, match=rf"^{name}: argument 'x' of shape \(0, 3\) has no entries"):
-        tape.get_op(name)(tape.tensor(np.ones((0, 3))), dim=0)
+# -- zero-size inputs ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["max", "min", "argmax", "argmin"])
+@pytest.mark.parametrize("dim", [0, -2, None, (0, 1)])
+def test_an_extremum_of_no_entries_raises_naming_the_op_as_torch_raises(name, dim):
+    if name.startswith("arg") and isinstance(dim, tuple):
+        return
+    with pytest.raises(ValueError, match=rf"^{name}: argument 'x' of shape \(0, 3\) has no entries to reduce"):
+        tape.get_op(name)(tape.tensor(np.ones((0, 3))), dim=dim)
+    torch_fn = {"max": torch.amax, "min": torch.amin}.get(name, getattr(torch, name))
+    with pytest.raises((RuntimeError, IndexError)):
+        torch_fn(torch.ones(0, 3), dim=() if dim is None and name in ("max", "min") else dim)
+
+
+EMPTY = {"sum": torch.sum, "mean": torch.mean, "var": torch.var, "std": torch.std, "logsumexp": torch.logsumexp}
+
+
+@pytest.mark.parametrize("name", [*EMPTY, "prod"])
+@pytest.mark.parametrize("dim,keepdim", [(1, False), (1, True), ((0, 1), False), (-1, True)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_reductions_of_a_zero_size_input_give_torchs_values_and_empty_gradients(name, dim, keepdim, dtype):
+    x = np.ones((2, 0, 3), dtype)  # dim 1 (alone or in a tuple) has no entries: sum 0, mean NaN, prod 1, ...
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value, grad = ours(tape.get_op(name), x, dim=dim, keepdim=keepdim)
+    fn = EMPTY.get(name, _prod_reference)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "degrees of freedom <= 0" for var and std
+        expected_value, expected_grad = theirs(fn, x, dim=dim, keepdim=keepdim)
+    assert value.shape == expected_value.shape and value.dtype == dtype
+    np.testing.assert_array_equal(value, expected_value)
+    assert grad.shape == x.shape == expected_grad.shape and grad.dtype == dtype
+
+
+def _prod_reference(t, dim, keepdim):
+    return tape.get_op("prod").torch_ref(torch, t, dim=dim, keepdim=keepdim)
+
+
+def test_an_empty_product_is_one_and_an_empty_logsumexp_minus_inf_like_torch():
+    x = tape.tensor(np.ones((0, 2)))
+    assert ops.prod(x, dim=0).numpy().tolist() == [1.0, 1.0] == torch.prod(torch.ones(0, 2), dim=0).tolist()
+    assert ops.logsumexp(x, dim=0).numpy().tolist() == [-np.inf, -np.inf]
+    assert np.isnan(ops.mean(x).item()) and ops.sum(x).item() == 0.0
+
+
+@pytest.mark.parametrize("name", ["max", "min", "argmax", "argmin", "sum", "prod"])
+def test_reducing_a_non_empty_dim_of_a_zero_size_input_works_like_torch(name):
+    x = np.ones((0, 3))
+    out = tape.get_op(name)(tape.tensor(x), dim=1)
+    expected = {"max": torch.amax, "min": torch.amin}.get(name, getattr(torch, name))(torch.tensor(x), dim=1)
+    assert out.shape == tuple(expected.shape) == (0,)

@@ -1,0 +1,542 @@
+"""Activations of ``torch.nn.functional`` beyond ops/elementwise.py's (relu, leaky_relu, elu, gelu, silu, softplus):
+hardtanh, relu6, hardswish, hardsigmoid, selu, celu, mish, softsign, logsigmoid, threshold, hardshrink,
+softshrink, tanhshrink (elementwise), softmin and normalize (along dims), glu (halves along a dim) and prelu
+(a learnable slope per channel). Names, signatures, defaults and values are torch's (PyTorch 2.13), without
+torch's ``inplace``/``dtype`` options; every op needs a floating input (torch's hardtanh, relu6 and threshold
+also take integers).
+
+Conventions, as in torch:
+- At a kink the gradient is torch's: hardtanh and relu6 pass it only strictly inside (min_val, max_val), so 0 at
+  both bounds; hardswish gives 0 at x = -3 and g at x = 3 (the outer slopes); hardsigmoid 0 at +-3; threshold
+  0 at x == threshold; hardshrink and softshrink 0 at x = +-lambd; selu scale * alpha at 0 (its left slope),
+  celu 1 (it is smooth there); prelu ``weight`` at x = 0, with no gradient for ``weight`` there.
+- normalize(x) = x / max(||x||_p, eps): the clamp passes the gradient where ||x||_p >= eps (the bound
+  included) and otherwise the gradient is g / eps. ||.||_1's derivative at 0 is 0 (sign); ||.||_inf shares
+  the gradient evenly among the entries tied for the largest |x|, as torch's norm backward does.
+- NaN: values are NaN where torch's are. For the gradient at a NaN input torch's kernels disagree among
+  themselves (their scalar and vectorised paths give g or 0 for hardtanh, relu6, hardshrink, softshrink and g
+  or NaN for hardswish, selu, celu); ours gives 0 for hardtanh, relu6, hardsigmoid, hardshrink and softshrink
+  (a NaN lies in none of the ranges where they pass the gradient), NaN for hardswish, selu and celu (as
+  ops.elu), and g for threshold (torch's, consistently).
+- Infinities give torch's values, including its NaNs: hardswish(-inf) = -inf * 0, softsign(+-inf) = inf / inf
+  and mish(-inf) = -inf * 0 are NaN, and so are the gradients there (softsign's and mish's at +-inf). Values
+  torch returns silently come without numpy's RuntimeWarning.
+- Stability: logsigmoid, mish and glu's sigmoid are written over exp(-|x|), which never overflows: finite
+  values and gradients for every finite input, with relative accuracy in both tails. mish uses the closed
+  form tanh(softplus(x)) = n / (n + 2), n = e^x (e^x + 2).
+- Where torch's own arithmetic loses accuracy, ours keeps it (values differ from torch's in the last bits):
+  softsign's gradient is g / (1 + |x|)^2 (torch's autograd subtracts two nearly equal terms for large |x|),
+  tanhshrink's is g * tanh(x)^2 (torch's g - g * (1 - tanh^2) cancels near 0), glu's uses 1 - sigmoid(b)
+  computed without cancellation. normalize computes the p-norm of x scaled by a power of two near max |x|
+  (exact), so rows of huge or tiny entries neither overflow nor underflow: normalize([1e300, 1e300]) is
+  [0.7071, 0.7071] where torch's sum of squares overflows and gives [0, 0]. Elsewhere the values are torch's
+  (the scaling is exact). p is a positive number or inf.
+- Zero-size inputs work forward and backward; glu needs an even size along ``dim`` (0 is even) and a 0-d
+  input is refused, as in torch; prelu's weight has 1 entry or one per channel (dim 1 of the input; a 1-D
+  input has one channel).
+- Second order: every rule is written with numpy functions over its arguments (np.where, np.exp, np.sum,
+  slicing), so ``create_graph=True`` traces it. Where a derivative would pass through |x| at 0 (abs'(0) = 0
+  would be wrong there) the rules use np.where(x >= 0, -x, x) instead, whose derivative is right on both sides.
+"""
+
+__all__ = ["hardtanh", "relu6", "hardswish", "hardsigmoid", "selu", "celu", "mish", "softsign", "logsigmoid",
+           "softmin", "glu", "prelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "normalize"]
+
+import math
+
+import numpy as np
+
+from tape.registry import Sample, defop
+from tape.tensors import Tensor
+
+from ._samples import away_from, transposed, unary_samples, uniform
+from ._validation import normalize_dim, normalize_dims, require_float
+from .binary import quiet
+
+FAMILY = "activation"
+
+# torch's SELU constants (Klambauer et al. 2017), and the coefficient of its negative branch computed as torch does
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_NEGATIVE = _SELU_ALPHA * _SELU_SCALE
+
+
+# -- shared helpers --------------------------------------------------------------------------------------------
+def _number(op: str, argument: str, value) -> float:
+    """``value`` as a Python float (a weak scalar: float32 arrays stay float32)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _float_input(op):
+    """A check refusing a non-floating input (the op's attributes are checked by its forward)."""
+    def check(input, *rest, **attrs):
+        require_float(op, "input", input)
+    return check
+
+
+def _functional(name):
+    """The torch reference ``torch.nn.functional.<name>``."""
+    return lambda torch, *tensors, **attrs: getattr(torch.nn.functional, name)(*tensors, **attrs)
+
+
+def _elementwise(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, samples=None, **declaration):
+    return defop(name, family=FAMILY, inputs=("input",), forward=forward, vjps=(vjp,), check=_float_input(name),
+                 samples=samples or unary_samples(low, high, attrs, kinks), torch_ref=_functional(name),
+                 **declaration)
+
+
+def _exp_minus_abs(x):
+    """exp(-|x|) (in (0, 1], never overflows), with the derivative of each side at 0 itself: -|x| written as
+    np.where(x >= 0, -x, x), as traced np.abs would give it slope 0 there."""
+    return np.exp(np.where(x >= 0, -x, x))
+
+
+def _sigmoids(x):
+    """(sigmoid(x), 1 - sigmoid(x)), both with relative accuracy in either tail, from e = exp(-|x|)."""
+    e = _exp_minus_abs(x)
+    big, small = 1 / (1 + e), e / (1 + e)
+    right = x >= 0
+    return np.where(right, big, small), np.where(right, small, big)
+
+
+def _with_tails(base, values):
+    """A sample generator: ``base``'s samples plus one vector of ``values`` (tails, both sides of a kink)."""
+    def generate(rng):
+        return base(rng) + [Sample((np.array(values, dtype=np.float64),), {}, "tails")]
+    return generate
+
+
+# -- piecewise linear: hardtanh, relu6, hardsigmoid, hardswish, threshold, shrinks -------------------------------
+def _hardtanh(input, min_val=-1.0, max_val=1.0):
+    low, high = _number("hardtanh", "min_val", min_val), _number("hardtanh", "max_val", max_val)
+    if low > high:
+        raise ValueError(f"hardtanh: argument 'min_val' ({low}) cannot be greater than 'max_val' ({high})")
+    return np.minimum(np.maximum(input, low), high)
+
+
+def _inside(g, x, low, high):
+    """g where low < x < high, else 0 (NaN included)."""
+    return np.where(x > low, np.where(x < high, g, 0), 0)
+
+
+def _hardtanh_vjp(g, ans, input, min_val=-1.0, max_val=1.0):
+    return _inside(g, input, float(min_val), float(max_val))
+
+
+hardtanh = _elementwise("hardtanh", _hardtanh, _hardtanh_vjp, kinks=(-1.0, 1.0, -0.5, 1.5, 0.25),
+                        attrs=[{}, {"min_val": -0.5, "max_val": 1.5}, {"min_val": 0.25, "max_val": 0.25}])
+
+relu6 = _elementwise("relu6", lambda input: np.minimum(np.maximum(input, 0.0), 6.0),
+                     lambda g, ans, input: _inside(g, input, 0.0, 6.0), low=-2.0, high=8.0, kinks=(0.0, 6.0))
+
+
+@quiet  # -inf * 0 = NaN, as torch
+def _hardswish(input):
+    return input * np.minimum(np.maximum(input + 3.0, 0.0), 6.0) / 6.0
+
+
+def _hardswish_vjp(g, ans, input):
+    # torch 2.13: 0 for x <= -3, g for x >= 3, g (x / 3 + 1/2) between (NaN lands there: NaN)
+    return np.where(input <= -3.0, 0, np.where(input >= 3.0, g, g * (input / 3.0 + 0.5)))
+
+
+hardswish = _elementwise("hardswish", _hardswish, _hardswish_vjp, low=-5.0, high=5.0, kinks=(-3.0, 3.0))
+
+hardsigmoid = _elementwise("hardsigmoid", lambda input: np.minimum(np.maximum(input + 3.0, 0.0), 6.0) / 6.0,
+                           lambda g, ans, input: _inside(g * (1.0 / 6.0), input, -3.0, 3.0), low=-5.0, high=5.0,
+                           kinks=(-3.0, 3.0))
+
+
+def _threshold(input, threshold, value):
+    bound = _number("threshold", "threshold", threshold)
+    return np.where(input <= bound, _number("threshold", "value", value), input)
+
+
+def _threshold_vjp(g, ans, input, threshold, value):
+    return np.where(input <= float(threshold), 0, g)  # a NaN input passes it, as in torch
+
+
+threshold = _elementwise("threshold", _threshold, _threshold_vjp, kinks=(0.5, -1.0),
+                         attrs=[{"threshold": 0.5, "value": -1.0}, {"threshold": -1.0, "value": 3.0}])
+
+
+def _outside(g, x, lambd):
+    """g where |x| > lambd, else 0 (NaN included)."""
+    return np.where(x < -lambd, g, np.where(x > lambd, g, 0))
+
+
+def _hardshrink(input, lambd=0.5):
+    lambd = _number("hardshrink", "lambd", lambd)
+    return np.where(input < -lambd, input, np.where(input > lambd, input, 0))
+
+
+_SHRINK_ATTRS = [{}, {"lambd": 1.0}, {"lambd": 0.0}]
+_SHRINK_KINKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+
+hardshrink = _elementwise("hardshrink", _hardshrink, lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
+                          attrs=_SHRINK_ATTRS, kinks=_SHRINK_KINKS)
+
+
+@quiet  # inf * 0 in the branch not taken
+def _softshrink(input, lambd=0.5):
+    lambd = _number("softshrink", "lambd", lambd)
+    if not lambd >= 0:
+        raise ValueError(f"softshrink: argument 'lambd' expected a number >= 0, got {lambd}")
+    # torch's x * 0 in the middle: -0.0 for negative x, NaN for NaN
+    return np.where(input > lambd, input - lambd, np.where(input < -lambd, input + lambd, input * 0))
+
+
+softshrink = _elementwise("softshrink", _softshrink, lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
+                          attrs=_SHRINK_ATTRS, kinks=_SHRINK_KINKS)
+
+
+# -- exponential family: selu, celu, logsigmoid, mish ---------------------------------------------------------
+def _selu(input):
+    return np.where(input <= 0, np.expm1(np.minimum(input, 0.0)) * _SELU_NEGATIVE, input * _SELU_SCALE)
+
+
+def _selu_vjp(g, ans, input):
+    # np.where(x > 0, 0, x), not np.minimum: the traced slope at 0 is then the left one, torch's
+    return np.where(input > 0, g * _SELU_SCALE, g * (np.exp(np.where(input > 0, 0, input)) * _SELU_NEGATIVE))
+
+
+selu = _elementwise("selu", _selu, _selu_vjp, low=-3.0, high=3.0, kinks=(0.0,))
+
+
+def _celu_alpha(alpha):
+    alpha = _number("celu", "alpha", alpha)
+    if alpha == 0:
+        raise ValueError("celu: argument 'alpha' expected a non-zero number, got 0")
+    return alpha
+
+
+def _celu(input, alpha=1.0):
+    alpha = _celu_alpha(alpha)
+    return np.where(input <= 0, np.expm1(np.minimum(input, 0.0) * (1.0 / alpha)) * alpha, input)
+
+
+def _celu_vjp(g, ans, input, alpha=1.0):
+    inverse = 1.0 / float(alpha)
+    # torch's order: g * (1 / alpha) * alpha * exp(x / alpha)
+    return np.where(input > 0, g, g * inverse * float(alpha) * np.exp(np.where(input > 0, 0, input) * inverse))
+
+
+celu = _elementwise("celu", _celu, _celu_vjp, low=-3.0, high=3.0, kinks=(0.0,),
+                    attrs=[{}, {"alpha": 0.5}, {"alpha": -1.5}])
+
+
+def _logsigmoid(input):
+    # torch's min(x, 0) - log1p(exp(-|x|)): exact in both tails
+    return np.minimum(input, 0.0) - np.log1p(_exp_minus_abs(input))
+
+
+logsigmoid = _elementwise("logsigmoid", _logsigmoid, lambda g, ans, input: g * _sigmoids(input)[1],
+                          samples=_with_tails(unary_samples(-6.0, 6.0), [-40.0, -15.0, 15.0, 40.0]))
+
+
+def _mish_parts(x):
+    """(tanh(softplus(x)), 1 - that squared, sigmoid(x)) from e = exp(-|x|), without cancellation:
+    tanh(log(1 + e^x)) = n / (n + 2) with n = e^x (e^x + 2), divided through by e^(2x) for x >= 0."""
+    e = _exp_minus_abs(x)
+    one_e = (1 + e) * (1 + e)
+    right_den = 1 + 2 * e + 2 * (e * e)
+    n = e * (e + 2)
+    left_den = n + 2
+    right = x >= 0
+    t = np.where(right, (1 + 2 * e) / right_den, n / left_den)
+    # 1 - t^2 = (den - num)(den + num) / den^2, with den + num = 2 (1 + e)^2
+    rest = np.where(right, 4 * (e * e) * one_e / (right_den * right_den), 4 * one_e / (left_den * left_den))
+    sigmoid = np.where(right, 1 / (1 + e), e / (1 + e))
+    return t, rest, sigmoid
+
+
+@quiet  # -inf * 0 = NaN, as torch
+def _mish(input):
+    return input * _mish_parts(input)[0]
+
+
+@quiet  # +-inf * 0 = NaN, as torch
+def _mish_vjp(g, ans, input):
+    t, rest, sigmoid = _mish_parts(input)
+    return g * (t + input * sigmoid * rest)
+
+
+mish = _elementwise("mish", _mish, _mish_vjp,
+                    samples=_with_tails(unary_samples(-4.0, 4.0), [-40.0, -15.0, 15.0, 40.0]))
+
+
+# -- rational and hyperbolic: softsign, tanhshrink -------------------------------------------------------------
+@quiet  # inf / inf = NaN, as torch
+def _softsign(input):
+    return input / (np.abs(input) + 1)
+
+
+@quiet
+def _softsign_vjp(g, ans, input):
+    d = np.abs(input) + 1
+    # g / (1 + |x|)^2; NaN at +-inf where the value is NaN too (torch's autograd gives NaN there)
+    return np.where(np.abs(input) < np.inf, g / (d * d), np.nan)
+
+
+softsign = _elementwise("softsign", _softsign, _softsign_vjp, low=-4.0, high=4.0, kinks=(0.0,))
+
+
+def _tanhshrink_vjp(g, ans, input):
+    t = np.tanh(input)
+    return g * (t * t)
+
+
+tanhshrink = _elementwise("tanhshrink", lambda input: input - np.tanh(input), _tanhshrink_vjp, low=-3.0, high=3.0)
+
+
+# -- along a dim: softmin, glu ---------------------------------------------------------------------------------
+def _as_1d(x):
+    """A 0-d array viewed as shape (1,) (torch lets softmin run over dim 0 / -1 of a scalar)."""
+    return np.reshape(x, (1,)) if np.ndim(x) == 0 else x
+
+
+@quiet  # a row of +inf: -inf - (-inf) = NaN, as torch's softmin
+def _softmin(input, dim):
+    axis = normalize_dim("softmin", dim, input.ndim)
+    if input.size == 0:
+        return input.copy()
+    z = -_as_1d(input)
+    e = np.exp(z - np.max(z, axis=axis, keepdims=True))
+    e /= np.sum(e, axis=axis, keepdims=True)
+    return e.reshape(input.shape)
+
+
+def _softmin_vjp(g, ans, input, dim):
+    # softmin(x) = softmax(-x): the negated softmax backward, y (sum(g y) - g)
+    axis = normalize_dim("softmin", dim, input.ndim)
+    y, g1 = _as_1d(ans), _as_1d(g)
+    return np.reshape(y * (np.sum(g1 * y, axis=axis, keepdims=True) - g1), input.shape)
+
+
+def _softmin_samples(rng):
+    return [Sample((uniform(rng, (2, 3, 4)),), {"dim": -1}),
+            Sample((uniform(rng, (2, 3, 4)),), {"dim": 1}),
+            Sample((uniform(rng, (2, 3, 4)),), {"dim": 0}),
+            Sample((transposed(rng, (3, 5)),), {"dim": -1}, "non-contiguous"),
+            Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
+            Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
+            Sample((uniform(rng, (3, 4), -1e4, 1e4),), {"dim": -1}, "logits of +-1e4"),
+            Sample((uniform(rng, (3, 0)),), {"dim": -1}, "empty dim"),
+            Sample((uniform(rng, (0, 3)),), {"dim": -1}, "zero rows")]
+
+
+def _check_softmin(input, dim):
+    require_float("softmin", "input", input)
+    normalize_dim("softmin", dim, input.ndim)
+
+
+softmin = defop("softmin", family=FAMILY, inputs=("input",), forward=_softmin, vjps=(_softmin_vjp,),
+                check=_check_softmin, samples=_softmin_samples,
+                torch_ref=lambda torch, input, dim: torch.nn.functional.softmin(input, dim=dim))
+
+
+def _halves(x, axis):
+    """The two halves of ``x`` along ``axis`` (basic slices: views of arrays, getitem on Tensors)."""
+    half = x.shape[axis] // 2
+    before = (slice(None),) * axis
+    return x[before + (slice(0, half),)], x[before + (slice(half, None),)]
+
+
+def _glu(input, dim=-1):
+    a, b = _halves(input, normalize_dim("glu", dim, input.ndim))
+    return a * _sigmoids(b)[0]
+
+
+def _glu_vjp(g, ans, input, dim=-1):
+    axis = normalize_dim("glu", dim, input.ndim)
+    a, b = _halves(input, axis)
+    s, rest = _sigmoids(b)  # rest = 1 - s without cancellation
+    return np.concatenate([g * s, g * a * (s * rest)], axis=axis)
+
+
+def _check_glu(input, dim=-1):
+    require_float("glu", "input", input)
+    if input.ndim == 0:
+        raise ValueError("glu: argument 'input' expected at least 1 dim (the halved dim), got a 0-d tensor")
+    axis = normalize_dim("glu", dim, input.ndim)
+    if input.shape[axis] % 2:
+        raise ValueError(f"glu: argument 'input' expected an even size along dim {dim} (it is halved), "
+                         f"got shape {input.shape}")
+
+
+def _glu_samples(rng):
+    tails = np.array([[1.5, -0.5, 2.0, -40.0, 0.0, 40.0]])
+    return [Sample((uniform(rng, (2, 6)),), {}, "dim=-1 (default)"),
+            Sample((uniform(rng, (4, 3)),), {"dim": 0}),
+            Sample((uniform(rng, (2, 4, 3)),), {"dim": 1}),
+            Sample((uniform(rng, (6,)),), {"dim": 0}, "vector"),
+            Sample((transposed(rng, (4, 3)),), {"dim": 0}, "non-contiguous"),
+            Sample((tails,), {"dim": 1}, "sigmoid tails"),
+            Sample((uniform(rng, (2, 0)),), {"dim": 1}, "zero-size halved dim"),
+            Sample((uniform(rng, (0, 4)),), {"dim": 1}, "zero rows")]
+
+
+glu = defop("glu", family=FAMILY, inputs=("input",), forward=_glu, vjps=(_glu_vjp,), check=_check_glu,
+            samples=_glu_samples, torch_ref=_functional("glu"))
+
+
+# -- prelu -----------------------------------------------------------------------------------------------------
+def _channel_shape(input, weight):
+    """The shape ``weight`` takes to broadcast against ``input``: its channel on dim 1, or a scalar."""
+    if weight.size == 1 or input.ndim < 2:
+        return ()
+    return (1, weight.size) + (1,) * (input.ndim - 2)
+
+
+def _prelu(input, weight):
+    w = np.reshape(weight, _channel_shape(input, weight))
+    return np.where(input > 0, input, w * input)
+
+
+def _prelu_vjp_input(g, ans, input, weight):
+    return np.where(input > 0, g, np.reshape(weight, _channel_shape(input, weight)) * g)
+
+
+def _prelu_vjp_weight(g, ans, input, weight):
+    part = np.where(input > 0, 0, input * g)
+    shape = _channel_shape(input, weight)
+    axes = tuple(i for i in range(input.ndim) if not shape or i != 1)
+    return np.reshape(np.sum(part, axis=axes), weight.shape) if axes else np.reshape(part, weight.shape)
+
+
+def _check_prelu(input, weight):
+    require_float("prelu", "input", input)
+    require_float("prelu", "weight", weight)
+    if weight.ndim > 1:
+        raise ValueError(f"prelu: argument 'weight' expected a 0-d or 1-D tensor, got shape {weight.shape}")
+    if weight.size != 1:
+        channels = input.shape[1] if input.ndim > 1 else 1
+        if input.ndim == 0 or weight.size != channels:
+            raise ValueError(f"prelu: argument 'weight' expected 1 entry or one per channel (dim 1 of 'input', "
+                             f"size {channels}), got {weight.size} entries for input shape {input.shape}")
+
+
+def _prelu_samples(rng):
+    def x(shape, make=uniform):
+        return away_from(make(rng, shape), (0.0,))
+
+    return [Sample((x((2, 3, 4)), uniform(rng, (3,), -0.5, 1.5)), {}, "one weight per channel"),
+            Sample((x((2, 3)), uniform(rng, (1,), -0.5, 1.5)), {}, "one shared weight"),
+            Sample((x((5,)), uniform(rng, (1,), -0.5, 1.5)), {}, "vector input"),
+            Sample((x(()), np.array(0.25)), {}, "0-d input and weight"),
+            Sample((x((2, 3, 4), transposed), uniform(rng, (3,), -0.5, 1.5)), {}, "non-contiguous"),
+            Sample((x((2, 3, 2, 2)), uniform(rng, (3,), -0.5, 1.5)), {}, "4-D"),
+            Sample((x((0, 3)), uniform(rng, (3,), -0.5, 1.5)), {}, "zero-size")]
+
+
+prelu = defop("prelu", family=FAMILY, inputs=("input", "weight"), forward=_prelu,
+              vjps=(_prelu_vjp_input, _prelu_vjp_weight), check=_check_prelu, samples=_prelu_samples,
+              torch_ref=_functional("prelu"))
+
+
+# -- normalize -------------------------------------------------------------------------------------------------
+def _order(p) -> float:
+    p = _number("normalize", "p", p)
+    if not (p > 0):
+        raise ValueError(f"normalize: argument 'p' expected a positive number or inf, got {p}")
+    return p
+
+
+def _constant(x) -> np.ndarray:
+    """The values of ``x`` (an array, or a Tensor in a traced rule) as an array carrying no gradient."""
+    return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _scale(x, axes):
+    """A power of two near max |x| along ``axes`` (1 where that is 0, inf or NaN), as a constant: dividing by
+    it is exact and brings the largest entry into [1, 2), so the p-norm's powers neither overflow nor underflow.
+    ||x|| = s ||x / s|| for every s, so its derivatives through s cancel: the rules may hold it constant."""
+    m = np.max(np.abs(_constant(x)), axis=axes, keepdims=True)
+    exponent = np.frexp(m)[1] - 1
+    return np.where(np.logical_and(m > 0, m < np.inf), np.ldexp(np.ones_like(m), exponent), 1)
+
+
+def _norm(x, p, axes):
+    """||x||_p along ``axes`` (keepdims), written with numpy functions so a traced rule records it."""
+    if p == math.inf:
+        return np.max(np.abs(x), axis=axes, keepdims=True)
+    s = _scale(x, axes)
+    if p == 2:
+        return np.sqrt(np.sum(np.square(x / s), axis=axes, keepdims=True)) * s
+    if p == 1:
+        return np.sum(np.abs(x / s), axis=axes, keepdims=True) * s
+    return np.power(np.sum(np.power(np.abs(x / s), p), axis=axes, keepdims=True), 1.0 / p) * s
+
+
+def _denominator(n, eps):
+    return np.where(n < eps, eps, n)  # torch's clamp_min(eps): NaN stays NaN
+
+
+@quiet  # 0 / 0 with eps = 0, inf / inf, as torch
+def _normalize(input, p=2.0, dim=1, eps=1e-12):
+    p = _order(p)
+    eps = _number("normalize", "eps", eps)
+    axes = normalize_dims("normalize", dim, input.ndim)
+    if input.size == 0:
+        return input.copy()
+    return input / _denominator(_norm(input, p, axes), eps)
+
+
+def _norm_slope(ans, input, n, p, axes):
+    """d||x||_p / dx where the norm is not clamped (so ans = x / ||x||)."""
+    if p == 2:
+        return ans
+    if p == 1:
+        return np.sign(input)
+    if p == math.inf:  # torch: the entries with |x| == max, or NaN, share the gradient evenly
+        hit = np.logical_or(_constant(np.abs(input) == n), _constant(input != input))
+        count = np.sum(hit, axis=axes, keepdims=True).astype(input.dtype)  # a constant array
+        return np.where(hit, np.sign(input) / count, 0)
+    # sign(x) |x|^(p-1) / ||x||^(p-1) = sign(y) |y|^(p-1); 0 where y = 0 (torch's, for p < 1 too)
+    zero = _constant(ans == 0)
+    return np.where(zero, 0, np.sign(ans) * np.power(np.where(zero, 1, np.abs(ans)), p - 1))
+
+
+@quiet
+def _normalize_vjp(g, ans, input, p=2.0, dim=1, eps=1e-12):
+    if input.size == 0:
+        return g * 1
+    p, eps = float(p), float(eps)
+    axes = normalize_dims("normalize", dim, input.ndim)
+    n = _norm(input, p, axes)
+    passes = _constant(n >= eps)  # the clamp passes the gradient to the norm (torch's: bound included)
+    projection = np.where(passes, np.sum(g * ans, axis=axes, keepdims=True), 0)
+    return (g - projection * _norm_slope(ans, input, n, p, axes)) / _denominator(n, eps)
+
+
+def _check_normalize(input, p=2.0, dim=1, eps=1e-12):
+    require_float("normalize", "input", input)
+    _order(p)
+    _number("normalize", "eps", eps)
+    normalize_dims("normalize", dim, input.ndim)
+
+
+def _normalize_samples(rng):
+    small = uniform(rng, (2, 3), -0.3, 0.3)
+    small[0] *= 10  # row 0 above eps = 0.5, row 1 below it
+    small[0] = away_from(small[0], (0.0,), 0.2)
+    return [Sample((uniform(rng, (3, 4)),), {}, "p=2 dim=1 (defaults)"),
+            Sample((uniform(rng, (3, 4)),), {"p": 1.0}, "p=1"),
+            Sample((uniform(rng, (3, 4)),), {"p": math.inf}, "p=inf"),
+            Sample((uniform(rng, (3, 4)),), {"p": 3.0, "dim": 0}, "p=3 dim=0"),
+            Sample((away_from(uniform(rng, (3, 4)), (0.0,), 0.05),), {"p": 0.5, "dim": -1}, "p=0.5 dim=-1"),
+            Sample((uniform(rng, (2, 3, 4)),), {"dim": (1, 2)}, "dim=(1, 2)"),
+            Sample((uniform(rng, (2, 3, 4)),), {"p": math.inf, "dim": -1}, "p=inf 3-D"),
+            Sample((transposed(rng, (3, 4)),), {"dim": 0}, "non-contiguous"),
+            Sample((uniform(rng, (5,)),), {"dim": 0}, "vector"),
+            Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
+            Sample((small,), {"eps": 0.5}, "a row below eps"),
+            Sample((uniform(rng, (2, 3), -1e4, 1e4),), {"p": 1.0}, "large entries"),
+            Sample((uniform(rng, (0, 3)),), {}, "zero rows"),
+            Sample((uniform(rng, (2, 0)),), {}, "zero-size normalised dim")]
+
+
+normalize = defop("normalize", family=FAMILY, inputs=("input",), forward=_normalize, vjps=(_normalize_vjp,),
+                  check=_check_normalize, samples=_normalize_samples, torch_ref=_functional("normalize"))

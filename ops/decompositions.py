@@ -1,0 +1,893 @@
+"""Matrix products and decompositions, as in PyTorch 2.13: ``bmm``, ``outer``, ``dot``, ``tensordot`` (torch.*)
+and ``inv``, ``solve``, ``det``, ``slogdet``, ``cholesky``, ``qr``, ``eigh``, ``svd`` (torch.linalg.*, flat in
+ops). Family "linalg". numpy's LAPACK does the factorisations; every op takes batches (``(*, m, n)``) where
+torch does, and zero-size batches and 0 x 0 matrices work forward and backward as in torch.
+
+Semantics (torch's unless said):
+- bmm(input, mat2): 3-D only, equal batch sizes, no broadcasting. outer(input, vec2) and dot(input, tensor):
+  1-D only. tensordot(a, b, dims=2): ``dims`` an int (a's last dims with b's first) or a pair of lists of
+  dims; a contracted dim of size 1 against a larger one is summed first (torch's broadcast). Unlike torch's
+  outer, mixed dtypes are refused (minitape never promotes silently), as for every op here.
+- inv, det, slogdet, cholesky, eigh: square matrices ``(*, n, n)`` of a floating dtype. A singular matrix
+  (numpy's LinAlgError) makes inv and solve raise ValueError naming the op; det/slogdet of a singular matrix
+  are 0 / (sign 0, logabsdet -inf) like torch's.
+- solve(A, B, *, left=True): B is a batch of vectors when it is 1-D or has shape ``A.shape[:-1]`` (torch's
+  rule; so a (3, 3, 3) A with a (3, 3) B is a batch of vectors), else a batch of matrices ``(*, n, k)``; batch
+  dims broadcast. ``left=False`` solves X A = B for matrices B ``(*, k, n)`` (torch refuses vectors there).
+- cholesky(A, *, upper=False) and eigh(A, UPLO="L") read ONE triangle of A (the lower one, or the upper with
+  upper=True / UPLO="U"), as torch's and LAPACK's do; the other triangle is ignored. A non positive-definite
+  input to cholesky raises ValueError.
+- qr(A, mode="reduced"): Q ``(*, m, k)``, R ``(*, k, n)``, k = min(m, n), LAPACK's Householder signs (the
+  same as torch's). Only mode="reduced" is implemented.
+- svd(A, full_matrices=True): returns U ``(*, m, k)``, S ``(*, k)`` descending, Vh ``(*, k, n)``. Only the
+  reduced decomposition is implemented: full_matrices=True is accepted for square matrices (where it is the
+  same) and refused otherwise -- pass full_matrices=False.
+- Sign gauge: eigenvectors and singular vectors are defined up to sign, and numpy's and torch's LAPACK builds
+  pick different signs. eigh and svd fix the gauge: each eigenvector (column of V) and each left singular
+  vector (column of U, its row of Vh flipped along) has its largest-magnitude entry positive (the first such
+  entry on an exact tie). torch documents the sign as unspecified, so this is one of its valid outputs; the
+  torch references in this module apply the same convention.
+
+Gradients (first order; ``g`` the output cotangent, ``^-T`` the inverse transpose, batched throughout):
+- bmm: gA = g B^T, gB = A^T g. outer: g_a = g b, g_b = g^T a. dot: g_a = g b, g_b = g a. tensordot: a
+  tensordot of g with the other operand over its free dims, permuted back (and broadcast over summed dims).
+- inv: X = A^-1, dX = -X dA X, so gA = -X^T g X^T.
+- solve: X = A^-1 B, gB = A^-T g (a solve), gA = -gB X^T (vectors: the outer product); summed over broadcast
+  batch dims. left=False: X = B A^-1, gB = g A^-T, gA = -X^T gB.
+- det: d det = det tr(A^-1 dA), so gA = g det A^-T. At a singular matrix (det exactly 0) torch's LU formula
+  gives 0, which is wrong: the true gradient is the cofactor matrix adj(A)^T, computed from the SVD A = U S Vh
+  as det(U) det(Vh) U diag(prod_{j!=i} s_j) Vh; minitape returns it (first order). The second-order backward
+  at a singular matrix raises.
+- slogdet: d log|det| = tr(A^-1 dA), so gA = g_logabs A^-T; the sign is piecewise constant (its cotangent is
+  ignored). At a singular matrix the gradient is infinite: adj(A)^T / 0 gives inf/NaN, as torch's does.
+- cholesky (Murray 2016, arXiv:1602.07527; torch's form): A = L L^T gives L^-1 dL = Phi(L^-1 dA L^-T), Phi
+  taking the lower triangle with half the diagonal, hence for symmetric dA: gA_sym = L^-T P L^-1 with
+  P = sym(Phi(L^T gL)) = (Phi(M) + Phi(M)^T) / 2, M = L^T gL. upper=True: the same with L = U^T.
+- qr (Walter & Lehmann 2018; Liao et al. 2019, arXiv:1903.09650): m >= n: M = R gR^T - gQ^T Q and
+  gA = (gQ + Q copyltu(M)) R^-T, copyltu(M) = tril(M) + tril(M, -1)^T. m < n: A = [X | Y], R = [U | V] with
+  X = Q U square, Y = Q V: gY = Q gV and gX is the square rule with gQ + Y gV^T in place of gQ and gU for gR.
+  Needs R's leading k x k block invertible (A's leading columns of full rank); where it is not, the
+  triangular solve gives inf/NaN, as torch's does.
+- eigh: A = V diag(w) V^T, dw = diag(V^T dA V), V^T dV = F o (V^T dA V) with F_ij = 1 / (w_j - w_i) off the
+  diagonal, so gA_sym = V (diag(gw) + F o skew(V^T gV)) V^T, skew(X) = (X - X^T) / 2 (torch's form).
+- svd (torch's svd_backward, real case): with E_jk = s_k^2 - s_j^2, skew(X) = X - X^T,
+  gA = U [(skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS)] Vh, plus (I - U U^T) gU S^-1 Vh when m > n and
+  U S^-1 gVh (I - V V^T) when m < n (the part of A's column/row space U, V do not span).
+- Symmetric inputs (cholesky, eigh): the formulas above give torch's gradient gA_sym, symmetric, valid for
+  symmetric perturbations only. The op reads one triangle, so its exact derivative (what finite differences
+  measure) is gA_sym folded onto that triangle: tril(gA_sym) + tril(gA_sym^T, -1) for "L" (off-diagonal
+  entries doubled, the other triangle 0). minitape returns the folded gradient. It differs from torch's number
+  for a leaf A, but agrees with torch for every symmetric parametrisation of A (A = S + S^T, A = X X^T, ...:
+  the chain rule gives the same parameter gradients), and it is the one finite differences confirm; the torch
+  references here read the triangle explicitly (``tril(A) + tril(A, -1)^T``) so autograd folds the same way.
+
+Gradient conditions (as torch's): eigh's gradient through the eigenvectors is inf/NaN at repeated eigenvalues
+(F divides by w_j - w_i); svd's through U or Vh at repeated singular values, and for non-square A also at a
+zero singular value (S^-1). Gradients through eigenvalues or singular values alone are always defined. A loss
+must not depend on the vectors' signs (the gauge); with this module's sign convention the vectors are locally
+smooth functions of A away from ties, so finite differences agree. qr's gradient needs A's leading min(m, n)
+columns linearly independent; cholesky's a positive-definite A.
+
+Second order: every rule is written with numpy functions over its arguments (matmul, swapaxes, tril, einsum,
+...) and calls this module's ops (inv, solve, tensordot) when given Tensors, so ``create_graph=True``
+records the backward and every op here differentiates twice. At the singular points above the recorded
+backward raises instead of giving inf/NaN (inv and solve refuse singular matrices; det says so by name).
+"""
+
+__all__ = ["bmm", "outer", "dot", "tensordot", "inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "svd"]
+
+import numpy as np
+
+from tape.broadcast import unbroadcast
+from tape.registry import Sample, defop
+
+from ._samples import transposed, uniform
+from ._validation import require, require_float
+
+FAMILY = "linalg"
+
+
+# -- shared helpers ----------------------------------------------------------------------------------------------
+def _mT(x):
+    """The matrix transpose of the last two dims (works on arrays and, recorded, on Tensors)."""
+    return np.swapaxes(x, -1, -2)
+
+
+def _is_array(*xs) -> bool:
+    return all(isinstance(x, np.ndarray | np.generic) for x in xs)
+
+
+def _values(x) -> np.ndarray:
+    """The values of an array or a Tensor (for tests on them, never for arithmetic that must be recorded)."""
+    return x if _is_array(x) else np.asarray(x.data)
+
+
+def _same_dtype(op: str, names: tuple, arrays) -> None:
+    first = arrays[0]
+    for name, a in zip(names[1:], arrays[1:]):
+        if a.dtype != first.dtype:
+            raise TypeError(f"{op}: argument '{name}' expected dtype {first.dtype} (that of '{names[0]}'), got "
+                            f"{a.dtype}")
+
+
+def _check_matrices(op: str, A, name: str = "A", square: bool = True) -> None:
+    require_float(op, name, A)
+    require(A.ndim >= 2, op, name, "a matrix or a batch of matrices (at least 2 dims)", f"shape {A.shape}")
+    if square:
+        require(A.shape[-1] == A.shape[-2], op, name, "square matrices (*, n, n)", f"shape {A.shape}")
+
+
+def _require_bool(op: str, name: str, value) -> None:
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(value).__name__} {value!r}")
+
+
+def _eye(n: int, dtype):
+    return np.eye(n, dtype=dtype)
+
+
+def _diag_embed(v):
+    """(*, k) -> (*, k, k) with v on the diagonal."""
+    return np.expand_dims(v, -1) * _eye(v.shape[-1], v.dtype)
+
+
+def _inverse(A):
+    """A^-1: numpy's on arrays, the inv op on Tensors (recorded)."""
+    return np.linalg.inv(A) if _is_array(A) else inv(A)
+
+
+def _solve_matrices(A, B):
+    """A^-1 B for a matrix (stack) B ``(*, n, k)``: numpy's on arrays, the solve op on Tensors (recorded)."""
+    if _is_array(A, B):
+        return np.linalg.solve(A, B)
+    return solve(A, B)
+
+
+def _quiet(fn):
+    """Run ``fn`` without numpy's divide/invalid warnings: repeated eigenvalues give torch's inf/NaN."""
+    def run(*args, **kwargs):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return fn(*args, **kwargs)
+    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+    return run
+
+
+def _sign_gauge(U):
+    """(*, 1, k) signs making each column's largest-magnitude entry positive (ones for empty columns)."""
+    if U.shape[-2] == 0:
+        return np.ones(U.shape[:-2] + (1, U.shape[-1]), U.dtype)
+    top = np.take_along_axis(U, np.argmax(np.abs(U), axis=-2)[..., None, :], axis=-2)
+    return np.where(top < 0, -1, 1).astype(U.dtype)
+
+
+def _torch_sign_gauge(torch, U):
+    """torch's version of ``_sign_gauge`` (a constant: no gradient flows through the choice of sign)."""
+    if U.shape[-2] == 0 or U.numel() == 0:
+        return torch.ones(U.shape[:-2] + (1, U.shape[-1]), dtype=U.dtype)
+    top = torch.gather(U, -2, U.abs().argmax(-2, keepdim=True))
+    return torch.where(top < 0, -1.0, 1.0).to(U.dtype).detach()
+
+
+def _read_triangle(A, lower: bool):
+    """The symmetric matrix held by one triangle of A."""
+    return np.tril(A) + _mT(np.tril(A, -1)) if lower else np.triu(A) + _mT(np.triu(A, 1))
+
+
+def _fold(G, lower: bool):
+    """A gradient for the symmetric matrix onto the triangle the op read: the exact derivative of that op."""
+    return np.tril(G) + np.tril(_mT(G), -1) if lower else np.triu(G) + np.triu(_mT(G), 1)
+
+
+def _torch_triangle(torch, A, lower: bool):
+    return A.tril() + A.tril(-1).mT if lower else A.triu() + A.triu(1).mT
+
+
+# -- sample matrices ---------------------------------------------------------------------------------------------
+def _orthogonal(rng, n):
+    q, r = np.linalg.qr(rng.standard_normal((n, n)))
+    return q * np.where(np.diag(r) < 0, -1.0, 1.0)
+
+
+def _stacked(batch: tuple, make):
+    """``make()`` matrices stacked to batch dims ``batch`` (which may hold 0)."""
+    first = make()
+    count = int(np.prod(batch)) if batch else 1
+    if not batch:
+        return first
+    if count == 0:
+        return np.zeros(batch + first.shape)
+    return np.stack([first] + [make() for _ in range(count - 1)]).reshape(batch + first.shape)
+
+
+def _well_conditioned(rng, shape, negative=False):
+    """Random entries in [-1, 1] plus n I (diagonally dominant: invertible, condition number ~ 1); with
+    ``negative`` the first row is negated, so det < 0."""
+    n = shape[-1]
+    a = uniform(rng, shape, -1.0, 1.0) + n * np.eye(n)
+    if negative and n:
+        a[..., 0, :] *= -1
+    return a
+
+
+def _spd(rng, shape):
+    n = shape[-1]
+    x = uniform(rng, shape, -1.0, 1.0)
+    return x @ _mT(x) + n * np.eye(n)
+
+
+def _symmetric_spread(rng, shape):
+    """Symmetric matrices with eigenvalues at least 0.5 apart: V diag(w) V^T."""
+    n = shape[-1]
+
+    def make():
+        w = -1.5 + 0.8 * np.arange(n) + rng.uniform(0.0, 0.3, n)
+        v = _orthogonal(rng, n)
+        return (v * w) @ v.T
+    return _stacked(shape[:-2], make)
+
+
+def _spread_singular_values(rng, shape):
+    """Matrices with singular values at least 0.4 apart and at least 0.5: U diag(s) V^T."""
+    m, n = shape[-2:]
+    k = min(m, n)
+
+    def make():
+        s = 0.5 + 0.7 * np.arange(k)[::-1] + rng.uniform(0.0, 0.3, k)
+        return (_orthogonal(rng, m)[:, :k] * s) @ _orthogonal(rng, n)[:, :k].T
+    return _stacked(shape[:-2], make)
+
+
+def _non_contiguous(a):
+    """The same values in a transposed (non-contiguous) memory layout."""
+    return np.swapaxes(np.ascontiguousarray(np.swapaxes(a, -1, -2)), -1, -2)
+
+
+# -- bmm ---------------------------------------------------------------------------------------------------------
+def _check_bmm(input, mat2):
+    require(input.ndim == 3, "bmm", "input", "a 3-D tensor (b, n, m)", f"shape {input.shape}")
+    require(mat2.ndim == 3, "bmm", "mat2", "a 3-D tensor (b, m, p)", f"shape {mat2.shape}")
+    require(mat2.shape[:2] == (input.shape[0], input.shape[2]), "bmm", "mat2",
+            f"shape ({input.shape[0]}, {input.shape[2]}, p) to match input {input.shape} (no broadcasting)",
+            f"shape {mat2.shape}")
+    _same_dtype("bmm", ("input", "mat2"), (input, mat2))
+
+
+def _bmm(input, mat2):
+    """``torch.bmm(input, mat2)``: (b, n, m) @ (b, m, p) -> (b, n, p)."""
+    return np.matmul(input, mat2)
+
+
+def _bmm_samples(rng):
+    def u(*shape):
+        return uniform(rng, shape)
+    return [Sample((u(2, 3, 4), u(2, 4, 5)), {}, "(2, 3, 4) @ (2, 4, 5)"),
+            Sample((u(1, 2, 1), u(1, 1, 3)), {}, "size-1 dims"),
+            Sample((transposed(rng, (2, 3, 4)), transposed(rng, (2, 4, 2))), {}, "non-contiguous"),
+            Sample((rng.integers(-3, 4, (2, 2, 3)), rng.integers(-3, 4, (2, 3, 2))), {}, "int64"),
+            Sample((u(0, 2, 3), u(0, 3, 4)), {}, "zero-size batch"),
+            Sample((u(2, 3, 0), u(2, 0, 4)), {}, "inner dim 0: zeros"),
+            Sample((u(2, 0, 3), u(2, 3, 2)), {}, "no rows")]
+
+
+bmm = defop("bmm", family=FAMILY, inputs=("input", "mat2"), forward=_bmm,
+            vjps=(lambda g, ans, input, mat2: np.matmul(g, _mT(mat2)),
+                  lambda g, ans, input, mat2: np.matmul(_mT(input), g)),
+            check=_check_bmm, samples=_bmm_samples, torch_ref=lambda torch, input, mat2: torch.bmm(input, mat2))
+
+
+# -- outer -------------------------------------------------------------------------------------------------------
+def _check_vectors(op, names, a, b, same_size):
+    require(a.ndim == 1, op, names[0], "a 1-D tensor", f"shape {a.shape}")
+    require(b.ndim == 1, op, names[1], "a 1-D tensor", f"shape {b.shape}")
+    if same_size:
+        require(a.shape == b.shape, op, names[1], f"{a.shape[0]} elements (as '{names[0]}')", f"shape {b.shape}")
+    _same_dtype(op, names, (a, b))
+
+
+def _outer(input, vec2):
+    """``torch.outer(input, vec2)``: (n,) x (m,) -> (n, m)."""
+    return np.multiply.outer(input, vec2)
+
+
+def _vector_samples(rng, second_size=None):
+    def u(*shape):
+        return uniform(rng, shape)
+
+    def other(n):
+        return u(n if second_size is None else second_size)
+    return [Sample((u(3), other(3)), {}, "3"),
+            Sample((u(1), other(1)), {}, "1 element"),
+            Sample((u(8)[::2], uniform(rng, (8,))[1::2] if second_size is None else u(5)[::-1]), {},
+                   "non-contiguous (strided)"),
+            Sample((rng.integers(-3, 4, 4), rng.integers(-3, 4, 4 if second_size is None else second_size)), {},
+                   "int64"),
+            Sample((u(0), other(0)), {}, "zero-size")]
+
+
+def _outer_samples(rng):
+    return _vector_samples(rng, second_size=4) + [Sample((uniform(rng, (3,)), uniform(rng, (0,))), {}, "(3,) x (0,)")]
+
+
+outer = defop("outer", family=FAMILY, inputs=("input", "vec2"), forward=_outer,
+              vjps=(lambda g, ans, input, vec2: np.matmul(g, vec2),
+                    lambda g, ans, input, vec2: np.matmul(input, g)),
+              check=lambda input, vec2: _check_vectors("outer", ("input", "vec2"), input, vec2, False),
+              samples=_outer_samples, torch_ref=lambda torch, input, vec2: torch.outer(input, vec2))
+
+
+# -- dot ---------------------------------------------------------------------------------------------------------
+def _dot(input, tensor):
+    """``torch.dot(input, tensor)``: the inner product of two 1-D tensors of the same size (0-D result)."""
+    return np.asarray(np.dot(input, tensor))
+
+
+dot = defop("dot", family=FAMILY, inputs=("input", "tensor"), forward=_dot,
+            vjps=(lambda g, ans, input, tensor: g * tensor, lambda g, ans, input, tensor: g * input),
+            check=lambda input, tensor: _check_vectors("dot", ("input", "tensor"), input, tensor, True),
+            samples=_vector_samples, torch_ref=lambda torch, input, tensor: torch.dot(input, tensor))
+
+
+# -- tensordot ---------------------------------------------------------------------------------------------------
+def _tensordot_dim_list(a_ndim, dims, which, name):
+    if not isinstance(dims, list | tuple):
+        raise TypeError(f"tensordot: argument 'dims' expected an int or a pair of lists of dims, got {which} "
+                        f"{type(dims).__name__} {dims!r}")
+    out = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int | np.integer):
+            raise TypeError(f"tensordot: argument 'dims' expected ints in its list for '{name}', got {d!r}")
+        require(-a_ndim <= d < a_ndim, "tensordot", "dims", f"dims of '{name}' in [{-a_ndim}, {a_ndim - 1}] "
+                f"({a_ndim}-D)", d)
+        out.append(int(d) % a_ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"tensordot: argument 'dims' repeats a dim of '{name}': {list(dims)}")
+    return tuple(out)
+
+
+def _tensordot_plan(a_shape, b_shape, dims):
+    """(dims_a, dims_b, a's dims to sum first, b's dims to sum first), validated as torch does."""
+    if isinstance(dims, bool):
+        raise TypeError(f"tensordot: argument 'dims' expected an int or a pair of lists of dims, got {dims!r}")
+    if isinstance(dims, int | np.integer):
+        require(0 <= dims <= min(len(a_shape), len(b_shape)), "tensordot", "dims",
+                f"an int in [0, {min(len(a_shape), len(b_shape))}] (at most both operands' dims)", dims)
+        dims_a = tuple(range(len(a_shape) - int(dims), len(a_shape)))
+        dims_b = tuple(range(int(dims)))
+    elif isinstance(dims, list | tuple) and len(dims) == 2:
+        dims_a = _tensordot_dim_list(len(a_shape), dims[0], "first", "a")
+        dims_b = _tensordot_dim_list(len(b_shape), dims[1], "second", "b")
+        require(len(dims_a) == len(dims_b), "tensordot", "dims", "two lists of the same length", list(dims))
+    else:
+        raise TypeError(f"tensordot: argument 'dims' expected an int or a pair of lists of dims, got {dims!r}")
+    sum_a, sum_b = [], []
+    for da, db in zip(dims_a, dims_b):
+        sa, sb = a_shape[da], b_shape[db]
+        if sb == 1 and sa != 1:
+            sum_a.append(da)  # b broadcasts along this dim: a's entries can be summed first (torch's rule)
+        elif sa == 1 and sb != 1:
+            sum_b.append(db)
+        elif sa != sb:
+            raise ValueError(f"tensordot: argument 'b' expected size {sa} (or 1) in dim {db} to contract with dim "
+                             f"{da} of 'a' (shape {a_shape}), got shape {b_shape}")
+    return dims_a, dims_b, tuple(sum_a), tuple(sum_b)
+
+
+def _check_tensordot(a, b, dims=2):
+    _same_dtype("tensordot", ("a", "b"), (a, b))
+    _tensordot_plan(a.shape, b.shape, dims)
+
+
+def _summed(x, axes):
+    return np.sum(x, axis=axes, keepdims=True) if axes else x
+
+
+def _tensordot(a, b, dims=2):
+    """``torch.tensordot(a, b, dims=2)``."""
+    dims_a, dims_b, sum_a, sum_b = _tensordot_plan(a.shape, b.shape, dims)
+    return np.asarray(np.tensordot(_summed(a, sum_a), _summed(b, sum_b), axes=(dims_a, dims_b)))
+
+
+def _contract(x, y, axes_x, axes_y):
+    if _is_array(x, y):
+        return np.tensordot(x, y, axes=(axes_x, axes_y))
+    return tensordot(x, y, dims=(list(axes_x), list(axes_y)))
+
+
+def _order(labels) -> list:
+    """The permutation putting axes labelled ``labels`` (their target positions) in place."""
+    return [int(i) for i in np.argsort(labels)]
+
+
+def _tensordot_vjp(g, ans, a, b, *, needs, dims=2):
+    dims_a, dims_b, sum_a, sum_b = _tensordot_plan(a.shape, b.shape, dims)
+    a_, b_ = _summed(a, sum_a), _summed(b, sum_b)
+    free_a = [d for d in range(a.ndim) if d not in dims_a]
+    free_b = [d for d in range(b.ndim) if d not in dims_b]
+    ga = gb = None
+    if needs[0]:
+        # g's b-part against b's free dims leaves g's a-part, then b's contracted dims in b's order
+        grad = _contract(g, b_, range(len(free_a), g.ndim), free_b)
+        labels = free_a + [dims_a[dims_b.index(d)] for d in sorted(dims_b)]
+        ga = np.transpose(grad, _order(labels))
+        ga = np.broadcast_to(ga, a.shape) if sum_a else ga
+    if needs[1]:
+        grad = _contract(a_, g, free_a, range(len(free_a)))
+        labels = [dims_b[dims_a.index(d)] for d in sorted(dims_a)] + free_b
+        gb = np.transpose(grad, _order(labels))
+        gb = np.broadcast_to(gb, b.shape) if sum_b else gb
+    return ga, gb
+
+
+def _tensordot_samples(rng):
+    def u(*shape):
+        return uniform(rng, shape)
+    cases = [
+        ((u(2, 3, 4), u(3, 4, 5)), 2, "dims=2"),
+        ((u(2, 3), u(3, 4)), 1, "dims=1 (matmul)"),
+        ((u(2), u(3)), 0, "dims=0 (outer)"),
+        ((u(), u(3)), 0, "0-D, dims=0"),
+        ((u(3, 4, 2), u(4, 3, 2)), ([1, 0], [0, 1]), "pair of lists, reordered"),
+        ((u(2, 3), u(4, 3)), ([-1], [-1]), "negative dims"),
+        ((u(2, 3), u(2, 3)), ([0, 1], [0, 1]), "full contraction"),
+        ((u(2, 1, 3), u(4, 3, 5)), ([1, 2], [0, 1]), "size-1 dim of a broadcast: b summed"),
+        ((u(2, 4, 3), u(1, 3, 5)), ([1, 2], [0, 1]), "size-1 dim of b broadcast: a summed"),
+        ((transposed(rng, (3, 4)), transposed(rng, (4, 2, 3))), ([1], [0]), "non-contiguous"),
+        ((rng.integers(-3, 4, (2, 3)), rng.integers(-3, 4, (3, 2))), 1, "int64"),
+        ((u(2, 0), u(0, 3)), 1, "zero-size contracted dim: zeros"),
+        ((u(0, 3), u(3, 2)), 1, "zero-size free dim"),
+        ((u(2, 0, 3), u(1, 3)), ([1, 2], [0, 1]), "zero-size dim against size 1"),
+    ]
+    return [Sample(inputs, {"dims": dims}, label) for inputs, dims, label in cases]
+
+
+tensordot = defop("tensordot", family=FAMILY, inputs=("a", "b"), forward=_tensordot, joint_vjp=_tensordot_vjp,
+                  check=_check_tensordot, samples=_tensordot_samples,
+                  torch_ref=lambda torch, a, b, dims=2: torch.tensordot(a, b, dims=dims))
+
+
+# -- inv ---------------------------------------------------------------------------------------------------------
+def _singular(op: str, error) -> ValueError:
+    return ValueError(f"{op}: argument 'A' expected invertible matrices, got a singular one (numpy: {error})")
+
+
+def _inv(A):
+    """``torch.linalg.inv(A)``."""
+    try:
+        return np.linalg.inv(A)
+    except np.linalg.LinAlgError as e:
+        raise _singular("inv", e) from None
+
+
+def _inv_vjp(g, ans, A):
+    xt = _mT(ans)
+    return -np.matmul(np.matmul(xt, g), xt)
+
+
+def _square_samples(make, extra=()):
+    """Samples of one square-matrix argument: single, batched, 1 x 1, non-contiguous, zero-size."""
+    def generate(rng):
+        out = [Sample((make(rng, (3, 3)),), {}, "3 x 3"),
+               Sample((make(rng, (2, 4, 4)),), {}, "batched"),
+               Sample((make(rng, (2, 1, 2, 2)),), {}, "two batch dims"),
+               Sample((make(rng, (1, 1)),), {}, "1 x 1"),
+               Sample((_non_contiguous(make(rng, (2, 3, 3))),), {}, "non-contiguous"),
+               Sample((make(rng, (0, 3, 3)),), {}, "zero-size batch"),
+               Sample((make(rng, (0, 0)),), {}, "0 x 0")]
+        return out + [make_extra(rng) for make_extra in extra]
+    return generate
+
+
+def _check_square(op):
+    def check(A, **attrs):
+        _check_matrices(op, A)
+    return check
+
+
+inv = defop("inv", family=FAMILY, inputs=("A",), forward=_inv, vjps=(_inv_vjp,), check=_check_square("inv"),
+            samples=_square_samples(_well_conditioned,
+                                    [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {},
+                                                        "negative det")]),
+            torch_ref=lambda torch, A: torch.linalg.inv(A))
+
+
+# -- solve -------------------------------------------------------------------------------------------------------
+def _vector_rhs(A_shape, B_shape) -> bool:
+    """torch's rule: B is a (batch of) vector(s) when 1-D or shaped like A without its last dim."""
+    return len(B_shape) == 1 or (len(B_shape) == len(A_shape) - 1 and tuple(B_shape) == tuple(A_shape[:-1]))
+
+
+def _check_solve(A, B, *, left=True):
+    _require_bool("solve", "left", left)
+    _check_matrices("solve", A)
+    _same_dtype("solve", ("A", "B"), (A, B))
+    require(B.ndim >= 1, "solve", "B", "a vector or a matrix (or batches of them)", f"shape {B.shape}")
+    n = A.shape[-1]
+    vector = _vector_rhs(A.shape, B.shape)
+    if left:
+        rows = B.shape[-1] if vector else B.shape[-2]
+        require(rows == n, "solve", "B", f"{n} rows for A X = B with A {A.shape} (a vector B of {n} entries, "
+                f"or a matrix (*, {n}, k))", f"shape {B.shape}")
+    else:
+        require(not vector and B.shape[-1] == n, "solve", "B",
+                f"matrices (*, k, {n}) for X A = B with A {A.shape} (left=False takes no vectors, as torch)",
+                f"shape {B.shape}")
+    batch_b = B.shape[:-1] if vector else B.shape[:-2]
+    try:
+        np.broadcast_shapes(A.shape[:-2], batch_b)
+    except ValueError:
+        raise ValueError(f"solve: argument 'B' expected batch dims broadcastable with A's {A.shape[:-2]}, got shape "
+                         f"{B.shape}") from None
+
+
+def _solve(A, B, *, left=True):
+    """``torch.linalg.solve(A, B, *, left=True)``: X with A X = B (left) or X A = B."""
+    try:
+        if not left:
+            return _mT(np.linalg.solve(_mT(A), _mT(B)))
+        if _vector_rhs(A.shape, B.shape):
+            return np.linalg.solve(A, B[..., None])[..., 0]
+        return np.linalg.solve(A, B)
+    except np.linalg.LinAlgError as e:
+        raise _singular("solve", e) from None
+
+
+def _solve_vjp(g, ans, A, B, *, needs, left=True):
+    if not left:  # X = B A^-1: gB = g A^-T, gA = -X^T gB
+        gb = _mT(_solve_matrices(A, _mT(g)))
+        ga = -unbroadcast(np.matmul(_mT(ans), gb), A.shape) if needs[0] else None
+        return ga, (unbroadcast(gb, B.shape) if needs[1] else None)
+    vector = _vector_rhs(A.shape, B.shape)
+    x, g = (np.expand_dims(ans, -1), np.expand_dims(g, -1)) if vector else (ans, g)
+    gb = _solve_matrices(_mT(A), g)  # A^-T g
+    ga = -unbroadcast(np.matmul(gb, _mT(x)), A.shape) if needs[0] else None
+    if not needs[1]:
+        return ga, None
+    b_shape = B.shape + (1,) if vector else B.shape
+    return ga, np.reshape(unbroadcast(gb, b_shape), B.shape)
+
+
+def _solve_samples(rng):
+    def a(*shape):
+        return _well_conditioned(rng, shape)
+
+    def u(*shape):
+        return uniform(rng, shape)
+    cases = [((a(3, 3), u(3)), {}, "vector"),
+             ((a(3, 3), u(3, 2)), {}, "matrix"),
+             ((a(2, 3, 3), u(3)), {}, "batched A, one vector (broadcast)"),
+             ((a(2, 3, 3), u(2, 3)), {}, "batch of vectors (B.shape == A.shape[:-1])"),
+             ((a(3, 3, 3), u(3, 3)), {}, "(3, 3, 3) with (3, 3): vectors, torch's rule"),
+             ((a(2, 1, 3, 3), u(4, 3, 2)), {}, "batch dims broadcast"),
+             ((a(3, 3), u(2, 3, 2)), {}, "batched B, one A (broadcast)"),
+             ((a(3, 3), u(2, 3)), {"left": False}, "left=False: X A = B"),
+             ((a(2, 3, 3), u(1, 4, 3)), {"left": False}, "left=False batched, broadcast"),
+             ((_non_contiguous(a(2, 3, 3)), transposed(rng, (2, 3, 2))), {}, "non-contiguous"),
+             ((a(1, 1), u(1)), {}, "1 x 1"),
+             ((a(0, 3, 3), u(3)), {}, "zero-size batch"),
+             ((a(3, 3), u(3, 0)), {}, "no right-hand sides"),
+             ((a(0, 0), u(0, 2)), {}, "0 x 0")]
+    return [Sample(inputs, attrs, label) for inputs, attrs, label in cases]
+
+
+solve = defop("solve", family=FAMILY, inputs=("A", "B"), forward=_solve, joint_vjp=_solve_vjp, check=_check_solve,
+              samples=_solve_samples, torch_ref=lambda torch, A, B, left=True: torch.linalg.solve(A, B, left=left))
+
+
+# -- det ---------------------------------------------------------------------------------------------------------
+def _det(A):
+    """``torch.linalg.det(A)``."""
+    return np.asarray(np.linalg.det(A))
+
+
+def _cofactors(A):
+    """adj(A)^T = det(U) det(Vh) U diag(prod_{j != i} s_j) Vh from the SVD: exact at singular matrices too."""
+    if A.shape[-1] == 0:
+        return np.zeros(A.shape, A.dtype)
+    u, s, vh = np.linalg.svd(A)
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    before = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)  # prod_{j < i} s_j
+    after = np.cumprod(np.concatenate([ones, s[..., :0:-1]], -1), -1)[..., ::-1]  # prod_{j > i} s_j
+    signs = np.linalg.det(u) * np.linalg.det(vh)
+    return np.asarray(signs)[..., None, None] * np.matmul(u * (before * after)[..., None, :], vh)
+
+
+def _det_vjp(g, ans, A):
+    if _is_array(g, A):
+        if np.all(ans != 0):
+            try:
+                return np.expand_dims(g * ans, (-1, -2)) * _mT(np.linalg.inv(A))
+            except np.linalg.LinAlgError:
+                pass
+        return np.expand_dims(g, (-1, -2)) * _cofactors(A)  # a singular matrix: torch's LU formula gives 0
+    if np.any(_values(ans) == 0):
+        raise ValueError("det: the recorded (create_graph) backward needs invertible matrices; at a singular "
+                         "matrix only the first-order gradient (the cofactor matrix) is implemented")
+    return np.expand_dims(g * ans, (-1, -2)) * _mT(inv(A))
+
+
+det = defop("det", family=FAMILY, inputs=("A",), forward=_det, vjps=(_det_vjp,), check=_check_square("det"),
+            samples=_square_samples(_well_conditioned,
+                                    [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {},
+                                                        "negative det"),
+                                     lambda rng: Sample((_well_conditioned(rng, (2, 2, 2), negative=True),), {},
+                                                        "negative det, batched")]),
+            torch_ref=lambda torch, A: torch.linalg.det(A))
+
+
+# -- slogdet -----------------------------------------------------------------------------------------------------
+def _slogdet(A):
+    """``torch.linalg.slogdet(A)`` -> (sign, logabsdet)."""
+    sign, logabsdet = np.linalg.slogdet(A)
+    return np.asarray(sign), np.asarray(logabsdet)
+
+
+def _slogdet_vjp(g, ans, A):
+    g_logabsdet = g[1]  # the sign is piecewise constant: its cotangent contributes nothing
+    if g_logabsdet is None:
+        return np.zeros(A.shape, A.dtype)
+    if _is_array(A) and np.any(ans[0] == 0):  # singular: adj(A)^T / 0, torch's inf/NaN
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.expand_dims(g_logabsdet / np.linalg.det(A), (-1, -2)) * _cofactors(A)
+    return np.expand_dims(g_logabsdet, (-1, -2)) * _mT(_inverse(A))
+
+
+slogdet = defop("slogdet", family=FAMILY, inputs=("A",), forward=_slogdet, vjps=(_slogdet_vjp,), outputs=2,
+                check=_check_square("slogdet"),
+                samples=_square_samples(_well_conditioned,
+                                        [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {},
+                                                            "negative det: sign -1"),
+                                         lambda rng: Sample((0.01 * _well_conditioned(rng, (4, 4)),), {},
+                                                            "small det: logabsdet < 0")]),
+                torch_ref=lambda torch, A: tuple(torch.linalg.slogdet(A)))
+
+
+# -- cholesky ----------------------------------------------------------------------------------------------------
+def _check_cholesky(A, *, upper=False):
+    _require_bool("cholesky", "upper", upper)
+    _check_matrices("cholesky", A)
+
+
+def _cholesky(A, *, upper=False):
+    """``torch.linalg.cholesky(A, *, upper=False)``: L (lower, A = L L^T) or U = L^T, from one triangle of A."""
+    try:
+        lower = np.linalg.cholesky(_mT(A) if upper else A)  # numpy reads the lower triangle
+    except np.linalg.LinAlgError as e:
+        raise ValueError(f"cholesky: argument 'A' expected symmetric positive-definite matrices (read from the "
+                         f"{'upper' if upper else 'lower'} triangle), got one that is not positive-definite "
+                         f"(numpy: {e})") from None
+    return _mT(lower) if upper else lower
+
+
+def _cholesky_vjp(g, ans, A, *, upper=False):
+    L, gL = (_mT(ans), _mT(g)) if upper else (ans, g)
+    phi = np.tril(np.matmul(_mT(L), gL))
+    phi = 0.5 * (phi + _mT(np.tril(phi, -1)))  # sym(Phi(L^T gL)): halved diagonal, mirrored
+    l_inv = _inverse(L)
+    return _fold(np.matmul(np.matmul(_mT(l_inv), phi), l_inv), lower=not upper)
+
+
+def _cholesky_samples(rng):
+    out = _square_samples(_spd)(rng)
+    garbage = _spd(rng, (3, 3))
+    garbage[np.triu_indices(3, 1)] = uniform(rng, (3,), 5.0, 9.0)  # ignored: only the lower triangle is read
+    spd = _spd(rng, (2, 3, 3))
+    spd_upper = spd.copy()
+    spd_upper[..., 2, 0] = 7.0  # the lower triangle is ignored with upper=True
+    out += [Sample((garbage,), {}, "upper triangle ignored"),
+            Sample((spd,), {"upper": True}, "upper=True"),
+            Sample((spd_upper,), {"upper": True}, "upper=True, lower triangle ignored")]
+    return out
+
+
+cholesky = defop("cholesky", family=FAMILY, inputs=("A",), forward=_cholesky, vjps=(_cholesky_vjp,),
+                 check=_check_cholesky, samples=_cholesky_samples,
+                 torch_ref=lambda torch, A, upper=False: torch.linalg.cholesky(_torch_triangle(torch, A, not upper),
+                                                                               upper=upper))
+
+
+# -- qr ----------------------------------------------------------------------------------------------------------
+def _check_qr(A, mode="reduced"):
+    _check_matrices("qr", A, square=False)
+    require(mode == "reduced", "qr", "mode", "'reduced' (minitape implements only the reduced QR)", repr(mode))
+
+
+def _qr(A, mode="reduced"):
+    """``torch.linalg.qr(A, mode='reduced')`` -> (Q, R)."""
+    q, r = np.linalg.qr(A, mode="reduced")
+    return q, r
+
+
+def _qr_tall_vjp(gq, gr, q, r):
+    """m >= n: gA = (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q."""
+    if gr is None:
+        m = -np.matmul(_mT(gq), q)
+    elif gq is None:
+        m = np.matmul(r, _mT(gr))
+    else:
+        m = np.matmul(r, _mT(gr)) - np.matmul(_mT(gq), q)
+    b = np.matmul(q, np.tril(m) + _mT(np.tril(m, -1)))
+    if gq is not None:
+        b = b + gq
+    return _times_upper_inverse_transpose(b, r)
+
+
+def _times_upper_inverse_transpose(b, r):
+    """b R^-T for upper-triangular R ``(*, k, k)``. A zero on R's diagonal (A's leading columns dependent, where
+    QR has no derivative) gives torch's inf/NaN rather than an error (first order)."""
+    if not _is_array(b, r):
+        return _mT(solve(r, _mT(b)))
+    try:
+        return _mT(np.linalg.solve(r, _mT(b)))
+    except np.linalg.LinAlgError:
+        pass
+    y = np.array(_mT(b))  # back substitution for R y = b^T, row by row from the last
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in reversed(range(r.shape[-1])):
+            rest = np.einsum("...j,...jm->...m", r[..., i, i + 1:], y[..., i + 1:, :])
+            y[..., i, :] = (y[..., i, :] - rest) / r[..., i, i, None]
+    return _mT(y)
+
+
+def _qr_vjp(g, ans, A, mode="reduced"):
+    gq, gr = g
+    q, r = ans
+    if gq is None and gr is None:
+        return np.zeros(A.shape, A.dtype)
+    m, n = A.shape[-2:]
+    if m >= n:
+        return _qr_tall_vjp(gq, gr, q, r)
+    # wide: A = [X | Y], R = [U | V], X = Q U (square), Y = Q V
+    y = A[..., m:]
+    gu = None if gr is None else gr[..., :m]
+    gv = None if gr is None else gr[..., m:]
+    gq_x = gq if gv is None else (np.matmul(y, _mT(gv)) if gq is None else gq + np.matmul(y, _mT(gv)))
+    gx = _qr_tall_vjp(gq_x, gu, q, r[..., :m])
+    gy = np.zeros(y.shape, A.dtype) if gv is None else np.matmul(q, gv)
+    return np.concatenate([gx, gy], axis=-1)
+
+
+def _qr_samples(rng):
+    def u(*shape):
+        return uniform(rng, shape)
+    return [Sample((u(3, 3),), {}, "3 x 3"),
+            Sample((u(4, 2),), {}, "tall"),
+            Sample((u(2, 4),), {}, "wide"),
+            Sample((u(2, 4, 3),), {}, "batched tall"),
+            Sample((u(2, 1, 2, 3),), {}, "batched wide"),
+            Sample((u(1, 1),), {}, "1 x 1"),
+            Sample((transposed(rng, (2, 3, 3)),), {}, "non-contiguous"),
+            Sample((u(0, 3, 2),), {}, "zero-size batch"),
+            Sample((u(3, 0),), {}, "no columns"),
+            Sample((u(0, 3),), {}, "no rows")]
+
+
+qr = defop("qr", family=FAMILY, inputs=("A",), forward=_qr, vjps=(_qr_vjp,), outputs=2, check=_check_qr,
+           samples=_qr_samples, torch_ref=lambda torch, A, mode="reduced": tuple(torch.linalg.qr(A, mode=mode)))
+
+
+# -- eigh --------------------------------------------------------------------------------------------------------
+def _check_eigh(A, UPLO="L"):
+    _check_matrices("eigh", A)
+    require(UPLO in ("L", "U"), "eigh", "UPLO", "'L' or 'U'", repr(UPLO))
+
+
+def _eigh(A, UPLO="L"):
+    """``torch.linalg.eigh(A, UPLO='L')`` -> (eigenvalues ascending, eigenvectors as columns), signs fixed."""
+    w, v = np.linalg.eigh(A, UPLO=UPLO)
+    return w, v * _sign_gauge(v)
+
+
+@_quiet
+def _eigh_vjp(g, ans, A, UPLO="L"):
+    gw, gv = g
+    w, v = ans
+    if gw is None and gv is None:
+        return np.zeros(A.shape, A.dtype)
+    if gv is None:
+        inner = _diag_embed(gw)
+    else:
+        m = np.matmul(_mT(v), gv)
+        gaps = np.expand_dims(w, -2) - np.expand_dims(w, -1)  # w_j - w_i at (i, j)
+        inner = (0.5 * (m - _mT(m))) / (gaps + _eye(w.shape[-1], w.dtype))  # the diagonal is 0 / 1
+        if gw is not None:
+            inner = inner + _diag_embed(gw)
+    return _fold(np.matmul(np.matmul(v, inner), _mT(v)), lower=UPLO == "L")
+
+
+def _eigh_ref(torch, A, UPLO="L"):
+    w, v = torch.linalg.eigh(_torch_triangle(torch, A, UPLO == "L"), UPLO=UPLO)
+    return w, v * _torch_sign_gauge(torch, v)
+
+
+def _eigh_samples(rng):
+    out = _square_samples(_symmetric_spread)(rng)
+    garbage = _symmetric_spread(rng, (3, 3))
+    garbage[np.triu_indices(3, 1)] = uniform(rng, (3,), 5.0, 9.0)
+    sym = _symmetric_spread(rng, (2, 3, 3))
+    sym_lower_garbage = sym.copy()
+    sym_lower_garbage[..., 1, 0] = -4.0
+    out += [Sample((garbage,), {}, "upper triangle ignored"),
+            Sample((sym,), {"UPLO": "U"}, "UPLO='U'"),
+            Sample((sym_lower_garbage,), {"UPLO": "U"}, "UPLO='U', lower triangle ignored")]
+    return out
+
+
+eigh = defop("eigh", family=FAMILY, inputs=("A",), forward=_eigh, vjps=(_eigh_vjp,), outputs=2, check=_check_eigh,
+             samples=_eigh_samples, torch_ref=_eigh_ref)
+
+
+# -- svd ---------------------------------------------------------------------------------------------------------
+def _check_svd(A, full_matrices=True):
+    _require_bool("svd", "full_matrices", full_matrices)
+    _check_matrices("svd", A, square=False)
+    require(not full_matrices or A.shape[-1] == A.shape[-2], "svd", "full_matrices",
+            f"False for a non-square A (shape {A.shape}): minitape implements only the reduced SVD", full_matrices)
+
+
+def _svd(A, full_matrices=True):
+    """``torch.linalg.svd(A, full_matrices)`` (reduced) -> (U, S descending, Vh), signs fixed."""
+    u, s, vh = np.linalg.svd(A, full_matrices=False)
+    signs = _sign_gauge(u)
+    return u * signs, s, vh * _mT(signs)
+
+
+@_quiet
+def _svd_vjp(g, ans, A, full_matrices=True):
+    gu, gs, gvh = g
+    u, s, vh = ans
+    if gu is None and gvh is None:
+        if gs is None:
+            return np.zeros(A.shape, A.dtype)
+        return np.matmul(u * np.expand_dims(gs, -2), vh)
+    m, n = A.shape[-2:]
+    k = s.shape[-1]
+    s_row, s_col = np.expand_dims(s, -2), np.expand_dims(s, -1)
+    s2 = s * s
+    gaps = np.expand_dims(s2, -2) - np.expand_dims(s2, -1) + _eye(k, s.dtype)  # s_k^2 - s_j^2 at (j, k), diag 1
+    inner = None
+    if gu is not None:
+        x = np.matmul(_mT(u), gu)
+        inner = (x - _mT(x)) * s_row
+    if gvh is not None:
+        x = np.matmul(vh, _mT(gvh))
+        term = s_col * (x - _mT(x))
+        inner = term if inner is None else inner + term
+    inner = inner / gaps
+    if gs is not None:
+        inner = inner + _diag_embed(gs)
+    if m > n and gu is not None:
+        gu_sinv = gu / s_row
+        ga = np.matmul(u, inner) + gu_sinv - np.matmul(u, np.matmul(_mT(u), gu_sinv))
+        return np.matmul(ga, vh)
+    if m < n and gvh is not None:
+        sinv_gvh = gvh / s_col
+        ga = np.matmul(inner, vh) + sinv_gvh - np.matmul(np.matmul(sinv_gvh, _mT(vh)), vh)
+        return np.matmul(u, ga)
+    return np.matmul(np.matmul(u, inner), vh)
+
+
+def _svd_ref(torch, A, full_matrices=True):
+    u, s, vh = torch.linalg.svd(A, full_matrices=full_matrices)
+    signs = _torch_sign_gauge(torch, u)
+    return u * signs, s, vh * signs.mT
+
+
+def _svd_samples(rng):
+    def a(*shape):
+        return _spread_singular_values(rng, shape)
+    f = {"full_matrices": False}
+    return [Sample((a(3, 3),), f, "3 x 3"),
+            Sample((a(4, 2),), f, "tall"),
+            Sample((a(2, 4),), f, "wide"),
+            Sample((a(2, 3, 2),), f, "batched tall"),
+            Sample((a(2, 1, 2, 3),), f, "batched wide"),
+            Sample((a(3, 3),), {"full_matrices": True}, "full_matrices=True, square"),
+            Sample((a(1, 1),), f, "1 x 1"),
+            Sample((_non_contiguous(a(2, 4, 3)),), f, "non-contiguous"),
+            Sample((a(0, 3, 2),), f, "zero-size batch"),
+            Sample((uniform(rng, (3, 0)),), f, "no columns"),
+            Sample((uniform(rng, (0, 3)),), f, "no rows")]
+
+
+svd = defop("svd", family=FAMILY, inputs=("A",), forward=_svd, vjps=(_svd_vjp,), outputs=3, check=_check_svd,
+            samples=_svd_samples, torch_ref=_svd_ref)

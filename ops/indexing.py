@@ -1,0 +1,564 @@
+"""Indexing ops: getitem (``x[index]``), gather, index_select and their scatters (scatter_add, index_add,
+index_put), with torch 2.13 semantics.
+
+Indexing follows PyTorch, not numpy, where the two differ. torch applies the Python ints of an index first
+(each selects, removing its dim), then indexes what is left with the remaining slices, None, Ellipsis,
+bools and index arrays, numpy-style. So ``x[0, :, [1, 2]]`` on shape (2, 3, 4, 5) is ``x[0][:, [1, 2]]``
+of shape (3, 2, 5) (numpy: (2, 3, 5)); the index arrays' dims go where the arrays stand when they are
+adjacent, else first. A 0-D integer array or Tensor counts as an int; a bool mask stands for the positions
+of its True entries and covers as many dims as it has; a Python bool adds a dim of size 1 (True) or 0
+(False). A list of ints (or an inner tuple) is an index array, so ``x[[0, 0, 1]]`` reads row 0 twice and
+its gradient accumulates there twice. Refused rather than guessed: float and uint8 index arrays (torch
+reads uint8 as a deprecated mask, numpy as positions), a top-level list holding sequences, slices, None or
+Ellipsis (torch 2.13 reads it as a tuple with a deprecation warning, numpy as an array) and slice steps
+below 1 (torch has none). Out-of-range positions raise IndexError naming the dim.
+
+Every backward scatters the gradient back to the positions read, *adding* where positions repeat. The
+scatters are public ops themselves, each differentiable again: gather's backward is scatter_add (whose
+gradient for ``src`` is gather), index_select's is index_add (whose gradient for ``source`` is
+index_select), getitem's is index_put with ``accumulate=True`` into zeros (whose gradient for ``values``
+is getitem). A rule given arrays (first order) runs the numpy kernel directly; given Tensors
+(``create_graph=True``) it calls the op, so the backward is recorded.
+
+Index inputs of gather/index_select/scatter_add/index_add are integer *tensor inputs* marked
+NOT_DIFFERENTIABLE, so the tape records them as graph edges. getitem's index and index_put's indices are
+attributes: the engine copies and freezes them when the op is recorded (a Tensor inside keeps the array it
+held then), so refilling an index buffer or reassigning an index tensor's ``.data`` later cannot move a
+recorded gradient. ``index_put`` with ``accumulate=False`` refuses repeated positions (torch leaves which
+value lands undefined). gather, scatter_add, index_select and index_add need inputs of at least 1 dim.
+"""
+
+__all__ = ['getitem', 'gather', 'index_select', 'scatter_add', 'index_add', 'index_put']
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tape.broadcast import unbroadcast
+from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
+
+from ._samples import transposed, uniform
+from ._validation import normalize_dim, require_integer
+
+
+# -- resolving an index the way torch does -------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Resolved:
+    """An index as two numpy steps: ``basic`` (ints, slices, None, Ellipsis: always a view) and then, when the
+    index holds arrays, ``advanced`` applied to the result: full slices and non-negative intp position arrays
+    (masks already turned into positions), whose placement numpy and torch agree on."""
+
+    basic: tuple
+    advanced: tuple | None
+
+    def apply(self, x):
+        out = x[self.basic]
+        return out if self.advanced is None else out[self.advanced]
+
+
+def _array_of(op, value):
+    """An index array from a Tensor, array, list or tuple (refusing dtypes torch refuses or reads otherwise)."""
+    data = getattr(value, "_data", None)
+    if data is not None:
+        value = data
+    if isinstance(value, list | tuple):
+        try:
+            array = np.asarray(value)
+        except ValueError as e:
+            raise IndexError(f"{op}: an index sequence is not rectangular: {e}") from None
+        if array.size == 0 and array.dtype.kind == "f":
+            array = array.astype(np.int64)  # [] is an empty integer index, as in torch
+    else:
+        array = value
+    if array.dtype == np.uint8:
+        raise IndexError(f"{op}: index arrays of dtype uint8 are ambiguous (torch reads them as a deprecated "
+                         f"mask, numpy as positions); pass a bool mask or int64 positions")
+    if array.dtype.kind not in "biu":
+        raise IndexError(f"{op}: index arrays must hold integers or bools (tensors used as indices must be long, "
+                         f"int or bool tensors), got dtype {array.dtype}")
+    return array
+
+
+def _items(op, index) -> list:
+    """The index as a list of (kind, value): int, slice, none, ellipsis, bool, array (int, >= 1-D), mask."""
+    if isinstance(index, list):
+        if any(isinstance(v, list | tuple | slice | np.ndarray) or v is None or v is Ellipsis
+               or hasattr(v, "_data") for v in index):
+            raise IndexError(f"{op}: a list index holding sequences, tensors, slices, None or Ellipsis is ambiguous "
+                             f"(torch 2.13 reads it as a tuple, with a deprecation warning; numpy as one array); "
+                             f"pass x[tuple(index)] or x[np.array(index)], got {index!r}")
+        parts = (index,)
+    else:
+        parts = index if isinstance(index, tuple) else (index,)
+    items = []
+    for v in parts:
+        if v is None:
+            items.append(("none", None))
+        elif v is Ellipsis:
+            items.append(("ellipsis", None))
+        elif isinstance(v, slice):
+            if v.step is not None and not (isinstance(v.step, int | np.integer) and v.step > 0):
+                raise ValueError(f"{op}: slice steps must be positive integers (as in torch; use ops.flip to "
+                                 f"reverse), got {v!r}")
+            items.append(("slice", v))
+        elif isinstance(v, bool | np.bool_):
+            items.append(("bool", bool(v)))
+        elif isinstance(v, int | np.integer):
+            items.append(("int", int(v)))
+        elif isinstance(v, np.ndarray | list | tuple) or hasattr(v, "_data"):
+            a = _array_of(op, v)
+            if a.dtype == np.bool_:
+                items.append(("bool", bool(a)) if a.ndim == 0 else ("mask", a))
+            else:
+                items.append(("int", int(a)) if a.ndim == 0 else ("array", a))
+        else:
+            raise IndexError(f"{op}: only ints, slices, None, Ellipsis, bools and integer or bool arrays/tensors "
+                             f"are valid indices, got {type(v).__name__} {v!r}")
+    return items
+
+
+_BASIC_STEP = {"int": lambda v: (v,), "slice": lambda v: (v,), "none": lambda v: (None,),
+               "ellipsis": lambda v: (Ellipsis,), "bool": lambda v: (None,), "array": lambda v: (slice(None),),
+               "mask": lambda v: (slice(None),) * v.ndim}
+
+
+def _resolve(op: str, index, shape: tuple) -> _Resolved:
+    """``index`` on an input of ``shape`` as torch reads it (see the module docstring), validated."""
+    items = _items(op, index)
+    basic = tuple(part for kind, v in items for part in _BASIC_STEP[kind](v))
+    try:
+        probe = np.broadcast_to(np.empty((), np.int8), shape)[basic]  # validates ints, counts dims, no memory
+    except IndexError as e:
+        raise IndexError(f"{op}: index {_describe(index)} does not fit input of shape {shape}: {e}") from None
+    if all(kind in ("int", "slice", "none", "ellipsis") for kind, _ in items):
+        return _Resolved(basic, None)
+    mid = np.shape(probe)
+    width = {"slice": 1, "none": 1, "bool": 1, "array": 1, "int": 0, "ellipsis": 0}
+    fixed = sum(v.ndim if kind == "mask" else width[kind] for kind, v in items)
+    advanced, arrays, sizes, pos = [], [], [], 0
+    for kind, v in items:
+        if kind == "int":
+            continue
+        if kind == "ellipsis":
+            advanced += [slice(None)] * (len(mid) - fixed)
+            pos += len(mid) - fixed
+        elif kind in ("slice", "none"):
+            advanced.append(slice(None))
+            pos += 1
+        elif kind == "bool":  # the dim it added, read at position 0 (True) or not at all (False)
+            arrays.append(np.zeros(1 if v else 0, np.intp))
+            advanced.append(arrays[-1])
+            pos += 1
+        elif kind == "mask":
+            covered = mid[pos:pos + v.ndim]
+            if v.shape != covered:
+                raise IndexError(f"{op}: the shape of the mask {v.shape} does not match the shape {covered} of the "
+                                 f"dims it indexes (input {shape}, index {_describe(index)})")
+            arrays += list(np.nonzero(v))
+            advanced += arrays[-v.ndim:]
+            pos += v.ndim
+        else:
+            arrays.append(v)
+            advanced.append(len(arrays) - 1)  # placeholder: bounds are checked once the result size is known
+            sizes.append((pos, mid[pos]))
+            pos += 1
+    try:
+        result = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        raise IndexError(f"{op}: shape mismatch: index arrays could not be broadcast together with shapes "
+                         f"{[a.shape for a in arrays]} (index {_describe(index)})") from None
+    checked = iter(sizes)
+    for k, part in enumerate(advanced):
+        if not isinstance(part, int):
+            continue
+        v, (dim, size) = arrays[part], next(checked)
+        if math.prod(result) == 0:  # nothing is read (torch checks no position then): any in-range stand-in
+            advanced[k] = np.zeros(v.shape, np.intp)
+            continue
+        if v.size and (v.min() < -size or v.max() >= size):
+            bad = v.min() if v.min() < -size else v.max()
+            raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {size} (input "
+                             f"{shape}, index {_describe(index)})")
+        advanced[k] = np.where(v < 0, v + size, v).astype(np.intp, copy=False)
+    return _Resolved(basic, tuple(advanced))
+
+
+def _describe(index) -> str:
+    text = repr(index)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _flat_positions(resolved: _Resolved, shape: tuple) -> np.ndarray:
+    """The flat position in an input of ``shape`` that every element of the indexed result reads."""
+    return np.asarray(resolved.apply(np.arange(math.prod(shape), dtype=np.intp).reshape(shape)))
+
+
+# -- index_put ---------------------------------------------------------------------------------------------
+def _index_put_resolved(input_shape, indices) -> _Resolved:
+    if not isinstance(indices, tuple | list):
+        raise TypeError(f"index_put: argument 'indices' expected a tuple of index tensors, got "
+                        f"{type(indices).__name__}")
+    if not indices:
+        raise ValueError("index_put: argument 'indices' expected at least one index tensor, got an empty tuple")
+    for k, i in enumerate(indices):
+        if not (isinstance(i, np.ndarray | list | tuple) or hasattr(i, "_data")):
+            raise TypeError(f"index_put: argument 'indices' expected index tensors (integer or bool), got "
+                            f"{type(i).__name__} {i!r} at position {k}")
+    return _resolve("index_put", tuple(indices), input_shape)
+
+
+def _check_index_put(input, values, indices, accumulate=False):
+    if not isinstance(accumulate, bool | np.bool_):
+        raise TypeError(f"index_put: argument 'accumulate' expected a bool, got {type(accumulate).__name__} "
+                        f"{accumulate!r}")
+    resolved = _index_put_resolved(input.shape, indices)
+    if values.dtype != input.dtype:
+        raise TypeError(f"index_put: argument 'values' expected dtype {input.dtype} (that of 'input'), got "
+                        f"{values.dtype}")
+    target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
+    try:
+        fits = np.broadcast_shapes(values.shape, target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"index_put: argument 'values' expected a shape broadcastable to the indexed shape "
+                         f"{target}, got {values.shape}")
+    if not accumulate:
+        positions = _flat_positions(resolved, input.shape).reshape(-1)
+        if np.unique(positions).size != positions.size:
+            raise ValueError("index_put: argument 'indices' repeats a position while accumulate=False; which value "
+                             "lands there is undefined (torch leaves it unspecified): pass accumulate=True to add "
+                             "them, or unique indices")
+
+
+def _put(out, resolved: _Resolved, values, accumulate: bool):
+    """The numpy kernel: write (or add, repeats accumulating) ``values`` into ``out`` in place."""
+    if resolved.advanced is None:
+        if accumulate:
+            out[resolved.basic] += values
+        else:
+            out[resolved.basic] = values
+    elif accumulate:
+        np.add.at(out[resolved.basic], resolved.advanced, values)
+    else:
+        out[resolved.basic][resolved.advanced] = values
+    return out
+
+
+def _index_put(input, indices, values, accumulate=False):
+    """``torch.index_put(input, indices, values, accumulate=False)``: a copy of ``input`` with ``values``
+    (broadcast) written at ``input[indices]`` -- or added there, repeated positions adding up, when
+    ``accumulate``."""
+    return _put(input.copy(), _index_put_resolved(input.shape, indices), values, bool(accumulate))
+
+
+def _index_put_vjp_input(g, ans, input, values, indices, accumulate=False):
+    if accumulate:
+        return g
+    if isinstance(g, np.ndarray):
+        return _put(g.copy(), _index_put_resolved(input.shape, indices), 0, False)
+    return index_put(g, indices, np.zeros((), g.dtype), accumulate=False)
+
+
+def _index_put_vjp_values(g, ans, input, values, indices, accumulate=False):
+    if isinstance(g, np.ndarray):
+        picked = np.asarray(_index_put_resolved(input.shape, indices).apply(g))
+    else:
+        picked = getitem(g, tuple(indices))
+    return unbroadcast(picked, values.shape)
+
+
+def _index_put_samples(rng):
+    x = uniform(rng, (4, 3))
+    return [Sample((x, uniform(rng, (5, 3))), {"indices": (np.array([0, 2, 2, 3, 0]),), "accumulate": True},
+                   "repeated rows, accumulate"),
+            Sample((x, uniform(rng, (2,))), {"indices": (np.array([0, 3]), np.array([2, -1]))}, "two arrays, neg"),
+            Sample((x, uniform(rng, ())), {"indices": (np.array([1, 2]),)}, "scalar value broadcast"),
+            Sample((uniform(rng, (2, 3, 4)), uniform(rng, (1, 4))),
+                   {"indices": (np.array([[0], [1]]), np.array([0, 2, 2])), "accumulate": True},
+                   "broadcast index arrays and values, repeats"),
+            Sample((x, uniform(rng, (1,))), {"indices": (np.arange(12).reshape(4, 3) % 5 < 2,), "accumulate": False},
+                   "bool mask"),
+            Sample((transposed(rng, (3, 4)), uniform(rng, (4,))), {"indices": (np.array(1),)}, "non-contiguous, 0-D"),
+            Sample((x, uniform(rng, (0, 3))), {"indices": (np.zeros(0, np.int64),), "accumulate": True}, "empty index"),
+            Sample((uniform(rng, (0, 3)), uniform(rng, (3,))), {"indices": (np.zeros(0, np.int64),)},
+                   "zero-size input")]
+
+
+def _torch_indices(torch, indices):
+    return tuple(torch.from_numpy(np.asarray(i)) for i in indices)
+
+
+index_put = defop(
+    "index_put", family="shape", inputs=("input", "values"), forward=_index_put,
+    vjps=(_index_put_vjp_input, _index_put_vjp_values), check=_check_index_put, samples=_index_put_samples,
+    torch_ref=lambda torch, input, values, indices, accumulate=False:
+        torch.index_put(input, _torch_indices(torch, indices), values, accumulate))
+
+
+# -- getitem -----------------------------------------------------------------------------------------------
+def _getitem(input, index):
+    """``input[index]`` with torch's indexing rules (see the module docstring)."""
+    return _resolve("getitem", index, input.shape).apply(input)
+
+
+def _getitem_vjp(g, ans, input, index):
+    resolved = _resolve("getitem", index, input.shape)
+    if isinstance(g, np.ndarray):
+        grad = np.zeros(input.shape, dtype=g.dtype)
+        return _put(grad, resolved, g, True)  # repeated positions accumulate
+    positions = _flat_positions(resolved, input.shape)
+    flat = index_put(np.zeros(input.size, g.dtype), (positions,), g, accumulate=True)
+    return np.reshape(flat, input.shape)
+
+
+def _getitem_samples(rng):
+    x = uniform(rng, (4, 5))
+    y = uniform(rng, (2, 3, 4, 5))
+    return [Sample((x,), {"index": (1,)}, "int"),
+            Sample((x,), {"index": (slice(None, None, 2), slice(1, 4))}, "slices with step"),
+            Sample((x,), {"index": (Ellipsis, -1)}, "ellipsis"),
+            Sample((x,), {"index": (np.array([0, 2, 2, 3]),)}, "repeated integer array"),
+            Sample((x,), {"index": [0, 0, 1]}, "list of ints, repeated"),
+            Sample((x,), {"index": ([3, 3], -1)}, "inner list and int"),
+            Sample((x,), {"index": (np.array([0, 1]), np.array([4, 4]))}, "paired integer arrays"),
+            Sample((uniform(rng, (3, 4, 2)),), {"index": (slice(None), None, np.array([1, 3]))}, "newaxis + array"),
+            Sample((x,), {"index": (x > 0,)}, "boolean mask"),
+            Sample((y,), {"index": (slice(None), y[0, :, :, 0] > 0, 1)}, "2-D mask after a slice, int"),
+            Sample((y,), {"index": ([0, 1, 1], slice(None), [1, 2, 2])}, "arrays split by a slice go first"),
+            Sample((y,), {"index": (0, slice(None), [1, 2, 1])}, "int, slice, array: int selects first"),
+            Sample((y,), {"index": (None, 0, Ellipsis, np.array([[1], [-5]]))}, "None, int, ellipsis, 2-D array"),
+            Sample((y,), {"index": (slice(1, None), [2, 0], slice(None), np.array(3))}, "0-D array counts as int"),
+            Sample((y,), {"index": ([1, 0], True)}, "Python bool adds a dim"),
+            Sample((y,), {"index": (Ellipsis, [-1, 0], None, [2, 2])}, "arrays split by None"),
+            Sample((x,), {"index": (np.zeros(0, np.int64),)}, "empty index array"),
+            Sample((x,), {"index": (slice(3, 1),)}, "empty slice"),
+            Sample((uniform(rng, (0, 3)),), {"index": (slice(None), [2, 2])}, "zero-size input"),
+            Sample((transposed(rng, (3, 4)),), {"index": (slice(None, None, 2), 2)}, "non-contiguous"),
+            Sample((transposed(rng, (3, 4)),), {"index": ([2, 0, 2],)}, "non-contiguous, repeated rows")]
+
+
+def _torch_index(torch, index):
+    if isinstance(index, tuple):
+        return tuple(_torch_index(torch, i) for i in index)
+    if isinstance(index, np.ndarray):
+        return torch.from_numpy(index)
+    return index
+
+
+getitem = defop("getitem", family="shape", inputs=("input",), forward=_getitem, vjps=(_getitem_vjp,),
+                samples=_getitem_samples,
+                torch_ref=lambda torch, input, index: input[_torch_index(torch, index)])
+
+
+# -- gather / scatter_add ----------------------------------------------------------------------------------
+def _check_index_values(op, index, size, dim, argument="index"):
+    if index.size and (index.min() < 0 or index.max() >= size):
+        bad = index.min() if index.min() < 0 else index.max()
+        raise IndexError(f"{op}: argument '{argument}' expected values in [0, {size - 1}] for dim {dim} of size "
+                         f"{size}, got {bad}")
+
+
+def _check_along(op, input, index, dim, *, src=None):
+    """gather's and scatter_add's shape rules: index has input's dims, no larger than input apart from ``dim``
+    (and, for scatter_add, no larger than src anywhere)."""
+    require_integer(op, "index", index)
+    if input.ndim == 0:
+        raise ValueError(f"{op}: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis = normalize_dim(op, dim, input.ndim)
+    if index.ndim != input.ndim or any(i > s for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != axis):
+        raise ValueError(f"{op}: argument 'index' expected {input.ndim} dims, each no larger than input {input.shape} "
+                         f"apart from dim {dim}, got shape {index.shape}")
+    if src is not None:
+        if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
+            raise ValueError(f"{op}: argument 'src' expected {index.ndim} dims, each no smaller than index "
+                             f"{index.shape}, got shape {src.shape}")
+        if src.dtype != input.dtype:
+            raise TypeError(f"{op}: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}")
+    _check_index_values(op, index, input.shape[axis], dim)
+    return axis
+
+
+def _along(index, axis) -> tuple:
+    """The block ``[:n0, :n1, ...]`` of index's shape, and the positions index addresses along ``axis``."""
+    block = tuple(slice(0, n) for n in index.shape)
+    grids = list(np.ix_(*[np.arange(n) for n in index.shape]))
+    grids[axis] = index
+    return block, tuple(grids)
+
+
+def _scatter_add_into(out, axis, index, src):
+    """The numpy kernel: ``out[index[i][j]][j] += src[i][j]`` (for axis 0) in place, repeats adding up."""
+    block, positions = _along(index, axis)
+    np.add.at(out, positions, src[block])
+    return out
+
+
+def _gather(input, dim, index):
+    """``torch.gather(input, dim, index)``: ``out[i][j] = input[index[i][j]][j]`` for dim 0 (and so on)."""
+    axis = normalize_dim("gather", dim, input.ndim)
+    block = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
+    return np.take_along_axis(input[block], index, axis)
+
+
+def _gather_vjp(g, ans, input, index, dim):
+    if isinstance(g, np.ndarray):
+        return _scatter_add_into(np.zeros(input.shape, g.dtype), normalize_dim("gather", dim, input.ndim), index, g)
+    return scatter_add(np.zeros(input.shape, g.dtype), dim, index, g)
+
+
+def _gather_samples(rng):
+    return [Sample((uniform(rng, (3, 4)), np.array([[0, 2, 2, 1], [1, 1, 0, 2]])), {"dim": 0}, "repeated"),
+            Sample((uniform(rng, (3, 4)), np.array([[3, 3], [0, 1], [2, 3]])), {"dim": -1}, "dim -1, repeated"),
+            Sample((uniform(rng, (4, 5, 2)), np.array([[[4], [0]]])), {"dim": 1}, "smaller index"),
+            Sample((transposed(rng, (3, 2)), np.array([[0], [0], [1]])), {"dim": 1}, "non-contiguous"),
+            Sample((uniform(rng, (1, 3)), np.array([[0, 0, 0]])), {"dim": 0}, "size-1 dim"),
+            Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64)), {"dim": 0}, "zero-size index"),
+            Sample((uniform(rng, (2, 0)), np.zeros((3, 0), np.int64)), {"dim": 0}, "zero-size input")]
+
+
+gather = defop("gather", family="shape", inputs=("input", "index"), forward=_gather,
+               vjps=(_gather_vjp, NOT_DIFFERENTIABLE), check=lambda input, index, dim: _check_along(
+                   "gather", input, index, dim),
+               samples=_gather_samples,
+               torch_ref=lambda torch, input, index, dim: torch.gather(input, dim, index.long()))
+
+
+def _scatter_add(input, dim, index, src):
+    """``torch.scatter_add(input, dim, index, src)``: a copy of ``input`` with ``src[i][j]`` added at
+    ``[index[i][j]][j]`` (dim 0; and so on), repeated positions adding up. Only the ``index``-shaped block
+    of ``src`` is read."""
+    return _scatter_add_into(input.copy(), normalize_dim("scatter_add", dim, input.ndim), index, src)
+
+
+def _scatter_add_vjp_src(g, ans, input, index, src, dim):
+    if isinstance(g, np.ndarray):
+        axis = normalize_dim("scatter_add", dim, input.ndim)
+        grad = np.zeros(src.shape, g.dtype)
+        grad[tuple(slice(0, n) for n in index.shape)] = _gather(g, axis, index)
+        return grad
+    picked = gather(g, dim, index)
+    if index.shape == src.shape:
+        return picked
+    from .shape import pad  # shape imports this module
+
+    widths = [w for i, s in zip(reversed(index.shape), reversed(src.shape)) for w in (0, s - i)]
+    return pad(picked, tuple(widths))
+
+
+def _scatter_add_samples(rng):
+    return [Sample((uniform(rng, (3, 4)), np.array([[0, 2, 2, 1], [1, 1, 0, 2]]), uniform(rng, (2, 4))), {"dim": 0},
+                   "repeated"),
+            Sample((uniform(rng, (3, 4)), np.array([[3, 3, 0], [0, 1, 1], [2, 3, 3]]), uniform(rng, (3, 3))),
+                   {"dim": -1}, "dim -1, repeated"),
+            Sample((uniform(rng, (4, 2)), np.array([[1], [3], [1]]), uniform(rng, (3, 2))), {"dim": 0},
+                   "index smaller than src", torch=False),  # torch's backward for src fails on this shape
+            Sample((transposed(rng, (3, 2)), np.array([[0], [0], [1]]), transposed(rng, (3, 1))), {"dim": 1},
+                   "non-contiguous"),
+            Sample((uniform(rng, (2, 3)), np.array([[0, 1, 1, 0]]), uniform(rng, (1, 4))), {"dim": 1},
+                   "index longer than input along dim"),
+            Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0},
+                   "zero-size index"),
+            Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1},
+                   "zero-size input")]
+
+
+scatter_add = defop(
+    "scatter_add", family="shape", inputs=("input", "index", "src"), forward=_scatter_add,
+    vjps=(lambda g, ans, input, index, src, dim: g, NOT_DIFFERENTIABLE, _scatter_add_vjp_src),
+    check=lambda input, index, src, dim: _check_along("scatter_add", input, index, dim, src=src),
+    samples=_scatter_add_samples,
+    torch_ref=lambda torch, input, index, src, dim: torch.scatter_add(input, dim, index.long(), src))
+
+
+# -- index_select / index_add ------------------------------------------------------------------------------
+def _check_index_select(input, index, dim):
+    require_integer("index_select", "index", index)
+    if input.ndim == 0:
+        raise ValueError("index_select: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis = normalize_dim("index_select", dim, input.ndim)
+    if index.ndim > 1:
+        raise ValueError(f"index_select: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
+    _check_index_values("index_select", index, input.shape[axis], dim)
+
+
+def _index_select(input, dim, index):
+    """``torch.index_select(input, dim, index)``: the entries at ``index`` (0-D or 1-D) along ``dim``."""
+    return np.take(input, index.reshape(-1), axis=normalize_dim("index_select", dim, input.ndim))
+
+
+def _index_add_into(out, axis, index, source):
+    """The numpy kernel: ``out[..., index[i], ...] += source[..., i, ...]`` in place, repeats adding up."""
+    np.add.at(out, (slice(None),) * axis + (index.reshape(-1),), source)
+    return out
+
+
+def _index_select_vjp(g, ans, input, index, dim):
+    if isinstance(g, np.ndarray):
+        return _index_add_into(np.zeros(input.shape, g.dtype), normalize_dim("index_select", dim, input.ndim), index,
+                               g)
+    return index_add(np.zeros(input.shape, g.dtype), dim, index, g)
+
+
+index_select = defop(
+    "index_select", family="shape", inputs=("input", "index"), forward=_index_select,
+    vjps=(_index_select_vjp, NOT_DIFFERENTIABLE), check=_check_index_select,
+    samples=lambda rng: [Sample((uniform(rng, (4, 3)), np.array([0, 2, 2, 3, 2])), {"dim": 0}, "repeated"),
+                         Sample((uniform(rng, (2, 3, 4)), np.array([3, 1])), {"dim": -1}),
+                         Sample((uniform(rng, (2, 3)), np.array(1)), {"dim": 1}, "0-D index"),
+                         Sample((transposed(rng, (3, 4)), np.array([0, 0])), {"dim": 1}, "non-contiguous"),
+                         Sample((uniform(rng, (1, 3)), np.array([0, 0, 0])), {"dim": 0}, "size-1 dim"),
+                         Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64)), {"dim": 1}, "empty index"),
+                         Sample((uniform(rng, (0, 3)), np.array([2, 2])), {"dim": 1}, "zero-size input")],
+    torch_ref=lambda torch, input, index, dim: torch.index_select(input, dim, index.long()))
+
+
+def _check_index_add(input, index, source, dim, alpha=1):
+    require_integer("index_add", "index", index)
+    if input.ndim == 0:
+        raise ValueError("index_add: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis = normalize_dim("index_add", dim, input.ndim)
+    if index.ndim > 1:
+        raise ValueError(f"index_add: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
+    expected = input.shape[:axis] + (index.size,) + input.shape[axis + 1:]
+    if source.shape != expected:
+        raise ValueError(f"index_add: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} "
+                         f"of the index's length {index.size}), got {source.shape}")
+    if source.dtype != input.dtype:
+        raise TypeError(f"index_add: argument 'source' expected dtype {input.dtype} (that of 'input'), got "
+                        f"{source.dtype}")
+    if isinstance(alpha, bool) or np.ndim(alpha) != 0 or np.asarray(alpha).dtype.kind not in "iuf":
+        raise TypeError(f"index_add: argument 'alpha' expected a number, got {alpha!r}")
+    _check_index_values("index_add", index, input.shape[axis], dim)
+
+
+def _index_add(input, dim, index, source, alpha=1):
+    """``torch.index_add(input, dim, index, source, alpha=1)``: a copy of ``input`` with ``alpha * source[i]``
+    added at position ``index[i]`` along ``dim``, repeated positions adding up."""
+    scaled = source if alpha == 1 else source * np.asarray(alpha, source.dtype)
+    return _index_add_into(input.copy(), normalize_dim("index_add", dim, input.ndim), index, scaled)
+
+
+def _index_add_vjp_source(g, ans, input, index, source, dim, alpha=1):
+    if isinstance(g, np.ndarray):
+        picked = _index_select(g, dim, index)
+    else:
+        picked = index_select(g, dim, index)
+    return picked if alpha == 1 else picked * np.asarray(alpha, source.dtype)
+
+
+index_add = defop(
+    "index_add", family="shape", inputs=("input", "index", "source"), forward=_index_add,
+    vjps=(lambda g, ans, input, index, source, dim, alpha=1: g, NOT_DIFFERENTIABLE, _index_add_vjp_source),
+    check=_check_index_add,
+    samples=lambda rng: [
+        Sample((uniform(rng, (4, 3)), np.array([0, 2, 2, 3, 2]), uniform(rng, (5, 3))), {"dim": 0}, "repeated"),
+        Sample((uniform(rng, (2, 3, 4)), np.array([3, 1, 3]), uniform(rng, (2, 3, 3))), {"dim": -1, "alpha": -1.5},
+               "dim -1, alpha"),
+        Sample((uniform(rng, (2, 3)), np.array(1), uniform(rng, (2, 1))), {"dim": 1, "alpha": 2}, "0-D index"),
+        Sample((transposed(rng, (3, 4)), np.array([0, 0]), transposed(rng, (3, 2))), {"dim": 1}, "non-contiguous"),
+        Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64), uniform(rng, (2, 0))), {"dim": 1}, "empty index"),
+        Sample((uniform(rng, (0, 3)), np.array([1, 1]), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input")],
+    torch_ref=lambda torch, input, index, source, dim, alpha=1: torch.index_add(input, dim, index.long(), source,
+                                                                                alpha=alpha))

@@ -1,0 +1,298 @@
+"""Scans (cumulative ops along one dim), as in PyTorch 2.13: cumsum, cumprod, cummax, cummin, logcumsumexp.
+
+Every op takes ``(input, dim)``; ``dim`` is an int (negative counts from the end) and a 0-D input takes dim 0
+or -1 (the scan of one entry is that entry). Conventions, as in torch:
+- cumsum / cumprod keep a floating dtype and turn integer and bool inputs into int64 (torch's default
+  promotion; integer outputs carry no gradient). cummax / cummin keep any dtype. logcumsumexp needs a
+  floating input (torch has no integer kernel).
+- cumsum's gradient is the reversed cumulative sum of ``g``; its second order is cumsum again.
+- cumprod's gradient is exact with zeros in the input, any number of them (torch's formula): for a slice
+  whose first zero is at z, entry k < z gets sum_{i>=k} g_i y_i / x_k (those y_i past z are 0), the first
+  zero gets sum_{i>=z} g_i prod_{j<=i, j!=z} x_j (the cumulative product with x_z replaced by 1, no
+  division), and every entry after z gets 0 (each of its terms holds the factor x_z = 0). Without zeros it is
+  the reversed cumulative sum of g * y divided by x. The recorded (second-order) rule is the same without
+  zeros; with zeros it is torch's O(n^2) differentiable form, sum_{i>=k} g_i prod_{j<=i, j!=k} x_j, built as
+  the cumprod of an n x n matrix holding x with its diagonal set to 1 -- whose own derivatives are exact at
+  zeros too (the O(n) form above is not: its derivative in x_z of the entries after z is not 0).
+- cummax / cummin return (values, indices). An entry replaces the running extremum when it is >= (<=) it,
+  so ties give the LATEST index, a NaN becomes the extremum and stays (each later NaN takes the index over),
+  and the value is the input's entry at the index (0.0 after -0.0 gives 0.0), as torch's kernels do. The
+  gradient routes ``g`` to the returned indices, adding where an index repeats (scatter_add; its second
+  order is gather).
+- logcumsumexp accumulates with logaddexp (stable for any magnitude; -inf entries add nothing). Its gradient
+  is torch's sign-split log-space form, exp(reversed logcumsumexp(log|g| - y) + x) for the positive and the
+  negative parts of g, so no exp overflows. Where an entry and every entry before it are -inf (the output is
+  log 0), the gradient is NaN, as torch's is; a 0-D input's gradient is g, as torch's. The recorded
+  (second-order) rule is the same form, except where g holds exact zeros: there the log-space form has no
+  derivative in g (torch's double backward gives NaN for those cotangent entries), so the rule is the
+  O(n^2) sum_{i>=k} g_i exp(x_k - y_i), linear in g, whose derivatives are exact.
+"""
+
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
+
+import numpy as np
+
+from tape.registry import Sample, defop
+
+from ._samples import transposed, uniform
+from ._validation import normalize_dim
+from .binary import quiet
+from .indexing import index_select, scatter_add
+
+FAMILY = "scan"
+
+
+# -- shared helpers ----------------------------------------------------------------------------------------------
+def _check_dim(op: str, input, dim) -> None:
+    normalize_dim(op, dim, input.ndim)
+
+
+def _check_float(op: str, input, dim) -> None:
+    if input.dtype.kind != "f":
+        raise TypeError(f"{op}: argument 'input' expected a floating tensor (float32 or float64), got dtype "
+                        f"{input.dtype}")
+    normalize_dim(op, dim, input.ndim)
+
+
+def _flip(a, axis: int):
+    """``a`` reversed along ``axis``: a view for arrays, index_select (recorded, differentiable) for Tensors."""
+    if isinstance(a, np.ndarray):
+        return np.flip(a, axis)
+    return index_select(a, axis, np.arange(a.shape[axis] - 1, -1, -1))
+
+
+def _reversed_cumsum(a, axis: int):
+    """out_k = sum_{i>=k} a_i along ``axis`` (np.cumsum on a Tensor runs ops.cumsum)."""
+    return _flip(np.cumsum(_flip(a, axis), axis), axis)
+
+
+def _integral_as_int64(input):
+    """torch's dtype for cumsum / cumprod: floats stay, integers and bools accumulate in int64."""
+    return np.int64 if input.dtype.kind in "biu" else None
+
+
+def _scatter_add_along(axis: int, index: np.ndarray, src):
+    """zeros like ``src`` with ``src`` added at ``index`` along ``axis`` (index, src and the result share one
+    shape; repeated positions add up). Arrays: a bincount over flat positions; Tensors: ops.scatter_add,
+    recorded (its gradient for ``src`` is gather)."""
+    if not isinstance(src, np.ndarray):
+        return scatter_add(np.zeros(src.shape, src.dtype), axis, index, src)
+    if src.size == 0:
+        return np.zeros(src.shape, src.dtype)
+    moved_shape = np.moveaxis(src, axis, -1).shape
+    n = moved_shape[-1]
+    rows = np.moveaxis(index, axis, -1).reshape(-1, n)
+    flat = rows + (np.arange(rows.shape[0]) * n)[:, None]
+    values = np.moveaxis(src, axis, -1).reshape(-1)
+    total = np.bincount(flat.reshape(-1), weights=values, minlength=flat.size).astype(src.dtype, copy=False)
+    return np.moveaxis(total.reshape(moved_shape), -1, axis)
+
+
+# -- cumsum ------------------------------------------------------------------------------------------------------
+def _cumsum(input, dim):
+    axis = normalize_dim("cumsum", dim, input.ndim)
+    if input.ndim == 0:
+        return np.array(input, dtype=_integral_as_int64(input) or input.dtype)
+    return np.cumsum(input, axis, dtype=_integral_as_int64(input))
+
+
+def _cumsum_vjp(g, ans, input, dim):
+    if input.ndim == 0:
+        return g
+    return _reversed_cumsum(g, normalize_dim("cumsum", dim, input.ndim))
+
+
+def _scan_samples(low=-2.0, high=2.0, integers=True):
+    """The inputs every scan runs on: a vector, both dims of a matrix, a non-contiguous 3-D input, a size-1
+    dim, a 0-D input, zero-size inputs (scanned along the empty dim and along another one) and an integer
+    input (forward and indices only)."""
+
+    def generate(rng):
+        out = [Sample((uniform(rng, (5,), low, high),), {"dim": 0}, "vector"),
+               Sample((uniform(rng, (3, 4), low, high),), {"dim": 1}, "matrix dim=1"),
+               Sample((uniform(rng, (3, 4), low, high),), {"dim": -2}, "matrix dim=-2"),
+               Sample((transposed(rng, (2, 5, 3), low, high),), {"dim": 1}, "non-contiguous"),
+               Sample((uniform(rng, (4, 1), low, high),), {"dim": -1}, "size-1 dim"),
+               Sample((uniform(rng, (), low, high),), {"dim": 0}, "0-D"),
+               Sample((uniform(rng, (0, 3), low, high),), {"dim": 0}, "zero-size along dim"),
+               Sample((uniform(rng, (0, 3), low, high),), {"dim": 1}, "zero-size other dim")]
+        if integers:
+            out.append(Sample((rng.integers(-3, 4, size=(3, 5)),), {"dim": 1}, "int64"))
+        return out
+
+    return generate
+
+
+cumsum = defop("cumsum", family=FAMILY, inputs=("input",), forward=_cumsum, vjps=(_cumsum_vjp,),
+               check=lambda input, dim: _check_dim("cumsum", input, dim), samples=_scan_samples(),
+               torch_ref=lambda torch, input, dim: torch.cumsum(input, dim))
+
+
+# -- cumprod -----------------------------------------------------------------------------------------------------
+def _cumprod(input, dim):
+    axis = normalize_dim("cumprod", dim, input.ndim)
+    if input.ndim == 0:
+        return np.array(input, dtype=_integral_as_int64(input) or input.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.cumprod(input, axis, dtype=_integral_as_int64(input))
+
+
+@quiet  # overflowing products, 0 * inf: torch's inf / NaN
+def _cumprod_vjp(g, ans, input, dim):
+    axis = normalize_dim("cumprod", dim, input.ndim)
+    if input.ndim == 0 or input.shape[axis] <= 1:
+        return g
+    zero = input == 0
+    if np.count_nonzero(zero) == 0:
+        return _reversed_cumsum(g * ans, axis) / input
+    if not isinstance(g, np.ndarray):
+        return _cumprod_vjp_recorded(g, input, axis)
+    zeros_so_far = np.cumsum(zero, axis)
+    before = zeros_so_far == 0  # entries before the slice's first zero
+    first = zero & (zeros_so_far == 1)
+    grad = np.where(before, _reversed_cumsum(g * ans, axis) / np.where(before, input, 1), 0)
+    omitted = np.cumprod(np.where(first, 1, input), axis)  # prod_{j<=i, j!=z} x_j
+    return np.where(first, _reversed_cumsum(g * omitted, axis), grad).astype(g.dtype, copy=False)
+
+
+def _cumprod_vjp_recorded(g, input, axis: int):
+    """grad_k = sum_{i>=k} g_i prod_{j<=i, j!=k} x_j on Tensors (torch's O(n^2) differentiable form): row k of an
+    n x n matrix holds x with x_k replaced by 1, its cumprod gives the products, an upper triangle keeps i >= k."""
+    n = input.shape[axis]
+    x = np.moveaxis(input, axis, -1)
+    rows = np.where(np.eye(n, dtype=bool), 1.0, np.expand_dims(x, -2))  # [..., k, j]
+    omitted = cumprod(rows, -1)  # [..., k, i] = prod_{j<=i, j!=k} x_j
+    upper = np.triu(np.ones((n, n), dtype=g.dtype))  # i >= k
+    grad = np.sum(np.expand_dims(np.moveaxis(g, axis, -1), -2) * omitted * upper, axis=-1)
+    return np.moveaxis(grad, -1, axis)
+
+
+def _cumprod_samples(rng):
+    out = _scan_samples(0.5, 1.5)(rng)
+    signs = rng.choice([-1.0, 1.0], size=(3, 5))
+    x = uniform(rng, (3, 5), 0.5, 1.5) * signs
+    x[0, 2] = 0.0  # one zero in the middle
+    x[1, 0] = x[1, 3] = 0.0  # two zeros, the first one leading
+    x[2, 1] = x[2, 2] = x[2, 4] = 0.0  # three zeros, two adjacent, one last
+    out.append(Sample((x.copy(),), {"dim": 1}, "zeros dim=1"))
+    out.append(Sample((x.T.copy(),), {"dim": 0}, "zeros dim=0"))
+    out.append(Sample((np.array([1.5, -0.75, 1.25, 0.0]),), {"dim": 0}, "zero last"))
+    out.append(Sample((np.array([0.0, 0.0, 0.0]),), {"dim": 0}, "all zeros"))
+    out.append(Sample((np.array([0.0]),), {"dim": 0}, "one zero entry"))
+    return out
+
+
+cumprod = defop("cumprod", family=FAMILY, inputs=("input",), forward=_cumprod, vjps=(_cumprod_vjp,),
+                check=lambda input, dim: _check_dim("cumprod", input, dim), samples=_cumprod_samples,
+                torch_ref=lambda torch, input, dim: torch.cumprod(input, dim))
+
+
+# -- cummax / cummin ---------------------------------------------------------------------------------------------
+def _running_extremum(name: str, ufunc):
+    def forward(input, dim):
+        axis = normalize_dim(name, dim, input.ndim)
+        if input.ndim == 0:
+            return input.copy(), np.zeros((), np.int64)
+        running = ufunc.accumulate(input, axis)  # NaN propagates, so a NaN stays the extremum
+        hits = input == running  # where the entry is (or ties) the running extremum: torch's >= / <=
+        if input.dtype.kind == "f":
+            hits |= np.isnan(input)
+        shape = [1] * input.ndim
+        shape[axis] = input.shape[axis]
+        positions = np.arange(input.shape[axis], dtype=np.int64).reshape(shape)
+        indices = np.maximum.accumulate(np.where(hits, positions, 0), axis)  # the latest hit so far
+        return np.take_along_axis(input, indices, axis), indices
+
+    def vjp(g, ans, input, dim):
+        g_values = g[0]
+        if g_values is None:
+            return np.zeros(input.shape, input.dtype)
+        if input.ndim == 0:
+            return g_values
+        return _scatter_add_along(normalize_dim(name, dim, input.ndim), np.asarray(ans[1]), g_values)
+
+    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    return forward, vjp
+
+
+def _extremum_samples(rng):
+    out = _scan_samples()(rng)
+    ties = rng.integers(0, 3, size=(4, 6))  # many ties: exact index parity with torch (no gradient)
+    out.append(Sample((ties,), {"dim": 1}, "int64 ties dim=1"))
+    out.append(Sample((ties.T.copy(),), {"dim": 0}, "int64 ties dim=0"))
+    out.append(Sample((np.array([True, False, True, True]),), {"dim": 0}, "bool"))
+    # a NaN becomes the extremum and stays; each later NaN takes the index over (values are NaN: no gradcheck)
+    nan = np.array([[0.5, 1.5, np.nan, 2.0, np.nan, -1.0], [1.0, -0.5, 0.25, np.nan, 3.0, 2.5]])
+    out.append(Sample((nan,), {"dim": 1}, "NaN"))
+    return out
+
+
+def _extremum_op(name, ufunc):
+    forward, vjp = _running_extremum(name, ufunc)
+    return defop(name, family=FAMILY, inputs=("input",), forward=forward, vjps=(vjp,), outputs=2,
+                 check=lambda input, dim: _check_dim(name, input, dim), samples=_extremum_samples,
+                 torch_ref=lambda torch, input, dim: getattr(torch, name)(input, dim))
+
+
+cummax = _extremum_op("cummax", np.maximum)
+cummin = _extremum_op("cummin", np.minimum)
+
+
+# -- logcumsumexp ------------------------------------------------------------------------------------------------
+@quiet  # -inf - -inf, overflow: torch's NaN / inf
+def _logcumsumexp(input, dim):
+    axis = normalize_dim("logcumsumexp", dim, input.ndim)
+    if input.ndim == 0:
+        return input.copy()
+    return np.logaddexp.accumulate(input, axis)
+
+
+def _reversed_logcumsumexp(a, axis: int):
+    if isinstance(a, np.ndarray):
+        return np.flip(np.logaddexp.accumulate(np.flip(a, axis), axis), axis)
+    return _flip(logcumsumexp(_flip(a, axis), axis), axis)
+
+
+@quiet  # log 0, inf - inf: torch's values
+def _logcumsumexp_vjp(g, ans, input, dim):
+    """grad_k = sum_{i>=k} g_i exp(x_k - y_i), split by the sign of g and summed in log space (torch's form)."""
+    if input.ndim == 0:
+        return g
+    axis = normalize_dim("logcumsumexp", dim, input.ndim)
+    if not isinstance(g, np.ndarray) and np.count_nonzero(g.data) != g.size:
+        return _logcumsumexp_vjp_recorded(g, ans, input, axis)
+    lowest = float(np.finfo(input.dtype).min)  # stands for log 0 (finite, so lowest - y stays ordered)
+    positive, negative = g > 0, g < 0
+    log_abs = np.log(np.where(g != 0, np.abs(g), 1.0))
+    grad = None
+    for part in (positive, negative):
+        log_part = np.where(part, log_abs, lowest)
+        term = np.exp(_reversed_logcumsumexp(log_part - ans, axis) + input)
+        grad = term if grad is None else grad - term
+    return grad
+
+
+def _logcumsumexp_vjp_recorded(g, ans, input, axis: int):
+    """grad_k = sum_{i>=k} g_i exp(x_k - y_i) as an n x n matrix product, on Tensors whose g holds zeros: the
+    log-space form's derivative in g is 0 / 0 at g_i = 0 (torch's double backward gives NaN there, and a
+    where around it would give a wrong 0), while this form is linear in g. exp(x_k - y_i) <= 1 for i >= k."""
+    n = input.shape[axis]
+    x, y, g_last = (np.moveaxis(a, axis, -1) for a in (input, ans, g))
+    upper = np.triu(np.ones((n, n), dtype=bool))  # [k, i]: i >= k
+    weights = np.exp(np.where(upper, np.expand_dims(x, -1) - np.expand_dims(y, -2), -np.inf))
+    return np.moveaxis(np.sum(weights * np.expand_dims(g_last, -2), axis=-1), -1, axis)
+
+
+def _logcumsumexp_samples(rng):
+    out = _scan_samples(integers=False)(rng)
+    out.append(Sample((uniform(rng, (3, 6)) * 400.0,), {"dim": 1}, "spread +-800"))
+    out.append(Sample((uniform(rng, (2, 5)) - 100.0,), {"dim": -1}, "near -100"))
+    inf = np.array([[0.5, -np.inf, 1.0, -np.inf, -0.25], [-1.5, 0.75, -np.inf, -np.inf, 2.0]])
+    out.append(Sample((inf,), {"dim": 1}, "-inf after a finite entry"))
+    return out
+
+
+logcumsumexp = defop("logcumsumexp", family=FAMILY, inputs=("input",), forward=_logcumsumexp,
+                     vjps=(_logcumsumexp_vjp,), check=lambda input, dim: _check_float("logcumsumexp", input, dim),
+                     samples=_logcumsumexp_samples,
+                     torch_ref=lambda torch, input, dim: torch.logcumsumexp(input, dim))

@@ -1,0 +1,351 @@
+"""tape.compile: a compiled step gives eager's losses, gradients and parameters bit for bit (the three examples'
+models with their optimizers, a 200-op chain, ops with several outputs, sequences and attributes read from the
+batch); the cache guard re-records or raises; what a plan cannot follow raises CompileError. No timing here:
+benchmarks/bench_compile.py measures the speed."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import threadpoolctl
+
+import ops
+import tape
+from tape import nn, optim
+from tape.compile import CompileError, compile
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+sys.path.insert(0, EXAMPLES)
+
+import char_lm  # noqa: E402
+import common  # noqa: E402
+import padded_classification  # noqa: E402
+import reverse  # noqa: E402
+
+STEPS = 50
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_blas_thread():
+    """As the examples run (common.py): small matrices, one BLAS thread; no spinning threads on a busy machine."""
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def assert_same(eager, compiled, what):
+    for k, (a, b) in enumerate(zip(eager, compiled)):
+        a, b = (None if x is None else np.asarray(x.data if isinstance(x, tape.Tensor) else x) for x in (a, b))
+        assert (a is None) == (b is None), f"{what} {k}: one side is None"
+        if a is not None:
+            assert a.dtype == b.dtype and np.array_equal(a, b), f"{what} {k} differs by {np.max(np.abs(a - b))}"
+
+
+def train_both(build, loss_fn, batches, clip=1.0):
+    """The same model trained eagerly and compiled (each with its optimizer and schedule, gradients clipped as the
+    examples do): loss, every gradient and every parameter must be identical after each step."""
+    (model_a, opt_a, sched_a), (model_b, opt_b, sched_b) = build(), build()
+    params_a, params_b = list(model_a.parameters()), list(model_b.parameters())
+    step = compile(lambda *batch: loss_fn(model_b, *batch), params_b)
+    for batch in batches:
+        opt_a.zero_grad()
+        loss_a = loss_fn(model_a, *batch)
+        loss_a.backward()
+        opt_b.zero_grad()
+        loss_b, grads = step(*batch)
+        assert loss_b.item() == loss_a.item()
+        assert all(g is p.grad for g, p in zip(grads, params_b))
+        assert_same([p.grad for p in params_a], grads, "gradient")
+        for opt, sched, params in ((opt_a, sched_a, params_a), (opt_b, sched_b, params_b)):
+            optim.clip_grad_norm_(params, clip)
+            opt.step()
+            sched.step()
+        assert_same(params_a, params_b, "parameter")
+    assert step.records == 2 and step.replays == len(batches) - 2
+    return step
+
+
+def next_token_loss(model, tokens, targets):
+    logits = model(tokens)
+    return ops.cross_entropy(ops.reshape(logits, (-1, logits.shape[-1])), ops.reshape(targets, (-1,)))
+
+
+def gpt_builder(vocab, context, dropout=0.0):
+    def build():
+        nn.manual_seed(0)
+        model = common.TinyGPT(vocab, context, d_model=32, num_heads=4, num_layers=2, dropout=dropout)
+        optimizer = optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+        return model, optimizer, optim.WarmupCosineLR(optimizer, warmup_steps=5, total_steps=STEPS)
+    return build
+
+
+def test_reverse_example_model():
+    rng = np.random.default_rng(0)
+    batches = [reverse.make_batch(rng, 16, 5, 8)[1:] for _ in range(STEPS)]
+    train_both(gpt_builder(9, 10), next_token_loss, batches)
+
+
+def test_char_lm_example_model_with_dropout():
+    with open(char_lm.TEXT, encoding="utf-8") as f:
+        text = f.read()
+    chars = sorted(set(text))
+    ids = np.array([chars.index(c) for c in text[:4000]])
+    rng = np.random.default_rng(0)
+    windows = [ids[rng.integers(0, len(ids) - 17, size=8)[:, None] + np.arange(17)] for _ in range(STEPS)]
+    train_both(gpt_builder(len(chars), 16, dropout=0.1), next_token_loss, [(w[:, :-1], w[:, 1:]) for w in windows])
+
+
+def test_padded_classification_example_model():
+    """The key-padding lengths are an attribute of attention read from the step's argument on every call."""
+    def build():
+        nn.manual_seed(0)
+        model = padded_classification.Encoder(12, d_model=32)
+        optimizer = optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+        return model, optimizer, optim.WarmupCosineLR(optimizer, warmup_steps=5, total_steps=STEPS)
+
+    rng = np.random.default_rng(0)
+    batches = [padded_classification.make_batch(rng, 16, 1, 12) for _ in range(STEPS)]
+    train_both(build, lambda model, tokens, lengths, labels: ops.cross_entropy(model(tokens, lengths), labels),
+               batches)
+
+
+def chain(x, n_ops=200):
+    """benchmarks/bench_overhead.py's chain: tanh(y * 1.01 + 0.1), then y * y, 50 times; summed."""
+    y = x
+    for _ in range(n_ops // 4):
+        y = ops.tanh(ops.add(ops.mul(y, 1.01), 0.1))
+        y = ops.mul(y, y)
+    return y.sum()
+
+
+def test_200_op_chain():
+    data = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    x_a, x_b = tape.tensor(data, requires_grad=True), tape.tensor(data, requires_grad=True)
+    opt_a, opt_b = optim.SGD([x_a], lr=0.5), optim.SGD([x_b], lr=0.5)
+    step = compile(lambda: chain(x_b), [x_b])
+    for _ in range(10):
+        opt_a.zero_grad()
+        loss_a = chain(x_a)
+        loss_a.backward()
+        opt_a.step()
+        opt_b.zero_grad()
+        loss_b, (grad,) = step()
+        opt_b.step()
+        assert loss_b.item() == loss_a.item()
+        assert_same([x_a.grad, x_a], [grad, x_b], "chain")
+    assert (step.records, step.replays) == (2, 8)
+    assert "201 ops, 201 rule calls" in repr(step)
+
+
+def test_gradients_accumulate_like_backward():
+    """Without zero_grad the gradient lands on the one already there, in the order backward() adds it."""
+    w_a, w_b = (tape.tensor(np.linspace(-1, 1, 6, dtype=np.float32), requires_grad=True) for _ in range(2))
+    fn = lambda w, x: ops.sum(ops.tanh(w * x) * w)  # noqa: E731
+    step = compile(lambda x: fn(w_b, x), [w_b])
+    for k in range(5):
+        x = np.full(6, 0.3 * k, np.float32)
+        fn(w_a, x).backward()
+        step(x)
+        assert_same([w_a.grad], [w_b.grad], "accumulated gradient")
+
+
+def test_several_outputs_sequences_and_attributes_from_the_batch():
+    """topk (two outputs, one without gradient), concat (a sequence), einsum (*operands), getitem whose index is
+    a step argument (an attribute read from the batch on every call) and a requires-grad argument."""
+    rng = np.random.default_rng(1)
+    w_a = tape.tensor(rng.standard_normal((5, 6)).astype(np.float32), requires_grad=True)
+    w_b = tape.tensor(w_a.data, requires_grad=True)
+
+    def fn(w, x, rows, bias):
+        values, _ = ops.topk(ops.tanh(ops.matmul(x, w)), 3)
+        both = ops.concat([values, ops.mul(values, 2.0) + bias], 1)
+        picked = both[rows]
+        return ops.mean(ops.einsum("ij,ij->i", picked, picked)) + ops.sum(both[:, 0])
+
+    step = compile(lambda x, rows, bias: fn(w_b, x, rows, bias), [w_b])
+    for _ in range(5):
+        x = rng.standard_normal((4, 5)).astype(np.float32)
+        rows = rng.integers(0, 4, size=3)
+        bias_a, bias_b = (tape.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
+                          for _ in range(2))
+        bias_b.data = bias_a.data
+        w_a.grad = None
+        loss_a = fn(w_a, x, rows, bias_a)
+        loss_a.backward()
+        w_b.grad = None
+        loss_b, _ = step(x, rows, bias_b)
+        assert loss_b.item() == loss_a.item()
+        assert_same([w_a.grad, bias_a.grad], [w_b.grad, bias_b.grad], "gradient")
+    assert step.replays == 3
+
+
+# -- randomness --------------------------------------------------------------------------------------------------
+def test_dropout_draws_a_fresh_mask_each_replay_as_eager_does():
+    x = np.ones((4, 8), np.float32)
+    w_a, w_b = (tape.tensor(np.linspace(0.5, 1.5, 8, dtype=np.float32), requires_grad=True) for _ in range(2))
+    fn = lambda w, rng: ops.sum(ops.dropout(w * x, p=0.5, rng=rng) * w)  # noqa: E731
+    gen_a, gen_b = np.random.default_rng(7), np.random.default_rng(7)
+    step = compile(lambda: fn(w_b, gen_b), [w_b])
+    losses = []
+    for _ in range(6):
+        w_a.grad = w_b.grad = None
+        loss_a = fn(w_a, gen_a)
+        loss_a.backward()
+        loss_b, _ = step()
+        assert loss_b.item() == loss_a.item()
+        assert_same([w_a.grad], [w_b.grad], "gradient")
+        losses.append(loss_b.item())
+    assert len(set(losses)) == len(losses)  # a new mask on every call, replays included
+
+
+def test_an_int_seed_is_a_constant_as_in_eager():
+    w = tape.tensor(np.ones(16, np.float32), requires_grad=True)
+    step = compile(lambda: ops.sum(ops.dropout(w, p=0.5, rng=3)), [w])
+    assert len({step()[0].item() for _ in range(4)}) == 1
+
+
+# -- the guard ---------------------------------------------------------------------------------------------------
+def test_a_new_shape_or_dtype_records_a_new_plan():
+    fn = lambda x: ops.sum(ops.tanh(x) * x)  # noqa: E731
+    step = compile(fn)
+    shapes = [((4, 4), np.float32)] * 3 + [((3, 5), np.float32)] * 3 + [((4, 4), np.float64)] * 3
+    for shape, dtype in shapes + [((4, 4), np.float32)]:
+        x = np.random.default_rng(len(shape)).standard_normal(shape).astype(dtype)
+        loss, _ = step(x)
+        assert loss.dtype == dtype and loss.item() == fn(tape.tensor(x)).item()
+    assert (step.records, step.replays) == (6, 4)
+
+
+def test_recompile_false_raises_saying_what_differs():
+    step = compile(lambda x: ops.sum(x * x), recompile=False)
+    step(np.ones((4, 4), np.float32))
+    with pytest.raises(CompileError, match=r"argument 0 was float32\[4, 4\] when recorded, now float64\[4, 4\]"):
+        step(np.ones((4, 4), np.float64))
+    with pytest.raises(CompileError, match=r"argument 0 was float32\[4, 4\] when recorded, now float32\[2, 4\]"):
+        step(np.ones((2, 4), np.float32))
+
+
+def test_a_python_number_argument_is_part_of_the_signature():
+    w = tape.tensor(np.arange(3, dtype=np.float32), requires_grad=True)
+    fn = lambda scale: ops.sum(w * scale)  # noqa: E731
+    step = compile(fn, [w])
+    for scale in (2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 2.0):
+        w.grad = None
+        loss, (grad,) = step(scale)
+        assert loss.item() == 3 * scale and np.array_equal(grad.data, np.full(3, scale, np.float32))
+    assert (step.records, step.replays) == (4, 3)
+
+
+def test_a_parameter_changed_behind_the_plan_is_read_afresh_or_re_recorded():
+    w = tape.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    step = compile(lambda: ops.sum(w * w), [w])
+    for _ in range(3):
+        step()
+    w.grad = None
+    w.data = np.full((2, 3), 2.0, np.float32)  # what an optimizer does: read afresh, same plan
+    assert step()[0].item() == 24.0 and step.replays == 2
+    w.grad = None
+    w._data = np.ones((4,), np.float32)  # the public setter refuses a new shape; the plan must not trust it either
+    loss, (grad,) = step()
+    assert loss.item() == 4.0 and grad.shape == (4,) and step.records == 3
+    w.requires_grad = False  # a frozen parameter: the plan that sends it a gradient is dropped
+    w.grad = None
+    assert step()[1] == [None] and step.records == 4
+
+
+def test_recompile_false_names_the_changed_parameter():
+    w = tape.tensor(np.ones(3, np.float32), requires_grad=True, name="w")
+    step = compile(lambda: ops.sum(w * w), [w], recompile=False)
+    step(), step(), step()
+    w.requires_grad = False
+    with pytest.raises(CompileError, match=r"\(w\) read by fn was recorded as float32\[3\] requiring grad"):
+        step()
+
+
+def test_key_gives_each_branch_of_python_control_flow_its_plan():
+    state = {"relu": True}
+    w = tape.tensor(np.linspace(-1, 1, 5, dtype=np.float32), requires_grad=True)
+    fn = lambda: ops.sum(ops.relu(w) if state["relu"] else ops.tanh(w))  # noqa: E731
+    step = compile(fn, [w], key=lambda: state["relu"])
+    for flag in (True, False) * 4:
+        state["relu"] = flag
+        w.grad = None
+        loss, (grad,) = step()
+        w.grad = None
+        fn().backward()
+        assert loss.item() == fn().item() and np.array_equal(grad.data, w.grad.data)
+    assert (step.records, step.replays) == (4, 4)
+
+
+def test_at_most_max_plans_are_kept():
+    step = compile(lambda x: ops.sum(x), max_plans=2)
+    for n in (1, 2, 3, 1):
+        step(np.ones(n, np.float32)), step(np.ones(n, np.float32))
+    assert step.records == 8 and len(step._plans) == 2
+
+
+def test_an_outer_tape_sees_the_ops_of_an_eager_call():
+    w = tape.tensor(np.ones(3, np.float32), requires_grad=True)
+    step = compile(lambda: ops.sum(ops.exp(w)), [w])
+    step(), step(), step()
+    with tape.ExecutionTape() as recorded:
+        step()
+    assert [r.op_name for r in recorded.operations] == ["exp", "sum"] and step.replays == 1
+
+
+# -- what a plan cannot follow -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("read", [
+    lambda t: ops.sum(tape.tensor(np.asarray(t) * 1.0)),  # the examples' np.asarray(targets)
+    lambda t: ops.sum(t) * t.sum().item(),
+    lambda t: ops.sum(t) if t.sum() > 0 else ops.sum(-t),
+    lambda t: ops.sum(t) + float(np.argmax(t)),
+    lambda t: ops.sum(t.detach().data),
+])
+def test_reading_values_while_recording_raises(read):
+    with pytest.raises(CompileError, match="read the values of a tensor"):
+        compile(read)(np.ones(3, np.float32))
+
+
+def test_numpy_randomness_inside_fn_is_caught_by_the_second_recording():
+    rng = np.random.default_rng(0)
+    step = compile(lambda x: ops.sum(ops.add(x, rng.standard_normal(3).astype(np.float32))))
+    step(np.ones(3, np.float32))
+    with pytest.raises(CompileError, match=r"op #0 'add' read a constant made inside fn .* and it changed"):
+        step(np.ones(3, np.float32))
+
+
+def test_python_control_flow_that_changes_is_caught_by_the_second_recording():
+    state = {"relu": True}
+    w = tape.tensor(np.ones(3, np.float32), requires_grad=True)
+    step = compile(lambda: ops.sum(ops.relu(w) if state["relu"] else ops.tanh(w)), [w])
+    step()
+    state["relu"] = False
+    with pytest.raises(CompileError, match="op #0 was 'relu' on the first call and 'tanh' on the second"):
+        step()
+
+
+def test_a_shape_that_depends_on_the_data_raises():
+    step = compile(lambda x, mask: ops.sum(x[mask]))
+    x = np.arange(4, dtype=np.float32)
+    for mask in ([True, False, True, False], [False, True, False, True]):
+        step(x, np.array(mask))
+    with pytest.raises(CompileError, match="'getitem' gave output shape"):
+        step(x, np.array([True, True, True, False]))
+
+
+def test_bad_results_and_arguments():
+    with pytest.raises(TypeError, match="single-element floating loss"):
+        compile(lambda x: x * 2.0)(np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="hashable"):
+        compile(lambda x: ops.sum(x))([1.0, 2.0])
+    w = tape.tensor(np.ones(3, np.float32), requires_grad=True)
+    with pytest.raises(CompileError, match="computed by ops outside fn"):
+        compile(lambda t: ops.sum(t))(w * 2.0)
+
+
+def test_a_compiled_step_inside_a_compiled_function_is_refused():
+    w = tape.tensor(np.ones(3, np.float32), requires_grad=True)
+    inner = compile(lambda: ops.sum(w * w), [w])
+    outer = compile(lambda: inner()[0] * 2.0)
+    with pytest.raises(CompileError, match="inside a function being compiled"):
+        outer()
