@@ -77,13 +77,13 @@ def main(argv=None) -> dict:
     print(f"text: {len(text):,} characters, {len(chars)} distinct; model: {model.num_parameters():,} parameters")
 
     losses = []
+    train = common.Trainer(model.loss, model, optimizer, schedule, eager=args.eager)
     bar = common.ProgressBar(args.steps, unit="char", enabled=not args.quiet)
     for step in range(1, args.steps + 1):
         starts = rng.integers(0, len(train_ids) - args.context - 1, size=args.batch)
         window = starts[:, None] + np.arange(args.context + 1)
         batch = train_ids[window]
-        loss = model.loss(batch[:, :-1], batch[:, 1:])
-        losses.append(common.training_step(loss, model, optimizer, schedule))
+        losses.append(train(batch[:, :-1], batch[:, 1:]))
         bar.update(step, losses[-1], batch[:, 1:].size)
     seconds = bar.close()
 

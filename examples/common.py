@@ -24,7 +24,7 @@ import ops  # noqa: E402
 import tape  # noqa: E402
 from tape import checkpoint, nn, optim  # noqa: E402
 
-__all__ = ["example_parser", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint", "training_step",
+__all__ = ["example_parser", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint", "Trainer",
            "TinyGPT"]
 
 
@@ -37,6 +37,8 @@ def example_parser(description: str, steps: int, seed: int = 0) -> argparse.Argu
     parser.add_argument("--plot", metavar="PNG", help="plot the training loss curve to this file (needs matplotlib)")
     parser.add_argument("--graph", metavar="SVG", help="render one attention block's recorded DAG with Graphviz")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--eager", action="store_true",
+                        help="run every step eagerly instead of replaying the compiled step (tape.compile)")
     return parser
 
 
@@ -71,14 +73,30 @@ class ProgressBar:
         return time.perf_counter() - self.start
 
 
-def training_step(loss, model: nn.Module, optimizer, schedule, max_grad_norm: float = 1.0) -> float:
-    """One update from ``loss``: backward, gradient clipping, optimizer and schedule step. Returns the loss."""
-    optimizer.zero_grad()
-    loss.backward()
-    optim.clip_grad_norm_(model.parameters(), max_grad_norm)
-    optimizer.step()
-    schedule.step()
-    return loss.item()
+class Trainer:
+    """One update per call: the loss of a batch and its gradients, clipping, optimizer and schedule step.
+
+    By default the loss and its backward are compiled (``tape.compile``): the first call of a batch shape
+    records the step, later calls replay it as a flat program with the same numbers as eager mode. ``eager=True``
+    runs every step through the tape instead."""
+
+    def __init__(self, loss_fn, model: nn.Module, optimizer, schedule, *, eager: bool = False,
+                 max_grad_norm: float = 1.0):
+        self.loss_fn, self.model, self.optimizer, self.schedule = loss_fn, model, optimizer, schedule
+        self.max_grad_norm = max_grad_norm
+        self.compiled = None if eager else tape.compile(loss_fn, model.parameters())
+
+    def __call__(self, *batch) -> float:
+        self.optimizer.zero_grad()
+        if self.compiled is None:
+            loss = self.loss_fn(*batch)
+            loss.backward()
+        else:
+            loss, _ = self.compiled(*batch)
+        optim.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        self.schedule.step()
+        return loss.item()
 
 
 def plot_losses(losses, path: str, title: str) -> bool:
@@ -147,4 +165,4 @@ class TinyGPT(nn.Module):
     def loss(self, tokens, targets):
         """Mean cross-entropy of the next-token logits; targets equal to -100 are ignored."""
         logits = self(tokens)
-        return ops.cross_entropy(ops.reshape(logits, (-1, logits.shape[-1])), np.asarray(targets).reshape(-1))
+        return ops.cross_entropy(ops.reshape(logits, (-1, logits.shape[-1])), ops.reshape(targets, (-1,)))

@@ -80,11 +80,12 @@ def main(argv=None) -> dict:
                                                         args.min_length, args.max_length)
 
     losses = []
+    train = common.Trainer(lambda tokens, lengths, labels: ops.cross_entropy(
+        model(tokens, lengths if use_mask else None), labels), model, optimizer, schedule, eager=args.eager)
     bar = common.ProgressBar(args.steps, unit="seq", enabled=not args.quiet)
     for step in range(1, args.steps + 1):
         tokens, lengths, labels = make_batch(rng, args.batch, args.min_length, args.max_length)
-        loss = ops.cross_entropy(model(tokens, lengths if use_mask else None), labels)
-        losses.append(common.training_step(loss, model, optimizer, schedule))
+        losses.append(train(tokens, lengths, labels))
         bar.update(step, losses[-1], len(tokens))
     seconds = bar.close()
 

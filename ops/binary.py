@@ -17,45 +17,18 @@ Semantics, as in PyTorch 2.13:
 - Comparisons return bool tensors and are not differentiable.
 """
 
-__all__ = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'where', 'eq', 'ne', 'lt', 'le', 'gt', 'ge']
+__all__ = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'where', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
+           'atan2', 'copysign', 'logaddexp', 'lerp', 'remainder', 'fmod', 'floor_divide', 'hypot', 'isclose',
+           'logical_and', 'logical_or', 'logical_xor']
 
-import functools
 
 import numpy as np
 
 from tape.broadcast import unbroadcast
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
-from ._samples import binary_samples, comparison_samples, uniform, where_samples
-
-# -- floating-point warnings -------------------------------------------------------------------------------
-try:  # numpy >= 2 keeps its floating-point error state in this context variable (np.errstate sets it)
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
-except ImportError:  # pragma: no cover -- another numpy: the public (slower) np.errstate decorator
-    _extobj_contextvar = None
-
-
-def quiet(fn):
-    """``fn`` with numpy's floating-point warnings off: overflow, 0/0, log(0) give inf/NaN silently, as torch
-    does. For the ops' forwards and rules where such values can arise (elementwise and reduce use it too).
-
-    Setting numpy's context variable directly costs ~0.6 us a call against ~2 us for entering ``np.errstate``
-    (which matters for small tensors on the hot path); it is what np.errstate does, and thread- and
-    asyncio-safe like it. Other numpy versions use np.errstate's decorator."""
-    if _extobj_contextvar is None:
-        return functools.wraps(fn)(np.errstate(all="ignore")(fn))
-    ignore = _make_extobj(all="ignore")
-    setting, resetting = _extobj_contextvar.set, _extobj_contextvar.reset
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        token = setting(ignore)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            resetting(token)
-
-    return run
+from ._numerics import quiet
+from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
 
 
 def _matched(a, b):
@@ -83,18 +56,29 @@ def _operand_error(op, names, arrays, error):
     return kind(f"{op}: cannot compute it for arguments {described}: {error}")
 
 
-def _broadcasting(name, ufunc, match_floats=True, arithmetic=True):
+def _broadcasting(name, ufunc, match_floats=True, arithmetic=True, names=("a", "b")):
     """The forward ``ufunc(a, b)``, with mixed int/float operands matched and numpy's errors named;
-    ``arithmetic`` is quiet about inf/NaN results (maximum, minimum and comparisons never warn)."""
+    ``arithmetic`` is quiet about inf/NaN results (maximum, minimum and comparisons never warn). ``names``: the
+    operands' parameter names in errors."""
     def forward(a, b):
         if match_floats and a.dtype != b.dtype:
             a, b = _matched(a, b)
         try:
             return ufunc(a, b)
         except (ValueError, TypeError) as e:
-            raise _operand_error(name, ("a", "b"), (a, b), e) from None
+            raise _operand_error(name, names, (a, b), e) from None
     forward.__name__ = f"_{name}"
     return quiet(forward) if arithmetic else forward
+
+
+def _on_pair(name, ufunc, match_floats=True, arithmetic=True):
+    """``_broadcasting`` with torch's parameter names ``(input, other)``."""
+    run = _broadcasting(name, ufunc, match_floats, arithmetic, ("input", "other"))
+
+    def forward(input, other):
+        return run(input, other)
+    forward.__name__ = f"_{name}"
+    return forward
 
 
 def _binary(name, forward, vjp_a, vjp_b, *, samples=None, torch_ref=None, **declaration):
@@ -114,20 +98,84 @@ mul = _binary("mul", _broadcasting("mul", np.multiply),
               quiet(lambda g, ans, a, b: unbroadcast(g * _like(b, g), a.shape)),
               quiet(lambda g, ans, a, b: unbroadcast(g * _like(a, g), b.shape)))
 
-_true_divide = _broadcasting("div", np.divide)
+_true_divide = _broadcasting("div", np.divide, names=("input", "other"))
 
 
-def _div(a, b):
-    if a.dtype.kind != "f" and b.dtype.kind != "f":
-        raise TypeError(f"div: arguments 'a' ({a.dtype}) and 'b' ({b.dtype}) are both integer/bool; true division "
-                        f"gives floats and minitape never invents a float dtype: convert one to float32 or float64")
-    return _true_divide(a, b)
+def _no_zero_divisor(op, a, b):
+    """torch raises for an integer division by zero (numpy would give 0 with a warning)."""
+    if a.dtype.kind in "iub" and b.dtype.kind in "iub" and not np.all(b != 0):
+        raise ZeroDivisionError(f"{op}: integer division by zero (argument 'other' has a zero entry)")
 
 
-div = _binary("div", _div,
-              quiet(lambda g, ans, a, b: unbroadcast(g / _like(b, g), a.shape)),
-              quiet(lambda g, ans, a, b: unbroadcast(-g * ans / _like(b, g), b.shape)),
-              samples=binary_samples(-2.0, 2.0, 0.5, 2.0))
+@quiet
+def _trunc_divide(a, b):
+    if a.dtype.kind == "f":
+        return np.trunc(a / b)
+    q = np.floor_divide(a, b)  # integers: round toward zero (C's division)
+    return q + np.logical_and(np.remainder(a, b) != 0, (a < 0) != (b < 0))
+
+
+_floor_divide = _broadcasting("div", np.floor_divide, names=("input", "other"))
+_trunc_div = _broadcasting("div", _trunc_divide, names=("input", "other"))
+
+
+def _div(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        if input.dtype.kind != "f" and other.dtype.kind != "f":
+            raise TypeError(f"div: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both "
+                            f"integer/bool; true division gives floats and minitape never invents a float dtype: "
+                            f"convert one to float32 or float64 (or pass rounding_mode='trunc' or 'floor')")
+        return _true_divide(input, other)
+    if rounding_mode not in ("trunc", "floor"):
+        raise ValueError(f"div: argument 'rounding_mode' expected None, 'trunc' or 'floor', got {rounding_mode!r}")
+    _no_zero_divisor("div", input, other)
+    return (_floor_divide if rounding_mode == "floor" else _trunc_div)(input, other)
+
+
+@quiet
+def _div_vjp_input(g, ans, input, other, rounding_mode=None):
+    if rounding_mode is not None:  # a step function: gradient 0, as torch
+        return np.zeros(input.shape, g.dtype)
+    return unbroadcast(g / _like(other, g), input.shape)
+
+
+@quiet
+def _div_vjp_other(g, ans, input, other, rounding_mode=None):
+    if rounding_mode is not None:
+        return np.zeros(other.shape, g.dtype)
+    return unbroadcast(-g * ans / _like(other, g), other.shape)
+
+
+def _quotient_samples(rng):
+    """Pairs for the rounding quotients (which jump where input / other is an integer): divisors in
+    {+-0.5, +-1, +-2} and inputs +-(n + f) with an integer n and f in [0.1, 0.4], so every quotient stays at
+    least 0.05 away from an integer, also after a finite-difference step."""
+    def draw(shape, divisor):
+        if divisor:
+            return rng.choice([-2.0, -1.0, -0.5, 0.5, 1.0, 2.0], size=shape)
+        whole = rng.integers(0, 3, size=shape) + rng.uniform(0.1, 0.4, size=shape)
+        return whole * rng.choice([-1.0, 1.0], size=shape)
+
+    out = [Sample((draw(sa, False), draw(sb, True)), {}, f"{sa} with {sb}") for sa, sb in BROADCAST_PAIRS]
+    out.append(Sample((draw((4, 3), False).T, draw((3, 4), True)), {}, "non-contiguous"))
+    out.append(Sample((np.array([5.25, -5.25, 5.25, -5.25, 0.3]), np.array([2.0, 2.0, -2.0, -2.0, 0.5])), {},
+                      "signs"))
+    return out
+
+
+def _div_samples(rng):
+    out = binary_samples(-2.0, 2.0, 0.5, 2.0)(rng)
+    for mode in ("trunc", "floor"):
+        out += [Sample(s.inputs, {"rounding_mode": mode}, f"{mode} {s.label}") for s in _quotient_samples(rng)]
+        out.append(Sample((np.array([7, -7, 7, -7, 0]), np.array([2, 2, -2, -2, 3])), {"rounding_mode": mode},
+                          f"{mode} integers"))
+    return out
+
+
+div = defop("div", family="binary", inputs=("input", "other"), forward=_div, vjps=(_div_vjp_input, _div_vjp_other),
+            samples=_div_samples,
+            torch_ref=lambda torch, input, other, rounding_mode=None: torch.div(input, other,
+                                                                                rounding_mode=rounding_mode))
 
 
 @quiet  # 0 ** -1 = inf, (-1) ** 0.5 = NaN, log(a < 0) = NaN, as in torch
@@ -147,7 +195,7 @@ def _pow_vjp_a(g, ans, a, b):
     # no inf either; elsewhere the product is the derivative, in b too (torch's double backward instead gives
     # d/db = 0 at every b == 0).
     undefined = np.logical_and(b == 0, np.logical_not(np.abs(slope) < np.inf))
-    if not undefined.any():
+    if not np.count_nonzero(undefined):
         return unbroadcast(g * slope, a.shape)
     slope = b * np.power(np.where(undefined, 1, a), b - 1)
     return unbroadcast(np.where(undefined, 0, g * slope), a.shape)
@@ -156,7 +204,7 @@ def _pow_vjp_a(g, ans, a, b):
 @quiet
 def _pow_vjp_b(g, ans, a, b):
     zero = np.logical_and(a == 0, b >= 0)  # torch: no gradient there (a ** b is flat in b, or undefined)
-    if zero.any():  # log(1) instead of log(0) there: no -inf, so no NaN in the second order either
+    if np.count_nonzero(zero):  # log(1) instead of log(0) there: no -inf, so no NaN in the second order either
         a = np.where(zero, 1, a)
     grad = g * (ans * np.log(_like(a, g)))  # log(a < 0) is NaN, as in torch
     return unbroadcast(np.where(zero, 0, grad), b.shape)
@@ -225,3 +273,215 @@ lt = _comparison("lt", np.less)
 le = _comparison("le", np.less_equal)
 gt = _comparison("gt", np.greater)
 ge = _comparison("ge", np.greater_equal)
+
+
+# == more binary ops, in torch's argument names (input, other) ================================================
+def _pair(name, forward, vjp_input, vjp_other, *, samples=None, torch_ref=None, **declaration):
+    return defop(name, family="binary", inputs=("input", "other"), forward=forward, vjps=(vjp_input, vjp_other),
+                 samples=samples or binary_samples(),
+                 torch_ref=torch_ref or (lambda torch, input, other: getattr(torch, name)(input, other)),
+                 **declaration)
+
+
+def _floats(name, ufunc, arithmetic=True):
+    """A forward computing in floats only: two integer/bool operands are refused (torch would invent a float
+    dtype for some of these, or has no integer kernel)."""
+    run = _broadcasting(name, ufunc, arithmetic=arithmetic, names=("input", "other"))
+
+    def forward(input, other):
+        if input.dtype.kind != "f" and other.dtype.kind != "f":
+            raise TypeError(f"{name}: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both "
+                            f"integer/bool; {name} computes in floats and minitape never invents a float dtype: "
+                            f"convert one to float32 or float64")
+        return run(input, other)
+    forward.__name__ = f"_{name}"
+    return forward
+
+
+# atan2: torch's gradient is 0 at input = other = 0 (where 1 / (x^2 + y^2) is inf)
+def _atan2_scale(g, input, other):
+    squares = input * input + other * other
+    zero = squares == 0
+    return np.where(zero, 0, g / np.where(zero, 1, squares))
+
+
+def _atan2_samples(rng):
+    # input of one sign: the branch cut (input = 0, other < 0) and the origin stay out of finite differences
+    out = binary_samples(0.3, 2.0, -2.0, 2.0)(rng)
+    out.append(Sample((-uniform(rng, (2, 3), 0.3, 2.0), uniform(rng, (3,))), {}, "negative input"))
+    return out
+
+
+atan2 = _pair("atan2", _floats("atan2", np.arctan2),
+              quiet(lambda g, ans, input, other: unbroadcast(_atan2_scale(g, input, other) * other, input.shape)),
+              quiet(lambda g, ans, input, other: unbroadcast(-_atan2_scale(g, input, other) * input, other.shape)),
+              samples=_atan2_samples)
+
+
+# copysign: d/dinput = result / input, 0 at input == 0 (torch's; NaN at an infinite input, as torch); other
+# takes no gradient (0, as torch)
+def _copysign_vjp_input(g, ans, input, other):
+    zero = input == 0
+    return unbroadcast(np.where(zero, 0, g * (ans / np.where(zero, 1, input))), input.shape)
+
+
+copysign = _pair("copysign", _floats("copysign", np.copysign), quiet(_copysign_vjp_input),
+                 lambda g, ans, input, other: np.zeros(other.shape, g.dtype))
+
+
+# logaddexp: d/dinput = 1 / (1 + exp(other - input)) (torch's form: 1 at input = inf); both -inf gives NaN
+logaddexp = _pair("logaddexp", _floats("logaddexp", np.logaddexp),
+                  quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(other - input) + 1), input.shape)),
+                  quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(input - other) + 1), other.shape)),
+                  samples=binary_samples(-4.0, 4.0))
+
+
+# hypot: d/dinput = input / result; NaN at input = other = 0 (0 / 0), as torch
+hypot = _pair("hypot", _floats("hypot", np.hypot),
+              quiet(lambda g, ans, input, other: unbroadcast(g * input / ans, input.shape)),
+              quiet(lambda g, ans, input, other: unbroadcast(g * other / ans, other.shape)))
+
+
+# remainder (sign of the divisor, Python's %) and fmod (sign of the dividend, C's): d/dinput = 1,
+# d/dother = -floor(input / other) resp. -trunc(input / other), as torch
+def _modulo(name, ufunc):
+    run = _broadcasting(name, ufunc, names=("input", "other"))
+
+    def forward(input, other):
+        if input.dtype.kind == "b" and other.dtype.kind == "b":
+            raise TypeError(f"{name}: arguments 'input' and 'other' are both bool; expected numbers")
+        _no_zero_divisor(name, input, other)
+        return run(input, other)
+    forward.__name__ = f"_{name}"
+    return forward
+
+
+remainder = _pair("remainder", _modulo("remainder", np.remainder),
+                  lambda g, ans, input, other: unbroadcast(g, input.shape),
+                  quiet(lambda g, ans, input, other: unbroadcast(-g * np.floor_divide(input, other), other.shape)),
+                  samples=_quotient_samples)
+fmod = _pair("fmod", _modulo("fmod", np.fmod),
+             lambda g, ans, input, other: unbroadcast(g, input.shape),
+             quiet(lambda g, ans, input, other: unbroadcast(-g * np.trunc(input / other), other.shape)),
+             samples=_quotient_samples)
+
+
+_FLOOR_DIVIDE = _broadcasting("floor_divide", np.floor_divide, names=("input", "other"))
+
+
+def _floor_divide_op(input, other):
+    _no_zero_divisor("floor_divide", input, other)
+    return _FLOOR_DIVIDE(input, other)
+
+
+# torch has no derivative for floor_divide (its backward raises); a step function's gradient is 0, which is
+# what minitape gives (as torch's div(..., rounding_mode='floor') does)
+floor_divide = _pair("floor_divide", _floor_divide_op,
+                     lambda g, ans, input, other: np.zeros(input.shape, g.dtype),
+                     lambda g, ans, input, other: np.zeros(other.shape, g.dtype), samples=_quotient_samples,
+                     torch_ref=lambda torch, input, other: torch.div(input, other, rounding_mode="floor"))
+
+
+# -- lerp ------------------------------------------------------------------------------------------------------
+@quiet
+def _lerp(input, end, weight):
+    if input.dtype.kind != "f" or end.dtype.kind != "f":
+        raise TypeError(f"lerp: arguments 'input' ({input.dtype}) and 'end' ({end.dtype}) must be floating tensors")
+    if weight.dtype.kind != "f":
+        weight = weight.astype(input.dtype)  # a Python number given as weight
+    try:
+        diff = end - input
+        # torch's two-sided formula: exact at weight 0 and 1
+        return np.where(np.abs(weight) < 0.5, input + weight * diff, end - diff * (1 - weight))
+    except ValueError as e:
+        raise _operand_error("lerp", ("input", "end", "weight"), (input, end, weight), e) from None
+
+
+def _lerp_samples(rng):
+    out = []
+    for shapes in [((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), ()), ((3, 1), (1, 4), (3, 4)), ((), (2, 3), (3,)),
+                   ((0, 3), (3,), ()), ((4, 1), (0,), (1,))]:
+        sa, sb, sw = shapes
+        out.append(Sample((uniform(rng, sa), uniform(rng, sb), uniform(rng, sw, -0.5, 1.5)), {},
+                          f"{sa}, {sb}, {sw}"))
+    out.append(Sample((transposed(rng, (3, 4)), uniform(rng, (3, 4)), np.array(0.3)), {}, "non-contiguous"))
+    out.append(Sample((uniform(rng, (5,)), uniform(rng, (5,)), np.array([0.0, 0.25, 0.75, 1.0, 2.0])), {},
+                      "weights 0, 1 and beyond"))
+    return out
+
+
+lerp = defop("lerp", family="binary", inputs=("input", "end", "weight"), forward=_lerp,
+             vjps=(quiet(lambda g, ans, input, end, weight: unbroadcast(g * (1 - weight), input.shape)),
+                   quiet(lambda g, ans, input, end, weight: unbroadcast(g * weight, end.shape)),
+                   quiet(lambda g, ans, input, end, weight: unbroadcast(g * (end - input), weight.shape))),
+             samples=_lerp_samples,
+             torch_ref=lambda torch, input, end, weight: torch.lerp(input, end, weight))
+
+
+# -- isclose and logical ops: bool results, not differentiable -------------------------------------------------
+def _tolerance(argument, value):
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"isclose: argument '{argument}' expected a real number, got {type(value).__name__} "
+                        f"{value!r}")
+    if not value >= 0:
+        raise ValueError(f"isclose: argument '{argument}' expected a number >= 0, got {value!r}")
+    return float(value)
+
+
+_ISCLOSE_EQUAL = _broadcasting("isclose", np.equal, arithmetic=False, names=("input", "other"))
+
+
+@quiet
+def _isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    rtol, atol = _tolerance("rtol", rtol), _tolerance("atol", atol)
+    if input.dtype != other.dtype:
+        raise TypeError(f"isclose: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) must have the "
+                        f"same dtype, as in torch")
+    if input.dtype.kind == "b":
+        return _ISCLOSE_EQUAL(input, other)
+    # torch's definition: equal (infs included), or NaN on both sides when equal_nan, or finitely close
+    close = _ISCLOSE_EQUAL(input, other)
+    if equal_nan:
+        close = close | (np.isnan(input) & np.isnan(other))
+    if rtol == 0 and atol == 0:
+        return close
+    if input.dtype.kind != "f":
+        input, other = input.astype(np.float64), other.astype(np.float64)
+    actual = np.abs(input - other)
+    return close | (np.isfinite(actual) & (actual <= atol + np.abs(other * rtol)))
+
+
+def _isclose_samples(rng):
+    a = uniform(rng, (3, 4))
+    b = a + uniform(rng, (3, 4)) * np.array([0.0, 1e-9, 1e-4, 1.0])
+    special = np.array([np.nan, np.inf, -np.inf, np.inf, 1.0, 0.0])
+    other = np.array([np.nan, np.inf, np.inf, 1e30, 1.0 + 1e-6, 1e-9])
+    return [Sample((a, b), {}, "near and far"), Sample((a, b[0]), {"rtol": 1e-3, "atol": 0.0}, "broadcast rtol"),
+            Sample((a.T, b.T), {"rtol": 0.0, "atol": 0.0}, "exact"),
+            Sample((special, other), {}, "nan and infs"),
+            Sample((special, other), {"equal_nan": True}, "equal_nan"),
+            Sample((np.zeros((0, 3)), np.zeros(3)), {}, "zero-size")]
+
+
+isclose = _pair("isclose", _isclose, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE, samples=_isclose_samples,
+                torch_ref=lambda torch, input, other, **attrs: torch.isclose(input, other, **attrs))
+
+
+def _logical_samples(rng):
+    out = binary_samples()(rng)
+    z = np.array([0.0, -0.0, 1.5, np.nan, 0.0, 2.0])
+    out.append(Sample((z, z[::-1].copy()), {}, "zeros and nan"))
+    bools = rng.random((3, 4)) > 0.5
+    out.append(Sample((bools, rng.random(4) > 0.5), {}, "bools"))
+    out.append(Sample((np.array([0, 1, -2]), np.array([0.0, 0.0, 3.0])), {}, "integer with float"))
+    return out
+
+
+def _logical(name, ufunc):
+    return _pair(name, _on_pair(name, ufunc, match_floats=False, arithmetic=False), NOT_DIFFERENTIABLE,
+                 NOT_DIFFERENTIABLE, samples=_logical_samples)
+
+
+logical_and = _logical("logical_and", np.logical_and)
+logical_or = _logical("logical_or", np.logical_or)
+logical_xor = _logical("logical_xor", np.logical_xor)

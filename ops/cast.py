@@ -12,6 +12,7 @@ import numpy as np
 
 from tape.registry import Sample, defop
 
+from ._numerics import quiet
 from ._samples import transposed, uniform
 
 _ALLOWED = (np.float32, np.float64, np.int64, np.int32, np.bool_)
@@ -28,6 +29,7 @@ def _dtype(value) -> np.dtype:
     return dtype
 
 
+@quiet  # 1e300 -> float32 is inf, inf/NaN -> int64 is undefined, as torch: no numpy warning
 def _cast(input, dtype):
     return input.astype(_dtype(dtype), copy=True)
 

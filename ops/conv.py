@@ -1,23 +1,40 @@
-"""Convolution and pooling, as in ``torch.nn.functional``: conv1d, conv2d, unfold / fold (im2col and its
-adjoint col2im), max_pool2d, avg_pool2d and nearest-neighbour upsample2d.
+"""Convolution and pooling, as in ``torch.nn.functional``: conv1d, conv2d, conv_transpose1d, conv_transpose2d,
+unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d, max_pool2d_with_indices, max_unpool2d,
+avg_pool1d, avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d,
+adaptive_max_pool2d_with_indices, interpolate (nearest, nearest-exact, linear, bilinear) and the nearest-neighbour
+upsample2d.
 
 Convolutions use im2col: a strided view of the padded input gathers every receptive field into one
 column matrix (a single copy), and one batched matmul per group does the rest. Their joint backward
 shares that column matrix between the weight gradient and the input gradient; the input gradient
 scatters back (col2im) with one vectorised add per kernel offset (kh * kw adds, never a loop over
-output positions). Pooling works the same way on windows of the padded input. The forwards resolve
-their geometry once and hand it to the backward.
+output positions). A transposed convolution is conv's adjoint: its forward is conv's input-gradient
+kernel, its input gradient conv's forward. 1-D ops run the 2-D kernels on a height of 1. Pooling works
+on windows of the padded input the same way. The forwards resolve their geometry once and hand it to
+the backward. Adaptive average pooling and interpolate are separable linear maps: a matmul with one
+(out, in) weight matrix per spatial axis, whose transposes are the backward.
+
+torch returns max pooling's indices only with ``return_indices=True``; an op's output count is fixed, so
+the two-output forms are ops of their own under torch's names (``max_pool2d_with_indices``,
+``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W + w`` into each input plane), and
+max_pool2d / adaptive_max_pool2d return the values alone.
 
 Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the other
-op (on Tensors) or its kernel (on arrays). conv1d, conv2d, max_pool2d and avg_pool2d are differentiated
-again through composites built on them: the windows of the (padded) input as ``unfold`` columns, then a
-matmul with the weight (conv), a sum (avg) or a selection of the forward's argmax (max).
+op (on Tensors) or its kernel (on arrays). conv1d, conv2d, the transposed convs, the avg and max pools are
+differentiated again through composites built on them: the windows of the (padded) input as ``unfold``
+columns, then a matmul with the weight (conv), a sum (avg) or a selection of the forward's argmax (max);
+a matmul with the transposed weight then ``fold`` (transposed conv); a ``gather`` at the forward's flat
+indices (the with-indices and adaptive max pools). max_unpool2d's backward is a gather (np.take_along_axis),
+adaptive_avg_pool and interpolate's are matmuls: those rules are traced as they stand.
 
-Ties: max_pool2d sends a window's gradient to its first maximum in row-major (kh, kw) order, a NaN
-counting as the maximum -- what torch's CPU kernel does. Empty batches work as in torch.
+Ties: the max pools send a window's gradient to its first maximum in row-major order, a NaN counting
+as the maximum -- what torch's CPU kernels do (and the indices they return). Empty batches work as in torch.
 """
 
-__all__ = ["conv1d", "conv2d", "unfold", "fold", "max_pool2d", "avg_pool2d", "upsample2d"]
+__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold", "max_pool1d", "max_pool2d",
+           "max_pool2d_with_indices", "max_unpool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+           "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices", "upsample2d",
+           "interpolate"]
 
 import math
 
@@ -25,11 +42,11 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 import ops
-from tape.registry import Sample, defop
+from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
 from ._samples import uniform
-from ._validation import require, require_float
+from ._validation import require, require_float, require_integer
 
 
 # -- argument handling -------------------------------------------------------------------------------------
@@ -99,7 +116,11 @@ def _unpad(grad: np.ndarray, pads: tuple, shape: tuple) -> np.ndarray:
 
 # -- convolution core (2-D; conv1d runs it with a height of 1) ---------------------------------------------
 class _ConvGeometry:
-    """Padding, stride and dilation of one convolution, and the output size they give."""
+    """Padding, stride and dilation of one convolution, and the output size they give (a transposed conv's
+    geometry adds its output_padding ``extra`` and output size ``out_size``)."""
+
+    extra: tuple
+    out_size: tuple
 
     def __init__(self, op, x_shape, w_shape, stride, padding, dilation, spatial):
         self.stride = _ints(op, "stride", stride, spatial, 1)
@@ -148,8 +169,10 @@ def _conv_forward(x4, w4, bias, geo, groups):
     return np.ascontiguousarray(out.reshape(out_channels, n, *geo.out).transpose(1, 0, 2, 3))
 
 
-def _conv_backward(g4, x4, w4, geo, groups, needs):
-    n, channels = x4.shape[:2]
+def _conv_backward(g4, x4, w4, geo, groups, needs, x_shape=None):
+    """Input and weight gradients of conv (``x_shape`` stands for ``x4.shape`` when only dx is needed)."""
+    x_shape = x4.shape if x_shape is None else x_shape
+    n, channels = x_shape[:2]
     out_channels = w4.shape[0]
     g_cols = g4.transpose(1, 0, 2, 3).reshape(groups, out_channels // groups, n * geo.out[0] * geo.out[1])
     dx = dw = db = None
@@ -158,7 +181,7 @@ def _conv_backward(g4, x4, w4, geo, groups, needs):
         d_cols = np.matmul(w_groups.transpose(0, 2, 1), g_cols)  # (G, C/G*KH*KW, N*L)
         d_windows = d_cols.reshape(channels, *geo.kernel, n, *geo.out).transpose(0, 3, 1, 2, 4, 5)
         d_padded = _scatter_windows(d_windows, (channels, n) + geo.padded, geo.stride, geo.dilation)
-        dx = _unpad(d_padded.transpose(1, 0, 2, 3), geo.pads, x4.shape)
+        dx = _unpad(d_padded.transpose(1, 0, 2, 3), geo.pads, x_shape)
     if needs[1]:
         dw = np.matmul(g_cols, _im2col(x4, geo, groups).transpose(0, 2, 1)).reshape(w4.shape)
     if len(needs) > 2 and needs[2]:
@@ -653,3 +676,715 @@ upsample2d = defop(
     notes="torch.nn.functional.interpolate(mode='nearest') on (N, C, H, W) input.",
     torch_ref=lambda torch, input, scale_factor=None, size=None: torch.nn.functional.interpolate(
         input, size=size, scale_factor=scale_factor, mode="nearest"))
+
+
+# -- transposed convolution --------------------------------------------------------------------------------
+def _transpose_geometry(op, spatial, x_shape, w_shape, stride, padding, output_padding, dilation):
+    """The conv geometry whose input-gradient this transposed convolution is: the conv runs over the
+    transposed conv's output (``(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding
+    + 1`` per axis) and gives back the transposed conv's input size."""
+    strides = _ints(op, "stride", stride, spatial, 1)
+    pads = _ints(op, "padding", padding, spatial, 0)
+    dilations = _ints(op, "dilation", dilation, spatial, 1)
+    extra = _ints(op, "output_padding", output_padding, spatial, 0)
+    require(all(e < s or e < d for e, s, d in zip(extra, strides, dilations)), op, "output_padding",
+            f"smaller than either stride {strides} or dilation {dilations}", output_padding)
+    out = tuple((n - 1) * s - 2 * p + d * (k - 1) + e + 1
+                for n, s, p, d, k, e in zip(x_shape[-spatial:], strides, pads, dilations, w_shape[2:], extra))
+    require(min(out) >= 1, op, "input", f"a size giving a positive output size, got output {out} from",
+            f"shape {x_shape}")
+    geo = _ConvGeometry(op, out, w_shape, strides, pads, dilations, spatial)
+    geo.extra, geo.out_size = extra, out
+    # the windows are the transposed conv's input positions (an output_padding >= stride would give one more)
+    geo.out = tuple(x_shape[-2:]) if spatial == 2 else (1, x_shape[-1])
+    return geo
+
+
+def _check_conv_transpose(op, spatial, x, weight, bias, stride, padding, output_padding, groups, dilation):
+    _check_input_rank(op, x, spatial)
+    require_float(op, "weight", weight)
+    require(weight.ndim == spatial + 2, op, "weight", f"a {spatial + 2}-D tensor (in_channels, out_channels/groups, "
+            f"{'kL' if spatial == 1 else 'kH, kW'})", f"shape {weight.shape}")
+    require(bool(isinstance(groups, int | np.integer) and not isinstance(groups, bool) and groups >= 1), op, "groups",
+            "an int >= 1", groups)
+    in_channels = _batched(x, spatial).shape[1]
+    require(in_channels % groups == 0, op, "groups", f"a divisor of the input's {in_channels} channels", groups)
+    require(weight.shape[0] == in_channels, op, "weight", f"in_channels = {in_channels} in dim 0",
+            f"shape {weight.shape}")
+    if bias is not None:
+        require_float(op, "bias", bias)
+        out_channels = weight.shape[1] * groups
+        require(bias.shape == (out_channels,), op, "bias", f"shape ({out_channels},)", bias.shape)
+    _transpose_geometry(op, spatial, x.shape, weight.shape, stride, padding, output_padding, dilation)
+
+
+def _conv_transpose_op(name, spatial):
+    """Declare conv_transpose1d or conv_transpose2d: the adjoint of conv, so its forward is conv's input
+    gradient kernel, its input gradient is conv's forward and its weight gradient conv's weight gradient with
+    the roles of input and output gradient swapped. conv_transpose1d runs as 2-D with height 1."""
+
+    def as4(a):
+        a4 = _batched(a, spatial) if a.ndim == spatial + 1 else a
+        return a4[:, :, None] if spatial == 1 else a4
+
+    def forward(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        geo = _transpose_geometry(name, spatial, input.shape, weight.shape, stride, padding, output_padding,
+                                  dilation)
+        x4, w4 = as4(input), weight[:, :, None] if spatial == 1 else weight
+        n, out_channels = x4.shape[0], weight.shape[1] * groups
+        shape4 = (n, out_channels) + ((1,) if spatial == 1 else ()) + geo.out_size
+        dx, _, _ = _conv_backward(x4, np.empty(shape4[:2] + (0, 0)), w4, geo, groups, (True, False),
+                                  x_shape=shape4)
+        if bias is not None:
+            dx = dx + bias[:, None, None]
+        lead = input.shape[:input.ndim - spatial - 1]
+        return np.ascontiguousarray(dx).reshape(lead + (out_channels,) + geo.out_size), {"geo": geo}
+
+    def joint_vjp(g, ans, input, weight, bias, *, needs, stride, padding, output_padding, groups, dilation, geo):
+        g4, x4 = as4(g), as4(input)
+        w4 = weight[:, :, None] if spatial == 1 else weight
+        dx = dw = db = None
+        if needs[0]:
+            dx = _conv_forward(g4, w4, None, geo, groups).reshape(input.shape)
+        if needs[1]:
+            dw = _conv_backward(x4, g4, w4, geo, groups, (False, True))[1].reshape(weight.shape)
+        if len(needs) > 2 and needs[2]:
+            db = np.sum(g4, axis=(0, 2, 3))
+        return dx, dw, db
+
+    def composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        """The transposed conv with registered ops: a matmul with the transposed weight gives every input
+        position's contribution to a window, and fold adds the windows up (then output_padding's rows)."""
+        geo = _transpose_geometry(name, spatial, input.shape, weight.shape, stride, padding, output_padding,
+                                  dilation)
+        x4 = input if input.ndim == spatial + 2 else ops.unsqueeze(input, 0)
+        w4 = ops.unsqueeze(weight, 2) if spatial == 1 else weight
+        if spatial == 1:
+            x4 = ops.unsqueeze(x4, 2)
+        n, in_channels = x4.shape[:2]
+        out_channels = weight.shape[1] * groups
+        k = geo.kernel[0] * geo.kernel[1]
+        rows = out_channels // groups * k
+        w_t = ops.transpose(ops.reshape(w4, (groups, in_channels // groups, rows)), 1, 2)  # (G, O/G*k, C/G)
+        positions = x4.shape[2] * x4.shape[3]
+        cols = ops.matmul(w_t, ops.reshape(x4, (n, groups, in_channels // groups, positions)))
+        # fold without padding gives the full (in - 1) * stride + dilated kernel extent; the output is its
+        # [padding, padding + out) part, zero past the end when output_padding > padding
+        full = tuple((n - 1) * s + d * (kk - 1) + 1 for n, s, d, kk in zip(x4.shape[2:], geo.stride, geo.dilation,
+                                                                               geo.kernel))
+        out = fold(ops.reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0,
+                   geo.stride)
+        (top, _), (left, _) = geo.pads
+        size = (1,) + geo.out_size if spatial == 1 else geo.out_size
+        beyond = [max(top + size[0] - full[0], 0), max(left + size[1] - full[1], 0)]
+        if any(beyond):
+            out = ops.pad(out, (0, beyond[1], 0, beyond[0]))
+        out = out[:, :, top:top + size[0], left:left + size[1]]
+        if bias is not None:
+            out = out + ops.reshape(bias, (out_channels, 1, 1))
+        return ops.reshape(out, input.shape[:input.ndim - spatial - 1] + (out_channels,) + geo.out_size)
+
+    def check(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        _check_conv_transpose(name, spatial, input, weight, bias, stride, padding, output_padding, groups,
+                              dilation)
+
+    return defop(name, family="conv", inputs=("input", "weight", "bias?"), forward=forward, joint_vjp=joint_vjp,
+                 saves=True, composite=composite, check=check,
+                 samples=_conv_transpose1d_samples if spatial == 1 else _conv_transpose2d_samples,
+                 notes="The adjoint of conv: weight (in_channels, out_channels/groups, *kernel).",
+                 torch_ref=lambda torch, input, weight, bias, **attrs: getattr(torch.nn.functional, name)(
+                     input, weight, bias, **attrs))
+
+
+def _conv_transpose2d_samples(rng):
+    def s(x_shape, w_shape, bias, label, groups=1, **attrs):
+        return Sample((uniform(rng, x_shape), uniform(rng, w_shape),
+                       uniform(rng, (w_shape[1] * groups,)) if bias else None), dict(attrs, groups=groups), label)
+
+    return [s((1, 2, 3, 3), (2, 3, 3, 3), True, "plain with bias"),
+            s((2, 2, 3, 4), (2, 2, 2, 3), False, "stride 2, padding 1, output_padding 1", stride=2, padding=1,
+              output_padding=1),
+            s((1, 2, 3, 3), (2, 2, 2, 2), True, "dilation 2, tuple stride", stride=(1, 2), dilation=2),
+            s((1, 4, 3, 3), (4, 1, 2, 2), True, "groups 2, tuple padding", groups=2, padding=(1, 0), stride=2),
+            s((1, 2, 3, 3), (2, 2, 2, 2), False, "output_padding below dilation", dilation=2, output_padding=1),
+            s((2, 3, 3), (2, 2, 3, 3), True, "unbatched, stride 2", stride=2, padding=1),
+            Sample((uniform(rng, (1, 3, 4, 2)).transpose(0, 3, 1, 2), uniform(rng, (2, 2, 2, 2)).transpose(3, 2, 0, 1),
+                    None), {"stride": 2}, "non-contiguous input and weight"),
+            s((0, 2, 3, 3), (2, 3, 2, 2), True, "empty batch", stride=2)]
+
+
+def _conv_transpose1d_samples(rng):
+    def s(x_shape, w_shape, bias, label, groups=1, **attrs):
+        return Sample((uniform(rng, x_shape), uniform(rng, w_shape),
+                       uniform(rng, (w_shape[1] * groups,)) if bias else None), dict(attrs, groups=groups), label)
+
+    return [s((2, 3, 5), (3, 4, 3), True, "plain with bias"),
+            s((2, 2, 4), (2, 2, 3), False, "stride 3, padding 1, output_padding 2, dilation 2", stride=3, padding=1,
+              output_padding=2, dilation=2),
+            s((1, 4, 4), (4, 3, 2), True, "groups 2", groups=2, stride=2),
+            s((3, 5), (3, 2, 4), True, "unbatched, tuple stride", stride=(2,), padding=(1,)),
+            Sample((uniform(rng, (5, 3, 2)).transpose(1, 2, 0), uniform(rng, (3, 2, 2)).transpose(1, 2, 0), None),
+                   {"padding": 1}, "non-contiguous"),
+            s((0, 2, 5), (2, 3, 2), True, "empty batch", stride=2)]
+
+
+conv_transpose2d = _conv_transpose_op("conv_transpose2d", 2)
+conv_transpose1d = _conv_transpose_op("conv_transpose1d", 1)
+
+
+# -- 1-D pooling (2-D pooling over a height of 1) ----------------------------------------------------------
+def _pool1d_args(op, kernel_size, stride, padding, dilation=1) -> tuple[tuple, tuple, tuple, tuple]:
+    """1-D pooling arguments as the 2-D ones of a height-1 pooling."""
+    k = _ints(op, "kernel_size", kernel_size, 1, 1)[0]
+    s = k if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, 1, 1)[0]
+    p = _ints(op, "padding", padding, 1, 0)[0]
+    d = _ints(op, "dilation", dilation, 1, 1)[0]
+    return (1, k), (1, s), (0, p), (1, d)
+
+
+def _check_pool1d_input(op, x):
+    _check_input_rank(op, x, 1)
+
+
+def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    kernel, strides, pads, dilations = _pool1d_args("max_pool1d", kernel_size, stride, padding, dilation)
+    x2 = input[..., None, :]
+    geo = _PoolGeometry("max_pool1d", x2.shape, kernel, strides, pads, dilations, ceil_mode)
+    index, flat = _max_pool_index(_batched(x2, 2), geo)
+    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
+    return out.reshape(input.shape[:-1] + geo.out[1:]), {"indices": index.astype(np.min_scalar_type(flat.shape[-1])),
+                                                         "geo": geo}
+
+
+def _max_pool1d_vjp(g, ans, input, *, kernel_size, stride, padding, dilation, ceil_mode, indices, geo):
+    return _max_pool2d_vjp(g[..., None, :], None, input[..., None, :], kernel_size=None, stride=None, padding=None,
+                           dilation=None, ceil_mode=None, indices=indices, geo=geo).reshape(input.shape)
+
+
+def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    x2 = ops.unsqueeze(input, input.ndim - 1)
+    out = _max_pool2d_composite(x2, *_pool1d_args("max_pool1d", kernel_size, stride, padding, dilation), ceil_mode)
+    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+
+
+def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    _check_pool1d_input("max_pool1d", input)
+    _PoolGeometry("max_pool1d", input[..., None, :].shape,
+                  *_pool1d_args("max_pool1d", kernel_size, stride, padding, dilation), ceil_mode)
+
+
+def _pool1d_samples(rng, max_pool):
+    extra = {"dilation": 2} if max_pool else {"count_include_pad": False}
+    return [Sample((uniform(rng, (2, 3, 6)),), {"kernel_size": 2}, "stride defaults to kernel"),
+            Sample((uniform(rng, (1, 2, 7)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "overlapping, padding"),
+            Sample((uniform(rng, (1, 2, 8)),), dict({"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+                                                     **extra), f"ceil_mode, {next(iter(extra))}"),
+            Sample((uniform(rng, (3, 7)),), {"kernel_size": (3,), "stride": (2,)}, "unbatched, tuple args"),
+            Sample((uniform(rng, (7, 2, 2)).transpose(1, 2, 0),), {"kernel_size": 2, "stride": 1}, "non-contiguous"),
+            Sample((uniform(rng, (0, 2, 6)),), {"kernel_size": 2}, "empty batch")]
+
+
+max_pool1d = defop(
+    "max_pool1d", family="conv", inputs=("input",), forward=_max_pool1d, vjps=(_max_pool1d_vjp,), saves=True,
+    composite=_max_pool1d_composite, check=_check_max_pool1d, samples=lambda rng: _pool1d_samples(rng, True),
+    notes="Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool1d(input, **attrs))
+
+
+def _avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
+    out, saved = _avg_pool2d(input[..., None, :], kernel, strides, pads, ceil_mode, count_include_pad)
+    return out.reshape(out.shape[:-2] + out.shape[-1:]), saved
+
+
+def _avg_pool1d_vjp(g, ans, input, *, kernel_size, stride, padding, ceil_mode, count_include_pad, geo, divisor):
+    return _avg_pool2d_vjp(g[..., None, :], None, input[..., None, :], kernel_size=None, stride=None, padding=None,
+                           ceil_mode=None, count_include_pad=None, divisor_override=None, geo=geo,
+                           divisor=divisor).reshape(input.shape)
+
+
+def _avg_pool1d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
+    out = _avg_pool2d_composite(ops.unsqueeze(input, input.ndim - 1), kernel, strides, pads, ceil_mode,
+                                count_include_pad)
+    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+
+
+def _check_avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    _check_pool1d_input("avg_pool1d", input)
+    kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
+    _PoolGeometry("avg_pool1d", input[..., None, :].shape, kernel, strides, pads, 1, ceil_mode)
+    _require_bool("avg_pool1d", "count_include_pad", count_include_pad)
+
+
+avg_pool1d = defop(
+    "avg_pool1d", family="conv", inputs=("input",), forward=_avg_pool1d, vjps=(_avg_pool1d_vjp,), saves=True,
+    composite=_avg_pool1d_composite, check=_check_avg_pool1d, samples=lambda rng: _pool1d_samples(rng, False),
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool1d(input, **attrs))
+
+
+# -- max pooling with indices, max unpooling -----------------------------------------------------------------
+def _flat_input_indices(index, geo, width):
+    """The window positions ``index`` (row-major (kh, kw) offsets, (N, C, OH, OW)) as torch's indices: the
+    flat ``h * W + w`` position in the unpadded input plane."""
+    kh, kw = np.divmod(index.astype(np.int64), geo.kernel[1])
+    rows = np.arange(geo.out[0])[:, None] * geo.stride[0] - geo.pads[0][0] + kh * geo.dilation[0]
+    cols = np.arange(geo.out[1]) * geo.stride[1] - geo.pads[1][0] + kw * geo.dilation[1]
+    return rows * width + cols
+
+
+def _gather_flat(input, flat):
+    """The entries of (N, C, H, W) or (C, H, W) Tensor ``input`` at flat plane positions ``flat`` (an int array
+    of the output's shape), with registered ops (gather, whose backward is scatter_add)."""
+    planes = ops.reshape(input, input.shape[:-2] + (input.shape[-2] * input.shape[-1],))
+    picked = ops.gather(planes, planes.ndim - 1, flat.reshape(flat.shape[:-2] + (flat.shape[-2] * flat.shape[-1],)))
+    return ops.reshape(picked, flat.shape)
+
+
+def _max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    out, saved = _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
+    flat = _flat_input_indices(saved["indices"], saved["geo"], input.shape[-1])
+    return (out, flat.reshape(out.shape)), saved
+
+
+def _max_pool2d_with_indices_vjp(g, ans, input, *, indices, **attrs):
+    if g[0] is None:
+        return np.zeros_like(input)
+    return _max_pool2d_vjp(g[0], ans[0], input, indices=indices, **attrs)
+
+
+def _max_pool2d_with_indices_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """The values as a gather of the input at the forward's (constant) indices: what the second order
+    differentiates."""
+    (_, flat), _ = _max_pool2d_with_indices(input.data, kernel_size, stride, padding, dilation, ceil_mode)
+    return _gather_flat(input, flat), Tensor._wrap(flat)
+
+
+def _check_max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    _pool_input("max_pool2d_with_indices", input)
+    _PoolGeometry("max_pool2d_with_indices", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+max_pool2d_with_indices = defop(
+    "max_pool2d_with_indices", family="conv", inputs=("input",), forward=_max_pool2d_with_indices,
+    vjps=(_max_pool2d_with_indices_vjp,), saves=True, outputs=2, composite=_max_pool2d_with_indices_composite,
+    check=_check_max_pool2d_with_indices, samples=_max_pool_samples,
+    notes="max_pool2d(..., return_indices=True) as its own op (an op's output count is fixed): (values, int64 "
+          "indices of each maximum in its flattened input plane, h * W + w), as torch.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, return_indices=True, **attrs))
+
+
+def _unpool_size(op, shape, kernel_size, stride, padding, output_size):
+    """max_unpool2d's output (H, W): ``(in - 1) * stride - 2 * padding + kernel`` unless ``output_size`` gives it
+    (as (H, W) or an (N, C, H, W) shape whose last two entries are used), less than a stride from that default,
+    as torch."""
+    kernel = _ints(op, "kernel_size", kernel_size, 2, 1)
+    strides = kernel if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, 2, 1)
+    pads = _ints(op, "padding", padding, 2, 0)
+    default = tuple((n - 1) * s - 2 * p + k for n, s, p, k in zip(shape[-2:], strides, pads, kernel))
+    if output_size is None:
+        size = default
+    else:
+        ok = isinstance(output_size, tuple | list) and len(output_size) in (2, 4)
+        require(ok, op, "output_size", "None or a sequence of 2 or 4 ints", output_size)
+        size = _ints(op, "output_size", tuple(output_size)[-2:], 2, 0)
+        require(all(d - s < n < d + s for n, d, s in zip(size, default, strides)), op, "output_size",
+                f"sizes strictly between {tuple(d - s for d, s in zip(default, strides))} and "
+                f"{tuple(d + s for d, s in zip(default, strides))}", output_size)
+    require(min(size) >= 1, op, "input", "a size giving a positive output", f"shape {shape} -> {size}")
+    return size
+
+
+def _max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    size = _unpool_size("max_unpool2d", input.shape, kernel_size, stride, padding, output_size)
+    lead = input.shape[:-2]
+    out = np.zeros(lead + (size[0] * size[1],), dtype=input.dtype)
+    plane = (input.shape[-2] * input.shape[-1],)
+    np.put_along_axis(out, indices.reshape(lead + plane), input.reshape(lead + plane), axis=-1)
+    return out.reshape(lead + size)
+
+
+def _max_unpool2d_vjp(g, ans, input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    lead = input.shape[:-2]
+    picked = np.take_along_axis(np.reshape(g, lead + (g.shape[-2] * g.shape[-1],)),
+                                indices.reshape(lead + (input.shape[-2] * input.shape[-1],)), axis=-1)
+    return np.reshape(picked, input.shape)
+
+
+def _check_max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    op = "max_unpool2d"
+    _pool_input(op, input)
+    require_integer(op, "indices", indices)
+    require(indices.shape == input.shape, op, "indices", f"the input's shape {input.shape}", indices.shape)
+    size = _unpool_size(op, input.shape, kernel_size, stride, padding, output_size)
+    if indices.size:
+        low, high = int(indices.min()), int(indices.max())
+        require(low >= 0 and high < size[0] * size[1], op, "indices", f"values in [0, {size[0] * size[1]}) for "
+                f"an output of {size}", f"values in [{low}, {high}]")
+
+
+def _max_unpool2d_samples(rng):
+    def plain(shape, kernel, stride, out):
+        # indices of each window's top-left corner: distinct, no torch needed
+        n_out = tuple((s - 1) * st + k for s, st, k in zip(shape[-2:], stride, kernel)) if out is None else out
+        rows = np.arange(shape[-2])[:, None] * stride[0]
+        cols = np.arange(shape[-1]) * stride[1]
+        idx = np.broadcast_to(rows * n_out[1] + cols, shape).copy()
+        return uniform(rng, shape), idx
+
+    x, i = plain((2, 2, 3, 3), (2, 2), (2, 2), None)
+    samples = [Sample((x, i), {"kernel_size": 2}, "stride defaults to kernel")]
+    x, i = plain((1, 2, 3, 2), (3, 2), (2, 3), (8, 7))
+    samples.append(Sample((x, i), {"kernel_size": (3, 2), "stride": (2, 3), "output_size": (8, 7)}, "output_size"))
+    x, i = plain((2, 3, 3), (2, 2), (2, 2), (6, 7))
+    samples.append(Sample((x, i), {"kernel_size": 2, "padding": 0, "output_size": [6, 7]}, "unbatched, list size"))
+    x, i = plain((1, 1, 2, 2), (2, 2), (2, 2), (3, 5))
+    samples.append(Sample((x, i), {"kernel_size": 2, "output_size": (1, 1, 3, 5)}, "4-entry output_size"))
+    x, i = plain((1, 2, 2, 3), (3, 3), (2, 2), (3, 5))
+    samples.append(Sample((np.asfortranarray(x), i), {"kernel_size": 3, "stride": 2, "padding": 1},
+                          "non-contiguous, padding"))
+    samples.append(Sample((uniform(rng, (0, 2, 2, 2)), np.zeros((0, 2, 2, 2), np.int64)), {"kernel_size": 2},
+                          "empty batch"))
+    return samples
+
+
+max_unpool2d = defop(
+    "max_unpool2d", family="conv", inputs=("input", "indices"), forward=_max_unpool2d,
+    vjps=(_max_unpool2d_vjp, Grad.NOT_DIFFERENTIABLE), check=_check_max_unpool2d, samples=_max_unpool2d_samples,
+    notes="Puts each value at its flat plane index (max_pool2d_with_indices' second output); the input gradient "
+          "gathers the output gradient there. Repeated indices: the output keeps one of the values (torch "
+          "leaves which unspecified), the gradient reaches every one.",
+    torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool2d(input, indices, **attrs))
+
+
+# -- adaptive pooling --------------------------------------------------------------------------------------
+def _adaptive_sizes(op, shape, output_size, spatial):
+    """The output size per spatial axis; None entries keep the input's size, as torch."""
+    sizes = (output_size,) * spatial if output_size is None or isinstance(output_size, int | np.integer) \
+        else output_size
+    ok = (isinstance(sizes, tuple | list) and len(sizes) == spatial
+          and all(s is None or (isinstance(s, int | np.integer) and not isinstance(s, bool) and s >= 0)
+                  for s in sizes))
+    require(ok, op, "output_size", f"an int >= 0 or a tuple of {spatial} such ints (or None)", output_size)
+    return tuple(n if s is None else int(s) for n, s in zip(shape[-spatial:], sizes))
+
+
+def _adaptive_bounds(n_in: int, n_out: int):
+    """torch's adaptive windows: output i pools input [floor(i * in / out), ceil((i + 1) * in / out))."""
+    i = np.arange(n_out)
+    return (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+
+
+def _adaptive_avg_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
+    """(out, in): row i averages output i's window (adaptive average pooling is separable)."""
+    start, end = _adaptive_bounds(n_in, n_out)
+    j = np.arange(n_in)
+    inside = (j >= start[:, None]) & (j < end[:, None])
+    return np.where(inside, 1 / (end - start)[:, None], 0).astype(dtype)
+
+
+def _adaptive_avg_pool1d(input, output_size):
+    (out,) = _adaptive_sizes("adaptive_avg_pool1d", input.shape, output_size, 1)
+    return input @ _adaptive_avg_matrix(input.shape[-1], out, input.dtype).T
+
+
+def _adaptive_avg_pool1d_vjp(g, ans, input, output_size):
+    (out,) = _adaptive_sizes("adaptive_avg_pool1d", input.shape, output_size, 1)
+    return g @ _adaptive_avg_matrix(input.shape[-1], out, input.dtype)
+
+
+def _adaptive_avg_pool2d(input, output_size):
+    out = _adaptive_sizes("adaptive_avg_pool2d", input.shape, output_size, 2)
+    rows = _adaptive_avg_matrix(input.shape[-2], out[0], input.dtype)
+    cols = _adaptive_avg_matrix(input.shape[-1], out[1], input.dtype)
+    return rows @ input @ cols.T
+
+
+def _adaptive_avg_pool2d_vjp(g, ans, input, output_size):
+    out = _adaptive_sizes("adaptive_avg_pool2d", input.shape, output_size, 2)
+    rows = _adaptive_avg_matrix(input.shape[-2], out[0], input.dtype)
+    cols = _adaptive_avg_matrix(input.shape[-1], out[1], input.dtype)
+    return rows.T @ g @ cols
+
+
+def _adaptive_check(op, spatial):
+    def check(input, output_size, **_):
+        _check_input_rank(op, input, spatial)
+        require(min(input.shape[-spatial:]) >= 1, op, "input", "non-empty spatial dims", f"shape {input.shape}")
+        _adaptive_sizes(op, input.shape, output_size, spatial)
+    return check
+
+
+def _adaptive_samples(rng, spatial):
+    def x(shape):
+        return uniform(rng, shape[:-spatial - 1] + (shape[-spatial - 1],) + shape[-spatial:])
+
+    if spatial == 1:
+        return [Sample((x((2, 3, 7)),), {"output_size": 3}, "uneven windows"),
+                Sample((x((1, 2, 4)),), {"output_size": 6}, "output larger than input"),
+                Sample((x((3, 6)),), {"output_size": (2,)}, "unbatched, tuple"),
+                Sample((uniform(rng, (5, 2, 2)).transpose(1, 2, 0),), {"output_size": 4}, "non-contiguous"),
+                Sample((x((0, 2, 5)),), {"output_size": 2}, "empty batch")]
+    return [Sample((x((2, 2, 7, 5)),), {"output_size": 3}, "uneven windows"),
+            Sample((x((1, 2, 5, 6)),), {"output_size": (2, None)}, "None keeps a size"),
+            Sample((x((1, 2, 3, 4)),), {"output_size": (5, 3)}, "output larger than input"),
+            Sample((x((3, 6, 6)),), {"output_size": (4, 1)}, "unbatched"),
+            Sample((uniform(rng, (1, 6, 5, 2)).transpose(0, 3, 1, 2),), {"output_size": (4, 3)}, "non-contiguous"),
+            Sample((x((0, 2, 5, 5)),), {"output_size": 2}, "empty batch")]
+
+
+adaptive_avg_pool1d = defop(
+    "adaptive_avg_pool1d", family="conv", inputs=("input",), forward=_adaptive_avg_pool1d,
+    vjps=(_adaptive_avg_pool1d_vjp,), check=_adaptive_check("adaptive_avg_pool1d", 1),
+    samples=lambda rng: _adaptive_samples(rng, 1), notes="A matmul with the (out, in) window-average matrix.",
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool1d(input, output_size))
+
+adaptive_avg_pool2d = defop(
+    "adaptive_avg_pool2d", family="conv", inputs=("input",), forward=_adaptive_avg_pool2d,
+    vjps=(_adaptive_avg_pool2d_vjp,), check=_adaptive_check("adaptive_avg_pool2d", 2),
+    samples=lambda rng: _adaptive_samples(rng, 2),
+    notes="Separable: the row and column window-average matrices either side of the input.",
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool2d(input, output_size))
+
+
+def _adaptive_max_flat(input, output_size, op):
+    """Each adaptive window's first maximum (row-major, a NaN winning) as the flat ``h * W + w`` index in its
+    input plane, and the values. Windows shorter than the longest repeat their last cell, which cannot change
+    the first maximum."""
+    out = _adaptive_sizes(op, input.shape, output_size, 2)
+    axes = []
+    for n_in, n_out in zip(input.shape[-2:], out):
+        start, end = _adaptive_bounds(n_in, n_out)
+        longest = int(np.max(end - start, initial=1))
+        axes.append(np.minimum(start[:, None] + np.arange(longest), end[:, None] - 1))  # (out, longest)
+    rows, cols = axes
+    x4 = _batched(input, 2)
+    windows = x4[:, :, rows[:, :, None, None], cols[None, None, :, :]]  # (N, C, OH, KH, OW, KW)
+    windows = windows.transpose(0, 1, 2, 4, 3, 5).reshape(x4.shape[:2] + out + (rows.shape[1] * cols.shape[1],))
+    pick = np.argmax(windows, axis=-1) if windows.size else np.zeros(windows.shape[:-1], np.int64)
+    kh, kw = np.divmod(pick, cols.shape[1])
+    flat = rows[np.arange(out[0])[:, None], kh] * input.shape[-1] + cols[np.arange(out[1]), kw]
+    values = np.take_along_axis(windows, pick[..., None], axis=-1)[..., 0]
+    shape = input.shape[:-2] + out
+    return values.reshape(shape), flat.reshape(shape)
+
+
+def _scatter_flat(g, flat, input_shape):
+    """The adjoint of gathering at flat plane indices: ``g`` added into zeros of ``input_shape`` (arrays)."""
+    planes = int(np.prod(input_shape[:-2], dtype=np.int64))
+    size = input_shape[-2] * input_shape[-1]
+    offsets = (np.arange(planes) * size)[:, None]
+    target = (flat.reshape(planes, -1) + offsets).ravel() if planes else np.zeros(0, np.int64)
+    summed = np.bincount(target, weights=g.reshape(-1), minlength=planes * size)
+    return summed.astype(g.dtype, copy=False).reshape(input_shape)
+
+
+def _adaptive_max_pool2d(input, output_size):
+    values, flat = _adaptive_max_flat(input, output_size, "adaptive_max_pool2d")
+    return values, {"flat": flat}
+
+
+def _adaptive_max_pool2d_vjp(g, ans, input, output_size, flat):
+    return _scatter_flat(g, flat, input.shape)
+
+
+def _adaptive_max_pool2d_composite(input, output_size):
+    _, flat = _adaptive_max_flat(input.data, output_size, "adaptive_max_pool2d")
+    return _gather_flat(input, flat)
+
+
+def _adaptive_max_pool2d_with_indices(input, output_size):
+    values, flat = _adaptive_max_flat(input, output_size, "adaptive_max_pool2d_with_indices")
+    return (values, flat), {"flat": flat}
+
+
+def _adaptive_max_pool2d_with_indices_vjp(g, ans, input, output_size, flat):
+    return np.zeros_like(input) if g[0] is None else _scatter_flat(g[0], flat, input.shape)
+
+
+def _adaptive_max_pool2d_with_indices_composite(input, output_size):
+    _, flat = _adaptive_max_flat(input.data, output_size, "adaptive_max_pool2d_with_indices")
+    return _gather_flat(input, flat), Tensor._wrap(flat)
+
+
+def _adaptive_max_samples(rng):
+    return [Sample((uniform(rng, (2, 2, 7, 5)),), {"output_size": 3}, "uneven, overlapping windows"),
+            Sample((uniform(rng, (1, 2, 5, 6)),), {"output_size": (2, None)}, "None keeps a size"),
+            Sample((uniform(rng, (1, 2, 3, 4)),), {"output_size": (5, 3)}, "output larger than input"),
+            Sample((uniform(rng, (3, 6, 6)),), {"output_size": (4, 1)}, "unbatched"),
+            Sample((uniform(rng, (1, 6, 5, 2)).transpose(0, 3, 1, 2),), {"output_size": (4, 3)}, "non-contiguous"),
+            Sample((uniform(rng, (0, 2, 5, 5)),), {"output_size": 2}, "empty batch")]
+
+
+_ADAPTIVE_MAX_NOTES = ("Ties: the first maximum of each window in row-major order gets the gradient, a NaN counting "
+                       "as the maximum. Windows as torch: [floor(i * in / out), ceil((i + 1) * in / out)).")
+
+adaptive_max_pool2d = defop(
+    "adaptive_max_pool2d", family="conv", inputs=("input",), forward=_adaptive_max_pool2d,
+    vjps=(_adaptive_max_pool2d_vjp,), saves=True, composite=_adaptive_max_pool2d_composite,
+    check=_adaptive_check("adaptive_max_pool2d", 2), samples=_adaptive_max_samples, notes=_ADAPTIVE_MAX_NOTES,
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size))
+
+adaptive_max_pool2d_with_indices = defop(
+    "adaptive_max_pool2d_with_indices", family="conv", inputs=("input",), forward=_adaptive_max_pool2d_with_indices,
+    vjps=(_adaptive_max_pool2d_with_indices_vjp,), saves=True, outputs=2,
+    composite=_adaptive_max_pool2d_with_indices_composite, check=_adaptive_check("adaptive_max_pool2d_with_indices", 2),
+    samples=_adaptive_max_samples,
+    notes="adaptive_max_pool2d(..., return_indices=True) as its own op: (values, int64 flat plane indices). "
+          + _ADAPTIVE_MAX_NOTES,
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size, True))
+
+
+# -- interpolate -------------------------------------------------------------------------------------------
+_INTERPOLATE_MODES = {"nearest": (1, 2), "nearest-exact": (1, 2), "linear": (1,), "bilinear": (2,)}
+
+
+def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
+    """Per spatial axis (output size, scale_factor or None) as torch.nn.functional.interpolate resolves them:
+    a scale_factor gives ``floor(in * scale_factor)`` and reaches the kernel too, unless
+    ``recompute_scale_factor`` (then the kernel uses in / out, as for ``size``)."""
+    op = "interpolate"
+    require(mode in _INTERPOLATE_MODES, op, "mode", f"one of {sorted(_INTERPOLATE_MODES)}", repr(mode))
+    spatial = len(input_shape) - 2
+    ranks = " or ".join(f"{s + 2}-D" for s in _INTERPOLATE_MODES[mode])
+    require(spatial in _INTERPOLATE_MODES[mode], op, "input", f"a {ranks} tensor for mode {mode!r}",
+            f"shape {input_shape}")
+    if mode.startswith("nearest"):
+        require(align_corners is None, op, "align_corners", f"None for mode {mode!r} (only the interpolating modes "
+                "take it)", align_corners)
+    else:
+        require(align_corners is None or isinstance(align_corners, bool | np.bool_), op, "align_corners",
+                "None or a bool", align_corners)
+    require(antialias is False, op, "antialias", "False (antialiasing is not implemented)", antialias)
+    require(recompute_scale_factor in (None, False, True), op, "recompute_scale_factor", "None or a bool",
+            recompute_scale_factor)
+    require((scale_factor is None) != (size is None), op, "size / scale_factor", "exactly one of them",
+            f"size={size!r}, scale_factor={scale_factor!r}")
+    if size is not None:
+        require(not recompute_scale_factor, op, "recompute_scale_factor", "None or False when size is given",
+                recompute_scale_factor)
+        sizes = size if isinstance(size, tuple | list) else (size,) * spatial
+        require(len(sizes) == spatial, op, "size", f"an int or a tuple of {spatial} ints", size)
+        return [(out, None) for out in _ints(op, "size", tuple(sizes), spatial, 1)]
+    factors = tuple(scale_factor) if isinstance(scale_factor, tuple | list) else (scale_factor,) * spatial
+    ok = len(factors) == spatial and all(isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0
+                                         for f in factors)
+    require(ok, op, "scale_factor", f"a positive number or a tuple of {spatial}", scale_factor)
+    plan = [(math.floor(float(n * f)), None if recompute_scale_factor else float(f))
+            for n, f in zip(input_shape[2:], factors)]
+    require(all(out >= 1 for out, _ in plan), op, "scale_factor", f"a factor giving outputs of at least 1 from "
+            f"input {input_shape}", scale_factor)
+    return plan
+
+
+def _interpolation_matrix(n_in: int, n_out: int, scale_factor, mode: str, align_corners, dtype,
+                          spatial: int) -> np.ndarray:
+    """(out, in) weights of one axis, with torch's index arithmetic (float32 for nearest; the input's dtype for
+    linear, i.e. torch's opmath for float32 / float64):
+    nearest: src = min(floor(dst * scale), in - 1) (2-D only: dst // 2 for an exact doubling, identity for equal
+    sizes -- torch's 2-D kernel takes these shortcuts, its 1-D one does not);
+    nearest-exact: src = min(floor((dst + 0.5) * scale), in - 1);
+    linear, align_corners: src = dst * (in - 1) / (out - 1) (0 for out = 1);
+    linear otherwise: src = max((dst + 0.5) * scale - 0.5, 0);
+    with scale = 1 / scale_factor when the kernel gets one, else in / out; then weights 1 - frac and frac for
+    floor(src) and its successor (clamped at in - 1). A linear axis whose size is unchanged is copied (torch
+    does so even when a scale_factor like 1.3 leaves the size as it was); a nearest one is not."""
+    dst = np.arange(n_out)
+    if mode == "nearest" or mode == "nearest-exact":
+        scale = np.float32(1.0 / scale_factor) if scale_factor is not None else np.float32(n_in) / np.float32(n_out)
+        if mode == "nearest" and spatial == 2 and n_out == n_in:
+            src = dst
+        elif mode == "nearest" and spatial == 2 and n_out == 2 * n_in:
+            src = dst // 2
+        else:
+            offset = np.float32(0.5) if mode == "nearest-exact" else np.float32(0)
+            src = np.minimum(np.floor((dst.astype(np.float32) + offset) * scale).astype(np.int64), n_in - 1)
+        return (src[:, None] == np.arange(n_in)).astype(dtype)
+    real = np.dtype(dtype).type
+    if n_out == n_in:  # torch copies an axis whose size is unchanged, whatever the scale_factor
+        return np.eye(n_in, dtype=dtype)
+    if align_corners:
+        scale = (real(n_in) - real(1)) / real(n_out - 1) if n_out > 1 else real(0)
+        src = dst.astype(dtype) * scale
+    else:
+        scale = real(1.0 / scale_factor) if scale_factor is not None else real(n_in) / real(n_out)
+        src = np.maximum(scale * (dst.astype(dtype) + real(0.5)) - real(0.5), real(0))
+    low = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    frac = np.clip(src - low.astype(dtype), 0, 1).astype(dtype)
+    high = np.minimum(low + 1, n_in - 1)
+    j = np.arange(n_in)
+    return ((low[:, None] == j) * (1 - frac)[:, None] + (high[:, None] == j) * frac[:, None]).astype(dtype)
+
+
+def _interpolation_matrices(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
+    plan = _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                             antialias)
+    return [_interpolation_matrix(n, out, f, mode, align_corners, input.dtype, len(plan))
+            for n, (out, f) in zip(input.shape[2:], plan)]
+
+
+def _interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None, antialias=False):
+    """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact (3-D or 4-D input), linear (3-D)
+    and bilinear (4-D): separable, so a matmul with each axis's (out, in) weight matrix."""
+    matrices = _interpolation_matrices(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                                       antialias)
+    if len(matrices) == 1:
+        return input @ matrices[0].T
+    return matrices[0] @ input @ matrices[1].T
+
+
+def _interpolate_vjp(g, ans, input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                     recompute_scale_factor=None, antialias=False):
+    matrices = _interpolation_matrices(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
+                                       antialias)
+    if len(matrices) == 1:
+        return g @ matrices[0]
+    return matrices[0].T @ g @ matrices[1]
+
+
+def _check_interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                       recompute_scale_factor=None, antialias=False):
+    require_float("interpolate", "input", input)
+    require(input.ndim in (3, 4), "interpolate", "input", "a 3-D (N, C, L) or 4-D (N, C, H, W) tensor",
+            f"shape {input.shape}")
+    _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+
+
+def _interpolate_samples(rng):
+    def s(shape, label, **attrs):
+        return Sample((uniform(rng, shape),), attrs, label)
+
+    return [s((1, 2, 3, 3), "nearest scale 2", scale_factor=2),
+            s((2, 1, 3, 4), "nearest size, not a multiple", size=(5, 7)),
+            s((1, 2, 4), "nearest 1-D scale 1.7", scale_factor=1.7),
+            s((1, 2, 5, 3), "nearest-exact shrink", size=(3, 2), mode="nearest-exact"),
+            s((2, 2, 5), "linear scale 2.5", scale_factor=2.5, mode="linear"),
+            s((1, 2, 6), "linear size, align_corners", size=4, mode="linear", align_corners=True),
+            s((1, 2, 3, 4), "bilinear scale (1.5, 2.25)", scale_factor=(1.5, 2.25), mode="bilinear"),
+            s((1, 2, 4, 3), "bilinear size, align_corners", size=(7, 5), mode="bilinear", align_corners=True),
+            s((1, 1, 5, 6), "bilinear shrink, recompute_scale_factor", scale_factor=0.7, mode="bilinear",
+              recompute_scale_factor=True),
+            s((1, 2, 1, 3), "bilinear height 1 to 3, align_corners", size=(3, 1), mode="bilinear",
+              align_corners=True),
+            Sample((uniform(rng, (1, 4, 3, 2)).transpose(0, 3, 1, 2),), {"size": 5, "mode": "bilinear"},
+                   "non-contiguous, int size"),
+            s((0, 2, 3, 3), "empty batch", scale_factor=2, mode="bilinear"),
+            s((0, 2, 4), "linear empty batch", size=3, mode="linear")]
+
+
+interpolate = defop(
+    "interpolate", family="conv", inputs=("input",), forward=_interpolate, vjps=(_interpolate_vjp,),
+    check=_check_interpolate, samples=_interpolate_samples,
+    notes="Modes nearest, nearest-exact, linear, bilinear; torch's index and weight formulas (align_corners both "
+          "ways, scale_factor reaching the kernel unless recompute_scale_factor). Linear in the input, so its "
+          "rule (the transposed weight matrices) is differentiable as it stands.",
+    torch_ref=lambda torch, input, **attrs: _torch_interpolate(torch, input, **attrs))
+
+
+def _torch_interpolate(torch, input, **attrs):
+    import warnings
+
+    with warnings.catch_warnings():  # torch warns when a linear mode's align_corners is left to its default
+        warnings.simplefilter("ignore")
+        return torch.nn.functional.interpolate(input, **attrs)

@@ -36,8 +36,8 @@ Gradients (first order; ``g`` the output cotangent, ``^-T`` the inverse transpos
   batch dims. left=False: X = B A^-1, gB = g A^-T, gA = -X^T gB.
 - det: d det = det tr(A^-1 dA), so gA = g det A^-T. At a singular matrix (det exactly 0) torch's LU formula
   gives 0, which is wrong: the true gradient is the cofactor matrix adj(A)^T, computed from the SVD A = U S Vh
-  as det(U) det(Vh) U diag(prod_{j!=i} s_j) Vh; minitape returns it (first order). The second-order backward
-  at a singular matrix raises.
+  as det(U) det(Vh) U diag(prod_{j!=i} s_j) Vh; minitape returns it. Recorded (second order) it goes through
+  the svd and prod ops, so its own derivative is exact where A's singular values are distinct (rank n - 1).
 - slogdet: d log|det| = tr(A^-1 dA), so gA = g_logabs A^-T; the sign is piecewise constant (its cotangent is
   ignored). At a singular matrix the gradient is infinite: adj(A)^T / 0 gives inf/NaN, as torch's does.
 - cholesky (Murray 2016, arXiv:1602.07527; torch's form): A = L L^T gives L^-1 dL = Phi(L^-1 dA L^-T), Phi
@@ -63,15 +63,15 @@ Gradients (first order; ``g`` the output cotangent, ``^-T`` the inverse transpos
 
 Gradient conditions (as torch's): eigh's gradient through the eigenvectors is inf/NaN at repeated eigenvalues
 (F divides by w_j - w_i); svd's through U or Vh at repeated singular values, and for non-square A also at a
-zero singular value (S^-1). Gradients through eigenvalues or singular values alone are always defined. A loss
+zero singular value (S^-1). Gradients through eigenvalues or singular values alone need no distinct values. A loss
 must not depend on the vectors' signs (the gauge); with this module's sign convention the vectors are locally
 smooth functions of A away from ties, so finite differences agree. qr's gradient needs A's leading min(m, n)
 columns linearly independent; cholesky's a positive-definite A.
 
 Second order: every rule is written with numpy functions over its arguments (matmul, swapaxes, tril, einsum,
-...) and calls this module's ops (inv, solve, tensordot) when given Tensors, so ``create_graph=True``
-records the backward and every op here differentiates twice. At the singular points above the recorded
-backward raises instead of giving inf/NaN (inv and solve refuse singular matrices; det says so by name).
+...) and calls this module's ops (inv, solve, tensordot, svd) when given Tensors, so ``create_graph=True``
+records the backward and every op here differentiates twice. slogdet's recorded backward at a singular
+matrix raises (inv refuses it) instead of giving inf/NaN, and so does qr's with dependent leading columns.
 """
 
 __all__ = ["bmm", "outer", "dot", "tensordot", "inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "svd"]
@@ -168,11 +168,6 @@ def _torch_sign_gauge(torch, U):
     return torch.where(top < 0, -1.0, 1.0).to(U.dtype).detach()
 
 
-def _read_triangle(A, lower: bool):
-    """The symmetric matrix held by one triangle of A."""
-    return np.tril(A) + _mT(np.tril(A, -1)) if lower else np.triu(A) + _mT(np.triu(A, 1))
-
-
 def _fold(G, lower: bool):
     """A gradient for the symmetric matrix onto the triangle the op read: the exact derivative of that op."""
     return np.tril(G) + np.tril(_mT(G), -1) if lower else np.triu(G) + np.triu(_mT(G), 1)
@@ -191,9 +186,9 @@ def _orthogonal(rng, n):
 def _stacked(batch: tuple, make):
     """``make()`` matrices stacked to batch dims ``batch`` (which may hold 0)."""
     first = make()
-    count = int(np.prod(batch)) if batch else 1
     if not batch:
         return first
+    count = int(np.prod(batch))
     if count == 0:
         return np.zeros(batch + first.shape)
     return np.stack([first] + [make() for _ in range(count - 1)]).reshape(batch + first.shape)
@@ -580,29 +575,34 @@ def _det(A):
 
 
 def _cofactors(A):
-    """adj(A)^T = det(U) det(Vh) U diag(prod_{j != i} s_j) Vh from the SVD: exact at singular matrices too."""
+    """adj(A)^T = det(U) det(Vh) U diag(prod_{j != i} s_j) Vh from the SVD: exact at singular matrices too. On
+    Tensors it is recorded through the svd and prod ops (its own derivative needs distinct singular values)."""
     if A.shape[-1] == 0:
         return np.zeros(A.shape, A.dtype)
-    u, s, vh = np.linalg.svd(A)
-    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
-    before = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)  # prod_{j < i} s_j
-    after = np.cumprod(np.concatenate([ones, s[..., :0:-1]], -1), -1)[..., ::-1]  # prod_{j > i} s_j
-    signs = np.linalg.det(u) * np.linalg.det(vh)
-    return np.asarray(signs)[..., None, None] * np.matmul(u * (before * after)[..., None, :], vh)
+    if _is_array(A):
+        u, s, vh = np.linalg.svd(A)
+        ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+        before = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)  # prod_{j < i} s_j
+        after = np.cumprod(np.concatenate([ones, s[..., :0:-1]], -1), -1)[..., ::-1]  # prod_{j > i} s_j
+        others = before * after
+    else:
+        u, s, vh = svd(A)
+        eye = _eye(s.shape[-1], s.dtype)
+        others = np.prod(np.expand_dims(s, -2) * (1 - eye) + eye, axis=-1)  # row i: s with s_i replaced by 1
+    signs = np.linalg.det(_values(u)) * np.linalg.det(_values(vh))  # +-1: constant (d det U = 0 on O(n))
+    return np.expand_dims(np.asarray(signs, A.dtype), (-1, -2)) * np.matmul(u * np.expand_dims(others, -2), vh)
 
 
 def _det_vjp(g, ans, A):
-    if _is_array(g, A):
-        if np.all(ans != 0):
+    if np.all(_values(ans) != 0):
+        if _is_array(A):
             try:
                 return np.expand_dims(g * ans, (-1, -2)) * _mT(np.linalg.inv(A))
             except np.linalg.LinAlgError:
                 pass
-        return np.expand_dims(g, (-1, -2)) * _cofactors(A)  # a singular matrix: torch's LU formula gives 0
-    if np.any(_values(ans) == 0):
-        raise ValueError("det: the recorded (create_graph) backward needs invertible matrices; at a singular "
-                         "matrix only the first-order gradient (the cofactor matrix) is implemented")
-    return np.expand_dims(g * ans, (-1, -2)) * _mT(inv(A))
+        else:
+            return np.expand_dims(g * ans, (-1, -2)) * _mT(inv(A))
+    return np.expand_dims(g, (-1, -2)) * _cofactors(A)  # a singular matrix: torch's LU formula gives 0 here
 
 
 det = defop("det", family=FAMILY, inputs=("A",), forward=_det, vjps=(_det_vjp,), check=_check_square("det"),

@@ -24,16 +24,18 @@ Conventions, all as in PyTorch 2.13:
 
 __all__ = ['neg', 'abs', 'sign', 'exp', 'expm1', 'log', 'log2', 'log10', 'log1p', 'sqrt', 'rsqrt', 'square',
            'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'clamp', 'erf',
-           'erfc']
+           'erfc', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'asinh', 'acosh', 'atanh', 'erfinv', 'exp2',
+           'reciprocal', 'floor', 'ceil', 'round', 'trunc', 'frac', 'nan_to_num', 'isinf', 'isnan', 'isfinite',
+           'logical_not']
 
 import math
 
 import numpy as np
 
-from tape.registry import Sample, defop
+from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
-from ._samples import unary_samples
-from .binary import quiet
+from ._numerics import quiet
+from ._samples import unary_samples, uniform
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -430,3 +432,257 @@ def _clamp_vjp(g, ans, x, min=None, max=None):
 
 clamp = _unary("clamp", _clamp, _clamp_vjp, kinks=(-1.0, -0.5, 0.5, 0.75), floats_only=False,
                attrs=[{"min": -0.5, "max": 0.75}, {"min": -1.0}, {"max": 0.5}, {"min": 0.5, "max": -0.5}])
+
+
+# == ops in torch's own argument names (input) ================================================================
+def _floats_only_input(name):
+    def check(input, **attrs):
+        if input.dtype.kind != "f":
+            raise TypeError(f"{name}: argument 'input' expected a floating tensor (float32 or float64), got dtype "
+                            f"{input.dtype}; convert it explicitly (minitape never casts silently)")
+    return check
+
+
+def _on_input(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, floats_only=True, torch_ref=None,
+              samples=None, **declaration):
+    """Declare a one-input elementwise op whose tensor parameter is torch's ``input``."""
+    if floats_only:
+        declaration.setdefault("check", _floats_only_input(name))
+    return defop(name, family="elementwise", inputs=("input",), forward=forward, vjps=(vjp,),
+                 samples=samples or unary_samples(low, high, attrs, kinks),
+                 torch_ref=torch_ref or (lambda torch, input, **attrs: getattr(torch, name)(input, **attrs)),
+                 **declaration)
+
+
+def _quiet_on_input(ufunc):
+    def forward(input):
+        return ufunc(input)
+    forward.__name__ = f"_{ufunc.__name__}"
+    return quiet(forward)
+
+
+def _with_edges(samples, *values):
+    """``samples`` plus one vector of the given edge values."""
+    def generate(rng):
+        return samples(rng) + [Sample((np.array(values, dtype=np.float64),), {}, "domain edges")]
+    return generate
+
+
+# -- trigonometric and hyperbolic ------------------------------------------------------------------------------
+tan = _on_input("tan", _quiet_on_input(np.tan), lambda g, ans, input: g * (ans * ans + 1), low=-1.2, high=1.2)
+asin = _on_input("asin", _quiet_on_input(np.arcsin), quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)),
+                 low=-0.9, high=0.9)
+acos = _on_input("acos", _quiet_on_input(np.arccos), quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)),
+                 low=-0.9, high=0.9)
+atan = _on_input("atan", np.arctan, quiet(lambda g, ans, input: g / (input * input + 1)), low=-3.0, high=3.0)
+sinh = _on_input("sinh", _quiet_on_input(np.sinh), quiet(lambda g, ans, input: g * np.cosh(input)),
+                 low=-3.0, high=3.0)
+cosh = _on_input("cosh", _quiet_on_input(np.cosh), quiet(lambda g, ans, input: g * np.sinh(input)),
+                 low=-3.0, high=3.0)
+asinh = _on_input("asinh", np.arcsinh, quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)),
+                  low=-3.0, high=3.0)
+# torch's formula, g / sqrt(x^2 - 1): finite for x < -1 too (outside the domain, where the value is NaN)
+acosh = _on_input("acosh", _quiet_on_input(np.arccosh),
+                  quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)), low=1.1, high=3.0)
+atanh = _on_input("atanh", _quiet_on_input(np.arctanh), quiet(lambda g, ans, input: g / (1 - input * input)),
+                  low=-0.9, high=0.9)
+
+
+# -- erfinv ----------------------------------------------------------------------------------------------------
+_WINITZKI_A = 0.147
+_TWO_OVER_PI_A = 2 / (math.pi * _WINITZKI_A)
+_HALF_SQRT_PI = math.sqrt(math.pi) / 2
+
+
+def _erfinv64(x):
+    """erfinv for float64 ``x`` (1-D): Winitzki's closed form (relative error < 2e-3), then Halley steps on
+    erf(y) = x, each cubing the error. Near 0 the residual is erf(y) - x; for |x| > 0.5 it is (1 - |x|) - erfc(|y|),
+    exact in the tails (1 - |x| has no rounding there and Cody's erfc keeps its relative accuracy)."""
+    t = np.abs(x)
+    inside = t < 1  # NaN and |x| >= 1 are settled below
+    t_in = np.where(inside, t, 0.5)
+    log_term = np.log1p(-t_in * t_in)
+    first = _TWO_OVER_PI_A + log_term / 2
+    y = np.sqrt(np.sqrt(first * first - log_term / _WINITZKI_A) - first)
+    tail = t_in > 0.5
+    for _ in range(3):
+        slope = np.exp(-y * y) / _HALF_SQRT_PI  # erf'(y)
+        residual = np.where(tail, (1 - t_in) - _erfc64(y), _erf_small_or_not(y) - t_in)
+        step = residual / slope
+        y = y - step / (1 + y * step)  # Halley: f'' / f' = -2 y
+    y = np.where(inside, y, np.where(t == 1, np.inf, np.nan))
+    return np.copysign(y, x)
+
+
+def _erf_small_or_not(y):
+    """erf(y) for float64 y >= 0 (1-D)."""
+    out = 1 - _erfc64(y)
+    small = y <= 0.46875
+    if small.any():
+        out[small] = _erf_small(y[small])
+    return out
+
+
+@quiet
+def _erfinv(input):
+    x64 = input.astype(np.float64).reshape(-1)
+    return _erfinv64(x64).reshape(input.shape).astype(input.dtype, copy=False)
+
+
+@quiet  # exp(inf ** 2) at +-1: inf, as torch
+def _erfinv_vjp(g, ans, input):
+    return g * np.exp(ans * ans) * _HALF_SQRT_PI
+
+
+erfinv = _on_input("erfinv", _erfinv, _erfinv_vjp,
+                   samples=_with_edges(unary_samples(-0.95, 0.95), -0.999999, -1e-12, 0.0, 1e-300, 0.6, 0.999999))
+
+
+# -- exponentials, reciprocal ----------------------------------------------------------------------------------
+exp2 = _on_input("exp2", _quiet_on_input(np.exp2), lambda g, ans, input: g * (ans * _LN2))
+
+
+def _reciprocal_samples(rng):
+    out = unary_samples(0.5, 2.0)(rng)
+    out.append(Sample((-uniform(rng, (2, 3), 0.5, 2.0),), {}, "negative"))
+    return out
+
+
+reciprocal = _on_input("reciprocal", _quiet_on_input(np.reciprocal),
+                       quiet(lambda g, ans, input: g * -(ans * ans)), samples=_reciprocal_samples)
+
+
+# -- rounding: gradient 0 everywhere (torch's, also at the jumps) ----------------------------------------------
+def _zero_gradient(g, ans, input, **attrs):
+    return np.zeros_like(g)
+
+
+def _keeps_integers(ufunc):
+    def forward(input):
+        if input.dtype.kind in "iu":
+            return input.copy()  # torch: integer input gives a copy
+        if input.dtype.kind == "b":
+            raise TypeError(f"{ufunc.__name__}: argument 'input' expected a number tensor, got dtype bool")
+        return ufunc(input)
+    forward.__name__ = f"_{ufunc.__name__}"
+    return forward
+
+
+_INTEGERS = tuple(float(k) for k in range(-3, 4))
+_HALVES = tuple(k + 0.5 for k in range(-4, 4))
+
+floor = _on_input("floor", _keeps_integers(np.floor), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
+                  floats_only=False)
+ceil = _on_input("ceil", _keeps_integers(np.ceil), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
+                 floats_only=False)
+trunc = _on_input("trunc", _keeps_integers(np.trunc), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
+                  floats_only=False)
+
+
+@quiet  # x * 10^d may overflow: inf, as torch
+def _round(input, *, decimals=0):
+    if isinstance(decimals, bool) or not isinstance(decimals, int | np.integer):
+        raise TypeError(f"round: argument 'decimals' expected an int, got {type(decimals).__name__} {decimals!r}")
+    if input.dtype.kind == "b":
+        raise TypeError("round: argument 'input' expected a number tensor, got dtype bool")
+    if input.dtype.kind in "iu":
+        if decimals != 0:
+            raise TypeError(f"round: argument 'input' of dtype {input.dtype} takes decimals=0 only (torch has no "
+                            f"integer kernel for decimals={decimals})")
+        return input.copy()
+    if decimals == 0:
+        return np.round(input)  # half to even, as torch
+    # torch's formula, in the input's dtype: round(x * 10^d) / 10^d, or round(x / 10^-d) * 10^-d
+    scale = np.array(10.0 ** (decimals if decimals > 0 else -decimals), dtype=input.dtype)
+    if decimals > 0:
+        return np.round(input * scale) / scale
+    return np.round(input / scale) * scale
+
+
+def _round_samples(rng):
+    out = unary_samples(-2.5, 2.5, kinks=_HALVES)(rng)
+    kinks = tuple(k / 10 + 0.05 for k in range(-26, 26))
+    out += unary_samples(-2.5, 2.5, attrs=[{"decimals": 1}], kinks=kinks)(rng)[:3]
+    out += unary_samples(-250.0, 250.0, attrs=[{"decimals": -2}], kinks=(-150.0, -50.0, 50.0, 150.0))(rng)[:3]
+    return out
+
+
+round = _on_input("round", _round, _zero_gradient, samples=_round_samples, floats_only=False,
+                  torch_ref=lambda torch, input, decimals=0: torch.round(input, decimals=decimals))
+
+
+@quiet  # frac(inf) = inf - inf = NaN, as torch
+def _frac(input):
+    return input - np.trunc(input)
+
+
+frac = _on_input("frac", _frac, lambda g, ans, input: g, low=-2.5, high=2.5, kinks=_INTEGERS)
+
+
+# -- nan_to_num ------------------------------------------------------------------------------------------------
+def _replacement(argument, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"nan_to_num: argument '{argument}' expected a real number or None, got "
+                        f"{type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    nan, posinf, neginf = (_replacement(n, v) for n, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf)))
+    if input.dtype.kind != "f":
+        if input.dtype.kind == "b":
+            raise TypeError("nan_to_num: argument 'input' expected a number tensor, got dtype bool")
+        return input.copy()  # torch: integers have nothing to replace
+    # None: the dtype's largest / lowest finite value (torch's default); numbers are rounded to the dtype
+    return np.nan_to_num(input, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def _nan_to_num_samples(rng):
+    out = unary_samples()(rng)
+    special = np.array([[np.nan, np.inf, -np.inf, 0.5], [-1.5, np.nan, 2.0, -np.inf]])
+    out.append(Sample((special,), {}, "nan and infs"))
+    out.append(Sample((special.T,), {"nan": 1.5, "posinf": 100.0, "neginf": -7.0}, "replacements"))
+    return out
+
+
+nan_to_num = _on_input("nan_to_num", _nan_to_num, lambda g, ans, input, **attrs: g * np.isfinite(input),
+                       samples=_nan_to_num_samples, floats_only=False)
+
+
+# -- tests of values: bool outputs, not differentiable ---------------------------------------------------------
+def _classify(name, ufunc, integer_answer):
+    def forward(input):
+        if input.dtype.kind != "f":
+            return np.full(input.shape, integer_answer)  # torch: integers are finite, never inf or NaN
+        return ufunc(input)
+    forward.__name__ = f"_{name}"
+    return forward
+
+
+def _special_samples(rng):
+    out = unary_samples()(rng)
+    out.append(Sample((np.array([np.nan, np.inf, -np.inf, 0.0, -1.5, 1e30]),), {}, "nan and infs"))
+    out.append(Sample((np.array([[1, -2], [0, 3]]),), {}, "integers"))
+    return out
+
+
+isinf = _on_input("isinf", _classify("isinf", np.isinf, False), NOT_DIFFERENTIABLE, floats_only=False,
+                  samples=_special_samples)
+isnan = _on_input("isnan", _classify("isnan", np.isnan, False), NOT_DIFFERENTIABLE, floats_only=False,
+                  samples=_special_samples)
+isfinite = _on_input("isfinite", _classify("isfinite", np.isfinite, True), NOT_DIFFERENTIABLE, floats_only=False,
+                     samples=_special_samples)
+
+
+def _logical_not_samples(rng):
+    out = unary_samples()(rng)
+    out.append(Sample((np.array([0.0, -0.0, np.nan, 1.5, np.inf]),), {}, "zeros and nan"))
+    out.append(Sample((np.array([[True, False], [False, True]]),), {}, "bools"))
+    out.append(Sample((np.array([0, 3, -1]),), {}, "integers"))
+    return out
+
+
+logical_not = _on_input("logical_not", np.logical_not, NOT_DIFFERENTIABLE, floats_only=False,
+                        samples=_logical_not_samples)

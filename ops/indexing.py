@@ -28,7 +28,8 @@ recorded gradient. ``index_put`` with ``accumulate=False`` refuses repeated posi
 value lands undefined). gather, scatter_add, index_select and index_add need inputs of at least 1 dim.
 """
 
-__all__ = ['getitem', 'gather', 'index_select', 'scatter_add', 'index_add', 'index_put']
+__all__ = ['getitem', 'gather', 'index_select', 'scatter_add', 'index_add', 'index_put', 'take_along_dim', 'scatter',
+           'scatter_reduce', 'masked_select', 'nonzero', 'one_hot']
 
 import math
 from dataclasses import dataclass
@@ -562,3 +563,419 @@ index_add = defop(
         Sample((uniform(rng, (0, 3)), np.array([1, 1]), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input")],
     torch_ref=lambda torch, input, index, source, dim, alpha=1: torch.index_add(input, dim, index.long(), source,
                                                                                 alpha=alpha))
+
+
+# -- shared helpers for the ops below: one body for arrays (first order) and Tensors (create_graph) --------------
+def _raw(x):
+    """The array of a Tensor (or the array itself): for constants such as index positions and tie masks."""
+    return x if isinstance(x, np.ndarray) else x._data
+
+
+def _gather_any(x, axis, index):
+    """gather along ``axis``: the numpy kernel for arrays, the recorded op for Tensors."""
+    return _gather(x, axis, index) if isinstance(x, np.ndarray) else gather(x, axis, index)
+
+
+def _scatter_add_any(base, axis, index, src):
+    """``base`` with ``src`` added at ``index`` along ``axis``: kernel for arrays, the recorded op for Tensors."""
+    if isinstance(base, np.ndarray) and isinstance(src, np.ndarray):
+        return _scatter_add_into(base.copy(), axis, index, src)
+    return scatter_add(base, axis, index, src)
+
+
+def _pad_to(x, shape):
+    """``x`` (the leading block of ``shape``) padded with zeros at the end of every dim up to ``shape``."""
+    if x.shape == tuple(shape):
+        return x
+    if isinstance(x, np.ndarray):
+        out = np.zeros(shape, x.dtype)
+        out[tuple(slice(0, n) for n in x.shape)] = x
+        return out
+    from .shape import pad  # shape imports this module
+
+    return pad(x, tuple(w for n, s in zip(reversed(x.shape), reversed(shape)) for w in (0, s - n)))
+
+
+def _targets(shape, axis, index) -> np.ndarray:
+    """A bool array of ``shape``: True at the positions that ``index`` addresses along ``axis``."""
+    hit = np.zeros(shape, np.bool_)
+    if index.size:
+        hit[_along(index, axis)[1]] = True
+    return hit
+
+
+# -- take_along_dim ----------------------------------------------------------------------------------------------
+def _along_shapes(input_shape, indices_shape, axis):
+    """The shapes input and indices broadcast to in take_along_dim: equal apart from ``axis``, where each keeps
+    its own size."""
+    other = np.broadcast_shapes(input_shape[:axis] + (1,) + input_shape[axis + 1:],
+                                indices_shape[:axis] + (1,) + indices_shape[axis + 1:])
+    return (other[:axis] + (input_shape[axis],) + other[axis + 1:],
+            other[:axis] + (indices_shape[axis],) + other[axis + 1:])
+
+
+def _check_take_along_dim(input, indices, dim=None):
+    require_integer("take_along_dim", "indices", indices)
+    if dim is None:
+        _check_index_values("take_along_dim", indices, input.size, "None (the flattened input)", "indices")
+        return
+    if input.ndim == 0:
+        raise ValueError("take_along_dim: argument 'input' expected a tensor with at least 1 dim when dim is given, "
+                         "got a 0-D tensor")
+    axis = normalize_dim("take_along_dim", dim, input.ndim)
+    if indices.ndim != input.ndim:
+        raise ValueError(f"take_along_dim: argument 'indices' expected {input.ndim} dims (those of input), got shape "
+                         f"{indices.shape}")
+    try:
+        _along_shapes(input.shape, indices.shape, axis)
+    except ValueError:
+        raise ValueError(f"take_along_dim: argument 'indices' expected a shape broadcastable with input "
+                         f"{input.shape} apart from dim {dim}, got {indices.shape}") from None
+    _check_index_values("take_along_dim", indices, input.shape[axis], dim, "indices")
+
+
+def _take_along_dim(input, indices, dim=None):
+    """``torch.take_along_dim(input, indices, dim=None)``: gather along ``dim`` after broadcasting input and
+    indices against each other in every other dim; with ``dim=None``, ``input.flatten()[indices.flatten()]``."""
+    if dim is None:
+        return np.take(input.reshape(-1), indices.reshape(-1))
+    axis = normalize_dim("take_along_dim", dim, input.ndim)
+    shape_in, shape_ix = _along_shapes(input.shape, indices.shape, axis)
+    return np.take_along_axis(np.broadcast_to(input, shape_in), np.broadcast_to(indices, shape_ix), axis)
+
+
+def _take_along_dim_vjp(g, ans, input, indices, dim=None):
+    index = _raw(indices)
+    if dim is None:
+        zeros = np.zeros(input.size, g.dtype)
+        return np.reshape(_scatter_add_any(zeros, 0, index.reshape(-1), g), input.shape)
+    axis = normalize_dim("take_along_dim", dim, input.ndim)
+    shape_in, shape_ix = _along_shapes(input.shape, index.shape, axis)
+    grad = _scatter_add_any(np.zeros(shape_in, g.dtype), axis, np.broadcast_to(index, shape_ix), g)
+    return unbroadcast(grad, input.shape)
+
+
+def _take_along_dim_samples(rng):
+    return [Sample((uniform(rng, (3, 4)), np.array([[0, 3, 3], [1, 1, 0], [2, 0, 2]])), {"dim": 1}, "repeated"),
+            Sample((uniform(rng, (3, 2)), np.array([[2, 2], [0, 1]]).T), {"dim": 0}, "non-contiguous index"),
+            Sample((uniform(rng, (2, 1, 3)), np.array([[[0, 2]], [[1, 1]]]).repeat(4, 1)), {"dim": -1},
+                   "input broadcast along dim 1"),
+            Sample((transposed(rng, (3, 1, 4)), np.array([[[3], [0]]])), {"dim": 2},
+                   "both broadcast, non-contiguous input"),
+            Sample((uniform(rng, (3, 4)), np.array([[11, 0, 0], [5, 11, 2]])), {}, "dim None, repeated"),
+            Sample((uniform(rng, ()), np.array([0, 0])), {}, "0-D input, dim None"),
+            Sample((uniform(rng, (2, 3)), np.zeros((2, 0), np.int64)), {"dim": 1}, "zero-size indices"),
+            Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64)), {"dim": 1}, "zero-size input"),
+            Sample((uniform(rng, (2, 0)), np.zeros((3, 0), np.int64)), {"dim": 0}, "zero-size along the other dim")]
+
+
+take_along_dim = defop(
+    "take_along_dim", family="shape", inputs=("input", "indices"), forward=_take_along_dim,
+    vjps=(_take_along_dim_vjp, NOT_DIFFERENTIABLE), check=_check_take_along_dim, samples=_take_along_dim_samples,
+    torch_ref=lambda torch, input, indices, dim=None: torch.take_along_dim(input, indices.long(), dim))
+
+
+# -- scatter -----------------------------------------------------------------------------------------------------
+def _check_scatter(input, index, src=None, dim=0, value=None):
+    if (src is None) == (value is None):
+        raise TypeError("scatter: expected exactly one of 'src' (a tensor) and 'value' (a number), got "
+                        + ("both" if src is not None else "neither"))
+    if value is not None and (isinstance(value, bool | np.bool_) or np.ndim(value) != 0
+                              or np.asarray(value).dtype.kind not in "iuf"):
+        raise TypeError(f"scatter: argument 'value' expected a number, got {type(value).__name__} {value!r}")
+    axis = _check_along("scatter", input, index, dim, src=src)
+    if index.size:
+        flat = np.ravel_multi_index(_along(index, axis)[1], input.shape).reshape(-1)
+        if np.unique(flat).size != flat.size:
+            raise ValueError("scatter: argument 'index' writes one position of 'input' more than once; which value "
+                             "lands there is undefined (torch leaves it unspecified): use scatter_add or "
+                             "scatter_reduce to combine them, or unique indices")
+
+
+def _scatter(input, dim, index, src=None, value=None):
+    """``torch.scatter(input, dim, index, src)`` / ``torch.scatter(input, dim, index, value)``: a copy of
+    ``input`` with ``src[i][j]`` (or ``value``) written at ``[index[i][j]][j]`` (dim 0; and so on). Only the
+    ``index``-shaped block of ``src`` is read; positions must not repeat."""
+    out = input.copy()
+    block, positions = _along(index, normalize_dim("scatter", dim, input.ndim))
+    out[positions] = src[block] if src is not None else value
+    return out
+
+
+def _scatter_vjp_input(g, ans, input, index, src=None, dim=0, value=None):
+    if isinstance(g, np.ndarray):
+        return _scatter(g, dim, _raw(index), value=0)
+    return scatter(g, dim, index, value=0)
+
+
+def _scatter_vjp_src(g, ans, input, index, src=None, dim=0, value=None):
+    index = _raw(index)
+    return _pad_to(_gather_any(g, normalize_dim("scatter", dim, input.ndim), index), src.shape)
+
+
+def _scatter_samples(rng):
+    return [Sample((uniform(rng, (3, 4)), np.array([[0, 2, 1, 1], [1, 1, 0, 2]]), uniform(rng, (2, 4))), {"dim": 0},
+                   "src"),
+            Sample((uniform(rng, (3, 4)), np.array([[3, 0], [1, 2], [0, 3]]), uniform(rng, (3, 3))), {"dim": -1},
+                   "src larger than index", torch=False),  # torch's backward for src fails on this shape
+            Sample((transposed(rng, (3, 2)), np.array([[1], [0], [1]]), transposed(rng, (3, 1))), {"dim": 1},
+                   "non-contiguous"),
+            Sample((uniform(rng, (3, 4)), np.array([[2, 0, 1]]), None), {"dim": 0, "value": 2.5}, "value"),
+            Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0},
+                   "zero-size index"),
+            Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1},
+                   "zero-size input")]
+
+
+scatter = defop(
+    "scatter", family="shape", inputs=("input", "index", "src?"), forward=_scatter,
+    vjps=(_scatter_vjp_input, NOT_DIFFERENTIABLE, _scatter_vjp_src), check=_check_scatter, samples=_scatter_samples,
+    torch_ref=lambda torch, input, index, src=None, dim=0, value=None: torch.scatter(
+        input, dim, index.long(), src if src is not None else value))
+
+
+# -- scatter_reduce ----------------------------------------------------------------------------------------------
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+_REDUCE_UFUNC = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
+def _check_scatter_reduce(input, index, src, dim, reduce, include_self=True):
+    if reduce not in _REDUCES:
+        raise ValueError(f"scatter_reduce: argument 'reduce' expected one of {_REDUCES}, got {reduce!r}")
+    if not isinstance(include_self, bool | np.bool_):
+        raise TypeError(f"scatter_reduce: argument 'include_self' expected a bool, got {type(include_self).__name__} "
+                        f"{include_self!r}")
+    _check_along("scatter_reduce", input, index, dim, src=src)
+
+
+def _identity(reduce, dtype):
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtype.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    if info is None:  # bool
+        return reduce == "amin"
+    return info.min if reduce == "amax" else info.max
+
+
+def _counts(shape, axis, index, include_self, dtype):
+    """How many values reduce into each position of the output: the scattered ones, plus self if included;
+    1 where none does (torch's divisor for mean)."""
+    n = np.full(shape, 1 if include_self else 0, dtype)
+    _scatter_add_into(n, axis, index, np.ones(index.shape, dtype))
+    return np.where(n == 0, np.ones((), dtype), n)
+
+
+def _scatter_reduce(input, dim, index, src, reduce, include_self=True):
+    """``torch.scatter_reduce(input, dim, index, src, reduce, include_self=True)``: a copy of ``input`` where
+    every position that ``index`` addresses holds the ``reduce`` ("sum", "prod", "mean", "amax", "amin") of
+    the ``src`` values scattered there, and of its own value when ``include_self``. Positions nothing is
+    scattered to keep ``input``; "mean" divides by the count (floor division for integers, as torch)."""
+    axis = normalize_dim("scatter_reduce", dim, input.ndim)
+    block, positions = _along(index, axis)
+    out = input.copy()
+    if not include_self:
+        out[positions] = _identity(reduce, input.dtype)
+    _REDUCE_UFUNC[reduce].at(out, positions, src[block])
+    if reduce == "mean":
+        n = _counts(input.shape, axis, index, include_self, input.dtype)
+        out = out // n if input.dtype.kind in "iu" else out / n
+    return out
+
+
+def _others_product(v, zero, q, zcount, zsum, traced):
+    """The product of the other values reduced into the same position as each value ``v``, exact where values
+    are zero: ``q`` is the product of the nonzero values there, ``zcount`` how many are zero, ``zsum`` the sum
+    of the zero ones (0, but differentiable: with one other zero, the product of the others is
+    ``q / v * that zero``, which is what the second order needs). ``zero`` is ``v == 0``."""
+    one = np.ones((), _raw(v).dtype)
+    others = zcount - zero
+    nonzero_part = q / np.where(zero, one, v)
+    if not traced:
+        return nonzero_part * (others == 0)
+    own_zero = np.where(zero, v, np.zeros((), one.dtype))
+    factor = np.where(others == 0, one, np.where(others == 1, zsum - own_zero, np.zeros((), one.dtype)))
+    return nonzero_part * factor
+
+
+def _scatter_reduce_vjp(g, ans, input, index, src, needs, dim, reduce, include_self=True):
+    index = _raw(index)
+    axis = normalize_dim("scatter_reduce", dim, input.ndim)
+    block = tuple(slice(0, n) for n in index.shape)
+    traced = not isinstance(g, np.ndarray)
+    dtype = _raw(g).dtype
+    hit = _targets(input.shape, axis, index)
+    if reduce in ("sum", "mean"):
+        scale = _counts(input.shape, axis, index, include_self, dtype) if reduce == "mean" else None
+        gs = g if scale is None else g / scale
+        grad_self = gs if include_self else gs * ~hit
+        grad_src = _gather_any(gs, axis, index)
+    elif reduce in ("amax", "amin"):
+        # ties split the gradient evenly among the values equal to the result (as torch); self counts only when
+        # included (torch 2.13 also counts an excluded self that equals the result, losing part of the gradient)
+        res, x, s = _raw(ans), _raw(input), _raw(src)[block]
+        self_is = ~hit | ((x == res) & include_self)
+        src_is = s == _gather(res, axis, index)
+        n = self_is.astype(dtype)
+        _scatter_add_into(n, axis, index, src_is.astype(dtype))
+        share = np.where(n == 0, np.zeros((), dtype), 1 / np.where(n == 0, np.ones((), dtype), n))
+        grad_self = g * (self_is * share)
+        grad_src = _gather_any(g * share, axis, index) * src_is
+    else:  # prod: the product of the other values at the same position, exact with zeros
+        x, s = input, src[block]
+        x_zero, s_zero = _raw(x) == 0, _raw(s) == 0
+        one, zero = np.ones((), dtype), np.zeros((), dtype)
+        base = np.where(x_zero, one, x) if include_self else np.ones(input.shape, dtype)
+        masked_src = np.where(s_zero, one, s)
+        q = (_scatter_reduce(base, axis, index, masked_src, "prod") if not traced
+             else scatter_reduce(base, axis, index, masked_src, "prod"))
+        zcount = (x_zero & include_self).astype(np.int64)
+        _scatter_add_into(zcount, axis, index, s_zero.astype(np.int64))
+        zsum = None
+        if traced:
+            zbase = np.where(x_zero, x, zero) if include_self else np.zeros(input.shape, dtype)
+            zsum = scatter_add(zbase, axis, index, np.where(s_zero, s, zero))
+        grad_self = (g * _others_product(x, x_zero, q, zcount, zsum, traced) if include_self else g * ~hit)
+        grad_src = _gather_any(g, axis, index) * _others_product(
+            s, s_zero, _gather_any(q, axis, index), _gather(zcount, axis, index),
+            None if zsum is None else gather(zsum, axis, index), traced)
+    return (grad_self if needs[0] else None, None, _pad_to(grad_src, src.shape) if needs[2] else None)
+
+
+def _scatter_reduce_samples(rng):
+    x, idx, src = uniform(rng, (3, 4)), np.array([[0, 2, 2, 1], [1, 2, 0, 2], [0, 0, 2, 2]]), uniform(rng, (3, 4))
+    out = []
+    for reduce in _REDUCES:
+        for include_self in (True, False):
+            out.append(Sample((x, idx, src), {"dim": 0, "reduce": reduce, "include_self": include_self},
+                              f"{reduce}, include_self={include_self}, repeated"))
+        out += [Sample((transposed(rng, (3, 2)), np.array([[0, 0], [1, 0], [1, 1]]), transposed(rng, (3, 2))),
+                       {"dim": -1, "reduce": reduce}, f"{reduce}, non-contiguous"),
+                Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))),
+                       {"dim": 0, "reduce": reduce, "include_self": False}, f"{reduce}, zero-size index"),
+                Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))),
+                       {"dim": 1, "reduce": reduce}, f"{reduce}, zero-size input")]
+    # ties (kinks: no finite differences there) are checked against torch in tests/test_ops_indexing.py
+    zeros = np.array([0.0, 2.0, 0.0, -1.5, 0.0, 0.5, 3.0])
+    out += [Sample((np.array([0.0, 1.5, -2.0, 0.7]), np.array([0, 1, 1, 2, 2, 3, 3]), zeros),
+                   {"dim": 0, "reduce": "prod", "include_self": i}, f"prod, zeros, include_self={i}")
+            for i in (True, False)]
+    # two zeros reduced into one position: torch refuses the double backward; its first order is in the tests
+    out += [Sample((np.array([1.5, -2.0]), np.array([0, 0, 0, 1]), np.array([0.0, 2.0, 0.0, 0.5])),
+                   {"dim": 0, "reduce": "prod"}, "prod, two zeros at one position", torch=False),
+            Sample((uniform(rng, (4, 2)), np.array([[1], [3], [1]]), uniform(rng, (3, 2))),
+                   {"dim": 0, "reduce": "mean"}, "index smaller than src", torch=False)]  # torch's backward fails
+    return out
+
+
+scatter_reduce = defop(
+    "scatter_reduce", family="shape", inputs=("input", "index", "src"), forward=_scatter_reduce,
+    joint_vjp=_scatter_reduce_vjp, differentiable=(True, NOT_DIFFERENTIABLE, True), check=_check_scatter_reduce,
+    samples=_scatter_reduce_samples,
+    torch_ref=lambda torch, input, index, src, dim, reduce, include_self=True: torch.scatter_reduce(
+        input, dim, index.long(), src, reduce, include_self=include_self))
+
+
+# -- masked_select, nonzero, one_hot -----------------------------------------------------------------------------
+def _check_masked_select(input, mask):
+    if mask.dtype != np.bool_:
+        raise TypeError(f"masked_select: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
+    try:
+        np.broadcast_shapes(input.shape, mask.shape)
+    except ValueError:
+        raise ValueError(f"masked_select: argument 'mask' expected a shape broadcastable with input {input.shape}, "
+                         f"got {mask.shape}") from None
+
+
+def _masked_select(input, mask):
+    """``torch.masked_select(input, mask)``: the 1-D array of the entries of ``input`` where ``mask`` is True,
+    both broadcast to their common shape, in row-major order. Its length depends on the mask's values."""
+    shape = np.broadcast_shapes(input.shape, mask.shape)
+    return np.broadcast_to(input, shape)[np.broadcast_to(mask, shape)]
+
+
+def _masked_select_vjp(g, ans, input, mask):
+    m = _raw(mask)
+    shape = np.broadcast_shapes(input.shape, m.shape)
+    m = np.broadcast_to(m, shape)
+    if isinstance(g, np.ndarray):
+        grad = np.zeros(shape, g.dtype)
+        grad[m] = g
+    else:
+        grad = index_put(np.zeros(shape, g.dtype), (m,), g)
+    return unbroadcast(grad, input.shape)
+
+
+masked_select = defop(
+    "masked_select", family="shape", inputs=("input", "mask"), forward=_masked_select,
+    vjps=(_masked_select_vjp, NOT_DIFFERENTIABLE), check=_check_masked_select,
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 4)), uniform(rng, (3, 4)) > 0), {}, "same shape"),
+        Sample((uniform(rng, (4,)), uniform(rng, (3, 4)) > 0), {}, "input broadcast (entries read repeatedly)"),
+        Sample((uniform(rng, (3, 1)), np.array([True, False, True, True])), {}, "both broadcast"),
+        Sample((transposed(rng, (3, 4)), (uniform(rng, (4, 3)) > 0).T), {}, "non-contiguous"),
+        Sample((uniform(rng, ()), np.array(True)), {}, "0-D"),
+        Sample((uniform(rng, (2, 3)), np.zeros((2, 3), np.bool_)), {}, "nothing selected"),
+        Sample((uniform(rng, (0, 3)), np.ones(3, np.bool_)), {}, "zero-size input")],
+    torch_ref=lambda torch, input, mask: torch.masked_select(input, mask))
+
+
+def _check_nonzero(input, as_tuple=False):
+    if not isinstance(as_tuple, bool | np.bool_):
+        raise TypeError(f"nonzero: argument 'as_tuple' expected a bool, got {type(as_tuple).__name__} {as_tuple!r}")
+    if as_tuple:
+        raise ValueError("nonzero: as_tuple=True is not supported (an op's number of outputs is fixed when it is "
+                         "registered); use ops.unbind(ops.nonzero(input), 1), which gives the same tuple")
+
+
+def _nonzero(input, as_tuple=False):
+    """``torch.nonzero(input)``: the int64 positions of the nonzero entries (NaN counts as nonzero), one row
+    each, shape (count, input.ndim), in row-major order. Not differentiable."""
+    return np.argwhere(input).astype(np.int64, copy=False)
+
+
+nonzero = defop(
+    "nonzero", family="shape", inputs=("input",), forward=_nonzero, vjps=(NOT_DIFFERENTIABLE,), check=_check_nonzero,
+    samples=lambda rng: [
+        Sample((np.array([[0.0, 1.5, -0.0], [np.nan, 0.0, -2.0]]),), {}, "NaN is nonzero, -0.0 is zero"),
+        Sample((transposed(rng, (3, 4)) > 0,), {}, "bool, non-contiguous"),
+        Sample((np.array([3, 0, -1, 0]),), {}, "int64"),
+        Sample((np.array(2.0),), {}, "0-D nonzero"),
+        Sample((np.array(0.0),), {}, "0-D zero"),
+        Sample((np.zeros((0, 3)),), {}, "zero-size")],
+    torch_ref=lambda torch, input, as_tuple=False: torch.nonzero(input))
+
+
+def _check_one_hot(tensor, num_classes=-1):
+    require_integer("one_hot", "tensor", tensor)
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer) or not (
+            num_classes == -1 or num_classes > 0):
+        raise ValueError(f"one_hot: argument 'num_classes' expected -1 (infer from the data) or a positive int, got "
+                         f"{num_classes!r}")
+    if num_classes == -1 and tensor.size == 0:
+        raise ValueError("one_hot: cannot infer the number of classes from an empty tensor; pass num_classes")
+    if tensor.size and tensor.min() < 0:
+        raise ValueError(f"one_hot: argument 'tensor' expected class values >= 0, got {tensor.min()}")
+    if tensor.size and num_classes != -1 and tensor.max() >= num_classes:
+        raise ValueError(f"one_hot: argument 'tensor' expected class values below num_classes={num_classes}, got "
+                         f"{tensor.max()}")
+
+
+def _one_hot(tensor, num_classes=-1):
+    """``torch.nn.functional.one_hot(tensor, num_classes=-1)``: int64 of shape ``tensor.shape + (num_classes,)``,
+    1 at each value's class; ``num_classes=-1`` takes ``tensor.max() + 1`` (from the data, also on replay)."""
+    n = int(tensor.max()) + 1 if num_classes == -1 else int(num_classes)
+    return (tensor[..., None] == np.arange(n)).astype(np.int64)
+
+
+one_hot = defop(
+    "one_hot", family="shape", inputs=("tensor",), forward=_one_hot, vjps=(NOT_DIFFERENTIABLE,), check=_check_one_hot,
+    samples=lambda rng: [
+        Sample((np.array([0, 2, 2, 1]),), {}, "inferred classes, repeated"),
+        Sample((np.array([[0, 3], [1, 0]]).T,), {"num_classes": 5}, "non-contiguous, more classes"),
+        Sample((np.array(1),), {"num_classes": 3}, "0-D"),
+        Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4}, "zero-size")],
+    torch_ref=lambda torch, tensor, num_classes=-1: torch.nn.functional.one_hot(tensor.long(), num_classes))

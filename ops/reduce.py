@@ -25,7 +25,8 @@ non-int dim or a non-bool keepdim raises naming the op and the argument. Convent
   (sum and prod of integers give int64, as in torch).
 """
 
-__all__ = ['sum', 'mean', 'var', 'std', 'max', 'min', 'prod', 'logsumexp', 'argmax', 'argmin', 'restore_dims']
+__all__ = ['sum', 'mean', 'var', 'std', 'max', 'min', 'prod', 'logsumexp', 'argmax', 'argmin', 'restore_dims', 'amax',
+           'amin', 'vector_norm', 'norm', 'any', 'all', 'count_nonzero']
 
 import math
 import warnings
@@ -34,9 +35,9 @@ import numpy as np
 
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from ._numerics import quiet
 from ._samples import index_reduction_samples, reduction_samples, uniform
 from ._validation import normalize_dim, normalize_dims
-from .binary import quiet
 
 
 # -- dims ------------------------------------------------------------------------------------------------------
@@ -465,3 +466,209 @@ argmax = _reduction("argmax", _index_of("argmax", np.argmax), NOT_DIFFERENTIABLE
                     torch_ref=_torch_index_of("argmax"))
 argmin = _reduction("argmin", _index_of("argmin", np.argmin), NOT_DIFFERENTIABLE, samples=index_reduction_samples(),
                     torch_ref=_torch_index_of("argmin"))
+
+
+# == amax / amin, norms, any / all / count_nonzero: torch's own parameter names ===============================
+def _on_input(name, forward, vjp, samples, torch_ref, **declaration):
+    return defop(name, family="reduce", inputs=(declaration.pop("input_name", "input"),), forward=forward,
+                 vjps=(vjp,), samples=samples, torch_ref=torch_ref, **declaration)
+
+
+def _amax_amin(name, ufunc):
+    forward, vjp = _extremum(name, ufunc)
+
+    def run(input, dim=(), keepdim=False):
+        return forward(input, dim, keepdim)
+
+    def rule(g, ans, input, dim=(), keepdim=False):
+        return vjp(g, ans, input, dim, keepdim)
+
+    run.__name__, rule.__name__ = f"_{name}", f"_{name}_vjp"
+    return run, rule
+
+
+def _torch_amax_amin(name):
+    return lambda torch, input, dim=(), keepdim=False: getattr(torch, name)(input, dim=dim, keepdim=keepdim)
+
+
+def _amax_samples(rng):
+    # ties are not differentiable (finite differences cannot check them): tests/test_ops_reduce.py compares them
+    # with torch instead
+    return _EXTREMUM_SAMPLES(rng) + [Sample((uniform(rng, (2, 3, 4)),), {"dim": (), "keepdim": True}, "dim=()")]
+
+
+amax = _on_input("amax", *_amax_amin("amax", np.maximum), _amax_samples, _torch_amax_amin("amax"))
+amin = _on_input("amin", *_amax_amin("amin", np.minimum), _amax_samples, _torch_amax_amin("amin"))
+
+
+# -- vector_norm, norm -----------------------------------------------------------------------------------------
+def _order(op, ord):
+    if isinstance(ord, bool) or not isinstance(ord, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument 'ord' expected a number (0, 1, 2, inf, -inf or p > 0), got "
+                        f"{type(ord).__name__} {ord!r}")
+    ord = float(ord)
+    if not (ord >= 0 or ord == -math.inf):
+        raise NotImplementedError(f"{op}: argument 'ord' is {ord!r}; minitape supports 0, p > 0, inf and -inf")
+    return ord
+
+
+@quiet  # overflow of x^p gives inf, as torch (which does not rescale either)
+def _norm_of(op, x, ord, dim, keepdim):
+    _require_float(op, x)
+    ord = _order(op, ord)
+    axes = _axes(op, dim, x.ndim, keepdim)
+    magnitude = np.abs(x)
+    if math.isinf(ord):
+        if _count(x.shape, axes) == 0:
+            raise ValueError(f"{op}: cannot compute the {ord} norm of argument of shape {x.shape} over "
+                             f"dim={dim!r}: no entries, and the operation has no identity (as torch)")
+        return (np.maximum if ord > 0 else np.minimum).reduce(magnitude, axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return np.add.reduce(x != 0, axis=axes, keepdims=keepdim, dtype=x.dtype)
+    if ord == 1:
+        return np.add.reduce(magnitude, axis=axes, keepdims=keepdim)
+    if ord == 2:
+        return np.sqrt(np.add.reduce(magnitude * magnitude, axis=axes, keepdims=keepdim))
+    return np.power(np.add.reduce(np.power(magnitude, ord), axis=axes, keepdims=keepdim), 1 / ord)
+
+
+@quiet
+def _norm_vjp_of(op, g, ans, x, ord, dim, keepdim):
+    ord = float(ord)
+    axes = _axes(op, dim, x.ndim, keepdim)
+    g_kept = _kept(g, x.shape, axes, keepdim)
+    if ord == 0:
+        return np.zeros(x.shape, g.dtype)  # a count: gradient 0, as torch
+    if ord == 1:
+        return g_kept * np.sign(x)  # 0 at 0, as torch's sgn
+    norm = _kept(ans, x.shape, axes, keepdim)
+    if math.isinf(ord):  # the entries of extreme magnitude share the gradient evenly, with their sign
+        hits = np.abs(x) == norm
+        ties = np.add.reduce(hits, axis=axes, keepdims=True, dtype=g.dtype)
+        return np.sign(x) * hits * (g_kept / ties)
+    zero = norm == 0  # torch: gradient 0 where the norm is 0 (its subgradient for p = 2)
+    safe = np.where(zero, 1, norm)
+    if ord == 2:
+        return np.where(zero, 0, x * (g_kept / safe))
+    # d/dx ||x||_p = sign(x) |x|^(p-1) / ||x||^(p-1); 0 at x = 0 (for p < 1 too, as torch)
+    magnitude = np.abs(x)
+    nonzero = magnitude != 0
+    powered = np.where(nonzero, np.power(np.where(nonzero, magnitude, 1), ord - 1), 0)
+    return np.where(zero, 0, np.sign(x) * powered * (g_kept / np.power(safe, ord - 1)))
+
+
+def _vector_norm(x, ord=2, dim=None, keepdim=False):
+    return _norm_of("vector_norm", x, ord, dim, keepdim)
+
+
+def _vector_norm_vjp(g, ans, x, ord=2, dim=None, keepdim=False):
+    return _norm_vjp_of("vector_norm", g, ans, x, ord, dim, keepdim)
+
+
+def _norm_samples(attrs_list, full_key):
+    """Every ord on the default reduction samples (no empty dims for +-inf), ties for +-inf, zeros for 1 / p."""
+    def generate(rng):
+        out = []
+        for attrs in attrs_list:
+            finite = not (isinstance(attrs[full_key], float) and math.isinf(attrs[full_key]))
+            base = reduction_samples(0.2, 2.0, empty_dims=finite)(rng)
+            for s in base:
+                x = s.inputs[0] * np.where(uniform(rng, s.inputs[0].shape) < 0, -1.0, 1.0)  # both signs, off 0
+                out.append(Sample((x,), {**s.attrs, **attrs}, f"{attrs} {s.label}"))
+        return out
+    return generate
+
+
+_VECTOR_ORDS = [{"ord": 2}, {"ord": 1}, {"ord": math.inf}, {"ord": -math.inf}, {"ord": 3}, {"ord": 0.5}, {"ord": 0}]
+
+
+def _vector_norm_samples(rng):
+    # torch's double backward of a general p-norm over no entries gives the cotangent a NaN gradient where the
+    # exact one (an empty sum) is 0, which minitape gives: no torch comparison there
+    return [Sample(s.inputs, s.attrs, s.label, torch=not (s.attrs["ord"] == 3 and s.inputs[0].size == 0))
+            for s in _norm_samples(_VECTOR_ORDS, "ord")(rng)]
+
+
+def _torch_vector_norm(torch, x, ord=2, dim=None, keepdim=False):
+    return torch.linalg.vector_norm(x, ord=ord, dim=dim, keepdim=keepdim)
+
+
+vector_norm = _on_input("vector_norm", _vector_norm, _vector_norm_vjp, _vector_norm_samples, _torch_vector_norm,
+                        input_name="x")
+
+
+def _p_of(p):
+    """torch.norm's p as vector_norm's ord: 'fro' is the 2-norm over the given dims (torch: at most 2 of them)."""
+    if p == "fro":
+        return 2.0
+    if isinstance(p, str):
+        raise NotImplementedError(f"norm: argument 'p' is {p!r}; minitape supports 'fro' and numbers (for the "
+                                  f"nuclear norm use svd)")
+    return p
+
+
+def _norm(input, p="fro", dim=None, keepdim=False):
+    if p == "fro" and isinstance(dim, tuple | list) and len(dim) > 2:
+        raise ValueError(f"norm: p='fro' takes at most 2 dims (torch's matrix norm), got dim={dim!r}")
+    return _norm_of("norm", input, _p_of(p), dim, keepdim)
+
+
+def _norm_vjp(g, ans, input, p="fro", dim=None, keepdim=False):
+    return _norm_vjp_of("norm", g, ans, input, _p_of(p), dim, keepdim)
+
+
+def _norm_op_samples(rng):
+    out = [s for s in _norm_samples([{"p": "fro"}, {"p": 1}, {"p": 2}, {"p": math.inf}], "p")(rng)
+           if not (s.attrs["p"] == "fro" and isinstance(s.attrs["dim"], tuple) and len(s.attrs["dim"]) > 2)]
+    return out
+
+
+norm = _on_input("norm", _norm, _norm_vjp, _norm_op_samples,
+                 lambda torch, input, p="fro", dim=None, keepdim=False: torch.norm(input, p=p, dim=dim,
+                                                                                   keepdim=keepdim))
+
+
+# -- any, all, count_nonzero: not differentiable ---------------------------------------------------------------
+def _logical_reduction(name, ufunc):
+    def forward(input, dim=None, keepdim=False):
+        return ufunc.reduce(input != 0, axis=_axes(name, dim, input.ndim, keepdim), keepdims=keepdim)
+    forward.__name__ = f"_{name}"
+    return forward
+
+
+def _truth_samples(rng):
+    out = _with_a_0d_input(reduction_samples())(rng)
+    x = np.array([[0.0, 0.0, 1.5], [0.0, -0.0, 0.0], [np.nan, 2.0, -1.0]])
+    out += [Sample((x,), {"dim": d, "keepdim": False}, f"zeros dim={d}") for d in (0, 1, None)]
+    out.append(Sample((x != 0,), {"dim": 1, "keepdim": True}, "bools"))
+    out.append(Sample((np.array([[0, 3], [0, 0]]),), {"dim": 0, "keepdim": False}, "integers"))
+    return out
+
+
+def _torch_truth(name):
+    def ref(torch, input, dim=None, keepdim=False):
+        if dim is None or dim == ():
+            out = getattr(torch, name)(input)
+            return out.reshape((1,) * input.ndim) if keepdim else out
+        return getattr(torch, name)(input, dim=dim, keepdim=keepdim)
+    return ref
+
+
+any = _on_input("any", _logical_reduction("any", np.logical_or), NOT_DIFFERENTIABLE, _truth_samples,
+                _torch_truth("any"))
+all = _on_input("all", _logical_reduction("all", np.logical_and), NOT_DIFFERENTIABLE, _truth_samples,
+                _torch_truth("all"))
+
+
+def _count_nonzero(input, dim=None):
+    axes = _axes("count_nonzero", dim, input.ndim, False)
+    return np.asarray(np.count_nonzero(input, axis=axes)).astype(np.int64, copy=False)
+
+
+def _count_samples(rng):
+    return [Sample(s.inputs, {"dim": s.attrs["dim"]}, s.label) for s in _truth_samples(rng)
+            if not s.attrs["keepdim"]]
+
+
+count_nonzero = _on_input("count_nonzero", _count_nonzero, NOT_DIFFERENTIABLE, _count_samples,
+                          lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim))

@@ -36,7 +36,7 @@ from tape.registry import Sample, defop
 
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
-from .binary import quiet
+from ._numerics import quiet
 from .indexing import index_select, scatter_add
 
 FAMILY = "scan"

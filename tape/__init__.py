@@ -6,6 +6,7 @@ Import ``tape`` for the engine and ``ops`` for the op library (importing either 
 from . import state  # noqa: F401  -- tape.state: the per-thread modes
 from .autodiff import backward
 from .broadcast import unbroadcast
+from .compile import CompiledStep, CompileError, compile
 from .errors import (
     AnomalyError,
     BackwardNotImplementedError,
@@ -42,6 +43,7 @@ __all__ = [
     "stubbed_backward_op_names", "RegistrationError", "unbroadcast",
     "gradcheck", "gradgradcheck", "GradcheckError",
     "gradients", "grad", "value_and_grad", "vjp", "hvp", "jacobian", "hessian",
+    "compile", "CompiledStep", "CompileError",
     "BackwardNotImplementedError", "GradientError", "GraphFreedError", "InPlaceModificationError",
     "AnomalyError", "ReplayError",
 ]

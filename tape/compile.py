@@ -22,7 +22,8 @@ needed, so the replay holds no more memory than the eager pass does.
 no Node, no argument binding, no ``op.check``), then its rules with the values the forward saved; no result
 validation either. The arithmetic is the eager one, call for call and in the same order, so the results are
 bit-identical to eager. Checks that depend on *values* (an index in range, a valid class) ran at record time
-only. Gradients accumulate into ``.grad`` exactly as ``backward()`` does (onto a gradient already there).
+only; an error raised inside an op during a replay gets a note naming the op. Gradients accumulate into
+``.grad`` exactly as ``backward()`` does (onto a gradient already there).
 
 **The guard.** A plan is keyed by the call's signature: each array or Tensor argument's shape, dtype and
 requires_grad, every other argument's type and value (Python scalars are captured as constants, so a new
@@ -32,7 +33,9 @@ re-records (at most ``max_plans`` plans, oldest dropped), or with ``recompile=Fa
 saying what differs. The first recording of a signature is *verified* by the second call, which records
 again and must record the same thing: same ops, attributes, constants (by value), data flow. What changes
 between two calls without showing in the signature -- a Python number or numpy array computed inside ``fn``
-(random noise, a step counter), Python branches on state -- is caught there and raises CompileError.
+(random noise, a step counter), Python branches on state -- is caught there and raises CompileError. An op
+output whose shape differs from the recording's during a replay (a boolean-mask index: a shape that depends
+on the data) raises CompileError too.
 
 **Reading values while recording raises.** The step's array arguments reach ``fn`` as constant Tensors, and
 every tensor an op computes while recording is marked: reading its values into Python or numpy (``.item()``,
@@ -41,10 +44,12 @@ raises CompileError, because the replay would freeze them. Compute with ops inst
 (-1,))``, not ``np.asarray(targets).reshape(-1)``). Python control flow that depends on data or on outside
 state (``model.training``) needs a ``key=`` giving its decision, or ``step.reset()`` after a change.
 
-**Randomness.** Ops that draw in the forward (dropout, attention dropout) take a ``np.random.Generator`` as
-an attribute and save the seed they drew. The plan keeps the Generator object itself, so every replay draws a
-fresh seed from it exactly as an eager call would (the same sequence), and the rules use the saved seed. An
-int seed is a constant, as in eager. ``nn.manual_seed`` installs a new Generator: call ``step.reset()`` then.
+**Randomness.** Ops that draw in the forward take a ``np.random.Generator`` attribute (dropout's ``rng``,
+attention's ``rng``). Nodes and tapes record the seed an application drew (``recording.ResolvedAttributes``);
+the plan keeps the attributes as ``fn`` gave them (``.given``): the Generator object itself, so every replay
+draws a fresh seed from it exactly as an eager call would (the same sequence, bit-identical masks), and the
+rules use the seed saved by that replay's forward. An int seed is a constant, as in eager. ``nn.manual_seed``
+installs a new Generator that the plan cannot see: call ``step.reset()`` after it.
 
 **Falls back to eager** (no plan used or made) while a tape records (an outer ExecutionTape or GradientTape
 sees the ops) and under ``detect_anomaly()``. Grad mode is ignored: a step always computes gradients.
@@ -54,6 +59,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 
 import numpy as np
 
@@ -346,10 +352,18 @@ def _resolve(template, vals):
     return template
 
 
+def _reader(slots) -> Callable:
+    """``reader(vals)``: the tuple of those slots' values (-1: the slot that is always None, an absent input)."""
+    if len(slots) == 1:
+        slot = slots[0]
+        return lambda vals: (vals[slot],)
+    return itemgetter(*slots)
+
+
 class _Apply:
     """One op application of the forward: ``forward(*args, **kwargs)`` with slots filled in."""
 
-    __slots__ = ("op", "forward", "args", "kwargs", "fills", "dynamic", "outs", "shapes", "single", "saves",
+    __slots__ = ("op", "forward", "args", "kwargs", "fills", "read", "dynamic", "outs", "shapes", "single", "saves",
                  "keep_saved", "index", "attrs", "dynamic_attrs", "reads", "free")
 
     def __init__(self, op, index, values, attrs, outs, shapes):
@@ -364,6 +378,7 @@ class _Apply:
             args = values[:n]
         self.kwargs = {op.param_names[i]: values[i] for i in range(n, len(values))}
         self.fills = [(i, a.slot) for i, a in enumerate(args) if type(a) is _Ref]
+        self.read = _reader([a.slot for a in args]) if args and len(self.fills) == len(args) else None
         self.dynamic = ([(i, a) for i, a in enumerate(args) if type(a) is not _Ref and _refs(a)]
                         + [(k, v) for k, v in self.kwargs.items() if _refs(v)])
         self.args = tuple(args)
@@ -376,15 +391,17 @@ class _Apply:
 class _Reverse:
     """The rule call of one op in the reverse plan, and where each gradient it returns goes."""
 
-    __slots__ = ("apply", "op", "inputs", "seq_lens", "needs", "rules", "dests", "free")
+    __slots__ = ("apply", "op", "read", "seq_lens", "needs", "rules", "calls", "dests", "free")
 
     def __init__(self, apply, in_slots, seq_lens, needs, dests):
         op = apply.op
-        self.apply, self.op, self.inputs, self.seq_lens, self.dests = apply, op, tuple(in_slots), seq_lens, dests
+        self.apply, self.op, self.seq_lens, self.dests = apply, op, seq_lens, dests
+        self.read = _reader([-1 if s is None else s for s in in_slots])
         self.needs = tuple(group(op, list(needs), seq_lens)) if seq_lens else tuple(needs)
         self.rules = None if op.joint_vjp is not None else [
             rule if (any(need) if isinstance(need, list) else need) else None
             for rule, need in zip(op.vjps, self.needs)]
+        self.calls = [(pos, rule) for pos, rule in enumerate(self.rules or ()) if rule is not None]
         self.free: list[int] = []
 
 
@@ -407,7 +424,7 @@ class _Plan:
 
     def run(self, values):
         """One step: the loss array (``.grad`` written), or None when a variable no longer fits the plan."""
-        vals: list = [None] * self.n_slots
+        vals: list = [None] * (self.n_slots + 1)  # the last one stays None: an absent optional input reads it
         for s, t, shape, dtype, flag in self.variables:
             data = t._data
             if data.shape != shape or data.dtype != dtype or t._requires_grad is not flag:
@@ -416,83 +433,95 @@ class _Plan:
         for k, s in self.inputs:
             v = values[k]
             vals[s] = v._data if isinstance(v, Tensor) else np.array(v)  # a copy, as eager's as_tensor makes
-        saved: list = [None] * len(self.forward)
-        for a in self.forward:
-            args = a.args
-            if a.fills:
-                args = list(args)
-                for i, s in a.fills:
-                    args[i] = vals[s]
-            kwargs = a.kwargs
-            if a.dynamic:
-                args, kwargs = list(args), dict(kwargs)
-                for where, template in a.dynamic:
-                    if type(where) is int:
-                        args[where] = _resolve(template, vals)
-                    else:
-                        kwargs[where] = _resolve(template, vals)
-            out = a.forward(*args, **kwargs) if kwargs else a.forward(*args)
-            if a.saves:
-                out, aux = out
-                if a.keep_saved:
-                    saved[a.index] = aux
-            if a.single:
-                if type(out) is not np.ndarray:
-                    out = np.asarray(out)
-                if out.shape != a.shapes:
-                    _data_dependent(a, a.shapes, out.shape)
-                vals[a.outs[0]] = out
-            else:
-                out = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
-                if tuple(o.shape for o in out) != a.shapes:
-                    _data_dependent(a, a.shapes, tuple(o.shape for o in out))
-                for s, o in zip(a.outs, out):
-                    vals[s] = o
-            for s in a.free:
-                vals[s] = None
-
-        leaves = [values[x] if type(x) is int else x for x in self.leaves]
-        acc: list = [None if t._grad is None else t._grad._data for t in leaves]
-        grads: list = [None] * self.n_slots
-        if self.backward:
-            loss = vals[self.loss_slot]
-            grads[self.loss_slot] = np.ones(loss.shape, dtype=loss.dtype)
-        for r in self.backward:
-            a = r.apply
-            if a.single:
-                s = a.outs[0]
-                g, ans = grads[s], vals[s]
-                grads[s] = None
-            else:
-                g, ans = tuple(grads[s] for s in a.outs), tuple(vals[s] for s in a.outs)
-                for s in a.outs:
-                    grads[s] = None
-            inputs = [None if s is None else vals[s] for s in r.inputs]
-            if r.seq_lens:
-                inputs = group(r.op, inputs, r.seq_lens)
-            attrs = a.attrs
-            if a.dynamic_attrs:
-                attrs = {**attrs, **{k: _resolve(v, vals) for k, v in a.dynamic_attrs}}
-            aux = saved[a.index]
-            if aux is not None:
-                attrs = {**attrs, **aux}
-                saved[a.index] = None
-            if r.rules is None:
-                results = r.op.joint_vjp(g, ans, *inputs, needs=r.needs, **attrs)
-            else:
-                results = [None if rule is None else rule(g, ans, *inputs, **attrs) for rule in r.rules]
-            for pos, sub, dest in r.dests:
-                grad = results[pos] if sub is None else results[pos][sub]
-                if type(grad) is not np.ndarray:
-                    grad = np.asarray(grad)
-                if dest >= 0:
-                    old = grads[dest]
-                    grads[dest] = grad if old is None else old + grad
+        a = None
+        try:
+            saved: list = [None] * len(self.forward)
+            for a in self.forward:
+                if a.read is not None:
+                    args = a.read(vals)
                 else:
-                    old = acc[~dest]
-                    acc[~dest] = grad if old is None else old + grad
-            for s in r.free:
-                vals[s] = None
+                    args = a.args
+                    if a.fills:
+                        args = list(args)
+                        for i, s in a.fills:
+                            args[i] = vals[s]
+                kwargs = a.kwargs
+                if a.dynamic:
+                    args, kwargs = list(args), dict(kwargs)
+                    for where, template in a.dynamic:
+                        if type(where) is int:
+                            args[where] = _resolve(template, vals)
+                        else:
+                            kwargs[where] = _resolve(template, vals)
+                out = a.forward(*args, **kwargs) if kwargs else a.forward(*args)
+                if a.saves:
+                    out, aux = out
+                    if a.keep_saved:
+                        saved[a.index] = aux
+                if a.single:
+                    if type(out) is not np.ndarray:
+                        out = np.asarray(out)
+                    if out.shape != a.shapes:
+                        _data_dependent(a, a.shapes, out.shape)
+                    vals[a.outs[0]] = out
+                else:
+                    out = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
+                    if tuple(o.shape for o in out) != a.shapes:
+                        _data_dependent(a, a.shapes, tuple(o.shape for o in out))
+                    for s, o in zip(a.outs, out):
+                        vals[s] = o
+                for s in a.free:
+                    vals[s] = None
+
+            leaves = [values[x] if type(x) is int else x for x in self.leaves]
+            acc: list = [None if t._grad is None else t._grad._data for t in leaves]
+            grads: list = [None] * self.n_slots
+            if self.backward:
+                loss = vals[self.loss_slot]
+                grads[self.loss_slot] = np.ones(loss.shape, dtype=loss.dtype)
+            for r in self.backward:
+                a = r.apply
+                if a.single:
+                    s = a.outs[0]
+                    g, ans = grads[s], vals[s]
+                    grads[s] = None
+                else:
+                    g, ans = tuple(grads[s] for s in a.outs), tuple(vals[s] for s in a.outs)
+                    for s in a.outs:
+                        grads[s] = None
+                inputs = r.read(vals)
+                if r.seq_lens:
+                    inputs = group(r.op, list(inputs), r.seq_lens)
+                attrs = a.attrs
+                if a.dynamic_attrs:
+                    attrs = {**attrs, **{k: _resolve(v, vals) for k, v in a.dynamic_attrs}}
+                aux = saved[a.index]
+                if aux is not None:
+                    attrs = {**attrs, **aux}
+                    saved[a.index] = None
+                if r.rules is None:
+                    results = r.op.joint_vjp(g, ans, *inputs, needs=r.needs, **attrs)
+                else:
+                    results = [None] * len(r.rules)
+                    for pos, rule in r.calls:
+                        results[pos] = rule(g, ans, *inputs, **attrs) if attrs else rule(g, ans, *inputs)
+                for pos, sub, dest in r.dests:
+                    grad = results[pos] if sub is None else results[pos][sub]
+                    if type(grad) is not np.ndarray:
+                        grad = np.asarray(grad)
+                    if dest >= 0:
+                        old = grads[dest]
+                        grads[dest] = grad if old is None else old + grad
+                    else:
+                        old = acc[~dest]
+                        acc[~dest] = grad if old is None else old + grad
+                for s in r.free:
+                    vals[s] = None
+        except Exception as e:  # name the op: the replay skipped the checks that would have named it
+            if a is not None and hasattr(e, "add_note"):
+                e.add_note(f"(raised replaying op #{a.index} '{a.op.name}' of a compiled step; its checks ran only "
+                           f"when the step was recorded)")
+            raise
         for t, g in zip(leaves, acc):
             t.grad = Tensor._wrap(g)
         return vals[self.loss_slot]
@@ -539,7 +568,8 @@ def _build(applications, loss, inputs, watermark) -> _Plan:
         refs = [None if s is None else _Ref(s) for s in flat]
         for i, v in zip(op.tensor_pos, group(op, refs, seq_lens) if seq_lens else refs):
             values[i] = v
-        kept = {name: _template(value, arrays) for name, value in attrs.items()}
+        given = getattr(attrs, "given", attrs)  # as fn gave them: a Generator, not the seed the forward drew from it
+        kept = {name: _template(value, arrays) for name, value in given.items()}
         for i in op.attr_pos:
             values[i] = kept[op.param_names[i]]
         apply = _Apply(op, index, values, kept, [define(r) for r in results], tuple(r.shape for r in results))
@@ -551,7 +581,7 @@ def _build(applications, loss, inputs, watermark) -> _Plan:
     if loss_slot is None or not any(loss_slot in a.outs for a in forward):
         raise CompileError("compile: fn must return a loss computed by ops inside it (not an argument or a tensor "
                            "made outside fn)")
-    backward, leaves, leaf_of = _reverse_plan(applications, forward, slot_of, inputs, loss, loss_slot)
+    backward, leaves = _reverse_plan(applications, forward, slot_of, inputs, loss, loss_slot)
     _plan_frees(forward, backward, len(described), loss_slot)
     return _Plan(len(described), input_slots, variables, forward, backward, leaves, loss_slot, fingerprint)
 
@@ -587,7 +617,7 @@ def _reverse_plan(applications, forward, slot_of, inputs, loss, loss_slot):
         in_slots = [None if t is None else slot_of[t.id] for t in tensors]
         apply.keep_saved = True
         backward.append(_Reverse(apply, in_slots, seq_lens, node.needs, dests))
-    return backward, leaves, leaf_of
+    return backward, leaves
 
 
 def _flat_positions(op, seq_lens) -> list[tuple]:

@@ -148,6 +148,9 @@ FUNCTION_OPS = {
     np.tile: lambda A, reps: _lib().tile(A, reps),
     np.diagonal: lambda a, offset=0, axis1=0, axis2=1: _lib().diagonal(a, offset, axis1, axis2),
     np.cumprod: lambda a, axis=None: _lib().cumprod(a, axis),
+    np.diag: lambda v, k=0: _lib().diag(v, k),
+    np.fliplr: lambda m: _lib().flip(m, (1,)),
+    np.flipud: lambda m: _lib().flip(m, (0,)),
     np.outer: lambda a, b: _lib().outer(a, b),
     np.tensordot: lambda a, b, axes=2: _lib().tensordot(a, b, axes),
 }

@@ -66,6 +66,19 @@ class Node:
         return f"<node #{self.index} {self.op.name}>"
 
 
+class ResolvedAttributes(dict):
+    """An application's attributes after its forward resolved some of them (dropout's ``rng`` -> the seed it drew):
+    what it really used, as nodes and tapes record it. ``given`` keeps them as the caller gave them: a compiled step
+    (tape/compile.py) calls the forward with those again, so that it draws afresh as an eager call does."""
+
+    __slots__ = ("given",)
+
+    def __init__(self, given: dict, saved: dict):
+        super().__init__(given)
+        self.update((k, v) for k, v in saved.items() if k in given)
+        self.given = given
+
+
 _SCALARS: dict = {}
 
 
@@ -248,7 +261,7 @@ def _frozen_copy(array):
 
 def apply(op, args, kwargs):
     """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor."""
-    if not kwargs and len(args) == op.n_inputs and op.tensors_first and not op.has_sequence:
+    if not kwargs and len(args) == op.n_inputs and op.fast_call:
         inputs = args  # the hot path: tensors only, attributes at their defaults
         attrs = op.attr_defaults
         values = None
@@ -293,7 +306,7 @@ def apply(op, args, kwargs):
     if op.saves:
         out, saved = out
         if saved.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
-            attrs = {**attrs, **{k: v for k, v in saved.items() if k in attrs}}  # record what it really used
+            attrs = ResolvedAttributes(attrs, saved)  # record what it really used
     if op.n_outputs != 1:
         return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
     if type(out) is not np.ndarray:

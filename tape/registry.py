@@ -205,6 +205,10 @@ class Op:
         self.attr_defaults = {self.param_names[i]: (None if self.defaults[i] is _MISSING else self.defaults[i])
                               for i in self.attr_pos}
         self.tensors_first = self.tensor_pos == tuple(range(self.n_inputs))
+        # a call with just the tensors, positionally, needs no binding (the hot path); an op with a required
+        # attribute (cumsum's dim) always goes through ``bind``, which names what is missing
+        self.fast_call = (self.tensors_first and not any(self.sequence) and self.var_positional is None
+                          and all(self.defaults[i] is not _MISSING for i in self.attr_pos))
 
     # -- introspection -------------------------------------------------------------------------------------
     @property

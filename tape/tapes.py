@@ -53,6 +53,13 @@ class RecordedOp:
     outputs: tuple = ()  # TensorSpec of every output (ops with several outputs); ``output`` is the first
 
     @property
+    def output_specs(self) -> tuple:
+        """Every output's TensorSpec (none for an op that returned no output)."""
+        if self.outputs or self.output is None:
+            return self.outputs
+        return (self.output,)
+
+    @property
     def backward_stubbed(self) -> bool:
         return bool(get_op(self.op_name).stubbed_inputs)
 
@@ -105,8 +112,9 @@ class ExecutionTape:
         results = result if isinstance(result, tuple) else (result,)
         self._produced.update(r.id for r in results)
         specs = tuple(TensorSpec.of(r) for r in results)
+        first = specs[0] if specs else None  # an op may return no output at all (unbind of an empty dim)
         self._ops.append(RecordedOp(len(self._ops), op.name, tuple(TensorSpec.of(t) for t in tensors),
-                                    specs[0], dict(attrs), node, seq_lens, specs if len(specs) > 1 else ()))
+                                    first, dict(attrs), node, seq_lens, specs if len(specs) != 1 else ()))
 
     def __enter__(self):
         tape_stack.push(self)
@@ -149,18 +157,18 @@ class ExecutionTape:
         """A copy keeping only the ops the given outputs (tensors or ids) depend on -- which is also all
         their gradients need. Dead ops are dropped; order and indices are renumbered."""
         wanted = {t.id if isinstance(t, Tensor) else int(t) for t in keep_outputs}
-        produced = {spec.id for rec in self._ops for spec in rec.outputs or (rec.output,)}
+        produced = {spec.id for rec in self._ops for spec in rec.output_specs}
         missing = wanted - produced - set(self._externals)
         if missing:
             raise ValueError(f"prune: tensor id(s) {sorted(missing)} are not on this tape")
         kept = []
         for rec in reversed(self._ops):
-            if any(spec.id in wanted for spec in rec.outputs or (rec.output,)):
+            if any(spec.id in wanted for spec in rec.output_specs):
                 kept.append(rec)
                 wanted.update(spec.id for spec in rec.inputs if spec is not None)
         new = self.copy()
         new._ops = [dataclasses.replace(r, index=i) for i, r in enumerate(reversed(kept))]
-        new._produced = {spec.id for r in new._ops for spec in r.outputs or (r.output,)}
+        new._produced = {spec.id for r in new._ops for spec in r.output_specs}
         needed = {s.id for r in new._ops for s in r.inputs if s is not None}
         new._externals = {k: v for k, v in self._externals.items() if k in needed}
         return new
@@ -214,11 +222,11 @@ class ExecutionTape:
                     args = group(op, args, rec.seq_lens) if rec.seq_lens else args
                     out = op(**dict(zip(op.input_names, args)), **rec.attributes)
                     produced = out if isinstance(out, tuple) else (out,)
-                    if len(produced) != len(rec.outputs or (rec.output,)):
+                    if len(produced) != len(rec.output_specs):
                         raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) gave "
-                                          f"{len(produced)} outputs where {len(rec.outputs or (rec.output,))} "
+                                          f"{len(produced)} outputs where {len(rec.output_specs)} "
                                           f"were recorded (its output count depends on the input's shape)")
-                    for spec, t in zip(rec.outputs or (rec.output,), out if isinstance(out, tuple) else (out,)):
+                    for spec, t in zip(rec.output_specs, out if isinstance(out, tuple) else (out,)):
                         values[spec.id] = t
                         outputs[spec.id] = t._data
         finally:
@@ -238,7 +246,7 @@ class ExecutionTape:
                 else:
                     inputs[spec.id] = spec
                     input_edges.append((spec.id, rec.index))
-            for spec in rec.outputs or (rec.output,):
+            for spec in rec.output_specs:
                 producer[spec.id] = rec.index
         return TapeGraph(list(self._ops), edges, inputs, input_edges)
 
@@ -288,7 +296,7 @@ def _registered(name: str) -> bool:
 
 
 def _shape(spec) -> str:
-    return f"{spec.dtype}{list(spec.shape)}"
+    return "(no output)" if spec is None else f"{spec.dtype}{list(spec.shape)}"
 
 
 _LIVE_GRADIENT_TAPES: weakref.WeakSet = weakref.WeakSet()

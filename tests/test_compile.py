@@ -76,6 +76,7 @@ def gpt_builder(vocab, context, dropout=0.0):
         model = common.TinyGPT(vocab, context, d_model=32, num_heads=4, num_layers=2, dropout=dropout)
         optimizer = optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
         return model, optimizer, optim.WarmupCosineLR(optimizer, warmup_steps=5, total_steps=STEPS)
+
     return build
 
 
@@ -97,6 +98,7 @@ def test_char_lm_example_model_with_dropout():
 
 def test_padded_classification_example_model():
     """The key-padding lengths are an attribute of attention read from the step's argument on every call."""
+
     def build():
         nn.manual_seed(0)
         model = padded_classification.Encoder(12, d_model=32)
@@ -105,8 +107,7 @@ def test_padded_classification_example_model():
 
     rng = np.random.default_rng(0)
     batches = [padded_classification.make_batch(rng, 16, 1, 12) for _ in range(STEPS)]
-    train_both(build, lambda model, tokens, lengths, labels: ops.cross_entropy(model(tokens, lengths), labels),
-               batches)
+    train_both(build, lambda model, tokens, lengths, labels: ops.cross_entropy(model(tokens, lengths), labels), batches)
 
 
 def chain(x, n_ops=200):
@@ -166,8 +167,7 @@ def test_several_outputs_sequences_and_attributes_from_the_batch():
     for _ in range(5):
         x = rng.standard_normal((4, 5)).astype(np.float32)
         rows = rng.integers(0, 4, size=3)
-        bias_a, bias_b = (tape.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
-                          for _ in range(2))
+        bias_a, bias_b = (tape.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True) for _ in range(2))
         bias_b.data = bias_a.data
         w_a.grad = None
         loss_a = fn(w_a, x, rows, bias_a)
@@ -294,13 +294,16 @@ def test_an_outer_tape_sees_the_ops_of_an_eager_call():
 
 
 # -- what a plan cannot follow -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("read", [
-    lambda t: ops.sum(tape.tensor(np.asarray(t) * 1.0)),  # the examples' np.asarray(targets)
-    lambda t: ops.sum(t) * t.sum().item(),
-    lambda t: ops.sum(t) if t.sum() > 0 else ops.sum(-t),
-    lambda t: ops.sum(t) + float(np.argmax(t)),
-    lambda t: ops.sum(t.detach().data),
-])
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: ops.sum(tape.tensor(np.asarray(t) * 1.0)),  # the examples' np.asarray(targets)
+        lambda t: ops.sum(t) * t.sum().item(),
+        lambda t: ops.sum(t) if t.sum() > 0 else ops.sum(-t),
+        lambda t: ops.sum(t) + float(np.argmax(t)),
+        lambda t: ops.sum(t.detach().data),
+    ],
+)
 def test_reading_values_while_recording_raises(read):
     with pytest.raises(CompileError, match="read the values of a tensor"):
         compile(read)(np.ones(3, np.float32))
@@ -349,3 +352,13 @@ def test_a_compiled_step_inside_a_compiled_function_is_refused():
     outer = compile(lambda: inner()[0] * 2.0)
     with pytest.raises(CompileError, match="inside a function being compiled"):
         outer()
+
+
+def test_an_error_while_replaying_names_the_op():
+    """Value checks run when recording only: a bad index later fails inside the op, and the note says which."""
+    w = tape.tensor(np.ones((4, 2), np.float32), requires_grad=True)
+    step = compile(lambda idx: ops.sum(ops.embedding(idx, w)), [w])
+    step(np.array([0, 1])), step(np.array([2, 3]))
+    with pytest.raises(IndexError) as raised:
+        step(np.array([0, 9]))
+    assert "op #0 'embedding' of a compiled step" in " ".join(getattr(raised.value, "__notes__", []))

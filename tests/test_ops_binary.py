@@ -155,7 +155,7 @@ def test_integer_arithmetic_stays_integer_and_integer_division_is_refused():
         assert out.dtype == np.int64
         np.testing.assert_array_equal(out.numpy(), getattr(torch, name)(torch.tensor(a.numpy()),
                                                                         torch.tensor(b.numpy())).numpy())
-    with pytest.raises(TypeError, match=r"^div: arguments 'a' \(int64\) and 'b' \(int32\) are both integer"):
+    with pytest.raises(TypeError, match=r"^div: arguments 'input' \(int64\) and 'other' \(int32\) are both integer"):
         ops.div(a, b)
 
 
@@ -210,9 +210,11 @@ def test_comparisons_give_bool_tensors_without_gradient():
 
 
 # -- errors ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "lt"])
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "lt", "atan2",
+                                  "hypot", "remainder", "logical_and", "isclose"])
 def test_shapes_that_do_not_broadcast_name_the_op_both_arguments_and_shapes(name):
-    with pytest.raises(ValueError, match=rf"^{name}: arguments 'a' float64\[2, 3\], 'b' float64\[4\] cannot be "
+    a, b = tape.get_op(name).input_names
+    with pytest.raises(ValueError, match=rf"^{name}: arguments '{a}' float64\[2, 3\], '{b}' float64\[4\] cannot be "
                                          rf"broadcast"):
         tape.get_op(name)(tape.tensor(np.ones((2, 3))), tape.tensor(np.ones(4)))
 
@@ -226,3 +228,67 @@ def test_where_shapes_that_do_not_broadcast_name_all_three_arguments():
 def test_a_dtype_numpy_has_no_loop_for_is_named():
     with pytest.raises(TypeError, match=r"^sub: cannot compute it for arguments 'a' bool\[2\], 'b' bool\[2\]"):
         ops.sub(tape.tensor(np.array([True, False])), tape.tensor(np.array([True, True])))
+
+
+# -- the torch-named binary ops (atan2 ... logical_xor) --------------------------------------------------------
+def test_div_rounding_modes_match_torch_for_floats_and_integers_with_zero_gradient():
+    a, b = np.array([7.5, -7.5, 7.5, -7.5, 0.0]), np.array([2.0, 2.0, -2.0, -2.0, 3.0])
+    for mode in ("trunc", "floor"):
+        fn = lambda x, y, mode=mode: ops.div(x, y, rounding_mode=mode)  # noqa: E731
+        assert_same_as_torch(fn, lambda x, y, mode=mode: torch.div(x, y, rounding_mode=mode), [a, b])
+        ia, ib = np.array([7, -7, 7, -7, 0]), np.array([2, 2, -2, -2, 3])
+        out = ops.div(tape.tensor(ia), tape.tensor(ib), rounding_mode=mode)
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(out.numpy(), torch.div(torch.tensor(ia), torch.tensor(ib),
+                                                             rounding_mode=mode).numpy())
+    with pytest.raises(ValueError, match="div: argument 'rounding_mode'"):
+        ops.div(tape.tensor(a), tape.tensor(b), rounding_mode="round")
+    for name in ("remainder", "fmod", "floor_divide"):
+        with pytest.raises(ZeroDivisionError, match=f"^{name}: integer division by zero"):
+            tape.get_op(name)(tape.tensor(np.array([3])), tape.tensor(np.array([0])))
+
+
+def test_remainder_and_fmod_follow_the_divisor_and_the_dividend_sign_like_torch():
+    a, b = np.array([5.5, -5.5, 5.5, -5.5]), np.array([2.0, 2.0, -2.0, -2.0])
+    for name in ("remainder", "fmod"):
+        assert_same_as_torch(tape.get_op(name), getattr(torch, name), [a, b])
+
+
+def test_atan2_gradient_at_the_origin_is_zero_like_torch():
+    assert_same_as_torch(ops.atan2, torch.atan2, [np.array([0.0, 0.0, 1.0]), np.array([0.0, -0.0, -2.0])])
+
+
+def test_copysign_gradient_at_zero_and_signed_zeros_like_torch():
+    assert_same_as_torch(ops.copysign, torch.copysign,
+                         [np.array([0.0, -0.0, 1.5, -1.5, 0.5]), np.array([-1.0, 1.0, -0.0, 0.0, np.nan])])
+
+
+def test_logaddexp_is_stable_at_large_values_like_torch():
+    a, b = np.array([1e4, -1e4, 0.0, np.inf]), np.array([1e4 - 1, -1e4, -1e4, 1.0])
+    assert_same_as_torch(ops.logaddexp, torch.logaddexp, [a, b])
+
+
+def test_lerp_with_a_float_weight_and_a_tensor_weight_like_torch():
+    a, b = np.array([1.0, -2.0, 3.0]), np.array([2.0, 4.0, -1.0])
+    assert_same_as_torch(lambda x, y: ops.lerp(x, y, 0.3), lambda x, y: torch.lerp(x, y, 0.3), [a, b])
+    assert_same_as_torch(ops.lerp, torch.lerp, [a, b, np.array([0.0, 0.7, 1.0])])
+
+
+def test_isclose_matches_torch_including_infs_nan_and_equal_nan():
+    a = np.array([np.nan, np.inf, -np.inf, 1.0, 1.0, 0.0, 1e-9])
+    b = np.array([np.nan, np.inf, np.inf, 1.0 + 1e-6, 1.0001, 1e-9, 0.0])
+    for attrs in ({}, {"equal_nan": True}, {"rtol": 0.0, "atol": 0.0}, {"rtol": 1e-3, "atol": 0.0}):
+        np.testing.assert_array_equal(ops.isclose(a, b, **attrs).numpy(),
+                                      torch.isclose(torch.tensor(a), torch.tensor(b), **attrs).numpy())
+    with pytest.raises(TypeError, match="isclose: arguments 'input' \\(float64\\) and 'other' \\(int64\\)"):
+        ops.isclose(a, np.arange(7))
+
+
+def test_logical_ops_take_any_dtype_and_give_bools_without_gradient():
+    x = tape.tensor(np.array([0.0, 1.5, np.nan, -0.0]), requires_grad=True)
+    y = np.array([1, 0, 1, 0])
+    for name in ("logical_and", "logical_or", "logical_xor"):
+        out = tape.get_op(name)(x, y)
+        assert out.dtype == np.bool_ and not out.requires_grad
+        np.testing.assert_array_equal(out.numpy(), getattr(torch, name)(torch.tensor(x.numpy()),
+                                                                         torch.tensor(y)).numpy())

@@ -1,8 +1,10 @@
-"""Convolution, unfold / fold and pooling against PyTorch at sizes a little beyond the generated samples
-(batch 2, 3 channels, 9x9) in float32 and float64, over combinations of their options; their second order
-(Hessian-vector products against torch's double backward); empty batches; max pooling's tie choice; and the
-errors bad arguments raise."""
+"""Convolution, transposed convolution, unfold / fold, pooling (max, avg, 1-D, adaptive, with indices, unpooling)
+and interpolate against PyTorch at sizes a little beyond the generated samples (batch 2, 3 channels, 9x9) in
+float32 and float64, over combinations of their options; their second order (Hessian-vector products against
+torch's double backward); empty batches; max pooling's tie choice and indices; interpolate's index arithmetic
+over many sizes and scale factors; and the errors bad arguments raise."""
 
+import itertools
 import warnings
 
 import numpy as np
@@ -284,3 +286,264 @@ def test_pooling_flags_must_be_bools():
         ops.avg_pool2d(x4, 2, count_include_pad="yes")
     with pytest.raises(TypeError, match="max_pool2d: argument 'ceil_mode'"):
         ops.max_pool2d(x4, 2, ceil_mode=1)
+
+
+# -- transposed convolution --------------------------------------------------------------------------------
+CONV_TRANSPOSE2D_CASES = [
+    dict(),
+    dict(stride=2),
+    dict(stride=2, padding=1, output_padding=1),
+    dict(stride=(3, 2), padding=(2, 1), output_padding=(2, 0)),
+    dict(dilation=2, padding=1),
+    dict(dilation=3, output_padding=2),  # output_padding >= stride but < dilation: torch allows it
+    dict(stride=2, padding=2, dilation=(2, 3), output_padding=(1, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", CONV_TRANSPOSE2D_CASES, ids=str)
+@pytest.mark.parametrize("groups, out_per_group, kernel", [(1, 4, (3, 3)), (3, 2, (2, 3)), (3, 1, (3, 3))],
+                         ids=["dense", "groups3", "depthwise"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_transpose2d_matches_torch(dtype, kwargs, groups, out_per_group, kernel, bias):
+    rng = np.random.default_rng(20)
+    x = rng.standard_normal((2, 3, 6, 5))
+    w = rng.standard_normal((3, out_per_group) + kernel)
+    b = rng.standard_normal(out_per_group * groups) if bias else None
+    compare_with_torch(lambda x, w, b: ops.conv_transpose2d(x, w, b, groups=groups, **kwargs),
+                       lambda x, w, b: F.conv_transpose2d(x, w, b, groups=groups, **kwargs), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", [dict(), dict(stride=2, padding=1, output_padding=1), dict(groups=3, dilation=2),
+                                    dict(stride=(3,), padding=(2,), output_padding=(1,), dilation=(2,))], ids=str)
+def test_conv_transpose1d_matches_torch(dtype, kwargs):
+    rng = np.random.default_rng(21)
+    x, w, b = rng.standard_normal((2, 3, 8)), rng.standard_normal((3, 2, 3)), rng.standard_normal(
+        2 * kwargs.get("groups", 1))
+    compare_with_torch(lambda x, w, b: ops.conv_transpose1d(x, w, b, **kwargs),
+                       lambda x, w, b: F.conv_transpose1d(x, w, b, **kwargs), [x, w, b], dtype)
+    compare_with_torch(lambda x, w: ops.conv_transpose1d(x, w, **kwargs),
+                       lambda x, w: F.conv_transpose1d(x, w, **kwargs), [x[0], w], dtype)  # unbatched
+
+
+def test_conv_transpose2d_is_the_adjoint_of_conv2d():
+    # <conv2d(x, w), y> == <x, conv_transpose2d(y, w)> for the same stride / padding / dilation / groups
+    rng = np.random.default_rng(22)
+    x, w = rng.standard_normal((2, 4, 9, 8)), rng.standard_normal((6, 2, 3, 2))
+    attrs = dict(stride=2, padding=1, dilation=(1, 2), groups=2)
+    y = rng.standard_normal(ops.conv2d(x, w, **attrs).shape)
+    back = ops.conv_transpose2d(y, w, output_padding=(0, 1), **attrs).numpy()
+    assert back.shape == x.shape
+    np.testing.assert_allclose(np.sum(ops.conv2d(x, w, **attrs).numpy() * y), np.sum(x * back), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs", CONV_TRANSPOSE2D_CASES[1:], ids=str)
+def test_conv_transpose_second_order_matches_torch(kwargs):
+    rng = np.random.default_rng(23)
+    x, w, b = rng.standard_normal((2, 4, 4, 5)), rng.standard_normal((4, 3, 2, 3)), rng.standard_normal(6)
+    assert_hvp_matches_torch("conv_transpose2d", [x, w, b], groups=2, **kwargs)
+    assert_hvp_matches_torch("conv_transpose1d", [x[:, :, 0], w[:, :, 0], None], groups=2,
+                             **{k: v if isinstance(v, int) else v[1] for k, v in kwargs.items()})
+
+
+# -- 1-D pooling -------------------------------------------------------------------------------------------
+POOL1D_CASES = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=4, stride=3, padding=2,
+                                                                                     ceil_mode=True),
+                dict(kernel_size=(3,), stride=(1,), padding=(1,))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", POOL1D_CASES, ids=str)
+def test_pool1d_matches_torch(dtype, kwargs):
+    x = np.random.default_rng(24).standard_normal((2, 3, 11))
+    for extra in (dict(), dict(dilation=2)):
+        compare_with_torch(lambda x, extra=extra: ops.max_pool1d(x, **kwargs, **extra),
+                           lambda x, extra=extra: F.max_pool1d(x, **kwargs, **extra), [x], dtype)
+    for include in (True, False):
+        compare_with_torch(lambda x, include=include: ops.avg_pool1d(x, count_include_pad=include, **kwargs),
+                           lambda x, include=include: F.avg_pool1d(x, count_include_pad=include, **kwargs), [x[0]],
+                           dtype)
+    assert_hvp_matches_torch("max_pool1d", [x], **kwargs)
+    assert_hvp_matches_torch("avg_pool1d", [x], **kwargs)
+
+
+def test_max_pool1d_ties_send_the_gradient_where_torch_does():
+    x = np.random.default_rng(25).integers(-1, 2, size=(2, 3, 12)).astype(float)
+    compare_with_torch(lambda x: ops.max_pool1d(x, 3, 1, 1), lambda x: F.max_pool1d(x, 3, 1, 1), [x], np.float64)
+
+
+# -- pooling with indices, unpooling -----------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs", POOL_CASES + [dict(kernel_size=2, dilation=2, padding=1)], ids=str)
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+def test_max_pool2d_with_indices_matches_torch_values_indices_and_gradient(kwargs, ties):
+    rng = np.random.default_rng(26)
+    x = rng.integers(-1, 2, size=(2, 3, 9, 9)).astype(float) if ties else rng.standard_normal((2, 3, 9, 9))
+    t = tape.tensor(x, requires_grad=True)
+    values, indices = ops.max_pool2d_with_indices(t, **kwargs)
+    tx = torch.tensor(x, requires_grad=True)
+    expected, expected_indices = F.max_pool2d(tx, return_indices=True, **kwargs)
+    np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+    assert indices.dtype == np.int64
+    np.testing.assert_array_equal(values.numpy(), expected.detach().numpy())
+    upstream = rng.standard_normal(values.shape)
+    values.backward(upstream)
+    expected.backward(torch.tensor(upstream))
+    np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs, output_size", [(dict(kernel_size=2), (9, 9)), (dict(kernel_size=3, stride=2), None),
+                                                 (dict(kernel_size=3, stride=2, padding=1), (1, 1, 9, 9)),
+                                                 (dict(kernel_size=(2, 3), stride=(2, 3)), [9, 9])], ids=str)
+def test_max_unpool2d_inverts_max_pool2d_as_torch(dtype, kwargs, output_size):
+    x = torch.tensor(np.random.default_rng(27).standard_normal((2, 3, 9, 9)))
+    pooled, indices = F.max_pool2d(x, return_indices=True, **kwargs)
+    compare_with_torch(lambda v: ops.max_unpool2d(v, indices.numpy(), output_size=output_size, **kwargs),
+                       lambda v: F.max_unpool2d(v, indices, output_size=output_size, **kwargs), [pooled.numpy()],
+                       dtype)
+    assert_hvp_matches_torch("max_unpool2d", [pooled.numpy(), indices.numpy()], output_size=output_size, **kwargs)
+
+
+# -- adaptive pooling --------------------------------------------------------------------------------------
+ADAPTIVE_SIZES = [1, 3, 4, 7, 9, 12, (5, None), (2, 8)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("output_size", ADAPTIVE_SIZES, ids=str)
+def test_adaptive_pooling_matches_torch(dtype, output_size):
+    x = np.random.default_rng(28).standard_normal((2, 3, 9, 7))
+    compare_with_torch(lambda x: ops.adaptive_avg_pool2d(x, output_size),
+                       lambda x: F.adaptive_avg_pool2d(x, output_size), [x], dtype)
+    compare_with_torch(lambda x: ops.adaptive_max_pool2d(x, output_size),
+                       lambda x: F.adaptive_max_pool2d(x, output_size), [x[0]], dtype)
+    size1d = output_size[0] if isinstance(output_size, tuple) else output_size
+    compare_with_torch(lambda x: ops.adaptive_avg_pool1d(x, size1d), lambda x: F.adaptive_avg_pool1d(x, size1d),
+                       [x[:, :, 0]], dtype)
+
+
+@pytest.mark.parametrize("output_size", [3, 4, (5, 2), 12], ids=str)
+def test_adaptive_max_pool2d_indices_and_ties_as_torch(output_size):
+    x = np.random.default_rng(29).integers(-1, 2, size=(2, 3, 9, 7)).astype(float)
+    _, indices = ops.adaptive_max_pool2d_with_indices(x, output_size)
+    np.testing.assert_array_equal(indices.numpy(), F.adaptive_max_pool2d(torch.tensor(x), output_size, True)[1])
+    compare_with_torch(lambda x: ops.adaptive_max_pool2d(x, output_size),
+                       lambda x: F.adaptive_max_pool2d(x, output_size), [x], np.float64)
+    compare_with_torch(lambda x: ops.adaptive_max_pool2d_with_indices(x, output_size)[0],
+                       lambda x: F.adaptive_max_pool2d(x, output_size, True)[0], [x], np.float64)
+
+
+@pytest.mark.parametrize("output_size", [3, (4, 5)], ids=str)
+def test_adaptive_pooling_second_order_matches_torch(output_size):
+    x = np.random.default_rng(30).standard_normal((2, 2, 7, 6))
+    for name in ("adaptive_avg_pool2d", "adaptive_max_pool2d"):
+        assert_hvp_matches_torch(name, [x], output_size=output_size)
+    assert_hvp_matches_torch("adaptive_avg_pool1d", [x[:, :, 0]], output_size=4)
+
+
+# -- interpolate -------------------------------------------------------------------------------------------
+INTERPOLATE_RESIZES = ([dict(size=n) for n in (1, 2, 3, 4, 6, 9, 14, 26)]
+                       + [dict(scale_factor=f) for f in (0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 1.7, 2, 2.1, 2.5, 3, 4 / 3)]
+                       + [dict(scale_factor=f, recompute_scale_factor=True) for f in (0.7, 1.3, 2.1)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mode, align_corners", [("nearest", None), ("nearest-exact", None), ("linear", False),
+                                                 ("linear", True), ("bilinear", False), ("bilinear", True)])
+def test_interpolate_index_arithmetic_matches_torch(dtype, mode, align_corners):
+    # every input size against every output size / scale factor: the float32 index arithmetic
+    # (floor of src boundaries) must agree exactly with torch's
+    rng = np.random.default_rng(31)
+    ranks = {"linear": (3,), "bilinear": (4,)}.get(mode, (3, 4))  # torch's 1-D and 2-D nearest kernels differ
+    for n, rank in itertools.product((1, 2, 3, 5, 7, 10, 13), ranks):
+        shape = (2, 2, n) if rank == 3 else (2, 2, n, n + 1)
+        x = rng.standard_normal(shape).astype(dtype)
+        for resize in INTERPOLATE_RESIZES + ([dict(scale_factor=(1.3, 0.6))] if len(shape) == 4 else []):
+            attrs = dict(resize, mode=mode, align_corners=align_corners)
+            try:
+                expected = F.interpolate(torch.tensor(x), **attrs).numpy()
+            except RuntimeError:  # an output size of 0
+                with pytest.raises(ValueError, match="interpolate: argument"):
+                    ops.interpolate(x, **attrs)
+                continue
+            np.testing.assert_allclose(ops.interpolate(x, **attrs).numpy(), expected, err_msg=str((n, attrs)),
+                                       **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("attrs", [dict(scale_factor=1.7, mode="bilinear"),
+                                   dict(size=(5, 13), mode="bilinear", align_corners=True),
+                                   dict(scale_factor=(2, 0.5), mode="nearest"),
+                                   dict(size=(4, 7), mode="nearest-exact")], ids=str)
+def test_interpolate_gradients_and_second_order_match_torch(attrs):
+    x = np.random.default_rng(32).standard_normal((2, 3, 6, 7))
+    compare_with_torch(lambda x: ops.interpolate(x, **attrs), lambda x: F.interpolate(x, **attrs), [x], np.float64)
+    compare_with_torch(lambda x: ops.interpolate(x, **attrs), lambda x: F.interpolate(x, **attrs), [x], np.float32)
+    assert_hvp_matches_torch("interpolate", [x], **attrs)
+
+
+NEW_EMPTY_BATCH = [
+    ("conv_transpose2d", lambda lib, x, w, b: _f(lib).conv_transpose2d(x, w, b, stride=2, output_padding=1),
+     [(0, 3, 4, 4), (3, 2, 3, 3), (2,)]),
+    ("conv_transpose1d", lambda lib, x, w: _f(lib).conv_transpose1d(x, w, padding=1), [(0, 2, 5), (2, 3, 3)]),
+    ("max_pool1d", lambda lib, x: _f(lib).max_pool1d(x, 3, 2, 1), [(0, 2, 7)]),
+    ("avg_pool1d", lambda lib, x: _f(lib).avg_pool1d(x, 3, 2, 1), [(0, 2, 7)]),
+    ("adaptive_avg_pool2d", lambda lib, x: _f(lib).adaptive_avg_pool2d(x, 3), [(0, 2, 5, 5)]),
+    ("adaptive_max_pool2d", lambda lib, x: _f(lib).adaptive_max_pool2d(x, 3), [(0, 2, 5, 5)]),
+    ("interpolate", lambda lib, x: _f(lib).interpolate(x, scale_factor=1.5, mode="bilinear"), [(0, 2, 3, 3)]),
+]
+
+
+@pytest.mark.parametrize("name, fn, shapes", NEW_EMPTY_BATCH, ids=[c[0] for c in NEW_EMPTY_BATCH])
+def test_new_ops_empty_batch_forward_and_backward_as_in_torch(name, fn, shapes):
+    rng = np.random.default_rng(33)
+    compare_with_torch(lambda *xs: fn(ops, *xs), lambda *xs: fn(torch, *xs),
+                       [rng.standard_normal(s) for s in shapes], np.float64)
+
+
+x3 = np.zeros((2, 4, 6))
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda: ops.conv_transpose2d(x4, np.zeros((3, 2, 3, 3))), ValueError, "conv_transpose2d: argument 'weight'"),
+    (lambda: ops.conv_transpose2d(x4, np.zeros((4, 2, 3))), ValueError, "conv_transpose2d: argument 'weight'"),
+    (lambda: ops.conv_transpose2d(x4, np.zeros((4, 2, 3, 3)), groups=3), ValueError,
+     "conv_transpose2d: argument 'groups'"),
+    (lambda: ops.conv_transpose2d(x4, np.zeros((4, 2, 3, 3)), np.zeros(2), groups=2), ValueError,
+     "conv_transpose2d: argument 'bias'"),
+    (lambda: ops.conv_transpose2d(x4, np.zeros((4, 2, 3, 3)), stride=2, output_padding=2), ValueError,
+     "conv_transpose2d: argument 'output_padding'"),
+    (lambda: ops.conv_transpose2d(x4, np.zeros((4, 2, 3, 3)), padding=5), ValueError,
+     "conv_transpose2d: argument 'input'"),
+    (lambda: ops.conv_transpose1d(x4, np.zeros((4, 2, 3))), ValueError, "conv_transpose1d: argument 'input'"),
+    (lambda: ops.max_pool1d(x4, 2), ValueError, "max_pool1d: argument 'input'"),
+    (lambda: ops.max_pool1d(x3, (2, 2)), ValueError, "max_pool1d: argument 'kernel_size'"),
+    (lambda: ops.avg_pool1d(x3, 2, padding=2), ValueError, "avg_pool1d: argument 'padding'"),
+    (lambda: ops.max_pool2d_with_indices(x4, 7), ValueError, "max_pool2d_with_indices: argument 'input'"),
+    (lambda: ops.max_unpool2d(x4, np.zeros((2, 4, 6, 6)), 2), TypeError, "max_unpool2d: argument 'indices'"),
+    (lambda: ops.max_unpool2d(x4, np.zeros((2, 4, 6, 5), np.int64), 2), ValueError,
+     "max_unpool2d: argument 'indices'"),
+    (lambda: ops.max_unpool2d(x4, np.full((2, 4, 6, 6), 144), 2), ValueError, "max_unpool2d: argument 'indices'"),
+    (lambda: ops.max_unpool2d(x4, np.zeros((2, 4, 6, 6), np.int64), 2, output_size=(14, 12)), ValueError,
+     "max_unpool2d: argument 'output_size'"),
+    (lambda: ops.max_unpool2d(x4, np.zeros((2, 4, 6, 6), np.int64), 2, output_size=(4, 12, 12)), ValueError,
+     "max_unpool2d: argument 'output_size'"),
+    (lambda: ops.adaptive_avg_pool2d(x4, (2, 2, 2)), ValueError, "adaptive_avg_pool2d: argument 'output_size'"),
+    (lambda: ops.adaptive_avg_pool1d(x4, 2), ValueError, "adaptive_avg_pool1d: argument 'input'"),
+    (lambda: ops.adaptive_max_pool2d(x4, -1), ValueError, "adaptive_max_pool2d: argument 'output_size'"),
+    (lambda: ops.interpolate(x4, scale_factor=2, mode="linear"), ValueError, "interpolate: argument 'input'"),
+    (lambda: ops.interpolate(x3, scale_factor=2, mode="bicubic"), ValueError, "interpolate: argument 'mode'"),
+    (lambda: ops.interpolate(x4, scale_factor=2, align_corners=True), ValueError,
+     "interpolate: argument 'align_corners'"),
+    (lambda: ops.interpolate(x4, size=3, scale_factor=2), ValueError, "interpolate: argument 'size / scale_factor'"),
+    (lambda: ops.interpolate(x4, size=(3, 3, 3)), ValueError, "interpolate: argument 'size'"),
+    (lambda: ops.interpolate(x4, scale_factor=0), ValueError, "interpolate: argument 'scale_factor'"),
+    (lambda: ops.interpolate(x4, scale_factor=0.1), ValueError, "interpolate: argument 'scale_factor'"),
+    (lambda: ops.interpolate(x4, size=(0, 3)), ValueError, "interpolate: argument 'size'"),
+    (lambda: ops.interpolate(x4, size=3, recompute_scale_factor=True), ValueError,
+     "interpolate: argument 'recompute_scale_factor'"),
+    (lambda: ops.interpolate(x4, size=3, mode="bilinear", antialias=True), ValueError,
+     "interpolate: argument 'antialias'"),
+])
+def test_new_ops_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()

@@ -249,7 +249,7 @@ SIGNATURES = {
     "embedding_dense_backward": ("grad_output", "indices", "num_weights", "padding_idx"),
     "cross_entropy": ("input", "target", "weight", "ignore_index", "reduction", "label_smoothing"),
     "nll_loss": ("input", "target", "weight", "ignore_index", "reduction"),
-    "mse_loss": ("input", "target", "reduction"),
+    "mse_loss": ("input", "target", "reduction", "weight"),
     "binary_cross_entropy_with_logits": ("input", "target", "weight", "reduction", "pos_weight"),
 }
 
@@ -397,7 +397,7 @@ labels = np.array([0, 1, 2, 1])
     (lambda: ops.cross_entropy(f64, np.array([0, 1, 3, 1])), ValueError, "cross_entropy: argument 'target'"),
     (lambda: ops.cross_entropy(f64, np.array([0, -1, 2, 1])), ValueError, "cross_entropy: argument 'target'"),
     (lambda: ops.nll_loss(f64, np.array([0, 1, 2])), ValueError, "nll_loss: argument 'target'"),
-    (lambda: ops.cross_entropy(f64, labels.astype(float)), TypeError, "cross_entropy: argument 'target'"),
+    (lambda: ops.cross_entropy(f64, labels.astype(float)), ValueError, "cross_entropy: argument 'target'"),
     (lambda: ops.cross_entropy(np.zeros((4, 3), dtype=np.int64), labels), TypeError,
      "cross_entropy: argument 'input'"),
     (lambda: ops.cross_entropy(f64, labels, np.ones(4)), ValueError, "cross_entropy: argument 'weight'"),

@@ -2,6 +2,7 @@
 with zeros, logsumexp at +-1e4, argmax/argmin dtype, ties and keepdim, std at 0, zero-size inputs (torch's
 values over no entries, errors for an extremum of none), dim conventions and errors naming op and argument."""
 
+import math
 import warnings
 
 import numpy as np
@@ -298,3 +299,42 @@ def test_reducing_a_non_empty_dim_of_a_zero_size_input_works_like_torch(name):
     out = tape.get_op(name)(tape.tensor(x), dim=1)
     expected = {"max": torch.amax, "min": torch.amin}.get(name, getattr(torch, name))(torch.tensor(x), dim=1)
     assert out.shape == tuple(expected.shape) == (0,)
+
+
+# -- amax / amin, norms, any / all / count_nonzero ------------------------------------------------------------
+@pytest.mark.parametrize("name", ["amax", "amin"])
+def test_amax_amin_split_the_gradient_among_ties_like_torch(name):
+    x = np.array([[1.0, 3.0, 3.0, -1.0], [-2.0, -2.0, 0.5, -2.0], [0.25, 0.25, 0.25, 0.25]])
+    for attrs in ({"dim": 1}, {"dim": ()}, {"dim": (0, 1), "keepdim": True}):
+        assert_matches_torch(tape.get_op(name), getattr(torch, name), x, **attrs)
+
+
+@pytest.mark.parametrize("ord", [2, 1, math.inf, -math.inf, 3, 0.5, 0])
+def test_vector_norm_gradients_at_zeros_and_ties_like_torch(ord):
+    x = np.array([[0.0, -3.0, 3.0, 1.0], [0.0, 0.0, 0.0, 0.0], [-2.0, 2.0, 0.5, -2.0]])
+    fn = lambda t, **a: torch.linalg.vector_norm(t, **a)  # noqa: E731
+    assert_matches_torch(ops.vector_norm, fn, x, ord=ord, dim=1)
+
+
+def test_norm_takes_fro_and_numbers_like_torch():
+    x = np.array([[0.5, -3.0, 3.0], [1.0, -2.0, 0.25]])
+    for attrs in ({}, {"p": "fro", "dim": 1}, {"p": 1, "dim": 0, "keepdim": True}, {"p": math.inf}):
+        assert_matches_torch(ops.norm, torch.norm, x, **attrs)
+    with pytest.raises(NotImplementedError, match="norm: argument 'p' is 'nuc'"):
+        ops.norm(x, p="nuc")
+    with pytest.raises(ValueError, match="vector_norm: cannot compute the inf norm"):
+        ops.vector_norm(np.zeros((0, 3)), ord=math.inf)
+
+
+def test_any_all_count_nonzero_give_torchs_values_and_dtypes():
+    x = np.array([[0.0, 0.0, 1.5], [0.0, -0.0, 0.0], [np.nan, 2.0, -1.0]])
+    t = torch.tensor(x)
+    for dim in (None, 0, 1):
+        for name in ("any", "all"):
+            ours_out = tape.get_op(name)(x, dim=dim)
+            assert ours_out.dtype == np.bool_
+            expected = getattr(torch, name)(t) if dim is None else getattr(torch, name)(t, dim=dim)
+            np.testing.assert_array_equal(ours_out.numpy(), expected.numpy())
+        out = ops.count_nonzero(x, dim=dim)
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(out.numpy(), torch.count_nonzero(t, dim=dim).numpy())

@@ -319,9 +319,11 @@ def _compare(what: str, ours: np.ndarray, theirs: np.ndarray, rtol: float, atol:
     if ours.dtype.kind != "f" or theirs.dtype.kind != "f":
         same = np.array_equal(ours, theirs)
         return (0.0 if same else float("inf")), ([] if same else [f"{what}: values differ from torch"])
-    same_nonfinite = (np.isnan(ours) == np.isnan(theirs)).all() and (np.isinf(ours) == np.isinf(theirs)).all()
+    infinite = np.isinf(ours)
+    same_nonfinite = ((np.isnan(ours) == np.isnan(theirs)).all() and (infinite == np.isinf(theirs)).all()
+                      and (ours[infinite] == theirs[infinite]).all())  # +inf is not -inf
     finite = np.isfinite(ours) & np.isfinite(theirs)
-    diff = np.abs(ours - theirs.astype(ours.dtype))[finite]
+    diff = np.abs(ours[finite] - theirs[finite].astype(ours.dtype))
     scale = np.abs(theirs)[finite]
     worst = float(diff.max()) if diff.size else 0.0
     bad = diff > atol + rtol * scale

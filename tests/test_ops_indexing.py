@@ -1,0 +1,206 @@
+"""Indexing ops (take_along_dim, scatter, scatter_reduce, masked_select, nonzero, one_hot): what the generated
+tests do not cover -- scatter_reduce's tie splitting for amax/amin and its exact product gradients with zeros
+(first order against torch, second order against the analytic Hessian where torch refuses), scatter's value
+form and refused repeats, integer mean, masked_select's data-dependent length on replay, and errors that
+name the op and argument."""
+
+import numpy as np
+import pytest
+from oracle import require_torch
+
+import ops
+import tape
+
+torch = require_torch()
+
+
+def _grads(fn, *arrays):
+    """fn's output and the gradients of <output, u> for each floating array (u a fixed ramp)."""
+    ts = [tape.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+    out = fn(*ts)
+    u = np.linspace(0.5, 1.5, out.size).reshape(out.shape)
+    out.backward(u)
+    return out.numpy(), [t.grad.numpy() if t.requires_grad else None for t in ts]
+
+
+def _torch_grads(fn, *arrays):
+    ts = [torch.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+    out = fn(*ts)
+    u = np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape))
+    out.backward(torch.from_numpy(u))
+    return out.detach().numpy(), [t.grad.numpy() if t.requires_grad else None for t in ts]
+
+
+# -- scatter_reduce ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_scatter_reduce_ties_split_like_torch(reduce):
+    x = np.array([[1.0, 0.5, -1.0]])
+    src = np.array([[1.0, 0.5, 2.0], [0.0, 0.5, -1.0], [1.0, 3.0, -1.0]])
+    index = np.zeros((3, 3), np.int64)
+    ours = _grads(lambda a, s: ops.scatter_reduce(a, 0, index, s, reduce), x, src)
+    theirs = _torch_grads(lambda a, s: torch.scatter_reduce(a, 0, torch.from_numpy(index), s, reduce), x, src)
+    np.testing.assert_allclose(ours[0], theirs[0])
+    for a, b in zip(ours[1], theirs[1]):
+        np.testing.assert_allclose(a, b)
+
+
+def test_scatter_reduce_excluded_self_takes_no_share_of_a_tie():
+    # torch 2.13 counts an excluded self equal to the result among the ties (gradients summing to 2/3);
+    # ours splits the whole gradient among the values actually reduced
+    x = np.array([3.0, 0.0])
+    src = np.array([3.0, 1.0, 3.0])
+    _, (gx, gs) = _grads(lambda a, s: ops.scatter_reduce(a, 0, np.zeros(3, np.int64), s, "amax",
+                                                          include_self=False), x, src)
+    u0 = 0.5  # the ramp's first entry: the gradient arriving at position 0
+    np.testing.assert_allclose(gx, [0.0, 1.5])
+    np.testing.assert_allclose(gs, [u0 / 2, 0.0, u0 / 2])
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_prod_zeros_exact_like_torch(include_self):
+    # one zero, two zeros (torch's first order is exact for both), a zero self
+    x = np.array([0.0, 1.5, -2.0, 0.7])
+    src = np.array([0.0, 2.0, 0.0, 0.0, 0.5, 3.0, 0.0, 0.0, 1.25])
+    index = np.array([0, 1, 1, 1, 2, 2, 3, 3, 3])
+    ours = _grads(lambda a, s: ops.scatter_reduce(a, 0, index, s, "prod", include_self=include_self), x, src)
+    theirs = _torch_grads(lambda a, s: torch.scatter_reduce(a, 0, torch.from_numpy(index), s, "prod",
+                                                            include_self=include_self), x, src)
+    np.testing.assert_allclose(ours[0], theirs[0])
+    for a, b in zip(ours[1], theirs[1]):
+        np.testing.assert_allclose(a, b, atol=1e-15)
+
+
+def test_scatter_reduce_prod_second_order_with_two_zeros():
+    # torch refuses this double backward; the Hessian of self * prod(src) is the product of the other entries
+    v = np.array([1.5, 0.0, 2.0, 0.0])  # self, then three src values all reduced into position 0
+
+    def f(w):
+        return ops.scatter_reduce(w[:1], 0, np.zeros(3, np.int64), w[1:], "prod").sum()
+
+    hessian = np.asarray(tape.hessian(f)(tape.tensor(v)))
+    expected = np.array([[0.0 if i == j else np.prod(np.delete(v, [i, j])) for j in range(4)] for i in range(4)])
+    np.testing.assert_allclose(hessian, expected)
+
+
+def test_scatter_reduce_integer_mean_floors_like_torch():
+    x = np.array([1, 2, 3, 4])
+    src = np.array([5, 6, 7, 8, -9])
+    index = np.array([0, 1, 0, 1, 3])
+    for include_self in (True, False):
+        ours = ops.scatter_reduce(tape.tensor(x), 0, index, tape.tensor(src), "mean", include_self=include_self)
+        theirs = torch.scatter_reduce(torch.from_numpy(x), 0, torch.from_numpy(index), torch.from_numpy(src), "mean",
+                                      include_self=include_self)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_scatter_reduce_errors_name_the_argument():
+    x, src, index = tape.tensor(np.zeros(3)), tape.tensor(np.ones(2)), np.array([0, 1])
+    with pytest.raises(ValueError, match="scatter_reduce: argument 'reduce'"):
+        ops.scatter_reduce(x, 0, index, src, "max")
+    with pytest.raises(TypeError, match="scatter_reduce: argument 'include_self'"):
+        ops.scatter_reduce(x, 0, index, src, "sum", include_self=1)
+    with pytest.raises(IndexError, match="scatter_reduce: argument 'index'"):
+        ops.scatter_reduce(x, 0, np.array([0, 3]), src, "sum")
+
+
+# -- scatter -----------------------------------------------------------------------------------------------------
+def test_scatter_value_form_like_torch():
+    x = np.arange(12.0).reshape(3, 4)
+    index = np.array([[2, 0, 1]])
+    ours = _grads(lambda a: ops.scatter(a, 0, index, value=-1.5), x)
+    theirs = _torch_grads(lambda a: torch.scatter(a, 0, torch.from_numpy(index), -1.5), x)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    np.testing.assert_array_equal(ours[1][0], theirs[1][0])
+    ints = ops.scatter(tape.tensor(np.zeros((2, 2), np.int64)), 1, np.array([[1], [0]]), value=5)
+    np.testing.assert_array_equal(ints.numpy(), [[0, 5], [5, 0]])
+
+
+def test_scatter_refuses_repeated_positions_and_ambiguous_sources():
+    x = tape.tensor(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="scatter: argument 'index' writes one position"):
+        ops.scatter(x, 0, np.array([[0, 1], [0, 2]]), tape.tensor(np.ones((2, 2))))
+    with pytest.raises(TypeError, match="scatter: expected exactly one of 'src'"):
+        ops.scatter(x, 0, np.array([[0, 1]]), tape.tensor(np.ones((1, 2))), value=1.0)
+    with pytest.raises(TypeError, match="scatter: expected exactly one of 'src'"):
+        ops.scatter(x, 0, np.array([[0, 1]]))
+    with pytest.raises(ValueError, match="scatter: argument 'src'"):
+        ops.scatter(x, 0, np.array([[0, 1], [1, 2]]), tape.tensor(np.ones((1, 2))))
+    # the same position in different columns is not a repeat
+    out = ops.scatter(x, 0, np.array([[1, 1]]), tape.tensor(np.ones((1, 2))))
+    np.testing.assert_array_equal(out.numpy(), [[0, 0], [1, 1], [0, 0]])
+
+
+# -- take_along_dim ----------------------------------------------------------------------------------------------
+def test_take_along_dim_errors_name_the_argument():
+    x = tape.tensor(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="take_along_dim: argument 'indices' expected 2 dims"):
+        ops.take_along_dim(x, np.array([0, 1]), 1)
+    with pytest.raises(ValueError, match="take_along_dim: argument 'indices' expected a shape broadcastable"):
+        ops.take_along_dim(x, np.zeros((3, 3), np.int64), 1)
+    with pytest.raises(IndexError, match="take_along_dim: argument 'indices' expected values in \\[0, 5\\]"):
+        ops.take_along_dim(x, np.array([6]))
+    with pytest.raises(IndexError, match="take_along_dim: argument 'indices'"):
+        ops.take_along_dim(x, np.array([[-1]]), 1)  # torch refuses negative positions too
+    with pytest.raises(TypeError, match="take_along_dim: argument 'indices' expected an integer tensor"):
+        ops.take_along_dim(x, np.array([[0.0]]), 1)
+
+
+# -- masked_select -----------------------------------------------------------------------------------------------
+def test_masked_select_replays_with_the_new_mask():
+    x = tape.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    mask = tape.tensor(np.array([True, False, True]))
+    with tape.ExecutionTape() as recorded:
+        out = ops.masked_select(x, mask) * 2
+    np.testing.assert_array_equal(out.numpy(), [0, 4, 6, 10])
+    replayed = recorded.replay({mask: np.array([False, True, True])})[out.id]
+    np.testing.assert_array_equal(replayed, [2, 4, 8, 10])
+    replayed = recorded.replay({mask: np.array([False, False, False]), x: np.ones((2, 3))})[out.id]
+    assert replayed.shape == (0,)
+
+
+def test_masked_select_errors_name_the_argument():
+    x = tape.tensor(np.zeros((2, 3)))
+    with pytest.raises(TypeError, match="masked_select: argument 'mask' expected a bool tensor"):
+        ops.masked_select(x, np.array([1, 0, 1]))
+    with pytest.raises(ValueError, match="masked_select: argument 'mask' expected a shape broadcastable"):
+        ops.masked_select(x, np.ones(2, np.bool_))
+
+
+# -- nonzero / one_hot -------------------------------------------------------------------------------------------
+def test_nonzero_as_tuple_is_refused_with_the_equivalent():
+    x = tape.tensor(np.array([[0.0, 1.0], [2.0, 0.0]]))
+    with pytest.raises(ValueError, match="nonzero: as_tuple=True is not supported.*unbind"):
+        ops.nonzero(x, as_tuple=True)
+    rows, cols = ops.unbind(ops.nonzero(x), 1)
+    expected = torch.nonzero(torch.tensor(x.numpy()), as_tuple=True)
+    np.testing.assert_array_equal(rows.numpy(), expected[0].numpy())
+    np.testing.assert_array_equal(cols.numpy(), expected[1].numpy())
+
+
+def test_nonzero_and_one_hot_carry_no_gradient():
+    x = tape.tensor(np.array([0.0, 3.0]), requires_grad=True)
+    positions = ops.nonzero(x)
+    assert positions.dtype == np.int64 and positions.shape == (1, 1) and not positions.requires_grad
+    hot = ops.one_hot(positions)
+    assert hot.dtype == np.int64 and hot.shape == (1, 1, 2)
+
+
+def test_one_hot_errors_like_torch():
+    with pytest.raises(ValueError, match="one_hot: argument 'tensor' expected class values >= 0"):
+        ops.one_hot(tape.tensor(np.array([-1])))
+    with pytest.raises(ValueError, match="one_hot: argument 'tensor' expected class values below num_classes=3"):
+        ops.one_hot(tape.tensor(np.array([3])), 3)
+    with pytest.raises(ValueError, match="one_hot: cannot infer the number of classes"):
+        ops.one_hot(tape.tensor(np.zeros(0, np.int64)))
+    with pytest.raises(ValueError, match="one_hot: argument 'num_classes'"):
+        ops.one_hot(tape.tensor(np.array([0])), 0)
+    with pytest.raises(TypeError, match="one_hot: argument 'tensor' expected an integer tensor"):
+        ops.one_hot(tape.tensor(np.array([0.0])))
+
+
+def test_one_hot_infers_classes_again_on_replay():
+    labels = tape.tensor(np.array([0, 2]))
+    with tape.ExecutionTape() as recorded:
+        out = ops.one_hot(labels)
+    assert out.shape == (2, 3)
+    assert recorded.replay({labels: np.array([4, 1])})[out.id].shape == (2, 5)
