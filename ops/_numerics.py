@@ -11,7 +11,9 @@ import numpy as np
 __all__ = ["quiet"]
 
 try:  # numpy >= 2 keeps its floating-point error state in this context variable (np.errstate sets it)
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+    # numpy's stubs omit these private names, which numpy >= 2 defines at runtime (the ImportError fallback covers
+    # a numpy without them)
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover -- another numpy: the public (slower) np.errstate decorator
     _extobj_contextvar = None
 

@@ -14,8 +14,18 @@ import numpy as np
 
 from tape.registry import Sample
 
-__all__ = ["unary_samples", "binary_samples", "comparison_samples", "where_samples", "reduction_samples",
-           "index_reduction_samples", "uniform", "transposed", "away_from", "KINK_GAP"]
+__all__ = [
+    "unary_samples",
+    "binary_samples",
+    "comparison_samples",
+    "where_samples",
+    "reduction_samples",
+    "index_reduction_samples",
+    "uniform",
+    "transposed",
+    "away_from",
+    "KINK_GAP",
+]
 
 KINK_GAP = 1e-3  # far beyond gradcheck's eps (1e-6), and kept by a float32 cast
 
@@ -52,20 +62,29 @@ def unary_samples(low=-2.0, high=2.0, attrs=None, kinks=()):
     def generate(rng):
         out = []
         for extra in attr_sets:
-            out += [Sample((draw(rng, ()),), dict(extra), "scalar"),
-                    Sample((draw(rng, (5,)),), dict(extra), "vector"),
-                    Sample((draw(rng, (2, 3)),), dict(extra), "matrix"),
-                    Sample((away_from(transposed(rng, (3, 1, 4), low, high), kinks),), dict(extra),
-                           "non-contiguous"),
-                    Sample((draw(rng, (0, 3)),), dict(extra), "zero-size")]
+            out += [
+                Sample((draw(rng, ()),), dict(extra), "scalar"),
+                Sample((draw(rng, (5,)),), dict(extra), "vector"),
+                Sample((draw(rng, (2, 3)),), dict(extra), "matrix"),
+                Sample((away_from(transposed(rng, (3, 1, 4), low, high), kinks),), dict(extra), "non-contiguous"),
+                Sample((draw(rng, (0, 3)),), dict(extra), "zero-size"),
+            ]
         return out
 
     return generate
 
 
-BROADCAST_PAIRS = [((2, 3), (2, 3)), ((2, 3), (3,)), ((3,), (2, 3)), ((2, 1, 3), (4, 1)), ((), (2, 3)),
-                   ((3, 1), (1, 3)), ((1,), ()),
-                   ((0, 3), (3,)), ((4, 1), (0,))]  # zero-size: an empty operand, and a size-1 dim stretched to 0
+BROADCAST_PAIRS = [
+    ((2, 3), (2, 3)),
+    ((2, 3), (3,)),
+    ((3,), (2, 3)),
+    ((2, 1, 3), (4, 1)),
+    ((), (2, 3)),
+    ((3, 1), (1, 3)),
+    ((1,), ()),
+    ((0, 3), (3,)),
+    ((4, 1), (0,)),
+]  # zero-size: an empty operand, and a size-1 dim stretched to 0
 
 
 def binary_samples(low=-2.0, high=2.0, low_b=None, high_b=None):
@@ -74,10 +93,13 @@ def binary_samples(low=-2.0, high=2.0, low_b=None, high_b=None):
     high_b = high if high_b is None else high_b
 
     def generate(rng):
-        out = [Sample((uniform(rng, sa, low, high), uniform(rng, sb, low_b, high_b)), {}, f"{sa} with {sb}")
-               for sa, sb in BROADCAST_PAIRS]
-        out.append(Sample((transposed(rng, (3, 4), low, high), uniform(rng, (3, 4), low_b, high_b)), {},
-                          "non-contiguous"))
+        out = [
+            Sample((uniform(rng, sa, low, high), uniform(rng, sb, low_b, high_b)), {}, f"{sa} with {sb}")
+            for sa, sb in BROADCAST_PAIRS
+        ]
+        out.append(
+            Sample((transposed(rng, (3, 4), low, high), uniform(rng, (3, 4), low_b, high_b)), {}, "non-contiguous")
+        )
         return out
 
     return generate
@@ -96,18 +118,36 @@ def comparison_samples():
     return generate
 
 
-WHERE_SHAPES = [((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), ()), ((2, 1), (1, 3), (2, 3)), ((3,), (2, 1, 3), (1,)),
-                ((), (2, 3), (2, 3)), ((0, 3), (3,), ()), ((2, 1), (0,), (1,))]  # the last two: zero-size
+WHERE_SHAPES = [
+    ((2, 3), (2, 3), (2, 3)),
+    ((2, 3), (3,), ()),
+    ((2, 1), (1, 3), (2, 3)),
+    ((3,), (2, 1, 3), (1,)),
+    ((), (2, 3), (2, 3)),
+    ((0, 3), (3,), ()),
+    ((2, 1), (0,), (1,)),
+]  # the last two: zero-size
 
 
 def where_samples(low=-2.0, high=2.0):
     """where(condition, input, other): a bool condition broadcast against two float operands."""
 
     def generate(rng):
-        out = [Sample((rng.random(sc) > 0.5, uniform(rng, sa, low, high), uniform(rng, sb, low, high)), {},
-                      f"{sc}, {sa}, {sb}") for sc, sa, sb in WHERE_SHAPES]
-        out.append(Sample((rng.random((3, 4)) > 0.5, transposed(rng, (3, 4), low, high), uniform(rng, (4,), low, high)),
-                          {}, "non-contiguous"))
+        out = [
+            Sample(
+                (rng.random(sc) > 0.5, uniform(rng, sa, low, high), uniform(rng, sb, low, high)),
+                {},
+                f"{sc}, {sa}, {sb}",
+            )
+            for sc, sa, sb in WHERE_SHAPES
+        ]
+        out.append(
+            Sample(
+                (rng.random((3, 4)) > 0.5, transposed(rng, (3, 4), low, high), uniform(rng, (4,), low, high)),
+                {},
+                "non-contiguous",
+            )
+        )
         return out
 
     return generate
@@ -123,15 +163,26 @@ def reduction_samples(low=-2.0, high=2.0, dims=(None, 0, -1, (0, 2), (-1, -3)), 
         out = []
         for dim in dims:
             for keepdim in (False, True):
-                out.append(Sample((uniform(rng, (2, 3, 4), low, high),), {"dim": dim, "keepdim": keepdim, **extra},
-                                  f"dim={dim} keepdim={keepdim}"))
-        out.append(Sample((transposed(rng, (3, 4), low, high),), {"dim": 1, "keepdim": False, **extra},
-                          "non-contiguous"))
+                out.append(
+                    Sample(
+                        (uniform(rng, (2, 3, 4), low, high),),
+                        {"dim": dim, "keepdim": keepdim, **extra},
+                        f"dim={dim} keepdim={keepdim}",
+                    )
+                )
+        out.append(
+            Sample((transposed(rng, (3, 4), low, high),), {"dim": 1, "keepdim": False, **extra}, "non-contiguous")
+        )
         out.append(Sample((uniform(rng, (5,), low, high),), {"dim": None, "keepdim": False, **extra}, "vector"))
         empty = [(-1, False)] + ([(1, False), ((1, 2), True), (None, False)] if empty_dims else [])
         for dim, keepdim in empty:
-            out.append(Sample((uniform(rng, (2, 0, 4), low, high),), {"dim": dim, "keepdim": keepdim, **extra},
-                              f"zero-size dim={dim}"))
+            out.append(
+                Sample(
+                    (uniform(rng, (2, 0, 4), low, high),),
+                    {"dim": dim, "keepdim": keepdim, **extra},
+                    f"zero-size dim={dim}",
+                )
+            )
         return out
 
     return generate
@@ -143,7 +194,9 @@ def index_reduction_samples(low=-2.0, high=2.0):
     base = reduction_samples(low, high, dims=(None, 0, -1, 1), empty_dims=False)
 
     def generate(rng):
-        return base(rng) + [Sample((uniform(rng, (), low, high),), {"dim": dim, "keepdim": keepdim}, f"0-D dim={dim}")
-                            for dim, keepdim in ((None, False), (0, False), (-1, True))]
+        return base(rng) + [
+            Sample((uniform(rng, (), low, high),), {"dim": dim, "keepdim": keepdim}, f"0-D dim={dim}")
+            for dim, keepdim in ((None, False), (0, False), (-1, True))
+        ]
 
     return generate

@@ -16,8 +16,9 @@ def normalize_dim(op: str, dim, ndim: int, argument: str = "dim") -> int:
         raise TypeError(f"{op}: argument '{argument}' expected an int, got {type(dim).__name__} {dim!r}")
     low, high = (-max(ndim, 1), max(ndim, 1) - 1)
     if not low <= dim <= high:
-        raise ValueError(f"{op}: argument '{argument}' expected a dim in [{low}, {high}] for a {ndim}-D input, "
-                         f"got {dim}")
+        raise ValueError(
+            f"{op}: argument '{argument}' expected a dim in [{low}, {high}] for a {ndim}-D input, got {dim}"
+        )
     return int(dim) % max(ndim, 1)
 
 
@@ -30,8 +31,9 @@ def normalize_dims(op: str, dim, ndim: int, argument: str = "dim") -> tuple:
     elif isinstance(dim, tuple | list):
         dims = tuple(dim)
     else:
-        raise TypeError(f"{op}: argument '{argument}' expected None, an int or a tuple of ints, "
-                        f"got {type(dim).__name__} {dim!r}")
+        raise TypeError(
+            f"{op}: argument '{argument}' expected None, an int or a tuple of ints, got {type(dim).__name__} {dim!r}"
+        )
     axes = tuple(sorted(normalize_dim(op, d, ndim, argument) for d in dims))
     if len(set(axes)) != len(axes):
         raise ValueError(f"{op}: argument '{argument}' repeats a dim: {dim}")

@@ -44,8 +44,25 @@ Conventions, as in torch:
   ours differentiates the first-order rule as it is.
 """
 
-__all__ = ["hardtanh", "relu6", "hardswish", "hardsigmoid", "selu", "celu", "mish", "softsign", "logsigmoid",
-           "softmin", "glu", "prelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "normalize"]
+__all__ = [
+    "hardtanh",
+    "relu6",
+    "hardswish",
+    "hardsigmoid",
+    "selu",
+    "celu",
+    "mish",
+    "softsign",
+    "logsigmoid",
+    "softmin",
+    "glu",
+    "prelu",
+    "threshold",
+    "hardshrink",
+    "softshrink",
+    "tanhshrink",
+    "normalize",
+]
 
 import math
 
@@ -76,8 +93,10 @@ def _number(op: str, argument: str, value) -> float:
 
 def _float_input(op):
     """A check refusing a non-floating input (the op's attributes are checked by its forward)."""
+
     def check(input, *rest, **attrs):
         require_float(op, "input", input)
+
     return check
 
 
@@ -87,9 +106,17 @@ def _functional(name):
 
 
 def _elementwise(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, samples=None, **declaration):
-    return defop(name, family=FAMILY, inputs=("input",), forward=forward, vjps=(vjp,), check=_float_input(name),
-                 samples=samples or unary_samples(low, high, attrs, kinks), torch_ref=_functional(name),
-                 **declaration)
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        check=_float_input(name),
+        samples=samples or unary_samples(low, high, attrs, kinks),
+        torch_ref=_functional(name),
+        **declaration,
+    )
 
 
 def _exp_minus_abs(x):
@@ -108,8 +135,10 @@ def _sigmoids(x):
 
 def _with_tails(base, values):
     """A sample generator: ``base``'s samples plus one vector of ``values`` (tails, both sides of a kink)."""
+
     def generate(rng):
         return base(rng) + [Sample((np.array(values, dtype=np.float64),), {}, "tails")]
+
     return generate
 
 
@@ -130,11 +159,22 @@ def _hardtanh_vjp(g, ans, input, min_val=-1.0, max_val=1.0):
     return _inside(g, input, float(min_val), float(max_val))
 
 
-hardtanh = _elementwise("hardtanh", _hardtanh, _hardtanh_vjp, kinks=(-1.0, 1.0, -0.5, 1.5, 0.25),
-                        attrs=[{}, {"min_val": -0.5, "max_val": 1.5}, {"min_val": 0.25, "max_val": 0.25}])
+hardtanh = _elementwise(
+    "hardtanh",
+    _hardtanh,
+    _hardtanh_vjp,
+    kinks=(-1.0, 1.0, -0.5, 1.5, 0.25),
+    attrs=[{}, {"min_val": -0.5, "max_val": 1.5}, {"min_val": 0.25, "max_val": 0.25}],
+)
 
-relu6 = _elementwise("relu6", lambda input: np.minimum(np.maximum(input, 0.0), 6.0),
-                     lambda g, ans, input: _inside(g, input, 0.0, 6.0), low=-2.0, high=8.0, kinks=(0.0, 6.0))
+relu6 = _elementwise(
+    "relu6",
+    lambda input: np.minimum(np.maximum(input, 0.0), 6.0),
+    lambda g, ans, input: _inside(g, input, 0.0, 6.0),
+    low=-2.0,
+    high=8.0,
+    kinks=(0.0, 6.0),
+)
 
 
 @quiet  # -inf * 0 = NaN, as torch
@@ -149,9 +189,14 @@ def _hardswish_vjp(g, ans, input):
 
 hardswish = _elementwise("hardswish", _hardswish, _hardswish_vjp, low=-5.0, high=5.0, kinks=(-3.0, 3.0))
 
-hardsigmoid = _elementwise("hardsigmoid", lambda input: np.minimum(np.maximum(input + 3.0, 0.0), 6.0) / 6.0,
-                           lambda g, ans, input: _inside(g * (1.0 / 6.0), input, -3.0, 3.0), low=-5.0, high=5.0,
-                           kinks=(-3.0, 3.0))
+hardsigmoid = _elementwise(
+    "hardsigmoid",
+    lambda input: np.minimum(np.maximum(input + 3.0, 0.0), 6.0) / 6.0,
+    lambda g, ans, input: _inside(g * (1.0 / 6.0), input, -3.0, 3.0),
+    low=-5.0,
+    high=5.0,
+    kinks=(-3.0, 3.0),
+)
 
 
 def _threshold(input, threshold, value):
@@ -163,8 +208,13 @@ def _threshold_vjp(g, ans, input, threshold, value):
     return np.where(input <= float(threshold), 0, g)  # a NaN input passes it, as in torch
 
 
-threshold = _elementwise("threshold", _threshold, _threshold_vjp, kinks=(0.5, -1.0),
-                         attrs=[{"threshold": 0.5, "value": -1.0}, {"threshold": -1.0, "value": 3.0}])
+threshold = _elementwise(
+    "threshold",
+    _threshold,
+    _threshold_vjp,
+    kinks=(0.5, -1.0),
+    attrs=[{"threshold": 0.5, "value": -1.0}, {"threshold": -1.0, "value": 3.0}],
+)
 
 
 def _outside(g, x, lambd):
@@ -180,8 +230,13 @@ def _hardshrink(input, lambd=0.5):
 _SHRINK_ATTRS = [{}, {"lambd": 1.0}, {"lambd": 0.0}]
 _SHRINK_KINKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 
-hardshrink = _elementwise("hardshrink", _hardshrink, lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
-                          attrs=_SHRINK_ATTRS, kinks=_SHRINK_KINKS)
+hardshrink = _elementwise(
+    "hardshrink",
+    _hardshrink,
+    lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
+    attrs=_SHRINK_ATTRS,
+    kinks=_SHRINK_KINKS,
+)
 
 
 @quiet  # inf * 0 in the branch not taken
@@ -193,8 +248,13 @@ def _softshrink(input, lambd=0.5):
     return np.where(input > lambd, input - lambd, np.where(input < -lambd, input + lambd, input * 0))
 
 
-softshrink = _elementwise("softshrink", _softshrink, lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
-                          attrs=_SHRINK_ATTRS, kinks=_SHRINK_KINKS)
+softshrink = _elementwise(
+    "softshrink",
+    _softshrink,
+    lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
+    attrs=_SHRINK_ATTRS,
+    kinks=_SHRINK_KINKS,
+)
 
 
 # -- exponential family: selu, celu, logsigmoid, mish ---------------------------------------------------------
@@ -236,8 +296,9 @@ def _celu_vjp(g, ans, input, alpha=1.0):
     return np.where(input > 0, g, g * inverse * float(alpha) * np.exp(_negative_part(input) * inverse))
 
 
-celu = _elementwise("celu", _celu, _celu_vjp, low=-3.0, high=3.0, kinks=(0.0,),
-                    attrs=[{}, {"alpha": 0.5}, {"alpha": -1.5}])
+celu = _elementwise(
+    "celu", _celu, _celu_vjp, low=-3.0, high=3.0, kinks=(0.0,), attrs=[{}, {"alpha": 0.5}, {"alpha": -1.5}]
+)
 
 
 def _logsigmoid(input):
@@ -245,8 +306,12 @@ def _logsigmoid(input):
     return np.minimum(input, 0.0) - np.log1p(_exp_minus_abs(input))
 
 
-logsigmoid = _elementwise("logsigmoid", _logsigmoid, lambda g, ans, input: g * _sigmoids(input)[1],
-                          samples=_with_tails(unary_samples(-6.0, 6.0), [-40.0, -15.0, 15.0, 40.0]))
+logsigmoid = _elementwise(
+    "logsigmoid",
+    _logsigmoid,
+    lambda g, ans, input: g * _sigmoids(input)[1],
+    samples=_with_tails(unary_samples(-6.0, 6.0), [-40.0, -15.0, 15.0, 40.0]),
+)
 
 
 def _mish_parts(x):
@@ -276,8 +341,7 @@ def _mish_vjp(g, ans, input):
     return g * (t + input * sigmoid * rest)
 
 
-mish = _elementwise("mish", _mish, _mish_vjp,
-                    samples=_with_tails(unary_samples(-4.0, 4.0), [-40.0, -15.0, 15.0, 40.0]))
+mish = _elementwise("mish", _mish, _mish_vjp, samples=_with_tails(unary_samples(-4.0, 4.0), [-40.0, -15.0, 15.0, 40.0]))
 
 
 # -- rational and hyperbolic: softsign, tanhshrink -------------------------------------------------------------
@@ -329,15 +393,17 @@ def _softmin_vjp(g, ans, input, dim):
 
 
 def _softmin_samples(rng):
-    return [Sample((uniform(rng, (2, 3, 4)),), {"dim": -1}),
-            Sample((uniform(rng, (2, 3, 4)),), {"dim": 1}),
-            Sample((uniform(rng, (2, 3, 4)),), {"dim": 0}),
-            Sample((transposed(rng, (3, 5)),), {"dim": -1}, "non-contiguous"),
-            Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
-            Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
-            Sample((uniform(rng, (3, 4), -1e4, 1e4),), {"dim": -1}, "logits of +-1e4"),
-            Sample((uniform(rng, (3, 0)),), {"dim": -1}, "empty dim"),
-            Sample((uniform(rng, (0, 3)),), {"dim": -1}, "zero rows")]
+    return [
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": -1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": 1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": 0}),
+        Sample((transposed(rng, (3, 5)),), {"dim": -1}, "non-contiguous"),
+        Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
+        Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
+        Sample((uniform(rng, (3, 4), -1e4, 1e4),), {"dim": -1}, "logits of +-1e4"),
+        Sample((uniform(rng, (3, 0)),), {"dim": -1}, "empty dim"),
+        Sample((uniform(rng, (0, 3)),), {"dim": -1}, "zero rows"),
+    ]
 
 
 def _check_softmin(input, dim):
@@ -345,9 +411,16 @@ def _check_softmin(input, dim):
     normalize_dim("softmin", dim, input.ndim)
 
 
-softmin = defop("softmin", family=FAMILY, inputs=("input",), forward=_softmin, vjps=(_softmin_vjp,),
-                check=_check_softmin, samples=_softmin_samples,
-                torch_ref=lambda torch, input, dim: torch.nn.functional.softmin(input, dim=dim))
+softmin = defop(
+    "softmin",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_softmin,
+    vjps=(_softmin_vjp,),
+    check=_check_softmin,
+    samples=_softmin_samples,
+    torch_ref=lambda torch, input, dim: torch.nn.functional.softmin(input, dim=dim),
+)
 
 
 def _halves(x, axis):
@@ -377,24 +450,35 @@ def _check_glu(input, dim=-1):
         raise ValueError("glu: argument 'input' expected at least 1 dim (the halved dim), got a 0-d tensor")
     axis = normalize_dim("glu", dim, input.ndim)
     if input.shape[axis] % 2:
-        raise ValueError(f"glu: argument 'input' expected an even size along dim {dim} (it is halved), "
-                         f"got shape {input.shape}")
+        raise ValueError(
+            f"glu: argument 'input' expected an even size along dim {dim} (it is halved), got shape {input.shape}"
+        )
 
 
 def _glu_samples(rng):
     tails = np.array([[1.5, -0.5, 2.0, -40.0, 0.0, 40.0]])
-    return [Sample((uniform(rng, (2, 6)),), {}, "dim=-1 (default)"),
-            Sample((uniform(rng, (4, 3)),), {"dim": 0}),
-            Sample((uniform(rng, (2, 4, 3)),), {"dim": 1}),
-            Sample((uniform(rng, (6,)),), {"dim": 0}, "vector"),
-            Sample((transposed(rng, (4, 3)),), {"dim": 0}, "non-contiguous"),
-            Sample((tails,), {"dim": 1}, "sigmoid tails"),
-            Sample((uniform(rng, (2, 0)),), {"dim": 1}, "zero-size halved dim"),
-            Sample((uniform(rng, (0, 4)),), {"dim": 1}, "zero rows")]
+    return [
+        Sample((uniform(rng, (2, 6)),), {}, "dim=-1 (default)"),
+        Sample((uniform(rng, (4, 3)),), {"dim": 0}),
+        Sample((uniform(rng, (2, 4, 3)),), {"dim": 1}),
+        Sample((uniform(rng, (6,)),), {"dim": 0}, "vector"),
+        Sample((transposed(rng, (4, 3)),), {"dim": 0}, "non-contiguous"),
+        Sample((tails,), {"dim": 1}, "sigmoid tails"),
+        Sample((uniform(rng, (2, 0)),), {"dim": 1}, "zero-size halved dim"),
+        Sample((uniform(rng, (0, 4)),), {"dim": 1}, "zero rows"),
+    ]
 
 
-glu = defop("glu", family=FAMILY, inputs=("input",), forward=_glu, vjps=(_glu_vjp,), check=_check_glu,
-            samples=_glu_samples, torch_ref=_functional("glu"))
+glu = defop(
+    "glu",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_glu,
+    vjps=(_glu_vjp,),
+    check=_check_glu,
+    samples=_glu_samples,
+    torch_ref=_functional("glu"),
+)
 
 
 # -- prelu -----------------------------------------------------------------------------------------------------
@@ -432,26 +516,37 @@ def _check_prelu(input, weight):
     if weight.size != 1:
         channels = input.shape[1] if input.ndim > 1 else 1
         if input.ndim == 0 or weight.size != channels:
-            raise ValueError(f"prelu: argument 'weight' expected 1 entry or one per channel (dim 1 of 'input', "
-                             f"size {channels}), got {weight.size} entries for input shape {input.shape}")
+            raise ValueError(
+                f"prelu: argument 'weight' expected 1 entry or one per channel (dim 1 of 'input', "
+                f"size {channels}), got {weight.size} entries for input shape {input.shape}"
+            )
 
 
 def _prelu_samples(rng):
     def x(shape, make=uniform):
         return away_from(make(rng, shape), (0.0,))
 
-    return [Sample((x((2, 3, 4)), uniform(rng, (3,), -0.5, 1.5)), {}, "one weight per channel"),
-            Sample((x((2, 3)), uniform(rng, (1,), -0.5, 1.5)), {}, "one shared weight"),
-            Sample((x((5,)), uniform(rng, (1,), -0.5, 1.5)), {}, "vector input"),
-            Sample((x(()), np.array(0.25)), {}, "0-d input and weight"),
-            Sample((x((2, 3, 4), transposed), uniform(rng, (3,), -0.5, 1.5)), {}, "non-contiguous"),
-            Sample((x((2, 3, 2, 2)), uniform(rng, (3,), -0.5, 1.5)), {}, "4-D"),
-            Sample((x((0, 3)), uniform(rng, (3,), -0.5, 1.5)), {}, "zero-size")]
+    return [
+        Sample((x((2, 3, 4)), uniform(rng, (3,), -0.5, 1.5)), {}, "one weight per channel"),
+        Sample((x((2, 3)), uniform(rng, (1,), -0.5, 1.5)), {}, "one shared weight"),
+        Sample((x((5,)), uniform(rng, (1,), -0.5, 1.5)), {}, "vector input"),
+        Sample((x(()), np.array(0.25)), {}, "0-d input and weight"),
+        Sample((x((2, 3, 4), transposed), uniform(rng, (3,), -0.5, 1.5)), {}, "non-contiguous"),
+        Sample((x((2, 3, 2, 2)), uniform(rng, (3,), -0.5, 1.5)), {}, "4-D"),
+        Sample((x((0, 3)), uniform(rng, (3,), -0.5, 1.5)), {}, "zero-size"),
+    ]
 
 
-prelu = defop("prelu", family=FAMILY, inputs=("input", "weight"), forward=_prelu,
-              vjps=(_prelu_vjp_input, _prelu_vjp_weight), check=_check_prelu, samples=_prelu_samples,
-              torch_ref=_functional("prelu"))
+prelu = defop(
+    "prelu",
+    family=FAMILY,
+    inputs=("input", "weight"),
+    forward=_prelu,
+    vjps=(_prelu_vjp_input, _prelu_vjp_weight),
+    check=_check_prelu,
+    samples=_prelu_samples,
+    torch_ref=_functional("prelu"),
+)
 
 
 # -- normalize -------------------------------------------------------------------------------------------------
@@ -539,21 +634,31 @@ def _check_normalize(input, p=2.0, dim=1, eps=1e-12):
 def _normalize_samples(rng):
     # row 0 above eps = 0.5 (norm >= sqrt(3)), row 1 below it (norm <= sqrt(0.12)), both well clear of it
     small = np.stack([uniform(rng, (3,), 1.0, 2.0) * rng.choice([-1.0, 1.0], 3), uniform(rng, (3,), -0.2, 0.2)])
-    return [Sample((uniform(rng, (3, 4)),), {}, "p=2 dim=1 (defaults)"),
-            Sample((uniform(rng, (3, 4)),), {"p": 1.0}, "p=1"),
-            Sample((uniform(rng, (3, 4)),), {"p": math.inf}, "p=inf"),
-            Sample((uniform(rng, (3, 4)),), {"p": 3.0, "dim": 0}, "p=3 dim=0"),
-            Sample((away_from(uniform(rng, (3, 4)), (0.0,), 0.05),), {"p": 0.5, "dim": -1}, "p=0.5 dim=-1"),
-            Sample((uniform(rng, (2, 3, 4)),), {"dim": (1, 2)}, "dim=(1, 2)"),
-            Sample((uniform(rng, (2, 3, 4)),), {"p": math.inf, "dim": -1}, "p=inf 3-D"),
-            Sample((transposed(rng, (3, 4)),), {"dim": 0}, "non-contiguous"),
-            Sample((uniform(rng, (5,)),), {"dim": 0}, "vector"),
-            Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
-            Sample((small,), {"eps": 0.5}, "a row below eps"),
-            Sample((uniform(rng, (2, 3), -1e4, 1e4),), {"p": 1.0}, "large entries"),
-            Sample((uniform(rng, (0, 3)),), {}, "zero rows"),
-            Sample((uniform(rng, (2, 0)),), {}, "zero-size normalised dim")]
+    return [
+        Sample((uniform(rng, (3, 4)),), {}, "p=2 dim=1 (defaults)"),
+        Sample((uniform(rng, (3, 4)),), {"p": 1.0}, "p=1"),
+        Sample((uniform(rng, (3, 4)),), {"p": math.inf}, "p=inf"),
+        Sample((uniform(rng, (3, 4)),), {"p": 3.0, "dim": 0}, "p=3 dim=0"),
+        Sample((away_from(uniform(rng, (3, 4)), (0.0,), 0.05),), {"p": 0.5, "dim": -1}, "p=0.5 dim=-1"),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": (1, 2)}, "dim=(1, 2)"),
+        Sample((uniform(rng, (2, 3, 4)),), {"p": math.inf, "dim": -1}, "p=inf 3-D"),
+        Sample((transposed(rng, (3, 4)),), {"dim": 0}, "non-contiguous"),
+        Sample((uniform(rng, (5,)),), {"dim": 0}, "vector"),
+        Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
+        Sample((small,), {"eps": 0.5}, "a row below eps"),
+        Sample((uniform(rng, (2, 3), -1e4, 1e4),), {"p": 1.0}, "large entries"),
+        Sample((uniform(rng, (0, 3)),), {}, "zero rows"),
+        Sample((uniform(rng, (2, 0)),), {}, "zero-size normalised dim"),
+    ]
 
 
-normalize = defop("normalize", family=FAMILY, inputs=("input",), forward=_normalize, vjps=(_normalize_vjp,),
-                  check=_check_normalize, samples=_normalize_samples, torch_ref=_functional("normalize"))
+normalize = defop(
+    "normalize",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_normalize,
+    vjps=(_normalize_vjp,),
+    check=_check_normalize,
+    samples=_normalize_samples,
+    torch_ref=_functional("normalize"),
+)

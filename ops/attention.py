@@ -23,16 +23,21 @@ OP = "scaled_dot_product_attention"
 ALIGNMENTS = ("top_left", "bottom_right")
 
 
-def _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, dropout_seed,
-             enable_gqa):
+def _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, dropout_seed, enable_gqa):
     """The kernels' keyword arguments for the op's attributes, resolved once in the forward."""
     L, S = query.shape[-2], key.shape[-2]
     offset = None
     if is_causal:
         offset = 0 if causal_alignment == "top_left" else S - L
     lengths = None if key_padding_lengths is None else np.asarray(key_padding_lengths)
-    return dict(scale=1 / math.sqrt(query.shape[-1]) if scale is None else float(scale), causal_offset=offset,
-                lengths=lengths, dropout_p=float(dropout_p), seed=int(dropout_seed), enable_gqa=bool(enable_gqa))
+    return dict(
+        scale=1 / math.sqrt(query.shape[-1]) if scale is None else float(scale),
+        causal_offset=offset,
+        lengths=lengths,
+        dropout_p=float(dropout_p),
+        seed=int(dropout_seed),
+        enable_gqa=bool(enable_gqa),
+    )
 
 
 def _draw_seed(dropout_p, rng, dropout_seed) -> int:
@@ -44,8 +49,21 @@ def _draw_seed(dropout_p, rng, dropout_seed) -> int:
     return int((np.random.default_rng() if rng is None else rng).integers(0, 2**63))
 
 
-def _forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False, *,
-             key_padding_lengths=None, causal_alignment="top_left", rng=None, dropout_seed=None):
+def _forward(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    *,
+    key_padding_lengths=None,
+    causal_alignment="top_left",
+    rng=None,
+    dropout_seed=None,
+):
     """Attention softmax(scale * Q K^T + mask) V over (..., heads, length, features) inputs, as in torch.
 
     ``attn_mask``: bool (True = attend) or float (added to the scores), broadcast to (..., L, S).
@@ -55,28 +73,51 @@ def _forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, 
     the seed instead. The seed used is saved, so the backward regenerates the very same mask.
     """
     seed = _draw_seed(dropout_p, rng, dropout_seed)
-    options = _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, seed,
-                       enable_gqa)
+    options = _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, seed, enable_gqa)
     out, row_max, row_log_sum = attention_forward(query, key, value, attn_mask, **options)
     # dropout_seed: the seed actually drawn is recorded as the attribute, so replay and the composite reuse it
     return out, {"row_max": row_max, "row_log_sum": row_log_sum, "options": options, "dropout_seed": seed}
 
 
 def _joint_vjp(g, ans, query, key, value, attn_mask=None, *, needs, row_max, row_log_sum, options, **attributes):
-    return attention_backward(g, ans, query, key, value, attn_mask, row_max=row_max, row_log_sum=row_log_sum,
-                              needs=tuple(needs), **options)
+    return attention_backward(
+        g, ans, query, key, value, attn_mask, row_max=row_max, row_log_sum=row_log_sum, needs=tuple(needs), **options
+    )
 
 
-def _composite(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False, *,
-               key_padding_lengths=None, causal_alignment="top_left", rng=None, dropout_seed=None, options=None,
-               **saved):
+def _composite(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    *,
+    key_padding_lengths=None,
+    causal_alignment="top_left",
+    rng=None,
+    dropout_seed=None,
+    options=None,
+    **saved,
+):
     """The same attention from registered ops, with the full score matrix: what the second-order pass
     differentiates (the tiled kernels are first order only). ``options`` are the forward's resolved ones."""
     import ops
 
     if options is None:
-        options = _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p,
-                           _draw_seed(dropout_p, rng, dropout_seed), enable_gqa)
+        options = _options(
+            query,
+            key,
+            scale,
+            is_causal,
+            causal_alignment,
+            key_padding_lengths,
+            dropout_p,
+            _draw_seed(dropout_p, rng, dropout_seed),
+            enable_gqa,
+        )
     L, S = query.shape[-2], key.shape[-2]
     if options["enable_gqa"] and key.ndim >= 3:
         key, value = (_repeat_heads(ops, a, _heads_of(query) // _heads_of(a)) for a in (key, value))
@@ -86,9 +127,10 @@ def _composite(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
         allowed = np.arange(S)[None, :] <= np.arange(L)[:, None] + options["causal_offset"]
     if options["lengths"] is not None:
         lengths = options["lengths"]
-        visible = np.arange(S) < lengths.reshape(lengths.shape + (1,) * max(0, scores.ndim - 3 - lengths.ndim)
-                                                 + (1, 1, 1))
-        allowed = allowed & visible.reshape(visible.shape[max(0, visible.ndim - scores.ndim):])
+        visible = np.arange(S) < lengths.reshape(
+            lengths.shape + (1,) * max(0, scores.ndim - 3 - lengths.ndim) + (1, 1, 1)
+        )
+        allowed = allowed & visible.reshape(visible.shape[max(0, visible.ndim - scores.ndim) :])
     if attn_mask is not None:
         if attn_mask.dtype == np.bool_:
             allowed = allowed & attn_mask.detach().numpy()
@@ -127,8 +169,20 @@ def _heads_of(a):
     return a.shape[-3] if a.ndim >= 3 else 1
 
 
-def _check(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
-           key_padding_lengths=None, causal_alignment="top_left", rng=None, dropout_seed=None):
+def _check(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    key_padding_lengths=None,
+    causal_alignment="top_left",
+    rng=None,
+    dropout_seed=None,
+):
     for name, a in (("query", query), ("key", key), ("value", value)):
         if a.dtype.kind != "f":
             _fail(name, "a floating tensor", f"dtype {a.dtype}", TypeError)
@@ -145,43 +199,64 @@ def _check(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sc
     try:
         batch_shape = np.broadcast_shapes(*batches)
     except ValueError:
-        _fail("key", f"batch dims that broadcast with query's {query.shape[:-3]}",
-              f"key {key.shape[:-3]}, value {value.shape[:-3]}")
+        _fail(
+            "key",
+            f"batch dims that broadcast with query's {query.shape[:-3]}",
+            f"key {key.shape[:-3]}, value {value.shape[:-3]}",
+        )
     hq, hk, hv = _heads_of(query), _heads_of(key), _heads_of(value)
     if enable_gqa:
         for name, h in (("key", hk), ("value", hv)):
             if hq % h:
-                _fail(name, f"a head count dividing query's {hq} (enable_gqa=True)", f"{h} heads (shape "
-                      f"{(key if name == 'key' else value).shape})")
+                _fail(
+                    name,
+                    f"a head count dividing query's {hq} (enable_gqa=True)",
+                    f"{h} heads (shape {(key if name == 'key' else value).shape})",
+                )
     else:
         heads = max(hq, hk, hv)
         for name, h in (("query", hq), ("key", hk), ("value", hv)):
             if h not in (1, heads):
-                _fail(name, f"{heads} heads (or 1) in dim -3 like the other inputs; pass enable_gqa=True for "
-                      f"grouped-query attention", f"{h} heads")
+                _fail(
+                    name,
+                    f"{heads} heads (or 1) in dim -3 like the other inputs; pass enable_gqa=True for "
+                    f"grouped-query attention",
+                    f"{h} heads",
+                )
     heads = hq if enable_gqa else max(hq, hk, hv)
     rank = max(query.ndim, key.ndim, value.ndim)
     L, S = query.shape[-2], key.shape[-2]
     scores = (tuple(batch_shape) + (heads, L, S))[-rank:] if rank > 2 else (L, S)
     if attn_mask is not None:
         if attn_mask.dtype != np.bool_ and attn_mask.dtype != query.dtype:
-            _fail("attn_mask", f"a bool mask or a float mask of query's dtype {query.dtype}",
-                  f"dtype {attn_mask.dtype}", TypeError)
+            _fail(
+                "attn_mask",
+                f"a bool mask or a float mask of query's dtype {query.dtype}",
+                f"dtype {attn_mask.dtype}",
+                TypeError,
+            )
         if not _broadcasts_to(attn_mask.shape, scores):
-            _fail("attn_mask", f"a shape broadcastable to the attention scores {scores} (right-aligned)",
-                  f"shape {attn_mask.shape}")
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or not 0 <= dropout_p < 1:
+            _fail(
+                "attn_mask",
+                f"a shape broadcastable to the attention scores {scores} (right-aligned)",
+                f"shape {attn_mask.shape}",
+            )
+    if (
+        isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or dropout_p < 0 or not dropout_p < 1
+    ):  # not `0 <= p < 1`: numbers.Real declares < but not >=
         _fail("dropout_p", "a probability in [0, 1)", repr(dropout_p))
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
-                              or not math.isfinite(scale)):
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale)
+    ):
         _fail("scale", "None or a finite real number", repr(scale), TypeError)
     for flag, value in (("is_causal", is_causal), ("enable_gqa", enable_gqa)):
         if not isinstance(value, bool | np.bool_):
             _fail(flag, "a bool", repr(value), TypeError)
     if causal_alignment not in ALIGNMENTS:
         _fail("causal_alignment", f"one of {ALIGNMENTS}", repr(causal_alignment))
-    if dropout_seed is not None and (isinstance(dropout_seed, bool) or not isinstance(dropout_seed, numbers.Integral)
-                                     or dropout_seed < 0):
+    if dropout_seed is not None and (
+        isinstance(dropout_seed, bool) or not isinstance(dropout_seed, numbers.Integral) or dropout_seed < 0
+    ):
         _fail("dropout_seed", "None or a non-negative int", repr(dropout_seed), TypeError)
     if rng is not None and not isinstance(rng, np.random.Generator):
         _fail("rng", "None or a numpy.random.Generator", type(rng).__name__, TypeError)
@@ -199,14 +274,20 @@ def _broadcasts_to(shape, target) -> bool:
 
 def _check_lengths(lengths, batch_shape, S):
     if not isinstance(lengths, np.ndarray) or lengths.dtype.kind not in "iu":
-        _fail("key_padding_lengths", "an integer array of valid key counts",
-              f"{type(lengths).__name__} of dtype {getattr(lengths, 'dtype', None)}", TypeError)
+        _fail(
+            "key_padding_lengths",
+            "an integer array of valid key counts",
+            f"{type(lengths).__name__} of dtype {getattr(lengths, 'dtype', None)}",
+            TypeError,
+        )
     if not _broadcasts_to(lengths.shape, batch_shape):
-        _fail("key_padding_lengths", f"a shape broadcastable to the batch dims {batch_shape}",
-              f"shape {lengths.shape}")
+        _fail("key_padding_lengths", f"a shape broadcastable to the batch dims {batch_shape}", f"shape {lengths.shape}")
     if lengths.size and (lengths.min() < 0 or lengths.max() > S):
-        _fail("key_padding_lengths", f"lengths in [0, {S}] (key's sequence length)",
-              f"values from {lengths.min()} to {lengths.max()}")
+        _fail(
+            "key_padding_lengths",
+            f"lengths in [0, {S}] (key's sequence length)",
+            f"values from {lengths.min()} to {lengths.max()}",
+        )
 
 
 # -- samples and the PyTorch reference --------------------------------------------------------------------
@@ -226,36 +307,76 @@ def _samples(rng):
         sample(((2, 2, 3, 3), (2, 2, 4, 3), (2, 2, 4, 2)), label="plain, B=2"),
         sample(((1, 2, 4, 3), (1, 2, 3, 3), (1, 2, 3, 2)), label="causal top-left, L > S", is_causal=True),
         sample(base, label="causal bottom-right, L < S", is_causal=True, causal_alignment="bottom_right"),
-        sample(((1, 1, 5, 2), (1, 1, 3, 2), (1, 1, 3, 2)), label="bottom-right L > S: empty rows", is_causal=True,
-               causal_alignment="bottom_right"),
+        sample(
+            ((1, 1, 5, 2), (1, 1, 3, 2), (1, 1, 3, 2)),
+            label="bottom-right L > S: empty rows",
+            is_causal=True,
+            causal_alignment="bottom_right",
+        ),
         sample(base, bool_ls, "bool mask (L,S) with an empty row"),
         sample(base, uniform(rng, (1, 4)), "float mask (1,S)"),
         sample(base, uniform(rng, (3, 1)), "float mask (L,1) + causal", is_causal=True),
         sample(base, neg_inf, "float mask (H,L,S) with -inf"),
         sample(((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 2)), rng.random((2, 1, 1, 4)) < 0.6, "bool mask (B,1,1,S)"),
         sample(((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 2)), uniform(rng, (2, 1, 3, 1)), "float mask (B,1,L,1)"),
-        sample(((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 2)), uniform(rng, (3, 4)), "lengths 0 and 3 + float mask",
-               key_padding_lengths=np.array([0, 3])),
-        sample(((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 3)), label="lengths 4 and 2 + causal bottom-right",
-               key_padding_lengths=np.array([4, 2]), is_causal=True, causal_alignment="bottom_right"),
-        sample(((1, 4, 2, 2), (1, 2, 3, 2), (1, 2, 3, 3)), label="GQA 4 query heads on 2 kv heads",
-               enable_gqa=True),
+        sample(
+            ((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 2)),
+            uniform(rng, (3, 4)),
+            "lengths 0 and 3 + float mask",
+            key_padding_lengths=np.array([0, 3]),
+        ),
+        sample(
+            ((2, 1, 3, 2), (2, 1, 4, 2), (2, 1, 4, 3)),
+            label="lengths 4 and 2 + causal bottom-right",
+            key_padding_lengths=np.array([4, 2]),
+            is_causal=True,
+            causal_alignment="bottom_right",
+        ),
+        sample(((1, 4, 2, 2), (1, 2, 3, 2), (1, 2, 3, 3)), label="GQA 4 query heads on 2 kv heads", enable_gqa=True),
         sample(((2, 3, 2), (2, 4, 2), (2, 4, 3)), label="3-D"),
         sample(((3, 2), (4, 2), (4, 3)), label="2-D"),
         sample(((2, 1, 1, 3, 2), (1, 2, 1, 4, 2), (1, 2, 1, 4, 2)), label="5-D, broadcast batch dims"),
         sample(base, label="scale=0 (uniform)", scale=0.0),
         sample(base, label="scale=-0.7", scale=-0.7, is_causal=True),
-        Sample((uniform(rng, (1, 2, 3, 3)).transpose(0, 1, 3, 2), uniform(rng, (1, 2, 4, 3)),
-                uniform(rng, (1, 2, 4, 2)), None), {}, "non-contiguous query"),
+        Sample(
+            (
+                uniform(rng, (1, 2, 3, 3)).transpose(0, 1, 3, 2),
+                uniform(rng, (1, 2, 4, 3)),
+                uniform(rng, (1, 2, 4, 2)),
+                None,
+            ),
+            {},
+            "non-contiguous query",
+        ),
         sample(base, uniform(rng, (3, 4)), "dropout 0.3 + float mask", torch=False, dropout_p=0.3, dropout_seed=7),
-        sample(((1, 4, 3, 2), (1, 2, 4, 2), (1, 2, 4, 2)), label="dropout 0.5 + causal + GQA + lengths",
-               torch=False, dropout_p=0.5, dropout_seed=11, is_causal=True, enable_gqa=True,
-               key_padding_lengths=np.array([3])),
+        sample(
+            ((1, 4, 3, 2), (1, 2, 4, 2), (1, 2, 4, 2)),
+            label="dropout 0.5 + causal + GQA + lengths",
+            torch=False,
+            dropout_p=0.5,
+            dropout_seed=11,
+            is_causal=True,
+            enable_gqa=True,
+            key_padding_lengths=np.array([3]),
+        ),
     ]
 
 
-def _torch_ref(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-               enable_gqa=False, key_padding_lengths=None, causal_alignment="top_left", rng=None, dropout_seed=None):
+def _torch_ref(
+    torch,
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    key_padding_lengths=None,
+    causal_alignment="top_left",
+    rng=None,
+    dropout_seed=None,
+):
     """torch's MATH backend with our extras (lengths, bottom-right alignment) as an explicit mask."""
     import importlib
 
@@ -268,7 +389,7 @@ def _torch_ref(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causa
         allowed = torch.from_numpy(np.arange(S)[None, :] <= np.arange(L)[:, None] + offset)
     if key_padding_lengths is not None:
         visible = np.arange(S) < np.asarray(key_padding_lengths)[..., None, None, None]
-        visible = visible.reshape(visible.shape[max(0, visible.ndim - rank):])
+        visible = visible.reshape(visible.shape[max(0, visible.ndim - rank) :])
         visible = torch.from_numpy(visible)
         allowed = visible if allowed is None else allowed & visible
     mask = attn_mask
@@ -280,13 +401,14 @@ def _torch_ref(torch, query, key, value, attn_mask=None, dropout_p=0.0, is_causa
         else:
             mask = torch.where(allowed, mask, torch.tensor(float("-inf"), dtype=mask.dtype))
     with attention.sdpa_kernel(attention.SDPBackend.MATH):
-        return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask,
-                                                                dropout_p=dropout_p, scale=scale,
-                                                                enable_gqa=enable_gqa)
+        return torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa
+        )
 
 
 scaled_dot_product_attention = defop(
-    OP, family="attention",
+    OP,
+    family="attention",
     inputs=("query", "key", "value", "attn_mask?"),
     forward=_forward,
     joint_vjp=_joint_vjp,
@@ -297,5 +419,5 @@ scaled_dot_product_attention = defop(
     samples=_samples,
     torch_ref=_torch_ref,
     notes="attn_mask: bool not differentiable; key_padding_lengths: metadata; 2nd order through the full-matrix "
-          "composite",
+    "composite",
 )

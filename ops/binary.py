@@ -17,9 +17,34 @@ Semantics, as in PyTorch 2.13:
 - Comparisons return bool tensors and are not differentiable.
 """
 
-__all__ = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'where', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
-           'atan2', 'copysign', 'logaddexp', 'lerp', 'remainder', 'fmod', 'floor_divide', 'hypot', 'isclose',
-           'logical_and', 'logical_or', 'logical_xor']
+__all__ = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+    "where",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "atan2",
+    "copysign",
+    "logaddexp",
+    "lerp",
+    "remainder",
+    "fmod",
+    "floor_divide",
+    "hypot",
+    "isclose",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+]
 
 
 import numpy as np
@@ -50,8 +75,9 @@ def _like(array, g):
 def _operand_error(op, names, arrays, error):
     described = ", ".join(f"'{n}' {a.dtype}{list(a.shape)}" for n, a in zip(names, arrays))
     if isinstance(error, ValueError) and "broadcast" in str(error):
-        return ValueError(f"{op}: arguments {described} cannot be broadcast together (each trailing dim must "
-                          f"match or be 1)")
+        return ValueError(
+            f"{op}: arguments {described} cannot be broadcast together (each trailing dim must match or be 1)"
+        )
     kind = ValueError if isinstance(error, ValueError) else TypeError
     return kind(f"{op}: cannot compute it for arguments {described}: {error}")
 
@@ -60,6 +86,7 @@ def _broadcasting(name, ufunc, match_floats=True, arithmetic=True, names=("a", "
     """The forward ``ufunc(a, b)``, with mixed int/float operands matched and numpy's errors named;
     ``arithmetic`` is quiet about inf/NaN results (maximum, minimum and comparisons never warn). ``names``: the
     operands' parameter names in errors."""
+
     def forward(a, b):
         if match_floats and a.dtype != b.dtype:
             a, b = _matched(a, b)
@@ -67,6 +94,7 @@ def _broadcasting(name, ufunc, match_floats=True, arithmetic=True, names=("a", "
             return ufunc(a, b)
         except (ValueError, TypeError) as e:
             raise _operand_error(name, names, (a, b), e) from None
+
     forward.__name__ = f"_{name}"
     return quiet(forward) if arithmetic else forward
 
@@ -77,26 +105,43 @@ def _on_pair(name, ufunc, match_floats=True, arithmetic=True):
 
     def forward(input, other):
         return run(input, other)
+
     forward.__name__ = f"_{name}"
     return forward
 
 
 def _binary(name, forward, vjp_a, vjp_b, *, samples=None, torch_ref=None, **declaration):
-    return defop(name, family="binary", inputs=("a", "b"), forward=forward, vjps=(vjp_a, vjp_b),
-                 samples=samples or binary_samples(),
-                 torch_ref=torch_ref or (lambda torch, a, b: getattr(torch, name)(a, b)), **declaration)
+    return defop(
+        name,
+        family="binary",
+        inputs=("a", "b"),
+        forward=forward,
+        vjps=(vjp_a, vjp_b),
+        samples=samples or binary_samples(),
+        torch_ref=torch_ref or (lambda torch, a, b: getattr(torch, name)(a, b)),
+        **declaration,
+    )
 
 
 # -- arithmetic ------------------------------------------------------------------------------------------------
-add = _binary("add", _broadcasting("add", np.add),
-              lambda g, ans, a, b: unbroadcast(g, a.shape),
-              lambda g, ans, a, b: unbroadcast(g, b.shape))
-sub = _binary("sub", _broadcasting("sub", np.subtract),
-              lambda g, ans, a, b: unbroadcast(g, a.shape),
-              lambda g, ans, a, b: unbroadcast(np.negative(g), b.shape))
-mul = _binary("mul", _broadcasting("mul", np.multiply),
-              quiet(lambda g, ans, a, b: unbroadcast(g * _like(b, g), a.shape)),
-              quiet(lambda g, ans, a, b: unbroadcast(g * _like(a, g), b.shape)))
+add = _binary(
+    "add",
+    _broadcasting("add", np.add),
+    lambda g, ans, a, b: unbroadcast(g, a.shape),
+    lambda g, ans, a, b: unbroadcast(g, b.shape),
+)
+sub = _binary(
+    "sub",
+    _broadcasting("sub", np.subtract),
+    lambda g, ans, a, b: unbroadcast(g, a.shape),
+    lambda g, ans, a, b: unbroadcast(np.negative(g), b.shape),
+)
+mul = _binary(
+    "mul",
+    _broadcasting("mul", np.multiply),
+    quiet(lambda g, ans, a, b: unbroadcast(g * _like(b, g), a.shape)),
+    quiet(lambda g, ans, a, b: unbroadcast(g * _like(a, g), b.shape)),
+)
 
 _true_divide = _broadcasting("div", np.divide, names=("input", "other"))
 
@@ -122,9 +167,11 @@ _trunc_div = _broadcasting("div", _trunc_divide, names=("input", "other"))
 def _div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
         if input.dtype.kind != "f" and other.dtype.kind != "f":
-            raise TypeError(f"div: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both "
-                            f"integer/bool; true division gives floats and minitape never invents a float dtype: "
-                            f"convert one to float32 or float64 (or pass rounding_mode='trunc' or 'floor')")
+            raise TypeError(
+                f"div: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both "
+                f"integer/bool; true division gives floats and minitape never invents a float dtype: "
+                f"convert one to float32 or float64 (or pass rounding_mode='trunc' or 'floor')"
+            )
         return _true_divide(input, other)
     if rounding_mode not in ("trunc", "floor"):
         raise ValueError(f"div: argument 'rounding_mode' expected None, 'trunc' or 'floor', got {rounding_mode!r}")
@@ -150,6 +197,7 @@ def _quotient_samples(rng):
     """Pairs for the rounding quotients (which jump where input / other is an integer): divisors in
     {+-0.5, +-1, +-2} and inputs +-(n + f) with an integer n and f in [0.1, 0.4], so every quotient stays at
     least 0.05 away from an integer, also after a finite-difference step."""
+
     def draw(shape, divisor):
         if divisor:
             return rng.choice([-2.0, -1.0, -0.5, 0.5, 1.0, 2.0], size=shape)
@@ -158,8 +206,7 @@ def _quotient_samples(rng):
 
     out = [Sample((draw(sa, False), draw(sb, True)), {}, f"{sa} with {sb}") for sa, sb in BROADCAST_PAIRS]
     out.append(Sample((draw((4, 3), False).T, draw((3, 4), True)), {}, "non-contiguous"))
-    out.append(Sample((np.array([5.25, -5.25, 5.25, -5.25, 0.3]), np.array([2.0, 2.0, -2.0, -2.0, 0.5])), {},
-                      "signs"))
+    out.append(Sample((np.array([5.25, -5.25, 5.25, -5.25, 0.3]), np.array([2.0, 2.0, -2.0, -2.0, 0.5])), {}, "signs"))
     return out
 
 
@@ -167,15 +214,23 @@ def _div_samples(rng):
     out = binary_samples(-2.0, 2.0, 0.5, 2.0)(rng)
     for mode in ("trunc", "floor"):
         out += [Sample(s.inputs, {"rounding_mode": mode}, f"{mode} {s.label}") for s in _quotient_samples(rng)]
-        out.append(Sample((np.array([7, -7, 7, -7, 0]), np.array([2, 2, -2, -2, 3])), {"rounding_mode": mode},
-                          f"{mode} integers"))
+        out.append(
+            Sample(
+                (np.array([7, -7, 7, -7, 0]), np.array([2, 2, -2, -2, 3])), {"rounding_mode": mode}, f"{mode} integers"
+            )
+        )
     return out
 
 
-div = defop("div", family="binary", inputs=("input", "other"), forward=_div, vjps=(_div_vjp_input, _div_vjp_other),
-            samples=_div_samples,
-            torch_ref=lambda torch, input, other, rounding_mode=None: torch.div(input, other,
-                                                                                rounding_mode=rounding_mode))
+div = defop(
+    "div",
+    family="binary",
+    inputs=("input", "other"),
+    forward=_div,
+    vjps=(_div_vjp_input, _div_vjp_other),
+    samples=_div_samples,
+    torch_ref=lambda torch, input, other, rounding_mode=None: torch.div(input, other, rounding_mode=rounding_mode),
+)
 
 
 @quiet  # 0 ** -1 = inf, (-1) ** 0.5 = NaN, log(a < 0) = NaN, as in torch
@@ -231,12 +286,18 @@ def _share(g, wins, ties):
 
 
 # An operand takes the gradient unless it loses: a NaN on either side gives it to both, as torch does.
-maximum = _binary("maximum", _broadcasting("maximum", np.maximum, arithmetic=False),
-                  lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(a < b), a == b), a.shape),
-                  lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b < a), a == b), b.shape))
-minimum = _binary("minimum", _broadcasting("minimum", np.minimum, arithmetic=False),
-                  lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(a > b), a == b), a.shape),
-                  lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b > a), a == b), b.shape))
+maximum = _binary(
+    "maximum",
+    _broadcasting("maximum", np.maximum, arithmetic=False),
+    lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(a < b), a == b), a.shape),
+    lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b < a), a == b), b.shape),
+)
+minimum = _binary(
+    "minimum",
+    _broadcasting("minimum", np.minimum, arithmetic=False),
+    lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(a > b), a == b), a.shape),
+    lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b > a), a == b), b.shape),
+)
 
 
 # -- where -----------------------------------------------------------------------------------------------------
@@ -251,20 +312,31 @@ def _where(condition, input, other):
         raise _operand_error("where", ("condition", "input", "other"), (condition, input, other), e) from None
 
 
-where = defop("where", family="binary", inputs=("condition", "input", "other"), forward=_where,
-              vjps=(NOT_DIFFERENTIABLE,
-                    lambda g, ans, condition, a, b: unbroadcast(g * condition, a.shape),
-                    lambda g, ans, condition, a, b: unbroadcast(np.where(condition, 0, g), b.shape)),
-              samples=where_samples(),
-              torch_ref=lambda torch, condition, input, other: torch.where(condition, input, other))
+where = defop(
+    "where",
+    family="binary",
+    inputs=("condition", "input", "other"),
+    forward=_where,
+    vjps=(
+        NOT_DIFFERENTIABLE,
+        lambda g, ans, condition, a, b: unbroadcast(g * condition, a.shape),
+        lambda g, ans, condition, a, b: unbroadcast(np.where(condition, 0, g), b.shape),
+    ),
+    samples=where_samples(),
+    torch_ref=lambda torch, condition, input, other: torch.where(condition, input, other),
+)
 
 
 # -- comparisons -----------------------------------------------------------------------------------------------
 def _comparison(name, ufunc):
     # comparing float32 with an integer array is exact in numpy (both go to float64): no matching needed
-    return _binary(name, _broadcasting(name, ufunc, match_floats=False, arithmetic=False), NOT_DIFFERENTIABLE,
-                   NOT_DIFFERENTIABLE,
-                   samples=comparison_samples())
+    return _binary(
+        name,
+        _broadcasting(name, ufunc, match_floats=False, arithmetic=False),
+        NOT_DIFFERENTIABLE,
+        NOT_DIFFERENTIABLE,
+        samples=comparison_samples(),
+    )
 
 
 eq = _comparison("eq", np.equal)
@@ -277,10 +349,16 @@ ge = _comparison("ge", np.greater_equal)
 
 # == more binary ops, in torch's argument names (input, other) ================================================
 def _pair(name, forward, vjp_input, vjp_other, *, samples=None, torch_ref=None, **declaration):
-    return defop(name, family="binary", inputs=("input", "other"), forward=forward, vjps=(vjp_input, vjp_other),
-                 samples=samples or binary_samples(),
-                 torch_ref=torch_ref or (lambda torch, input, other: getattr(torch, name)(input, other)),
-                 **declaration)
+    return defop(
+        name,
+        family="binary",
+        inputs=("input", "other"),
+        forward=forward,
+        vjps=(vjp_input, vjp_other),
+        samples=samples or binary_samples(),
+        torch_ref=torch_ref or (lambda torch, input, other: getattr(torch, name)(input, other)),
+        **declaration,
+    )
 
 
 def _floats(name, ufunc, arithmetic=True):
@@ -290,10 +368,13 @@ def _floats(name, ufunc, arithmetic=True):
 
     def forward(input, other):
         if input.dtype.kind != "f" and other.dtype.kind != "f":
-            raise TypeError(f"{name}: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both "
-                            f"integer/bool; {name} computes in floats and minitape never invents a float dtype: "
-                            f"convert one to float32 or float64")
+            raise TypeError(
+                f"{name}: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both "
+                f"integer/bool; {name} computes in floats and minitape never invents a float dtype: "
+                f"convert one to float32 or float64"
+            )
         return run(input, other)
+
     forward.__name__ = f"_{name}"
     return forward
 
@@ -312,10 +393,13 @@ def _atan2_samples(rng):
     return out
 
 
-atan2 = _pair("atan2", _floats("atan2", np.arctan2),
-              quiet(lambda g, ans, input, other: unbroadcast(_atan2_scale(g, input, other) * other, input.shape)),
-              quiet(lambda g, ans, input, other: unbroadcast(-_atan2_scale(g, input, other) * input, other.shape)),
-              samples=_atan2_samples)
+atan2 = _pair(
+    "atan2",
+    _floats("atan2", np.arctan2),
+    quiet(lambda g, ans, input, other: unbroadcast(_atan2_scale(g, input, other) * other, input.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(-_atan2_scale(g, input, other) * input, other.shape)),
+    samples=_atan2_samples,
+)
 
 
 # copysign: d/dinput = result / input, 0 at input == 0 (torch's; NaN at an infinite input, as torch); other
@@ -325,21 +409,31 @@ def _copysign_vjp_input(g, ans, input, other):
     return unbroadcast(np.where(zero, 0, g * (ans / np.where(zero, 1, input))), input.shape)
 
 
-copysign = _pair("copysign", _floats("copysign", np.copysign), quiet(_copysign_vjp_input),
-                 lambda g, ans, input, other: np.zeros(other.shape, g.dtype))
+copysign = _pair(
+    "copysign",
+    _floats("copysign", np.copysign),
+    quiet(_copysign_vjp_input),
+    lambda g, ans, input, other: np.zeros(other.shape, g.dtype),
+)
 
 
 # logaddexp: d/dinput = 1 / (1 + exp(other - input)) (torch's form: 1 at input = inf); both -inf gives NaN
-logaddexp = _pair("logaddexp", _floats("logaddexp", np.logaddexp),
-                  quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(other - input) + 1), input.shape)),
-                  quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(input - other) + 1), other.shape)),
-                  samples=binary_samples(-4.0, 4.0))
+logaddexp = _pair(
+    "logaddexp",
+    _floats("logaddexp", np.logaddexp),
+    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(other - input) + 1), input.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(input - other) + 1), other.shape)),
+    samples=binary_samples(-4.0, 4.0),
+)
 
 
 # hypot: d/dinput = input / result; NaN at input = other = 0 (0 / 0), as torch
-hypot = _pair("hypot", _floats("hypot", np.hypot),
-              quiet(lambda g, ans, input, other: unbroadcast(g * input / ans, input.shape)),
-              quiet(lambda g, ans, input, other: unbroadcast(g * other / ans, other.shape)))
+hypot = _pair(
+    "hypot",
+    _floats("hypot", np.hypot),
+    quiet(lambda g, ans, input, other: unbroadcast(g * input / ans, input.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(g * other / ans, other.shape)),
+)
 
 
 # remainder (sign of the divisor, Python's %) and fmod (sign of the dividend, C's): d/dinput = 1,
@@ -352,18 +446,25 @@ def _modulo(name, ufunc):
             raise TypeError(f"{name}: arguments 'input' and 'other' are both bool; expected numbers")
         _no_zero_divisor(name, input, other)
         return run(input, other)
+
     forward.__name__ = f"_{name}"
     return forward
 
 
-remainder = _pair("remainder", _modulo("remainder", np.remainder),
-                  lambda g, ans, input, other: unbroadcast(g, input.shape),
-                  quiet(lambda g, ans, input, other: unbroadcast(-g * np.floor_divide(input, other), other.shape)),
-                  samples=_quotient_samples)
-fmod = _pair("fmod", _modulo("fmod", np.fmod),
-             lambda g, ans, input, other: unbroadcast(g, input.shape),
-             quiet(lambda g, ans, input, other: unbroadcast(-g * np.trunc(input / other), other.shape)),
-             samples=_quotient_samples)
+remainder = _pair(
+    "remainder",
+    _modulo("remainder", np.remainder),
+    lambda g, ans, input, other: unbroadcast(g, input.shape),
+    quiet(lambda g, ans, input, other: unbroadcast(-g * np.floor_divide(input, other), other.shape)),
+    samples=_quotient_samples,
+)
+fmod = _pair(
+    "fmod",
+    _modulo("fmod", np.fmod),
+    lambda g, ans, input, other: unbroadcast(g, input.shape),
+    quiet(lambda g, ans, input, other: unbroadcast(-g * np.trunc(input / other), other.shape)),
+    samples=_quotient_samples,
+)
 
 
 _FLOOR_DIVIDE = _broadcasting("floor_divide", np.floor_divide, names=("input", "other"))
@@ -376,10 +477,14 @@ def _floor_divide_op(input, other):
 
 # torch has no derivative for floor_divide (its backward raises); a step function's gradient is 0, which is
 # what minitape gives (as torch's div(..., rounding_mode='floor') does)
-floor_divide = _pair("floor_divide", _floor_divide_op,
-                     lambda g, ans, input, other: np.zeros(input.shape, g.dtype),
-                     lambda g, ans, input, other: np.zeros(other.shape, g.dtype), samples=_quotient_samples,
-                     torch_ref=lambda torch, input, other: torch.div(input, other, rounding_mode="floor"))
+floor_divide = _pair(
+    "floor_divide",
+    _floor_divide_op,
+    lambda g, ans, input, other: np.zeros(input.shape, g.dtype),
+    lambda g, ans, input, other: np.zeros(other.shape, g.dtype),
+    samples=_quotient_samples,
+    torch_ref=lambda torch, input, other: torch.div(input, other, rounding_mode="floor"),
+)
 
 
 # -- lerp ------------------------------------------------------------------------------------------------------
@@ -399,30 +504,46 @@ def _lerp(input, end, weight):
 
 def _lerp_samples(rng):
     out = []
-    for shapes in [((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), ()), ((3, 1), (1, 4), (3, 4)), ((), (2, 3), (3,)),
-                   ((0, 3), (3,), ()), ((4, 1), (0,), (1,))]:
+    for shapes in [
+        ((2, 3), (2, 3), (2, 3)),
+        ((2, 3), (3,), ()),
+        ((3, 1), (1, 4), (3, 4)),
+        ((), (2, 3), (3,)),
+        ((0, 3), (3,), ()),
+        ((4, 1), (0,), (1,)),
+    ]:
         sa, sb, sw = shapes
-        out.append(Sample((uniform(rng, sa), uniform(rng, sb), uniform(rng, sw, -0.5, 1.5)), {},
-                          f"{sa}, {sb}, {sw}"))
+        out.append(Sample((uniform(rng, sa), uniform(rng, sb), uniform(rng, sw, -0.5, 1.5)), {}, f"{sa}, {sb}, {sw}"))
     out.append(Sample((transposed(rng, (3, 4)), uniform(rng, (3, 4)), np.array(0.3)), {}, "non-contiguous"))
-    out.append(Sample((uniform(rng, (5,)), uniform(rng, (5,)), np.array([0.0, 0.25, 0.75, 1.0, 2.0])), {},
-                      "weights 0, 1 and beyond"))
+    out.append(
+        Sample(
+            (uniform(rng, (5,)), uniform(rng, (5,)), np.array([0.0, 0.25, 0.75, 1.0, 2.0])),
+            {},
+            "weights 0, 1 and beyond",
+        )
+    )
     return out
 
 
-lerp = defop("lerp", family="binary", inputs=("input", "end", "weight"), forward=_lerp,
-             vjps=(quiet(lambda g, ans, input, end, weight: unbroadcast(g * (1 - weight), input.shape)),
-                   quiet(lambda g, ans, input, end, weight: unbroadcast(g * weight, end.shape)),
-                   quiet(lambda g, ans, input, end, weight: unbroadcast(g * (end - input), weight.shape))),
-             samples=_lerp_samples,
-             torch_ref=lambda torch, input, end, weight: torch.lerp(input, end, weight))
+lerp = defop(
+    "lerp",
+    family="binary",
+    inputs=("input", "end", "weight"),
+    forward=_lerp,
+    vjps=(
+        quiet(lambda g, ans, input, end, weight: unbroadcast(g * (1 - weight), input.shape)),
+        quiet(lambda g, ans, input, end, weight: unbroadcast(g * weight, end.shape)),
+        quiet(lambda g, ans, input, end, weight: unbroadcast(g * (end - input), weight.shape)),
+    ),
+    samples=_lerp_samples,
+    torch_ref=lambda torch, input, end, weight: torch.lerp(input, end, weight),
+)
 
 
 # -- isclose and logical ops: bool results, not differentiable -------------------------------------------------
 def _tolerance(argument, value):
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"isclose: argument '{argument}' expected a real number, got {type(value).__name__} "
-                        f"{value!r}")
+        raise TypeError(f"isclose: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
     if not value >= 0:
         raise ValueError(f"isclose: argument '{argument}' expected a number >= 0, got {value!r}")
     return float(value)
@@ -434,9 +555,13 @@ _ISCLOSE_EQUAL = _broadcasting("isclose", np.equal, arithmetic=False, names=("in
 @quiet
 def _isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     rtol, atol = _tolerance("rtol", rtol), _tolerance("atol", atol)
+    if not isinstance(equal_nan, bool | np.bool_):
+        raise TypeError(f"isclose: argument 'equal_nan' expected a bool, got {type(equal_nan).__name__} {equal_nan!r}")
     if input.dtype != other.dtype:
-        raise TypeError(f"isclose: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) must have the "
-                        f"same dtype, as in torch")
+        raise TypeError(
+            f"isclose: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) must have the "
+            f"same dtype, as in torch"
+        )
     if input.dtype.kind == "b":
         return _ISCLOSE_EQUAL(input, other)
     # torch's definition: equal (infs included), or NaN on both sides when equal_nan, or finitely close
@@ -456,15 +581,24 @@ def _isclose_samples(rng):
     b = a + uniform(rng, (3, 4)) * np.array([0.0, 1e-9, 1e-4, 1.0])
     special = np.array([np.nan, np.inf, -np.inf, np.inf, 1.0, 0.0])
     other = np.array([np.nan, np.inf, np.inf, 1e30, 1.0 + 1e-6, 1e-9])
-    return [Sample((a, b), {}, "near and far"), Sample((a, b[0]), {"rtol": 1e-3, "atol": 0.0}, "broadcast rtol"),
-            Sample((a.T, b.T), {"rtol": 0.0, "atol": 0.0}, "exact"),
-            Sample((special, other), {}, "nan and infs"),
-            Sample((special, other), {"equal_nan": True}, "equal_nan"),
-            Sample((np.zeros((0, 3)), np.zeros(3)), {}, "zero-size")]
+    return [
+        Sample((a, b), {}, "near and far"),
+        Sample((a, b[0]), {"rtol": 1e-3, "atol": 0.0}, "broadcast rtol"),
+        Sample((a.T, b.T), {"rtol": 0.0, "atol": 0.0}, "exact"),
+        Sample((special, other), {}, "nan and infs"),
+        Sample((special, other), {"equal_nan": True}, "equal_nan"),
+        Sample((np.zeros((0, 3)), np.zeros(3)), {}, "zero-size"),
+    ]
 
 
-isclose = _pair("isclose", _isclose, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE, samples=_isclose_samples,
-                torch_ref=lambda torch, input, other, **attrs: torch.isclose(input, other, **attrs))
+isclose = _pair(
+    "isclose",
+    _isclose,
+    NOT_DIFFERENTIABLE,
+    NOT_DIFFERENTIABLE,
+    samples=_isclose_samples,
+    torch_ref=lambda torch, input, other, **attrs: torch.isclose(input, other, **attrs),
+)
 
 
 def _logical_samples(rng):
@@ -478,8 +612,13 @@ def _logical_samples(rng):
 
 
 def _logical(name, ufunc):
-    return _pair(name, _on_pair(name, ufunc, match_floats=False, arithmetic=False), NOT_DIFFERENTIABLE,
-                 NOT_DIFFERENTIABLE, samples=_logical_samples)
+    return _pair(
+        name,
+        _on_pair(name, ufunc, match_floats=False, arithmetic=False),
+        NOT_DIFFERENTIABLE,
+        NOT_DIFFERENTIABLE,
+        samples=_logical_samples,
+    )
 
 
 logical_and = _logical("logical_and", np.logical_and)

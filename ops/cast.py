@@ -22,8 +22,9 @@ def _dtype(value) -> np.dtype:
     try:
         dtype = np.dtype(value)
     except TypeError:
-        raise TypeError(f"cast: argument 'dtype' expected a numpy dtype (float32, float64, int64, int32, bool), "
-                        f"got {value!r}") from None
+        raise TypeError(
+            f"cast: argument 'dtype' expected a numpy dtype (float32, float64, int64, int32, bool), got {value!r}"
+        ) from None
     if dtype.type not in _ALLOWED:
         raise TypeError(f"cast: argument 'dtype' expected one of float32, float64, int64, int32, bool, got {dtype}")
     return dtype
@@ -47,21 +48,36 @@ def _check(input, dtype):
 
 
 def _samples(rng):
-    return [Sample((uniform(rng, (2, 3)),), {"dtype": np.float32}, "float64 -> float32"),
-            Sample((uniform(rng, (3,)),), {"dtype": np.float64}, "same dtype"),
-            Sample((transposed(rng, (3, 2)),), {"dtype": "float32"}, "non-contiguous, dtype by name"),
-            Sample((uniform(rng, (0, 3)),), {"dtype": np.float32}, "zero-size"),
-            Sample((np.array([1.7, -2.2, 0.0]),), {"dtype": np.int64}, "to int64: truncates, no gradient"),
-            Sample((np.array([1.5, 0.0]),), {"dtype": np.bool_}, "to bool")]
+    return [
+        Sample((uniform(rng, (2, 3)),), {"dtype": np.float32}, "float64 -> float32"),
+        Sample((uniform(rng, (3,)),), {"dtype": np.float64}, "same dtype"),
+        Sample((transposed(rng, (3, 2)),), {"dtype": "float32"}, "non-contiguous, dtype by name"),
+        Sample((uniform(rng, (0, 3)),), {"dtype": np.float32}, "zero-size"),
+        Sample((np.array([1.7, -2.2, 0.0]),), {"dtype": np.int64}, "to int64: truncates, no gradient"),
+        Sample((np.array([1.5, 0.0]),), {"dtype": np.bool_}, "to bool"),
+    ]
 
 
 def _torch_ref(torch, input, dtype):
-    names = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
-             np.dtype(np.int64): torch.int64, np.dtype(np.int32): torch.int32, np.dtype(np.bool_): torch.bool}
+    names = {
+        np.dtype(np.float32): torch.float32,
+        np.dtype(np.float64): torch.float64,
+        np.dtype(np.int64): torch.int64,
+        np.dtype(np.int32): torch.int32,
+        np.dtype(np.bool_): torch.bool,
+    }
     return input.to(names[np.dtype(dtype)])
 
 
-cast = defop("cast", family="elementwise", inputs=("input",), forward=_cast, vjps=(_cast_vjp,), check=_check,
-             samples=_samples, torch_ref=_torch_ref,
-             gradcheck_tolerance={"eps": 1e-3, "atol": 1e-4, "rtol": 1e-4})  # linear: a large step is exact,
+cast = defop(
+    "cast",
+    family="elementwise",
+    inputs=("input",),
+    forward=_cast,
+    vjps=(_cast_vjp,),
+    check=_check,
+    samples=_samples,
+    torch_ref=_torch_ref,
+    gradcheck_tolerance={"eps": 1e-3, "atol": 1e-4, "rtol": 1e-4},
+)  # linear: a large step is exact,
 # and it keeps float32's rounding of the output (1e-7 relative) far below the tolerance

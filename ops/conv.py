@@ -31,10 +31,26 @@ Ties: the max pools send a window's gradient to its first maximum in row-major o
 as the maximum -- what torch's CPU kernels do (and the indices they return). Empty batches work as in torch.
 """
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold", "max_pool1d", "max_pool2d",
-           "max_pool2d_with_indices", "max_unpool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
-           "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices", "upsample2d",
-           "interpolate"]
+__all__ = [
+    "conv1d",
+    "conv2d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "unfold",
+    "fold",
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool2d_with_indices",
+    "max_unpool2d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool2d_with_indices",
+    "upsample2d",
+    "interpolate",
+]
 
 import math
 
@@ -53,8 +69,11 @@ from ._validation import require, require_float, require_integer
 def _ints(op: str, name: str, value, n: int, minimum: int) -> tuple:
     """An int or a sequence of ``n`` ints, each >= ``minimum``, as a tuple of ``n`` ints."""
     values = (value,) * n if isinstance(value, int | np.integer) else value
-    ok = (isinstance(values, tuple | list) and len(values) == n
-          and all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= minimum for v in values))
+    ok = (
+        isinstance(values, tuple | list)
+        and len(values) == n
+        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= minimum for v in values)
+    )
     require(ok, op, name, f"an int >= {minimum} or a tuple of {n} such ints", value)
     return tuple(int(v) for v in values)
 
@@ -67,8 +86,13 @@ def _require_bool(op: str, name: str, value) -> None:
 def _check_input_rank(op: str, x: np.ndarray, spatial: int) -> None:
     require_float(op, "input", x)
     layout = ("(C, L) or (N, C, L)", "(C, H, W) or (N, C, H, W)")[spatial - 1]
-    require(x.ndim in (spatial + 1, spatial + 2), op, "input", f"a {spatial + 1}-D or {spatial + 2}-D tensor "
-            f"{layout}", f"shape {x.shape}")
+    require(
+        x.ndim in (spatial + 1, spatial + 2),
+        op,
+        "input",
+        f"a {spatial + 1}-D or {spatial + 2}-D tensor {layout}",
+        f"shape {x.shape}",
+    )
 
 
 def _batched(x: np.ndarray, spatial: int) -> np.ndarray:
@@ -111,7 +135,7 @@ def _pad(x: np.ndarray, pads: tuple, value=0) -> np.ndarray:
 def _unpad(grad: np.ndarray, pads: tuple, shape: tuple) -> np.ndarray:
     """The region of a padded-input gradient that belongs to the unpadded input of (N, C, H, W) ``shape``."""
     (top, _), (left, _) = pads
-    return grad[:, :, top:top + shape[2], left:left + shape[3]]
+    return grad[:, :, top : top + shape[2], left : left + shape[3]]
 
 
 # -- convolution core (2-D; conv1d runs it with a height of 1) ---------------------------------------------
@@ -127,11 +151,13 @@ class _ConvGeometry:
         self.dilation = _ints(op, "dilation", dilation, spatial, 1)
         kernel = w_shape[2:]
         if isinstance(padding, str):
-            require(padding in ("same", "valid"), op, "padding", "'same', 'valid', an int or a tuple of ints",
-                    repr(padding))
+            require(
+                padding in ("same", "valid"), op, "padding", "'same', 'valid', an int or a tuple of ints", repr(padding)
+            )
             if padding == "same":
-                require(self.stride == (1,) * spatial, op, "padding", "stride 1 with padding='same'",
-                        f"stride {stride}")
+                require(
+                    self.stride == (1,) * spatial, op, "padding", "stride 1 with padding='same'", f"stride {stride}"
+                )
             # 'same' pads the total d*(k-1) with the odd element on the right/bottom, as torch
             totals = [d * (k - 1) if padding == "same" else 0 for d, k in zip(self.dilation, kernel)]
             pads = tuple((t // 2, t - t // 2) for t in totals)
@@ -144,10 +170,13 @@ class _ConvGeometry:
         in_size = x_shape[-2:] if spatial == 2 else (1, x_shape[-1])
         self.padded = tuple(n + a + b for n, (a, b) in zip(in_size, pads))
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
-        require(all(e <= p for e, p in zip(effective, self.padded)), op, "weight",
-                "a (dilated) kernel no larger than the padded input "
-                f"{self.padded if spatial == 2 else self.padded[1:]}",
-                f"kernel extent {effective if spatial == 2 else effective[1:]}")
+        require(
+            all(e <= p for e, p in zip(effective, self.padded)),
+            op,
+            "weight",
+            f"a (dilated) kernel no larger than the padded input {self.padded if spatial == 2 else self.padded[1:]}",
+            f"kernel extent {effective if spatial == 2 else effective[1:]}",
+        )
         self.out = tuple((p - e) // s + 1 for p, e, s in zip(self.padded, effective, self.stride))
 
 
@@ -192,16 +221,36 @@ def _conv_backward(g4, x4, w4, geo, groups, needs, x_shape=None):
 def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups):
     _check_input_rank(op, x, spatial)
     require_float(op, "weight", weight)
-    require(weight.ndim == spatial + 2, op, "weight", f"a {spatial + 2}-D tensor (out_channels, in_channels/groups, "
-            f"{'kL' if spatial == 1 else 'kH, kW'})", f"shape {weight.shape}")
-    require(bool(isinstance(groups, int | np.integer) and not isinstance(groups, bool) and groups >= 1), op, "groups",
-            "an int >= 1", groups)
+    require(
+        weight.ndim == spatial + 2,
+        op,
+        "weight",
+        f"a {spatial + 2}-D tensor (out_channels, in_channels/groups, {'kL' if spatial == 1 else 'kH, kW'})",
+        f"shape {weight.shape}",
+    )
+    require(
+        bool(isinstance(groups, int | np.integer) and not isinstance(groups, bool) and groups >= 1),
+        op,
+        "groups",
+        "an int >= 1",
+        groups,
+    )
     in_channels = _batched(x, spatial).shape[1]
     require(in_channels % groups == 0, op, "groups", f"a divisor of the input's {in_channels} channels", groups)
-    require(weight.shape[0] % groups == 0, op, "groups", f"a divisor of the weight's {weight.shape[0]} output "
-            "channels", groups)
-    require(weight.shape[1] * groups == in_channels, op, "weight", f"in_channels/groups = {in_channels // groups} "
-            f"in dim 1 (input has {in_channels} channels, groups={groups})", f"shape {weight.shape}")
+    require(
+        weight.shape[0] % groups == 0,
+        op,
+        "groups",
+        f"a divisor of the weight's {weight.shape[0]} output channels",
+        groups,
+    )
+    require(
+        weight.shape[1] * groups == in_channels,
+        op,
+        "weight",
+        f"in_channels/groups = {in_channels // groups} in dim 1 (input has {in_channels} channels, groups={groups})",
+        f"shape {weight.shape}",
+    )
     if bias is not None:
         require_float(op, "bias", bias)
         require(bias.shape == (weight.shape[0],), op, "bias", f"shape ({weight.shape[0]},)", bias.shape)
@@ -226,7 +275,7 @@ def _conv_op(name, spatial):
 
     def out_shape(input, weight, geo):
         size = geo.out if spatial == 2 else geo.out[1:]
-        return input.shape[:input.ndim - spatial - 1] + (weight.shape[0],) + size
+        return input.shape[: input.ndim - spatial - 1] + (weight.shape[0],) + size
 
     def forward(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         geo = _ConvGeometry(name, input.shape, weight.shape, stride, padding, dilation, spatial)
@@ -263,11 +312,18 @@ def _conv_op(name, spatial):
     def check(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         _check_conv(name, spatial, input, weight, bias, stride, padding, dilation, groups)
 
-    return defop(name, family="conv", inputs=("input", "weight", "bias?"), forward=forward, joint_vjp=joint_vjp,
-                 saves=True, composite=composite, check=check,
-                 samples=_conv1d_samples if spatial == 1 else _conv2d_samples,
-                 torch_ref=lambda torch, input, weight, bias, **attrs: _torch_conv(torch, name, input, weight, bias,
-                                                                                    **attrs))
+    return defop(
+        name,
+        family="conv",
+        inputs=("input", "weight", "bias?"),
+        forward=forward,
+        joint_vjp=joint_vjp,
+        saves=True,
+        composite=composite,
+        check=check,
+        samples=_conv1d_samples if spatial == 1 else _conv2d_samples,
+        torch_ref=lambda torch, input, weight, bias, **attrs: _torch_conv(torch, name, input, weight, bias, **attrs),
+    )
 
 
 def _torch_conv(torch, name, input, weight, bias, **attrs):
@@ -285,34 +341,43 @@ def _conv2d_samples(rng):
         return Sample((x, w, uniform(rng, (w_shape[0],)) if bias else None), attrs, label)
 
     nhwc = uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2)
-    return [s((1, 2, 5, 5), (3, 2, 3, 3), True, "plain with bias"),
-            s((2, 2, 5, 4), (2, 2, 2, 3), False, "stride 2, padding 1", stride=2, padding=1),
-            s((1, 2, 6, 6), (2, 2, 2, 2), True, "dilation 2, tuple stride", stride=(1, 2), dilation=2),
-            s((1, 4, 4, 4), (4, 2, 2, 2), True, "groups 2, asymmetric padding", groups=2, padding=(1, 0)),
-            s((1, 3, 4, 4), (3, 1, 3, 3), False, "depthwise, padding same", groups=3, padding="same"),
-            s((1, 2, 4, 5), (2, 2, 2, 2), False, "padding same even kernel, dilation", padding="same",
-              dilation=(2, 1)),
-            s((1, 2, 4, 4), (3, 2, 3, 2), True, "padding valid", padding="valid"),
-            s((2, 4, 4), (2, 1, 3, 3), True, "unbatched, groups 2, stride 2, padding 2", groups=2, stride=2,
-              padding=2),
-            Sample((nhwc, uniform(rng, (3, 3, 2, 2)).transpose(2, 3, 0, 1), None), {"padding": 1},
-                   "non-contiguous input and weight"),
-            s((0, 2, 4, 4), (3, 2, 2, 2), True, "empty batch", padding=1)]
+    return [
+        s((1, 2, 5, 5), (3, 2, 3, 3), True, "plain with bias"),
+        s((2, 2, 5, 4), (2, 2, 2, 3), False, "stride 2, padding 1", stride=2, padding=1),
+        s((1, 2, 6, 6), (2, 2, 2, 2), True, "dilation 2, tuple stride", stride=(1, 2), dilation=2),
+        s((1, 4, 4, 4), (4, 2, 2, 2), True, "groups 2, asymmetric padding", groups=2, padding=(1, 0)),
+        s((1, 3, 4, 4), (3, 1, 3, 3), False, "depthwise, padding same", groups=3, padding="same"),
+        s((1, 2, 4, 5), (2, 2, 2, 2), False, "padding same even kernel, dilation", padding="same", dilation=(2, 1)),
+        s((1, 2, 4, 4), (3, 2, 3, 2), True, "padding valid", padding="valid"),
+        s((2, 4, 4), (2, 1, 3, 3), True, "unbatched, groups 2, stride 2, padding 2", groups=2, stride=2, padding=2),
+        Sample(
+            (nhwc, uniform(rng, (3, 3, 2, 2)).transpose(2, 3, 0, 1), None),
+            {"padding": 1},
+            "non-contiguous input and weight",
+        ),
+        s((0, 2, 4, 4), (3, 2, 2, 2), True, "empty batch", padding=1),
+    ]
 
 
 def _conv1d_samples(rng):
     def s(x_shape, w_shape, bias, label, **attrs):
-        return Sample((uniform(rng, x_shape), uniform(rng, w_shape),
-                       uniform(rng, (w_shape[0],)) if bias else None), attrs, label)
+        return Sample(
+            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[0],)) if bias else None), attrs, label
+        )
 
-    return [s((2, 3, 7), (4, 3, 3), True, "plain with bias"),
-            s((2, 2, 8), (2, 2, 3), False, "stride 2, padding 2, dilation 2", stride=2, padding=2, dilation=2),
-            s((1, 4, 6), (6, 2, 2), True, "groups 2, padding same", groups=2, padding="same"),
-            s((1, 2, 6), (2, 1, 3), False, "depthwise, padding valid", groups=2, padding="valid"),
-            s((3, 9), (2, 3, 4), True, "unbatched, tuple stride", stride=(3,), padding=(1,)),
-            Sample((uniform(rng, (7, 3, 2)).transpose(1, 2, 0), uniform(rng, (3, 2, 2)).transpose(2, 1, 0), None),
-                   {"padding": 1}, "non-contiguous"),
-            s((0, 2, 5), (3, 2, 2), True, "empty batch", stride=2)]
+    return [
+        s((2, 3, 7), (4, 3, 3), True, "plain with bias"),
+        s((2, 2, 8), (2, 2, 3), False, "stride 2, padding 2, dilation 2", stride=2, padding=2, dilation=2),
+        s((1, 4, 6), (6, 2, 2), True, "groups 2, padding same", groups=2, padding="same"),
+        s((1, 2, 6), (2, 1, 3), False, "depthwise, padding valid", groups=2, padding="valid"),
+        s((3, 9), (2, 3, 4), True, "unbatched, tuple stride", stride=(3,), padding=(1,)),
+        Sample(
+            (uniform(rng, (7, 3, 2)).transpose(1, 2, 0), uniform(rng, (3, 2, 2)).transpose(2, 1, 0), None),
+            {"padding": 1},
+            "non-contiguous",
+        ),
+        s((0, 2, 5), (3, 2, 2), True, "empty batch", stride=2),
+    ]
 
 
 conv2d = _conv_op("conv2d", 2)
@@ -334,8 +399,13 @@ class _BlockGeometry:
         self.padded = tuple(n + 2 * p for n, p in zip(size, padding))
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
         self.out = tuple((p - e) // s + 1 for p, e, s in zip(self.padded, effective, self.stride))
-        require(min(self.out) >= 1, op, "kernel_size", f"a (dilated) kernel no larger than the padded spatial size "
-                f"{self.padded}", f"kernel extent {effective}")
+        require(
+            min(self.out) >= 1,
+            op,
+            "kernel_size",
+            f"a (dilated) kernel no larger than the padded spatial size {self.padded}",
+            f"kernel extent {effective}",
+        )
 
 
 def _unfold_kernel(input, geo):
@@ -382,53 +452,89 @@ def _fold_vjp(g, ans, input, output_size, kernel_size, dilation=1, padding=0, st
 
 def _check_unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     require_float("unfold", "input", input)
-    require(input.ndim in (3, 4), "unfold", "input", "a 3-D (C, H, W) or 4-D (N, C, H, W) tensor",
-            f"shape {input.shape}")
+    require(
+        input.ndim in (3, 4), "unfold", "input", "a 3-D (C, H, W) or 4-D (N, C, H, W) tensor", f"shape {input.shape}"
+    )
     _BlockGeometry("unfold", input.shape[-2:], kernel_size, dilation, padding, stride)
 
 
 def _check_fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     require_float("fold", "input", input)
-    require(input.ndim in (2, 3), "fold", "input", "a 2-D (C*kH*kW, L) or 3-D (N, C*kH*kW, L) tensor",
-            f"shape {input.shape}")
-    geo = _BlockGeometry("fold", _ints("fold", "output_size", output_size, 2, 1), kernel_size, dilation, padding,
-                         stride)
+    require(
+        input.ndim in (2, 3),
+        "fold",
+        "input",
+        "a 2-D (C*kH*kW, L) or 3-D (N, C*kH*kW, L) tensor",
+        f"shape {input.shape}",
+    )
+    geo = _BlockGeometry(
+        "fold", _ints("fold", "output_size", output_size, 2, 1), kernel_size, dilation, padding, stride
+    )
     k = geo.kernel[0] * geo.kernel[1]
     require(input.shape[-2] % k == 0, "fold", "input", f"a dim -2 divisible by kH*kW = {k}", f"shape {input.shape}")
     blocks = geo.out[0] * geo.out[1]
-    require(input.shape[-1] == blocks, "fold", "input", f"{blocks} blocks in dim -1 ({geo.out[0]} x {geo.out[1]} "
-            f"for output_size {geo.size})", f"shape {input.shape}")
+    require(
+        input.shape[-1] == blocks,
+        "fold",
+        "input",
+        f"{blocks} blocks in dim -1 ({geo.out[0]} x {geo.out[1]} for output_size {geo.size})",
+        f"shape {input.shape}",
+    )
 
 
 def _unfold_samples(rng):
-    return [Sample((uniform(rng, (2, 3, 4, 5)),), {"kernel_size": 2}, "2x2"),
-            Sample((uniform(rng, (1, 2, 5, 6)),), {"kernel_size": (2, 3), "dilation": (2, 1), "padding": 1,
-                                                   "stride": 2}, "dilation, padding, stride"),
-            Sample((uniform(rng, (2, 4, 4)),), {"kernel_size": 3, "padding": (1, 0)}, "unbatched, overlapping"),
-            Sample((uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2),), {"kernel_size": (2, 1)}, "non-contiguous"),
-            Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 2, "stride": 2}, "empty batch")]
+    return [
+        Sample((uniform(rng, (2, 3, 4, 5)),), {"kernel_size": 2}, "2x2"),
+        Sample(
+            (uniform(rng, (1, 2, 5, 6)),),
+            {"kernel_size": (2, 3), "dilation": (2, 1), "padding": 1, "stride": 2},
+            "dilation, padding, stride",
+        ),
+        Sample((uniform(rng, (2, 4, 4)),), {"kernel_size": 3, "padding": (1, 0)}, "unbatched, overlapping"),
+        Sample((uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2),), {"kernel_size": (2, 1)}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 2, "stride": 2}, "empty batch"),
+    ]
 
 
 def _fold_samples(rng):
-    return [Sample((uniform(rng, (2, 12, 12)),), {"output_size": (4, 5), "kernel_size": 2}, "2x2, overlapping"),
-            Sample((uniform(rng, (1, 12, 9)),), {"output_size": (5, 6), "kernel_size": (2, 3), "dilation": (2, 1),
-                                                 "padding": 1, "stride": 2}, "dilation, padding, stride"),
-            Sample((uniform(rng, (18, 8)),), {"output_size": 4, "kernel_size": 3, "padding": (1, 0)},
-                   "unbatched"),
-            Sample((uniform(rng, (6, 8, 1)).transpose(2, 1, 0),), {"output_size": (3, 4), "kernel_size": 2},
-                   "non-contiguous"),
-            Sample((uniform(rng, (0, 8, 4)),), {"output_size": 4, "kernel_size": 2, "stride": 2}, "empty batch")]
+    return [
+        Sample((uniform(rng, (2, 12, 12)),), {"output_size": (4, 5), "kernel_size": 2}, "2x2, overlapping"),
+        Sample(
+            (uniform(rng, (1, 12, 9)),),
+            {"output_size": (5, 6), "kernel_size": (2, 3), "dilation": (2, 1), "padding": 1, "stride": 2},
+            "dilation, padding, stride",
+        ),
+        Sample((uniform(rng, (18, 8)),), {"output_size": 4, "kernel_size": 3, "padding": (1, 0)}, "unbatched"),
+        Sample(
+            (uniform(rng, (6, 8, 1)).transpose(2, 1, 0),), {"output_size": (3, 4), "kernel_size": 2}, "non-contiguous"
+        ),
+        Sample((uniform(rng, (0, 8, 4)),), {"output_size": 4, "kernel_size": 2, "stride": 2}, "empty batch"),
+    ]
 
 
 unfold = defop(
-    "unfold", family="conv", inputs=("input",), forward=_unfold, vjps=(_unfold_vjp,), check=_check_unfold,
-    samples=_unfold_samples, notes="Its backward is fold.",
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.unfold(input, **attrs))
+    "unfold",
+    family="conv",
+    inputs=("input",),
+    forward=_unfold,
+    vjps=(_unfold_vjp,),
+    check=_check_unfold,
+    samples=_unfold_samples,
+    notes="Its backward is fold.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.unfold(input, **attrs),
+)
 
 fold = defop(
-    "fold", family="conv", inputs=("input",), forward=_fold, vjps=(_fold_vjp,), check=_check_fold,
-    samples=_fold_samples, notes="Its backward is unfold.",
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.fold(input, **attrs))
+    "fold",
+    family="conv",
+    inputs=("input",),
+    forward=_fold,
+    vjps=(_fold_vjp,),
+    check=_check_fold,
+    samples=_fold_samples,
+    notes="Its backward is unfold.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.fold(input, **attrs),
+)
 
 
 # -- pooling -----------------------------------------------------------------------------------------------
@@ -438,14 +544,20 @@ class _PoolGeometry:
 
     def __init__(self, op, shape, kernel_size, stride, padding, dilation, ceil_mode):
         self.kernel = _ints(op, "kernel_size", kernel_size, 2, 1)
-        self.stride = self.kernel if stride is None or stride == () or stride == [] else _ints(op, "stride",
-                                                                                                 stride, 2, 1)
+        self.stride = (
+            self.kernel if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, 2, 1)
+        )
         padding = _ints(op, "padding", padding, 2, 0)
         self.dilation = _ints(op, "dilation", dilation, 2, 1)
         _require_bool(op, "ceil_mode", ceil_mode)
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
-        require(all(2 * p <= e for p, e in zip(padding, effective)), op, "padding",
-                f"at most half of the (dilated) kernel size {effective}", padding)
+        require(
+            all(2 * p <= e for p, e in zip(padding, effective)),
+            op,
+            "padding",
+            f"at most half of the (dilated) kernel size {effective}",
+            padding,
+        )
         out, pads = [], []
         for n, k, s, p in zip(shape[-2:], effective, self.stride, padding):
             size = (n + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
@@ -453,8 +565,13 @@ class _PoolGeometry:
                 size -= 1
             out.append(size)
             pads.append((p, max((size - 1) * s + k - n - p, 0)))
-        require(min(out) >= 1, op, "input", f"a spatial size of at least the kernel extent {effective} after "
-                f"padding {padding}", f"shape {shape}")
+        require(
+            min(out) >= 1,
+            op,
+            "input",
+            f"a spatial size of at least the kernel extent {effective} after padding {padding}",
+            f"shape {shape}",
+        )
         self.out, self.pads, self.padding = tuple(out), tuple(pads), padding
         self.padded = tuple(n + a + b for n, (a, b) in zip(shape[-2:], pads))
 
@@ -476,8 +593,10 @@ def _max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mod
     geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
     index, flat = _max_pool_index(_batched(input, 2), geo)
     out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
-    return out.reshape(input.shape[:-2] + geo.out), {"indices": index.astype(np.min_scalar_type(flat.shape[-1])),
-                                                     "geo": geo}
+    return out.reshape(input.shape[:-2] + geo.out), {
+        "indices": index.astype(np.min_scalar_type(flat.shape[-1])),
+        "geo": geo,
+    }
 
 
 def _max_pool2d_vjp(g, ans, input, *, kernel_size, stride, padding, dilation, ceil_mode, indices, geo):
@@ -509,27 +628,45 @@ def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ce
 
 
 def _max_pool_samples(rng):
-    return [Sample((uniform(rng, (2, 2, 4, 4)),), {"kernel_size": 2}, "2x2, stride defaults to kernel"),
-            Sample((uniform(rng, (1, 3, 5, 5)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "overlapping"),
-            Sample((uniform(rng, (1, 2, 5, 6)),), {"kernel_size": (2, 3), "stride": (2, 1), "ceil_mode": True},
-                   "ceil_mode, tuple kernel"),
-            Sample((uniform(rng, (1, 2, 7, 7)),), {"kernel_size": 2, "stride": 2, "dilation": 2, "padding": 1},
-                   "dilation 2, padding 1"),
-            Sample((uniform(rng, (2, 5, 5)),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
-                   "unbatched, ceil_mode"),
-            Sample((uniform(rng, (1, 5, 5, 2)).transpose(0, 3, 1, 2),), {"kernel_size": 2, "stride": 1},
-                   "non-contiguous"),
-            Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 2}, "empty batch")]
+    return [
+        Sample((uniform(rng, (2, 2, 4, 4)),), {"kernel_size": 2}, "2x2, stride defaults to kernel"),
+        Sample((uniform(rng, (1, 3, 5, 5)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "overlapping"),
+        Sample(
+            (uniform(rng, (1, 2, 5, 6)),),
+            {"kernel_size": (2, 3), "stride": (2, 1), "ceil_mode": True},
+            "ceil_mode, tuple kernel",
+        ),
+        Sample(
+            (uniform(rng, (1, 2, 7, 7)),),
+            {"kernel_size": 2, "stride": 2, "dilation": 2, "padding": 1},
+            "dilation 2, padding 1",
+        ),
+        Sample(
+            (uniform(rng, (2, 5, 5)),),
+            {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+            "unbatched, ceil_mode",
+        ),
+        Sample((uniform(rng, (1, 5, 5, 2)).transpose(0, 3, 1, 2),), {"kernel_size": 2, "stride": 1}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 2}, "empty batch"),
+    ]
     # tied maxima are not differentiable, so finite differences cannot check them: tests/test_ops_conv.py
     # compares the tie choice with torch
 
 
 max_pool2d = defop(
-    "max_pool2d", family="conv", inputs=("input",), forward=_max_pool2d, vjps=(_max_pool2d_vjp,), saves=True,
-    composite=_max_pool2d_composite, check=_check_max_pool2d, samples=_max_pool_samples,
+    "max_pool2d",
+    family="conv",
+    inputs=("input",),
+    forward=_max_pool2d,
+    vjps=(_max_pool2d_vjp,),
+    saves=True,
+    composite=_max_pool2d_composite,
+    check=_check_max_pool2d,
+    samples=_max_pool_samples,
     notes="Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
-          "counting as the maximum -- what torch's CPU kernel does.",
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, **attrs))
+    "counting as the maximum -- what torch's CPU kernel does.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, **attrs),
+)
 
 
 def _avg_divisor(geo, shape, count_include_pad, divisor_override, dtype):
@@ -547,26 +684,30 @@ def _avg_divisor(geo, shape, count_include_pad, divisor_override, dtype):
     return np.outer(counts[0], counts[1]).astype(dtype)
 
 
-def _avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                divisor_override=None):
+def _avg_pool2d(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
     geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
-    windows = _windows(_pad(_batched(input, 2), geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out,
-                       kernel_last=True)
+    windows = _windows(
+        _pad(_batched(input, 2), geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=True
+    )
     divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
     out = np.sum(windows, axis=(-2, -1)) / divisor
     return out.reshape(input.shape[:-2] + geo.out), {"geo": geo, "divisor": divisor}
 
 
-def _avg_pool2d_vjp(g, ans, input, *, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                    divisor_override, geo, divisor):
+def _avg_pool2d_vjp(
+    g, ans, input, *, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, geo, divisor
+):
     g4 = _batched(g / divisor, 2)
     grad_windows = np.broadcast_to(g4[:, :, None, None], g4.shape[:2] + geo.kernel + geo.out)
     grad = _scatter_windows(grad_windows, g4.shape[:2] + geo.padded, geo.stride, geo.dilation)
     return _unpad(grad, geo.pads, _batched(input, 2).shape).reshape(input.shape)
 
 
-def _avg_pool2d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                          divisor_override=None):
+def _avg_pool2d_composite(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
     """avg_pool2d as window sums of unfold columns over the divisor: what its second order differentiates."""
     geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
     x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
@@ -577,52 +718,93 @@ def _avg_pool2d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=
     return ops.reshape(ops.sum(windows, dim=2) / divisor, input.shape[:-2] + geo.out)
 
 
-def _check_avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                      divisor_override=None):
+def _check_avg_pool2d(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
     _pool_input("avg_pool2d", input)
     _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
     _require_bool("avg_pool2d", "count_include_pad", count_include_pad)
-    require(bool(divisor_override is None or (isinstance(divisor_override, int | np.integer) and divisor_override > 0)),
-            "avg_pool2d", "divisor_override", "None or a positive int", divisor_override)
+    require(
+        bool(divisor_override is None or (isinstance(divisor_override, int | np.integer) and divisor_override > 0)),
+        "avg_pool2d",
+        "divisor_override",
+        "None or a positive int",
+        divisor_override,
+    )
 
 
 def _avg_pool_samples(rng):
-    return [Sample((uniform(rng, (2, 2, 4, 4)),), {"kernel_size": 2}, "2x2"),
-            Sample((uniform(rng, (1, 2, 5, 5)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "padding counted"),
-            Sample((uniform(rng, (1, 2, 5, 5)),), {"kernel_size": 3, "stride": 2, "padding": 1,
-                                                   "count_include_pad": False}, "padding not counted"),
-            Sample((uniform(rng, (1, 2, 5, 6)),), {"kernel_size": (3, 2), "stride": 2, "padding": (1, 1),
-                                                   "ceil_mode": True}, "ceil_mode with padding"),
-            Sample((uniform(rng, (1, 2, 5, 6)),), {"kernel_size": 3, "stride": 2, "ceil_mode": True,
-                                                   "count_include_pad": False}, "ceil_mode, padding not counted"),
-            Sample((uniform(rng, (3, 4, 4)),), {"kernel_size": 2, "stride": 1, "divisor_override": 3},
-                   "unbatched, divisor_override"),
-            Sample((uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2),), {"kernel_size": (2, 1)}, "non-contiguous"),
-            Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "empty batch")]
+    return [
+        Sample((uniform(rng, (2, 2, 4, 4)),), {"kernel_size": 2}, "2x2"),
+        Sample((uniform(rng, (1, 2, 5, 5)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "padding counted"),
+        Sample(
+            (uniform(rng, (1, 2, 5, 5)),),
+            {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+            "padding not counted",
+        ),
+        Sample(
+            (uniform(rng, (1, 2, 5, 6)),),
+            {"kernel_size": (3, 2), "stride": 2, "padding": (1, 1), "ceil_mode": True},
+            "ceil_mode with padding",
+        ),
+        Sample(
+            (uniform(rng, (1, 2, 5, 6)),),
+            {"kernel_size": 3, "stride": 2, "ceil_mode": True, "count_include_pad": False},
+            "ceil_mode, padding not counted",
+        ),
+        Sample(
+            (uniform(rng, (3, 4, 4)),),
+            {"kernel_size": 2, "stride": 1, "divisor_override": 3},
+            "unbatched, divisor_override",
+        ),
+        Sample((uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2),), {"kernel_size": (2, 1)}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "empty batch"),
+    ]
 
 
 avg_pool2d = defop(
-    "avg_pool2d", family="conv", inputs=("input",), forward=_avg_pool2d, vjps=(_avg_pool2d_vjp,), saves=True,
-    composite=_avg_pool2d_composite, check=_check_avg_pool2d, samples=_avg_pool_samples,
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool2d(input, **attrs))
+    "avg_pool2d",
+    family="conv",
+    inputs=("input",),
+    forward=_avg_pool2d,
+    vjps=(_avg_pool2d_vjp,),
+    saves=True,
+    composite=_avg_pool2d_composite,
+    check=_check_avg_pool2d,
+    samples=_avg_pool_samples,
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool2d(input, **attrs),
+)
 
 
 # -- nearest upsampling ------------------------------------------------------------------------------------
 def _resize_plan(op, shape, scale_factor, size):
     """Per spatial axis: (output size, scale) where scale is 1/scale_factor if given, else in/out -- what
     torch's nearest kernel uses to map an output index to ``floor(index * scale)``."""
-    require((scale_factor is None) != (size is None), op, "size / scale_factor", "exactly one of them",
-            f"size={size!r}, scale_factor={scale_factor!r}")
+    require(
+        (scale_factor is None) != (size is None),
+        op,
+        "size / scale_factor",
+        "exactly one of them",
+        f"size={size!r}, scale_factor={scale_factor!r}",
+    )
     if size is not None:
         sizes = _ints(op, "size", size, 2, 1)
         return [(out, None) for out in sizes]
     factors = (scale_factor,) * 2 if isinstance(scale_factor, int | float | np.number) else scale_factor
-    ok = (isinstance(factors, tuple | list) and len(factors) == 2
-          and all(isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors))
+    ok = (
+        isinstance(factors, tuple | list)
+        and len(factors) == 2
+        and all(isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors)
+    )
     require(ok, op, "scale_factor", "a positive number or a tuple of 2", scale_factor)
     plan = [(math.floor(n * float(f)), 1.0 / float(f)) for n, f in zip(shape[-2:], factors)]
-    require(all(out >= 1 for out, _ in plan), op, "scale_factor", f"a factor giving an output of at least 1x1 "
-            f"from input {shape}", scale_factor)
+    require(
+        all(out >= 1 for out, _ in plan),
+        op,
+        "scale_factor",
+        f"a factor giving an output of at least 1x1 from input {shape}",
+        scale_factor,
+    )
     return plan
 
 
@@ -661,21 +843,30 @@ def _check_upsample2d(input, scale_factor=None, size=None):
 
 
 def _upsample_samples(rng):
-    return [Sample((uniform(rng, (1, 2, 3, 3)),), {"scale_factor": 2}, "scale 2"),
-            Sample((uniform(rng, (2, 1, 2, 3)),), {"scale_factor": (3, 2)}, "scale (3, 2)"),
-            Sample((uniform(rng, (1, 2, 4, 3)),), {"size": (6, 7)}, "size, not a multiple"),
-            Sample((uniform(rng, (1, 1, 5, 6)),), {"size": (3, 4)}, "size smaller than input"),
-            Sample((uniform(rng, (1, 2, 3, 4)),), {"scale_factor": 1.5}, "float scale"),
-            Sample((uniform(rng, (1, 3, 4, 2)).transpose(0, 3, 1, 2),), {"size": 5}, "non-contiguous, int size"),
-            Sample((uniform(rng, (0, 2, 3, 3)),), {"scale_factor": 2}, "empty batch")]
+    return [
+        Sample((uniform(rng, (1, 2, 3, 3)),), {"scale_factor": 2}, "scale 2"),
+        Sample((uniform(rng, (2, 1, 2, 3)),), {"scale_factor": (3, 2)}, "scale (3, 2)"),
+        Sample((uniform(rng, (1, 2, 4, 3)),), {"size": (6, 7)}, "size, not a multiple"),
+        Sample((uniform(rng, (1, 1, 5, 6)),), {"size": (3, 4)}, "size smaller than input"),
+        Sample((uniform(rng, (1, 2, 3, 4)),), {"scale_factor": 1.5}, "float scale"),
+        Sample((uniform(rng, (1, 3, 4, 2)).transpose(0, 3, 1, 2),), {"size": 5}, "non-contiguous, int size"),
+        Sample((uniform(rng, (0, 2, 3, 3)),), {"scale_factor": 2}, "empty batch"),
+    ]
 
 
 upsample2d = defop(
-    "upsample2d", family="conv", inputs=("input",), forward=_upsample2d, vjps=(_upsample2d_vjp,),
-    check=_check_upsample2d, samples=_upsample_samples,
+    "upsample2d",
+    family="conv",
+    inputs=("input",),
+    forward=_upsample2d,
+    vjps=(_upsample2d_vjp,),
+    check=_check_upsample2d,
+    samples=_upsample_samples,
     notes="torch.nn.functional.interpolate(mode='nearest') on (N, C, H, W) input.",
     torch_ref=lambda torch, input, scale_factor=None, size=None: torch.nn.functional.interpolate(
-        input, size=size, scale_factor=scale_factor, mode="nearest"))
+        input, size=size, scale_factor=scale_factor, mode="nearest"
+    ),
+)
 
 
 # -- transposed convolution --------------------------------------------------------------------------------
@@ -687,12 +878,20 @@ def _transpose_geometry(op, spatial, x_shape, w_shape, stride, padding, output_p
     pads = _ints(op, "padding", padding, spatial, 0)
     dilations = _ints(op, "dilation", dilation, spatial, 1)
     extra = _ints(op, "output_padding", output_padding, spatial, 0)
-    require(all(e < s or e < d for e, s, d in zip(extra, strides, dilations)), op, "output_padding",
-            f"smaller than either stride {strides} or dilation {dilations}", output_padding)
-    out = tuple((n - 1) * s - 2 * p + d * (k - 1) + e + 1
-                for n, s, p, d, k, e in zip(x_shape[-spatial:], strides, pads, dilations, w_shape[2:], extra))
-    require(min(out) >= 1, op, "input", f"a size giving a positive output size, got output {out} from",
-            f"shape {x_shape}")
+    require(
+        all(e < s or e < d for e, s, d in zip(extra, strides, dilations)),
+        op,
+        "output_padding",
+        f"smaller than either stride {strides} or dilation {dilations}",
+        output_padding,
+    )
+    out = tuple(
+        (n - 1) * s - 2 * p + d * (k - 1) + e + 1
+        for n, s, p, d, k, e in zip(x_shape[-spatial:], strides, pads, dilations, w_shape[2:], extra)
+    )
+    require(
+        min(out) >= 1, op, "input", f"a size giving a positive output size, got output {out} from", f"shape {x_shape}"
+    )
     geo = _ConvGeometry(op, out, w_shape, strides, pads, dilations, spatial)
     geo.extra, geo.out_size = extra, out
     # the windows are the transposed conv's input positions (an output_padding >= stride would give one more)
@@ -703,14 +902,25 @@ def _transpose_geometry(op, spatial, x_shape, w_shape, stride, padding, output_p
 def _check_conv_transpose(op, spatial, x, weight, bias, stride, padding, output_padding, groups, dilation):
     _check_input_rank(op, x, spatial)
     require_float(op, "weight", weight)
-    require(weight.ndim == spatial + 2, op, "weight", f"a {spatial + 2}-D tensor (in_channels, out_channels/groups, "
-            f"{'kL' if spatial == 1 else 'kH, kW'})", f"shape {weight.shape}")
-    require(bool(isinstance(groups, int | np.integer) and not isinstance(groups, bool) and groups >= 1), op, "groups",
-            "an int >= 1", groups)
+    require(
+        weight.ndim == spatial + 2,
+        op,
+        "weight",
+        f"a {spatial + 2}-D tensor (in_channels, out_channels/groups, {'kL' if spatial == 1 else 'kH, kW'})",
+        f"shape {weight.shape}",
+    )
+    require(
+        bool(isinstance(groups, int | np.integer) and not isinstance(groups, bool) and groups >= 1),
+        op,
+        "groups",
+        "an int >= 1",
+        groups,
+    )
     in_channels = _batched(x, spatial).shape[1]
     require(in_channels % groups == 0, op, "groups", f"a divisor of the input's {in_channels} channels", groups)
-    require(weight.shape[0] == in_channels, op, "weight", f"in_channels = {in_channels} in dim 0",
-            f"shape {weight.shape}")
+    require(
+        weight.shape[0] == in_channels, op, "weight", f"in_channels = {in_channels} in dim 0", f"shape {weight.shape}"
+    )
     if bias is not None:
         require_float(op, "bias", bias)
         out_channels = weight.shape[1] * groups
@@ -728,16 +938,14 @@ def _conv_transpose_op(name, spatial):
         return a4[:, :, None] if spatial == 1 else a4
 
     def forward(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-        geo = _transpose_geometry(name, spatial, input.shape, weight.shape, stride, padding, output_padding,
-                                  dilation)
+        geo = _transpose_geometry(name, spatial, input.shape, weight.shape, stride, padding, output_padding, dilation)
         x4, w4 = as4(input), weight[:, :, None] if spatial == 1 else weight
         n, out_channels = x4.shape[0], weight.shape[1] * groups
         shape4 = (n, out_channels) + ((1,) if spatial == 1 else ()) + geo.out_size
-        dx, _, _ = _conv_backward(x4, np.empty(shape4[:2] + (0, 0)), w4, geo, groups, (True, False),
-                                  x_shape=shape4)
+        dx, _, _ = _conv_backward(x4, np.empty(shape4[:2] + (0, 0)), w4, geo, groups, (True, False), x_shape=shape4)
         if bias is not None:
             dx = dx + bias[:, None, None]
-        lead = input.shape[:input.ndim - spatial - 1]
+        lead = input.shape[: input.ndim - spatial - 1]
         return np.ascontiguousarray(dx).reshape(lead + (out_channels,) + geo.out_size), {"geo": geo}
 
     def joint_vjp(g, ans, input, weight, bias, *, needs, stride, padding, output_padding, groups, dilation, geo):
@@ -755,8 +963,7 @@ def _conv_transpose_op(name, spatial):
     def composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         """The transposed conv with registered ops: a matmul with the transposed weight gives every input
         position's contribution to a window, and fold adds the windows up (then output_padding's rows)."""
-        geo = _transpose_geometry(name, spatial, input.shape, weight.shape, stride, padding, output_padding,
-                                  dilation)
+        geo = _transpose_geometry(name, spatial, input.shape, weight.shape, stride, padding, output_padding, dilation)
         x4 = input if input.ndim == spatial + 2 else ops.unsqueeze(input, 0)
         w4 = ops.unsqueeze(weight, 2) if spatial == 1 else weight
         if spatial == 1:
@@ -770,62 +977,101 @@ def _conv_transpose_op(name, spatial):
         cols = ops.matmul(w_t, ops.reshape(x4, (n, groups, in_channels // groups, positions)))
         # fold without padding gives the full (in - 1) * stride + dilated kernel extent; the output is its
         # [padding, padding + out) part, zero past the end when output_padding > padding
-        full = tuple((n - 1) * s + d * (kk - 1) + 1 for n, s, d, kk in zip(x4.shape[2:], geo.stride, geo.dilation,
-                                                                               geo.kernel))
-        out = fold(ops.reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0,
-                   geo.stride)
+        full = tuple(
+            (n - 1) * s + d * (kk - 1) + 1 for n, s, d, kk in zip(x4.shape[2:], geo.stride, geo.dilation, geo.kernel)
+        )
+        out = fold(ops.reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0, geo.stride)
         (top, _), (left, _) = geo.pads
         size = (1,) + geo.out_size if spatial == 1 else geo.out_size
         beyond = [max(top + size[0] - full[0], 0), max(left + size[1] - full[1], 0)]
         if any(beyond):
             out = ops.pad(out, (0, beyond[1], 0, beyond[0]))
-        out = out[:, :, top:top + size[0], left:left + size[1]]
+        out = out[:, :, top : top + size[0], left : left + size[1]]
         if bias is not None:
             out = out + ops.reshape(bias, (out_channels, 1, 1))
-        return ops.reshape(out, input.shape[:input.ndim - spatial - 1] + (out_channels,) + geo.out_size)
+        return ops.reshape(out, input.shape[: input.ndim - spatial - 1] + (out_channels,) + geo.out_size)
 
     def check(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-        _check_conv_transpose(name, spatial, input, weight, bias, stride, padding, output_padding, groups,
-                              dilation)
+        _check_conv_transpose(name, spatial, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
-    return defop(name, family="conv", inputs=("input", "weight", "bias?"), forward=forward, joint_vjp=joint_vjp,
-                 saves=True, composite=composite, check=check,
-                 samples=_conv_transpose1d_samples if spatial == 1 else _conv_transpose2d_samples,
-                 notes="The adjoint of conv: weight (in_channels, out_channels/groups, *kernel).",
-                 torch_ref=lambda torch, input, weight, bias, **attrs: getattr(torch.nn.functional, name)(
-                     input, weight, bias, **attrs))
+    return defop(
+        name,
+        family="conv",
+        inputs=("input", "weight", "bias?"),
+        forward=forward,
+        joint_vjp=joint_vjp,
+        saves=True,
+        composite=composite,
+        check=check,
+        samples=_conv_transpose1d_samples if spatial == 1 else _conv_transpose2d_samples,
+        notes="The adjoint of conv: weight (in_channels, out_channels/groups, *kernel).",
+        torch_ref=lambda torch, input, weight, bias, **attrs: getattr(torch.nn.functional, name)(
+            input, weight, bias, **attrs
+        ),
+    )
 
 
 def _conv_transpose2d_samples(rng):
     def s(x_shape, w_shape, bias, label, groups=1, **attrs):
-        return Sample((uniform(rng, x_shape), uniform(rng, w_shape),
-                       uniform(rng, (w_shape[1] * groups,)) if bias else None), dict(attrs, groups=groups), label)
+        return Sample(
+            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[1] * groups,)) if bias else None),
+            dict(attrs, groups=groups),
+            label,
+        )
 
-    return [s((1, 2, 3, 3), (2, 3, 3, 3), True, "plain with bias"),
-            s((2, 2, 3, 4), (2, 2, 2, 3), False, "stride 2, padding 1, output_padding 1", stride=2, padding=1,
-              output_padding=1),
-            s((1, 2, 3, 3), (2, 2, 2, 2), True, "dilation 2, tuple stride", stride=(1, 2), dilation=2),
-            s((1, 4, 3, 3), (4, 1, 2, 2), True, "groups 2, tuple padding", groups=2, padding=(1, 0), stride=2),
-            s((1, 2, 3, 3), (2, 2, 2, 2), False, "output_padding below dilation", dilation=2, output_padding=1),
-            s((2, 3, 3), (2, 2, 3, 3), True, "unbatched, stride 2", stride=2, padding=1),
-            Sample((uniform(rng, (1, 3, 4, 2)).transpose(0, 3, 1, 2), uniform(rng, (2, 2, 2, 2)).transpose(3, 2, 0, 1),
-                    None), {"stride": 2}, "non-contiguous input and weight"),
-            s((0, 2, 3, 3), (2, 3, 2, 2), True, "empty batch", stride=2)]
+    return [
+        s((1, 2, 3, 3), (2, 3, 3, 3), True, "plain with bias"),
+        s(
+            (2, 2, 3, 4),
+            (2, 2, 2, 3),
+            False,
+            "stride 2, padding 1, output_padding 1",
+            stride=2,
+            padding=1,
+            output_padding=1,
+        ),
+        s((1, 2, 3, 3), (2, 2, 2, 2), True, "dilation 2, tuple stride", stride=(1, 2), dilation=2),
+        s((1, 4, 3, 3), (4, 1, 2, 2), True, "groups 2, tuple padding", groups=2, padding=(1, 0), stride=2),
+        s((1, 2, 3, 3), (2, 2, 2, 2), False, "output_padding below dilation", dilation=2, output_padding=1),
+        s((2, 3, 3), (2, 2, 3, 3), True, "unbatched, stride 2", stride=2, padding=1),
+        Sample(
+            (uniform(rng, (1, 3, 4, 2)).transpose(0, 3, 1, 2), uniform(rng, (2, 2, 2, 2)).transpose(3, 2, 0, 1), None),
+            {"stride": 2},
+            "non-contiguous input and weight",
+        ),
+        s((0, 2, 3, 3), (2, 3, 2, 2), True, "empty batch", stride=2),
+    ]
 
 
 def _conv_transpose1d_samples(rng):
     def s(x_shape, w_shape, bias, label, groups=1, **attrs):
-        return Sample((uniform(rng, x_shape), uniform(rng, w_shape),
-                       uniform(rng, (w_shape[1] * groups,)) if bias else None), dict(attrs, groups=groups), label)
+        return Sample(
+            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[1] * groups,)) if bias else None),
+            dict(attrs, groups=groups),
+            label,
+        )
 
-    return [s((2, 3, 5), (3, 4, 3), True, "plain with bias"),
-            s((2, 2, 4), (2, 2, 3), False, "stride 3, padding 1, output_padding 2, dilation 2", stride=3, padding=1,
-              output_padding=2, dilation=2),
-            s((1, 4, 4), (4, 3, 2), True, "groups 2", groups=2, stride=2),
-            s((3, 5), (3, 2, 4), True, "unbatched, tuple stride", stride=(2,), padding=(1,)),
-            Sample((uniform(rng, (5, 3, 2)).transpose(1, 2, 0), uniform(rng, (3, 2, 2)).transpose(1, 2, 0), None),
-                   {"padding": 1}, "non-contiguous"),
-            s((0, 2, 5), (2, 3, 2), True, "empty batch", stride=2)]
+    return [
+        s((2, 3, 5), (3, 4, 3), True, "plain with bias"),
+        s(
+            (2, 2, 4),
+            (2, 2, 3),
+            False,
+            "stride 3, padding 1, output_padding 2, dilation 2",
+            stride=3,
+            padding=1,
+            output_padding=2,
+            dilation=2,
+        ),
+        s((1, 4, 4), (4, 3, 2), True, "groups 2", groups=2, stride=2),
+        s((3, 5), (3, 2, 4), True, "unbatched, tuple stride", stride=(2,), padding=(1,)),
+        Sample(
+            (uniform(rng, (5, 3, 2)).transpose(1, 2, 0), uniform(rng, (3, 2, 2)).transpose(1, 2, 0), None),
+            {"padding": 1},
+            "non-contiguous",
+        ),
+        s((0, 2, 5), (2, 3, 2), True, "empty batch", stride=2),
+    ]
 
 
 conv_transpose2d = _conv_transpose_op("conv_transpose2d", 2)
@@ -852,13 +1098,25 @@ def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mod
     geo = _PoolGeometry("max_pool1d", x2.shape, kernel, strides, pads, dilations, ceil_mode)
     index, flat = _max_pool_index(_batched(x2, 2), geo)
     out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
-    return out.reshape(input.shape[:-1] + geo.out[1:]), {"indices": index.astype(np.min_scalar_type(flat.shape[-1])),
-                                                         "geo": geo}
+    return out.reshape(input.shape[:-1] + geo.out[1:]), {
+        "indices": index.astype(np.min_scalar_type(flat.shape[-1])),
+        "geo": geo,
+    }
 
 
 def _max_pool1d_vjp(g, ans, input, *, kernel_size, stride, padding, dilation, ceil_mode, indices, geo):
-    return _max_pool2d_vjp(g[..., None, :], None, input[..., None, :], kernel_size=None, stride=None, padding=None,
-                           dilation=None, ceil_mode=None, indices=indices, geo=geo).reshape(input.shape)
+    return _max_pool2d_vjp(
+        g[..., None, :],
+        None,
+        input[..., None, :],
+        kernel_size=None,
+        stride=None,
+        padding=None,
+        dilation=None,
+        ceil_mode=None,
+        indices=indices,
+        geo=geo,
+    ).reshape(input.shape)
 
 
 def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -869,26 +1127,43 @@ def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1
 
 def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     _check_pool1d_input("max_pool1d", input)
-    _PoolGeometry("max_pool1d", input[..., None, :].shape,
-                  *_pool1d_args("max_pool1d", kernel_size, stride, padding, dilation), ceil_mode)
+    _PoolGeometry(
+        "max_pool1d",
+        input[..., None, :].shape,
+        *_pool1d_args("max_pool1d", kernel_size, stride, padding, dilation),
+        ceil_mode,
+    )
 
 
 def _pool1d_samples(rng, max_pool):
     extra = {"dilation": 2} if max_pool else {"count_include_pad": False}
-    return [Sample((uniform(rng, (2, 3, 6)),), {"kernel_size": 2}, "stride defaults to kernel"),
-            Sample((uniform(rng, (1, 2, 7)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "overlapping, padding"),
-            Sample((uniform(rng, (1, 2, 8)),), dict({"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
-                                                     **extra), f"ceil_mode, {next(iter(extra))}"),
-            Sample((uniform(rng, (3, 7)),), {"kernel_size": (3,), "stride": (2,)}, "unbatched, tuple args"),
-            Sample((uniform(rng, (7, 2, 2)).transpose(1, 2, 0),), {"kernel_size": 2, "stride": 1}, "non-contiguous"),
-            Sample((uniform(rng, (0, 2, 6)),), {"kernel_size": 2}, "empty batch")]
+    return [
+        Sample((uniform(rng, (2, 3, 6)),), {"kernel_size": 2}, "stride defaults to kernel"),
+        Sample((uniform(rng, (1, 2, 7)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "overlapping, padding"),
+        Sample(
+            (uniform(rng, (1, 2, 8)),),
+            dict({"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, **extra),
+            f"ceil_mode, {next(iter(extra))}",
+        ),
+        Sample((uniform(rng, (3, 7)),), {"kernel_size": (3,), "stride": (2,)}, "unbatched, tuple args"),
+        Sample((uniform(rng, (7, 2, 2)).transpose(1, 2, 0),), {"kernel_size": 2, "stride": 1}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 6)),), {"kernel_size": 2}, "empty batch"),
+    ]
 
 
 max_pool1d = defop(
-    "max_pool1d", family="conv", inputs=("input",), forward=_max_pool1d, vjps=(_max_pool1d_vjp,), saves=True,
-    composite=_max_pool1d_composite, check=_check_max_pool1d, samples=lambda rng: _pool1d_samples(rng, True),
+    "max_pool1d",
+    family="conv",
+    inputs=("input",),
+    forward=_max_pool1d,
+    vjps=(_max_pool1d_vjp,),
+    saves=True,
+    composite=_max_pool1d_composite,
+    check=_check_max_pool1d,
+    samples=lambda rng: _pool1d_samples(rng, True),
     notes="Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool1d(input, **attrs))
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool1d(input, **attrs),
+)
 
 
 def _avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -898,15 +1173,26 @@ def _avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, cou
 
 
 def _avg_pool1d_vjp(g, ans, input, *, kernel_size, stride, padding, ceil_mode, count_include_pad, geo, divisor):
-    return _avg_pool2d_vjp(g[..., None, :], None, input[..., None, :], kernel_size=None, stride=None, padding=None,
-                           ceil_mode=None, count_include_pad=None, divisor_override=None, geo=geo,
-                           divisor=divisor).reshape(input.shape)
+    return _avg_pool2d_vjp(
+        g[..., None, :],
+        None,
+        input[..., None, :],
+        kernel_size=None,
+        stride=None,
+        padding=None,
+        ceil_mode=None,
+        count_include_pad=None,
+        divisor_override=None,
+        geo=geo,
+        divisor=divisor,
+    ).reshape(input.shape)
 
 
 def _avg_pool1d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
-    out = _avg_pool2d_composite(ops.unsqueeze(input, input.ndim - 1), kernel, strides, pads, ceil_mode,
-                                count_include_pad)
+    out = _avg_pool2d_composite(
+        ops.unsqueeze(input, input.ndim - 1), kernel, strides, pads, ceil_mode, count_include_pad
+    )
     return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
@@ -918,9 +1204,17 @@ def _check_avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=Fals
 
 
 avg_pool1d = defop(
-    "avg_pool1d", family="conv", inputs=("input",), forward=_avg_pool1d, vjps=(_avg_pool1d_vjp,), saves=True,
-    composite=_avg_pool1d_composite, check=_check_avg_pool1d, samples=lambda rng: _pool1d_samples(rng, False),
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool1d(input, **attrs))
+    "avg_pool1d",
+    family="conv",
+    inputs=("input",),
+    forward=_avg_pool1d,
+    vjps=(_avg_pool1d_vjp,),
+    saves=True,
+    composite=_avg_pool1d_composite,
+    check=_check_avg_pool1d,
+    samples=lambda rng: _pool1d_samples(rng, False),
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool1d(input, **attrs),
+)
 
 
 # -- max pooling with indices, max unpooling -----------------------------------------------------------------
@@ -966,12 +1260,20 @@ def _check_max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, d
 
 
 max_pool2d_with_indices = defop(
-    "max_pool2d_with_indices", family="conv", inputs=("input",), forward=_max_pool2d_with_indices,
-    vjps=(_max_pool2d_with_indices_vjp,), saves=True, outputs=2, composite=_max_pool2d_with_indices_composite,
-    check=_check_max_pool2d_with_indices, samples=_max_pool_samples,
+    "max_pool2d_with_indices",
+    family="conv",
+    inputs=("input",),
+    forward=_max_pool2d_with_indices,
+    vjps=(_max_pool2d_with_indices_vjp,),
+    saves=True,
+    outputs=2,
+    composite=_max_pool2d_with_indices_composite,
+    check=_check_max_pool2d_with_indices,
+    samples=_max_pool_samples,
     notes="max_pool2d(..., return_indices=True) as its own op (an op's output count is fixed): (values, int64 "
-          "indices of each maximum in its flattened input plane, h * W + w), as torch.",
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, return_indices=True, **attrs))
+    "indices of each maximum in its flattened input plane, h * W + w), as torch.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, return_indices=True, **attrs),
+)
 
 
 def _unpool_size(op, shape, kernel_size, stride, padding, output_size):
@@ -988,9 +1290,14 @@ def _unpool_size(op, shape, kernel_size, stride, padding, output_size):
         ok = isinstance(output_size, tuple | list) and len(output_size) in (2, 4)
         require(ok, op, "output_size", "None or a sequence of 2 or 4 ints", output_size)
         size = _ints(op, "output_size", tuple(output_size)[-2:], 2, 0)
-        require(all(d - s < n < d + s for n, d, s in zip(size, default, strides)), op, "output_size",
-                f"sizes strictly between {tuple(d - s for d, s in zip(default, strides))} and "
-                f"{tuple(d + s for d, s in zip(default, strides))}", output_size)
+        require(
+            all(d - s < n < d + s for n, d, s in zip(size, default, strides)),
+            op,
+            "output_size",
+            f"sizes strictly between {tuple(d - s for d, s in zip(default, strides))} and "
+            f"{tuple(d + s for d, s in zip(default, strides))}",
+            output_size,
+        )
     require(min(size) >= 1, op, "input", "a size giving a positive output", f"shape {shape} -> {size}")
     return size
 
@@ -1006,8 +1313,11 @@ def _max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_si
 
 def _max_unpool2d_vjp(g, ans, input, indices, kernel_size, stride=None, padding=0, output_size=None):
     lead = input.shape[:-2]
-    picked = np.take_along_axis(np.reshape(g, lead + (g.shape[-2] * g.shape[-1],)),
-                                indices.reshape(lead + (input.shape[-2] * input.shape[-1],)), axis=-1)
+    picked = np.take_along_axis(
+        np.reshape(g, lead + (g.shape[-2] * g.shape[-1],)),
+        indices.reshape(lead + (input.shape[-2] * input.shape[-1],)),
+        axis=-1,
+    )
     return np.reshape(picked, input.shape)
 
 
@@ -1019,8 +1329,13 @@ def _check_max_unpool2d(input, indices, kernel_size, stride=None, padding=0, out
     size = _unpool_size(op, input.shape, kernel_size, stride, padding, output_size)
     if indices.size:
         low, high = int(indices.min()), int(indices.max())
-        require(low >= 0 and high < size[0] * size[1], op, "indices", f"values in [0, {size[0] * size[1]}) for "
-                f"an output of {size}", f"values in [{low}, {high}]")
+        require(
+            low >= 0 and high < size[0] * size[1],
+            op,
+            "indices",
+            f"values in [0, {size[0] * size[1]}) for an output of {size}",
+            f"values in [{low}, {high}]",
+        )
 
 
 def _max_unpool2d_samples(rng):
@@ -1041,30 +1356,41 @@ def _max_unpool2d_samples(rng):
     x, i = plain((1, 1, 2, 2), (2, 2), (2, 2), (3, 5))
     samples.append(Sample((x, i), {"kernel_size": 2, "output_size": (1, 1, 3, 5)}, "4-entry output_size"))
     x, i = plain((1, 2, 2, 3), (3, 3), (2, 2), (3, 5))
-    samples.append(Sample((np.asfortranarray(x), i), {"kernel_size": 3, "stride": 2, "padding": 1},
-                          "non-contiguous, padding"))
-    samples.append(Sample((uniform(rng, (0, 2, 2, 2)), np.zeros((0, 2, 2, 2), np.int64)), {"kernel_size": 2},
-                          "empty batch"))
+    samples.append(
+        Sample((np.asfortranarray(x), i), {"kernel_size": 3, "stride": 2, "padding": 1}, "non-contiguous, padding")
+    )
+    samples.append(
+        Sample((uniform(rng, (0, 2, 2, 2)), np.zeros((0, 2, 2, 2), np.int64)), {"kernel_size": 2}, "empty batch")
+    )
     return samples
 
 
 max_unpool2d = defop(
-    "max_unpool2d", family="conv", inputs=("input", "indices"), forward=_max_unpool2d,
-    vjps=(_max_unpool2d_vjp, Grad.NOT_DIFFERENTIABLE), check=_check_max_unpool2d, samples=_max_unpool2d_samples,
+    "max_unpool2d",
+    family="conv",
+    inputs=("input", "indices"),
+    forward=_max_unpool2d,
+    vjps=(_max_unpool2d_vjp, Grad.NOT_DIFFERENTIABLE),
+    check=_check_max_unpool2d,
+    samples=_max_unpool2d_samples,
     notes="Puts each value at its flat plane index (max_pool2d_with_indices' second output); the input gradient "
-          "gathers the output gradient there. Repeated indices: the output keeps one of the values (torch "
-          "leaves which unspecified), the gradient reaches every one.",
-    torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool2d(input, indices, **attrs))
+    "gathers the output gradient there. Repeated indices: the output keeps one of the values (torch "
+    "leaves which unspecified), the gradient reaches every one.",
+    torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool2d(input, indices, **attrs),
+)
 
 
 # -- adaptive pooling --------------------------------------------------------------------------------------
 def _adaptive_sizes(op, shape, output_size, spatial):
     """The output size per spatial axis; None entries keep the input's size, as torch."""
-    sizes = (output_size,) * spatial if output_size is None or isinstance(output_size, int | np.integer) \
-        else output_size
-    ok = (isinstance(sizes, tuple | list) and len(sizes) == spatial
-          and all(s is None or (isinstance(s, int | np.integer) and not isinstance(s, bool) and s >= 0)
-                  for s in sizes))
+    sizes = (
+        (output_size,) * spatial if output_size is None or isinstance(output_size, int | np.integer) else output_size
+    )
+    ok = (
+        isinstance(sizes, tuple | list)
+        and len(sizes) == spatial
+        and all(s is None or (isinstance(s, int | np.integer) and not isinstance(s, bool) and s >= 0) for s in sizes)
+    )
     require(ok, op, "output_size", f"an int >= 0 or a tuple of {spatial} such ints (or None)", output_size)
     return tuple(n if s is None else int(s) for n, s in zip(shape[-spatial:], sizes))
 
@@ -1112,39 +1438,55 @@ def _adaptive_check(op, spatial):
         _check_input_rank(op, input, spatial)
         require(min(input.shape[-spatial:]) >= 1, op, "input", "non-empty spatial dims", f"shape {input.shape}")
         _adaptive_sizes(op, input.shape, output_size, spatial)
+
     return check
 
 
 def _adaptive_samples(rng, spatial):
     def x(shape):
-        return uniform(rng, shape[:-spatial - 1] + (shape[-spatial - 1],) + shape[-spatial:])
+        return uniform(rng, shape[: -spatial - 1] + (shape[-spatial - 1],) + shape[-spatial:])
 
     if spatial == 1:
-        return [Sample((x((2, 3, 7)),), {"output_size": 3}, "uneven windows"),
-                Sample((x((1, 2, 4)),), {"output_size": 6}, "output larger than input"),
-                Sample((x((3, 6)),), {"output_size": (2,)}, "unbatched, tuple"),
-                Sample((uniform(rng, (5, 2, 2)).transpose(1, 2, 0),), {"output_size": 4}, "non-contiguous"),
-                Sample((x((0, 2, 5)),), {"output_size": 2}, "empty batch")]
-    return [Sample((x((2, 2, 7, 5)),), {"output_size": 3}, "uneven windows"),
-            Sample((x((1, 2, 5, 6)),), {"output_size": (2, None)}, "None keeps a size"),
-            Sample((x((1, 2, 3, 4)),), {"output_size": (5, 3)}, "output larger than input"),
-            Sample((x((3, 6, 6)),), {"output_size": (4, 1)}, "unbatched"),
-            Sample((uniform(rng, (1, 6, 5, 2)).transpose(0, 3, 1, 2),), {"output_size": (4, 3)}, "non-contiguous"),
-            Sample((x((0, 2, 5, 5)),), {"output_size": 2}, "empty batch")]
+        return [
+            Sample((x((2, 3, 7)),), {"output_size": 3}, "uneven windows"),
+            Sample((x((1, 2, 4)),), {"output_size": 6}, "output larger than input"),
+            Sample((x((3, 6)),), {"output_size": (2,)}, "unbatched, tuple"),
+            Sample((uniform(rng, (5, 2, 2)).transpose(1, 2, 0),), {"output_size": 4}, "non-contiguous"),
+            Sample((x((0, 2, 5)),), {"output_size": 2}, "empty batch"),
+        ]
+    return [
+        Sample((x((2, 2, 7, 5)),), {"output_size": 3}, "uneven windows"),
+        Sample((x((1, 2, 5, 6)),), {"output_size": (2, None)}, "None keeps a size"),
+        Sample((x((1, 2, 3, 4)),), {"output_size": (5, 3)}, "output larger than input"),
+        Sample((x((3, 6, 6)),), {"output_size": (4, 1)}, "unbatched"),
+        Sample((uniform(rng, (1, 6, 5, 2)).transpose(0, 3, 1, 2),), {"output_size": (4, 3)}, "non-contiguous"),
+        Sample((x((0, 2, 5, 5)),), {"output_size": 2}, "empty batch"),
+    ]
 
 
 adaptive_avg_pool1d = defop(
-    "adaptive_avg_pool1d", family="conv", inputs=("input",), forward=_adaptive_avg_pool1d,
-    vjps=(_adaptive_avg_pool1d_vjp,), check=_adaptive_check("adaptive_avg_pool1d", 1),
-    samples=lambda rng: _adaptive_samples(rng, 1), notes="A matmul with the (out, in) window-average matrix.",
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool1d(input, output_size))
+    "adaptive_avg_pool1d",
+    family="conv",
+    inputs=("input",),
+    forward=_adaptive_avg_pool1d,
+    vjps=(_adaptive_avg_pool1d_vjp,),
+    check=_adaptive_check("adaptive_avg_pool1d", 1),
+    samples=lambda rng: _adaptive_samples(rng, 1),
+    notes="A matmul with the (out, in) window-average matrix.",
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool1d(input, output_size),
+)
 
 adaptive_avg_pool2d = defop(
-    "adaptive_avg_pool2d", family="conv", inputs=("input",), forward=_adaptive_avg_pool2d,
-    vjps=(_adaptive_avg_pool2d_vjp,), check=_adaptive_check("adaptive_avg_pool2d", 2),
+    "adaptive_avg_pool2d",
+    family="conv",
+    inputs=("input",),
+    forward=_adaptive_avg_pool2d,
+    vjps=(_adaptive_avg_pool2d_vjp,),
+    check=_adaptive_check("adaptive_avg_pool2d", 2),
     samples=lambda rng: _adaptive_samples(rng, 2),
     notes="Separable: the row and column window-average matrices either side of the input.",
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool2d(input, output_size))
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool2d(input, output_size),
+)
 
 
 def _adaptive_max_flat(input, output_size, op):
@@ -1208,31 +1550,50 @@ def _adaptive_max_pool2d_with_indices_composite(input, output_size):
 
 
 def _adaptive_max_samples(rng):
-    return [Sample((uniform(rng, (2, 2, 7, 5)),), {"output_size": 3}, "uneven, overlapping windows"),
-            Sample((uniform(rng, (1, 2, 5, 6)),), {"output_size": (2, None)}, "None keeps a size"),
-            Sample((uniform(rng, (1, 2, 3, 4)),), {"output_size": (5, 3)}, "output larger than input"),
-            Sample((uniform(rng, (3, 6, 6)),), {"output_size": (4, 1)}, "unbatched"),
-            Sample((uniform(rng, (1, 6, 5, 2)).transpose(0, 3, 1, 2),), {"output_size": (4, 3)}, "non-contiguous"),
-            Sample((uniform(rng, (0, 2, 5, 5)),), {"output_size": 2}, "empty batch")]
+    return [
+        Sample((uniform(rng, (2, 2, 7, 5)),), {"output_size": 3}, "uneven, overlapping windows"),
+        Sample((uniform(rng, (1, 2, 5, 6)),), {"output_size": (2, None)}, "None keeps a size"),
+        Sample((uniform(rng, (1, 2, 3, 4)),), {"output_size": (5, 3)}, "output larger than input"),
+        Sample((uniform(rng, (3, 6, 6)),), {"output_size": (4, 1)}, "unbatched"),
+        Sample((uniform(rng, (1, 6, 5, 2)).transpose(0, 3, 1, 2),), {"output_size": (4, 3)}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 5, 5)),), {"output_size": 2}, "empty batch"),
+    ]
 
 
-_ADAPTIVE_MAX_NOTES = ("Ties: the first maximum of each window in row-major order gets the gradient, a NaN counting "
-                       "as the maximum. Windows as torch: [floor(i * in / out), ceil((i + 1) * in / out)).")
+_ADAPTIVE_MAX_NOTES = (
+    "Ties: the first maximum of each window in row-major order gets the gradient, a NaN counting "
+    "as the maximum. Windows as torch: [floor(i * in / out), ceil((i + 1) * in / out))."
+)
 
 adaptive_max_pool2d = defop(
-    "adaptive_max_pool2d", family="conv", inputs=("input",), forward=_adaptive_max_pool2d,
-    vjps=(_adaptive_max_pool2d_vjp,), saves=True, composite=_adaptive_max_pool2d_composite,
-    check=_adaptive_check("adaptive_max_pool2d", 2), samples=_adaptive_max_samples, notes=_ADAPTIVE_MAX_NOTES,
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size))
+    "adaptive_max_pool2d",
+    family="conv",
+    inputs=("input",),
+    forward=_adaptive_max_pool2d,
+    vjps=(_adaptive_max_pool2d_vjp,),
+    saves=True,
+    composite=_adaptive_max_pool2d_composite,
+    check=_adaptive_check("adaptive_max_pool2d", 2),
+    samples=_adaptive_max_samples,
+    notes=_ADAPTIVE_MAX_NOTES,
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size),
+)
 
 adaptive_max_pool2d_with_indices = defop(
-    "adaptive_max_pool2d_with_indices", family="conv", inputs=("input",), forward=_adaptive_max_pool2d_with_indices,
-    vjps=(_adaptive_max_pool2d_with_indices_vjp,), saves=True, outputs=2,
-    composite=_adaptive_max_pool2d_with_indices_composite, check=_adaptive_check("adaptive_max_pool2d_with_indices", 2),
+    "adaptive_max_pool2d_with_indices",
+    family="conv",
+    inputs=("input",),
+    forward=_adaptive_max_pool2d_with_indices,
+    vjps=(_adaptive_max_pool2d_with_indices_vjp,),
+    saves=True,
+    outputs=2,
+    composite=_adaptive_max_pool2d_with_indices_composite,
+    check=_adaptive_check("adaptive_max_pool2d_with_indices", 2),
     samples=_adaptive_max_samples,
     notes="adaptive_max_pool2d(..., return_indices=True) as its own op: (values, int64 flat plane indices). "
-          + _ADAPTIVE_MAX_NOTES,
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size, True))
+    + _ADAPTIVE_MAX_NOTES,
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size, True),
+)
 
 
 # -- interpolate -------------------------------------------------------------------------------------------
@@ -1247,38 +1608,73 @@ def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, reco
     require(mode in _INTERPOLATE_MODES, op, "mode", f"one of {sorted(_INTERPOLATE_MODES)}", repr(mode))
     spatial = len(input_shape) - 2
     ranks = " or ".join(f"{s + 2}-D" for s in _INTERPOLATE_MODES[mode])
-    require(spatial in _INTERPOLATE_MODES[mode], op, "input", f"a {ranks} tensor for mode {mode!r}",
-            f"shape {input_shape}")
+    require(
+        spatial in _INTERPOLATE_MODES[mode], op, "input", f"a {ranks} tensor for mode {mode!r}", f"shape {input_shape}"
+    )
     if mode.startswith("nearest"):
-        require(align_corners is None, op, "align_corners", f"None for mode {mode!r} (only the interpolating modes "
-                "take it)", align_corners)
+        require(
+            align_corners is None,
+            op,
+            "align_corners",
+            f"None for mode {mode!r} (only the interpolating modes take it)",
+            align_corners,
+        )
     else:
-        require(align_corners is None or isinstance(align_corners, bool | np.bool_), op, "align_corners",
-                "None or a bool", align_corners)
+        require(
+            align_corners is None or isinstance(align_corners, bool | np.bool_),
+            op,
+            "align_corners",
+            "None or a bool",
+            align_corners,
+        )
     require(antialias is False, op, "antialias", "False (antialiasing is not implemented)", antialias)
-    require(recompute_scale_factor in (None, False, True), op, "recompute_scale_factor", "None or a bool",
-            recompute_scale_factor)
-    require((scale_factor is None) != (size is None), op, "size / scale_factor", "exactly one of them",
-            f"size={size!r}, scale_factor={scale_factor!r}")
+    require(
+        recompute_scale_factor in (None, False, True),
+        op,
+        "recompute_scale_factor",
+        "None or a bool",
+        recompute_scale_factor,
+    )
+    require(
+        (scale_factor is None) != (size is None),
+        op,
+        "size / scale_factor",
+        "exactly one of them",
+        f"size={size!r}, scale_factor={scale_factor!r}",
+    )
     if size is not None:
-        require(not recompute_scale_factor, op, "recompute_scale_factor", "None or False when size is given",
-                recompute_scale_factor)
+        require(
+            not recompute_scale_factor,
+            op,
+            "recompute_scale_factor",
+            "None or False when size is given",
+            recompute_scale_factor,
+        )
         sizes = size if isinstance(size, tuple | list) else (size,) * spatial
         require(len(sizes) == spatial, op, "size", f"an int or a tuple of {spatial} ints", size)
         return [(out, None) for out in _ints(op, "size", tuple(sizes), spatial, 1)]
     factors = tuple(scale_factor) if isinstance(scale_factor, tuple | list) else (scale_factor,) * spatial
-    ok = len(factors) == spatial and all(isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0
-                                         for f in factors)
+    ok = len(factors) == spatial and all(
+        isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors
+    )
     require(ok, op, "scale_factor", f"a positive number or a tuple of {spatial}", scale_factor)
-    plan = [(math.floor(float(n * f)), None if recompute_scale_factor else float(f))
-            for n, f in zip(input_shape[2:], factors)]
-    require(all(out >= 1 for out, _ in plan), op, "scale_factor", f"a factor giving outputs of at least 1 from "
-            f"input {input_shape}", scale_factor)
+    plan = [
+        (math.floor(float(n * f)), None if recompute_scale_factor else float(f))
+        for n, f in zip(input_shape[2:], factors)
+    ]
+    require(
+        all(out >= 1 for out, _ in plan),
+        op,
+        "scale_factor",
+        f"a factor giving outputs of at least 1 from input {input_shape}",
+        scale_factor,
+    )
     return plan
 
 
-def _interpolation_matrix(n_in: int, n_out: int, scale_factor, mode: str, align_corners, dtype,
-                          spatial: int) -> np.ndarray:
+def _interpolation_matrix(
+    n_in: int, n_out: int, scale_factor, mode: str, align_corners, dtype, spatial: int
+) -> np.ndarray:
     """(out, in) weights of one axis, with torch's index arithmetic (float32 for nearest; the input's dtype for
     linear, i.e. torch's opmath for float32 / float64):
     nearest: src = min(floor(dst * scale), in - 1) (2-D only: dst // 2 for an exact doubling, identity for equal
@@ -1317,37 +1713,68 @@ def _interpolation_matrix(n_in: int, n_out: int, scale_factor, mode: str, align_
 
 
 def _interpolation_matrices(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
-    plan = _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor,
-                             antialias)
-    return [_interpolation_matrix(n, out, f, mode, align_corners, input.dtype, len(plan))
-            for n, (out, f) in zip(input.shape[2:], plan)]
+    plan = _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    return [
+        _interpolation_matrix(n, out, f, mode, align_corners, input.dtype, len(plan))
+        for n, (out, f) in zip(input.shape[2:], plan)
+    ]
 
 
-def _interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                 recompute_scale_factor=None, antialias=False):
+def _interpolate(
+    input,
+    size=None,
+    scale_factor=None,
+    mode="nearest",
+    align_corners=None,
+    recompute_scale_factor=None,
+    antialias=False,
+):
     """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact (3-D or 4-D input), linear (3-D)
     and bilinear (4-D): separable, so a matmul with each axis's (out, in) weight matrix."""
-    matrices = _interpolation_matrices(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
-                                       antialias)
+    matrices = _interpolation_matrices(
+        input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
+    )
     if len(matrices) == 1:
         return input @ matrices[0].T
     return matrices[0] @ input @ matrices[1].T
 
 
-def _interpolate_vjp(g, ans, input, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                     recompute_scale_factor=None, antialias=False):
-    matrices = _interpolation_matrices(input, size, scale_factor, mode, align_corners, recompute_scale_factor,
-                                       antialias)
+def _interpolate_vjp(
+    g,
+    ans,
+    input,
+    size=None,
+    scale_factor=None,
+    mode="nearest",
+    align_corners=None,
+    recompute_scale_factor=None,
+    antialias=False,
+):
+    matrices = _interpolation_matrices(
+        input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
+    )
     if len(matrices) == 1:
         return g @ matrices[0]
     return matrices[0].T @ g @ matrices[1]
 
 
-def _check_interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                       recompute_scale_factor=None, antialias=False):
+def _check_interpolate(
+    input,
+    size=None,
+    scale_factor=None,
+    mode="nearest",
+    align_corners=None,
+    recompute_scale_factor=None,
+    antialias=False,
+):
     require_float("interpolate", "input", input)
-    require(input.ndim in (3, 4), "interpolate", "input", "a 3-D (N, C, L) or 4-D (N, C, H, W) tensor",
-            f"shape {input.shape}")
+    require(
+        input.ndim in (3, 4),
+        "interpolate",
+        "input",
+        "a 3-D (N, C, L) or 4-D (N, C, H, W) tensor",
+        f"shape {input.shape}",
+    )
     _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
 
 
@@ -1355,31 +1782,46 @@ def _interpolate_samples(rng):
     def s(shape, label, **attrs):
         return Sample((uniform(rng, shape),), attrs, label)
 
-    return [s((1, 2, 3, 3), "nearest scale 2", scale_factor=2),
-            s((2, 1, 3, 4), "nearest size, not a multiple", size=(5, 7)),
-            s((1, 2, 4), "nearest 1-D scale 1.7", scale_factor=1.7),
-            s((1, 2, 5, 3), "nearest-exact shrink", size=(3, 2), mode="nearest-exact"),
-            s((2, 2, 5), "linear scale 2.5", scale_factor=2.5, mode="linear"),
-            s((1, 2, 6), "linear size, align_corners", size=4, mode="linear", align_corners=True),
-            s((1, 2, 3, 4), "bilinear scale (1.5, 2.25)", scale_factor=(1.5, 2.25), mode="bilinear"),
-            s((1, 2, 4, 3), "bilinear size, align_corners", size=(7, 5), mode="bilinear", align_corners=True),
-            s((1, 1, 5, 6), "bilinear shrink, recompute_scale_factor", scale_factor=0.7, mode="bilinear",
-              recompute_scale_factor=True),
-            s((1, 2, 1, 3), "bilinear height 1 to 3, align_corners", size=(3, 1), mode="bilinear",
-              align_corners=True),
-            Sample((uniform(rng, (1, 4, 3, 2)).transpose(0, 3, 1, 2),), {"size": 5, "mode": "bilinear"},
-                   "non-contiguous, int size"),
-            s((0, 2, 3, 3), "empty batch", scale_factor=2, mode="bilinear"),
-            s((0, 2, 4), "linear empty batch", size=3, mode="linear")]
+    return [
+        s((1, 2, 3, 3), "nearest scale 2", scale_factor=2),
+        s((2, 1, 3, 4), "nearest size, not a multiple", size=(5, 7)),
+        s((1, 2, 4), "nearest 1-D scale 1.7", scale_factor=1.7),
+        s((1, 2, 5, 3), "nearest-exact shrink", size=(3, 2), mode="nearest-exact"),
+        s((2, 2, 5), "linear scale 2.5", scale_factor=2.5, mode="linear"),
+        s((1, 2, 6), "linear size, align_corners", size=4, mode="linear", align_corners=True),
+        s((1, 2, 3, 4), "bilinear scale (1.5, 2.25)", scale_factor=(1.5, 2.25), mode="bilinear"),
+        s((1, 2, 4, 3), "bilinear size, align_corners", size=(7, 5), mode="bilinear", align_corners=True),
+        s(
+            (1, 1, 5, 6),
+            "bilinear shrink, recompute_scale_factor",
+            scale_factor=0.7,
+            mode="bilinear",
+            recompute_scale_factor=True,
+        ),
+        s((1, 2, 1, 3), "bilinear height 1 to 3, align_corners", size=(3, 1), mode="bilinear", align_corners=True),
+        Sample(
+            (uniform(rng, (1, 4, 3, 2)).transpose(0, 3, 1, 2),),
+            {"size": 5, "mode": "bilinear"},
+            "non-contiguous, int size",
+        ),
+        s((0, 2, 3, 3), "empty batch", scale_factor=2, mode="bilinear"),
+        s((0, 2, 4), "linear empty batch", size=3, mode="linear"),
+    ]
 
 
 interpolate = defop(
-    "interpolate", family="conv", inputs=("input",), forward=_interpolate, vjps=(_interpolate_vjp,),
-    check=_check_interpolate, samples=_interpolate_samples,
+    "interpolate",
+    family="conv",
+    inputs=("input",),
+    forward=_interpolate,
+    vjps=(_interpolate_vjp,),
+    check=_check_interpolate,
+    samples=_interpolate_samples,
     notes="Modes nearest, nearest-exact, linear, bilinear; torch's index and weight formulas (align_corners both "
-          "ways, scale_factor reaching the kernel unless recompute_scale_factor). Linear in the input, so its "
-          "rule (the transposed weight matrices) is differentiable as it stands.",
-    torch_ref=lambda torch, input, **attrs: _torch_interpolate(torch, input, **attrs))
+    "ways, scale_factor reaching the kernel unless recompute_scale_factor). Linear in the input, so its "
+    "rule (the transposed weight matrices) is differentiable as it stands.",
+    torch_ref=lambda torch, input, **attrs: _torch_interpolate(torch, input, **attrs),
+)
 
 
 def _torch_interpolate(torch, input, **attrs):

@@ -106,8 +106,9 @@ def _same_dtype(op: str, names: tuple, arrays) -> None:
     first = arrays[0]
     for name, a in zip(names[1:], arrays[1:]):
         if a.dtype != first.dtype:
-            raise TypeError(f"{op}: argument '{name}' expected dtype {first.dtype} (that of '{names[0]}'), got "
-                            f"{a.dtype}")
+            raise TypeError(
+                f"{op}: argument '{name}' expected dtype {first.dtype} (that of '{names[0]}'), got {a.dtype}"
+            )
 
 
 def _check_matrices(op: str, A, name: str = "A", square: bool = True) -> None:
@@ -145,9 +146,11 @@ def _solve_matrices(A, B):
 
 def _quiet(fn):
     """Run ``fn`` without numpy's divide/invalid warnings: repeated eigenvalues give torch's inf/NaN."""
+
     def run(*args, **kwargs):
         with np.errstate(divide="ignore", invalid="ignore"):
             return fn(*args, **kwargs)
+
     run.__name__, run.__doc__ = fn.__name__, fn.__doc__
     return run
 
@@ -218,6 +221,7 @@ def _symmetric_spread(rng, shape):
         w = -1.5 + 0.8 * np.arange(n) + rng.uniform(0.0, 0.3, n)
         v = _orthogonal(rng, n)
         return (v * w) @ v.T
+
     return _stacked(shape[:-2], make)
 
 
@@ -229,6 +233,7 @@ def _spread_singular_values(rng, shape):
     def make():
         s = 0.5 + 0.7 * np.arange(k)[::-1] + rng.uniform(0.0, 0.3, k)
         return (_orthogonal(rng, m)[:, :k] * s) @ _orthogonal(rng, n)[:, :k].T
+
     return _stacked(shape[:-2], make)
 
 
@@ -241,9 +246,13 @@ def _non_contiguous(a):
 def _check_bmm(input, mat2):
     require(input.ndim == 3, "bmm", "input", "a 3-D tensor (b, n, m)", f"shape {input.shape}")
     require(mat2.ndim == 3, "bmm", "mat2", "a 3-D tensor (b, m, p)", f"shape {mat2.shape}")
-    require(mat2.shape[:2] == (input.shape[0], input.shape[2]), "bmm", "mat2",
-            f"shape ({input.shape[0]}, {input.shape[2]}, p) to match input {input.shape} (no broadcasting)",
-            f"shape {mat2.shape}")
+    require(
+        mat2.shape[:2] == (input.shape[0], input.shape[2]),
+        "bmm",
+        "mat2",
+        f"shape ({input.shape[0]}, {input.shape[2]}, p) to match input {input.shape} (no broadcasting)",
+        f"shape {mat2.shape}",
+    )
     _same_dtype("bmm", ("input", "mat2"), (input, mat2))
 
 
@@ -255,19 +264,28 @@ def _bmm(input, mat2):
 def _bmm_samples(rng):
     def u(*shape):
         return uniform(rng, shape)
-    return [Sample((u(2, 3, 4), u(2, 4, 5)), {}, "(2, 3, 4) @ (2, 4, 5)"),
-            Sample((u(1, 2, 1), u(1, 1, 3)), {}, "size-1 dims"),
-            Sample((transposed(rng, (2, 3, 4)), transposed(rng, (2, 4, 2))), {}, "non-contiguous"),
-            Sample((rng.integers(-3, 4, (2, 2, 3)), rng.integers(-3, 4, (2, 3, 2))), {}, "int64"),
-            Sample((u(0, 2, 3), u(0, 3, 4)), {}, "zero-size batch"),
-            Sample((u(2, 3, 0), u(2, 0, 4)), {}, "inner dim 0: zeros"),
-            Sample((u(2, 0, 3), u(2, 3, 2)), {}, "no rows")]
+
+    return [
+        Sample((u(2, 3, 4), u(2, 4, 5)), {}, "(2, 3, 4) @ (2, 4, 5)"),
+        Sample((u(1, 2, 1), u(1, 1, 3)), {}, "size-1 dims"),
+        Sample((transposed(rng, (2, 3, 4)), transposed(rng, (2, 4, 2))), {}, "non-contiguous"),
+        Sample((rng.integers(-3, 4, (2, 2, 3)), rng.integers(-3, 4, (2, 3, 2))), {}, "int64"),
+        Sample((u(0, 2, 3), u(0, 3, 4)), {}, "zero-size batch"),
+        Sample((u(2, 3, 0), u(2, 0, 4)), {}, "inner dim 0: zeros"),
+        Sample((u(2, 0, 3), u(2, 3, 2)), {}, "no rows"),
+    ]
 
 
-bmm = defop("bmm", family=FAMILY, inputs=("input", "mat2"), forward=_bmm,
-            vjps=(lambda g, ans, input, mat2: np.matmul(g, _mT(mat2)),
-                  lambda g, ans, input, mat2: np.matmul(_mT(input), g)),
-            check=_check_bmm, samples=_bmm_samples, torch_ref=lambda torch, input, mat2: torch.bmm(input, mat2))
+bmm = defop(
+    "bmm",
+    family=FAMILY,
+    inputs=("input", "mat2"),
+    forward=_bmm,
+    vjps=(lambda g, ans, input, mat2: np.matmul(g, _mT(mat2)), lambda g, ans, input, mat2: np.matmul(_mT(input), g)),
+    check=_check_bmm,
+    samples=_bmm_samples,
+    torch_ref=lambda torch, input, mat2: torch.bmm(input, mat2),
+)
 
 
 # -- outer -------------------------------------------------------------------------------------------------------
@@ -290,24 +308,32 @@ def _vector_samples(rng, second_size=None):
 
     def other(n):
         return u(n if second_size is None else second_size)
-    return [Sample((u(3), other(3)), {}, "3"),
-            Sample((u(1), other(1)), {}, "1 element"),
-            Sample((u(8)[::2], uniform(rng, (8,))[1::2] if second_size is None else u(5)[::-1]), {},
-                   "non-contiguous (strided)"),
-            Sample((rng.integers(-3, 4, 4), rng.integers(-3, 4, 4 if second_size is None else second_size)), {},
-                   "int64"),
-            Sample((u(0), other(0)), {}, "zero-size")]
+
+    return [
+        Sample((u(3), other(3)), {}, "3"),
+        Sample((u(1), other(1)), {}, "1 element"),
+        Sample(
+            (u(8)[::2], uniform(rng, (8,))[1::2] if second_size is None else u(5)[::-1]), {}, "non-contiguous (strided)"
+        ),
+        Sample((rng.integers(-3, 4, 4), rng.integers(-3, 4, 4 if second_size is None else second_size)), {}, "int64"),
+        Sample((u(0), other(0)), {}, "zero-size"),
+    ]
 
 
 def _outer_samples(rng):
     return _vector_samples(rng, second_size=4) + [Sample((uniform(rng, (3,)), uniform(rng, (0,))), {}, "(3,) x (0,)")]
 
 
-outer = defop("outer", family=FAMILY, inputs=("input", "vec2"), forward=_outer,
-              vjps=(lambda g, ans, input, vec2: np.matmul(g, vec2),
-                    lambda g, ans, input, vec2: np.matmul(input, g)),
-              check=lambda input, vec2: _check_vectors("outer", ("input", "vec2"), input, vec2, False),
-              samples=_outer_samples, torch_ref=lambda torch, input, vec2: torch.outer(input, vec2))
+outer = defop(
+    "outer",
+    family=FAMILY,
+    inputs=("input", "vec2"),
+    forward=_outer,
+    vjps=(lambda g, ans, input, vec2: np.matmul(g, vec2), lambda g, ans, input, vec2: np.matmul(input, g)),
+    check=lambda input, vec2: _check_vectors("outer", ("input", "vec2"), input, vec2, False),
+    samples=_outer_samples,
+    torch_ref=lambda torch, input, vec2: torch.outer(input, vec2),
+)
 
 
 # -- dot ---------------------------------------------------------------------------------------------------------
@@ -316,23 +342,32 @@ def _dot(input, tensor):
     return np.asarray(np.dot(input, tensor))
 
 
-dot = defop("dot", family=FAMILY, inputs=("input", "tensor"), forward=_dot,
-            vjps=(lambda g, ans, input, tensor: g * tensor, lambda g, ans, input, tensor: g * input),
-            check=lambda input, tensor: _check_vectors("dot", ("input", "tensor"), input, tensor, True),
-            samples=_vector_samples, torch_ref=lambda torch, input, tensor: torch.dot(input, tensor))
+dot = defop(
+    "dot",
+    family=FAMILY,
+    inputs=("input", "tensor"),
+    forward=_dot,
+    vjps=(lambda g, ans, input, tensor: g * tensor, lambda g, ans, input, tensor: g * input),
+    check=lambda input, tensor: _check_vectors("dot", ("input", "tensor"), input, tensor, True),
+    samples=_vector_samples,
+    torch_ref=lambda torch, input, tensor: torch.dot(input, tensor),
+)
 
 
 # -- tensordot ---------------------------------------------------------------------------------------------------
 def _tensordot_dim_list(a_ndim, dims, which, name):
     if not isinstance(dims, list | tuple):
-        raise TypeError(f"tensordot: argument 'dims' expected an int or a pair of lists of dims, got {which} "
-                        f"{type(dims).__name__} {dims!r}")
+        raise TypeError(
+            f"tensordot: argument 'dims' expected an int or a pair of lists of dims, got {which} "
+            f"{type(dims).__name__} {dims!r}"
+        )
     out = []
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, int | np.integer):
             raise TypeError(f"tensordot: argument 'dims' expected ints in its list for '{name}', got {d!r}")
-        require(-a_ndim <= d < a_ndim, "tensordot", "dims", f"dims of '{name}' in [{-a_ndim}, {a_ndim - 1}] "
-                f"({a_ndim}-D)", d)
+        require(
+            -a_ndim <= d < a_ndim, "tensordot", "dims", f"dims of '{name}' in [{-a_ndim}, {a_ndim - 1}] ({a_ndim}-D)", d
+        )
         out.append(int(d) % a_ndim)
     if len(set(out)) != len(out):
         raise ValueError(f"tensordot: argument 'dims' repeats a dim of '{name}': {list(dims)}")
@@ -344,8 +379,13 @@ def _tensordot_plan(a_shape, b_shape, dims):
     if isinstance(dims, bool):
         raise TypeError(f"tensordot: argument 'dims' expected an int or a pair of lists of dims, got {dims!r}")
     if isinstance(dims, int | np.integer):
-        require(0 <= dims <= min(len(a_shape), len(b_shape)), "tensordot", "dims",
-                f"an int in [0, {min(len(a_shape), len(b_shape))}] (at most both operands' dims)", dims)
+        require(
+            bool(0 <= dims <= min(len(a_shape), len(b_shape))),
+            "tensordot",
+            "dims",
+            f"an int in [0, {min(len(a_shape), len(b_shape))}] (at most both operands' dims)",
+            dims,
+        )
         dims_a = tuple(range(len(a_shape) - int(dims), len(a_shape)))
         dims_b = tuple(range(int(dims)))
     elif isinstance(dims, list | tuple) and len(dims) == 2:
@@ -362,8 +402,10 @@ def _tensordot_plan(a_shape, b_shape, dims):
         elif sa == 1 and sb != 1:
             sum_b.append(db)
         elif sa != sb:
-            raise ValueError(f"tensordot: argument 'b' expected size {sa} (or 1) in dim {db} to contract with dim "
-                             f"{da} of 'a' (shape {a_shape}), got shape {b_shape}")
+            raise ValueError(
+                f"tensordot: argument 'b' expected size {sa} (or 1) in dim {db} to contract with dim "
+                f"{da} of 'a' (shape {a_shape}), got shape {b_shape}"
+            )
     return dims_a, dims_b, tuple(sum_a), tuple(sum_b)
 
 
@@ -416,6 +458,7 @@ def _tensordot_vjp(g, ans, a, b, *, needs, dims=2):
 def _tensordot_samples(rng):
     def u(*shape):
         return uniform(rng, shape)
+
     cases = [
         ((u(2, 3, 4), u(3, 4, 5)), 2, "dims=2"),
         ((u(2, 3), u(3, 4)), 1, "dims=1 (matmul)"),
@@ -435,9 +478,16 @@ def _tensordot_samples(rng):
     return [Sample(inputs, {"dims": dims}, label) for inputs, dims, label in cases]
 
 
-tensordot = defop("tensordot", family=FAMILY, inputs=("a", "b"), forward=_tensordot, joint_vjp=_tensordot_vjp,
-                  check=_check_tensordot, samples=_tensordot_samples,
-                  torch_ref=lambda torch, a, b, dims=2: torch.tensordot(a, b, dims=dims))
+tensordot = defop(
+    "tensordot",
+    family=FAMILY,
+    inputs=("a", "b"),
+    forward=_tensordot,
+    joint_vjp=_tensordot_vjp,
+    check=_check_tensordot,
+    samples=_tensordot_samples,
+    torch_ref=lambda torch, a, b, dims=2: torch.tensordot(a, b, dims=dims),
+)
 
 
 # -- inv ---------------------------------------------------------------------------------------------------------
@@ -460,29 +510,41 @@ def _inv_vjp(g, ans, A):
 
 def _square_samples(make, extra=()):
     """Samples of one square-matrix argument: single, batched, 1 x 1, non-contiguous, zero-size."""
+
     def generate(rng):
-        out = [Sample((make(rng, (3, 3)),), {}, "3 x 3"),
-               Sample((make(rng, (2, 4, 4)),), {}, "batched"),
-               Sample((make(rng, (2, 1, 2, 2)),), {}, "two batch dims"),
-               Sample((make(rng, (1, 1)),), {}, "1 x 1"),
-               Sample((_non_contiguous(make(rng, (2, 3, 3))),), {}, "non-contiguous"),
-               Sample((make(rng, (0, 3, 3)),), {}, "zero-size batch"),
-               Sample((make(rng, (0, 0)),), {}, "0 x 0")]
+        out = [
+            Sample((make(rng, (3, 3)),), {}, "3 x 3"),
+            Sample((make(rng, (2, 4, 4)),), {}, "batched"),
+            Sample((make(rng, (2, 1, 2, 2)),), {}, "two batch dims"),
+            Sample((make(rng, (1, 1)),), {}, "1 x 1"),
+            Sample((_non_contiguous(make(rng, (2, 3, 3))),), {}, "non-contiguous"),
+            Sample((make(rng, (0, 3, 3)),), {}, "zero-size batch"),
+            Sample((make(rng, (0, 0)),), {}, "0 x 0"),
+        ]
         return out + [make_extra(rng) for make_extra in extra]
+
     return generate
 
 
 def _check_square(op):
     def check(A, **attrs):
         _check_matrices(op, A)
+
     return check
 
 
-inv = defop("inv", family=FAMILY, inputs=("A",), forward=_inv, vjps=(_inv_vjp,), check=_check_square("inv"),
-            samples=_square_samples(_well_conditioned,
-                                    [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {},
-                                                        "negative det")]),
-            torch_ref=lambda torch, A: torch.linalg.inv(A))
+inv = defop(
+    "inv",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_inv,
+    vjps=(_inv_vjp,),
+    check=_check_square("inv"),
+    samples=_square_samples(
+        _well_conditioned, [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {}, "negative det")]
+    ),
+    torch_ref=lambda torch, A: torch.linalg.inv(A),
+)
 
 
 # -- solve -------------------------------------------------------------------------------------------------------
@@ -500,18 +562,28 @@ def _check_solve(A, B, *, left=True):
     vector = _vector_rhs(A.shape, B.shape)
     if left:
         rows = B.shape[-1] if vector else B.shape[-2]
-        require(rows == n, "solve", "B", f"{n} rows for A X = B with A {A.shape} (a vector B of {n} entries, "
-                f"or a matrix (*, {n}, k))", f"shape {B.shape}")
+        require(
+            rows == n,
+            "solve",
+            "B",
+            f"{n} rows for A X = B with A {A.shape} (a vector B of {n} entries, or a matrix (*, {n}, k))",
+            f"shape {B.shape}",
+        )
     else:
-        require(not vector and B.shape[-1] == n, "solve", "B",
-                f"matrices (*, k, {n}) for X A = B with A {A.shape} (left=False takes no vectors, as torch)",
-                f"shape {B.shape}")
+        require(
+            not vector and B.shape[-1] == n,
+            "solve",
+            "B",
+            f"matrices (*, k, {n}) for X A = B with A {A.shape} (left=False takes no vectors, as torch)",
+            f"shape {B.shape}",
+        )
     batch_b = B.shape[:-1] if vector else B.shape[:-2]
     try:
         np.broadcast_shapes(A.shape[:-2], batch_b)
     except ValueError:
-        raise ValueError(f"solve: argument 'B' expected batch dims broadcastable with A's {A.shape[:-2]}, got shape "
-                         f"{B.shape}") from None
+        raise ValueError(
+            f"solve: argument 'B' expected batch dims broadcastable with A's {A.shape[:-2]}, got shape {B.shape}"
+        ) from None
 
 
 def _solve(A, B, *, left=True):
@@ -547,25 +619,36 @@ def _solve_samples(rng):
 
     def u(*shape):
         return uniform(rng, shape)
-    cases = [((a(3, 3), u(3)), {}, "vector"),
-             ((a(3, 3), u(3, 2)), {}, "matrix"),
-             ((a(2, 3, 3), u(3)), {}, "batched A, one vector (broadcast)"),
-             ((a(2, 3, 3), u(2, 3)), {}, "batch of vectors (B.shape == A.shape[:-1])"),
-             ((a(3, 3, 3), u(3, 3)), {}, "(3, 3, 3) with (3, 3): vectors, torch's rule"),
-             ((a(2, 1, 3, 3), u(4, 3, 2)), {}, "batch dims broadcast"),
-             ((a(3, 3), u(2, 3, 2)), {}, "batched B, one A (broadcast)"),
-             ((a(3, 3), u(2, 3)), {"left": False}, "left=False: X A = B"),
-             ((a(2, 3, 3), u(1, 4, 3)), {"left": False}, "left=False batched, broadcast"),
-             ((_non_contiguous(a(2, 3, 3)), transposed(rng, (2, 3, 2))), {}, "non-contiguous"),
-             ((a(1, 1), u(1)), {}, "1 x 1"),
-             ((a(0, 3, 3), u(3)), {}, "zero-size batch"),
-             ((a(3, 3), u(3, 0)), {}, "no right-hand sides"),
-             ((a(0, 0), u(0, 2)), {}, "0 x 0")]
+
+    cases = [
+        ((a(3, 3), u(3)), {}, "vector"),
+        ((a(3, 3), u(3, 2)), {}, "matrix"),
+        ((a(2, 3, 3), u(3)), {}, "batched A, one vector (broadcast)"),
+        ((a(2, 3, 3), u(2, 3)), {}, "batch of vectors (B.shape == A.shape[:-1])"),
+        ((a(3, 3, 3), u(3, 3)), {}, "(3, 3, 3) with (3, 3): vectors, torch's rule"),
+        ((a(2, 1, 3, 3), u(4, 3, 2)), {}, "batch dims broadcast"),
+        ((a(3, 3), u(2, 3, 2)), {}, "batched B, one A (broadcast)"),
+        ((a(3, 3), u(2, 3)), {"left": False}, "left=False: X A = B"),
+        ((a(2, 3, 3), u(1, 4, 3)), {"left": False}, "left=False batched, broadcast"),
+        ((_non_contiguous(a(2, 3, 3)), transposed(rng, (2, 3, 2))), {}, "non-contiguous"),
+        ((a(1, 1), u(1)), {}, "1 x 1"),
+        ((a(0, 3, 3), u(3)), {}, "zero-size batch"),
+        ((a(3, 3), u(3, 0)), {}, "no right-hand sides"),
+        ((a(0, 0), u(0, 2)), {}, "0 x 0"),
+    ]
     return [Sample(inputs, attrs, label) for inputs, attrs, label in cases]
 
 
-solve = defop("solve", family=FAMILY, inputs=("A", "B"), forward=_solve, joint_vjp=_solve_vjp, check=_check_solve,
-              samples=_solve_samples, torch_ref=lambda torch, A, B, left=True: torch.linalg.solve(A, B, left=left))
+solve = defop(
+    "solve",
+    family=FAMILY,
+    inputs=("A", "B"),
+    forward=_solve,
+    joint_vjp=_solve_vjp,
+    check=_check_solve,
+    samples=_solve_samples,
+    torch_ref=lambda torch, A, B, left=True: torch.linalg.solve(A, B, left=left),
+)
 
 
 # -- det ---------------------------------------------------------------------------------------------------------
@@ -605,13 +688,22 @@ def _det_vjp(g, ans, A):
     return np.expand_dims(g, (-1, -2)) * _cofactors(A)  # a singular matrix: torch's LU formula gives 0 here
 
 
-det = defop("det", family=FAMILY, inputs=("A",), forward=_det, vjps=(_det_vjp,), check=_check_square("det"),
-            samples=_square_samples(_well_conditioned,
-                                    [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {},
-                                                        "negative det"),
-                                     lambda rng: Sample((_well_conditioned(rng, (2, 2, 2), negative=True),), {},
-                                                        "negative det, batched")]),
-            torch_ref=lambda torch, A: torch.linalg.det(A))
+det = defop(
+    "det",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_det,
+    vjps=(_det_vjp,),
+    check=_check_square("det"),
+    samples=_square_samples(
+        _well_conditioned,
+        [
+            lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {}, "negative det"),
+            lambda rng: Sample((_well_conditioned(rng, (2, 2, 2), negative=True),), {}, "negative det, batched"),
+        ],
+    ),
+    torch_ref=lambda torch, A: torch.linalg.det(A),
+)
 
 
 # -- slogdet -----------------------------------------------------------------------------------------------------
@@ -631,14 +723,23 @@ def _slogdet_vjp(g, ans, A):
     return np.expand_dims(g_logabsdet, (-1, -2)) * _mT(_inverse(A))
 
 
-slogdet = defop("slogdet", family=FAMILY, inputs=("A",), forward=_slogdet, vjps=(_slogdet_vjp,), outputs=2,
-                check=_check_square("slogdet"),
-                samples=_square_samples(_well_conditioned,
-                                        [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {},
-                                                            "negative det: sign -1"),
-                                         lambda rng: Sample((0.01 * _well_conditioned(rng, (4, 4)),), {},
-                                                            "small det: logabsdet < 0")]),
-                torch_ref=lambda torch, A: tuple(torch.linalg.slogdet(A)))
+slogdet = defop(
+    "slogdet",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_slogdet,
+    vjps=(_slogdet_vjp,),
+    outputs=2,
+    check=_check_square("slogdet"),
+    samples=_square_samples(
+        _well_conditioned,
+        [
+            lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {}, "negative det: sign -1"),
+            lambda rng: Sample((0.01 * _well_conditioned(rng, (4, 4)),), {}, "small det: logabsdet < 0"),
+        ],
+    ),
+    torch_ref=lambda torch, A: tuple(torch.linalg.slogdet(A)),
+)
 
 
 # -- cholesky ----------------------------------------------------------------------------------------------------
@@ -652,9 +753,11 @@ def _cholesky(A, *, upper=False):
     try:
         lower = np.linalg.cholesky(_mT(A) if upper else A)  # numpy reads the lower triangle
     except np.linalg.LinAlgError as e:
-        raise ValueError(f"cholesky: argument 'A' expected symmetric positive-definite matrices (read from the "
-                         f"{'upper' if upper else 'lower'} triangle), got one that is not positive-definite "
-                         f"(numpy: {e})") from None
+        raise ValueError(
+            f"cholesky: argument 'A' expected symmetric positive-definite matrices (read from the "
+            f"{'upper' if upper else 'lower'} triangle), got one that is not positive-definite "
+            f"(numpy: {e})"
+        ) from None
     return _mT(lower) if upper else lower
 
 
@@ -673,16 +776,24 @@ def _cholesky_samples(rng):
     spd = _spd(rng, (2, 3, 3))
     spd_upper = spd.copy()
     spd_upper[..., 2, 0] = 7.0  # the lower triangle is ignored with upper=True
-    out += [Sample((garbage,), {}, "upper triangle ignored"),
-            Sample((spd,), {"upper": True}, "upper=True"),
-            Sample((spd_upper,), {"upper": True}, "upper=True, lower triangle ignored")]
+    out += [
+        Sample((garbage,), {}, "upper triangle ignored"),
+        Sample((spd,), {"upper": True}, "upper=True"),
+        Sample((spd_upper,), {"upper": True}, "upper=True, lower triangle ignored"),
+    ]
     return out
 
 
-cholesky = defop("cholesky", family=FAMILY, inputs=("A",), forward=_cholesky, vjps=(_cholesky_vjp,),
-                 check=_check_cholesky, samples=_cholesky_samples,
-                 torch_ref=lambda torch, A, upper=False: torch.linalg.cholesky(_torch_triangle(torch, A, not upper),
-                                                                               upper=upper))
+cholesky = defop(
+    "cholesky",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_cholesky,
+    vjps=(_cholesky_vjp,),
+    check=_check_cholesky,
+    samples=_cholesky_samples,
+    torch_ref=lambda torch, A, upper=False: torch.linalg.cholesky(_torch_triangle(torch, A, not upper), upper=upper),
+)
 
 
 # -- qr ----------------------------------------------------------------------------------------------------------
@@ -723,7 +834,7 @@ def _times_upper_inverse_transpose(b, r):
     y = np.array(_mT(b))  # back substitution for R y = b^T, row by row from the last
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for i in reversed(range(r.shape[-1])):
-            rest = np.einsum("...j,...jm->...m", r[..., i, i + 1:], y[..., i + 1:, :])
+            rest = np.einsum("...j,...jm->...m", r[..., i, i + 1 :], y[..., i + 1 :, :])
             y[..., i, :] = (y[..., i, :] - rest) / r[..., i, i, None]
     return _mT(y)
 
@@ -749,20 +860,32 @@ def _qr_vjp(g, ans, A, mode="reduced"):
 def _qr_samples(rng):
     def u(*shape):
         return uniform(rng, shape)
-    return [Sample((u(3, 3),), {}, "3 x 3"),
-            Sample((u(4, 2),), {}, "tall"),
-            Sample((u(2, 4),), {}, "wide"),
-            Sample((u(2, 4, 3),), {}, "batched tall"),
-            Sample((u(2, 1, 2, 3),), {}, "batched wide"),
-            Sample((u(1, 1),), {}, "1 x 1"),
-            Sample((transposed(rng, (2, 3, 3)),), {}, "non-contiguous"),
-            Sample((u(0, 3, 2),), {}, "zero-size batch"),
-            Sample((u(3, 0),), {}, "no columns"),
-            Sample((u(0, 3),), {}, "no rows")]
+
+    return [
+        Sample((u(3, 3),), {}, "3 x 3"),
+        Sample((u(4, 2),), {}, "tall"),
+        Sample((u(2, 4),), {}, "wide"),
+        Sample((u(2, 4, 3),), {}, "batched tall"),
+        Sample((u(2, 1, 2, 3),), {}, "batched wide"),
+        Sample((u(1, 1),), {}, "1 x 1"),
+        Sample((transposed(rng, (2, 3, 3)),), {}, "non-contiguous"),
+        Sample((u(0, 3, 2),), {}, "zero-size batch"),
+        Sample((u(3, 0),), {}, "no columns"),
+        Sample((u(0, 3),), {}, "no rows"),
+    ]
 
 
-qr = defop("qr", family=FAMILY, inputs=("A",), forward=_qr, vjps=(_qr_vjp,), outputs=2, check=_check_qr,
-           samples=_qr_samples, torch_ref=lambda torch, A, mode="reduced": tuple(torch.linalg.qr(A, mode=mode)))
+qr = defop(
+    "qr",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_qr,
+    vjps=(_qr_vjp,),
+    outputs=2,
+    check=_check_qr,
+    samples=_qr_samples,
+    torch_ref=lambda torch, A, mode="reduced": tuple(torch.linalg.qr(A, mode=mode)),
+)
 
 
 # -- eigh --------------------------------------------------------------------------------------------------------
@@ -806,22 +929,38 @@ def _eigh_samples(rng):
     sym = _symmetric_spread(rng, (2, 3, 3))
     sym_lower_garbage = sym.copy()
     sym_lower_garbage[..., 1, 0] = -4.0
-    out += [Sample((garbage,), {}, "upper triangle ignored"),
-            Sample((sym,), {"UPLO": "U"}, "UPLO='U'"),
-            Sample((sym_lower_garbage,), {"UPLO": "U"}, "UPLO='U', lower triangle ignored")]
+    out += [
+        Sample((garbage,), {}, "upper triangle ignored"),
+        Sample((sym,), {"UPLO": "U"}, "UPLO='U'"),
+        Sample((sym_lower_garbage,), {"UPLO": "U"}, "UPLO='U', lower triangle ignored"),
+    ]
     return out
 
 
-eigh = defop("eigh", family=FAMILY, inputs=("A",), forward=_eigh, vjps=(_eigh_vjp,), outputs=2, check=_check_eigh,
-             samples=_eigh_samples, torch_ref=_eigh_ref)
+eigh = defop(
+    "eigh",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_eigh,
+    vjps=(_eigh_vjp,),
+    outputs=2,
+    check=_check_eigh,
+    samples=_eigh_samples,
+    torch_ref=_eigh_ref,
+)
 
 
 # -- svd ---------------------------------------------------------------------------------------------------------
 def _check_svd(A, full_matrices=True):
     _require_bool("svd", "full_matrices", full_matrices)
     _check_matrices("svd", A, square=False)
-    require(not full_matrices or A.shape[-1] == A.shape[-2], "svd", "full_matrices",
-            f"False for a non-square A (shape {A.shape}): minitape implements only the reduced SVD", full_matrices)
+    require(
+        not full_matrices or A.shape[-1] == A.shape[-2],
+        "svd",
+        "full_matrices",
+        f"False for a non-square A (shape {A.shape}): minitape implements only the reduced SVD",
+        full_matrices,
+    )
 
 
 def _svd(A, full_matrices=True):
@@ -875,19 +1014,31 @@ def _svd_ref(torch, A, full_matrices=True):
 def _svd_samples(rng):
     def a(*shape):
         return _spread_singular_values(rng, shape)
+
     f = {"full_matrices": False}
-    return [Sample((a(3, 3),), f, "3 x 3"),
-            Sample((a(4, 2),), f, "tall"),
-            Sample((a(2, 4),), f, "wide"),
-            Sample((a(2, 3, 2),), f, "batched tall"),
-            Sample((a(2, 1, 2, 3),), f, "batched wide"),
-            Sample((a(3, 3),), {"full_matrices": True}, "full_matrices=True, square"),
-            Sample((a(1, 1),), f, "1 x 1"),
-            Sample((_non_contiguous(a(2, 4, 3)),), f, "non-contiguous"),
-            Sample((a(0, 3, 2),), f, "zero-size batch"),
-            Sample((uniform(rng, (3, 0)),), f, "no columns"),
-            Sample((uniform(rng, (0, 3)),), f, "no rows")]
+    return [
+        Sample((a(3, 3),), f, "3 x 3"),
+        Sample((a(4, 2),), f, "tall"),
+        Sample((a(2, 4),), f, "wide"),
+        Sample((a(2, 3, 2),), f, "batched tall"),
+        Sample((a(2, 1, 2, 3),), f, "batched wide"),
+        Sample((a(3, 3),), {"full_matrices": True}, "full_matrices=True, square"),
+        Sample((a(1, 1),), f, "1 x 1"),
+        Sample((_non_contiguous(a(2, 4, 3)),), f, "non-contiguous"),
+        Sample((a(0, 3, 2),), f, "zero-size batch"),
+        Sample((uniform(rng, (3, 0)),), f, "no columns"),
+        Sample((uniform(rng, (0, 3)),), f, "no rows"),
+    ]
 
 
-svd = defop("svd", family=FAMILY, inputs=("A",), forward=_svd, vjps=(_svd_vjp,), outputs=3, check=_check_svd,
-            samples=_svd_samples, torch_ref=_svd_ref)
+svd = defop(
+    "svd",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_svd,
+    vjps=(_svd_vjp,),
+    outputs=3,
+    check=_check_svd,
+    samples=_svd_samples,
+    torch_ref=_svd_ref,
+)

@@ -54,8 +54,10 @@ def _dropout_vjp(g, ans, input, *, p, training, rng):
 
 def _recorded_seed(rng) -> int:
     if not isinstance(rng, numbers.Integral):  # never draw a new mask for a recorded application
-        raise RuntimeError("dropout: the recorded application holds no seed (its 'rng' attribute is "
-                           f"{type(rng).__name__}), so its mask cannot be regenerated")
+        raise RuntimeError(
+            "dropout: the recorded application holds no seed (its 'rng' attribute is "
+            f"{type(rng).__name__}), so its mask cannot be regenerated"
+        )
     return int(rng)
 
 
@@ -73,27 +75,41 @@ def _check_dropout(input, p=0.5, training=True, *, rng=None):
     require(0 <= float(p) <= 1, "dropout", "p", "a probability in [0, 1]", p)
     if not isinstance(training, bool | np.bool_):
         raise TypeError(f"dropout: argument 'training' expected a bool, got {type(training).__name__} {training!r}")
-    if not (rng is None or isinstance(rng, np.random.Generator)
-            or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool))):
-        raise TypeError(f"dropout: argument 'rng' expected None, an int seed or a np.random.Generator, got "
-                        f"{type(rng).__name__}")
+    if not (
+        rng is None
+        or isinstance(rng, np.random.Generator)
+        or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool))
+    ):
+        raise TypeError(
+            f"dropout: argument 'rng' expected None, an int seed or a np.random.Generator, got {type(rng).__name__}"
+        )
     if isinstance(rng, numbers.Integral):
         require(0 <= int(rng) < 2**64, "dropout", "rng", "a seed in [0, 2**64)", rng)
 
 
 def _dropout_samples(rng):
     x = uniform(rng, (4, 5))
-    return [Sample((x,), {"p": 0.3, "rng": 7}, "p=0.3 (seeded mask)", torch=False),
-            Sample((transposed(rng, (3, 4)),), {"p": 0.5, "rng": 1}, "non-contiguous", torch=False),
-            Sample((uniform(rng, (0, 3)),), {"p": 0.5, "rng": 2}, "empty", torch=False),
-            Sample((x,), {"p": 0.0, "rng": 7}, "p=0"),
-            Sample((x,), {"p": 0.5, "training": False, "rng": 7}, "eval mode"),
-            Sample((x,), {"p": 1.0, "rng": 7}, "p=1 drops everything")]
+    return [
+        Sample((x,), {"p": 0.3, "rng": 7}, "p=0.3 (seeded mask)", torch=False),
+        Sample((transposed(rng, (3, 4)),), {"p": 0.5, "rng": 1}, "non-contiguous", torch=False),
+        Sample((uniform(rng, (0, 3)),), {"p": 0.5, "rng": 2}, "empty", torch=False),
+        Sample((x,), {"p": 0.0, "rng": 7}, "p=0"),
+        Sample((x,), {"p": 0.5, "training": False, "rng": 7}, "eval mode"),
+        Sample((x,), {"p": 1.0, "rng": 7}, "p=1 drops everything"),
+    ]
 
 
 dropout = defop(
-    "dropout", family="dropout", inputs=("input",), forward=_dropout, vjps=(_dropout_vjp,), saves=True,
-    composite=_dropout_composite, check=_check_dropout, samples=_dropout_samples,
+    "dropout",
+    family="dropout",
+    inputs=("input",),
+    forward=_dropout,
+    vjps=(_dropout_vjp,),
+    saves=True,
+    composite=_dropout_composite,
+    check=_check_dropout,
+    samples=_dropout_samples,
     notes="The mask comes from an integer seed (rng=int, or drawn from rng=Generator in the forward) that is "
-          "recorded as the 'rng' attribute: backward and replay regenerate the same mask.",
-    torch_ref=lambda torch, input, p=0.5, training=True, rng=None: torch.nn.functional.dropout(input, p, training))
+    "recorded as the 'rng' attribute: backward and replay regenerate the same mask.",
+    torch_ref=lambda torch, input, p=0.5, training=True, rng=None: torch.nn.functional.dropout(input, p, training),
+)

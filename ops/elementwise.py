@@ -22,11 +22,55 @@ Conventions, all as in PyTorch 2.13:
   tanh form, x * sigmoid(x)).
 """
 
-__all__ = ['neg', 'abs', 'sign', 'exp', 'expm1', 'log', 'log2', 'log10', 'log1p', 'sqrt', 'rsqrt', 'square',
-           'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'clamp', 'erf',
-           'erfc', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'asinh', 'acosh', 'atanh', 'erfinv', 'exp2',
-           'reciprocal', 'floor', 'ceil', 'round', 'trunc', 'frac', 'nan_to_num', 'isinf', 'isnan', 'isfinite',
-           'logical_not']
+__all__ = [
+    "neg",
+    "abs",
+    "sign",
+    "exp",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "square",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "leaky_relu",
+    "elu",
+    "gelu",
+    "silu",
+    "softplus",
+    "clamp",
+    "erf",
+    "erfc",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "erfinv",
+    "exp2",
+    "reciprocal",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "frac",
+    "nan_to_num",
+    "isinf",
+    "isnan",
+    "isfinite",
+    "logical_not",
+]
 
 import math
 
@@ -44,10 +88,14 @@ _LN10 = math.log(10.0)
 # -- argument checks -------------------------------------------------------------------------------------------
 def _floats_only(name):
     """A check refusing integer/bool input for an op whose result is only defined on floats."""
+
     def check(x, **attrs):
         if x.dtype.kind != "f":
-            raise TypeError(f"{name}: argument 'x' expected a floating tensor (float32 or float64), got dtype "
-                            f"{x.dtype}; convert it explicitly (minitape never casts silently)")
+            raise TypeError(
+                f"{name}: argument 'x' expected a floating tensor (float32 or float64), got dtype "
+                f"{x.dtype}; convert it explicitly (minitape never casts silently)"
+            )
+
     return check
 
 
@@ -55,6 +103,7 @@ def _no_bool(name):
     def check(x, **attrs):
         if x.dtype.kind == "b":
             raise TypeError(f"{name}: argument 'x' expected a number tensor, got dtype bool")
+
     return check
 
 
@@ -65,21 +114,41 @@ def _real(op: str, argument: str, value) -> float:
     return float(value)
 
 
-def _unary(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, floats_only=True, torch_ref=None,
-           samples=None, **declaration):
+def _unary(
+    name,
+    forward,
+    vjp,
+    *,
+    low=-2.0,
+    high=2.0,
+    kinks=(),
+    attrs=None,
+    floats_only=True,
+    torch_ref=None,
+    samples=None,
+    **declaration,
+):
     """Declare a one-input elementwise op; the torch reference defaults to ``torch.<name>``."""
     if floats_only:
         declaration.setdefault("check", _floats_only(name))
-    return defop(name, family="elementwise", inputs=("x",), forward=forward, vjps=(vjp,),
-                 samples=samples or unary_samples(low, high, attrs, kinks),
-                 torch_ref=torch_ref or (lambda torch, x, **attrs: getattr(torch, name)(x, **attrs)),
-                 **declaration)
+    return defop(
+        name,
+        family="elementwise",
+        inputs=("x",),
+        forward=forward,
+        vjps=(vjp,),
+        samples=samples or unary_samples(low, high, attrs, kinks),
+        torch_ref=torch_ref or (lambda torch, x, **attrs: getattr(torch, name)(x, **attrs)),
+        **declaration,
+    )
 
 
 def _quiet_ufunc(ufunc):
     """A one-input ufunc as a forward quiet about inf/NaN results (log(0) = -inf, exp(1000) = inf, as torch)."""
+
     def forward(x):
         return ufunc(x)
+
     forward.__name__ = f"_{ufunc.__name__}"
     return quiet(forward)
 
@@ -96,10 +165,12 @@ def _sign(x):
 
 neg = _unary("neg", np.negative, lambda g, ans, x: np.negative(g), floats_only=False, check=_no_bool("neg"))
 abs = _unary("abs", np.abs, lambda g, ans, x: g * _sign(x), kinks=(0.0,), floats_only=False)
-sign = _unary("sign", _sign, lambda g, ans, x: np.zeros_like(g), floats_only=False, check=_no_bool("sign"),
-              kinks=(0.0,))
-square = _unary("square", _quiet_ufunc(np.square), quiet(lambda g, ans, x: g * (x * 2)), floats_only=False,
-                check=_no_bool("square"))
+sign = _unary(
+    "sign", _sign, lambda g, ans, x: np.zeros_like(g), floats_only=False, check=_no_bool("sign"), kinks=(0.0,)
+)
+square = _unary(
+    "square", _quiet_ufunc(np.square), quiet(lambda g, ans, x: g * (x * 2)), floats_only=False, check=_no_bool("square")
+)
 
 
 # -- exponentials, logarithms, roots ---------------------------------------------------------------------------
@@ -137,8 +208,9 @@ sigmoid = _unary("sigmoid", _sigmoid, lambda g, ans, x: g * ans * (1 - ans), low
 
 # -- activations -----------------------------------------------------------------------------------------------
 # not g * (x > 0): torch passes the gradient at NaN
-relu = _unary("relu", lambda x: np.maximum(x, 0), lambda g, ans, x: np.where(x <= 0, 0, g), kinks=(0.0,),
-              floats_only=False)
+relu = _unary(
+    "relu", lambda x: np.maximum(x, 0), lambda g, ans, x: np.where(x <= 0, 0, g), kinks=(0.0,), floats_only=False
+)
 
 
 def _leaky_relu(x, negative_slope=0.01):
@@ -149,8 +221,14 @@ def _leaky_relu_vjp(g, ans, x, negative_slope=0.01):
     return np.where(x > 0, g, g * float(negative_slope))
 
 
-leaky_relu = _unary("leaky_relu", _leaky_relu, _leaky_relu_vjp, kinks=(0.0,), attrs=[{}, {"negative_slope": 0.2}],
-                    torch_ref=_functional("leaky_relu"))
+leaky_relu = _unary(
+    "leaky_relu",
+    _leaky_relu,
+    _leaky_relu_vjp,
+    kinks=(0.0,),
+    attrs=[{}, {"negative_slope": 0.2}],
+    torch_ref=_functional("leaky_relu"),
+)
 
 
 def _elu(x, alpha=1.0):
@@ -176,18 +254,50 @@ _GELU_CUBIC = 0.044715
 
 # W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23 (1969): erf on
 # [0, 0.46875], erfc * exp(z^2) on (0.46875, 4] and on (4, inf).
-_ERF_A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03,
-          1.85777706184603153e-1)
+_ERF_A = (
+    3.16112374387056560e00,
+    1.13864154151050156e02,
+    3.77485237685302021e02,
+    3.20937758913846947e03,
+    1.85777706184603153e-1,
+)
 _ERF_B = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
-_ERFC_C = (5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01, 2.98635138197400131e02,
-           8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03, 1.23033935479799725e03,
-           2.15311535474403846e-8)
-_ERFC_D = (1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
-           3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03)
-_ERFC_P = (3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1, 1.60837851487422766e-2,
-           6.58749161529837803e-4, 1.63153871373020978e-2)
-_ERFC_Q = (2.56852019228982242e00, 1.87295284992346047e00, 5.27905102951428412e-1, 6.05183413124413191e-2,
-           2.33520497626869185e-3)
+_ERFC_C = (
+    5.64188496988670089e-1,
+    8.88314979438837594e00,
+    6.61191906371416295e01,
+    2.98635138197400131e02,
+    8.81952221241769090e02,
+    1.71204761263407058e03,
+    2.05107837782607147e03,
+    1.23033935479799725e03,
+    2.15311535474403846e-8,
+)
+_ERFC_D = (
+    1.57449261107098347e01,
+    1.17693950891312499e02,
+    5.37181101862009858e02,
+    1.62138957456669019e03,
+    3.29079923573345963e03,
+    4.36261909014324716e03,
+    3.43936767414372164e03,
+    1.23033935480374942e03,
+)
+_ERFC_P = (
+    3.05326634961232344e-1,
+    3.60344899949804439e-1,
+    1.25781726111229246e-1,
+    1.60837851487422766e-2,
+    6.58749161529837803e-4,
+    1.63153871373020978e-2,
+)
+_ERFC_Q = (
+    2.56852019228982242e00,
+    1.87295284992346047e00,
+    5.27905102951428412e-1,
+    6.05183413124413191e-2,
+    2.33520497626869185e-3,
+)
 
 
 def _cody_ratio(y, num, den):
@@ -351,8 +461,17 @@ def _gelu_composite(x, approximate="none"):
     return x * erfc(x * -_SQRT_HALF) * 0.5
 
 
-gelu = _unary("gelu", _gelu, _gelu_vjp, low=-3.0, high=3.0, attrs=[{}, {"approximate": "tanh"}], saves=True,
-              composite=_gelu_composite, torch_ref=_functional("gelu"))
+gelu = _unary(
+    "gelu",
+    _gelu,
+    _gelu_vjp,
+    low=-3.0,
+    high=3.0,
+    attrs=[{}, {"approximate": "tanh"}],
+    saves=True,
+    composite=_gelu_composite,
+    torch_ref=_functional("gelu"),
+)
 
 
 @quiet
@@ -367,8 +486,16 @@ def _silu_vjp(g, ans, x, saved=None):
     return g * s * (1 + x * (1 - s))
 
 
-silu = _unary("silu", _silu, _silu_vjp, low=-4.0, high=4.0, saves=True, composite=lambda x: x * sigmoid(x),
-              torch_ref=_functional("silu"))
+silu = _unary(
+    "silu",
+    _silu,
+    _silu_vjp,
+    low=-4.0,
+    high=4.0,
+    saves=True,
+    composite=lambda x: x * sigmoid(x),
+    torch_ref=_functional("silu"),
+)
 
 
 @quiet
@@ -391,22 +518,32 @@ def _softplus_vjp(g, ans, x, beta=1, threshold=20):
     return np.where(z > float(threshold), g, g * -np.expm1(ans * -b))
 
 
-softplus = _unary("softplus", _softplus, _softplus_vjp, kinks=(1.5,), attrs=[{}, {"beta": 2.0, "threshold": 3.0}],
-                  torch_ref=_functional("softplus"))
+softplus = _unary(
+    "softplus",
+    _softplus,
+    _softplus_vjp,
+    kinks=(1.5,),
+    attrs=[{}, {"beta": 2.0, "threshold": 3.0}],
+    torch_ref=_functional("softplus"),
+)
 
 
 # -- clamp -----------------------------------------------------------------------------------------------------
 def _bound(x, argument, value):
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"clamp: argument '{argument}' expected a real number or None, got "
-                        f"{type(value).__name__} {value!r} (for a tensor bound use ops.maximum / ops.minimum)")
+        raise TypeError(
+            f"clamp: argument '{argument}' expected a real number or None, got "
+            f"{type(value).__name__} {value!r} (for a tensor bound use ops.maximum / ops.minimum)"
+        )
     if x.dtype.kind == "f":
         return float(value)
     if x.dtype.kind == "b":
         raise TypeError("clamp: argument 'x' expected a number tensor, got dtype bool")
     if isinstance(value, float | np.floating) and not float(value).is_integer():
-        raise TypeError(f"clamp: argument '{argument}' is {value!r} but 'x' is {x.dtype}; an integer tensor takes "
-                        f"integer bounds (minitape never casts silently)")
+        raise TypeError(
+            f"clamp: argument '{argument}' is {value!r} but 'x' is {x.dtype}; an integer tensor takes "
+            f"integer bounds (minitape never casts silently)"
+        )
     return int(value)
 
 
@@ -430,62 +567,93 @@ def _clamp_vjp(g, ans, x, min=None, max=None):
     return g * np.logical_and(x >= min, x <= max)  # not `&`: comparisons of Tensors give Tensors (no __and__)
 
 
-clamp = _unary("clamp", _clamp, _clamp_vjp, kinks=(-1.0, -0.5, 0.5, 0.75), floats_only=False,
-               attrs=[{"min": -0.5, "max": 0.75}, {"min": -1.0}, {"max": 0.5}, {"min": 0.5, "max": -0.5}])
+clamp = _unary(
+    "clamp",
+    _clamp,
+    _clamp_vjp,
+    kinks=(-1.0, -0.5, 0.5, 0.75),
+    floats_only=False,
+    attrs=[{"min": -0.5, "max": 0.75}, {"min": -1.0}, {"max": 0.5}, {"min": 0.5, "max": -0.5}],
+)
 
 
 # == ops in torch's own argument names (input) ================================================================
 def _floats_only_input(name):
     def check(input, **attrs):
         if input.dtype.kind != "f":
-            raise TypeError(f"{name}: argument 'input' expected a floating tensor (float32 or float64), got dtype "
-                            f"{input.dtype}; convert it explicitly (minitape never casts silently)")
+            raise TypeError(
+                f"{name}: argument 'input' expected a floating tensor (float32 or float64), got dtype "
+                f"{input.dtype}; convert it explicitly (minitape never casts silently)"
+            )
+
     return check
 
 
-def _on_input(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, floats_only=True, torch_ref=None,
-              samples=None, **declaration):
+def _on_input(
+    name,
+    forward,
+    vjp,
+    *,
+    low=-2.0,
+    high=2.0,
+    kinks=(),
+    attrs=None,
+    floats_only=True,
+    torch_ref=None,
+    samples=None,
+    **declaration,
+):
     """Declare a one-input elementwise op whose tensor parameter is torch's ``input``."""
     if floats_only:
         declaration.setdefault("check", _floats_only_input(name))
-    return defop(name, family="elementwise", inputs=("input",), forward=forward, vjps=(vjp,),
-                 samples=samples or unary_samples(low, high, attrs, kinks),
-                 torch_ref=torch_ref or (lambda torch, input, **attrs: getattr(torch, name)(input, **attrs)),
-                 **declaration)
+    return defop(
+        name,
+        family="elementwise",
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        samples=samples or unary_samples(low, high, attrs, kinks),
+        torch_ref=torch_ref or (lambda torch, input, **attrs: getattr(torch, name)(input, **attrs)),
+        **declaration,
+    )
 
 
 def _quiet_on_input(ufunc):
     def forward(input):
         return ufunc(input)
+
     forward.__name__ = f"_{ufunc.__name__}"
     return quiet(forward)
 
 
 def _with_edges(samples, *values):
     """``samples`` plus one vector of the given edge values."""
+
     def generate(rng):
         return samples(rng) + [Sample((np.array(values, dtype=np.float64),), {}, "domain edges")]
+
     return generate
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
 tan = _on_input("tan", _quiet_on_input(np.tan), lambda g, ans, input: g * (ans * ans + 1), low=-1.2, high=1.2)
-asin = _on_input("asin", _quiet_on_input(np.arcsin), quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)),
-                 low=-0.9, high=0.9)
-acos = _on_input("acos", _quiet_on_input(np.arccos), quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)),
-                 low=-0.9, high=0.9)
+asin = _on_input(
+    "asin", _quiet_on_input(np.arcsin), quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)), low=-0.9, high=0.9
+)
+acos = _on_input(
+    "acos", _quiet_on_input(np.arccos), quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)), low=-0.9, high=0.9
+)
 atan = _on_input("atan", np.arctan, quiet(lambda g, ans, input: g / (input * input + 1)), low=-3.0, high=3.0)
-sinh = _on_input("sinh", _quiet_on_input(np.sinh), quiet(lambda g, ans, input: g * np.cosh(input)),
-                 low=-3.0, high=3.0)
-cosh = _on_input("cosh", _quiet_on_input(np.cosh), quiet(lambda g, ans, input: g * np.sinh(input)),
-                 low=-3.0, high=3.0)
-asinh = _on_input("asinh", np.arcsinh, quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)),
-                  low=-3.0, high=3.0)
+sinh = _on_input("sinh", _quiet_on_input(np.sinh), quiet(lambda g, ans, input: g * np.cosh(input)), low=-3.0, high=3.0)
+cosh = _on_input("cosh", _quiet_on_input(np.cosh), quiet(lambda g, ans, input: g * np.sinh(input)), low=-3.0, high=3.0)
+asinh = _on_input("asinh", np.arcsinh, quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)), low=-3.0, high=3.0)
 # torch's formula, g / sqrt(x^2 - 1): finite for x < -1 too (outside the domain, where the value is NaN)
-acosh = _on_input("acosh", _quiet_on_input(np.arccosh),
-                  quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)), low=1.1, high=3.0)
-atanh = _on_input("atanh", _quiet_on_input(np.arctanh), quiet(lambda g, ans, input: g / (1 - input * input)),
-                  low=-0.9, high=0.9)
+acosh = _on_input(
+    "acosh", _quiet_on_input(np.arccosh), quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)), low=1.1, high=3.0
+)
+atanh = _on_input(
+    "atanh", _quiet_on_input(np.arctanh), quiet(lambda g, ans, input: g / (1 - input * input)), low=-0.9, high=0.9
+)
 
 
 # -- erfinv ----------------------------------------------------------------------------------------------------
@@ -534,8 +702,12 @@ def _erfinv_vjp(g, ans, input):
     return g * np.exp(ans * ans) * _HALF_SQRT_PI
 
 
-erfinv = _on_input("erfinv", _erfinv, _erfinv_vjp,
-                   samples=_with_edges(unary_samples(-0.95, 0.95), -0.999999, -1e-12, 0.0, 1e-300, 0.6, 0.999999))
+erfinv = _on_input(
+    "erfinv",
+    _erfinv,
+    _erfinv_vjp,
+    samples=_with_edges(unary_samples(-0.95, 0.95), -0.999, -1e-12, 0.0, 1e-300, 0.6, 0.999),
+)
 
 
 # -- exponentials, reciprocal ----------------------------------------------------------------------------------
@@ -548,8 +720,12 @@ def _reciprocal_samples(rng):
     return out
 
 
-reciprocal = _on_input("reciprocal", _quiet_on_input(np.reciprocal),
-                       quiet(lambda g, ans, input: g * -(ans * ans)), samples=_reciprocal_samples)
+reciprocal = _on_input(
+    "reciprocal",
+    _quiet_on_input(np.reciprocal),
+    quiet(lambda g, ans, input: g * -(ans * ans)),
+    samples=_reciprocal_samples,
+)
 
 
 # -- rounding: gradient 0 everywhere (torch's, also at the jumps) ----------------------------------------------
@@ -564,6 +740,7 @@ def _keeps_integers(ufunc):
         if input.dtype.kind == "b":
             raise TypeError(f"{ufunc.__name__}: argument 'input' expected a number tensor, got dtype bool")
         return ufunc(input)
+
     forward.__name__ = f"_{ufunc.__name__}"
     return forward
 
@@ -571,12 +748,15 @@ def _keeps_integers(ufunc):
 _INTEGERS = tuple(float(k) for k in range(-3, 4))
 _HALVES = tuple(k + 0.5 for k in range(-4, 4))
 
-floor = _on_input("floor", _keeps_integers(np.floor), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
-                  floats_only=False)
-ceil = _on_input("ceil", _keeps_integers(np.ceil), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
-                 floats_only=False)
-trunc = _on_input("trunc", _keeps_integers(np.trunc), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
-                  floats_only=False)
+floor = _on_input(
+    "floor", _keeps_integers(np.floor), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
+)
+ceil = _on_input(
+    "ceil", _keeps_integers(np.ceil), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
+)
+trunc = _on_input(
+    "trunc", _keeps_integers(np.trunc), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
+)
 
 
 @quiet  # x * 10^d may overflow: inf, as torch
@@ -587,8 +767,10 @@ def _round(input, *, decimals=0):
         raise TypeError("round: argument 'input' expected a number tensor, got dtype bool")
     if input.dtype.kind in "iu":
         if decimals != 0:
-            raise TypeError(f"round: argument 'input' of dtype {input.dtype} takes decimals=0 only (torch has no "
-                            f"integer kernel for decimals={decimals})")
+            raise TypeError(
+                f"round: argument 'input' of dtype {input.dtype} takes decimals=0 only (torch has no "
+                f"integer kernel for decimals={decimals})"
+            )
         return input.copy()
     if decimals == 0:
         return np.round(input)  # half to even, as torch
@@ -607,8 +789,14 @@ def _round_samples(rng):
     return out
 
 
-round = _on_input("round", _round, _zero_gradient, samples=_round_samples, floats_only=False,
-                  torch_ref=lambda torch, input, decimals=0: torch.round(input, decimals=decimals))
+round = _on_input(
+    "round",
+    _round,
+    _zero_gradient,
+    samples=_round_samples,
+    floats_only=False,
+    torch_ref=lambda torch, input, decimals=0: torch.round(input, decimals=decimals),
+)
 
 
 @quiet  # frac(inf) = inf - inf = NaN, as torch
@@ -624,8 +812,9 @@ def _replacement(argument, value):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"nan_to_num: argument '{argument}' expected a real number or None, got "
-                        f"{type(value).__name__} {value!r}")
+        raise TypeError(
+            f"nan_to_num: argument '{argument}' expected a real number or None, got {type(value).__name__} {value!r}"
+        )
     return float(value)
 
 
@@ -647,8 +836,13 @@ def _nan_to_num_samples(rng):
     return out
 
 
-nan_to_num = _on_input("nan_to_num", _nan_to_num, lambda g, ans, input, **attrs: g * np.isfinite(input),
-                       samples=_nan_to_num_samples, floats_only=False)
+nan_to_num = _on_input(
+    "nan_to_num",
+    _nan_to_num,
+    lambda g, ans, input, **attrs: g * np.isfinite(input),
+    samples=_nan_to_num_samples,
+    floats_only=False,
+)
 
 
 # -- tests of values: bool outputs, not differentiable ---------------------------------------------------------
@@ -657,6 +851,7 @@ def _classify(name, ufunc, integer_answer):
         if input.dtype.kind != "f":
             return np.full(input.shape, integer_answer)  # torch: integers are finite, never inf or NaN
         return ufunc(input)
+
     forward.__name__ = f"_{name}"
     return forward
 
@@ -668,12 +863,19 @@ def _special_samples(rng):
     return out
 
 
-isinf = _on_input("isinf", _classify("isinf", np.isinf, False), NOT_DIFFERENTIABLE, floats_only=False,
-                  samples=_special_samples)
-isnan = _on_input("isnan", _classify("isnan", np.isnan, False), NOT_DIFFERENTIABLE, floats_only=False,
-                  samples=_special_samples)
-isfinite = _on_input("isfinite", _classify("isfinite", np.isfinite, True), NOT_DIFFERENTIABLE, floats_only=False,
-                     samples=_special_samples)
+isinf = _on_input(
+    "isinf", _classify("isinf", np.isinf, False), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
+)
+isnan = _on_input(
+    "isnan", _classify("isnan", np.isnan, False), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
+)
+isfinite = _on_input(
+    "isfinite",
+    _classify("isfinite", np.isfinite, True),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_special_samples,
+)
 
 
 def _logical_not_samples(rng):
@@ -684,5 +886,6 @@ def _logical_not_samples(rng):
     return out
 
 
-logical_not = _on_input("logical_not", np.logical_not, NOT_DIFFERENTIABLE, floats_only=False,
-                        samples=_logical_not_samples)
+logical_not = _on_input(
+    "logical_not", np.logical_not, NOT_DIFFERENTIABLE, floats_only=False, samples=_logical_not_samples
+)

@@ -46,9 +46,13 @@ def _check_embedding(input, weight, padding_idx=None):
         low, high = int(input.min()), int(input.max())
         require(low >= 0 and high < n, "embedding", "input", f"indices in [0, {n - 1}]", f"values in [{low}, {high}]")
     if padding_idx is not None:
-        require(isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool)
-                and -n <= padding_idx < n, "embedding", "padding_idx", f"None or an int in [{-n}, {n - 1}]",
-                padding_idx)
+        require(
+            isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
+            "embedding",
+            "padding_idx",
+            f"None or an int in [{-n}, {n - 1}]",
+            padding_idx,
+        )
 
 
 def _embedding_samples(rng):
@@ -56,19 +60,28 @@ def _embedding_samples(rng):
     # The padding row gets no gradient although the forward reads it (torch's definition), so finite
     # differences cannot agree where it is looked up: samples keep padding_idx out of the indices and
     # tests/test_ops_nn.py checks the hit against torch.
-    return [Sample((np.array([[0, 2, 5], [2, 2, 1]]), weight), {}, "repeated indices"),
-            Sample((np.array([1, 3, 3, 0]), weight), {"padding_idx": 2}, "padding_idx set, not looked up"),
-            Sample((np.array([[4, 0], [0, 1]]), weight), {"padding_idx": -1}, "negative padding_idx"),
-            Sample((np.array(2), weight), {}, "scalar index"),
-            Sample((np.array([[0, 1, 2]]).T, transposed(rng, (3, 6))), {}, "non-contiguous"),
-            Sample((np.zeros((2, 0), dtype=np.int64), weight), {}, "no indices")]
+    return [
+        Sample((np.array([[0, 2, 5], [2, 2, 1]]), weight), {}, "repeated indices"),
+        Sample((np.array([1, 3, 3, 0]), weight), {"padding_idx": 2}, "padding_idx set, not looked up"),
+        Sample((np.array([[4, 0], [0, 1]]), weight), {"padding_idx": -1}, "negative padding_idx"),
+        Sample((np.array(2), weight), {}, "scalar index"),
+        Sample((np.array([[0, 1, 2]]).T, transposed(rng, (3, 6))), {}, "non-contiguous"),
+        Sample((np.zeros((2, 0), dtype=np.int64), weight), {}, "no indices"),
+    ]
 
 
 embedding = defop(
-    "embedding", family="embedding", inputs=("input", "weight"), forward=_embedding,
-    vjps=(NOT_DIFFERENTIABLE, _embedding_vjp), check=_check_embedding, samples=_embedding_samples,
+    "embedding",
+    family="embedding",
+    inputs=("input", "weight"),
+    forward=_embedding,
+    vjps=(NOT_DIFFERENTIABLE, _embedding_vjp),
+    check=_check_embedding,
+    samples=_embedding_samples,
     torch_ref=lambda torch, input, weight, padding_idx=None: torch.nn.functional.embedding(
-        input, weight, padding_idx=padding_idx))
+        input, weight, padding_idx=padding_idx
+    ),
+)
 
 
 # -- embedding_dense_backward ------------------------------------------------------------------------------
@@ -103,30 +116,53 @@ def _check_dense_backward(grad_output, indices, num_weights, padding_idx=None):
     op = "embedding_dense_backward"
     require_float(op, "grad_output", grad_output)
     require_integer(op, "indices", indices)
-    require(bool(isinstance(num_weights, int | np.integer) and not isinstance(num_weights, bool) and num_weights >= 0),
-            op, "num_weights", "an int >= 0", num_weights)
-    require(grad_output.ndim >= 1 and grad_output.shape[:-1] == indices.shape, op, "grad_output",
-            f"shape indices.shape + (embedding_dim,) = {indices.shape} + (dim,)", grad_output.shape)
+    require(
+        bool(isinstance(num_weights, int | np.integer) and not isinstance(num_weights, bool) and num_weights >= 0),
+        op,
+        "num_weights",
+        "an int >= 0",
+        num_weights,
+    )
+    require(
+        grad_output.ndim >= 1 and grad_output.shape[:-1] == indices.shape,
+        op,
+        "grad_output",
+        f"shape indices.shape + (embedding_dim,) = {indices.shape} + (dim,)",
+        grad_output.shape,
+    )
     if indices.size:
         low, high = int(indices.min()), int(indices.max())
-        require(low >= 0 and high < num_weights, op, "indices", f"indices in [0, {num_weights - 1}]",
-                f"values in [{low}, {high}]")
+        require(
+            low >= 0 and high < num_weights,
+            op,
+            "indices",
+            f"indices in [0, {num_weights - 1}]",
+            f"values in [{low}, {high}]",
+        )
     if padding_idx is not None:
-        require(isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool)
-                and -num_weights <= padding_idx < num_weights, op, "padding_idx",
-                f"None or an int in [{-num_weights}, {num_weights - 1}]", padding_idx)
+        require(
+            isinstance(padding_idx, int | np.integer)
+            and not isinstance(padding_idx, bool)
+            and -num_weights <= padding_idx < num_weights,
+            op,
+            "padding_idx",
+            f"None or an int in [{-num_weights}, {num_weights - 1}]",
+            padding_idx,
+        )
 
 
 def _dense_backward_samples(rng):
-    return [Sample((uniform(rng, (2, 3, 4)), np.array([[0, 2, 5], [2, 2, 1]])), {"num_weights": 6},
-                   "repeated indices"),
-            Sample((uniform(rng, (4, 3)), np.array([1, 3, 3, 0])), {"num_weights": 5, "padding_idx": 3},
-                   "padding row hit"),
-            Sample((uniform(rng, (3,)), np.array(2)), {"num_weights": 4}, "scalar index"),
-            Sample((transposed(rng, (3, 2)), np.array([4, 0, 4])), {"num_weights": 5, "padding_idx": -1},
-                   "non-contiguous, negative padding_idx"),
-            Sample((uniform(rng, (0, 3)), np.zeros(0, dtype=np.int64)), {"num_weights": 4}, "no indices",
-                   torch=False)]  # torch's kernel cannot reshape an empty grad_output
+    return [
+        Sample((uniform(rng, (2, 3, 4)), np.array([[0, 2, 5], [2, 2, 1]])), {"num_weights": 6}, "repeated indices"),
+        Sample((uniform(rng, (4, 3)), np.array([1, 3, 3, 0])), {"num_weights": 5, "padding_idx": 3}, "padding row hit"),
+        Sample((uniform(rng, (3,)), np.array(2)), {"num_weights": 4}, "scalar index"),
+        Sample(
+            (transposed(rng, (3, 2)), np.array([4, 0, 4])),
+            {"num_weights": 5, "padding_idx": -1},
+            "non-contiguous, negative padding_idx",
+        ),
+        Sample((uniform(rng, (0, 3)), np.zeros(0, dtype=np.int64)), {"num_weights": 4}, "no indices", torch=False),
+    ]  # torch's kernel cannot reshape an empty grad_output
 
 
 def _torch_dense_backward(torch, grad_output, indices, num_weights, padding_idx=None):
@@ -135,8 +171,14 @@ def _torch_dense_backward(torch, grad_output, indices, num_weights, padding_idx=
 
 
 embedding_dense_backward = defop(
-    "embedding_dense_backward", family="embedding", inputs=("grad_output", "indices"),
-    forward=_embedding_dense_backward, vjps=(_embedding_dense_backward_vjp, NOT_DIFFERENTIABLE),
-    check=_check_dense_backward, samples=_dense_backward_samples, torch_ref=_torch_dense_backward,
+    "embedding_dense_backward",
+    family="embedding",
+    inputs=("grad_output", "indices"),
+    forward=_embedding_dense_backward,
+    vjps=(_embedding_dense_backward_vjp, NOT_DIFFERENTIABLE),
+    check=_check_dense_backward,
+    samples=_dense_backward_samples,
+    torch_ref=_torch_dense_backward,
     notes="embedding's weight gradient (torch.ops.aten.embedding_dense_backward without scale_grad_by_freq); "
-          "its own backward is embedding.")
+    "its own backward is embedding.",
+)

@@ -1,5 +1,5 @@
 """Indexing ops: getitem (``x[index]``), gather, index_select and their scatters (scatter_add, index_add,
-index_put), with torch 2.13 semantics.
+index_put), take_along_dim, scatter, scatter_reduce, masked_select, nonzero and one_hot, with torch 2.13 semantics.
 
 Indexing follows PyTorch, not numpy, where the two differ. torch applies the Python ints of an index first
 (each selects, removing its dim), then indexes what is left with the remaining slices, None, Ellipsis,
@@ -26,13 +26,48 @@ attributes: the engine copies and freezes them when the op is recorded (a Tensor
 held then), so refilling an index buffer or reassigning an index tensor's ``.data`` later cannot move a
 recorded gradient. ``index_put`` with ``accumulate=False`` refuses repeated positions (torch leaves which
 value lands undefined). gather, scatter_add, index_select and index_add need inputs of at least 1 dim.
+
+The other ops, and their conventions:
+- take_along_dim(input, indices, dim=None): gather after broadcasting input and indices in every dim but ``dim``
+  (``dim=None``: on the flattened input); the gradient is scatter_add's, summed over the broadcast dims.
+- scatter(input, dim, index, src) and the value form scatter(input, dim, index, value=v): refuses an index that
+  writes one position twice (torch leaves the value undefined). Gradient: zero for ``input`` at the written
+  positions (a scatter of 0), gather of ``g`` for ``src``.
+- scatter_reduce(input, dim, index, src, reduce, include_self=True), reduce "sum", "prod", "mean", "amax",
+  "amin"; integer "mean" floor-divides as torch. Gradients as torch: "mean" divides by the count; "amax"/"amin"
+  split the gradient evenly among the values equal to the result -- except that an excluded self
+  (``include_self=False``) never takes a share (torch 2.13 counts it when it equals the result, so its
+  gradients then sum to less than the incoming one); "prod" gives each value the product of the others at its
+  position, exact with zeros (no division by a zero). Its second order is exact too, also where torch refuses
+  it (two zeros reduced into one position): the rule keeps the zero values as variables.
+- masked_select(input, mask): input and mask broadcast; a 1-D output whose length depends on the mask's values
+  (a tensor input, so a replay with another mask selects anew). Gradient: g put back at the mask, summed over
+  broadcast dims.
+- nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(tensor, num_classes=-1) (int64;
+  ``num_classes=-1`` infers ``max + 1`` from the data, on replay too) are not differentiable. nonzero refuses
+  ``as_tuple=True`` (an op's output count is fixed at registration): ``ops.unbind(ops.nonzero(x), 1)`` is it.
+- Index tensors must hold integers (any integer dtype; torch wants int64) with values in range; torch's
+  negative positions are refused as torch does for these ops.
 """
 
-__all__ = ['getitem', 'gather', 'index_select', 'scatter_add', 'index_add', 'index_put', 'take_along_dim', 'scatter',
-           'scatter_reduce', 'masked_select', 'nonzero', 'one_hot']
+__all__ = [
+    "getitem",
+    "gather",
+    "index_select",
+    "scatter_add",
+    "index_add",
+    "index_put",
+    "take_along_dim",
+    "scatter",
+    "scatter_reduce",
+    "masked_select",
+    "nonzero",
+    "one_hot",
+]
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -73,26 +108,34 @@ def _array_of(op, value):
     else:
         array = value
     if array.dtype == np.uint8:
-        raise IndexError(f"{op}: index arrays of dtype uint8 are ambiguous (torch reads them as a deprecated "
-                         f"mask, numpy as positions); pass a bool mask or int64 positions")
+        raise IndexError(
+            f"{op}: index arrays of dtype uint8 are ambiguous (torch reads them as a deprecated "
+            f"mask, numpy as positions); pass a bool mask or int64 positions"
+        )
     if array.dtype.kind not in "biu":
-        raise IndexError(f"{op}: index arrays must hold integers or bools (tensors used as indices must be long, "
-                         f"int or bool tensors), got dtype {array.dtype}")
+        raise IndexError(
+            f"{op}: index arrays must hold integers or bools (tensors used as indices must be long, "
+            f"int or bool tensors), got dtype {array.dtype}"
+        )
     return array
 
 
 def _items(op, index) -> list:
     """The index as a list of (kind, value): int, slice, none, ellipsis, bool, array (int, >= 1-D), mask."""
     if isinstance(index, list):
-        if any(isinstance(v, list | tuple | slice | np.ndarray) or v is None or v is Ellipsis
-               or hasattr(v, "_data") for v in index):
-            raise IndexError(f"{op}: a list index holding sequences, tensors, slices, None or Ellipsis is ambiguous "
-                             f"(torch 2.13 reads it as a tuple, with a deprecation warning; numpy as one array); "
-                             f"pass x[tuple(index)] or x[np.array(index)], got {index!r}")
-        parts = (index,)
+        if any(
+            isinstance(v, list | tuple | slice | np.ndarray) or v is None or v is Ellipsis or hasattr(v, "_data")
+            for v in index
+        ):
+            raise IndexError(
+                f"{op}: a list index holding sequences, tensors, slices, None or Ellipsis is ambiguous "
+                f"(torch 2.13 reads it as a tuple, with a deprecation warning; numpy as one array); "
+                f"pass x[tuple(index)] or x[np.array(index)], got {index!r}"
+            )
+        parts: tuple = (index,)
     else:
         parts = index if isinstance(index, tuple) else (index,)
-    items = []
+    items: list[tuple[str, Any]] = []
     for v in parts:
         if v is None:
             items.append(("none", None))
@@ -100,8 +143,9 @@ def _items(op, index) -> list:
             items.append(("ellipsis", None))
         elif isinstance(v, slice):
             if v.step is not None and not (isinstance(v.step, int | np.integer) and v.step > 0):
-                raise ValueError(f"{op}: slice steps must be positive integers (as in torch; use ops.flip to "
-                                 f"reverse), got {v!r}")
+                raise ValueError(
+                    f"{op}: slice steps must be positive integers (as in torch; use ops.flip to reverse), got {v!r}"
+                )
             items.append(("slice", v))
         elif isinstance(v, bool | np.bool_):
             items.append(("bool", bool(v)))
@@ -114,14 +158,22 @@ def _items(op, index) -> list:
             else:
                 items.append(("int", int(a)) if a.ndim == 0 else ("array", a))
         else:
-            raise IndexError(f"{op}: only ints, slices, None, Ellipsis, bools and integer or bool arrays/tensors "
-                             f"are valid indices, got {type(v).__name__} {v!r}")
+            raise IndexError(
+                f"{op}: only ints, slices, None, Ellipsis, bools and integer or bool arrays/tensors "
+                f"are valid indices, got {type(v).__name__} {v!r}"
+            )
     return items
 
 
-_BASIC_STEP = {"int": lambda v: (v,), "slice": lambda v: (v,), "none": lambda v: (None,),
-               "ellipsis": lambda v: (Ellipsis,), "bool": lambda v: (None,), "array": lambda v: (slice(None),),
-               "mask": lambda v: (slice(None),) * v.ndim}
+_BASIC_STEP = {
+    "int": lambda v: (v,),
+    "slice": lambda v: (v,),
+    "none": lambda v: (None,),
+    "ellipsis": lambda v: (Ellipsis,),
+    "bool": lambda v: (None,),
+    "array": lambda v: (slice(None),),
+    "mask": lambda v: (slice(None),) * v.ndim,
+}
 
 
 def _resolve(op: str, index, shape: tuple) -> _Resolved:
@@ -137,7 +189,8 @@ def _resolve(op: str, index, shape: tuple) -> _Resolved:
     mid = np.shape(probe)
     width = {"slice": 1, "none": 1, "bool": 1, "array": 1, "int": 0, "ellipsis": 0}
     fixed = sum(v.ndim if kind == "mask" else width[kind] for kind, v in items)
-    advanced, arrays, sizes, pos = [], [], [], 0
+    advanced: list[slice | np.ndarray | int] = []  # an int: the position of its array in ``arrays`` (for now)
+    arrays, sizes, pos = [], [], 0
     for kind, v in items:
         if kind == "int":
             continue
@@ -152,12 +205,14 @@ def _resolve(op: str, index, shape: tuple) -> _Resolved:
             advanced.append(arrays[-1])
             pos += 1
         elif kind == "mask":
-            covered = mid[pos:pos + v.ndim]
+            covered = mid[pos : pos + v.ndim]
             if v.shape != covered:
-                raise IndexError(f"{op}: the shape of the mask {v.shape} does not match the shape {covered} of the "
-                                 f"dims it indexes (input {shape}, index {_describe(index)})")
+                raise IndexError(
+                    f"{op}: the shape of the mask {v.shape} does not match the shape {covered} of the "
+                    f"dims it indexes (input {shape}, index {_describe(index)})"
+                )
             arrays += list(np.nonzero(v))
-            advanced += arrays[-v.ndim:]
+            advanced += arrays[-v.ndim :]
             pos += v.ndim
         else:
             arrays.append(v)
@@ -167,8 +222,10 @@ def _resolve(op: str, index, shape: tuple) -> _Resolved:
     try:
         result = np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
-        raise IndexError(f"{op}: shape mismatch: index arrays could not be broadcast together with shapes "
-                         f"{[a.shape for a in arrays]} (index {_describe(index)})") from None
+        raise IndexError(
+            f"{op}: shape mismatch: index arrays could not be broadcast together with shapes "
+            f"{[a.shape for a in arrays]} (index {_describe(index)})"
+        ) from None
     checked = iter(sizes)
     for k, part in enumerate(advanced):
         if not isinstance(part, int):
@@ -179,8 +236,10 @@ def _resolve(op: str, index, shape: tuple) -> _Resolved:
             continue
         if v.size and (v.min() < -size or v.max() >= size):
             bad = v.min() if v.min() < -size else v.max()
-            raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {size} (input "
-                             f"{shape}, index {_describe(index)})")
+            raise IndexError(
+                f"{op}: index {bad} is out of bounds for dimension {dim} with size {size} (input "
+                f"{shape}, index {_describe(index)})"
+            )
         advanced[k] = np.where(v < 0, v + size, v).astype(np.intp, copy=False)
     return _Resolved(basic, tuple(advanced))
 
@@ -198,39 +257,48 @@ def _flat_positions(resolved: _Resolved, shape: tuple) -> np.ndarray:
 # -- index_put ---------------------------------------------------------------------------------------------
 def _index_put_resolved(input_shape, indices) -> _Resolved:
     if not isinstance(indices, tuple | list):
-        raise TypeError(f"index_put: argument 'indices' expected a tuple of index tensors, got "
-                        f"{type(indices).__name__}")
+        raise TypeError(
+            f"index_put: argument 'indices' expected a tuple of index tensors, got {type(indices).__name__}"
+        )
     if not indices:
         raise ValueError("index_put: argument 'indices' expected at least one index tensor, got an empty tuple")
     for k, i in enumerate(indices):
         if not (isinstance(i, np.ndarray | list | tuple) or hasattr(i, "_data")):
-            raise TypeError(f"index_put: argument 'indices' expected index tensors (integer or bool), got "
-                            f"{type(i).__name__} {i!r} at position {k}")
+            raise TypeError(
+                f"index_put: argument 'indices' expected index tensors (integer or bool), got "
+                f"{type(i).__name__} {i!r} at position {k}"
+            )
     return _resolve("index_put", tuple(indices), input_shape)
 
 
 def _check_index_put(input, values, indices, accumulate=False):
     if not isinstance(accumulate, bool | np.bool_):
-        raise TypeError(f"index_put: argument 'accumulate' expected a bool, got {type(accumulate).__name__} "
-                        f"{accumulate!r}")
+        raise TypeError(
+            f"index_put: argument 'accumulate' expected a bool, got {type(accumulate).__name__} {accumulate!r}"
+        )
     resolved = _index_put_resolved(input.shape, indices)
     if values.dtype != input.dtype:
-        raise TypeError(f"index_put: argument 'values' expected dtype {input.dtype} (that of 'input'), got "
-                        f"{values.dtype}")
+        raise TypeError(
+            f"index_put: argument 'values' expected dtype {input.dtype} (that of 'input'), got {values.dtype}"
+        )
     target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
     try:
         fits = np.broadcast_shapes(values.shape, target) == target
     except ValueError:
         fits = False
     if not fits:
-        raise ValueError(f"index_put: argument 'values' expected a shape broadcastable to the indexed shape "
-                         f"{target}, got {values.shape}")
+        raise ValueError(
+            f"index_put: argument 'values' expected a shape broadcastable to the indexed shape "
+            f"{target}, got {values.shape}"
+        )
     if not accumulate:
         positions = _flat_positions(resolved, input.shape).reshape(-1)
         if np.unique(positions).size != positions.size:
-            raise ValueError("index_put: argument 'indices' repeats a position while accumulate=False; which value "
-                             "lands there is undefined (torch leaves it unspecified): pass accumulate=True to add "
-                             "them, or unique indices")
+            raise ValueError(
+                "index_put: argument 'indices' repeats a position while accumulate=False; which value "
+                "lands there is undefined (torch leaves it unspecified): pass accumulate=True to add "
+                "them, or unique indices"
+            )
 
 
 def _put(out, resolved: _Resolved, values, accumulate: bool):
@@ -272,19 +340,28 @@ def _index_put_vjp_values(g, ans, input, values, indices, accumulate=False):
 
 def _index_put_samples(rng):
     x = uniform(rng, (4, 3))
-    return [Sample((x, uniform(rng, (5, 3))), {"indices": (np.array([0, 2, 2, 3, 0]),), "accumulate": True},
-                   "repeated rows, accumulate"),
-            Sample((x, uniform(rng, (2,))), {"indices": (np.array([0, 3]), np.array([2, -1]))}, "two arrays, neg"),
-            Sample((x, uniform(rng, ())), {"indices": (np.array([1, 2]),)}, "scalar value broadcast"),
-            Sample((uniform(rng, (2, 3, 4)), uniform(rng, (1, 4))),
-                   {"indices": (np.array([[0], [1]]), np.array([0, 2, 2])), "accumulate": True},
-                   "broadcast index arrays and values, repeats"),
-            Sample((x, uniform(rng, (1,))), {"indices": (np.arange(12).reshape(4, 3) % 5 < 2,), "accumulate": False},
-                   "bool mask"),
-            Sample((transposed(rng, (3, 4)), uniform(rng, (4,))), {"indices": (np.array(1),)}, "non-contiguous, 0-D"),
-            Sample((x, uniform(rng, (0, 3))), {"indices": (np.zeros(0, np.int64),), "accumulate": True}, "empty index"),
-            Sample((uniform(rng, (0, 3)), uniform(rng, (3,))), {"indices": (np.zeros(0, np.int64),)},
-                   "zero-size input")]
+    return [
+        Sample(
+            (x, uniform(rng, (5, 3))),
+            {"indices": (np.array([0, 2, 2, 3, 0]),), "accumulate": True},
+            "repeated rows, accumulate",
+        ),
+        Sample((x, uniform(rng, (2,))), {"indices": (np.array([0, 3]), np.array([2, -1]))}, "two arrays, neg"),
+        Sample((x, uniform(rng, ())), {"indices": (np.array([1, 2]),)}, "scalar value broadcast"),
+        Sample(
+            (uniform(rng, (2, 3, 4)), uniform(rng, (1, 4))),
+            {"indices": (np.array([[0], [1]]), np.array([0, 2, 2])), "accumulate": True},
+            "broadcast index arrays and values, repeats",
+        ),
+        Sample(
+            (x, uniform(rng, (1,))),
+            {"indices": (np.arange(12).reshape(4, 3) % 5 < 2,), "accumulate": False},
+            "bool mask",
+        ),
+        Sample((transposed(rng, (3, 4)), uniform(rng, (4,))), {"indices": (np.array(1),)}, "non-contiguous, 0-D"),
+        Sample((x, uniform(rng, (0, 3))), {"indices": (np.zeros(0, np.int64),), "accumulate": True}, "empty index"),
+        Sample((uniform(rng, (0, 3)), uniform(rng, (3,))), {"indices": (np.zeros(0, np.int64),)}, "zero-size input"),
+    ]
 
 
 def _torch_indices(torch, indices):
@@ -292,10 +369,17 @@ def _torch_indices(torch, indices):
 
 
 index_put = defop(
-    "index_put", family="shape", inputs=("input", "values"), forward=_index_put,
-    vjps=(_index_put_vjp_input, _index_put_vjp_values), check=_check_index_put, samples=_index_put_samples,
-    torch_ref=lambda torch, input, values, indices, accumulate=False:
-        torch.index_put(input, _torch_indices(torch, indices), values, accumulate))
+    "index_put",
+    family="shape",
+    inputs=("input", "values"),
+    forward=_index_put,
+    vjps=(_index_put_vjp_input, _index_put_vjp_values),
+    check=_check_index_put,
+    samples=_index_put_samples,
+    torch_ref=lambda torch, input, values, indices, accumulate=False: torch.index_put(
+        input, _torch_indices(torch, indices), values, accumulate
+    ),
+)
 
 
 # -- getitem -----------------------------------------------------------------------------------------------
@@ -317,27 +401,29 @@ def _getitem_vjp(g, ans, input, index):
 def _getitem_samples(rng):
     x = uniform(rng, (4, 5))
     y = uniform(rng, (2, 3, 4, 5))
-    return [Sample((x,), {"index": (1,)}, "int"),
-            Sample((x,), {"index": (slice(None, None, 2), slice(1, 4))}, "slices with step"),
-            Sample((x,), {"index": (Ellipsis, -1)}, "ellipsis"),
-            Sample((x,), {"index": (np.array([0, 2, 2, 3]),)}, "repeated integer array"),
-            Sample((x,), {"index": [0, 0, 1]}, "list of ints, repeated"),
-            Sample((x,), {"index": ([3, 3], -1)}, "inner list and int"),
-            Sample((x,), {"index": (np.array([0, 1]), np.array([4, 4]))}, "paired integer arrays"),
-            Sample((uniform(rng, (3, 4, 2)),), {"index": (slice(None), None, np.array([1, 3]))}, "newaxis + array"),
-            Sample((x,), {"index": (x > 0,)}, "boolean mask"),
-            Sample((y,), {"index": (slice(None), y[0, :, :, 0] > 0, 1)}, "2-D mask after a slice, int"),
-            Sample((y,), {"index": ([0, 1, 1], slice(None), [1, 2, 2])}, "arrays split by a slice go first"),
-            Sample((y,), {"index": (0, slice(None), [1, 2, 1])}, "int, slice, array: int selects first"),
-            Sample((y,), {"index": (None, 0, Ellipsis, np.array([[1], [-5]]))}, "None, int, ellipsis, 2-D array"),
-            Sample((y,), {"index": (slice(1, None), [2, 0], slice(None), np.array(3))}, "0-D array counts as int"),
-            Sample((y,), {"index": ([1, 0], True)}, "Python bool adds a dim"),
-            Sample((y,), {"index": (Ellipsis, [-1, 0], None, [2, 2])}, "arrays split by None"),
-            Sample((x,), {"index": (np.zeros(0, np.int64),)}, "empty index array"),
-            Sample((x,), {"index": (slice(3, 1),)}, "empty slice"),
-            Sample((uniform(rng, (0, 3)),), {"index": (slice(None), [2, 2])}, "zero-size input"),
-            Sample((transposed(rng, (3, 4)),), {"index": (slice(None, None, 2), 2)}, "non-contiguous"),
-            Sample((transposed(rng, (3, 4)),), {"index": ([2, 0, 2],)}, "non-contiguous, repeated rows")]
+    return [
+        Sample((x,), {"index": (1,)}, "int"),
+        Sample((x,), {"index": (slice(None, None, 2), slice(1, 4))}, "slices with step"),
+        Sample((x,), {"index": (Ellipsis, -1)}, "ellipsis"),
+        Sample((x,), {"index": (np.array([0, 2, 2, 3]),)}, "repeated integer array"),
+        Sample((x,), {"index": [0, 0, 1]}, "list of ints, repeated"),
+        Sample((x,), {"index": ([3, 3], -1)}, "inner list and int"),
+        Sample((x,), {"index": (np.array([0, 1]), np.array([4, 4]))}, "paired integer arrays"),
+        Sample((uniform(rng, (3, 4, 2)),), {"index": (slice(None), None, np.array([1, 3]))}, "newaxis + array"),
+        Sample((x,), {"index": (x > 0,)}, "boolean mask"),
+        Sample((y,), {"index": (slice(None), y[0, :, :, 0] > 0, 1)}, "2-D mask after a slice, int"),
+        Sample((y,), {"index": ([0, 1, 1], slice(None), [1, 2, 2])}, "arrays split by a slice go first"),
+        Sample((y,), {"index": (0, slice(None), [1, 2, 1])}, "int, slice, array: int selects first"),
+        Sample((y,), {"index": (None, 0, Ellipsis, np.array([[1], [-5]]))}, "None, int, ellipsis, 2-D array"),
+        Sample((y,), {"index": (slice(1, None), [2, 0], slice(None), np.array(3))}, "0-D array counts as int"),
+        Sample((y,), {"index": ([1, 0], True)}, "Python bool adds a dim"),
+        Sample((y,), {"index": (Ellipsis, [-1, 0], None, [2, 2])}, "arrays split by None"),
+        Sample((x,), {"index": (np.zeros(0, np.int64),)}, "empty index array"),
+        Sample((x,), {"index": (slice(3, 1),)}, "empty slice"),
+        Sample((uniform(rng, (0, 3)),), {"index": (slice(None), [2, 2])}, "zero-size input"),
+        Sample((transposed(rng, (3, 4)),), {"index": (slice(None, None, 2), 2)}, "non-contiguous"),
+        Sample((transposed(rng, (3, 4)),), {"index": ([2, 0, 2],)}, "non-contiguous, repeated rows"),
+    ]
 
 
 def _torch_index(torch, index):
@@ -348,17 +434,24 @@ def _torch_index(torch, index):
     return index
 
 
-getitem = defop("getitem", family="shape", inputs=("input",), forward=_getitem, vjps=(_getitem_vjp,),
-                samples=_getitem_samples,
-                torch_ref=lambda torch, input, index: input[_torch_index(torch, index)])
+getitem = defop(
+    "getitem",
+    family="shape",
+    inputs=("input",),
+    forward=_getitem,
+    vjps=(_getitem_vjp,),
+    samples=_getitem_samples,
+    torch_ref=lambda torch, input, index: input[_torch_index(torch, index)],
+)
 
 
 # -- gather / scatter_add ----------------------------------------------------------------------------------
 def _check_index_values(op, index, size, dim, argument="index"):
     if index.size and (index.min() < 0 or index.max() >= size):
         bad = index.min() if index.min() < 0 else index.max()
-        raise IndexError(f"{op}: argument '{argument}' expected values in [0, {size - 1}] for dim {dim} of size "
-                         f"{size}, got {bad}")
+        raise IndexError(
+            f"{op}: argument '{argument}' expected values in [0, {size - 1}] for dim {dim} of size {size}, got {bad}"
+        )
 
 
 def _check_along(op, input, index, dim, *, src=None):
@@ -369,12 +462,16 @@ def _check_along(op, input, index, dim, *, src=None):
         raise ValueError(f"{op}: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim(op, dim, input.ndim)
     if index.ndim != input.ndim or any(i > s for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != axis):
-        raise ValueError(f"{op}: argument 'index' expected {input.ndim} dims, each no larger than input {input.shape} "
-                         f"apart from dim {dim}, got shape {index.shape}")
+        raise ValueError(
+            f"{op}: argument 'index' expected {input.ndim} dims, each no larger than input {input.shape} "
+            f"apart from dim {dim}, got shape {index.shape}"
+        )
     if src is not None:
         if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
-            raise ValueError(f"{op}: argument 'src' expected {index.ndim} dims, each no smaller than index "
-                             f"{index.shape}, got shape {src.shape}")
+            raise ValueError(
+                f"{op}: argument 'src' expected {index.ndim} dims, each no smaller than index "
+                f"{index.shape}, got shape {src.shape}"
+            )
         if src.dtype != input.dtype:
             raise TypeError(f"{op}: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}")
     _check_index_values(op, index, input.shape[axis], dim)
@@ -410,20 +507,27 @@ def _gather_vjp(g, ans, input, index, dim):
 
 
 def _gather_samples(rng):
-    return [Sample((uniform(rng, (3, 4)), np.array([[0, 2, 2, 1], [1, 1, 0, 2]])), {"dim": 0}, "repeated"),
-            Sample((uniform(rng, (3, 4)), np.array([[3, 3], [0, 1], [2, 3]])), {"dim": -1}, "dim -1, repeated"),
-            Sample((uniform(rng, (4, 5, 2)), np.array([[[4], [0]]])), {"dim": 1}, "smaller index"),
-            Sample((transposed(rng, (3, 2)), np.array([[0], [0], [1]])), {"dim": 1}, "non-contiguous"),
-            Sample((uniform(rng, (1, 3)), np.array([[0, 0, 0]])), {"dim": 0}, "size-1 dim"),
-            Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64)), {"dim": 0}, "zero-size index"),
-            Sample((uniform(rng, (2, 0)), np.zeros((3, 0), np.int64)), {"dim": 0}, "zero-size input")]
+    return [
+        Sample((uniform(rng, (3, 4)), np.array([[0, 2, 2, 1], [1, 1, 0, 2]])), {"dim": 0}, "repeated"),
+        Sample((uniform(rng, (3, 4)), np.array([[3, 3], [0, 1], [2, 3]])), {"dim": -1}, "dim -1, repeated"),
+        Sample((uniform(rng, (4, 5, 2)), np.array([[[4], [0]]])), {"dim": 1}, "smaller index"),
+        Sample((transposed(rng, (3, 2)), np.array([[0], [0], [1]])), {"dim": 1}, "non-contiguous"),
+        Sample((uniform(rng, (1, 3)), np.array([[0, 0, 0]])), {"dim": 0}, "size-1 dim"),
+        Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64)), {"dim": 0}, "zero-size index"),
+        Sample((uniform(rng, (2, 0)), np.zeros((3, 0), np.int64)), {"dim": 0}, "zero-size input"),
+    ]
 
 
-gather = defop("gather", family="shape", inputs=("input", "index"), forward=_gather,
-               vjps=(_gather_vjp, NOT_DIFFERENTIABLE), check=lambda input, index, dim: _check_along(
-                   "gather", input, index, dim),
-               samples=_gather_samples,
-               torch_ref=lambda torch, input, index, dim: torch.gather(input, dim, index.long()))
+gather = defop(
+    "gather",
+    family="shape",
+    inputs=("input", "index"),
+    forward=_gather,
+    vjps=(_gather_vjp, NOT_DIFFERENTIABLE),
+    check=lambda input, index, dim: _check_along("gather", input, index, dim),
+    samples=_gather_samples,
+    torch_ref=lambda torch, input, index, dim: torch.gather(input, dim, index.long()),
+)
 
 
 def _scatter_add(input, dim, index, src):
@@ -449,28 +553,44 @@ def _scatter_add_vjp_src(g, ans, input, index, src, dim):
 
 
 def _scatter_add_samples(rng):
-    return [Sample((uniform(rng, (3, 4)), np.array([[0, 2, 2, 1], [1, 1, 0, 2]]), uniform(rng, (2, 4))), {"dim": 0},
-                   "repeated"),
-            Sample((uniform(rng, (3, 4)), np.array([[3, 3, 0], [0, 1, 1], [2, 3, 3]]), uniform(rng, (3, 3))),
-                   {"dim": -1}, "dim -1, repeated"),
-            Sample((uniform(rng, (4, 2)), np.array([[1], [3], [1]]), uniform(rng, (3, 2))), {"dim": 0},
-                   "index smaller than src", torch=False),  # torch's backward for src fails on this shape
-            Sample((transposed(rng, (3, 2)), np.array([[0], [0], [1]]), transposed(rng, (3, 1))), {"dim": 1},
-                   "non-contiguous"),
-            Sample((uniform(rng, (2, 3)), np.array([[0, 1, 1, 0]]), uniform(rng, (1, 4))), {"dim": 1},
-                   "index longer than input along dim"),
-            Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0},
-                   "zero-size index"),
-            Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1},
-                   "zero-size input")]
+    return [
+        Sample(
+            (uniform(rng, (3, 4)), np.array([[0, 2, 2, 1], [1, 1, 0, 2]]), uniform(rng, (2, 4))), {"dim": 0}, "repeated"
+        ),
+        Sample(
+            (uniform(rng, (3, 4)), np.array([[3, 3, 0], [0, 1, 1], [2, 3, 3]]), uniform(rng, (3, 3))),
+            {"dim": -1},
+            "dim -1, repeated",
+        ),
+        Sample(
+            (uniform(rng, (4, 2)), np.array([[1], [3], [1]]), uniform(rng, (3, 2))),
+            {"dim": 0},
+            "index smaller than src",
+            torch=False,
+        ),  # torch's backward for src fails on this shape
+        Sample(
+            (transposed(rng, (3, 2)), np.array([[0], [0], [1]]), transposed(rng, (3, 1))), {"dim": 1}, "non-contiguous"
+        ),
+        Sample(
+            (uniform(rng, (2, 3)), np.array([[0, 1, 1, 0]]), uniform(rng, (1, 4))),
+            {"dim": 1},
+            "index longer than input along dim",
+        ),
+        Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0}, "zero-size index"),
+        Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+    ]
 
 
 scatter_add = defop(
-    "scatter_add", family="shape", inputs=("input", "index", "src"), forward=_scatter_add,
+    "scatter_add",
+    family="shape",
+    inputs=("input", "index", "src"),
+    forward=_scatter_add,
     vjps=(lambda g, ans, input, index, src, dim: g, NOT_DIFFERENTIABLE, _scatter_add_vjp_src),
     check=lambda input, index, src, dim: _check_along("scatter_add", input, index, dim, src=src),
     samples=_scatter_add_samples,
-    torch_ref=lambda torch, input, index, src, dim: torch.scatter_add(input, dim, index.long(), src))
+    torch_ref=lambda torch, input, index, src, dim: torch.scatter_add(input, dim, index.long(), src),
+)
 
 
 # -- index_select / index_add ------------------------------------------------------------------------------
@@ -497,22 +617,28 @@ def _index_add_into(out, axis, index, source):
 
 def _index_select_vjp(g, ans, input, index, dim):
     if isinstance(g, np.ndarray):
-        return _index_add_into(np.zeros(input.shape, g.dtype), normalize_dim("index_select", dim, input.ndim), index,
-                               g)
+        return _index_add_into(np.zeros(input.shape, g.dtype), normalize_dim("index_select", dim, input.ndim), index, g)
     return index_add(np.zeros(input.shape, g.dtype), dim, index, g)
 
 
 index_select = defop(
-    "index_select", family="shape", inputs=("input", "index"), forward=_index_select,
-    vjps=(_index_select_vjp, NOT_DIFFERENTIABLE), check=_check_index_select,
-    samples=lambda rng: [Sample((uniform(rng, (4, 3)), np.array([0, 2, 2, 3, 2])), {"dim": 0}, "repeated"),
-                         Sample((uniform(rng, (2, 3, 4)), np.array([3, 1])), {"dim": -1}),
-                         Sample((uniform(rng, (2, 3)), np.array(1)), {"dim": 1}, "0-D index"),
-                         Sample((transposed(rng, (3, 4)), np.array([0, 0])), {"dim": 1}, "non-contiguous"),
-                         Sample((uniform(rng, (1, 3)), np.array([0, 0, 0])), {"dim": 0}, "size-1 dim"),
-                         Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64)), {"dim": 1}, "empty index"),
-                         Sample((uniform(rng, (0, 3)), np.array([2, 2])), {"dim": 1}, "zero-size input")],
-    torch_ref=lambda torch, input, index, dim: torch.index_select(input, dim, index.long()))
+    "index_select",
+    family="shape",
+    inputs=("input", "index"),
+    forward=_index_select,
+    vjps=(_index_select_vjp, NOT_DIFFERENTIABLE),
+    check=_check_index_select,
+    samples=lambda rng: [
+        Sample((uniform(rng, (4, 3)), np.array([0, 2, 2, 3, 2])), {"dim": 0}, "repeated"),
+        Sample((uniform(rng, (2, 3, 4)), np.array([3, 1])), {"dim": -1}),
+        Sample((uniform(rng, (2, 3)), np.array(1)), {"dim": 1}, "0-D index"),
+        Sample((transposed(rng, (3, 4)), np.array([0, 0])), {"dim": 1}, "non-contiguous"),
+        Sample((uniform(rng, (1, 3)), np.array([0, 0, 0])), {"dim": 0}, "size-1 dim"),
+        Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64)), {"dim": 1}, "empty index"),
+        Sample((uniform(rng, (0, 3)), np.array([2, 2])), {"dim": 1}, "zero-size input"),
+    ],
+    torch_ref=lambda torch, input, index, dim: torch.index_select(input, dim, index.long()),
+)
 
 
 def _check_index_add(input, index, source, dim, alpha=1):
@@ -522,13 +648,16 @@ def _check_index_add(input, index, source, dim, alpha=1):
     axis = normalize_dim("index_add", dim, input.ndim)
     if index.ndim > 1:
         raise ValueError(f"index_add: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
-    expected = input.shape[:axis] + (index.size,) + input.shape[axis + 1:]
+    expected = input.shape[:axis] + (index.size,) + input.shape[axis + 1 :]
     if source.shape != expected:
-        raise ValueError(f"index_add: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} "
-                         f"of the index's length {index.size}), got {source.shape}")
+        raise ValueError(
+            f"index_add: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} "
+            f"of the index's length {index.size}), got {source.shape}"
+        )
     if source.dtype != input.dtype:
-        raise TypeError(f"index_add: argument 'source' expected dtype {input.dtype} (that of 'input'), got "
-                        f"{source.dtype}")
+        raise TypeError(
+            f"index_add: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
+        )
     if isinstance(alpha, bool) or np.ndim(alpha) != 0 or np.asarray(alpha).dtype.kind not in "iuf":
         raise TypeError(f"index_add: argument 'alpha' expected a number, got {alpha!r}")
     _check_index_values("index_add", index, input.shape[axis], dim)
@@ -550,19 +679,28 @@ def _index_add_vjp_source(g, ans, input, index, source, dim, alpha=1):
 
 
 index_add = defop(
-    "index_add", family="shape", inputs=("input", "index", "source"), forward=_index_add,
+    "index_add",
+    family="shape",
+    inputs=("input", "index", "source"),
+    forward=_index_add,
     vjps=(lambda g, ans, input, index, source, dim, alpha=1: g, NOT_DIFFERENTIABLE, _index_add_vjp_source),
     check=_check_index_add,
     samples=lambda rng: [
         Sample((uniform(rng, (4, 3)), np.array([0, 2, 2, 3, 2]), uniform(rng, (5, 3))), {"dim": 0}, "repeated"),
-        Sample((uniform(rng, (2, 3, 4)), np.array([3, 1, 3]), uniform(rng, (2, 3, 3))), {"dim": -1, "alpha": -1.5},
-               "dim -1, alpha"),
+        Sample(
+            (uniform(rng, (2, 3, 4)), np.array([3, 1, 3]), uniform(rng, (2, 3, 3))),
+            {"dim": -1, "alpha": -1.5},
+            "dim -1, alpha",
+        ),
         Sample((uniform(rng, (2, 3)), np.array(1), uniform(rng, (2, 1))), {"dim": 1, "alpha": 2}, "0-D index"),
         Sample((transposed(rng, (3, 4)), np.array([0, 0]), transposed(rng, (3, 2))), {"dim": 1}, "non-contiguous"),
         Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64), uniform(rng, (2, 0))), {"dim": 1}, "empty index"),
-        Sample((uniform(rng, (0, 3)), np.array([1, 1]), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input")],
-    torch_ref=lambda torch, input, index, source, dim, alpha=1: torch.index_add(input, dim, index.long(), source,
-                                                                                alpha=alpha))
+        Sample((uniform(rng, (0, 3)), np.array([1, 1]), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+    ],
+    torch_ref=lambda torch, input, index, source, dim, alpha=1: torch.index_add(
+        input, dim, index.long(), source, alpha=alpha
+    ),
+)
 
 
 # -- shared helpers for the ops below: one body for arrays (first order) and Tensors (create_graph) --------------
@@ -608,10 +746,13 @@ def _targets(shape, axis, index) -> np.ndarray:
 def _along_shapes(input_shape, indices_shape, axis):
     """The shapes input and indices broadcast to in take_along_dim: equal apart from ``axis``, where each keeps
     its own size."""
-    other = np.broadcast_shapes(input_shape[:axis] + (1,) + input_shape[axis + 1:],
-                                indices_shape[:axis] + (1,) + indices_shape[axis + 1:])
-    return (other[:axis] + (input_shape[axis],) + other[axis + 1:],
-            other[:axis] + (indices_shape[axis],) + other[axis + 1:])
+    other = np.broadcast_shapes(
+        input_shape[:axis] + (1,) + input_shape[axis + 1 :], indices_shape[:axis] + (1,) + indices_shape[axis + 1 :]
+    )
+    return (
+        other[:axis] + (input_shape[axis],) + other[axis + 1 :],
+        other[:axis] + (indices_shape[axis],) + other[axis + 1 :],
+    )
 
 
 def _check_take_along_dim(input, indices, dim=None):
@@ -620,17 +761,21 @@ def _check_take_along_dim(input, indices, dim=None):
         _check_index_values("take_along_dim", indices, input.size, "None (the flattened input)", "indices")
         return
     if input.ndim == 0:
-        raise ValueError("take_along_dim: argument 'input' expected a tensor with at least 1 dim when dim is given, "
-                         "got a 0-D tensor")
+        raise ValueError(
+            "take_along_dim: argument 'input' expected a tensor with at least 1 dim when dim is given, got a 0-D tensor"
+        )
     axis = normalize_dim("take_along_dim", dim, input.ndim)
     if indices.ndim != input.ndim:
-        raise ValueError(f"take_along_dim: argument 'indices' expected {input.ndim} dims (those of input), got shape "
-                         f"{indices.shape}")
+        raise ValueError(
+            f"take_along_dim: argument 'indices' expected {input.ndim} dims (those of input), got shape {indices.shape}"
+        )
     try:
         _along_shapes(input.shape, indices.shape, axis)
     except ValueError:
-        raise ValueError(f"take_along_dim: argument 'indices' expected a shape broadcastable with input "
-                         f"{input.shape} apart from dim {dim}, got {indices.shape}") from None
+        raise ValueError(
+            f"take_along_dim: argument 'indices' expected a shape broadcastable with input "
+            f"{input.shape} apart from dim {dim}, got {indices.shape}"
+        ) from None
     _check_index_values("take_along_dim", indices, input.shape[axis], dim, "indices")
 
 
@@ -656,40 +801,57 @@ def _take_along_dim_vjp(g, ans, input, indices, dim=None):
 
 
 def _take_along_dim_samples(rng):
-    return [Sample((uniform(rng, (3, 4)), np.array([[0, 3, 3], [1, 1, 0], [2, 0, 2]])), {"dim": 1}, "repeated"),
-            Sample((uniform(rng, (3, 2)), np.array([[2, 2], [0, 1]]).T), {"dim": 0}, "non-contiguous index"),
-            Sample((uniform(rng, (2, 1, 3)), np.array([[[0, 2]], [[1, 1]]]).repeat(4, 1)), {"dim": -1},
-                   "input broadcast along dim 1"),
-            Sample((transposed(rng, (3, 1, 4)), np.array([[[3], [0]]])), {"dim": 2},
-                   "both broadcast, non-contiguous input"),
-            Sample((uniform(rng, (3, 4)), np.array([[11, 0, 0], [5, 11, 2]])), {}, "dim None, repeated"),
-            Sample((uniform(rng, ()), np.array([0, 0])), {}, "0-D input, dim None"),
-            Sample((uniform(rng, (2, 3)), np.zeros((2, 0), np.int64)), {"dim": 1}, "zero-size indices"),
-            Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64)), {"dim": 1}, "zero-size input"),
-            Sample((uniform(rng, (2, 0)), np.zeros((3, 0), np.int64)), {"dim": 0}, "zero-size along the other dim")]
+    return [
+        Sample((uniform(rng, (3, 4)), np.array([[0, 3, 3], [1, 1, 0], [2, 0, 2]])), {"dim": 1}, "repeated"),
+        Sample((uniform(rng, (3, 2)), np.array([[2, 2], [0, 1]]).T), {"dim": 0}, "non-contiguous index"),
+        Sample(
+            (uniform(rng, (2, 1, 3)), np.array([[[0, 2]], [[1, 1]]]).repeat(4, 1)),
+            {"dim": -1},
+            "input broadcast along dim 1",
+        ),
+        Sample(
+            (transposed(rng, (3, 1, 4)), np.array([[[3], [0]]])), {"dim": 2}, "both broadcast, non-contiguous input"
+        ),
+        Sample((uniform(rng, (3, 4)), np.array([[11, 0, 0], [5, 11, 2]])), {}, "dim None, repeated"),
+        Sample((uniform(rng, ()), np.array([0, 0])), {}, "0-D input, dim None"),
+        Sample((uniform(rng, (2, 3)), np.zeros((2, 0), np.int64)), {"dim": 1}, "zero-size indices"),
+        Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64)), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, (2, 0)), np.zeros((3, 0), np.int64)), {"dim": 0}, "zero-size along the other dim"),
+    ]
 
 
 take_along_dim = defop(
-    "take_along_dim", family="shape", inputs=("input", "indices"), forward=_take_along_dim,
-    vjps=(_take_along_dim_vjp, NOT_DIFFERENTIABLE), check=_check_take_along_dim, samples=_take_along_dim_samples,
-    torch_ref=lambda torch, input, indices, dim=None: torch.take_along_dim(input, indices.long(), dim))
+    "take_along_dim",
+    family="shape",
+    inputs=("input", "indices"),
+    forward=_take_along_dim,
+    vjps=(_take_along_dim_vjp, NOT_DIFFERENTIABLE),
+    check=_check_take_along_dim,
+    samples=_take_along_dim_samples,
+    torch_ref=lambda torch, input, indices, dim=None: torch.take_along_dim(input, indices.long(), dim),
+)
 
 
 # -- scatter -----------------------------------------------------------------------------------------------------
 def _check_scatter(input, index, src=None, dim=0, value=None):
     if (src is None) == (value is None):
-        raise TypeError("scatter: expected exactly one of 'src' (a tensor) and 'value' (a number), got "
-                        + ("both" if src is not None else "neither"))
-    if value is not None and (isinstance(value, bool | np.bool_) or np.ndim(value) != 0
-                              or np.asarray(value).dtype.kind not in "iuf"):
+        raise TypeError(
+            "scatter: expected exactly one of 'src' (a tensor) and 'value' (a number), got "
+            + ("both" if src is not None else "neither")
+        )
+    if value is not None and (
+        isinstance(value, bool | np.bool_) or np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "iuf"
+    ):
         raise TypeError(f"scatter: argument 'value' expected a number, got {type(value).__name__} {value!r}")
     axis = _check_along("scatter", input, index, dim, src=src)
     if index.size:
         flat = np.ravel_multi_index(_along(index, axis)[1], input.shape).reshape(-1)
         if np.unique(flat).size != flat.size:
-            raise ValueError("scatter: argument 'index' writes one position of 'input' more than once; which value "
-                             "lands there is undefined (torch leaves it unspecified): use scatter_add or "
-                             "scatter_reduce to combine them, or unique indices")
+            raise ValueError(
+                "scatter: argument 'index' writes one position of 'input' more than once; which value "
+                "lands there is undefined (torch leaves it unspecified): use scatter_add or "
+                "scatter_reduce to combine them, or unique indices"
+            )
 
 
 def _scatter(input, dim, index, src=None, value=None):
@@ -714,24 +876,35 @@ def _scatter_vjp_src(g, ans, input, index, src=None, dim=0, value=None):
 
 
 def _scatter_samples(rng):
-    return [Sample((uniform(rng, (3, 4)), np.array([[0, 2, 1, 1], [1, 1, 0, 2]]), uniform(rng, (2, 4))), {"dim": 0},
-                   "src"),
-            Sample((uniform(rng, (3, 4)), np.array([[3, 0], [1, 2], [0, 3]]), uniform(rng, (3, 3))), {"dim": -1},
-                   "src larger than index", torch=False),  # torch's backward for src fails on this shape
-            Sample((transposed(rng, (3, 2)), np.array([[1], [0], [1]]), transposed(rng, (3, 1))), {"dim": 1},
-                   "non-contiguous"),
-            Sample((uniform(rng, (3, 4)), np.array([[2, 0, 1]]), None), {"dim": 0, "value": 2.5}, "value"),
-            Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0},
-                   "zero-size index"),
-            Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1},
-                   "zero-size input")]
+    return [
+        Sample((uniform(rng, (3, 4)), np.array([[0, 2, 1, 1], [1, 1, 0, 2]]), uniform(rng, (2, 4))), {"dim": 0}, "src"),
+        Sample(
+            (uniform(rng, (3, 4)), np.array([[3, 0], [1, 2], [0, 3]]), uniform(rng, (3, 3))),
+            {"dim": -1},
+            "src larger than index",
+            torch=False,
+        ),  # torch's backward for src fails on this shape
+        Sample(
+            (transposed(rng, (3, 2)), np.array([[1], [0], [1]]), transposed(rng, (3, 1))), {"dim": 1}, "non-contiguous"
+        ),
+        Sample((uniform(rng, (3, 4)), np.array([[2, 0, 1]]), None), {"dim": 0, "value": 2.5}, "value"),
+        Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0}, "zero-size index"),
+        Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+    ]
 
 
 scatter = defop(
-    "scatter", family="shape", inputs=("input", "index", "src?"), forward=_scatter,
-    vjps=(_scatter_vjp_input, NOT_DIFFERENTIABLE, _scatter_vjp_src), check=_check_scatter, samples=_scatter_samples,
+    "scatter",
+    family="shape",
+    inputs=("input", "index", "src?"),
+    forward=_scatter,
+    vjps=(_scatter_vjp_input, NOT_DIFFERENTIABLE, _scatter_vjp_src),
+    check=_check_scatter,
+    samples=_scatter_samples,
     torch_ref=lambda torch, input, index, src=None, dim=0, value=None: torch.scatter(
-        input, dim, index.long(), src if src is not None else value))
+        input, dim, index.long(), src if src is not None else value
+    ),
+)
 
 
 # -- scatter_reduce ----------------------------------------------------------------------------------------------
@@ -743,9 +916,15 @@ def _check_scatter_reduce(input, index, src, dim, reduce, include_self=True):
     if reduce not in _REDUCES:
         raise ValueError(f"scatter_reduce: argument 'reduce' expected one of {_REDUCES}, got {reduce!r}")
     if not isinstance(include_self, bool | np.bool_):
-        raise TypeError(f"scatter_reduce: argument 'include_self' expected a bool, got {type(include_self).__name__} "
-                        f"{include_self!r}")
+        raise TypeError(
+            f"scatter_reduce: argument 'include_self' expected a bool, got {type(include_self).__name__} "
+            f"{include_self!r}"
+        )
     _check_along("scatter_reduce", input, index, dim, src=src)
+    if reduce == "mean" and input.dtype == np.bool_:
+        raise TypeError(
+            "scatter_reduce: argument 'input' expected a numeric tensor for reduce='mean' (as torch), got dtype bool"
+        )
 
 
 def _identity(reduce, dtype):
@@ -830,18 +1009,26 @@ def _scatter_reduce_vjp(g, ans, input, index, src, needs, dim, reduce, include_s
         one, zero = np.ones((), dtype), np.zeros((), dtype)
         base = np.where(x_zero, one, x) if include_self else np.ones(input.shape, dtype)
         masked_src = np.where(s_zero, one, s)
-        q = (_scatter_reduce(base, axis, index, masked_src, "prod") if not traced
-             else scatter_reduce(base, axis, index, masked_src, "prod"))
+        q = (
+            _scatter_reduce(base, axis, index, masked_src, "prod")
+            if not traced
+            else scatter_reduce(base, axis, index, masked_src, "prod")
+        )
         zcount = (x_zero & include_self).astype(np.int64)
         _scatter_add_into(zcount, axis, index, s_zero.astype(np.int64))
         zsum = None
         if traced:
             zbase = np.where(x_zero, x, zero) if include_self else np.zeros(input.shape, dtype)
             zsum = scatter_add(zbase, axis, index, np.where(s_zero, s, zero))
-        grad_self = (g * _others_product(x, x_zero, q, zcount, zsum, traced) if include_self else g * ~hit)
+        grad_self = g * _others_product(x, x_zero, q, zcount, zsum, traced) if include_self else g * ~hit
         grad_src = _gather_any(g, axis, index) * _others_product(
-            s, s_zero, _gather_any(q, axis, index), _gather(zcount, axis, index),
-            None if zsum is None else gather(zsum, axis, index), traced)
+            s,
+            s_zero,
+            _gather_any(q, axis, index),
+            _gather(zcount, axis, index),
+            None if zsum is None else gather(zsum, axis, index),
+            traced,
+        )
     return (grad_self if needs[0] else None, None, _pad_to(grad_src, src.shape) if needs[2] else None)
 
 
@@ -850,33 +1037,71 @@ def _scatter_reduce_samples(rng):
     out = []
     for reduce in _REDUCES:
         for include_self in (True, False):
-            out.append(Sample((x, idx, src), {"dim": 0, "reduce": reduce, "include_self": include_self},
-                              f"{reduce}, include_self={include_self}, repeated"))
-        out += [Sample((transposed(rng, (3, 2)), np.array([[0, 0], [1, 0], [1, 1]]), transposed(rng, (3, 2))),
-                       {"dim": -1, "reduce": reduce}, f"{reduce}, non-contiguous"),
-                Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))),
-                       {"dim": 0, "reduce": reduce, "include_self": False}, f"{reduce}, zero-size index"),
-                Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))),
-                       {"dim": 1, "reduce": reduce}, f"{reduce}, zero-size input")]
+            out.append(
+                Sample(
+                    (x, idx, src),
+                    {"dim": 0, "reduce": reduce, "include_self": include_self},
+                    f"{reduce}, include_self={include_self}, repeated",
+                )
+            )
+        out += [
+            Sample(
+                (transposed(rng, (3, 2)), np.array([[0, 0], [1, 0], [1, 1]]), transposed(rng, (3, 2))),
+                {"dim": -1, "reduce": reduce},
+                f"{reduce}, non-contiguous",
+            ),
+            Sample(
+                (uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))),
+                {"dim": 0, "reduce": reduce, "include_self": False},
+                f"{reduce}, zero-size index",
+            ),
+            Sample(
+                (uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))),
+                {"dim": 1, "reduce": reduce},
+                f"{reduce}, zero-size input",
+            ),
+        ]
     # ties (kinks: no finite differences there) are checked against torch in tests/test_ops_indexing.py
     zeros = np.array([0.0, 2.0, 0.0, -1.5, 0.0, 0.5, 3.0])
-    out += [Sample((np.array([0.0, 1.5, -2.0, 0.7]), np.array([0, 1, 1, 2, 2, 3, 3]), zeros),
-                   {"dim": 0, "reduce": "prod", "include_self": i}, f"prod, zeros, include_self={i}")
-            for i in (True, False)]
+    out += [
+        Sample(
+            (np.array([0.0, 1.5, -2.0, 0.7]), np.array([0, 1, 1, 2, 2, 3, 3]), zeros),
+            {"dim": 0, "reduce": "prod", "include_self": i},
+            f"prod, zeros, include_self={i}",
+        )
+        for i in (True, False)
+    ]
     # two zeros reduced into one position: torch refuses the double backward; its first order is in the tests
-    out += [Sample((np.array([1.5, -2.0]), np.array([0, 0, 0, 1]), np.array([0.0, 2.0, 0.0, 0.5])),
-                   {"dim": 0, "reduce": "prod"}, "prod, two zeros at one position", torch=False),
-            Sample((uniform(rng, (4, 2)), np.array([[1], [3], [1]]), uniform(rng, (3, 2))),
-                   {"dim": 0, "reduce": "mean"}, "index smaller than src", torch=False)]  # torch's backward fails
+    out += [
+        Sample(
+            (np.array([1.5, -2.0]), np.array([0, 0, 0, 1]), np.array([0.0, 2.0, 0.0, 0.5])),
+            {"dim": 0, "reduce": "prod"},
+            "prod, two zeros at one position",
+            torch=False,
+        ),
+        Sample(
+            (uniform(rng, (4, 2)), np.array([[1], [3], [1]]), uniform(rng, (3, 2))),
+            {"dim": 0, "reduce": "mean"},
+            "index smaller than src",
+            torch=False,
+        ),
+    ]  # torch's backward fails
     return out
 
 
 scatter_reduce = defop(
-    "scatter_reduce", family="shape", inputs=("input", "index", "src"), forward=_scatter_reduce,
-    joint_vjp=_scatter_reduce_vjp, differentiable=(True, NOT_DIFFERENTIABLE, True), check=_check_scatter_reduce,
+    "scatter_reduce",
+    family="shape",
+    inputs=("input", "index", "src"),
+    forward=_scatter_reduce,
+    joint_vjp=_scatter_reduce_vjp,
+    differentiable=(True, NOT_DIFFERENTIABLE, True),
+    check=_check_scatter_reduce,
     samples=_scatter_reduce_samples,
     torch_ref=lambda torch, input, index, src, dim, reduce, include_self=True: torch.scatter_reduce(
-        input, dim, index.long(), src, reduce, include_self=include_self))
+        input, dim, index.long(), src, reduce, include_self=include_self
+    ),
+)
 
 
 # -- masked_select, nonzero, one_hot -----------------------------------------------------------------------------
@@ -886,8 +1111,9 @@ def _check_masked_select(input, mask):
     try:
         np.broadcast_shapes(input.shape, mask.shape)
     except ValueError:
-        raise ValueError(f"masked_select: argument 'mask' expected a shape broadcastable with input {input.shape}, "
-                         f"got {mask.shape}") from None
+        raise ValueError(
+            f"masked_select: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
+        ) from None
 
 
 def _masked_select(input, mask):
@@ -910,8 +1136,12 @@ def _masked_select_vjp(g, ans, input, mask):
 
 
 masked_select = defop(
-    "masked_select", family="shape", inputs=("input", "mask"), forward=_masked_select,
-    vjps=(_masked_select_vjp, NOT_DIFFERENTIABLE), check=_check_masked_select,
+    "masked_select",
+    family="shape",
+    inputs=("input", "mask"),
+    forward=_masked_select,
+    vjps=(_masked_select_vjp, NOT_DIFFERENTIABLE),
+    check=_check_masked_select,
     samples=lambda rng: [
         Sample((uniform(rng, (3, 4)), uniform(rng, (3, 4)) > 0), {}, "same shape"),
         Sample((uniform(rng, (4,)), uniform(rng, (3, 4)) > 0), {}, "input broadcast (entries read repeatedly)"),
@@ -919,16 +1149,20 @@ masked_select = defop(
         Sample((transposed(rng, (3, 4)), (uniform(rng, (4, 3)) > 0).T), {}, "non-contiguous"),
         Sample((uniform(rng, ()), np.array(True)), {}, "0-D"),
         Sample((uniform(rng, (2, 3)), np.zeros((2, 3), np.bool_)), {}, "nothing selected"),
-        Sample((uniform(rng, (0, 3)), np.ones(3, np.bool_)), {}, "zero-size input")],
-    torch_ref=lambda torch, input, mask: torch.masked_select(input, mask))
+        Sample((uniform(rng, (0, 3)), np.ones(3, np.bool_)), {}, "zero-size input"),
+    ],
+    torch_ref=lambda torch, input, mask: torch.masked_select(input, mask),
+)
 
 
 def _check_nonzero(input, as_tuple=False):
     if not isinstance(as_tuple, bool | np.bool_):
         raise TypeError(f"nonzero: argument 'as_tuple' expected a bool, got {type(as_tuple).__name__} {as_tuple!r}")
     if as_tuple:
-        raise ValueError("nonzero: as_tuple=True is not supported (an op's number of outputs is fixed when it is "
-                         "registered); use ops.unbind(ops.nonzero(input), 1), which gives the same tuple")
+        raise ValueError(
+            "nonzero: as_tuple=True is not supported (an op's number of outputs is fixed when it is "
+            "registered); use ops.unbind(ops.nonzero(input), 1), which gives the same tuple"
+        )
 
 
 def _nonzero(input, as_tuple=False):
@@ -938,30 +1172,42 @@ def _nonzero(input, as_tuple=False):
 
 
 nonzero = defop(
-    "nonzero", family="shape", inputs=("input",), forward=_nonzero, vjps=(NOT_DIFFERENTIABLE,), check=_check_nonzero,
+    "nonzero",
+    family="shape",
+    inputs=("input",),
+    forward=_nonzero,
+    vjps=(NOT_DIFFERENTIABLE,),
+    check=_check_nonzero,
     samples=lambda rng: [
         Sample((np.array([[0.0, 1.5, -0.0], [np.nan, 0.0, -2.0]]),), {}, "NaN is nonzero, -0.0 is zero"),
         Sample((transposed(rng, (3, 4)) > 0,), {}, "bool, non-contiguous"),
         Sample((np.array([3, 0, -1, 0]),), {}, "int64"),
         Sample((np.array(2.0),), {}, "0-D nonzero"),
         Sample((np.array(0.0),), {}, "0-D zero"),
-        Sample((np.zeros((0, 3)),), {}, "zero-size")],
-    torch_ref=lambda torch, input, as_tuple=False: torch.nonzero(input))
+        Sample((np.zeros((0, 3)),), {}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, as_tuple=False: torch.nonzero(input),
+)
 
 
 def _check_one_hot(tensor, num_classes=-1):
     require_integer("one_hot", "tensor", tensor)
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer) or not (
-            num_classes == -1 or num_classes > 0):
-        raise ValueError(f"one_hot: argument 'num_classes' expected -1 (infer from the data) or a positive int, got "
-                         f"{num_classes!r}")
+    if (
+        isinstance(num_classes, bool)
+        or not isinstance(num_classes, int | np.integer)
+        or not (num_classes == -1 or num_classes > 0)
+    ):
+        raise ValueError(
+            f"one_hot: argument 'num_classes' expected -1 (infer from the data) or a positive int, got {num_classes!r}"
+        )
     if num_classes == -1 and tensor.size == 0:
         raise ValueError("one_hot: cannot infer the number of classes from an empty tensor; pass num_classes")
     if tensor.size and tensor.min() < 0:
         raise ValueError(f"one_hot: argument 'tensor' expected class values >= 0, got {tensor.min()}")
     if tensor.size and num_classes != -1 and tensor.max() >= num_classes:
-        raise ValueError(f"one_hot: argument 'tensor' expected class values below num_classes={num_classes}, got "
-                         f"{tensor.max()}")
+        raise ValueError(
+            f"one_hot: argument 'tensor' expected class values below num_classes={num_classes}, got {tensor.max()}"
+        )
 
 
 def _one_hot(tensor, num_classes=-1):
@@ -972,10 +1218,17 @@ def _one_hot(tensor, num_classes=-1):
 
 
 one_hot = defop(
-    "one_hot", family="shape", inputs=("tensor",), forward=_one_hot, vjps=(NOT_DIFFERENTIABLE,), check=_check_one_hot,
+    "one_hot",
+    family="shape",
+    inputs=("tensor",),
+    forward=_one_hot,
+    vjps=(NOT_DIFFERENTIABLE,),
+    check=_check_one_hot,
     samples=lambda rng: [
         Sample((np.array([0, 2, 2, 1]),), {}, "inferred classes, repeated"),
         Sample((np.array([[0, 3], [1, 0]]).T,), {"num_classes": 5}, "non-contiguous, more classes"),
         Sample((np.array(1),), {"num_classes": 3}, "0-D"),
-        Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4}, "zero-size")],
-    torch_ref=lambda torch, tensor, num_classes=-1: torch.nn.functional.one_hot(tensor.long(), num_classes))
+        Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4}, "zero-size"),
+    ],
+    torch_ref=lambda torch, tensor, num_classes=-1: torch.nn.functional.one_hot(tensor.long(), num_classes),
+)

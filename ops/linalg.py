@@ -15,7 +15,7 @@ twice (``create_graph=True``). Zero-size operands work as in torch: a contractio
 gives zeros.
 """
 
-__all__ = ['matmul', 'linear', 'einsum']
+__all__ = ["matmul", "linear", "einsum"]
 
 import functools
 import math
@@ -36,8 +36,9 @@ def _same_dtype(op: str, names: tuple, arrays) -> None:
     first = arrays[0]
     for name, a in zip(names[1:], arrays[1:]):
         if a is not None and a.dtype != first.dtype:
-            raise TypeError(f"{op}: argument '{name}' expected dtype {first.dtype} (that of '{names[0]}'), got "
-                            f"{a.dtype}")
+            raise TypeError(
+                f"{op}: argument '{name}' expected dtype {first.dtype} (that of '{names[0]}'), got {a.dtype}"
+            )
 
 
 # -- matmul ------------------------------------------------------------------------------------------------
@@ -47,13 +48,17 @@ def _check_matmul(input, other):
     k_a = input.shape[-1]
     k_b = other.shape[0] if other.ndim == 1 else other.shape[-2]
     if k_a != k_b:
-        raise ValueError(f"matmul: argument 'other' expected {k_a} rows to match the last dim of input "
-                         f"{input.shape}, got shape {other.shape}")
+        raise ValueError(
+            f"matmul: argument 'other' expected {k_a} rows to match the last dim of input "
+            f"{input.shape}, got shape {other.shape}"
+        )
     try:
         np.broadcast_shapes(input.shape[:-2], other.shape[:-2])
     except ValueError:
-        raise ValueError(f"matmul: argument 'other' expected batch dims broadcastable with input's "
-                         f"{input.shape[:-2]}, got shape {other.shape}") from None
+        raise ValueError(
+            f"matmul: argument 'other' expected batch dims broadcastable with input's "
+            f"{input.shape[:-2]}, got shape {other.shape}"
+        ) from None
     _same_dtype("matmul", ("input", "other"), (input, other))
 
 
@@ -95,36 +100,64 @@ def _matmul_vjp_other(g, ans, input, other):
 
 
 def _matmul_samples(rng):
-    shapes = [((3,), (3,)), ((3,), (3, 4)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
-              ((2, 3), (5, 3, 4)), ((2, 1, 2, 3), (4, 3, 2)), ((4,), (2, 4, 3)), ((2, 2, 3), (3,)),
-              ((2, 1, 3), (3, 1))]
+    shapes = [
+        ((3,), (3,)),
+        ((3,), (3, 4)),
+        ((2, 3), (3,)),
+        ((2, 3), (3, 4)),
+        ((5, 2, 3), (3, 4)),
+        ((2, 3), (5, 3, 4)),
+        ((2, 1, 2, 3), (4, 3, 2)),
+        ((4,), (2, 4, 3)),
+        ((2, 2, 3), (3,)),
+        ((2, 1, 3), (3, 1)),
+    ]
     out = [Sample((uniform(rng, sa), uniform(rng, sb)), {}, f"{sa} @ {sb}") for sa, sb in shapes]
     out.append(Sample((uniform(rng, (3, 2)).T, uniform(rng, (4, 3)).T), {}, "non-contiguous"))
     out.append(Sample((transposed(rng, (3, 2, 2)), uniform(rng, (2, 3))), {}, "non-contiguous batched @ matrix"))
-    zero = [((2, 0), (0, 3), "inner dim 0: zeros"), ((0, 3), (3, 2), "no rows"), ((2, 0, 3), (3, 4), "empty batch"),
-            ((3,), (3, 0), "no columns"), ((0,), (0,), "empty dot"), ((2, 2, 0), (2, 0, 3), "batched, inner dim 0")]
+    zero = [
+        ((2, 0), (0, 3), "inner dim 0: zeros"),
+        ((0, 3), (3, 2), "no rows"),
+        ((2, 0, 3), (3, 4), "empty batch"),
+        ((3,), (3, 0), "no columns"),
+        ((0,), (0,), "empty dot"),
+        ((2, 2, 0), (2, 0, 3), "batched, inner dim 0"),
+    ]
     out += [Sample((uniform(rng, sa), uniform(rng, sb)), {}, f"{sa} @ {sb}, {label}") for sa, sb, label in zero]
     return out
 
 
-matmul = defop("matmul", family="linalg", inputs=("input", "other"), forward=_matmul,
-               vjps=(_matmul_vjp_input, _matmul_vjp_other), check=_check_matmul, samples=_matmul_samples,
-               torch_ref=lambda torch, input, other: torch.matmul(input, other))
+matmul = defop(
+    "matmul",
+    family="linalg",
+    inputs=("input", "other"),
+    forward=_matmul,
+    vjps=(_matmul_vjp_input, _matmul_vjp_other),
+    check=_check_matmul,
+    samples=_matmul_samples,
+    torch_ref=lambda torch, input, other: torch.matmul(input, other),
+)
 
 
 # -- linear ------------------------------------------------------------------------------------------------
 def _check_linear(input, weight, bias=None):
     if input.ndim == 0 or weight.ndim not in (1, 2):
-        raise ValueError(f"linear: arguments 'input' and 'weight' expected at least 1 dim and a 1-D/2-D weight, "
-                         f"got shapes {input.shape} and {weight.shape}")
+        raise ValueError(
+            f"linear: arguments 'input' and 'weight' expected at least 1 dim and a 1-D/2-D weight, "
+            f"got shapes {input.shape} and {weight.shape}"
+        )
     if input.shape[-1] != weight.shape[-1]:
-        raise ValueError(f"linear: argument 'weight' expected in_features {input.shape[-1]} (input's last dim, input "
-                         f"{input.shape}), got shape {weight.shape}")
+        raise ValueError(
+            f"linear: argument 'weight' expected in_features {input.shape[-1]} (input's last dim, input "
+            f"{input.shape}), got shape {weight.shape}"
+        )
     if bias is not None:
         out_features = weight.shape[0] if weight.ndim == 2 else None
         if out_features is None or bias.ndim > 1 or bias.size not in (1, out_features):
-            raise ValueError(f"linear: argument 'bias' expected shape ({out_features},) (or one element) for weight "
-                             f"{weight.shape}, got {bias.shape}")
+            raise ValueError(
+                f"linear: argument 'bias' expected shape ({out_features},) (or one element) for weight "
+                f"{weight.shape}, got {bias.shape}"
+            )
     _same_dtype("linear", ("input", "weight", "bias"), (input, weight, bias))
 
 
@@ -164,25 +197,34 @@ def _linear_vjp_bias(g, ans, input, weight, bias=None):
 def _linear_samples(rng):
     def u(*shape):
         return uniform(rng, shape)
-    return [Sample((u(2, 3), u(4, 3), u(4)), {}, "matrix"),
-            Sample((u(5, 2, 3), u(4, 3), u(4)), {}, "batched"),
-            Sample((u(3), u(4, 3), u(4)), {}, "1-D input"),
-            Sample((u(2, 3), u(4, 3), None), {}, "no bias"),
-            Sample((u(2, 1, 3), u(1, 3), u(1)), {}, "size-1 dims"),
-            Sample((u(2, 3), u(4, 3), u(1)), {}, "one-element bias"),
-            Sample((u(2, 3), u(4, 3), u()), {}, "0-D bias"),
-            Sample((transposed(rng, (2, 2, 3)), transposed(rng, (4, 3)), u(4)), {}, "non-contiguous"),
-            Sample((u(2, 3), u(3), None), {}, "1-D weight"),
-            Sample((u(0, 3), u(4, 3), u(4)), {}, "no rows"),
-            Sample((u(2, 0), u(4, 0), u(4)), {}, "no in_features: the bias"),
-            Sample((u(2, 3), u(0, 3), u(0)), {}, "no out_features"),
-            Sample((u(2, 0, 3), u(0, 3), None), {}, "empty batch, no out_features")]
+
+    return [
+        Sample((u(2, 3), u(4, 3), u(4)), {}, "matrix"),
+        Sample((u(5, 2, 3), u(4, 3), u(4)), {}, "batched"),
+        Sample((u(3), u(4, 3), u(4)), {}, "1-D input"),
+        Sample((u(2, 3), u(4, 3), None), {}, "no bias"),
+        Sample((u(2, 1, 3), u(1, 3), u(1)), {}, "size-1 dims"),
+        Sample((u(2, 3), u(4, 3), u(1)), {}, "one-element bias"),
+        Sample((u(2, 3), u(4, 3), u()), {}, "0-D bias"),
+        Sample((transposed(rng, (2, 2, 3)), transposed(rng, (4, 3)), u(4)), {}, "non-contiguous"),
+        Sample((u(2, 3), u(3), None), {}, "1-D weight"),
+        Sample((u(0, 3), u(4, 3), u(4)), {}, "no rows"),
+        Sample((u(2, 0), u(4, 0), u(4)), {}, "no in_features: the bias"),
+        Sample((u(2, 3), u(0, 3), u(0)), {}, "no out_features"),
+        Sample((u(2, 0, 3), u(0, 3), None), {}, "empty batch, no out_features"),
+    ]
 
 
-linear = defop("linear", family="linalg", inputs=("input", "weight", "bias?"), forward=_linear,
-               vjps=(_linear_vjp_input, _linear_vjp_weight, _linear_vjp_bias), check=_check_linear,
-               samples=_linear_samples,
-               torch_ref=lambda torch, input, weight, bias=None: torch.nn.functional.linear(input, weight, bias))
+linear = defop(
+    "linear",
+    family="linalg",
+    inputs=("input", "weight", "bias?"),
+    forward=_linear,
+    vjps=(_linear_vjp_input, _linear_vjp_weight, _linear_vjp_bias),
+    check=_check_linear,
+    samples=_linear_samples,
+    torch_ref=lambda torch, input, weight, bias=None: torch.nn.functional.linear(input, weight, bias),
+)
 
 
 # -- einsum ------------------------------------------------------------------------------------------------
@@ -239,25 +281,31 @@ def _plan(equation, shapes) -> _Plan:
         head, dots, tail = _split_ellipsis(equation, term, f"subscripts of operand {k}")
         n_ellipsis = len(shape) - len(head) - len(tail)
         if n_ellipsis < 0 or (not dots and n_ellipsis):
-            raise _einsum_error(equation, f"expected subscripts for the {len(shape)} dims of operand {k} (shape "
-                                          f"{shape}), got {term!r}")
+            raise _einsum_error(
+                equation, f"expected subscripts for the {len(shape)} dims of operand {k} (shape {shape}), got {term!r}"
+            )
         parsed.append((head, n_ellipsis, tail))
     n_ellipsis = max((n for _, n, _ in parsed), default=0)
     ellipsis = "".join(free[:n_ellipsis])
-    explicit = tuple(head + ellipsis[n_ellipsis - n:] + tail for head, n, tail in parsed)
+    explicit = tuple(head + ellipsis[n_ellipsis - n :] + tail for head, n, tail in parsed)
 
-    sizes, broadcast = {}, False
+    sizes: dict[str, int] = {}
+    broadcast = False
     for k, (term, shape) in enumerate(zip(explicit, shapes)):
-        own = {}
+        own: dict[str, int] = {}
         for c, n in zip(term, shape):
             if own.setdefault(c, n) != n:
-                raise _einsum_error(equation, f"expected equal sizes for subscript {c!r} repeated in operand {k}, "
-                                              f"got {own[c]} and {n} (shape {shape})")
+                raise _einsum_error(
+                    equation,
+                    f"expected equal sizes for subscript {c!r} repeated in operand {k}, "
+                    f"got {own[c]} and {n} (shape {shape})",
+                )
         for c, n in own.items():
             seen = sizes.get(c, n)
             if n != seen and 1 not in (n, seen):
-                raise _einsum_error(equation, f"expected size {seen} (or 1) for subscript {c!r} of operand {k}, "
-                                              f"got {n} (shape {shape})")
+                raise _einsum_error(
+                    equation, f"expected size {seen} (or 1) for subscript {c!r} of operand {k}, got {n} (shape {shape})"
+                )
             sizes[c] = n if seen == 1 else seen
             broadcast = broadcast or n != seen
     if arrow:
@@ -265,8 +313,9 @@ def _plan(equation, shapes) -> _Plan:
         output = head + (ellipsis if dots else "") + tail
         for c in output:
             if output.count(c) > 1 or c not in sizes:
-                raise _einsum_error(equation, f"expected output subscripts that appear once in the output and in "
-                                              f"an operand, got {c!r}")
+                raise _einsum_error(
+                    equation, f"expected output subscripts that appear once in the output and in an operand, got {c!r}"
+                )
     else:
         counts = Counter(c for head, _, tail in parsed for c in head + tail)
         output = ellipsis + "".join(sorted(c for c, n in counts.items() if n == 1))
@@ -314,8 +363,10 @@ def _on_diagonal(plan: _Plan, term: str, labels: str, grad, shape, dtype):
         first = term.index(c)
         unique += c if first == p else next(fresh)
         if first != p:
+
             def position(d):  # the positions along dim d, shaped to broadcast over the others
                 return np.arange(shape[d]).reshape([-1 if k == d else 1 for k in range(len(shape))])
+
             delta = delta & (position(first) == position(p))
     return einsum(f"{labels},{unique}->{unique}", grad, delta.astype(dtype))
 
@@ -327,8 +378,9 @@ def _einsum_operand_grad(plan: _Plan, k: int, g, arrays):
     others = [(t, a) for j, (t, a) in enumerate(zip(plan.terms, plan.full(arrays))) if j != k]
     reachable = set(plan.output).union(*[t for t, _ in others])
     kept = "".join(c for c in labels if c in reachable)
-    grad = _contract(",".join([plan.output] + [t for t, _ in others]) + "->" + kept, plan.optimize, g,
-                     *[a for _, a in others])
+    grad = _contract(
+        ",".join([plan.output] + [t for t, _ in others]) + "->" + kept, plan.optimize, g, *[a for _, a in others]
+    )
     if kept != labels:  # labels summed by operand k alone: its gradient is constant along them
         grad = np.expand_dims(grad, tuple(i for i, c in enumerate(labels) if c not in reachable))
         grad = np.broadcast_to(grad, tuple(plan.sizes[c] for c in labels))
@@ -350,31 +402,47 @@ def _einsum_vjp(g, ans, operands, *, needs, equation):
 def _einsum_samples(rng):
     def u(*shape):
         return uniform(rng, shape)
+
     cases = [
-        ("ii->i", [u(3, 3)], "diagonal"), ("ii", [u(3, 3)], "trace, implicit output"),
-        ("ij->ji", [transposed(rng, (2, 3))], "transpose, non-contiguous"), ("i->", [u(4)], "sum"),
-        ("iji->j", [u(3, 2, 3)], "repeated label around another"), ("...ij->...ji", [u(2, 3, 4)], "'...'"),
+        ("ii->i", [u(3, 3)], "diagonal"),
+        ("ii", [u(3, 3)], "trace, implicit output"),
+        ("ij->ji", [transposed(rng, (2, 3))], "transpose, non-contiguous"),
+        ("i->", [u(4)], "sum"),
+        ("iji->j", [u(3, 2, 3)], "repeated label around another"),
+        ("...ij->...ji", [u(2, 3, 4)], "'...'"),
         ("bA", [u(2, 3)], "implicit output, upper case sorts first"),
-        ("ij,jk->ik", [u(2, 3), u(3, 4)], "matmul"), ("bij,bjk->bik", [u(2, 2, 3), u(2, 3, 2)], "batched"),
+        ("ij,jk->ik", [u(2, 3), u(3, 4)], "matmul"),
+        ("bij,bjk->bik", [u(2, 2, 3), u(2, 3, 2)], "batched"),
         ("...ij,...jk->...ik", [u(2, 1, 2, 3), u(4, 3, 2)], "'...' broadcast"),
         ("ij,ij->ij", [u(1, 3), u(2, 3)], "size-1 label broadcast"),
-        ("i,j->ij", [u(3), u(4)], "outer"), ("ii,i->i", [u(3, 3), u(3)], "diagonal times vector"),
-        ("ij,k->ik", [u(2, 3), u(4)], "labels summed alone"), ("ij,ij", [u(2, 3), u(2, 3)], "implicit dot"),
+        ("i,j->ij", [u(3), u(4)], "outer"),
+        ("ii,i->i", [u(3, 3), u(3)], "diagonal times vector"),
+        ("ij,k->ik", [u(2, 3), u(4)], "labels summed alone"),
+        ("ij,ij", [u(2, 3), u(2, 3)], "implicit dot"),
         ("ij,jk", [transposed(rng, (2, 3)), transposed(rng, (3, 4))], "non-contiguous, implicit"),
         ("...i,...i->...", [u(3, 4), u(4)], "'...' of different ranks"),
-        ("ij,jk,kl->il", [u(2, 3), u(3, 2), u(2, 4)], "chain of 3"), ("i,i,i->", [u(4), u(4), u(4)], "3 vectors"),
+        ("ij,jk,kl->il", [u(2, 3), u(3, 2), u(2, 4)], "chain of 3"),
+        ("i,i,i->", [u(4), u(4), u(4)], "3 vectors"),
         ("bi,bj,b->bij", [u(2, 3), u(2, 2), u(2)], "3 operands, batch kept"),
         ("ii,ij,jj->", [u(2, 2), u(2, 2), u(2, 2)], "3 operands, repeated labels"),
         ("ij,jk,kl,lm,mn->in", [u(2, 3), u(3, 2), u(2, 2), u(2, 3), u(3, 2)], "chain of 5"),
         ("iij,jkk,k->i", [u(2, 2, 3), u(3, 2, 2), u(2)], "repeated labels in two operands"),
         ("ij,jk->ik", [u(2, 0), u(0, 3)], "zero-size contracted label: zeros"),
         ("bi,bj->ij", [u(0, 2), u(0, 3)], "zero-size batch summed"),
-        ("ii->i", [u(0, 0)], "zero-size diagonal"), ("i,i->", [u(0), u(0)], "zero-size dot"),
+        ("ii->i", [u(0, 0)], "zero-size diagonal"),
+        ("i,i->", [u(0), u(0)], "zero-size dot"),
         ("ij,jk->ijk", [u(0, 2), u(2, 3)], "zero-size kept label"),
     ]
     return [Sample((arrays,), {"equation": eq}, f"{eq!r} {label}") for eq, arrays, label in cases]
 
 
-einsum = defop("einsum", family="linalg", inputs=("*operands",), forward=_einsum, joint_vjp=_einsum_vjp,
-               check=_check_einsum, samples=_einsum_samples,
-               torch_ref=lambda torch, operands, equation: torch.einsum(equation, *operands))
+einsum = defop(
+    "einsum",
+    family="linalg",
+    inputs=("*operands",),
+    forward=_einsum,
+    joint_vjp=_einsum_vjp,
+    check=_check_einsum,
+    samples=_einsum_samples,
+    torch_ref=lambda torch, operands, equation: torch.einsum(equation, *operands),
+)

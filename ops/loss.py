@@ -15,8 +15,8 @@ target ignored -- is NaN, as in torch; a 'sum' of nothing is 0.
 
 What takes a gradient, as in torch: cross_entropy's probability targets; the targets of binary_cross_entropy
 (and _with_logits), kl_div and the regression losses; mse/l1/huber's ``weight``; every input of the ranking
-losses and distances (a float margin_ranking_loss target too). Class weights, binary_cross_entropy's ``weight``
-and ``pos_weight`` are not differentiable. Floating inputs must share one dtype.
+losses and distances (a float margin_ranking_loss target too). Class weights and binary_cross_entropy(_with_logits)'s
+``weight`` and ``pos_weight`` are not differentiable. Floating inputs must share one dtype.
 
 Kinks and ties (torch's gradient conventions; the samples keep finite differences away from them):
 - l1_loss and smooth_l1_loss with beta=0 at input == target: gradient 0 (sign(0)). smooth_l1_loss / huber_loss at
@@ -25,9 +25,9 @@ Kinks and ties (torch's gradient conventions; the samples keep finite difference
   clamp_min(z, 0) backward (z >= 0). triplet_margin_loss with swap=True where the two negative distances tie:
   each gets half the gradient (torch's minimum).
 - pairwise_distance is ||x1 - x2 + eps||_p over the last dim of the broadcast shape, for any p (inf, -inf, 0 and
-  negative included). Its gradient is torch's vector-norm subgradient: 0 where the norm is 0 (p=2 and above) or
+  negative included). Its gradient is torch's vector-norm subgradient: 0 where the norm is 0 (p > 1) or where
   an entry is 0 (p < 1); sign for p=1; for p=+-inf the entries attaining the norm share the gradient evenly;
-  0 for p=0. Norms are computed with a power-of-two scale, so huge or tiny entries (1e200) neither overflow nor
+  0 for p=0. Norms are computed with a power-of-two scale, so huge or tiny entries (1e+-200) neither overflow nor
   underflow where torch's do (there the results differ from torch's inf/0 and are the right ones).
 - cosine_similarity is torch 2.13's sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) over ``dim`` of the
   broadcast inputs. Torch clamps the norms in place under no_grad, so its gradient treats the clamped norm as
@@ -35,8 +35,9 @@ Kinks and ties (torch's gradient conventions; the samples keep finite difference
   denominator is then the constant eps. A zero vector gets gradient (other / max(||other||, eps)) / eps.
 - binary_cross_entropy clamps each log at -100 (so input 0 or 1 gives a finite loss of at most 100 per element);
   the input gradient is (x - t) / max(x (1 - x), 1e-12) (torch's floor, 1e-12 rounded to float32) and the target
-  gradient -logit(x), unclamped (+-inf at x = 0, 1), both torch's. At exactly x = 0 or 1 the second order differs from torch's (whose double backward
-  adds 1e-12 to x and 1 - x instead of clamping the product).
+  gradient -logit(x), unclamped (+-inf at x = 0, 1), both torch's. The second order differentiates that input
+  gradient exactly; torch's double backward instead adds 1e-12 to x and 1 - x, so the two differ by a relative
+  ~1e-12 / min(x, 1 - x): invisibly above x ~ 1e-4, and at exactly 0 or 1 (torch's is then ~1e24, ours ~1e12).
 - kl_div is xlogy(t, t) - t * input (exp(t) * (t - input) with log_target): 0 at t = 0, NaN for t < 0. Its target
   gradient log(t) + 1 - input is NaN at t = 0, as torch's (the 0 / 0 of xlogy's derivative). torch 2.13 warns on
   reduction='mean' (that 'mean' divides by every element, not the batch: 'batchmean' is the KL divergence); the
@@ -52,10 +53,23 @@ the forward's probabilities; its second order (and binary_cross_entropy_with_log
 with numpy functions over its arguments, so the second order traces it.
 """
 
-__all__ = ["cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
-           "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "margin_ranking_loss", "triplet_margin_loss",
-           "cosine_similarity", "pairwise_distance"]
+__all__ = [
+    "cross_entropy",
+    "nll_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "kl_div",
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "margin_ranking_loss",
+    "triplet_margin_loss",
+    "cosine_similarity",
+    "pairwise_distance",
+]
 
+import inspect
 import math
 import warnings
 
@@ -77,8 +91,9 @@ _REDUCTIONS = ("none", "mean", "sum")
 # -- reductions --------------------------------------------------------------------------------------------
 def _check_reduction(op: str, reduction, allowed=_REDUCTIONS) -> None:
     if not isinstance(reduction, str) or reduction not in allowed:
-        raise ValueError(f"{op}: argument 'reduction' expected one of {', '.join(map(repr, allowed))}, "
-                         f"got {reduction!r}")
+        raise ValueError(
+            f"{op}: argument 'reduction' expected one of {', '.join(map(repr, allowed))}, got {reduction!r}"
+        )
 
 
 def _reduce(loss, reduction: str, denominator=None):
@@ -126,8 +141,9 @@ def _broadcast_shape(op: str, names: tuple, *arrays) -> tuple:
         return np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
         got = ", ".join(f"{n} {a.shape}" for n, a in zip(names, arrays))
-        raise ValueError(f"{op}: argument '{names[-1]}' expected a shape that broadcasts with "
-                         f"{' and '.join(names[:-1])}, got {got}") from None
+        raise ValueError(
+            f"{op}: argument '{names[-1]}' expected a shape that broadcasts with {' and '.join(names[:-1])}, got {got}"
+        ) from None
 
 
 def _check_bool(op: str, argument: str, value) -> None:
@@ -138,6 +154,7 @@ def _check_bool(op: str, argument: str, value) -> None:
 def _quiet_torch(fn):
     """A torch reference with torch's warnings off (it warns when input and target broadcast, and on
     kl_div's reduction='mean'); the values are what is compared."""
+
     def run(*args, **kwargs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -247,8 +264,10 @@ def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mea
         return _reduce(loss, reduction, None if input.size else 0), {"probs": None, "log_probs": log_probs}
     if input.size == 0:  # an empty batch: no exp/max over it
         valid, _, w_target = _targets(input, target, weight, ignore_index)
-        return _reduce(np.zeros(target.shape, input.dtype), reduction, np.sum(w_target)), \
-            {"probs": np.zeros(input.shape, input.dtype), "log_probs": None}
+        return _reduce(np.zeros(target.shape, input.dtype), reduction, np.sum(w_target)), {
+            "probs": np.zeros(input.shape, input.dtype),
+            "log_probs": None,
+        }
     shift = np.max(input, axis=axis, keepdims=True)
     probs = np.exp(input - shift)
     total = np.sum(probs, axis=axis, keepdims=True)
@@ -268,12 +287,13 @@ def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mea
 def _probability_scale(g, input, reduction):
     """The upstream gradient per loss element (probability targets), with a size-1 class axis."""
     axis = _class_axis(input)
-    loss_shape = input.shape[:axis] + input.shape[axis + 1:]
+    loss_shape = input.shape[:axis] + input.shape[axis + 1 :]
     return _along_class(_reduction_grad(g, reduction, loss_shape), input)
 
 
-def _cross_entropy_vjp(g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, probs,
-                       log_probs=None):
+def _cross_entropy_vjp(
+    g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, probs, log_probs=None
+):
     axis = _class_axis(input)
     if target.dtype.kind == "f":  # dloss_n/dx = p * sum_c(q_nc) - q_n
         q = _smoothed_probabilities(input, target, weight, label_smoothing)
@@ -298,8 +318,9 @@ def _cross_entropy_vjp(g, ans, input, target, weight, *, ignore_index, reduction
     return grad
 
 
-def _cross_entropy_target_vjp(g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, probs,
-                              log_probs=None):
+def _cross_entropy_target_vjp(
+    g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, probs, log_probs=None
+):
     # probability targets only (class indices are integers: never differentiated): -(1-s) w_c log p_nc
     grad = log_probs * -(1 - label_smoothing)
     if weight is not None:
@@ -314,8 +335,9 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
     axis = _class_axis(input)
     weight = None if weight is None else _values(weight)
     if target.dtype.kind == "f":
-        loss = -ops.sum(ops.log_softmax(input, axis) * _smoothed_probabilities(input, target, weight,
-                                                                              label_smoothing), dim=axis)
+        loss = -ops.sum(
+            ops.log_softmax(input, axis) * _smoothed_probabilities(input, target, weight, label_smoothing), dim=axis
+        )
         if reduction == "none":
             return loss
         total = ops.sum(loss)
@@ -354,8 +376,7 @@ def _check_class_weight(op, input, weight):
     n_classes = input.shape[_class_axis(input)]
     if weight is not None:
         require_float(op, "weight", weight)
-        require(weight.shape == (n_classes,), op, "weight", f"a 1-D tensor of {n_classes} class weights",
-                weight.shape)
+        require(weight.shape == (n_classes,), op, "weight", f"a 1-D tensor of {n_classes} class weights", weight.shape)
 
 
 def _check_ignore_index(op, ignore_index):
@@ -366,13 +387,14 @@ def _check_ignore_index(op, ignore_index):
 def _check_class_targets(op, input, target, weight, ignore_index, reduction):
     require_float(op, "input", input)
     if target.dtype.kind == "f":
-        raise TypeError(f"{op}: argument 'target' expected an integer tensor of class indices, got dtype "
-                        f"{target.dtype} (probability targets are not supported)")
+        raise TypeError(
+            f"{op}: argument 'target' expected an integer tensor of class indices, got dtype "
+            f"{target.dtype} (probability targets are not supported)"
+        )
     require_integer(op, "target", target)
     require(input.ndim >= 1, op, "input", "a tensor of shape (C,), (N, C) or (N, C, d1, ...)", input.shape)
     expected = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
-    require(target.shape == expected, op, "target", f"shape {expected} for input of shape {input.shape}",
-            target.shape)
+    require(target.shape == expected, op, "target", f"shape {expected} for input of shape {input.shape}", target.shape)
     n_classes = input.shape[_class_axis(input)]
     _check_class_weight(op, input, weight)
     _check_ignore_index(op, ignore_index)
@@ -380,26 +402,48 @@ def _check_class_targets(op, input, target, weight, ignore_index, reduction):
     counted = target[target != ignore_index]
     if counted.size:
         low, high = int(counted.min()), int(counted.max())
-        require(low >= 0 and high < n_classes, op, "target", f"class indices in [0, {n_classes - 1}] "
-                f"(or ignore_index={ignore_index})", f"values in [{low}, {high}]")
+        require(
+            low >= 0 and high < n_classes,
+            op,
+            "target",
+            f"class indices in [0, {n_classes - 1}] (or ignore_index={ignore_index})",
+            f"values in [{low}, {high}]",
+        )
 
 
 def _check_cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     op = "cross_entropy"
-    require(isinstance(label_smoothing, int | float) and not isinstance(label_smoothing, bool)
-            and 0 <= label_smoothing <= 1, op, "label_smoothing", "a float in [0, 1]", label_smoothing)
+    require(
+        isinstance(label_smoothing, int | float)
+        and not isinstance(label_smoothing, bool)
+        and 0 <= label_smoothing <= 1,
+        op,
+        "label_smoothing",
+        "a float in [0, 1]",
+        label_smoothing,
+    )
     if target.dtype.kind != "f":
         _check_class_targets(op, input, target, weight, ignore_index, reduction)
         return
     require_float(op, "input", input)
     require(input.ndim >= 1, op, "input", "a tensor of shape (C,), (N, C) or (N, C, d1, ...)", input.shape)
     indices = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
-    require(target.shape == input.shape, op, "target", f"class probabilities of the input's shape {input.shape} "
-            f"(or integer class indices of shape {indices})", f"a {target.dtype} tensor of shape {target.shape}")
+    require(
+        target.shape == input.shape,
+        op,
+        "target",
+        f"class probabilities of the input's shape {input.shape} (or integer class indices of shape {indices})",
+        f"a {target.dtype} tensor of shape {target.shape}",
+    )
     _check_class_weight(op, input, weight)
     _check_ignore_index(op, ignore_index)
-    require(ignore_index < 0, op, "ignore_index", "a negative value with class-probability targets (no class is "
-            "ignored there, as in torch)", ignore_index)
+    require(
+        ignore_index < 0,
+        op,
+        "ignore_index",
+        "a negative value with class-probability targets (no class is ignored there, as in torch)",
+        ignore_index,
+    )
     _check_reduction(op, reduction)
 
 
@@ -419,26 +463,41 @@ def _class_target_samples(rng, smoothing: bool):
     out = []
     for reduction in _REDUCTIONS:
         out.append(Sample((uniform(rng, (5, 4)), t(5), None), {"reduction": reduction}, reduction))
-        out.append(Sample((uniform(rng, (6, 4)), ignored, weight), {"reduction": reduction},
-                          f"{reduction}, weights, ignore_index hits"))
-        out.append(Sample((uniform(rng, (0, 4)), t(0), weight), {"reduction": reduction},
-                          f"{reduction}, empty batch"))
-    out += [Sample((uniform(rng, (2, 4, 3, 2)), spatial, weight), {"ignore_index": 2}, "(N, C, d1, d2), ignore 2"),
-            Sample((uniform(rng, (4,)), np.array(1), None), {}, "unbatched (C,)"),
-            Sample((transposed(rng, (5, 4)), t(5), None), {"reduction": "sum"}, "non-contiguous"),
-            Sample((uniform(rng, (3, 4), -1e4, 1e4), t(3), None), {}, "logits of +-1e4"),
-            Sample((uniform(rng, (3, 4)), np.full(3, -100), None), {}, "every target ignored: mean is NaN"),
-            Sample((uniform(rng, (2, 4, 0)), t(2, 0), None), {"reduction": "none"}, "(N, C, 0)")]
+        out.append(
+            Sample(
+                (uniform(rng, (6, 4)), ignored, weight),
+                {"reduction": reduction},
+                f"{reduction}, weights, ignore_index hits",
+            )
+        )
+        out.append(Sample((uniform(rng, (0, 4)), t(0), weight), {"reduction": reduction}, f"{reduction}, empty batch"))
+    out += [
+        Sample((uniform(rng, (2, 4, 3, 2)), spatial, weight), {"ignore_index": 2}, "(N, C, d1, d2), ignore 2"),
+        Sample((uniform(rng, (4,)), np.array(1), None), {}, "unbatched (C,)"),
+        Sample((transposed(rng, (5, 4)), t(5), None), {"reduction": "sum"}, "non-contiguous"),
+        Sample((uniform(rng, (3, 4), -1e4, 1e4), t(3), None), {}, "logits of +-1e4"),
+        Sample((uniform(rng, (3, 4)), np.full(3, -100), None), {}, "every target ignored: mean is NaN"),
+        Sample((uniform(rng, (2, 4, 0)), t(2, 0), None), {"reduction": "none"}, "(N, C, 0)"),
+    ]
     if smoothing:
         for reduction in _REDUCTIONS:
-            out.append(Sample((uniform(rng, (6, 4)), ignored, weight), {"reduction": reduction,
-                                                                        "label_smoothing": 0.2},
-                              f"{reduction}, label_smoothing, weights, ignore_index hits"))
-        out += [Sample((uniform(rng, (5, 4)), t(5), None), {"label_smoothing": 0.1}, "label_smoothing"),
-                Sample((uniform(rng, (2, 4, 3, 2)), spatial, None), {"label_smoothing": 0.3, "reduction": "none"},
-                       "(N, C, d1, d2), label_smoothing"),
-                Sample((uniform(rng, (4,)), np.array(3), weight), {"label_smoothing": 0.5}, "unbatched smoothing"),
-                Sample((uniform(rng, (0, 4)), t(0), None), {"label_smoothing": 0.1}, "empty batch, smoothing")]
+            out.append(
+                Sample(
+                    (uniform(rng, (6, 4)), ignored, weight),
+                    {"reduction": reduction, "label_smoothing": 0.2},
+                    f"{reduction}, label_smoothing, weights, ignore_index hits",
+                )
+            )
+        out += [
+            Sample((uniform(rng, (5, 4)), t(5), None), {"label_smoothing": 0.1}, "label_smoothing"),
+            Sample(
+                (uniform(rng, (2, 4, 3, 2)), spatial, None),
+                {"label_smoothing": 0.3, "reduction": "none"},
+                "(N, C, d1, d2), label_smoothing",
+            ),
+            Sample((uniform(rng, (4,)), np.array(3), weight), {"label_smoothing": 0.5}, "unbatched smoothing"),
+            Sample((uniform(rng, (0, 4)), t(0), None), {"label_smoothing": 0.1}, "empty batch, smoothing"),
+        ]
     return out
 
 
@@ -449,42 +508,74 @@ def _probability_target_samples(rng):
 
     weight = uniform(rng, (4,), 0.2, 2.0)
     one_hot = np.eye(4)[rng.integers(0, 4, size=5)]
-    out = [Sample((uniform(rng, (5, 4)), probs(5, 4), None), {"reduction": r}, f"probabilities, {r}")
-           for r in _REDUCTIONS]
-    out += [Sample((uniform(rng, (5, 4)), probs(5, 4), weight), {"reduction": r, "label_smoothing": 0.2},
-                   f"probabilities, {r}, weights, label_smoothing") for r in _REDUCTIONS]
-    out += [Sample((uniform(rng, (0, 4)), probs(0, 4), weight), {"reduction": r}, f"probabilities, {r}, empty batch")
-            for r in _REDUCTIONS]
+    out = [
+        Sample((uniform(rng, (5, 4)), probs(5, 4), None), {"reduction": r}, f"probabilities, {r}") for r in _REDUCTIONS
+    ]
+    out += [
+        Sample(
+            (uniform(rng, (5, 4)), probs(5, 4), weight),
+            {"reduction": r, "label_smoothing": 0.2},
+            f"probabilities, {r}, weights, label_smoothing",
+        )
+        for r in _REDUCTIONS
+    ]
+    out += [
+        Sample((uniform(rng, (0, 4)), probs(0, 4), weight), {"reduction": r}, f"probabilities, {r}, empty batch")
+        for r in _REDUCTIONS
+    ]
     return out + [
-        Sample((uniform(rng, (2, 4, 3, 2)), probs(2, 4, 3, 2), None), {"reduction": "none", "label_smoothing": 0.3},
-               "probabilities (N, C, d1, d2), label_smoothing"),
+        Sample(
+            (uniform(rng, (2, 4, 3, 2)), probs(2, 4, 3, 2), None),
+            {"reduction": "none", "label_smoothing": 0.3},
+            "probabilities (N, C, d1, d2), label_smoothing",
+        ),
         Sample((uniform(rng, (2, 4, 3)), probs(2, 4, 3), weight), {}, "probabilities (N, C, d1), weights"),
         Sample((uniform(rng, (4,)), probs(4, axis=0), weight), {"label_smoothing": 0.5}, "probabilities, unbatched"),
-        Sample((transposed(rng, (5, 4)), _noncontiguous(probs(5, 4)), None), {"reduction": "sum"},
-               "probabilities, non-contiguous"),
+        Sample(
+            (transposed(rng, (5, 4)), _noncontiguous(probs(5, 4)), None),
+            {"reduction": "sum"},
+            "probabilities, non-contiguous",
+        ),
         Sample((uniform(rng, (5, 4)), one_hot, None), {"label_smoothing": 0.1}, "one-hot probabilities"),
-        Sample((uniform(rng, (3, 4)), uniform(rng, (3, 4), -0.5, 1.5), None), {"ignore_index": -7},
-               "unnormalised targets, negative ignore_index"),
-        Sample((uniform(rng, (3, 4), -1e4, 1e4), probs(3, 4), None), {}, "probabilities, logits of +-1e4")]
+        Sample(
+            (uniform(rng, (3, 4)), uniform(rng, (3, 4), -0.5, 1.5), None),
+            {"ignore_index": -7},
+            "unnormalised targets, negative ignore_index",
+        ),
+        Sample((uniform(rng, (3, 4), -1e4, 1e4), probs(3, 4), None), {}, "probabilities, logits of +-1e4"),
+    ]
 
 
 cross_entropy = defop(
-    "cross_entropy", family=FAMILY, inputs=("input", "target", "weight?"), forward=_cross_entropy,
-    vjps=(_cross_entropy_vjp, _cross_entropy_target_vjp, NOT_DIFFERENTIABLE), saves=True,
-    composite=_cross_entropy_composite, check=_check_cross_entropy,
+    "cross_entropy",
+    family=FAMILY,
+    inputs=("input", "target", "weight?"),
+    forward=_cross_entropy,
+    vjps=(_cross_entropy_vjp, _cross_entropy_target_vjp, NOT_DIFFERENTIABLE),
+    saves=True,
+    composite=_cross_entropy_composite,
+    check=_check_cross_entropy,
     samples=lambda rng: _class_target_samples(rng, smoothing=True) + _probability_target_samples(rng),
     notes="Class indices or class probabilities (differentiable, as in torch); class weights are not "
-          "differentiable, as in torch.",
+    "differentiable, as in torch.",
     torch_ref=lambda torch, input, target, weight, **attrs: torch.nn.functional.cross_entropy(
-        input, target, weight, **attrs))
+        input, target, weight, **attrs
+    ),
+)
 
 nll_loss = defop(
-    "nll_loss", family=FAMILY, inputs=("input", "target", "weight?"), forward=_nll_loss,
-    vjps=(_nll_loss_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE), check=_check_nll_loss,
+    "nll_loss",
+    family=FAMILY,
+    inputs=("input", "target", "weight?"),
+    forward=_nll_loss,
+    vjps=(_nll_loss_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    check=_check_nll_loss,
     samples=lambda rng: _class_target_samples(rng, smoothing=False),
     notes="Class weights are not differentiable, as in torch.",
     torch_ref=lambda torch, input, target, weight, **attrs: torch.nn.functional.nll_loss(
-        input, target, weight, **attrs))
+        input, target, weight, **attrs
+    ),
+)
 
 
 # -- binary_cross_entropy ----------------------------------------------------------------------------------
@@ -518,8 +609,9 @@ def _bce_probability_target_vjp(g, ans, input, target, weight, reduction="mean")
 def _check_probability_range(op, argument, array):
     if array.size:
         low, high = np.min(array), np.max(array)
-        require(bool(np.all((array >= 0) & (array <= 1))), op, argument, "values in [0, 1]",
-                f"values in [{low}, {high}]")
+        require(
+            bool(np.all((array >= 0) & (array <= 1))), op, argument, "values in [0, 1]", f"values in [{low}, {high}]"
+        )
 
 
 def _check_weight_fits(op, name, param, input):
@@ -549,24 +641,40 @@ def _binary_cross_entropy_samples(rng):
 
     hard = np.where(rng.integers(0, 2, size=(3, 4)) == 1, 0.999, 1e-3)  # exact 0 and 1: tests/test_ops_loss.py
     out = [Sample((probs(3, 4), probs(3, 4, low=0.0, high=1.0), None), {"reduction": r}, r) for r in _REDUCTIONS]
-    out += [Sample((probs(3, 4), probs(3, 4, low=0.0, high=1.0), uniform(rng, (4,), 0.1, 2.0)), {"reduction": r},
-                   f"{r}, weight broadcast (4,)") for r in _REDUCTIONS]
+    out += [
+        Sample(
+            (probs(3, 4), probs(3, 4, low=0.0, high=1.0), uniform(rng, (4,), 0.1, 2.0)),
+            {"reduction": r},
+            f"{r}, weight broadcast (4,)",
+        )
+        for r in _REDUCTIONS
+    ]
     out += [Sample((probs(0, 4), probs(0, 4), None), {"reduction": r}, f"{r}, empty") for r in _REDUCTIONS]
     return out + [
         Sample((probs(3, 4), hard, uniform(rng, (3, 1), 0.1, 2.0)), {}, "near-hard targets, weight (3, 1)"),
         Sample((_noncontiguous(probs(3, 4)), probs(3, 4), None), {"reduction": "sum"}, "non-contiguous"),
         Sample((probs(), probs(), None), {}, "0-d"),
-        Sample((np.array([1e-3, 0.999, 0.5, 2e-3]), np.array([0.999, 1e-3, 0.3, 1e-3]), None), {"reduction": "none"},
-               "inputs near 0 and 1")]
+        Sample(
+            (np.array([1e-3, 0.999, 0.5, 2e-3]), np.array([0.999, 1e-3, 0.3, 1e-3]), None),
+            {"reduction": "none"},
+            "inputs near 0 and 1",
+        ),
+    ]
 
 
 binary_cross_entropy = defop(
-    "binary_cross_entropy", family=FAMILY, inputs=("input", "target", "weight?"), forward=_binary_cross_entropy,
+    "binary_cross_entropy",
+    family=FAMILY,
+    inputs=("input", "target", "weight?"),
+    forward=_binary_cross_entropy,
     vjps=(_bce_probability_input_vjp, _bce_probability_target_vjp, NOT_DIFFERENTIABLE),
-    check=_check_binary_cross_entropy, samples=_binary_cross_entropy_samples,
+    check=_check_binary_cross_entropy,
+    samples=_binary_cross_entropy_samples,
     notes="Logs clamped at -100 as torch; weight is not differentiable, as in torch.",
     torch_ref=lambda torch, input, target, weight, reduction="mean": torch.nn.functional.binary_cross_entropy(
-        input, target, weight, reduction=reduction))
+        input, target, weight, reduction=reduction
+    ),
+)
 
 
 # -- binary_cross_entropy_with_logits ----------------------------------------------------------------------
@@ -628,26 +736,48 @@ def _bce_samples(rng):
         return uniform(rng, shape, 0.0, 1.0)
 
     out = [Sample((uniform(rng, (3, 4)), probs(3, 4), None, None), {"reduction": r}, r) for r in _REDUCTIONS]
-    out += [Sample((uniform(rng, (3, 4)), probs(3, 4), uniform(rng, (3, 4), 0.1, 2.0), uniform(rng, (4,), 0.1, 3.0)),
-                   {"reduction": r}, f"{r}, weight and pos_weight") for r in _REDUCTIONS]
-    out += [Sample((uniform(rng, (0, 4)), probs(0, 4), None, uniform(rng, (4,), 0.1, 3.0)), {"reduction": r},
-                   f"{r}, empty") for r in _REDUCTIONS]
-    out += [Sample((uniform(rng, (2, 3)), probs(2, 3), uniform(rng, (3,), 0.1, 2.0), None), {}, "broadcast weight"),
-            Sample((transposed(rng, (3, 4)), probs(3, 4), None, uniform(rng, (1, 4), 0.1, 3.0)), {"reduction": "sum"},
-                   "non-contiguous, pos_weight"),
-            Sample((uniform(rng, (3, 4), -1e4, 1e4), probs(3, 4), None, uniform(rng, (4,), 0.1, 3.0)), {},
-                   "logits of +-1e4")]
+    out += [
+        Sample(
+            (uniform(rng, (3, 4)), probs(3, 4), uniform(rng, (3, 4), 0.1, 2.0), uniform(rng, (4,), 0.1, 3.0)),
+            {"reduction": r},
+            f"{r}, weight and pos_weight",
+        )
+        for r in _REDUCTIONS
+    ]
+    out += [
+        Sample((uniform(rng, (0, 4)), probs(0, 4), None, uniform(rng, (4,), 0.1, 3.0)), {"reduction": r}, f"{r}, empty")
+        for r in _REDUCTIONS
+    ]
+    out += [
+        Sample((uniform(rng, (2, 3)), probs(2, 3), uniform(rng, (3,), 0.1, 2.0), None), {}, "broadcast weight"),
+        Sample(
+            (transposed(rng, (3, 4)), probs(3, 4), None, uniform(rng, (1, 4), 0.1, 3.0)),
+            {"reduction": "sum"},
+            "non-contiguous, pos_weight",
+        ),
+        Sample(
+            (uniform(rng, (3, 4), -1e4, 1e4), probs(3, 4), None, uniform(rng, (4,), 0.1, 3.0)), {}, "logits of +-1e4"
+        ),
+    ]
     return out
 
 
 binary_cross_entropy_with_logits = defop(
-    "binary_cross_entropy_with_logits", family=FAMILY, inputs=("input", "target", "weight?", "pos_weight?"),
-    forward=_bce_with_logits, vjps=(_bce_input_vjp, _bce_target_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
-    composite=_bce_composite, check=_check_bce_with_logits, samples=_bce_samples,
+    "binary_cross_entropy_with_logits",
+    family=FAMILY,
+    inputs=("input", "target", "weight?", "pos_weight?"),
+    forward=_bce_with_logits,
+    vjps=(_bce_input_vjp, _bce_target_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    composite=_bce_composite,
+    check=_check_bce_with_logits,
+    samples=_bce_samples,
     notes="weight and pos_weight are not differentiable, as in torch.",
-    torch_ref=lambda torch, input, target, weight, pos_weight, reduction="mean":
-        torch.nn.functional.binary_cross_entropy_with_logits(input, target, weight, reduction=reduction,
-                                                             pos_weight=pos_weight))
+    torch_ref=lambda torch, input, target, weight, pos_weight, reduction="mean": (
+        torch.nn.functional.binary_cross_entropy_with_logits(
+            input, target, weight, reduction=reduction, pos_weight=pos_weight
+        )
+    ),
+)
 
 
 # -- kl_div ------------------------------------------------------------------------------------------------
@@ -725,26 +855,41 @@ def _kl_div_samples(rng):
         return uniform(rng, shape, 0.05, 1.0)
 
     out = [Sample((log_probs(3, 4), probs(3, 4)), {"reduction": r}, r) for r in _KL_REDUCTIONS]
-    out += [Sample((log_probs(3, 4), uniform(rng, (3, 4), -3.0, 0.5)), {"reduction": r, "log_target": True},
-                   f"{r}, log_target") for r in _KL_REDUCTIONS]
+    out += [
+        Sample(
+            (log_probs(3, 4), uniform(rng, (3, 4), -3.0, 0.5)), {"reduction": r, "log_target": True}, f"{r}, log_target"
+        )
+        for r in _KL_REDUCTIONS
+    ]
     out += [Sample((log_probs(0, 4), probs(0, 4)), {"reduction": r}, f"{r}, empty") for r in _KL_REDUCTIONS]
     return out + [
         Sample((log_probs(2, 3), probs(3)), {"reduction": "batchmean"}, "broadcast target (3,)"),
         Sample((log_probs(3), probs(2, 3)), {"reduction": "batchmean"}, "broadcast input (3,): batchmean / 3"),
         Sample((log_probs(2, 1, 3), probs(4, 1)), {"reduction": "sum"}, "(2, 1, 3) with (4, 1)"),
-        Sample((_noncontiguous(log_probs(3, 4)), _noncontiguous(probs(3, 4))), {"reduction": "batchmean"},
-               "non-contiguous"),
+        Sample(
+            (_noncontiguous(log_probs(3, 4)), _noncontiguous(probs(3, 4))), {"reduction": "batchmean"}, "non-contiguous"
+        ),
         Sample((uniform(rng, (), -2.0, 0.0), probs()), {"reduction": "batchmean"}, "0-d: batchmean is the sum"),
         Sample((uniform(rng, (2, 0)), probs(2, 0)), {"reduction": "batchmean"}, "(2, 0): batchmean of nothing is 0"),
-        Sample((uniform(rng, (2, 3), -5.0, 5.0), probs(2, 3)), {"reduction": "none"}, "unnormalised input")]
+        Sample((uniform(rng, (2, 3), -5.0, 5.0), probs(2, 3)), {"reduction": "none"}, "unnormalised input"),
+    ]
 
 
 kl_div = defop(
-    "kl_div", family=FAMILY, inputs=("input", "target"), forward=_kl_div, vjps=(_kl_input_vjp, _kl_target_vjp),
-    check=_check_kl_div, samples=_kl_div_samples,
+    "kl_div",
+    family=FAMILY,
+    inputs=("input", "target"),
+    forward=_kl_div,
+    vjps=(_kl_input_vjp, _kl_target_vjp),
+    check=_check_kl_div,
+    samples=_kl_div_samples,
     notes="reduction 'batchmean' is the KL divergence; 'mean' divides by every element (no warning, unlike torch).",
-    torch_ref=_quiet_torch(lambda torch, input, target, reduction="mean", log_target=False:
-                           torch.nn.functional.kl_div(input, target, reduction=reduction, log_target=log_target)))
+    torch_ref=_quiet_torch(
+        lambda torch, input, target, reduction="mean", log_target=False: torch.nn.functional.kl_div(
+            input, target, reduction=reduction, log_target=log_target
+        )
+    ),
+)
 
 
 # -- mse_loss / l1_loss / smooth_l1_loss / huber_loss ------------------------------------------------------
@@ -824,79 +969,111 @@ def _pointwise_weight_grad(g, ans, input, target, weight, reduction, value, para
     return grad
 
 
-def _pointwise_loss(name, value, slope, *, param_name=None, weighted=True, weighted_mean=True, check_param=None,
-                    samples=None, notes=""):
-    """Declare one pointwise loss with torch's signature: (input, target, reduction, [param], [weight])."""
-    default = {"smooth_l1_loss": 1.0, "huber_loss": 1.0}.get(name)
+def _check_pointwise(name, input, target, weight, reduction):
+    require_float(name, "input", input)
+    require_float(name, "target", target)
+    _broadcast_shape(name, ("input", "target"), input, target)
+    if weight is not None:
+        require_float(name, "weight", weight)
+        require(
+            weight.shape == input.shape, name, "weight", f"the input's shape {input.shape} (as torch)", weight.shape
+        )
+    _check_reduction(name, reduction)
 
-    def grads(attrs):
-        return attrs.get("reduction", "mean"), attrs.get(param_name, default) if param_name else None
+
+def _mse_loss(input, target, reduction="mean", weight=None):
+    """``torch.nn.functional.mse_loss``: (input - target)^2, input and target broadcast."""
+    return _pointwise_forward(_squared, input, target, weight, reduction, None, True)
+
+
+def _l1_loss(input, target, reduction="mean", weight=None):
+    """``torch.nn.functional.l1_loss``: |input - target|, input and target broadcast."""
+    return _pointwise_forward(_absolute, input, target, weight, reduction, None, True)
+
+
+def _smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """``torch.nn.functional.smooth_l1_loss``: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta."""
+    return _pointwise_forward(_smooth_l1, input, target, None, reduction, float(beta), True)
+
+
+def _huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``torch.nn.functional.huber_loss``: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    return _pointwise_forward(_huber, input, target, weight, reduction, float(delta), False)
+
+
+# the checks take the tensors first, as the registry calls them
+def _check_mse_loss(input, target, weight=None, reduction="mean"):
+    _check_pointwise("mse_loss", input, target, weight, reduction)
+
+
+def _check_l1_loss(input, target, weight=None, reduction="mean"):
+    _check_pointwise("l1_loss", input, target, weight, reduction)
+
+
+def _check_smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    _check_pointwise("smooth_l1_loss", input, target, None, reduction)
+    beta = _number("smooth_l1_loss", "beta", beta)
+    require(beta >= 0, "smooth_l1_loss", "beta", "a non-negative number (as torch)", beta)
+
+
+def _check_huber_loss(input, target, weight=None, reduction="mean", delta=1.0):
+    _check_pointwise("huber_loss", input, target, weight, reduction)
+    delta = _number("huber_loss", "delta", delta)
+    require(delta > 0, "huber_loss", "delta", "a positive number (as torch)", delta)
+
+
+def _pointwise_loss(name, forward, check, value, slope, *, param=None, weighted_mean=True, samples=None, notes=""):
+    """Declare one pointwise loss: its rules from the loss's value and slope; ``param`` names its attribute
+    (beta, delta) if any; a ``weight`` parameter of the forward is an optional differentiable tensor."""
+    weighted = "weight" in inspect.signature(forward).parameters
+    default = inspect.signature(forward).parameters[param].default if param else None
+
+    def attributes(attrs):
+        return attrs.get("reduction", "mean"), float(attrs.get(param, default)) if param else None
 
     @quiet  # zero weights: g / sum(w) = inf, times 0, as torch
     def input_vjp(g, ans, input, target, weight=None, **attrs):
-        reduction, param = grads(attrs)
-        grad = _pointwise_diff_grad(g, input, target, weight, reduction, slope, param, weighted_mean)
+        reduction, p = attributes(attrs)
+        grad = _pointwise_diff_grad(g, input, target, weight, reduction, slope, p, weighted_mean)
         return unbroadcast(grad, input.shape)
 
     @quiet
     def target_vjp(g, ans, input, target, weight=None, **attrs):
-        reduction, param = grads(attrs)
-        grad = _pointwise_diff_grad(g, input, target, weight, reduction, slope, param, weighted_mean)
+        reduction, p = attributes(attrs)
+        grad = _pointwise_diff_grad(g, input, target, weight, reduction, slope, p, weighted_mean)
         return unbroadcast(-grad, target.shape)
 
     @quiet
     def weight_vjp(g, ans, input, target, weight, **attrs):
-        reduction, param = grads(attrs)
-        return _pointwise_weight_grad(g, ans, input, target, weight, reduction, value, param, weighted_mean)
-
-    def check(input, target, weight=None, reduction="mean", param=None):
-        require_float(name, "input", input)
-        require_float(name, "target", target)
-        _broadcast_shape(name, ("input", "target"), input, target)
-        if weight is not None:
-            require_float(name, "weight", weight)
-            require(weight.shape == input.shape, name, "weight", f"the input's shape {input.shape} (as torch)",
-                    weight.shape)
-        _check_reduction(name, reduction)
-        if check_param is not None:
-            check_param(param)
-
-    if name == "smooth_l1_loss":
-        def forward(input, target, reduction="mean", beta=1.0):
-            return _pointwise_forward(value, input, target, None, reduction, float(beta), weighted_mean)
-
-        def checked(input, target, reduction="mean", beta=1.0):
-            check(input, target, None, reduction, beta)
-    elif name == "huber_loss":
-        def forward(input, target, reduction="mean", delta=1.0, weight=None):
-            return _pointwise_forward(value, input, target, weight, reduction, float(delta), weighted_mean)
-
-        def checked(input, target, weight=None, reduction="mean", delta=1.0):  # tensors first, as the registry
-            check(input, target, weight, reduction, delta)
-    else:
-        def forward(input, target, reduction="mean", weight=None):
-            return _pointwise_forward(value, input, target, weight, reduction, None, weighted_mean)
-
-        def checked(input, target, weight=None, reduction="mean"):
-            check(input, target, weight, reduction)
-
-    forward.__name__ = f"_{name}"
-    forward.__doc__ = f"``torch.nn.functional.{name}``; input and target broadcast."
+        reduction, p = attributes(attrs)
+        return _pointwise_weight_grad(g, ans, input, target, weight, reduction, value, p, weighted_mean)
 
     def torch_ref(torch, input, target, weight=None, **attrs):
         fn = getattr(torch.nn.functional, name)
         return fn(input, target, **attrs) if weight is None else fn(input, target, weight=weight, **attrs)
 
-    return defop(name, family=FAMILY, inputs=("input", "target") + (("weight?",) if weighted else ()),
-                 forward=forward, vjps=(input_vjp, target_vjp) + ((weight_vjp,) if weighted else ()),
-                 check=checked, samples=samples, torch_ref=_quiet_torch(torch_ref), notes=notes)
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("input", "target") + (("weight?",) if weighted else ()),
+        forward=forward,
+        vjps=(input_vjp, target_vjp) + ((weight_vjp,) if weighted else ()),
+        check=check,
+        samples=samples,
+        torch_ref=_quiet_torch(torch_ref),
+        notes=notes,
+    )
 
 
 def _pointwise_samples(kinks=(0.0,), weighted=True, attrs=({},)):
     """Samples for a pointwise loss: every difference input - target at least KINK_GAP from +-each kink."""
+
     def pair(rng, shape_a, shape_b, low=-2.0, high=2.0):
-        return _redraw(rng, lambda r: (uniform(r, shape_a, low, high), uniform(r, shape_b, low, high)),
-                       lambda a, b: _away(a - b, kinks))
+        return _redraw(
+            rng,
+            lambda r: (uniform(r, shape_a, low, high), uniform(r, shape_b, low, high)),
+            lambda a, b: _away(a - b, kinks),
+        )
 
     def generate(rng):
         def w(*shape):
@@ -909,54 +1086,74 @@ def _pointwise_samples(kinks=(0.0,), weighted=True, attrs=({},)):
         out = []
         for a in attrs:
             tag = "".join(f", {k}={v}" for k, v in a.items())
-            out += [sample(pair(rng, (3, 4), (3, 4)) + (None,), {"reduction": r, **a}, f"{r}{tag}")
-                    for r in _REDUCTIONS]
+            out += [
+                sample(pair(rng, (3, 4), (3, 4)) + (None,), {"reduction": r, **a}, f"{r}{tag}") for r in _REDUCTIONS
+            ]
         out += [sample(pair(rng, (0, 3), (0, 3)) + (None,), {"reduction": r}, f"{r}, empty") for r in _REDUCTIONS]
         a, b = pair(rng, (2, 5), (2, 5))
-        out += [sample((_noncontiguous(a), b, None), {}, "non-contiguous"),
-                sample(pair(rng, (2, 3), (3,)) + (None,), {"reduction": "sum"}, "broadcast target (3,)"),
-                sample(pair(rng, (3, 1), (1, 4)) + (None,), {"reduction": "none"}, "(3, 1) with (1, 4)"),
-                sample(pair(rng, (), ()) + (None,), {}, "0-d"),
-                sample(pair(rng, (3, 4), (3, 4), -1e3, 1e3) + (None,), {"reduction": "sum"}, "large differences")]
+        out += [
+            sample((_noncontiguous(a), b, None), {}, "non-contiguous"),
+            sample(pair(rng, (2, 3), (3,)) + (None,), {"reduction": "sum"}, "broadcast target (3,)"),
+            sample(pair(rng, (3, 1), (1, 4)) + (None,), {"reduction": "none"}, "(3, 1) with (1, 4)"),
+            sample(pair(rng, (), ()) + (None,), {}, "0-d"),
+            sample(pair(rng, (3, 4), (3, 4), -1e3, 1e3) + (None,), {"reduction": "sum"}, "large differences"),
+        ]
         if weighted:
-            out += [sample(pair(rng, (3, 4), (3, 4)) + (w(3, 4),), {"reduction": r}, f"{r}, weight")
-                    for r in _REDUCTIONS]
-            out += [sample(pair(rng, (2, 3), (3,)) + (w(2, 3),), {}, "weight, broadcast target"),
-                    sample(pair(rng, (3,), (2, 3)) + (w(3),), {"reduction": "mean"},
-                           "weight, target larger than input"),
-                    sample(pair(rng, (0, 3), (0, 3)) + (w(0, 3),), {}, "weight, empty: mean is NaN"),
-                    sample((_noncontiguous(a), b, _noncontiguous(w(2, 5))), {"reduction": "sum"},
-                           "weight, non-contiguous")]
+            out += [
+                sample(pair(rng, (3, 4), (3, 4)) + (w(3, 4),), {"reduction": r}, f"{r}, weight") for r in _REDUCTIONS
+            ]
+            out += [
+                sample(pair(rng, (2, 3), (3,)) + (w(2, 3),), {}, "weight, broadcast target"),
+                sample(pair(rng, (3,), (2, 3)) + (w(3),), {"reduction": "mean"}, "weight, target larger than input"),
+                sample(pair(rng, (0, 3), (0, 3)) + (w(0, 3),), {}, "weight, empty: mean is NaN"),
+                sample((_noncontiguous(a), b, _noncontiguous(w(2, 5))), {"reduction": "sum"}, "weight, non-contiguous"),
+            ]
         return out
 
     return generate
 
 
-def _check_beta(beta):
-    beta = _number("smooth_l1_loss", "beta", beta)
-    require(beta >= 0, "smooth_l1_loss", "beta", "a non-negative number (as torch)", beta)
-
-
-def _check_delta(delta):
-    delta = _number("huber_loss", "delta", delta)
-    require(delta > 0, "huber_loss", "delta", "a positive number (as torch)", delta)
-
-
 mse_loss = _pointwise_loss(
-    "mse_loss", _squared, _squared_slope, samples=_pointwise_samples(kinks=()),
-    notes="weight (torch 2.13) is differentiable; 'mean' with weight is sum(w l) / sum(w).")
+    "mse_loss",
+    _mse_loss,
+    _check_mse_loss,
+    _squared,
+    _squared_slope,
+    samples=_pointwise_samples(kinks=()),
+    notes="weight (torch 2.13) is differentiable; 'mean' with weight is sum(w l) / sum(w).",
+)
 l1_loss = _pointwise_loss(
-    "l1_loss", _absolute, _absolute_slope, samples=_pointwise_samples(),
-    notes="Gradient 0 where input == target (sign(0)), as torch; 'mean' with weight is sum(w l) / sum(w).")
+    "l1_loss",
+    _l1_loss,
+    _check_l1_loss,
+    _absolute,
+    _absolute_slope,
+    samples=_pointwise_samples(),
+    notes="Gradient 0 where input == target (sign(0)), as torch; 'mean' with weight is sum(w l) / sum(w).",
+)
 smooth_l1_loss = _pointwise_loss(
-    "smooth_l1_loss", _smooth_l1, _smooth_l1_slope, param_name="beta", weighted=False, check_param=_check_beta,
-    samples=_pointwise_samples(kinks=(0.0, 0.5, 1.0, 2.5), weighted=False,
-                               attrs=({}, {"beta": 0.5}, {"beta": 0.0}, {"beta": 2.5})),
-    notes="beta=0 is l1_loss (as torch); quadratic where |d| < beta.")
+    "smooth_l1_loss",
+    _smooth_l1_loss,
+    _check_smooth_l1_loss,
+    _smooth_l1,
+    _smooth_l1_slope,
+    param="beta",
+    samples=_pointwise_samples(
+        kinks=(0.0, 0.5, 1.0, 2.5), weighted=False, attrs=({}, {"beta": 0.5}, {"beta": 0.0}, {"beta": 2.5})
+    ),
+    notes="beta=0 is l1_loss (as torch); quadratic where |d| < beta.",
+)
 huber_loss = _pointwise_loss(
-    "huber_loss", _huber, _huber_slope, param_name="delta", weighted_mean=False, check_param=_check_delta,
+    "huber_loss",
+    _huber_loss,
+    _check_huber_loss,
+    _huber,
+    _huber_slope,
+    param="delta",
+    weighted_mean=False,
     samples=_pointwise_samples(kinks=(0.0, 0.5, 1.0, 2.5), attrs=({}, {"delta": 0.5}, {"delta": 2.5})),
-    notes="Quadratic where |d| < delta; 'mean' with weight divides by the element count (torch 2.13).")
+    notes="Quadratic where |d| < delta; 'mean' with weight divides by the element count (torch 2.13).",
+)
 
 
 # -- distances: vector norms with torch's subgradients -----------------------------------------------------
@@ -1051,8 +1248,13 @@ def _check_norm_order(op, p, argument="p"):
 def _check_pairwise_shapes(op, names, x1, x2, p):
     shape = _broadcast_shape(op, names, x1, x2)
     if shape and shape[-1] == 0:
-        require(p >= 0 and p != math.inf, op, "p", f"a norm with an identity over the empty last dim of "
-                f"{shape} (0 <= p < inf, as torch)", p)
+        require(
+            p >= 0 and p != math.inf,
+            op,
+            "p",
+            f"a norm with an identity over the empty last dim of {shape} (0 <= p < inf, as torch)",
+            p,
+        )
 
 
 def _check_pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
@@ -1092,18 +1294,28 @@ def _pairwise_samples(rng):
         Sample(pair((0, 3), (0, 3)), {}, "zero rows"),
         Sample(pair((2, 0), (2, 0)), {"p": 2.0}, "empty vectors: distance 0"),
         Sample(pair((3, 4), (3, 4), 2.0, 0.0, -1e-3, 1e-3), {"eps": 0.0}, "small entries, eps=0"),
-        Sample(pair((2, 3), (2, 3), 3.0, 1e-6, -1e3, 1e3), {"p": 3.0}, "large entries, p=3")]
+        Sample(pair((2, 3), (2, 3), 3.0, 1e-6, -1e3, 1e3), {"p": 3.0}, "large entries, p=3"),
+    ]
 
 
 pairwise_distance = defop(
-    "pairwise_distance", family=DISTANCE, inputs=("x1", "x2"), forward=_pairwise_distance,
-    vjps=(lambda g, ans, x1, x2, p=2.0, eps=1e-6, keepdim=False:
-          unbroadcast(_pairwise_grad(g, x1, x2, float(p), float(eps), keepdim), x1.shape),
-          lambda g, ans, x1, x2, p=2.0, eps=1e-6, keepdim=False:
-          unbroadcast(-_pairwise_grad(g, x1, x2, float(p), float(eps), keepdim), x2.shape)),
-    check=_check_pairwise_distance, samples=_pairwise_samples,
+    "pairwise_distance",
+    family=DISTANCE,
+    inputs=("x1", "x2"),
+    forward=_pairwise_distance,
+    vjps=(
+        lambda g, ans, x1, x2, p=2.0, eps=1e-6, keepdim=False: unbroadcast(
+            _pairwise_grad(g, x1, x2, float(p), float(eps), keepdim), x1.shape
+        ),
+        lambda g, ans, x1, x2, p=2.0, eps=1e-6, keepdim=False: unbroadcast(
+            -_pairwise_grad(g, x1, x2, float(p), float(eps), keepdim), x2.shape
+        ),
+    ),
+    check=_check_pairwise_distance,
+    samples=_pairwise_samples,
     notes="Any p (inf, -inf, 0, negative); torch's vector-norm subgradients.",
-    torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.pairwise_distance(x1, x2, **attrs))
+    torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.pairwise_distance(x1, x2, **attrs),
+)
 
 
 # -- cosine_similarity -------------------------------------------------------------------------------------
@@ -1134,7 +1346,7 @@ def _cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """``torch.nn.functional.cosine_similarity`` (torch 2.13): sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||,
     eps))) over ``dim`` of the broadcast inputs; |result| <= 1 and no product of norms overflows."""
     shape, axis, a, b, _, _, c1, c2 = _cosine_parts(x1, x2, dim, float(eps))
-    return np.reshape(np.sum((a / c1) * (b / c2), axis=axis), shape[:axis] + shape[axis + 1:])
+    return np.reshape(np.sum((a / c1) * (b / c2), axis=axis), shape[:axis] + shape[axis + 1 :])
 
 
 def _cosine_grad(g, x1, x2, dim, eps, first: bool):
@@ -1165,27 +1377,36 @@ def _cosine_samples(rng):
     def x(*shape):
         return uniform(rng, shape)
 
-    return [Sample((x(3, 4), x(3, 4)), {}, "dim=1 (default)"),
-            Sample((x(3, 4), x(3, 4)), {"dim": 0}, "dim=0"),
-            Sample((x(2, 1, 3), x(4, 3)), {"dim": -1}, "broadcast (2, 1, 3) with (4, 3), dim=-1"),
-            Sample((x(3, 1), x(1, 4)), {"dim": 0}, "(3, 1) with (1, 4), dim=0"),
-            Sample((x(2, 3, 4), x(2, 3, 4)), {"dim": 1, "eps": 1e-3}, "3-D, eps=1e-3"),
-            Sample((x(5), x(5)), {"dim": 0}, "vectors"),
-            Sample((x(), x()), {"dim": 0}, "0-d"),
-            Sample((_noncontiguous(x(4, 3)), x(4, 3)), {}, "non-contiguous"),
-            Sample((x(0, 3), x(0, 3)), {}, "zero rows"),
-            Sample((x(2, 0), x(2, 0)), {}, "empty vectors: 0 (both norms clamped)"),
-            Sample((uniform(rng, (3, 4), -1e-3, 1e-3), x(3, 4)), {}, "small vectors, above eps"),
-            Sample((uniform(rng, (3, 4), -1e3, 1e3), x(3, 4)), {}, "large vectors")]
+    return [
+        Sample((x(3, 4), x(3, 4)), {}, "dim=1 (default)"),
+        Sample((x(3, 4), x(3, 4)), {"dim": 0}, "dim=0"),
+        Sample((x(2, 1, 3), x(4, 3)), {"dim": -1}, "broadcast (2, 1, 3) with (4, 3), dim=-1"),
+        Sample((x(3, 1), x(1, 4)), {"dim": 0}, "(3, 1) with (1, 4), dim=0"),
+        Sample((x(2, 3, 4), x(2, 3, 4)), {"dim": 1, "eps": 1e-3}, "3-D, eps=1e-3"),
+        Sample((x(5), x(5)), {"dim": 0}, "vectors"),
+        Sample((x(), x()), {"dim": 0}, "0-d"),
+        Sample((_noncontiguous(x(4, 3)), x(4, 3)), {}, "non-contiguous"),
+        Sample((x(0, 3), x(0, 3)), {}, "zero rows"),
+        Sample((x(2, 0), x(2, 0)), {}, "empty vectors: 0 (both norms clamped)"),
+        Sample((uniform(rng, (3, 4), -1e-3, 1e-3), x(3, 4)), {}, "small vectors, above eps"),
+        Sample((uniform(rng, (3, 4), -1e3, 1e3), x(3, 4)), {}, "large vectors"),
+    ]
 
 
 cosine_similarity = defop(
-    "cosine_similarity", family=DISTANCE, inputs=("x1", "x2"), forward=_cosine_similarity,
-    vjps=(lambda g, ans, x1, x2, dim=1, eps=1e-8: _cosine_grad(g, x1, x2, dim, eps, True),
-          lambda g, ans, x1, x2, dim=1, eps=1e-8: _cosine_grad(g, x1, x2, dim, eps, False)),
-    check=_check_cosine_similarity, samples=_cosine_samples,
+    "cosine_similarity",
+    family=DISTANCE,
+    inputs=("x1", "x2"),
+    forward=_cosine_similarity,
+    vjps=(
+        lambda g, ans, x1, x2, dim=1, eps=1e-8: _cosine_grad(g, x1, x2, dim, eps, True),
+        lambda g, ans, x1, x2, dim=1, eps=1e-8: _cosine_grad(g, x1, x2, dim, eps, False),
+    ),
+    check=_check_cosine_similarity,
+    samples=_cosine_samples,
     notes="Norms clamped at eps as torch 2.13 (the clamp does not enter the gradient, as torch's).",
-    torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.cosine_similarity(x1, x2, **attrs))
+    torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.cosine_similarity(x1, x2, **attrs),
+)
 
 
 # -- margin_ranking_loss -----------------------------------------------------------------------------------
@@ -1228,8 +1449,13 @@ def _check_margin_ranking_loss(input1, input2, target, margin=0, reduction="mean
     require_float(op, "input2", input2)
     require(target.dtype.kind in "fiu", op, "target", "a real tensor (of 1 and -1)", f"dtype {target.dtype}")
     for name, array in (("input2", input2), ("target", target)):
-        require(array.ndim == input1.ndim, op, name, f"as many dims as input1 ({input1.ndim}, as torch)",
-                f"shape {array.shape}")
+        require(
+            array.ndim == input1.ndim,
+            op,
+            name,
+            f"as many dims as input1 ({input1.ndim}, as torch)",
+            f"shape {array.shape}",
+        )
     _broadcast_shape(op, ("input1", "input2", "target"), input1, input2, target)
     _number(op, "margin", margin)
     _check_reduction(op, reduction)
@@ -1254,16 +1480,23 @@ def _margin_ranking_samples(rng):
         Sample((a1, b1, t1.astype(np.int64)), {"margin": 0.5}, "integer target"),
         Sample(draw((), (), (), 1.0), {"margin": 1.0}, "0-d"),
         Sample((_noncontiguous(a), b, _noncontiguous(t)), {"margin": 0.5}, "non-contiguous"),
-        Sample(draw((5,), (5,), (5,), -0.5), {"margin": -0.5}, "negative margin")]
+        Sample(draw((5,), (5,), (5,), -0.5), {"margin": -0.5}, "negative margin"),
+    ]
 
 
 margin_ranking_loss = defop(
-    "margin_ranking_loss", family=FAMILY, inputs=("input1", "input2", "target"), forward=_margin_ranking_loss,
+    "margin_ranking_loss",
+    family=FAMILY,
+    inputs=("input1", "input2", "target"),
+    forward=_margin_ranking_loss,
     vjps=(_margin_ranking_vjp(0), _margin_ranking_vjp(1), _margin_ranking_vjp(2)),
-    check=_check_margin_ranking_loss, samples=_margin_ranking_samples,
+    check=_check_margin_ranking_loss,
+    samples=_margin_ranking_samples,
     notes="The hinge passes the gradient at 0 (torch's clamp_min); a float target is differentiable, as in torch.",
     torch_ref=lambda torch, input1, input2, target, **attrs: torch.nn.functional.margin_ranking_loss(
-        input1, input2, target, **attrs))
+        input1, input2, target, **attrs
+    ),
+)
 
 
 # -- triplet_margin_loss -----------------------------------------------------------------------------------
@@ -1286,16 +1519,19 @@ def _triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, 
     return _reduce(np.maximum(z, 0), reduction)
 
 
-def _triplet_vjp(g, ans, anchor, positive, negative, *, needs, margin=1.0, p=2, eps=1e-6, swap=False,
-                 reduction="mean"):
+def _triplet_vjp(g, ans, anchor, positive, negative, *, needs, margin=1.0, p=2, eps=1e-6, swap=False, reduction="mean"):
     p, eps = float(p), float(eps)
     d_pos, d_an, d_pn, w_an, z = _triplet_parts(anchor, positive, negative, float(margin), p, eps, swap)
     scale = np.where(_constant(z) >= 0, _reduction_grad(g, reduction, np.shape(z)), 0)  # hinge passes at 0
     g_pos = _pairwise_grad(unbroadcast(scale, np.shape(d_pos)), anchor, positive, p, eps)
-    g_an = _pairwise_grad(unbroadcast(scale if w_an is None else scale * w_an, np.shape(d_an)), anchor, negative,
-                          p, eps)
-    grads = [unbroadcast(g_pos, anchor.shape) - unbroadcast(g_an, anchor.shape),
-             -unbroadcast(g_pos, positive.shape), unbroadcast(g_an, negative.shape)]
+    g_an = _pairwise_grad(
+        unbroadcast(scale if w_an is None else scale * w_an, np.shape(d_an)), anchor, negative, p, eps
+    )
+    grads = [
+        unbroadcast(g_pos, anchor.shape) - unbroadcast(g_an, anchor.shape),
+        -unbroadcast(g_pos, positive.shape),
+        unbroadcast(g_an, negative.shape),
+    ]
     if swap:
         g_pn = _pairwise_grad(unbroadcast(scale * (1 - w_an), np.shape(d_pn)), positive, negative, p, eps)
         grads[1] = grads[1] - unbroadcast(g_pn, positive.shape)
@@ -1303,14 +1539,18 @@ def _triplet_vjp(g, ans, anchor, positive, negative, *, needs, margin=1.0, p=2, 
     return tuple(grad if need else None for grad, need in zip(grads, needs))
 
 
-def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
-                               reduction="mean"):
+def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, reduction="mean"):
     op = "triplet_margin_loss"
     for name, array in (("anchor", anchor), ("positive", positive), ("negative", negative)):
         require_float(op, name, array)
     for name, array in (("positive", positive), ("negative", negative)):
-        require(array.ndim == anchor.ndim, op, name, f"as many dims as anchor ({anchor.ndim}, as torch)",
-                f"shape {array.shape}")
+        require(
+            array.ndim == anchor.ndim,
+            op,
+            name,
+            f"as many dims as anchor ({anchor.ndim}, as torch)",
+            f"shape {array.shape}",
+        )
     margin = _number(op, "margin", margin)
     require(margin > 0, op, "margin", "a positive number (as torch)", margin)
     p = _check_norm_order(op, p)
@@ -1325,8 +1565,10 @@ def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=
     try:
         np.broadcast_shapes(*distances)
     except ValueError:
-        raise ValueError(f"{op}: argument 'negative' expected distances that broadcast with the positive "
-                         f"ones {distances[0]}, got {distances[1]}") from None
+        raise ValueError(
+            f"{op}: argument 'negative' expected distances that broadcast with the positive "
+            f"ones {distances[0]}, got {distances[1]}"
+        ) from None
 
 
 def _triplet_samples(rng):
@@ -1351,12 +1593,20 @@ def _triplet_samples(rng):
         Sample(draw((5, 4), (1, 4), (5, 1)), {"reduction": "none"}, "broadcast (5, 4), (1, 4), (5, 1)"),
         Sample(draw((2, 3, 4), (2, 3, 4), (2, 3, 4), 0.7), {"margin": 0.7, "reduction": "none"}, "3-D"),
         Sample(draw((4,), (4,), (4,), 2.0), {"margin": 2.0}, "1-D: one triplet"),
-        Sample((_noncontiguous(a), pos, _noncontiguous(neg)), {"margin": 0.5}, "non-contiguous")]
+        Sample((_noncontiguous(a), pos, _noncontiguous(neg)), {"margin": 0.5}, "non-contiguous"),
+    ]
 
 
 triplet_margin_loss = defop(
-    "triplet_margin_loss", family=FAMILY, inputs=("anchor", "positive", "negative"), forward=_triplet_margin_loss,
-    joint_vjp=_triplet_vjp, check=_check_triplet_margin_loss, samples=_triplet_samples,
+    "triplet_margin_loss",
+    family=FAMILY,
+    inputs=("anchor", "positive", "negative"),
+    forward=_triplet_margin_loss,
+    joint_vjp=_triplet_vjp,
+    check=_check_triplet_margin_loss,
+    samples=_triplet_samples,
     notes="The hinge passes the gradient at 0; swap ties split evenly (torch's minimum).",
     torch_ref=lambda torch, anchor, positive, negative, **attrs: torch.nn.functional.triplet_margin_loss(
-        anchor, positive, negative, **attrs))
+        anchor, positive, negative, **attrs
+    ),
+)

@@ -791,7 +791,7 @@ def _meshgrid(*tensors, indexing="ij"):
 
 def _meshgrid_vjp(g, ans, tensors, *, needs, indexing="ij"):
     shape, places = _grid_plan(tensors, indexing)
-    grads = []
+    grads: list[np.ndarray | None] = []
     for t, gk, k, need in zip(tensors, g, places, needs[0]):
         if not need:
             grads.append(None)

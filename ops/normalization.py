@@ -66,31 +66,48 @@ def _log_softmax_vjp(g, ans, input, dim=-1):
 
 
 def _softmax_samples(rng):
-    return [Sample((uniform(rng, (2, 3, 4)),), {"dim": -1}),
-            Sample((uniform(rng, (2, 3, 4)),), {"dim": 1}),
-            Sample((uniform(rng, (2, 3, 4)),), {"dim": 0}),
-            Sample((transposed(rng, (3, 5)),), {"dim": -1}, "non-contiguous"),
-            Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
-            Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
-            Sample((uniform(rng, (3, 4), -1e4, 1e4),), {"dim": -1}, "logits of +-1e4"),
-            Sample((uniform(rng, (3, 0)),), {"dim": -1}, "empty dim"),
-            Sample((uniform(rng, (0, 3)),), {"dim": -1}, "zero rows")]
+    return [
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": -1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": 1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": 0}),
+        Sample((transposed(rng, (3, 5)),), {"dim": -1}, "non-contiguous"),
+        Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
+        Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
+        Sample((uniform(rng, (3, 4), -1e4, 1e4),), {"dim": -1}, "logits of +-1e4"),
+        Sample((uniform(rng, (3, 0)),), {"dim": -1}, "empty dim"),
+        Sample((uniform(rng, (0, 3)),), {"dim": -1}, "zero rows"),
+    ]
 
 
 def _check_dim_input(op):
     def check(input, dim=-1):
         require_float(op, "input", input)
         normalize_dim(op, dim, input.ndim)
+
     return check
 
 
-softmax = defop("softmax", family=FAMILY, inputs=("input",), forward=_softmax, vjps=(_softmax_vjp,),
-                check=_check_dim_input("softmax"), samples=_softmax_samples,
-                torch_ref=lambda torch, input, dim=-1: torch.softmax(input, dim=dim))
+softmax = defop(
+    "softmax",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_softmax,
+    vjps=(_softmax_vjp,),
+    check=_check_dim_input("softmax"),
+    samples=_softmax_samples,
+    torch_ref=lambda torch, input, dim=-1: torch.softmax(input, dim=dim),
+)
 
-log_softmax = defop("log_softmax", family=FAMILY, inputs=("input",), forward=_log_softmax,
-                    vjps=(_log_softmax_vjp,), check=_check_dim_input("log_softmax"), samples=_softmax_samples,
-                    torch_ref=lambda torch, input, dim=-1: torch.log_softmax(input, dim=dim))
+log_softmax = defop(
+    "log_softmax",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_log_softmax,
+    vjps=(_log_softmax_vjp,),
+    check=_check_dim_input("log_softmax"),
+    samples=_softmax_samples,
+    torch_ref=lambda torch, input, dim=-1: torch.log_softmax(input, dim=dim),
+)
 
 
 # -- layer_norm / rms_norm ---------------------------------------------------------------------------------
@@ -101,11 +118,20 @@ def _shape_tuple(normalized_shape) -> tuple:
 def _normalized_axes(op: str, x: np.ndarray, normalized_shape) -> tuple:
     """The trailing axes ``normalized_shape`` names, after checking it matches the end of ``x``'s shape."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int | np.integer) else tuple(normalized_shape)
-    require(len(shape) >= 1 and all(isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 0
-                                    for n in shape),
-            op, "normalized_shape", "a non-empty shape of ints >= 0", normalized_shape)
-    require(len(shape) <= x.ndim and x.shape[x.ndim - len(shape):] == shape, op, "normalized_shape",
-            f"the trailing dims of the input (input shape {x.shape})", shape)
+    require(
+        len(shape) >= 1 and all(isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 0 for n in shape),
+        op,
+        "normalized_shape",
+        "a non-empty shape of ints >= 0",
+        normalized_shape,
+    )
+    require(
+        len(shape) <= x.ndim and x.shape[x.ndim - len(shape) :] == shape,
+        op,
+        "normalized_shape",
+        f"the trailing dims of the input (input shape {x.shape})",
+        shape,
+    )
     return tuple(range(x.ndim - len(shape), x.ndim))
 
 
@@ -119,8 +145,8 @@ def _check_affine(op: str, name: str, param, x: np.ndarray, axes: tuple) -> None
 def _as_rows(x: np.ndarray, normalized_shape) -> np.ndarray:
     """``x`` as a (rows, features) matrix: the normalised trailing dims flattened into one axis."""
     n = len(_shape_tuple(normalized_shape))
-    features = int(np.prod(x.shape[x.ndim - n:], dtype=np.int64))
-    return x.reshape(int(np.prod(x.shape[:x.ndim - n], dtype=np.int64)), features)
+    features = int(np.prod(x.shape[x.ndim - n :], dtype=np.int64))
+    return x.reshape(int(np.prod(x.shape[: x.ndim - n], dtype=np.int64)), features)
 
 
 def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -203,30 +229,47 @@ def _check_layer_norm(input, weight=None, bias=None, normalized_shape=None, eps=
     axes = _normalized_axes("layer_norm", input, normalized_shape)
     _check_affine("layer_norm", "weight", weight, input, axes)
     _check_affine("layer_norm", "bias", bias, input, axes)
-    require(isinstance(eps, float | int) and not isinstance(eps, bool) and eps >= 0, "layer_norm", "eps",
-            "a number >= 0", eps)
+    require(
+        isinstance(eps, float | int) and not isinstance(eps, bool) and eps >= 0,
+        "layer_norm",
+        "eps",
+        "a number >= 0",
+        eps,
+    )
 
 
 def _layer_norm_samples(rng):
-    return [Sample((uniform(rng, (3, 5)), uniform(rng, (5,)), uniform(rng, (5,))), {"normalized_shape": (5,)}),
-            Sample((uniform(rng, (2, 3, 4)), None, None), {"normalized_shape": (3, 4)}, "no affine"),
-            Sample((uniform(rng, (2, 3, 4)), uniform(rng, (3, 4)), None), {"normalized_shape": [3, 4],
-                                                                            "eps": 1e-3}, "weight only"),
-            Sample((transposed(rng, (3, 4)), None, uniform(rng, (4,))), {"normalized_shape": 4},
-                   "bias only, non-contiguous"),
-            Sample((uniform(rng, (4,)), uniform(rng, (4,)), uniform(rng, (4,))), {"normalized_shape": (4,)},
-                   "1-D"),
-            Sample((uniform(rng, (0, 4)), uniform(rng, (4,)), uniform(rng, (4,))), {"normalized_shape": (4,)},
-                   "zero rows"),
-            Sample((uniform(rng, (3, 0)), None, None), {"normalized_shape": (0,)}, "zero features")]
+    return [
+        Sample((uniform(rng, (3, 5)), uniform(rng, (5,)), uniform(rng, (5,))), {"normalized_shape": (5,)}),
+        Sample((uniform(rng, (2, 3, 4)), None, None), {"normalized_shape": (3, 4)}, "no affine"),
+        Sample(
+            (uniform(rng, (2, 3, 4)), uniform(rng, (3, 4)), None),
+            {"normalized_shape": [3, 4], "eps": 1e-3},
+            "weight only",
+        ),
+        Sample(
+            (transposed(rng, (3, 4)), None, uniform(rng, (4,))), {"normalized_shape": 4}, "bias only, non-contiguous"
+        ),
+        Sample((uniform(rng, (4,)), uniform(rng, (4,)), uniform(rng, (4,))), {"normalized_shape": (4,)}, "1-D"),
+        Sample((uniform(rng, (0, 4)), uniform(rng, (4,)), uniform(rng, (4,))), {"normalized_shape": (4,)}, "zero rows"),
+        Sample((uniform(rng, (3, 0)), None, None), {"normalized_shape": (0,)}, "zero features"),
+    ]
 
 
 layer_norm = defop(
-    "layer_norm", family=FAMILY, inputs=("input", "weight?", "bias?"), forward=_layer_norm,
-    joint_vjp=_layer_norm_vjp, saves=True, composite=_layer_norm_composite, check=_check_layer_norm,
+    "layer_norm",
+    family=FAMILY,
+    inputs=("input", "weight?", "bias?"),
+    forward=_layer_norm,
+    joint_vjp=_layer_norm_vjp,
+    saves=True,
+    composite=_layer_norm_composite,
+    check=_check_layer_norm,
     samples=_layer_norm_samples,
     torch_ref=lambda torch, input, weight, bias, normalized_shape, eps=1e-5: torch.nn.functional.layer_norm(
-        input, _shape_tuple(normalized_shape), weight, bias, eps))
+        input, _shape_tuple(normalized_shape), weight, bias, eps
+    ),
+)
 
 
 def _rms_eps(dtype, eps):
@@ -269,20 +312,36 @@ def _rms_norm_composite(input, normalized_shape, weight=None, eps=None):
 def _check_rms_norm(input, weight=None, normalized_shape=None, eps=None):
     require_float("rms_norm", "input", input)
     _check_affine("rms_norm", "weight", weight, input, _normalized_axes("rms_norm", input, normalized_shape))
-    require(eps is None or (isinstance(eps, float | int) and not isinstance(eps, bool) and eps >= 0), "rms_norm",
-            "eps", "None or a number >= 0", eps)
+    require(
+        eps is None or (isinstance(eps, float | int) and not isinstance(eps, bool) and eps >= 0),
+        "rms_norm",
+        "eps",
+        "None or a number >= 0",
+        eps,
+    )
 
 
 def _rms_norm_samples(rng):
-    return [Sample((uniform(rng, (3, 5)), uniform(rng, (5,))), {"normalized_shape": (5,)}),
-            Sample((uniform(rng, (2, 3, 4)), None), {"normalized_shape": (3, 4), "eps": 1e-2}, "no weight"),
-            Sample((transposed(rng, (3, 4)), uniform(rng, (4,))), {"normalized_shape": 4}, "non-contiguous"),
-            Sample((uniform(rng, (0, 5)), uniform(rng, (5,))), {"normalized_shape": (5,)}, "zero rows"),
-            Sample((uniform(rng, (2, 0)), None), {"normalized_shape": 0}, "zero features")]
+    return [
+        Sample((uniform(rng, (3, 5)), uniform(rng, (5,))), {"normalized_shape": (5,)}),
+        Sample((uniform(rng, (2, 3, 4)), None), {"normalized_shape": (3, 4), "eps": 1e-2}, "no weight"),
+        Sample((transposed(rng, (3, 4)), uniform(rng, (4,))), {"normalized_shape": 4}, "non-contiguous"),
+        Sample((uniform(rng, (0, 5)), uniform(rng, (5,))), {"normalized_shape": (5,)}, "zero rows"),
+        Sample((uniform(rng, (2, 0)), None), {"normalized_shape": 0}, "zero features"),
+    ]
 
 
 rms_norm = defop(
-    "rms_norm", family=FAMILY, inputs=("input", "weight?"), forward=_rms_norm, joint_vjp=_rms_norm_vjp,
-    saves=True, composite=_rms_norm_composite, check=_check_rms_norm, samples=_rms_norm_samples,
+    "rms_norm",
+    family=FAMILY,
+    inputs=("input", "weight?"),
+    forward=_rms_norm,
+    joint_vjp=_rms_norm_vjp,
+    saves=True,
+    composite=_rms_norm_composite,
+    check=_check_rms_norm,
+    samples=_rms_norm_samples,
     torch_ref=lambda torch, input, weight, normalized_shape, eps=None: torch.nn.functional.rms_norm(
-        input, _shape_tuple(normalized_shape), weight, eps))
+        input, _shape_tuple(normalized_shape), weight, eps
+    ),
+)

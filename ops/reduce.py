@@ -25,11 +25,31 @@ non-int dim or a non-bool keepdim raises naming the op and the argument. Convent
   (sum and prod of integers give int64, as in torch).
 """
 
-__all__ = ['sum', 'mean', 'var', 'std', 'max', 'min', 'prod', 'logsumexp', 'argmax', 'argmin', 'restore_dims', 'amax',
-           'amin', 'vector_norm', 'norm', 'any', 'all', 'count_nonzero']
+__all__ = [
+    "sum",
+    "mean",
+    "var",
+    "std",
+    "max",
+    "min",
+    "prod",
+    "logsumexp",
+    "argmax",
+    "argmin",
+    "restore_dims",
+    "amax",
+    "amin",
+    "vector_norm",
+    "norm",
+    "any",
+    "all",
+    "count_nonzero",
+]
 
 import math
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -63,8 +83,7 @@ def _axes(op: str, dim, ndim: int, keepdim):
     if isinstance(dim, int | np.integer) and not isinstance(dim, bool):
         normalize_dim(op, dim, ndim)  # raises when out of range
         return (int(dim) % ndim,) if ndim else ()
-    raise TypeError(f"{op}: argument 'dim' expected None, an int or a tuple of ints, got {type(dim).__name__} "
-                    f"{dim!r}")
+    raise TypeError(f"{op}: argument 'dim' expected None, an int or a tuple of ints, got {type(dim).__name__} {dim!r}")
 
 
 def _count(shape: tuple, axes) -> int:
@@ -82,7 +101,7 @@ def _kept(g: np.ndarray, shape: tuple, axes, keepdim) -> np.ndarray:
         return g
     if len(axes) == 1:
         a = axes[0]
-        return g.reshape(shape[:a] + (1,) + shape[a + 1:])  # Tensor.reshape takes a shape tuple too
+        return g.reshape(shape[:a] + (1,) + shape[a + 1 :])  # Tensor.reshape takes a shape tuple too
     kept = list(shape)
     for a in axes:
         kept[a] = 1
@@ -110,8 +129,10 @@ def restore_dims(g: np.ndarray, x: np.ndarray, dim, keepdim: bool, op: str) -> n
 
 def _require_float(op: str, x: np.ndarray) -> None:
     if x.dtype.kind != "f":
-        raise TypeError(f"{op}: argument 'x' expected a floating tensor (float32 or float64), got dtype {x.dtype}; "
-                        f"convert it explicitly (minitape never casts silently)")
+        raise TypeError(
+            f"{op}: argument 'x' expected a floating tensor (float32 or float64), got dtype {x.dtype}; "
+            f"convert it explicitly (minitape never casts silently)"
+        )
 
 
 def _empty_error(op, x, dim):
@@ -123,6 +144,7 @@ def _torch_reduce(name):
         if dim is None:
             dim = tuple(range(x.ndim))
         return getattr(torch, name)(x, dim=dim, keepdim=keepdim, **attrs)
+
     return ref
 
 
@@ -140,15 +162,24 @@ def _torch_moments(name):
 
 def _with_a_0d_input(samples, **attrs):
     """``samples`` plus a 0-D input reduced over dim=0 (torch allows dims 0 and -1 there)."""
+
     def generate(rng):
         return samples(rng) + [Sample((uniform(rng, ()),), {"dim": 0, "keepdim": False, **attrs}, "0-D")]
+
     return generate
 
 
 def _reduction(name, forward, vjp, samples=None, torch_ref=None, **declaration):
-    return defop(name, family="reduce", inputs=("x",), forward=forward, vjps=(vjp,),
-                 samples=samples or _with_a_0d_input(reduction_samples()), torch_ref=torch_ref or _torch_reduce(name),
-                 **declaration)
+    return defop(
+        name,
+        family="reduce",
+        inputs=("x",),
+        forward=forward,
+        vjps=(vjp,),
+        samples=samples or _with_a_0d_input(reduction_samples()),
+        torch_ref=torch_ref or _torch_reduce(name),
+        **declaration,
+    )
 
 
 # -- sum, mean -------------------------------------------------------------------------------------------------
@@ -194,8 +225,9 @@ def _dims_and_dof(op, x, dim, correction, keepdim):
     """(axes, N, degrees of freedom N - correction), validating the arguments."""
     _require_float(op, x)
     if isinstance(correction, bool) or not isinstance(correction, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument 'correction' expected a number, got {type(correction).__name__} "
-                        f"{correction!r}")
+        raise TypeError(
+            f"{op}: argument 'correction' expected a number, got {type(correction).__name__} {correction!r}"
+        )
     if not correction >= 0:
         raise ValueError(f"{op}: argument 'correction' expected a number >= 0, got {correction!r}")
     axes = _axes(op, dim, x.ndim, keepdim)
@@ -261,28 +293,47 @@ def _correction_samples(zero_spread):
     def generate(rng):
         out = reduction_samples(empty_dims=zero_spread)(rng)  # correction left at its default, 1
         for correction in (0, 2, 0.5):
-            out.append(Sample((uniform(rng, (2, 3, 4)),), {"dim": -1, "keepdim": False, "correction": correction},
-                              f"dim=-1 correction={correction}"))
-        out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "keepdim": True, "correction": 0},
-                          "correction=0 all"))
+            out.append(
+                Sample(
+                    (uniform(rng, (2, 3, 4)),),
+                    {"dim": -1, "keepdim": False, "correction": correction},
+                    f"dim=-1 correction={correction}",
+                )
+            )
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "keepdim": True, "correction": 0}, "correction=0 all"))
         if zero_spread:  # inputs whose variance is 0 (and above: over no entries, NaN)
             out.append(Sample((np.full((2, 3), 0.75),), {"dim": 1, "keepdim": False}, "constant rows (var 0)"))
             out.append(Sample((uniform(rng, ()),), {"dim": -1, "keepdim": True, "correction": 0}, "0-D"))
         return out
+
     return generate
 
 
-var = _reduction("var", _var, _var_vjp, samples=_correction_samples(True), saves=True, composite=_var_composite,
-                 torch_ref=_torch_moments("var"))
+var = _reduction(
+    "var",
+    _var,
+    _var_vjp,
+    samples=_correction_samples(True),
+    saves=True,
+    composite=_var_composite,
+    torch_ref=_torch_moments("var"),
+)
 # std is not differentiable where it is 0 (a cone's tip): finite differences cannot check a gradient there, and
 # torch's double backward gives NaN for the cotangent there and over no entries (where the exact value is 0).
 # tests/test_ops_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
-std = _reduction("std", _std, _std_vjp, samples=_correction_samples(False), saves=True, composite=_std_composite,
-                 torch_ref=_torch_moments("std"))
+std = _reduction(
+    "std",
+    _std,
+    _std_vjp,
+    samples=_correction_samples(False),
+    saves=True,
+    composite=_std_composite,
+    torch_ref=_torch_moments("std"),
+)
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------
-def _extremum(name, ufunc):
+def _extremum(name, ufunc) -> tuple[Callable[..., Any], Callable[..., Any]]:
     def forward(x, dim=None, keepdim=False):
         axes = _axes(name, dim, x.ndim, keepdim)
         try:
@@ -320,7 +371,7 @@ def _moved_last(x: np.ndarray, axes) -> tuple[np.ndarray, tuple, tuple]:
     reduced = tuple(range(x.ndim)) if axes is None else axes
     order = tuple(a for a in range(x.ndim) if a not in reduced) + reduced
     shape = tuple(x.shape[a] for a in order)
-    return np.transpose(x, order).reshape(shape[:x.ndim - len(reduced)] + (-1,)), order, shape
+    return np.transpose(x, order).reshape(shape[: x.ndim - len(reduced)] + (-1,)), order, shape
 
 
 def _others_product(x: np.ndarray, axes) -> np.ndarray:
@@ -390,7 +441,7 @@ def _prod_composite(x, dim=None, keepdim=False):
             if n % 2:
                 last = flat[..., n - 1]
                 leftover = last if leftover is None else leftover * last
-                flat = flat[..., :n - 1]
+                flat = flat[..., : n - 1]
                 n -= 1
             pairs = np.reshape(flat, lead + (n // 2, 2))
             flat = pairs[..., 0] * pairs[..., 1]
@@ -462,19 +513,37 @@ def _torch_index_of(name):
     return lambda torch, x, dim=None, keepdim=False: getattr(torch, name)(x, dim=dim, keepdim=keepdim)
 
 
-argmax = _reduction("argmax", _index_of("argmax", np.argmax), NOT_DIFFERENTIABLE, samples=index_reduction_samples(),
-                    torch_ref=_torch_index_of("argmax"))
-argmin = _reduction("argmin", _index_of("argmin", np.argmin), NOT_DIFFERENTIABLE, samples=index_reduction_samples(),
-                    torch_ref=_torch_index_of("argmin"))
+argmax = _reduction(
+    "argmax",
+    _index_of("argmax", np.argmax),
+    NOT_DIFFERENTIABLE,
+    samples=index_reduction_samples(),
+    torch_ref=_torch_index_of("argmax"),
+)
+argmin = _reduction(
+    "argmin",
+    _index_of("argmin", np.argmin),
+    NOT_DIFFERENTIABLE,
+    samples=index_reduction_samples(),
+    torch_ref=_torch_index_of("argmin"),
+)
 
 
 # == amax / amin, norms, any / all / count_nonzero: torch's own parameter names ===============================
 def _on_input(name, forward, vjp, samples, torch_ref, **declaration):
-    return defop(name, family="reduce", inputs=(declaration.pop("input_name", "input"),), forward=forward,
-                 vjps=(vjp,), samples=samples, torch_ref=torch_ref, **declaration)
+    return defop(
+        name,
+        family="reduce",
+        inputs=(declaration.pop("input_name", "input"),),
+        forward=forward,
+        vjps=(vjp,),
+        samples=samples,
+        torch_ref=torch_ref,
+        **declaration,
+    )
 
 
-def _amax_amin(name, ufunc):
+def _amax_amin(name, ufunc) -> tuple[Callable[..., Any], Callable[..., Any]]:
     forward, vjp = _extremum(name, ufunc)
 
     def run(input, dim=(), keepdim=False):
@@ -504,8 +573,9 @@ amin = _on_input("amin", *_amax_amin("amin", np.minimum), _amax_samples, _torch_
 # -- vector_norm, norm -----------------------------------------------------------------------------------------
 def _order(op, ord):
     if isinstance(ord, bool) or not isinstance(ord, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument 'ord' expected a number (0, 1, 2, inf, -inf or p > 0), got "
-                        f"{type(ord).__name__} {ord!r}")
+        raise TypeError(
+            f"{op}: argument 'ord' expected a number (0, 1, 2, inf, -inf or p > 0), got {type(ord).__name__} {ord!r}"
+        )
     ord = float(ord)
     if not (ord >= 0 or ord == -math.inf):
         raise NotImplementedError(f"{op}: argument 'ord' is {ord!r}; minitape supports 0, p > 0, inf and -inf")
@@ -520,8 +590,10 @@ def _norm_of(op, x, ord, dim, keepdim):
     magnitude = np.abs(x)
     if math.isinf(ord):
         if _count(x.shape, axes) == 0:
-            raise ValueError(f"{op}: cannot compute the {ord} norm of argument of shape {x.shape} over "
-                             f"dim={dim!r}: no entries, and the operation has no identity (as torch)")
+            raise ValueError(
+                f"{op}: cannot compute the {ord} norm of argument of shape {x.shape} over "
+                f"dim={dim!r}: no entries, and the operation has no identity (as torch)"
+            )
         return (np.maximum if ord > 0 else np.minimum).reduce(magnitude, axis=axes, keepdims=keepdim)
     if ord == 0:
         return np.add.reduce(x != 0, axis=axes, keepdims=keepdim, dtype=x.dtype)
@@ -567,6 +639,7 @@ def _vector_norm_vjp(g, ans, x, ord=2, dim=None, keepdim=False):
 
 def _norm_samples(attrs_list, full_key):
     """Every ord on the default reduction samples (no empty dims for +-inf), ties for +-inf, zeros for 1 / p."""
+
     def generate(rng):
         out = []
         for attrs in attrs_list:
@@ -576,6 +649,7 @@ def _norm_samples(attrs_list, full_key):
                 x = s.inputs[0] * np.where(uniform(rng, s.inputs[0].shape) < 0, -1.0, 1.0)  # both signs, off 0
                 out.append(Sample((x,), {**s.attrs, **attrs}, f"{attrs} {s.label}"))
         return out
+
     return generate
 
 
@@ -585,16 +659,19 @@ _VECTOR_ORDS = [{"ord": 2}, {"ord": 1}, {"ord": math.inf}, {"ord": -math.inf}, {
 def _vector_norm_samples(rng):
     # torch's double backward of a general p-norm over no entries gives the cotangent a NaN gradient where the
     # exact one (an empty sum) is 0, which minitape gives: no torch comparison there
-    return [Sample(s.inputs, s.attrs, s.label, torch=not (s.attrs["ord"] == 3 and s.inputs[0].size == 0))
-            for s in _norm_samples(_VECTOR_ORDS, "ord")(rng)]
+    return [
+        Sample(s.inputs, s.attrs, s.label, torch=not (s.attrs["ord"] == 3 and s.inputs[0].size == 0))
+        for s in _norm_samples(_VECTOR_ORDS, "ord")(rng)
+    ]
 
 
 def _torch_vector_norm(torch, x, ord=2, dim=None, keepdim=False):
     return torch.linalg.vector_norm(x, ord=ord, dim=dim, keepdim=keepdim)
 
 
-vector_norm = _on_input("vector_norm", _vector_norm, _vector_norm_vjp, _vector_norm_samples, _torch_vector_norm,
-                        input_name="x")
+vector_norm = _on_input(
+    "vector_norm", _vector_norm, _vector_norm_vjp, _vector_norm_samples, _torch_vector_norm, input_name="x"
+)
 
 
 def _p_of(p):
@@ -602,8 +679,9 @@ def _p_of(p):
     if p == "fro":
         return 2.0
     if isinstance(p, str):
-        raise NotImplementedError(f"norm: argument 'p' is {p!r}; minitape supports 'fro' and numbers (for the "
-                                  f"nuclear norm use svd)")
+        raise NotImplementedError(
+            f"norm: argument 'p' is {p!r}; minitape supports 'fro' and numbers (for the nuclear norm use svd)"
+        )
     return p
 
 
@@ -618,20 +696,28 @@ def _norm_vjp(g, ans, input, p="fro", dim=None, keepdim=False):
 
 
 def _norm_op_samples(rng):
-    out = [s for s in _norm_samples([{"p": "fro"}, {"p": 1}, {"p": 2}, {"p": math.inf}], "p")(rng)
-           if not (s.attrs["p"] == "fro" and isinstance(s.attrs["dim"], tuple) and len(s.attrs["dim"]) > 2)]
+    out = [
+        s
+        for s in _norm_samples([{"p": "fro"}, {"p": 1}, {"p": 2}, {"p": math.inf}], "p")(rng)
+        if not (s.attrs["p"] == "fro" and isinstance(s.attrs["dim"], tuple) and len(s.attrs["dim"]) > 2)
+    ]
     return out
 
 
-norm = _on_input("norm", _norm, _norm_vjp, _norm_op_samples,
-                 lambda torch, input, p="fro", dim=None, keepdim=False: torch.norm(input, p=p, dim=dim,
-                                                                                   keepdim=keepdim))
+norm = _on_input(
+    "norm",
+    _norm,
+    _norm_vjp,
+    _norm_op_samples,
+    lambda torch, input, p="fro", dim=None, keepdim=False: torch.norm(input, p=p, dim=dim, keepdim=keepdim),
+)
 
 
 # -- any, all, count_nonzero: not differentiable ---------------------------------------------------------------
 def _logical_reduction(name, ufunc):
     def forward(input, dim=None, keepdim=False):
         return ufunc.reduce(input != 0, axis=_axes(name, dim, input.ndim, keepdim), keepdims=keepdim)
+
     forward.__name__ = f"_{name}"
     return forward
 
@@ -651,13 +737,16 @@ def _torch_truth(name):
             out = getattr(torch, name)(input)
             return out.reshape((1,) * input.ndim) if keepdim else out
         return getattr(torch, name)(input, dim=dim, keepdim=keepdim)
+
     return ref
 
 
-any = _on_input("any", _logical_reduction("any", np.logical_or), NOT_DIFFERENTIABLE, _truth_samples,
-                _torch_truth("any"))
-all = _on_input("all", _logical_reduction("all", np.logical_and), NOT_DIFFERENTIABLE, _truth_samples,
-                _torch_truth("all"))
+any = _on_input(
+    "any", _logical_reduction("any", np.logical_or), NOT_DIFFERENTIABLE, _truth_samples, _torch_truth("any")
+)
+all = _on_input(
+    "all", _logical_reduction("all", np.logical_and), NOT_DIFFERENTIABLE, _truth_samples, _torch_truth("all")
+)
 
 
 def _count_nonzero(input, dim=None):
@@ -666,9 +755,13 @@ def _count_nonzero(input, dim=None):
 
 
 def _count_samples(rng):
-    return [Sample(s.inputs, {"dim": s.attrs["dim"]}, s.label) for s in _truth_samples(rng)
-            if not s.attrs["keepdim"]]
+    return [Sample(s.inputs, {"dim": s.attrs["dim"]}, s.label) for s in _truth_samples(rng) if not s.attrs["keepdim"]]
 
 
-count_nonzero = _on_input("count_nonzero", _count_nonzero, NOT_DIFFERENTIABLE, _count_samples,
-                          lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim))
+count_nonzero = _on_input(
+    "count_nonzero",
+    _count_nonzero,
+    NOT_DIFFERENTIABLE,
+    _count_samples,
+    lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim),
+)

@@ -34,9 +34,9 @@ import numpy as np
 
 from tape.registry import Sample, defop
 
+from ._numerics import quiet
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
-from ._numerics import quiet
 from .indexing import index_select, scatter_add
 
 FAMILY = "scan"
@@ -49,8 +49,9 @@ def _check_dim(op: str, input, dim) -> None:
 
 def _check_float(op: str, input, dim) -> None:
     if input.dtype.kind != "f":
-        raise TypeError(f"{op}: argument 'input' expected a floating tensor (float32 or float64), got dtype "
-                        f"{input.dtype}")
+        raise TypeError(
+            f"{op}: argument 'input' expected a floating tensor (float32 or float64), got dtype {input.dtype}"
+        )
     normalize_dim(op, dim, input.ndim)
 
 
@@ -108,14 +109,16 @@ def _scan_samples(low=-2.0, high=2.0, integers=True):
     input (forward and indices only)."""
 
     def generate(rng):
-        out = [Sample((uniform(rng, (5,), low, high),), {"dim": 0}, "vector"),
-               Sample((uniform(rng, (3, 4), low, high),), {"dim": 1}, "matrix dim=1"),
-               Sample((uniform(rng, (3, 4), low, high),), {"dim": -2}, "matrix dim=-2"),
-               Sample((transposed(rng, (2, 5, 3), low, high),), {"dim": 1}, "non-contiguous"),
-               Sample((uniform(rng, (4, 1), low, high),), {"dim": -1}, "size-1 dim"),
-               Sample((uniform(rng, (), low, high),), {"dim": 0}, "0-D"),
-               Sample((uniform(rng, (0, 3), low, high),), {"dim": 0}, "zero-size along dim"),
-               Sample((uniform(rng, (0, 3), low, high),), {"dim": 1}, "zero-size other dim")]
+        out = [
+            Sample((uniform(rng, (5,), low, high),), {"dim": 0}, "vector"),
+            Sample((uniform(rng, (3, 4), low, high),), {"dim": 1}, "matrix dim=1"),
+            Sample((uniform(rng, (3, 4), low, high),), {"dim": -2}, "matrix dim=-2"),
+            Sample((transposed(rng, (2, 5, 3), low, high),), {"dim": 1}, "non-contiguous"),
+            Sample((uniform(rng, (4, 1), low, high),), {"dim": -1}, "size-1 dim"),
+            Sample((uniform(rng, (), low, high),), {"dim": 0}, "0-D"),
+            Sample((uniform(rng, (0, 3), low, high),), {"dim": 0}, "zero-size along dim"),
+            Sample((uniform(rng, (0, 3), low, high),), {"dim": 1}, "zero-size other dim"),
+        ]
         if integers:
             out.append(Sample((rng.integers(-3, 4, size=(3, 5)),), {"dim": 1}, "int64"))
         return out
@@ -123,9 +126,16 @@ def _scan_samples(low=-2.0, high=2.0, integers=True):
     return generate
 
 
-cumsum = defop("cumsum", family=FAMILY, inputs=("input",), forward=_cumsum, vjps=(_cumsum_vjp,),
-               check=lambda input, dim: _check_dim("cumsum", input, dim), samples=_scan_samples(),
-               torch_ref=lambda torch, input, dim: torch.cumsum(input, dim))
+cumsum = defop(
+    "cumsum",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_cumsum,
+    vjps=(_cumsum_vjp,),
+    check=lambda input, dim: _check_dim("cumsum", input, dim),
+    samples=_scan_samples(),
+    torch_ref=lambda torch, input, dim: torch.cumsum(input, dim),
+)
 
 
 # -- cumprod -----------------------------------------------------------------------------------------------------
@@ -182,9 +192,16 @@ def _cumprod_samples(rng):
     return out
 
 
-cumprod = defop("cumprod", family=FAMILY, inputs=("input",), forward=_cumprod, vjps=(_cumprod_vjp,),
-                check=lambda input, dim: _check_dim("cumprod", input, dim), samples=_cumprod_samples,
-                torch_ref=lambda torch, input, dim: torch.cumprod(input, dim))
+cumprod = defop(
+    "cumprod",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_cumprod,
+    vjps=(_cumprod_vjp,),
+    check=lambda input, dim: _check_dim("cumprod", input, dim),
+    samples=_cumprod_samples,
+    torch_ref=lambda torch, input, dim: torch.cumprod(input, dim),
+)
 
 
 # -- cummax / cummin ---------------------------------------------------------------------------------------------
@@ -229,9 +246,17 @@ def _extremum_samples(rng):
 
 def _extremum_op(name, ufunc):
     forward, vjp = _running_extremum(name, ufunc)
-    return defop(name, family=FAMILY, inputs=("input",), forward=forward, vjps=(vjp,), outputs=2,
-                 check=lambda input, dim: _check_dim(name, input, dim), samples=_extremum_samples,
-                 torch_ref=lambda torch, input, dim: getattr(torch, name)(input, dim))
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        outputs=2,
+        check=lambda input, dim: _check_dim(name, input, dim),
+        samples=_extremum_samples,
+        torch_ref=lambda torch, input, dim: getattr(torch, name)(input, dim),
+    )
 
 
 cummax = _extremum_op("cummax", np.maximum)
@@ -292,7 +317,13 @@ def _logcumsumexp_samples(rng):
     return out
 
 
-logcumsumexp = defop("logcumsumexp", family=FAMILY, inputs=("input",), forward=_logcumsumexp,
-                     vjps=(_logcumsumexp_vjp,), check=lambda input, dim: _check_float("logcumsumexp", input, dim),
-                     samples=_logcumsumexp_samples,
-                     torch_ref=lambda torch, input, dim: torch.logcumsumexp(input, dim))
+logcumsumexp = defop(
+    "logcumsumexp",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_logcumsumexp,
+    vjps=(_logcumsumexp_vjp,),
+    check=lambda input, dim: _check_float("logcumsumexp", input, dim),
+    samples=_logcumsumexp_samples,
+    torch_ref=lambda torch, input, dim: torch.logcumsumexp(input, dim),
+)

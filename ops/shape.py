@@ -15,8 +15,25 @@ other tensors' shapes. ``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeat
 ops/movement.py.
 """
 
-__all__ = ['reshape', 'flatten', 'squeeze', 'unsqueeze', 'transpose', 'permute', 'expand', 'broadcast_to',
-           'concat', 'cat', 'stack', 'narrow', 'pad', 'tril', 'triu', 'masked_fill', 'repeat']
+__all__ = [
+    "reshape",
+    "flatten",
+    "squeeze",
+    "unsqueeze",
+    "transpose",
+    "permute",
+    "expand",
+    "broadcast_to",
+    "concat",
+    "cat",
+    "stack",
+    "narrow",
+    "pad",
+    "tril",
+    "triu",
+    "masked_fill",
+    "repeat",
+]
 
 import math
 
@@ -36,8 +53,9 @@ def _ints(op: str, argument: str, value) -> tuple:
     try:
         items = tuple(items)
     except TypeError:
-        raise TypeError(f"{op}: argument '{argument}' expected an int or a sequence of ints, got "
-                        f"{type(value).__name__} {value!r}") from None
+        raise TypeError(
+            f"{op}: argument '{argument}' expected an int or a sequence of ints, got {type(value).__name__} {value!r}"
+        ) from None
     for v in items:
         if isinstance(v, bool) or not isinstance(v, int | np.integer):
             raise TypeError(f"{op}: argument '{argument}' expected ints, got {type(v).__name__} {v!r} in {value!r}")
@@ -54,18 +72,28 @@ def _reshape(input, shape):
     try:
         return input.reshape(shape)
     except ValueError:
-        raise ValueError(f"reshape: argument 'shape' expected a shape with {input.size} elements for input "
-                         f"{input.shape}, got {shape}") from None
+        raise ValueError(
+            f"reshape: argument 'shape' expected a shape with {input.size} elements for input "
+            f"{input.shape}, got {shape}"
+        ) from None
 
 
-reshape = defop("reshape", family="shape", inputs=("input",), forward=_reshape, vjps=(_reshape_back,),
-                samples=lambda rng: [Sample((uniform(rng, (2, 3, 4)),), {"shape": (6, 4)}),
-                                     Sample((uniform(rng, (2, 3, 4)),), {"shape": (4, -1)}, "-1"),
-                                     Sample((transposed(rng, (3, 4)),), {"shape": (12,)}, "non-contiguous"),
-                                     Sample((uniform(rng, ()),), {"shape": (1, 1)}, "scalar"),
-                                     Sample((uniform(rng, (1, 3)),), {"shape": 3}, "int shape"),
-                                     Sample((uniform(rng, (0, 3)),), {"shape": (3, 0, 1)}, "zero-size")],
-                torch_ref=lambda torch, input, shape: torch.reshape(input, _ints("reshape", "shape", shape)))
+reshape = defop(
+    "reshape",
+    family="shape",
+    inputs=("input",),
+    forward=_reshape,
+    vjps=(_reshape_back,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3, 4)),), {"shape": (6, 4)}),
+        Sample((uniform(rng, (2, 3, 4)),), {"shape": (4, -1)}, "-1"),
+        Sample((transposed(rng, (3, 4)),), {"shape": (12,)}, "non-contiguous"),
+        Sample((uniform(rng, ()),), {"shape": (1, 1)}, "scalar"),
+        Sample((uniform(rng, (1, 3)),), {"shape": 3}, "int shape"),
+        Sample((uniform(rng, (0, 3)),), {"shape": (3, 0, 1)}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, shape: torch.reshape(input, _ints("reshape", "shape", shape)),
+)
 
 
 def _flat_shape(x, start_dim, end_dim):
@@ -76,23 +104,30 @@ def _flat_shape(x, start_dim, end_dim):
     start = normalize_dim("flatten", start_dim, x.ndim, "start_dim")
     end = normalize_dim("flatten", end_dim, x.ndim, "end_dim")
     if start > end:
-        raise ValueError(f"flatten: argument 'start_dim' expected a dim not after end_dim ({end_dim}), got "
-                         f"{start_dim} for a {x.ndim}-D input")
-    return x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:]
+        raise ValueError(
+            f"flatten: argument 'start_dim' expected a dim not after end_dim ({end_dim}), got "
+            f"{start_dim} for a {x.ndim}-D input"
+        )
+    return x.shape[:start] + (math.prod(x.shape[start : end + 1]),) + x.shape[end + 1 :]
 
 
-flatten = defop("flatten", family="shape", inputs=("input",),
-                forward=lambda input, start_dim=0, end_dim=-1: input.reshape(_flat_shape(input, start_dim, end_dim)),
-                vjps=(_reshape_back,),
-                samples=lambda rng: [Sample((uniform(rng, (2, 3, 4)),), {"start_dim": 0, "end_dim": -1}, "all"),
-                                     Sample((uniform(rng, (2, 3, 4)),), {"start_dim": 1, "end_dim": 2}),
-                                     Sample((uniform(rng, (2, 1, 3, 2)),), {"start_dim": -3, "end_dim": -2}),
-                                     Sample((transposed(rng, (2, 3, 2)),), {"start_dim": 0, "end_dim": 1},
-                                            "non-contiguous"),
-                                     Sample((uniform(rng, (2, 3)),), {"start_dim": 1, "end_dim": 1}, "one dim"),
-                                     Sample((uniform(rng, ()),), {"start_dim": 0, "end_dim": -1}, "scalar"),
-                                     Sample((uniform(rng, (2, 0, 3)),), {"start_dim": 1, "end_dim": 2}, "zero-size")],
-                torch_ref=lambda torch, input, start_dim=0, end_dim=-1: torch.flatten(input, start_dim, end_dim))
+flatten = defop(
+    "flatten",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input, start_dim=0, end_dim=-1: input.reshape(_flat_shape(input, start_dim, end_dim)),
+    vjps=(_reshape_back,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3, 4)),), {"start_dim": 0, "end_dim": -1}, "all"),
+        Sample((uniform(rng, (2, 3, 4)),), {"start_dim": 1, "end_dim": 2}),
+        Sample((uniform(rng, (2, 1, 3, 2)),), {"start_dim": -3, "end_dim": -2}),
+        Sample((transposed(rng, (2, 3, 2)),), {"start_dim": 0, "end_dim": 1}, "non-contiguous"),
+        Sample((uniform(rng, (2, 3)),), {"start_dim": 1, "end_dim": 1}, "one dim"),
+        Sample((uniform(rng, ()),), {"start_dim": 0, "end_dim": -1}, "scalar"),
+        Sample((uniform(rng, (2, 0, 3)),), {"start_dim": 1, "end_dim": 2}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, start_dim=0, end_dim=-1: torch.flatten(input, start_dim, end_dim),
+)
 
 
 def _squeeze(input, dim=None):
@@ -100,47 +135,71 @@ def _squeeze(input, dim=None):
     return np.squeeze(input, axis=tuple(d for d in dims if input.shape[d] == 1))
 
 
-squeeze = defop("squeeze", family="shape", inputs=("input",), forward=_squeeze, vjps=(_reshape_back,),
-                samples=lambda rng: [Sample((uniform(rng, (1, 3, 1, 2)),), {"dim": None}, "all"),
-                                     Sample((uniform(rng, (1, 3, 1, 2)),), {"dim": -2}),
-                                     Sample((uniform(rng, (1, 3, 1, 2)),), {"dim": 1}, "not size 1: no-op"),
-                                     Sample((uniform(rng, (1, 3, 1, 2)),), {"dim": (0, -2)}, "tuple"),
-                                     Sample((transposed(rng, (2, 1, 3)),), {"dim": 1}, "non-contiguous"),
-                                     Sample((uniform(rng, (0, 1, 3)),), {"dim": None}, "zero-size")],
-                torch_ref=lambda torch, input, dim=None: torch.squeeze(input) if dim is None else torch.squeeze(input,
-                                                                                                                dim))
+squeeze = defop(
+    "squeeze",
+    family="shape",
+    inputs=("input",),
+    forward=_squeeze,
+    vjps=(_reshape_back,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (1, 3, 1, 2)),), {"dim": None}, "all"),
+        Sample((uniform(rng, (1, 3, 1, 2)),), {"dim": -2}),
+        Sample((uniform(rng, (1, 3, 1, 2)),), {"dim": 1}, "not size 1: no-op"),
+        Sample((uniform(rng, (1, 3, 1, 2)),), {"dim": (0, -2)}, "tuple"),
+        Sample((transposed(rng, (2, 1, 3)),), {"dim": 1}, "non-contiguous"),
+        Sample((uniform(rng, (0, 1, 3)),), {"dim": None}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, dim=None: torch.squeeze(input) if dim is None else torch.squeeze(input, dim),
+)
 
 
 def _unsqueeze(input, dim):
     return np.expand_dims(input, normalize_dim("unsqueeze", dim, input.ndim + 1))
 
 
-unsqueeze = defop("unsqueeze", family="shape", inputs=("input",), forward=_unsqueeze, vjps=(_reshape_back,),
-                  samples=lambda rng: [Sample((uniform(rng, (2, 3)),), {"dim": 0}),
-                                       Sample((uniform(rng, (2, 3)),), {"dim": 2}, "after the last"),
-                                       Sample((uniform(rng, (2, 3)),), {"dim": -1}),
-                                       Sample((uniform(rng, (2, 3)),), {"dim": -3}),
-                                       Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
-                                       Sample((transposed(rng, (3, 4)),), {"dim": 1}, "non-contiguous"),
-                                       Sample((uniform(rng, (0, 3)),), {"dim": 1}, "zero-size")],
-                  torch_ref=lambda torch, input, dim: torch.unsqueeze(input, dim))
+unsqueeze = defop(
+    "unsqueeze",
+    family="shape",
+    inputs=("input",),
+    forward=_unsqueeze,
+    vjps=(_reshape_back,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)),), {"dim": 0}),
+        Sample((uniform(rng, (2, 3)),), {"dim": 2}, "after the last"),
+        Sample((uniform(rng, (2, 3)),), {"dim": -1}),
+        Sample((uniform(rng, (2, 3)),), {"dim": -3}),
+        Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
+        Sample((transposed(rng, (3, 4)),), {"dim": 1}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {"dim": 1}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, dim: torch.unsqueeze(input, dim),
+)
 
 
 # -- transpose / permute -----------------------------------------------------------------------------------
 def _transpose(input, dim0=-2, dim1=-1):
-    return np.swapaxes(input, normalize_dim("transpose", dim0, input.ndim, "dim0"),
-                       normalize_dim("transpose", dim1, input.ndim, "dim1"))
+    return np.swapaxes(
+        input,
+        normalize_dim("transpose", dim0, input.ndim, "dim0"),
+        normalize_dim("transpose", dim1, input.ndim, "dim1"),
+    )
 
 
-transpose = defop("transpose", family="shape", inputs=("input",), forward=_transpose,
-                  vjps=(lambda g, ans, input, dim0=-2, dim1=-1: _transpose(g, dim0, dim1),),
-                  samples=lambda rng: [Sample((uniform(rng, (2, 3)),), {"dim0": 0, "dim1": 1}),
-                                       Sample((uniform(rng, (2, 3, 4)),), {"dim0": -1, "dim1": 0}),
-                                       Sample((uniform(rng, (2, 3, 4)),), {"dim0": 1, "dim1": 1}, "same dim"),
-                                       Sample((transposed(rng, (2, 1, 3)),), {"dim0": 0, "dim1": -2},
-                                              "non-contiguous"),
-                                       Sample((uniform(rng, (0, 3)),), {"dim0": 0, "dim1": 1}, "zero-size")],
-                  torch_ref=lambda torch, input, dim0=-2, dim1=-1: torch.transpose(input, dim0, dim1))
+transpose = defop(
+    "transpose",
+    family="shape",
+    inputs=("input",),
+    forward=_transpose,
+    vjps=(lambda g, ans, input, dim0=-2, dim1=-1: _transpose(g, dim0, dim1),),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)),), {"dim0": 0, "dim1": 1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim0": -1, "dim1": 0}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim0": 1, "dim1": 1}, "same dim"),
+        Sample((transposed(rng, (2, 1, 3)),), {"dim0": 0, "dim1": -2}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {"dim0": 0, "dim1": 1}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, dim0=-2, dim1=-1: torch.transpose(input, dim0, dim1),
+)
 
 
 def _permutation(x, dims):
@@ -150,14 +209,20 @@ def _permutation(x, dims):
     return dims
 
 
-permute = defop("permute", family="shape", inputs=("input",),
-                forward=lambda input, dims: np.transpose(input, _permutation(input, dims)),
-                vjps=(lambda g, ans, input, dims: np.transpose(g, tuple(np.argsort(_permutation(input, dims)))),),
-                samples=lambda rng: [Sample((uniform(rng, (2, 3, 4)),), {"dims": (2, 0, 1)}),
-                                     Sample((uniform(rng, (2, 3)),), {"dims": (-1, 0)}),
-                                     Sample((transposed(rng, (2, 1, 3)),), {"dims": (1, -1, 0)}, "non-contiguous"),
-                                     Sample((uniform(rng, (2, 0, 3)),), {"dims": (1, 2, 0)}, "zero-size")],
-                torch_ref=lambda torch, input, dims: torch.permute(input, dims))
+permute = defop(
+    "permute",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input, dims: np.transpose(input, _permutation(input, dims)),
+    vjps=(lambda g, ans, input, dims: np.transpose(g, tuple(np.argsort(_permutation(input, dims)))),),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3, 4)),), {"dims": (2, 0, 1)}),
+        Sample((uniform(rng, (2, 3)),), {"dims": (-1, 0)}),
+        Sample((transposed(rng, (2, 1, 3)),), {"dims": (1, -1, 0)}, "non-contiguous"),
+        Sample((uniform(rng, (2, 0, 3)),), {"dims": (1, 2, 0)}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, dims: torch.permute(input, dims),
+)
 
 
 # -- expand / broadcast_to ---------------------------------------------------------------------------------
@@ -166,8 +231,7 @@ def _expanded_shape(x, shape) -> tuple:
     shape = _ints("expand", "shape", shape)
     lead = len(shape) - x.ndim
     if lead < 0:
-        raise ValueError(f"expand: argument 'shape' expected at least {x.ndim} sizes for input {x.shape}, got "
-                         f"{shape}")
+        raise ValueError(f"expand: argument 'shape' expected at least {x.ndim} sizes for input {x.shape}, got {shape}")
     out = []
     for i, size in enumerate(shape):
         old = x.shape[i - lead] if i >= lead else None
@@ -175,24 +239,31 @@ def _expanded_shape(x, shape) -> tuple:
             size = old
         if size < 0 or (old is not None and old != 1 and size != old):
             where = "a new leading dim" if old is None else f"a dim of size {old}"
-            raise ValueError(f"expand: argument 'shape' expected sizes matching input {x.shape} (only size-1 dims "
-                             f"grow), got {shape}: {size} for {where}")
+            raise ValueError(
+                f"expand: argument 'shape' expected sizes matching input {x.shape} (only size-1 dims "
+                f"grow), got {shape}: {size} for {where}"
+            )
         out.append(size)
     return tuple(out)
 
 
-expand = defop("expand", family="shape", inputs=("input",),
-               forward=lambda input, shape: np.broadcast_to(input, _expanded_shape(input, shape)),
-               vjps=(lambda g, ans, input, shape: unbroadcast(g, input.shape),),
-               samples=lambda rng: [Sample((uniform(rng, (3, 1)),), {"shape": (2, 3, 4)}, "new dim + size-1 dim"),
-                                    Sample((uniform(rng, (3, 1)),), {"shape": (-1, 4)}, "-1 keeps"),
-                                    Sample((uniform(rng, ()),), {"shape": (2, 3)}, "scalar"),
-                                    Sample((uniform(rng, (2, 3)),), {"shape": (2, 3)}, "same shape"),
-                                    Sample((transposed(rng, (1, 3)),), {"shape": (2, 3, -1, 3)},
-                                           "non-contiguous"),
-                                    Sample((uniform(rng, (1, 3)),), {"shape": (0, 3)}, "size-1 dim to 0"),
-                                    Sample((uniform(rng, (0, 1)),), {"shape": (2, 0, 4)}, "zero-size")],
-               torch_ref=lambda torch, input, shape: input.expand(*_ints("expand", "shape", shape)))
+expand = defop(
+    "expand",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input, shape: np.broadcast_to(input, _expanded_shape(input, shape)),
+    vjps=(lambda g, ans, input, shape: unbroadcast(g, input.shape),),
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 1)),), {"shape": (2, 3, 4)}, "new dim + size-1 dim"),
+        Sample((uniform(rng, (3, 1)),), {"shape": (-1, 4)}, "-1 keeps"),
+        Sample((uniform(rng, ()),), {"shape": (2, 3)}, "scalar"),
+        Sample((uniform(rng, (2, 3)),), {"shape": (2, 3)}, "same shape"),
+        Sample((transposed(rng, (1, 3)),), {"shape": (2, 3, -1, 3)}, "non-contiguous"),
+        Sample((uniform(rng, (1, 3)),), {"shape": (0, 3)}, "size-1 dim to 0"),
+        Sample((uniform(rng, (0, 1)),), {"shape": (2, 0, 4)}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, shape: input.expand(*_ints("expand", "shape", shape)),
+)
 
 broadcast_to = expand  # torch.broadcast_to(input, size) is Tensor.expand
 
@@ -211,16 +282,21 @@ def _check_join(op, tensors, dim, stacking):
     axis = normalize_dim(op, dim, first.ndim + 1 if stacking else first.ndim)
     for i, t in enumerate(tensors):
         if t.dtype != first.dtype:
-            raise TypeError(f"{op}: argument 'tensors' expected one dtype, got {first.dtype} and {t.dtype} "
-                            f"(tensor {i})")
+            raise TypeError(
+                f"{op}: argument 'tensors' expected one dtype, got {first.dtype} and {t.dtype} (tensor {i})"
+            )
         if t is first or (not stacking and _skipped(t)):
             continue
-        same = t.shape == first.shape if stacking else (
-            t.ndim == first.ndim and all(a == b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis))
+        same = (
+            t.shape == first.shape
+            if stacking
+            else (
+                t.ndim == first.ndim and all(a == b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis)
+            )
+        )
         if not same:
             rule = "the same shape" if stacking else f"the same shape except in dim {dim}"
-            raise ValueError(f"{op}: argument 'tensors' expected {rule}, got {first.shape} and {t.shape} "
-                             f"(tensor {i})")
+            raise ValueError(f"{op}: argument 'tensors' expected {rule}, got {first.shape} and {t.shape} (tensor {i})")
     return axis
 
 
@@ -248,29 +324,41 @@ def _join_samples(stacking):
     def generate(rng):
         def some(*shapes):
             return [uniform(rng, s) for s in shapes]
+
         if stacking:
-            return [Sample((some((2, 3), (2, 3)),), {"dim": 0}, "2 tensors"),
-                    Sample((some((2, 3), (2, 3), (2, 3)),), {"dim": -1}, "3 tensors, dim -1"),
-                    Sample((some((2, 1), (2, 1), (2, 1)),), {"dim": 1}, "size-1 dims"),
-                    Sample(([transposed(rng, (2, 3)), uniform(rng, (2, 3))],), {"dim": -2}, "non-contiguous"),
-                    Sample((some(*[(3,)] * 11),), {"dim": 0}, "11 tensors"),
-                    Sample((some(()),), {"dim": 0}, "one scalar"),
-                    Sample((some((0, 3), (0, 3)),), {"dim": 1}, "zero-size")]
-        return [Sample((some((2, 3), (1, 3)),), {"dim": 0}, "2 tensors"),
-                Sample((some((2, 3), (2, 1), (2, 2)),), {"dim": -1}, "3 tensors, dim -1, unequal"),
-                Sample(([transposed(rng, (2, 3)), uniform(rng, (3, 3))],), {"dim": -2}, "non-contiguous"),
-                Sample((some((2, 1, 2), (2, 3, 2)),), {"dim": 1}, "size-1 dim"),
-                Sample((some(*[(1, 2)] * 11),), {"dim": 0}, "11 tensors"),
-                Sample((some((4,)),), {"dim": 0}, "one tensor"),
-                Sample((some((2, 3), (0, 3), (1, 3)),), {"dim": 0}, "a zero-size tensor"),
-                Sample((some((0,), (2, 3), (0,)),), {"dim": 1}, "1-D empty tensors are skipped"),
-                Sample((some((2, 0), (2, 0)),), {"dim": 0}, "all zero-size")]
+            return [
+                Sample((some((2, 3), (2, 3)),), {"dim": 0}, "2 tensors"),
+                Sample((some((2, 3), (2, 3), (2, 3)),), {"dim": -1}, "3 tensors, dim -1"),
+                Sample((some((2, 1), (2, 1), (2, 1)),), {"dim": 1}, "size-1 dims"),
+                Sample(([transposed(rng, (2, 3)), uniform(rng, (2, 3))],), {"dim": -2}, "non-contiguous"),
+                Sample((some(*[(3,)] * 11),), {"dim": 0}, "11 tensors"),
+                Sample((some(()),), {"dim": 0}, "one scalar"),
+                Sample((some((0, 3), (0, 3)),), {"dim": 1}, "zero-size"),
+            ]
+        return [
+            Sample((some((2, 3), (1, 3)),), {"dim": 0}, "2 tensors"),
+            Sample((some((2, 3), (2, 1), (2, 2)),), {"dim": -1}, "3 tensors, dim -1, unequal"),
+            Sample(([transposed(rng, (2, 3)), uniform(rng, (3, 3))],), {"dim": -2}, "non-contiguous"),
+            Sample((some((2, 1, 2), (2, 3, 2)),), {"dim": 1}, "size-1 dim"),
+            Sample((some(*[(1, 2)] * 11),), {"dim": 0}, "11 tensors"),
+            Sample((some((4,)),), {"dim": 0}, "one tensor"),
+            Sample((some((2, 3), (0, 3), (1, 3)),), {"dim": 0}, "a zero-size tensor"),
+            Sample((some((0,), (2, 3), (0,)),), {"dim": 1}, "1-D empty tensors are skipped"),
+            Sample((some((2, 0), (2, 0)),), {"dim": 0}, "all zero-size"),
+        ]
+
     return generate
 
 
-concat = defop("concat", family="shape", inputs=("*tensors",), forward=_concat, joint_vjp=_concat_vjp,
-               samples=_join_samples(False),
-               torch_ref=lambda torch, tensors, dim=0: torch.cat(tensors, dim=dim))
+concat = defop(
+    "concat",
+    family="shape",
+    inputs=("*tensors",),
+    forward=_concat,
+    joint_vjp=_concat_vjp,
+    samples=_join_samples(False),
+    torch_ref=lambda torch, tensors, dim=0: torch.cat(tensors, dim=dim),
+)
 cat = concat
 
 
@@ -284,9 +372,15 @@ def _stack_vjp(g, ans, tensors, *, needs, dim=0):
     return ([g[(slice(None),) * axis + (i,)] if need else None for i, need in enumerate(needs[0])],)
 
 
-stack = defop("stack", family="shape", inputs=("*tensors",), forward=_stack, joint_vjp=_stack_vjp,
-              samples=_join_samples(True),
-              torch_ref=lambda torch, tensors, dim=0: torch.stack(tensors, dim=dim))
+stack = defop(
+    "stack",
+    family="shape",
+    inputs=("*tensors",),
+    forward=_stack,
+    joint_vjp=_stack_vjp,
+    samples=_join_samples(True),
+    torch_ref=lambda torch, tensors, dim=0: torch.stack(tensors, dim=dim),
+)
 
 
 # -- narrow ----------------------------------------------------------------------------------------------------
@@ -297,12 +391,15 @@ def _narrow_index(x, dim, start, length) -> tuple:
     size = x.shape[axis]
     start, length = _ints("narrow", "start", start), _ints("narrow", "length", length)
     if len(start) != 1 or not -size <= start[0] <= size:
-        raise ValueError(f"narrow: argument 'start' expected an int in [{-size}, {size}] for dim {dim} of size "
-                         f"{size}, got {start}")
+        raise ValueError(
+            f"narrow: argument 'start' expected an int in [{-size}, {size}] for dim {dim} of size {size}, got {start}"
+        )
     start = start[0] % size if start[0] < 0 else start[0]
     if len(length) != 1 or length[0] < 0 or start + length[0] > size:
-        raise ValueError(f"narrow: argument 'length' expected an int in [0, {size - start}] (start {start}, size "
-                         f"{size}), got {length}")
+        raise ValueError(
+            f"narrow: argument 'length' expected an int in [0, {size - start}] (start {start}, size "
+            f"{size}), got {length}"
+        )
     return (slice(None),) * axis + (slice(start, start + length[0]),)
 
 
@@ -318,19 +415,22 @@ def _narrow_vjp(g, ans, input, dim, start, length):
     return pad(g, widths)  # zeros around the narrowed part: pad's own rule is narrow-like again
 
 
-narrow = defop("narrow", family="shape", inputs=("input",),
-               forward=lambda input, dim, start, length: input[_narrow_index(input, dim, start, length)],
-               vjps=(_narrow_vjp,),
-               samples=lambda rng: [Sample((uniform(rng, (4, 3)),), {"dim": 0, "start": 1, "length": 2}),
-                                    Sample((uniform(rng, (2, 5)),), {"dim": -1, "start": -3, "length": 3},
-                                           "negative start and dim"),
-                                    Sample((uniform(rng, (2, 1)),), {"dim": 1, "start": 0, "length": 1}, "size-1 dim"),
-                                    Sample((transposed(rng, (3, 4)),), {"dim": 1, "start": 2, "length": 1},
-                                           "non-contiguous"),
-                                    Sample((uniform(rng, (3, 4)),), {"dim": 0, "start": 1, "length": 0}, "length 0"),
-                                    Sample((uniform(rng, (0, 4)),), {"dim": 1, "start": 1, "length": 2},
-                                           "zero-size input")],
-               torch_ref=lambda torch, input, dim, start, length: torch.narrow(input, dim, start, length))
+narrow = defop(
+    "narrow",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input, dim, start, length: input[_narrow_index(input, dim, start, length)],
+    vjps=(_narrow_vjp,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (4, 3)),), {"dim": 0, "start": 1, "length": 2}),
+        Sample((uniform(rng, (2, 5)),), {"dim": -1, "start": -3, "length": 3}, "negative start and dim"),
+        Sample((uniform(rng, (2, 1)),), {"dim": 1, "start": 0, "length": 1}, "size-1 dim"),
+        Sample((transposed(rng, (3, 4)),), {"dim": 1, "start": 2, "length": 1}, "non-contiguous"),
+        Sample((uniform(rng, (3, 4)),), {"dim": 0, "start": 1, "length": 0}, "length 0"),
+        Sample((uniform(rng, (0, 4)),), {"dim": 1, "start": 1, "length": 2}, "zero-size input"),
+    ],
+    torch_ref=lambda torch, input, dim, start, length: torch.narrow(input, dim, start, length),
+)
 
 
 # -- pad ---------------------------------------------------------------------------------------------------
@@ -344,14 +444,20 @@ def _pad_widths(x, pad, mode) -> list:
         raise ValueError(f"pad: argument 'mode' expected one of {_PAD_MODES}, got {mode!r}")
     pairs = len(pad) // 2
     if len(pad) % 2 or pairs > x.ndim:
-        raise ValueError(f"pad: argument 'pad' expected an even number of sizes, at most 2 per dim of the {x.ndim}-D "
-                         f"input, got {pad}")
+        raise ValueError(
+            f"pad: argument 'pad' expected an even number of sizes, at most 2 per dim of the {x.ndim}-D "
+            f"input, got {pad}"
+        )
     if mode != "constant" and not (1 <= pairs <= 3 and x.ndim in (pairs + 1, pairs + 2)):
-        raise ValueError(f"pad: argument 'pad' with mode '{mode}' expected 2, 4 or 6 sizes padding the last 1, 2 or "
-                         f"3 dims of a 2-D/3-D, 3-D/4-D or 4-D/5-D input (as torch), got {pad} for shape {x.shape}")
-    if mode in ("reflect", "replicate") and 0 in x.shape[x.ndim - pairs - 1:]:
-        raise ValueError(f"pad: argument 'input' with mode '{mode}' expected non-zero sizes in every dim but the batch "
-                         f"dim (as torch), got shape {x.shape}")
+        raise ValueError(
+            f"pad: argument 'pad' with mode '{mode}' expected 2, 4 or 6 sizes padding the last 1, 2 or "
+            f"3 dims of a 2-D/3-D, 3-D/4-D or 4-D/5-D input (as torch), got {pad} for shape {x.shape}"
+        )
+    if mode in ("reflect", "replicate") and 0 in x.shape[x.ndim - pairs - 1 :]:
+        raise ValueError(
+            f"pad: argument 'input' with mode '{mode}' expected non-zero sizes in every dim but the batch "
+            f"dim (as torch), got shape {x.shape}"
+        )
     widths = []
     for k in range(pairs):
         axis = x.ndim - 1 - k
@@ -359,13 +465,17 @@ def _pad_widths(x, pad, mode) -> list:
         out = size + before + after
         kept = size - max(-before, 0) - max(-after, 0)  # what is left of the input after the negative pads crop
         if out < 0 or kept < 0 or (mode in ("reflect", "replicate") and out <= 0):
-            raise ValueError(f"pad: argument 'pad' gives dim {axis} (size {size}) the size {out}"
-                             f"{'' if kept >= 0 else ', cropping more than it holds'}, got {pad}")
+            raise ValueError(
+                f"pad: argument 'pad' gives dim {axis} (size {size}) the size {out}"
+                f"{'' if kept >= 0 else ', cropping more than it holds'}, got {pad}"
+            )
         # circular crops first and wraps within what is left (as torch does)
         limit = {"reflect": size - 1, "circular": kept}.get(mode)
         if limit is not None and max(before, after) > limit:
-            raise ValueError(f"pad: argument 'pad' expected pads of at most {limit} in mode '{mode}' for dim {axis} "
-                             f"of size {size}, got {pad}")
+            raise ValueError(
+                f"pad: argument 'pad' expected pads of at most {limit} in mode '{mode}' for dim {axis} "
+                f"of size {size}, got {pad}"
+            )
         widths.append((axis, before, after))
     return widths
 
@@ -411,37 +521,49 @@ def _pad_back(g, input, pads, mode):
     for axis, before, after in reversed(widths):  # undo the forward's takes, last first, adding repeats
         size = input.shape[axis]
         positions = _source_positions(size, before, after, mode)
-        zeros = np.zeros(g.shape[:axis] + (size,) + g.shape[axis + 1:], dtype=g.dtype)
-        g = _index_add_into(zeros, axis, positions, g) if isinstance(g, np.ndarray) else index_add(
-            zeros, axis, positions, g)
+        zeros = np.zeros(g.shape[:axis] + (size,) + g.shape[axis + 1 :], dtype=g.dtype)
+        g = (
+            _index_add_into(zeros, axis, positions, g)
+            if isinstance(g, np.ndarray)
+            else index_add(zeros, axis, positions, g)
+        )
     return g
 
 
 def _pad_samples(rng):
-    return [Sample((uniform(rng, (2, 3, 4)),), {"pad": (1, 2)}, "last dim"),
-            Sample((uniform(rng, (2, 3, 4)),), {"pad": (0, 1, 2, 0, 1, 1), "value": 1.5}, "every side, value"),
-            Sample((uniform(rng, (3, 4)),), {"pad": (-1, 2, 1, -2)}, "negative crops"),
-            Sample((transposed(rng, (3, 4)),), {"pad": (1, 1, 0, 1)}, "non-contiguous"),
-            Sample((uniform(rng, (2, 1, 4)),), {"pad": (0, 0, 1, 2)}, "size-1 dim"),
-            Sample((uniform(rng, (2, 3)),), {"pad": (-3, 0)}, "shrink a dim to 0"),
-            Sample((uniform(rng, (2, 3)),), {"pad": (-1, -2, 1, 0)}, "crop both sides to 0, grow another"),
-            Sample((uniform(rng, (0, 3)),), {"pad": (1, 1, 2, 0)}, "zero-size input grows"),
-            Sample((uniform(rng, (2, 2, 4)),), {"pad": (1, 3), "mode": "reflect"}, "reflect"),
-            Sample((uniform(rng, (1, 2, 3, 4)),), {"pad": (3, 2, 1, 2), "mode": "reflect"}, "reflect 2 dims"),
-            Sample((uniform(rng, (2, 4)),), {"pad": (-1, 2), "mode": "reflect"}, "reflect negative"),
-            Sample((uniform(rng, (0, 2, 4)),), {"pad": (2, 1), "mode": "reflect"}, "reflect, zero batch"),
-            Sample((uniform(rng, (2, 3)),), {"pad": (4, 1), "mode": "replicate"}, "replicate"),
-            Sample((uniform(rng, (1, 2, 2, 3)),), {"pad": (0, 2, 1, 1, 1, 0), "mode": "replicate"},
-                   "replicate 3 dims"),
-            Sample((uniform(rng, (2, 4)),), {"pad": (4, 1), "mode": "circular"}, "circular"),
-            Sample((uniform(rng, (2, 3, 4)),), {"pad": (-1, 2, 1, -2), "mode": "circular"}, "circular 2 dims, crop"),
-            Sample((uniform(rng, (2, 2, 3)),), {"pad": (-1, -2), "mode": "circular"}, "circular crop to 0"),
-            Sample((uniform(rng, (2, 0, 3)),), {"pad": (1, 2), "mode": "circular"}, "circular, zero channels")]
+    return [
+        Sample((uniform(rng, (2, 3, 4)),), {"pad": (1, 2)}, "last dim"),
+        Sample((uniform(rng, (2, 3, 4)),), {"pad": (0, 1, 2, 0, 1, 1), "value": 1.5}, "every side, value"),
+        Sample((uniform(rng, (3, 4)),), {"pad": (-1, 2, 1, -2)}, "negative crops"),
+        Sample((transposed(rng, (3, 4)),), {"pad": (1, 1, 0, 1)}, "non-contiguous"),
+        Sample((uniform(rng, (2, 1, 4)),), {"pad": (0, 0, 1, 2)}, "size-1 dim"),
+        Sample((uniform(rng, (2, 3)),), {"pad": (-3, 0)}, "shrink a dim to 0"),
+        Sample((uniform(rng, (2, 3)),), {"pad": (-1, -2, 1, 0)}, "crop both sides to 0, grow another"),
+        Sample((uniform(rng, (0, 3)),), {"pad": (1, 1, 2, 0)}, "zero-size input grows"),
+        Sample((uniform(rng, (2, 2, 4)),), {"pad": (1, 3), "mode": "reflect"}, "reflect"),
+        Sample((uniform(rng, (1, 2, 3, 4)),), {"pad": (3, 2, 1, 2), "mode": "reflect"}, "reflect 2 dims"),
+        Sample((uniform(rng, (2, 4)),), {"pad": (-1, 2), "mode": "reflect"}, "reflect negative"),
+        Sample((uniform(rng, (0, 2, 4)),), {"pad": (2, 1), "mode": "reflect"}, "reflect, zero batch"),
+        Sample((uniform(rng, (2, 3)),), {"pad": (4, 1), "mode": "replicate"}, "replicate"),
+        Sample((uniform(rng, (1, 2, 2, 3)),), {"pad": (0, 2, 1, 1, 1, 0), "mode": "replicate"}, "replicate 3 dims"),
+        Sample((uniform(rng, (2, 4)),), {"pad": (4, 1), "mode": "circular"}, "circular"),
+        Sample((uniform(rng, (2, 3, 4)),), {"pad": (-1, 2, 1, -2), "mode": "circular"}, "circular 2 dims, crop"),
+        Sample((uniform(rng, (2, 2, 3)),), {"pad": (-1, -2), "mode": "circular"}, "circular crop to 0"),
+        Sample((uniform(rng, (2, 0, 3)),), {"pad": (1, 2), "mode": "circular"}, "circular, zero channels"),
+    ]
 
 
-pad = defop("pad", family="shape", inputs=("input",), forward=_pad, vjps=(_pad_vjp,), samples=_pad_samples,
-            torch_ref=lambda torch, input, pad, mode="constant", value=None:
-                torch.nn.functional.pad(input, pad, mode=mode, value=value))
+pad = defop(
+    "pad",
+    family="shape",
+    inputs=("input",),
+    forward=_pad,
+    vjps=(_pad_vjp,),
+    samples=_pad_samples,
+    torch_ref=lambda torch, input, pad, mode="constant", value=None: torch.nn.functional.pad(
+        input, pad, mode=mode, value=value
+    ),
+)
 
 
 # -- tril / triu -------------------------------------------------------------------------------------------
@@ -453,15 +575,22 @@ def _triangle(name, np_fn):
             raise TypeError(f"{name}: argument 'diagonal' expected an int, got {type(diagonal).__name__}")
         return np_fn(input, k=diagonal)
 
-    return defop(name, family="shape", inputs=("input",), forward=forward,
-                 vjps=(lambda g, ans, input, diagonal=0: np_fn(g, k=diagonal),),
-                 samples=lambda rng: [Sample((uniform(rng, (3, 3)),), {}, "square"),
-                                      Sample((uniform(rng, (2, 3, 4)),), {"diagonal": 1}, "batched, above"),
-                                      Sample((uniform(rng, (4, 3)),), {"diagonal": -1}, "below"),
-                                      Sample((transposed(rng, (4, 3)),), {"diagonal": 0}, "non-contiguous"),
-                                      Sample((uniform(rng, (1, 3)),), {"diagonal": -2}, "size-1 dim"),
-                                      Sample((uniform(rng, (2, 0, 3)),), {"diagonal": 1}, "zero-size")],
-                 torch_ref=lambda torch, input, diagonal=0: getattr(torch, name)(input, diagonal))
+    return defop(
+        name,
+        family="shape",
+        inputs=("input",),
+        forward=forward,
+        vjps=(lambda g, ans, input, diagonal=0: np_fn(g, k=diagonal),),
+        samples=lambda rng: [
+            Sample((uniform(rng, (3, 3)),), {}, "square"),
+            Sample((uniform(rng, (2, 3, 4)),), {"diagonal": 1}, "batched, above"),
+            Sample((uniform(rng, (4, 3)),), {"diagonal": -1}, "below"),
+            Sample((transposed(rng, (4, 3)),), {"diagonal": 0}, "non-contiguous"),
+            Sample((uniform(rng, (1, 3)),), {"diagonal": -2}, "size-1 dim"),
+            Sample((uniform(rng, (2, 0, 3)),), {"diagonal": 1}, "zero-size"),
+        ],
+        torch_ref=lambda torch, input, diagonal=0: getattr(torch, name)(input, diagonal),
+    )
 
 
 tril = _triangle("tril", np.tril)
@@ -475,11 +604,14 @@ def _check_masked_fill(input, mask, value):
     try:
         np.broadcast_shapes(input.shape, mask.shape)
     except ValueError:
-        raise ValueError(f"masked_fill: argument 'mask' expected a shape broadcastable with input {input.shape}, got "
-                         f"{mask.shape}") from None
+        raise ValueError(
+            f"masked_fill: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
+        ) from None
     if getattr(value, "requires_grad", False):
-        raise TypeError("masked_fill: argument 'value' is a constant; it got a tensor that requires grad, whose "
-                        "gradient would be lost (fill with ops.where-style arithmetic instead)")
+        raise TypeError(
+            "masked_fill: argument 'value' is a constant; it got a tensor that requires grad, whose "
+            "gradient would be lost (fill with ops.where-style arithmetic instead)"
+        )
     if np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "biuf":
         raise TypeError(f"masked_fill: argument 'value' expected a number, got {value!r}")
 
@@ -489,25 +621,31 @@ def _masked_fill(input, mask, value):
 
 
 masked_fill = defop(
-    "masked_fill", family="shape", inputs=("input", "mask"), forward=_masked_fill, check=_check_masked_fill,
+    "masked_fill",
+    family="shape",
+    inputs=("input", "mask"),
+    forward=_masked_fill,
+    check=_check_masked_fill,
     vjps=(lambda g, ans, input, mask, value: unbroadcast(np.where(mask, 0, g), input.shape), NOT_DIFFERENTIABLE),
-    samples=lambda rng: [Sample((uniform(rng, (2, 3)), rng.uniform(size=(2, 3)) > 0.5), {"value": -1.0}),
-                         Sample((uniform(rng, (2, 3, 4)), rng.uniform(size=(3, 1)) > 0.5), {"value": 2.0},
-                                "broadcast mask"),
-                         Sample((uniform(rng, (3,)), rng.uniform(size=(2, 3)) > 0.5), {"value": 0.0},
-                                "mask enlarges"),
-                         Sample((transposed(rng, (3, 4)), np.tril(np.ones((3, 4), bool))), {"value": -5.0},
-                                "non-contiguous, causal"),
-                         Sample((uniform(rng, (0, 3)), np.array([True, False, True])), {"value": 1.0}, "zero-size")],
-    torch_ref=lambda torch, input, mask, value: torch.masked_fill(input, mask, value))
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)), rng.uniform(size=(2, 3)) > 0.5), {"value": -1.0}),
+        Sample((uniform(rng, (2, 3, 4)), rng.uniform(size=(3, 1)) > 0.5), {"value": 2.0}, "broadcast mask"),
+        Sample((uniform(rng, (3,)), rng.uniform(size=(2, 3)) > 0.5), {"value": 0.0}, "mask enlarges"),
+        Sample((transposed(rng, (3, 4)), np.tril(np.ones((3, 4), bool))), {"value": -5.0}, "non-contiguous, causal"),
+        Sample((uniform(rng, (0, 3)), np.array([True, False, True])), {"value": 1.0}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, mask, value: torch.masked_fill(input, mask, value),
+)
 
 
 # -- repeat ------------------------------------------------------------------------------------------------
 def _repeat_shapes(x, repeats):
     repeats = _ints("repeat", "repeats", repeats)
     if len(repeats) < x.ndim or any(r < 0 for r in repeats):
-        raise ValueError(f"repeat: argument 'repeats' expected at least {x.ndim} non-negative counts for input "
-                         f"{x.shape}, got {repeats}")
+        raise ValueError(
+            f"repeat: argument 'repeats' expected at least {x.ndim} non-negative counts for input "
+            f"{x.shape}, got {repeats}"
+        )
     return repeats, (1,) * (len(repeats) - x.ndim) + x.shape
 
 
@@ -526,12 +664,19 @@ def _repeat(input, repeats):
 
 
 repeat = defop(
-    "repeat", family="shape", inputs=("input",), forward=_repeat, vjps=(_repeat_vjp,),
-    samples=lambda rng: [Sample((uniform(rng, (2, 3)),), {"repeats": (2, 1)}),
-                         Sample((uniform(rng, (2, 1)),), {"repeats": (3, 1, 2)}, "new dim, size-1 dim"),
-                         Sample((uniform(rng, ()),), {"repeats": (3,)}, "scalar"),
-                         Sample((transposed(rng, (2, 3)),), {"repeats": (1, 2)}, "non-contiguous"),
-                         Sample((uniform(rng, (2, 2)),), {"repeats": (0, 2)}, "zero repeats"),
-                         Sample((uniform(rng, (3,)),), {"repeats": 2}, "one int"),
-                         Sample((uniform(rng, (0, 2)),), {"repeats": (2, 3)}, "zero-size")],
-    torch_ref=lambda torch, input, repeats: input.repeat(*_ints("repeat", "repeats", repeats)))
+    "repeat",
+    family="shape",
+    inputs=("input",),
+    forward=_repeat,
+    vjps=(_repeat_vjp,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)),), {"repeats": (2, 1)}),
+        Sample((uniform(rng, (2, 1)),), {"repeats": (3, 1, 2)}, "new dim, size-1 dim"),
+        Sample((uniform(rng, ()),), {"repeats": (3,)}, "scalar"),
+        Sample((transposed(rng, (2, 3)),), {"repeats": (1, 2)}, "non-contiguous"),
+        Sample((uniform(rng, (2, 2)),), {"repeats": (0, 2)}, "zero repeats"),
+        Sample((uniform(rng, (3,)),), {"repeats": 2}, "one int"),
+        Sample((uniform(rng, (0, 2)),), {"repeats": (2, 3)}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, repeats: input.repeat(*_ints("repeat", "repeats", repeats)),
+)

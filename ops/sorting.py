@@ -91,6 +91,7 @@ def _check_sort(op):
         _check_flag(op, "descending", descending)
         if stable is not None:  # torch takes None for its default
             _check_flag(op, "stable", stable)
+
     return check
 
 
@@ -126,25 +127,38 @@ def _sort_samples(rng):
     out = []
     for descending in (False, True):
         d = {"descending": descending}
-        out += [Sample((uniform(rng, (6,)),), {"dim": 0, **d}, f"vector descending={descending}"),
-                Sample((uniform(rng, (3, 5)),), {"dim": -1, **d}, f"matrix dim=-1 descending={descending}"),
-                Sample((uniform(rng, (3, 5)),), {"dim": 0, **d}, f"matrix dim=0 descending={descending}"),
-                Sample((transposed(rng, (2, 4, 3)),), {"dim": 1, **d}, f"non-contiguous descending={descending}"),
-                Sample((ties,), {"dim": 1, "stable": True, **d}, f"int64 ties stable descending={descending}"),
-                Sample((ties.T.copy(),), {"dim": 0, **d}, f"int64 ties dim=0 descending={descending}"),
-                Sample((nan,), {"dim": 1, **d}, f"NaN descending={descending}")]
-    out += [Sample((uniform(rng, ()),), {"dim": 0}, "0-D"),
-            Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
-            Sample((uniform(rng, (0, 3)),), {"dim": 0}, "zero-size along dim"),
-            Sample((uniform(rng, (0, 3)),), {"dim": 1, "descending": True}, "zero-size other dim"),
-            Sample((np.array([True, False, True, False]),), {"dim": 0, "descending": True}, "bool")]
+        out += [
+            Sample((uniform(rng, (6,)),), {"dim": 0, **d}, f"vector descending={descending}"),
+            Sample((uniform(rng, (3, 5)),), {"dim": -1, **d}, f"matrix dim=-1 descending={descending}"),
+            Sample((uniform(rng, (3, 5)),), {"dim": 0, **d}, f"matrix dim=0 descending={descending}"),
+            Sample((transposed(rng, (2, 4, 3)),), {"dim": 1, **d}, f"non-contiguous descending={descending}"),
+            Sample((ties,), {"dim": 1, "stable": True, **d}, f"int64 ties stable descending={descending}"),
+            Sample((ties.T.copy(),), {"dim": 0, **d}, f"int64 ties dim=0 descending={descending}"),
+            Sample((nan,), {"dim": 1, **d}, f"NaN descending={descending}"),
+        ]
+    out += [
+        Sample((uniform(rng, ()),), {"dim": 0}, "0-D"),
+        Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
+        Sample((uniform(rng, (0, 3)),), {"dim": 0}, "zero-size along dim"),
+        Sample((uniform(rng, (0, 3)),), {"dim": 1, "descending": True}, "zero-size other dim"),
+        Sample((np.array([True, False, True, False]),), {"dim": 0, "descending": True}, "bool"),
+    ]
     return out
 
 
-sort = defop("sort", family=FAMILY, inputs=("input",), forward=_sort, vjps=(_sort_vjp,), outputs=2,
-             check=_check_sort("sort"), samples=_sort_samples,
-             torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.sort(
-                 input, dim=dim, descending=descending, stable=stable))
+sort = defop(
+    "sort",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_sort,
+    vjps=(_sort_vjp,),
+    outputs=2,
+    check=_check_sort("sort"),
+    samples=_sort_samples,
+    torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.sort(
+        input, dim=dim, descending=descending, stable=stable
+    ),
+)
 
 
 def _argsort(input, dim=-1, descending=False, stable=False):
@@ -154,10 +168,18 @@ def _argsort(input, dim=-1, descending=False, stable=False):
     return _stable_order(input, axis, bool(descending))
 
 
-argsort = defop("argsort", family=FAMILY, inputs=("input",), forward=_argsort, vjps=(NOT_DIFFERENTIABLE,),
-                check=_check_sort("argsort"), samples=_sort_samples,
-                torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.argsort(
-                    input, dim=dim, descending=descending, stable=stable))
+argsort = defop(
+    "argsort",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_argsort,
+    vjps=(NOT_DIFFERENTIABLE,),
+    check=_check_sort("argsort"),
+    samples=_sort_samples,
+    torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.argsort(
+        input, dim=dim, descending=descending, stable=stable
+    ),
+)
 
 
 # -- topk --------------------------------------------------------------------------------------------------------
@@ -188,19 +210,21 @@ def _topk_vjp(g, ans, input, k, dim=-1, largest=True, sorted=True):
 
 def _topk_samples(rng):
     nan = np.array([[2.0, np.nan, 1.0, 3.0, -0.5, 0.0], [0.25, 0.5, -1.0, 4.0, 2.5, np.nan]])
-    return [Sample((uniform(rng, (7,)),), {"k": 3}, "vector k=3"),
-            Sample((uniform(rng, (3, 6)),), {"k": 2, "dim": 1, "largest": False}, "smallest k=2"),
-            Sample((uniform(rng, (4, 3)),), {"k": 4, "dim": 0}, "k = size"),
-            Sample((uniform(rng, (4, 3)),), {"k": 0, "dim": 0}, "k = 0"),
-            Sample((uniform(rng, (3, 6)),), {"k": 3, "sorted": False}, "sorted=False"),
-            Sample((uniform(rng, (3, 6)),), {"k": 3, "largest": False, "sorted": False}, "smallest sorted=False"),
-            Sample((transposed(rng, (2, 5, 3)),), {"k": 2, "dim": 1}, "non-contiguous"),
-            Sample((nan,), {"k": 2, "dim": 1}, "NaN counts as largest"),
-            Sample((nan,), {"k": 2, "dim": 1, "largest": False}, "NaN smallest"),
-            Sample((rng.permutation(12).reshape(3, 4),), {"k": 2}, "int64"),
-            Sample((uniform(rng, ()),), {"k": 1}, "0-D"),
-            Sample((uniform(rng, (0, 3)),), {"k": 2, "dim": 1}, "zero-size other dim"),
-            Sample((uniform(rng, (0, 3)),), {"k": 0, "dim": 0}, "zero-size along dim")]
+    return [
+        Sample((uniform(rng, (7,)),), {"k": 3}, "vector k=3"),
+        Sample((uniform(rng, (3, 6)),), {"k": 2, "dim": 1, "largest": False}, "smallest k=2"),
+        Sample((uniform(rng, (4, 3)),), {"k": 4, "dim": 0}, "k = size"),
+        Sample((uniform(rng, (4, 3)),), {"k": 0, "dim": 0}, "k = 0"),
+        Sample((uniform(rng, (3, 6)),), {"k": 3, "sorted": False}, "sorted=False"),
+        Sample((uniform(rng, (3, 6)),), {"k": 3, "largest": False, "sorted": False}, "smallest sorted=False"),
+        Sample((transposed(rng, (2, 5, 3)),), {"k": 2, "dim": 1}, "non-contiguous"),
+        Sample((nan,), {"k": 2, "dim": 1}, "NaN counts as largest"),
+        Sample((nan,), {"k": 2, "dim": 1, "largest": False}, "NaN smallest"),
+        Sample((rng.permutation(12).reshape(3, 4),), {"k": 2}, "int64"),
+        Sample((uniform(rng, ()),), {"k": 1}, "0-D"),
+        Sample((uniform(rng, (0, 3)),), {"k": 2, "dim": 1}, "zero-size other dim"),
+        Sample((uniform(rng, (0, 3)),), {"k": 0, "dim": 0}, "zero-size along dim"),
+    ]
 
 
 def _torch_topk(torch, input, k, dim=-1, largest=True, sorted=True):
@@ -212,8 +236,17 @@ def _torch_topk(torch, input, k, dim=-1, largest=True, sorted=True):
     return torch.gather(values, dim, order), torch.gather(indices, dim, order)
 
 
-topk = defop("topk", family=FAMILY, inputs=("input",), forward=_topk, vjps=(_topk_vjp,), outputs=2,
-             check=_check_topk, samples=_topk_samples, torch_ref=_torch_topk)
+topk = defop(
+    "topk",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_topk,
+    vjps=(_topk_vjp,),
+    outputs=2,
+    check=_check_topk,
+    samples=_topk_samples,
+    torch_ref=_torch_topk,
+)
 
 
 # -- kthvalue / median_dim: one entry per slice ------------------------------------------------------------------
@@ -252,8 +285,9 @@ def _check_reduced(op, input, dim, keepdim):
     axis = normalize_dim(op, dim, input.ndim)
     _check_flag(op, "keepdim", keepdim)
     if input.ndim and input.shape[axis] == 0:
-        raise ValueError(f"{op}: argument 'input' expected a non-empty dim {dim} to select from, got shape "
-                         f"{input.shape}")
+        raise ValueError(
+            f"{op}: argument 'input' expected a non-empty dim {dim} to select from, got shape {input.shape}"
+        )
     return axis
 
 
@@ -271,20 +305,23 @@ def _kthvalue(input, k, dim=-1, keepdim=False):
 
 def _slice_samples(rng, **attrs):
     """Inputs without ties for kthvalue / median_dim (torch's tied index is unspecified)."""
+
     def distinct(shape):  # a shuffled grid: distinct values, at least 0.25 apart
         return rng.permutation(np.arange(int(np.prod(shape))) * 0.25 - 1.0).reshape(shape)
 
     nan = np.array([[2.0, np.nan, 1.0, 3.0, 0.0], [0.25, 0.5, -1.0, 4.0, 2.5]])
-    return [("vector", distinct((5,)), {"dim": 0}),
-            ("matrix dim=1", distinct((3, 6)), {"dim": 1}),
-            ("matrix dim=0 keepdim", distinct((4, 3)), {"dim": 0, "keepdim": True}),
-            ("non-contiguous", distinct((3, 5, 2)).transpose(2, 1, 0), {"dim": 1}),
-            ("one NaN per slice", nan, {"dim": 1}),
-            ("int64", rng.permutation(15).reshape(3, 5), {"dim": -1}),
-            ("size-1 dim", distinct((3, 1)), {"dim": 1, "keepdim": True}),
-            ("0-D", uniform(rng, ()), {"dim": 0}),
-            ("zero-size other dim", uniform(rng, (0, 3)), {"dim": 1}),
-            ("zero-size other dim keepdim", uniform(rng, (3, 0)), {"dim": 0, "keepdim": True})]
+    return [
+        ("vector", distinct((5,)), {"dim": 0}),
+        ("matrix dim=1", distinct((3, 6)), {"dim": 1}),
+        ("matrix dim=0 keepdim", distinct((4, 3)), {"dim": 0, "keepdim": True}),
+        ("non-contiguous", distinct((3, 5, 2)).transpose(2, 1, 0), {"dim": 1}),
+        ("one NaN per slice", nan, {"dim": 1}),
+        ("int64", rng.permutation(15).reshape(3, 5), {"dim": -1}),
+        ("size-1 dim", distinct((3, 1)), {"dim": 1, "keepdim": True}),
+        ("0-D", uniform(rng, ()), {"dim": 0}),
+        ("zero-size other dim", uniform(rng, (0, 3)), {"dim": 1}),
+        ("zero-size other dim keepdim", uniform(rng, (3, 0)), {"dim": 0, "keepdim": True}),
+    ]
 
 
 def _kthvalue_samples(rng):
@@ -298,9 +335,17 @@ def _kthvalue_samples(rng):
     return out
 
 
-kthvalue = defop("kthvalue", family=FAMILY, inputs=("input",), forward=_kthvalue, vjps=(_scattered_back("kthvalue"),),
-                 outputs=2, check=_check_kthvalue, samples=_kthvalue_samples,
-                 torch_ref=lambda torch, input, k, dim=-1, keepdim=False: torch.kthvalue(input, k, dim, keepdim))
+kthvalue = defop(
+    "kthvalue",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_kthvalue,
+    vjps=(_scattered_back("kthvalue"),),
+    outputs=2,
+    check=_check_kthvalue,
+    samples=_kthvalue_samples,
+    torch_ref=lambda torch, input, k, dim=-1, keepdim=False: torch.kthvalue(input, k, dim, keepdim),
+)
 
 
 def _check_median_dim(input, dim=-1, keepdim=False):
@@ -322,22 +367,35 @@ def _median_dim(input, dim=-1, keepdim=False):
 
 def _median_dim_samples(rng):
     return [Sample((x,), attrs, label) for label, x, attrs in _slice_samples(rng)] + [
-        Sample((np.array([[1.0, np.nan, 3.0, np.nan], [np.nan, 2.0, 0.5, -1.0]]),), {"dim": 1},
-               "several NaNs: the first one")]
+        Sample(
+            (np.array([[1.0, np.nan, 3.0, np.nan], [np.nan, 2.0, 0.5, -1.0]]),),
+            {"dim": 1},
+            "several NaNs: the first one",
+        )
+    ]
 
 
-median_dim = defop("median_dim", family=FAMILY, inputs=("input",), forward=_median_dim,
-                   vjps=(_scattered_back("median_dim"),), outputs=2, check=_check_median_dim,
-                   samples=_median_dim_samples,
-                   torch_ref=lambda torch, input, dim=-1, keepdim=False: torch.median(input, dim, keepdim))
+median_dim = defop(
+    "median_dim",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_median_dim,
+    vjps=(_scattered_back("median_dim"),),
+    outputs=2,
+    check=_check_median_dim,
+    samples=_median_dim_samples,
+    torch_ref=lambda torch, input, dim=-1, keepdim=False: torch.median(input, dim, keepdim),
+)
 
 
 # -- median of all entries ---------------------------------------------------------------------------------------
 def _median(input):
     if input.size == 0:
         if input.dtype.kind != "f":
-            raise ValueError(f"median: argument 'input' expected at least one entry for dtype {input.dtype} "
-                             f"(NaN has no integer form), got shape {input.shape}")
+            raise ValueError(
+                f"median: argument 'input' expected at least one entry for dtype {input.dtype} "
+                f"(NaN has no integer form), got shape {input.shape}"
+            )
         return np.array(np.nan, input.dtype)
     flat = input.reshape(-1)
     if input.dtype.kind == "f" and np.isnan(flat).any():
@@ -359,17 +417,26 @@ def _median_samples(rng):
     def distinct(shape):
         return rng.permutation(np.arange(int(np.prod(shape))) * 0.25 - 1.5).reshape(shape)
 
-    return [Sample((distinct((5,)),), {}, "odd count"),
-            Sample((distinct((3, 4)),), {}, "even count: the lower one"),
-            Sample((distinct((4, 3)).T,), {}, "non-contiguous"),
-            Sample((uniform(rng, ()),), {}, "0-D"),
-            Sample((np.array([[1.0, np.nan], [np.nan, 0.5]]),), {}, "NaN"),
-            Sample((rng.permutation(9).reshape(3, 3),), {}, "int64"),
-            # torch=False: torch's double backward gives NaN for the cotangent here (0 / 0 in its even share), where
-            # the exact value is 0 (the gradient is empty); tests/test_ops_sorting.py checks value and gradient
-            Sample((uniform(rng, (0, 3)),), {}, "zero-size: NaN", torch=False)]
+    return [
+        Sample((distinct((5,)),), {}, "odd count"),
+        Sample((distinct((3, 4)),), {}, "even count: the lower one"),
+        Sample((distinct((4, 3)).T,), {}, "non-contiguous"),
+        Sample((uniform(rng, ()),), {}, "0-D"),
+        Sample((np.array([[1.0, np.nan], [np.nan, 0.5]]),), {}, "NaN"),
+        Sample((rng.permutation(9).reshape(3, 3),), {}, "int64"),
+        # torch=False: torch's double backward gives NaN for the cotangent here (0 / 0 in its even share), where
+        # the exact value is 0 (the gradient is empty); tests/test_ops_sorting.py checks value and gradient
+        Sample((uniform(rng, (0, 3)),), {}, "zero-size: NaN", torch=False),
+    ]
 
 
-median = defop("median", family=FAMILY, inputs=("input",), forward=_median, vjps=(_median_vjp,),
-               samples=_median_samples, torch_ref=lambda torch, input: torch.median(input),
-               notes="torch.median(input) without dim; median_dim is torch.median(input, dim, keepdim)")
+median = defop(
+    "median",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_median,
+    vjps=(_median_vjp,),
+    samples=_median_samples,
+    torch_ref=lambda torch, input: torch.median(input),
+    notes="torch.median(input) without dim; median_dim is torch.median(input, dim, keepdim)",
+)

@@ -29,13 +29,19 @@ def backward(roots, grads=None, retain_graph: bool | None = None, create_graph: 
     """Accumulate the gradients of ``roots`` into ``.grad`` of every leaf that requires grad."""
     for root in roots:
         if root._node is None and not root._requires_grad:
-            raise RuntimeError("backward: this tensor does not require grad and was not computed by a recorded "
-                               "op, so there is nothing to differentiate (set requires_grad=True on the inputs, "
-                               "and do not compute it under no_grad)")
+            raise RuntimeError(
+                "backward: this tensor does not require grad and was not computed by a recorded "
+                "op, so there is nothing to differentiate (set requires_grad=True on the inputs, "
+                "and do not compute it under no_grad)"
+            )
     if retain_graph is None:
         retain_graph = create_graph
-    reverse_pass(roots, seed_gradients(roots, grads, "backward", create_graph), retain_graph=retain_graph,
-                 create_graph=create_graph)
+    reverse_pass(
+        roots,
+        seed_gradients(roots, grads, "backward", create_graph),
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+    )
 
 
 def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
@@ -46,15 +52,22 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
         g = None if grads is None else grads[k]
         if g is None:
             if root.size != 1:
-                raise RuntimeError(f"{who}: output {k} has shape {root.shape}; only a single-element output gets "
-                                   f"an implicit gradient of 1, pass its gradient explicitly for the others")
-            seeds.append(Tensor._wrap(np.ones(root.shape, dtype=root.dtype)) if create_graph
-                         else np.ones(root.shape, dtype=root.dtype))
+                raise RuntimeError(
+                    f"{who}: output {k} has shape {root.shape}; only a single-element output gets "
+                    f"an implicit gradient of 1, pass its gradient explicitly for the others"
+                )
+            seeds.append(
+                Tensor._wrap(np.ones(root.shape, dtype=root.dtype))
+                if create_graph
+                else np.ones(root.shape, dtype=root.dtype)
+            )
             continue
         if create_graph and isinstance(g, Tensor):
             if g.dtype != root.dtype or g.shape != root.shape:
-                raise ValueError(f"{who}: gradient {k} has shape {g.shape} dtype {g.dtype} but its output has "
-                                 f"shape {root.shape} dtype {root.dtype}")
+                raise ValueError(
+                    f"{who}: gradient {k} has shape {g.shape} dtype {g.dtype} but its output has "
+                    f"shape {root.shape} dtype {root.dtype}"
+                )
             seeds.append(g)  # may itself require grad: the result is then differentiable in it too
             continue
         array = np.asarray(g._data if isinstance(g, Tensor) else g)
@@ -141,9 +154,14 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
                 for sib, x in zip(siblings, gs):
                     if sib is not None and x is not None and sib.out_id in source_ids:
                         found[sib.out_id] = x
-            needs = node.needs if leading is None else tuple(
-                any(leading[sib][k] for sib in siblings if sib is not None and sib in leading)
-                for k in range(len(node.needs)))
+            needs = (
+                node.needs
+                if leading is None
+                else tuple(
+                    any(leading[sib][k] for sib in siblings if sib is not None and sib in leading)
+                    for k in range(len(node.needs))
+                )
+            )
             g = tuple(gs)
         else:
             if g is None:
@@ -157,8 +175,9 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
             if grad is None:
                 continue
             if anomaly:
-                check_backward_result(node, node.op.input_names[i] if not node.seq_lens else str(i),
-                                      grad._data if create_graph else grad)
+                check_backward_result(
+                    node, node.op.input_names[i] if not node.seq_lens else str(i), grad._data if create_graph else grad
+                )
             parent = node.parents[i]
             if parent is None:
                 deliver_to_tensor(node.leaves[i], grad)
@@ -180,28 +199,35 @@ def _check_node(node, needs) -> None:
         raise GraphFreedError(
             f"backward reached op '{op.name}' (node #{node.index}) whose saved values were freed by an earlier "
             f"backward; pass retain_graph=True to the first backward (or persistent=True to the GradientTape) "
-            f"to differentiate the same graph twice")
+            f"to differentiate the same graph twice"
+        )
     for t, version in zip(node.inputs, node.versions):
         if t is not None and t._version != version:
             i = next(j for j, x in enumerate(node.inputs) if x is t)
             raise InPlaceModificationError(
                 f"op '{op.name}': input '{_flat_name(node, i)}' (tensor #{t.id}, shape {t.shape}) was given a "
                 f"new value after the op recorded it (version {version} -> {t._version}); the "
-                f"gradients would be for values that no longer exist. Run the forward again after the update")
+                f"gradients would be for values that no longer exist. Run the forward again after the update"
+            )
     if op.has_stub:
-        stubbed = [_flat_name(node, i) for i, (need, state) in enumerate(zip(needs, _flat_states(node)))
-                   if need and state is Grad.STUB]
+        stubbed = [
+            _flat_name(node, i)
+            for i, (need, state) in enumerate(zip(needs, _flat_states(node)))
+            if need and state is Grad.STUB
+        ]
         if stubbed:
             order = getattr(op, "second_order_of", None)
             if order is not None:
                 raise BackwardNotImplementedError(
                     f"op '{order.name}' has no second-order backward ({order.second_order_note or 'declared a stub'}"
                     f"); this gradient was computed with create_graph=True and is being differentiated again. "
-                    f"`python -m tape coverage` lists every op's second-order status")
+                    f"`python -m tape coverage` lists every op's second-order status"
+                )
             raise BackwardNotImplementedError(
                 f"the backward of op '{op.name}' is a registered stub for input(s) {stubbed}, and the reverse "
                 f"pass needs a gradient for them here. minitape never drops a gradient silently: implement the "
-                f"rule, or detach these inputs. `python -m tape coverage` lists every op's backward status")
+                f"rule, or detach these inputs. `python -m tape coverage` lists every op's backward status"
+            )
 
 
 def _flat_states(node):
@@ -237,17 +263,22 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
         if op.joint_vjp is not None:
             results = op.joint_vjp(g, ans, *slot_inputs, needs=tuple(slot_needs), **attrs)
             if not isinstance(results, tuple | list) or len(results) != len(slot_inputs):
-                raise GradientError(f"op '{op.name}': its joint backward must return a tuple of {len(slot_inputs)} "
-                                    f"entries (one per input), got {type(results).__name__}")
+                raise GradientError(
+                    f"op '{op.name}': its joint backward must return a tuple of {len(slot_inputs)} "
+                    f"entries (one per input), got {type(results).__name__}"
+                )
         else:
-            results = [rule(g, ans, *slot_inputs, **attrs) if (any(need) if isinstance(need, list) else need)
-                       else None for rule, need in zip(op.vjps, slot_needs)]
+            results = [
+                rule(g, ans, *slot_inputs, **attrs) if (any(need) if isinstance(need, list) else need) else None
+                for rule, need in zip(op.vjps, slot_needs)
+            ]
     except (GradientError, BackwardNotImplementedError):
         raise
     except Exception as e:  # a bug in a rule: say which op and which inputs, keep the original as the cause
         wanted = [_flat_name(node, i) for i, need in enumerate(needs) if need]
-        raise GradientError(f"op '{op.name}': the backward rule for input(s) {wanted} raised "
-                            f"{type(e).__name__}: {e}") from e
+        raise GradientError(
+            f"op '{op.name}': the backward rule for input(s) {wanted} raised {type(e).__name__}: {e}"
+        ) from e
     if not seq_lens:
         return list(results)
     flat = []
@@ -255,8 +286,9 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
         if is_seq:
             result = [None] * n if result is None else list(result)
             if len(result) != n:
-                raise GradientError(f"op '{op.name}': the backward rule for a sequence of {n} tensors returned "
-                                    f"{len(result)} gradients")
+                raise GradientError(
+                    f"op '{op.name}': the backward rule for a sequence of {n} tensors returned {len(result)} gradients"
+                )
             flat.extend(result)
         else:
             flat.append(result)
@@ -287,12 +319,14 @@ def _input_gradients(node, g, needs) -> list:
                 raise GradientError(
                     f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned "
                     f"{'None' if grad is None else type(grad).__name__}, expected an array of shape "
-                    f"{expected.shape} and dtype {expected.dtype}")
+                    f"{expected.shape} and dtype {expected.dtype}"
+                )
             results[i] = grad = np.asarray(grad)
         if grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
             raise GradientError(
                 f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned shape {grad.shape} "
-                f"dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}")
+                f"dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}"
+            )
     return results
 
 
@@ -321,14 +355,17 @@ def _input_gradients_graph(node, g, needs) -> list:
             continue
         expected = inputs[i]
         if grad is None:
-            raise GradientError(f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned None, "
-                                f"expected a gradient of shape {expected.shape} and dtype {expected.dtype}")
+            raise GradientError(
+                f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned None, "
+                f"expected a gradient of shape {expected.shape} and dtype {expected.dtype}"
+            )
         if not isinstance(grad, Tensor):
             grad = as_tensor(np.asarray(grad))
         if grad.shape != expected.shape or grad.dtype != expected.dtype:
             raise GradientError(
                 f"op '{op.name}': the differentiable backward for input '{_flat_name(node, i)}' returned shape "
-                f"{grad.shape} dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}")
+                f"{grad.shape} dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}"
+            )
         results[i] = grad
     return results
 
@@ -362,12 +399,20 @@ def _through_composite(node, g, needs) -> list:
     passed = {id(o): x for o, x in zip(outs, gs) if x is not None and o._node is None}  # an input returned as is
     roots = [(o, x) for o, x in zip(outs, gs) if x is not None and o._node is not None]
     if not roots:
-        return [(passed.get(id(t)) if id(t) in passed else Tensor._wrap(np.zeros(t.shape, t.dtype))) if need
-                else None for t, need in zip(inputs, needs)]
+        return [
+            (passed.get(id(t)) if id(t) in passed else Tensor._wrap(np.zeros(t.shape, t.dtype))) if need else None
+            for t, need in zip(inputs, needs)
+        ]
     composite_nodes = {n for n in _reachable([o._node for o, _ in roots], None) if n.index > start}
     sources = [t for t, need in zip(inputs, needs) if need]
-    found = reverse_pass([o for o, _ in roots], [x for _, x in roots], retain_graph=True, sources=sources,
-                         allowed=composite_nodes, create_graph=True)
+    found = reverse_pass(
+        [o for o, _ in roots],
+        [x for _, x in roots],
+        retain_graph=True,
+        sources=sources,
+        allowed=composite_nodes,
+        create_graph=True,
+    )
     results: list[Tensor | None] = []
     seen = set()
     for t, need in zip(inputs, needs):
@@ -407,8 +452,13 @@ _STUBS: dict = {}
 def _second_order_stub(op):
     stub = _STUBS.get(op.name)
     if stub is None:
-        stub = Op(f"{op.name}_backward", family=op.family, inputs=("input", "grad"),
-                  forward=lambda input, grad, value: value, vjps=(Grad.STUB, Grad.STUB))
+        stub = Op(
+            f"{op.name}_backward",
+            family=op.family,
+            inputs=("input", "grad"),
+            forward=lambda input, grad, value: value,
+            vjps=(Grad.STUB, Grad.STUB),
+        )
         stub.second_order_of = op
         stub = _STUBS[op.name] = stub
     return lambda t, g, value: stub(t, g, value=value)

@@ -75,8 +75,15 @@ class CompileError(RuntimeError):
     """``fn`` cannot be compiled as written, or a call fits no plan and re-recording is off."""
 
 
-def compile(fn: Callable, params: Iterable[Tensor] = (), *, key: Callable | None = None, recompile: bool = True,
-            max_plans: int = 8, verify: bool = True) -> CompiledStep:
+def compile(
+    fn: Callable,
+    params: Iterable[Tensor] = (),
+    *,
+    key: Callable | None = None,
+    recompile: bool = True,
+    max_plans: int = 8,
+    verify: bool = True,
+) -> CompiledStep:
     """Compile ``fn(*args, **kwargs) -> scalar loss Tensor`` into a step returning ``(loss, grads)``; see the module
     docstring. ``params``: the tensors whose ``.grad`` is returned, in order (every leaf that requires grad gets its
     ``.grad`` as after ``backward()`` anyway). ``key``: called with the step's arguments, a hashable value naming
@@ -106,16 +113,20 @@ class CompiledStep:
     def __repr__(self) -> str:
         plans = [p for p in self._plans.values() if p.verified]
         ops = "/".join(f"{len(p.forward)} ops, {len(p.backward)} rule calls" for p in plans)
-        return (f"<compiled {getattr(self.fn, '__qualname__', self.fn)}: {len(plans)} plan(s)"
-                f"{' (' + ops + ')' if ops else ''}, {self.records} recorded and {self.replays} replayed calls>")
+        return (
+            f"<compiled {getattr(self.fn, '__qualname__', self.fn)}: {len(plans)} plan(s)"
+            f"{' (' + ops + ')' if ops else ''}, {self.records} recorded and {self.replays} replayed calls>"
+        )
 
     def __call__(self, *args, **kwargs):
         values = args + tuple(kwargs.values()) if kwargs else args
         names = tuple(kwargs)
         if STATE.recording_tapes or STATE.anomaly:
             if getattr(_LOCAL, "depth", 0):
-                raise CompileError("compile: a compiled step was called inside a function being compiled; its "
-                                   "backward and .grad writes are not ops, so the outer plan could not replay them")
+                raise CompileError(
+                    "compile: a compiled step was called inside a function being compiled; its "
+                    "backward and .grad writes are not ops, so the outer plan could not replay them"
+                )
             return self._eager(values, names)
         signature = self._signature(values, names, args, kwargs)
         plan = self._plans.get(signature)
@@ -130,8 +141,10 @@ class CompiledStep:
                 raise CompileError(f"compile: {plan.stale()}; the plan no longer fits (recompile=False)")
             plan = None
         if plan is None and self._plans and not self.recompile:
-            raise CompileError(f"compile: this call fits no recorded plan (recompile=False): "
-                               f"{_difference(signature, list(self._plans))}")
+            raise CompileError(
+                f"compile: this call fits no recorded plan (recompile=False): "
+                f"{_difference(signature, list(self._plans))}"
+            )
         return self._record(signature, values, names, plan)
 
     # -- calls that run fn ---------------------------------------------------------------------------------------
@@ -148,8 +161,10 @@ class CompiledStep:
         try:
             hash(signature)
         except TypeError:
-            raise TypeError("compile: a step's arguments must be arrays, Tensors or hashable values (numbers, "
-                            "strings, tuples of them), and key= must return a hashable value") from None
+            raise TypeError(
+                "compile: a step's arguments must be arrays, Tensors or hashable values (numbers, "
+                "strings, tuples of them), and key= must return a hashable value"
+            ) from None
         return signature
 
     def _eager(self, values, names):
@@ -163,8 +178,9 @@ class CompiledStep:
         with enable_grad():
             loss = self.fn(*values[:n], **dict(zip(names, values[n:])))
         if not isinstance(loss, Tensor) or loss.size != 1 or loss.dtype.kind != "f":
-            raise TypeError(f"compile: fn must return a single-element floating loss Tensor, got "
-                            f"{_describe_value(loss)}")
+            raise TypeError(
+                f"compile: fn must return a single-element floating loss Tensor, got {_describe_value(loss)}"
+            )
         return loss
 
     def _record(self, signature, values, names, pending):
@@ -172,8 +188,10 @@ class CompiledStep:
         for k, v in enumerate(values):
             if isinstance(v, Tensor) and v._requires_grad:
                 if v._node is not None:
-                    raise CompileError(f"compile: argument {k} was computed by ops outside fn (it has a graph); a "
-                                       f"compiled step cannot send gradients beyond fn: detach it or compute it in fn")
+                    raise CompileError(
+                        f"compile: argument {k} was computed by ops outside fn (it has a graph); a "
+                        f"compiled step cannot send gradients beyond fn: detach it or compute it in fn"
+                    )
             elif isinstance(v, Tensor):
                 v = _Traced._wrap(v._data)
             elif isinstance(v, np.ndarray):
@@ -203,7 +221,8 @@ class CompiledStep:
                     f"compile: fn recorded something else on its second call with the same signature: {problem}. "
                     f"A compiled step replays only the ops, so this cannot be compiled as written: pass what changes "
                     f"as an argument of the step (arrays are runtime inputs; numbers are part of the signature), "
-                    f"compute it with ops, or give compile a key= naming the variant")
+                    f"compute it with ops, or give compile a key= naming the variant"
+                )
         if pending is not None or not self.verify:
             plan.verified, plan.fingerprint = True, None
         self._store(signature, plan)
@@ -218,8 +237,17 @@ class CompiledStep:
 
 # -- recording -----------------------------------------------------------------------------------------------
 _LOCAL = threading.local()  # .depth: recordings running on this thread
-_METADATA = {np.shape, np.ndim, np.size, np.result_type, np.array_repr, np.array_str, np.array2string,
-             np.may_share_memory, np.shares_memory}
+_METADATA = {
+    np.shape,
+    np.ndim,
+    np.size,
+    np.result_type,
+    np.array_repr,
+    np.array_str,
+    np.array2string,
+    np.may_share_memory,
+    np.shares_memory,
+}
 
 
 def _refuse_read(what: str) -> None:
@@ -228,7 +256,8 @@ def _refuse_read(what: str) -> None:
             f"compile: while recording, fn read the values of a tensor it received or computed ({what}); a compiled "
             f"step replays only the ops, so that value would be frozen into the plan. Compute with ops instead "
             f"(e.g. ops.reshape(t, (-1,)), not np.asarray(t).reshape(-1)); for Python control flow on values, "
-            f"give compile a key= naming the branch, or do not compile this function")
+            f"give compile a key= naming the branch, or do not compile this function"
+        )
 
 
 def _all_tensors(out) -> bool:
@@ -363,8 +392,25 @@ def _reader(slots) -> Callable:
 class _Apply:
     """One op application of the forward: ``forward(*args, **kwargs)`` with slots filled in."""
 
-    __slots__ = ("op", "forward", "args", "kwargs", "fills", "read", "dynamic", "outs", "shapes", "single", "saves",
-                 "keep_saved", "index", "attrs", "dynamic_attrs", "reads", "free")
+    __slots__ = (
+        "op",
+        "forward",
+        "args",
+        "kwargs",
+        "fills",
+        "read",
+        "dynamic",
+        "outs",
+        "shapes",
+        "single",
+        "saves",
+        "keep_saved",
+        "index",
+        "attrs",
+        "dynamic_attrs",
+        "reads",
+        "free",
+    )
 
     def __init__(self, op, index, values, attrs, outs, shapes):
         self.op, self.forward, self.index, self.outs = op, op.forward, index, tuple(outs)
@@ -373,14 +419,15 @@ class _Apply:
         self.saves, self.keep_saved = op.saves, False
         n = op.n_positional
         if op.var_positional is not None:
-            args = values[:op.var_positional] + list(values[op.var_positional])
+            args = values[: op.var_positional] + list(values[op.var_positional])
         else:
             args = values[:n]
         self.kwargs = {op.param_names[i]: values[i] for i in range(n, len(values))}
         self.fills = [(i, a.slot) for i, a in enumerate(args) if type(a) is _Ref]
         self.read = _reader([a.slot for a in args]) if args and len(self.fills) == len(args) else None
-        self.dynamic = ([(i, a) for i, a in enumerate(args) if type(a) is not _Ref and _refs(a)]
-                        + [(k, v) for k, v in self.kwargs.items() if _refs(v)])
+        self.dynamic = [(i, a) for i, a in enumerate(args) if type(a) is not _Ref and _refs(a)] + [
+            (k, v) for k, v in self.kwargs.items() if _refs(v)
+        ]
         self.args = tuple(args)
         self.attrs = attrs  # for the rules: the recorded attributes, _Refs where they are slots' arrays
         self.dynamic_attrs = [(k, v) for k, v in attrs.items() if _refs(v)]
@@ -398,9 +445,14 @@ class _Reverse:
         self.apply, self.op, self.seq_lens, self.dests = apply, op, seq_lens, dests
         self.read = _reader([-1 if s is None else s for s in in_slots])
         self.needs = tuple(group(op, list(needs), seq_lens)) if seq_lens else tuple(needs)
-        self.rules = None if op.joint_vjp is not None else [
-            rule if (any(need) if isinstance(need, list) else need) else None
-            for rule, need in zip(op.vjps, self.needs)]
+        self.rules = (
+            None
+            if op.joint_vjp is not None
+            else [
+                rule if (any(need) if isinstance(need, list) else need) else None
+                for rule, need in zip(op.vjps, self.needs)
+            ]
+        )
         self.calls = [(pos, rule) for pos, rule in enumerate(self.rules or ()) if rule is not None]
         self.free: list[int] = []
 
@@ -418,8 +470,10 @@ class _Plan:
         """What changed in a variable since the recording ('' if nothing)."""
         for _, t, shape, dtype, flag in self.variables:
             if t._data.shape != shape or t._data.dtype != dtype or t._requires_grad != flag:
-                return (f"tensor #{t.id}{' (' + t.name + ')' if t.name else ''} read by fn was recorded as "
-                        f"{_spec(shape, dtype, flag)} and is now {_spec(t.shape, t.dtype, t._requires_grad)}")
+                return (
+                    f"tensor #{t.id}{' (' + t.name + ')' if t.name else ''} read by fn was recorded as "
+                    f"{_spec(shape, dtype, flag)} and is now {_spec(t.shape, t.dtype, t._requires_grad)}"
+                )
         return ""
 
     def run(self, values):
@@ -519,8 +573,10 @@ class _Plan:
                     vals[s] = None
         except Exception as e:  # name the op: the replay skipped the checks that would have named it
             if a is not None and hasattr(e, "add_note"):
-                e.add_note(f"(raised replaying op #{a.index} '{a.op.name}' of a compiled step; its checks ran only "
-                           f"when the step was recorded)")
+                e.add_note(
+                    f"(raised replaying op #{a.index} '{a.op.name}' of a compiled step; its checks ran only "
+                    f"when the step was recorded)"
+                )
             raise
         for t, g in zip(leaves, acc):
             t.grad = Tensor._wrap(g)
@@ -528,9 +584,11 @@ class _Plan:
 
 
 def _data_dependent(apply, recorded, got):
-    raise CompileError(f"compile: op #{apply.index} '{apply.op.name}' gave output shape(s) {got} on replay but "
-                       f"{recorded} when recorded: its shape depends on the data (a boolean mask?), which a plan "
-                       f"cannot follow; do not compile this function")
+    raise CompileError(
+        f"compile: op #{apply.index} '{apply.op.name}' gave output shape(s) {got} on replay but "
+        f"{recorded} when recorded: its shape depends on the data (a boolean mask?), which a plan "
+        f"cannot follow; do not compile this function"
+    )
 
 
 def _build(applications, loss, inputs, watermark) -> _Plan:
@@ -557,9 +615,11 @@ def _build(applications, loss, inputs, watermark) -> _Plan:
                 if hit is not None and hit[0] is t._data:  # the same array as a slot (detach(), a copy)
                     s = slot_of[t.id] = hit[1]
                 elif t._node is not None:
-                    raise CompileError(f"compile: op '{op.name}' reads tensor #{t.id}, computed by ops outside fn with "
-                                       f"a graph; a compiled step cannot send gradients beyond fn: detach it, or "
-                                       f"compute it inside fn")
+                    raise CompileError(
+                        f"compile: op '{op.name}' reads tensor #{t.id}, computed by ops outside fn with "
+                        f"a graph; a compiled step cannot send gradients beyond fn: detach it, or "
+                        f"compute it inside fn"
+                    )
                 else:  # a variable; made before fn ran (a parameter), it must be the same object every call
                     s = define(t, ("variable", t, t.id < watermark))
                     variables.append((s, t, t.shape, t.dtype, t._requires_grad))
@@ -574,13 +634,21 @@ def _build(applications, loss, inputs, watermark) -> _Plan:
             values[i] = kept[op.param_names[i]]
         apply = _Apply(op, index, values, kept, [define(r) for r in results], tuple(r.shape for r in results))
         forward.append(apply)
-        fingerprint.append((op, seq_lens, [None if s is None else described[s] for s in flat], kept,
-                            None if node is None else list(node.needs)))
+        fingerprint.append(
+            (
+                op,
+                seq_lens,
+                [None if s is None else described[s] for s in flat],
+                kept,
+                None if node is None else list(node.needs),
+            )
+        )
 
     loss_slot = slot_of.get(loss.id)
     if loss_slot is None or not any(loss_slot in a.outs for a in forward):
-        raise CompileError("compile: fn must return a loss computed by ops inside it (not an argument or a tensor "
-                           "made outside fn)")
+        raise CompileError(
+            "compile: fn must return a loss computed by ops inside it (not an argument or a tensor made outside fn)"
+        )
     backward, leaves = _reverse_plan(applications, forward, slot_of, inputs, loss, loss_slot)
     _plan_frees(forward, backward, len(described), loss_slot)
     return _Plan(len(described), input_slots, variables, forward, backward, leaves, loss_slot, fingerprint)
@@ -625,8 +693,11 @@ def _flat_positions(op, seq_lens) -> list[tuple]:
     if not seq_lens:
         return [(i, None) for i in range(op.n_inputs)]
     lens = iter(seq_lens)
-    return [(i, j) if is_seq else (i, None) for i, is_seq in enumerate(op.sequence)
-            for j in range(next(lens) if is_seq else 1)]
+    return [
+        (i, j) if is_seq else (i, None)
+        for i, is_seq in enumerate(op.sequence)
+        for j in range(next(lens) if is_seq else 1)
+    ]
 
 
 def _plan_frees(forward, backward, n_slots, loss_slot) -> None:
@@ -677,8 +748,11 @@ def _compare(first, second) -> str:
             return f"{where} got sequences of other lengths"
         for k, (x, y) in enumerate(zip(one[2], two[2])):
             if not _same_input(x, y):
-                what = ("a constant made inside fn (from a numpy array or a Python number)"
-                        if x is not None and x[0] == "variable" and not x[2] else "another tensor")
+                what = (
+                    "a constant made inside fn (from a numpy array or a Python number)"
+                    if x is not None and x[0] == "variable" and not x[2]
+                    else "another tensor"
+                )
                 return f"{where} read {what} as its tensor input {k}, and it changed"
         for name in one[3]:
             if not _equal(one[3][name], two[3].get(name)):
@@ -696,8 +770,9 @@ def _same_input(x, y) -> bool:
     if x is None or y is None or x[0] != "variable" or y[0] != "variable":
         return x == y
     one, two = x[1], y[1]
-    return one is two or (not x[2] and not y[2] and one._requires_grad == two._requires_grad
-                          and _equal(one._data, two._data))
+    return one is two or (
+        not x[2] and not y[2] and one._requires_grad == two._requires_grad and _equal(one._data, two._data)
+    )
 
 
 def _spec(shape, dtype, requires_grad) -> str:
@@ -713,13 +788,20 @@ def _describe_value(v) -> str:
 def _difference(signature, known) -> str:
     """How ``signature`` differs from the closest recorded one."""
     spec, names, key = signature
-    best = min(known, key=lambda other: sum(not _equal(a, b) for a, b in zip(spec, other[0])) + 99 * (
-        len(spec) != len(other[0]) or names != other[1]))
+    best = min(
+        known,
+        key=lambda other: (
+            sum(not _equal(a, b) for a, b in zip(spec, other[0]))
+            + 99 * (len(spec) != len(other[0]) or names != other[1])
+        ),
+    )
     if len(spec) != len(best[0]) or names != best[1]:
-        return f"recorded with {len(best[0])} arguments (keywords {list(best[1])}), called with {len(spec)} " \
-               f"(keywords {list(names)})"
+        return (
+            f"recorded with {len(best[0])} arguments (keywords {list(best[1])}), called with {len(spec)} "
+            f"(keywords {list(names)})"
+        )
     for k, (got, had) in enumerate(zip(spec, best[0])):
         if not _equal(got, had):
-            show = (lambda s: _spec(*s) if len(s) == 3 else f"{s[0].__name__} {s[1]!r}")
+            show = lambda s: _spec(*s) if len(s) == 3 else f"{s[0].__name__} {s[1]!r}"
             return f"argument {k} was {show(had)} when recorded, now {show(got)}"
     return f"key() returned {key!r}, recorded {best[2]!r}"

@@ -1,7 +1,13 @@
 """The engine's exception types: each says which op, which input, what was expected and what was got."""
 
-__all__ = ["BackwardNotImplementedError", "GradientError", "GraphFreedError", "AnomalyError", "ReplayError",
-           "InPlaceModificationError"]
+__all__ = [
+    "BackwardNotImplementedError",
+    "GradientError",
+    "GraphFreedError",
+    "AnomalyError",
+    "ReplayError",
+    "InPlaceModificationError",
+]
 
 
 class BackwardNotImplementedError(NotImplementedError):

@@ -19,8 +19,15 @@ from .tensors import Tensor, as_tensor
 __all__ = ["gradients", "grad", "value_and_grad", "vjp", "hvp", "jacobian", "hessian"]
 
 
-def gradients(outputs, inputs, grad_outputs=None, *, create_graph: bool = False, retain_graph: bool | None = None,
-              allow_unused: bool = False) -> list:
+def gradients(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    *,
+    create_graph: bool = False,
+    retain_graph: bool | None = None,
+    allow_unused: bool = False,
+) -> list:
     """d(outputs)/d(inputs) contracted with ``grad_outputs`` (1 for single-element outputs), one Tensor per
     input, in order. Nothing is accumulated into ``.grad``. An input the outputs do not depend on raises,
     unless ``allow_unused`` (then its entry is None)."""
@@ -41,14 +48,21 @@ def gradients(outputs, inputs, grad_outputs=None, *, create_graph: bool = False,
     found = {}
     if connected:
         keep = [k for k, out in enumerate(outputs) if out in connected]
-        found = reverse_pass([outputs[k] for k in keep], [seeds[k] for k in keep], retain_graph=retain_graph,
-                             sources=inputs, create_graph=create_graph)
+        found = reverse_pass(
+            [outputs[k] for k in keep],
+            [seeds[k] for k in keep],
+            retain_graph=retain_graph,
+            sources=inputs,
+            create_graph=create_graph,
+        )
     result = []
     for k, t in enumerate(inputs):
         g = found.get(t.id)
         if g is None and not allow_unused:
-            raise RuntimeError(f"gradients: inputs[{k}] (tensor #{t.id}, shape {t.shape}) is not used to compute "
-                               f"the outputs; pass allow_unused=True to get None for it")
+            raise RuntimeError(
+                f"gradients: inputs[{k}] (tensor #{t.id}, shape {t.shape}) is not used to compute "
+                f"the outputs; pass allow_unused=True to get None for it"
+            )
         if g is not None and not isinstance(g, Tensor):
             g = Tensor._wrap(g)
         result.append(g)
@@ -92,11 +106,12 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
             result = fn(*args)
         value, aux = result if has_aux else (result, None)
         if not isinstance(value, Tensor) or value.size != 1:
-            raise TypeError(f"grad: fn must return a single-element Tensor, got "
-                            f"{type(value).__name__} {getattr(value, 'shape', '')}")
+            raise TypeError(
+                f"grad: fn must return a single-element Tensor, got "
+                f"{type(value).__name__} {getattr(value, 'shape', '')}"
+            )
         grads = gradients(value, [args[a] for a in nums], create_graph=nested, allow_unused=True)
-        grads = [Tensor._wrap(np.zeros(args[a].shape, args[a].dtype)) if g is None else g
-                 for g, a in zip(grads, nums)]
+        grads = [Tensor._wrap(np.zeros(args[a].shape, args[a].dtype)) if g is None else g for g, a in zip(grads, nums)]
         out = grads[0] if isinstance(argnums, int) else tuple(grads)
         return ((value, aux) if has_aux else value), out
 
@@ -169,16 +184,25 @@ def jacobian(fn: Callable, argnums=0) -> Callable:
         for k in range(out.size):
             seed = np.zeros(out.size, out.dtype)
             seed[k] = 1
-            grads = gradients(out, [args[a] for a in nums], [seed.reshape(out.shape)], create_graph=nested,
-                              retain_graph=True, allow_unused=True)
+            grads = gradients(
+                out,
+                [args[a] for a in nums],
+                [seed.reshape(out.shape)],
+                create_graph=nested,
+                retain_graph=True,
+                allow_unused=True,
+            )
             for a, g in zip(nums, grads):
                 rows[a].append(Tensor._wrap(np.zeros(args[a].shape, args[a].dtype)) if g is None else g)
         from . import tensors
 
         result = []
         for a in nums:
-            stacked = tensors.ops.stack(rows[a], 0) if rows[a] else Tensor._wrap(
-                np.zeros((0,) + args[a].shape, args[a].dtype))
+            stacked = (
+                tensors.ops.stack(rows[a], 0)
+                if rows[a]
+                else Tensor._wrap(np.zeros((0,) + args[a].shape, args[a].dtype))
+            )
             result.append(tensors.ops.reshape(stacked, out.shape + args[a].shape))
         return result[0] if isinstance(argnums, int) else tuple(result)
 

@@ -31,8 +31,17 @@ def _evaluate(fn, inputs, arrays, needs_grad):
     return values, out
 
 
-def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, fast_mode: bool = False,
-              seed: int = 0, n_directions: int = 3, raise_exception: bool = True) -> bool:
+def gradcheck(
+    fn,
+    inputs,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    fast_mode: bool = False,
+    seed: int = 0,
+    n_directions: int = 3,
+    raise_exception: bool = True,
+) -> bool:
     """Check ``fn(*inputs)``'s gradients for every floating Tensor input with requires_grad=True.
 
     ``inputs`` may mix Tensors and other arguments (passed through unchanged). Float32 inputs are
@@ -79,8 +88,10 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
             numeric = (projected(plus) - projected(minus)) / (2 * eps)
             exact = sum(float(np.sum(g * d)) for g, d in zip(grads, directions) if g is not None)
             if abs(numeric - exact) > atol + rtol * abs(numeric):
-                failures.append(f"direction {k}: analytical u^T J v = {exact:.8g}, numerical = {numeric:.8g}, "
-                                f"error {abs(numeric - exact):.3g}")
+                failures.append(
+                    f"direction {k}: analytical u^T J v = {exact:.8g}, numerical = {numeric:.8g}, "
+                    f"error {abs(numeric - exact):.3g}"
+                )
     else:
         for i, (a, analytical) in enumerate(zip(arrays, grads)):
             if a is None or analytical is None:  # both are None exactly where no gradient is needed
@@ -99,9 +110,11 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
             bad = error > atol + rtol * np.abs(numeric)
             if bad.any():
                 worst = np.unravel_index(np.argmax(np.where(bad, error, -1)), a.shape)
-                failures.append(f"input {i}: {int(bad.sum())} of {a.size} entries differ; worst at position "
-                                f"{tuple(int(p) for p in worst)}: analytical {analytical[worst]:.8g}, numerical "
-                                f"{numeric[worst]:.8g}, error {error[worst]:.3g}")
+                failures.append(
+                    f"input {i}: {int(bad.sum())} of {a.size} entries differ; worst at position "
+                    f"{tuple(int(p) for p in worst)}: analytical {analytical[worst]:.8g}, numerical "
+                    f"{numeric[worst]:.8g}, error {error[worst]:.3g}"
+                )
     if failures:
         if raise_exception:
             raise GradcheckError("gradcheck failed:\n  " + "\n  ".join(failures))
@@ -109,8 +122,16 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     return True
 
 
-def gradgradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, fast_mode: bool = False,
-                  seed: int = 0, raise_exception: bool = True) -> bool:
+def gradgradcheck(
+    fn,
+    inputs,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    fast_mode: bool = False,
+    seed: int = 0,
+    raise_exception: bool = True,
+) -> bool:
     """Check second derivatives: float64 finite differences of the vector-Jacobian product, as PyTorch's.
 
     For a random output cotangent ``u`` and random directions ``v``, the scalar ``sum_i <VJP_i(x, u), v_i>``
@@ -149,5 +170,13 @@ def gradgradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float
             total = (cotangent * 0).sum()
         return total
 
-    return gradcheck(projected_vjp, inputs + [u], eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode, seed=seed,
-                     raise_exception=raise_exception)
+    return gradcheck(
+        projected_vjp,
+        inputs + [u],
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        fast_mode=fast_mode,
+        seed=seed,
+        raise_exception=raise_exception,
+    )

@@ -21,18 +21,62 @@ __all__ = ["array_ufunc", "array_function", "UFUNC_OPS", "FUNCTION_OPS"]
 
 # numpy ufunc -> registered op name (an op not registered yet counts as "no op")
 UFUNC_OPS = {
-    np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div", np.power: "pow",
-    np.negative: "neg", np.absolute: "abs", np.sign: "sign", np.square: "square", np.exp: "exp", np.expm1: "expm1",
-    np.exp2: "exp2", np.log: "log", np.log2: "log2", np.log10: "log10", np.log1p: "log1p", np.sqrt: "sqrt",
-    np.sin: "sin", np.cos: "cos", np.tan: "tan", np.arcsin: "asin", np.arccos: "acos", np.arctan: "atan",
-    np.arctan2: "atan2", np.sinh: "sinh", np.cosh: "cosh", np.tanh: "tanh", np.arcsinh: "asinh",
-    np.arccosh: "acosh", np.arctanh: "atanh", np.maximum: "maximum", np.minimum: "minimum", np.matmul: "matmul",
-    np.equal: "eq", np.not_equal: "ne", np.less: "lt", np.less_equal: "le", np.greater: "gt",
-    np.greater_equal: "ge", np.reciprocal: "reciprocal", np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc",
-    np.copysign: "copysign", np.logaddexp: "logaddexp", np.remainder: "remainder", np.fmod: "fmod",
-    np.floor_divide: "floor_divide", np.hypot: "hypot", np.isinf: "isinf", np.isnan: "isnan",
-    np.isfinite: "isfinite", np.logical_and: "logical_and", np.logical_or: "logical_or",
-    np.logical_xor: "logical_xor", np.logical_not: "logical_not",
+    np.add: "add",
+    np.subtract: "sub",
+    np.multiply: "mul",
+    np.true_divide: "div",
+    np.power: "pow",
+    np.negative: "neg",
+    np.absolute: "abs",
+    np.sign: "sign",
+    np.square: "square",
+    np.exp: "exp",
+    np.expm1: "expm1",
+    np.exp2: "exp2",
+    np.log: "log",
+    np.log2: "log2",
+    np.log10: "log10",
+    np.log1p: "log1p",
+    np.sqrt: "sqrt",
+    np.sin: "sin",
+    np.cos: "cos",
+    np.tan: "tan",
+    np.arcsin: "asin",
+    np.arccos: "acos",
+    np.arctan: "atan",
+    np.arctan2: "atan2",
+    np.sinh: "sinh",
+    np.cosh: "cosh",
+    np.tanh: "tanh",
+    np.arcsinh: "asinh",
+    np.arccosh: "acosh",
+    np.arctanh: "atanh",
+    np.maximum: "maximum",
+    np.minimum: "minimum",
+    np.matmul: "matmul",
+    np.equal: "eq",
+    np.not_equal: "ne",
+    np.less: "lt",
+    np.less_equal: "le",
+    np.greater: "gt",
+    np.greater_equal: "ge",
+    np.reciprocal: "reciprocal",
+    np.floor: "floor",
+    np.ceil: "ceil",
+    np.trunc: "trunc",
+    np.copysign: "copysign",
+    np.logaddexp: "logaddexp",
+    np.remainder: "remainder",
+    np.fmod: "fmod",
+    np.floor_divide: "floor_divide",
+    np.hypot: "hypot",
+    np.isinf: "isinf",
+    np.isnan: "isnan",
+    np.isfinite: "isfinite",
+    np.logical_and: "logical_and",
+    np.logical_or: "logical_or",
+    np.logical_xor: "logical_xor",
+    np.logical_not: "logical_not",
 }
 
 
@@ -60,9 +104,11 @@ def _arrays(value):
 
 
 def _refuse(what: str, reason: str):
-    raise TypeError(f"numpy's {what} on a Tensor that requires grad: {reason}, so numpy would drop the gradient "
-                    f"silently. Use the ops (python -m tape ops lists them), or detach the tensor (t.detach()) "
-                    f"when no gradient should flow")
+    raise TypeError(
+        f"numpy's {what} on a Tensor that requires grad: {reason}, so numpy would drop the gradient "
+        f"silently. Use the ops (python -m tape ops lists them), or detach the tensor (t.detach()) "
+        f"when no gradient should flow"
+    )
 
 
 def array_ufunc(ufunc, method, inputs, kwargs):
@@ -75,8 +121,9 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             _refuse(f"{ufunc.__name__}", "minitape has no registered op for it")
         if method != "__call__":
             _refuse(f"{ufunc.__name__}.{method}", "ufunc methods are not recorded")
-        _refuse(f"{ufunc.__name__}(..., {', '.join(kwargs)}=...)", "in-place outputs and ufunc keywords are "
-                "not recorded")
+        _refuse(
+            f"{ufunc.__name__}(..., {', '.join(kwargs)}=...)", "in-place outputs and ufunc keywords are not recorded"
+        )
     return getattr(ufunc, method)(*_arrays(inputs), **{k: _arrays(v) for k, v in kwargs.items()})
 
 
@@ -84,12 +131,14 @@ def array_ufunc(ufunc, method, inputs, kwargs):
 def _reduction(op_name):
     def run(a, axis=None, keepdims=False):
         return getattr(_lib(), op_name)(a, dim=axis, keepdim=keepdims)
+
     return run
 
 
 def _moments(op_name):
     def run(a, axis=None, ddof=0, keepdims=False):
         return getattr(_lib(), op_name)(a, dim=axis, correction=ddof, keepdim=keepdims)
+
     return run
 
 
@@ -123,9 +172,15 @@ def _dot(a, b):
 
 
 FUNCTION_OPS = {
-    np.sum: _reduction("sum"), np.mean: _reduction("mean"), np.max: _reduction("max"), np.min: _reduction("min"),
-    np.amax: _reduction("max"), np.amin: _reduction("min"), np.prod: _reduction("prod"),
-    np.var: _moments("var"), np.std: _moments("std"),
+    np.sum: _reduction("sum"),
+    np.mean: _reduction("mean"),
+    np.max: _reduction("max"),
+    np.min: _reduction("min"),
+    np.amax: _reduction("max"),
+    np.amin: _reduction("min"),
+    np.prod: _reduction("prod"),
+    np.var: _moments("var"),
+    np.std: _moments("std"),
     np.where: lambda condition, x, y: _lib().where(condition, x, y),
     np.reshape: lambda a, shape: _lib().reshape(a, shape),
     np.transpose: _transpose,
@@ -157,10 +212,30 @@ FUNCTION_OPS = {
 
 # Functions whose result carries no gradient (shapes, booleans, indices, fresh arrays): run on the arrays.
 NO_GRADIENT_FUNCTIONS = {
-    np.shape, np.ndim, np.size, np.result_type, np.may_share_memory, np.shares_memory, np.allclose,
-    np.array_equal, np.array_equiv, np.argmax, np.argmin, np.argsort, np.nonzero, np.count_nonzero, np.any,
-    np.all, np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.array2string, np.array_repr,
-    np.array_str, np.isclose,
+    np.shape,
+    np.ndim,
+    np.size,
+    np.result_type,
+    np.may_share_memory,
+    np.shares_memory,
+    np.allclose,
+    np.array_equal,
+    np.array_equiv,
+    np.argmax,
+    np.argmin,
+    np.argsort,
+    np.nonzero,
+    np.count_nonzero,
+    np.any,
+    np.all,
+    np.zeros_like,
+    np.ones_like,
+    np.empty_like,
+    np.full_like,
+    np.array2string,
+    np.array_repr,
+    np.array_str,
+    np.isclose,
 }
 
 

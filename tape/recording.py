@@ -43,8 +43,23 @@ class Node:
     ``index`` grows with every application, so sorting by it is a topological order.
     """
 
-    __slots__ = ("op", "attrs", "needs", "parents", "leaves", "inputs", "versions", "saved", "out_id", "out_ref",
-                 "index", "trace", "seq_lens", "group", "__weakref__")
+    __slots__ = (
+        "op",
+        "attrs",
+        "needs",
+        "parents",
+        "leaves",
+        "inputs",
+        "versions",
+        "saved",
+        "out_id",
+        "out_ref",
+        "index",
+        "trace",
+        "seq_lens",
+        "group",
+        "__weakref__",
+    )
 
     def __init__(self, op, attrs, needs, parents, leaves, inputs, saved, seq_lens=None):
         self.op = op
@@ -114,8 +129,10 @@ def _coerce(op, inputs, seq_lens=()) -> list:
             out.append(None)
         elif type(x) in (bool, int, float):
             if type(x) is int and not _INT64_MIN <= x <= _INT64_MAX:
-                raise ValueError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' is the Python int {x}, "
-                                 f"outside int64; minitape computes in int64, float32 or float64")
+                raise ValueError(
+                    f"{op.name}: argument '{_input_name(op, i, seq_lens)}' is the Python int {x}, "
+                    f"outside int64; minitape computes in int64, float32 or float64"
+                )
             if float_dtype is not None and type(x) is not bool:
                 out.append(_scalar_constant(x, float_dtype))
             else:
@@ -124,13 +141,17 @@ def _coerce(op, inputs, seq_lens=()) -> list:
             try:
                 t = as_tensor(x)
             except (TypeError, ValueError) as e:
-                raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor or a real "
-                                f"array-like, got {type(x).__name__}: {e}") from None
+                raise TypeError(
+                    f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor or a real "
+                    f"array-like, got {type(x).__name__}: {e}"
+                ) from None
             if t._data.dtype in _FLOATS and float_dtype is not None and t._data.dtype != float_dtype:
                 _mixed_dtypes(op, inputs)
             if t._data.dtype.kind == "f" and t._data.dtype not in _FLOATS:
-                raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' has dtype {t._data.dtype}; "
-                                f"minitape computes in float32 or float64")
+                raise TypeError(
+                    f"{op.name}: argument '{_input_name(op, i, seq_lens)}' has dtype {t._data.dtype}; "
+                    f"minitape computes in float32 or float64"
+                )
             out.append(t)
     return out
 
@@ -139,16 +160,22 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _not_differentiable(op, name):
-    raise TypeError(f"{op.name}: argument '{name}' requires grad, but the op is not differentiable with respect "
-                    f"to it (declared NOT_DIFFERENTIABLE); pass it detached (x.detach()) -- minitape will not "
-                    f"drop a gradient silently")
+    raise TypeError(
+        f"{op.name}: argument '{name}' requires grad, but the op is not differentiable with respect "
+        f"to it (declared NOT_DIFFERENTIABLE); pass it detached (x.detach()) -- minitape will not "
+        f"drop a gradient silently"
+    )
 
 
 def _mixed_dtypes(op, inputs):
-    got = ", ".join(f"{name}={getattr(getattr(x, 'dtype', None), 'name', type(x).__name__)}"
-                    for name, x in zip(op.input_names, inputs))
-    raise TypeError(f"{op.name}: floating inputs must share one dtype (float32 or float64), got {got}; "
-                    f"convert one explicitly (minitape never casts silently)")
+    got = ", ".join(
+        f"{name}={getattr(getattr(x, 'dtype', None), 'name', type(x).__name__)}"
+        for name, x in zip(op.input_names, inputs)
+    )
+    raise TypeError(
+        f"{op.name}: floating inputs must share one dtype (float32 or float64), got {got}; "
+        f"convert one explicitly (minitape never casts silently)"
+    )
 
 
 def _flatten(op, values):
@@ -158,8 +185,9 @@ def _flatten(op, values):
     for value, is_seq, name in zip(values, op.sequence, op.input_names):
         if is_seq:
             if not isinstance(value, list | tuple):
-                raise TypeError(f"{op.name}: argument '{name}' expected a sequence of tensors, got "
-                                f"{type(value).__name__}")
+                raise TypeError(
+                    f"{op.name}: argument '{name}' expected a sequence of tensors, got {type(value).__name__}"
+                )
             if not value:
                 raise ValueError(f"{op.name}: argument '{name}' expected at least one tensor, got an empty sequence")
             flat.extend(value)
@@ -179,7 +207,7 @@ def group(op, flat, seq_lens):
     for is_seq in op.sequence:
         if is_seq:
             n = next(lens)
-            out.append(list(flat[k:k + n]))
+            out.append(list(flat[k : k + n]))
             k += n
         else:
             out.append(flat[k])
@@ -246,9 +274,11 @@ def _kept(op, name, value):
         return kind(_kept(op, name, v) for v in value)
     if isinstance(value, Tensor):
         if needs_grad(value):
-            raise TypeError(f"{op.name}: argument '{name}' is an attribute of the op, not a tensor input, so no "
-                            f"gradient can flow to it, and this tensor requires grad; pass it detached "
-                            f"(x.detach()) -- minitape will not drop a gradient silently")
+            raise TypeError(
+                f"{op.name}: argument '{name}' is an attribute of the op, not a tensor input, so no "
+                f"gradient can flow to it, and this tensor requires grad; pass it detached "
+                f"(x.detach()) -- minitape will not drop a gradient silently"
+            )
         return value._data
     return value
 
@@ -337,12 +367,14 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     """An op with several outputs (split, topk, max with a dim): one Node per floating output, all sharing the
     application (``node.group``); the reverse pass calls the op's rules once, with every output's gradient."""
     if not isinstance(outs, tuple | list) or (op.n_outputs != "variable" and len(outs) != op.n_outputs):
-        raise TypeError(f"op '{op.name}': its forward must return a tuple of {op.n_outputs} outputs, got "
-                        f"{type(outs).__name__}")
+        raise TypeError(
+            f"op '{op.name}': its forward must return a tuple of {op.n_outputs} outputs, got {type(outs).__name__}"
+        )
     outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in outs)
     state = STATE
     needs_node = state.grad_enabled and any(
-        t is not None and (t._requires_grad or (state.watched and t.id in state.watched)) for t in tensors)
+        t is not None and (t._requires_grad or (state.watched and t.id in state.watched)) for t in tensors
+    )
     results = []
     group: list = []
     for out in outs:
@@ -395,6 +427,7 @@ def _check_forward(op, result, arrays):
 def check_backward_result(node, input_name, grad):
     if grad.dtype.kind == "f" and not np.isfinite(grad).all():
         bad = "NaN" if np.isnan(grad).any() else "inf"
-        raise AnomalyError(f"anomaly: backward of op '{node.op.name}' produced {bad} in the gradient for input "
-                           f"'{input_name}'; the op was recorded at {node.trace or '<recorded before detect_anomaly>'}")
-
+        raise AnomalyError(
+            f"anomaly: backward of op '{node.op.name}' produced {bad} in the gradient for input "
+            f"'{input_name}'; the op was recorded at {node.trace or '<recorded before detect_anomaly>'}"
+        )

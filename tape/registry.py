@@ -150,14 +150,16 @@ class Op:
             if len(entries) != n:
                 raise RegistrationError(
                     f"op '{name}': differentiable= has {len(entries)} entries but the op has {n} tensor inputs "
-                    f"{self.input_names}")
+                    f"{self.input_names}"
+                )
             self.vjps = None
             states = [Grad.RULE if e is True else e for e in entries]
         else:
             if len(vjps) != n:
                 raise RegistrationError(
                     f"op '{name}': {len(vjps)} backward rules declared but the forward takes {n} tensor inputs "
-                    f"{self.input_names}; give one rule (or NOT_DIFFERENTIABLE / STUB) per input")
+                    f"{self.input_names}; give one rule (or NOT_DIFFERENTIABLE / STUB) per input"
+                )
             self.vjps = tuple(vjps)
             states = [Grad.RULE if callable(v) else v for v in vjps]
         self.input_states = tuple(_state_of(name, self.input_names[i], s) for i, s in enumerate(states))
@@ -166,8 +168,9 @@ class Op:
             raise RegistrationError(f"op '{name}': second_order= must be a Grad state, got {second_order!r}")
         if second_order is Grad.RULE and saves and composite is None:
             second_order = Grad.STUB
-            second_order_note = second_order_note or ("its rules use values the forward saved; declare a "
-                                                      "composite= to differentiate them")
+            second_order_note = second_order_note or (
+                "its rules use values the forward saved; declare a composite= to differentiate them"
+            )
         if Grad.RULE not in self.input_states:
             second_order = Grad.NOT_DIFFERENTIABLE
         self.second_order = second_order
@@ -182,33 +185,44 @@ class Op:
             params = list(inspect.signature(forward).parameters.values())
         self.var_positional = None  # index of a ``*operands`` parameter (einsum's torch signature)
         for i, p in enumerate(params):
-            if p.kind == p.VAR_KEYWORD or (p.kind == p.VAR_POSITIONAL and not (
-                    p.name in self.input_names and self.sequence[self.input_names.index(p.name)])):
-                raise RegistrationError(f"op '{self.name}': the forward may not take **kwargs, nor *args other than "
-                                        f"a sequence of tensors declared '*{p.name}'")
+            if p.kind == p.VAR_KEYWORD or (
+                p.kind == p.VAR_POSITIONAL
+                and not (p.name in self.input_names and self.sequence[self.input_names.index(p.name)])
+            ):
+                raise RegistrationError(
+                    f"op '{self.name}': the forward may not take **kwargs, nor *args other than "
+                    f"a sequence of tensors declared '*{p.name}'"
+                )
             if p.kind == p.VAR_POSITIONAL:
                 self.var_positional = i
         self.param_names = tuple(p.name for p in params)
         self.param_index = {n: i for i, n in enumerate(self.param_names)}
-        self.n_positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-                                for p in params)
+        self.n_positional = sum(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+        )
         missing = [n for n in self.input_names if n not in self.param_index]
         if missing:
-            raise RegistrationError(f"op '{self.name}': tensor inputs {missing} are not parameters of the forward "
-                                    f"{self.param_names}")
+            raise RegistrationError(
+                f"op '{self.name}': tensor inputs {missing} are not parameters of the forward {self.param_names}"
+            )
         self.tensor_pos = tuple(self.param_index[n] for n in self.input_names)
         self.attr_pos = tuple(i for i in range(len(params)) if i not in self.tensor_pos)
         self.defaults = tuple(() if p.kind == p.VAR_POSITIONAL else p.default for p in params)
         for i, opt in zip(self.tensor_pos, self.optional):
             if opt and self.defaults[i] is _MISSING:
-                self.defaults = self.defaults[:i] + (None,) + self.defaults[i + 1:]
-        self.attr_defaults = {self.param_names[i]: (None if self.defaults[i] is _MISSING else self.defaults[i])
-                              for i in self.attr_pos}
+                self.defaults = self.defaults[:i] + (None,) + self.defaults[i + 1 :]
+        self.attr_defaults = {
+            self.param_names[i]: (None if self.defaults[i] is _MISSING else self.defaults[i]) for i in self.attr_pos
+        }
         self.tensors_first = self.tensor_pos == tuple(range(self.n_inputs))
         # a call with just the tensors, positionally, needs no binding (the hot path); an op with a required
         # attribute (cumsum's dim) always goes through ``bind``, which names what is missing
-        self.fast_call = (self.tensors_first and not any(self.sequence) and self.var_positional is None
-                          and all(self.defaults[i] is not _MISSING for i in self.attr_pos))
+        self.fast_call = (
+            self.tensors_first
+            and not any(self.sequence)
+            and self.var_positional is None
+            and all(self.defaults[i] is not _MISSING for i in self.attr_pos)
+        )
 
     # -- introspection -------------------------------------------------------------------------------------
     @property
@@ -240,17 +254,20 @@ class Op:
                 rest = tuple(rest[0])  # einsum(eq, [a, b]) as well as einsum(eq, a, b)
             args = tuple(args[:v]) + (tuple(rest),)
         if len(args) > self.n_positional:
-            raise TypeError(f"{self.name}: takes {self.n_positional} positional argument(s), got {len(args)}; "
-                            f"the op is {self.signature}")
+            raise TypeError(
+                f"{self.name}: takes {self.n_positional} positional argument(s), got {len(args)}; "
+                f"the op is {self.signature}"
+            )
         values = list(args)
-        values.extend(self.defaults[len(args):])
+        values.extend(self.defaults[len(args) :])
         if kwargs:
             index = self.param_index
             for key, value in kwargs.items():
                 i = index.get(key)
                 if i is None:
-                    raise TypeError(f"{self.name}: unknown argument '{key}'; {self.signature} accepts "
-                                    f"{list(self.param_names)}")
+                    raise TypeError(
+                        f"{self.name}: unknown argument '{key}'; {self.signature} accepts {list(self.param_names)}"
+                    )
                 if i < len(args):
                     raise TypeError(f"{self.name}: got multiple values for argument '{key}'")
                 values[i] = value
@@ -268,7 +285,8 @@ def _state_of(op_name: str, input_name: str, entry) -> Grad:
         return entry
     raise RegistrationError(
         f"op '{op_name}': the backward entry for input '{input_name}' must be a callable rule, "
-        f"Grad.NOT_DIFFERENTIABLE or Grad.STUB; got {entry!r}")
+        f"Grad.NOT_DIFFERENTIABLE or Grad.STUB; got {entry!r}"
+    )
 
 
 _REGISTRY: dict[str, Op] = {}

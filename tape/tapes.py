@@ -46,7 +46,7 @@ class RecordedOp:
     index: int  # order on this tape
     op_name: str
     inputs: tuple  # TensorSpec per tensor input (None for an absent optional input)
-    output: TensorSpec
+    output: TensorSpec | None  # None for an op that returned no output (unbind of an empty dim)
     attributes: dict
     node: object = field(default=None, repr=False)  # the reverse-pass Node, when a gradient was needed
     seq_lens: tuple = ()  # lengths of the op's sequence parameters (concat's tensors), if it has any
@@ -113,8 +113,18 @@ class ExecutionTape:
         self._produced.update(r.id for r in results)
         specs = tuple(TensorSpec.of(r) for r in results)
         first = specs[0] if specs else None  # an op may return no output at all (unbind of an empty dim)
-        self._ops.append(RecordedOp(len(self._ops), op.name, tuple(TensorSpec.of(t) for t in tensors),
-                                    first, dict(attrs), node, seq_lens, specs if len(specs) != 1 else ()))
+        self._ops.append(
+            RecordedOp(
+                len(self._ops),
+                op.name,
+                tuple(TensorSpec.of(t) for t in tensors),
+                first,
+                dict(attrs),
+                node,
+                seq_lens,
+                specs if len(specs) != 1 else (),
+            )
+        )
 
     def __enter__(self):
         tape_stack.push(self)
@@ -183,8 +193,9 @@ class ExecutionTape:
                 raise ReplayError(f"replay: inputs are keyed by an input Tensor or its id, got {type(key).__name__}")
             tid = key.id if isinstance(key, Tensor) else int(key)
             if tid not in self._externals:
-                raise ReplayError(f"replay: tensor id {tid} is not an input of this tape "
-                                  f"(inputs: {sorted(self._externals)})")
+                raise ReplayError(
+                    f"replay: tensor id {tid} is not an input of this tape (inputs: {sorted(self._externals)})"
+                )
             recorded = self._externals[tid]
             try:
                 array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
@@ -194,8 +205,10 @@ class ExecutionTape:
                 raise ReplayError(f"replay: input #{tid} was recorded with shape {recorded.shape}, got {array.shape}")
             if array.dtype != recorded.dtype:
                 if array.dtype.kind == recorded.dtype.kind == "f" or isinstance(value, Tensor | np.ndarray):
-                    raise ReplayError(f"replay: input #{tid} was recorded as {recorded.dtype}, got {array.dtype}; "
-                                      f"replay never changes a graph's dtype")
+                    raise ReplayError(
+                        f"replay: input #{tid} was recorded as {recorded.dtype}, got {array.dtype}; "
+                        f"replay never changes a graph's dtype"
+                    )
                 array = array.astype(recorded.dtype)  # Python scalars and lists take the recorded dtype
             values[tid] = Tensor._wrap(array)
         outputs = {}
@@ -207,8 +220,9 @@ class ExecutionTape:
                     try:
                         op = get_op(rec.op_name)
                     except KeyError:
-                        raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) is no longer "
-                                          f"registered") from None
+                        raise ReplayError(
+                            f"replay: op '{rec.op_name}' (tape index {rec.index}) is no longer registered"
+                        ) from None
                     args: list[Tensor | None] = []
                     for spec in rec.inputs:
                         if spec is None:
@@ -216,16 +230,20 @@ class ExecutionTape:
                         elif spec.id in values:
                             args.append(values[spec.id])
                         else:
-                            raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) reads tensor "
-                                              f"#{spec.id}, which is neither an input nor produced earlier on the "
-                                              f"tape")
+                            raise ReplayError(
+                                f"replay: op '{rec.op_name}' (tape index {rec.index}) reads tensor "
+                                f"#{spec.id}, which is neither an input nor produced earlier on the "
+                                f"tape"
+                            )
                     args = group(op, args, rec.seq_lens) if rec.seq_lens else args
                     out = op(**dict(zip(op.input_names, args)), **rec.attributes)
                     produced = out if isinstance(out, tuple) else (out,)
                     if len(produced) != len(rec.output_specs):
-                        raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) gave "
-                                          f"{len(produced)} outputs where {len(rec.output_specs)} "
-                                          f"were recorded (its output count depends on the input's shape)")
+                        raise ReplayError(
+                            f"replay: op '{rec.op_name}' (tape index {rec.index}) gave "
+                            f"{len(produced)} outputs where {len(rec.output_specs)} "
+                            f"were recorded (its output count depends on the input's shape)"
+                        )
                     for spec, t in zip(rec.output_specs, out if isinstance(out, tuple) else (out,)):
                         values[spec.id] = t
                         outputs[spec.id] = t._data
@@ -257,7 +275,7 @@ class ExecutionTape:
         lines = [f"digraph {name} {{", "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];']
         for tid, spec in graph.inputs.items():
             tensor = self._externals.get(tid)
-            label = (tensor.name if tensor is not None and tensor.name else f"#{tid}")
+            label = tensor.name if tensor is not None and tensor.name else f"#{tid}"
             style = ', style=filled, fillcolor="#dbeafe"' if spec.requires_grad else ""
             lines.append(f'  t{tid} [shape=ellipse, label="{label}\\n{_shape(spec)}"{style}];')
         for rec in graph.ops:
@@ -331,8 +349,9 @@ class GradientTape(ExecutionTape):
 
     @staticmethod
     def _refresh_watched():
-        STATE.watched = {tid for tape in STATE.recording_tapes if isinstance(tape, GradientTape)
-                         for tid in tape._watched}
+        STATE.watched = {
+            tid for tape in STATE.recording_tapes if isinstance(tape, GradientTape) for tid in tape._watched
+        }
 
     def watch(self, tensors) -> None:
         for t in tensors if isinstance(tensors, list | tuple) else [tensors]:
@@ -353,16 +372,19 @@ class GradientTape(ExecutionTape):
         if node is not None:
             self._nodes.update(n for n in (node.group or (node,)) if n is not None)
 
-    def compute_gradients(self, targets, sources, output_gradients=None, unconnected: str = "none",
-                          create_graph: bool = False):
+    def compute_gradients(
+        self, targets, sources, output_gradients=None, unconnected: str = "none", create_graph: bool = False
+    ):
         """Gradients of the sum of ``targets`` with respect to each of ``sources``. With ``create_graph`` they
         are Tensors whose computation is recorded (on this thread's recording tapes too, so an outer
         GradientTape can differentiate them again)."""
         if unconnected not in ("none", "zero"):
             raise ValueError(f"compute_gradients: unconnected must be 'none' or 'zero', got {unconnected!r}")
         if self._used and not self.persistent:
-            raise RuntimeError("compute_gradients: this GradientTape is not persistent and was already used; "
-                               "create it with persistent=True to call compute_gradients more than once")
+            raise RuntimeError(
+                "compute_gradients: this GradientTape is not persistent and was already used; "
+                "create it with persistent=True to call compute_gradients more than once"
+            )
         single_target = isinstance(targets, Tensor)
         targets = [targets] if single_target else list(targets)
         single_source = isinstance(sources, Tensor)
@@ -373,8 +395,9 @@ class GradientTape(ExecutionTape):
         if output_gradients is not None and single_target:
             output_gradients = [output_gradients]
         seeds = seed_gradients(targets, output_gradients, "compute_gradients", create_graph)
-        found = reverse_pass(targets, seeds, retain_graph=True, sources=sources, allowed=self._nodes,
-                             create_graph=create_graph)
+        found = reverse_pass(
+            targets, seeds, retain_graph=True, sources=sources, allowed=self._nodes, create_graph=create_graph
+        )
         self._used = True
         if not self.persistent:
             self._release()

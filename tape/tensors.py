@@ -43,10 +43,49 @@ class _UnboundOps:
 
 
 ops = _UnboundOps()
-OPERATOR_OPS = ("add", "sub", "mul", "div", "pow", "matmul", "neg", "abs", "getitem", "eq", "ne", "lt", "le", "gt",
-                "ge", "sum", "mean", "max", "min", "var", "std", "reshape", "flatten", "transpose", "permute",
-                "squeeze", "unsqueeze", "expand", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "softmax",
-                "log_softmax", "argmax", "clamp", "masked_fill", "cast", "repeat")
+OPERATOR_OPS = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "matmul",
+    "neg",
+    "abs",
+    "getitem",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "var",
+    "std",
+    "reshape",
+    "flatten",
+    "transpose",
+    "permute",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "exp",
+    "log",
+    "sqrt",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "softmax",
+    "log_softmax",
+    "argmax",
+    "clamp",
+    "masked_fill",
+    "cast",
+    "repeat",
+)
 
 
 def bind_operators(library) -> None:
@@ -93,8 +132,9 @@ class Tensor:
         try:
             array = np.array(data._data if isinstance(data, Tensor) else data, dtype=dtype, copy=True)
         except ValueError as e:  # ragged nested lists
-            raise TypeError(f"tensor: expected a rectangular array of real numbers, got {type(data).__name__}: "
-                            f"{e}") from None
+            raise TypeError(
+                f"tensor: expected a rectangular array of real numbers, got {type(data).__name__}: {e}"
+            ) from None
         if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
             array = array.astype(np.float32)  # Python floats -> float32, as in torch
         _check_dtype("tensor", "data", array, data)
@@ -132,8 +172,10 @@ class Tensor:
         if isinstance(value, Tensor | np.ndarray | np.generic):
             array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
             if array.dtype != dtype:
-                raise TypeError(f"Tensor.data: expected an array of dtype {dtype}, got {array.dtype}; convert it "
-                                f"explicitly (minitape never casts silently)")
+                raise TypeError(
+                    f"Tensor.data: expected an array of dtype {dtype}, got {array.dtype}; convert it "
+                    f"explicitly (minitape never casts silently)"
+                )
         else:  # Python scalars and lists take the tensor's dtype, as in tensor()
             array = np.array(value, copy=True)
             _check_dtype("Tensor.data", "value", array, value)
@@ -152,7 +194,8 @@ class Tensor:
             raise TypeError(
                 "this Tensor requires grad, and numpy would silently drop its gradient by converting it to an "
                 "array. Call numpy functions on it directly (np.exp(t) runs ops.exp and stays differentiable), or "
-                "take the values explicitly with t.detach().numpy() or t.data")
+                "take the values explicitly with t.detach().numpy() or t.data"
+            )
         if dtype is not None and dtype != self._data.dtype:
             return self._data.astype(dtype)
         return self._data.copy() if copy else _exposed(self._data)
@@ -166,8 +209,10 @@ class Tensor:
     # -- copies ----------------------------------------------------------------------------------------------
     def _copy_leaf(self, array, who: str) -> Tensor:
         if self._node is not None:
-            raise RuntimeError(f"{who}: only leaf tensors (made by the user, not by an op) can be copied; call "
-                               f".detach() first to copy the values")
+            raise RuntimeError(
+                f"{who}: only leaf tensors (made by the user, not by an op) can be copied; call "
+                f".detach() first to copy the values"
+            )
         t = Tensor._wrap(array)
         t._requires_grad = self._requires_grad
         t.name = self.name
@@ -188,8 +233,9 @@ class Tensor:
 
     def __reduce__(self):
         if self._node is not None:
-            raise RuntimeError("pickle: only leaf tensors (made by the user, not by an op) can be pickled; "
-                               "call .detach() first")
+            raise RuntimeError(
+                "pickle: only leaf tensors (made by the user, not by an op) can be pickled; call .detach() first"
+            )
         return (_unpickle, (np.array(self._data), self._requires_grad, self.name, self.grad))
 
     def item(self):
@@ -245,11 +291,13 @@ class Tensor:
     def requires_grad(self, flag: bool) -> None:
         flag = bool(flag)
         if flag and self._data.dtype.kind != "f":
-            raise TypeError(f"requires_grad=True needs a floating tensor (float32 or float64); this tensor is "
-                            f"{self._data.dtype}")
+            raise TypeError(
+                f"requires_grad=True needs a floating tensor (float32 or float64); this tensor is {self._data.dtype}"
+            )
         if not flag and self._node is not None:
-            raise ValueError("requires_grad cannot be switched off on a tensor computed by a recorded op; "
-                             "use .detach()")
+            raise ValueError(
+                "requires_grad cannot be switched off on a tensor computed by a recorded op; use .detach()"
+            )
         self._requires_grad = flag
 
     @property
@@ -288,63 +336,162 @@ class Tensor:
     __hash__ = object.__hash__
 
     # -- operators (all through the op registry) -----------------------------------------------------------
-    def __add__(self, other): return ops.add(self, other)
-    def __radd__(self, other): return ops.add(other, self)
-    def __sub__(self, other): return ops.sub(self, other)
-    def __rsub__(self, other): return ops.sub(other, self)
-    def __mul__(self, other): return ops.mul(self, other)
-    def __rmul__(self, other): return ops.mul(other, self)
-    def __truediv__(self, other): return ops.div(self, other)
-    def __rtruediv__(self, other): return ops.div(other, self)
-    def __pow__(self, other): return ops.pow(self, other)
-    def __rpow__(self, other): return ops.pow(other, self)
-    def __matmul__(self, other): return ops.matmul(self, other)
-    def __rmatmul__(self, other): return ops.matmul(other, self)
-    def __neg__(self): return ops.neg(self)
-    def __abs__(self): return ops.abs(self)
-    def __getitem__(self, index): return ops.getitem(self, index)
-    def __eq__(self, other): return ops.eq(self, other)
-    def __ne__(self, other): return ops.ne(self, other)
-    def __lt__(self, other): return ops.lt(self, other)
-    def __le__(self, other): return ops.le(self, other)
-    def __gt__(self, other): return ops.gt(self, other)
-    def __ge__(self, other): return ops.ge(self, other)
+    def __add__(self, other):
+        return ops.add(self, other)
+
+    def __radd__(self, other):
+        return ops.add(other, self)
+
+    def __sub__(self, other):
+        return ops.sub(self, other)
+
+    def __rsub__(self, other):
+        return ops.sub(other, self)
+
+    def __mul__(self, other):
+        return ops.mul(self, other)
+
+    def __rmul__(self, other):
+        return ops.mul(other, self)
+
+    def __truediv__(self, other):
+        return ops.div(self, other)
+
+    def __rtruediv__(self, other):
+        return ops.div(other, self)
+
+    def __pow__(self, other):
+        return ops.pow(self, other)
+
+    def __rpow__(self, other):
+        return ops.pow(other, self)
+
+    def __matmul__(self, other):
+        return ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return ops.matmul(other, self)
+
+    def __neg__(self):
+        return ops.neg(self)
+
+    def __abs__(self):
+        return ops.abs(self)
+
+    def __getitem__(self, index):
+        return ops.getitem(self, index)
+
+    def __eq__(self, other):
+        return ops.eq(self, other)
+
+    def __ne__(self, other):
+        return ops.ne(self, other)
+
+    def __lt__(self, other):
+        return ops.lt(self, other)
+
+    def __le__(self, other):
+        return ops.le(self, other)
+
+    def __gt__(self, other):
+        return ops.gt(self, other)
+
+    def __ge__(self, other):
+        return ops.ge(self, other)
 
     def __bool__(self) -> bool:
         return bool(self._data)
 
     # -- common ops as methods -----------------------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False): return ops.sum(self, dim=dim, keepdim=keepdim)
-    def mean(self, dim=None, keepdim=False): return ops.mean(self, dim=dim, keepdim=keepdim)
-    def max(self, dim=None, keepdim=False): return ops.max(self, dim=dim, keepdim=keepdim)
-    def min(self, dim=None, keepdim=False): return ops.min(self, dim=dim, keepdim=keepdim)
-    def var(self, dim=None, correction=1, keepdim=False): return ops.var(self, dim, correction, keepdim)
-    def std(self, dim=None, correction=1, keepdim=False): return ops.std(self, dim, correction, keepdim)
-    def reshape(self, *shape): return ops.reshape(self, _shape_args(shape))
-    def view(self, *shape): return self.reshape(*shape)
-    def flatten(self, start_dim=0, end_dim=-1): return ops.flatten(self, start_dim=start_dim, end_dim=end_dim)
-    def transpose(self, dim0=-2, dim1=-1): return ops.transpose(self, dim0, dim1)
-    def permute(self, *dims): return ops.permute(self, _shape_args(dims))
-    def squeeze(self, dim=None): return ops.squeeze(self, dim)
-    def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
-    def expand(self, *shape): return ops.expand(self, _shape_args(shape))
-    def repeat(self, *repeats): return ops.repeat(self, _shape_args(repeats))
-    def exp(self): return ops.exp(self)
-    def log(self): return ops.log(self)
-    def sqrt(self): return ops.sqrt(self)
-    def tanh(self): return ops.tanh(self)
-    def sigmoid(self): return ops.sigmoid(self)
-    def relu(self): return ops.relu(self)
-    def abs(self): return ops.abs(self)
-    def softmax(self, dim=-1): return ops.softmax(self, dim=dim)
-    def log_softmax(self, dim=-1): return ops.log_softmax(self, dim=dim)
-    def argmax(self, dim=None, keepdim=False): return ops.argmax(self, dim=dim, keepdim=keepdim)
-    def clamp(self, min=None, max=None): return ops.clamp(self, min=min, max=max)
-    def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
+    def sum(self, dim=None, keepdim=False):
+        return ops.sum(self, dim=dim, keepdim=keepdim)
 
-    def to(self, dtype): return ops.cast(self, dtype)
-    def float(self): return ops.cast(self, np.float32)
-    def double(self): return ops.cast(self, np.float64)
+    def mean(self, dim=None, keepdim=False):
+        return ops.mean(self, dim=dim, keepdim=keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        return ops.max(self, dim=dim, keepdim=keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return ops.min(self, dim=dim, keepdim=keepdim)
+
+    def var(self, dim=None, correction=1, keepdim=False):
+        return ops.var(self, dim, correction, keepdim)
+
+    def std(self, dim=None, correction=1, keepdim=False):
+        return ops.std(self, dim, correction, keepdim)
+
+    def reshape(self, *shape):
+        return ops.reshape(self, _shape_args(shape))
+
+    def view(self, *shape):
+        return self.reshape(*shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return ops.flatten(self, start_dim=start_dim, end_dim=end_dim)
+
+    def transpose(self, dim0=-2, dim1=-1):
+        return ops.transpose(self, dim0, dim1)
+
+    def permute(self, *dims):
+        return ops.permute(self, _shape_args(dims))
+
+    def squeeze(self, dim=None):
+        return ops.squeeze(self, dim)
+
+    def unsqueeze(self, dim):
+        return ops.unsqueeze(self, dim)
+
+    def expand(self, *shape):
+        return ops.expand(self, _shape_args(shape))
+
+    def repeat(self, *repeats):
+        return ops.repeat(self, _shape_args(repeats))
+
+    def exp(self):
+        return ops.exp(self)
+
+    def log(self):
+        return ops.log(self)
+
+    def sqrt(self):
+        return ops.sqrt(self)
+
+    def tanh(self):
+        return ops.tanh(self)
+
+    def sigmoid(self):
+        return ops.sigmoid(self)
+
+    def relu(self):
+        return ops.relu(self)
+
+    def abs(self):
+        return ops.abs(self)
+
+    def softmax(self, dim=-1):
+        return ops.softmax(self, dim=dim)
+
+    def log_softmax(self, dim=-1):
+        return ops.log_softmax(self, dim=dim)
+
+    def argmax(self, dim=None, keepdim=False):
+        return ops.argmax(self, dim=dim, keepdim=keepdim)
+
+    def clamp(self, min=None, max=None):
+        return ops.clamp(self, min=min, max=max)
+
+    def masked_fill(self, mask, value):
+        return ops.masked_fill(self, mask, value)
+
+    def to(self, dtype):
+        return ops.cast(self, dtype)
+
+    def float(self):
+        return ops.cast(self, np.float32)
+
+    def double(self):
+        return ops.cast(self, np.float64)
 
     @property
     def T(self):
@@ -365,13 +512,23 @@ def _check_dtype(who: str, argument: str, array: np.ndarray, value) -> None:
     float16/longdouble."""
     kind = array.dtype.kind
     if kind == "f" and array.dtype not in _FLOATS:
-        raise TypeError(f"{who}: argument '{argument}' has dtype {array.dtype}; minitape computes in float32 or "
-                        f"float64")
+        raise TypeError(
+            f"{who}: argument '{argument}' has dtype {array.dtype}; minitape computes in float32 or float64"
+        )
     if kind not in "fiub":
-        what = {"c": "complex numbers", "O": "Python objects (a ragged list, or an int beyond int64?)",
-                "U": "strings", "S": "bytes", "V": "structured records", "M": "datetimes", "m": "timedeltas"}
-        raise TypeError(f"{who}: argument '{argument}' expected real numbers (bool, int or float), got "
-                        f"{what.get(kind, array.dtype)} ({type(value).__name__} of dtype {array.dtype})")
+        what = {
+            "c": "complex numbers",
+            "O": "Python objects (a ragged list, or an int beyond int64?)",
+            "U": "strings",
+            "S": "bytes",
+            "V": "structured records",
+            "M": "datetimes",
+            "m": "timedeltas",
+        }
+        raise TypeError(
+            f"{who}: argument '{argument}' expected real numbers (bool, int or float), got "
+            f"{what.get(kind, array.dtype)} ({type(value).__name__} of dtype {array.dtype})"
+        )
 
 
 from . import interop  # noqa: E402,I001  -- numpy's protocols on Tensor; interop reads Tensor from this module
@@ -395,8 +552,9 @@ def as_tensor(value, dtype=None) -> Tensor:
     try:
         array = np.array(value, dtype=dtype, copy=True)
     except ValueError as e:  # ragged nested lists
-        raise TypeError(f"as_tensor: expected a rectangular array of real numbers, got {type(value).__name__}: "
-                        f"{e}") from None
+        raise TypeError(
+            f"as_tensor: expected a rectangular array of real numbers, got {type(value).__name__}: {e}"
+        ) from None
     _check_dtype("as_tensor", "value", array, value)
     if dtype is None and array.dtype == np.float64 and not isinstance(value, np.ndarray | np.generic):
         array = array.astype(np.float32)

@@ -39,7 +39,7 @@ import tape
 from tape.autodiff import reverse_pass
 from tape.tools.verify import call, differentiable_positions, joined, op_samples
 
-CLEAR_ERRORS = (TypeError, ValueError, IndexError)
+CLEAR_ERRORS = (TypeError, ValueError, IndexError, ZeroDivisionError)  # the last: integer division by 0, as torch
 DIM_ATTRIBUTE = re.compile(r"^(dim\d?|dims|axis|axes|start_dim|end_dim|source|destination)$")
 NOT_DIMS = {("tile", "dims")}  # tile's dims are repeat counts, as in torch.tile
 

@@ -333,9 +333,29 @@ TORCH_VALUE_ARTIFACTS = {
     for name in ("remainder", "fmod")}
 
 
+# Open differences from torch, each a strict expectation: the test fails when one stops failing.
+KNOWN_DIFFERENCES = {
+    ("atan2", np.float32): "a NaN sits elsewhere than torch's in the gradient on the float32 edge grid (0, +-inf, "
+                           "NaN, huge); not yet pinned down",
+    ("lerp", np.float32): "an inf sits elsewhere than torch's in the value: float32 overflow of weight * (end - "
+                          "input) against torch's two-sided formula; not yet fixed",
+}
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("op,arrays,attrs", _edge_cases())
 def test_edge_values_give_torchs_values_and_gradients_without_numpy_warnings(op, arrays, attrs, dtype):
+    known = KNOWN_DIFFERENCES.get((op.name, dtype))
+    if known is None:
+        return _compare_edge_values(op, arrays, attrs, dtype)
+    try:
+        _compare_edge_values(op, arrays, attrs, dtype)
+    except AssertionError:
+        pytest.xfail(known)
+    pytest.fail(f"{op.name} in {np.dtype(dtype).name} now matches torch: remove it from KNOWN_DIFFERENCES")
+
+
+def _compare_edge_values(op, arrays, attrs, dtype):
     import warnings
 
     arrays = [_in(dtype, a) for a in arrays]

@@ -309,7 +309,7 @@ def test_amax_amin_split_the_gradient_among_ties_like_torch(name):
         assert_matches_torch(tape.get_op(name), getattr(torch, name), x, **attrs)
 
 
-@pytest.mark.parametrize("ord", [2, 1, math.inf, -math.inf, 3, 0.5, 0])
+@pytest.mark.parametrize("ord", [2, 1, math.inf, -math.inf, 3, 0.5])  # ord=0: torch gives no gradient at all
 def test_vector_norm_gradients_at_zeros_and_ties_like_torch(ord):
     x = np.array([[0.0, -3.0, 3.0, 1.0], [0.0, 0.0, 0.0, 0.0], [-2.0, 2.0, 0.5, -2.0]])
     fn = lambda t, **a: torch.linalg.vector_norm(t, **a)  # noqa: E731

@@ -42,8 +42,16 @@ import numpy as np
 
 from . import runtime
 
-__all__ = ["Tuning", "tuning", "current_tuning", "Layout", "layout", "attention_forward", "attention_backward",
-           "dropout_keep_mask"]
+__all__ = [
+    "Tuning",
+    "tuning",
+    "current_tuning",
+    "Layout",
+    "layout",
+    "attention_forward",
+    "attention_backward",
+    "dropout_keep_mask",
+]
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,7 @@ def layout(q, k, v, enable_gqa=False) -> Layout:
     S, Ev = vs[-2], vs[-1]
     out_rank = max(q.ndim, k.ndim, v.ndim)
     full = batch_shape + (heads, L, Ev)
-    return Layout(batch_shape, heads, heads // group, group, L, S, E, Ev, full[len(full) - out_rank:])
+    return Layout(batch_shape, heads, heads // group, group, L, S, E, Ev, full[len(full) - out_rank :])
 
 
 def _promoted_shape(shape, rank):
@@ -274,8 +282,7 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty):
     return np.divide(o, denominator), m[..., 0], np.log(row_sum[..., 0])
 
 
-def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, dropout_p,
-                    needs):
+def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, dropout_p, needs):
     """(dq, dk, dv, ds) of one block of queries against keys [j0, j1); None where ``needs`` (dq, dk, dv) is
     False.
 
@@ -350,8 +357,7 @@ class _Problem:
     """Inputs promoted to one rank, the masks, the tuning in force, and -- unless the problem is small enough to
     run whole (see ``Tuning.whole_problem_scores``) -- one ``_Batch`` per batch element and the list of tiles."""
 
-    def __init__(self, q, k, v, mask, *, scale, causal_offset, lengths, dropout_p, seed, enable_gqa,
-                 split_keys=False):
+    def __init__(self, q, k, v, mask, *, scale, causal_offset, lengths, dropout_p, seed, enable_gqa, split_keys=False):
         self.tune = _TUNING.get()
         self.lay = lay = layout(q, k, v, enable_gqa)
         rank = len(lay.batch_shape) + 3
@@ -362,7 +368,8 @@ class _Problem:
         self.scale, self.causal_offset, self.dropout_p, self.seed = scale, causal_offset, dropout_p, seed
         self.may_empty = mask is not None or causal_offset is not None or lengths is not None
         self.lengths = None if lengths is None else np.broadcast_to(lengths, lay.batch_shape)
-        self.hidden = ~self.mask if self.mask_is_bool else self.mask  # bool masks are applied as "hidden" flags
+        # bool masks are applied as "hidden" flags
+        self.hidden = ~self.mask if self.mask_is_bool and self.mask is not None else self.mask
         n_scores = math.prod(lay.batch_shape) * lay.heads * lay.L * lay.S
         self.whole = 0 < n_scores <= self.tune.whole_problem_scores
         self.batches, self.tiles = [], []
@@ -426,7 +433,7 @@ class _Problem:
                 if start == j0:  # adding -inf there and 0 elsewhere is exact, and faster than a masked copy
                     s += np.where(above, s.dtype.type(-np.inf), s.dtype.type(0))
                 else:
-                    np.copyto(s[..., start - j0:], -np.inf, where=above)
+                    np.copyto(s[..., start - j0 :], -np.inf, where=above)
 
     def tile_hide(self, tile):
         """``mask_scores`` for a tile's scores."""
@@ -442,14 +449,23 @@ class _Problem:
     def keep(self, tile):
         """The dropout keep flags of a tile, (heads, rows, keys)."""
         lay = self.lay
-        return _keep_flags(self.seed, tile.batch.flat * lay.heads + tile.h0, tile.h1 - tile.h0, (tile.i0, tile.i1),
-                           (tile.j0, tile.j1), lay.L, lay.S, self.dropout_p)
+        return _keep_flags(
+            self.seed,
+            tile.batch.flat * lay.heads + tile.h0,
+            tile.h1 - tile.h0,
+            (tile.i0, tile.i1),
+            (tile.j0, tile.j1),
+            lay.L,
+            lay.S,
+            self.dropout_p,
+        )
 
     def whole_keep(self):
         """The dropout keep flags of the whole problem, (batch..., heads, L, S): the tiles' flags."""
         lay = self.lay
-        flags = _keep_flags(self.seed, 0, math.prod(lay.batch_shape) * lay.heads, (0, lay.L), (0, lay.S), lay.L,
-                            lay.S, self.dropout_p)
+        flags = _keep_flags(
+            self.seed, 0, math.prod(lay.batch_shape) * lay.heads, (0, lay.L), (0, lay.S), lay.L, lay.S, self.dropout_p
+        )
         return flags.reshape(lay.batch_shape + (lay.heads, lay.L, lay.S))
 
 
@@ -462,18 +478,30 @@ def _augmented(a, column, scale=1.0):
 
 
 # -- the passes -------------------------------------------------------------------------------------------
-def attention_forward(q, k, v, mask=None, *, scale, causal_offset=None, lengths=None, dropout_p=0.0,
-                      seed=0, enable_gqa=False):
+def attention_forward(
+    q, k, v, mask=None, *, scale, causal_offset=None, lengths=None, dropout_p=0.0, seed=0, enable_gqa=False
+):
     """Output, row_max and row_log_sum (lse = row_max + row_log_sum; 0 and 0 on rows that see no key)."""
-    pb = _Problem(q, k, v, mask, scale=scale, causal_offset=causal_offset, lengths=lengths, dropout_p=dropout_p,
-                  seed=seed, enable_gqa=enable_gqa)
+    pb = _Problem(
+        q,
+        k,
+        v,
+        mask,
+        scale=scale,
+        causal_offset=causal_offset,
+        lengths=lengths,
+        dropout_p=dropout_p,
+        seed=seed,
+        enable_gqa=enable_gqa,
+    )
     lay = pb.lay
     options = dict(scale=scale, dropout_p=dropout_p, may_empty=pb.may_empty)
     if pb.whole:
         qg, kg, vg = pb.whole_operands()
         keep = pb.whole_keep() if dropout_p else None
-        out, row_max, row_log_sum = _forward_block(qg, kg, vg if dropout_p else _augmented(vg, 1), pb.whole_hide(),
-                                                   keep, **options)
+        out, row_max, row_log_sum = _forward_block(
+            qg, kg, vg if dropout_p else _augmented(vg, 1), pb.whole_hide(), keep, **options
+        )
         return out.reshape(lay.out_shape), row_max, row_log_sum
 
     out = np.zeros(lay.batch_shape + (lay.heads, lay.L, lay.Ev), q.dtype)
@@ -484,9 +512,14 @@ def attention_forward(q, k, v, mask=None, *, scale, causal_offset=None, lengths=
 
     def tile_forward(worker, tile):
         batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), slice(0, tile.j1)
-        o, m, log_l = _forward_block(batch.q[groups, :, rows], batch.kg[groups, keys],
-                                     (batch.vg if dropout_p else batch.v_ones)[groups, keys], pb.tile_hide(tile),
-                                     pb.keep(tile) if dropout_p else None, **options)
+        o, m, log_l = _forward_block(
+            batch.q[groups, :, rows],
+            batch.kg[groups, keys],
+            (batch.vg if dropout_p else batch.v_ones)[groups, keys],
+            pb.tile_hide(tile),
+            pb.keep(tile) if dropout_p else None,
+            **options,
+        )
         heads = slice(tile.h0, tile.h1)
         out[batch.index][heads, rows] = o
         row_max[batch.index][heads, rows] = m
@@ -496,11 +529,38 @@ def attention_forward(q, k, v, mask=None, *, scale, causal_offset=None, lengths=
     return out.reshape(lay.out_shape), row_max, row_log_sum
 
 
-def attention_backward(g, out, q, k, v, mask=None, *, row_max, row_log_sum, needs=(True, True, True, True),
-                       scale, causal_offset=None, lengths=None, dropout_p=0.0, seed=0, enable_gqa=False):
+def attention_backward(
+    g,
+    out,
+    q,
+    k,
+    v,
+    mask=None,
+    *,
+    row_max,
+    row_log_sum,
+    needs=(True, True, True, True),
+    scale,
+    causal_offset=None,
+    lengths=None,
+    dropout_p=0.0,
+    seed=0,
+    enable_gqa=False,
+):
     """(dq, dk, dv, dmask) for the output gradient g; None where ``needs`` is False."""
-    pb = _Problem(q, k, v, mask, scale=scale, causal_offset=causal_offset, lengths=lengths, dropout_p=dropout_p,
-                  seed=seed, enable_gqa=enable_gqa, split_keys=True)
+    pb = _Problem(
+        q,
+        k,
+        v,
+        mask,
+        scale=scale,
+        causal_offset=causal_offset,
+        lengths=lengths,
+        dropout_p=dropout_p,
+        seed=seed,
+        enable_gqa=enable_gqa,
+        split_keys=True,
+    )
     lay = pb.lay
     need_q, need_k, need_v, need_mask = needs
     need_mask = need_mask and pb.float_mask
@@ -523,8 +583,17 @@ def _whole_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
     qg, kg, vg = pb.whole_operands()
     delta = np.einsum("...d,...d->...", g, out)  # D = rowsum(dO * O)
     dq, dk, dv, ds = _backward_block(
-        qg, kg, vg, g.reshape(grouped + (lay.Ev,)), row_max.reshape(grouped), row_log_sum.reshape(grouped),
-        delta.reshape(grouped), pb.whole_hide(), pb.whole_keep() if pb.dropout_p else None, **options)
+        qg,
+        kg,
+        vg,
+        g.reshape(grouped + (lay.Ev,)),
+        row_max.reshape(grouped),
+        row_log_sum.reshape(grouped),
+        delta.reshape(grouped),
+        pb.whole_hide(),
+        pb.whole_keep() if pb.dropout_p else None,
+        **options,
+    )
     if dq is not None:
         dq = _sum_to(dq, pb.q.shape)
     if dk is not None:
@@ -546,25 +615,42 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
         batch.go = g[batch.index].reshape(KG, G, L, lay.Ev)
         batch.lse_parts = (row_max[batch.index].reshape(KG, G, L), row_log_sum[batch.index].reshape(KG, G, L))
         batch.delta = delta.reshape(KG, G, L)
-    shapes = (pb.q.shape if need_q else None, pb.k.shape if need_k else None, pb.v.shape if need_v else None,
-              pb.mask.shape if need_mask else None)
+    shapes = (
+        pb.q.shape if need_q else None,
+        pb.k.shape if need_k else None,
+        pb.v.shape if need_v else None,
+        pb.mask.shape if need_mask else None,
+    )
     dq, dk, dv, dmask = (None if shape is None else np.zeros(shape, pb.q.dtype) for shape in shapes)
     locks = [threading.Lock() for _ in range(4)]  # tiles of different workers may add into the same rows
 
     def tile_backward(worker, tile):
-        batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), \
-            slice(tile.j0, tile.j1)
+        batch, groups, rows, keys = (
+            tile.batch,
+            slice(tile.g0, tile.g1),
+            slice(tile.i0, tile.i1),
+            slice(tile.j0, tile.j1),
+        )
         m, log_l = (part[groups, :, rows] for part in batch.lse_parts)
         dq_blk, dk_blk, dv_blk, ds = _backward_block(
-            batch.q[groups, :, rows], batch.kg[groups, keys], batch.vg[groups, keys], batch.go[groups, :, rows], m,
-            log_l, batch.delta[groups, :, rows], pb.tile_hide(tile), pb.keep(tile) if pb.dropout_p else None,
-            k_ones=batch.k_ones[groups, keys] if fused else None, v_ones=batch.v_ones[groups, keys] if fused else None,
-            **options)
+            batch.q[groups, :, rows],
+            batch.kg[groups, keys],
+            batch.vg[groups, keys],
+            batch.go[groups, :, rows],
+            m,
+            log_l,
+            batch.delta[groups, :, rows],
+            pb.tile_hide(tile),
+            pb.keep(tile) if pb.dropout_p else None,
+            k_ones=batch.k_ones[groups, keys] if fused else None,
+            v_ones=batch.v_ones[groups, keys] if fused else None,
+            **options,
+        )
         if dv_blk is not None:
             _add_heads(dv, tile, dv_blk, lay, locks[2])
         if dmask is not None:
             _accumulate_mask_grad(dmask[_own_index(dmask.shape[:-3], batch.index)], ds, tile, locks[3])
-        if dq_blk is not None:
+        if dq_blk is not None and dq is not None:  # dq_blk is computed only where dq is needed (allocated)
             dq_b = dq[_own_index(dq.shape[:-3], batch.index)]
             heads_of_q = slice(tile.h0, tile.h1) if dq_b.shape[0] == H else slice(None)
             if dq_b.shape[0] != H:
@@ -583,17 +669,19 @@ def _add_heads(grad, tile, grouped, lay, lock):
     own = grad[_own_index(grad.shape[:-3], tile.batch.index)]
     with lock:
         if own.shape[0] == lay.kv_groups:
-            own[tile.g0:tile.g1, tile.j0:tile.j1] += grouped
+            own[tile.g0 : tile.g1, tile.j0 : tile.j1] += grouped
             return
         owners = _group_owner(own.shape[0], lay)  # several groups share one head: the _heads copies
         for g in range(tile.g0, tile.g1):
-            own[owners[g], tile.j0:tile.j1] += grouped[g - tile.g0]
+            own[owners[g], tile.j0 : tile.j1] += grouped[g - tile.g0]
 
 
 def _accumulate_mask_grad(dmask_b, ds3, tile, lock):
     """Add dS (heads, rows, keys) into one batch element's mask gradient, summed over broadcast dims."""
     grad = _sum_to(ds3, dmask_b.shape)
     with lock:
-        dmask_b[slice(tile.h0, tile.h1) if dmask_b.shape[0] > 1 else slice(None),
-                slice(tile.i0, tile.i1) if dmask_b.shape[1] > 1 else slice(None),
-                slice(tile.j0, tile.j1) if dmask_b.shape[2] > 1 else slice(None)] += grad
+        dmask_b[
+            slice(tile.h0, tile.h1) if dmask_b.shape[0] > 1 else slice(None),
+            slice(tile.i0, tile.i1) if dmask_b.shape[1] > 1 else slice(None),
+            slice(tile.j0, tile.j1) if dmask_b.shape[2] > 1 else slice(None),
+        ] += grad

@@ -21,6 +21,7 @@ import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 __all__ = ["run", "cpu_count", "single_threaded_blas"]
 
@@ -84,7 +85,7 @@ class _SingleThreadedBlas:
         self.controller = controller
         self.lock = threading.Lock()
         self.depth = 0
-        self.limiter = None
+        self.limiter: Any = None  # threadpoolctl's limiter while inside (threadpoolctl ships no types)
 
     def __enter__(self):
         with self.lock:
@@ -102,7 +103,8 @@ class _SingleThreadedBlas:
         return False
 
 
-_BLAS = []  # [the _SingleThreadedBlas, or None when no BLAS was found], looked up once
+# [the _SingleThreadedBlas, or None when no BLAS was found], looked up once
+_BLAS: list[_SingleThreadedBlas | None] = []
 _BLAS_LOCK = threading.Lock()
 
 

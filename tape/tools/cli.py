@@ -28,26 +28,44 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="<command>")
 
     cov = commands.add_parser(
-        "coverage", help="the op coverage matrix, measured now (forward, backward, gradcheck, torch parity)",
+        "coverage",
+        help="the op coverage matrix, measured now (forward, backward, gradcheck, torch parity)",
         description="Check every registered op on its own samples -- forward, registered backward, float64 "
-                    "finite-difference gradcheck, PyTorch parity -- and print one row per op.")
-    cov.add_argument("--format", choices=coverage.FORMATS, default="table",
-                     help="table for terminals (default), markdown for docs, json for tools")
+        "finite-difference gradcheck, PyTorch parity -- and print one row per op.",
+    )
+    cov.add_argument(
+        "--format",
+        choices=coverage.FORMATS,
+        default="table",
+        help="table for terminals (default), markdown for docs, json for tools",
+    )
     cov.add_argument("--ops", nargs="+", metavar="NAME", help="only these ops")
     cov.add_argument("--family", nargs="+", metavar="F", help="only the ops of these families")
     cov.add_argument("--no-torch", action="store_true", help="skip the torch parity column")
-    cov.add_argument("--check", action="store_true",
-                     help="exit 1 if any op has a stub backward or fails a measured check (forward, gradcheck, parity, "
-                          "gradgradcheck, torch HVP parity); second-order stubs are listed and counted")
-    cov.add_argument("--check-order", type=int, choices=(1, 2), default=None, metavar="N",
-                     help="like --check; with 2, second-order stubs fail the check too")
+    cov.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if any op has a stub backward or fails a measured check (forward, gradcheck, parity, "
+        "gradgradcheck, torch HVP parity); second-order stubs are listed and counted",
+    )
+    cov.add_argument(
+        "--check-order",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        metavar="N",
+        help="like --check; with 2, second-order stubs fail the check too",
+    )
     cov.add_argument("--no-order2", action="store_true", help="skip the second-order column (faster)")
     cov.add_argument("--output", "-o", metavar="FILE", help="write the matrix to FILE instead of stdout")
     _add_import_option(cov)
     cov.set_defaults(run=_coverage_command, parser=cov)
 
-    listing = commands.add_parser("ops", help="list the registered ops and the backward state of their inputs",
-                                  description="List the registered ops: name, family, tensor inputs, backward.")
+    listing = commands.add_parser(
+        "ops",
+        help="list the registered ops and the backward state of their inputs",
+        description="List the registered ops: name, family, tensor inputs, backward.",
+    )
     listing.add_argument("--family", nargs="+", metavar="F", help="only the ops of these families")
     _add_import_option(listing)
     listing.set_defaults(run=_ops_command, parser=listing)
@@ -55,8 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_import_option(parser) -> None:
-    parser.add_argument("--import", dest="modules", action="append", default=[], metavar="MODULE",
-                        help="import MODULE first, so the ops it registers are included (repeatable)")
+    parser.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first, so the ops it registers are included (repeatable)",
+    )
 
 
 def main(argv=None) -> int:
@@ -89,8 +113,9 @@ def _coverage_command(args, parser) -> int:
     _ensure_utf8(sys.stdout)
     start = time.perf_counter()
     with _Progress(sys.stderr) as progress:
-        rows = coverage.coverage_rows(args.ops, args.family, torch=not args.no_torch, progress=progress,
-                                      order2=not args.no_order2)
+        rows = coverage.coverage_rows(
+            args.ops, args.family, torch=not args.no_torch, progress=progress, order2=not args.no_order2
+        )
     seconds = time.perf_counter() - start
     text = coverage.render(rows, args.format, seconds=seconds, torch=not args.no_torch)
     if args.output:
@@ -106,16 +131,22 @@ def _coverage_command(args, parser) -> int:
     if not args.no_torch and not coverage.verify.torch_available():
         # a parity column nobody could fill is not a pass: skip it only when asked to, explicitly
         if os.environ.get("MINITAPE_ALLOW_NO_TORCH") != "1":
-            print("coverage check FAILED: torch is not installed, so torch parity could not be checked; install "
-                  "the test extras (pip install -e '.[test]'), or pass --no-torch (or set "
-                  "MINITAPE_ALLOW_NO_TORCH=1) to check without it", file=sys.stderr)
+            print(
+                "coverage check FAILED: torch is not installed, so torch parity could not be checked; install "
+                "the test extras (pip install -e '.[test]'), or pass --no-torch (or set "
+                "MINITAPE_ALLOW_NO_TORCH=1) to check without it",
+                file=sys.stderr,
+            )
             return 1
         print("coverage check: torch is not installed, so torch parity was not checked", file=sys.stderr)
     failed = coverage.failures(rows, order)
     stubs = [row.op for row in rows if row.order2_stub]
     if stubs and order < 2:
-        print(f"coverage check: {len(stubs)} second-order stub(s), listed in the 2nd order column "
-              f"(--check-order 2 fails on them): {', '.join(stubs)}", file=sys.stderr)
+        print(
+            f"coverage check: {len(stubs)} second-order stub(s), listed in the 2nd order column "
+            f"(--check-order 2 fails on them): {', '.join(stubs)}",
+            file=sys.stderr,
+        )
     if failed:
         print(f"coverage check FAILED for {len(failed)} of {len(rows)} ops:", file=sys.stderr)
         for entry in failed:
@@ -176,6 +207,8 @@ def _ops_command(args, parser) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(line[:3], widths)) + "  " + line[3])
     stubs = sum(1 for op in selected if op.stubbed_inputs)
     families = len({op.family for op in selected})
-    print(f"{len(selected)} ops, {families} {'family' if families == 1 else 'families'}, {stubs} with a stub "
-          f"backward ({len(registered_ops())} registered)")
+    print(
+        f"{len(selected)} ops, {families} {'family' if families == 1 else 'families'}, {stubs} with a stub "
+        f"backward ({len(registered_ops())} registered)"
+    )
     return 0

@@ -23,8 +23,19 @@ import numpy as np
 from ..registry import Grad, registered_ops
 from . import verify
 
-__all__ = ["Cell", "CoverageRow", "coverage_rows", "render", "summary", "failures", "FORMATS", "PASS", "FAIL",
-           "ABSENT", "WARN"]
+__all__ = [
+    "Cell",
+    "CoverageRow",
+    "coverage_rows",
+    "render",
+    "summary",
+    "failures",
+    "FORMATS",
+    "PASS",
+    "FAIL",
+    "ABSENT",
+    "WARN",
+]
 
 PASS, FAIL, ABSENT, WARN = "pass", "fail", "absent", "warn"
 SYMBOLS = {PASS: "✅", FAIL: "❌", ABSENT: "—", WARN: "⚠"}
@@ -68,7 +79,8 @@ class CoverageRow:
     def failed(self) -> bool:
         """A first-order stub or any failed measurement (a wrong second-order number included)."""
         return any(getattr(self, column).status == FAIL for column in COLUMNS if column != "order2") or (
-            self.order2.status == FAIL and not self.order2_stub)
+            self.order2.status == FAIL and not self.order2_stub
+        )
 
     def cells(self) -> list[str]:
         return [self.op, self.family] + [str(getattr(self, c)) for c in COLUMNS] + [self.notes]
@@ -82,16 +94,19 @@ def select_ops(ops=None, family=None) -> list:
     known_families = sorted({op.family for op in registered})
     unknown = [f for f in families if f not in known_families]
     if unknown:
-        raise ValueError(f"unknown op family {', '.join(map(repr, unknown))}; registered families: "
-                         f"{', '.join(known_families)}")
+        raise ValueError(
+            f"unknown op family {', '.join(map(repr, unknown))}; registered families: {', '.join(known_families)}"
+        )
     selected = registered
     if ops:
         names = [ops] if isinstance(ops, str) else list(ops)
         by_name = {op.name: op for op in registered}
         missing = [n for n in names if n not in by_name]
         if missing:
-            raise ValueError(f"unknown op {', '.join(map(repr, missing))}; `python -m tape ops` lists the "
-                             f"{len(by_name)} registered ops")
+            raise ValueError(
+                f"unknown op {', '.join(map(repr, missing))}; `python -m tape ops` lists the "
+                f"{len(by_name)} registered ops"
+            )
         selected = [by_name[n] for n in dict.fromkeys(names)]
     if families:
         selected = [op for op in selected if op.family in families]
@@ -127,12 +142,18 @@ def check_op(op, parity_absent: Cell | None = None, torch: bool = True, order2: 
     start = time.perf_counter()
     check = _OpCheck(op)
     forward = check.forward()  # first: the samples whose forward raises are not reported again below
-    row = CoverageRow(op=op.name, family=op.family, inputs=op.input_names, forward=forward,
-                      backward=_backward_cell(op), gradcheck=check.gradcheck(),
-                      parity=parity_absent or check.parity(),
-                      order2=check.order2(torch) if order2 else Cell(ABSENT, "skipped"),
-                      notes=_notes(op, check.samples, check.outputs),
-                      problems=check.problem_lines())
+    row = CoverageRow(
+        op=op.name,
+        family=op.family,
+        inputs=op.input_names,
+        forward=forward,
+        backward=_backward_cell(op),
+        gradcheck=check.gradcheck(),
+        parity=parity_absent or check.parity(),
+        order2=check.order2(torch) if order2 else Cell(ABSENT, "skipped"),
+        notes=_notes(op, check.samples, check.outputs),
+        problems=check.problem_lines(),
+    )
     row.seconds = time.perf_counter() - start
     return row
 
@@ -246,7 +267,6 @@ class _OpCheck:
             return Cell(FAIL, f"{len(failed)}/{len(compared)} samples{of}")
         return Cell(PASS, f"{len(compared)} samples{of}")
 
-
     def order2(self, torch: bool) -> Cell:
         op, samples = self.op, self.samples
         if op.second_order is Grad.NOT_DIFFERENTIABLE:
@@ -287,8 +307,13 @@ def _notes(op, samples, outputs) -> str:
     for i, (name, state) in enumerate(zip(op.input_names, op.input_states)):
         if state != Grad.NOT_DIFFERENTIABLE:
             continue
-        kinds = sorted({np.asarray(s.inputs[i]).dtype.name for s in samples
-                        if i < len(s.inputs) and s.inputs[i] is not None and np.asarray(s.inputs[i]).dtype.kind != "f"})
+        kinds = sorted(
+            {
+                np.asarray(s.inputs[i]).dtype.name
+                for s in samples
+                if i < len(s.inputs) and s.inputs[i] is not None and np.asarray(s.inputs[i]).dtype.kind != "f"
+            }
+        )
         not_differentiable.setdefault("/".join(kinds) + " " if kinds else "", []).append(name)
     parts = [f"{', '.join(names)}: {kind}not differentiable" for kind, names in not_differentiable.items()]
     kinds = sorted(o for o in outputs if not o.startswith("float"))
@@ -308,8 +333,9 @@ def failures(rows, order: int = 1) -> list[str]:
     out = []
     for row in rows:
         if row.failed:
-            out.append(f"{row.op}:\n" + "\n".join("    " + p.replace("\n", "\n      ")
-                                                  for p in row.problems or ["failed"]))
+            out.append(
+                f"{row.op}:\n" + "\n".join("    " + p.replace("\n", "\n      ") for p in row.problems or ["failed"])
+            )
         elif order >= 2 and row.order2_stub:
             out.append(f"{row.op}:\n    second order: {row.order2.text}")
     return out
@@ -341,8 +367,11 @@ def summary(rows) -> dict[str, Cell]:
 def _summary_cells(rows) -> list[str]:
     totals = summary(rows)
     families = len({row.family for row in rows})
-    return ([f"{len(rows)} ops", f"{families} {'family' if families == 1 else 'families'}"]
-            + [f"{SYMBOLS[PASS]} {totals[c].text}" for c in COLUMNS] + [""])  # ✅ labels the count of passes
+    return (
+        [f"{len(rows)} ops", f"{families} {'family' if families == 1 else 'families'}"]
+        + [f"{SYMBOLS[PASS]} {totals[c].text}" for c in COLUMNS]
+        + [""]
+    )  # ✅ labels the count of passes
 
 
 # -- rendering ---------------------------------------------------------------------------------------------
@@ -393,19 +422,23 @@ def _md_escape(text: str) -> str:
 def markdown_header(torch: bool = True) -> str:
     if torch and verify.torch_available():
         version = verify._torch.__version__.split("+")[0]
-        parity = (f"PyTorch parity compares forward values and input gradients with torch {version} in float64 "
-                  f"(rtol 1e-7) and float32 (rtol 1e-4)")
+        parity = (
+            f"PyTorch parity compares forward values and input gradients with torch {version} in float64 "
+            f"(rtol 1e-7) and float32 (rtol 1e-4)"
+        )
     else:
         parity = "PyTorch parity was not run"
-    return ("# Op coverage matrix\n\n"
-            "Generated by `python -m tape coverage --format markdown --output docs/coverage.md`; do not edit by "
-            "hand (`tests/test_coverage.py` fails when it is out of date). Every verdict is measured when the "
-            "command runs, on each op's own samples: the forward runs on every sample; the backward is "
-            "registered for every differentiable input (❌ names stubbed inputs); gradcheck compares the reverse "
-            "pass with float64 central finite differences; " + parity + "; 2nd order runs gradgradcheck (float64 "
-            "finite differences of the create_graph backward) and compares Hessian-vector products with torch "
-            "where torch double-differentiates the op (❌ stub: the second order raises when reached). "
-            "✅ passed, ❌ failed, ⚠ nothing to check, — not applicable.\n")
+    return (
+        "# Op coverage matrix\n\n"
+        "Generated by `python -m tape coverage --format markdown --output docs/coverage.md`; do not edit by "
+        "hand (`tests/test_coverage.py` fails when it is out of date). Every verdict is measured when the "
+        "command runs, on each op's own samples: the forward runs on every sample; the backward is "
+        "registered for every differentiable input (❌ names stubbed inputs); gradcheck compares the reverse "
+        "pass with float64 central finite differences; " + parity + "; 2nd order runs gradgradcheck (float64 "
+        "finite differences of the create_graph backward) and compares Hessian-vector products with torch "
+        "where torch double-differentiates the op (❌ stub: the second order raises when reached). "
+        "✅ passed, ❌ failed, ⚠ nothing to check, — not applicable.\n"
+    )
 
 
 def _markdown(rows, torch) -> str:
@@ -423,9 +456,16 @@ def _json(rows, seconds) -> str:
     document = {
         "torch": verify._torch.__version__ if verify.torch_available() else None,
         "seconds": seconds,
-        "rows": [{**{k: v for k, v in asdict(row).items() if k not in COLUMNS}, "inputs": list(row.inputs),
-                  **{c: cell(getattr(row, c)) for c in COLUMNS}, "failed": row.failed,
-                  "order2_stub": row.order2_stub} for row in rows],
+        "rows": [
+            {
+                **{k: v for k, v in asdict(row).items() if k not in COLUMNS},
+                "inputs": list(row.inputs),
+                **{c: cell(getattr(row, c)) for c in COLUMNS},
+                "failed": row.failed,
+                "order2_stub": row.order2_stub,
+            }
+            for row in rows
+        ],
         "summary": {c: cell(v) for c, v in summary(rows).items()},
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -18,9 +18,18 @@ from ..gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ..registry import Grad
 from ..tensors import Tensor
 
-__all__ = ["CheckResult", "op_samples", "sample_tensors", "call", "run_gradcheck", "run_gradgradcheck",
-           "run_torch_parity", "run_torch_hvp_parity", "torch_available",
-           "PARITY_TOLERANCE"]
+__all__ = [
+    "CheckResult",
+    "op_samples",
+    "sample_tensors",
+    "call",
+    "run_gradcheck",
+    "run_gradgradcheck",
+    "run_torch_parity",
+    "run_torch_hvp_parity",
+    "torch_available",
+    "PARITY_TOLERANCE",
+]
 
 PARITY_TOLERANCE = {np.dtype(np.float64): (1e-7, 1e-9), np.dtype(np.float32): (1e-4, 1e-5)}  # (rtol, atol)
 
@@ -52,8 +61,11 @@ def _is_float(a) -> bool:
 
 def differentiable_positions(op, sample) -> list[int]:
     """The tensor inputs (slots in ``inputs`` order) of the sample that can receive a gradient."""
-    return [i for i, (a, state) in enumerate(zip(sample.inputs, op.input_states))
-            if a is not None and state != Grad.NOT_DIFFERENTIABLE and _is_float(a)]
+    return [
+        i
+        for i, (a, state) in enumerate(zip(sample.inputs, op.input_states))
+        if a is not None and state != Grad.NOT_DIFFERENTIABLE and _is_float(a)
+    ]
 
 
 def _leaf(a, dtype, requires_grad):
@@ -127,6 +139,7 @@ def _torch_joined(torch, out):
 
 def _flat_fn(op, tensors, attrs):
     """A function of the flat leaves that applies the op (what gradcheck and gradgradcheck perturb)."""
+
     def applied(*xs):
         out = joined(call(op, _regrouped(tensors, xs), attrs))
         if out.dtype == np.float32:  # an explicit cast to float32: checked through the cast back to float64
@@ -207,8 +220,9 @@ def run_torch_hvp_parity(op, sample, seed: int = 0) -> CheckResult | None:
     try:
         expected = _torch_joined(torch, op.torch_ref(torch, *torch_inputs, **sample.attrs))
         tu = torch.tensor(u_array, requires_grad=True)
-        first = torch.autograd.grad(expected, [theirs for _, _, theirs in pairs], tu, create_graph=True,
-                                    allow_unused=True)
+        first = torch.autograd.grad(
+            expected, [theirs for _, _, theirs in pairs], tu, create_graph=True, allow_unused=True
+        )
         inner = sum((g * torch.from_numpy(v)).sum() for g, v in zip(first, vs) if g is not None)
         if not isinstance(inner, torch.Tensor) or not inner.requires_grad:
             return None  # torch's first derivative is constant here: nothing to compare
@@ -320,8 +334,11 @@ def _compare(what: str, ours: np.ndarray, theirs: np.ndarray, rtol: float, atol:
         same = np.array_equal(ours, theirs)
         return (0.0 if same else float("inf")), ([] if same else [f"{what}: values differ from torch"])
     infinite = np.isinf(ours)
-    same_nonfinite = ((np.isnan(ours) == np.isnan(theirs)).all() and (infinite == np.isinf(theirs)).all()
-                      and (ours[infinite] == theirs[infinite]).all())  # +inf is not -inf
+    same_nonfinite = (
+        (np.isnan(ours) == np.isnan(theirs)).all()
+        and (infinite == np.isinf(theirs)).all()
+        and (ours[infinite] == theirs[infinite]).all()
+    )  # +inf is not -inf
     finite = np.isfinite(ours) & np.isfinite(theirs)
     diff = np.abs(ours[finite] - theirs[finite].astype(ours.dtype))
     scale = np.abs(theirs)[finite]
@@ -332,6 +349,8 @@ def _compare(what: str, ours: np.ndarray, theirs: np.ndarray, rtol: float, atol:
         problems.append(f"{what}: NaN/inf pattern differs from torch")
     if bad.any():
         k = int(np.argmax(diff - (atol + rtol * scale)))
-        problems.append(f"{what}: {int(bad.sum())} entries differ from torch, worst {diff[k]:.3g} "
-                        f"(torch value {theirs[finite][k]:.6g})")
+        problems.append(
+            f"{what}: {int(bad.sum())} entries differ from torch, worst {diff[k]:.3g} "
+            f"(torch value {theirs[finite][k]:.6g})"
+        )
     return worst, problems

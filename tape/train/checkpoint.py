@@ -82,16 +82,20 @@ def _as_array(part: str, name, value) -> np.ndarray:
         raise ValueError(f"checkpoint.save: {part} entry names must be non-empty strings, got {name!r}")
     array = value.data if isinstance(value, Tensor) else np.asarray(value)
     if array.dtype.kind not in "fiub" or array.dtype.fields is not None:
-        raise TypeError(f"checkpoint.save: {part} entry '{name}' has dtype {array.dtype}; only numeric and bool arrays "
-                        f"can be saved (no object arrays, which would need pickling)")
+        raise TypeError(
+            f"checkpoint.save: {part} entry '{name}' has dtype {array.dtype}; only numeric and bool arrays "
+            f"can be saved (no object arrays, which would need pickling)"
+        )
     return array
 
 
 def _state_of(part: str, obj) -> dict:
     state = obj.state_dict() if callable(getattr(obj, "state_dict", None)) else None
     if not isinstance(state, dict):
-        raise TypeError(f"checkpoint.save: argument '{part}' expected an object whose state_dict() returns a dict, "
-                        f"got {type(obj).__name__}")
+        raise TypeError(
+            f"checkpoint.save: argument '{part}' expected an object whose state_dict() returns a dict, "
+            f"got {type(obj).__name__}"
+        )
     return state
 
 
@@ -107,8 +111,10 @@ def save(state_dict, path: str | os.PathLike, optimizer=None, schedule=None, **e
     elif callable(getattr(state_dict, "state_dict", None)):
         model_state = _state_of("state_dict", state_dict)
     else:
-        raise TypeError(f"checkpoint.save: argument 'state_dict' expected a Module or a dict of arrays "
-                        f"(save(model, path)), got {type(state_dict).__name__}")
+        raise TypeError(
+            f"checkpoint.save: argument 'state_dict' expected a Module or a dict of arrays "
+            f"(save(model, path)), got {type(state_dict).__name__}"
+        )
     path = os.fspath(path)
     states = {"model": model_state, "extra": extra}
     if optimizer is not None:
@@ -180,11 +186,14 @@ def read(path: str | os.PathLike) -> Checkpoint:
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic[:1] == b"\x80":
-        raise CheckpointError(f"checkpoint.load: {path} is a pickle file; refusing to load it (checkpoints are "
-                              f".npz archives of numeric arrays, read without unpickling)")
+        raise CheckpointError(
+            f"checkpoint.load: {path} is a pickle file; refusing to load it (checkpoints are "
+            f".npz archives of numeric arrays, read without unpickling)"
+        )
     if magic != b"PK\x03\x04":
-        raise CheckpointError(f"checkpoint.load: {path} is not a minitape checkpoint (not an .npz/zip archive; "
-                              f"starts with {magic!r})")
+        raise CheckpointError(
+            f"checkpoint.load: {path} is not a minitape checkpoint (not an .npz/zip archive; starts with {magic!r})"
+        )
     try:
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
@@ -193,13 +202,17 @@ def read(path: str | os.PathLike) -> Checkpoint:
                 duplicated = sorted({n for n in names if names.count(n) > 1})
                 raise CheckpointError(f"checkpoint.load: {path} holds member(s) {duplicated} more than once")
             if _FORMAT_MEMBER not in names:
-                raise CheckpointError(f"checkpoint.load: {path} is an .npz archive but not a minitape checkpoint "
-                                      f"(no '{FORMAT_KEY}' entry); entries: {names[:8]}")
+                raise CheckpointError(
+                    f"checkpoint.load: {path} is an .npz archive but not a minitape checkpoint "
+                    f"(no '{FORMAT_KEY}' entry); entries: {names[:8]}"
+                )
             size = os.path.getsize(path)
             version = _read_member(zf, zf.getinfo(_FORMAT_MEMBER), path, size)
             if version.shape != () or version.dtype.kind not in "iu" or not 1 <= int(version) <= FORMAT_VERSION:
-                raise CheckpointError(f"checkpoint.load: {path} has an unsupported checkpoint format version "
-                                      f"{version}; this minitape reads versions 1 to {FORMAT_VERSION}")
+                raise CheckpointError(
+                    f"checkpoint.load: {path} has an unsupported checkpoint format version "
+                    f"{version}; this minitape reads versions 1 to {FORMAT_VERSION}"
+                )
             parts: dict[str, dict[str, np.ndarray] | None] = {part: None for part in PARTS}
             parts["model"], parts["extra"] = {}, {}
             for info in infos:
@@ -229,19 +242,23 @@ def _place(member: str, version: int, path: str) -> tuple[str, str]:
         name = _unescape(escaped)
         if part in PARTS and name:
             return part, name
-    raise CheckpointError(f"checkpoint.load: {path} holds an unexpected member '{member}' (a version {version} "
-                          f"checkpoint holds only {', '.join(p + '/<name>.npy' for p in PARTS)})")
+    raise CheckpointError(
+        f"checkpoint.load: {path} holds an unexpected member '{member}' (a version {version} "
+        f"checkpoint holds only {', '.join(p + '/<name>.npy' for p in PARTS)})"
+    )
 
 
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, archive_size: int) -> np.ndarray:
     """One member's array: header first, then -- only once dtype and size are checked -- the data."""
     where = f"checkpoint.load: member '{info.filename}' of {path}"
     if info.compress_type != zipfile.ZIP_STORED:
-        raise CheckpointError(f"{where} is compressed (method {info.compress_type}); checkpoints are written and read "
-                              f"uncompressed")
+        raise CheckpointError(
+            f"{where} is compressed (method {info.compress_type}); checkpoints are written and read uncompressed"
+        )
     if info.file_size != info.compress_size or info.header_offset + info.compress_size > archive_size:
-        raise CheckpointError(f"{where} claims {info.file_size} bytes but the file has {archive_size}: the file is "
-                              f"truncated or corrupted")
+        raise CheckpointError(
+            f"{where} claims {info.file_size} bytes but the file has {archive_size}: the file is truncated or corrupted"
+        )
     with zf.open(info) as f:
         try:
             version = np.lib.format.read_magic(f)
@@ -254,19 +271,24 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, archive_
         except ValueError as e:
             raise CheckpointError(f"{where} is not .npy array data ({e})") from None
         if dtype.hasobject:
-            raise CheckpointError(f"{where} holds Python objects (dtype {dtype}, a pickle payload); refusing to load "
-                                  f"it -- checkpoints hold numeric arrays only")
+            raise CheckpointError(
+                f"{where} holds Python objects (dtype {dtype}, a pickle payload); refusing to load "
+                f"it -- checkpoints hold numeric arrays only"
+            )
         if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
-            raise CheckpointError(f"{where} has dtype {dtype}; checkpoints hold plain numeric arrays only (bool, "
-                                  f"int, uint, float)")
+            raise CheckpointError(
+                f"{where} has dtype {dtype}; checkpoints hold plain numeric arrays only (bool, int, uint, float)"
+            )
         if not all(type(n) is int and n >= 0 for n in shape):
             raise CheckpointError(f"{where} declares an invalid shape {shape}")
         count = math.prod(shape)
         nbytes = count * dtype.itemsize
         available = info.file_size - f.tell()
         if nbytes != available:
-            raise CheckpointError(f"{where} declares {count} elements of {dtype} ({nbytes} bytes) but holds "
-                                  f"{available} bytes of data: the file is truncated, corrupted or forged")
+            raise CheckpointError(
+                f"{where} declares {count} elements of {dtype} ({nbytes} bytes) but holds "
+                f"{available} bytes of data: the file is truncated, corrupted or forged"
+            )
         buffer = bytearray(nbytes)
         view = memoryview(buffer)
         done = 0
@@ -274,7 +296,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, archive_
             chunk = f.read(min(_CHUNK, nbytes - done))
             if not chunk:
                 raise CheckpointError(f"{where} ends after {done} of {nbytes} bytes: the file is truncated")
-            view[done:done + len(chunk)] = chunk
+            view[done : done + len(chunk)] = chunk
             done += len(chunk)
         if f.read(1):  # reaching the end also checks the member's CRC
             raise CheckpointError(f"{where} holds more data than its header declares")
@@ -294,16 +316,19 @@ def load(path: str | os.PathLike, model=None, optimizer=None, schedule=None, *, 
     parts = read(path)
     if model is None:
         if optimizer is not None or schedule is not None:
-            raise TypeError("checkpoint.load: loading an optimizer or schedule needs the model too: "
-                            "load(path, model, optimizer=..., schedule=...)")
+            raise TypeError(
+                "checkpoint.load: loading an optimizer or schedule needs the model too: "
+                "load(path, model, optimizer=..., schedule=...)"
+            )
         return parts.model
     targets = [(model, parts.model)]
     for part, obj, state in (("optimizer", optimizer, parts.optimizer), ("schedule", schedule, parts.schedule)):
         if obj is None:
             continue
         if state is None:
-            raise CheckpointError(f"checkpoint.load: {os.fspath(path)} holds no {part} state (it was saved without "
-                                  f"{part}=...)")
+            raise CheckpointError(
+                f"checkpoint.load: {os.fspath(path)} holds no {part} state (it was saved without {part}=...)"
+            )
         targets.append((obj, state))
     backups = [obj.state_dict() for obj, _ in targets]
     loaded = []

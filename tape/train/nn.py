@@ -32,9 +32,20 @@ from ..state import no_grad
 from ..tensors import Tensor
 
 __all__ = [
-    "Parameter", "Module", "ModuleList", "Sequential",
-    "Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "GELU", "ReLU",
-    "MultiHeadAttention", "TransformerBlock", "manual_seed",
+    "Parameter",
+    "Module",
+    "ModuleList",
+    "Sequential",
+    "Linear",
+    "Embedding",
+    "LayerNorm",
+    "RMSNorm",
+    "Dropout",
+    "GELU",
+    "ReLU",
+    "MultiHeadAttention",
+    "TransformerBlock",
+    "manual_seed",
 ]
 
 _default_rng = np.random.default_rng(0)
@@ -110,8 +121,10 @@ class Module:
             modules[name] = value
         else:
             if isinstance(value, list | tuple) and any(isinstance(v, Module | Parameter) for v in value):
-                raise TypeError(f"{type(self).__name__}.{name}: a list mixing modules/parameters with other values "
-                                f"would not be registered; use a ModuleList of modules")
+                raise TypeError(
+                    f"{type(self).__name__}.{name}: a list mixing modules/parameters with other values "
+                    f"would not be registered; use a ModuleList of modules"
+                )
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str):
@@ -205,11 +218,14 @@ class Module:
             value = state_dict[name]
             array = value.data if isinstance(value, Tensor) else np.asarray(value)
             if array.shape != p.shape:
-                problems.append(f"parameter '{name}' has shape {p.shape} in the model but {array.shape} in the "
-                                f"state dict")
+                problems.append(
+                    f"parameter '{name}' has shape {p.shape} in the model but {array.shape} in the state dict"
+                )
             elif array.dtype != p.dtype:
-                problems.append(f"parameter '{name}' has dtype {p.dtype} in the model but {array.dtype} in the "
-                                f"state dict (convert it explicitly; minitape never casts silently)")
+                problems.append(
+                    f"parameter '{name}' has dtype {p.dtype} in the model but {array.dtype} in the "
+                    f"state dict (convert it explicitly; minitape never casts silently)"
+                )
             arrays[name] = array
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
@@ -323,12 +339,14 @@ class Embedding(Module):
     """A lookup table ``weight[indices]`` of shape (num_embeddings, embedding_dim), initialised N(0, 1) as in
     torch; the row ``padding_idx`` (if given) starts at zero and receives no gradient."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None, dtype=np.float32,
-                 rng=None):
+    def __init__(
+        self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None, dtype=np.float32, rng=None
+    ):
         super().__init__()
         if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
-            raise ValueError(f"Embedding: padding_idx must be in [{-num_embeddings}, {num_embeddings}), "
-                             f"got {padding_idx}")
+            raise ValueError(
+                f"Embedding: padding_idx must be in [{-num_embeddings}, {num_embeddings}), got {padding_idx}"
+            )
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
         weight = _rng(rng).standard_normal((num_embeddings, embedding_dim)).astype(dtype)
@@ -341,7 +359,8 @@ class Embedding(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}" + (
-            f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+            f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
+        )
 
 
 def _normalized_shape(shape) -> tuple:
@@ -352,8 +371,9 @@ class LayerNorm(Module):
     """Normalise over the last ``len(normalized_shape)`` dims, then scale by ``weight`` (ones) and shift by
     ``bias`` (zeros)."""
 
-    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
-                 dtype=np.float32):
+    def __init__(
+        self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, dtype=np.float32
+    ):
         super().__init__()
         self.normalized_shape = _normalized_shape(normalized_shape)
         self.eps = eps
@@ -371,8 +391,7 @@ class RMSNorm(Module):
     """Root-mean-square normalisation over the last dims, scaled by ``weight`` (ones). ``eps=None`` uses the
     dtype's machine epsilon, as torch does."""
 
-    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
-                 dtype=np.float32):
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, dtype=np.float32):
         super().__init__()
         self.normalized_shape = _normalized_shape(normalized_shape)
         self.eps = eps
@@ -430,15 +449,25 @@ class MultiHeadAttention(Module):
     keys at the end of each sequence.
     """
 
-    def __init__(self, d_model: int, num_heads: int, num_kv_heads: int | None = None, causal: bool = False,
-                 dropout: float = 0.0, bias: bool = True, dtype=np.float32, rng=None):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        causal: bool = False,
+        dropout: float = 0.0,
+        bias: bool = True,
+        dtype=np.float32,
+        rng=None,
+    ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if d_model % num_heads:
             raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be a multiple of num_heads ({num_heads})")
         if num_heads % num_kv_heads:
-            raise ValueError(f"MultiHeadAttention: num_heads ({num_heads}) must be a multiple of num_kv_heads "
-                             f"({num_kv_heads})")
+            raise ValueError(
+                f"MultiHeadAttention: num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})"
+            )
         self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
         self.head_dim = d_model // num_heads
         self.causal = causal
@@ -450,23 +479,33 @@ class MultiHeadAttention(Module):
 
     def forward(self, x, key_padding_lengths=None):
         if x.ndim != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"MultiHeadAttention: expected input of shape (batch, length, {self.d_model}), "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(
+                f"MultiHeadAttention: expected input of shape (batch, length, {self.d_model}), got {tuple(x.shape)}"
+            )
         batch, length, _ = x.shape
         hq, hk, hd = self.num_heads, self.num_kv_heads, self.head_dim
         # (B, L, (Hq + 2 Hk) * hd) -> (B, Hq + 2 Hk, L, hd), then split the heads into q, k, v
         qkv = ops.permute(ops.reshape(self.qkv(x), (batch, length, hq + 2 * hk, hd)), (0, 2, 1, 3))
-        q, k, v = qkv[:, :hq], qkv[:, hq:hq + hk], qkv[:, hq + hk:]
+        q, k, v = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
         dropout_p = self.dropout if self.training else 0.0
         heads = ops.scaled_dot_product_attention(
-            q, k, v, dropout_p=dropout_p, is_causal=self.causal, enable_gqa=hk != hq,
-            key_padding_lengths=key_padding_lengths, rng=_rng(self.rng) if dropout_p else None)
+            q,
+            k,
+            v,
+            dropout_p=dropout_p,
+            is_causal=self.causal,
+            enable_gqa=hk != hq,
+            key_padding_lengths=key_padding_lengths,
+            rng=_rng(self.rng) if dropout_p else None,
+        )
         merged = ops.reshape(ops.transpose(heads, 1, 2), (batch, length, hq * hd))
         return self.out(merged)
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
-                f"causal={self.causal}")
+        return (
+            f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
+            f"causal={self.causal}"
+        )
 
 
 class TransformerBlock(Module):
@@ -476,20 +515,32 @@ class TransformerBlock(Module):
     both residual branches.
     """
 
-    def __init__(self, d_model: int, num_heads: int, mlp_hidden: int | None = None, num_kv_heads: int | None = None,
-                 causal: bool = False, dropout: float = 0.0, norm: str = "layer", dtype=np.float32, rng=None):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        mlp_hidden: int | None = None,
+        num_kv_heads: int | None = None,
+        causal: bool = False,
+        dropout: float = 0.0,
+        norm: str = "layer",
+        dtype=np.float32,
+        rng=None,
+    ):
         super().__init__()
         if norm not in ("layer", "rms"):
             raise ValueError(f"TransformerBlock: norm must be 'layer' or 'rms', got {norm!r}")
         rng = _rng(rng)
         norm_class = LayerNorm if norm == "layer" else RMSNorm
         self.norm1 = norm_class(d_model, dtype=dtype)
-        self.attn = MultiHeadAttention(d_model, num_heads, num_kv_heads, causal=causal, dropout=dropout, dtype=dtype,
-                                       rng=rng)
+        self.attn = MultiHeadAttention(
+            d_model, num_heads, num_kv_heads, causal=causal, dropout=dropout, dtype=dtype, rng=rng
+        )
         self.norm2 = norm_class(d_model, dtype=dtype)
         hidden = 4 * d_model if mlp_hidden is None else mlp_hidden
-        self.mlp = Sequential(Linear(d_model, hidden, dtype=dtype, rng=rng), GELU(),
-                              Linear(hidden, d_model, dtype=dtype, rng=rng))
+        self.mlp = Sequential(
+            Linear(d_model, hidden, dtype=dtype, rng=rng), GELU(), Linear(hidden, d_model, dtype=dtype, rng=rng)
+        )
         self.drop = Dropout(dropout, rng=rng)
 
     def forward(self, x, key_padding_lengths=None):

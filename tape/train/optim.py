@@ -39,8 +39,10 @@ class Optimizer:
 
     def __init__(self, params, defaults: dict):
         if isinstance(params, Tensor):
-            raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors or of dicts, got a "
-                            f"single Tensor (wrap it in a list)")
+            raise TypeError(
+                f"{type(self).__name__}: params must be an iterable of Tensors or of dicts, got a "
+                f"single Tensor (wrap it in a list)"
+            )
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -52,15 +54,18 @@ class Optimizer:
         for group in groups:
             unknown = group.keys() - defaults.keys() - {"params"}
             if unknown:
-                raise TypeError(f"{type(self).__name__}: unknown option(s) {sorted(unknown)} in a parameter group; "
-                                f"accepted: {sorted(defaults)}")
+                raise TypeError(
+                    f"{type(self).__name__}: unknown option(s) {sorted(unknown)} in a parameter group; "
+                    f"accepted: {sorted(defaults)}"
+                )
             plist = [group["params"]] if isinstance(group["params"], Tensor) else list(group["params"])
             for p in plist:
                 if not isinstance(p, Tensor):
                     raise TypeError(f"{type(self).__name__}: parameters must be Tensors, got {type(p).__name__}")
                 if not p.requires_grad or not p.is_leaf:
-                    raise ValueError(f"{type(self).__name__}: can only optimize leaf tensors with requires_grad=True "
-                                     f"(got {p!r})")
+                    raise ValueError(
+                        f"{type(self).__name__}: can only optimize leaf tensors with requires_grad=True (got {p!r})"
+                    )
                 if id(p) in seen:
                     raise ValueError(f"{type(self).__name__}: a parameter appears twice in the parameter list")
                 seen.add(id(p))
@@ -111,8 +116,10 @@ class Optimizer:
                         continue
                     grad = p.grad.data
                     if grad.shape != p.shape or grad.dtype != p.dtype:
-                        raise ValueError(f"{type(self).__name__}.step: gradient of shape {grad.shape} {grad.dtype} "
-                                         f"for a parameter of shape {p.shape} {p.dtype}")
+                        raise ValueError(
+                            f"{type(self).__name__}.step: gradient of shape {grad.shape} {grad.dtype} "
+                            f"for a parameter of shape {p.shape} {p.dtype}"
+                        )
                     p.data = self._update(p.data, grad, self.state.setdefault(id(p), {}), group)
         self.steps_taken += 1
 
@@ -137,8 +144,9 @@ class Optimizer:
             first += count
         for i, p in enumerate(self.params):
             for name, value in self.state.get(id(p), {}).items():
-                out[f"state.{i}.{name}"] = (np.array(value, copy=True) if isinstance(value, np.ndarray)
-                                            else np.array(value, dtype=np.int64))
+                out[f"state.{i}.{name}"] = (
+                    np.array(value, copy=True) if isinstance(value, np.ndarray) else np.array(value, dtype=np.int64)
+                )
         return out
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -153,8 +161,9 @@ class Optimizer:
         steps_taken = _count_from(arrays, "steps_taken", problems)
         saved_groups = sum(1 for key in arrays if re.fullmatch(r"param_groups\.\d+\.params", key))
         if saved_groups != len(self.param_groups):
-            problems.append(f"{len(self.param_groups)} parameter group(s) in the optimizer but {saved_groups} in the "
-                            f"state dict")
+            problems.append(
+                f"{len(self.param_groups)} parameter group(s) in the optimizer but {saved_groups} in the state dict"
+            )
         new_groups, first = [], 0
         for g, group in enumerate(self.param_groups):
             count = len(group["params"])
@@ -165,11 +174,14 @@ class Optimizer:
                 if saved.ndim != 1 or saved.dtype.kind not in "iu":
                     problems.append(f"'{key}' must be a 1-D array of parameter numbers, got {_describe(saved)}")
                 elif saved.size != count:
-                    problems.append(f"group {g} has {count} parameter(s) in the optimizer but {saved.size} in the "
-                                    f"state dict")
+                    problems.append(
+                        f"group {g} has {count} parameter(s) in the optimizer but {saved.size} in the state dict"
+                    )
                 elif not np.array_equal(saved, np.arange(first, first + count)):
-                    problems.append(f"'{key}' must number the parameters {first} to {first + count - 1} in order, "
-                                    f"got {saved.tolist()}")
+                    problems.append(
+                        f"'{key}' must number the parameters {first} to {first + count - 1} in order, "
+                        f"got {saved.tolist()}"
+                    )
             first += count
             new, group_ok = dict(group), True
             for name in self.defaults:
@@ -198,8 +210,11 @@ class Optimizer:
                     entry = {}
                     for name, key in keys.items():
                         if key in arrays:
-                            entry[name] = (_count_from(arrays, key, problems) if layout[name] == "count"
-                                           else _buffer_from(arrays[key], key, p, problems))
+                            entry[name] = (
+                                _count_from(arrays, key, problems)
+                                if layout[name] == "count"
+                                else _buffer_from(arrays[key], key, p, problems)
+                            )
                     new_state[id(p)] = entry
                 i += 1
         expected_set = set(expected)
@@ -222,10 +237,18 @@ class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum (heavy-ball or Nesterov), dampening and L2 weight
     decay, exactly as ``torch.optim.SGD``."""
 
-    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False):
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov))
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ):
+        super().__init__(
+            params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        )
 
     def _check_group(self, group):
         super()._check_group(group)
@@ -256,10 +279,16 @@ class Adam(Optimizer):
 
     decoupled_weight_decay = False
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad))
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+    ):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
 
     def _check_group(self, group):
         super()._check_group(group)
@@ -302,8 +331,8 @@ class Adam(Optimizer):
         if group["amsgrad"]:
             np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
             v = state["max_exp_avg_sq"]
-        bias_correction1 = 1 - beta1 ** t
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
+        bias_correction1 = 1 - beta1**t
+        bias_correction2_sqrt = math.sqrt(1 - beta2**t)
         denom = np.sqrt(v, out=scratch)
         denom /= bias_correction2_sqrt
         denom += eps
@@ -318,8 +347,15 @@ class AdamW(Adam):
 
     decoupled_weight_decay = True
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+    ):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
 
 
@@ -347,16 +383,19 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     dtype = np.result_type(*grads)
     with np.errstate(all="ignore"):  # inf, nan and tiny scale factors are results here, not accidents
         if math.isinf(norm_type):
-            total: np.floating | np.ndarray = np.max(np.array([np.max(np.abs(g), initial=0.0) for g in grads],
-                                                              dtype=np.float64))
+            total: np.floating | np.ndarray = np.max(
+                np.array([np.max(np.abs(g), initial=0.0) for g in grads], dtype=np.float64)
+            )
         else:
             powers = sum(np.sum(np.power(np.abs(g), norm_type, dtype=np.float64)) for g in grads)
             total = powers ** (1.0 / norm_type)
         total = np.asarray(total, dtype=dtype)
         if error_if_nonfinite and not np.isfinite(total):
-            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} for gradients from "
-                               f"`parameters` is non-finite ({total}), so it cannot be clipped. To disable this error "
-                               f"and scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+            raise RuntimeError(
+                f"clip_grad_norm_: the total norm of order {norm_type} for gradients from "
+                f"`parameters` is non-finite ({total}), so it cannot be clipped. To disable this error "
+                f"and scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
+            )
         coef = np.minimum(dtype.type(float(max_norm)) / (total + dtype.type(1e-6)), dtype.type(1.0))  # keeps a nan
         for p in params:
             if p.grad is not None:
@@ -381,8 +420,10 @@ class WarmupCosineLR:
 
     def __init__(self, optimizer: Optimizer, warmup_steps: int, total_steps: int, min_lr: float = 0.0):
         if warmup_steps < 0 or total_steps < warmup_steps:
-            raise ValueError(f"WarmupCosineLR: need 0 <= warmup_steps <= total_steps, got warmup_steps="
-                             f"{warmup_steps}, total_steps={total_steps}")
+            raise ValueError(
+                f"WarmupCosineLR: need 0 <= warmup_steps <= total_steps, got warmup_steps="
+                f"{warmup_steps}, total_steps={total_steps}"
+            )
         self.optimizer = optimizer
         self.warmup_steps = warmup_steps
         self.total_steps = total_steps
@@ -405,11 +446,13 @@ class WarmupCosineLR:
     def state_dict(self) -> dict[str, np.ndarray]:
         """The schedule's position and settings: ``last_step``, ``warmup_steps``, ``total_steps``, ``min_lr``
         and ``base_lrs`` (one per parameter group)."""
-        return {"last_step": np.array(self.last_step, dtype=np.int64),
-                "warmup_steps": np.array(self.warmup_steps, dtype=np.int64),
-                "total_steps": np.array(self.total_steps, dtype=np.int64),
-                "min_lr": np.array(float(self.min_lr), dtype=np.float64),
-                "base_lrs": np.array([float(lr) for lr in self.base_lrs], dtype=np.float64)}
+        return {
+            "last_step": np.array(self.last_step, dtype=np.int64),
+            "warmup_steps": np.array(self.warmup_steps, dtype=np.int64),
+            "total_steps": np.array(self.total_steps, dtype=np.int64),
+            "min_lr": np.array(float(self.min_lr), dtype=np.float64),
+            "base_lrs": np.array([float(lr) for lr in self.base_lrs], dtype=np.float64),
+        }
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore what ``state_dict()`` returned and set the optimizer's learning rates for that step. Every
@@ -434,8 +477,9 @@ class WarmupCosineLR:
             if saved.ndim != 1 or saved.dtype.kind not in "fiu":
                 problems.append(f"'base_lrs' must be a 1-D array of learning rates, got {_describe(saved)}")
             elif saved.size != groups:
-                problems.append(f"'base_lrs' has {saved.size} learning rate(s); the optimizer has {groups} parameter "
-                                f"group(s)")
+                problems.append(
+                    f"'base_lrs' has {saved.size} learning rate(s); the optimizer has {groups} parameter group(s)"
+                )
             else:
                 base_lrs = [float(lr) for lr in saved]
         if problems:
@@ -445,8 +489,10 @@ class WarmupCosineLR:
         assert last_step is not None and warmup_steps is not None and total_steps is not None
         assert min_lr is not None and base_lrs is not None
         if not 0 <= warmup_steps <= total_steps:
-            raise ValueError(f"{where}: need 0 <= warmup_steps <= total_steps, got warmup_steps={warmup_steps}, "
-                             f"total_steps={total_steps}")
+            raise ValueError(
+                f"{where}: need 0 <= warmup_steps <= total_steps, got warmup_steps={warmup_steps}, "
+                f"total_steps={total_steps}"
+            )
         self.last_step, self.warmup_steps, self.total_steps = last_step, warmup_steps, total_steps
         self.min_lr, self.base_lrs = min_lr, base_lrs
         self._apply()
@@ -455,8 +501,10 @@ class WarmupCosineLR:
 # -- state dict helpers ------------------------------------------------------------------------------------------
 def _arrays_of(where: str, state_dict) -> dict[str, np.ndarray]:
     if not isinstance(state_dict, dict):
-        raise TypeError(f"{where}: argument 'state_dict' expected a dict of arrays (from state_dict()), got "
-                        f"{type(state_dict).__name__}")
+        raise TypeError(
+            f"{where}: argument 'state_dict' expected a dict of arrays (from state_dict()), got "
+            f"{type(state_dict).__name__}"
+        )
     return {key: value.data if isinstance(value, Tensor) else np.asarray(value) for key, value in state_dict.items()}
 
 
@@ -508,8 +556,10 @@ def _buffer_from(array: np.ndarray, key: str, p: Tensor, problems: list[str]) ->
     if array.shape != p.shape:
         problems.append(f"'{key}' has shape {array.shape}; the parameter has shape {p.shape}")
     elif array.dtype != p.dtype:
-        problems.append(f"'{key}' has dtype {array.dtype}; the parameter has dtype {p.dtype} (convert it explicitly; "
-                        f"minitape never casts silently)")
+        problems.append(
+            f"'{key}' has dtype {array.dtype}; the parameter has dtype {p.dtype} (convert it explicitly; "
+            f"minitape never casts silently)"
+        )
     else:
         return np.array(array, copy=True, order="C")  # private and writable: the updates work in place on it
     return None

@@ -1,0 +1,56 @@
+"""GEMM reference: float32 matrix-multiply GFLOP/s of numpy (minitape's BLAS) and of torch.
+
+Shapes: 2048x2048 @ 2048x2048 (the machine's GEMM peak), one attention tile (256x64) @ (64x1024), and the
+batched attention product (8,1024,64) @ (8,64,1024). A step is one product written into a preallocated
+output (``np.matmul(a, b, out=c)`` / ``torch.matmul(a, b, out=c)``): no autograd and no allocation, so
+this is the BLAS alone. FLOPs: 2*M*N*K per product. bench_sdpa.py divides SDPA's GFLOP/s by the 2048^3
+figure of the same side ("fraction of GEMM peak").
+
+Each side runs in its own child process, alternating rounds, with equal thread settings;
+benchmarks/_harness.py does the timing and the statistics (median of all timed steps; spread =
+lowest-highest per-round median).
+
+Run: python benchmarks/bench_gemm.py [--rounds 3] [--reps N] [--quick] [--only gemm-2048]
+"""
+
+import _harness
+import numpy as np
+
+SHAPES = {  # name: (label, shape of a, shape of b, timed steps per child)
+    "gemm-2048": ("GEMM 2048x2048 @ 2048x2048", (2048, 2048), (2048, 2048), 10),
+    "gemm-tile": ("GEMM tile 256x64 @ 64x1024", (256, 64), (64, 1024), 200),
+    "gemm-batched": ("GEMM batched (8,1024,64) @ (8,64,1024)", (8, 1024, 64), (8, 64, 1024), 30),
+}
+PEAK = "gemm-2048"
+
+
+def build(name, framework):
+    _, a_shape, b_shape, _ = SHAPES[name]
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape))
+    c = np.matmul(a, b)
+    if framework == "torch":
+        import torch
+
+        a, b, c = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+        return lambda: torch.matmul(a, b, out=c)
+    return lambda: np.matmul(a, b, out=c)
+
+
+def gemm_flops(a_shape, b_shape):
+    return 2.0 * np.prod(a_shape) * b_shape[-1]
+
+
+def workload(name):
+    label, a_shape, b_shape, reps = SHAPES[name]
+    return _harness.Workload(name, label, lambda framework: build(name, framework), reps=reps,
+                             warmup=max(2, reps // 10), flops=gemm_flops(a_shape, b_shape), peak=PEAK,
+                             minitape_is="numpy")
+
+
+def workloads(quick=False):
+    return [workload(name) for name in SHAPES]
+
+
+if __name__ == "__main__":
+    _harness.main(__file__, workloads, __doc__)
