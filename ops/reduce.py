@@ -36,7 +36,6 @@ __all__ = [
     "logsumexp",
     "argmax",
     "argmin",
-    "restore_dims",
     "amax",
     "amin",
     "vector_norm",
@@ -57,7 +56,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
 from ._samples import index_reduction_samples, reduction_samples, uniform
-from ._validation import normalize_dim, normalize_dims
+from ._validation import normalize_dim
 
 
 # -- dims ------------------------------------------------------------------------------------------------------
@@ -118,13 +117,6 @@ def _spread(g: np.ndarray, x: np.ndarray, axes, keepdim) -> np.ndarray:
     out = np.empty(x.shape, g.dtype)
     out[...] = _kept(g, x.shape, axes, keepdim)
     return out
-
-
-def restore_dims(g: np.ndarray, x: np.ndarray, dim, keepdim: bool, op: str) -> np.ndarray:
-    """Reinsert the reduced axes of ``g`` (when keepdim was False) so it broadcasts against ``x``."""
-    if keepdim:
-        return g
-    return np.expand_dims(g, normalize_dims(op, dim, x.ndim))
 
 
 def _require_float(op: str, x: np.ndarray) -> None:
