@@ -45,11 +45,11 @@ def build(name, framework):
 
         lib, functional = torch, torch.nn.functional
         leaves = [torch.tensor(a, requires_grad=True) for a in arrays]
-        extra = [torch.from_numpy(e) for e in extra]
+        extra = [torch.tensor(e) for e in extra]  # copies into torch's own (aligned) memory
     out_shape = tuple(fn(lib, functional, *leaves, *extra).shape)
     upstream = None if out_shape == () else rng.standard_normal(out_shape).astype(np.float32)
     if framework == "torch" and upstream is not None:
-        upstream = torch.from_numpy(upstream)
+        upstream = torch.tensor(upstream)
 
     def step():
         for leaf in leaves:

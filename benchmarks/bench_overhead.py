@@ -38,7 +38,7 @@ def build(framework):
     else:
         import torch
 
-        source = torch.from_numpy(data)
+        source = torch.tensor(data)
 
         def step():
             chain(torch, source.clone().requires_grad_(True)).backward()

@@ -83,7 +83,7 @@ def torch_step():
     torch.manual_seed(0)
     model = TinyGPT()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    tokens = torch.from_numpy(np.random.default_rng(1).integers(0, VOCAB, size=(BATCH, SEQ + 1)))
+    tokens = torch.tensor(np.random.default_rng(1).integers(0, VOCAB, size=(BATCH, SEQ + 1)))
     inputs, targets = tokens[:, :-1], tokens[:, 1:].reshape(-1)
 
     def step():

@@ -1,0 +1,22 @@
+"""docs/speed.md is generated from docs/speed.json by the benchmark harness; this test fails when they drift.
+
+The figures themselves come from `python benchmarks/run_all.py` (each framework in its own child process); no
+timing is asserted here.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_docs_speed_md_is_what_its_json_renders_to():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import _harness
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    results = json.loads((REPO / "docs" / "speed.json").read_text(encoding="utf-8"))
+    assert _harness.render_markdown(results) == (REPO / "docs" / "speed.md").read_text(encoding="utf-8"), (
+        "docs/speed.md is out of date: regenerate it with `python benchmarks/run_all.py`")
