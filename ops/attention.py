@@ -23,12 +23,27 @@ OP = "scaled_dot_product_attention"
 ALIGNMENTS = ("top_left", "bottom_right")
 
 
-def _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, dropout_seed, enable_gqa):
-    """The kernels' keyword arguments for the op's attributes, resolved once in the forward."""
+def _options(
+    query,
+    key,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    *,
+    key_padding_lengths=None,
+    causal_alignment="top_left",
+    rng=None,
+    dropout_seed=None,
+) -> dict:
+    """The kernels' keyword arguments for the op's attributes, resolved once in the forward. The dropout seed
+    is ``dropout_seed`` when given, else drawn from ``rng`` (a fresh generator when None); 0 without dropout."""
     L, S = query.shape[-2], key.shape[-2]
     offset = None
     if is_causal:
         offset = 0 if causal_alignment == "top_left" else S - L
+    if dropout_seed is None:
+        dropout_seed = 0 if not dropout_p else (np.random.default_rng() if rng is None else rng).integers(0, 2**63)
     lengths = None if key_padding_lengths is None else np.asarray(key_padding_lengths)
     return dict(
         scale=1 / math.sqrt(query.shape[-1]) if scale is None else float(scale),
@@ -38,15 +53,6 @@ def _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths
         seed=int(dropout_seed),
         enable_gqa=bool(enable_gqa),
     )
-
-
-def _draw_seed(dropout_p, rng, dropout_seed) -> int:
-    """The dropout seed: given, or drawn from ``rng`` (a fresh generator when None); 0 without dropout."""
-    if dropout_seed is not None:
-        return int(dropout_seed)
-    if not dropout_p:
-        return 0
-    return int((np.random.default_rng() if rng is None else rng).integers(0, 2**63))
 
 
 def _forward(
@@ -72,11 +78,21 @@ def _forward(
     ``rng``: the np.random.Generator dropout draws its seed from (a fresh one when None); ``dropout_seed`` fixes
     the seed instead. The seed used is saved, so the backward regenerates the very same mask.
     """
-    seed = _draw_seed(dropout_p, rng, dropout_seed)
-    options = _options(query, key, scale, is_causal, causal_alignment, key_padding_lengths, dropout_p, seed, enable_gqa)
+    options = _options(
+        query,
+        key,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa,
+        key_padding_lengths=key_padding_lengths,
+        causal_alignment=causal_alignment,
+        rng=rng,
+        dropout_seed=dropout_seed,
+    )
     out, row_max, row_log_sum = attention_forward(query, key, value, attn_mask, **options)
     # dropout_seed: the seed actually drawn is recorded as the attribute, so replay and the composite reuse it
-    return out, {"row_max": row_max, "row_log_sum": row_log_sum, "options": options, "dropout_seed": seed}
+    return out, {"row_max": row_max, "row_log_sum": row_log_sum, "options": options, "dropout_seed": options["seed"]}
 
 
 def _joint_vjp(g, ans, query, key, value, attn_mask=None, *, needs, row_max, row_log_sum, options, **attributes):
@@ -85,39 +101,14 @@ def _joint_vjp(g, ans, query, key, value, attn_mask=None, *, needs, row_max, row
     )
 
 
-def _composite(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    enable_gqa=False,
-    *,
-    key_padding_lengths=None,
-    causal_alignment="top_left",
-    rng=None,
-    dropout_seed=None,
-    options=None,
-    **saved,
-):
+def _composite(query, key, value, attn_mask=None, *, options=None, **attributes):
     """The same attention from registered ops, with the full score matrix: what the second-order pass
-    differentiates (the tiled kernels are first order only). ``options`` are the forward's resolved ones."""
+    differentiates (the tiled kernels are first order only). ``options`` are the forward's resolved ones; without
+    them they are resolved from the op's ``attributes`` (the recorded ``dropout_seed`` included)."""
     import ops
 
     if options is None:
-        options = _options(
-            query,
-            key,
-            scale,
-            is_causal,
-            causal_alignment,
-            key_padding_lengths,
-            dropout_p,
-            _draw_seed(dropout_p, rng, dropout_seed),
-            enable_gqa,
-        )
+        options = _options(query, key, **attributes)
     L, S = query.shape[-2], key.shape[-2]
     if options["enable_gqa"] and key.ndim >= 3:
         key, value = (_repeat_heads(ops, a, _heads_of(query) // _heads_of(a)) for a in (key, value))
