@@ -27,14 +27,20 @@ def chain(lib, x, n_ops=N_OPS):
     return y.sum()
 
 
-def build(framework):
+def build(framework, compiled: bool = False):
+    """The chain's step; ``compiled`` (minitape) records it once with ``tape.compile`` and replays the plan."""
     data = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
     if framework == "minitape":
         import ops
         import tape
 
+        compiled_step = tape.compile(lambda x: chain(ops, x)) if compiled else None
+
         def step():
-            chain(ops, tape.tensor(data, requires_grad=True)).backward()
+            if compiled_step is None:
+                chain(ops, tape.tensor(data, requires_grad=True)).backward()
+            else:
+                compiled_step(tape.tensor(data, requires_grad=True))
     else:
         import torch
 

@@ -20,8 +20,10 @@ import numpy as np
 VOCAB, D_MODEL, LAYERS, HEADS, MLP, SEQ, BATCH = 16, 64, 2, 4, 256, 32, 16
 
 
-def minitape_step():
+def minitape_step(compiled: bool = False):
+    """The minitape step; ``compiled`` records it once with ``tape.compile`` and replays the plan."""
     import ops
+    import tape
     from tape import nn, optim
 
     class TinyGPT(nn.Module):
@@ -41,10 +43,18 @@ def minitape_step():
     tokens = np.random.default_rng(1).integers(0, VOCAB, size=(BATCH, SEQ + 1))
     inputs, targets = tokens[:, :-1], tokens[:, 1:].reshape(-1)
 
+    def loss_fn(inputs, targets):
+        return ops.cross_entropy(ops.reshape(model(inputs), (-1, VOCAB)), targets)
+
+    compiled_step = tape.compile(loss_fn, model.parameters()) if compiled else None
+
     def step():
-        loss = ops.cross_entropy(ops.reshape(model(inputs), (-1, VOCAB)), targets)
         optimizer.zero_grad()
-        loss.backward()
+        if compiled_step is None:
+            loss = loss_fn(inputs, targets)
+            loss.backward()
+        else:
+            loss, _ = compiled_step(inputs, targets)
         optimizer.step()
         return loss.item()
     return step

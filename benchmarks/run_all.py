@@ -1,10 +1,11 @@
 """Run every benchmark and write docs/speed.md (the table) and docs/speed.json (the raw results).
 
 Workloads, in this order: the per-op engine overhead (bench_overhead.py), the tiny GPT train step
-(bench_train_step.py), the GEMM reference (bench_gemm.py), SDPA forward+backward (bench_sdpa.py) and the
-op library (bench_ops.py). Each (workload, framework, round) runs in its own fresh child process, minitape
-and torch alternating, with equal thread settings; see benchmarks/_harness.py for the method. docs/speed.md
-is exactly ``_harness.render_markdown`` of docs/speed.json.
+(bench_train_step.py), both again compiled with ``tape.compile`` (bench_compile.py), the GEMM reference
+(bench_gemm.py), SDPA forward+backward (bench_sdpa.py) and the op library (bench_ops.py). Each (workload,
+framework, round) runs in its own fresh child process, minitape and torch alternating, with equal thread
+settings; see benchmarks/_harness.py for the method. docs/speed.md is exactly
+``_harness.render_markdown`` of docs/speed.json.
 
 Run (from the repository root; a full run takes several minutes -- run nothing else heavy meanwhile):
     python benchmarks/run_all.py                 # writes docs/speed.md and docs/speed.json
@@ -17,13 +18,14 @@ import sys
 from pathlib import Path
 
 import _harness
+import bench_compile
 import bench_gemm
 import bench_ops
 import bench_overhead
 import bench_sdpa
 import bench_train_step
 
-MODULES = [bench_overhead, bench_train_step, bench_gemm, bench_sdpa, bench_ops]
+MODULES = [bench_overhead, bench_train_step, bench_compile, bench_gemm, bench_sdpa, bench_ops]
 
 
 def jobs(quick: bool, only: str) -> list:
