@@ -86,13 +86,14 @@ _LN10 = math.log(10.0)
 
 
 # -- argument checks -------------------------------------------------------------------------------------------
-def _floats_only(name):
-    """A check refusing integer/bool input for an op whose result is only defined on floats."""
+def _floats_only(name, parameter="x"):
+    """A check refusing integer/bool input for an op whose result is only defined on floats; ``parameter``
+    names the tensor argument in the message."""
 
     def check(x, **attrs):
         if x.dtype.kind != "f":
             raise TypeError(
-                f"{name}: argument 'x' expected a floating tensor (float32 or float64), got dtype "
+                f"{name}: argument '{parameter}' expected a floating tensor (float32 or float64), got dtype "
                 f"{x.dtype}; convert it explicitly (minitape never casts silently)"
             )
 
@@ -126,15 +127,17 @@ def _unary(
     floats_only=True,
     torch_ref=None,
     samples=None,
+    parameter="x",
     **declaration,
 ):
-    """Declare a one-input elementwise op; the torch reference defaults to ``torch.<name>``."""
+    """Declare a one-input elementwise op whose tensor parameter is ``parameter`` (the forward's own name for
+    it: "x", or torch's "input"); the torch reference defaults to ``torch.<name>``."""
     if floats_only:
-        declaration.setdefault("check", _floats_only(name))
+        declaration.setdefault("check", _floats_only(name, parameter))
     return defop(
         name,
         family="elementwise",
-        inputs=("x",),
+        inputs=(parameter,),
         forward=forward,
         vjps=(vjp,),
         samples=samples or unary_samples(low, high, attrs, kinks),
@@ -143,14 +146,19 @@ def _unary(
     )
 
 
-def _quiet_ufunc(ufunc):
-    """A one-input ufunc as a forward quiet about inf/NaN results (log(0) = -inf, exp(1000) = inf, as torch)."""
+def _quiet_ufunc(ufunc, parameter="x"):
+    """A one-input ufunc as a forward quiet about inf/NaN results (log(0) = -inf, exp(1000) = inf, as torch),
+    whose parameter is called ``parameter`` ("x" or "input": callers may pass it by keyword)."""
 
     def forward(x):
         return ufunc(x)
 
-    forward.__name__ = f"_{ufunc.__name__}"
-    return quiet(forward)
+    def forward_input(input):
+        return ufunc(input)
+
+    chosen = forward_input if parameter == "input" else forward
+    chosen.__name__ = f"_{ufunc.__name__}"
+    return quiet(chosen)
 
 
 def _functional(name):
@@ -578,52 +586,13 @@ clamp = _unary(
 
 
 # == ops in torch's own argument names (input) ================================================================
-def _floats_only_input(name):
-    def check(input, **attrs):
-        if input.dtype.kind != "f":
-            raise TypeError(
-                f"{name}: argument 'input' expected a floating tensor (float32 or float64), got dtype "
-                f"{input.dtype}; convert it explicitly (minitape never casts silently)"
-            )
-
-    return check
-
-
-def _on_input(
-    name,
-    forward,
-    vjp,
-    *,
-    low=-2.0,
-    high=2.0,
-    kinks=(),
-    attrs=None,
-    floats_only=True,
-    torch_ref=None,
-    samples=None,
-    **declaration,
-):
+def _on_input(name, forward, vjp, **options):
     """Declare a one-input elementwise op whose tensor parameter is torch's ``input``."""
-    if floats_only:
-        declaration.setdefault("check", _floats_only_input(name))
-    return defop(
-        name,
-        family="elementwise",
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
-        samples=samples or unary_samples(low, high, attrs, kinks),
-        torch_ref=torch_ref or (lambda torch, input, **attrs: getattr(torch, name)(input, **attrs)),
-        **declaration,
-    )
+    return _unary(name, forward, vjp, parameter="input", **options)
 
 
 def _quiet_on_input(ufunc):
-    def forward(input):
-        return ufunc(input)
-
-    forward.__name__ = f"_{ufunc.__name__}"
-    return quiet(forward)
+    return _quiet_ufunc(ufunc, parameter="input")
 
 
 def _with_edges(samples, *values):
