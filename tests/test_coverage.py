@@ -139,6 +139,14 @@ def test_filters(throwaway_ops):
         coverage.coverage_rows(family="nope")
 
 
+def test_worker_processes_give_the_rows_of_one_process():
+    names = ["tanh", "split", "sort", "cross_entropy"]  # one output, several, an int output, a saving joint rule
+    serial = coverage.coverage_rows(ops=names, jobs=1)
+    parallel = coverage.coverage_rows(ops=names, jobs=2)
+    assert [r.cells() for r in parallel] == [r.cells() for r in serial]
+    assert [r.problems for r in parallel] == [r.problems for r in serial]
+
+
 def test_summary_counts_each_column(throwaway_ops):
     totals = coverage.summary(coverage.coverage_rows(ops=["covtest_stub", "covtest_wrong", "covtest_cube"],
                                                      torch=False))

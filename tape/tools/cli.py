@@ -57,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="like --check; with 2, second-order stubs fail the check too",
     )
     cov.add_argument("--no-order2", action="store_true", help="skip the second-order column (faster)")
+    cov.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="check ops in N worker processes (default: the number of CPUs; 1 checks in this process)",
+    )
     cov.add_argument("--output", "-o", metavar="FILE", help="write the matrix to FILE instead of stdout")
     _add_import_option(cov)
     cov.set_defaults(run=_coverage_command, parser=cov)
@@ -114,7 +122,13 @@ def _coverage_command(args, parser) -> int:
     start = time.perf_counter()
     with _Progress(sys.stderr) as progress:
         rows = coverage.coverage_rows(
-            args.ops, args.family, torch=not args.no_torch, progress=progress, order2=not args.no_order2
+            args.ops,
+            args.family,
+            torch=not args.no_torch,
+            progress=progress,
+            order2=not args.no_order2,
+            jobs=max(1, args.jobs),
+            imports=args.modules,
         )
     seconds = time.perf_counter() - start
     text = coverage.render(rows, args.format, seconds=seconds, torch=not args.no_torch)

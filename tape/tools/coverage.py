@@ -43,6 +43,10 @@ COLUMNS = ("forward", "backward", "gradcheck", "parity", "order2")
 HEADINGS = ("op", "family", "forward", "backward", "gradcheck", "torch parity", "2nd order", "notes")
 FORMATS = ("table", "markdown", "json")
 PARITY_DTYPES = (np.float64, np.float32)
+# The second-order column checks samples of more than this many input entries in gradgradcheck's fast mode
+# (finite differences along random directions, as PyTorch's fast_mode): a wrong rule still fails, and the whole
+# matrix stays under a minute. The generated tests check entry by entry up to verify.FULL_GRADGRADCHECK_UP_TO.
+ORDER2_FULL_UP_TO = 16
 
 
 @dataclass
@@ -116,25 +120,71 @@ def select_ops(ops=None, family=None) -> list:
     return sorted(selected, key=lambda op: family_rank[op.family])  # grouped by family, stable within one
 
 
-def coverage_rows(ops=None, family=None, torch: bool = True, progress=None, order2: bool = True) -> list[CoverageRow]:
-    """Check the selected ops (all by default) and return one row each.
+def coverage_rows(
+    ops=None, family=None, torch: bool = True, progress=None, order2: bool = True, jobs: int = 1, imports=()
+) -> list[CoverageRow]:
+    """Check the selected ops (all by default) and return one row each, in registry order.
 
     ``ops``: op names; ``family``: a family name or a list of them; ``torch=False`` skips the parity
-    column. ``progress(done, total, op)`` is called before each op is checked.
+    column. ``progress(done, total, op)`` is called before each op is checked (as each finishes when
+    ``jobs > 1``). ``jobs > 1`` checks ops in that many fresh worker processes (spawned, so no thread
+    state is inherited); the workers import ``ops`` and the modules named in ``imports``, so an op registered
+    any other way (e.g. in a test) must be checked with ``jobs=1``.
     """
     selected = select_ops(ops, family)
     use_torch = torch and verify.torch_available()
     parity_absent = None if use_torch else Cell(ABSENT, "torch not installed" if torch else "skipped (--no-torch)")
-    rows = []
-    for k, op in enumerate(selected):
-        if progress is not None:
-            progress(k, len(selected), op)
-        with warnings.catch_warnings():  # the verdicts say what matters; library warnings would bury them
-            warnings.simplefilter("ignore")
-            rows.append(check_op(op, parity_absent, use_torch, order2))
+    if jobs > 1 and len(selected) > 1:
+        rows = _rows_in_workers(selected, parity_absent, use_torch, order2, jobs, tuple(imports), progress)
+    else:
+        rows = []
+        for k, op in enumerate(selected):
+            if progress is not None:
+                progress(k, len(selected), op)
+            rows.append(_checked_quietly(op, parity_absent, use_torch, order2))
     if progress is not None:
         progress(len(selected), len(selected), None)
     return rows
+
+
+def _checked_quietly(op, parity_absent, torch, order2) -> CoverageRow:
+    with warnings.catch_warnings():  # the verdicts say what matters; library warnings would bury them
+        warnings.simplefilter("ignore")
+        return check_op(op, parity_absent, torch, order2)
+
+
+def _rows_in_workers(selected, parity_absent, torch, order2, jobs, imports, progress) -> list[CoverageRow]:
+    """``check_op`` over a pool of spawned processes; the rows come back in the order of ``selected``."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    by_name = {op.name: op for op in selected}
+    rows: dict[str, CoverageRow] = {}
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_worker_imports, initargs=(imports,)
+    ) as pool:
+        futures = [pool.submit(_worker_check, op.name, parity_absent, torch, order2) for op in selected]
+        for done, future in enumerate(as_completed(futures)):
+            row = future.result()
+            rows[row.op] = row
+            if progress is not None:
+                progress(done + 1, len(selected), by_name[row.op])
+    return [rows[op.name] for op in selected]
+
+
+def _worker_imports(imports) -> None:
+    import importlib
+
+    importlib.import_module("ops")
+    for module in imports:
+        importlib.import_module(module)
+
+
+def _worker_check(name, parity_absent, torch, order2) -> CoverageRow:
+    from ..registry import get_op
+
+    return _checked_quietly(get_op(name), parity_absent, torch, order2)
 
 
 def check_op(op, parity_absent: Cell | None = None, torch: bool = True, order2: bool = True) -> CoverageRow:
@@ -281,7 +331,7 @@ class _OpCheck:
         failed = set()
         compared = 0
         for i in checked:
-            result = verify.run_gradgradcheck(op, samples[i])
+            result = verify.run_gradgradcheck(op, samples[i], full_up_to=ORDER2_FULL_UP_TO)
             if not result.ok:
                 failed.add(i)
                 self._report("gradgradcheck", result.message, i)
@@ -435,7 +485,9 @@ def markdown_header(torch: bool = True) -> str:
         "command runs, on each op's own samples: the forward runs on every sample; the backward is "
         "registered for every differentiable input (❌ names stubbed inputs); gradcheck compares the reverse "
         "pass with float64 central finite differences; " + parity + "; 2nd order runs gradgradcheck (float64 "
-        "finite differences of the create_graph backward) and compares Hessian-vector products with torch "
+        "finite differences of the create_graph backward: entry by entry on samples of at most "
+        f"{ORDER2_FULL_UP_TO} input entries, along random directions on larger ones, as PyTorch's fast mode) "
+        "and compares Hessian-vector products with torch "
         "where torch double-differentiates the op (❌ stub: the second order raises when reached). "
         "✅ passed, ❌ failed, ⚠ nothing to check, — not applicable.\n"
     )

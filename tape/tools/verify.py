@@ -151,8 +151,22 @@ def _flat_fn(op, tensors, attrs):
     return applied
 
 
-def run_gradcheck(op, sample) -> CheckResult:
-    """Float64 finite differences on every differentiable input of the sample."""
+FULL_GRADCHECK_UP_TO = 2000  # input entries; above, gradcheck checks random directions (its fast mode)
+FULL_GRADGRADCHECK_UP_TO = 500
+
+
+def _options(op, sample, full_up_to: int) -> dict:
+    """The op's gradcheck tolerances, in fast mode (random directions) when the sample has more entries
+    than ``full_up_to``: entry-by-entry finite differences cost two evaluations per entry."""
+    options = dict(op.gradcheck_tolerance)
+    if sum(np.asarray(a).size for a in _flat(sample.inputs) if a is not None) > full_up_to:
+        options.setdefault("fast_mode", True)
+    return options
+
+
+def run_gradcheck(op, sample, full_up_to: int = FULL_GRADCHECK_UP_TO) -> CheckResult:
+    """Float64 finite differences on every differentiable input of the sample (entry by entry up to
+    ``full_up_to`` input entries, in random directions above)."""
     if not differentiable_positions(op, sample):
         return CheckResult(True, 0.0, "no differentiable input in this sample")
     tensors = sample_tensors(op, sample)
@@ -161,9 +175,7 @@ def run_gradcheck(op, sample) -> CheckResult:
         if probe.grad_fn is not None:
             return CheckResult(False, float("inf"), f"a {probe.dtype} output was recorded for the reverse pass")
         return CheckResult(True, 0.0, f"{probe.dtype} output: carries no gradient (checked: nothing recorded)")
-    options = dict(op.gradcheck_tolerance)
-    if sum(np.asarray(a).size for a in _flat(sample.inputs) if a is not None) > 2000:
-        options.setdefault("fast_mode", True)
+    options = _options(op, sample, full_up_to)
     try:
         gradcheck(_flat_fn(op, tensors, sample.attrs), flat_leaves(tensors), **options)
     except GradcheckError as e:
@@ -173,16 +185,15 @@ def run_gradcheck(op, sample) -> CheckResult:
     return CheckResult(True)
 
 
-def run_gradgradcheck(op, sample) -> CheckResult:
-    """Float64 finite differences of the op's recorded (create_graph) backward, on every differentiable input."""
+def run_gradgradcheck(op, sample, full_up_to: int = FULL_GRADGRADCHECK_UP_TO) -> CheckResult:
+    """Float64 finite differences of the op's recorded (create_graph) backward, on every differentiable input
+    and the cotangent (entry by entry up to ``full_up_to`` input entries, in random directions above)."""
     if not differentiable_positions(op, sample):
         return CheckResult(True, 0.0, "no differentiable input in this sample")
     tensors = sample_tensors(op, sample)
     if joined(call(op, tensors, sample.attrs)).dtype.kind != "f":
         return run_gradcheck(op, sample)  # no gradient at all: the first-order check says so
-    options = dict(op.gradcheck_tolerance)
-    if sum(np.asarray(a).size for a in _flat(sample.inputs) if a is not None) > 500:
-        options.setdefault("fast_mode", True)
+    options = _options(op, sample, full_up_to)
     try:
         gradgradcheck(_flat_fn(op, tensors, sample.attrs), flat_leaves(tensors), **options)
     except GradcheckError as e:
