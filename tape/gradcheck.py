@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .autodiff import reverse_pass
-from .state import enable_grad, no_grad
+from .state import enable_grad
 from .tensors import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
@@ -75,8 +75,9 @@ def gradcheck(
             grads.append(None)
 
     def projected(perturbed_arrays):
-        with no_grad():
-            _, o = _evaluate(fn, inputs, perturbed_arrays, needs_grad)
+        # evaluated with gradients on, like the analytic pass (and torch's gradcheck): ``fn`` may take a
+        # gradient inside (a gradient penalty, an inner optimisation step)
+        _, o = _evaluate(fn, inputs, perturbed_arrays, needs_grad)
         return float(np.sum(o.data * u))
 
     failures = []
@@ -146,8 +147,7 @@ def gradgradcheck(
     if not any(needs_grad):
         raise ValueError("gradgradcheck: no input is a Tensor with requires_grad=True; nothing to check")
     rng = np.random.default_rng(seed)
-    with no_grad():
-        out = fn(*inputs)
+    out = fn(*inputs)  # with gradients on: fn may take a gradient inside
     if not isinstance(out, Tensor):
         raise TypeError(f"gradgradcheck: fn must return a Tensor, got {type(out).__name__}")
     # the cotangent is perturbed too, when finite differences can (a float64 output; a cast to float32 is not)

@@ -374,3 +374,27 @@ def test_maml_second_order_terms_change_the_meta_gradient():
     np.testing.assert_allclose(loss, first_loss, rtol=1e-14)  # the same forward
     difference = norm_of(s - f for s, f in zip(second, first))
     assert difference > 0.01 * norm_of(second), (difference, norm_of(second))
+
+
+def test_gradcheck_of_a_function_that_differentiates_inside(torch):
+    """gradcheck and gradgradcheck evaluate ``fn`` with gradients on, as torch's do: a function that takes a
+    gradient inside (a gradient penalty, a MAML inner step) is checkable, and a wrong inner gradient is caught."""
+    x = np.random.default_rng(3).standard_normal(5)
+
+    def penalty(t):
+        (g,) = tape.gradients((ops.sin(t) * t).sum(), [t], create_graph=True)
+        return (g * g).sum()
+
+    assert tape.gradcheck(penalty, [tape.tensor(x, requires_grad=True)])
+    assert tape.gradgradcheck(penalty, [tape.tensor(x, requires_grad=True)])
+    xt = torch.tensor(x, requires_grad=True)
+    (gt,) = torch.autograd.grad((torch.sin(xt) * xt).sum(), [xt], create_graph=True)
+    assert torch.autograd.gradcheck(lambda t: (torch.autograd.grad((torch.sin(t) * t).sum(), [t],
+                                                                   create_graph=True)[0] ** 2).sum(), [xt])
+
+    def detached_inner(t):  # an inner gradient that is silently a constant: its outer gradient is wrong
+        (g,) = tape.gradients((ops.sin(t) * t).sum(), [t], create_graph=True)
+        return (g.detach() * t).sum()
+
+    with pytest.raises(tape.GradcheckError):
+        tape.gradcheck(detached_inner, [tape.tensor(x, requires_grad=True)])
