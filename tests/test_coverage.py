@@ -147,6 +147,13 @@ def test_worker_processes_give_the_rows_of_one_process():
     assert [r.problems for r in parallel] == [r.problems for r in serial]
 
 
+def test_ops_registered_at_run_time_are_checked_by_the_parent_when_workers_lack_them(throwaway_ops):
+    serial = coverage.coverage_rows(family="covtest", torch=False, jobs=1)
+    parallel = coverage.coverage_rows(family="covtest", torch=False, jobs=2)
+    assert [r.cells() for r in parallel] == [r.cells() for r in serial]
+    assert any(r.failed for r in parallel)  # the throwaway family holds broken ops: their failures are kept
+
+
 def test_summary_counts_each_column(throwaway_ops):
     totals = coverage.summary(coverage.coverage_rows(ops=["covtest_stub", "covtest_wrong", "covtest_cube"],
                                                      torch=False))

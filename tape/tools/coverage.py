@@ -154,23 +154,32 @@ def _checked_quietly(op, parity_absent, torch, order2) -> CoverageRow:
 
 
 def _rows_in_workers(selected, parity_absent, torch, order2, jobs, imports, progress) -> list[CoverageRow]:
-    """``check_op`` over a pool of spawned processes; the rows come back in the order of ``selected``."""
+    """``check_op`` over a pool of spawned processes; the rows come back in the order of ``selected``. An op
+    a worker does not register the same way (one defined at run time, e.g. by a test) is checked here."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    by_name = {op.name: op for op in selected}
     rows: dict[str, CoverageRow] = {}
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
         max_workers=jobs, mp_context=context, initializer=_worker_imports, initargs=(imports,)
     ) as pool:
-        futures = [pool.submit(_worker_check, op.name, parity_absent, torch, order2) for op in selected]
-        for done, future in enumerate(as_completed(futures)):
-            row = future.result()
-            rows[row.op] = row
+        futures = {
+            pool.submit(_worker_check, op.name, _origin(op), parity_absent, torch, order2): op for op in selected
+        }
+        for future in as_completed(futures):
+            op = futures[future]
+            row = future.result() or _checked_quietly(op, parity_absent, torch, order2)
+            rows[op.name] = row
             if progress is not None:
-                progress(done + 1, len(selected), by_name[row.op])
+                progress(len(rows), len(selected), op)
     return [rows[op.name] for op in selected]
+
+
+def _origin(op) -> tuple:
+    """Where an op's forward comes from: a worker checks an op only when its own registration matches."""
+    forward = op.forward
+    return (op.family, op.input_names, getattr(forward, "__module__", None), getattr(forward, "__qualname__", None))
 
 
 def _worker_imports(imports) -> None:
@@ -181,10 +190,14 @@ def _worker_imports(imports) -> None:
         importlib.import_module(module)
 
 
-def _worker_check(name, parity_absent, torch, order2) -> CoverageRow:
-    from ..registry import get_op
+def _worker_check(name, origin, parity_absent, torch, order2) -> CoverageRow | None:
+    """The row of op ``name`` in a worker, or None when the worker's registry has no such op (or another one)."""
+    from ..registry import registered_ops
 
-    return _checked_quietly(get_op(name), parity_absent, torch, order2)
+    op = next((op for op in registered_ops() if op.name == name), None)
+    if op is None or _origin(op) != origin:
+        return None
+    return _checked_quietly(op, parity_absent, torch, order2)
 
 
 def check_op(op, parity_absent: Cell | None = None, torch: bool = True, order2: bool = True) -> CoverageRow:
