@@ -1,18 +1,19 @@
-"""Convolution and pooling, as in ``torch.nn.functional``: conv1d, conv2d, conv_transpose1d, conv_transpose2d,
-unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d, max_pool2d_with_indices, max_unpool2d,
-avg_pool1d, avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d,
+"""Convolution and pooling, as in ``torch.nn.functional``: conv1d, conv2d, conv3d, conv_transpose1d,
+conv_transpose2d, unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d, max_pool2d_with_indices,
+max_unpool2d, avg_pool1d, avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d,
 adaptive_max_pool2d_with_indices, interpolate (nearest, nearest-exact, linear, bilinear) and the nearest-neighbour
 upsample2d.
 
-Convolutions use im2col: a strided view of the padded input gathers every receptive field into one
-column matrix (a single copy), and one batched matmul per group does the rest. Their joint backward
-shares that column matrix between the weight gradient and the input gradient; the input gradient
-scatters back (col2im) with one vectorised add per kernel offset (kh * kw adds, never a loop over
-output positions). A transposed convolution is conv's adjoint: its forward is conv's input-gradient
-kernel, its input gradient conv's forward. 1-D ops run the 2-D kernels on a height of 1. Pooling works
-on windows of the padded input the same way. The forwards resolve their geometry once and hand it to
-the backward. Adaptive average pooling and interpolate are separable linear maps: a matmul with one
-(out, in) weight matrix per spatial axis, whose transposes are the backward.
+Convolutions use im2col over any number of spatial axes (conv1d, conv2d and conv3d are one declaration
+each): a strided view of the padded input gathers every receptive field into one column matrix (a single
+copy), and one batched matmul per group does the rest. Their joint backward shares that column matrix
+between the weight gradient and the input gradient; the input gradient scatters back (col2im) with one
+vectorised add per kernel offset (prod(kernel) adds, never a loop over output positions). A transposed
+convolution is conv's adjoint: its forward is conv's input-gradient kernel, its input gradient conv's
+forward. Pooling works on windows of the padded input the same way (1-D pooling runs the 2-D kernels on a
+height of 1). The forwards resolve their geometry once and hand it to the backward. Adaptive average pooling
+and interpolate are separable linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose
+transposes are the backward.
 
 torch returns max pooling's indices only with ``return_indices=True``; an op's output count is fixed, so
 the two-output forms are ops of their own under torch's names (``max_pool2d_with_indices``,
@@ -20,12 +21,14 @@ the two-output forms are ops of their own under torch's names (``max_pool2d_with
 max_pool2d / adaptive_max_pool2d return the values alone.
 
 Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the other
-op (on Tensors) or its kernel (on arrays). conv1d, conv2d, the transposed convs, the avg and max pools are
-differentiated again through composites built on them: the windows of the (padded) input as ``unfold``
-columns, then a matmul with the weight (conv), a sum (avg) or a selection of the forward's argmax (max);
-a matmul with the transposed weight then ``fold`` (transposed conv); a ``gather`` at the forward's flat
-indices (the with-indices and adaptive max pools). max_unpool2d's backward is a gather (np.take_along_axis),
-adaptive_avg_pool and interpolate's are matmuls: those rules are traced as they stand.
+op (on Tensors) or its kernel (on arrays). The convolutions, the transposed convs, the avg and max pools are
+differentiated again through composites built on registered ops: conv2d as the windows of the (padded) input
+as ``unfold`` columns times the weight; conv1d and conv_transpose1d as the 2-D composites over a height of 1;
+conv3d as a sum over the kernel's depth of conv2d's composite over the input planes each kernel plane meets;
+the pools as a sum (avg) or a selection of the forward's argmax (max) of unfold columns; conv_transpose2d as a
+matmul with the transposed weight then ``fold``; a ``gather`` at the forward's flat indices (the with-indices
+and adaptive max pools). max_unpool2d's backward is a gather (np.take_along_axis), adaptive_avg_pool and
+interpolate's are matmuls: those rules are traced as they stand.
 
 Ties: the max pools send a window's gradient to its first maximum in row-major order, a NaN counting
 as the maximum -- what torch's CPU kernels do (and the indices they return). Empty batches work as in torch.
@@ -34,6 +37,7 @@ as the maximum -- what torch's CPU kernels do (and the indices they return). Emp
 __all__ = [
     "conv1d",
     "conv2d",
+    "conv3d",
     "conv_transpose1d",
     "conv_transpose2d",
     "unfold",
@@ -83,14 +87,17 @@ def _require_bool(op: str, name: str, value) -> None:
         raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(value).__name__} {value!r}")
 
 
+_LAYOUTS = {1: "(C, L) or (N, C, L)", 2: "(C, H, W) or (N, C, H, W)", 3: "(C, D, H, W) or (N, C, D, H, W)"}
+_KERNEL_DIMS = {1: "kL", 2: "kH, kW", 3: "kD, kH, kW"}
+
+
 def _check_input_rank(op: str, x: np.ndarray, spatial: int) -> None:
     require_float(op, "input", x)
-    layout = ("(C, L) or (N, C, L)", "(C, H, W) or (N, C, H, W)")[spatial - 1]
     require(
         x.ndim in (spatial + 1, spatial + 2),
         op,
         "input",
-        f"a {spatial + 1}-D or {spatial + 2}-D tensor {layout}",
+        f"a {spatial + 1}-D or {spatial + 2}-D tensor {_LAYOUTS[spatial]}",
         f"shape {x.shape}",
     )
 
@@ -101,47 +108,47 @@ def _batched(x: np.ndarray, spatial: int) -> np.ndarray:
 
 
 def _windows(xp: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple, kernel_last: bool):
-    """A read-only strided view of the receptive fields of the padded (N, C, H, W) array ``xp``:
-    shape (N, C, KH, KW, OH, OW) for im2col, or (N, C, OH, OW, KH, KW) with ``kernel_last``."""
-    sn, sc, sh, sw = xp.strides
-    kernel_part = (kernel, (sh * dilation[0], sw * dilation[1]))
-    out_part = (out, (sh * stride[0], sw * stride[1]))
+    """A read-only strided view of the receptive fields of the padded (A, B, *spatial) array ``xp``, over any
+    number of spatial axes: shape (A, B, *kernel, *out) for im2col, or (A, B, *out, *kernel) with
+    ``kernel_last``."""
+    axis_strides = xp.strides[2:]
+    kernel_part = (tuple(kernel), tuple(s * d for s, d in zip(axis_strides, dilation)))
+    out_part = (tuple(out), tuple(s * step for s, step in zip(axis_strides, stride)))
     first, second = (out_part, kernel_part) if kernel_last else (kernel_part, out_part)
     shape = xp.shape[:2] + first[0] + second[0]
-    strides = (sn, sc) + first[1] + second[1]
-    return as_strided(xp, shape, strides, writeable=False)
+    return as_strided(xp, shape, xp.strides[:2] + first[1] + second[1], writeable=False)
 
 
 def _scatter_windows(grad_windows: np.ndarray, padded_shape: tuple, stride: tuple, dilation: tuple) -> np.ndarray:
-    """The adjoint of ``_windows``: add (A, B, KH, KW, OH, OW) window gradients back into a zero (A, B, H, W)
+    """The adjoint of ``_windows``: add (A, B, *kernel, *out) window gradients back into a zero (A, B, *spatial)
     array of ``padded_shape``, one vectorised add per kernel offset."""
-    kh, kw, oh, ow = grad_windows.shape[2:]
+    n = len(stride)
+    kernel, out = grad_windows.shape[2 : 2 + n], grad_windows.shape[2 + n :]
     grad = np.zeros(padded_shape, dtype=grad_windows.dtype)
-    for i in range(kh):
-        rows = slice(i * dilation[0], i * dilation[0] + stride[0] * (oh - 1) + 1, stride[0])
-        for j in range(kw):
-            cols = slice(j * dilation[1], j * dilation[1] + stride[1] * (ow - 1) + 1, stride[1])
-            grad[:, :, rows, cols] += grad_windows[:, :, i, j]
+    every = (slice(None), slice(None))
+    for offset in np.ndindex(*kernel):
+        region = tuple(slice(k * d, k * d + s * (o - 1) + 1, s) for k, d, s, o in zip(offset, dilation, stride, out))
+        grad[every + region] += grad_windows[every + offset]
     return grad
 
 
 def _pad(x: np.ndarray, pads: tuple, value=0) -> np.ndarray:
-    """Pad the two trailing axes of (N, C, H, W) ``x`` by ``pads`` = ((top, bottom), (left, right))."""
-    if not any(pads[0] + pads[1]):
+    """Pad the spatial axes of (A, B, *spatial) ``x`` by ``pads``, one (before, after) pair per spatial axis."""
+    if not any(before or after for before, after in pads):
         return x
     return np.pad(x, ((0, 0), (0, 0)) + tuple(pads), constant_values=value)
 
 
 def _unpad(grad: np.ndarray, pads: tuple, shape: tuple) -> np.ndarray:
-    """The region of a padded-input gradient that belongs to the unpadded input of (N, C, H, W) ``shape``."""
-    (top, _), (left, _) = pads
-    return grad[:, :, top : top + shape[2], left : left + shape[3]]
+    """The region of a padded-input gradient that belongs to the unpadded input of (A, B, *spatial) ``shape``."""
+    return grad[(slice(None), slice(None)) + tuple(slice(a, a + n) for (a, _), n in zip(pads, shape[2:]))]
 
 
-# -- convolution core (2-D; conv1d runs it with a height of 1) ---------------------------------------------
+# -- convolution core: im2col over any number of spatial axes ----------------------------------------------
 class _ConvGeometry:
-    """Padding, stride and dilation of one convolution, and the output size they give (a transposed conv's
-    geometry adds its output_padding ``extra`` and output size ``out_size``)."""
+    """Padding (a (before, after) pair per spatial axis), stride, dilation and kernel of one convolution, the
+    padded input size and the output size they give (a transposed conv's geometry adds its output_padding
+    ``extra`` and output size ``out_size``)."""
 
     extra: tuple
     out_size: tuple
@@ -149,7 +156,7 @@ class _ConvGeometry:
     def __init__(self, op, x_shape, w_shape, stride, padding, dilation, spatial):
         self.stride = _ints(op, "stride", stride, spatial, 1)
         self.dilation = _ints(op, "dilation", dilation, spatial, 1)
-        kernel = w_shape[2:]
+        self.kernel = tuple(w_shape[2:])
         if isinstance(padding, str):
             require(
                 padding in ("same", "valid"), op, "padding", "'same', 'valid', an int or a tuple of ints", repr(padding)
@@ -158,74 +165,76 @@ class _ConvGeometry:
                 require(
                     self.stride == (1,) * spatial, op, "padding", "stride 1 with padding='same'", f"stride {stride}"
                 )
-            # 'same' pads the total d*(k-1) with the odd element on the right/bottom, as torch
-            totals = [d * (k - 1) if padding == "same" else 0 for d, k in zip(self.dilation, kernel)]
-            pads = tuple((t // 2, t - t // 2) for t in totals)
+            # 'same' pads the total d*(k-1) with the odd element after (right/bottom/back), as torch
+            totals = [d * (k - 1) if padding == "same" else 0 for d, k in zip(self.dilation, self.kernel)]
+            self.pads = tuple((t // 2, t - t // 2) for t in totals)
         else:
-            pads = tuple((p, p) for p in _ints(op, "padding", padding, spatial, 0))
-        if spatial == 1:
-            pads, kernel = ((0, 0),) + pads, (1,) + tuple(kernel)
-            self.stride, self.dilation = (1,) + self.stride, (1,) + self.dilation
-        self.pads, self.kernel = pads, tuple(kernel)
-        in_size = x_shape[-2:] if spatial == 2 else (1, x_shape[-1])
-        self.padded = tuple(n + a + b for n, (a, b) in zip(in_size, pads))
+            self.pads = tuple((p, p) for p in _ints(op, "padding", padding, spatial, 0))
+        self.padded = tuple(n + a + b for n, (a, b) in zip(x_shape[-spatial:], self.pads))
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
         require(
             all(e <= p for e, p in zip(effective, self.padded)),
             op,
             "weight",
-            f"a (dilated) kernel no larger than the padded input {self.padded if spatial == 2 else self.padded[1:]}",
-            f"kernel extent {effective if spatial == 2 else effective[1:]}",
+            f"a (dilated) kernel no larger than the padded input {self.padded}",
+            f"kernel extent {effective}",
         )
         self.out = tuple((p - e) // s + 1 for p, e, s in zip(self.padded, effective, self.stride))
 
 
-def _im2col(x4, geo, groups):
-    """(G, C/G*KH*KW, N*OH*OW) columns: every receptive field of the batch as one column (a single copy),
-    so each group's convolution is one GEMM over the whole batch."""
-    xp = _pad(x4, geo.pads).transpose(1, 0, 2, 3)  # channel-major, so the rows are (C, KH, KW)
-    windows = _windows(xp, geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=False)  # (C,N,KH,KW,OH,OW)
-    rows = x4.shape[1] // groups * geo.kernel[0] * geo.kernel[1]
-    return windows.transpose(0, 2, 3, 1, 4, 5).reshape(groups, rows, x4.shape[0] * geo.out[0] * geo.out[1])
+def _im2col(x, geo, groups):
+    """(G, C/G*prod(kernel), N*prod(out)) columns: every receptive field of the (N, C, *spatial) batch as one
+    column (a single copy), so each group's convolution is one GEMM over the whole batch."""
+    n_axes = len(geo.kernel)
+    xp = _pad(x, geo.pads).swapaxes(0, 1)  # channel-major, so the rows are (C, *kernel)
+    windows = _windows(xp, geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=False)  # (C, N, *K, *O)
+    rows = x.shape[1] // groups * math.prod(geo.kernel)
+    order = (0, *range(2, 2 + n_axes), 1, *range(2 + n_axes, 2 + 2 * n_axes))  # (C, *K, N, *O)
+    return windows.transpose(order).reshape(groups, rows, x.shape[0] * math.prod(geo.out))
 
 
-def _conv_forward(x4, w4, bias, geo, groups):
-    n, out_channels = x4.shape[0], w4.shape[0]
-    out = np.matmul(w4.reshape(groups, out_channels // groups, -1), _im2col(x4, geo, groups))  # (G, O/G, N*L)
-    out = out.reshape(out_channels, n * geo.out[0] * geo.out[1])
+def _conv_forward(x, w, bias, geo, groups):
+    """The (N, O, *out) convolution of the (N, C, *spatial) batch ``x`` with the (O, C/G, *kernel) weight."""
+    n, out_channels = x.shape[0], w.shape[0]
+    out = np.matmul(w.reshape(groups, out_channels // groups, -1), _im2col(x, geo, groups))  # (G, O/G, N*L)
+    out = out.reshape(out_channels, n * math.prod(geo.out))
     if bias is not None:
         out += bias[:, None]
-    return np.ascontiguousarray(out.reshape(out_channels, n, *geo.out).transpose(1, 0, 2, 3))
+    return np.ascontiguousarray(out.reshape(out_channels, n, *geo.out).swapaxes(0, 1))
 
 
-def _conv_backward(g4, x4, w4, geo, groups, needs, x_shape=None):
-    """Input and weight gradients of conv (``x_shape`` stands for ``x4.shape`` when only dx is needed)."""
-    x_shape = x4.shape if x_shape is None else x_shape
+def _conv_backward(g, x, w, geo, groups, needs, x_shape=None):
+    """Input, weight and bias gradients of conv for the (N, O, *out) output gradient ``g`` (``x_shape`` stands
+    for ``x.shape`` when only the input gradient is needed; ``x`` may then be None)."""
+    x_shape = x.shape if x_shape is None else x_shape
     n, channels = x_shape[:2]
-    out_channels = w4.shape[0]
-    g_cols = g4.transpose(1, 0, 2, 3).reshape(groups, out_channels // groups, n * geo.out[0] * geo.out[1])
+    out_channels, n_axes = w.shape[0], len(geo.kernel)
+    g_cols = g.swapaxes(0, 1).reshape(groups, out_channels // groups, n * math.prod(geo.out))
     dx = dw = db = None
     if needs[0]:
-        w_groups = w4.reshape(groups, out_channels // groups, -1)
-        d_cols = np.matmul(w_groups.transpose(0, 2, 1), g_cols)  # (G, C/G*KH*KW, N*L)
-        d_windows = d_cols.reshape(channels, *geo.kernel, n, *geo.out).transpose(0, 3, 1, 2, 4, 5)
+        w_groups = w.reshape(groups, out_channels // groups, -1)
+        d_cols = np.matmul(w_groups.transpose(0, 2, 1), g_cols)  # (G, C/G*prod(K), N*L)
+        order = (0, 1 + n_axes, *range(1, 1 + n_axes), *range(2 + n_axes, 2 + 2 * n_axes))  # (C, N, *K, *O)
+        d_windows = d_cols.reshape(channels, *geo.kernel, n, *geo.out).transpose(order)
         d_padded = _scatter_windows(d_windows, (channels, n) + geo.padded, geo.stride, geo.dilation)
-        dx = _unpad(d_padded.transpose(1, 0, 2, 3), geo.pads, x_shape)
+        dx = _unpad(d_padded.swapaxes(0, 1), geo.pads, x_shape)
     if needs[1]:
-        dw = np.matmul(g_cols, _im2col(x4, geo, groups).transpose(0, 2, 1)).reshape(w4.shape)
+        dw = np.matmul(g_cols, _im2col(x, geo, groups).transpose(0, 2, 1)).reshape(w.shape)
     if len(needs) > 2 and needs[2]:
-        db = np.sum(g4, axis=(0, 2, 3))
+        db = np.sum(g, axis=(0, *range(2, g.ndim)))
     return dx, dw, db
 
 
-def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups):
+def _check_conv_arguments(op, spatial, x, weight, groups, weight_layout) -> int:
+    """What a convolution and a transposed one check alike (ranks, dtypes, groups dividing the input's
+    channels); returns the input's channel count."""
     _check_input_rank(op, x, spatial)
     require_float(op, "weight", weight)
     require(
         weight.ndim == spatial + 2,
         op,
         "weight",
-        f"a {spatial + 2}-D tensor (out_channels, in_channels/groups, {'kL' if spatial == 1 else 'kH, kW'})",
+        f"a {spatial + 2}-D tensor ({weight_layout}, {_KERNEL_DIMS[spatial]})",
         f"shape {weight.shape}",
     )
     require(
@@ -237,6 +246,17 @@ def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups)
     )
     in_channels = _batched(x, spatial).shape[1]
     require(in_channels % groups == 0, op, "groups", f"a divisor of the input's {in_channels} channels", groups)
+    return in_channels
+
+
+def _check_bias(op, bias, channels) -> None:
+    if bias is not None:
+        require_float(op, "bias", bias)
+        require(bias.shape == (channels,), op, "bias", f"shape ({channels},)", bias.shape)
+
+
+def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups):
+    in_channels = _check_conv_arguments(op, spatial, x, weight, groups, "out_channels, in_channels/groups")
     require(
         weight.shape[0] % groups == 0,
         op,
@@ -251,9 +271,7 @@ def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups)
         f"in_channels/groups = {in_channels // groups} in dim 1 (input has {in_channels} channels, groups={groups})",
         f"shape {weight.shape}",
     )
-    if bias is not None:
-        require_float(op, "bias", bias)
-        require(bias.shape == (weight.shape[0],), op, "bias", f"shape ({weight.shape[0]},)", bias.shape)
+    _check_bias(op, bias, weight.shape[0])
     _ConvGeometry(op, x.shape, weight.shape, stride, padding, dilation, spatial)
 
 
@@ -266,52 +284,35 @@ def _window_columns(x4, geo):
     return unfold(ops.pad(x4, (left, right, top, bottom)), geo.kernel, geo.dilation, 0, geo.stride)
 
 
-def _conv_op(name, spatial):
-    """Declare conv1d or conv2d; conv1d views its arrays as 2-D ones of height 1."""
+def _with_unit_axis(value, unit: int):
+    """A 1-D op's int-or-tuple argument as the 2-D op's for a leading axis of size 1 (strings pass as they are)."""
+    if isinstance(value, str):
+        return value
+    return (unit, value) if isinstance(value, int | np.integer) else (unit, *value)
 
-    def as4(x, w):
-        x4 = _batched(x, spatial)
-        return (x4[:, :, None], w[:, :, None]) if spatial == 1 else (x4, w)
 
-    def out_shape(input, weight, geo):
-        size = geo.out if spatial == 2 else geo.out[1:]
-        return input.shape[: input.ndim - spatial - 1] + (weight.shape[0],) + size
+def _conv_op(name, spatial, composite, samples):
+    """Declare conv1d, conv2d or conv3d: the im2col kernels above in the first order; ``composite`` (the conv
+    written with registered ops) for the second."""
 
     def forward(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         geo = _ConvGeometry(name, input.shape, weight.shape, stride, padding, dilation, spatial)
-        x4, w4 = as4(input, weight)
-        out = _conv_forward(x4, w4, bias, geo, groups)
-        return out.reshape(out_shape(input, weight, geo)), {"geo": geo}
+        out = _conv_forward(_batched(input, spatial), weight, bias, geo, groups)
+        return out.reshape(input.shape[: input.ndim - spatial - 1] + out.shape[1:]), {"geo": geo}
 
     def joint_vjp(g, ans, input, weight, bias, *, needs, stride, padding, dilation, groups, geo):
-        x4, w4 = as4(input, weight)
-        g4 = _batched(g, spatial)
-        g4 = g4[:, :, None] if spatial == 1 else g4
-        dx, dw, db = _conv_backward(g4, x4, w4, geo, groups, needs)
-        if dx is not None:
-            dx = dx.reshape(input.shape)
-        if dw is not None:
-            dw = dw.reshape(weight.shape)
-        return dx, dw, db
-
-    def composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        geo = _ConvGeometry(name, input.shape, weight.shape, stride, padding, dilation, spatial)
-        x4 = input if input.ndim == spatial + 2 else ops.unsqueeze(input, 0)
-        w4 = weight
-        if spatial == 1:
-            x4, w4 = ops.unsqueeze(x4, 2), ops.unsqueeze(weight, 2)
-        n, channels, out_channels = x4.shape[0], x4.shape[1], weight.shape[0]
-        rows = channels // groups * geo.kernel[0] * geo.kernel[1]
-        cols = ops.reshape(_window_columns(x4, geo), (n, groups, rows, geo.out[0] * geo.out[1]))
-        out = ops.matmul(ops.reshape(w4, (groups, out_channels // groups, rows)), cols)  # (N, G, O/G, L)
-        out = ops.reshape(out, (n, out_channels) + geo.out)
-        if bias is not None:
-            out = out + ops.reshape(bias, (out_channels, 1, 1))
-        return ops.reshape(out, out_shape(input, weight, geo))
+        dx, dw, db = _conv_backward(_batched(g, spatial), _batched(input, spatial), weight, geo, groups, needs)
+        return (None if dx is None else dx.reshape(input.shape)), dw, db
 
     def check(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         _check_conv(name, spatial, input, weight, bias, stride, padding, dilation, groups)
 
+    return _declare_conv(name, forward, joint_vjp, check, composite, samples)
+
+
+def _declare_conv(name, forward, joint_vjp, check, composite, samples, notes=""):
+    """Register a convolution or a transposed one: input, weight and optional bias sharing one backward (the
+    forward saves its geometry for it), a composite for the second order, torch.nn.functional's op as oracle."""
     return defop(
         name,
         family="conv",
@@ -321,7 +322,8 @@ def _conv_op(name, spatial):
         saves=True,
         composite=composite,
         check=check,
-        samples=_conv1d_samples if spatial == 1 else _conv2d_samples,
+        samples=samples,
+        notes=notes,
         torch_ref=lambda torch, input, weight, bias, **attrs: _torch_conv(torch, name, input, weight, bias, **attrs),
     )
 
@@ -334,54 +336,136 @@ def _torch_conv(torch, name, input, weight, bias, **attrs):
         return getattr(torch.nn.functional, name)(input, weight, bias, **attrs)
 
 
-def _conv2d_samples(rng):
-    def s(x_shape, w_shape, bias, label, **attrs):
-        x = uniform(rng, x_shape)
-        w = uniform(rng, w_shape)
-        return Sample((x, w, uniform(rng, (w_shape[0],)) if bias else None), attrs, label)
+def _conv2d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv2d with registered ops, for its second order: unfold's window columns times the weight."""
+    geo = _ConvGeometry("conv2d", input.shape, weight.shape, stride, padding, dilation, 2)
+    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    n, channels, out_channels = x4.shape[0], x4.shape[1], weight.shape[0]
+    rows = channels // groups * geo.kernel[0] * geo.kernel[1]
+    cols = ops.reshape(_window_columns(x4, geo), (n, groups, rows, geo.out[0] * geo.out[1]))
+    out = ops.matmul(ops.reshape(weight, (groups, out_channels // groups, rows)), cols)  # (N, G, O/G, L)
+    out = ops.reshape(out, (n, out_channels) + geo.out)
+    if bias is not None:
+        out = out + ops.reshape(bias, (out_channels, 1, 1))
+    return ops.reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + geo.out)
 
-    nhwc = uniform(rng, (1, 5, 4, 2)).transpose(0, 3, 1, 2)
-    return [
-        s((1, 2, 5, 5), (3, 2, 3, 3), True, "plain with bias"),
-        s((2, 2, 5, 4), (2, 2, 2, 3), False, "stride 2, padding 1", stride=2, padding=1),
-        s((1, 2, 6, 6), (2, 2, 2, 2), True, "dilation 2, tuple stride", stride=(1, 2), dilation=2),
-        s((1, 4, 4, 4), (4, 2, 2, 2), True, "groups 2, asymmetric padding", groups=2, padding=(1, 0)),
-        s((1, 3, 4, 4), (3, 1, 3, 3), False, "depthwise, padding same", groups=3, padding="same"),
-        s((1, 2, 4, 5), (2, 2, 2, 2), False, "padding same even kernel, dilation", padding="same", dilation=(2, 1)),
-        s((1, 2, 4, 4), (3, 2, 3, 2), True, "padding valid", padding="valid"),
-        s((2, 4, 4), (2, 1, 3, 3), True, "unbatched, groups 2, stride 2, padding 2", groups=2, stride=2, padding=2),
-        Sample(
-            (nhwc, uniform(rng, (3, 3, 2, 2)).transpose(2, 3, 0, 1), None),
-            {"padding": 1},
-            "non-contiguous input and weight",
+
+def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv1d as conv2d's composite over a height of 1, for its second order."""
+    out = _conv2d_composite(
+        ops.unsqueeze(input, -2),
+        ops.unsqueeze(weight, -2),
+        bias,
+        _with_unit_axis(stride, 1),
+        _with_unit_axis(padding, 0),
+        _with_unit_axis(dilation, 1),
+        groups,
+    )
+    return ops.squeeze(out, -2)
+
+
+def _conv3d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv3d with registered ops, for its second order: the sum over the kernel's depth of conv2d's composite
+    over the input planes that kernel plane meets (the output depths folded into the batch)."""
+    geo = _ConvGeometry("conv3d", input.shape, weight.shape, stride, padding, dilation, 3)
+    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    if any(before or after for before, after in geo.pads):
+        x = ops.pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
+    n, channels, out_channels = x.shape[0], x.shape[1], weight.shape[0]
+    depth, step, spacing = geo.out[0], geo.stride[0], geo.dilation[0]
+    out = None
+    for k in range(geo.kernel[0]):
+        planes = x[:, :, k * spacing : k * spacing + step * (depth - 1) + 1 : step]  # (N, C, OD, H, W)
+        planes = ops.reshape(ops.permute(planes, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(planes.shape[3:]))
+        term = _conv2d_composite(planes, weight[:, :, k], None, geo.stride[1:], 0, geo.dilation[1:], groups)
+        out = term if out is None else out + term
+    out = ops.permute(ops.reshape(out, (n, depth, out_channels) + geo.out[1:]), (0, 2, 1, 3, 4))
+    if bias is not None:
+        out = out + ops.reshape(bias, (out_channels, 1, 1, 1))
+    return ops.reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out)
+
+
+def _conv_samples(spatial, cases):
+    """Samples from (input shape, weight shape, with bias, label, attributes) rows; a non-contiguous input and
+    weight (channels last in memory) and an empty batch are added to every list."""
+
+    def generate(rng):
+        def sample(x, w, bias, label, attrs):
+            return Sample((x, w, uniform(rng, (w.shape[0],)) if bias else None), attrs, label)
+
+        rows = [sample(uniform(rng, x), uniform(rng, w), bias, label, attrs) for x, w, bias, label, attrs in cases]
+        channels_last = (0, spatial + 1, *range(1, spatial + 1))  # (N, *spatial, C) in memory, seen as (N, C, ...)
+        x = uniform(rng, (1,) + (5 - spatial,) * spatial + (2,)).transpose(channels_last)
+        w = uniform(rng, (2,) + (2,) * spatial + (2,)).transpose(channels_last)
+        rows.append(sample(x, w, False, "non-contiguous input and weight", {"padding": 1}))
+        empty = (0, 2) + (3,) * spatial
+        rows.append(sample(uniform(rng, empty), uniform(rng, (3, 2) + (2,) * spatial), True, "empty batch", {}))
+        return rows
+
+    return generate
+
+
+_conv1d_samples = _conv_samples(
+    1,
+    [
+        ((2, 3, 7), (4, 3, 3), True, "plain with bias", {}),
+        ((2, 2, 8), (2, 2, 3), False, "stride 2, padding 2, dilation 2", dict(stride=2, padding=2, dilation=2)),
+        ((1, 4, 6), (6, 2, 2), True, "groups 2, padding same", dict(groups=2, padding="same")),
+        ((1, 2, 6), (2, 1, 3), False, "depthwise, padding valid", dict(groups=2, padding="valid")),
+        ((3, 9), (2, 3, 4), True, "unbatched, tuple stride", dict(stride=(3,), padding=(1,))),
+    ],
+)
+_conv2d_samples = _conv_samples(
+    2,
+    [
+        ((1, 2, 5, 5), (3, 2, 3, 3), True, "plain with bias", {}),
+        ((2, 2, 5, 4), (2, 2, 2, 3), False, "stride 2, padding 1", dict(stride=2, padding=1)),
+        ((1, 2, 6, 6), (2, 2, 2, 2), True, "dilation 2, tuple stride", dict(stride=(1, 2), dilation=2)),
+        ((1, 4, 4, 4), (4, 2, 2, 2), True, "groups 2, asymmetric padding", dict(groups=2, padding=(1, 0))),
+        ((1, 3, 4, 4), (3, 1, 3, 3), False, "depthwise, padding same", dict(groups=3, padding="same")),
+        (
+            (1, 2, 4, 5),
+            (2, 2, 2, 2),
+            False,
+            "padding same even kernel, dilation",
+            dict(padding="same", dilation=(2, 1)),
         ),
-        s((0, 2, 4, 4), (3, 2, 2, 2), True, "empty batch", padding=1),
-    ]
-
-
-def _conv1d_samples(rng):
-    def s(x_shape, w_shape, bias, label, **attrs):
-        return Sample(
-            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[0],)) if bias else None), attrs, label
-        )
-
-    return [
-        s((2, 3, 7), (4, 3, 3), True, "plain with bias"),
-        s((2, 2, 8), (2, 2, 3), False, "stride 2, padding 2, dilation 2", stride=2, padding=2, dilation=2),
-        s((1, 4, 6), (6, 2, 2), True, "groups 2, padding same", groups=2, padding="same"),
-        s((1, 2, 6), (2, 1, 3), False, "depthwise, padding valid", groups=2, padding="valid"),
-        s((3, 9), (2, 3, 4), True, "unbatched, tuple stride", stride=(3,), padding=(1,)),
-        Sample(
-            (uniform(rng, (7, 3, 2)).transpose(1, 2, 0), uniform(rng, (3, 2, 2)).transpose(2, 1, 0), None),
-            {"padding": 1},
-            "non-contiguous",
+        ((1, 2, 4, 4), (3, 2, 3, 2), True, "padding valid", dict(padding="valid")),
+        (
+            (2, 4, 4),
+            (2, 1, 3, 3),
+            True,
+            "unbatched, groups 2, stride 2, padding 2",
+            dict(groups=2, stride=2, padding=2),
         ),
-        s((0, 2, 5), (3, 2, 2), True, "empty batch", stride=2),
-    ]
+    ],
+)
+_conv3d_samples = _conv_samples(
+    3,
+    [
+        ((1, 2, 2, 3, 3), (2, 2, 2, 2, 2), True, "plain with bias", {}),
+        ((1, 2, 3, 2, 3), (2, 1, 2, 1, 2), False, "groups 2, stride 2, padding 1", dict(groups=2, stride=2, padding=1)),
+        (
+            (1, 1, 3, 3, 2),
+            (1, 1, 2, 2, 1),
+            False,
+            "padding same even kernel, dilation",
+            dict(padding="same", dilation=(2, 1, 1)),
+        ),
+        (
+            (1, 2, 3, 2, 4),
+            (1, 2, 2, 1, 3),
+            True,
+            "padding valid, tuple stride",
+            dict(padding="valid", stride=(1, 2, 1)),
+        ),
+        ((2, 2, 2, 3), (1, 2, 2, 1, 2), True, "unbatched, tuple padding", dict(padding=(1, 0, 1))),
+    ],
+)
 
-
-conv2d = _conv_op("conv2d", 2)
-conv1d = _conv_op("conv1d", 1)
+conv2d = _conv_op("conv2d", 2, _conv2d_composite, _conv2d_samples)
+conv1d = _conv_op("conv1d", 1, _conv1d_composite, _conv1d_samples)
+conv3d = _conv_op("conv3d", 3, _conv3d_composite, _conv3d_samples)
 
 
 # -- unfold / fold -----------------------------------------------------------------------------------------
@@ -599,7 +683,7 @@ def _max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mod
     }
 
 
-def _max_pool2d_vjp(g, ans, input, *, kernel_size, stride, padding, dilation, ceil_mode, indices, geo):
+def _max_pool2d_vjp(g, ans, input, *, indices, geo, **attrs):
     g4 = _batched(g, 2)
     kh, kw = geo.kernel
     offsets = np.arange(kh * kw, dtype=indices.dtype).reshape(kh, kw, 1, 1)
@@ -696,9 +780,7 @@ def _avg_pool2d(
     return out.reshape(input.shape[:-2] + geo.out), {"geo": geo, "divisor": divisor}
 
 
-def _avg_pool2d_vjp(
-    g, ans, input, *, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, geo, divisor
-):
+def _avg_pool2d_vjp(g, ans, input, *, geo, divisor, **attrs):
     g4 = _batched(g / divisor, 2)
     grad_windows = np.broadcast_to(g4[:, :, None, None], g4.shape[:2] + geo.kernel + geo.out)
     grad = _scatter_windows(grad_windows, g4.shape[:2] + geo.padded, geo.stride, geo.dilation)
@@ -895,120 +977,95 @@ def _transpose_geometry(op, spatial, x_shape, w_shape, stride, padding, output_p
     geo = _ConvGeometry(op, out, w_shape, strides, pads, dilations, spatial)
     geo.extra, geo.out_size = extra, out
     # the windows are the transposed conv's input positions (an output_padding >= stride would give one more)
-    geo.out = tuple(x_shape[-2:]) if spatial == 2 else (1, x_shape[-1])
+    geo.out = tuple(x_shape[-spatial:])
     return geo
 
 
 def _check_conv_transpose(op, spatial, x, weight, bias, stride, padding, output_padding, groups, dilation):
-    _check_input_rank(op, x, spatial)
-    require_float(op, "weight", weight)
-    require(
-        weight.ndim == spatial + 2,
-        op,
-        "weight",
-        f"a {spatial + 2}-D tensor (in_channels, out_channels/groups, {'kL' if spatial == 1 else 'kH, kW'})",
-        f"shape {weight.shape}",
-    )
-    require(
-        bool(isinstance(groups, int | np.integer) and not isinstance(groups, bool) and groups >= 1),
-        op,
-        "groups",
-        "an int >= 1",
-        groups,
-    )
-    in_channels = _batched(x, spatial).shape[1]
-    require(in_channels % groups == 0, op, "groups", f"a divisor of the input's {in_channels} channels", groups)
+    in_channels = _check_conv_arguments(op, spatial, x, weight, groups, "in_channels, out_channels/groups")
     require(
         weight.shape[0] == in_channels, op, "weight", f"in_channels = {in_channels} in dim 0", f"shape {weight.shape}"
     )
-    if bias is not None:
-        require_float(op, "bias", bias)
-        out_channels = weight.shape[1] * groups
-        require(bias.shape == (out_channels,), op, "bias", f"shape ({out_channels},)", bias.shape)
+    _check_bias(op, bias, weight.shape[1] * groups)
     _transpose_geometry(op, spatial, x.shape, weight.shape, stride, padding, output_padding, dilation)
 
 
-def _conv_transpose_op(name, spatial):
+def _conv_transpose_op(name, spatial, composite, samples):
     """Declare conv_transpose1d or conv_transpose2d: the adjoint of conv, so its forward is conv's input
     gradient kernel, its input gradient is conv's forward and its weight gradient conv's weight gradient with
-    the roles of input and output gradient swapped. conv_transpose1d runs as 2-D with height 1."""
-
-    def as4(a):
-        a4 = _batched(a, spatial) if a.ndim == spatial + 1 else a
-        return a4[:, :, None] if spatial == 1 else a4
+    the roles of input and output gradient swapped."""
 
     def forward(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         geo = _transpose_geometry(name, spatial, input.shape, weight.shape, stride, padding, output_padding, dilation)
-        x4, w4 = as4(input), weight[:, :, None] if spatial == 1 else weight
-        n, out_channels = x4.shape[0], weight.shape[1] * groups
-        shape4 = (n, out_channels) + ((1,) if spatial == 1 else ()) + geo.out_size
-        dx, _, _ = _conv_backward(x4, np.empty(shape4[:2] + (0, 0)), w4, geo, groups, (True, False), x_shape=shape4)
+        x = _batched(input, spatial)
+        shape = (x.shape[0], weight.shape[1] * groups) + geo.out_size
+        out, _, _ = _conv_backward(x, None, weight, geo, groups, (True, False), x_shape=shape)
         if bias is not None:
-            dx = dx + bias[:, None, None]
-        lead = input.shape[: input.ndim - spatial - 1]
-        return np.ascontiguousarray(dx).reshape(lead + (out_channels,) + geo.out_size), {"geo": geo}
+            out = out + bias.reshape((-1,) + (1,) * spatial)
+        return np.ascontiguousarray(out).reshape(input.shape[: input.ndim - spatial - 1] + shape[1:]), {"geo": geo}
 
     def joint_vjp(g, ans, input, weight, bias, *, needs, stride, padding, output_padding, groups, dilation, geo):
-        g4, x4 = as4(g), as4(input)
-        w4 = weight[:, :, None] if spatial == 1 else weight
+        g_batched, x = _batched(g, spatial), _batched(input, spatial)
         dx = dw = db = None
         if needs[0]:
-            dx = _conv_forward(g4, w4, None, geo, groups).reshape(input.shape)
+            dx = _conv_forward(g_batched, weight, None, geo, groups).reshape(input.shape)
         if needs[1]:
-            dw = _conv_backward(x4, g4, w4, geo, groups, (False, True))[1].reshape(weight.shape)
+            dw = _conv_backward(x, g_batched, weight, geo, groups, (False, True))[1]
         if len(needs) > 2 and needs[2]:
-            db = np.sum(g4, axis=(0, 2, 3))
+            db = np.sum(g_batched, axis=(0, *range(2, g_batched.ndim)))
         return dx, dw, db
-
-    def composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-        """The transposed conv with registered ops: a matmul with the transposed weight gives every input
-        position's contribution to a window, and fold adds the windows up (then output_padding's rows)."""
-        geo = _transpose_geometry(name, spatial, input.shape, weight.shape, stride, padding, output_padding, dilation)
-        x4 = input if input.ndim == spatial + 2 else ops.unsqueeze(input, 0)
-        w4 = ops.unsqueeze(weight, 2) if spatial == 1 else weight
-        if spatial == 1:
-            x4 = ops.unsqueeze(x4, 2)
-        n, in_channels = x4.shape[:2]
-        out_channels = weight.shape[1] * groups
-        k = geo.kernel[0] * geo.kernel[1]
-        rows = out_channels // groups * k
-        w_t = ops.transpose(ops.reshape(w4, (groups, in_channels // groups, rows)), 1, 2)  # (G, O/G*k, C/G)
-        positions = x4.shape[2] * x4.shape[3]
-        cols = ops.matmul(w_t, ops.reshape(x4, (n, groups, in_channels // groups, positions)))
-        # fold without padding gives the full (in - 1) * stride + dilated kernel extent; the output is its
-        # [padding, padding + out) part, zero past the end when output_padding > padding
-        full = tuple(
-            (n - 1) * s + d * (kk - 1) + 1 for n, s, d, kk in zip(x4.shape[2:], geo.stride, geo.dilation, geo.kernel)
-        )
-        out = fold(ops.reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0, geo.stride)
-        (top, _), (left, _) = geo.pads
-        size = (1,) + geo.out_size if spatial == 1 else geo.out_size
-        beyond = [max(top + size[0] - full[0], 0), max(left + size[1] - full[1], 0)]
-        if any(beyond):
-            out = ops.pad(out, (0, beyond[1], 0, beyond[0]))
-        out = out[:, :, top : top + size[0], left : left + size[1]]
-        if bias is not None:
-            out = out + ops.reshape(bias, (out_channels, 1, 1))
-        return ops.reshape(out, input.shape[: input.ndim - spatial - 1] + (out_channels,) + geo.out_size)
 
     def check(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         _check_conv_transpose(name, spatial, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
-    return defop(
-        name,
-        family="conv",
-        inputs=("input", "weight", "bias?"),
-        forward=forward,
-        joint_vjp=joint_vjp,
-        saves=True,
-        composite=composite,
-        check=check,
-        samples=_conv_transpose1d_samples if spatial == 1 else _conv_transpose2d_samples,
-        notes="The adjoint of conv: weight (in_channels, out_channels/groups, *kernel).",
-        torch_ref=lambda torch, input, weight, bias, **attrs: getattr(torch.nn.functional, name)(
-            input, weight, bias, **attrs
-        ),
+    notes = "The adjoint of conv: weight (in_channels, out_channels/groups, *kernel)."
+    return _declare_conv(name, forward, joint_vjp, check, composite, samples, notes)
+
+
+def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose2d with registered ops, for its second order: a matmul with the transposed weight gives
+    every input position's contribution to a window, and fold adds the windows up (then output_padding's rows)."""
+    geo = _transpose_geometry(
+        "conv_transpose2d", 2, input.shape, weight.shape, stride, padding, output_padding, dilation
     )
+    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    n, in_channels = x4.shape[:2]
+    out_channels = weight.shape[1] * groups
+    k = geo.kernel[0] * geo.kernel[1]
+    rows = out_channels // groups * k
+    w_t = ops.transpose(ops.reshape(weight, (groups, in_channels // groups, rows)), 1, 2)  # (G, O/G*k, C/G)
+    positions = x4.shape[2] * x4.shape[3]
+    cols = ops.matmul(w_t, ops.reshape(x4, (n, groups, in_channels // groups, positions)))
+    # fold without padding gives the full (in - 1) * stride + dilated kernel extent; the output is its
+    # [padding, padding + out) part, zero past the end when output_padding > padding
+    full = tuple(
+        (size - 1) * s + d * (kk - 1) + 1 for size, s, d, kk in zip(x4.shape[2:], geo.stride, geo.dilation, geo.kernel)
+    )
+    out = fold(ops.reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0, geo.stride)
+    (top, _), (left, _) = geo.pads
+    size = geo.out_size
+    beyond = [max(top + size[0] - full[0], 0), max(left + size[1] - full[1], 0)]
+    if any(beyond):
+        out = ops.pad(out, (0, beyond[1], 0, beyond[0]))
+    out = out[:, :, top : top + size[0], left : left + size[1]]
+    if bias is not None:
+        out = out + ops.reshape(bias, (out_channels, 1, 1))
+    return ops.reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + size)
+
+
+def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose1d as conv_transpose2d's composite over a height of 1, for its second order."""
+    out = _conv_transpose2d_composite(
+        ops.unsqueeze(input, -2),
+        ops.unsqueeze(weight, -2),
+        bias,
+        _with_unit_axis(stride, 1),
+        _with_unit_axis(padding, 0),
+        _with_unit_axis(output_padding, 0),
+        groups,
+        _with_unit_axis(dilation, 1),
+    )
+    return ops.squeeze(out, -2)
 
 
 def _conv_transpose2d_samples(rng):
@@ -1074,8 +1131,8 @@ def _conv_transpose1d_samples(rng):
     ]
 
 
-conv_transpose2d = _conv_transpose_op("conv_transpose2d", 2)
-conv_transpose1d = _conv_transpose_op("conv_transpose1d", 1)
+conv_transpose2d = _conv_transpose_op("conv_transpose2d", 2, _conv_transpose2d_composite, _conv_transpose2d_samples)
+conv_transpose1d = _conv_transpose_op("conv_transpose1d", 1, _conv_transpose1d_composite, _conv_transpose1d_samples)
 
 
 # -- 1-D pooling (2-D pooling over a height of 1) ----------------------------------------------------------
@@ -1104,19 +1161,14 @@ def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mod
     }
 
 
-def _max_pool1d_vjp(g, ans, input, *, kernel_size, stride, padding, dilation, ceil_mode, indices, geo):
-    return _max_pool2d_vjp(
-        g[..., None, :],
-        None,
-        input[..., None, :],
-        kernel_size=None,
-        stride=None,
-        padding=None,
-        dilation=None,
-        ceil_mode=None,
-        indices=indices,
-        geo=geo,
-    ).reshape(input.shape)
+def _on_height_one(rule_2d):
+    """A 1-D pooling's rule: the 2-D pooling's rule over a height of 1 (the forward saved that pooling's
+    geometry)."""
+
+    def rule(g, ans, input, **attrs):
+        return rule_2d(g[..., None, :], None, input[..., None, :], **attrs).reshape(input.shape)
+
+    return rule
 
 
 def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -1156,7 +1208,7 @@ max_pool1d = defop(
     family="conv",
     inputs=("input",),
     forward=_max_pool1d,
-    vjps=(_max_pool1d_vjp,),
+    vjps=(_on_height_one(_max_pool2d_vjp),),
     saves=True,
     composite=_max_pool1d_composite,
     check=_check_max_pool1d,
@@ -1170,22 +1222,6 @@ def _avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, cou
     kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
     out, saved = _avg_pool2d(input[..., None, :], kernel, strides, pads, ceil_mode, count_include_pad)
     return out.reshape(out.shape[:-2] + out.shape[-1:]), saved
-
-
-def _avg_pool1d_vjp(g, ans, input, *, kernel_size, stride, padding, ceil_mode, count_include_pad, geo, divisor):
-    return _avg_pool2d_vjp(
-        g[..., None, :],
-        None,
-        input[..., None, :],
-        kernel_size=None,
-        stride=None,
-        padding=None,
-        ceil_mode=None,
-        count_include_pad=None,
-        divisor_override=None,
-        geo=geo,
-        divisor=divisor,
-    ).reshape(input.shape)
 
 
 def _avg_pool1d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -1208,7 +1244,7 @@ avg_pool1d = defop(
     family="conv",
     inputs=("input",),
     forward=_avg_pool1d,
-    vjps=(_avg_pool1d_vjp,),
+    vjps=(_on_height_one(_avg_pool2d_vjp),),
     saves=True,
     composite=_avg_pool1d_composite,
     check=_check_avg_pool1d,

@@ -45,7 +45,8 @@ The other ops, and their conventions:
   broadcast dims.
 - nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(tensor, num_classes=-1) (int64;
   ``num_classes=-1`` infers ``max + 1`` from the data, on replay too) are not differentiable. nonzero refuses
-  ``as_tuple=True`` (an op's output count is fixed at registration): ``ops.unbind(ops.nonzero(x), 1)`` is it.
+  ``as_tuple=True`` (an op's output count is fixed at registration); ``Tensor.nonzero(as_tuple=True)`` gives
+  torch's tuple, the columns of ``ops.nonzero`` (``ops.unbind(ops.nonzero(x), 1)``, a 0-D x counting as 1-D).
 - Index tensors must hold integers (any integer dtype; torch wants int64) with values in range; torch's
   negative positions are refused as torch does for these ops.
 """
@@ -1160,8 +1161,9 @@ def _check_nonzero(input, as_tuple=False):
         raise TypeError(f"nonzero: argument 'as_tuple' expected a bool, got {type(as_tuple).__name__} {as_tuple!r}")
     if as_tuple:
         raise ValueError(
-            "nonzero: as_tuple=True is not supported (an op's number of outputs is fixed when it is "
-            "registered); use ops.unbind(ops.nonzero(input), 1), which gives the same tuple"
+            "nonzero: as_tuple=True is not supported by the op (its number of outputs is fixed when it is "
+            "registered); Tensor.nonzero(as_tuple=True) gives torch's tuple: ops.unbind(ops.nonzero(input), 1), "
+            "a 0-D input counting as 1-D"
         )
 
 

@@ -3,9 +3,14 @@
 ``dim=None`` and ``dim=()`` reduce every dim (torch's convention); a repeated or out-of-range dim, a
 non-int dim or a non-bool keepdim raises naming the op and the argument. Conventions, as in PyTorch 2.13:
 - max / min return values only (like torch.amax / amin) and split the gradient evenly among tied
-  extrema -- what torch.max() without a dim and torch.amax do. torch.max(x, dim) instead gives all of it
-  to the one index it returns; the two agree whenever the extremum is unique. A NaN extremum gives NaN
-  gradients to its slice.
+  extrema -- what torch.max() without a dim and torch.amax do. A NaN extremum gives NaN gradients to its
+  slice.
+- max_dim / min_dim are torch.max(input, dim, keepdim) / torch.min(...): (values, int64 indices of the first
+  extremum, a NaN counting as one), the values' whole gradient going to those indices (a tie is not shared);
+  the rule is a scatter at the indices (scatter_add on Tensors), so the second order is exact. They are ops
+  of their own (as sorting's median_dim) because an op's output count is fixed when it is registered, while
+  torch's one name returns a single Tensor without a dim and a pair with one; Tensor.max / Tensor.min take
+  both forms, as torch's methods do, and return the pair as a named (values, indices) tuple.
 - var / std take torch's ``correction`` (default 1, Bessel's); N - correction <= 0 gives inf/NaN as in
   torch. std's gradient is 0 where std is 0 (torch's convention, instead of 0/0), and so is its second
   order there (torch's double backward gives NaN for the cotangent). The mean is summed as x / N when the
@@ -32,6 +37,8 @@ __all__ = [
     "std",
     "max",
     "min",
+    "max_dim",
+    "min_dim",
     "prod",
     "logsumexp",
     "argmax",
@@ -55,16 +62,16 @@ import numpy as np
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
-from ._samples import index_reduction_samples, reduction_samples, uniform
+from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import normalize_dim
+from .sorting import _scattered_back
 
 
 # -- dims ------------------------------------------------------------------------------------------------------
 def _axes(op: str, dim, ndim: int, keepdim):
     """numpy's ``axis`` for torch's ``dim``: None (every dim) or a sorted tuple of non-negative axes.
     Validates ``keepdim`` too. Ints and None take a fast path: this runs on every call."""
-    if keepdim is not False and keepdim is not True and not isinstance(keepdim, np.bool_):
-        raise TypeError(f"{op}: argument 'keepdim' expected a bool, got {type(keepdim).__name__} {keepdim!r}")
+    _check_keepdim(op, keepdim)
     if dim is None:
         return None
     if type(dim) is int:
@@ -83,6 +90,11 @@ def _axes(op: str, dim, ndim: int, keepdim):
         normalize_dim(op, dim, ndim)  # raises when out of range
         return (int(dim) % ndim,) if ndim else ()
     raise TypeError(f"{op}: argument 'dim' expected None, an int or a tuple of ints, got {type(dim).__name__} {dim!r}")
+
+
+def _check_keepdim(op: str, keepdim) -> None:
+    if keepdim is not False and keepdim is not True and not isinstance(keepdim, np.bool_):
+        raise TypeError(f"{op}: argument 'keepdim' expected a bool, got {type(keepdim).__name__} {keepdim!r}")
 
 
 def _count(shape: tuple, axes) -> int:
@@ -301,27 +313,24 @@ def _correction_samples(zero_spread):
     return generate
 
 
-var = _reduction(
-    "var",
-    _var,
-    _var_vjp,
-    samples=_correction_samples(True),
-    saves=True,
-    composite=_var_composite,
-    torch_ref=_torch_moments("var"),
-)
+def _moment(name, forward, vjp, composite, zero_spread):
+    """var or std: the forward saves the mean for its rule; the composite serves the second order."""
+    return _reduction(
+        name,
+        forward,
+        vjp,
+        samples=_correction_samples(zero_spread),
+        saves=True,
+        composite=composite,
+        torch_ref=_torch_moments(name),
+    )
+
+
+var = _moment("var", _var, _var_vjp, _var_composite, True)
 # std is not differentiable where it is 0 (a cone's tip): finite differences cannot check a gradient there, and
 # torch's double backward gives NaN for the cotangent there and over no entries (where the exact value is 0).
 # tests/test_ops_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
-std = _reduction(
-    "std",
-    _std,
-    _std_vjp,
-    samples=_correction_samples(False),
-    saves=True,
-    composite=_std_composite,
-    torch_ref=_torch_moments("std"),
-)
+std = _moment("std", _std, _std_vjp, _std_composite, False)
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------
@@ -349,6 +358,63 @@ def _extremum(name, ufunc) -> tuple[Callable[..., Any], Callable[..., Any]]:
 _EXTREMUM_SAMPLES = _with_a_0d_input(reduction_samples(empty_dims=False))  # no extremum of no entries
 max = _reduction("max", *_extremum("max", np.maximum), samples=_EXTREMUM_SAMPLES, torch_ref=_torch_reduce("amax"))
 min = _reduction("min", *_extremum("min", np.minimum), samples=_EXTREMUM_SAMPLES, torch_ref=_torch_reduce("amin"))
+
+
+# -- max_dim, min_dim: torch.max(input, dim) / torch.min(input, dim) -------------------------------------------
+def _extremum_dim(name, find) -> Callable[..., Any]:
+    def forward(input, dim, keepdim=False):
+        axis = normalize_dim(name, dim, input.ndim)
+        _check_keepdim(name, keepdim)
+        if input.ndim == 0:  # one entry, at index 0 along dim 0 / -1 (as torch)
+            return input.copy(), np.zeros((), np.int64)
+        if input.shape[axis] == 0:
+            raise ValueError(f"{name}: argument 'input' of shape {input.shape} has no entries to reduce over dim={dim}")
+        indices = np.expand_dims(find(input, axis=axis), axis).astype(np.int64, copy=False)  # the first extremum
+        values = np.take_along_axis(input, indices, axis)
+        if not keepdim:
+            values, indices = np.squeeze(values, axis), np.squeeze(indices, axis)
+        return values, indices
+
+    forward.__name__ = f"_{name}"
+    return forward
+
+
+def _extremum_dim_samples(rng):
+    """Distinct floats (a tie has no derivative: finite differences cannot check one); ties in integer samples,
+    whose indices are compared with torch's; NaN (its first occurrence wins, as in torch)."""
+    ties = np.array([[3, 1, 3, 3], [0, 2, 2, -1], [-4, 1, 0, -4]])
+    return [
+        Sample((uniform(rng, (5,)),), {"dim": 0}, "vector"),
+        Sample((uniform(rng, (3, 4)),), {"dim": 1}, "matrix dim=1"),
+        Sample((uniform(rng, (3, 4)),), {"dim": 0, "keepdim": True}, "matrix dim=0 keepdim"),
+        Sample((transposed(rng, (2, 4, 3)),), {"dim": -2}, "non-contiguous dim=-2"),
+        Sample((np.array([[2.0, np.nan, 1.0, np.nan], [0.5, -1.0, 4.0, 2.5]]),), {"dim": 1}, "NaN: the first one"),
+        Sample((ties,), {"dim": 1}, "int64 ties: the first index"),
+        Sample((ties.T.copy(),), {"dim": 0, "keepdim": True}, "int64 ties dim=0 keepdim"),
+        Sample((np.array([[False, True, True], [False, False, False]]),), {"dim": 1}, "bool"),
+        Sample((uniform(rng, (3, 1)),), {"dim": 1}, "size-1 dim"),
+        Sample((uniform(rng, ()),), {"dim": -1, "keepdim": True}, "0-D"),
+        Sample((uniform(rng, (0, 3)),), {"dim": 1}, "zero-size other dim"),
+    ]
+
+
+def _declare_extremum_dim(name, find, torch_name):
+    return defop(
+        name,
+        family="reduce",
+        inputs=("input",),
+        forward=_extremum_dim(name, find),
+        vjps=(_scattered_back(name),),
+        outputs=2,
+        samples=_extremum_dim_samples,
+        notes=f"torch.{torch_name}(input, dim, keepdim): (values, int64 indices of the first extremum); the values' "
+        "gradient goes to those indices, all of it (a tie is not shared).",
+        torch_ref=lambda torch, input, dim, keepdim=False: getattr(torch, torch_name)(input, dim, keepdim),
+    )
+
+
+max_dim = _declare_extremum_dim("max_dim", np.argmax, "max")
+min_dim = _declare_extremum_dim("min_dim", np.argmin, "min")
 
 
 # -- prod ------------------------------------------------------------------------------------------------------
@@ -483,8 +549,7 @@ logsumexp = _reduction("logsumexp", _logsumexp, _logsumexp_vjp, samples=_logsume
 # -- argmax, argmin --------------------------------------------------------------------------------------------
 def _index_of(name, fn):
     def forward(x, dim=None, keepdim=False):
-        if keepdim is not False and keepdim is not True and not isinstance(keepdim, np.bool_):
-            raise TypeError(f"{name}: argument 'keepdim' expected a bool, got {type(keepdim).__name__} {keepdim!r}")
+        _check_keepdim(name, keepdim)
         axis = None
         if dim is not None:
             if isinstance(dim, tuple | list):
@@ -501,24 +566,19 @@ def _index_of(name, fn):
     return forward
 
 
-def _torch_index_of(name):
-    return lambda torch, x, dim=None, keepdim=False: getattr(torch, name)(x, dim=dim, keepdim=keepdim)
+def _index_reduction(name, fn):
+    """argmax or argmin: int64 indices, not differentiable."""
+    return _reduction(
+        name,
+        _index_of(name, fn),
+        NOT_DIFFERENTIABLE,
+        samples=index_reduction_samples(),
+        torch_ref=lambda torch, x, dim=None, keepdim=False: getattr(torch, name)(x, dim=dim, keepdim=keepdim),
+    )
 
 
-argmax = _reduction(
-    "argmax",
-    _index_of("argmax", np.argmax),
-    NOT_DIFFERENTIABLE,
-    samples=index_reduction_samples(),
-    torch_ref=_torch_index_of("argmax"),
-)
-argmin = _reduction(
-    "argmin",
-    _index_of("argmin", np.argmin),
-    NOT_DIFFERENTIABLE,
-    samples=index_reduction_samples(),
-    torch_ref=_torch_index_of("argmin"),
-)
+argmax = _index_reduction("argmax", np.argmax)
+argmin = _index_reduction("argmin", np.argmin)
 
 
 # == amax / amin, norms, any / all / count_nonzero: torch's own parameter names ===============================

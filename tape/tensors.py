@@ -13,8 +13,9 @@ float32 from Python floats (as torch does).
 
 from __future__ import annotations
 
+import functools
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from .state import needs_grad
 if TYPE_CHECKING:
     from .recording import Node
 
-__all__ = ["Tensor", "tensor", "as_tensor"]
+__all__ = ["Tensor", "ValuesIndices", "tensor", "as_tensor"]
 
 _ids = itertools.count(1)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -43,7 +44,7 @@ class _UnboundOps:
 
 
 ops = _UnboundOps()
-OPERATOR_OPS = (
+OPERATOR_OPS = (  # the ops Tensor's operators and explicitly written methods call (``_OpMethod`` adds its own)
     "add",
     "sub",
     "mul",
@@ -59,40 +60,34 @@ OPERATOR_OPS = (
     "le",
     "gt",
     "ge",
-    "sum",
-    "mean",
     "max",
     "min",
-    "var",
-    "std",
+    "max_dim",
+    "min_dim",
+    "maximum",
+    "minimum",
+    "median",
+    "median_dim",
+    "nonzero",
+    "unbind",
+    "where",
+    "scatter",
     "reshape",
-    "flatten",
-    "transpose",
     "permute",
-    "squeeze",
-    "unsqueeze",
     "expand",
-    "exp",
-    "log",
-    "sqrt",
-    "tanh",
-    "sigmoid",
-    "relu",
-    "softmax",
-    "log_softmax",
-    "argmax",
-    "clamp",
-    "masked_fill",
-    "cast",
     "repeat",
+    "tile",
+    "flip",
+    "cast",
 )
+METHOD_OPS: list[str] = []  # the ops ``_OpMethod`` attributes of Tensor stand for
 
 
 def bind_operators(library) -> None:
     """The one binding of Tensor's operators and methods to the op library (called by ``ops/__init__``);
     checks that every op they call is there."""
     global ops
-    missing = [name for name in OPERATOR_OPS if not callable(getattr(library, name, None))]
+    missing = [name for name in (*OPERATOR_OPS, *METHOD_OPS) if not callable(getattr(library, name, None))]
     if missing:
         raise ImportError(f"the op library lacks the ops Tensor's operators call: {missing}")
     ops = library
@@ -112,6 +107,47 @@ def _exposed(array: np.ndarray) -> np.ndarray:
     writeable again but refuses that for a view of a frozen base, and assigning ``.shape``/``.strides`` to
     the view cannot reshape the array an op saved."""
     return array.view()
+
+
+class _OpMethod:
+    """A Tensor method that *is* a registered op applied to the tensor: ``t.cumsum(1)`` calls ``ops.cumsum(t, 1)``,
+    with the same arguments, positional or keyword, so no method re-implements its op (``name = _OpMethod()`` in
+    the class body; ``_OpMethod("inv")`` where torch's method name is not the op's). With ``pair=True`` the op's
+    two outputs come back as ``ValuesIndices``, the (values, indices) named tuple torch's methods return."""
+
+    def __init__(self, op_name: str | None = None, pair: bool = False):
+        self.op_name = op_name
+        self.pair = pair
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.op_name = self.op_name or name
+        METHOD_OPS.append(self.op_name)
+
+    def __get__(self, tensor, owner=None) -> Any:
+        if tensor is None:
+            return self
+        op = getattr(ops, str(self.op_name))
+        if self.pair:
+            return lambda *args, **kwargs: ValuesIndices(*op(tensor, *args, **kwargs))
+        return functools.partial(op, tensor)
+
+
+class ValuesIndices(NamedTuple):
+    """(values, indices), as torch's max / min / median along a dim, sort, topk, kthvalue, cummax and cummin
+    methods return them (torch.return_types): unpack it, index it or read ``.values`` and ``.indices``."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _whole_or_along(whole, along, tensor, dim, keepdim):
+    """torch's max / min / median methods: the one value of every entry without ``dim`` (``whole``), or the
+    (values, indices) along ``dim`` (``along``)."""
+    if dim is None:
+        if keepdim:
+            raise TypeError("keepdim=True needs a dim (torch's max / min / median take keepdim only with a dim)")
+        return whole(tensor)
+    return ValuesIndices(*along(tensor, dim, keepdim))
 
 
 class Tensor:
@@ -402,24 +438,176 @@ class Tensor:
     def __bool__(self) -> bool:
         return bool(self._data)
 
-    # -- common ops as methods -----------------------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False):
-        return ops.sum(self, dim=dim, keepdim=keepdim)
+    # -- ops as methods: each is the op, called with the tensor first ----------------------------------------
+    # reductions and scans
+    sum = _OpMethod()
+    mean = _OpMethod()
+    var = _OpMethod()
+    std = _OpMethod()
+    prod = _OpMethod()
+    logsumexp = _OpMethod()
+    argmax = _OpMethod()
+    argmin = _OpMethod()
+    amax = _OpMethod()
+    amin = _OpMethod()
+    norm = _OpMethod()
+    any = _OpMethod()
+    all = _OpMethod()
+    count_nonzero = _OpMethod()
+    cumsum = _OpMethod()
+    cumprod = _OpMethod()
+    logcumsumexp = _OpMethod()
+    cummax = _OpMethod(pair=True)
+    cummin = _OpMethod(pair=True)
+    # sorting and selection
+    sort = _OpMethod(pair=True)
+    argsort = _OpMethod()
+    topk = _OpMethod(pair=True)
+    kthvalue = _OpMethod(pair=True)
+    # elementwise
+    exp = _OpMethod()
+    log = _OpMethod()
+    sqrt = _OpMethod()
+    tanh = _OpMethod()
+    sigmoid = _OpMethod()
+    relu = _OpMethod()
+    abs = _OpMethod()
+    neg = _OpMethod()
+    sign = _OpMethod()
+    square = _OpMethod()
+    expm1 = _OpMethod()
+    exp2 = _OpMethod()
+    log2 = _OpMethod()
+    log10 = _OpMethod()
+    log1p = _OpMethod()
+    rsqrt = _OpMethod()
+    reciprocal = _OpMethod()
+    sin = _OpMethod()
+    cos = _OpMethod()
+    tan = _OpMethod()
+    asin = _OpMethod()
+    acos = _OpMethod()
+    atan = _OpMethod()
+    sinh = _OpMethod()
+    cosh = _OpMethod()
+    asinh = _OpMethod()
+    acosh = _OpMethod()
+    atanh = _OpMethod()
+    erf = _OpMethod()
+    erfc = _OpMethod()
+    erfinv = _OpMethod()
+    floor = _OpMethod()
+    ceil = _OpMethod()
+    trunc = _OpMethod()
+    round = _OpMethod()
+    frac = _OpMethod()
+    clamp = _OpMethod()
+    nan_to_num = _OpMethod()
+    isinf = _OpMethod()
+    isnan = _OpMethod()
+    isfinite = _OpMethod()
+    logical_not = _OpMethod()
+    hardshrink = _OpMethod()
+    softmax = _OpMethod()
+    log_softmax = _OpMethod()
+    prelu = _OpMethod()
+    # binary
+    add = _OpMethod()
+    sub = _OpMethod()
+    mul = _OpMethod()
+    div = _OpMethod()
+    pow = _OpMethod()
+    maximum = _OpMethod()
+    minimum = _OpMethod()
+    atan2 = _OpMethod()
+    copysign = _OpMethod()
+    logaddexp = _OpMethod()
+    hypot = _OpMethod()
+    remainder = _OpMethod()
+    fmod = _OpMethod()
+    floor_divide = _OpMethod()
+    lerp = _OpMethod()
+    isclose = _OpMethod()
+    logical_and = _OpMethod()
+    logical_or = _OpMethod()
+    logical_xor = _OpMethod()
+    eq = _OpMethod()
+    ne = _OpMethod()
+    lt = _OpMethod()
+    le = _OpMethod()
+    gt = _OpMethod()
+    ge = _OpMethod()
+    matmul = _OpMethod()
+    bmm = _OpMethod()
+    outer = _OpMethod()
+    dot = _OpMethod()
+    det = _OpMethod()
+    inverse = _OpMethod("inv")
+    cholesky = _OpMethod()
+    # indexing
+    gather = _OpMethod()
+    scatter_add = _OpMethod()
+    scatter_reduce = _OpMethod()
+    index_select = _OpMethod()
+    index_add = _OpMethod()
+    index_put = _OpMethod()
+    take_along_dim = _OpMethod()
+    masked_select = _OpMethod()
+    masked_fill = _OpMethod()
+    # shape and movement
+    flatten = _OpMethod()
+    transpose = _OpMethod()
+    squeeze = _OpMethod()
+    unsqueeze = _OpMethod()
+    narrow = _OpMethod()
+    tril = _OpMethod()
+    triu = _OpMethod()
+    roll = _OpMethod()
+    repeat_interleave = _OpMethod()
+    diagonal = _OpMethod()
+    diag = _OpMethod()
+    diag_embed = _OpMethod()
+    split = _OpMethod()
+    chunk = _OpMethod()
+    unbind = _OpMethod()
+    unfold = _OpMethod("unfold_copy")  # Tensor.unfold(dimension, size, step), not F.unfold
 
-    def mean(self, dim=None, keepdim=False):
-        return ops.mean(self, dim=dim, keepdim=keepdim)
-
+    # -- methods whose torch signature is not the op's -------------------------------------------------------
     def max(self, dim=None, keepdim=False):
-        return ops.max(self, dim=dim, keepdim=keepdim)
+        """torch's Tensor.max: the largest entry (ties share its gradient, as torch.max(x)); with ``dim``, the
+        (values, indices) of the first maximum along it (the whole gradient to that index); with a tensor, the
+        elementwise maximum."""
+        if isinstance(dim, Tensor):
+            return ops.maximum(self, dim)
+        return _whole_or_along(ops.max, ops.max_dim, self, dim, keepdim)
 
     def min(self, dim=None, keepdim=False):
-        return ops.min(self, dim=dim, keepdim=keepdim)
+        """torch's Tensor.min, as ``max``."""
+        if isinstance(dim, Tensor):
+            return ops.minimum(self, dim)
+        return _whole_or_along(ops.min, ops.min_dim, self, dim, keepdim)
 
-    def var(self, dim=None, correction=1, keepdim=False):
-        return ops.var(self, dim, correction, keepdim)
+    def median(self, dim=None, keepdim=False):
+        """torch's Tensor.median: the lower median of every entry, or (values, indices) along ``dim``."""
+        return _whole_or_along(ops.median, ops.median_dim, self, dim, keepdim)
 
-    def std(self, dim=None, correction=1, keepdim=False):
-        return ops.std(self, dim, correction, keepdim)
+    def nonzero(self, *, as_tuple=False):
+        """torch's Tensor.nonzero: the (N, ndim) positions of the nonzero entries, or with ``as_tuple`` one 1-D
+        index tensor per dim -- the columns of those positions (a 0-D tensor counts as 1-D, as in torch)."""
+        if not as_tuple:
+            return ops.nonzero(self)
+        return ops.unbind(ops.nonzero(self if self.ndim else ops.reshape(self, (1,))), 1)
+
+    def where(self, condition, other):
+        """torch's Tensor.where: ``self`` where ``condition`` holds, else ``other`` (ops.where(condition, self,
+        other))."""
+        return ops.where(condition, self, other)
+
+    def scatter(self, dim, index, src=None, value=None):
+        """torch's Tensor.scatter(dim, index, src) and its number form scatter(dim, index, value)."""
+        if isinstance(src, int | float):
+            src, value = None, src
+        return ops.scatter(self, dim, index, src, value)
 
     def reshape(self, *shape):
         return ops.reshape(self, _shape_args(shape))
@@ -427,20 +615,8 @@ class Tensor:
     def view(self, *shape):
         return self.reshape(*shape)
 
-    def flatten(self, start_dim=0, end_dim=-1):
-        return ops.flatten(self, start_dim=start_dim, end_dim=end_dim)
-
-    def transpose(self, dim0=-2, dim1=-1):
-        return ops.transpose(self, dim0, dim1)
-
     def permute(self, *dims):
         return ops.permute(self, _shape_args(dims))
-
-    def squeeze(self, dim=None):
-        return ops.squeeze(self, dim)
-
-    def unsqueeze(self, dim):
-        return ops.unsqueeze(self, dim)
 
     def expand(self, *shape):
         return ops.expand(self, _shape_args(shape))
@@ -448,41 +624,11 @@ class Tensor:
     def repeat(self, *repeats):
         return ops.repeat(self, _shape_args(repeats))
 
-    def exp(self):
-        return ops.exp(self)
+    def tile(self, *dims):
+        return ops.tile(self, _shape_args(dims))
 
-    def log(self):
-        return ops.log(self)
-
-    def sqrt(self):
-        return ops.sqrt(self)
-
-    def tanh(self):
-        return ops.tanh(self)
-
-    def sigmoid(self):
-        return ops.sigmoid(self)
-
-    def relu(self):
-        return ops.relu(self)
-
-    def abs(self):
-        return ops.abs(self)
-
-    def softmax(self, dim=-1):
-        return ops.softmax(self, dim=dim)
-
-    def log_softmax(self, dim=-1):
-        return ops.log_softmax(self, dim=dim)
-
-    def argmax(self, dim=None, keepdim=False):
-        return ops.argmax(self, dim=dim, keepdim=keepdim)
-
-    def clamp(self, min=None, max=None):
-        return ops.clamp(self, min=min, max=max)
-
-    def masked_fill(self, mask, value):
-        return ops.masked_fill(self, mask, value)
+    def flip(self, *dims):
+        return ops.flip(self, _shape_args(dims))
 
     def to(self, dtype):
         return ops.cast(self, dtype)
@@ -492,6 +638,12 @@ class Tensor:
 
     def double(self):
         return ops.cast(self, np.float64)
+
+    def long(self):
+        return ops.cast(self, np.int64)
+
+    def bool(self):
+        return ops.cast(self, np.bool_)
 
     @property
     def T(self):

@@ -1,4 +1,5 @@
-"""The engine: tensors, registration, the reverse pass and its error paths, gradcheck."""
+"""The engine: tensors, registration, the reverse pass and its error paths, gradcheck, and Tensor's methods (each
+the op it stands for, called as torch's method is)."""
 
 import numpy as np
 import pytest
@@ -6,6 +7,8 @@ import pytest
 import ops
 import tape
 from tape import NOT_DIFFERENTIABLE, STUB, Sample, defop
+from tape.tensors import ValuesIndices, _OpMethod
+from tape.tools.verify import call, flat_leaves, joined, op_samples, sample_tensors
 
 
 @pytest.fixture
@@ -293,3 +296,112 @@ def test_an_exception_inside_a_rule_is_reported_with_the_op_and_input(throwaway_
                            vjps=(lambda g, ans, x: g @ np.ones((7, 7)),))
     with pytest.raises(tape.GradientError, match=r"broken_rule.*\['x'\].*ValueError"):
         broken(leaf((3,))).sum().backward()
+
+
+# -- Tensor methods ------------------------------------------------------------------------------------------------
+OP_METHODS = sorted(name for name, attr in vars(tape.Tensor).items() if isinstance(attr, _OpMethod))
+
+
+def _value_and_gradients(out, leaves):
+    """The output's arrays and, for a floating output, the leaves' gradients of sum(out * u) with a fixed u."""
+    out = joined(out)
+    grads = []
+    if out.grad_fn is not None:
+        out.backward(np.linspace(0.5, 1.5, out.size).reshape(out.shape))
+        grads = [None if t.grad is None else t.grad.numpy() for t in leaves]
+    return out.numpy(), grads
+
+
+@pytest.mark.parametrize("name", OP_METHODS)
+def test_each_op_method_is_its_op_called_with_the_tensor_first(name):
+    """The method and the op give the same values and gradients on every one of the op's samples."""
+    op = tape.get_op(vars(tape.Tensor)[name].op_name)
+    assert op.tensor_pos[0] == 0 and not op.sequence[0], f"{op.signature}: the tensor is not its first parameter"
+    for sample in op_samples(op):
+        via_method = sample_tensors(op, sample)
+        first, *rest = via_method
+        out = getattr(first, name)(**dict(zip(op.input_names[1:], rest)), **sample.attrs)
+        via_op = sample_tensors(op, sample)
+        expected = call(op, via_op, sample.attrs)
+        assert type(out) is (ValuesIndices if vars(tape.Tensor)[name].pair else type(expected))
+        value, grads = _value_and_gradients(out, flat_leaves(via_method))
+        expected_value, expected_grads = _value_and_gradients(expected, flat_leaves(via_op))
+        np.testing.assert_array_equal(value, expected_value, err_msg=f"{name} on {sample}")
+        for g, e in zip(grads, expected_grads, strict=True):
+            np.testing.assert_array_equal(g, e, err_msg=f"{name} on {sample}")
+
+
+_RNG = np.random.default_rng(7)
+X = _RNG.standard_normal((3, 4))
+Y = _RNG.standard_normal((3, 4))
+SQUARE = _RNG.standard_normal((3, 3)) + 3 * np.eye(3)
+INDEX = np.array([[0, 2, 1, 0], [1, 0, 2, 2]])
+ROWS = np.array([2, 0])
+MASK = X > 0
+TIES = np.array([[1.0, 3.0, 3.0, -1.0], [2.0, 2.0, -4.0, -4.0], [0.5, 0.5, 0.5, 0.5]])
+
+# (method, self, positional arguments, keyword arguments): torch's Tensor method called the same way
+TORCH_FORMS = [
+    ("flip", X, (0,), {}), ("flip", X, (0, 1), {}), ("flip", X, ([1],), {}),
+    ("roll", X, (1, 1), {}), ("roll", X, ((1, -1), (0, 1)), {}),
+    ("tile", X, (2, 1), {}), ("tile", X, ((2,),), {}),
+    ("split", X, (2, 1), {}), ("split", X, ([1, 3],), {"dim": 1}), ("chunk", X, (2,), {"dim": 1}),
+    ("unbind", X, (1,), {}), ("unfold", X, (1, 2, 1), {}), ("narrow", X, (1, 1, 2), {}),
+    ("repeat_interleave", X, (2,), {"dim": 0}), ("diagonal", X, (), {"offset": 1}), ("diag", X, (-1,), {}),
+    ("tril", X, (), {}), ("triu", X, (1,), {}), ("expand", X[:1], (3, 4), {}), ("repeat", X, (1, 2), {}),
+    ("topk", X, (2,), {}), ("topk", X, (2, 0, False), {}), ("sort", X, (), {"dim": 0, "descending": True}),
+    ("argsort", X, (1,), {}), ("kthvalue", X, (2, 1), {}),
+    ("cumsum", X, (1,), {}), ("cumprod", X, (0,), {}), ("cummax", X, (1,), {}), ("cummin", X, (0,), {}),
+    ("logcumsumexp", X, (1,), {}),
+    ("max", TIES, (), {}), ("max", TIES, (1,), {}), ("max", TIES, (), {"dim": 0, "keepdim": True}),
+    ("max", X, (Y,), {}), ("min", TIES, (), {}), ("min", TIES, (1, True), {}), ("min", X, (Y,), {}),
+    ("median", X, (), {}), ("median", X, (0,), {}), ("median", X, (), {"dim": 1, "keepdim": True}),
+    ("amax", TIES, (1,), {}), ("amin", TIES, ((0, 1),), {}), ("prod", X, (1,), {}), ("logsumexp", X, (1,), {}),
+    ("argmin", X, (0,), {}), ("norm", X, (), {"p": 1, "dim": 1}), ("count_nonzero", MASK, (1,), {}),
+    ("any", MASK, (1,), {}), ("all", MASK, (), {}),
+    ("gather", X, (1, INDEX), {}), ("scatter", X, (0, INDEX[:, :3], Y), {}), ("scatter", X, (0, INDEX, 2.5), {}),
+    ("scatter", X, (0, INDEX), {"value": -1.0}), ("scatter_add", X, (0, INDEX, Y), {}),
+    ("scatter_reduce", X, (0, INDEX, Y[:2], "amax"), {}), ("index_select", X, (0, ROWS), {}),
+    ("index_add", X, (0, ROWS, Y[:2]), {}), ("index_put", X, ((ROWS, ROWS + 1), Y[0, :2]), {}),
+    ("take_along_dim", X, (INDEX, 0), {}), ("masked_select", X, (MASK,), {}), ("masked_fill", X, (MASK, 0.5), {}),
+    ("where", X, (MASK, Y), {}), ("nonzero", X, (), {}), ("nonzero", MASK, (), {"as_tuple": True}),
+    ("pow", X, (2.0,), {}), ("maximum", X, (Y,), {}), ("lerp", X, (Y, 0.3), {}), ("atan2", X, (Y,), {}),
+    ("div", X, (Y,), {"rounding_mode": "floor"}), ("isclose", X, (Y,), {}), ("clamp", X, (-0.5, 0.5), {}),
+    ("round", X, (), {"decimals": 1}), ("nan_to_num", X, (), {}), ("neg", X, (), {}), ("square", X, (), {}),
+    ("matmul", X, (Y.T,), {}), ("outer", X[0], (Y[0],), {}), ("dot", X[0], (Y[0],), {}),
+    ("inverse", SQUARE, (), {}), ("det", SQUARE, (), {}), ("softmax", X, (0,), {}), ("hardshrink", X, (0.5,), {}),
+    ("long", X, (), {}), ("bool", X, (), {}), ("double", X, (), {}),
+]
+
+
+def _flat(out):
+    """An op's or torch's result as a flat list of tensors (tuples, named or not, spread out)."""
+    return [t for item in out for t in _flat(item)] if isinstance(out, tuple | list) else [out]
+
+
+@pytest.mark.parametrize("name, data, args, kwargs", TORCH_FORMS,
+                         ids=[f"{n}{a}{k}".replace(" ", "")[:60] for n, _, a, k in TORCH_FORMS])
+def test_tensor_methods_read_like_torchs(name, data, args, kwargs, torch):
+    """Called as torch's method is, each gives torch's values, dtypes, structure and gradient."""
+    x = tape.tensor(data, requires_grad=data.dtype.kind == "f")
+    reference = torch.tensor(data, requires_grad=data.dtype.kind == "f")
+    out = getattr(x, name)(*[tape.tensor(a) if isinstance(a, np.ndarray) else a for a in args], **kwargs)
+    torch_args = [torch.tensor(a) if isinstance(a, np.ndarray) else
+                  tuple(torch.tensor(i) for i in a) if name == "index_put" and isinstance(a, tuple) else a
+                  for a in args]
+    expected = getattr(reference, name)(*torch_args, **kwargs)
+    assert isinstance(out, tuple) == isinstance(expected, tuple)
+    if type(expected).__module__ == "torch.return_types":  # (values, indices): the same named fields
+        assert isinstance(out, ValuesIndices)
+        np.testing.assert_array_equal(out.indices.numpy(), expected.indices.numpy())
+    ours_flat, theirs_flat = _flat(out), _flat(expected)
+    assert len(ours_flat) == len(theirs_flat)
+    for o, e in zip(ours_flat, theirs_flat):
+        assert o.shape == tuple(e.shape) and o.dtype == np.dtype(str(e.dtype).replace("torch.", ""))
+        np.testing.assert_allclose(o.numpy(), e.detach().numpy(), rtol=1e-12, atol=1e-12)
+    floats = [(o, e) for o, e in zip(ours_flat, theirs_flat) if o.dtype.kind == "f"]
+    if floats and x.requires_grad:
+        u = [np.linspace(0.5, 1.5, o.size).reshape(o.shape) for o, _ in floats]
+        sum(ops.sum(o * w) for (o, _), w in zip(floats, u)).backward()
+        sum((e * torch.tensor(w)).sum() for (_, e), w in zip(floats, u)).backward()
+        np.testing.assert_allclose(x.grad.numpy(), reference.grad.numpy(), rtol=1e-12, atol=1e-12)

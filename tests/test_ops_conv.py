@@ -1,8 +1,8 @@
-"""Convolution, transposed convolution, unfold / fold, pooling (max, avg, 1-D, adaptive, with indices, unpooling)
-and interpolate against PyTorch at sizes a little beyond the generated samples (batch 2, 3 channels, 9x9) in
-float32 and float64, over combinations of their options; their second order (Hessian-vector products against
-torch's double backward); empty batches; max pooling's tie choice and indices; interpolate's index arithmetic
-over many sizes and scale factors; and the errors bad arguments raise."""
+"""Convolution (1-D, 2-D, 3-D), transposed convolution, unfold / fold, pooling (max, avg, 1-D, adaptive, with
+indices, unpooling) and interpolate against PyTorch at sizes a little beyond the generated samples (batch 2, 3
+channels, 9x9) in float32 and float64, over combinations of their options; their second order (Hessian-vector
+products against torch's double backward); empty batches; max pooling's tie choice and indices; interpolate's
+index arithmetic over many sizes and scale factors; and the errors bad arguments raise."""
 
 import itertools
 import warnings
@@ -168,6 +168,8 @@ EMPTY_BATCH = [
     ("conv2d same, groups", lambda lib, x, w: _f(lib).conv2d(x, w, padding="same", groups=3),
      [(0, 3, 5, 5), (6, 1, 2, 2)]),
     ("conv1d", lambda lib, x, w, b: _f(lib).conv1d(x, w, b, dilation=2), [(0, 2, 9), (3, 2, 3), (3,)]),
+    ("conv3d", lambda lib, x, w, b: _f(lib).conv3d(x, w, b, padding=(1, 0, 1), stride=(2, 1, 1)),
+     [(0, 2, 4, 3, 3), (3, 2, 2, 2, 2), (3,)]),
     ("max_pool2d", lambda lib, x: _f(lib).max_pool2d(x, 3, 2, 1, ceil_mode=True), [(0, 2, 7, 7)]),
     ("avg_pool2d", lambda lib, x: _f(lib).avg_pool2d(x, 2, count_include_pad=False, padding=1), [(0, 2, 5, 5)]),
     ("upsample2d", lambda lib, x: ops.upsample2d(x, scale_factor=2) if lib is ops else
@@ -545,5 +547,80 @@ x3 = np.zeros((2, 4, 6))
      "interpolate: argument 'antialias'"),
 ])
 def test_new_ops_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+# -- conv3d ------------------------------------------------------------------------------------------------
+CONV3D_CASES = [
+    dict(),
+    dict(stride=2),
+    dict(stride=(2, 1, 3), padding=(1, 2, 0)),
+    dict(padding=1, dilation=(2, 1, 2)),
+    dict(padding="same"),
+    dict(padding="same", dilation=(1, 2, 1)),
+    dict(padding="valid", stride=(1, 2, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", CONV3D_CASES, ids=str)
+@pytest.mark.parametrize("groups, out_channels, kernel", [(1, 3, (2, 3, 2)), (2, 4, (3, 2, 2)), (4, 4, (2, 2, 3))],
+                         ids=["dense", "groups2", "depthwise"])
+def test_conv3d_matches_torch(dtype, kwargs, groups, out_channels, kernel):
+    rng = np.random.default_rng(40)
+    x = rng.standard_normal((2, 4, 6, 5, 6))
+    w = rng.standard_normal((out_channels, 4 // groups) + kernel)
+    b = rng.standard_normal(out_channels)
+    compare_with_torch(lambda x, w, b: ops.conv3d(x, w, b, groups=groups, **kwargs),
+                       lambda x, w, b: F.conv3d(x, w, b, groups=groups, **kwargs), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv3d_unbatched_and_non_contiguous(dtype):
+    rng = np.random.default_rng(41)
+    x = rng.standard_normal((5, 4, 6, 3)).transpose(3, 0, 1, 2)  # (C, D, H, W), channels last in memory
+    w = rng.standard_normal((2, 3, 2, 3, 4)).transpose(4, 3, 0, 1, 2)  # (4, 3, 2, 3, 2)
+    compare_with_torch(lambda x, w: ops.conv3d(x, w, padding=(0, 1, 1)),
+                       lambda x, w: F.conv3d(x, w, padding=(0, 1, 1)), [x, w], dtype)
+
+
+@pytest.mark.parametrize("spatial", [1, 2])
+def test_conv3d_of_a_unit_depth_and_height_is_conv2d_and_conv1d(spatial):
+    # a kernel and input of depth (and height) 1 reduce conv3d to the lower-dimensional conv, exactly
+    rng = np.random.default_rng(42)
+    x, w = rng.standard_normal((2, 3) + (7,) * spatial), rng.standard_normal((4, 3) + (3,) * spatial)
+    units = (None,) * (3 - spatial)
+    lower = getattr(ops, f"conv{spatial}d")(x, w, stride=2, padding=1).numpy()
+    lifted = ops.conv3d(x[(slice(None),) * 2 + units], w[(slice(None),) * 2 + units], stride=2,
+                        padding=(0,) * (3 - spatial) + (1,) * spatial).numpy()
+    np.testing.assert_array_equal(lifted.reshape(lower.shape), lower)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(stride=(1, 2, 1), padding=1), dict(padding="same", dilation=2),
+                                    dict(groups=2, padding=(1, 0, 0), dilation=(1, 2, 1))], ids=str)
+def test_conv3d_second_order_matches_torch(kwargs):
+    rng = np.random.default_rng(43)
+    x, w = rng.standard_normal((2, 4, 4, 5, 4)), rng.standard_normal((4, 4 // kwargs.get("groups", 1), 2, 3, 2))
+    assert_hvp_matches_torch("conv3d", [x, w, rng.standard_normal(4)], **kwargs)
+    assert_hvp_matches_torch("conv3d", [x[0], w, None], **kwargs)
+
+
+x5 = np.zeros((2, 4, 5, 5, 5))
+w5 = np.zeros((6, 4, 2, 2, 2))
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda: ops.conv3d(x4[0], w5), ValueError, r"conv3d: argument 'input'.*\(N, C, D, H, W\)"),
+    (lambda: ops.conv3d(x5, w4), ValueError, r"conv3d: argument 'weight'.*kD, kH, kW"),
+    (lambda: ops.conv3d(x5, np.zeros((6, 3, 2, 2, 2))), ValueError, "conv3d: argument 'weight'.*4 channels"),
+    (lambda: ops.conv3d(x5, w5, groups=3), ValueError, "conv3d: argument 'groups'"),
+    (lambda: ops.conv3d(x5, np.zeros((6, 4, 2, 6, 2))), ValueError, "conv3d: argument 'weight'.*padded input"),
+    (lambda: ops.conv3d(x5, w5, np.zeros(4)), ValueError, "conv3d: argument 'bias'"),
+    (lambda: ops.conv3d(x5, w5, stride=(1, 2)), ValueError, "conv3d: argument 'stride'"),
+    (lambda: ops.conv3d(x5, w5, padding="same", stride=2), ValueError, "conv3d: argument 'padding'"),
+    (lambda: ops.conv3d(x5.astype(np.int64), w5.astype(np.int64)), TypeError, "conv3d: argument 'input'"),
+])
+def test_conv3d_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
     with pytest.raises(error, match=pattern):
         call()

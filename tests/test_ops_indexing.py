@@ -167,14 +167,28 @@ def test_masked_select_errors_name_the_argument():
 
 
 # -- nonzero / one_hot -------------------------------------------------------------------------------------------
-def test_nonzero_as_tuple_is_refused_with_the_equivalent():
-    x = tape.tensor(np.array([[0.0, 1.0], [2.0, 0.0]]))
-    with pytest.raises(ValueError, match="nonzero: as_tuple=True is not supported.*unbind"):
+NONZERO_INPUTS = [
+    np.array([[0.0, 1.0, -0.0], [np.nan, 0.0, -2.0]]),
+    np.arange(24).reshape(2, 3, 4) % 3,
+    np.array([False, True, True, False]),
+    np.array(2.0),
+    np.array(0.0),
+    np.zeros((0, 3)),
+    np.zeros((2, 3)),
+]
+
+
+@pytest.mark.parametrize("x", NONZERO_INPUTS, ids=lambda x: f"{x.dtype}{list(x.shape)}")
+def test_tensor_nonzero_as_tuple_gives_torchs_index_tensors_and_the_op_refuses_naming_it(x):
+    expected = torch.nonzero(torch.tensor(x), as_tuple=True)
+    indices = tape.tensor(x).nonzero(as_tuple=True)
+    assert isinstance(indices, tuple) and len(indices) == len(expected)
+    for ours_index, theirs_index in zip(indices, expected):
+        assert ours_index.dtype == np.int64 and ours_index.shape == tuple(theirs_index.shape)
+        np.testing.assert_array_equal(ours_index.numpy(), theirs_index.numpy())
+    np.testing.assert_array_equal(tape.tensor(x).nonzero().numpy(), torch.nonzero(torch.tensor(x)).numpy())
+    with pytest.raises(ValueError, match=r"nonzero: as_tuple=True is not supported.*Tensor.nonzero\(as_tuple=True\)"):
         ops.nonzero(x, as_tuple=True)
-    rows, cols = ops.unbind(ops.nonzero(x), 1)
-    expected = torch.nonzero(torch.tensor(x.numpy()), as_tuple=True)
-    np.testing.assert_array_equal(rows.numpy(), expected[0].numpy())
-    np.testing.assert_array_equal(cols.numpy(), expected[1].numpy())
 
 
 def test_nonzero_and_one_hot_carry_no_gradient():

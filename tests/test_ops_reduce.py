@@ -1,4 +1,5 @@
-"""Reductions: what the generated tests do not cover -- second order on every sample, ties in max/min, prod
+"""Reductions: what the generated tests do not cover -- no second-order stub, ties in max/min (shared)
+and max_dim/min_dim (to the returned index, as torch.max(x, dim)), Tensor.max/min's torch forms, prod
 with zeros, logsumexp at +-1e4, argmax/argmin dtype, ties and keepdim, std at 0, zero-size inputs (torch's
 values over no entries, errors for an extremum of none), dim conventions and errors naming op and argument."""
 
@@ -12,7 +13,6 @@ from oracle import ours, require_torch, theirs
 import ops
 import tape
 from tape.registry import Grad
-from tape.tools.verify import differentiable_positions, op_samples, run_gradgradcheck, run_torch_hvp_parity
 
 torch = require_torch()
 
@@ -39,28 +39,26 @@ def test_every_op_of_the_family_is_registered_with_samples_and_a_torch_reference
 
 
 def test_tensor_methods_call_the_reductions_with_torchs_signatures():
-    x = tape.tensor(np.array([[1.0, 4.0, 2.0], [3.0, 0.0, 5.0]]))
-    np.testing.assert_array_equal(x.max().numpy(), 5.0)
-    np.testing.assert_array_equal(x.min(dim=1, keepdim=True).numpy(), [[1.0], [0.0]])
+    data = np.array([[1.0, 4.0, 2.0], [3.0, 0.0, 5.0]])
+    x, t = tape.tensor(data), torch.tensor(data)
+    np.testing.assert_array_equal(x.max().numpy(), t.max().numpy())
+    values, indices = x.min(dim=1, keepdim=True)
+    np.testing.assert_array_equal(values.numpy(), t.min(dim=1, keepdim=True).values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), t.min(dim=1, keepdim=True).indices.numpy())
+    assert x.max(0).indices.numpy().tolist() == t.max(0).indices.tolist()
+    np.testing.assert_array_equal(x.max(tape.tensor(np.full(3, 2.5))).numpy(), t.max(torch.full((3,), 2.5)).numpy())
     np.testing.assert_allclose(x.var(dim=0, correction=0).numpy(), [1.0, 4.0, 2.25])
-    np.testing.assert_allclose(x.std().numpy(), torch.tensor(x.numpy()).std().numpy())
+    np.testing.assert_allclose(x.std().numpy(), t.std().numpy())
     assert x.argmax(dim=1, keepdim=True).numpy().tolist() == [[1], [2]]
+    with pytest.raises(TypeError, match="keepdim=True needs a dim"):
+        x.max(keepdim=True)
 
 
 
-# -- second order: every differentiable op, on every sample --------------------------------------------------------
-SECOND_ORDER = [pytest.param(op, s, id=f"{op.name}-{i}-{s.label}") for op in FAMILY
-                if op.second_order is not Grad.NOT_DIFFERENTIABLE
-                for i, s in enumerate(op_samples(op)) if differentiable_positions(op, s)]
-
-
-@pytest.mark.parametrize("op,sample", SECOND_ORDER)
-def test_second_order_matches_finite_differences_and_torch(op, sample):
-    assert op.second_order is Grad.RULE, f"{op.name}: second order is {op.second_order}: {op.second_order_note}"
-    result = run_gradgradcheck(op, sample)
-    assert result.ok, f"{op.name} on {sample}: {result.message}"
-    parity = run_torch_hvp_parity(op, sample)
-    assert parity is None or parity.ok, f"{op.name} on {sample}: {parity.message}"
+# -- second order: gradgradcheck and torch's HVP run on every sample in tests/test_ops_generated.py -----------------
+def test_every_differentiable_reduction_is_differentiable_twice():
+    for op in FAMILY:
+        assert op.second_order in (Grad.RULE, Grad.NOT_DIFFERENTIABLE), f"{op.name}: {op.second_order_note}"
 
 
 # -- max / min: ties ---------------------------------------------------------------------------------------------
@@ -85,6 +83,59 @@ def test_a_full_reduction_matches_torch_max_without_dim_and_dim_int_differs_only
     _, torch_grad = theirs(lambda t: getattr(torch, name)(t, dim=1).values, TIED)
     np.testing.assert_allclose(grad.sum(axis=1), torch_grad.sum(axis=1), rtol=1e-15)
     assert (np.count_nonzero(grad, axis=1) >= np.count_nonzero(torch_grad, axis=1)).all()
+
+
+# -- max_dim / min_dim: torch.max(x, dim) and torch.min(x, dim) ------------------------------------------------------
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dim,keepdim", [(1, False), (0, True), (-1, True), (-2, False)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_max_dim_gives_torchs_values_indices_and_sends_a_ties_gradient_to_the_returned_index(name, dim, keepdim,
+                                                                                            dtype):
+    op = tape.get_op(f"{name}_dim")
+    t = tape.tensor(TIED.astype(dtype), requires_grad=True)
+    values, indices = op(t, dim, keepdim=keepdim)
+    reference = torch.tensor(TIED.astype(dtype), requires_grad=True)
+    expected = getattr(torch, name)(reference, dim, keepdim=keepdim)
+    assert indices.dtype == np.int64 and indices.grad_fn is None and values.dtype == dtype
+    np.testing.assert_array_equal(values.numpy(), expected.values.detach().numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())
+    u = np.linspace(0.5, 1.5, values.size).reshape(values.shape).astype(dtype)
+    values.backward(u)
+    expected.values.backward(torch.from_numpy(u))
+    np.testing.assert_array_equal(t.grad.numpy(), reference.grad.numpy())  # one index per slice, never shared
+    assert np.count_nonzero(t.grad.numpy()) == values.size
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_dim_of_nan_points_at_the_first_nan_and_integers_keep_their_dtype_like_torch(name):
+    x = np.array([[2.0, np.nan, 1.0, np.nan], [np.inf, -np.inf, 0.0, 3.0]])
+    ours_out = tape.get_op(f"{name}_dim")(x, 1)
+    expected = getattr(torch, name)(torch.tensor(x), 1)
+    np.testing.assert_array_equal(ours_out[0].numpy(), expected.values.numpy())
+    np.testing.assert_array_equal(ours_out[1].numpy(), expected.indices.numpy())
+    ints = np.array([[3, 7, 7], [-1, -1, 0]], np.int32)
+    values, indices = tape.get_op(f"{name}_dim")(ints, 1, True)
+    expected = getattr(torch, name)(torch.tensor(ints), 1, True)
+    assert values.dtype == np.int32 and expected.values.dtype == torch.int32
+    np.testing.assert_array_equal(values.numpy(), expected.values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())
+
+
+@pytest.mark.parametrize("name", ["max_dim", "min_dim"])
+def test_max_dim_takes_one_int_dim_and_refuses_an_empty_one_as_torch(name):
+    op = tape.get_op(name)
+    with pytest.raises(TypeError, match=rf"^{name}: argument 'dim' expected an int, got tuple"):
+        op(X, (0, 1))
+    with pytest.raises(TypeError, match=rf"^{name}: missing required argument\(s\) \['dim'\]"):
+        op(X)
+    with pytest.raises(ValueError, match=rf"^{name}: argument 'input' of shape \(0, 3\) has no entries.*dim=0"):
+        op(np.ones((0, 3)), 0)
+    with pytest.raises(IndexError):
+        getattr(torch, name[:3])(torch.ones(0, 3), 0)
+    values, indices = op(np.ones((0, 3)), 1)  # a non-empty dim of a zero-size input works
+    assert values.shape == indices.shape == tuple(getattr(torch, name[:3])(torch.ones(0, 3), 1).values.shape)
+    values, indices = op(np.array(2.5), -1, True)  # 0-D: dim 0 or -1, index 0
+    assert values.item() == 2.5 and indices.item() == 0 and indices.dtype == np.int64
 
 
 # -- prod with zeros -----------------------------------------------------------------------------------------------
@@ -207,7 +258,7 @@ def test_correction_at_least_n_gives_torchs_inf_and_nan():
 
 # -- errors --------------------------------------------------------------------------------------------------------
 X = tape.tensor(np.ones((2, 3)))
-REDUCTIONS = ["sum", "mean", "var", "std", "max", "min", "prod", "logsumexp", "argmax", "argmin"]
+REDUCTIONS = ["sum", "mean", "var", "std", "max", "min", "prod", "logsumexp", "argmax", "argmin", "max_dim", "min_dim"]
 
 
 @pytest.mark.parametrize("name", REDUCTIONS)
@@ -221,7 +272,7 @@ def test_out_of_range_dim_names_op_and_argument(name):
         tape.get_op(name)(X, dim=0, keepdim="yes")
 
 
-@pytest.mark.parametrize("name", [n for n in REDUCTIONS if not n.startswith("arg")])
+@pytest.mark.parametrize("name", [n for n in REDUCTIONS if not n.startswith("arg") and not n.endswith("_dim")])
 def test_repeated_or_out_of_range_dims_in_a_tuple_name_op_and_argument(name):
     with pytest.raises(ValueError, match=rf"^{name}: argument 'dim' expected distinct dims, got \(1, -1\)"):
         tape.get_op(name)(X, dim=(1, -1))
