@@ -80,8 +80,22 @@ UFUNC_OPS = {
 }
 
 
+# numpy's bitwise ufuncs on bool operands are the logical ops (``bool_array ^ tensor`` lands here); on integers they
+# stay numpy's (non-bool tensors cannot require grad)
+LOGICAL_UFUNCS = {
+    np.bitwise_and: "logical_and",
+    np.bitwise_or: "logical_or",
+    np.bitwise_xor: "logical_xor",
+    np.invert: "logical_not",
+}
+
+
 def _lib():
     return tensors.ops
+
+
+def _all_bool(values) -> bool:
+    return all(isinstance(v, bool | np.bool_) or getattr(v, "dtype", None) == np.bool_ for v in values)
 
 
 def _any_needs_grad(values) -> bool:
@@ -113,6 +127,8 @@ def _refuse(what: str, reason: str):
 
 def array_ufunc(ufunc, method, inputs, kwargs):
     name = UFUNC_OPS.get(ufunc)
+    if name is None and ufunc in LOGICAL_UFUNCS and _all_bool(inputs):
+        name = LOGICAL_UFUNCS[ufunc]
     op = getattr(_lib(), name, None) if name is not None else None
     if method == "__call__" and op is not None and not kwargs:
         return op(*inputs)

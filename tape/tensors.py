@@ -45,6 +45,10 @@ class _UnboundOps:
 
 ops = _UnboundOps()
 OPERATOR_OPS = (  # the ops Tensor's operators and explicitly written methods call (``_OpMethod`` adds its own)
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
     "add",
     "sub",
     "mul",
@@ -107,6 +111,18 @@ def _exposed(array: np.ndarray) -> np.ndarray:
     writeable again but refuses that for a view of a frozen base, and assigning ``.shape``/``.strides`` to
     the view cannot reshape the array an op saved."""
     return array.view()
+
+
+def _bool_operand(operator: str, value):
+    """``value`` when it is a bool tensor, array or Python bool; a TypeError naming the operator otherwise."""
+    dtype = getattr(value, "dtype", None)
+    if isinstance(value, bool | np.bool_) or (dtype is not None and np.dtype(dtype) == np.bool_):
+        return value
+    got = f"dtype {dtype}" if dtype is not None else type(value).__name__
+    raise TypeError(
+        f"Tensor operator '{operator}': expected bool operands (the logical operator, as torch's on bool tensors), "
+        f"got {got}; minitape has no bitwise ops on integers -- compare first (x != 0) or use ops.logical_*"
+    )
 
 
 class _OpMethod:
@@ -437,6 +453,29 @@ class Tensor:
 
     def __bool__(self) -> bool:
         return bool(self._data)
+
+    # ~ & | ^ are torch's logical operators on bool tensors; on integers torch's are bitwise, which minitape
+    # does not have: refused rather than answered logically
+    def __invert__(self):
+        return ops.logical_not(_bool_operand("~", self))
+
+    def __and__(self, other):
+        return ops.logical_and(_bool_operand("&", self), _bool_operand("&", other))
+
+    def __rand__(self, other):
+        return ops.logical_and(_bool_operand("&", other), _bool_operand("&", self))
+
+    def __or__(self, other):
+        return ops.logical_or(_bool_operand("|", self), _bool_operand("|", other))
+
+    def __ror__(self, other):
+        return ops.logical_or(_bool_operand("|", other), _bool_operand("|", self))
+
+    def __xor__(self, other):
+        return ops.logical_xor(_bool_operand("^", self), _bool_operand("^", other))
+
+    def __rxor__(self, other):
+        return ops.logical_xor(_bool_operand("^", other), _bool_operand("^", self))
 
     # -- ops as methods: each is the op, called with the tensor first ----------------------------------------
     # reductions and scans

@@ -83,6 +83,33 @@ def test_comparisons_are_not_differentiable():
     assert mask.dtype == np.bool_ and not mask.requires_grad
 
 
+def test_logical_operators_on_bool_tensors_are_torchs(torch):
+    rng = np.random.default_rng(0)
+    a, b = rng.random((3, 4)) > 0.5, rng.random((4,)) > 0.5
+    ta, tb = tape.tensor(a), tape.tensor(b)
+    A, B = torch.tensor(a), torch.tensor(b)
+    cases = {
+        "~a": (~ta, ~A),
+        "a & b": (ta & tb, A & B),
+        "a | b": (ta | tb, A | B),
+        "a ^ b": (ta ^ tb, A ^ B),
+        "a & True": (ta & True, A & True),
+        "False | a": (False | ta, False | A),
+        "ndarray ^ a": (b ^ ta, torch.tensor(b) ^ A),
+    }
+    for what, (ours, theirs) in cases.items():
+        assert ours.dtype == np.bool_, what
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=what)
+
+
+@pytest.mark.parametrize("expression", ["~i", "i & m", "m | i", "i ^ 1", "f & m", "m & 1.5"])
+def test_bitwise_operators_refuse_non_bool_operands(expression):
+    """torch's ~ & | ^ are bitwise on integers; minitape has no bitwise ops and must not answer logically."""
+    i, f, m = tape.tensor(np.array([1, 2, 3])), tape.tensor(np.ones(3)), tape.tensor(np.array([True, False, True]))
+    with pytest.raises(TypeError, match="bool"):
+        eval(expression, {"i": i, "f": f, "m": m})
+
+
 # -- reverse pass --------------------------------------------------------------------------------------------
 def test_diamond_graph_accumulates_both_paths():
     x = leaf((3,))
