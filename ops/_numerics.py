@@ -8,14 +8,9 @@ import functools
 
 import numpy as np
 
-__all__ = ["quiet"]
+from tape.state import NUMPY_QUIET, QUIET_MARK, numpy_errors_reset, numpy_errors_set
 
-try:  # numpy >= 2 keeps its floating-point error state in this context variable (np.errstate sets it)
-    # numpy's stubs omit these private names, which numpy >= 2 defines at runtime (the ImportError fallback covers
-    # a numpy without them)
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover -- another numpy: the public (slower) np.errstate decorator
-    _extobj_contextvar = None
+__all__ = ["quiet"]
 
 
 def quiet(fn):
@@ -24,11 +19,13 @@ def quiet(fn):
 
     Setting numpy's context variable directly costs ~0.6 us a call against ~2 us for entering ``np.errstate``
     (which matters for small tensors on the hot path); it is what np.errstate does, and thread- and
-    asyncio-safe like it. Other numpy versions use np.errstate's decorator."""
-    if _extobj_contextvar is None:
+    asyncio-safe like it. Other numpy versions use np.errstate's decorator.
+
+    The wrapper carries ``(wrapper, fn)`` under ``QUIET_MARK`` (tape/state.py): when the engine calls a
+    registered op's forward or rule, it makes the same switch itself around ``fn`` and skips the wrapper."""
+    if numpy_errors_set is None:  # pragma: no cover -- a numpy without the context variable
         return functools.wraps(fn)(np.errstate(all="ignore")(fn))
-    ignore = _make_extobj(all="ignore")
-    setting, resetting = _extobj_contextvar.set, _extobj_contextvar.reset
+    ignore, setting, resetting = NUMPY_QUIET, numpy_errors_set, numpy_errors_reset
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
@@ -38,4 +35,5 @@ def quiet(fn):
         finally:
             resetting(token)
 
+    setattr(run, QUIET_MARK, (run, fn))  # the wrapper names itself: a copy by functools.wraps elsewhere does not count
     return run

@@ -124,24 +124,39 @@ def _binary(name, forward, vjp_a, vjp_b, *, samples=None, torch_ref=None, **decl
 
 
 # -- arithmetic ------------------------------------------------------------------------------------------------
-add = _binary(
-    "add",
-    _broadcasting("add", np.add),
-    lambda g, ans, a, b: unbroadcast(g, a.shape),
-    lambda g, ans, a, b: unbroadcast(g, b.shape),
-)
-sub = _binary(
-    "sub",
-    _broadcasting("sub", np.subtract),
-    lambda g, ans, a, b: unbroadcast(g, a.shape),
-    lambda g, ans, a, b: unbroadcast(np.negative(g), b.shape),
-)
-mul = _binary(
-    "mul",
-    _broadcasting("mul", np.multiply),
-    quiet(lambda g, ans, a, b: unbroadcast(g * _like(b, g), a.shape)),
-    quiet(lambda g, ans, a, b: unbroadcast(g * _like(a, g), b.shape)),
-)
+# The rules of the commonest ops are written out (``_like`` inline, ``unbroadcast`` called only when a shape
+# differs): at small sizes the engine's cost per op is mostly Python calls.
+def _add_vjp_a(g, ans, a, b):
+    return g if g.shape == a.shape else unbroadcast(g, a.shape)
+
+
+def _add_vjp_b(g, ans, a, b):
+    return g if g.shape == b.shape else unbroadcast(g, b.shape)
+
+
+def _sub_vjp_b(g, ans, a, b):
+    return unbroadcast(np.negative(g), b.shape)
+
+
+@quiet
+def _mul_vjp_a(g, ans, a, b):
+    if b.dtype != g.dtype and isinstance(b, np.ndarray):  # _like(b, g)
+        b = b.astype(g.dtype)
+    grad = g * b
+    return grad if grad.shape == a.shape else unbroadcast(grad, a.shape)
+
+
+@quiet
+def _mul_vjp_b(g, ans, a, b):
+    if a.dtype != g.dtype and isinstance(a, np.ndarray):  # _like(a, g)
+        a = a.astype(g.dtype)
+    grad = g * a
+    return grad if grad.shape == b.shape else unbroadcast(grad, b.shape)
+
+
+add = _binary("add", _broadcasting("add", np.add), _add_vjp_a, _add_vjp_b)
+sub = _binary("sub", _broadcasting("sub", np.subtract), _add_vjp_a, _sub_vjp_b)
+mul = _binary("mul", _broadcasting("mul", np.multiply), _mul_vjp_a, _mul_vjp_b)
 
 _true_divide = _broadcasting("div", np.divide, names=("input", "other"))
 

@@ -97,6 +97,7 @@ def _floats_only(name, parameter="x"):
                 f"{x.dtype}; convert it explicitly (minitape never casts silently)"
             )
 
+    check.passes_floats = True  # type: ignore[attr-defined]  # the engine need not call it for a float tensor
     return check
 
 
@@ -105,6 +106,7 @@ def _no_bool(name):
         if x.dtype.kind == "b":
             raise TypeError(f"{name}: argument 'x' expected a number tensor, got dtype bool")
 
+    check.passes_floats = True  # type: ignore[attr-defined]  # the engine need not call it for a float tensor
     return check
 
 

@@ -14,12 +14,14 @@ it, and an op whose second order is a stub yields a gradient whose own backward 
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .errors import BackwardNotImplementedError, GradientError, GraphFreedError, InPlaceModificationError
-from .recording import check_backward_result, group, next_node_index
+from .recording import _ZERO_VERSIONS_1, _ZERO_VERSIONS_2, check_backward_result, group, next_node_index
 from .registry import Grad, Op
-from .state import STATE, enable_grad
+from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, as_tensor
 
 __all__ = ["backward", "reverse_pass", "seed_gradients"]
@@ -82,15 +84,19 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
     return seeds
 
 
+_by_index = operator.attrgetter("index")
+
+
 def _reachable(start_nodes, allowed) -> list:
     seen = set(start_nodes)
     stack = list(start_nodes)
+    pop, push, add = stack.pop, stack.append, seen.add
     while stack:
-        for parent in stack.pop().parents:
+        for parent in pop().parents:
             if parent is not None and parent not in seen and (allowed is None or parent in allowed):
-                seen.add(parent)
-                stack.append(parent)
-    return sorted(seen, key=lambda node: node.index, reverse=True)
+                add(parent)
+                push(parent)
+    return sorted(seen, key=_by_index, reverse=True)
 
 
 def _inputs_leading_to(nodes_descending, source_ids, allowed) -> dict:
@@ -105,7 +111,7 @@ def _inputs_leading_to(nodes_descending, source_ids, allowed) -> dict:
             else:
                 flag = leaf is not None and leaf.id in source_ids
             flags.append(flag)
-        leading[node] = tuple(need and flag for need, flag in zip(node.needs, flags))
+        leading[node] = tuple(need and flag for need, flag in zip(node._needs, flags))
         if node.out_id in source_ids or any(flags):
             leads_node.add(node)
     return leading
@@ -143,34 +149,35 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
     leading = None if source_ids is None else _inputs_leading_to(nodes, source_ids, allowed)
     anomaly = STATE.anomaly
     input_gradients = _input_gradients_graph if create_graph else _input_gradients
-    for node in nodes:
-        g = grads.pop(node, None)
+
+    def visit(node, g) -> None:
+        """One node's step: call its rules with the gradient(s) arriving at it, send theirs on."""
         if node.group is not None:  # an op with several outputs: one rule call with every output's gradient
             siblings = node.group
             gs = [g if sib is node else (grads.pop(sib, None) if sib is not None else None) for sib in siblings]
             if all(x is None for x in gs):
-                continue
+                return
             if source_ids is not None:
                 for sib, x in zip(siblings, gs):
                     if sib is not None and x is not None and sib.out_id in source_ids:
                         found[sib.out_id] = x
             needs = (
-                node.needs
+                node._needs
                 if leading is None
                 else tuple(
                     any(leading[sib][k] for sib in siblings if sib is not None and sib in leading)
-                    for k in range(len(node.needs))
+                    for k in range(len(node._needs))
                 )
             )
             g = tuple(gs)
         else:
             if g is None:
-                continue
+                return
             if source_ids is not None and node.out_id in source_ids:
                 found[node.out_id] = g
-            needs = node.needs if leading is None else leading[node]
-        if True not in needs:
-            continue
+            needs = node._needs if leading is None else leading[node]
+        if True not in needs:  # nothing to compute here (the node is kept: another pass may need it)
+            return
         for i, grad in enumerate(input_gradients(node, g, needs)):
             if grad is None:
                 continue
@@ -189,7 +196,130 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
             for freed in node.group or (node,):
                 if freed is not None:
                     freed.saved = freed.inputs = None
+
+    if create_graph or anomaly or source_ids is not None or allowed is not None:
+        for node in nodes:
+            visit(node, grads.pop(node, None))
+    else:  # the plain first-order backward: the same steps, the common nodes' inline
+        _first_order_walk(nodes, grads, retain_graph, deliver_to_tensor, visit)
     return found
+
+
+def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
+    """``reverse_pass``'s loop for a plain first-order backward (no sources, no tape restriction, no create_graph, no
+    anomaly mode). A node whose op has direct rules (``Op.direct_rules``: one rule per input, one output, no stub,
+    no sequence) is handled here with the checks of ``_check_node`` and ``_input_gradients``, in their order; any
+    other node goes to ``visit``, the general step.
+
+    A ``quiet`` rule is called unwrapped, numpy's warnings switched off around it here (once for consecutive
+    quiet rules of a node); the gradients are summed and delivered with the user's numpy error state, as
+    everywhere else. A rule's gradient goes to its parent node at once -- should a later rule of the same node
+    fail, the pass ends with that error and its pending gradients are dropped -- but to a leaf's ``.grad`` only
+    once every rule of the node has succeeded, as before."""
+    pop = grads.pop
+    get = grads.get
+    for node in nodes:
+        g = pop(node, None)
+        rules = node.op.direct_rules
+        if rules is None:
+            visit(node, g)
+            continue
+        if g is None:
+            continue
+        needs = node._needs
+        saved = node.saved
+        if saved is None:
+            _check_node(node, needs)  # raises GraphFreedError
+        versions = node.versions
+        if versions is _ZERO_VERSIONS_2:  # apply's short path: two tensors, both at version 0 when recorded
+            a, b = node.inputs
+            if a._version or b._version:
+                _check_node(node, needs)  # raises InPlaceModificationError
+        elif versions is _ZERO_VERSIONS_1:
+            if node.inputs[0]._version:
+                _check_node(node, needs)
+        else:
+            for t, version in zip(node.inputs, versions):
+                if t is not None and t._version != version:
+                    _check_node(node, needs)
+        arrays, ans, extra = saved
+        attrs = node.attrs if extra is None else {**node.attrs, **extra}
+        parents = node.parents
+        to_leaves = None
+        token = None
+        try:
+            for i in range(len(needs)):  # (indices rather than zip: fewer temporary objects per node)
+                if needs[i]:
+                    rule, quiet = rules[i]
+                    if quiet is not (token is not None):  # numpy's warnings off for a quiet rule, back on after
+                        if quiet:
+                            token = numpy_errors_set(NUMPY_QUIET)
+                        else:
+                            numpy_errors_reset(token)
+                            token = None
+                    try:
+                        grad = rule(g, ans, *arrays, **attrs) if attrs else rule(g, ans, *arrays)
+                    except (GradientError, BackwardNotImplementedError):
+                        raise
+                    except Exception as e:  # a bug in a rule: name the op and the inputs, keep the original as cause
+                        raise _rule_failed(node, needs, e) from e
+                    expected = arrays[i]
+                    if (
+                        type(grad) is not np.ndarray
+                        or grad.shape != expected.shape
+                        or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype)
+                    ):
+                        grad = _checked_result(node, i, grad, expected)
+                    parent = parents[i]
+                    if parent is not None:
+                        previous = get(parent)
+                        if previous is None:
+                            grads[parent] = grad
+                        else:
+                            if token is not None:  # sums run with the user's numpy error state
+                                numpy_errors_reset(token)
+                                token = None
+                            grads[parent] = previous + grad
+                    elif to_leaves is None:
+                        to_leaves = [(node.leaves[i], grad)]
+                    else:
+                        to_leaves.append((node.leaves[i], grad))
+        finally:
+            if token is not None:
+                numpy_errors_reset(token)
+        if to_leaves is not None:
+            for leaf, grad in to_leaves:
+                deliver(leaf, grad)
+        if not retain_graph:
+            node.saved = node.inputs = None
+
+
+def _rule_failed(node, needs, error: Exception) -> GradientError:
+    """The error for a rule that raised (as ``_call_rules`` words it): the op and the inputs it was asked for."""
+    wanted = [_flat_name(node, k) for k, need in enumerate(needs) if need]
+    return GradientError(
+        f"op '{node.op.name}': the backward rule for input(s) {wanted} raised {type(error).__name__}: {error}"
+    )
+
+
+def _checked_result(node, i, grad, expected):
+    """A rule's result for input ``i`` that is not plainly an array of the input's shape and dtype: a numpy scalar
+    becomes an array; anything else of the wrong kind, shape or dtype raises ``GradientError``."""
+    op = node.op
+    if type(grad) is not np.ndarray:
+        if not isinstance(grad, np.generic):
+            raise GradientError(
+                f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned "
+                f"{'None' if grad is None else type(grad).__name__}, expected an array of shape "
+                f"{expected.shape} and dtype {expected.dtype}"
+            )
+        grad = np.asarray(grad)
+    if grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
+        raise GradientError(
+            f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned shape {grad.shape} "
+            f"dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}"
+        )
+    return grad
 
 
 def _check_node(node, needs) -> None:
@@ -311,22 +441,8 @@ def _input_gradients(node, g, needs) -> list:
     else:
         results = _call_rules(op, node, g, ans, arrays, needs, attrs)
     for i, grad in enumerate(results):
-        if not needs[i]:
-            continue
-        expected = arrays[i]
-        if type(grad) is not np.ndarray:
-            if not isinstance(grad, np.generic):
-                raise GradientError(
-                    f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned "
-                    f"{'None' if grad is None else type(grad).__name__}, expected an array of shape "
-                    f"{expected.shape} and dtype {expected.dtype}"
-                )
-            results[i] = grad = np.asarray(grad)
-        if grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
-            raise GradientError(
-                f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned shape {grad.shape} "
-                f"dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}"
-            )
+        if needs[i]:
+            results[i] = _checked_result(node, i, grad, arrays[i])
     return results
 
 
@@ -342,13 +458,7 @@ def _input_gradients_graph(node, g, needs) -> list:
         elif op.composite is not None:
             results = _through_composite(node, g, needs)
         else:
-            out = _output_tensors(node)
-            if out is None:  # an output tensor is gone: apply the op again (recorded) to differentiate it
-                slot_inputs = group(op, inputs, node.seq_lens) if node.seq_lens else inputs
-                out = op(**dict(zip(op.input_names, slot_inputs)), **node.attrs)
-                if isinstance(out, list):
-                    out = tuple(out)
-            results = _call_rules(op, node, g, out, list(inputs), needs, node.attrs)
+            results = _call_rules(op, node, g, _output_tensors(node), list(inputs), needs, node.attrs)
     for i, grad in enumerate(results):
         if not needs[i]:
             results[i] = None
@@ -371,20 +481,13 @@ def _input_gradients_graph(node, g, needs) -> list:
 
 
 def _output_tensors(node):
-    """The op's output tensor (a tuple for several outputs; constants for outputs without a node), or None
-    when one was garbage-collected."""
+    """The op's output as its rules see it under create_graph: the saved output array as a Tensor produced by
+    ``node`` itself -- the value the forward returned, at the same place in the graph (a rule's use of it is
+    recorded as a use of the node), whether or not the tensor the forward returned still exists. For several
+    outputs a tuple of them (constants for outputs without a node)."""
     if node.group is None:
-        return node.out_ref() if node.out_ref is not None else None
-    outs = []
-    for sib, array in zip(node.group, node.saved[1]):
-        if sib is None:
-            outs.append(Tensor._wrap(array))
-            continue
-        t = sib.out_ref()
-        if t is None:
-            return None
-        outs.append(t)
-    return tuple(outs)
+        return Tensor._wrap(node.saved[1], node)
+    return tuple(Tensor._wrap(array, sib) for sib, array in zip(node.group, node.saved[1]))
 
 
 def _through_composite(node, g, needs) -> list:

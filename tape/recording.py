@@ -14,13 +14,22 @@ import itertools
 import math
 import os
 import traceback
-import weakref
 
 import numpy as np
 
 from .errors import AnomalyError
-from .registry import Grad, bind_apply
-from .state import STATE, detect_anomaly, enable_grad, is_grad_enabled, needs_grad, no_grad
+from .registry import Grad, Op, bind_apply
+from .state import (
+    NUMPY_QUIET,
+    STATE,
+    detect_anomaly,
+    enable_grad,
+    is_grad_enabled,
+    needs_grad,
+    no_grad,
+    numpy_errors_reset,
+    numpy_errors_set,
+)
 from .tensors import _FLOATS, Tensor, as_tensor
 
 __all__ = ["Node", "apply", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly"]
@@ -40,20 +49,25 @@ class Node:
     input tensor when it is a leaf that needs a gradient, ``needs[i]`` whether input i needs one at all.
     ``saved`` is (input arrays, output array, aux) until a backward without retain_graph frees it;
     ``versions`` are the inputs' versions when recorded (a later ``t.data = ...`` makes backward raise).
-    ``index`` grows with every application, so sorting by it is a topological order.
+    ``index`` grows with every application, so sorting by it is a topological order. ``inputs`` are the input
+    tensors (their versions are checked), released with ``saved``; ``out_id`` the output tensor's id;
+    ``seq_lens`` the lengths of sequence parameters, when the op has any; ``group`` for an op with several
+    outputs, the nodes of all its outputs in output order.
+
+    Made by ``apply`` (or ``_node_for``) only, which set every field: ``Node()`` has no ``__init__``, the cheapest
+    instantiation there is, on the path every recorded op takes.
     """
 
     __slots__ = (
         "op",
         "attrs",
-        "needs",
+        "_needs",
         "parents",
         "leaves",
         "inputs",
         "versions",
         "saved",
         "out_id",
-        "out_ref",
         "index",
         "trace",
         "seq_lens",
@@ -61,21 +75,24 @@ class Node:
         "__weakref__",
     )
 
-    def __init__(self, op, attrs, needs, parents, leaves, inputs, saved, seq_lens=None):
-        self.op = op
-        self.attrs = attrs
-        self.needs = needs
-        self.parents = parents
-        self.leaves = leaves
-        self.inputs = inputs  # the input tensors, to check their versions; released with ``saved``
-        self.versions = [0 if t is None else t._version for t in inputs]
-        self.saved = saved
-        self.out_id = 0
-        self.out_ref = None  # weak reference to the output tensor (the second-order pass differentiates it)
-        self.seq_lens = seq_lens  # lengths of sequence parameters, when the op has any
-        self.group = None  # for an op with several outputs: the nodes of all its outputs, in output order
-        self.index = next(_node_counter)
-        self.trace = None
+    op: Op
+    attrs: dict
+    _needs: tuple[bool, ...]
+    parents: tuple | list
+    leaves: tuple | list
+    inputs: tuple | list | None
+    versions: tuple | list
+    saved: tuple | None
+    out_id: int
+    index: int
+    trace: str | None
+    seq_lens: tuple
+    group: list | None
+
+    @property
+    def needs(self) -> list[bool]:
+        """Whether each input needs a gradient (a fresh list: the node keeps them as a tuple, often a shared one)."""
+        return list(self._needs)
 
     def __repr__(self) -> str:
         return f"<node #{self.index} {self.op.name}>"
@@ -256,7 +273,21 @@ def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens):
         leaves.append(None)
     if not any_need:
         return None
-    return Node(op, attrs, needs, parents, leaves, tensors, (arrays, out, saved), seq_lens)
+    node = Node()
+    node.op = op
+    node.attrs = attrs
+    node._needs = tuple(needs)
+    node.parents = parents
+    node.leaves = leaves
+    node.inputs = tensors  # the input tensors, to check their versions; released with ``saved``
+    node.versions = [0 if t is None else t._version for t in tensors]
+    node.saved = (arrays, out, saved)
+    node.seq_lens = seq_lens  # lengths of sequence parameters, when the op has any
+    node.group = None  # for an op with several outputs: the nodes of all its outputs, in output order
+    node.trace = None
+    node.out_id = 0
+    node.index = next(_node_counter)
+    return node
 
 
 def _slot_sizes(op, seq_lens):
@@ -289,8 +320,155 @@ def _frozen_copy(array):
     return array
 
 
-def apply(op, args, kwargs):
-    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor."""
+def apply(op, *args, **kwargs):
+    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor.
+
+    This is ``Op.__call__`` itself (bound by ``registry.bind_apply``). The common call -- one or two tensors (or a
+    tensor and a Python float), positionally, an op with one output whose attributes keep their defaults -- takes
+    a short path here that does what ``_apply`` does for it, in that order, with the per-op facts resolved at
+    ``defop`` (registry.Op._hot_path_facts); every other call goes to ``_apply``."""
+    n = len(args)
+    if n != op.short_arity or kwargs:
+        return _apply(op, args, kwargs)
+    a = args[0]
+    if type(a) is not Tensor:
+        if n == 1 or type(a) is not float or type(args[1]) is not Tensor:
+            return _apply(op, args, kwargs)
+        b = args[1]
+        db = b._data.dtype
+        c = _CONSTANTS_32.get(a) if db is _F32 else _CONSTANTS_64.get(a) if db is _F64 else None
+        if c is None:
+            c = _float_constant(a, db)
+            if c is None:
+                return _apply(op, args, kwargs)
+        a = c
+        tensors: tuple = (a, b)
+        arrays: tuple = (a._data, b._data)
+    elif n == 2:
+        b = args[1]
+        da = a._data.dtype
+        if type(b) is Tensor:
+            db = b._data.dtype
+            if db is not da and db.kind == "f" and da.kind == "f" and db != da:
+                _mixed_dtypes(op, args)
+        elif type(b) is float:  # a shared constant tensor (``_float_constant``), looked up inline
+            c = _CONSTANTS_32.get(b) if da is _F32 else _CONSTANTS_64.get(b) if da is _F64 else None
+            if c is None:
+                c = _float_constant(b, da)
+                if c is None:
+                    return _apply(op, args, kwargs)
+            b = c
+        else:
+            return _apply(op, args, kwargs)
+        tensors = (a, b)
+        arrays = (a._data, b._data)
+    else:
+        tensors = (a,)
+        arrays = (a._data,)
+    attrs = op.attr_defaults
+    check = op.check
+    if check is not None and not (  # a check declared to pass for floating inputs need not run for them
+        op.check_passes_floats and arrays[0].dtype.kind == "f" and (n == 1 or arrays[1].dtype.kind == "f")
+    ):
+        check(*arrays, **attrs)
+    forward = op.quiet_forward
+    if forward is None:
+        out = op.forward(*arrays)
+    else:  # what the ``quiet`` wrapper does, without its frame
+        token = numpy_errors_set(NUMPY_QUIET)
+        try:
+            out = forward(*arrays)
+        finally:
+            numpy_errors_reset(token)
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+
+    state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
+    node = None
+    if state["grad_enabled"] and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
+        watched = state["watched"]
+        if not op.all_differentiable:
+            for t in tensors:
+                if t._requires_grad or (watched and t.id in watched):
+                    node = _node_for(op, attrs, tensors, arrays, out, None, ())
+                    break
+        elif n == 2:
+            need_a = a._requires_grad or (bool(watched) and a.id in watched)
+            need_b = b._requires_grad or (bool(watched) and b.id in watched)
+            if need_a or need_b:
+                node = Node()
+                node._needs = (_NEED_BOTH if need_b else _NEED_FIRST) if need_a else _NEED_SECOND
+                parent_a = a._node if need_a else None
+                parent_b = b._node if need_b else None
+                node.parents = (parent_a, parent_b)
+                if (need_a and parent_a is None) or (need_b and parent_b is None):
+                    node.leaves = (
+                        a if need_a and parent_a is None else None,
+                        b if need_b and parent_b is None else None,
+                    )
+                else:  # shared constants where they fit: fewer objects per node for the garbage collector to scan
+                    node.leaves = _NO_LEAVES_2
+                node.versions = _ZERO_VERSIONS_2 if not (a._version or b._version) else (a._version, b._version)
+        elif a._requires_grad or (watched and a.id in watched):
+            node = Node()
+            node._needs = _NEED_ONE
+            parent_a = a._node
+            node.parents = (parent_a,)
+            node.leaves = _NO_LEAVES_1 if parent_a is not None else (a,)
+            node.versions = _ZERO_VERSIONS_1 if not a._version else (a._version,)
+        if node is not None:
+            node.op = op
+            node.attrs = attrs
+            node.inputs = tensors
+            node.saved = (arrays, out, None)
+            node.seq_lens = ()
+            node.group = None
+            node.trace = None
+            node.index = next(_node_counter)
+    result = Tensor._wrap(out, node)
+    if node is not None:
+        node.out_id = result.id
+    if state["anomaly"]:
+        if node is not None:
+            node.trace = user_frame()
+        _check_forward(op, result, arrays)
+    tapes = state["recording_tapes"]
+    if tapes:
+        for tape in tapes:
+            tape._record(op, tensors, attrs, result, node, ())
+    return result
+
+
+_NEED_ONE, _NEED_BOTH, _NEED_FIRST, _NEED_SECOND = (True,), (True, True), (True, False), (False, True)
+_NO_LEAVES_1, _NO_LEAVES_2 = (None,), (None, None)
+_ZERO_VERSIONS_1, _ZERO_VERSIONS_2 = (0,), (0, 0)
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_CONSTANTS_32: dict[float, Tensor] = {}
+_CONSTANTS_64: dict[float, Tensor] = {}
+
+
+def _float_constant(value: float, dtype):
+    """``_scalar_constant`` for a Python float meeting a float32/float64 tensor, cached by value alone (in
+    ``_CONSTANTS_32`` / ``_CONSTANTS_64``, which ``apply`` reads inline); None for the cases it leaves to
+    ``_coerce``: signed zeros and NaN, whose keys would collide or never match, and other dtypes."""
+    if dtype is _F32:
+        cache = _CONSTANTS_32
+    elif dtype is _F64:
+        cache = _CONSTANTS_64
+    else:
+        return None
+    t = cache.get(value)
+    if t is None:
+        if value == 0.0 or value != value:
+            return None
+        if len(cache) > 512:
+            cache.clear()
+        t = cache[value] = _scalar_constant(value, dtype)
+    return t
+
+
+def _apply(op, args, kwargs):
+    """Every call ``apply``'s short path does not take: binding, attributes, coercion, sequences, several outputs."""
     if not kwargs and len(args) == op.n_inputs and op.fast_call:
         inputs = args  # the hot path: tensors only, attributes at their defaults
         attrs = op.attr_defaults
@@ -353,7 +531,6 @@ def apply(op, args, kwargs):
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
-        node.out_ref = weakref.ref(result)
         if state.anomaly:
             node.trace = user_frame()
     if state.anomaly:
@@ -384,7 +561,6 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
         result = Tensor._wrap(out, node)
         if node is not None:
             node.out_id = result.id
-            node.out_ref = weakref.ref(result)
             node.group = group
             if state.anomaly:
                 node.trace = user_frame()

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .state import quiet_inner
+
 __all__ = [
     "Grad",
     "NOT_DIFFERENTIABLE",
@@ -176,6 +178,30 @@ class Op:
         self.second_order = second_order
         self.second_order_note = second_order_note
         self._bind_signature(forward)
+        self._hot_path_facts()
+
+    def _hot_path_facts(self) -> None:
+        """Facts the engine's hot paths read instead of re-deriving them at every call (tape/recording.py,
+        tape/autodiff.py). Computed once here from the declaration; nothing is skipped that the general paths
+        check, it is only known in advance."""
+        # a call with exactly the tensors, positionally, one output, no saved values: ``apply``'s short path
+        self.plain = self.fast_call and self.n_outputs == 1 and not self.saves
+        # the number of positional arguments of a call ``apply`` takes its short path for (-1: none)
+        self.short_arity = self.n_inputs if self.plain and 1 <= self.n_inputs <= 2 else -1
+        # every tensor input can receive a gradient (no NOT_DIFFERENTIABLE refusal to make when recording)
+        self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states
+        # a check that declares (``check.passes_floats = True``) it passes whenever every tensor input is floating:
+        # ``apply``'s short path does not call it for floating inputs (one Python call fewer per elementwise op)
+        self.check_passes_floats = getattr(self.check, "passes_floats", False) is True
+        # a forward wrapped in ops' ``quiet`` (numpy's warnings off): the function itself, called by ``apply``
+        # between its own set/reset of numpy's error state (one Python frame fewer)
+        self.quiet_forward = quiet_inner(self.forward)
+        # one rule per input, no stub, no sequence, one output: the first-order reverse pass calls them directly,
+        # each as (function, quiet?) -- a ``quiet`` rule unwrapped, the reverse pass switching numpy's warnings off
+        # around it itself (autodiff._first_order_walk)
+        self.direct_rules = None
+        if self.vjps is not None and not self.has_stub and not self.has_sequence and self.n_outputs == 1:
+            self.direct_rules = tuple(_direct_rule(rule) for rule in self.vjps)
 
     def _bind_signature(self, forward: Callable) -> None:
         """Resolve, once, where each tensor parameter sits in the forward's signature."""
@@ -276,8 +302,16 @@ class Op:
             raise TypeError(f"{self.name}: missing required argument(s) {missing}; the op is {self.signature}")
         return values
 
-    def __call__(self, *args, **kwargs):
-        return _apply(self, args, kwargs)
+    def __call__(self, *args, **kwargs):  # replaced by ``tape.recording.apply`` (see ``bind_apply``)
+        raise ImportError("tape.recording is not loaded; import tape")
+
+
+def _direct_rule(rule) -> tuple:
+    """(the function to call, whether numpy's warnings must be off around it) for one entry of ``vjps``."""
+    if not callable(rule):
+        return (None, False)
+    inner = quiet_inner(rule)
+    return (rule, False) if inner is None else (inner, True)
 
 
 def _state_of(op_name: str, input_name: str, entry) -> Grad:
@@ -292,15 +326,10 @@ def _state_of(op_name: str, input_name: str, entry) -> Grad:
 _REGISTRY: dict[str, Op] = {}
 
 
-def _apply(op, args, kwargs):
-    """Replaced by ``tape.recording.apply`` when recording loads (it imports this module, not the reverse)."""
-    raise ImportError("tape.recording is not loaded; import tape")
-
-
 def bind_apply(apply: Callable) -> None:
-    """The one binding of op application, made by ``tape.recording`` at import."""
-    global _apply
-    _apply = apply
+    """The one binding of op application, made by ``tape.recording`` at import: ``apply(op, *args, **kwargs)``
+    becomes ``Op.__call__`` itself, so calling an op costs one Python frame, not two."""
+    Op.__call__ = apply  # type: ignore[method-assign]
 
 
 def defop(name: str, **declaration) -> Op:

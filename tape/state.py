@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["STATE", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly", "needs_grad"]
+__all__ = ["STATE", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly", "needs_grad", "QUIET_MARK"]
 
 
 class _ThreadState(threading.local):
@@ -69,3 +71,31 @@ def needs_grad(t) -> bool:
         return True
     watched = STATE.watched
     return bool(watched) and t.id in watched
+
+
+# -- numpy's floating-point warnings, off for the ops' ``quiet`` forwards and rules ----------------------------------
+# ``ops._numerics.quiet`` wraps a function so that numpy's warnings are off while it runs (ops return inf/NaN
+# silently where torch does). The wrapper carries ``(wrapper, function)`` under QUIET_MARK (naming itself, so that
+# a functools.wraps copy of its attributes onto another function is not taken for it): the engine's hot paths
+# (apply, the reverse pass) call it directly between their own ``numpy_errors_set(NUMPY_QUIET)`` and
+# ``numpy_errors_reset(token)`` -- the same switch, one Python frame fewer, and in the reverse pass once for a run
+# of quiet rules. Like np.errstate, this is numpy's context variable: per thread and per asyncio task.
+QUIET_MARK = "__minitape_quiet__"
+NUMPY_QUIET: Any
+numpy_errors_set: Callable[[Any], Any]
+numpy_errors_reset: Callable[[Any], None]
+try:  # numpy >= 2 keeps its floating-point error state in this context variable (np.errstate sets it)
+    # numpy's stubs omit these private names, which numpy >= 2 defines at runtime
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover -- another numpy: ``quiet`` uses np.errstate and marks nothing
+    NUMPY_QUIET = None
+    numpy_errors_set = numpy_errors_reset = None  # type: ignore[assignment]
+else:
+    NUMPY_QUIET = _make_extobj(all="ignore")
+    numpy_errors_set, numpy_errors_reset = _extobj_contextvar.set, _extobj_contextvar.reset
+
+
+def quiet_inner(fn):
+    """The function a ``quiet`` wrapper runs, when ``fn`` is such a wrapper; else None."""
+    mark = getattr(fn, QUIET_MARK, None)
+    return mark[1] if type(mark) is tuple and len(mark) == 2 and mark[0] is fn else None
