@@ -1159,18 +1159,27 @@ masked_select = defop(
 def _check_nonzero(input, as_tuple=False):
     if not isinstance(as_tuple, bool | np.bool_):
         raise TypeError(f"nonzero: argument 'as_tuple' expected a bool, got {type(as_tuple).__name__} {as_tuple!r}")
-    if as_tuple:
-        raise ValueError(
-            "nonzero: as_tuple=True is not supported by the op (its number of outputs is fixed when it is "
-            "registered); Tensor.nonzero(as_tuple=True) gives torch's tuple: ops.unbind(ops.nonzero(input), 1), "
-            "a 0-D input counting as 1-D"
-        )
 
 
 def _nonzero(input, as_tuple=False):
     """``torch.nonzero(input)``: the int64 positions of the nonzero entries (NaN counts as nonzero), one row
-    each, shape (count, input.ndim), in row-major order. Not differentiable."""
+    each, shape (count, input.ndim), in row-major order; with ``as_tuple`` one 1-D index tensor per dim (a 0-D
+    input counting as 1-D, as torch). Not differentiable."""
+    if as_tuple:
+        return tuple(i.astype(np.int64, copy=False) for i in np.nonzero(np.atleast_1d(input)))
     return np.argwhere(input).astype(np.int64, copy=False)
+
+
+def _nonzero_samples(rng):
+    inputs = [
+        (np.array([[0.0, 1.5, -0.0], [np.nan, 0.0, -2.0]]), "NaN is nonzero, -0.0 is zero"),
+        (transposed(rng, (3, 4)) > 0, "bool, non-contiguous"),
+        (np.array([3, 0, -1, 0]), "int64"),
+        (np.array(2.0), "0-D nonzero"),
+        (np.array(0.0), "0-D zero"),
+        (np.zeros((0, 3)), "zero-size"),
+    ]
+    return [Sample((x,), {"as_tuple": t}, f"{label}{', as_tuple' * t}") for t in (False, True) for x, label in inputs]
 
 
 nonzero = defop(
@@ -1179,16 +1188,10 @@ nonzero = defop(
     inputs=("input",),
     forward=_nonzero,
     vjps=(NOT_DIFFERENTIABLE,),
+    outputs="variable",
     check=_check_nonzero,
-    samples=lambda rng: [
-        Sample((np.array([[0.0, 1.5, -0.0], [np.nan, 0.0, -2.0]]),), {}, "NaN is nonzero, -0.0 is zero"),
-        Sample((transposed(rng, (3, 4)) > 0,), {}, "bool, non-contiguous"),
-        Sample((np.array([3, 0, -1, 0]),), {}, "int64"),
-        Sample((np.array(2.0),), {}, "0-D nonzero"),
-        Sample((np.array(0.0),), {}, "0-D zero"),
-        Sample((np.zeros((0, 3)),), {}, "zero-size"),
-    ],
-    torch_ref=lambda torch, input, as_tuple=False: torch.nonzero(input),
+    samples=_nonzero_samples,
+    torch_ref=lambda torch, input, as_tuple=False: torch.nonzero(input, as_tuple=as_tuple),
 )
 
 

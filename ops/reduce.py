@@ -2,15 +2,12 @@
 
 ``dim=None`` and ``dim=()`` reduce every dim (torch's convention); a repeated or out-of-range dim, a
 non-int dim or a non-bool keepdim raises naming the op and the argument. Conventions, as in PyTorch 2.13:
-- max / min return values only (like torch.amax / amin) and split the gradient evenly among tied
-  extrema -- what torch.max() without a dim and torch.amax do. A NaN extremum gives NaN gradients to its
-  slice.
-- max_dim / min_dim are torch.max(input, dim, keepdim) / torch.min(...): (values, int64 indices of the first
-  extremum, a NaN counting as one), the values' whole gradient going to those indices (a tie is not shared);
-  the rule is a scatter at the indices (scatter_add on Tensors), so the second order is exact. They are ops
-  of their own (as sorting's median_dim) because an op's output count is fixed when it is registered, while
-  torch's one name returns a single Tensor without a dim and a pair with one; Tensor.max / Tensor.min take
-  both forms, as torch's methods do, and return the pair as a named (values, indices) tuple.
+- max / min are torch.max / torch.min: without ``dim``, the extremum of every entry, the gradient split evenly
+  among tied extrema (as torch.max() and torch.amax do; a NaN extremum gives NaN gradients to its slice); with
+  ``dim``, the named tuple (values, int64 indices of the first extremum, a NaN counting as one), the values'
+  whole gradient going to those indices (a tie is not shared) -- a scatter at the indices, so the second order
+  is exact. One op returns one output or two depending on the call, as torch's does (``outputs=("values",
+  "indices")``). amax / amin take any dims and return values only (numpy's np.max on a Tensor is amax).
 - var / std take torch's ``correction`` (default 1, Bessel's); N - correction <= 0 gives inf/NaN as in
   torch. std's gradient is 0 where std is 0 (torch's convention, instead of 0/0), and so is its second
   order there (torch's double backward gives NaN for the cotangent). The mean is summed as x / N when the
@@ -37,8 +34,6 @@ __all__ = [
     "std",
     "max",
     "min",
-    "max_dim",
-    "min_dim",
     "prod",
     "logsumexp",
     "argmax",
@@ -356,8 +351,6 @@ def _extremum(name, ufunc) -> tuple[Callable[..., Any], Callable[..., Any]]:
 
 
 _EXTREMUM_SAMPLES = _with_a_0d_input(reduction_samples(empty_dims=False))  # no extremum of no entries
-max = _reduction("max", *_extremum("max", np.maximum), samples=_EXTREMUM_SAMPLES, torch_ref=_torch_reduce("amax"))
-min = _reduction("min", *_extremum("min", np.minimum), samples=_EXTREMUM_SAMPLES, torch_ref=_torch_reduce("amin"))
 
 
 # -- max_dim, min_dim: torch.max(input, dim) / torch.min(input, dim) -------------------------------------------
@@ -398,23 +391,43 @@ def _extremum_dim_samples(rng):
     ]
 
 
-def _declare_extremum_dim(name, find, torch_name):
+def _max_min(name, ufunc, find):
+    """torch.max / torch.min: without ``dim`` the extremum of every entry (ties share the gradient, as torch's);
+    with ``dim`` the named (values, indices) of the first extremum along it (the whole gradient to that index)."""
+    whole, whole_vjp = _extremum(name, ufunc)
+    along, along_vjp = _extremum_dim(name, find), _scattered_back(name)
+
+    def forward(input, dim=None, keepdim=False):
+        if dim is None:
+            if keepdim:
+                raise TypeError(f"{name}: argument 'keepdim' needs a dim (torch.{name} takes it only with one)")
+            return whole(input)
+        return along(input, dim, keepdim)
+
+    def vjp(g, ans, input, dim=None, keepdim=False):
+        return whole_vjp(g, ans, input) if dim is None else along_vjp(g, ans, input, dim=dim, keepdim=keepdim)
+
+    def samples(rng):
+        wholes = [Sample(s.inputs, {}, s.label) for s in _EXTREMUM_SAMPLES(rng) if s.attrs["dim"] in (None, ())]
+        return wholes[:2] + _extremum_dim_samples(rng)
+
+    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
     return defop(
         name,
         family="reduce",
         inputs=("input",),
-        forward=_extremum_dim(name, find),
-        vjps=(_scattered_back(name),),
-        outputs=2,
-        samples=_extremum_dim_samples,
-        notes=f"torch.{torch_name}(input, dim, keepdim): (values, int64 indices of the first extremum); the values' "
-        "gradient goes to those indices, all of it (a tie is not shared).",
-        torch_ref=lambda torch, input, dim, keepdim=False: getattr(torch, torch_name)(input, dim, keepdim),
+        forward=forward,
+        vjps=(vjp,),
+        outputs=("values", "indices"),
+        samples=samples,
+        torch_ref=lambda torch, input, dim=None, keepdim=False: (
+            getattr(torch, name)(input) if dim is None else getattr(torch, name)(input, dim, keepdim)
+        ),
     )
 
 
-max_dim = _declare_extremum_dim("max_dim", np.argmax, "max")
-min_dim = _declare_extremum_dim("min_dim", np.argmin, "min")
+max = _max_min("max", np.maximum, np.argmax)
+min = _max_min("min", np.minimum, np.argmin)
 
 
 # -- prod ------------------------------------------------------------------------------------------------------

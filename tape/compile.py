@@ -336,7 +336,7 @@ class _Recorder(ExecutionTape):
         results = result if isinstance(result, tuple) else (result,)
         for r in results:
             r.__class__ = _Traced
-        self.applications.append((op, list(tensors), attrs, results, node, seq_lens))
+        self.applications.append((op, list(tensors), attrs, result, node, seq_lens))
 
 
 # -- the plan ------------------------------------------------------------------------------------------------
@@ -412,10 +412,10 @@ class _Apply:
         "free",
     )
 
-    def __init__(self, op, index, values, attrs, outs, shapes):
+    def __init__(self, op, index, values, attrs, outs, shapes, single):
         self.op, self.forward, self.index, self.outs = op, op.forward, index, tuple(outs)
-        self.shapes = shapes[0] if op.n_outputs == 1 else shapes  # what the outputs must be at every replay
-        self.single = op.n_outputs == 1
+        self.shapes = shapes[0] if single else shapes  # what the outputs must be at every replay
+        self.single = single
         self.saves, self.keep_saved = op.saves, False
         n = op.n_positional
         if op.var_positional is not None:
@@ -606,7 +606,9 @@ def _build(applications, loss, inputs, watermark) -> _Plan:
 
     input_slots = [(k, define(t)) for k, t in inputs]
     forward, fingerprint = [], []
-    for index, (op, tensors, attrs, results, node, seq_lens) in enumerate(applications):
+    for index, (op, tensors, attrs, result, node, seq_lens) in enumerate(applications):
+        single = not isinstance(result, tuple)  # an op with several outputs may return one for a call
+        results = (result,) if single else result
         flat = []
         for t in tensors:
             s = None if t is None else slot_of.get(t.id)
@@ -632,7 +634,7 @@ def _build(applications, loss, inputs, watermark) -> _Plan:
         kept = {name: _template(value, arrays) for name, value in given.items()}
         for i in op.attr_pos:
             values[i] = kept[op.param_names[i]]
-        apply = _Apply(op, index, values, kept, [define(r) for r in results], tuple(r.shape for r in results))
+        apply = _Apply(op, index, values, kept, [define(r) for r in results], tuple(r.shape for r in results), single)
         forward.append(apply)
         fingerprint.append(
             (

@@ -190,10 +190,10 @@ def _dot(a, b):
 FUNCTION_OPS = {
     np.sum: _reduction("sum"),
     np.mean: _reduction("mean"),
-    np.max: _reduction("max"),
-    np.min: _reduction("min"),
-    np.amax: _reduction("max"),
-    np.amin: _reduction("min"),
+    np.max: _reduction("amax"),  # numpy's max is torch's amax: values only, any dims, ties sharing the gradient
+    np.min: _reduction("amin"),
+    np.amax: _reduction("amax"),
+    np.amin: _reduction("amin"),
     np.prod: _reduction("prod"),
     np.var: _moments("var"),
     np.std: _moments("std"),

@@ -515,7 +515,9 @@ def _apply(op, args, kwargs):
         out, saved = out
         if saved.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
             attrs = ResolvedAttributes(attrs, saved)  # record what it really used
-    if op.n_outputs != 1:
+    # an op with named or "variable" outputs may return one array for a call (torch.max(x) against torch.max(x,
+    # dim); nonzero's as_tuple); an op with a fixed count of unnamed outputs must return them all
+    if op.n_outputs != 1 and (isinstance(out, tuple | list) or (op.result_type is None and op.n_outputs != "variable")):
         return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
@@ -569,7 +571,7 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
         if state.anomaly:
             _check_forward(op, result, arrays)
     first = next((node for node in group if node is not None), None)
-    outputs = tuple(results)
+    outputs = tuple(results) if op.result_type is None else op.result_type(*results)
     for tape in state.recording_tapes:
         tape._record(op, tensors, attrs, outputs, first, seq_lens)
     return outputs

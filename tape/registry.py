@@ -27,6 +27,7 @@ Dispatch is a lookup on the ``Op`` object; there is no switch over op-name strin
 
 from __future__ import annotations
 
+import collections
 import enum
 import inspect
 from collections.abc import Callable
@@ -121,7 +122,7 @@ class Op:
         composite: Callable | None = None,
         second_order: Grad = Grad.RULE,
         second_order_note: str = "",
-        outputs: int | str = 1,
+        outputs: int | str | tuple[str, ...] = 1,
     ):
         self.name = name
         self.family = family
@@ -139,10 +140,21 @@ class Op:
         self.notes = notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
         self.composite = composite
+        # names of the outputs: the call returns them as a named tuple, as torch's torch.return_types do
+        self.result_type = None
+        if isinstance(outputs, tuple):
+            if len(outputs) < 2 or not all(isinstance(n, str) and n.isidentifier() for n in outputs):
+                raise RegistrationError(f"op '{name}': outputs= names at least two outputs, got {outputs!r}")
+            self.result_type = collections.namedtuple(name, outputs)  # type: ignore[misc]
+            outputs = len(outputs)
         if outputs != "variable" and (not isinstance(outputs, int) or outputs < 1):
-            raise RegistrationError(f"op '{name}': outputs= must be a positive int or 'variable', got {outputs!r}")
+            raise RegistrationError(
+                f"op '{name}': outputs= must be a positive int, 'variable' or a tuple of names, got {outputs!r}"
+            )
         # != 1: the forward returns a tuple (of any length for "variable": split, unbind); rules get g and ans
-        # as tuples, g None where an output received no gradient
+        # as tuples, g None where an output received no gradient. A forward may also return a single array for
+        # a call (torch.max(x) against torch.max(x, dim), torch.nonzero's as_tuple): that call has one output,
+        # and its rules get g and ans as arrays.
         self.n_outputs = outputs
         n = self.n_inputs
         if (vjps is None) == (joint_vjp is None):

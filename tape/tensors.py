@@ -66,14 +66,10 @@ OPERATOR_OPS = (  # the ops Tensor's operators and explicitly written methods ca
     "ge",
     "max",
     "min",
-    "max_dim",
-    "min_dim",
     "maximum",
     "minimum",
     "median",
     "median_dim",
-    "nonzero",
-    "unbind",
     "where",
     "scatter",
     "reshape",
@@ -613,29 +609,19 @@ class Tensor:
 
     # -- methods whose torch signature is not the op's -------------------------------------------------------
     def max(self, dim=None, keepdim=False):
-        """torch's Tensor.max: the largest entry (ties share its gradient, as torch.max(x)); with ``dim``, the
-        (values, indices) of the first maximum along it (the whole gradient to that index); with a tensor, the
-        elementwise maximum."""
-        if isinstance(dim, Tensor):
-            return ops.maximum(self, dim)
-        return _whole_or_along(ops.max, ops.max_dim, self, dim, keepdim)
+        """torch's Tensor.max: ops.max (the largest entry, or with ``dim`` the named (values, indices)); with a
+        tensor, the elementwise maximum."""
+        return ops.maximum(self, dim) if isinstance(dim, Tensor) else ops.max(self, dim, keepdim)
 
     def min(self, dim=None, keepdim=False):
         """torch's Tensor.min, as ``max``."""
-        if isinstance(dim, Tensor):
-            return ops.minimum(self, dim)
-        return _whole_or_along(ops.min, ops.min_dim, self, dim, keepdim)
+        return ops.minimum(self, dim) if isinstance(dim, Tensor) else ops.min(self, dim, keepdim)
 
     def median(self, dim=None, keepdim=False):
         """torch's Tensor.median: the lower median of every entry, or (values, indices) along ``dim``."""
         return _whole_or_along(ops.median, ops.median_dim, self, dim, keepdim)
 
-    def nonzero(self, *, as_tuple=False):
-        """torch's Tensor.nonzero: the (N, ndim) positions of the nonzero entries, or with ``as_tuple`` one 1-D
-        index tensor per dim -- the columns of those positions (a 0-D tensor counts as 1-D, as in torch)."""
-        if not as_tuple:
-            return ops.nonzero(self)
-        return ops.unbind(ops.nonzero(self if self.ndim else ops.reshape(self, (1,))), 1)
+    nonzero = _OpMethod()
 
     def where(self, condition, other):
         """torch's Tensor.where: ``self`` where ``condition`` holds, else ``other`` (ops.where(condition, self,
