@@ -254,7 +254,7 @@ def _edge_cases():
             continue
         if op.family == "reduce":
             extra = {"correction": 1} if op.name in ("var", "std") else {}
-            for dim in (-1,) if op.n_outputs != 1 else (-1, None):  # max_dim's (values, indices) need a dim
+            for dim in (-1, None):
                 cases.append(pytest.param(op, (pairs,), {"dim": dim, **extra}, id=f"{op.name}-dim={dim}"))
             continue
         attr_sets = []
@@ -284,7 +284,7 @@ def _in(dtype, array):
 
 
 def _first(out):
-    """The values of an op with several outputs (max_dim's (values, indices)); the output of any other."""
+    """The values of a call with several outputs (max with a dim: (values, indices)); the output of any other."""
     return out[0] if isinstance(out, tuple) else out
 
 
