@@ -329,7 +329,10 @@ std = _moment("std", _std, _std_vjp, _std_composite, False)
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------
-def _extremum(name, ufunc) -> tuple[Callable[..., Any], Callable[..., Any]]:
+def _extremum(name, ufunc, nan_shares=False) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """amax/amin (and max/min without a dim): ties share the gradient. A NaN extremum gives NaN gradients to its
+    slice (torch.amax's), or with ``nan_shares`` the NaN entries share it (torch.max()'s)."""
+
     def forward(x, dim=None, keepdim=False):
         axes = _axes(name, dim, x.ndim, keepdim)
         try:
@@ -339,10 +342,13 @@ def _extremum(name, ufunc) -> tuple[Callable[..., Any], Callable[..., Any]]:
 
     def vjp(g, ans, x, dim=None, keepdim=False):
         axes = _axes(name, dim, x.ndim, keepdim)
-        hits = x == _kept(ans, x.shape, axes, keepdim)
+        ans_kept = _kept(ans, x.shape, axes, keepdim)
+        hits = x == ans_kept
         g_kept = _kept(g, x.shape, axes, keepdim)
         if np.count_nonzero(hits) == ans.size and np.count_nonzero(ans == ans) == ans.size:
             return hits * g_kept  # no NaN and one hit per slice: no ties to share
+        if nan_shares:
+            hits = np.logical_or(hits, np.logical_and(np.isnan(x), np.isnan(ans_kept)))
         ties = np.add.reduce(hits, axis=axes, keepdims=True, dtype=g.dtype)
         return hits * (g_kept / ties)
 
@@ -394,7 +400,7 @@ def _extremum_dim_samples(rng):
 def _max_min(name, ufunc, find):
     """torch.max / torch.min: without ``dim`` the extremum of every entry (ties share the gradient, as torch's);
     with ``dim`` the named (values, indices) of the first extremum along it (the whole gradient to that index)."""
-    whole, whole_vjp = _extremum(name, ufunc)
+    whole, whole_vjp = _extremum(name, ufunc, nan_shares=True)
     along, along_vjp = _extremum_dim(name, find), _scattered_back(name)
 
     def forward(input, dim=None, keepdim=False):
