@@ -47,10 +47,12 @@ Kinks and ties (torch's gradient conventions; the samples keep finite difference
   (torch raises otherwise). torch 2.13 accepts a negative label_smoothing despite its message; it raises here.
 
 cross_entropy and binary_cross_entropy_with_logits work from ``x - logsumexp(x)`` / ``softplus``, never
-``log(softmax(x))``, so logits of +-1e4 give finite values and gradients. cross_entropy's fast backward reuses
-the forward's probabilities; its second order (and binary_cross_entropy_with_logits') is taken through a
-``composite=`` written with registered ops (log_softmax, softplus, mul, sum). Every other rule here is written
-with numpy functions over its arguments, so the second order traces it.
+``log(softmax(x))``, so logits of +-1e4 give finite values and gradients. cross_entropy with class indices runs
+the row kernels of ops/_kernels/rowwise.py (row blocks in cache, on the worker pool when large): its forward
+keeps exp(x - max) and the row sums, so its backward makes one pass and computes no exp. Its second order (and
+binary_cross_entropy_with_logits') is taken through a ``composite=`` written with registered ops (log_softmax,
+softplus, mul, sum). Every other rule here is written with numpy functions over its arguments, so the second
+order traces it.
 """
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
 import inspect
 import math
 import warnings
+from functools import partial
 
 import numpy as np
 
@@ -80,6 +83,14 @@ from tape.broadcast import unbroadcast
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from tape.tensors import Tensor
 
+from ._kernels.rowwise import (
+    along_last,
+    blockwise,
+    cross_entropy_grad_block,
+    exp_shifted_block,
+    from_last,
+    log_softmax_block,
+)
 from ._numerics import quiet
 from ._samples import KINK_GAP, transposed, uniform
 from ._validation import normalize_dim, require, require_float, require_integer
@@ -246,42 +257,35 @@ def _smoothed_probabilities(input, target, weight, label_smoothing):
     return q
 
 
-def _log_softmax(input, axis):
-    shift = np.max(input, axis=axis, keepdims=True)
-    shifted = input - shift
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-
-
 def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """``torch.nn.functional.cross_entropy``: log_softmax over the class dim (dim 1, or 0 for an unbatched (C,)
     input), then the (weighted, smoothed) negative log-likelihood of class indices, or the cross-entropy with
     class probabilities ``target`` (a float tensor of the input's shape)."""
     axis = _class_axis(input)
     if target.dtype.kind == "f":  # class probabilities
-        log_probs = _log_softmax(input, axis) if input.size else np.zeros(input.shape, input.dtype)
+        log_probs = np.zeros_like(input)  # in input's layout
+        if input.size:
+            blockwise(log_softmax_block, along_last(input, axis), along_last(log_probs, axis))
         loss = -np.sum(log_probs * _smoothed_probabilities(input, target, weight, label_smoothing), axis=axis)
         # torch: 'mean' over an empty input (also N > 0 with C = 0) is NaN
-        return _reduce(loss, reduction, None if input.size else 0), {"probs": None, "log_probs": log_probs}
-    if input.size == 0:  # an empty batch: no exp/max over it
-        valid, _, w_target = _targets(input, target, weight, ignore_index)
-        return _reduce(np.zeros(target.shape, input.dtype), reduction, np.sum(w_target)), {
-            "probs": np.zeros(input.shape, input.dtype),
-            "log_probs": None,
-        }
-    shift = np.max(input, axis=axis, keepdims=True)
-    probs = np.exp(input - shift)
-    total = np.sum(probs, axis=axis, keepdims=True)
-    log_sum = np.log(total)
-    probs /= total  # saved for the backward, as torch saves its log_softmax
+        return _reduce(loss, reduction, None if input.size else 0), {"log_probs": log_probs}
     valid, safe, w_target = _targets(input, target, weight, ignore_index)
-    loss = -w_target * ((_picked(input, safe) - np.squeeze(shift, axis)) - np.squeeze(log_sum, axis))
-    if label_smoothing > 0:
-        log_probs = (input - shift) - log_sum
-        if weight is not None:
-            log_probs *= _class_weights(weight, input)
-        smooth = np.where(valid, -np.sum(log_probs, axis=axis), 0)
+    if input.size == 0:  # an empty batch: no exp/max over it
+        return _reduce(np.zeros(target.shape, input.dtype), reduction, np.sum(w_target)), {}
+    # classes last: exps = exp(x - max), kept for the backward (the probabilities are exps / row_sum)
+    x = along_last(input, axis)
+    exps = np.empty_like(x)
+    row_max = np.empty(x.shape[:-1] + (1,), x.dtype)  # columns: one value per row
+    row_sum = np.empty_like(row_max)
+    shifted_total = np.empty_like(row_max) if label_smoothing > 0 else None  # sum_c w_c (x_c - max)
+    blockwise(partial(exp_shifted_block, weight), x, exps, row_max, row_sum, shifted_total)
+    log_sum = np.log(row_sum[..., 0])
+    loss = -w_target * ((_picked(input, safe) - row_max[..., 0]) - log_sum)
+    if shifted_total is not None:  # smoothing: -sum_c w_c log p_c = sum_c(w_c) log_sum - sum_c w_c (x_c - max)
+        class_total = input.shape[axis] if weight is None else np.sum(weight)
+        smooth = np.where(valid, class_total * log_sum - shifted_total[..., 0], 0)
         loss = (1 - label_smoothing) * loss + (label_smoothing / input.shape[axis]) * smooth
-    return _reduce(loss, reduction, np.sum(w_target)), {"probs": probs, "log_probs": None}
+    return _reduce(loss, reduction, np.sum(w_target)), {"exps": exps, "row_sum": row_sum}
 
 
 def _probability_scale(g, input, reduction):
@@ -292,13 +296,15 @@ def _probability_scale(g, input, reduction):
 
 
 def _cross_entropy_vjp(
-    g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, probs, log_probs=None
+    g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, exps=None, row_sum=None, log_probs=None
 ):
     axis = _class_axis(input)
     if target.dtype.kind == "f":  # dloss_n/dx = p * sum_c(q_nc) - q_n
         q = _smoothed_probabilities(input, target, weight, label_smoothing)
         grad = np.exp(log_probs) * np.sum(q, axis=axis, keepdims=True) - q
         return (_probability_scale(g, input, reduction) * grad).astype(input.dtype, copy=False)
+    if input.size == 0:
+        return np.zeros_like(input)
     # loss_n = -sum_c q_nc log p_nc with q = (1-s) w_y [c = y] + (s/C) w_c, so dloss_n/dx = p * sum_c(q_nc) - q_n
     n_classes = input.shape[axis]
     valid, safe, w_target = _targets(input, target, weight, ignore_index)
@@ -310,17 +316,17 @@ def _cross_entropy_vjp(
     if label_smoothing > 0:
         smooth_scale = np.where(valid, scale * (label_smoothing / n_classes), 0)
         row_total = on_target + smooth_scale * (n_classes if weight is None else np.sum(weight))
-    grad = probs * _along_class(row_total, input)
-    if label_smoothing > 0:
-        grad -= _along_class(smooth_scale, input) * (1 if weight is None else _class_weights(weight, input))
+    # classes last: p * sum_c(q_nc) - (s/C) w_c with p = exps / row_sum, then each target class's own term
+    grad = np.empty_like(exps)
+    smooth = smooth_scale[..., None] if label_smoothing > 0 else None
+    blockwise(partial(cross_entropy_grad_block, weight), exps, row_total[..., None] / row_sum, smooth, grad)
+    grad = from_last(grad, axis)
     index = np.expand_dims(safe, axis)
     np.put_along_axis(grad, index, np.take_along_axis(grad, index, axis) - np.expand_dims(on_target, axis), axis)
     return grad
 
 
-def _cross_entropy_target_vjp(
-    g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, probs, log_probs=None
-):
+def _cross_entropy_target_vjp(g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, log_probs):
     # probability targets only (class indices are integers: never differentiated): -(1-s) w_c log p_nc
     grad = log_probs * -(1 - label_smoothing)
     if weight is not None:

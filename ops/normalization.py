@@ -1,10 +1,13 @@
 """Normalisations, as in ``torch.nn.functional``: softmax / log_softmax along a dim, layer_norm and rms_norm
 over the trailing ``normalized_shape`` dims.
 
-Every op works on whole arrays (no loops over elements). softmax / log_softmax are computed from
-``x - max(x)``, so logits of +-1e4 give finite values and gradients. layer_norm and rms_norm have fast
-joint backward rules that reuse what the forward saved (the normalised rows and 1/std); their second
-order is taken through ``composite=`` versions written with registered ops (mean, rsqrt, mul, add).
+The arithmetic is the row kernels of ops/_kernels/rowwise.py: each op views its reduced dims as the last
+axis of rows and runs over blocks of rows that stay in cache (on the worker pool when there are several),
+writing into fresh arrays it owns. softmax / log_softmax are computed from ``x - max(x)``, so logits of +-1e4
+give finite values and gradients; their rules, written again for Tensors, are traced for the second order.
+layer_norm saves its normalised rows and each row's 1/std, rms_norm only the 1/std (its backward recomputes
+the rows block by block); their second order is taken through ``composite=`` versions written with registered
+ops (mean, rsqrt, mul, add).
 
 Empty shapes work as in torch: a softmax over an empty dim, or a norm of zero rows or zero features,
 gives an empty output and empty (or zero) gradients.
@@ -12,10 +15,27 @@ gives an empty output and empty (or zero) gradients.
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm"]
 
+import math
+from functools import partial, reduce
+
 import numpy as np
 
 from tape.registry import Sample, defop
+from tape.tensors import Tensor
 
+from ._kernels.rowwise import (
+    along_last,
+    blockwise,
+    from_last,
+    log_softmax_block,
+    log_softmax_grad_block,
+    normalize_block,
+    normalize_grad_block,
+    row_dots,
+    row_sums,
+    softmax_block,
+    softmax_grad_block,
+)
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require, require_float
 
@@ -23,46 +43,15 @@ FAMILY = "normalization"
 
 
 # -- softmax / log_softmax ---------------------------------------------------------------------------------
-def _as_1d(x):
-    """A 0-d array viewed as shape (1,) (torch lets softmax run over dim 0 / -1 of a scalar)."""
-    return np.reshape(x, (1,)) if x.ndim == 0 else x
+def _rows(a, axis: int):
+    """``a`` (an array or, in a traced rule, a Tensor) with ``axis`` last; a 0-d ``a`` as shape (1,) (torch lets
+    softmax run over dim 0 / -1 of a scalar). Views: writing into them writes into ``a``."""
+    return along_last(np.reshape(a, (1,)) if a.ndim == 0 else a, axis)
 
 
-def _shifted(z: np.ndarray, axis: int) -> np.ndarray:
-    """z minus its max along ``axis``: every exp of it is at most 1, so nothing overflows."""
-    return z - np.max(z, axis=axis, keepdims=True)
-
-
-def _softmax(input, dim=-1):
-    axis = normalize_dim("softmax", dim, input.ndim)
-    if input.size == 0:
-        return input.copy()
-    e = np.exp(_shifted(_as_1d(input), axis))
-    e /= np.sum(e, axis=axis, keepdims=True)
-    return e.reshape(input.shape)
-
-
-def _softmax_vjp(g, ans, input, dim=-1):
-    axis = normalize_dim("softmax", dim, input.ndim)
-    gy = _as_1d(g * ans)
-    gy -= _as_1d(ans) * np.sum(gy, axis=axis, keepdims=True)  # in place on arrays; rebinds on Tensors
-    return np.reshape(gy, input.shape)
-
-
-def _log_softmax(input, dim=-1):
-    # (x - max) - log(sum(exp(x - max))): subtracting logsumexp(x) in one step would round at |x| ~ 1e4
-    axis = normalize_dim("log_softmax", dim, input.ndim)
-    if input.size == 0:
-        return input.copy()
-    out = _shifted(_as_1d(input), axis)
-    out -= np.log(np.sum(np.exp(out), axis=axis, keepdims=True))
-    return out.reshape(input.shape)
-
-
-def _log_softmax_vjp(g, ans, input, dim=-1):
-    axis = normalize_dim("log_softmax", dim, input.ndim)
-    g1 = _as_1d(g)
-    return np.reshape(g1 - np.exp(_as_1d(ans)) * np.sum(g1, axis=axis, keepdims=True), input.shape)
+def _unrows(rows, axis: int, shape: tuple):
+    """Undo ``_rows``: ``axis`` back in place, the shape of the original."""
+    return np.reshape(from_last(rows, axis), shape)
 
 
 def _softmax_samples(rng):
@@ -79,40 +68,56 @@ def _softmax_samples(rng):
     ]
 
 
-def _check_dim_input(op):
+def _along_dim(op: str, block, grad_block, traced_grad):
+    """Declare softmax-like ``op`` (torch.<op>(input, dim)): ``block(x, out)`` and ``grad_block(g, y, out)`` are
+    its row kernels (rowwise.py), ``traced_grad(g, y)`` the same gradient written for Tensors (the rule traced
+    for create_graph); y is the op's output. Results are fresh arrays in the layout of the input (and output)."""
+
+    def forward(input, dim=-1):
+        axis = normalize_dim(op, dim, input.ndim)
+        out = np.empty_like(input)
+        if out.size:
+            blockwise(block, _rows(input, axis), _rows(out, axis))
+        return out
+
+    def rule(g, ans, input, dim=-1):
+        axis = normalize_dim(op, dim, input.ndim)
+        g_rows, y = _rows(g, axis), _rows(ans, axis)
+        if isinstance(g, Tensor):
+            return _unrows(traced_grad(g_rows, y), axis, input.shape)
+        dx = np.empty_like(ans)
+        blockwise(grad_block, g_rows, y, _rows(dx, axis))
+        return dx
+
     def check(input, dim=-1):
         require_float(op, "input", input)
         normalize_dim(op, dim, input.ndim)
 
-    return check
+    return defop(
+        op,
+        family=FAMILY,
+        inputs=("input",),
+        forward=forward,
+        vjps=(rule,),
+        check=check,
+        samples=_softmax_samples,
+        torch_ref=lambda torch, input, dim=-1: getattr(torch, op)(input, dim=dim),
+    )
 
 
-softmax = defop(
-    "softmax",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_softmax,
-    vjps=(_softmax_vjp,),
-    check=_check_dim_input("softmax"),
-    samples=_softmax_samples,
-    torch_ref=lambda torch, input, dim=-1: torch.softmax(input, dim=dim),
-)
-
-log_softmax = defop(
-    "log_softmax",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_log_softmax,
-    vjps=(_log_softmax_vjp,),
-    check=_check_dim_input("log_softmax"),
-    samples=_softmax_samples,
-    torch_ref=lambda torch, input, dim=-1: torch.log_softmax(input, dim=dim),
+# softmax's gradient is y * (g - sum(g * y)) (torch's formula), log_softmax's g - exp(y) * sum(g)
+softmax = _along_dim("softmax", softmax_block, softmax_grad_block, lambda g, y: y * (g - row_dots(g, y)))
+log_softmax = _along_dim(
+    "log_softmax", log_softmax_block, log_softmax_grad_block, lambda g, y: g - np.exp(y) * row_sums(g)
 )
 
 
 # -- layer_norm / rms_norm ---------------------------------------------------------------------------------
 def _shape_tuple(normalized_shape) -> tuple:
-    return tuple(int(n) for n in np.atleast_1d(normalized_shape))
+    """``normalized_shape`` (an int or a sequence of ints, as the check accepts) as a tuple of ints."""
+    if isinstance(normalized_shape, int | np.integer):
+        return (int(normalized_shape),)
+    return tuple(int(n) for n in normalized_shape)
 
 
 def _normalized_axes(op: str, x: np.ndarray, normalized_shape) -> tuple:
@@ -144,62 +149,55 @@ def _check_affine(op: str, name: str, param, x: np.ndarray, axes: tuple) -> None
 
 def _as_rows(x: np.ndarray, normalized_shape) -> np.ndarray:
     """``x`` as a (rows, features) matrix: the normalised trailing dims flattened into one axis."""
-    n = len(_shape_tuple(normalized_shape))
-    features = int(np.prod(x.shape[x.ndim - n :], dtype=np.int64))
-    return x.reshape(int(np.prod(x.shape[: x.ndim - n], dtype=np.int64)), features)
+    lead = x.ndim - len(_shape_tuple(normalized_shape))
+    return x.reshape(math.prod(x.shape[:lead]), math.prod(x.shape[lead:]))
 
 
-def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """sum(a * b) over each row, as a column, without the (rows, features) temporary."""
-    return np.einsum("ij,ij->i", a, b)[:, None]
+def _flat(param):
+    return None if param is None else param.reshape(-1)
 
 
-def _row_means(a: np.ndarray) -> np.ndarray:
-    """The mean of each row, as a column; a matrix-vector product is several times faster than np.mean on
-    short rows."""
-    return (a @ np.ones(a.shape[1], a.dtype))[:, None] / a.shape[1]
+def _normalize(input, normalized_shape, weight, bias, eps, subtract_mean: bool):
+    """The forward of layer_norm (``subtract_mean``) and rms_norm, over rows: (out, what the backward reuses:
+    {"xhat": layer_norm's normalised rows (the output itself without weight and bias), or None for rms_norm,
+    which recomputes them from its input, "rstd": 1/std, a column})."""
+    x = _as_rows(input, normalized_shape)
+    rstd = np.zeros((x.shape[0], 1), x.dtype)
+    out = np.empty_like(x)
+    affine = weight is not None or bias is not None
+    xhat = np.empty_like(x) if subtract_mean and affine else out
+    if x.size:  # no rows, or no features: nothing to normalise (and no 0/0)
+        kernel = partial(normalize_block, _flat(weight), _flat(bias), eps, subtract_mean)
+        blockwise(kernel, x, xhat, out, rstd)
+    return out.reshape(input.shape), {"xhat": xhat if subtract_mean else None, "rstd": rstd}
+
+
+def _normalize_vjp(g, input, weight, bias, needs, normalized_shape, xhat, rstd):
+    """The joint rule of layer_norm and rms_norm (``bias`` None; ``xhat`` None: recomputed from the input)."""
+    x = _as_rows(input, normalized_shape)
+    need_weight, need_bias = needs[1], bias is not None and needs[2]
+    dx = np.empty_like(x) if needs[0] else None  # every element is written
+    if x.size == 0:
+        sums = [(np.zeros(x.shape[1], x.dtype), np.zeros(x.shape[1], x.dtype))]
+    else:
+        subtract_mean = xhat is not None  # layer_norm saves its normalised rows, rms_norm does not
+        kernel = partial(normalize_grad_block, _flat(weight), need_weight, need_bias, subtract_mean)
+        sums = blockwise(kernel, g.reshape(x.shape), xhat, None if subtract_mean else x, rstd, dx)
+    return (
+        None if dx is None else dx.reshape(input.shape),
+        reduce(np.add, [dw for dw, _ in sums]).reshape(weight.shape) if need_weight else None,
+        reduce(np.add, [db for _, db in sums]).reshape(bias.shape) if need_bias else None,
+    )
 
 
 def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """``torch.nn.functional.layer_norm``: normalise over the trailing ``normalized_shape`` dims, then scale by
     ``weight`` and shift by ``bias``."""
-    x = _as_rows(input, normalized_shape)
-    if x.size == 0:  # no rows, or no features: nothing to normalise (and no 0/0)
-        return input.copy(), {"xhat": x, "rstd": np.zeros((x.shape[0], 1), x.dtype)}
-    xhat = x - _row_means(x)
-    rstd = 1 / np.sqrt(_row_dot(xhat, xhat) / x.shape[1] + eps)
-    xhat *= rstd
-    out = xhat if weight is None else xhat * weight.reshape(-1)
-    if bias is not None:
-        out = out + bias.reshape(-1) if out is xhat else np.add(out, bias.reshape(-1), out=out)
-    return out.reshape(input.shape), {"xhat": xhat, "rstd": rstd}  # the backward reuses the normalised rows
-
-
-def _normalization_input_grad(gx, xhat, rstd, subtract_mean: bool):
-    """d input of the rows of xhat = (x - mean?) * rstd, given gx = dL/dxhat: rstd times gx with its
-    components along xhat (and along the constant row, when the mean is subtracted) projected out."""
-    if gx.size == 0:
-        return np.zeros_like(gx)
-    dx = xhat * (_row_dot(gx, xhat) / gx.shape[1])
-    np.subtract(gx, dx, out=dx)
-    if subtract_mean:
-        dx -= _row_means(gx)
-    dx *= rstd
-    return dx
-
-
-def _affine_grads(g_rows, xhat, weight, bias, needs):
-    """The gradient reaching xhat (g * weight), and those of weight and bias (summed over the rows)."""
-    gx = g_rows if weight is None or not needs[0] else g_rows * weight.reshape(-1)
-    dw = np.einsum("ij,ij->j", g_rows, xhat).reshape(weight.shape) if needs[1] else None
-    db = (np.ones(g_rows.shape[0], g_rows.dtype) @ g_rows).reshape(bias.shape) if len(needs) > 2 and needs[2] else None
-    return gx, dw, db
+    return _normalize(input, normalized_shape, weight, bias, eps, subtract_mean=True)
 
 
 def _layer_norm_vjp(g, ans, input, weight, bias, *, needs, normalized_shape, eps, xhat, rstd):
-    gx, dw, db = _affine_grads(g.reshape(xhat.shape), xhat, weight, bias, needs)
-    dx = _normalization_input_grad(gx, xhat, rstd, True).reshape(input.shape) if needs[0] else None
-    return dx, dw, db
+    return _normalize_vjp(g, input, weight, bias, needs, normalized_shape, xhat, rstd)
 
 
 def _trailing_dims(input, normalized_shape) -> tuple:
@@ -279,22 +277,11 @@ def _rms_eps(dtype, eps):
 def _rms_norm(input, normalized_shape, weight=None, eps=None):
     """``torch.nn.functional.rms_norm``: x / sqrt(mean(x^2) + eps) over the trailing ``normalized_shape`` dims,
     times ``weight``; ``eps=None`` means the machine epsilon of the input's dtype."""
-    x = _as_rows(input, normalized_shape)
-    if x.size == 0:
-        return input.copy(), {"rstd": np.zeros((x.shape[0], 1), x.dtype)}
-    rstd = 1 / np.sqrt(_row_dot(x, x) / x.shape[1] + _rms_eps(input.dtype, eps))
-    out = x * rstd
-    if weight is not None:
-        out *= weight.reshape(-1)
-    return out.reshape(input.shape), {"rstd": rstd}
+    return _normalize(input, normalized_shape, weight, None, _rms_eps(input.dtype, eps), subtract_mean=False)
 
 
-def _rms_norm_vjp(g, ans, input, weight, *, needs, normalized_shape, eps, rstd):
-    x = _as_rows(input, normalized_shape)
-    xhat = x * rstd
-    gx, dw, _ = _affine_grads(g.reshape(x.shape), xhat, weight, None, needs)
-    dx = _normalization_input_grad(gx, xhat, rstd, False).reshape(input.shape) if needs[0] else None
-    return dx, dw
+def _rms_norm_vjp(g, ans, input, weight, *, needs, normalized_shape, eps, xhat, rstd):
+    return _normalize_vjp(g, input, weight, None, needs, normalized_shape, xhat, rstd)[:2]
 
 
 def _rms_norm_composite(input, normalized_shape, weight=None, eps=None):

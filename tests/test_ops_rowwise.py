@@ -1,0 +1,99 @@
+"""The row kernels' blocked, threaded path (ops/_kernels/rowwise.py) against PyTorch.
+
+The generated tests' samples are small, so every op built on the row kernels runs them as one block on the
+calling thread. Here ``BLOCK_ELEMENTS`` is made tiny, so each sample is cut into blocks of one row (a few when
+rows are shorter than 4) that run on the worker pool: torch parity (float64 and float32) and a float64
+gradcheck must still hold, and a result must not depend on which thread took which block. One shape per op is
+also run at the real block size (several blocks of a realistic row length).
+"""
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+from ops._kernels import rowwise
+from tape.tools.verify import op_samples, run_gradcheck, run_torch_parity
+
+ROWWISE_OPS = ["softmax", "log_softmax", "cross_entropy", "layer_norm", "rms_norm"]
+
+
+@pytest.fixture
+def tiny_blocks(monkeypatch):
+    """Blocks of at most 4 elements (so one row each), counted: the test fails if nothing was split."""
+    monkeypatch.setattr(rowwise, "BLOCK_ELEMENTS", 4)
+    counts = []
+    real_run = rowwise.runtime.run
+
+    def counting_run(items, work, workers=None):
+        counts.append(len(items))
+        return real_run(items, work, workers)
+
+    monkeypatch.setattr(rowwise.runtime, "run", counting_run)
+    return counts
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("name", ROWWISE_OPS)
+def test_blocked_kernels_match_torch(name, dtype, tiny_blocks, torch):
+    op = tape.get_op(name)
+    for sample in op_samples(op):
+        result = run_torch_parity(op, sample, dtype)
+        assert result is not None and result.ok, f"{name} on {sample} in {np.dtype(dtype).name}: {result}"
+    assert max(tiny_blocks, default=0) > 1, f"{name}: no sample was split into several blocks"
+
+
+@pytest.mark.parametrize("name", ROWWISE_OPS)
+def test_blocked_kernels_gradcheck(name, tiny_blocks):
+    op = tape.get_op(name)
+    for sample in op_samples(op):
+        result = run_gradcheck(op, sample)
+        assert result.ok, f"{name} on {sample}: {result.message}"
+
+
+def test_blocked_results_do_not_depend_on_the_threads(tiny_blocks):
+    """Column sums (layer_norm's weight and bias gradients) add the blocks' parts in block order."""
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((64, 3)), rng.standard_normal(3), rng.standard_normal(3)
+
+    def grads():
+        leaves = [tape.tensor(a, requires_grad=True) for a in (x, w, b)]
+        (ops.layer_norm(leaves[0], (3,), leaves[1], leaves[2]) ** 3).sum().backward()
+        return [leaf.grad.numpy() for leaf in leaves]
+
+    first = grads()
+    for _ in range(20):
+        assert all(np.array_equal(a, c) for a, c in zip(first, grads()))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+def test_several_blocks_at_the_real_block_size(dtype, torch):
+    F = torch.nn.functional
+    rng = np.random.default_rng(2)
+    rows = 2 * rowwise.BLOCK_ELEMENTS // 500 + 3  # three blocks of rows of 500 or 512
+    x, w, b = rng.standard_normal((rows, 512)) * 3 + 1, rng.standard_normal(512), rng.standard_normal(512)
+    targets = rng.integers(0, 500, rows)
+    targets[::5] = -100
+    cases = [
+        (lambda x: ops.softmax(x, dim=-1), lambda x: torch.softmax(x, -1), [x]),
+        (lambda x: ops.log_softmax(x, dim=0), lambda x: torch.log_softmax(x, 0), [x[:, :4].T.copy()]),
+        (
+            lambda x: ops.cross_entropy(x, targets, label_smoothing=0.1),
+            lambda x: F.cross_entropy(x, torch.tensor(targets), label_smoothing=0.1),
+            [x[:, :500]],
+        ),
+        (lambda x, w, b: ops.layer_norm(x, (512,), w, b), lambda x, w, b: F.layer_norm(x, (512,), w, b), [x, w, b]),
+        (lambda x, w: ops.rms_norm(x, (512,), w), lambda x, w: F.rms_norm(x, (512,), w), [x, w]),
+    ]
+    rtol, atol = (1e-10, 1e-12) if dtype == np.float64 else (1e-4, 1e-5)
+    for fn, torch_fn, arrays in cases:
+        arrays = [a.astype(dtype) for a in arrays]
+        leaves = [tape.tensor(a, requires_grad=True) for a in arrays]
+        torch_leaves = [torch.tensor(a, requires_grad=True) for a in arrays]
+        out, expected = fn(*leaves), torch_fn(*torch_leaves)
+        upstream = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
+        out.backward(upstream)
+        expected.backward(torch.tensor(upstream))
+        np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=rtol, atol=atol)
+        for leaf, torch_leaf in zip(leaves, torch_leaves):
+            np.testing.assert_allclose(leaf.grad.numpy(), torch_leaf.grad.numpy(), rtol=rtol, atol=atol)
