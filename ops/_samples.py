@@ -15,6 +15,7 @@ import numpy as np
 from tape.registry import Sample
 
 __all__ = [
+    "along_dim_samples",
     "unary_samples",
     "binary_samples",
     "comparison_samples",
@@ -151,6 +152,22 @@ def where_samples(low=-2.0, high=2.0):
         return out
 
     return generate
+
+
+def along_dim_samples(rng):
+    """Samples of a softmax-like op over one ``dim`` (softmax, log_softmax, softmin): every dim, non-contiguous,
+    size-1, 0-D, huge logits, an empty dim and no rows."""
+    return [
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": -1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": 1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": 0}),
+        Sample((transposed(rng, (3, 5)),), {"dim": -1}, "non-contiguous"),
+        Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
+        Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
+        Sample((uniform(rng, (3, 4), -1e4, 1e4),), {"dim": -1}, "logits of +-1e4"),
+        Sample((uniform(rng, (3, 0)),), {"dim": -1}, "empty dim"),
+        Sample((uniform(rng, (0, 3)),), {"dim": -1}, "zero rows"),
+    ]
 
 
 def reduction_samples(low=-2.0, high=2.0, dims=(None, 0, -1, (0, 2), (-1, -3)), extra=None, empty_dims=True):

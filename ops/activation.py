@@ -72,7 +72,7 @@ from tape.registry import Sample, defop
 from tape.tensors import Tensor
 
 from ._numerics import quiet
-from ._samples import away_from, transposed, unary_samples, uniform
+from ._samples import along_dim_samples, away_from, transposed, unary_samples, uniform
 from ._validation import normalize_dim, normalize_dims, require_float
 
 FAMILY = "activation"
@@ -392,20 +392,6 @@ def _softmin_vjp(g, ans, input, dim):
     return np.reshape(y * (np.sum(g1 * y, axis=axis, keepdims=True) - g1), input.shape)
 
 
-def _softmin_samples(rng):
-    return [
-        Sample((uniform(rng, (2, 3, 4)),), {"dim": -1}),
-        Sample((uniform(rng, (2, 3, 4)),), {"dim": 1}),
-        Sample((uniform(rng, (2, 3, 4)),), {"dim": 0}),
-        Sample((transposed(rng, (3, 5)),), {"dim": -1}, "non-contiguous"),
-        Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
-        Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
-        Sample((uniform(rng, (3, 4), -1e4, 1e4),), {"dim": -1}, "logits of +-1e4"),
-        Sample((uniform(rng, (3, 0)),), {"dim": -1}, "empty dim"),
-        Sample((uniform(rng, (0, 3)),), {"dim": -1}, "zero rows"),
-    ]
-
-
 def _check_softmin(input, dim):
     require_float("softmin", "input", input)
     normalize_dim("softmin", dim, input.ndim)
@@ -418,7 +404,7 @@ softmin = defop(
     forward=_softmin,
     vjps=(_softmin_vjp,),
     check=_check_softmin,
-    samples=_softmin_samples,
+    samples=along_dim_samples,
     torch_ref=lambda torch, input, dim: torch.nn.functional.softmin(input, dim=dim),
 )
 

@@ -36,7 +36,7 @@ from ._kernels.rowwise import (
     softmax_block,
     softmax_grad_block,
 )
-from ._samples import transposed, uniform
+from ._samples import along_dim_samples, transposed, uniform
 from ._validation import normalize_dim, require, require_float
 
 FAMILY = "normalization"
@@ -52,20 +52,6 @@ def _rows(a, axis: int):
 def _unrows(rows, axis: int, shape: tuple):
     """Undo ``_rows``: ``axis`` back in place, the shape of the original."""
     return np.reshape(from_last(rows, axis), shape)
-
-
-def _softmax_samples(rng):
-    return [
-        Sample((uniform(rng, (2, 3, 4)),), {"dim": -1}),
-        Sample((uniform(rng, (2, 3, 4)),), {"dim": 1}),
-        Sample((uniform(rng, (2, 3, 4)),), {"dim": 0}),
-        Sample((transposed(rng, (3, 5)),), {"dim": -1}, "non-contiguous"),
-        Sample((uniform(rng, (4, 1)),), {"dim": 1}, "size-1 dim"),
-        Sample((uniform(rng, ()),), {"dim": 0}, "scalar"),
-        Sample((uniform(rng, (3, 4), -1e4, 1e4),), {"dim": -1}, "logits of +-1e4"),
-        Sample((uniform(rng, (3, 0)),), {"dim": -1}, "empty dim"),
-        Sample((uniform(rng, (0, 3)),), {"dim": -1}, "zero rows"),
-    ]
 
 
 def _along_dim(op: str, block, grad_block, traced_grad):
@@ -100,7 +86,7 @@ def _along_dim(op: str, block, grad_block, traced_grad):
         forward=forward,
         vjps=(rule,),
         check=check,
-        samples=_softmax_samples,
+        samples=along_dim_samples,
         torch_ref=lambda torch, input, dim=-1: getattr(torch, op)(input, dim=dim),
     )
 
