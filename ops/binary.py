@@ -110,11 +110,13 @@ def _on_pair(name, ufunc, match_floats=True, arithmetic=True):
     return forward
 
 
-def _binary(name, forward, vjp_a, vjp_b, *, samples=None, torch_ref=None, **declaration):
+def _binary(name, forward, vjp_a, vjp_b, *, samples=None, torch_ref=None, inputs=("a", "b"), **declaration):
+    """Declare a two-input op whose tensor parameters are ``inputs`` (the forward's own names: "a", "b" or torch's
+    "input", "other"); the torch reference defaults to ``torch.<name>``."""
     return defop(
         name,
         family="binary",
-        inputs=("a", "b"),
+        inputs=inputs,
         forward=forward,
         vjps=(vjp_a, vjp_b),
         samples=samples or binary_samples(),
@@ -363,17 +365,9 @@ ge = _comparison("ge", np.greater_equal)
 
 
 # == more binary ops, in torch's argument names (input, other) ================================================
-def _pair(name, forward, vjp_input, vjp_other, *, samples=None, torch_ref=None, **declaration):
-    return defop(
-        name,
-        family="binary",
-        inputs=("input", "other"),
-        forward=forward,
-        vjps=(vjp_input, vjp_other),
-        samples=samples or binary_samples(),
-        torch_ref=torch_ref or (lambda torch, input, other: getattr(torch, name)(input, other)),
-        **declaration,
-    )
+def _pair(name, forward, vjp_input, vjp_other, **options):
+    """Declare a two-input op whose tensor parameters are torch's ``input`` and ``other``."""
+    return _binary(name, forward, vjp_input, vjp_other, inputs=("input", "other"), **options)
 
 
 def _floats(name, ufunc, arithmetic=True):
