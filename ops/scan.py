@@ -252,7 +252,7 @@ def _extremum_op(name, ufunc):
         inputs=("input",),
         forward=forward,
         vjps=(vjp,),
-        outputs=2,
+        outputs=("values", "indices"),
         check=lambda input, dim: _check_dim(name, input, dim),
         samples=_extremum_samples,
         torch_ref=lambda torch, input, dim: getattr(torch, name)(input, dim),

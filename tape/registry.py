@@ -32,10 +32,12 @@ import enum
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .state import quiet_inner
+from .tensors import ValuesIndices
 
 __all__ = [
     "Grad",
@@ -140,12 +142,15 @@ class Op:
         self.notes = notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
         self.composite = composite
-        # names of the outputs: the call returns them as a named tuple, as torch's torch.return_types do
+        self.result_type: Any = None
         self.result_type = None
         if isinstance(outputs, tuple):
             if len(outputs) < 2 or not all(isinstance(n, str) and n.isidentifier() for n in outputs):
                 raise RegistrationError(f"op '{name}': outputs= names at least two outputs, got {outputs!r}")
-            self.result_type = collections.namedtuple(name, outputs)  # type: ignore[misc]
+            # (values, indices) -- max/min with a dim, sort, topk, ... -- is one type, as Tensor's methods return it
+            self.result_type = (
+                ValuesIndices if outputs == ("values", "indices") else collections.namedtuple(name, outputs)
+            )
             outputs = len(outputs)
         if outputs != "variable" and (not isinstance(outputs, int) or outputs < 1):
             raise RegistrationError(

@@ -124,12 +124,11 @@ def _bool_operand(operator: str, value):
 class _OpMethod:
     """A Tensor method that *is* a registered op applied to the tensor: ``t.cumsum(1)`` calls ``ops.cumsum(t, 1)``,
     with the same arguments, positional or keyword, so no method re-implements its op (``name = _OpMethod()`` in
-    the class body; ``_OpMethod("inv")`` where torch's method name is not the op's). With ``pair=True`` the op's
-    two outputs come back as ``ValuesIndices``, the (values, indices) named tuple torch's methods return."""
+    the class body; ``_OpMethod("inv")`` where torch's method name is not the op's). Ops declaring
+    ``outputs=("values", "indices")`` (sort, topk, ...) return ``ValuesIndices`` themselves."""
 
-    def __init__(self, op_name: str | None = None, pair: bool = False):
+    def __init__(self, op_name: str | None = None):
         self.op_name = op_name
-        self.pair = pair
 
     def __set_name__(self, owner, name: str) -> None:
         self.op_name = self.op_name or name
@@ -139,27 +138,26 @@ class _OpMethod:
         if tensor is None:
             return self
         op = getattr(ops, str(self.op_name))
-        if self.pair:
-            return lambda *args, **kwargs: ValuesIndices(*op(tensor, *args, **kwargs))
         return functools.partial(op, tensor)
 
 
 class ValuesIndices(NamedTuple):
     """(values, indices), as torch's max / min / median along a dim, sort, topk, kthvalue, cummax and cummin
-    methods return them (torch.return_types): unpack it, index it or read ``.values`` and ``.indices``."""
+    return them (torch.return_types): unpack it, index it or read ``.values`` and ``.indices``. The ops that
+    declare ``outputs=("values", "indices")`` return it (tape/registry.py), and so do their Tensor methods."""
 
     values: Tensor
     indices: Tensor
 
 
 def _whole_or_along(whole, along, tensor, dim, keepdim):
-    """torch's max / min / median methods: the one value of every entry without ``dim`` (``whole``), or the
+    """torch's Tensor.median: the one value of every entry without ``dim`` (``whole``), or the
     (values, indices) along ``dim`` (``along``)."""
     if dim is None:
         if keepdim:
             raise TypeError("keepdim=True needs a dim (torch's max / min / median take keepdim only with a dim)")
         return whole(tensor)
-    return ValuesIndices(*along(tensor, dim, keepdim))
+    return along(tensor, dim, keepdim)
 
 
 class Tensor:
@@ -492,13 +490,13 @@ class Tensor:
     cumsum = _OpMethod()
     cumprod = _OpMethod()
     logcumsumexp = _OpMethod()
-    cummax = _OpMethod(pair=True)
-    cummin = _OpMethod(pair=True)
+    cummax = _OpMethod()
+    cummin = _OpMethod()
     # sorting and selection
-    sort = _OpMethod(pair=True)
+    sort = _OpMethod()
     argsort = _OpMethod()
-    topk = _OpMethod(pair=True)
-    kthvalue = _OpMethod(pair=True)
+    topk = _OpMethod()
+    kthvalue = _OpMethod()
     # elementwise
     exp = _OpMethod()
     log = _OpMethod()
