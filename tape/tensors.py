@@ -45,6 +45,8 @@ class _UnboundOps:
 
 ops = _UnboundOps()
 OPERATOR_OPS = (  # the ops Tensor's operators and explicitly written methods call (``_OpMethod`` adds its own)
+    "floor_divide",
+    "remainder",
     "logical_not",
     "logical_and",
     "logical_or",
@@ -411,6 +413,21 @@ class Tensor:
 
     def __rpow__(self, other):
         return ops.pow(other, self)
+
+    def __floordiv__(self, other):
+        return ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return ops.floor_divide(other, self)
+
+    def __mod__(self, other):
+        return ops.remainder(self, other)
+
+    def __rmod__(self, other):
+        return ops.remainder(other, self)
+
+    def __pos__(self):
+        return self
 
     def __matmul__(self, other):
         return ops.matmul(self, other)

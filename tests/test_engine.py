@@ -102,6 +102,26 @@ def test_logical_operators_on_bool_tensors_are_torchs(torch):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=what)
 
 
+def test_floor_division_remainder_and_unary_plus_operators_are_torchs(torch):
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(-5, 5, (3, 4)), rng.uniform(0.5, 3, (4,)) * rng.choice([-1, 1], 4)
+    ta, tb = tape.tensor(a, requires_grad=True), tape.tensor(b)
+    A, B = torch.tensor(a, requires_grad=True), torch.tensor(b)
+    cases = {
+        "a // b": (ta // tb, A // B),
+        "a % b": (ta % tb, A % B),
+        "a % 2.5": (ta % 2.5, A % 2.5),
+        "-7.5 % a": (-7.5 % ta, -7.5 % A),
+        "7 // b": (7 // tb, 7 // B),
+        "+a": (+ta, +A),
+    }
+    for what, (ours, theirs) in cases.items():
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-12, err_msg=what)
+    (ta % tb).sum().backward()
+    (A % B).sum().backward()
+    np.testing.assert_allclose(ta.grad.numpy(), A.grad.numpy())
+
+
 @pytest.mark.parametrize("expression", ["~i", "i & m", "m | i", "i ^ 1", "f & m", "m & 1.5"])
 def test_bitwise_operators_refuse_non_bool_operands(expression):
     """torch's ~ & | ^ are bitwise on integers; minitape has no bitwise ops and must not answer logically."""
