@@ -179,7 +179,7 @@ relu6 = _elementwise(
 
 @quiet  # -inf * 0 = NaN, as torch
 def _hardswish(input):
-    return input * np.minimum(np.maximum(input + 3.0, 0.0), 6.0) / 6.0
+    return input * (np.minimum(np.maximum(input + 3.0, 0.0), 6.0) / 6.0)  # (x * 6 would overflow at 3e38)
 
 
 def _hardswish_vjp(g, ans, input):

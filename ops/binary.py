@@ -504,9 +504,13 @@ def _lerp(input, end, weight):
     if weight.dtype.kind != "f":
         weight = weight.astype(input.dtype)  # a Python number given as weight
     try:
+        dtype = np.result_type(input, end)
+        if dtype == np.float32:  # in float64, rounded once: weight * diff cannot overflow float32
+            input, end, weight = input.astype(np.float64), end.astype(np.float64), weight.astype(np.float64)
         diff = end - input
         # torch's two-sided formula: exact at weight 0 and 1
-        return np.where(np.abs(weight) < 0.5, input + weight * diff, end - diff * (1 - weight))
+        out = np.where(np.abs(weight) < 0.5, input + weight * diff, end - diff * (1 - weight))
+        return out.astype(dtype, copy=False)
     except ValueError as e:
         raise _operand_error("lerp", ("input", "end", "weight"), (input, end, weight), e) from None
 
