@@ -367,8 +367,15 @@ def flow_colour(norm: float | None, scale: tuple[float, float]) -> tuple[str, st
     assert norm is not None
     low, high = np.log10(scale[0]), np.log10(scale[1])
     t = 0.5 if high == low else float(np.clip((np.log10(norm) - low) / (high - low), 0, 1))
-    rgb = [int(round(np.interp(t, np.linspace(0, 1, len(_FLOW_STOPS)), _FLOW_STOPS[:, c]))) for c in range(3)]
+    rgb = flow_scale_colours(np.array(t))
     return "#" + "".join(f"{c:02x}" for c in rgb), f"|g| {norm:.2e}"
+
+
+def flow_scale_colours(t: np.ndarray) -> np.ndarray:
+    """The colour scale at positions ``t`` in [0, 1] (any shape): uint8 RGB in a last axis of 3."""
+    stops = np.linspace(0, 1, len(_FLOW_STOPS))
+    rgb = [np.interp(np.clip(t, 0, 1), stops, _FLOW_STOPS[:, c]) for c in range(3)]
+    return np.rint(np.stack(rgb, axis=-1)).astype(np.uint8)
 
 
 def text_colour(fill: str) -> str:
