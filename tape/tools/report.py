@@ -52,8 +52,8 @@ def gradient_norm(grad) -> float | None:
     """The 2-norm of a gradient, accumulated in float64 (None for no gradient; NaN/inf propagate)."""
     if grad is None:
         return None
-    array = grad._data if isinstance(grad, Tensor) else np.asarray(grad)
-    return float(np.sqrt(np.sum(np.square(array, dtype=np.float64))))
+    array = (grad._data if isinstance(grad, Tensor) else np.asarray(grad)).astype(np.float64).ravel()
+    return float(np.sqrt(np.dot(array, array)))
 
 
 def _call_site() -> str:
@@ -226,7 +226,7 @@ class Recorder:
     ``model(inputs)``; step 0 is the model before training). ``graph(step, loss_fn, *args)`` records the
     gradient-flow DAG of ``loss_fn(*args)`` at ``graph_step`` with its own forward and reverse pass: no ``.grad``
     changes. ``write(path)`` adds the coverage row of every op the traces used and writes the file; ``seconds``
-    is the time all of this took.
+    is the time all of this took (``write_seconds`` the writing's share).
     """
 
     def __init__(
@@ -256,7 +256,8 @@ class Recorder:
         self.ops_used: set[str] = set()
         self._previous = [p.data for _, p in self.parameters]
         self._pending: list[float | None] | None = None
-        self.seconds = 0.0
+        self.seconds = 0.0  # everything the recorder did, writing included
+        self.write_seconds = 0.0
         if 0 in self.attention_steps:
             self._record_attention(0)
         self.seconds += time.perf_counter() - start
@@ -320,14 +321,17 @@ class Recorder:
         page = _page(self, rows)
         with open(path, "w", encoding="utf-8") as f:
             f.write(page)
-        self.seconds += time.perf_counter() - start
+        self.write_seconds = time.perf_counter() - start
+        self.seconds += self.write_seconds
         return path
 
 
 def _update_ratio(old: np.ndarray, new: np.ndarray) -> float:
-    scale = np.sqrt(np.sum(np.square(old, dtype=np.float64)))
-    change = np.sqrt(np.sum(np.square(np.subtract(new, old, dtype=np.float64))))
-    return float(change / scale) if scale > 0 else float(change)
+    """|new - old| / |old| in float64 (|new - old| itself when old is all zeros)."""
+    scale = gradient_norm(old)
+    change = np.subtract(new, old, dtype=np.float64).ravel()
+    size = float(np.sqrt(np.dot(change, change)))
+    return size / scale if scale else size
 
 
 def _coverage_rows(names: list[str]) -> list:
