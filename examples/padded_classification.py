@@ -65,7 +65,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--min-length", type=int, default=1, help="shortest sequence (before padding)")
     parser.add_argument("--max-length", type=int, default=32, help="longest sequence: every batch is padded to it")
     parser.add_argument("--batch", type=int, default=64, help="sequences per training step")
-    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of AdamW (warmup, then cosine decay)")
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate (warmup, then cosine decay)")
     parser.add_argument("--eval-size", type=int, default=2000, help="held-out sequences")
     args = common.parse_args(parser, argv)
     use_mask = not args.no_padding_mask

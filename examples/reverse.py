@@ -93,7 +93,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--length", type=int, default=12, help="letters per sequence")
     parser.add_argument("--letters", type=int, default=26, help="alphabet size (a, b, c, ...)")
     parser.add_argument("--batch", type=int, default=64, help="sequences per training step")
-    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of AdamW (warmup, then cosine decay)")
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate (warmup, then cosine decay)")
     parser.add_argument("--eval-size", type=int, default=1000, help="held-out sequences")
     parser.add_argument("--report", metavar="HTML", help="write a training report (one self-contained HTML file): "
                         "loss/accuracy, gradient norms, the gradient-flow DAG, attention maps, op coverage")

@@ -94,8 +94,8 @@ _TRAINING_STACK = {
 
 
 def __getattr__(name):
-    """``tape.nn``, ``tape.optim``, ``tape.checkpoint`` and ``tape.report`` load on first use: they sit above the op library,
-    which sits above this engine core, so the core never imports them (no import cycle)."""
+    """``tape.nn``, ``tape.optim``, ``tape.checkpoint`` and ``tape.report`` load on first use: they sit above the
+    op library, which sits above this engine core, so the core never imports them (no import cycle)."""
     if name in _TRAINING_STACK:
         import importlib
 

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import zlib
+from types import FrameType
 
 import numpy as np
 
@@ -50,15 +51,17 @@ ATTENTION_OP = "scaled_dot_product_attention"
 
 def gradient_norm(grad) -> float | None:
     """The 2-norm of a gradient, accumulated in float64 (None for no gradient; NaN/inf propagate)."""
-    if grad is None:
-        return None
-    array = (grad._data if isinstance(grad, Tensor) else np.asarray(grad)).astype(np.float64).ravel()
-    return float(np.sqrt(np.dot(array, array)))
+    return None if grad is None else _norm(grad)
+
+
+def _norm(array) -> float:
+    flat = (array._data if isinstance(array, Tensor) else np.asarray(array)).astype(np.float64).ravel()
+    return float(np.sqrt(np.dot(flat, flat)))
 
 
 def _call_site() -> str:
     """'file:line' of the innermost frame outside the engine core (tape/*.py) and the op library (ops/)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
         folder = os.path.dirname(path)
@@ -133,11 +136,7 @@ class Trace(GradientTape):
         except BackwardNotImplementedError:  # the stubs' paths get nothing; everything else still shows
             sources = [t for t in sources if t.id not in blocked]
             grads = self.compute_gradients(loss, sources)
-        flow = {}
-        for t, g in zip(sources, grads):
-            if g is not None:
-                flow[t.id] = gradient_norm(g)
-        return flow
+        return {t.id: _norm(g) for t, g in zip(sources, grads) if g is not None}
 
     def _upstream_of_stubs(self) -> set:
         """Ids of the tensors a stubbed op's inputs depend on (a gradient would have to pass its stub)."""
@@ -328,10 +327,8 @@ class Recorder:
 
 def _update_ratio(old: np.ndarray, new: np.ndarray) -> float:
     """|new - old| / |old| in float64 (|new - old| itself when old is all zeros)."""
-    scale = gradient_norm(old)
-    change = np.subtract(new, old, dtype=np.float64).ravel()
-    size = float(np.sqrt(np.dot(change, change)))
-    return size / scale if scale else size
+    scale, change = _norm(old), _norm(np.subtract(new, old, dtype=np.float64))
+    return change / scale if scale else change
 
 
 def _coverage_rows(names: list[str]) -> list:
