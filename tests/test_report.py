@@ -352,3 +352,12 @@ def test_every_example_option_has_help(name, monkeypatch):
     parser = caught.value.args[0]
     missing = [a.option_strings for a in parser._actions if a.option_strings and not a.help]
     assert missing == []
+
+
+def test_an_edge_from_a_second_output_is_labelled_with_that_output():
+    """The DAG labelled every edge with its producer's first output: topk's indices edge read float64[3, 2]."""
+    with tape.ExecutionTape() as recorded:
+        result = ops.topk(tape.tensor(np.arange(12.0).reshape(3, 4)), 2)
+        ops.reshape(result.indices, (-1,))
+    edge = next(line for line in recorded.to_dot().splitlines() if "op0 -> op1" in line)
+    assert 'label="int64[3, 2]"' in edge
