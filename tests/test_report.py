@@ -361,3 +361,24 @@ def test_an_edge_from_a_second_output_is_labelled_with_that_output():
         ops.reshape(result.indices, (-1,))
     edge = next(line for line in recorded.to_dot().splitlines() if "op0 -> op1" in line)
     assert 'label="int64[3, 2]"' in edge
+
+
+def test_recorder_takes_a_gradient_tapes_gradients(model):
+    """A GradientTape loop sets no .grad: the recorder must be given the gradients, never report them missing."""
+    recorder = Recorder(model, coverage=False)
+    params = list(model.parameters())
+    with tape.GradientTape() as gt:
+        loss = model.loss(X)
+    grads = gt.compute_gradients(loss, params)
+    recorder.gradients(grads)
+    recorder.step(1, loss.item())
+    expected = [None if g is None else np.linalg.norm(g.data) for g in grads]
+    (recorded,) = recorder.grad_norms
+    assert [n is None for n in recorded] == [e is None for e in expected] == [False, False, True, True] + [False] * 4  # detached
+    for n, e in zip(recorded, expected):
+        assert n is None or n == pytest.approx(e, rel=1e-12)
+    recorder.gradients({"live.weight": grads[0]})
+    recorder.step(2, loss.item())
+    assert recorder.grad_norms[1][0] == pytest.approx(expected[0]) and recorder.grad_norms[1][1:] == [None] * 7
+    with pytest.raises(ValueError, match=r"Recorder.gradients: expected one gradient per parameter \(8\), got 1"):
+        recorder.gradients(grads[:1])

@@ -220,7 +220,8 @@ class Recorder:
 
     Per training step call ``step(step, loss, accuracy=None)`` after the optimizer's update: it records the loss,
     every parameter's gradient norm (``.grad`` as it is then -- call ``gradients()`` right after the backward to
-    record them before clipping) and update ratio ``|p_new - p_old| / |p_old|``, and at ``attention_steps`` the
+    record them before clipping, ``gradients(grads)`` in a loop whose GradientTape sets no ``.grad``) and update
+    ratio ``|p_new - p_old| / |p_old|``, and at ``attention_steps`` the
     attention maps of ``attention_inputs`` (``attention_forward(inputs)`` runs the model, default
     ``model(inputs)``; step 0 is the model before training). ``graph(step, loss_fn, *args)`` records the
     gradient-flow DAG of ``loss_fn(*args)`` at ``graph_step`` with its own forward and reverse pass: no ``.grad``
@@ -261,10 +262,20 @@ class Recorder:
             self._record_attention(0)
         self.seconds += time.perf_counter() - start
 
-    def gradients(self) -> None:
-        """Record every parameter's gradient norm now (e.g. after the backward, before clipping)."""
+    def gradients(self, grads=None) -> None:
+        """Record every parameter's gradient norm now (e.g. after the backward, before clipping): their ``.grad``,
+        or ``grads`` -- one per parameter in ``model.named_parameters()`` order (what ``GradientTape.
+        compute_gradients(loss, list(model.parameters()))`` returns) or {parameter name: gradient}."""
         start = time.perf_counter()
-        self._pending = [gradient_norm(p.grad) for _, p in self.parameters]
+        if grads is None:
+            grads = [p.grad for _, p in self.parameters]
+        elif isinstance(grads, dict):
+            grads = [grads.get(name) for name, _ in self.parameters]
+        elif len(grads) != len(self.parameters):
+            raise ValueError(
+                f"Recorder.gradients: expected one gradient per parameter ({len(self.parameters)}), got {len(grads)}"
+            )
+        self._pending = [gradient_norm(g) for g in grads]
         self.seconds += time.perf_counter() - start
 
     def step(self, step: int, loss: float, accuracy: float | None = None) -> None:
@@ -440,7 +451,10 @@ def _summary(r: Recorder) -> str:
     alerts = []
     dead = r.dead_parameters()
     if dead:
-        alerts.append(f"no gradient ever reached {len(dead)} parameter(s): " + ", ".join(map(html.escape, dead)))
+        alerts.append(
+            f"no gradient ever reached {len(dead)} parameter(s): {', '.join(map(html.escape, dead))} (a loop whose "
+            f"GradientTape sets no .grad passes its gradients to Recorder.gradients)"
+        )
     nonfinite = [
         r.steps[k] for k, norms in enumerate(r.grad_norms) if any(flow_status(n) == "nonfinite" for n in norms)
     ]
