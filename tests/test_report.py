@@ -374,7 +374,8 @@ def test_recorder_takes_a_gradient_tapes_gradients(model):
     recorder.step(1, loss.item())
     expected = [None if g is None else np.linalg.norm(g.data) for g in grads]
     (recorded,) = recorder.grad_norms
-    assert [n is None for n in recorded] == [e is None for e in expected] == [False, False, True, True] + [False] * 4  # detached
+    missing = [False, False, True, True] + [False] * 4  # detached.weight, detached.bias
+    assert [n is None for n in recorded] == [e is None for e in expected] == missing
     for n, e in zip(recorded, expected):
         assert n is None or n == pytest.approx(e, rel=1e-12)
     recorder.gradients({"live.weight": grads[0]})
