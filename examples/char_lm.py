@@ -52,13 +52,13 @@ def generate(model, prompt_ids, length: int, rng, temperature: float = 0.8):
 
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=1000)
-    parser.add_argument("--context", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--prompt", default="Alice ")
+    parser.add_argument("--context", type=int, default=64, help="characters the model sees (and learns on) at once")
+    parser.add_argument("--batch", type=int, default=32, help="sequences per training step")
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate (warmup, then cosine decay)")
+    parser.add_argument("--dropout", type=float, default=0.1, help="dropout on attention weights and residual branches")
+    parser.add_argument("--prompt", default="Alice ", help="text the trained model continues")
     parser.add_argument("--samples", type=int, default=2, help="generated samples to print")
-    args = parser.parse_args(argv)
+    args = common.parse_args(parser, argv)
 
     with open(TEXT, encoding="utf-8") as f:
         text = f.read()
@@ -104,7 +104,7 @@ def main(argv=None) -> dict:
         common.plot_losses(losses, args.plot, "char_lm: training loss")
     if args.graph:
         x = model.token_embedding(train_ids[None, : args.context])
-        common.render_block_graph(model.blocks[0], x, args.graph)
+        common.render_block_graph(model.blocks[0], x, args.graph, model=model)
     return {"losses": losses, "valid_loss": valid_loss, "unigram_loss": baseline, "samples": samples,
             "seconds": seconds}
 

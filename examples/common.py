@@ -15,6 +15,8 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import shutil  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -24,8 +26,8 @@ import ops  # noqa: E402
 import tape  # noqa: E402
 from tape import checkpoint, nn, optim  # noqa: E402
 
-__all__ = ["example_parser", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint", "Trainer",
-           "TinyGPT"]
+__all__ = ["example_parser", "parse_args", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint",
+           "Trainer", "TinyGPT"]
 
 
 def example_parser(description: str, steps: int, seed: int = 0) -> argparse.ArgumentParser:
@@ -36,17 +38,46 @@ def example_parser(description: str, steps: int, seed: int = 0) -> argparse.Argu
     parser.add_argument("--save", metavar="PATH", help="save the trained model's state dict (.npz) here")
     parser.add_argument("--plot", metavar="PNG", help="plot the training loss curve to this file (needs matplotlib)")
     parser.add_argument("--graph", metavar="SVG", help="render one attention block's recorded DAG with Graphviz")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (nor its log lines)")
     parser.add_argument("--eager", action="store_true",
                         help="run every step eagerly instead of replaying the compiled step (tape.compile)")
     return parser
 
 
-class ProgressBar:
-    """One stderr line rewritten in place: step, bar, loss (smoothed) and throughput."""
+def parse_args(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """Parse the flags and check, before any training, that what the chosen outputs need is installed."""
+    args = parser.parse_args(argv)
+    missing = missing_requirements(args)
+    if missing:
+        parser.error("; ".join(missing))
+    return args
 
-    def __init__(self, total: int, unit: str = "tok", enabled: bool = True, width: int = 24):
+
+def missing_requirements(args: argparse.Namespace) -> list[str]:
+    """What ``--graph`` (Graphviz: the ``graphviz`` package and the ``dot`` program) and ``--plot`` (matplotlib)
+    need and is not installed, each with its install line."""
+    missing = []
+    if getattr(args, "graph", None):
+        if importlib.util.find_spec("graphviz") is None:
+            missing.append("--graph needs the graphviz Python package (pip install graphviz)")
+        if shutil.which("dot") is None:
+            missing.append("--graph needs Graphviz's `dot` program (apt-get install graphviz, or brew install "
+                           "graphviz); `--report run.html` draws the DAG without it")
+    if getattr(args, "plot", None) and importlib.util.find_spec("matplotlib") is None:
+        missing.append("--plot needs matplotlib (pip install matplotlib, or pip install 'minitape[plot]')")
+    return missing
+
+
+class ProgressBar:
+    """Step, bar, loss (smoothed) and throughput on stderr: one line rewritten in place on a terminal; written to
+    a file or pipe (a log) it is one plain line every ``log_every`` steps (default: 20 lines per run) instead."""
+
+    def __init__(self, total: int, unit: str = "tok", enabled: bool = True, width: int = 24,
+                 log_every: int | None = None, stream=None):
         self.total, self.unit, self.enabled, self.width = total, unit, enabled, width
+        self.stream = sys.stderr if stream is None else stream
+        self.terminal = self.stream.isatty()
+        self.log_every = log_every or max(1, total // 20)
         self.start = time.perf_counter()
         self.items = 0
         self.smoothed = None
@@ -57,19 +88,25 @@ class ProgressBar:
         self.items += items
         self.smoothed = loss if self.smoothed is None else 0.9 * self.smoothed + 0.1 * loss
         now = time.perf_counter()
-        if self.enabled and (now - self.last_draw > 0.25 or step == self.total):
+        if not self.enabled:
+            return
+        rate = self.items / max(now - self.start, 1e-9)
+        if not self.terminal:
+            if step % self.log_every == 0 or step == self.total:
+                self.stream.write(f"step {step}/{self.total} loss {self.smoothed:.4f} {rate:,.0f} {self.unit}/s\n")
+                self.stream.flush()
+        elif now - self.last_draw > 0.25 or step == self.total:
             self.last_draw = now
             done = int(self.width * step / self.total)
-            rate = self.items / max(now - self.start, 1e-9)
-            sys.stderr.write(f"\rstep {step:>5}/{self.total} [{'#' * done}{'.' * (self.width - done)}] "
-                             f"loss {self.smoothed:.4f}  {rate:,.0f} {self.unit}/s ")
-            sys.stderr.flush()
+            self.stream.write(f"\rstep {step:>5}/{self.total} [{'#' * done}{'.' * (self.width - done)}] "
+                              f"loss {self.smoothed:.4f}  {rate:,.0f} {self.unit}/s ")
+            self.stream.flush()
 
     def close(self) -> float:
-        """End the line; returns the elapsed seconds."""
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        """End the line (on a terminal); returns the elapsed seconds."""
+        if self.enabled and self.terminal:
+            self.stream.write("\n")
+            self.stream.flush()
         return time.perf_counter() - self.start
 
 
@@ -78,12 +115,14 @@ class Trainer:
 
     By default the loss and its backward are compiled (``tape.compile``): the first call of a batch shape
     records the step, later calls replay it as a flat program with the same numbers as eager mode. ``eager=True``
-    runs every step through the tape instead."""
+    runs every step through the tape instead. ``on_gradients()`` (e.g. ``tape.report.Recorder.gradients``) is
+    called after the backward, before the gradients are clipped."""
 
     def __init__(self, loss_fn, model: nn.Module, optimizer, schedule, *, eager: bool = False,
-                 max_grad_norm: float = 1.0):
+                 max_grad_norm: float = 1.0, on_gradients=None):
         self.loss_fn, self.model, self.optimizer, self.schedule = loss_fn, model, optimizer, schedule
         self.max_grad_norm = max_grad_norm
+        self.on_gradients = on_gradients
         self.compiled = None if eager else tape.compile(loss_fn, model.parameters())
 
     def __call__(self, *batch) -> float:
@@ -93,25 +132,26 @@ class Trainer:
             loss.backward()
         else:
             loss, _ = self.compiled(*batch)
+        if self.on_gradients is not None:
+            self.on_gradients()
         optim.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         self.optimizer.step()
         self.schedule.step()
         return loss.item()
 
 
-def plot_losses(losses, path: str, title: str) -> bool:
-    """Plot the per-step loss to ``path``; returns False (with a message) when matplotlib is missing."""
-    try:
-        import matplotlib
+def plot_losses(losses, path: str, title: str) -> None:
+    """Plot the per-step loss to ``path`` on a log axis (a linear one hides everything after the first drop).
+    Needs matplotlib: ``parse_args`` checks that before training."""
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"--plot: matplotlib is not installed, so {path} was not written "
-              f"(pip install matplotlib, or pip install 'minitape[plot]')")
-        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(np.arange(1, len(losses) + 1), losses, lw=0.8)
+    if np.all(np.asarray(losses) > 0):
+        ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     ax.set_title(title)
@@ -120,14 +160,15 @@ def plot_losses(losses, path: str, title: str) -> bool:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     print(f"loss curve written to {path}")
-    return True
 
 
-def render_block_graph(block: nn.Module, x, path: str, **kwargs) -> str:
-    """Run ``block`` once on ``x`` inside an ExecutionTape and render the recorded DAG to ``path``."""
-    with tape.ExecutionTape() as recorded:
+def render_block_graph(block: nn.Module, x, path: str, *, model: nn.Module | None = None, **kwargs) -> str:
+    """Run ``block`` once on ``x`` and render the recorded DAG to ``path`` with Graphviz: parameters and module
+    outputs named by their paths in ``model`` (default: in ``block``), ops clustered by module, call sites as
+    tooltips."""
+    with tape.report.Trace(block if model is None else model) as recorded:
         block(x, **kwargs)
-    written = recorded.render(path)
+    written = recorded.render(path, view=recorded.view())
     print(f"graph of one attention block ({len(recorded)} ops) written to {written}")
     return written
 

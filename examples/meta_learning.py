@@ -171,7 +171,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--meta-lr", type=float, default=3e-3, help="Adam's learning rate (meta and baseline)")
     parser.add_argument("--eval-tasks", type=int, default=1000, help="held-out tasks")
     parser.add_argument("--eval-steps", type=int, default=10, help="adaptation steps on held-out tasks")
-    args = parser.parse_args(argv)
+    args = common.parse_args(parser, argv)
 
     nn.manual_seed(args.seed)
     initial = make_regressor()

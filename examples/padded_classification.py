@@ -62,12 +62,12 @@ class Encoder(nn.Module):
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=600)
     parser.add_argument("--no-padding-mask", action="store_true", help="let attention see the padding")
-    parser.add_argument("--min-length", type=int, default=1)
-    parser.add_argument("--max-length", type=int, default=32)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--eval-size", type=int, default=2000)
-    args = parser.parse_args(argv)
+    parser.add_argument("--min-length", type=int, default=1, help="shortest sequence (before padding)")
+    parser.add_argument("--max-length", type=int, default=32, help="longest sequence: every batch is padded to it")
+    parser.add_argument("--batch", type=int, default=64, help="sequences per training step")
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate (warmup, then cosine decay)")
+    parser.add_argument("--eval-size", type=int, default=2000, help="held-out sequences")
+    args = common.parse_args(parser, argv)
     use_mask = not args.no_padding_mask
 
     rng = np.random.default_rng(args.seed)
@@ -102,8 +102,8 @@ def main(argv=None) -> dict:
         mask = "on" if use_mask else "off"
         common.plot_losses(losses, args.plot, f"padded classification (mask {mask}): training loss")
     if args.graph:
-        common.render_block_graph(model.blocks[0], model.embed(test_tokens[:2]), args.graph,
-                           key_padding_lengths=test_lengths[:2] if use_mask else None)
+        common.render_block_graph(model.blocks[0], model.embed(test_tokens[:2]), args.graph, model=model,
+                                  key_padding_lengths=test_lengths[:2] if use_mask else None)
     return {"losses": losses, "accuracy": accuracy, "seconds": seconds}
 
 

@@ -7,9 +7,12 @@ model's own predictions are fed back in), and we report the accuracy of the gene
 
     python examples/reverse.py                 # default run: >= 99% held-out token accuracy
     python examples/reverse.py --steps 50 --graph block.svg --save reverse.npz
+    python examples/reverse.py --report run.html   # the training report: curves, gradient flow, attention
 """
 
 from __future__ import annotations
+
+import time
 
 import common  # first: it sets up numpy's threads (see common.py)
 import numpy as np
@@ -46,14 +49,55 @@ def spell(tokens, letters: int) -> str:
     return " ".join("SEP" if t == letters else chr(ord("a") + t) if t < 26 else f"<{t}>" for t in tokens)
 
 
+def teacher_forced_accuracy(model, x, letters: int) -> float:
+    """Token accuracy of the reversed half when the model is fed the true prefix (one forward pass)."""
+    length = x.shape[1]
+    full = np.concatenate([x, np.full((len(x), 1), letters), x[:, ::-1]], axis=1)
+    with tape.no_grad():
+        logits = model(full[:, :-1]).data
+    return float(np.mean(np.argmax(logits[:, length:], axis=-1) == full[:, length + 1:]))
+
+
+class Report:
+    """``--report``: a ``tape.report.Recorder`` with this task's fixed inputs and accuracy, and its cost."""
+
+    def __init__(self, model, held_out, args):
+        self.model, self.letters, self.accuracy_every = model, args.letters, max(1, args.steps // 20)
+        self.probe = held_out[:32]  # the teacher-forced accuracy of these, every accuracy_every steps
+        fixed = held_out[:2]
+        attention_inputs = np.concatenate([fixed, np.full((2, 1), args.letters), fixed[:, ::-1]], axis=1)[:, :-1]
+        steps = sorted({0, args.steps // 20, args.steps // 5, args.steps // 2, args.steps})
+        self.recorder = tape.report.Recorder(
+            model, title=f"reverse {args.length} letters: training report", graph_step=1,
+            attention_inputs=attention_inputs, attention_steps=steps)
+        self.seconds = 0.0  # the accuracy probes' share of the cost (the recorder times its own)
+
+    def step(self, step: int, loss: float) -> None:
+        accuracy = None
+        if step % self.accuracy_every == 0 or step == 1:
+            start = time.perf_counter()
+            accuracy = teacher_forced_accuracy(self.model, self.probe, self.letters)
+            self.seconds += time.perf_counter() - start
+        self.recorder.step(step, loss, accuracy)
+
+    def write(self, path: str, training_seconds: float) -> None:
+        self.recorder.write(path)
+        cost = self.seconds + self.recorder.seconds
+        train_only = training_seconds - (cost - self.recorder.write_seconds)
+        print(f"training report written to {path}: it cost {cost:.2f} s, {cost / train_only:.1%} of the "
+              f"{train_only:.1f} s of training without it")
+
+
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=400)
     parser.add_argument("--length", type=int, default=12, help="letters per sequence")
     parser.add_argument("--letters", type=int, default=26, help="alphabet size (a, b, c, ...)")
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--batch", type=int, default=64, help="sequences per training step")
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate (warmup, then cosine decay)")
     parser.add_argument("--eval-size", type=int, default=1000, help="held-out sequences")
-    args = parser.parse_args(argv)
+    parser.add_argument("--report", metavar="HTML", help="write a training report (one self-contained HTML file): "
+                        "loss/accuracy, gradient norms, the gradient-flow DAG, attention maps, op coverage")
+    args = common.parse_args(parser, argv)
 
     rng = np.random.default_rng(args.seed)
     nn.manual_seed(args.seed)
@@ -66,13 +110,19 @@ def main(argv=None) -> dict:
     held_out_set = {row.tobytes() for row in held_out}
 
     losses = []
-    train = common.Trainer(model.loss, model, optimizer, schedule, eager=args.eager)
     bar = common.ProgressBar(args.steps, enabled=not args.quiet)
+    report = Report(model, held_out, args) if args.report else None
+    train = common.Trainer(model.loss, model, optimizer, schedule, eager=args.eager,
+                           on_gradients=report.recorder.gradients if report else None)
     for step in range(1, args.steps + 1):
         x, inputs, targets = make_batch(rng, args.batch + 8, args.length, args.letters)
         seen = np.array([row.tobytes() not in held_out_set for row in x])  # never train on a held-out sequence
         keep = np.flatnonzero(seen)[:args.batch]  # a fixed batch size: the compiled step replays one plan
+        if report:
+            report.recorder.graph(step, model.loss, inputs[keep], targets[keep])
         losses.append(train(inputs[keep], targets[keep]))
+        if report:
+            report.step(step, losses[-1])
         bar.update(step, losses[-1], inputs.size)
     seconds = bar.close()
 
@@ -87,13 +137,15 @@ def main(argv=None) -> dict:
           f"token accuracy {token_accuracy:.2%}, sequence accuracy {sequence_accuracy:.2%}; "
           f"training took {seconds:.1f} s")
 
+    if report:
+        report.write(args.report, seconds)
     if args.save:
         common.save_checkpoint(model, args.save)
     if args.plot:
         common.plot_losses(losses, args.plot, "reverse: training loss")
     if args.graph:
         x = model.token_embedding(held_out[:1])
-        common.render_block_graph(model.blocks[0], x, args.graph)
+        common.render_block_graph(model.blocks[0], x, args.graph, model=model)
     return {"losses": losses, "token_accuracy": token_accuracy, "sequence_accuracy": sequence_accuracy,
             "seconds": seconds}
 

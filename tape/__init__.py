@@ -85,12 +85,17 @@ __all__ = [
     "ReplayError",
 ]
 
-_TRAINING_STACK = {"nn": "tape.train.nn", "optim": "tape.train.optim", "checkpoint": "tape.train.checkpoint"}
+_TRAINING_STACK = {
+    "nn": "tape.train.nn",
+    "optim": "tape.train.optim",
+    "checkpoint": "tape.train.checkpoint",
+    "report": "tape.tools.report",
+}
 
 
 def __getattr__(name):
-    """``tape.nn``, ``tape.optim`` and ``tape.checkpoint`` load on first use: they sit above the op library,
-    which sits above this engine core, so the core never imports them (no import cycle)."""
+    """``tape.nn``, ``tape.optim``, ``tape.checkpoint`` and ``tape.report`` load on first use: they sit above the
+    op library, which sits above this engine core, so the core never imports them (no import cycle)."""
     if name in _TRAINING_STACK:
         import importlib
 

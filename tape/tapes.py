@@ -23,7 +23,18 @@ from .registry import get_op
 from .state import STATE, no_grad
 from .tensors import Tensor
 
-__all__ = ["TensorSpec", "RecordedOp", "TapeGraph", "ExecutionTape", "GradientTape", "TapeStack", "tape_stack"]
+__all__ = [
+    "TensorSpec",
+    "RecordedOp",
+    "TapeGraph",
+    "GraphView",
+    "flow_colour",
+    "flow_status",
+    "ExecutionTape",
+    "GradientTape",
+    "TapeStack",
+    "tape_stack",
+]
 
 
 class TensorSpec(NamedTuple):
@@ -268,41 +279,166 @@ class ExecutionTape:
                 producer[spec.id] = rec.index
         return TapeGraph(list(self._ops), edges, inputs, input_edges)
 
-    def to_dot(self, name: str = "tape") -> str:
+    def to_dot(self, name: str = "tape", view: GraphView | None = None) -> str:
         """Graphviz source of the DAG: boxes for ops (with output shape), ovals for input tensors, edges
-        labelled with the tensor's shape; an op whose backward is a stub is filled red."""
+        labelled with the tensor's shape; an op whose backward is a stub is filled red. ``view`` adds names
+        (module paths instead of tensor ids), call sites (tooltips), module clusters and gradient flow."""
         graph = self.to_graph()
-        lines = [f"digraph {name} {{", "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];']
+        view = view or GraphView()
+        scale = view.flow_scale()
+        nodes = {}
         for tid, spec in graph.inputs.items():
-            tensor = self._externals.get(tid)
-            label = tensor.name if tensor is not None and tensor.name else f"#{tid}"
-            style = ', style=filled, fillcolor="#dbeafe"' if spec.requires_grad else ""
-            lines.append(f'  t{tid} [shape=ellipse, label="{label}\\n{_shape(spec)}"{style}];')
+            nodes[f"t{tid}"] = self._input_dot(tid, spec, view, scale)
         for rec in graph.ops:
-            stubbed = get_op(rec.op_name).stubbed_inputs if _registered(rec.op_name) else ()
-            if stubbed:
-                style = ', style="filled,bold", fillcolor="#fecaca", color="#b91c1c", penwidth=2'
-                note = "\\nBACKWARD STUB: " + ", ".join(stubbed)
-            else:
-                style, note = ', style=filled, fillcolor="#f3f4f6"', ""
-            lines.append(f'  op{rec.index} [shape=box, label="{rec.op_name}\\n{_shape(rec.output)}{note}"{style}];')
+            nodes[f"op{rec.index}"] = _op_dot(rec, view, scale)
+        lines = [f"digraph {name} {{", "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];']
+        lines += _clustered(nodes, view.modules)
         for tid, consumer in graph.input_edges:
-            lines.append(f"  t{tid} -> op{consumer};")
-        for producer, consumer, _ in graph.edges:
-            spec = graph.ops[producer].output
-            lines.append(f'  op{producer} -> op{consumer} [label="{_shape(spec)}", fontsize=8];')
+            lines.append(f"  t{tid} -> op{consumer}{_edge_dot(graph.inputs[tid], False, view, scale)};")
+        for producer, consumer, tid in graph.edges:
+            spec = next(s for s in graph.ops[producer].output_specs if s.id == tid)
+            lines.append(f"  op{producer} -> op{consumer}{_edge_dot(spec, True, view, scale)};")
         lines.append("}")
         return "\n".join(lines) + "\n"
 
-    def render(self, path: str, format: str | None = None) -> str:
+    def _input_dot(self, tid: int, spec: TensorSpec, view: GraphView, scale) -> str:
+        tensor = self._externals.get(tid)
+        label = view.names.get(tid) or (tensor.name if tensor is not None and tensor.name else f"#{tid}")
+        style = ', style=filled, fillcolor="#dbeafe"' if spec.requires_grad else ""
+        if view.flow is not None and spec.requires_grad:
+            colour, text = flow_colour(view.flow.get(tid), scale)
+            style = f', style=filled, fillcolor="{colour}", fontcolor="{text_colour(colour)}"'
+            label += f"\\n{text}"
+        return f'shape=ellipse, label="{_quoted(label)}\\n{_shape(spec)}"{style}'
+
+    def render(self, path: str, format: str | None = None, view: GraphView | None = None) -> str:
         """Render the DAG with Graphviz (needs the ``dot`` program); returns the written path."""
         import os
 
         import graphviz
 
         stem, ext = os.path.splitext(path)
-        source = graphviz.Source(self.to_dot())
+        source = graphviz.Source(self.to_dot(view=view))
         return source.render(stem, format=format or ext.lstrip(".") or "svg", cleanup=True)
+
+
+@dataclass
+class GraphView:
+    """What a DAG drawing shows beyond the tape itself, each keyed by tensor id or node key (``t<id>`` for an
+    input tensor, ``op<index>`` for an op): ``names`` (tensor id -> module path, e.g. a parameter's
+    ``blocks.0.attn.qkv.weight`` or a module's output ``blocks.0.attn``), ``sites`` (op index -> the call site,
+    ``file:line``), ``modules`` (node key -> the module path it ran in: the clusters) and ``flow`` (tensor id
+    -> the norm of its gradient after a backward; an id absent from it got no gradient at all)."""
+
+    names: dict = field(default_factory=dict)
+    sites: dict = field(default_factory=dict)
+    modules: dict = field(default_factory=dict)
+    flow: dict | None = None
+
+    def flow_scale(self) -> tuple[float, float]:
+        """The (low, high) finite positive gradient norms: the ends of the log colour scale."""
+        norms = np.array([v for v in (self.flow or {}).values() if np.isfinite(v) and v > 0], dtype=np.float64)
+        return (float(norms.min()), float(norms.max())) if norms.size else (1.0, 1.0)
+
+
+# The gradient-flow colours: a norm on a log scale through viridis' stops, from the smallest norm of the graph
+# (dark blue) to the largest (yellow); exactly zero or no gradient at all is grey (a dead path), NaN or inf red.
+_FLOW_STOPS = np.array(
+    [[0x44, 0x01, 0x54], [0x3B, 0x52, 0x8B], [0x21, 0x91, 0x8C], [0x5E, 0xC9, 0x62], [0xFD, 0xE7, 0x25]]
+)
+DEAD_COLOUR, NONFINITE_COLOUR, STUB_COLOUR = "#d1d5db", "#ef4444", "#fecaca"
+
+
+def flow_status(norm: float | None) -> str:
+    """'missing' (no gradient reached it), 'zero' (exactly zero), 'nonfinite' (NaN or inf) or 'ok'."""
+    if norm is None:
+        return "missing"
+    if not np.isfinite(norm):
+        return "nonfinite"
+    return "zero" if norm == 0 else "ok"
+
+
+def flow_colour(norm: float | None, scale: tuple[float, float]) -> tuple[str, str]:
+    """(fill colour, label text) of one gradient norm on the log scale ``scale`` = (low, high)."""
+    status = flow_status(norm)
+    if status != "ok":
+        colour = NONFINITE_COLOUR if status == "nonfinite" else DEAD_COLOUR
+        return colour, {"missing": "no gradient", "zero": "grad = 0", "nonfinite": f"grad {norm}"}[status]
+    assert norm is not None
+    low, high = np.log10(scale[0]), np.log10(scale[1])
+    t = 0.5 if high == low else float(np.clip((np.log10(norm) - low) / (high - low), 0, 1))
+    rgb = flow_scale_colours(np.array(t))
+    return "#" + "".join(f"{c:02x}" for c in rgb), f"|g| {norm:.2e}"
+
+
+def flow_scale_colours(t: np.ndarray) -> np.ndarray:
+    """The colour scale at positions ``t`` in [0, 1] (any shape): uint8 RGB in a last axis of 3."""
+    stops = np.linspace(0, 1, len(_FLOW_STOPS))
+    rgb = [np.interp(np.clip(t, 0, 1), stops, _FLOW_STOPS[:, c]) for c in range(3)]
+    return np.rint(np.stack(rgb, axis=-1)).astype(np.uint8)
+
+
+def text_colour(fill: str) -> str:
+    """Black or white, whichever reads better on ``fill`` ('#rrggbb')."""
+    r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
+    return "#000000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#ffffff"
+
+
+def _op_dot(rec: RecordedOp, view: GraphView, scale) -> str:
+    stubbed = get_op(rec.op_name).stubbed_inputs if _registered(rec.op_name) else ()
+    out = rec.output
+    name = view.names.get(out.id) if out is not None else None
+    label = rec.op_name if name is None else f"{name}\\n{rec.op_name}"
+    fill = "#f3f4f6"
+    if view.flow is not None and out is not None and out.requires_grad:
+        fill, text = flow_colour(view.flow.get(out.id), scale)
+        label += f"\\n{text}"
+    if stubbed:
+        style = f', style="filled,bold", fillcolor="{STUB_COLOUR}", color="#b91c1c", penwidth=2'
+        label += "\\nBACKWARD STUB: " + ", ".join(stubbed)
+    else:
+        style = f', style=filled, fillcolor="{fill}", fontcolor="{text_colour(fill)}"'
+    site = view.sites.get(rec.index)
+    tooltip = f', tooltip="{_quoted(site)}"' if site else ""
+    return f'shape=box, label="{_quoted(label)}\\n{_shape(out)}"{style}{tooltip}'
+
+
+def _edge_dot(spec: TensorSpec, labelled: bool, view: GraphView, scale) -> str:
+    attrs = [f'label="{_shape(spec)}"', "fontsize=8"] if labelled else []
+    if view.flow is not None and spec.requires_grad:
+        colour, text = flow_colour(view.flow.get(spec.id), scale)
+        attrs += [f'color="{colour}"', "penwidth=2", f'tooltip="{text}"']
+    return f" [{', '.join(attrs)}]" if attrs else ""
+
+
+def _clustered(nodes: dict, modules: dict) -> list:
+    """DOT lines of ``nodes`` ({key: attributes}), nested in one ``subgraph cluster`` per module path."""
+    tree: dict = {}  # path part -> subtree; the key None lists the node keys at that level
+    for key in nodes:
+        level = tree
+        for part in modules.get(key, "").split(".") if modules.get(key) else ():
+            level = level.setdefault(part, {})
+        level.setdefault(None, []).append(key)
+    lines: list = []
+    counter = iter(range(len(nodes) * 4 + 1))
+
+    def emit(level: dict, path: str, indent: str) -> None:
+        for key in level.get(None, ()):
+            lines.append(f"{indent}{key} [{nodes[key]}];")
+        for part, sub in level.items():
+            if part is None:
+                continue
+            inner = f"{path}.{part}" if path else part
+            lines.append(f'{indent}subgraph cluster_{next(counter)} {{ label="{_quoted(inner)}"; style=rounded;')
+            emit(sub, inner, indent + "  ")
+            lines.append(f"{indent}}}")
+
+    emit(tree, "", "  ")
+    return lines
+
+
+def _quoted(text: str) -> str:
+    return text.replace('"', '\\"')
 
 
 def _registered(name: str) -> bool:

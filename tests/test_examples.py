@@ -56,19 +56,18 @@ def test_same_seed_same_run_other_seed_other_run(name):
 
 
 def test_save_graph_and_plot_flags(tmp_path, capsys, graphviz_dot):
+    """(Without matplotlib --plot stops before training: tests/test_report.py checks that.)"""
+    import importlib.util
+
     ckpt, svg, png = tmp_path / "r.npz", tmp_path / "block.svg", tmp_path / "loss.png"
-    run("reverse", "--steps", "2", "--save", str(ckpt), "--graph", str(svg), "--plot", str(png))
+    plot = ["--plot", str(png)] if importlib.util.find_spec("matplotlib") is not None else []
+    run("reverse", "--steps", "2", "--save", str(ckpt), "--graph", str(svg), *plot)
     state = checkpoint.load(ckpt)
     assert "blocks.0.attn.qkv.weight" in state and "head.weight" in state
     assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
     assert "scaled_dot_product_attention" in svg.read_text()
-    out = capsys.readouterr().out
-    try:
-        import matplotlib  # noqa: F401
-
-        assert png.exists()
-    except ImportError:
-        assert "matplotlib is not installed" in out and not png.exists()
+    assert "blocks.0.attn.qkv.weight" in svg.read_text()  # parameters by their module paths
+    assert png.exists() == bool(plot)
 
 
 # -- meta_learning.py: MAML's meta-gradient against torch and finite differences, and a quick run that adapts --

@@ -256,7 +256,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not implement forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if not _CALL_OBSERVERS:
+            return self.forward(*args, **kwargs)
+        return _observed_call(self, args, kwargs)
 
     def extra_repr(self) -> str:
         return ""
@@ -267,6 +269,24 @@ class Module:
             body = repr(child).replace("\n", "\n  ")
             lines.append(f"  ({name}): {body}")
         return lines[0] + ")" if len(lines) == 1 else "\n".join(lines) + "\n)"
+
+
+# Observers of module calls (tape.tools.report's tracing: which module an op ran in, which tensor a module
+# returned). Each has ``enter(module)`` and ``exit(module, output)``; an observer ignores other threads' calls.
+_CALL_OBSERVERS: list = []
+
+
+def _observed_call(module: Module, args, kwargs):
+    observers = list(_CALL_OBSERVERS)
+    for observer in observers:
+        observer.enter(module)
+    output = None
+    try:
+        output = module.forward(*args, **kwargs)
+        return output
+    finally:
+        for observer in reversed(observers):
+            observer.exit(module, output)
 
 
 def _copied(p: Parameter, memo: dict) -> Parameter:
