@@ -232,6 +232,110 @@ def test_hessian_with_several_argnums_gives_torch_funcs_blocks(theirs):
     run_both(case, theirs, "hessian argnums=(0, 1)")
 
 
+# -- every transform: closures over weights, arguments that already require grad, second order -------------------
+def body(x, w):
+    """A vector function of an argument and a closed-over weight, shared by the per-transform cases."""
+    return (x * w).sin() * x + (x * x).tanh() * w
+
+
+TRANSFORM_CASES = {
+    "grad": lambda E, x, w: E.grad(lambda y: (body(y, w) ** 2).sum())(x),
+    "value_and_grad": lambda E, x, w: (lambda vg: vg[0] * vg[1])(E.value_and_grad(lambda y: body(y, w).sum())(x)),
+    "grad argnums": lambda E, x, w: (lambda g: g[0] * g[1])(
+        E.grad(lambda y, z: (body(y, z) * body(z, w)).sum(), argnums=(0, 1))(x, x * w)
+    ),
+    "vjp": lambda E, x, w: (lambda ov: ov[0] + ov[1](w * x)[0])(E.vjp(lambda y: body(y, w), x)),
+    "jacobian": lambda E, x, w: (lambda j: j[0].sum(0) + j[1].sum(1))(
+        E.jacobian(lambda y: (body(y, w), body(w, y)))(x)
+    ),
+    "hessian": lambda E, x, w: E.hessian(lambda y: (body(y, w) * y).sum())(x).sum(0),
+    "hvp": lambda E, x, w: E.hvp(lambda y: (body(y, w) ** 2).sum(), (x,), (w * x,))[0],
+    "gradients": lambda E, x, w: E.gradients(body(x, w), [x], [w], create_graph=True)[0],
+}
+
+
+@pytest.mark.parametrize(
+    "name, argument_requires_grad",
+    [(name, r) for name in TRANSFORM_CASES for r in (False, True) if r or name != "gradients"],
+)  # (torch.autograd.grad differentiates only tensors that require grad)
+def test_each_transform_closing_over_a_weight_to_second_order(theirs, name, argument_requires_grad):
+    """The transform's result, its gradient in the weight (and in the argument), and a gradient of that: three
+    orders through one transform with a closure, against torch.func."""
+    transform = TRANSFORM_CASES[name]
+
+    def case(E):
+        x, w = (E.leaf(X) if argument_requires_grad else E.const(X)), E.leaf(W)
+        wrt = [w, x] if argument_requires_grad else [w]
+        out = transform(E, x, w)
+        first = E.gradients((out * E.const(V)).sum(), wrt, create_graph=True)
+        second = E.gradients(sum((g * g).sum() for g in first), wrt)
+        return out, first, second
+
+    out, first, second = run_both(case, theirs, name)
+    assert all(np.abs(g).max() > 1e-3 for g in (*first, *second))  # every order is really there
+
+
+def test_maml_inner_steps_with_grad_at_weights_that_require_grad(theirs):
+    """Two inner SGD steps by grad at the weights themselves (an argument that requires grad), then the outer
+    loss's backward to the initial weights: second-order MAML."""
+
+    def case(E):
+        w = E.leaf(W)
+        loss = lambda p, x: ((x * p).tanh() - x * 0.5).pow(2).sum()  # noqa: E731
+        p = w
+        for x in (E.const(X), E.const(V)):
+            p = p - 0.3 * E.grad(lambda q, x=x: loss(q, x))(p)
+        (dw,) = E.gradients(loss(p, E.const(X * V)), [w])
+        return p, dw
+
+    run_both(case, theirs, "MAML")
+
+
+def test_transforms_with_gradient_tapes_inside_and_outside(theirs):
+    x = tape.tensor(X)
+    with tape.GradientTape() as outer:  # a watched tensor as the argument of a transform
+        outer.watch(x)
+        g = tape.grad(lambda y: (body(y, y * 2.0) ** 2).sum())(x)
+        loss = (g * tape.tensor(V)).sum()
+    dx = outer.compute_gradients(loss, x)
+    torch = theirs.tensor(X, requires_grad=True)
+    func_g = theirs.grad(lambda y: (body(y, y * 2.0) ** 2).sum())(torch)
+    (expected,) = theirs.gradients((func_g * theirs.const(V)).sum(), [torch])
+    close(dx.numpy(), theirs.numpy(expected), "GradientTape around grad")
+
+    def second_derivative_by_tape(y):  # a GradientTape inside a transform: d/dy sum(d/dy y^3) = 6 y; it raised
+        # GraphFreedError (a non-persistent tape freed its nodes after compute_gradients(create_graph=True))
+        with tape.GradientTape() as inner:
+            inner.watch(y)
+            z = (y * y * y).sum()
+        gz = inner.compute_gradients(z, y, create_graph=True)
+        return gz.sum()
+
+    np.testing.assert_allclose(tape.grad(second_derivative_by_tape)(X).numpy(), 6 * X, rtol=1e-14)
+
+
+def test_bad_calls_name_the_transform_and_what_was_expected():
+    f = lambda x, y: (x * y).sum()  # noqa: E731
+    with pytest.raises(ValueError, match=r"grad: argnums \(0, 0\) names an argument twice"):
+        tape.grad(f, argnums=(0, 0))(X, X)
+    with pytest.raises(ValueError, match=r"jacobian: argnums 2 does not name arguments of a call with 2 arguments"):
+        tape.jacobian(f, argnums=2)(X, X)
+    with pytest.raises(
+        TypeError, match=r"grad: fn must return a single-element floating Tensor, got Tensor of shape \(3,\)"
+    ):
+        tape.grad(lambda x: x * 2.0)(X)
+    with pytest.raises(TypeError, match=r"grad: with has_aux=True fn must return \(value, aux\), got Tensor"):
+        tape.grad(lambda x: x.sum(), has_aux=True)(X)
+    with pytest.raises(TypeError, match=r"jacobian: fn must return a floating Tensor or a tuple of them, got float"):
+        tape.jacobian(lambda x: 2.0)(X)
+    with pytest.raises(
+        ValueError, match=r"hvp: tangents\[0\] has shape \(2,\) dtype float64, but primals\[0\] has shape \(3,\)"
+    ):
+        tape.hvp(lambda x: x.sum(), (X,), (np.ones(2),))
+    with pytest.raises(TypeError, match=r"vjp: argument 0 must be floating to differentiate at, got int64"):
+        tape.vjp(lambda x: x, np.arange(3))
+
+
 # -- item 6: several outputs; no == on Tensors inside the engine -------------------------------------------------
 def test_gradients_of_several_non_scalar_outputs(theirs):
     def case(E):
