@@ -154,7 +154,8 @@ def _detached(tree):
     if isinstance(tree, dict):
         return {k: _detached(v) for k, v in tree.items()}
     if isinstance(tree, tuple | list):
-        return type(tree)(_detached(x) for x in tree)
+        items = [_detached(x) for x in tree]
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)  # a namedtuple takes fields
     return tree
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+import ops
 import tape
 from tape import nn
 
@@ -186,6 +187,8 @@ def test_at_the_outermost_level_results_are_constants_and_no_graph_is_kept():
         return y.sum()
 
     v, g = tape.value_and_grad(f)(X)
+    (_, values_indices), _ = tape.value_and_grad(lambda x: (f(x), ops.max(x * x, 0)), has_aux=True)(X)
+    assert values_indices.values.grad_fn is None and type(values_indices).__name__ == "ValuesIndices"
     (vv, aux), gg = tape.value_and_grad(lambda x: (f(x), f(x) * 2), has_aux=True)(X)
     for t in (v, g, vv, aux, gg):
         assert t.grad_fn is None and not t.requires_grad
