@@ -536,7 +536,7 @@ class GradientTape(ExecutionTape):
         )
         self._used = True
         if not self.persistent:
-            self._release()
+            self._release(free_saved=not create_graph)
         grads = []
         for s in sources:
             g = found.get(s.id)
@@ -545,14 +545,16 @@ class GradientTape(ExecutionTape):
             grads.append(g if g is None or isinstance(g, Tensor) else Tensor._wrap(g))
         return grads[0] if single_source else grads
 
-    def _release(self) -> None:
+    def _release(self, free_saved: bool = True) -> None:
         """After its one use a non-persistent tape frees the saved arrays of the nodes it recorded -- unless
         another live GradientTape (an enclosing one) also recorded them -- so memory stays flat over steps
-        even when the caller keeps its loss tensors."""
-        others = [t for t in list(_LIVE_GRADIENT_TAPES) if t is not self and not t._used]
-        for node in self._nodes:
-            if not any(node in t._nodes for t in others):
-                node.saved = node.inputs = None
+        even when the caller keeps its loss tensors. Not after ``create_graph``: the gradients' own graph runs
+        through those nodes (an enclosing transform differentiates them again); they live as long as it does."""
+        if free_saved:
+            others = [t for t in list(_LIVE_GRADIENT_TAPES) if t is not self and not t._used]
+            for node in self._nodes:
+                if not any(node in t._nodes for t in others):
+                    node.saved = node.inputs = None
         self._nodes = set()
         for rec in self._ops:
             rec.node = None
