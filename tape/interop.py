@@ -281,8 +281,12 @@ def _axes(fname: str, axis, ndim: int, argument: str = "axis", lists: bool = Fal
 
 def _reduce(op_name: str, fname: str, a, axis, keepdims, **attrs):
     """``ops.<op_name>`` over numpy's axes: ``axis=()`` reduces nothing (one unit axis is added and reduced, so
-    var's count is 1 as numpy's), ``axis=None`` everything."""
+    var's count is 1 as numpy's), ``axis=None`` everything. numpy's ufunc reductions (sum, prod, max, min) also
+    take the int axis 0 or -1 of a 0-d array, meaning nothing to reduce; mean, var and std do not."""
     op = getattr(_lib(), op_name)
+    ufunc_reduction = op_name in ("sum", "prod", "amax", "amin")
+    if ufunc_reduction and np.ndim(a) == 0 and isinstance(axis, int | np.integer) and axis in (0, -1):
+        axis = ()
     axes = _axes(fname, axis, np.ndim(a))
     keep = _flag(fname, "keepdims", keepdims)
     if axes == ():
@@ -337,6 +341,8 @@ def _moments(op_name: str):
             if ddof != 0:
                 raise ValueError(f"np.{op_name}: ddof and correction can't be provided simultaneously")
             ddof = correction
+        if isinstance(ddof, bool | np.bool_ | np.integer):  # numpy reads ddof=True as 1
+            ddof = int(ddof)
         result = _reduce(op_name, op_name, a, axis, keepdims, correction=ddof)
         return _same_dtype(op_name, dtype, result)
 
@@ -457,7 +463,7 @@ def _clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoV
     _no_out("clip", out)
     for key, value in kwargs.items():
         _unsupported("clip", key, value, "ufunc keywords are not recorded")
-    low, high = _alias("a_min", a_min, "min", min), _alias("a_max", a_max, "max", max)
+    low, high = _clip_bounds(a_min, a_max, min, max)
     if all(isinstance(v, int | float | type(None)) and not isinstance(v, bool) for v in (low, high)):
         return a if low is None and high is None else _lib().clamp(a, low, high)
     if low is not None:  # array bounds: numpy's clip is minimum(maximum(a, low), high), broadcast
@@ -465,11 +471,16 @@ def _clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoV
     return a if high is None else _lib().minimum(a, high)
 
 
-def _alias(name, value, alias, alias_value):
-    if value is not _NoValue and alias_value is not _NoValue:
-        raise ValueError(f"np.clip: passed '{name}' and '{alias}', which are aliases; give one of them")
-    value = alias_value if value is _NoValue else value
-    return None if value is _NoValue else value
+def _clip_bounds(a_min, a_max, min, max):
+    """numpy's rules for clip's two spellings of the bounds (a_min/a_max or min/max), None meaning unbounded."""
+    if a_min is _NoValue and a_max is _NoValue:
+        return (None if min is _NoValue else min), (None if max is _NoValue else max)
+    if a_min is _NoValue or a_max is _NoValue:
+        missing = "a_min" if a_min is _NoValue else "a_max"
+        raise TypeError(f"np.clip: missing 1 required positional argument: '{missing}'")
+    if min is not _NoValue or max is not _NoValue:
+        raise ValueError("np.clip: passing `min` or `max` keyword argument when `a_min` and `a_max` are provided")
+    return a_min, a_max
 
 
 def _take_along_axis(arr, indices, axis=-1):
@@ -518,8 +529,8 @@ def _dot(a, b, out=None):
 def _scan(op_name: str):
     def run(a, axis=None, dtype=None, out=None):
         _no_out(op_name, out)
-        if axis is None:
-            a, axis = _lib().reshape(a, (-1,)), 0
+        if axis is None or np.ndim(a) == 0:  # numpy scans the flattened array (a 0-d one as 1-D)
+            a, axis = _lib().reshape(a, (-1,)), 0 if axis is None else axis
         result = getattr(_lib(), op_name)(a, _axis(op_name, axis, np.ndim(a)))
         return _same_dtype(op_name, dtype, result)
 
@@ -536,7 +547,10 @@ def _roll(a, shift, axis=None):
         shifts = np.broadcast_to(np.asarray(shift), np.shape(np.asarray(shift))).ravel()
         flat = _lib().roll(_lib().reshape(a, (-1,)), sum(_integer("roll", "shift", s) for s in shifts), 0)
         return _lib().reshape(flat, np.shape(a))
-    axes = normalize_axis_tuple(_axes("roll", axis, np.ndim(a), lists=True), np.ndim(a), allow_duplicate=True)
+    given = axis if isinstance(axis, tuple | list) else (axis,)  # numpy's roll allows an axis twice
+    axes = normalize_axis_tuple(
+        [_integer("roll", "axis", n) for n in given], np.ndim(a), "np.roll: argument 'axis'", True
+    )
     total = dict.fromkeys(axes, 0)
     for s, ax in np.broadcast(shift, axes):  # numpy broadcasts shifts against axes; shifts of one axis add up
         total[int(ax)] += _integer("roll", "shift", s.item() if isinstance(s, np.generic) else s)

@@ -477,9 +477,7 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if self._data.size != 1:  # numpy's and torch's rule: the truth of several (or no) values is ambiguous
-            raise ValueError(
-                f"bool() of a Tensor with {self._data.size} values is ambiguous; use .any() or .all()"
-            )
+            raise ValueError(f"bool() of a Tensor with {self._data.size} values is ambiguous; use .any() or .all()")
         return bool(self._scalar("bool"))
 
     # ~ & | ^ are torch's logical operators on bool tensors; on integers torch's are bitwise, which minitape
@@ -767,11 +765,12 @@ def _array_from(who: str, argument: str, data, dtype) -> np.ndarray:
     try:
         if dtype is None and hasattr(data, "__dlpack__") and not hasattr(data, "__array__"):
             data = np.from_dlpack(data)
-        array = np.array(data, dtype=dtype, copy=True)
+        array = np.asarray(data, dtype=dtype)
+        if array is data or not array.flags.owndata:  # the caller's array, or a view of its memory: copy
+            array = array.copy()
     except (ValueError, TypeError, BufferError) as e:  # ragged nested lists, dtypes numpy lacks (bfloat16)
         raise TypeError(
-            f"{who}: argument '{argument}' expected a rectangular array of real numbers, got "
-            f"{type(data).__name__}: {e}"
+            f"{who}: argument '{argument}' expected a rectangular array of real numbers, got {type(data).__name__}: {e}"
         ) from None
     _check_dtype(who, argument, array, data)
     if dtype is None and array.dtype == np.float64 and _untyped(data):
