@@ -22,9 +22,9 @@ In-place forms (``out=``) and ufunc methods (``np.add.at``, ``.reduce``) count a
 Leaving the graph: a gradient leaves only through an explicit exit -- ``t.item()``, ``float(t)``, ``int(t)``,
 ``t.detach()``, ``t.numpy()`` / ``t.data``. Every numpy conversion of a tensor that requires grad is refused:
 ``np.asarray(t)``, ``np.array([t])``, ``np.float32(t)``, ``arr[:] = t`` (all through ``__array__``) and
-``arr[i] = t`` (numpy reads the value through float(); torch lets this one through). ``np.float64(t)`` is
-the one that passes: np.float64 subclasses Python's float and its constructor calls ``float(t)``, which
-minitape cannot tell from the explicit exit (torch refuses it).
+``arr[i] = t`` (numpy reads the value through float(); torch lets this one through). What calls Python's
+float() itself passes, as minitape cannot tell it from the explicit exit: ``np.float64(t)`` (np.float64
+subclasses float; torch refuses it), ``arr.fill(t)`` and ``math.exp(t)`` (torch lets both through).
 """
 
 from __future__ import annotations

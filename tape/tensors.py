@@ -240,6 +240,8 @@ class Tensor:
                 "take the values explicitly with t.detach().numpy() or t.data"
             )
         if dtype is not None and dtype != self._data.dtype:
+            if copy is False:  # numpy's protocol: copy=False promises no copy, and a cast is one
+                raise ValueError(f"Tensor.__array__: dtype {np.dtype(dtype)} needs a copy of the {self.dtype} values")
             return self._data.astype(dtype)
         return self._data.copy() if copy else _exposed(self._data)
 

@@ -499,3 +499,10 @@ def test_probing_covers_the_keywords_the_issue_lists():
     names = {p.name for f in interop.FUNCTION_OPS for p in inspect.signature(f).parameters.values()}
     probed = set(_probe_values("x", np.zeros(1), Call((t(1),))))
     assert {"dtype", "initial", "where", "optimize", "order", "out"} <= names & probed
+
+
+def test_array_protocol_copy_false_never_casts():
+    c32 = tape.tensor(np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="copy"):
+        np.asarray(c32, dtype=np.float64, copy=False)
+    assert np.asarray(c32, dtype=np.float64).dtype == np.float64 and np.asarray(c32, copy=False).dtype == np.float32
