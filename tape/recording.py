@@ -144,6 +144,8 @@ def _coerce(op, inputs, seq_lens=()) -> list:
             if seq_lens or not op.optional[i]:
                 raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor, got None")
             out.append(None)
+        elif float_dtype is not None and isinstance(x, np.float16 | np.float32 | np.float64):
+            out.append(_scalar_constant(float(x), float_dtype))  # a numpy float scalar acts as a Python float
         elif type(x) in (bool, int, float):
             if type(x) is int and not _INT64_MIN <= x <= _INT64_MAX:
                 raise ValueError(

@@ -13,8 +13,10 @@ float32 from Python floats (as torch does).
 
 from __future__ import annotations
 
+import dis
 import functools
 import itertools
+import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -28,6 +30,7 @@ __all__ = ["Tensor", "ValuesIndices", "tensor", "as_tensor"]
 
 _ids = itertools.count(1)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
 
 
 class _UnboundOps:
@@ -177,15 +180,7 @@ class Tensor:
     name: str | None
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
-        try:
-            array = np.array(data._data if isinstance(data, Tensor) else data, dtype=dtype, copy=True)
-        except ValueError as e:  # ragged nested lists
-            raise TypeError(
-                f"tensor: expected a rectangular array of real numbers, got {type(data).__name__}: {e}"
-            ) from None
-        if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
-            array = array.astype(np.float32)  # Python floats -> float32, as in torch
-        _check_dtype("tensor", "data", array, data)
+        array = _array_from("tensor", "data", data._data if isinstance(data, Tensor) else data, dtype)
         self._data = _readonly(array)
         self._requires_grad = False
         self._grad = None
@@ -245,6 +240,8 @@ class Tensor:
                 "take the values explicitly with t.detach().numpy() or t.data"
             )
         if dtype is not None and dtype != self._data.dtype:
+            if copy is False:  # numpy's protocol: copy=False promises no copy, and a cast is one
+                raise ValueError(f"Tensor.__array__: dtype {np.dtype(dtype)} needs a copy of the {self.dtype} values")
             return self._data.astype(dtype)
         return self._data.copy() if copy else _exposed(self._data)
 
@@ -287,10 +284,28 @@ class Tensor:
         return (_unpickle, (np.array(self._data), self._requires_grad, self.name, self.grad))
 
     def item(self):
-        return self._data.item()
+        """The one value as a Python number: an explicit exit from the graph, as torch's."""
+        return self._scalar("item").item()
 
     def __float__(self) -> float:
-        return float(self._data)
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def _scalar(self, who: str) -> np.ndarray:
+        """The one value of a one-element tensor of any rank, as 0-d (torch's float(), int(), bool(), item())."""
+        if self._data.size != 1:
+            raise ValueError(
+                f"{who}() of a Tensor: only one-element tensors convert to a Python scalar, got shape {self.shape}"
+            )
+        if needs_grad(self) and _assigned_into_an_array(sys._getframe(2)):
+            raise TypeError(
+                "this Tensor requires grad, and assigning it into a numpy array (arr[i] = t) would silently drop "
+                "its gradient. Build the result with ops (ops.stack, ops.index_put, ops.where), or assign the "
+                "value explicitly: arr[i] = t.item()"
+            )
+        return self._data.reshape(())
 
     def __len__(self) -> int:
         return len(self._data)
@@ -463,7 +478,9 @@ class Tensor:
         return ops.ge(self, other)
 
     def __bool__(self) -> bool:
-        return bool(self._data)
+        if self._data.size != 1:  # numpy's and torch's rule: the truth of several (or no) values is ambiguous
+            raise ValueError(f"bool() of a Tensor with {self._data.size} values is ambiguous; use .any() or .all()")
+        return bool(self._scalar("bool"))
 
     # ~ & | ^ are torch's logical operators on bool tensors; on integers torch's are bitwise, which minitape
     # does not have: refused rather than answered logically
@@ -741,13 +758,36 @@ def as_tensor(value, dtype=None) -> Tensor:
     caller's array is never frozen or shared)."""
     if isinstance(value, Tensor):
         return value
+    return Tensor._wrap(_array_from("as_tensor", "value", value, dtype))
+
+
+def _array_from(who: str, argument: str, data, dtype) -> np.ndarray:
+    """A fresh array of ``data``. What has a dtype (numpy arrays and scalars, torch tensors, anything with
+    ``__array__`` or ``__dlpack__``) keeps it; Python floats (also in lists) become float32, as in torch."""
     try:
-        array = np.array(value, dtype=dtype, copy=True)
-    except ValueError as e:  # ragged nested lists
+        if dtype is None and hasattr(data, "__dlpack__") and not hasattr(data, "__array__"):
+            data = np.from_dlpack(data)
+        array = np.asarray(data, dtype=dtype)
+        if array is data or not array.flags.owndata:  # the caller's array, or a view of its memory: copy
+            array = array.copy()
+    except (ValueError, TypeError, BufferError) as e:  # ragged nested lists, dtypes numpy lacks (bfloat16)
         raise TypeError(
-            f"as_tensor: expected a rectangular array of real numbers, got {type(value).__name__}: {e}"
+            f"{who}: argument '{argument}' expected a rectangular array of real numbers, got {type(data).__name__}: {e}"
         ) from None
-    _check_dtype("as_tensor", "value", array, value)
-    if dtype is None and array.dtype == np.float64 and not isinstance(value, np.ndarray | np.generic):
+    _check_dtype(who, argument, array, data)
+    if dtype is None and array.dtype == np.float64 and _untyped(data):
         array = array.astype(np.float32)
-    return Tensor._wrap(array)
+    return array
+
+
+def _untyped(data) -> bool:
+    """True for Python numbers and (nested) lists and tuples of them: values without a dtype of their own."""
+    if isinstance(data, list | tuple):
+        return all(_untyped(x) for x in data)
+    return isinstance(data, bool | int | float) and not isinstance(data, np.generic)
+
+
+def _assigned_into_an_array(frame) -> bool:
+    """True when the Python code running in ``frame`` is an item assignment (``arr[i] = t``): numpy reads the
+    value through float()/int()/bool() there, where a user's own float(t) is a call."""
+    return frame is not None and frame.f_code.co_code[frame.f_lasti] == _STORE_SUBSCR
