@@ -76,3 +76,19 @@ class LazyTorch:
         except ImportError:
             return _Deferred(name)
         return getattr(torch, name)
+
+
+def run_torch_parity(*args, **kwargs):
+    """tape.tools.verify's torch parity check for a test: without torch a failure (or knowing skip), not None."""
+    from tape.tools import verify
+
+    require_torch()
+    return verify.run_torch_parity(*args, **kwargs)
+
+
+def run_torch_hvp_parity(*args, **kwargs):
+    """tape.tools.verify's double-backward parity check, as ``run_torch_parity``."""
+    from tape.tools import verify
+
+    require_torch()
+    return verify.run_torch_hvp_parity(*args, **kwargs)

@@ -9,13 +9,13 @@ import warnings
 
 import numpy as np
 import pytest
-from oracle import LazyTorch, ours, theirs
+from oracle import LazyTorch, ours, run_torch_hvp_parity, theirs
 
 import ops
 import tape
 from tape.functional import gradients
 from tape.registry import Grad, Sample
-from tape.tools.verify import op_samples, run_torch_hvp_parity
+from tape.tools.verify import op_samples
 
 torch = LazyTorch()  # torch imported at first use: the module collects without torch
 F = torch.nn.functional

@@ -4,12 +4,12 @@ integer/float operands, and errors naming op and arguments."""
 
 import numpy as np
 import pytest
-from oracle import LazyTorch
+from oracle import LazyTorch, run_torch_hvp_parity
 
 import ops
 import tape
 from tape.registry import Grad
-from tape.tools.verify import differentiable_positions, op_samples, run_gradgradcheck, run_torch_hvp_parity
+from tape.tools.verify import differentiable_positions, op_samples, run_gradgradcheck
 
 torch = LazyTorch()  # torch imported at first use: the module collects without torch
 

@@ -9,12 +9,11 @@ import warnings
 
 import numpy as np
 import pytest
-from oracle import LazyTorch
+from oracle import LazyTorch, run_torch_hvp_parity
 
 import ops
 import tape
 from tape.registry import Sample
-from tape.tools.verify import run_torch_hvp_parity
 
 torch = LazyTorch()  # torch imported at first use: the module collects without torch
 F = torch.nn.functional

@@ -7,12 +7,12 @@ import math
 
 import numpy as np
 import pytest
-from oracle import LazyTorch, ours, theirs
+from oracle import LazyTorch, ours, run_torch_hvp_parity, theirs
 
 import ops
 import tape
 from tape.registry import Grad, Sample
-from tape.tools.verify import differentiable_positions, op_samples, run_gradgradcheck, run_torch_hvp_parity
+from tape.tools.verify import differentiable_positions, op_samples, run_gradgradcheck
 
 torch = LazyTorch()  # torch imported at first use: the module collects without torch
 F = torch.nn.functional
