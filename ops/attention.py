@@ -23,6 +23,12 @@ OP = "scaled_dot_product_attention"
 ALIGNMENTS = ("top_left", "bottom_right")
 
 
+def _default_scale(E: int) -> float:
+    """1 / sqrt(E); with E = 0 every score is an empty dot product (0) whatever the scale, so 1 (torch: uniform
+    weights, the mean of V)."""
+    return 1 / math.sqrt(E) if E else 1.0
+
+
 def _options(
     query,
     key,
@@ -46,7 +52,7 @@ def _options(
         dropout_seed = 0 if not dropout_p else (np.random.default_rng() if rng is None else rng).integers(0, 2**63)
     lengths = None if key_padding_lengths is None else np.asarray(key_padding_lengths)
     return dict(
-        scale=1 / math.sqrt(query.shape[-1]) if scale is None else float(scale),
+        scale=_default_scale(query.shape[-1]) if scale is None else float(scale),
         causal_offset=offset,
         lengths=lengths,
         dropout_p=float(dropout_p),

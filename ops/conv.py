@@ -660,8 +660,22 @@ class _PoolGeometry:
         self.padded = tuple(n + a + b for n, (a, b) in zip(shape[-2:], pads))
 
 
+def _require_only_batch_empty(op, x, spatial):
+    """torch's pooling rule: of (C, *spatial) or (N, C, *spatial) only the batch dim N may be 0."""
+    dims = x.shape[1:] if x.ndim == spatial + 2 else x.shape
+    require(
+        min(dims, default=1) >= 1,
+        op,
+        "input",
+        f"non-zero channel and spatial dims ((C, *spatial) or (N, C, *spatial) with {spatial} spatial dim(s); "
+        "only the batch dim N may be 0)",
+        f"shape {x.shape}",
+    )
+
+
 def _pool_input(op, x):
     _check_input_rank(op, x, 2)
+    _require_only_batch_empty(op, x, 2)
     return _batched(x, 2)
 
 
@@ -1147,6 +1161,7 @@ def _pool1d_args(op, kernel_size, stride, padding, dilation=1) -> tuple[tuple, t
 
 def _check_pool1d_input(op, x):
     _check_input_rank(op, x, 1)
+    _require_only_batch_empty(op, x, 1)
 
 
 def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):

@@ -43,11 +43,12 @@ Gradients (first order; ``g`` the output cotangent, ``^-T`` the inverse transpos
 - cholesky (Murray 2016, arXiv:1602.07527; torch's form): A = L L^T gives L^-1 dL = Phi(L^-1 dA L^-T), Phi
   taking the lower triangle with half the diagonal, hence for symmetric dA: gA_sym = L^-T P L^-1 with
   P = sym(Phi(L^T gL)) = (Phi(M) + Phi(M)^T) / 2, M = L^T gL. upper=True: the same with L = U^T.
-- qr (Walter & Lehmann 2018; Liao et al. 2019, arXiv:1903.09650): m >= n: M = R gR^T - gQ^T Q and
-  gA = (gQ + Q copyltu(M)) R^-T, copyltu(M) = tril(M) + tril(M, -1)^T. m < n: A = [X | Y], R = [U | V] with
-  X = Q U square, Y = Q V: gY = Q gV and gX is the square rule with gQ + Y gV^T in place of gQ and gU for gR.
-  Needs R's leading k x k block invertible (A's leading columns of full rank); where it is not, the
-  triangular solve gives inf/NaN, as torch's does.
+- qr (Walter & Lehmann 2018; Liao et al. 2019, arXiv:1903.09650): m > n: M = R gR^T - gQ^T Q and
+  gA = (gQ + Q copyltu(M)) R^-T, copyltu(M) = tril(M) + tril(M, -1)^T. m <= n (Q square): A = [X | Y],
+  R = [U | V], X = Q U, Y = Q V: gY = Q gV, and with gQ' = gQ + Y gV^T, N = Q^T gQ' the same rule reads
+  gX = Q Z, Z U^T = C = copyltu(U gU^T) + tril(N - N^T). C's last column is u_mm gU[:, -1] exactly, so Z's is
+  gU[:, -1] and the last pivot is never divided by: Q's last column is fixed by the others, and the gradient
+  is exact when A's last leading column depends on the ones before (torch's is right there for m < n only).
 - eigh: A = V diag(w) V^T, dw = diag(V^T dA V), V^T dV = F o (V^T dA V) with F_ij = 1 / (w_j - w_i) off the
   diagonal, so gA_sym = V (diag(gw) + F o skew(V^T gV)) V^T, skew(X) = (X - X^T) / 2 (torch's form).
 - svd (torch's svd_backward, real case): with E_jk = s_k^2 - s_j^2, skew(X) = X - X^T,
@@ -61,17 +62,21 @@ Gradients (first order; ``g`` the output cotangent, ``^-T`` the inverse transpos
   the chain rule gives the same parameter gradients), and it is the one finite differences confirm; the torch
   references here read the triangle explicitly (``tril(A) + tril(A, -1)^T``) so autograd folds the same way.
 
-Gradient conditions (as torch's): eigh's gradient through the eigenvectors is inf/NaN at repeated eigenvalues
-(F divides by w_j - w_i); svd's through U or Vh at repeated singular values, and for non-square A also at a
-zero singular value (S^-1). Gradients through eigenvalues or singular values alone need no distinct values. A loss
-must not depend on the vectors' signs (the gauge); with this module's sign convention the vectors are locally
-smooth functions of A away from ties, so finite differences agree. qr's gradient needs A's leading min(m, n)
-columns linearly independent; cholesky's a positive-definite A.
+Gradient conditions: where a decomposition has no derivative the gradient is inf/NaN, never a finite number.
+LAPACK returns a tie or a zero as a rounding-level value (2e-16, not 0), so a pivot, a gap or a singular value
+at most max(m, n) eps ||A|| (numpy's matrix_rank tolerance) counts as 0. eigh's gradient through the
+eigenvectors is inf/NaN at repeated eigenvalues (F divides by w_j - w_i); svd's through U or Vh at repeated
+singular values, and for non-square A also at a zero singular value (S^-1), as torch's at exact ties. Gradients
+through eigenvalues or singular values alone need no distinct values. A loss must not depend on the vectors'
+signs (the gauge); with this module's sign convention the vectors are locally smooth functions of A away from
+ties, so finite differences agree. qr's gradient is NaN for a matrix with a zero pivot other than the last one
+of a square Q (A's columns up to min(m, n) dependent); cholesky's NaN at a zero pivot (A semidefinite). inv,
+solve and slogdet near a singular matrix are as torch's: finite, as accurate as A's condition number allows.
 
 Second order: every rule is written with numpy functions over its arguments (matmul, swapaxes, tril, einsum,
 ...) and calls this module's ops (inv, solve, tensordot, svd) when given Tensors, so ``create_graph=True``
 records the backward and every op here differentiates twice. slogdet's recorded backward at a singular
-matrix raises (inv refuses it) instead of giving inf/NaN, and so does qr's with dependent leading columns.
+matrix raises (inv refuses it) instead of giving inf/NaN.
 """
 
 __all__ = ["bmm", "outer", "dot", "tensordot", "inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "svd"]
@@ -142,6 +147,27 @@ def _solve_matrices(A, B):
     if _is_array(A, B):
         return np.linalg.solve(A, B)
     return solve(A, B)
+
+
+def _rounding_level(scale, size: int, dtype):
+    """The magnitude below which LAPACK's value of a quantity (a pivot, a gap, a singular value) of a matrix of
+    norm ~``scale`` is rounding noise: numpy's matrix_rank tolerance. Such a value is treated as exactly 0."""
+    return size * np.finfo(dtype).eps * np.asarray(scale)
+
+
+def _untied(values, size: int):
+    """(*, k, k) 0/1: 0 where two of ``values`` (eigen- or singular values, *, k) are equal up to rounding, so the
+    gap 1 / (v_j - v_i) that differentiating the vectors needs is 1 / 0 (inf/NaN, torch's at an exact tie)."""
+    v = _values(values)
+    tol = _rounding_level(np.max(np.abs(v), axis=-1, initial=0.0), size, v.dtype)[..., None, None]
+    return (np.abs(np.expand_dims(v, -2) - np.expand_dims(v, -1)) > tol).astype(v.dtype)
+
+
+def _nan_where(grad, bad):
+    """``grad`` with the matrices where ``bad`` (batch shape) set to NaN: no derivative exists there."""
+    if not np.any(bad):
+        return grad
+    return grad + np.expand_dims(np.where(bad, np.nan, 0.0).astype(grad.dtype), (-1, -2))
 
 
 def _quiet(fn):
@@ -766,7 +792,16 @@ def _cholesky_vjp(g, ans, A, *, upper=False):
     phi = np.tril(np.matmul(_mT(L), gL))
     phi = 0.5 * (phi + _mT(np.tril(phi, -1)))  # sym(Phi(L^T gL)): halved diagonal, mirrored
     l_inv = _inverse(L)
-    return _fold(np.matmul(np.matmul(_mT(l_inv), phi), l_inv), lower=not upper)
+    grad = _fold(np.matmul(np.matmul(_mT(l_inv), phi), l_inv), lower=not upper)
+    return _nan_where(grad, _cholesky_zero_pivots(L))
+
+
+def _cholesky_zero_pivots(L):
+    """(*) bool: a pivot L_ii^2 at rounding level (A semidefinite up to rounding: no derivative)."""
+    L = _values(L)
+    pivots = np.diagonal(L, axis1=-2, axis2=-1) ** 2
+    scale = np.max(np.sum(L * L, axis=-1), axis=-1, initial=0.0)  # max_i A_ii
+    return np.any(pivots <= _rounding_level(scale, L.shape[-1], L.dtype)[..., None], axis=-1)
 
 
 def _cholesky_samples(rng):
@@ -808,51 +843,75 @@ def _qr(A, mode="reduced"):
     return q, r
 
 
-def _qr_tall_vjp(gq, gr, q, r):
-    """m >= n: gA = (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q."""
+def _copyltu(m):
+    return np.tril(m) + _mT(np.tril(m, -1))
+
+
+def _qr_zero_pivots(r, size: int):
+    """(*, k) bool: R's diagonal entries at rounding level (A's column dependent on the ones before it)."""
+    r = _values(r)
+    scale = np.max(np.abs(r), axis=(-2, -1), initial=0.0)
+    return np.abs(np.diagonal(r, axis1=-2, axis2=-1)) <= _rounding_level(scale, size, r.dtype)[..., None]
+
+
+def _times_upper_inverse_transpose(b, r, unit):
+    """b R'^-T for upper-triangular R ``(*, k, k)`` with the diagonal entries where ``unit`` replaced by 1."""
+    if np.any(unit):
+        ones = _diag_embed(unit.astype(r.dtype))
+        r = r * (1 - ones) + ones
+    return _mT(_solve_matrices(r, _mT(b)))
+
+
+def _qr_tall_vjp(gq, gr, q, r, zero):
+    """m > n: gA = (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q. A zero pivot: no derivative (NaN)."""
     if gr is None:
         m = -np.matmul(_mT(gq), q)
     elif gq is None:
         m = np.matmul(r, _mT(gr))
     else:
         m = np.matmul(r, _mT(gr)) - np.matmul(_mT(gq), q)
-    b = np.matmul(q, np.tril(m) + _mT(np.tril(m, -1)))
+    b = np.matmul(q, _copyltu(m))
     if gq is not None:
         b = b + gq
-    return _times_upper_inverse_transpose(b, r)
+    return _nan_where(_times_upper_inverse_transpose(b, r, zero), np.any(zero, axis=-1))
 
 
-def _times_upper_inverse_transpose(b, r):
-    """b R^-T for upper-triangular R ``(*, k, k)``. A zero on R's diagonal (A's leading columns dependent, where
-    QR has no derivative) gives torch's inf/NaN rather than an error (first order)."""
-    if not _is_array(b, r):
-        return _mT(solve(r, _mT(b)))
-    try:
-        return _mT(np.linalg.solve(r, _mT(b)))
-    except np.linalg.LinAlgError:
-        pass
-    y = np.array(_mT(b))  # back substitution for R y = b^T, row by row from the last
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for i in reversed(range(r.shape[-1])):
-            rest = np.einsum("...j,...jm->...m", r[..., i, i + 1 :], y[..., i + 1 :, :])
-            y[..., i, :] = (y[..., i, :] - rest) / r[..., i, i, None]
-    return _mT(y)
+def _qr_square_vjp(gq, gu, q, u, zero):
+    """Q square (m <= n), X = Q U: gX = Q Z with Z U^T = C = copyltu(U gU^T) + tril(N - N^T), N = Q^T gQ (the
+    m > n rule with gQ = Q Q^T gQ). C's last column is u_mm gU[:, -1] exactly, so Z's is gU[:, -1]: no division
+    by the last pivot, which may vanish (Q's last column is fixed by the others). Another zero pivot: NaN."""
+    parts = []
+    if gu is not None:
+        parts.append(_copyltu(np.matmul(u, _mT(gu))))
+    if gq is not None:
+        n_ = np.matmul(_mT(q), gq)
+        parts.append(np.tril(n_ - _mT(n_)))
+    c = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    last = np.zeros(u.shape[:-1] + (1,), u.dtype) if gu is None else gu[..., -1:]
+    c = np.concatenate([c[..., :-1], last], axis=-1)
+    unit = zero.copy()
+    unit[..., -1] = True
+    z = _times_upper_inverse_transpose(c, u, unit)
+    return _nan_where(np.matmul(q, z), np.any(zero[..., :-1], axis=-1))
 
 
 def _qr_vjp(g, ans, A, mode="reduced"):
     gq, gr = g
     q, r = ans
-    if gq is None and gr is None:
-        return np.zeros(A.shape, A.dtype)
     m, n = A.shape[-2:]
-    if m >= n:
-        return _qr_tall_vjp(gq, gr, q, r)
-    # wide: A = [X | Y], R = [U | V], X = Q U (square), Y = Q V
+    if (gq is None and gr is None) or min(m, n) == 0:
+        return np.zeros(A.shape, A.dtype)
+    zero = _qr_zero_pivots(r, max(m, n))
+    if m > n:
+        return _qr_tall_vjp(gq, gr, q, r, zero)
+    # A = [X | Y], R = [U | V], X = Q U (square), Y = Q V: gY = Q gV, gX by the square rule with gQ + Y gV^T
     y = A[..., m:]
     gu = None if gr is None else gr[..., :m]
-    gv = None if gr is None else gr[..., m:]
+    gv = None if gr is None or n == m else gr[..., m:]
     gq_x = gq if gv is None else (np.matmul(y, _mT(gv)) if gq is None else gq + np.matmul(y, _mT(gv)))
-    gx = _qr_tall_vjp(gq_x, gu, q, r[..., :m])
+    gx = _qr_square_vjp(gq_x, gu, q, r[..., :m], zero)
+    if n == m:
+        return gx
     gy = np.zeros(y.shape, A.dtype) if gv is None else np.matmul(q, gv)
     return np.concatenate([gx, gy], axis=-1)
 
@@ -910,7 +969,7 @@ def _eigh_vjp(g, ans, A, UPLO="L"):
         inner = _diag_embed(gw)
     else:
         m = np.matmul(_mT(v), gv)
-        gaps = np.expand_dims(w, -2) - np.expand_dims(w, -1)  # w_j - w_i at (i, j)
+        gaps = (np.expand_dims(w, -2) - np.expand_dims(w, -1)) * _untied(w, w.shape[-1])  # w_j - w_i at (i, j)
         inner = (0.5 * (m - _mT(m))) / (gaps + _eye(w.shape[-1], w.dtype))  # the diagonal is 0 / 1
         if gw is not None:
             inner = inner + _diag_embed(gw)
@@ -982,7 +1041,7 @@ def _svd_vjp(g, ans, A, full_matrices=True):
     k = s.shape[-1]
     s_row, s_col = np.expand_dims(s, -2), np.expand_dims(s, -1)
     s2 = s * s
-    gaps = np.expand_dims(s2, -2) - np.expand_dims(s2, -1) + _eye(k, s.dtype)  # s_k^2 - s_j^2 at (j, k), diag 1
+    gaps = (np.expand_dims(s2, -2) - np.expand_dims(s2, -1)) * _untied(s, max(m, n)) + _eye(k, s.dtype)
     inner = None
     if gu is not None:
         x = np.matmul(_mT(u), gu)
@@ -994,6 +1053,10 @@ def _svd_vjp(g, ans, A, full_matrices=True):
     inner = inner / gaps
     if gs is not None:
         inner = inner + _diag_embed(gs)
+    if m != n:  # S^-1 below: a rounding-level singular value is 0 (inf/NaN, as torch's at an exact 0)
+        s_values = _values(s)
+        nonzero = s_values > _rounding_level(np.max(s_values, axis=-1, initial=0.0), max(m, n), s.dtype)[..., None]
+        s_row, s_col = np.expand_dims(s * nonzero, -2), np.expand_dims(s * nonzero, -1)
     if m > n and gu is not None:
         gu_sinv = gu / s_row
         ga = np.matmul(u, inner) + gu_sinv - np.matmul(u, np.matmul(_mT(u), gu_sinv))

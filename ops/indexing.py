@@ -29,7 +29,10 @@ value lands undefined). gather, scatter_add, index_select and index_add need inp
 
 The other ops, and their conventions:
 - take_along_dim(input, indices, dim=None): gather after broadcasting input and indices in every dim but ``dim``
-  (``dim=None``: on the flattened input); the gradient is scatter_add's, summed over the broadcast dims.
+  (``dim=None``: on the flattened input); the gradient is scatter_add's, summed over the broadcast dims. With a
+  dim, indices in [-size, -1] count from the end, as torch's; torch 2.13 also wraps every other out-of-range
+  index modulo the size (3 of a size-3 dim reads element 0), minitape refuses those. With dim=None negative
+  indices are refused, as torch refuses them.
 - scatter(input, dim, index, src) and the value form scatter(input, dim, index, value=v): refuses an index that
   writes one position twice (torch leaves the value undefined). Gradient: zero for ``input`` at the written
   positions (a scatter of 0), gather of ``g`` for ``src``.
@@ -777,7 +780,18 @@ def _check_take_along_dim(input, indices, dim=None):
             f"take_along_dim: argument 'indices' expected a shape broadcastable with input "
             f"{input.shape} apart from dim {dim}, got {indices.shape}"
         ) from None
-    _check_index_values("take_along_dim", indices, input.shape[axis], dim, "indices")
+    size = input.shape[axis]
+    if indices.size and (indices.min() < -size or indices.max() >= size):
+        bad = indices.min() if indices.min() < -size else indices.max()
+        raise IndexError(
+            f"take_along_dim: argument 'indices' expected values in [{-size}, {size - 1}] for dim {dim} of size "
+            f"{size} (negative ones count from the end, as torch's), got {bad}"
+        )
+
+
+def _wrapped(indices, size):
+    """Negative indices along a dim counted from its end (torch's take_along_dim with a dim)."""
+    return np.where(indices < 0, indices + size, indices) if indices.size and indices.min() < 0 else indices
 
 
 def _take_along_dim(input, indices, dim=None):
@@ -787,7 +801,8 @@ def _take_along_dim(input, indices, dim=None):
         return np.take(input.reshape(-1), indices.reshape(-1))
     axis = normalize_dim("take_along_dim", dim, input.ndim)
     shape_in, shape_ix = _along_shapes(input.shape, indices.shape, axis)
-    return np.take_along_axis(np.broadcast_to(input, shape_in), np.broadcast_to(indices, shape_ix), axis)
+    index = _wrapped(indices, input.shape[axis])
+    return np.take_along_axis(np.broadcast_to(input, shape_in), np.broadcast_to(index, shape_ix), axis)
 
 
 def _take_along_dim_vjp(g, ans, input, indices, dim=None):
@@ -797,6 +812,7 @@ def _take_along_dim_vjp(g, ans, input, indices, dim=None):
         return np.reshape(_scatter_add_any(zeros, 0, index.reshape(-1), g), input.shape)
     axis = normalize_dim("take_along_dim", dim, input.ndim)
     shape_in, shape_ix = _along_shapes(input.shape, index.shape, axis)
+    index = _wrapped(index, input.shape[axis])
     grad = _scatter_add_any(np.zeros(shape_in, g.dtype), axis, np.broadcast_to(index, shape_ix), g)
     return unbroadcast(grad, input.shape)
 
@@ -804,6 +820,11 @@ def _take_along_dim_vjp(g, ans, input, indices, dim=None):
 def _take_along_dim_samples(rng):
     return [
         Sample((uniform(rng, (3, 4)), np.array([[0, 3, 3], [1, 1, 0], [2, 0, 2]])), {"dim": 1}, "repeated"),
+        Sample(
+            (uniform(rng, (3, 4)), np.array([[-1, 3, -4], [-2, 1, 0], [0, -3, -1]])),
+            {"dim": 1},
+            "negative: from the end",
+        ),
         Sample((uniform(rng, (3, 2)), np.array([[2, 2], [0, 1]]).T), {"dim": 0}, "non-contiguous index"),
         Sample(
             (uniform(rng, (2, 1, 3)), np.array([[[0, 2]], [[1, 1]]]).repeat(4, 1)),

@@ -178,6 +178,9 @@ unsqueeze = defop(
 
 # -- transpose / permute -----------------------------------------------------------------------------------
 def _transpose(input, dim0=-2, dim1=-1):
+    if input.ndim == 0:  # torch: dims in [-1, 0] swap a 0-D tensor with itself
+        normalize_dim("transpose", dim0, 0, "dim0"), normalize_dim("transpose", dim1, 0, "dim1")
+        return input
     return np.swapaxes(
         input,
         normalize_dim("transpose", dim0, input.ndim, "dim0"),
@@ -197,6 +200,7 @@ transpose = defop(
         Sample((uniform(rng, (2, 3, 4)),), {"dim0": 1, "dim1": 1}, "same dim"),
         Sample((transposed(rng, (2, 1, 3)),), {"dim0": 0, "dim1": -2}, "non-contiguous"),
         Sample((uniform(rng, (0, 3)),), {"dim0": 0, "dim1": 1}, "zero-size"),
+        Sample((uniform(rng, ()),), {"dim0": 0, "dim1": -1}, "0-D"),
     ],
     torch_ref=lambda torch, input, dim0=-2, dim1=-1: torch.transpose(input, dim0, dim1),
 )

@@ -177,7 +177,19 @@ class ExecutionTape:
     def prune(self, keep_outputs) -> ExecutionTape:
         """A copy keeping only the ops the given outputs (tensors or ids) depend on -- which is also all
         their gradients need. Dead ops are dropped; order and indices are renumbered."""
-        wanted = {t.id if isinstance(t, Tensor) else int(t) for t in keep_outputs}
+        if isinstance(keep_outputs, Tensor | int | str | bytes) or not hasattr(keep_outputs, "__iter__"):
+            raise TypeError(
+                f"prune: argument 'keep_outputs' expected a sequence of Tensors or tensor ids, got "
+                f"{type(keep_outputs).__name__}"
+            )
+        wanted = set()
+        for k, t in enumerate(keep_outputs):
+            if isinstance(t, bool) or not isinstance(t, Tensor | int | np.integer):
+                raise TypeError(
+                    f"prune: argument 'keep_outputs' expected Tensors or tensor ids (ints), got "
+                    f"{type(t).__name__} {t!r} at position {k}"
+                )
+            wanted.add(t.id if isinstance(t, Tensor) else int(t))
         produced = {spec.id for rec in self._ops for spec in rec.output_specs}
         missing = wanted - produced - set(self._externals)
         if missing:

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-from oracle import require_torch
+from oracle import LazyTorch
 
 import tape
 from tape import checkpoint, nn
 
-torch = require_torch()
+torch = LazyTorch()  # torch imported at first use: the module collects without torch
 F = torch.nn.functional
 
 

@@ -9,14 +9,13 @@ import warnings
 
 import numpy as np
 import pytest
-from oracle import require_torch
+from oracle import LazyTorch, run_torch_hvp_parity
 
 import ops
 import tape
 from tape.registry import Sample
-from tape.tools.verify import run_torch_hvp_parity
 
-torch = require_torch()
+torch = LazyTorch()  # torch imported at first use: the module collects without torch
 F = torch.nn.functional
 
 TOLERANCE = {np.float64: dict(rtol=1e-7, atol=1e-9), np.float32: dict(rtol=2e-4, atol=2e-5)}

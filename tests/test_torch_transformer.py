@@ -10,12 +10,12 @@ import sys
 
 import numpy as np
 import pytest
-from oracle import require_torch
+from oracle import LazyTorch
 
 import tape
 from tape import nn, optim
 
-torch = require_torch()
+torch = LazyTorch()  # torch imported at first use: the module collects without torch
 F = torch.nn.functional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))

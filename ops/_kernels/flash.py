@@ -122,7 +122,7 @@ def layout(q, k, v, enable_gqa=False) -> Layout:
     batch_shape = tuple(np.broadcast_shapes(qs[:-3], ks[:-3], vs[:-3]))
     hq, hk, hv = qs[-3], ks[-3], vs[-3]
     heads = hq if enable_gqa else max(hq, hk, hv)
-    group = math.gcd(heads // hk, heads // hv)
+    group = math.gcd(heads // hk, heads // hv) if heads else 1  # no heads: no K/V groups
     L, E = qs[-2:]
     S, Ev = vs[-2], vs[-1]
     out_rank = max(q.ndim, k.ndim, v.ndim)
@@ -185,8 +185,9 @@ def _tile_shape(lay: Layout, n_keys, tune: Tuning):
     fit tile_elements."""
     keys = max(1, min(lay.S, n_keys))
     elements = tune.tile_elements
-    rows = tune.block_rows or min(lay.L, max(tune.min_rows, elements // (4 * keys * lay.group_size)))
-    groups = max(1, min(lay.kv_groups, elements // (rows * keys * lay.group_size)))
+    group = max(1, lay.group_size)  # 0 query heads, no queries or an empty batch: no tiles, but no division by 0
+    rows = tune.block_rows or max(1, min(lay.L, max(tune.min_rows, elements // (4 * keys * group))))
+    groups = max(1, min(lay.kv_groups, elements // (rows * keys * group)))
     return rows, groups
 
 
