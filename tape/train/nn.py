@@ -7,9 +7,10 @@ become a ``ModuleList``), so ``parameters()``, ``state_dict()``, ``train()``/``e
 ``ops.layer_norm``, ``ops.scaled_dot_product_attention``, ...), so everything it does is recorded and
 differentiated by the engine and checked against PyTorch by the generated op tests.
 
-Initialisation follows torch's defaults and draws from a ``numpy.random.Generator``: pass ``rng=`` to a
-layer, or seed the module-level generator with ``manual_seed(seed)`` (every layer built without ``rng``
-draws from it, in construction order, so a model is deterministic for a seed). A layer with an empty
+Initialisation follows torch's defaults and draws from a ``tape.Generator`` (or any numpy Generator): pass
+``rng=`` to a layer, or seed ``tape.default_generator`` with ``tape.manual_seed(seed)`` (``nn.manual_seed`` is
+the same function; every layer built without ``rng`` draws from it, in construction order, so a model is
+deterministic for a seed). A layer with an empty
 dimension (``Linear(0, n)``) initialises to zeros, as torch does.
 
 Copies of a module -- ``copy.copy``, ``copy.deepcopy``, ``pickle`` -- are new module trees holding new
@@ -28,6 +29,7 @@ import numpy as np
 
 import ops
 
+from .. import random
 from ..state import no_grad
 from ..tensors import Tensor
 
@@ -48,17 +50,12 @@ __all__ = [
     "manual_seed",
 ]
 
-_default_rng = np.random.default_rng(0)
-
-
-def manual_seed(seed: int) -> None:
-    """Reseed the generator layers draw their initial weights (and dropout masks) from when given no rng."""
-    global _default_rng
-    _default_rng = np.random.default_rng(seed)
+manual_seed = random.manual_seed  # the one default generator (tape.random), as torch.manual_seed
 
 
 def _rng(rng: np.random.Generator | None) -> np.random.Generator:
-    return _default_rng if rng is None else rng
+    """The generator a layer draws from: its own ``rng`` or ``tape.default_generator``."""
+    return random.as_generator("nn", rng)
 
 
 class Parameter(Tensor):
