@@ -19,7 +19,6 @@ __all__ = [
     "layer_norm",
     "rms_norm",
     "batch_norm",
-    "batch_norm_running_stats",
     "group_norm",
     "instance_norm",
 ]
@@ -437,7 +436,7 @@ def _batch_norm(
     input, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
 ):
     """``torch.nn.functional.batch_norm``. Tensors are immutable, so the running statistics are not updated
-    here: ``nn.BatchNorm*`` computes the new ones with ``batch_norm_running_stats`` and replaces its buffers."""
+    here: ``nn.BatchNorm*`` computes the new ones and replaces its buffers."""
     use_running = not training
     return _norm_forward("batch", input, input.shape[1], running_mean, running_var, weight, bias, use_running, eps)
 
@@ -503,7 +502,7 @@ batch_norm = defop(
     check=_check_batch_norm,
     samples=_batch_norm_samples,
     notes="training uses the batch statistics and does not update running_mean/var (tensors are immutable): "
-    "nn.BatchNorm* replaces its buffers with batch_norm_running_stats's result",
+    "nn.BatchNorm* computes torch's updated values and replaces its buffers",
     torch_ref=lambda torch, input, running_mean, running_var, weight, bias, training=False, momentum=0.1, eps=1e-5: (
         torch.nn.functional.batch_norm(
             input,
@@ -519,22 +518,6 @@ batch_norm = defop(
 )
 
 
-def batch_norm_running_stats(input, running_mean, running_var, momentum=0.1):
-    """The running statistics torch's batch_norm leaves after a training step on ``input``:
-    ``(1 - momentum) * running + momentum * batch`` with the batch's unbiased variance. New constant tensors
-    (no gradient); the arguments are unchanged."""
-    x = input.data if isinstance(input, Tensor) else np.asarray(input)
-    rm, rv = (s.data if isinstance(s, Tensor) else np.asarray(s) for s in (running_mean, running_var))
-    axes = (0,) + tuple(range(2, x.ndim))
-    n = x.size // x.shape[1]
-    mean = np.mean(x, axis=axes)
-    var = np.var(x, axis=axes) * (n / max(n - 1, 1))
-    return (
-        Tensor((1 - momentum) * rm + momentum * mean.astype(rm.dtype)),
-        Tensor((1 - momentum) * rv + momentum * var.astype(rv.dtype)),
-    )
-
-
 def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """``torch.nn.functional.group_norm``: normalise each sample over the channels of each of ``num_groups``
     groups and the spatial dims, then scale and shift per channel."""
@@ -548,7 +531,7 @@ def _group_norm_vjp(g, ans, input, weight, bias, *, needs, num_groups, eps):
 def _check_group_norm(input, weight=None, bias=None, num_groups=1, eps=1e-5):
     _check_norm_input("group_norm", input, weight, bias)
     require(
-        isinstance(num_groups, int | np.integer)
+        bool(isinstance(num_groups, int | np.integer))
         and not isinstance(num_groups, bool)
         and num_groups > 0
         and input.shape[1] % num_groups == 0,

@@ -7,6 +7,7 @@ from . import random, state  # noqa: F401  -- tape.state: the per-thread modes; 
 from .autodiff import backward
 from .broadcast import unbroadcast
 from .compile import CompiledStep, CompileError, compile
+from .creation import arange, empty, eye, full, linspace, logspace, normal, ones, rand, randint, randn, randperm, zeros
 from .errors import (
     AnomalyError,
     BackwardNotImplementedError,
@@ -47,6 +48,19 @@ __all__ = [
     "set_rng_state",
     "tensor",
     "as_tensor",
+    "arange",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "eye",
+    "linspace",
+    "logspace",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "normal",
     "ExecutionTape",
     "GradientTape",
     "TapeStack",

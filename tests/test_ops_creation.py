@@ -1,6 +1,6 @@
-"""Creation and random functions (ops/creation.py) against torch: values, shapes, dtypes and refusals; for the
-random ones, reproducibility under tape.manual_seed and their distributions (moments and ranges), never torch's
-stream."""
+"""Creation and random functions (tape/creation.py, ops/creation.py) against torch: values, shapes, dtypes and
+refusals; for the random ones, reproducibility under tape.manual_seed and their distributions (moments and
+ranges), never torch's stream."""
 
 import numpy as np
 import pytest
@@ -44,7 +44,7 @@ def _torch_kwargs(torch, kwargs):
 
 @pytest.mark.parametrize("name,args,kwargs", DETERMINISTIC, ids=lambda v: repr(v))
 def test_deterministic_creation_matches_torch(torch, name, args, kwargs):
-    ours = getattr(ops, name)(*args, **kwargs)
+    ours = getattr(tape, name)(*args, **kwargs)
     theirs = getattr(torch, name)(*args, **_torch_kwargs(torch, kwargs)).numpy()
     assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
     if ours.dtype.kind == "f" and name == "logspace":  # pow in another order: one rounding apart
@@ -54,18 +54,18 @@ def test_deterministic_creation_matches_torch(torch, name, args, kwargs):
 
 
 BAD = [
-    (lambda: ops.arange(0, 5, 0), ValueError, "arange: argument 'step'"),
-    (lambda: ops.arange(5, 0), ValueError, "arange: argument 'end'"),
-    (lambda: ops.zeros(-1), ValueError, "zeros: argument 'size'"),
-    (lambda: ops.zeros(2.0), TypeError, "zeros: argument 'size' expected ints"),
-    (lambda: ops.ones(2, dtype="complex64"), TypeError, "ones: argument 'dtype'"),
-    (lambda: ops.rand(2, dtype="int64"), TypeError, "rand: argument 'dtype' expected a floating dtype"),
-    (lambda: ops.randint(5, 2, (3,)), ValueError, "randint: argument 'high'"),
-    (lambda: ops.randint(5), TypeError, "randint: expected"),
-    (lambda: ops.zeros(2, dtype="int64", requires_grad=True), TypeError, "zeros: argument 'requires_grad'"),
-    (lambda: ops.normal(0.0, 1.0), ValueError, "normal: argument 'size'"),
-    (lambda: ops.normal(0.0, -1.0, (2,)), ValueError, "normal: argument 'std'"),
-    (lambda: ops.rand(2, generator="x"), TypeError, "rand: argument 'generator'"),
+    (lambda: tape.arange(0, 5, 0), ValueError, "arange: argument 'step'"),
+    (lambda: tape.arange(5, 0), ValueError, "arange: argument 'end'"),
+    (lambda: tape.zeros(-1), ValueError, "zeros: argument 'size'"),
+    (lambda: tape.zeros(2.0), TypeError, "zeros: argument 'size' expected ints"),
+    (lambda: tape.ones(2, dtype="complex64"), TypeError, "ones: argument 'dtype'"),
+    (lambda: tape.rand(2, dtype="int64"), TypeError, "rand: argument 'dtype' expected a floating dtype"),
+    (lambda: tape.randint(5, 2, (3,)), ValueError, "randint: argument 'high'"),
+    (lambda: tape.randint(5), TypeError, "randint: expected"),
+    (lambda: tape.zeros(2, dtype="int64", requires_grad=True), TypeError, "zeros: argument 'requires_grad'"),
+    (lambda: tape.normal(0.0, 1.0), ValueError, "normal: argument 'size'"),
+    (lambda: tape.normal(0.0, -1.0, (2,)), ValueError, "normal: argument 'std'"),
+    (lambda: tape.rand(2, generator="x"), TypeError, "rand: argument 'generator'"),
     (lambda: ops.multinomial(tape.tensor([0.0, 0.0]), 1), ValueError, "multinomial: argument 'input'"),
     (lambda: ops.multinomial(tape.tensor([-1.0, 1.0]), 1), ValueError, "multinomial: argument 'input'"),
     (lambda: ops.multinomial(tape.tensor([np.inf, 1.0]), 1), ValueError, "multinomial: argument 'input'"),
@@ -85,14 +85,14 @@ def test_bad_arguments_are_refused_naming_them(make, error, message):
 
 def test_empty_is_zeros_of_torchs_shape_and_dtype(torch):
     for args in ((2, 3), ((0, 4),)):
-        ours, theirs = ops.empty(*args), torch.empty(*args).numpy()
+        ours, theirs = tape.empty(*args), torch.empty(*args).numpy()
         assert ours.shape == theirs.shape and ours.dtype == theirs.dtype and not ours.numpy().any()
 
 
 def test_requires_grad_and_default_dtypes(torch):
-    assert ops.zeros(2, requires_grad=True).requires_grad and not ops.zeros(2).requires_grad
+    assert tape.zeros(2, requires_grad=True).requires_grad and not tape.zeros(2).requires_grad
     for name, args in (("rand", (2,)), ("randn", (2,)), ("randint", (3, (2,))), ("randperm", (4,))):
-        assert getattr(ops, name)(*args).dtype == getattr(torch, name)(*args).numpy().dtype, name
+        assert getattr(tape, name)(*args).dtype == getattr(torch, name)(*args).numpy().dtype, name
 
 
 def test_like_ops_keep_shape_and_dtype_and_pass_a_zero_gradient(torch):
@@ -109,11 +109,11 @@ def test_like_ops_keep_shape_and_dtype_and_pass_a_zero_gradient(torch):
 
 
 RANDOM = [
-    lambda g: ops.rand(50, generator=g),
-    lambda g: ops.randn(50, generator=g),
-    lambda g: ops.randint(0, 9, (50,), generator=g),
-    lambda g: ops.randperm(50, generator=g),
-    lambda g: ops.normal(1.0, 2.0, (50,), generator=g),
+    lambda g: tape.rand(50, generator=g),
+    lambda g: tape.randn(50, generator=g),
+    lambda g: tape.randint(0, 9, (50,), generator=g),
+    lambda g: tape.randperm(50, generator=g),
+    lambda g: tape.normal(1.0, 2.0, (50,), generator=g),
     lambda g: ops.rand_like(tape.tensor(np.zeros(50)), generator=g),
     lambda g: ops.bernoulli(tape.tensor(np.full(50, 0.5)), generator=g),
     lambda g: ops.multinomial(tape.tensor(np.ones((3, 8))), 5, generator=g),
@@ -136,18 +136,18 @@ N = 200_000  # moments: standard errors ~ 1/sqrt(N) ~ 2e-3; bounds at ~5 standar
 
 def test_distributions_have_their_moments_and_ranges():
     g = tape.Generator(0)
-    u = ops.rand(N, generator=g).numpy()
+    u = tape.rand(N, generator=g).numpy()
     assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 5e-3 and abs(u.var() - 1 / 12) < 2e-3
-    z = ops.randn(N, generator=g, dtype=np.float64).numpy()
+    z = tape.randn(N, generator=g, dtype=np.float64).numpy()
     assert abs(z.mean()) < 1e-2 and abs(z.std() - 1) < 1e-2
-    n = ops.normal(ops.full((N,), 3.0), 0.5, generator=g).numpy()
+    n = tape.normal(tape.full((N,), 3.0), 0.5, generator=g).numpy()
     assert abs(n.mean() - 3) < 5e-3 and abs(n.std() - 0.5) < 5e-3
-    k = ops.randint(-2, 3, (N,), generator=g).numpy()
+    k = tape.randint(-2, 3, (N,), generator=g).numpy()
     assert set(np.unique(k)) == {-2, -1, 0, 1, 2} and abs(k.mean()) < 2e-2
-    np.testing.assert_array_equal(np.sort(ops.randperm(100, generator=g).numpy()), np.arange(100))
-    b = ops.bernoulli(ops.full((N,), 0.25, dtype=np.float64), generator=g).numpy()
+    np.testing.assert_array_equal(np.sort(tape.randperm(100, generator=g).numpy()), np.arange(100))
+    b = ops.bernoulli(tape.full((N,), 0.25, dtype=np.float64), generator=g).numpy()
     assert set(np.unique(b)) == {0.0, 1.0} and abs(b.mean() - 0.25) < 5e-3
-    assert abs(ops.bernoulli(ops.zeros(N), 0.75, generator=g).numpy().mean() - 0.75) < 5e-3
+    assert abs(ops.bernoulli(tape.zeros(N), 0.75, generator=g).numpy().mean() - 0.75) < 5e-3
 
 
 def test_multinomial_follows_the_weights_with_and_without_replacement(torch):
