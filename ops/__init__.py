@@ -11,6 +11,7 @@ from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
 from .cast import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .creation import *  # noqa: F401,F403
 from .decompositions import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403

@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from tape.random import as_generator
 from tape.registry import Grad, Sample, defop
 
 from ._kernels.flash import attention_backward, attention_forward, dropout_keep_mask
@@ -49,7 +50,7 @@ def _options(
     if is_causal:
         offset = 0 if causal_alignment == "top_left" else S - L
     if dropout_seed is None:
-        dropout_seed = 0 if not dropout_p else (np.random.default_rng() if rng is None else rng).integers(0, 2**63)
+        dropout_seed = 0 if not dropout_p else as_generator("scaled_dot_product_attention", rng).integers(0, 2**63)
     lengths = None if key_padding_lengths is None else np.asarray(key_padding_lengths)
     return dict(
         scale=_default_scale(query.shape[-1]) if scale is None else float(scale),

@@ -44,6 +44,9 @@ __all__ = [
     "logical_and",
     "logical_or",
     "logical_xor",
+    "xlogy",
+    "addcmul",
+    "addcdiv",
 ]
 
 
@@ -637,3 +640,133 @@ def _logical(name, ufunc):
 logical_and = _logical("logical_and", np.logical_and)
 logical_or = _logical("logical_or", np.logical_or)
 logical_xor = _logical("logical_xor", np.logical_xor)
+
+
+# -- xlogy / addcmul / addcdiv ---------------------------------------------------------------------------------
+@quiet  # log(0) = -inf: x * log(y) is 0 where x == 0 (unless y is NaN), as torch's xlogy
+def _xlogy(input, other):
+    if input.dtype.kind != "f" or other.dtype.kind != "f":
+        raise TypeError(
+            f"xlogy: arguments 'input' and 'other' expected floating tensors, got {input.dtype}, {other.dtype}"
+        )
+    _broadcastable("xlogy", ("input", "other"), (input, other))
+    product = input * np.log(other)
+    return np.where(np.logical_and(input == 0, np.logical_not(np.isnan(other))), 0, product)
+
+
+@quiet
+def _xlogy_vjp_input(g, ans, input, other):
+    # torch: xlogy(g, other), zeroed where input == 0 and other <= 0 (where log(other) is -inf or NaN)
+    flat = np.logical_and(input == 0, other <= 0)
+    return unbroadcast(np.where(flat, 0, g * np.log(np.where(flat, 1, other))), input.shape)
+
+
+@quiet
+def _xlogy_vjp_other(g, ans, input, other):
+    return unbroadcast(g * (input / other), other.shape)  # the ratio first: g * input overflows float32 at 3e38
+
+
+def _xlogy_samples(rng):
+    pairs = binary_samples(-2.0, 2.0, 0.2, 3.0)(rng)
+    zeros = np.array([0.0, 0.0, 1.5, -1.0])
+    edges = Sample((zeros, np.array([0.0, 2.0, 0.5, 3.0])), {}, "input 0 (and 0 log 0)")
+    # input 0 away from other = 0 (gradient w.r.t. input: log(other)), and with 0 log 0 (w.r.t. other: 0 / 0 = NaN,
+    # torch's too)
+    return pairs + [Sample((zeros[1:], np.array([2.0, 0.5, 3.0])), {}, "input 0"), edges]
+
+
+xlogy = _pair("xlogy", _xlogy, _xlogy_vjp_input, _xlogy_vjp_other, samples=_xlogy_samples)
+
+
+def _broadcastable(op: str, names: tuple, arrays: tuple) -> None:
+    try:
+        np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError as e:
+        raise _operand_error(op, names, arrays, e) from None
+
+
+def _three(name: str, combine):
+    """``name(input, tensor1, tensor2, *, value=1)`` = input + value * combine(tensor1, tensor2), broadcast."""
+
+    def forward(input, tensor1, tensor2, *, value=1):
+        for arg, a in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
+            if a.dtype.kind != "f":
+                raise TypeError(f"{name}: argument '{arg}' expected a floating tensor, got dtype {a.dtype}")
+        if not (input.dtype == tensor1.dtype == tensor2.dtype):
+            raise TypeError(
+                f"{name}: arguments 'input', 'tensor1', 'tensor2' expected one dtype, got "
+                f"{input.dtype}, {tensor1.dtype}, {tensor2.dtype} (minitape never casts silently)"
+            )
+        _broadcastable(name, ("input", "tensor1", "tensor2"), (input, tensor1, tensor2))
+        return input + value * combine(tensor1, tensor2)
+
+    return quiet(forward)
+
+
+def _addcmul_vjps():
+    return (
+        lambda g, ans, input, tensor1, tensor2, value=1: unbroadcast(g, input.shape),
+        quiet(lambda g, ans, input, tensor1, tensor2, value=1: unbroadcast(g * (value * tensor2), tensor1.shape)),
+        quiet(lambda g, ans, input, tensor1, tensor2, value=1: unbroadcast(g * (value * tensor1), tensor2.shape)),
+    )
+
+
+def _addcdiv_vjps():
+    return (
+        lambda g, ans, input, tensor1, tensor2, value=1: unbroadcast(g, input.shape),
+        quiet(lambda g, ans, input, tensor1, tensor2, value=1: unbroadcast(g * value / tensor2, tensor1.shape)),
+        quiet(
+            lambda g, ans, input, tensor1, tensor2, value=1: unbroadcast(
+                -(g * value) * (tensor1 / tensor2) / tensor2,
+                tensor2.shape,  # no tensor2**2: it leaves the range
+            )
+        ),
+    )
+
+
+def _three_samples(low2=-2.0):
+    shapes = [
+        ((2, 3), (2, 3), (2, 3)),
+        ((2, 3), (3,), (2, 1)),
+        ((), (2, 3), (3,)),
+        ((4, 1), (1, 3), ()),
+        ((0, 3), (3,), (1,)),
+    ]
+
+    def generate(rng):
+        out = [
+            Sample(
+                (uniform(rng, a), uniform(rng, b), _away_from_zero(uniform(rng, c, low2))),
+                {"value": v},
+                f"{a}, {b}, {c} value={v}",
+            )
+            for (a, b, c), v in zip(shapes, (1, 0.5, -2.0, 3, 1))
+        ]
+        out.append(
+            Sample((transposed(rng, (3, 4)), uniform(rng, (3, 4)), 1 + uniform(rng, (4,), 0, 1)), {}, "non-contiguous")
+        )
+        return out
+
+    return generate
+
+
+def _away_from_zero(a: np.ndarray, gap: float = 0.2) -> np.ndarray:
+    return np.where(np.abs(a) < gap, np.where(a < 0, -gap, gap), a)
+
+
+def _declare_three(name, combine, vjps):
+    return defop(
+        name,
+        family="binary",
+        inputs=("input", "tensor1", "tensor2"),
+        forward=_three(name, combine),
+        vjps=vjps,
+        samples=_three_samples(),
+        torch_ref=lambda torch, input, tensor1, tensor2, value=1: getattr(torch, name)(
+            input, tensor1, tensor2, value=value
+        ),
+    )
+
+
+addcmul = _declare_three("addcmul", np.multiply, _addcmul_vjps())
+addcdiv = _declare_three("addcdiv", np.divide, _addcdiv_vjps())

@@ -1,8 +1,9 @@
 """Dropout, as ``torch.nn.functional.dropout``: inverted (kept elements scaled by 1/(1-p)).
 
 The mask is a pure function of an integer seed. ``rng`` is where the seed comes from: an int is the seed
-itself; a ``np.random.Generator`` (or None: a module-level one) gives a fresh seed on each call, drawn in
-the forward. The forward saves the seed it used under the attribute's own name, ``rng``, so the backward,
+itself; a ``tape.Generator`` or ``np.random.Generator`` (None: ``tape.default_generator``, seeded by
+``tape.manual_seed``) gives a fresh seed on each call, drawn in the forward.
+The forward saves the seed it used under the attribute's own name, ``rng``, so the backward,
 a replay of the tape and the second-order pass regenerate the same mask from the recorded attribute
 instead of drawing a new one. Not training, or ``p == 0``, is the identity and draws nothing.
 """
@@ -13,12 +14,12 @@ import numbers
 
 import numpy as np
 
+from tape.random import as_generator
 from tape.registry import Sample, defop
 
 from ._samples import transposed, uniform
 from ._validation import require, require_float
 
-_default_rng = np.random.default_rng()
 _SEEDS = 2**63 - 1
 
 
@@ -36,7 +37,7 @@ def _mask_scale(shape: tuple, p: float, seed: int, dtype) -> np.ndarray:
 def _seed(rng) -> int:
     if isinstance(rng, numbers.Integral):
         return int(rng)
-    return int((_default_rng if rng is None else rng).integers(0, _SEEDS))
+    return int(as_generator("dropout", rng).integers(0, _SEEDS))
 
 
 def _dropout(input, p=0.5, training=True, *, rng=None):
@@ -81,7 +82,8 @@ def _check_dropout(input, p=0.5, training=True, *, rng=None):
         or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool))
     ):
         raise TypeError(
-            f"dropout: argument 'rng' expected None, an int seed or a np.random.Generator, got {type(rng).__name__}"
+            "dropout: argument 'rng' expected None, an int seed, a tape.Generator or a np.random.Generator, "
+            f"got {type(rng).__name__}"
         )
     if isinstance(rng, numbers.Integral):
         require(0 <= int(rng) < 2**64, "dropout", "rng", "a seed in [0, 2**64)", rng)

@@ -70,6 +70,10 @@ __all__ = [
     "isnan",
     "isfinite",
     "logical_not",
+    "clamp_min",
+    "clamp_max",
+    "logit",
+    "clone",
 ]
 
 import math
@@ -539,19 +543,19 @@ softplus = _unary(
 
 
 # -- clamp -----------------------------------------------------------------------------------------------------
-def _bound(x, argument, value):
+def _bound(x, argument, value, op="clamp", parameter="x"):
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise TypeError(
-            f"clamp: argument '{argument}' expected a real number or None, got "
+            f"{op}: argument '{argument}' expected a real number or None, got "
             f"{type(value).__name__} {value!r} (for a tensor bound use ops.maximum / ops.minimum)"
         )
     if x.dtype.kind == "f":
         return float(value)
     if x.dtype.kind == "b":
-        raise TypeError("clamp: argument 'x' expected a number tensor, got dtype bool")
+        raise TypeError(f"{op}: argument '{parameter}' expected a number tensor, got dtype bool")
     if isinstance(value, float | np.floating) and not float(value).is_integer():
         raise TypeError(
-            f"clamp: argument '{argument}' is {value!r} but 'x' is {x.dtype}; an integer tensor takes "
+            f"{op}: argument '{argument}' is {value!r} but '{parameter}' is {x.dtype}; an integer tensor takes "
             f"integer bounds (minitape never casts silently)"
         )
     return int(value)
@@ -859,4 +863,58 @@ def _logical_not_samples(rng):
 
 logical_not = _on_input(
     "logical_not", np.logical_not, NOT_DIFFERENTIABLE, floats_only=False, samples=_logical_not_samples
+)
+
+
+# -- clamp_min / clamp_max / logit / clone ------------------------------------------------------------------
+clamp_min = _on_input(
+    "clamp_min",
+    lambda input, min: np.maximum(input, _bound(input, "min", min, "clamp_min", "input")),
+    lambda g, ans, input, min: g * (input >= min),
+    kinks=(-0.5, 0.25),
+    floats_only=False,
+    attrs=[{"min": -0.5}, {"min": 0.25}],
+)
+clamp_max = _on_input(
+    "clamp_max",
+    lambda input, max: np.minimum(input, _bound(input, "max", max, "clamp_max", "input")),
+    lambda g, ans, input, max: g * (input <= max),
+    kinks=(-0.5, 0.25),
+    floats_only=False,
+    attrs=[{"max": -0.5}, {"max": 0.25}],
+)
+
+
+def _logit_input(input, eps):
+    return input if eps is None else np.clip(input, eps, 1 - eps)
+
+
+@quiet  # logit(0) = -inf, logit(1) = inf, outside [0, 1] NaN: as torch, without numpy's warning
+def _logit(input, eps=None):
+    z = _logit_input(input, eps)
+    return np.log(z / (1 - z))
+
+
+@quiet
+def _logit_vjp(g, ans, input, eps=None):
+    # torch: g / (x (1 - x)); NaN outside [0, 1] without eps, 0 outside [eps, 1 - eps] with it (the clamp is flat)
+    grad = g / np.abs(input * (1 - input))  # abs: x (1 - x) >= 0 where it is used; at x = -0.0, +inf as torch
+    if eps is None:
+        return np.where(np.logical_or(input < 0, input > 1), np.nan, grad)
+    return np.where(np.logical_or(input < eps, input > 1 - eps), 0, grad)  # NaN input: NaN, as torch
+
+
+logit = _on_input(
+    "logit",
+    _logit,
+    _logit_vjp,
+    samples=_with_edges(unary_samples(0.05, 0.95, [{}, {"eps": 0.1}], kinks=(0.1, 0.9)), 0.0, 1.0, 1.5, -0.5),
+    torch_ref=lambda torch, input, eps=None: torch.logit(input, eps),
+)
+clone = _on_input(
+    "clone",
+    lambda input: np.array(input, copy=True),
+    lambda g, ans, input: g,
+    floats_only=False,
+    notes="a new tensor equal to the input (tensors are immutable, so it is needed only where torch code expects it)",
 )

@@ -446,3 +446,67 @@ einsum = defop(
     samples=_einsum_samples,
     torch_ref=lambda torch, operands, equation: torch.einsum(equation, *operands),
 )
+
+
+# -- mm / t: torch's 2-D forms of matmul and transpose (appended) ------------------------------------------------
+def _mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise ValueError(
+            f"mm: arguments 'input' and 'mat2' expected 2-D tensors, got shapes {input.shape}, {mat2.shape}"
+        )
+    if input.shape[1] != mat2.shape[0]:
+        raise ValueError(
+            f"mm: argument 'mat2' expected {input.shape[1]} rows (input is {input.shape}), got {mat2.shape}"
+        )
+    if input.dtype != mat2.dtype or input.dtype.kind != "f":
+        raise TypeError(
+            f"mm: arguments 'input' and 'mat2' expected one floating dtype, got {input.dtype}, {mat2.dtype}"
+        )
+    return np.matmul(input, mat2)
+
+
+def _mm_samples(rng):
+    return [
+        Sample((uniform(rng, (2, 3)), uniform(rng, (3, 4))), {}),
+        Sample((transposed(rng, (3, 2)), transposed(rng, (2, 5))), {}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)), uniform(rng, (3, 2))), {}, "zero rows"),
+        Sample((uniform(rng, (2, 0)), uniform(rng, (0, 3))), {}, "zero-size contraction"),
+    ]
+
+
+mm = defop(
+    "mm",
+    family="linalg",
+    inputs=("input", "mat2"),
+    forward=_mm,
+    vjps=(
+        lambda g, ans, input, mat2: np.matmul(g, np.swapaxes(mat2, 0, 1)),
+        lambda g, ans, input, mat2: np.matmul(np.swapaxes(input, 0, 1), g),
+    ),
+    samples=_mm_samples,
+    torch_ref=lambda torch, input, mat2: torch.mm(input, mat2),
+)
+
+
+def _t(input):
+    if input.ndim > 2:
+        raise ValueError(f"t: argument 'input' expected a tensor of at most 2 dims, got shape {input.shape}")
+    return np.array(input.T)
+
+
+t = defop(
+    "t",
+    family="linalg",
+    inputs=("input",),
+    forward=_t,
+    vjps=(lambda g, ans, input: np.transpose(g),),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)),), {}),
+        Sample((uniform(rng, (4,)),), {}, "1-D"),
+        Sample((uniform(rng, ()),), {}, "0-D"),
+        Sample((transposed(rng, (3, 2)),), {}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input: torch.t(input),
+)
+__all__ += ["mm", "t"]

@@ -13,14 +13,22 @@ Empty shapes work as in torch: a softmax over an empty dim, or a norm of zero ro
 gives an empty output and empty (or zero) gradients.
 """
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm"]
+__all__ = [
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "rms_norm",
+    "batch_norm",
+    "group_norm",
+    "instance_norm",
+]
 
 import math
 from functools import partial, reduce
 
 import numpy as np
 
-from tape.registry import Sample, defop
+from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
 from ._kernels.rowwise import (
@@ -317,4 +325,320 @@ rms_norm = defop(
     torch_ref=lambda torch, input, weight, normalized_shape, eps=None: torch.nn.functional.rms_norm(
         input, _shape_tuple(normalized_shape), weight, eps
     ),
+)
+
+
+# -- batch_norm / group_norm / instance_norm ---------------------------------------------------------------
+# All three normalise a (N, C, *) input viewed as (N, G, C // G, *): batch_norm over (N, *) per channel
+# (G = C), instance_norm over * per sample and channel (G = C), group_norm over (C // G, *) per sample and
+# group; weight and bias are per channel. The forward and the rules are written with numpy functions (no saved
+# values), so create_graph traces the rules on Tensors for the second order.
+def _channel_view(a, groups: int):
+    """``a`` (N, C, *) as (N, G, C // G, *)."""
+    shape = a.shape
+    return np.reshape(a, (shape[0], groups, shape[1] // groups) + tuple(shape[2:]))
+
+
+def _per_channel(param, x_shape: tuple, groups: int):
+    """A (C,) weight or bias broadcast against the (N, G, C // G, *) view."""
+    return np.reshape(param, (1, groups, x_shape[1] // groups) + (1,) * (len(x_shape) - 2))
+
+
+def _stats_axes(kind: str, ndim: int) -> tuple:
+    """The axes of the (N, G, C // G, *) view (ndim + 1 dims) each kind reduces over."""
+    return (0,) + tuple(range(2, ndim + 1)) if kind == "batch" else tuple(range(2, ndim + 1))
+
+
+def _normalized(x, groups, axes, mean, var, eps):
+    """(xhat, rstd) of the (N, G, C // G, *) view: batch statistics when ``mean`` is None, else the given ones
+    (running statistics of shape (C,))."""
+    xv = _channel_view(x, groups)
+    if mean is None:
+        mean = np.mean(xv, axis=axes, keepdims=True)
+        var = np.mean(np.square(xv - mean), axis=axes, keepdims=True)
+    else:
+        mean, var = _per_channel(mean, x.shape, groups), _per_channel(var, x.shape, groups)
+    rstd = 1 / np.sqrt(var + eps)
+    return (xv - mean) * rstd, rstd
+
+
+def _norm_forward(kind, input, groups, running_mean, running_var, weight, bias, use_running, eps):
+    if input.size == 0:
+        return input * 1
+    xhat, _ = _normalized(
+        input, groups, _stats_axes(kind, input.ndim), running_mean if use_running else None, running_var, eps
+    )
+    out = xhat if weight is None else xhat * _per_channel(weight, input.shape, groups)
+    out = out if bias is None else out + _per_channel(bias, input.shape, groups)
+    return np.reshape(out, input.shape)
+
+
+def _norm_vjp(kind, g, input, groups, running_mean, running_var, weight, needs, use_running, eps):
+    """(dx, dweight, dbias). With batch statistics, dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)) over
+    the reduced axes (gh = g * weight); with running statistics (constants) dx = gh * rstd."""
+    if input.size == 0:
+        zeros = [None if p is None else np.zeros_like(p) for p in (input, weight, weight)]
+        return tuple(z if need else None for z, need in zip(zeros, needs))
+    axes = _stats_axes(kind, input.ndim)
+    xhat, rstd = _normalized(input, groups, axes, running_mean if use_running else None, running_var, eps)
+    gv = _channel_view(g, groups)
+    gh = gv if weight is None else gv * _per_channel(weight, input.shape, groups)
+    dx = None
+    if needs[0]:
+        if use_running:
+            dx = gh * rstd
+        else:
+            dx = rstd * (
+                gh - np.mean(gh, axis=axes, keepdims=True) - xhat * np.mean(gh * xhat, axis=axes, keepdims=True)
+            )
+        dx = np.reshape(dx, input.shape)
+    channel_axes = (0,) + tuple(range(3, input.ndim + 1))  # all but (G, C // G)
+    dw = np.reshape(np.sum(gv * xhat, axis=channel_axes), (input.shape[1],)) if needs[1] else None
+    db = np.reshape(np.sum(gv, axis=channel_axes), (input.shape[1],)) if needs[2] else None
+    return dx, dw, db
+
+
+def _check_norm_input(op: str, input, weight, bias) -> None:
+    require_float(op, "input", input)
+    require(input.ndim >= 2, op, "input", "a tensor of shape (N, C, *)", f"shape {input.shape}")
+    for name, param in (("weight", weight), ("bias", bias)):
+        if param is not None:
+            require_float(op, name, param)
+            require(param.shape == (input.shape[1],), op, name, f"shape ({input.shape[1]},) (C)", param.shape)
+
+
+def _check_eps(op: str, eps) -> None:
+    require(isinstance(eps, float | int) and not isinstance(eps, bool) and eps > 0, op, "eps", "a number > 0", eps)
+
+
+def _norm_samples(extra_attrs: dict, running: bool):
+    """(N, C, *) inputs: 2-D, 3-D, 4-D non-contiguous, with and without affine parameters."""
+
+    def stats(rng, c):
+        return (uniform(rng, (c,)), rng.uniform(0.5, 2.0, size=(c,))) if running else ()
+
+    def generate(rng):
+        return [
+            Sample((uniform(rng, (4, 3)), *stats(rng, 3), uniform(rng, (3,)), uniform(rng, (3,))), dict(extra_attrs)),
+            Sample((uniform(rng, (2, 4, 5)), *stats(rng, 4), None, None), dict(extra_attrs), "no affine"),
+            Sample(
+                (uniform(rng, (2, 4, 5, 3)).transpose(0, 1, 3, 2), *stats(rng, 4), uniform(rng, (4,)), None),
+                dict(extra_attrs),
+                "4-D non-contiguous, weight only",
+            ),
+            Sample((uniform(rng, (3, 2, 4)), *stats(rng, 2), None, uniform(rng, (2,))), dict(extra_attrs), "bias"),
+        ]
+
+    return generate
+
+
+def _batch_norm(
+    input, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
+):
+    """``torch.nn.functional.batch_norm``. Tensors are immutable, so the running statistics are not updated
+    here: ``nn.BatchNorm*`` computes the new ones and replaces its buffers."""
+    use_running = not training
+    return _norm_forward("batch", input, input.shape[1], running_mean, running_var, weight, bias, use_running, eps)
+
+
+def _batch_norm_vjp(g, ans, input, running_mean, running_var, weight, bias, *, needs, training, momentum, eps):
+    dx, dw, db = _norm_vjp(
+        "batch",
+        g,
+        input,
+        input.shape[1],
+        running_mean,
+        running_var,
+        weight,
+        (needs[0], needs[3], needs[4]),
+        not training,
+        eps,
+    )
+    return dx, None, None, dw, db
+
+
+def _check_batch_norm(
+    input, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
+):
+    _check_norm_input("batch_norm", input, weight, bias)
+    if not isinstance(training, bool | np.bool_):
+        raise TypeError(f"batch_norm: argument 'training' expected a bool, got {type(training).__name__}")
+    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+        if stat is not None:
+            require_float("batch_norm", name, stat)
+            require(stat.shape == (input.shape[1],), "batch_norm", name, f"shape ({input.shape[1]},)", stat.shape)
+    if not training:
+        require(
+            running_mean is not None and running_var is not None,
+            "batch_norm",
+            "running_mean",
+            "running_mean and running_var when training=False",
+            "None",
+        )
+    else:
+        require(
+            input.size // input.shape[1] > 1 or input.size == 0,
+            "batch_norm",
+            "input",
+            "more than 1 value per channel when training",
+            f"shape {input.shape}",
+        )
+    _check_eps("batch_norm", eps)
+
+
+def _batch_norm_samples(rng):
+    train = _norm_samples({"training": True}, running=False)(rng)
+    train = [Sample((s.inputs[0], None, None) + s.inputs[1:], s.attrs, "training " + s.label) for s in train]
+    return train + _norm_samples({"training": False, "eps": 1e-3}, running=True)(rng)
+
+
+batch_norm = defop(
+    "batch_norm",
+    family=FAMILY,
+    inputs=("input", "running_mean?", "running_var?", "weight?", "bias?"),
+    forward=_batch_norm,
+    joint_vjp=_batch_norm_vjp,
+    differentiable=(True, Grad.NOT_DIFFERENTIABLE, Grad.NOT_DIFFERENTIABLE, True, True),
+    check=_check_batch_norm,
+    samples=_batch_norm_samples,
+    notes="training uses the batch statistics and does not update running_mean/var (tensors are immutable): "
+    "nn.BatchNorm* computes torch's updated values and replaces its buffers",
+    torch_ref=lambda torch, input, running_mean, running_var, weight, bias, training=False, momentum=0.1, eps=1e-5: (
+        torch.nn.functional.batch_norm(
+            input,
+            None if running_mean is None else running_mean.clone(),
+            None if running_var is None else running_var.clone(),
+            weight,
+            bias,
+            training,
+            momentum,
+            eps,
+        )
+    ),
+)
+
+
+def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """``torch.nn.functional.group_norm``: normalise each sample over the channels of each of ``num_groups``
+    groups and the spatial dims, then scale and shift per channel."""
+    return _norm_forward("group", input, num_groups, None, None, weight, bias, False, eps)
+
+
+def _group_norm_vjp(g, ans, input, weight, bias, *, needs, num_groups, eps):
+    return _norm_vjp("group", g, input, num_groups, None, None, weight, needs, False, eps)
+
+
+def _check_group_norm(input, weight=None, bias=None, num_groups=1, eps=1e-5):
+    _check_norm_input("group_norm", input, weight, bias)
+    require(
+        bool(isinstance(num_groups, int | np.integer))
+        and not isinstance(num_groups, bool)
+        and num_groups > 0
+        and input.shape[1] % num_groups == 0,
+        "group_norm",
+        "num_groups",
+        f"a positive divisor of the {input.shape[1]} channels",
+        num_groups,
+    )
+    _check_eps("group_norm", eps)
+
+
+def _group_norm_samples(rng):
+    one = _norm_samples({"num_groups": 1}, False)(rng)[:2]
+    two = [
+        Sample(s.inputs, {"num_groups": 2, "eps": 1e-3}, s.label + ", 2 groups")
+        for s in _norm_samples({}, False)(rng)[1:]
+    ]
+    # torch's group_norm backward with a bias and no weight raises "tensor does not have a device" (torch 2.13)
+    return one + [Sample(s.inputs, s.attrs, s.label, torch=s.inputs[1] is not None or s.inputs[2] is None) for s in two]
+
+
+group_norm = defop(
+    "group_norm",
+    family=FAMILY,
+    inputs=("input", "weight?", "bias?"),
+    forward=_group_norm,
+    joint_vjp=_group_norm_vjp,
+    check=_check_group_norm,
+    samples=_group_norm_samples,
+    torch_ref=lambda torch, input, weight, bias, num_groups, eps=1e-5: torch.nn.functional.group_norm(
+        input, num_groups, weight, bias, eps
+    ),
+)
+
+
+def _instance_norm(
+    input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-5
+):
+    """``torch.nn.functional.instance_norm``: each sample and channel normalised over its spatial dims
+    (``use_input_stats=False``: with the given running statistics instead)."""
+    return _norm_forward(
+        "instance", input, input.shape[1], running_mean, running_var, weight, bias, not use_input_stats, eps
+    )
+
+
+def _instance_norm_vjp(
+    g, ans, input, running_mean, running_var, weight, bias, *, needs, use_input_stats, momentum, eps
+):
+    dx, dw, db = _norm_vjp(
+        "instance",
+        g,
+        input,
+        input.shape[1],
+        running_mean,
+        running_var,
+        weight,
+        (needs[0], needs[3], needs[4]),
+        not use_input_stats,
+        eps,
+    )
+    return dx, None, None, dw, db
+
+
+def _check_instance_norm(
+    input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-5
+):
+    _check_norm_input("instance_norm", input, weight, bias)
+    require(input.ndim >= 3, "instance_norm", "input", "a tensor of shape (N, C, L, *)", f"shape {input.shape}")
+    if not isinstance(use_input_stats, bool | np.bool_):
+        raise TypeError(
+            f"instance_norm: argument 'use_input_stats' expected a bool, got {type(use_input_stats).__name__}"
+        )
+    if not use_input_stats:
+        require(
+            running_mean is not None and running_var is not None,
+            "instance_norm",
+            "running_mean",
+            "running_mean and running_var when use_input_stats=False",
+            "None",
+        )
+    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+        if stat is not None:
+            require_float("instance_norm", name, stat)
+            require(stat.shape == (input.shape[1],), "instance_norm", name, f"shape ({input.shape[1]},)", stat.shape)
+    _check_eps("instance_norm", eps)
+
+
+def _instance_norm_samples(rng):
+    samples = [s for s in _norm_samples({}, False)(rng) if s.inputs[0].ndim >= 3]
+    with_stats = [s for s in _norm_samples({"use_input_stats": False}, True)(rng) if s.inputs[0].ndim >= 3]
+    return [Sample((s.inputs[0], None, None) + s.inputs[1:], s.attrs, s.label) for s in samples] + with_stats
+
+
+def _instance_norm_torch(torch, input, running_mean, running_var, weight, bias, use_input_stats=True, **attrs):
+    stats = [None if s is None else s.clone() for s in (running_mean, running_var)]  # torch updates them in place
+    return torch.nn.functional.instance_norm(input, *stats, weight, bias, use_input_stats, **attrs)
+
+
+instance_norm = defop(
+    "instance_norm",
+    family=FAMILY,
+    inputs=("input", "running_mean?", "running_var?", "weight?", "bias?"),
+    forward=_instance_norm,
+    joint_vjp=_instance_norm_vjp,
+    differentiable=(True, Grad.NOT_DIFFERENTIABLE, Grad.NOT_DIFFERENTIABLE, True, True),
+    check=_check_instance_norm,
+    samples=_instance_norm_samples,
+    notes="running statistics are read (use_input_stats=False), never updated (tensors are immutable)",
+    torch_ref=_instance_norm_torch,
 )

@@ -3,10 +3,11 @@
 Import ``tape`` for the engine and ``ops`` for the op library (importing either loads both).
 """
 
-from . import state  # noqa: F401  -- tape.state: the per-thread modes
+from . import random, state  # noqa: F401  -- tape.state: the per-thread modes; tape.random: the generators
 from .autodiff import backward
 from .broadcast import unbroadcast
 from .compile import CompiledStep, CompileError, compile
+from .creation import arange, empty, eye, full, linspace, logspace, normal, ones, rand, randint, randn, randperm, zeros
 from .errors import (
     AnomalyError,
     BackwardNotImplementedError,
@@ -17,6 +18,7 @@ from .errors import (
 )
 from .functional import grad, gradients, hessian, hvp, jacobian, value_and_grad, vjp
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .recording import Node
 from .registry import (
     NOT_DIFFERENTIABLE,
@@ -37,8 +39,28 @@ from .tensors import Tensor, as_tensor, tensor
 
 __all__ = [
     "Tensor",
+    "Generator",
+    "default_generator",
+    "manual_seed",
+    "seed",
+    "initial_seed",
+    "get_rng_state",
+    "set_rng_state",
     "tensor",
     "as_tensor",
+    "arange",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "eye",
+    "linspace",
+    "logspace",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "normal",
     "ExecutionTape",
     "GradientTape",
     "TapeStack",

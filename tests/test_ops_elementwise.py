@@ -266,6 +266,8 @@ def _edge_cases():
                 arrays = (np.arange(a.size) % 3 == 0, a, b)
             elif op.name == "lerp":
                 arrays = (a, b, np.resize(np.array([0.0, 0.25, 0.5, 1.0, 1.5, -0.5]), a.size))
+            elif op.name in ("addcmul", "addcdiv"):
+                arrays = (a, b, b[::-1].copy())
             elif op.n_inputs == 2:
                 arrays = (a, b)
             else:
@@ -360,6 +362,11 @@ TORCH_ARTIFACTS = {
             "uses the forward's mean, computed without overflow, and gives 2 (x - mean) / dof = 0"),
 }
 TORCH_ARTIFACTS["std"] = TORCH_ARTIFACTS["var"]
+TORCH_ARTIFACTS["addcdiv"] = (
+    lambda x: (np.abs(x) < np.sqrt(np.finfo(x.dtype).tiny)) | (np.abs(x) > np.sqrt(np.finfo(x.dtype).max)),
+    "torch's gradient w.r.t. tensor2 divides by tensor2 * tensor2, which underflows (0/0 = NaN) or overflows where "
+    "|tensor2| is beyond sqrt of the range; ours divides by tensor2 twice (the mask is on each input's own entries)",
+)
 
 
 # Values where torch's kernel gives NaN for an exactly representable answer: not compared there.
@@ -386,6 +393,8 @@ FLOAT32_RANGE = {
     "mean": "a row of two 3e38 entries: their float32 sum overflows (the mean 3e38 is representable)",
     "vector_norm": "a row with 3e38: the norm itself overflows float32, so x / norm is 0, not 1/sqrt(2)",
     "norm": "as vector_norm",
+    "addcmul": "tensor1 * tensor2 with 3e38 or a subnormal entry leaves float32's range before input is added",
+    "addcdiv": "tensor1 / tensor2 with 3e38 or a subnormal entry leaves float32's range before input is added",
 }
 
 # Where torch's own float32 CPU kernel strays from the mathematical value on the edge grid, outside FLOAT32_RANGE.
@@ -394,6 +403,8 @@ FLOAT32_RANGE = {
 TORCH_FLOAT32_ARTIFACTS = {
     "gelu": "AVX-512 kernel: gelu(+inf) = NaN and gelu(3e38) = inf (erf form); the AVX2 kernel and float64 give the "
             "exact +inf and 3e38 (seen with torch 2.13 on an Intel Xeon and an AMD EPYC with AVX-512)",
+    "xlogy": "the gradient w.r.t. other, g * input / other, overflows float32 at input = other = 3e38 (inf where the "
+             "value is g); ours divides first",
     "lerp": "end - input overflows float32 (-3e38 to 3e38): torch's float32 kernel gives inf where the value, "
             "-1.5e38 at weight 0.25, is representable (ours computes float32 lerp in float64, rounded once)",
 }

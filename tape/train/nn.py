@@ -7,9 +7,10 @@ become a ``ModuleList``), so ``parameters()``, ``state_dict()``, ``train()``/``e
 ``ops.layer_norm``, ``ops.scaled_dot_product_attention``, ...), so everything it does is recorded and
 differentiated by the engine and checked against PyTorch by the generated op tests.
 
-Initialisation follows torch's defaults and draws from a ``numpy.random.Generator``: pass ``rng=`` to a
-layer, or seed the module-level generator with ``manual_seed(seed)`` (every layer built without ``rng``
-draws from it, in construction order, so a model is deterministic for a seed). A layer with an empty
+Initialisation follows torch's defaults and draws from a ``tape.Generator`` (or any numpy Generator): pass
+``rng=`` to a layer, or seed ``tape.default_generator`` with ``tape.manual_seed(seed)`` (``nn.manual_seed`` is
+the same function; every layer built without ``rng`` draws from it, in construction order, so a model is
+deterministic for a seed). A layer with an empty
 dimension (``Linear(0, n)``) initialises to zeros, as torch does.
 
 Copies of a module -- ``copy.copy``, ``copy.deepcopy``, ``pickle`` -- are new module trees holding new
@@ -28,15 +29,46 @@ import numpy as np
 
 import ops
 
+from .. import random
 from ..state import no_grad
 from ..tensors import Tensor
+from . import init  # noqa: F401  -- tape.nn.init
 
 __all__ = [
     "Parameter",
     "Module",
     "ModuleList",
     "Sequential",
+    "ModuleDict",
+    "ParameterList",
+    "ParameterDict",
+    "Identity",
     "Linear",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "Tanh",
+    "Sigmoid",
+    "SiLU",
+    "LeakyReLU",
+    "Softmax",
+    "LogSoftmax",
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "MSELoss",
+    "L1Loss",
+    "BCEWithLogitsLoss",
+    "Conv1d",
+    "Conv2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "Flatten",
+    "init",
     "Embedding",
     "LayerNorm",
     "RMSNorm",
@@ -48,17 +80,12 @@ __all__ = [
     "manual_seed",
 ]
 
-_default_rng = np.random.default_rng(0)
-
-
-def manual_seed(seed: int) -> None:
-    """Reseed the generator layers draw their initial weights (and dropout masks) from when given no rng."""
-    global _default_rng
-    _default_rng = np.random.default_rng(seed)
+manual_seed = random.manual_seed  # the one default generator (tape.random), as torch.manual_seed
 
 
 def _rng(rng: np.random.Generator | None) -> np.random.Generator:
-    return _default_rng if rng is None else rng
+    """The generator a layer draws from: its own ``rng`` or ``tape.default_generator``."""
+    return random.as_generator("nn", rng)
 
 
 class Parameter(Tensor):
@@ -103,6 +130,8 @@ class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
 
     # -- registration --------------------------------------------------------------------------------------
@@ -110,6 +139,10 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
         params, modules = self.__dict__["_parameters"], self.__dict__["_modules"]
+        buffers = self.__dict__.get("_buffers", {})
+        if name in buffers:  # assigning to a buffer replaces its tensor (tensors are immutable)
+            buffers[name] = _buffer_tensor(type(self).__name__, name, value)
+            return
         params.pop(name, None)
         modules.pop(name, None)
         self.__dict__.pop(name, None)
@@ -133,6 +166,8 @@ class Module:
             return d["_parameters"][name]
         if name in d.get("_modules", {}):
             return d["_modules"][name]
+        if name in d.get("_buffers", {}):
+            return d["_buffers"][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
@@ -140,8 +175,25 @@ class Module:
             del self._parameters[name]
         elif name in self._modules:
             del self._modules[name]
+        elif name in self._buffers:
+            del self._buffers[name]
+            self._non_persistent.discard(name)
         else:
             object.__delattr__(self, name)
+
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """A non-learnable tensor of the module (running statistics, ...): reached by ``name``, listed by
+        ``buffers()``, saved in ``state_dict()`` when ``persistent``, cast by ``to(dtype)``. Tensors are immutable:
+        assigning ``self.name = new`` replaces it."""
+        if not isinstance(name, str) or not name.isidentifier() or "." in name:
+            raise KeyError(
+                f"{type(self).__name__}.register_buffer: argument 'name' expected an identifier, got {name!r}"
+            )
+        if name in self._parameters or name in self._modules:
+            raise KeyError(f"{type(self).__name__}.register_buffer: '{name}' is already a parameter or a module")
+        self.__dict__.pop(name, None)
+        self._buffers[name] = _buffer_tensor(type(self).__name__, name, tensor)
+        (self._non_persistent.discard if persistent else self._non_persistent.add)(name)
 
     # -- traversal -----------------------------------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Module]]:
@@ -174,6 +226,24 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for module_name, module in modules:
+            for name, b in module._buffers.items():
+                if b is not None:
+                    yield (f"{module_name}.{name}" if module_name else name), b
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def apply(self, fn) -> Module:
+        """Call ``fn(module)`` on every sub-module, then on this one (torch's order); returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
     def num_parameters(self) -> int:
         return sum(p.size for p in self.parameters())
 
@@ -188,22 +258,71 @@ class Module:
         """Evaluation mode: ``train(False)``."""
         return self.train(False)
 
-    def zero_grad(self) -> None:
-        """Forget every parameter's gradient (``p.grad = None``)."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget every parameter's gradient (``p.grad = None``; zeros with ``set_to_none=False``)."""
         for p in self.parameters():
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = Tensor(np.zeros_like(p.grad.data))
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
+
+    def to(self, dtype) -> Module:
+        """Cast every floating parameter and buffer to ``dtype`` (float32 or float64); returns self. A tensor's
+        dtype is fixed, so each cast parameter is a *new* Parameter (tied ones stay tied): build optimizers after
+        ``to()``, as torch advises for ``.to(device)``."""
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"{type(self).__name__}.to: argument 'dtype' expected float32 or float64, got {dtype}")
+        cast: dict[int, Parameter] = {}
+        for m in self.modules():
+            for name, p in m._parameters.items():
+                if p is not None and p.dtype.kind == "f" and p.dtype != dtype:
+                    if id(p) not in cast:
+                        cast[id(p)] = Parameter(p.data.astype(dtype), requires_grad=p.requires_grad, name=p.name)
+                    m._parameters[name] = cast[id(p)]
+            for name, b in m._buffers.items():
+                if b is not None and b.dtype.kind == "f":
+                    m._buffers[name] = Tensor(b.data.astype(dtype))
+        return self
+
+    def double(self) -> Module:
+        return self.to(np.float64)
+
+    def float(self) -> Module:
+        return self.to(np.float32)
 
     # -- state ---------------------------------------------------------------------------------------------
+    def _state_entries(self) -> dict[str, tuple[Module, str, Tensor]]:
+        """{dotted name: (owning module, attribute, tensor)} for every parameter and persistent buffer; a tied
+        parameter appears under each of its names, as in torch."""
+        entries = {}
+        for module_name, module in self.named_modules():
+            prefix = f"{module_name}." if module_name else ""
+            for name, p in module._parameters.items():
+                if p is not None:
+                    entries[prefix + name] = (module, name, p)
+            for name, b in module._buffers.items():
+                if b is not None and name not in module._non_persistent:
+                    entries[prefix + name] = (module, name, b)
+        return entries
+
     def state_dict(self) -> dict[str, np.ndarray]:
-        """{dotted parameter name: array}. The arrays are the parameters' own read-only arrays: a later
-        optimizer step replaces a parameter's array, it never changes one handed out here."""
-        return {name: p.data for name, p in self.named_parameters()}
+        """{dotted name: array} of the parameters (a tied one under each name, like torch) and persistent buffers.
+        The arrays are the tensors' own read-only arrays: a later optimizer step replaces a parameter's array, it
+        never changes one handed out here."""
+        return {name: t.data for name, (_, _, t) in self._state_entries().items()}
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
         """Copy arrays into the parameters of the same names. Every problem is reported at once, naming the
         parameters: missing or unexpected names (ignored when ``strict=False``), a shape or dtype that does
         not match. Nothing is changed unless everything matches."""
-        own = dict(self.named_parameters())
+        entries = self._state_entries()
+        own = {name: t for name, (_, _, t) in entries.items()}
         missing = [n for n in own if n not in state_dict]
         unexpected = [n for n in state_dict if n not in own]
         problems = []
@@ -231,7 +350,11 @@ class Module:
             raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
         with no_grad():
             for name, array in arrays.items():
-                own[name].data = array
+                module, attribute, t = entries[name]
+                if isinstance(t, Parameter):
+                    t.data = array
+                else:
+                    module._buffers[attribute] = Tensor(array)
 
     # -- copies --------------------------------------------------------------------------------------------
     def __copy__(self) -> Module:
@@ -248,6 +371,8 @@ class Module:
         state = dict(self.__dict__)
         state["_parameters"] = {name: _copied(p, memo) for name, p in self._parameters.items()}
         state["_modules"] = {name: m._copy_tree(memo) for name, m in self._modules.items()}
+        state["_buffers"] = dict(self._buffers)  # tensors are immutable: sharing them is safe
+        state["_non_persistent"] = set(self._non_persistent)
         new.__dict__.update(state)
         return new
 
@@ -289,6 +414,14 @@ def _observed_call(module: Module, args, kwargs):
             observer.exit(module, output)
 
 
+def _buffer_tensor(owner: str, name: str, value) -> Tensor | None:
+    if value is None or isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray | np.generic | list | tuple | int | float):
+        return Tensor(np.array(value))
+    raise TypeError(f"{owner}: buffer '{name}' expected a Tensor, an array or None, got {type(value).__name__}")
+
+
 def _copied(p: Parameter, memo: dict) -> Parameter:
     if id(p) not in memo:
         memo[id(p)] = copy.copy(p)
@@ -328,6 +461,106 @@ class Sequential(ModuleList):
     def forward(self, x):
         for module in self:
             x = module(x)
+        return x
+
+
+class ModuleDict(Module):
+    """Modules registered under string keys, in insertion order (torch.nn.ModuleDict)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for key, module in dict(modules or {}).items():
+            self[key] = module
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict: expected a Module for key {key!r}, got {type(module).__name__}")
+        setattr(self, key, module)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._modules
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._modules))
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+
+class ParameterList(Module):
+    """Parameters registered under '0', '1', ... (torch.nn.ParameterList); arrays and Tensors become Parameters."""
+
+    def __init__(self, values=()):
+        super().__init__()
+        for v in values:
+            self.append(v)
+
+    def append(self, value) -> ParameterList:
+        self._parameters[str(len(self._parameters))] = value if isinstance(value, Parameter) else Parameter(value)
+        return self
+
+    def __getitem__(self, index: int) -> Parameter:
+        return list(self._parameters.values())[index]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(list(self._parameters.values()))
+
+
+class ParameterDict(Module):
+    """Parameters registered under string keys (torch.nn.ParameterDict)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        for key, value in dict(parameters or {}).items():
+            self[key] = value
+
+    def __setitem__(self, key: str, value) -> None:
+        setattr(self, key, value if isinstance(value, Parameter) else Parameter(value))
+
+    def __getitem__(self, key: str) -> Parameter:
+        return self._parameters[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._parameters
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._parameters))
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+
+class Identity(Module):
+    """Returns its input (extra constructor arguments are ignored, as torch's)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
         return x
 
 
@@ -456,6 +689,269 @@ class GELU(Module):
 class ReLU(Module):
     def forward(self, x):
         return ops.relu(x)
+
+
+def _running_stats(input, running_mean, running_var, momentum: float) -> tuple[Tensor, Tensor]:
+    """The running statistics torch's batch_norm leaves after a training step on ``input``:
+    ``(1 - momentum) * running + momentum * batch`` with the batch's unbiased variance. New constant tensors
+    (no gradient); the arguments are unchanged."""
+    x = input.data if isinstance(input, Tensor) else np.asarray(input)
+    rm, rv = (s.data if isinstance(s, Tensor) else np.asarray(s) for s in (running_mean, running_var))
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.size // x.shape[1]
+    mean = np.mean(x, axis=axes)
+    var = np.var(x, axis=axes) * (n / max(n - 1, 1))
+    return (
+        Tensor((1 - momentum) * rm + momentum * mean.astype(rm.dtype)),
+        Tensor((1 - momentum) * rv + momentum * var.astype(rv.dtype)),
+    )
+
+
+class _BatchNorm(Module):
+    """Batch normalisation over (N, C, *) inputs. Training normalises with the batch statistics and then
+    *replaces* the buffers ``running_mean`` / ``running_var`` (tensors are immutable) with torch's update
+    (momentum, or the cumulative average when ``momentum=None``; unbiased batch variance) and counts
+    ``num_batches_tracked``; eval normalises with the buffers. All three are saved in ``state_dict``."""
+
+    _expected_dims: tuple = ()
+    running_mean: Tensor  # buffers (register_buffer), declared for type checkers
+    running_var: Tensor
+    num_batches_tracked: Tensor
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        dtype=np.float32,
+    ):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight = Parameter(np.ones(num_features, dtype)) if affine else None
+        self.bias = Parameter(np.zeros(num_features, dtype)) if affine else None
+        if track_running_stats:
+            self.register_buffer("running_mean", Tensor(np.zeros(num_features, dtype)))
+            self.register_buffer("running_var", Tensor(np.ones(num_features, dtype)))
+            self.register_buffer("num_batches_tracked", Tensor(np.array(0, np.int64)))
+
+    def forward(self, x):
+        if x.ndim not in self._expected_dims:
+            raise ValueError(
+                f"{type(self).__name__}: expected a {' or '.join(map(str, self._expected_dims))}-D input, "
+                f"got shape {tuple(x.shape)}"
+            )
+        use_batch = self.training or not self.track_running_stats
+        if self.training and self.track_running_stats:
+            count = int(self.num_batches_tracked.item()) + 1
+            self.num_batches_tracked = Tensor(np.array(count, np.int64))
+            momentum = 1.0 / count if self.momentum is None else self.momentum
+            self.running_mean, self.running_var = _running_stats(x, self.running_mean, self.running_var, momentum)
+        stats = (None, None) if use_batch else (self.running_mean, self.running_var)
+        return ops.batch_norm(x, *stats, self.weight, self.bias, training=use_batch, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"
+
+
+class BatchNorm1d(_BatchNorm):
+    _expected_dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    _expected_dims = (4,)
+
+
+class GroupNorm(Module):
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype=np.float32):
+        super().__init__()
+        if num_groups <= 0 or num_channels % num_groups:
+            raise ValueError(
+                f"GroupNorm: num_channels ({num_channels}) must be a multiple of num_groups ({num_groups})"
+            )
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.weight = Parameter(np.ones(num_channels, dtype)) if affine else None
+        self.bias = Parameter(np.zeros(num_channels, dtype)) if affine else None
+
+    def forward(self, x):
+        return ops.group_norm(x, self.num_groups, self.weight, self.bias, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}"
+
+
+class _InstanceNorm(Module):
+    """Instance normalisation (torch's defaults: no affine parameters, no running statistics)."""
+
+    _expected_dims: tuple = ()
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        dtype=np.float32,
+    ):
+        super().__init__()
+        if track_running_stats:
+            raise NotImplementedError(f"{type(self).__name__}: track_running_stats=True is not supported yet")
+        self.num_features, self.eps = num_features, eps
+        self.weight = Parameter(np.ones(num_features, dtype)) if affine else None
+        self.bias = Parameter(np.zeros(num_features, dtype)) if affine else None
+
+    def forward(self, x):
+        if x.ndim not in self._expected_dims:
+            raise ValueError(f"{type(self).__name__}: expected a {self._expected_dims[0]}-D input, got shape {x.shape}")
+        return ops.instance_norm(x, None, None, self.weight, self.bias, eps=self.eps)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _expected_dims = (3,)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _expected_dims = (4,)
+
+
+# -- activations and losses: modules over the ops of the same name -----------------------------------------
+def _op_module(class_name: str, op_name: str, fields: tuple = (), defaults: tuple = ()) -> type:
+    """A Module whose forward is ``ops.<op_name>(*inputs, **fields)``; ``fields`` are its constructor's arguments
+    (torch's names and defaults)."""
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        if len(args) > len(fields):
+            raise TypeError(f"{class_name}: takes at most {len(fields)} arguments {fields}, got {len(args)}")
+        values = dict(zip(fields, defaults))
+        values.update(zip(fields, args))
+        unknown = set(kwargs) - set(fields)
+        if unknown:
+            raise TypeError(f"{class_name}: unknown argument(s) {sorted(unknown)}; accepted: {list(fields)}")
+        values.update(kwargs)
+        for name, value in values.items():
+            setattr(self, name, value)
+
+    def forward(self, *inputs):
+        return getattr(ops, op_name)(*inputs, **{f: getattr(self, f) for f in fields})
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{f}={getattr(self, f)!r}" for f in fields)
+
+    return type(
+        class_name,
+        (Module,),
+        {
+            "__init__": __init__,
+            "forward": forward,
+            "extra_repr": extra_repr,
+            "__doc__": f"``ops.{op_name}`` as a module (torch.nn.{class_name}).",
+        },
+    )
+
+
+Tanh = _op_module("Tanh", "tanh")
+Sigmoid = _op_module("Sigmoid", "sigmoid")
+SiLU = _op_module("SiLU", "silu")
+LeakyReLU = _op_module("LeakyReLU", "leaky_relu", ("negative_slope",), (0.01,))
+Softmax = _op_module("Softmax", "softmax", ("dim",), (None,))
+LogSoftmax = _op_module("LogSoftmax", "log_softmax", ("dim",), (None,))
+CrossEntropyLoss = _op_module(
+    "CrossEntropyLoss",
+    "cross_entropy",
+    ("weight", "ignore_index", "reduction", "label_smoothing"),
+    (None, -100, "mean", 0.0),
+)
+NLLLoss = _op_module("NLLLoss", "nll_loss", ("weight", "ignore_index", "reduction"), (None, -100, "mean"))
+MSELoss = _op_module("MSELoss", "mse_loss", ("reduction",), ("mean",))
+L1Loss = _op_module("L1Loss", "l1_loss", ("reduction",), ("mean",))
+BCEWithLogitsLoss = _op_module(
+    "BCEWithLogitsLoss",
+    "binary_cross_entropy_with_logits",
+    ("weight", "reduction", "pos_weight"),
+    (None, "mean", None),
+)
+
+
+# -- convolutions and pooling ------------------------------------------------------------------------------
+def _tuple(value, n: int) -> tuple:
+    return tuple(value) if isinstance(value, list | tuple) else (value,) * n
+
+
+class _ConvNd(Module):
+    """torch's Conv1d/Conv2d: weight (out, in / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) as torch's
+    default initialisation (kaiming_uniform_ with a = sqrt(5))."""
+
+    _dims = 0
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        dtype=np.float32,
+        rng=None,
+    ):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{type(self).__name__}: in_channels and out_channels must be multiples of groups")
+        n = self._dims
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _tuple(kernel_size, n)
+        self.stride, self.dilation, self.groups = _tuple(stride, n), _tuple(dilation, n), groups
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, n)
+        rng = _rng(rng)
+        fan_in = in_channels // groups * math.prod(self.kernel_size)
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        self.weight = Parameter(_uniform(rng, bound, (out_channels, in_channels // groups) + self.kernel_size, dtype))
+        self.bias = Parameter(_uniform(rng, bound, (out_channels,), dtype)) if bias else None
+
+    def forward(self, x):
+        conv = ops.conv1d if self._dims == 1 else ops.conv2d
+        return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"padding={self.padding}"
+        )
+
+
+class Conv1d(_ConvNd):
+    _dims = 1
+
+
+class Conv2d(_ConvNd):
+    _dims = 2
+
+
+MaxPool1d = _op_module(
+    "MaxPool1d", "max_pool1d", ("kernel_size", "stride", "padding", "dilation", "ceil_mode"), (None, None, 0, 1, False)
+)
+MaxPool2d = _op_module(
+    "MaxPool2d", "max_pool2d", ("kernel_size", "stride", "padding", "dilation", "ceil_mode"), (None, None, 0, 1, False)
+)
+AvgPool1d = _op_module(
+    "AvgPool1d",
+    "avg_pool1d",
+    ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"),
+    (None, None, 0, False, True),
+)
+AvgPool2d = _op_module(
+    "AvgPool2d",
+    "avg_pool2d",
+    ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"),
+    (None, None, 0, False, True),
+)
+AdaptiveAvgPool2d = _op_module("AdaptiveAvgPool2d", "adaptive_avg_pool2d", ("output_size",), (None,))
+Flatten = _op_module("Flatten", "flatten", ("start_dim", "end_dim"), (1, -1))
 
 
 # -- attention -----------------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Optimizers (SGD, Adam, AdamW), gradient-norm clipping and a warmup + cosine learning-rate schedule.
+"""Optimizers (SGD, Adam, AdamW, RMSprop, Adagrad), gradient-norm clipping, a warmup + cosine learning-rate
+schedule and torch's schedulers (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LambdaLR, OneCycleLR,
+ReduceLROnPlateau).
 
 The update rules are PyTorch's (``torch.optim``, default ``foreach=False`` semantics), so a model moves
 between the two with the same hyper-parameters and follows the same trajectory.
@@ -27,7 +29,25 @@ import numpy as np
 from ..state import no_grad
 from ..tensors import Tensor, as_tensor
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_", "WarmupCosineLR", "warmup_cosine_lr"]
+__all__ = [
+    "Optimizer",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "clip_grad_norm_",
+    "WarmupCosineLR",
+    "warmup_cosine_lr",
+    "LRScheduler",
+    "StepLR",
+    "MultiStepLR",
+    "ExponentialLR",
+    "CosineAnnealingLR",
+    "LambdaLR",
+    "OneCycleLR",
+    "ReduceLROnPlateau",
+]
 
 
 class Optimizer:
@@ -359,6 +379,112 @@ class AdamW(Adam):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
 
 
+class RMSprop(Optimizer):
+    """RMSprop as ``torch.optim.RMSprop``: a running mean of squared gradients (``alpha``), optionally centered
+    (minus the squared running mean of gradients), with optional momentum and L2 weight decay."""
+
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-2,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum: float = 0.0,
+        centered: bool = False,
+    ):
+        super().__init__(
+            params,
+            dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered),
+        )
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        for key in ("alpha", "eps", "momentum"):
+            if not group[key] >= 0.0:
+                raise ValueError(f"RMSprop: {key} must be >= 0, got {group[key]}")
+
+    def _state_layout(self, group):
+        layout = {"step": "count", "square_avg": "param"}
+        if group["momentum"] > 0:
+            layout["momentum_buffer"] = "param"
+        if group["centered"]:
+            layout["grad_avg"] = "param"
+        return layout
+
+    def _update(self, p, grad, state, group):
+        alpha, eps, momentum = group["alpha"], group["eps"], group["momentum"]
+        if group["weight_decay"]:
+            grad = grad + group["weight_decay"] * p
+        if not state:
+            state["step"] = 0
+            for name in self._state_layout(group):
+                if name != "step":
+                    state[name] = np.zeros_like(p)
+        state["step"] += 1
+        square_avg = state["square_avg"]
+        square_avg *= alpha
+        square_avg += (1 - alpha) * grad * grad
+        if group["centered"]:
+            grad_avg = state["grad_avg"]
+            grad_avg += (1 - alpha) * (grad - grad_avg)  # torch's lerp_
+            avg = np.sqrt(square_avg - grad_avg * grad_avg)
+        else:
+            avg = np.sqrt(square_avg)
+        avg += eps
+        if momentum > 0:
+            buf = state["momentum_buffer"]
+            buf *= momentum
+            buf += grad / avg
+            return p - group["lr"] * buf
+        return p - group["lr"] * (grad / avg)
+
+
+class Adagrad(Optimizer):
+    """Adagrad as ``torch.optim.Adagrad``: steps scaled by the root of the summed squared gradients, the
+    learning rate decayed as ``lr / (1 + (step - 1) * lr_decay)``."""
+
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-2,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        eps: float = 1e-10,
+    ):
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                lr_decay=lr_decay,
+                weight_decay=weight_decay,
+                initial_accumulator_value=initial_accumulator_value,
+                eps=eps,
+            ),
+        )
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        for key in ("lr_decay", "initial_accumulator_value", "eps"):
+            if not group[key] >= 0.0:
+                raise ValueError(f"Adagrad: {key} must be >= 0, got {group[key]}")
+
+    def _state_layout(self, group):
+        return {"step": "count", "sum": "param"}
+
+    def _update(self, p, grad, state, group):
+        if not state:
+            state["step"] = 0
+            state["sum"] = np.full_like(p, group["initial_accumulator_value"])
+        state["step"] += 1
+        if group["weight_decay"]:
+            grad = grad + group["weight_decay"] * p
+        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        state["sum"] += grad * grad
+        return p - clr * (grad / (np.sqrt(state["sum"]) + group["eps"]))
+
+
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
     """Scale the gradients of ``parameters`` so that their joint ``norm_type``-norm is at most ``max_norm``.
 
@@ -496,6 +622,262 @@ class WarmupCosineLR:
         self.last_step, self.warmup_steps, self.total_steps = last_step, warmup_steps, total_steps
         self.min_lr, self.base_lrs = min_lr, base_lrs
         self._apply()
+
+
+# -- torch's schedulers ------------------------------------------------------------------------------------------
+class LRScheduler:
+    """Base of torch's schedulers: ``base_lrs`` are the groups' lrs at construction; construction takes the first
+    step (epoch 0), then call ``step()`` after each ``optimizer.step()``. Subclasses give ``_lrs()``, the new lr
+    of every group at ``last_epoch`` -- torch's own (recursive, "chainable") formulas, so the floats match."""
+
+    def __init__(self, optimizer: Optimizer):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(self).__name__}: expected an Optimizer, got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        self.last_epoch = -1
+        self.step()
+
+    def _lrs(self) -> list[float]:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        for group, lr in zip(self.optimizer.param_groups, self._lrs()):
+            group["lr"] = lr
+
+    def get_last_lr(self) -> list[float]:
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+    def _current(self) -> list[float]:
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """``last_epoch``, ``base_lrs`` and the groups' current ``lrs`` (flat numeric arrays)."""
+        return {
+            "last_epoch": np.array(self.last_epoch, dtype=np.int64),
+            "base_lrs": np.array(self.base_lrs, dtype=np.float64),
+            "lrs": np.array(self._current(), dtype=np.float64),
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        where = f"{type(self).__name__}.load_state_dict"
+        arrays = _arrays_of(where, state_dict)
+        groups = len(self.optimizer.param_groups)
+        if set(arrays) != {"last_epoch", "base_lrs", "lrs"}:
+            raise ValueError(f"{where}: expected the keys last_epoch, base_lrs, lrs, got {_listing(sorted(arrays))}")
+        for key in ("base_lrs", "lrs"):
+            if arrays[key].shape != (groups,):
+                raise ValueError(f"{where}: '{key}' must hold {groups} learning rate(s), got {_describe(arrays[key])}")
+        problems: list[str] = []
+        last_epoch = _count_from(arrays, "last_epoch", problems)
+        if problems or last_epoch is None:
+            raise ValueError(f"{where}: " + "; ".join(problems))
+        self.last_epoch, self.base_lrs = last_epoch, [float(v) for v in arrays["base_lrs"]]
+        for group, lr in zip(self.optimizer.param_groups, arrays["lrs"]):
+            group["lr"] = float(lr)
+
+
+class StepLR(LRScheduler):
+    """lr times ``gamma`` every ``step_size`` epochs."""
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1):
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer)
+
+    def _lrs(self):
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return self._current()
+        return [lr * self.gamma for lr in self._current()]
+
+
+class MultiStepLR(LRScheduler):
+    """lr times ``gamma`` at each milestone epoch (a repeated milestone counts again, as torch's Counter)."""
+
+    def __init__(self, optimizer: Optimizer, milestones, gamma: float = 0.1):
+        self.milestones = sorted(int(m) for m in milestones)
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def _lrs(self):
+        count = self.milestones.count(self.last_epoch)
+        return [lr * self.gamma**count for lr in self._current()] if count else self._current()
+
+
+class ExponentialLR(LRScheduler):
+    def __init__(self, optimizer: Optimizer, gamma: float):
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def _lrs(self):
+        return self._current() if self.last_epoch == 0 else [lr * self.gamma for lr in self._current()]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """A cosine from each base lr down to ``eta_min`` over ``T_max`` epochs (and back up, periodically)."""
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0):  # noqa: N803 -- torch's name
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer)
+
+    def _lrs(self):
+        e, t, low = self.last_epoch, self.T_max, self.eta_min
+        if e == 0:
+            return self._current()
+        if (e - 1 - t) % (2 * t) == 0:
+            return [
+                lr + (base - low) * (1 - math.cos(math.pi / t)) / 2 for lr, base in zip(self._current(), self.base_lrs)
+            ]
+        ratio = (1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
+        return [ratio * (lr - low) + low for lr in self._current()]
+
+
+class LambdaLR(LRScheduler):
+    """lr = base lr times ``lr_lambda(epoch)`` (one function, or one per group)."""
+
+    def __init__(self, optimizer: Optimizer, lr_lambda):
+        groups = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, list | tuple) else [lr_lambda] * groups
+        if len(self.lr_lambdas) != groups:
+            raise ValueError(f"LambdaLR: expected {groups} lr_lambdas (one per group), got {len(self.lr_lambdas)}")
+        super().__init__(optimizer)
+
+    def _lrs(self):
+        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class OneCycleLR(LRScheduler):
+    """torch's one-cycle policy: from ``max_lr / div_factor`` up to ``max_lr`` over ``pct_start`` of the steps,
+    then down to ``initial / final_div_factor`` (cosine or linear); with ``cycle_momentum`` the momentum (SGD) or
+    beta1 (Adam) moves the opposite way between ``max_momentum`` and ``base_momentum``."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        max_lr,
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: float = 0.85,
+        max_momentum: float = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+    ):
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+            total_steps = epochs * steps_per_epoch
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+        self.total_steps, self.anneal_strategy, self.cycle_momentum = total_steps, anneal_strategy, cycle_momentum
+        groups = optimizer.param_groups
+        max_lrs = list(max_lr) if isinstance(max_lr, list | tuple) else [max_lr] * len(groups)
+        self.initial_lrs = [m / div_factor for m in max_lrs]
+        self.max_lrs, self.min_lrs = max_lrs, [i / final_div_factor for i in self.initial_lrs]
+        up = float(pct_start * total_steps) - 1
+        top, bottom = max_momentum, base_momentum
+        # (end step, start lr, end lr, start momentum, end momentum), torch's phases
+        self.phases = [(up, "initial", "max", top, bottom), (total_steps - 1, "max", "min", bottom, top)]
+        if three_phase:
+            self.phases = [
+                (up, "initial", "max", top, bottom),
+                (2 * up, "max", "initial", bottom, top),
+                (total_steps - 1, "initial", "min", top, top),
+            ]
+        self.use_beta1 = "betas" in optimizer.defaults
+        if cycle_momentum and not self.use_beta1 and "momentum" not in optimizer.defaults:
+            raise ValueError("OneCycleLR: cycle_momentum needs an optimizer with momentum or betas")
+        for group, lr in zip(groups, self.initial_lrs):
+            group["lr"] = lr
+        super().__init__(optimizer)
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def _lrs(self):
+        if self.last_epoch > self.total_steps:
+            raise ValueError(f"OneCycleLR: stepped {self.last_epoch} times; total_steps is {self.total_steps}")
+        lrs = []
+        for k, group in enumerate(self.optimizer.param_groups):
+            values = {"initial": self.initial_lrs[k], "max": self.max_lrs[k], "min": self.min_lrs[k]}
+            start_step = 0.0
+            for i, (end_step, start, end, momentum_start, momentum_end) in enumerate(self.phases):
+                if self.last_epoch <= end_step or i == len(self.phases) - 1:
+                    pct = (self.last_epoch - start_step) / (end_step - start_step)
+                    lrs.append(self._anneal(values[start], values[end], pct))
+                    momentum = self._anneal(momentum_start, momentum_end, pct)
+                    break
+                start_step = end_step
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+
+class ReduceLROnPlateau:
+    """Divide the lr by ``1 / factor`` once the metric passed to ``step(metric)`` has not improved for more than
+    ``patience`` epochs (torch's rules: relative or absolute ``threshold``, ``cooldown``, ``min_lr``, ``eps``)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr=0.0,
+        eps: float = 1e-8,
+    ):
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor must be < 1, got {factor}")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(
+                f"ReduceLROnPlateau: mode must be 'min'/'max' and threshold_mode 'rel'/'abs', got "
+                f"{mode!r}, {threshold_mode!r}"
+            )
+        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
+        self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
+        groups = len(optimizer.param_groups)
+        self.min_lrs = list(min_lr) if isinstance(min_lr, list | tuple) else [min_lr] * groups
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs, self.cooldown_counter, self.last_epoch = 0, 0, 0
+
+    def _is_better(self, a: float) -> bool:
+        best, t = self.best, self.threshold
+        if self.mode == "min":
+            return a < (best * (1 - t) if self.threshold_mode == "rel" else best - t)
+        return a > (best * (t + 1) if self.threshold_mode == "rel" else best + t)
+
+    def step(self, metrics) -> None:
+        current = float(metrics.item() if isinstance(metrics, Tensor) else metrics)
+        self.last_epoch += 1
+        if self._is_better(current):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for group, low in zip(self.optimizer.param_groups, self.min_lrs):
+                old = float(group["lr"])
+                new = max(old * self.factor, low)
+                if old - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+
+    def get_last_lr(self) -> list[float]:
+        return [group["lr"] for group in self.optimizer.param_groups]
 
 
 # -- state dict helpers ------------------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""RMSprop, Adagrad, SGD with nesterov and torch's schedulers (tape/train/optim.py) against torch.optim: the same
+parameters, gradients and hyper-parameters for several steps give parameters equal in float64 to 1e-12 and the
+same learning rates (and momenta, for OneCycleLR) at every step."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tape
+from tape import optim
+
+STEPS = 8
+
+
+def _problem(seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(3, 4)), rng.normal(size=(4,))], [
+        [rng.normal(size=(3, 4)), rng.normal(size=(4,))] for _ in range(STEPS)
+    ]
+
+
+def _run_both(torch, make_ours, make_theirs, schedule=None, metrics=None):
+    """Step both optimizers (and schedules) through the same gradients; compare after every step."""
+    start, grads = _problem()
+    ours = [tape.tensor(a, requires_grad=True) for a in start]
+    theirs = [torch.tensor(a, requires_grad=True) for a in start]
+    # two groups, so per-group options and lrs are exercised
+    opt_a = make_ours([{"params": ours[:1]}, {"params": ours[1:], "lr": 0.05}])
+    opt_b = make_theirs([{"params": theirs[:1]}, {"params": theirs[1:], "lr": 0.05}])
+    sched_a, sched_b = schedule(opt_a, opt_b) if schedule else (None, None)
+    for k, step_grads in enumerate(grads):
+        for p, q, g in zip(ours, theirs, step_grads):
+            p.grad, q.grad = tape.tensor(g), torch.tensor(g)
+        opt_a.step(), opt_b.step()
+        if sched_a is not None:
+            if metrics is None:
+                sched_a.step(), sched_b.step()
+            else:
+                sched_a.step(metrics[k]), sched_b.step(metrics[k])
+            assert sched_a.get_last_lr() == pytest.approx(sched_b.get_last_lr(), rel=1e-14, abs=0), f"lr at {k}"
+            for ga, gb in zip(opt_a.param_groups, opt_b.param_groups):
+                for key in ("momentum", "betas"):
+                    if key in gb:
+                        assert ga[key] == pytest.approx(gb[key], rel=1e-14), f"{key} at step {k}"
+        for p, q in zip(ours, theirs):
+            np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-12, err_msg=f"step {k}")
+
+
+OPTIMIZERS = {
+    "RMSprop": dict(lr=0.01),
+    "RMSprop centered momentum wd": dict(lr=0.01, alpha=0.9, momentum=0.8, centered=True, weight_decay=0.1),
+    "Adagrad": dict(lr=0.1),
+    "Adagrad decay wd init": dict(lr=0.1, lr_decay=0.05, weight_decay=0.01, initial_accumulator_value=0.3),
+    "SGD nesterov": dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+}
+
+
+@pytest.mark.parametrize("label", OPTIMIZERS)
+def test_optimizer_matches_torch(torch, label):
+    name, options = label.split()[0], OPTIMIZERS[label]
+    _run_both(torch, lambda p: getattr(optim, name)(p, **options), lambda p: getattr(torch.optim, name)(p, **options))
+
+
+SCHEDULES = {
+    "StepLR": (dict(step_size=3, gamma=0.5), "SGD"),
+    "MultiStepLR": (dict(milestones=[2, 5, 5], gamma=0.3), "SGD"),
+    "ExponentialLR": (dict(gamma=0.8), "SGD"),
+    "CosineAnnealingLR": (dict(T_max=3, eta_min=0.001), "SGD"),  # 8 steps: past T_max, the periodic branch too
+    "LambdaLR": (dict(lr_lambda=lambda e: 1 / (1 + e)), "SGD"),
+    "OneCycleLR": (dict(max_lr=[0.5, 0.2], total_steps=STEPS), "SGD"),
+    "OneCycleLR three-phase linear": (
+        dict(max_lr=0.3, total_steps=STEPS + 1, three_phase=True, anneal_strategy="linear"),
+        "SGD",
+    ),
+    "OneCycleLR adam": (dict(max_lr=0.01, total_steps=STEPS, pct_start=0.4), "Adam"),
+}
+
+
+@pytest.mark.parametrize("label", SCHEDULES)
+def test_schedule_matches_torch(torch, label):
+    options, optimizer = SCHEDULES[label]
+    name = label.split()[0]
+    extra = dict(momentum=0.9) if optimizer == "SGD" else {}
+    _run_both(
+        torch,
+        lambda p: getattr(optim, optimizer)(p, lr=0.1, **extra),
+        lambda p: getattr(torch.optim, optimizer)(p, lr=0.1, **extra),
+        schedule=lambda a, b: (
+            getattr(optim, name)(a, **options),
+            getattr(torch.optim.lr_scheduler, name)(b, **options),
+        ),
+    )
+
+
+@pytest.mark.parametrize("options", [dict(patience=1), dict(mode="max", patience=0, threshold_mode="abs", cooldown=1)])
+def test_reduce_lr_on_plateau_matches_torch(torch, options):
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.96, 0.5, 0.5, 0.5]
+    _run_both(
+        torch,
+        lambda p: optim.SGD(p, lr=0.1),
+        lambda p: torch.optim.SGD(p, lr=0.1),
+        schedule=lambda a, b: (
+            optim.ReduceLROnPlateau(a, factor=0.5, **options),
+            torch.optim.lr_scheduler.ReduceLROnPlateau(b, factor=0.5, **options),
+        ),
+        metrics=metrics,
+    )
+
+
+def test_scheduler_state_round_trip_and_refusals():
+    p = tape.tensor(np.zeros(2), requires_grad=True)
+    opt = optim.SGD([p], lr=1.0)
+    sched = optim.CosineAnnealingLR(opt, T_max=4)
+    for _ in range(2):
+        sched.step()
+    state = sched.state_dict()
+    other = optim.CosineAnnealingLR(optim.SGD([p], lr=1.0), T_max=4)
+    other.load_state_dict(state)
+    sched.step(), other.step()
+    assert other.get_last_lr() == sched.get_last_lr() and math.isclose(
+        sched.get_last_lr()[0], 0.5 * (1 + math.cos(0.75 * math.pi))
+    )
+    with pytest.raises(ValueError, match="CosineAnnealingLR.load_state_dict"):
+        other.load_state_dict({"last_epoch": np.array(1)})
+    with pytest.raises(ValueError, match="OneCycleLR: stepped"):
+        one = optim.OneCycleLR(optim.SGD([p], lr=1.0, momentum=0.9), max_lr=1.0, total_steps=2)
+        for _ in range(3):
+            one.step()
+    with pytest.raises(ValueError, match="RMSprop: alpha must be >= 0"):
+        optim.RMSprop([p], alpha=-1.0)
