@@ -54,14 +54,14 @@ def latency(sizes_mb: list[float], reps: int) -> None:
 
     comm = MPI.COMM_WORLD
     for mb in sizes_mb:
-        n = int(mb * (1 << 20)) // 4
+        n = int(mb * (1 << 20)) // 4 // dist.world_size() * dist.world_size()  # whole shards (see _reduce_in_place)
         buffer = np.ones(n, dtype=np.float32)
         param = tape.tensor(np.zeros(n, dtype=np.float32), requires_grad=True)
         grad = tape.tensor(np.ones(n, dtype=np.float32))
         count = max(5, reps if mb <= 1 else reps // 20)
         rows = {
             "MPI Allreduce (in place)": _timed(partial(comm.Allreduce, MPI.IN_PLACE, buffer, op=MPI.SUM), count),
-            "reduce-scatter+all-gather": _timed(partial(dist._reduce_in_place, buffer, "bench"), count),
+            "tape.distributed's sum": _timed(partial(dist._reduce_in_place, buffer, "bench"), count),
             "allreduce_gradients": _timed(partial(_gradients, param, grad), count),
         }
         if dist.rank() == 0:

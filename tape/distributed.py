@@ -20,11 +20,11 @@ the global mean. A loss whose count differs between shards (cross-entropy with i
 needs ``average=False`` and a loss summed over the shard divided by the global count instead.
 
 **Bit-identical ranks.** Gradients are packed into buckets in parameter order -- the same order on every rank,
-checked by a layout fingerprint each call -- and each bucket is summed by a reduce-scatter (every element is
-summed once, on one rank) followed by an all-gather (those bytes copied to every rank): the ranks hold identical
-gradients by construction, whatever summation order the MPI library chooses. A parameter whose ``.grad`` is
-None on some ranks (unused by their shard) contributes zeros there, as its share of the one-process gradient;
-None on every rank stays None.
+checked by a layout fingerprint each call -- and each bucket is summed so that every rank gets the same bytes
+by construction, whatever order the MPI library sums in: on 2 ranks by MPI's all-reduce (each element is x0 + x1
+either way round), on more by a reduce-scatter (each element summed once, on one rank) and an all-gather. A
+parameter whose ``.grad`` is None on some ranks (unused by their shard) contributes zeros there, as its share of
+the one-process gradient; None on every rank stays None.
 
 **No hang when a rank dies.** Every collective is non-blocking and waited on with a deadline (``init(timeout=)``,
 default 600 s, or ``MINITAPE_DISTRIBUTED_TIMEOUT``): past it, ``DistributedError`` names the collective and the
@@ -265,10 +265,14 @@ def allreduce_gradients(module_or_params, average: bool = True, bucket_bytes: in
 
 
 def _reduce_in_place(flat: np.ndarray, what: str) -> None:
-    """Sum ``flat`` (its length a multiple of the number of ranks) over the ranks, into ``flat`` on every rank.
-    A reduce-scatter sums each element on exactly one rank, and an all-gather copies those bytes to every rank:
-    the ranks get identical bytes by construction (an MPI all-reduce may sum in a different order on each)."""
+    """Sum ``flat`` (its length a multiple of the number of ranks) over the ranks, into ``flat`` on every rank,
+    the same bytes on each. Two ranks: MPI's all-reduce, where each element can only be x0 + x1, and IEEE
+    addition is commutative. More: a reduce-scatter sums each element on exactly one rank and an all-gather
+    copies those bytes to all (an all-reduce may associate the sum differently on different ranks)."""
     MPI, comm = _World.MPI, _World.comm
+    if comm.Get_size() == 2:
+        _wait([comm.Iallreduce(MPI.IN_PLACE, flat, op=MPI.SUM)], what)
+        return
     part = np.empty(len(flat) // comm.Get_size(), dtype=flat.dtype)
     _wait([comm.Ireduce_scatter_block(flat, part, op=MPI.SUM)], what)
     _wait([comm.Iallgather(part, flat)], what)
