@@ -116,13 +116,16 @@ class Trainer:
     By default the loss and its backward are compiled (``tape.compile``): the first call of a batch shape
     records the step, later calls replay it as a flat program with the same numbers as eager mode. ``eager=True``
     runs every step through the tape instead. ``on_gradients()`` (e.g. ``tape.report.Recorder.gradients``) is
-    called after the backward, before the gradients are clipped."""
+    called after the backward, before the gradients are clipped. ``distributed=True`` (after
+    ``tape.distributed.init()``): each rank passes its shard of the batch, the gradients are averaged over the
+    ranks before clipping, and the returned loss is the mean over the ranks -- the whole batch's loss."""
 
     def __init__(self, loss_fn, model: nn.Module, optimizer, schedule, *, eager: bool = False,
-                 max_grad_norm: float = 1.0, on_gradients=None):
+                 max_grad_norm: float = 1.0, on_gradients=None, distributed: bool = False):
         self.loss_fn, self.model, self.optimizer, self.schedule = loss_fn, model, optimizer, schedule
         self.max_grad_norm = max_grad_norm
         self.on_gradients = on_gradients
+        self.distributed = distributed
         self.compiled = None if eager else tape.compile(loss_fn, model.parameters())
 
     def __call__(self, *batch) -> float:
@@ -132,12 +135,14 @@ class Trainer:
             loss.backward()
         else:
             loss, _ = self.compiled(*batch)
+        if self.distributed:
+            tape.distributed.allreduce_gradients(self.model)
         if self.on_gradients is not None:
             self.on_gradients()
         optim.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         self.optimizer.step()
         self.schedule.step()
-        return loss.item()
+        return float(tape.distributed.allreduce(loss.item(), average=True)) if self.distributed else loss.item()
 
 
 def plot_losses(losses, path: str, title: str) -> None:
@@ -173,8 +178,12 @@ def render_block_graph(block: nn.Module, x, path: str, *, model: nn.Module | Non
     return written
 
 
-def save_checkpoint(model: nn.Module, path: str) -> None:
-    checkpoint.save(model.state_dict(), path)
+def save_checkpoint(model: nn.Module, path: str, distributed: bool = False) -> None:
+    """Save the model's state dict; ``distributed``: called on every rank, rank 0 writes and prints."""
+    if not distributed:
+        checkpoint.save(model.state_dict(), path)
+    elif tape.distributed.save_checkpoint(model.state_dict(), path) and tape.distributed.rank() != 0:
+        return
     print(f"checkpoint ({model.num_parameters():,} parameters) written to {os.path.abspath(path)}")
 
 

@@ -8,6 +8,7 @@ model's own predictions are fed back in), and we report the accuracy of the gene
     python examples/reverse.py                 # default run: >= 99% held-out token accuracy
     python examples/reverse.py --steps 50 --graph block.svg --save reverse.npz
     python examples/reverse.py --report run.html   # the training report: curves, gradient flow, attention
+    mpiexec -n 2 python examples/reverse.py --distributed   # data-parallel on 2 MPI ranks, the same global batch
 """
 
 from __future__ import annotations
@@ -97,14 +98,28 @@ def main(argv=None) -> dict:
     parser.add_argument("--eval-size", type=int, default=1000, help="held-out sequences")
     parser.add_argument("--report", metavar="HTML", help="write a training report (one self-contained HTML file): "
                         "loss/accuracy, gradient norms, the gradient-flow DAG, attention maps, op coverage")
+    parser.add_argument("--distributed", action="store_true", help="data-parallel over the MPI ranks of `mpiexec -n N` "
+                        "(tape.distributed): each rank trains on its 1/N of every batch; rank 0 prints and saves")
     args = common.parse_args(parser, argv)
+    if args.distributed and args.report:
+        parser.error("--report records one process's training; it cannot be combined with --distributed")
+    rank0 = True
+    if args.distributed:
+        tape.distributed.init()
+        rank0 = tape.distributed.rank() == 0
+        args.quiet = args.quiet or not rank0
 
     rng = np.random.default_rng(args.seed)
     nn.manual_seed(args.seed)
     model = common.TinyGPT(vocab_size=args.letters + 1, context=2 * args.length, d_model=64, num_heads=4, num_layers=2)
+    if args.distributed:
+        tape.distributed.broadcast_parameters(model)
     optimizer = optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     schedule = optim.WarmupCosineLR(optimizer, warmup_steps=min(100, args.steps // 10), total_steps=args.steps)
-    print(f"model: {model.num_parameters():,} parameters; task: reverse {args.length} letters out of {args.letters}")
+    if rank0:
+        ranks = f" on {tape.distributed.world_size()} MPI ranks" if args.distributed else ""
+        print(f"model: {model.num_parameters():,} parameters; task: reverse {args.length} letters out of "
+              f"{args.letters}{ranks}")
 
     held_out = rng.integers(0, args.letters, size=(args.eval_size, args.length))
     held_out_set = {row.tobytes() for row in held_out}
@@ -113,18 +128,23 @@ def main(argv=None) -> dict:
     bar = common.ProgressBar(args.steps, enabled=not args.quiet)
     report = Report(model, held_out, args) if args.report else None
     train = common.Trainer(model.loss, model, optimizer, schedule, eager=args.eager,
-                           on_gradients=report.recorder.gradients if report else None)
+                           on_gradients=report.recorder.gradients if report else None, distributed=args.distributed)
     for step in range(1, args.steps + 1):
         x, inputs, targets = make_batch(rng, args.batch + 8, args.length, args.letters)
         seen = np.array([row.tobytes() not in held_out_set for row in x])  # never train on a held-out sequence
         keep = np.flatnonzero(seen)[:args.batch]  # a fixed batch size: the compiled step replays one plan
         if report:
             report.recorder.graph(step, model.loss, inputs[keep], targets[keep])
-        losses.append(train(inputs[keep], targets[keep]))
+        batch = inputs[keep], targets[keep]  # every rank draws the same global batch and trains on its shard
+        losses.append(train(*tape.distributed.shard(*batch) if args.distributed else batch))
         if report:
             report.step(step, losses[-1])
         bar.update(step, losses[-1], inputs.size)
     seconds = bar.close()
+    if args.save:
+        common.save_checkpoint(model, args.save, distributed=args.distributed)
+    if not rank0:  # the ranks hold the same parameters: rank 0 evaluates
+        return {"losses": losses, "seconds": seconds}
 
     model.eval()
     predicted = reverse_greedily(model, held_out, args.letters)
@@ -139,8 +159,6 @@ def main(argv=None) -> dict:
 
     if report:
         report.write(args.report, seconds)
-    if args.save:
-        common.save_checkpoint(model, args.save)
     if args.plot:
         common.plot_losses(losses, args.plot, "reverse: training loss")
     if args.graph:

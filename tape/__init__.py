@@ -112,6 +112,7 @@ _TRAINING_STACK = {
     "optim": "tape.train.optim",
     "checkpoint": "tape.train.checkpoint",
     "report": "tape.tools.report",
+    "distributed": "tape.distributed",
 }
 
 
