@@ -427,10 +427,17 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
 
 def _input_gradients(node, g, needs) -> list:
     """Call the op's rules for the inputs in ``needs`` and validate what they return."""
-    op = node.op
     _check_node(node, needs)
     arrays, ans, saved = node.saved
-    attrs = node.attrs if saved is None else {**node.attrs, **saved}
+    return input_gradients(node, g, ans, arrays, node.attrs if saved is None else {**node.attrs, **saved}, needs)
+
+
+def input_gradients(node, g, ans, arrays, attrs, needs) -> list:
+    """THE backward call of an op application on arrays, shared by the reverse pass and a compiled step's plan:
+    its rules for the inputs in ``needs`` with the saved values in ``attrs``, every result validated (an array of
+    its input's shape and dtype, else GradientError naming the op and the input). ``node`` names the application
+    (its op and sequence lengths). ``_first_order_walk`` inlines this for ops with direct rules."""
+    op = node.op
     if op.vjps is not None and not node.seq_lens:  # the common case, inline: one rule per needed input
         try:
             results = [rule(g, ans, *arrays, **attrs) if need else None for rule, need in zip(op.vjps, needs)]

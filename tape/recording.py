@@ -326,7 +326,11 @@ def apply(op, *args, **kwargs):
     This is ``Op.__call__`` itself (bound by ``registry.bind_apply``). The common call -- one or two tensors (or a
     tensor and a Python float), positionally, an op with one output whose attributes keep their defaults -- takes
     a short path here that does what ``_apply`` does for it, in that order, with the per-op facts resolved at
-    ``defop`` (registry.Op._hot_path_facts); every other call goes to ``_apply``."""
+    ``defop`` (registry.Op._hot_path_facts); every other call goes to ``_apply``. Under a compiled step's trace
+    (tape/compile.py) the call goes to the trace instead."""
+    state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
+    if state["tracer"] is not None:
+        return state["tracer"].apply(op, args, kwargs)
     n = len(args)
     if n != op.short_arity or kwargs:
         return _apply(op, args, kwargs)
@@ -383,7 +387,6 @@ def apply(op, *args, **kwargs):
     if type(out) is not np.ndarray:
         out = np.asarray(out)
 
-    state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
     node = None
     if state["grad_enabled"] and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
         watched = state["watched"]
@@ -469,6 +472,13 @@ def _float_constant(value: float, dtype):
 
 def _apply(op, args, kwargs):
     """Every call ``apply``'s short path does not take: binding, attributes, coercion, sequences, several outputs."""
+    tensors, attrs, values, seq_lens = bind_call(op, args, kwargs, _coerce)
+    return run_op(op, tensors, attrs, values, seq_lens)
+
+
+def bind_call(op, args, kwargs, coerce):
+    """A call's tensor inputs (flat, coerced by ``coerce``), attributes (kept), bound values (None on the fast call)
+    and sequence lengths: what ``run_op`` (and a compiled step's trace) take."""
     if not kwargs and len(args) == op.n_inputs and op.fast_call:
         inputs = args  # the hot path: tensors only, attributes at their defaults
         attrs = op.attr_defaults
@@ -486,38 +496,53 @@ def _apply(op, args, kwargs):
     float_dtype = None
     for t in inputs:
         if type(t) is not Tensor and not isinstance(t, Tensor):  # scalars, arrays, None: the slow path
-            tensors = _coerce(op, inputs, seq_lens)
+            tensors = coerce(op, inputs, seq_lens)
             break
-        dt = t._data.dtype
+        dt = t.dtype
         if dt.kind == "f":  # a Tensor's floating dtype is always float32 or float64
             if float_dtype is None:
                 float_dtype = dt
             elif dt is not float_dtype and dt != float_dtype:
                 _mixed_dtypes(op, inputs)
-    arrays = [None if t is None else t._data for t in tensors]
+    return tensors, attrs, values, seq_lens
+
+
+def forward_arrays(op, arrays, attrs, values, seq_lens):
+    """THE calling convention of an op on arrays, shared by eager ``run_op`` and a compiled step's plan: the op's
+    check, then its forward (``values``: the bound arguments, None for tensors-only calls; filled in here). Returns
+    what the forward returns ((out, saved) for ``saves``). ``apply``'s short path inlines this for its calls."""
     slot_arrays = group(op, arrays, seq_lens) if seq_lens else arrays
     if op.check is not None:
         op.check(*slot_arrays, **attrs)
     if values is None:
-        out = op.forward(*arrays)
-    else:
-        for i, a in zip(op.tensor_pos, slot_arrays):
-            values[i] = a
-        n = op.n_positional
-        keywords = {op.param_names[i]: values[i] for i in range(n, len(values))}
-        if op.var_positional is not None:
-            v = op.var_positional
-            out = op.forward(*values[:v], *values[v], **keywords)
-        else:
-            out = op.forward(*values[:n], **keywords)
+        return op.forward(*arrays)
+    for i, a in zip(op.tensor_pos, slot_arrays):
+        values[i] = a
+    n = op.n_positional
+    keywords = {op.param_names[i]: values[i] for i in range(n, len(values))}
+    if op.var_positional is not None:
+        v = op.var_positional
+        return op.forward(*values[:v], *values[v], **keywords)
+    return op.forward(*values[:n], **keywords)
+
+
+def several_outputs(op, out) -> bool:
+    """Whether a forward's result is several outputs: an op with named or "variable" outputs may return one array
+    for a call (torch.max(x) against torch.max(x, dim); nonzero's as_tuple); one with a fixed count of unnamed
+    outputs must return them all."""
+    return op.n_outputs != 1 and (isinstance(out, tuple | list) or (op.result_type is None and op.n_outputs != "variable"))
+
+
+def run_op(op, tensors, attrs, values, seq_lens):
+    """Apply ``op`` to coerced tensors: the forward on their arrays, the Node, the output Tensor(s), the tapes."""
+    arrays = [None if t is None else t._data for t in tensors]
+    out = forward_arrays(op, arrays, attrs, values, seq_lens)
     saved = None
     if op.saves:
         out, saved = out
         if saved.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
             attrs = ResolvedAttributes(attrs, saved)  # record what it really used
-    # an op with named or "variable" outputs may return one array for a call (torch.max(x) against torch.max(x,
-    # dim); nonzero's as_tuple); an op with a fixed count of unnamed outputs must return them all
-    if op.n_outputs != 1 and (isinstance(out, tuple | list) or (op.result_type is None and op.n_outputs != "variable")):
+    if several_outputs(op, out):
         return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
     if type(out) is not np.ndarray:
         out = np.asarray(out)

@@ -62,6 +62,9 @@ def outcome(twin, args):
         return None, e
 
 
+COMPILE_ERRORS: list = []  # (call, message) of every CompileError met: few, and each a data-dependent shape
+
+
 def run_twins(make_world, changes):
     """``changes``: a list of (name, change(world), args(world)); returns the compiled step."""
     eager, compiled = Twin(make_world(), False), Twin(make_world(), True)
@@ -72,8 +75,9 @@ def run_twins(make_world, changes):
         loss_c, error_c = outcome(compiled, args(compiled.world))
         where = f"call {k} ({name})"
         if error_c is not None:
-            if isinstance(error_c, CompileError):
-                continue
+            if isinstance(error_c, CompileError):  # fn's side effects ran, the step did not: the twins part here
+                COMPILE_ERRORS.append((name, str(error_c)))
+                break
             assert error_e is not None, f"{where}: compiled raised {error_c!r}, eager did not"
             assert type(error_c) is type(error_e) and str(error_c) == str(error_e), (
                 f"{where}: compiled raised {error_c!r}, eager {error_e!r}"
@@ -402,7 +406,7 @@ def test_indices_read_by_a_replayed_step_are_checked(which):
             "gather": lambda: ops.gather(w, 1, idx),
             "getitem": lambda: w[idx[0]],
             "take_along": lambda: ops.gather(w, 0, idx),
-            "cross_entropy": lambda: ops.cross_entropy(w, idx[0]),
+            "cross_entropy": lambda: ops.cross_entropy(w, idx[:, 0]),
         }[which]()
         return ops.sum(y * world.extras["mask"].sum())
 
@@ -487,15 +491,14 @@ def test_dropout_with_python_draws_between_ops():
     run_twins(make, chain_changes())
 
 
-def test_dropout_alone_replays_with_fresh_masks():
+def test_dropout_with_a_generator_equals_eager():
     def make():
         world = ChainWorld(None, np.linspace(0.5, 1.5, 8), {"mask": np.ones(8)})
         gen = np.random.default_rng(7)
         world.body = lambda w: ops.sum(ops.dropout(w.w * w.config["scale"], p=0.5, rng=gen) * w.extras["mask"])
         return world
 
-    step = run_twins(make, chain_changes())
-    assert step.replays > 0
+    run_twins(make, chain_changes())  # (a call drawing from a Generator runs eagerly: nothing to replay)
 
 
 # -- every registry op with a floating first input, as one step ----------------------------------------------------
