@@ -375,8 +375,8 @@ def _value_key(v):
         return (float, v.hex())
     if v is None or kind in (int, bool, str, np.dtype) or isinstance(v, type):
         return (kind, v)
-    if kind is np.ndarray:
-        return (np.ndarray, v.dtype.str, v.shape, v.tobytes())
+    if kind is np.ndarray:  # an index array's values do not shape the output (the plan checks that it does not)
+        return (np.ndarray, v.dtype.str, v.shape, None if v.dtype.kind in "iu" else v.tobytes())
     if kind is tuple or kind is list or kind is slice:
         items = (v.start, v.stop, v.step) if kind is slice else v
         return (kind, tuple(_value_key(x) for x in items))
