@@ -87,6 +87,13 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
 _by_index = operator.attrgetter("index")
 
 
+def add_gradients(a, b):
+    """``a + b`` for two gradients: an array stays an array (two 0-d arrays sum to a numpy scalar, which a rule's
+    ``isinstance(g, np.ndarray)`` would not take for one); Tensors (create_graph) add as ops."""
+    total = a + b
+    return np.asarray(total) if isinstance(total, np.generic) else total
+
+
 def _reachable(start_nodes, allowed) -> list:
     seen = set(start_nodes)
     stack = list(start_nodes)
@@ -134,16 +141,16 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
                 if create_graph:
                     leaf.grad = g if leaf.grad is None else leaf.grad + g
                 else:
-                    leaf.grad = Tensor._wrap(g if leaf.grad is None else leaf.grad._data + g)
+                    leaf.grad = Tensor._wrap(g if leaf.grad is None else add_gradients(leaf.grad._data, g))
         elif leaf.id in source_ids:
-            found[leaf.id] = g if leaf.id not in found else found[leaf.id] + g
+            found[leaf.id] = g if leaf.id not in found else add_gradients(found[leaf.id], g)
 
     for root, seed in zip(roots, seeds):
         node = root._node
         if node is None or (allowed is not None and node not in allowed):
             deliver_to_tensor(root, seed)
         else:
-            grads[node] = seed if node not in grads else grads[node] + seed
+            grads[node] = seed if node not in grads else add_gradients(grads[node], seed)
 
     nodes = _reachable(list(grads), allowed)
     leading = None if source_ids is None else _inputs_leading_to(nodes, source_ids, allowed)
@@ -189,9 +196,9 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
             if parent is None:
                 deliver_to_tensor(node.leaves[i], grad)
             elif allowed is None or parent in allowed:
-                grads[parent] = grad if parent not in grads else grads[parent] + grad
+                grads[parent] = grad if parent not in grads else add_gradients(grads[parent], grad)
             elif source_ids is not None and parent.out_id in source_ids:
-                found[parent.out_id] = grad if parent.out_id not in found else found[parent.out_id] + grad
+                found[parent.out_id] = grad if parent.out_id not in found else add_gradients(found[parent.out_id], grad)
         if not retain_graph:
             for freed in node.group or (node,):
                 if freed is not None:
@@ -279,7 +286,7 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
                             if token is not None:  # sums run with the user's numpy error state
                                 numpy_errors_reset(token)
                                 token = None
-                            grads[parent] = previous + grad
+                            grads[parent] = add_gradients(previous, grad)
                     elif to_leaves is None:
                         to_leaves = [(node.leaves[i], grad)]
                     else:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from .autodiff import input_gradients
+from .autodiff import add_gradients, input_gradients
 from .recording import Node, ResolvedAttributes, _coerce, bind_call, forward_arrays, run_op, several_outputs
 from .state import STATE, enable_grad
 from .tensors import Tensor, _ids, _readonly
@@ -484,11 +484,11 @@ class _Plan:
             for i, dest in dests:
                 grad = results[i]
                 if dest >= 0:
-                    grads[dest] = grad if grads[dest] is None else grads[dest] + grad
+                    grads[dest] = grad if grads[dest] is None else add_gradients(grads[dest], grad)
                 else:
                     leaf = e.tensors[i]
                     old = delivered.get(id(leaf), (leaf, None if leaf.grad is None else leaf.grad._data))[1]
-                    delivered[id(leaf)] = (leaf, grad if old is None else old + grad)
+                    delivered[id(leaf)] = (leaf, grad if old is None else add_gradients(old, grad))
         for leaf, grad in delivered.values():
             leaf.grad = Tensor._wrap(grad)
 
