@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -53,9 +54,7 @@ class CompileError(RuntimeError):
     """A compiled call cannot give eager's result (a data-dependent shape), or fits no plan with recompile=False."""
 
 
-def compile(
-    fn: Callable, params: Iterable[Tensor] = (), *, recompile: bool = True, max_plans: int = 8
-) -> CompiledStep:
+def compile(fn: Callable, params: Iterable[Tensor] = (), *, recompile: bool = True, max_plans: int = 8) -> CompiledStep:
     """Compile ``fn(*args, **kwargs) -> scalar loss Tensor`` into a step returning ``(loss, grads)``; see the module
     docstring. ``params``: the tensors whose ``.grad`` is returned, in order (every leaf that requires grad gets its
     ``.grad`` as after ``backward()`` anyway). ``recompile=False``: a call that fits no plan raises CompileError."""
@@ -183,12 +182,12 @@ class _Pending(Tensor):
         _materialize(self)
         _NODE.__set__(self, value)
 
-    _data = property(_get_data, _set_data)  # type: ignore[assignment]
-    _node = property(_get_node, _set_node)  # type: ignore[assignment]
-    shape = property(lambda self: _DATA.__get__(self, Tensor).shape)  # type: ignore[assignment]
-    dtype = property(lambda self: _DATA.__get__(self, Tensor).dtype)  # type: ignore[assignment]
-    ndim = property(lambda self: len(_DATA.__get__(self, Tensor).shape))  # type: ignore[assignment]
-    size = property(lambda self: math.prod(_DATA.__get__(self, Tensor).shape))  # type: ignore[assignment]
+    _data = property(_get_data, _set_data)
+    _node = property(_get_node, _set_node)
+    shape = property(lambda self: _DATA.__get__(self, Tensor).shape)
+    dtype = property(lambda self: _DATA.__get__(self, Tensor).dtype)
+    ndim = property(lambda self: len(_DATA.__get__(self, Tensor).shape))
+    size = property(lambda self: math.prod(_DATA.__get__(self, Tensor).shape))
 
 
 def _placeholder(trace, slot, shape, dtype, requires_grad) -> _Pending:
@@ -224,7 +223,18 @@ def _coerce_traced(op, inputs, seq_lens):
 
 # -- the trace --------------------------------------------------------------------------------------------------
 class _Entry:
-    __slots__ = ("op", "tensors", "attrs", "values", "seq_lens", "inputs", "captured", "grad_enabled", "outs", "result")
+    """One traced op call: what was bound, the captured input arrays (or slots), the placeholder outputs."""
+
+    op: Any
+    tensors: list
+    attrs: dict
+    values: Any
+    seq_lens: tuple
+    inputs: list
+    captured: list
+    grad_enabled: bool
+    outs: list
+    result: Any
 
 
 class _Trace:
@@ -243,7 +253,8 @@ class _Trace:
         tensors, attrs, values, seq_lens = bind_call(op, args, kwargs, _coerce_traced)
         if self.eager:  # binding read a placeholder's values (a tensor attribute): eager from here
             return run_op(op, tensors, attrs, values, seq_lens)
-        keys, inputs = [], []
+        keys: list = []
+        inputs: list = []
         for t in tensors:
             if t is None:
                 keys.append(None)
@@ -415,7 +426,14 @@ def _difference(key, had) -> str:
 
 # -- plans ------------------------------------------------------------------------------------------------------
 class _Call:
-    __slots__ = ("key", "out_specs", "single", "first", "site", "resolved")
+    """One op call of a plan: its key, output specs, first output slot, a Node naming it in messages."""
+
+    key: Any
+    out_specs: tuple
+    single: bool
+    first: int
+    site: Node
+    resolved: dict
 
 
 _RANDOM = (np.random.Generator, np.random.RandomState)  # an attribute drawn from: such a call always runs eagerly
@@ -498,7 +516,7 @@ def _build(records, loss):
     slot_of: dict[int, int] = {}
     calls = []
     for op, tensors, attrs, result, _node, seq_lens, grad_enabled in records:
-        keys = []
+        keys: list = []
         for t in tensors:
             if t is None:
                 keys.append(None)

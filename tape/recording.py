@@ -530,7 +530,9 @@ def several_outputs(op, out) -> bool:
     """Whether a forward's result is several outputs: an op with named or "variable" outputs may return one array
     for a call (torch.max(x) against torch.max(x, dim); nonzero's as_tuple); one with a fixed count of unnamed
     outputs must return them all."""
-    return op.n_outputs != 1 and (isinstance(out, tuple | list) or (op.result_type is None and op.n_outputs != "variable"))
+    return op.n_outputs != 1 and (
+        isinstance(out, tuple | list) or (op.result_type is None and op.n_outputs != "variable")
+    )
 
 
 def run_op(op, tensors, attrs, values, seq_lens):
