@@ -472,13 +472,14 @@ def _float_constant(value: float, dtype):
 
 def _apply(op, args, kwargs):
     """Every call ``apply``'s short path does not take: binding, attributes, coercion, sequences, several outputs."""
-    tensors, attrs, values, seq_lens = bind_call(op, args, kwargs, _coerce)
+    tensors, attrs, values, seq_lens = bind_call(op, args, kwargs)
     return run_op(op, tensors, attrs, values, seq_lens)
 
 
-def bind_call(op, args, kwargs, coerce):
+def bind_call(op, args, kwargs, coerce=_coerce):
     """A call's tensor inputs (flat, coerced by ``coerce``), attributes (kept), bound values (None on the fast call)
-    and sequence lengths: what ``run_op`` (and a compiled step's trace) take."""
+    and sequence lengths: what ``run_op`` takes (eager ``_apply``, ``ExecutionTape.replay``, a compiled step's
+    trace)."""
     if not kwargs and len(args) == op.n_inputs and op.fast_call:
         inputs = args  # the hot path: tensors only, attributes at their defaults
         attrs = op.attr_defaults
