@@ -35,6 +35,9 @@ from .tensors import _FLOATS, Tensor, as_tensor
 __all__ = ["Node", "apply", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly"]
 
 _node_counter = itertools.count()
+_NEED_ONE, _NEED_BOTH, _NEED_FIRST, _NEED_SECOND = (True,), (True, True), (True, False), (False, True)
+_NO_LEAVES_1, _NO_LEAVES_2 = (None,), (None, None)
+_ZERO_VERSIONS_1, _ZERO_VERSIONS_2 = (0,), (0, 0)  # apply's short path: shared, so the reverse pass tests identity
 
 
 def next_node_index() -> int:
@@ -54,7 +57,7 @@ class Node:
     ``seq_lens`` the lengths of sequence parameters, when the op has any; ``group`` for an op with several
     outputs, the nodes of all its outputs in output order.
 
-    Made by ``apply`` (or ``_node_for``) only, which set every field: ``Node()`` has no ``__init__``, the cheapest
+    Made by ``_node_for`` only, which sets every field: ``Node()`` has no ``__init__``, the cheapest
     instantiation there is, on the path every recorded op takes.
     """
 
@@ -268,10 +271,61 @@ def flat_states(op, seq_lens) -> tuple | list:
     return [s for s, n in zip(op.input_states, slot_sizes(op, seq_lens)) for _ in range(n)]
 
 
-def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens):
-    """The Node recording this (floating-output) application, or None when no input needing a gradient can receive
-    one; an input that requires grad where the op declares NOT_DIFFERENTIABLE is refused."""
-    watched = STATE.watched
+def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, watched):
+    """THE constructor of a Node: the one recording this (floating-output) application, or None when no input needing
+    a gradient can receive one. One or two tensors of an op without NOT_DIFFERENTIABLE inputs (``apply``'s short path)
+    are worked out inline, with shared tuples where they fit (fewer objects for the garbage collector to scan); any
+    other call by ``_needs_of``. ``watched``: this thread's watched tensor ids. ``out_id`` is set once the output
+    Tensor exists, ``group`` by ``_apply_several``."""
+    needs: tuple
+    parents: tuple | list
+    leaves: tuple | list
+    versions: tuple | list
+    n = len(tensors)
+    a = tensors[0] if n else None
+    b = tensors[1] if n == 2 else None
+    if n == 1 and a is not None and op.all_differentiable:
+        if not (a._requires_grad or (watched and a.id in watched)):
+            return None
+        needs, parents = _NEED_ONE, (a._node,)
+        leaves = _NO_LEAVES_1 if parents[0] is not None else (a,)
+        versions = _ZERO_VERSIONS_1 if not a._version else (a._version,)
+    elif n == 2 and a is not None and b is not None and op.all_differentiable:
+        need_a = a._requires_grad or (bool(watched) and a.id in watched)
+        need_b = b._requires_grad or (bool(watched) and b.id in watched)
+        if not (need_a or need_b):
+            return None
+        needs = (_NEED_BOTH if need_b else _NEED_FIRST) if need_a else _NEED_SECOND
+        parents = (a._node if need_a else None, b._node if need_b else None)
+        leaf_a = a if need_a and parents[0] is None else None
+        leaf_b = b if need_b and parents[1] is None else None
+        leaves = _NO_LEAVES_2 if leaf_a is None and leaf_b is None else (leaf_a, leaf_b)
+        versions = _ZERO_VERSIONS_2 if not (a._version or b._version) else (a._version, b._version)
+    else:
+        found = _needs_of(op, tensors, seq_lens, watched)
+        if found is None:
+            return None
+        needs, parents, leaves, versions = found
+    node = Node()
+    node.op = op
+    node.attrs = attrs
+    node._needs = needs
+    node.parents = parents
+    node.leaves = leaves
+    node.inputs = tensors  # the input tensors, to check their versions; released with ``saved``
+    node.versions = versions
+    node.saved = (arrays, out, saved)
+    node.seq_lens = seq_lens
+    node.group = None
+    node.trace = None
+    node.out_id = 0
+    node.index = next(_node_counter)
+    return node
+
+
+def _needs_of(op, tensors, seq_lens, watched):
+    """(needs, parents, leaves, versions) of a general application, or None when nothing needs a gradient; an input
+    that requires grad where the op declares NOT_DIFFERENTIABLE is refused."""
     needs = []
     for k, (t, state_k) in enumerate(zip(tensors, flat_states(op, seq_lens))):
         need = t is not None and (t._requires_grad or (bool(watched) and t.id in watched))
@@ -284,28 +338,7 @@ def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens):
         return None
     parents = [t._node if need else None for t, need in zip(tensors, needs)]
     leaves = [t if need and t._node is None else None for t, need in zip(tensors, needs)]
-    versions = [0 if t is None else t._version for t in tensors]
-    return new_node(op, attrs, tuple(needs), parents, leaves, tensors, versions, (arrays, out, saved), seq_lens)
-
-
-def new_node(op, attrs, needs, parents, leaves, tensors, versions, saved, seq_lens) -> Node:
-    """THE constructor of a Node, every field set (``apply``'s short path and ``_node_for`` both make theirs here);
-    ``out_id`` is set once the output Tensor exists, ``group`` by ``_apply_several``, ``trace`` in anomaly mode."""
-    node = Node()
-    node.op = op
-    node.attrs = attrs
-    node._needs = needs
-    node.parents = parents
-    node.leaves = leaves
-    node.inputs = tensors  # the input tensors, to check their versions; released with ``saved``
-    node.versions = versions
-    node.saved = saved
-    node.seq_lens = seq_lens
-    node.group = None
-    node.trace = None
-    node.out_id = 0
-    node.index = next(_node_counter)
-    return node
+    return tuple(needs), parents, leaves, [0 if t is None else t._version for t in tensors]
 
 
 def _kept(op, name, value):
@@ -334,13 +367,10 @@ def _frozen_copy(array):
 
 
 def apply(op, *args, **kwargs):
-    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor.
-
-    This is ``Op.__call__`` itself (bound by ``registry.bind_apply``). The common call -- one or two tensors (or a
-    tensor and a Python float), positionally, an op with one output whose attributes keep their defaults -- takes
-    a short path here that does what ``_apply`` does for it, in that order, with the per-op facts resolved at
-    ``defop`` (registry.Op._hot_path_facts); every other call goes to ``_apply``. Under a compiled step's trace
-    (tape/compile.py) the call goes to the trace instead."""
+    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor: this is
+    ``Op.__call__`` (``registry.bind_apply``). One or two tensors (or a tensor and a float) positionally, for an op
+    with ``short_arity``, take the short path here (``_apply``'s steps, in order, facts resolved at ``defop``); other
+    calls go to ``_apply``, and every call under a compiled step's trace (tape/compile.py) to the trace."""
     state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
     if state["tracer"] is not None:
         return state["tracer"].apply(op, args, kwargs)
@@ -362,11 +392,8 @@ def apply(op, *args, **kwargs):
             b = _scalar_constant(b, da) if c is None else c
         else:
             return _apply(op, args, kwargs)
-        tensors: tuple = (a, b)
-        arrays: tuple = (a._data, b._data)
-    else:
-        tensors = (a,)
-        arrays = (a._data,)
+    tensors: tuple = (a, b) if n == 2 else (a,)
+    arrays: tuple = (a._data, b._data) if n == 2 else (a._data,)
     attrs = op.attr_defaults
     check = op.check
     if check is not None and not (  # a check declared to pass for floating inputs need not run for them
@@ -386,33 +413,7 @@ def apply(op, *args, **kwargs):
         out = np.asarray(out)
     node = None
     if state["grad_enabled"] and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
-        watched = state["watched"]
-        if not op.all_differentiable:
-            node = _node_for(op, attrs, tensors, arrays, out, None, ())
-        elif n == 2:
-            need_a = a._requires_grad or (bool(watched) and a.id in watched)
-            need_b = b._requires_grad or (bool(watched) and b.id in watched)
-            if need_a or need_b:
-                parent_a = a._node if need_a else None
-                parent_b = b._node if need_b else None
-                leaf_a = a if need_a and parent_a is None else None
-                leaf_b = b if need_b and parent_b is None else None
-                node = new_node(
-                    op,
-                    attrs,
-                    (_NEED_BOTH if need_b else _NEED_FIRST) if need_a else _NEED_SECOND,
-                    (parent_a, parent_b),
-                    _NO_LEAVES_2 if leaf_a is None and leaf_b is None else (leaf_a, leaf_b),  # shared where it fits
-                    tensors,
-                    _ZERO_VERSIONS_2 if not (a._version or b._version) else (a._version, b._version),
-                    (arrays, out, None),
-                    (),
-                )
-        elif a._requires_grad or (watched and a.id in watched):
-            parent_a = a._node
-            leaves = _NO_LEAVES_1 if parent_a is not None else (a,)
-            versions = _ZERO_VERSIONS_1 if not a._version else (a._version,)
-            node = new_node(op, attrs, _NEED_ONE, (parent_a,), leaves, tensors, versions, (arrays, out, None), ())
+        node = _node_for(op, attrs, tensors, arrays, out, None, (), state["watched"])
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
@@ -438,11 +439,6 @@ def _observe(op, tensors, attrs, result, node, arrays, seq_lens) -> None:
         _check_forward(op, result, arrays)
     for tape in state.recording_tapes:
         tape._record(op, tensors, attrs, result, node, seq_lens)
-
-
-_NEED_ONE, _NEED_BOTH, _NEED_FIRST, _NEED_SECOND = (True,), (True, True), (True, False), (False, True)
-_NO_LEAVES_1, _NO_LEAVES_2 = (None,), (None, None)
-_ZERO_VERSIONS_1, _ZERO_VERSIONS_2 = (0,), (0, 0)
 
 
 def _apply(op, args, kwargs):
@@ -528,7 +524,7 @@ def run_op(op, tensors, attrs, values, seq_lens):
     state = STATE
     node = None
     if state.grad_enabled and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
-        node = _node_for(op, attrs, tensors, arrays, out, saved, seq_lens)
+        node = _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, state.watched)
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
@@ -551,7 +547,7 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     for out in outs:
         node = None
         if state.grad_enabled and out.dtype.kind == "f":
-            node = _node_for(op, attrs, tensors, arrays, outs, saved, seq_lens)
+            node = _node_for(op, attrs, tensors, arrays, outs, saved, seq_lens, state.watched)
         result = Tensor._wrap(out, node)
         if node is not None:
             node.out_id = result.id
