@@ -419,16 +419,7 @@ def input_gradients(node, g, ans, arrays, attrs, needs) -> list:
     its rules for the inputs in ``needs`` with the saved values in ``attrs``, every result validated (an array of
     its input's shape and dtype, else GradientError naming the op and the input). ``node`` names the application
     (its op and sequence lengths). ``_first_order_walk`` inlines this for ops with direct rules."""
-    op = node.op
-    if op.vjps is not None and not node.seq_lens:  # the common case, inline: one rule per needed input
-        try:
-            results = [rule(g, ans, *arrays, **attrs) if need else None for rule, need in zip(op.vjps, needs)]
-        except (GradientError, BackwardNotImplementedError):
-            raise
-        except Exception:  # let the general path re-raise it, naming the op and the inputs
-            results = _call_rules(op, node, g, ans, arrays, needs, attrs)
-    else:
-        results = _call_rules(op, node, g, ans, arrays, needs, attrs)
+    results = _call_rules(node.op, node, g, ans, arrays, needs, attrs)
     for i, grad in enumerate(results):
         if needs[i]:
             results[i] = _checked_result(node, i, grad, arrays[i])

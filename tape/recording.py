@@ -190,10 +190,9 @@ def _coerce(op, inputs, seq_lens=()) -> list:
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _not_differentiable(op, name):
+def _not_differentiable(op, name, why="the op is not differentiable with respect to it (declared NOT_DIFFERENTIABLE)"):
     raise TypeError(
-        f"{op.name}: argument '{name}' requires grad, but the op is not differentiable with respect "
-        f"to it (declared NOT_DIFFERENTIABLE); pass it detached (x.detach()) -- minitape will not "
+        f"{op.name}: argument '{name}' requires grad, but {why}; pass it detached (x.detach()) -- minitape will not "
         f"drop a gradient silently"
     )
 
@@ -351,10 +350,8 @@ def _kept(op, name, value):
         return kind(_kept(op, name, v) for v in value)
     if isinstance(value, Tensor):
         if needs_grad(value):
-            raise TypeError(
-                f"{op.name}: argument '{name}' is an attribute of the op, not a tensor input, so no "
-                f"gradient can flow to it, and this tensor requires grad; pass it detached "
-                f"(x.detach()) -- minitape will not drop a gradient silently"
+            _not_differentiable(
+                op, name, "it is an attribute of the op, not a tensor input: no gradient can flow to it"
             )
         return value._data
     return value
