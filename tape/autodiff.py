@@ -19,7 +19,16 @@ import operator
 import numpy as np
 
 from .errors import BackwardNotImplementedError, GradientError, GraphFreedError, InPlaceModificationError
-from .recording import _ZERO_VERSIONS_1, _ZERO_VERSIONS_2, check_backward_result, group, next_node_index
+from .recording import (
+    _ZERO_VERSIONS_1,
+    _ZERO_VERSIONS_2,
+    check_backward_result,
+    flat_states,
+    group,
+    input_name,
+    next_node_index,
+    slot_sizes,
+)
 from .registry import Grad, Op
 from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, as_tensor
@@ -87,6 +96,13 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
 _by_index = operator.attrgetter("index")
 
 
+def add_gradients(a, b):
+    """``a + b`` for two gradients: an array stays an array (two 0-d arrays sum to a numpy scalar, which a rule's
+    ``isinstance(g, np.ndarray)`` would not take for one); Tensors (create_graph) add as ops."""
+    total = a + b
+    return np.asarray(total) if isinstance(total, np.generic) else total
+
+
 def _reachable(start_nodes, allowed) -> list:
     seen = set(start_nodes)
     stack = list(start_nodes)
@@ -124,100 +140,105 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
     list of source tensors only the paths leading to them are computed and ``{tensor id: array}`` is
     returned. ``allowed`` restricts the walk to a tape's own nodes (others count as constants).
     """
-    source_ids = None if sources is None else {t.id for t in sources}
-    found: dict = {}
-    grads: dict = {}
-
-    def deliver_to_tensor(leaf, g):
-        if source_ids is None:
-            if leaf._requires_grad:
-                if create_graph:
-                    leaf.grad = g if leaf.grad is None else leaf.grad + g
-                else:
-                    leaf.grad = Tensor._wrap(g if leaf.grad is None else leaf.grad._data + g)
-        elif leaf.id in source_ids:
-            found[leaf.id] = g if leaf.id not in found else found[leaf.id] + g
-
+    walk = _Pass(sources, allowed, retain_graph, create_graph)
+    grads = walk.grads
     for root, seed in zip(roots, seeds):
         node = root._node
         if node is None or (allowed is not None and node not in allowed):
-            deliver_to_tensor(root, seed)
+            walk.deliver(root, seed)
         else:
-            grads[node] = seed if node not in grads else grads[node] + seed
-
+            grads[node] = seed if node not in grads else add_gradients(grads[node], seed)
     nodes = _reachable(list(grads), allowed)
-    leading = None if source_ids is None else _inputs_leading_to(nodes, source_ids, allowed)
-    anomaly = STATE.anomaly
-    input_gradients = _input_gradients_graph if create_graph else _input_gradients
+    if walk.source_ids is not None:
+        walk.leading = _inputs_leading_to(nodes, walk.source_ids, allowed)
+    if create_graph or walk.anomaly or walk.source_ids is not None or allowed is not None:
+        for node in nodes:
+            walk.visit(node, grads.pop(node, None))
+    else:  # the plain first-order backward: the same steps, the common nodes' inline
+        _first_order_walk(nodes, grads, retain_graph, walk.deliver, walk.visit)
+    return walk.found
 
-    def visit(node, g) -> None:
+
+class _Pass:
+    """One reverse pass's state: the gradients arriving at nodes (``grads``), those found for the sources
+    (``found``), and the steps every node takes (``visit``) and every leaf (``deliver``)."""
+
+    def __init__(self, sources, allowed, retain_graph, create_graph):
+        self.source_ids = None if sources is None else {t.id for t in sources}
+        self.allowed, self.retain_graph, self.create_graph = allowed, retain_graph, create_graph
+        self.found: dict = {}
+        self.grads: dict = {}
+        self.leading: dict | None = None
+        self.anomaly = STATE.anomaly
+        self.input_gradients = _input_gradients_graph if create_graph else _input_gradients
+
+    def deliver(self, leaf, g) -> None:
+        """A gradient reaching a tensor without a node: into its ``.grad``, or ``found`` when it is a source."""
+        if self.source_ids is None:
+            if leaf._requires_grad:
+                if self.create_graph:
+                    leaf.grad = g if leaf.grad is None else leaf.grad + g
+                else:
+                    leaf.grad = Tensor._wrap(g if leaf.grad is None else add_gradients(leaf.grad._data, g))
+        elif leaf.id in self.source_ids:
+            self._found(leaf.id, g)
+
+    def _found(self, tid, g) -> None:
+        found = self.found
+        found[tid] = g if tid not in found else add_gradients(found[tid], g)
+
+    def visit(self, node, g) -> None:
         """One node's step: call its rules with the gradient(s) arriving at it, send theirs on."""
         if node.group is not None:  # an op with several outputs: one rule call with every output's gradient
-            siblings = node.group
-            gs = [g if sib is node else (grads.pop(sib, None) if sib is not None else None) for sib in siblings]
-            if all(x is None for x in gs):
-                return
-            if source_ids is not None:
-                for sib, x in zip(siblings, gs):
-                    if sib is not None and x is not None and sib.out_id in source_ids:
-                        found[sib.out_id] = x
-            needs = (
-                node._needs
-                if leading is None
-                else tuple(
-                    any(leading[sib][k] for sib in siblings if sib is not None and sib in leading)
-                    for k in range(len(node._needs))
-                )
-            )
-            g = tuple(gs)
-        else:
-            if g is None:
-                return
-            if source_ids is not None and node.out_id in source_ids:
-                found[node.out_id] = g
-            needs = node._needs if leading is None else leading[node]
-        if True not in needs:  # nothing to compute here (the node is kept: another pass may need it)
+            g, needs = self._group_step(node, g)
+        elif g is None:
             return
-        for i, grad in enumerate(input_gradients(node, g, needs)):
+        else:
+            if self.source_ids is not None and node.out_id in self.source_ids:
+                self.found[node.out_id] = g
+            needs = node._needs if self.leading is None else self.leading[node]
+        if g is None or True not in needs:  # nothing to compute here (the node is kept: another pass may need it)
+            return
+        grads, allowed = self.grads, self.allowed
+        for i, grad in enumerate(self.input_gradients(node, g, needs)):
             if grad is None:
                 continue
-            if anomaly:
-                check_backward_result(
-                    node, node.op.input_names[i] if not node.seq_lens else str(i), grad._data if create_graph else grad
-                )
+            if self.anomaly:
+                check_backward_result(node, input_name(node.op, i, node.seq_lens), getattr(grad, "_data", grad))
             parent = node.parents[i]
             if parent is None:
-                deliver_to_tensor(node.leaves[i], grad)
+                self.deliver(node.leaves[i], grad)
             elif allowed is None or parent in allowed:
-                grads[parent] = grad if parent not in grads else grads[parent] + grad
-            elif source_ids is not None and parent.out_id in source_ids:
-                found[parent.out_id] = grad if parent.out_id not in found else found[parent.out_id] + grad
-        if not retain_graph:
+                grads[parent] = grad if parent not in grads else add_gradients(grads[parent], grad)
+            elif self.source_ids is not None and parent.out_id in self.source_ids:
+                self._found(parent.out_id, grad)
+        if not self.retain_graph:
             for freed in node.group or (node,):
                 if freed is not None:
                     freed.saved = freed.inputs = None
 
-    if create_graph or anomaly or source_ids is not None or allowed is not None:
-        for node in nodes:
-            visit(node, grads.pop(node, None))
-    else:  # the plain first-order backward: the same steps, the common nodes' inline
-        _first_order_walk(nodes, grads, retain_graph, deliver_to_tensor, visit)
-    return found
+    def _group_step(self, node, g):
+        """(every output's gradient, the inputs needed) for a node of an op with several outputs; (None, ()) when
+        none of its outputs received a gradient."""
+        siblings = node.group
+        gs = [g if sib is node else (self.grads.pop(sib, None) if sib is not None else None) for sib in siblings]
+        if all(x is None for x in gs):
+            return None, ()
+        if self.source_ids is not None:
+            for sib, x in zip(siblings, gs):
+                if sib is not None and x is not None and sib.out_id in self.source_ids:
+                    self.found[sib.out_id] = x
+        leading = self.leading
+        if leading is None:
+            return tuple(gs), node._needs
+        present = [sib for sib in siblings if sib is not None and sib in leading]
+        return tuple(gs), tuple(any(leading[sib][k] for sib in present) for k in range(len(node._needs)))
 
 
 def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
-    """``reverse_pass``'s loop for a plain first-order backward (no sources, no tape restriction, no create_graph, no
-    anomaly mode). A node whose op has direct rules (``Op.direct_rules``: one rule per input, one output, no stub,
-    no sequence) is handled here with the checks of ``_check_node`` and ``_input_gradients``, in their order; any
-    other node goes to ``visit``, the general step.
-
-    A ``quiet`` rule is called unwrapped, numpy's warnings switched off around it here (once for consecutive
-    quiet rules of a node); the gradients are summed and delivered with the user's numpy error state, as
-    everywhere else. A rule's gradient goes to its parent node at once -- should a later rule of the same node
-    fail, the pass ends with that error and its pending gradients are dropped -- but to a leaf's ``.grad`` only
-    once every rule of the node has succeeded, as before."""
-    pop = grads.pop
-    get = grads.get
+    """``reverse_pass``'s loop for a plain first-order backward: a node with ``Op.direct_rules`` is stepped here
+    (``_check_node`` and ``input_gradients`` inline, in order; leaves get theirs once all rules succeeded)."""
+    pop, get = grads.pop, grads.get
     for node in nodes:
         g = pop(node, None)
         rules = node.op.direct_rules
@@ -226,37 +247,24 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
             continue
         if g is None:
             continue
-        needs = node._needs
-        saved = node.saved
-        if saved is None:
-            _check_node(node, needs)  # raises GraphFreedError
-        versions = node.versions
-        if versions is _ZERO_VERSIONS_2:  # apply's short path: two tensors, both at version 0 when recorded
-            a, b = node.inputs
-            if a._version or b._version:
-                _check_node(node, needs)  # raises InPlaceModificationError
-        elif versions is _ZERO_VERSIONS_1:
-            if node.inputs[0]._version:
-                _check_node(node, needs)
-        else:
-            for t, version in zip(node.inputs, versions):
-                if t is not None and t._version != version:
-                    _check_node(node, needs)
+        needs, saved, versions = node._needs, node.saved, node.versions
+        if saved is None or (  # apply's short path shares the all-zero versions: identity tests, then ints
+            (versions is not _ZERO_VERSIONS_1 and (versions is not _ZERO_VERSIONS_2 or node.inputs[1]._version))
+            or node.inputs[0]._version
+        ):
+            _check_node(node, needs)  # raises GraphFreedError / InPlaceModificationError, or passes
         arrays, ans, extra = saved
         attrs = node.attrs if extra is None else {**node.attrs, **extra}
         parents = node.parents
-        to_leaves = None
-        token = None
+        to_leaves = token = None  # token: set while numpy's warnings are off (for a run of quiet rules)
         try:
             for i in range(len(needs)):  # (indices rather than zip: fewer temporary objects per node)
                 if needs[i]:
                     rule, quiet = rules[i]
                     if quiet is not (token is not None):  # numpy's warnings off for a quiet rule, back on after
-                        if quiet:
-                            token = numpy_errors_set(NUMPY_QUIET)
-                        else:
+                        if token is not None:
                             numpy_errors_reset(token)
-                            token = None
+                        token = numpy_errors_set(NUMPY_QUIET) if quiet else None
                     try:
                         grad = rule(g, ans, *arrays, **attrs) if attrs else rule(g, ans, *arrays)
                     except (GradientError, BackwardNotImplementedError):
@@ -271,55 +279,56 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
                     ):
                         grad = _checked_result(node, i, grad, expected)
                     parent = parents[i]
-                    if parent is not None:
-                        previous = get(parent)
-                        if previous is None:
-                            grads[parent] = grad
-                        else:
-                            if token is not None:  # sums run with the user's numpy error state
-                                numpy_errors_reset(token)
-                                token = None
-                            grads[parent] = previous + grad
-                    elif to_leaves is None:
-                        to_leaves = [(node.leaves[i], grad)]
+                    if parent is None:
+                        to_leaves = [*(to_leaves or ()), (node.leaves[i], grad)]
+                    elif (previous := get(parent)) is None:
+                        grads[parent] = grad
                     else:
-                        to_leaves.append((node.leaves[i], grad))
+                        if token is not None:
+                            numpy_errors_reset(token)
+                            token = None
+                        grads[parent] = add_gradients(previous, grad)
         finally:
             if token is not None:
                 numpy_errors_reset(token)
-        if to_leaves is not None:
-            for leaf, grad in to_leaves:
-                deliver(leaf, grad)
+        for leaf, grad in to_leaves or ():
+            deliver(leaf, grad)
         if not retain_graph:
             node.saved = node.inputs = None
 
 
 def _rule_failed(node, needs, error: Exception) -> GradientError:
-    """The error for a rule that raised (as ``_call_rules`` words it): the op and the inputs it was asked for."""
-    wanted = [_flat_name(node, k) for k, need in enumerate(needs) if need]
+    """The error for a rule that raised: the op and the inputs it was asked for, the original kept as its cause."""
+    wanted = [input_name(node.op, k, node.seq_lens) for k, need in enumerate(needs) if need]
     return GradientError(
         f"op '{node.op.name}': the backward rule for input(s) {wanted} raised {type(error).__name__}: {error}"
     )
 
 
 def _checked_result(node, i, grad, expected):
-    """A rule's result for input ``i`` that is not plainly an array of the input's shape and dtype: a numpy scalar
-    becomes an array; anything else of the wrong kind, shape or dtype raises ``GradientError``."""
-    op = node.op
-    if type(grad) is not np.ndarray:
-        if not isinstance(grad, np.generic):
-            raise GradientError(
-                f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned "
-                f"{'None' if grad is None else type(grad).__name__}, expected an array of shape "
-                f"{expected.shape} and dtype {expected.dtype}"
-            )
-        grad = np.asarray(grad)
+    """A rule's result for input ``i``, validated against the input ``expected``: an array of its shape and dtype (a
+    numpy scalar becomes one), or under create_graph (``expected`` a Tensor) a Tensor (anything else not None is
+    wrapped); else ``GradientError`` naming the op and the input -- the one wording of every path."""
+    if isinstance(expected, Tensor):
+        kind_ok = grad is not None
+        if kind_ok and not isinstance(grad, Tensor):
+            grad = as_tensor(np.asarray(grad))
+    else:
+        kind_ok = isinstance(grad, np.ndarray | np.generic)
+        if kind_ok and type(grad) is not np.ndarray:
+            grad = np.asarray(grad)
+    if not kind_ok:
+        got = "None" if grad is None else type(grad).__name__
+        raise _bad_result(node, i, f"{got}, expected an array of shape {expected.shape} and dtype {expected.dtype}")
     if grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
-        raise GradientError(
-            f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned shape {grad.shape} "
-            f"dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}"
-        )
+        got = f"shape {grad.shape} dtype {grad.dtype}"
+        raise _bad_result(node, i, f"{got}, expected shape {expected.shape} dtype {expected.dtype}")
     return grad
+
+
+def _bad_result(node, i, what: str) -> GradientError:
+    name = input_name(node.op, i, node.seq_lens)
+    return GradientError(f"op '{node.op.name}': the backward rule for input '{name}' returned {what}")
 
 
 def _check_node(node, needs) -> None:
@@ -333,16 +342,16 @@ def _check_node(node, needs) -> None:
         )
     for t, version in zip(node.inputs, node.versions):
         if t is not None and t._version != version:
-            i = next(j for j, x in enumerate(node.inputs) if x is t)
+            name = input_name(op, next(j for j, x in enumerate(node.inputs) if x is t), node.seq_lens)
             raise InPlaceModificationError(
-                f"op '{op.name}': input '{_flat_name(node, i)}' (tensor #{t.id}, shape {t.shape}) was given a "
-                f"new value after the op recorded it (version {version} -> {t._version}); the "
-                f"gradients would be for values that no longer exist. Run the forward again after the update"
+                f"op '{op.name}': input '{name}' (tensor #{t.id}, shape {t.shape}) was given a new value after the op "
+                f"recorded it (version {version} -> {t._version}); the gradients would be for values that no longer "
+                f"exist. Run the forward again after the update"
             )
     if op.has_stub:
         stubbed = [
-            _flat_name(node, i)
-            for i, (need, state) in enumerate(zip(needs, _flat_states(node)))
+            input_name(op, i, node.seq_lens)
+            for i, (need, state) in enumerate(zip(needs, flat_states(op, node.seq_lens)))
             if need and state is Grad.STUB
         ]
         if stubbed:
@@ -358,30 +367,6 @@ def _check_node(node, needs) -> None:
                 f"pass needs a gradient for them here. minitape never drops a gradient silently: implement the "
                 f"rule, or detach these inputs. `python -m tape coverage` lists every op's backward status"
             )
-
-
-def _flat_states(node):
-    op = node.op
-    if not node.seq_lens:
-        return op.input_states
-    return [s for s, n in zip(op.input_states, _slot_sizes(op, node.seq_lens)) for _ in range(n)]
-
-
-def _slot_sizes(op, seq_lens):
-    lens = iter(seq_lens)
-    return [next(lens) if is_seq else 1 for is_seq in op.sequence]
-
-
-def _flat_name(node, i) -> str:
-    op = node.op
-    if not node.seq_lens:
-        return op.input_names[i]
-    pos = 0
-    for name, n, is_seq in zip(op.input_names, _slot_sizes(op, node.seq_lens), op.sequence):
-        if i < pos + n:
-            return f"{name}[{i - pos}]" if is_seq else name
-        pos += n
-    return str(i)
 
 
 def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
@@ -405,14 +390,11 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
     except (GradientError, BackwardNotImplementedError):
         raise
     except Exception as e:  # a bug in a rule: say which op and which inputs, keep the original as the cause
-        wanted = [_flat_name(node, i) for i, need in enumerate(needs) if need]
-        raise GradientError(
-            f"op '{op.name}': the backward rule for input(s) {wanted} raised {type(e).__name__}: {e}"
-        ) from e
+        raise _rule_failed(node, needs, e) from e
     if not seq_lens:
         return list(results)
     flat = []
-    for result, is_seq, n in zip(results, op.sequence, _slot_sizes(op, seq_lens)):
+    for result, is_seq, n in zip(results, op.sequence, slot_sizes(op, seq_lens)):
         if is_seq:
             result = [None] * n if result is None else list(result)
             if len(result) != n:
@@ -427,19 +409,17 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
 
 def _input_gradients(node, g, needs) -> list:
     """Call the op's rules for the inputs in ``needs`` and validate what they return."""
-    op = node.op
     _check_node(node, needs)
     arrays, ans, saved = node.saved
-    attrs = node.attrs if saved is None else {**node.attrs, **saved}
-    if op.vjps is not None and not node.seq_lens:  # the common case, inline: one rule per needed input
-        try:
-            results = [rule(g, ans, *arrays, **attrs) if need else None for rule, need in zip(op.vjps, needs)]
-        except (GradientError, BackwardNotImplementedError):
-            raise
-        except Exception:  # let the general path re-raise it, naming the op and the inputs
-            results = _call_rules(op, node, g, ans, arrays, needs, attrs)
-    else:
-        results = _call_rules(op, node, g, ans, arrays, needs, attrs)
+    return input_gradients(node, g, ans, arrays, node.attrs if saved is None else {**node.attrs, **saved}, needs)
+
+
+def input_gradients(node, g, ans, arrays, attrs, needs) -> list:
+    """THE backward call of an op application on arrays, shared by the reverse pass and a compiled step's plan:
+    its rules for the inputs in ``needs`` with the saved values in ``attrs``, every result validated (an array of
+    its input's shape and dtype, else GradientError naming the op and the input). ``node`` names the application
+    (its op and sequence lengths). ``_first_order_walk`` inlines this for ops with direct rules."""
+    results = _call_rules(node.op, node, g, ans, arrays, needs, attrs)
     for i, grad in enumerate(results):
         if needs[i]:
             results[i] = _checked_result(node, i, grad, arrays[i])
@@ -459,25 +439,7 @@ def _input_gradients_graph(node, g, needs) -> list:
             results = _through_composite(node, g, needs)
         else:
             results = _call_rules(op, node, g, _output_tensors(node), list(inputs), needs, node.attrs)
-    for i, grad in enumerate(results):
-        if not needs[i]:
-            results[i] = None
-            continue
-        expected = inputs[i]
-        if grad is None:
-            raise GradientError(
-                f"op '{op.name}': the backward rule for input '{_flat_name(node, i)}' returned None, "
-                f"expected a gradient of shape {expected.shape} and dtype {expected.dtype}"
-            )
-        if not isinstance(grad, Tensor):
-            grad = as_tensor(np.asarray(grad))
-        if grad.shape != expected.shape or grad.dtype != expected.dtype:
-            raise GradientError(
-                f"op '{op.name}': the differentiable backward for input '{_flat_name(node, i)}' returned shape "
-                f"{grad.shape} dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}"
-            )
-        results[i] = grad
-    return results
+    return [_checked_result(node, i, grad, inputs[i]) if needs[i] else None for i, grad in enumerate(results)]
 
 
 def _output_tensors(node):

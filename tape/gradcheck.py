@@ -56,23 +56,7 @@ def gradcheck(
             raise TypeError(f"gradcheck: input {i} is {x.dtype}; finite differences need float64 inputs")
     arrays = [np.array(x.data, order="C") if need else None for x, need in zip(inputs, needs_grad)]
     rng = np.random.default_rng(seed)
-
-    values, out = _evaluate(fn, inputs, arrays, needs_grad)
-    if out.dtype != np.float64:
-        raise TypeError(f"gradcheck: fn returned {out.dtype}; it must compute in float64")
-    u = rng.standard_normal(out.shape)
-    leaves = [v for v, need in zip(values, needs_grad) if need]
-    if out._node is None:
-        analytic = {leaf.id: None for leaf in leaves}
-    else:
-        analytic = reverse_pass([out], [u], retain_graph=False, sources=leaves)
-    grads: list[np.ndarray | None] = []
-    for v, need in zip(values, needs_grad):
-        if need:
-            g = analytic.get(v.id)
-            grads.append(np.zeros(v.shape) if g is None else g)
-        else:
-            grads.append(None)
+    u, grads = _analytic(fn, inputs, arrays, needs_grad, rng)
 
     def projected(perturbed_arrays):
         # evaluated with gradients on, like the analytic pass (and torch's gradcheck): ``fn`` may take a
@@ -80,47 +64,79 @@ def gradcheck(
         _, o = _evaluate(fn, inputs, perturbed_arrays, needs_grad)
         return float(np.sum(o.data * u))
 
-    failures = []
     if fast_mode:
-        for k in range(n_directions):
-            directions = [rng.standard_normal(a.shape) if a is not None else None for a in arrays]
-            plus = [a + eps * d if a is not None and d is not None else None for a, d in zip(arrays, directions)]
-            minus = [a - eps * d if a is not None and d is not None else None for a, d in zip(arrays, directions)]
-            numeric = (projected(plus) - projected(minus)) / (2 * eps)
-            exact = sum(float(np.sum(g * d)) for g, d in zip(grads, directions) if g is not None)
-            if abs(numeric - exact) > atol + rtol * abs(numeric):
-                failures.append(
-                    f"direction {k}: analytical u^T J v = {exact:.8g}, numerical = {numeric:.8g}, "
-                    f"error {abs(numeric - exact):.3g}"
-                )
+        failures = _directions_failures(projected, arrays, grads, rng, n_directions, eps, atol, rtol)
     else:
-        for i, (a, analytical) in enumerate(zip(arrays, grads)):
-            if a is None or analytical is None:  # both are None exactly where no gradient is needed
-                continue
-            numeric = np.empty(a.shape)
-            flat = numeric.reshape(-1)
-            for pos in range(a.size):
-                plus = list(arrays)
-                minus = list(arrays)
-                plus[i] = up = a.copy()
-                minus[i] = down = a.copy()
-                up.reshape(-1)[pos] += eps
-                down.reshape(-1)[pos] -= eps
-                flat[pos] = (projected(plus) - projected(minus)) / (2 * eps)
-            error = np.abs(numeric - analytical)
-            bad = error > atol + rtol * np.abs(numeric)
-            if bad.any():
-                worst = np.unravel_index(np.argmax(np.where(bad, error, -1)), a.shape)
-                failures.append(
-                    f"input {i}: {int(bad.sum())} of {a.size} entries differ; worst at position "
-                    f"{tuple(int(p) for p in worst)}: analytical {analytical[worst]:.8g}, numerical "
-                    f"{numeric[worst]:.8g}, error {error[worst]:.3g}"
-                )
+        failures = _elementwise_failures(projected, arrays, grads, eps, atol, rtol)
     if failures:
         if raise_exception:
             raise GradcheckError("gradcheck failed:\n  " + "\n  ".join(failures))
         return False
     return True
+
+
+def _analytic(fn, inputs, arrays, needs_grad, rng):
+    """The output cotangent ``u`` (drawn from ``rng``) and the reverse pass's ``u^T J`` for each input (None where
+    no gradient is needed, zeros for an input the output does not depend on)."""
+    values, out = _evaluate(fn, inputs, arrays, needs_grad)
+    if out.dtype != np.float64:
+        raise TypeError(f"gradcheck: fn returned {out.dtype}; it must compute in float64")
+    u = rng.standard_normal(out.shape)
+    leaves = [v for v, need in zip(values, needs_grad) if need]
+    if out._node is None:
+        analytic: dict = {leaf.id: None for leaf in leaves}
+    else:
+        analytic = reverse_pass([out], [u], retain_graph=False, sources=leaves)
+    grads: list[np.ndarray | None] = []
+    for v, need in zip(values, needs_grad):
+        g = analytic.get(v.id) if need else None
+        grads.append(None if not need else np.zeros(v.shape) if g is None else g)
+    return u, grads
+
+
+def _directions_failures(projected, arrays, grads, rng, n_directions, eps, atol, rtol) -> list[str]:
+    """Fast mode: ``u^T J v`` against finite differences along ``n_directions`` random directions ``v``."""
+    failures = []
+    for k in range(n_directions):
+        directions = [rng.standard_normal(a.shape) if a is not None else None for a in arrays]
+        plus = [a + eps * d if a is not None and d is not None else None for a, d in zip(arrays, directions)]
+        minus = [a - eps * d if a is not None and d is not None else None for a, d in zip(arrays, directions)]
+        numeric = (projected(plus) - projected(minus)) / (2 * eps)
+        exact = sum(float(np.sum(g * d)) for g, d in zip(grads, directions) if g is not None)
+        if abs(numeric - exact) > atol + rtol * abs(numeric):
+            failures.append(
+                f"direction {k}: analytical u^T J v = {exact:.8g}, numerical = {numeric:.8g}, "
+                f"error {abs(numeric - exact):.3g}"
+            )
+    return failures
+
+
+def _elementwise_failures(projected, arrays, grads, eps, atol, rtol) -> list[str]:
+    """Full mode: every entry of ``u^T J`` against central differences (two forwards per input element)."""
+    failures = []
+    for i, (a, analytical) in enumerate(zip(arrays, grads)):
+        if a is None or analytical is None:  # both are None exactly where no gradient is needed
+            continue
+        numeric = np.empty(a.shape)
+        flat = numeric.reshape(-1)
+        for pos in range(a.size):
+            plus = list(arrays)
+            minus = list(arrays)
+            plus[i] = up = a.copy()
+            minus[i] = down = a.copy()
+            up.reshape(-1)[pos] += eps
+            down.reshape(-1)[pos] -= eps
+            flat[pos] = (projected(plus) - projected(minus)) / (2 * eps)
+        error = np.abs(numeric - analytical)
+        bad = error > atol + rtol * np.abs(numeric)
+        if bad.any():
+            worst = np.unravel_index(np.argmax(np.where(bad, error, -1)), a.shape)
+            failures.append(
+                f"input {i}: {int(bad.sum())} of {a.size} entries differ; worst at position "
+                f"{tuple(int(p) for p in worst)}: analytical {analytical[worst]:.8g}, numerical "
+                f"{numeric[worst]:.8g}, error {error[worst]:.3g}"
+            )
+    return failures
 
 
 def gradgradcheck(

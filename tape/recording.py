@@ -35,6 +35,9 @@ from .tensors import _FLOATS, Tensor, as_tensor
 __all__ = ["Node", "apply", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly"]
 
 _node_counter = itertools.count()
+_NEED_ONE, _NEED_BOTH, _NEED_FIRST, _NEED_SECOND = (True,), (True, True), (True, False), (False, True)
+_NO_LEAVES_1, _NO_LEAVES_2 = (None,), (None, None)
+_ZERO_VERSIONS_1, _ZERO_VERSIONS_2 = (0,), (0, 0)  # apply's short path: shared, so the reverse pass tests identity
 
 
 def next_node_index() -> int:
@@ -54,7 +57,7 @@ class Node:
     ``seq_lens`` the lengths of sequence parameters, when the op has any; ``group`` for an op with several
     outputs, the nodes of all its outputs in output order.
 
-    Made by ``apply`` (or ``_node_for``) only, which set every field: ``Node()`` has no ``__init__``, the cheapest
+    Made by ``_node_for`` only, which sets every field: ``Node()`` has no ``__init__``, the cheapest
     instantiation there is, on the path every recorded op takes.
     """
 
@@ -112,16 +115,27 @@ class ResolvedAttributes(dict):
 
 
 _SCALARS: dict = {}
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_CONSTANTS_32: dict[float, Tensor] = {}  # the floats' own caches, keyed by value alone: ``apply`` reads them inline
+_CONSTANTS_64: dict[float, Tensor] = {}
+_BY_VALUE = {_F32: _CONSTANTS_32, _F64: _CONSTANTS_64}
 
 
 def _scalar_constant(value, dtype) -> Tensor:
-    """A shared read-only constant tensor for a Python scalar (scalars recur: 0.5, 1e-5, 2.0, ...)."""
-    key = (type(value), value, math.copysign(1.0, value) if type(value) is float else 1.0, dtype)
-    t = _SCALARS.get(key)
+    """A shared read-only constant tensor for a Python scalar (scalars recur: 0.5, 1e-5, 2.0, ...). A float meeting
+    float32/float64 is keyed by its value; signed zeros and NaN (whose keys would collide or never match), ints,
+    bools and other dtypes by (type, value, sign, dtype)."""
+    cache: dict | None = _BY_VALUE.get(dtype) if type(value) is float and value == value and value != 0.0 else None
+    if cache is None:
+        cache = _SCALARS
+        key = (type(value), value, math.copysign(1.0, value) if type(value) is float else 1.0, dtype)
+    else:
+        key = value
+    t = cache.get(key)
     if t is None:
-        if len(_SCALARS) > 512:
-            _SCALARS.clear()
-        t = _SCALARS[key] = Tensor._wrap(np.asarray(value, dtype=dtype))
+        if len(cache) > 512:
+            cache.clear()
+        t = cache[key] = Tensor._wrap(np.asarray(value, dtype=dtype))
     return t
 
 
@@ -142,14 +156,14 @@ def _coerce(op, inputs, seq_lens=()) -> list:
             out.append(x)
         elif x is None:
             if seq_lens or not op.optional[i]:
-                raise TypeError(f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor, got None")
+                raise TypeError(f"{op.name}: argument '{input_name(op, i, seq_lens)}' expected a Tensor, got None")
             out.append(None)
         elif float_dtype is not None and isinstance(x, np.float16 | np.float32 | np.float64):
             out.append(_scalar_constant(float(x), float_dtype))  # a numpy float scalar acts as a Python float
         elif type(x) in (bool, int, float):
             if type(x) is int and not _INT64_MIN <= x <= _INT64_MAX:
                 raise ValueError(
-                    f"{op.name}: argument '{_input_name(op, i, seq_lens)}' is the Python int {x}, "
+                    f"{op.name}: argument '{input_name(op, i, seq_lens)}' is the Python int {x}, "
                     f"outside int64; minitape computes in int64, float32 or float64"
                 )
             if float_dtype is not None and type(x) is not bool:
@@ -161,14 +175,14 @@ def _coerce(op, inputs, seq_lens=()) -> list:
                 t = as_tensor(x)
             except (TypeError, ValueError) as e:
                 raise TypeError(
-                    f"{op.name}: argument '{_input_name(op, i, seq_lens)}' expected a Tensor or a real "
+                    f"{op.name}: argument '{input_name(op, i, seq_lens)}' expected a Tensor or a real "
                     f"array-like, got {type(x).__name__}: {e}"
                 ) from None
             if t._data.dtype in _FLOATS and float_dtype is not None and t._data.dtype != float_dtype:
                 _mixed_dtypes(op, inputs)
             if t._data.dtype.kind == "f" and t._data.dtype not in _FLOATS:
                 raise TypeError(
-                    f"{op.name}: argument '{_input_name(op, i, seq_lens)}' has dtype {t._data.dtype}; "
+                    f"{op.name}: argument '{input_name(op, i, seq_lens)}' has dtype {t._data.dtype}; "
                     f"minitape computes in float32 or float64"
                 )
             out.append(t)
@@ -178,10 +192,9 @@ def _coerce(op, inputs, seq_lens=()) -> list:
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _not_differentiable(op, name):
+def _not_differentiable(op, name, why="the op is not differentiable with respect to it (declared NOT_DIFFERENTIABLE)"):
     raise TypeError(
-        f"{op.name}: argument '{name}' requires grad, but the op is not differentiable with respect "
-        f"to it (declared NOT_DIFFERENTIABLE); pass it detached (x.detach()) -- minitape will not "
+        f"{op.name}: argument '{name}' requires grad, but {why}; pass it detached (x.detach()) -- minitape will not "
         f"drop a gradient silently"
     )
 
@@ -234,67 +247,99 @@ def group(op, flat, seq_lens):
     return out
 
 
-def _input_name(op, k, seq_lens):
-    """The parameter name of flat input ``k`` (``tensors[2]`` inside a sequence)."""
+def input_name(op, k, seq_lens=()) -> str:
+    """The parameter name of flat input ``k`` (``tensors[2]`` inside a sequence): how every message names it."""
     if not seq_lens:
         return op.input_names[k]
-    lens = iter(seq_lens)
     pos = 0
-    for name, is_seq in zip(op.input_names, op.sequence):
-        n = next(lens) if is_seq else 1
+    for name, n, is_seq in zip(op.input_names, slot_sizes(op, seq_lens), op.sequence):
         if k < pos + n:
             return f"{name}[{k - pos}]" if is_seq else name
         pos += n
-    return "?"
+    return str(k)
 
 
-def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens):
-    """The Node recording this application, or None when no input needing a gradient can receive one."""
-    watched = STATE.watched
-    if seq_lens:
-        states = [s for s, n in zip(op.input_states, _slot_sizes(op, seq_lens)) for _ in range(n)]
+def slot_sizes(op, seq_lens) -> list[int]:
+    """How many flat inputs each tensor parameter holds (a sequence's length, else 1)."""
+    lens = iter(seq_lens)
+    return [next(lens) if is_seq else 1 for is_seq in op.sequence]
+
+
+def flat_states(op, seq_lens) -> tuple | list:
+    """Each flat input's backward state (a sequence parameter's state once for each of its tensors)."""
+    if not seq_lens:
+        return op.input_states
+    return [s for s, n in zip(op.input_states, slot_sizes(op, seq_lens)) for _ in range(n)]
+
+
+def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, watched):
+    """THE constructor of a Node: the one recording this (floating-output) application, or None when no input needing
+    a gradient can receive one. One or two tensors of an op without NOT_DIFFERENTIABLE inputs (``apply``'s short path)
+    are worked out inline, with shared tuples where they fit (fewer objects for the garbage collector to scan); any
+    other call by ``_needs_of``. ``watched``: this thread's watched tensor ids. ``out_id`` is set once the output
+    Tensor exists, ``group`` by ``_apply_several``."""
+    needs: tuple
+    parents: tuple | list
+    leaves: tuple | list
+    versions: tuple | list
+    n = len(tensors)
+    a = tensors[0] if n else None
+    b = tensors[1] if n == 2 else None
+    if n == 1 and a is not None and op.all_differentiable:
+        if not (a._requires_grad or (watched and a.id in watched)):
+            return None
+        needs, parents = _NEED_ONE, (a._node,)
+        leaves = _NO_LEAVES_1 if parents[0] is not None else (a,)
+        versions = _ZERO_VERSIONS_1 if not a._version else (a._version,)
+    elif n == 2 and a is not None and b is not None and op.all_differentiable:
+        need_a = a._requires_grad or (bool(watched) and a.id in watched)
+        need_b = b._requires_grad or (bool(watched) and b.id in watched)
+        if not (need_a or need_b):
+            return None
+        needs = (_NEED_BOTH if need_b else _NEED_FIRST) if need_a else _NEED_SECOND
+        parents = (a._node if need_a else None, b._node if need_b else None)
+        leaf_a = a if need_a and parents[0] is None else None
+        leaf_b = b if need_b and parents[1] is None else None
+        leaves = _NO_LEAVES_2 if leaf_a is None and leaf_b is None else (leaf_a, leaf_b)
+        versions = _ZERO_VERSIONS_2 if not (a._version or b._version) else (a._version, b._version)
     else:
-        states = op.input_states
-    needs = []
-    parents = []
-    leaves = []
-    any_need = False
-    for k, (t, state_i) in enumerate(zip(tensors, states)):
-        if t is not None and (t._requires_grad or (watched and t.id in watched)):
-            if state_i is Grad.NOT_DIFFERENTIABLE:
-                if out.dtype.kind == "f" and t._requires_grad:
-                    _not_differentiable(op, _input_name(op, k, seq_lens))
-            else:
-                any_need = True
-                needs.append(True)
-                parents.append(t._node)
-                leaves.append(t if t._node is None else None)
-                continue
-        needs.append(False)
-        parents.append(None)
-        leaves.append(None)
-    if not any_need:
-        return None
+        found = _needs_of(op, tensors, seq_lens, watched)
+        if found is None:
+            return None
+        needs, parents, leaves, versions = found
     node = Node()
     node.op = op
     node.attrs = attrs
-    node._needs = tuple(needs)
+    node._needs = needs
     node.parents = parents
     node.leaves = leaves
     node.inputs = tensors  # the input tensors, to check their versions; released with ``saved``
-    node.versions = [0 if t is None else t._version for t in tensors]
+    node.versions = versions
     node.saved = (arrays, out, saved)
-    node.seq_lens = seq_lens  # lengths of sequence parameters, when the op has any
-    node.group = None  # for an op with several outputs: the nodes of all its outputs, in output order
+    node.seq_lens = seq_lens
+    node.group = None
     node.trace = None
     node.out_id = 0
     node.index = next(_node_counter)
     return node
 
 
-def _slot_sizes(op, seq_lens):
-    lens = iter(seq_lens)
-    return [next(lens) if is_seq else 1 for is_seq in op.sequence]
+def _needs_of(op, tensors, seq_lens, watched):
+    """(needs, parents, leaves, versions) of a general application, or None when nothing needs a gradient; an input
+    that requires grad where the op declares NOT_DIFFERENTIABLE is refused."""
+    needs = []
+    for k, (t, state_k) in enumerate(zip(tensors, flat_states(op, seq_lens))):
+        need = t is not None and (t._requires_grad or (bool(watched) and t.id in watched))
+        if need and state_k is Grad.NOT_DIFFERENTIABLE:
+            if t._requires_grad:
+                _not_differentiable(op, input_name(op, k, seq_lens))
+            need = False
+        needs.append(need)
+    if True not in needs:
+        return None
+    parents = [t._node if need else None for t, need in zip(tensors, needs)]
+    leaves = [t if need and t._node is None else None for t, need in zip(tensors, needs)]
+    return tuple(needs), parents, leaves, [0 if t is None else t._version for t in tensors]
 
 
 def _kept(op, name, value):
@@ -307,10 +352,8 @@ def _kept(op, name, value):
         return kind(_kept(op, name, v) for v in value)
     if isinstance(value, Tensor):
         if needs_grad(value):
-            raise TypeError(
-                f"{op.name}: argument '{name}' is an attribute of the op, not a tensor input, so no "
-                f"gradient can flow to it, and this tensor requires grad; pass it detached "
-                f"(x.detach()) -- minitape will not drop a gradient silently"
+            _not_differentiable(
+                op, name, "it is an attribute of the op, not a tensor input: no gradient can flow to it"
             )
         return value._data
     return value
@@ -323,50 +366,33 @@ def _frozen_copy(array):
 
 
 def apply(op, *args, **kwargs):
-    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor.
-
-    This is ``Op.__call__`` itself (bound by ``registry.bind_apply``). The common call -- one or two tensors (or a
-    tensor and a Python float), positionally, an op with one output whose attributes keep their defaults -- takes
-    a short path here that does what ``_apply`` does for it, in that order, with the per-op facts resolved at
-    ``defop`` (registry.Op._hot_path_facts); every other call goes to ``_apply``."""
+    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor: this is
+    ``Op.__call__`` (``registry.bind_apply``). One or two tensors (or a tensor and a float) positionally, for an op
+    with ``short_arity``, take the short path here (``_apply``'s steps, in order, facts resolved at ``defop``); other
+    calls go to ``_apply``, and every call under a compiled step's trace (tape/compile.py) to the trace."""
+    state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
+    if state["tracer"] is not None:
+        return state["tracer"].apply(op, args, kwargs)
     n = len(args)
     if n != op.short_arity or kwargs:
         return _apply(op, args, kwargs)
     a = args[0]
     if type(a) is not Tensor:
-        if n == 1 or type(a) is not float or type(args[1]) is not Tensor:
-            return _apply(op, args, kwargs)
-        b = args[1]
-        db = b._data.dtype
-        c = _CONSTANTS_32.get(a) if db is _F32 else _CONSTANTS_64.get(a) if db is _F64 else None
-        if c is None:
-            c = _float_constant(a, db)
-            if c is None:
-                return _apply(op, args, kwargs)
-        a = c
-        tensors: tuple = (a, b)
-        arrays: tuple = (a._data, b._data)
-    elif n == 2:
+        return _scalar_first(op, args)
+    if n == 2:
         b = args[1]
         da = a._data.dtype
         if type(b) is Tensor:
             db = b._data.dtype
             if db is not da and db.kind == "f" and da.kind == "f" and db != da:
                 _mixed_dtypes(op, args)
-        elif type(b) is float:  # a shared constant tensor (``_float_constant``), looked up inline
-            c = _CONSTANTS_32.get(b) if da is _F32 else _CONSTANTS_64.get(b) if da is _F64 else None
-            if c is None:
-                c = _float_constant(b, da)
-                if c is None:
-                    return _apply(op, args, kwargs)
-            b = c
+        elif type(b) is float and da.kind == "f":  # the shared constant (``_scalar_constant``), looked up inline
+            c = _CONSTANTS_32.get(b) if da is _F32 else _CONSTANTS_64.get(b)
+            b = _scalar_constant(b, da) if c is None else c
         else:
             return _apply(op, args, kwargs)
-        tensors = (a, b)
-        arrays = (a._data, b._data)
-    else:
-        tensors = (a,)
-        arrays = (a._data,)
+    tensors: tuple = (a, b) if n == 2 else (a,)
+    arrays: tuple = (a._data, b._data) if n == 2 else (a._data,)
     attrs = op.attr_defaults
     check = op.check
     if check is not None and not (  # a check declared to pass for floating inputs need not run for them
@@ -384,93 +410,46 @@ def apply(op, *args, **kwargs):
             numpy_errors_reset(token)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
-
-    state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
     node = None
     if state["grad_enabled"] and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
-        watched = state["watched"]
-        if not op.all_differentiable:
-            for t in tensors:
-                if t._requires_grad or (watched and t.id in watched):
-                    node = _node_for(op, attrs, tensors, arrays, out, None, ())
-                    break
-        elif n == 2:
-            need_a = a._requires_grad or (bool(watched) and a.id in watched)
-            need_b = b._requires_grad or (bool(watched) and b.id in watched)
-            if need_a or need_b:
-                node = Node()
-                node._needs = (_NEED_BOTH if need_b else _NEED_FIRST) if need_a else _NEED_SECOND
-                parent_a = a._node if need_a else None
-                parent_b = b._node if need_b else None
-                node.parents = (parent_a, parent_b)
-                if (need_a and parent_a is None) or (need_b and parent_b is None):
-                    node.leaves = (
-                        a if need_a and parent_a is None else None,
-                        b if need_b and parent_b is None else None,
-                    )
-                else:  # shared constants where they fit: fewer objects per node for the garbage collector to scan
-                    node.leaves = _NO_LEAVES_2
-                node.versions = _ZERO_VERSIONS_2 if not (a._version or b._version) else (a._version, b._version)
-        elif a._requires_grad or (watched and a.id in watched):
-            node = Node()
-            node._needs = _NEED_ONE
-            parent_a = a._node
-            node.parents = (parent_a,)
-            node.leaves = _NO_LEAVES_1 if parent_a is not None else (a,)
-            node.versions = _ZERO_VERSIONS_1 if not a._version else (a._version,)
-        if node is not None:
-            node.op = op
-            node.attrs = attrs
-            node.inputs = tensors
-            node.saved = (arrays, out, None)
-            node.seq_lens = ()
-            node.group = None
-            node.trace = None
-            node.index = next(_node_counter)
+        node = _node_for(op, attrs, tensors, arrays, out, None, (), state["watched"])
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
-    if state["anomaly"]:
-        if node is not None:
-            node.trace = user_frame()
-        _check_forward(op, result, arrays)
-    tapes = state["recording_tapes"]
-    if tapes:
-        for tape in tapes:
-            tape._record(op, tensors, attrs, result, node, ())
+    if state["anomaly"] or state["recording_tapes"]:
+        _observe(op, tensors, attrs, result, node, arrays, ())
     return result
 
 
-_NEED_ONE, _NEED_BOTH, _NEED_FIRST, _NEED_SECOND = (True,), (True, True), (True, False), (False, True)
-_NO_LEAVES_1, _NO_LEAVES_2 = (None,), (None, None)
-_ZERO_VERSIONS_1, _ZERO_VERSIONS_2 = (0,), (0, 0)
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_CONSTANTS_32: dict[float, Tensor] = {}
-_CONSTANTS_64: dict[float, Tensor] = {}
+def _scalar_first(op, args):
+    """``apply``'s short path for ``op(float, tensor)`` (``1.0 - x``): the float as the shared constant, then the
+    two-tensor short path; any other call goes to ``_apply``."""
+    if len(args) == 2 and type(args[0]) is float and type(args[1]) is Tensor and args[1].dtype.kind == "f":
+        return apply(op, _scalar_constant(args[0], args[1].dtype), args[1])
+    return _apply(op, args, {})
 
 
-def _float_constant(value: float, dtype):
-    """``_scalar_constant`` for a Python float meeting a float32/float64 tensor, cached by value alone (in
-    ``_CONSTANTS_32`` / ``_CONSTANTS_64``, which ``apply`` reads inline); None for the cases it leaves to
-    ``_coerce``: signed zeros and NaN, whose keys would collide or never match, and other dtypes."""
-    if dtype is _F32:
-        cache = _CONSTANTS_32
-    elif dtype is _F64:
-        cache = _CONSTANTS_64
-    else:
-        return None
-    t = cache.get(value)
-    if t is None:
-        if value == 0.0 or value != value:
-            return None
-        if len(cache) > 512:
-            cache.clear()
-        t = cache[value] = _scalar_constant(value, dtype)
-    return t
+def _observe(op, tensors, attrs, result, node, arrays, seq_lens) -> None:
+    """What anomaly mode and the recording tapes see of a one-output application (off the hot path)."""
+    state = STATE
+    if state.anomaly:
+        if node is not None:
+            node.trace = user_frame()
+        _check_forward(op, result, arrays)
+    for tape in state.recording_tapes:
+        tape._record(op, tensors, attrs, result, node, seq_lens)
 
 
 def _apply(op, args, kwargs):
     """Every call ``apply``'s short path does not take: binding, attributes, coercion, sequences, several outputs."""
+    tensors, attrs, values, seq_lens = bind_call(op, args, kwargs)
+    return run_op(op, tensors, attrs, values, seq_lens)
+
+
+def bind_call(op, args, kwargs, coerce=_coerce):
+    """A call's tensor inputs (flat, coerced by ``coerce``), attributes (kept), bound values (None on the fast call)
+    and sequence lengths: what ``run_op`` takes (eager ``_apply``, ``ExecutionTape.replay``, a compiled step's
+    trace)."""
     if not kwargs and len(args) == op.n_inputs and op.fast_call:
         inputs = args  # the hot path: tensors only, attributes at their defaults
         attrs = op.attr_defaults
@@ -488,38 +467,55 @@ def _apply(op, args, kwargs):
     float_dtype = None
     for t in inputs:
         if type(t) is not Tensor and not isinstance(t, Tensor):  # scalars, arrays, None: the slow path
-            tensors = _coerce(op, inputs, seq_lens)
+            tensors = coerce(op, inputs, seq_lens)
             break
-        dt = t._data.dtype
+        dt = t.dtype
         if dt.kind == "f":  # a Tensor's floating dtype is always float32 or float64
             if float_dtype is None:
                 float_dtype = dt
             elif dt is not float_dtype and dt != float_dtype:
                 _mixed_dtypes(op, inputs)
-    arrays = [None if t is None else t._data for t in tensors]
+    return tensors, attrs, values, seq_lens
+
+
+def forward_arrays(op, arrays, attrs, values, seq_lens):
+    """THE calling convention of an op on arrays, shared by eager ``run_op`` and a compiled step's plan: the op's
+    check, then its forward (``values``: the bound arguments, None for tensors-only calls; filled in here). Returns
+    what the forward returns ((out, saved) for ``saves``). ``apply``'s short path inlines this for its calls."""
     slot_arrays = group(op, arrays, seq_lens) if seq_lens else arrays
     if op.check is not None:
         op.check(*slot_arrays, **attrs)
     if values is None:
-        out = op.forward(*arrays)
-    else:
-        for i, a in zip(op.tensor_pos, slot_arrays):
-            values[i] = a
-        n = op.n_positional
-        keywords = {op.param_names[i]: values[i] for i in range(n, len(values))}
-        if op.var_positional is not None:
-            v = op.var_positional
-            out = op.forward(*values[:v], *values[v], **keywords)
-        else:
-            out = op.forward(*values[:n], **keywords)
+        return op.forward(*arrays)
+    for i, a in zip(op.tensor_pos, slot_arrays):
+        values[i] = a
+    n = op.n_positional
+    keywords = {op.param_names[i]: values[i] for i in range(n, len(values))}
+    if op.var_positional is not None:
+        v = op.var_positional
+        return op.forward(*values[:v], *values[v], **keywords)
+    return op.forward(*values[:n], **keywords)
+
+
+def several_outputs(op, out) -> bool:
+    """Whether a forward's result is several outputs: an op with named or "variable" outputs may return one array
+    for a call (torch.max(x) against torch.max(x, dim); nonzero's as_tuple); one with a fixed count of unnamed
+    outputs must return them all."""
+    return op.n_outputs != 1 and (
+        isinstance(out, tuple | list) or (op.result_type is None and op.n_outputs != "variable")
+    )
+
+
+def run_op(op, tensors, attrs, values, seq_lens):
+    """Apply ``op`` to coerced tensors: the forward on their arrays, the Node, the output Tensor(s), the tapes."""
+    arrays = [None if t is None else t._data for t in tensors]
+    out = forward_arrays(op, arrays, attrs, values, seq_lens)
     saved = None
     if op.saves:
         out, saved = out
         if saved.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
             attrs = ResolvedAttributes(attrs, saved)  # record what it really used
-    # an op with named or "variable" outputs may return one array for a call (torch.max(x) against torch.max(x,
-    # dim); nonzero's as_tuple); an op with a fixed count of unnamed outputs must return them all
-    if op.n_outputs != 1 and (isinstance(out, tuple | list) or (op.result_type is None and op.n_outputs != "variable")):
+    if several_outputs(op, out):
         return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
@@ -527,20 +523,12 @@ def _apply(op, args, kwargs):
     state = STATE
     node = None
     if state.grad_enabled and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
-        watched = state.watched
-        for t in tensors:
-            if t is not None and (t._requires_grad or (watched and t.id in watched)):
-                node = _node_for(op, attrs, tensors, arrays, out, saved, seq_lens)
-                break
+        node = _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, state.watched)
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
-        if state.anomaly:
-            node.trace = user_frame()
-    if state.anomaly:
-        _check_forward(op, result, arrays)
-    for tape in state.recording_tapes:
-        tape._record(op, tensors, attrs, result, node, seq_lens)
+    if state.anomaly or state.recording_tapes:
+        _observe(op, tensors, attrs, result, node, arrays, seq_lens)
     return result
 
 
@@ -553,15 +541,12 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
         )
     outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in outs)
     state = STATE
-    needs_node = state.grad_enabled and any(
-        t is not None and (t._requires_grad or (state.watched and t.id in state.watched)) for t in tensors
-    )
     results = []
     group: list = []
     for out in outs:
         node = None
-        if needs_node and out.dtype.kind == "f":
-            node = _node_for(op, attrs, tensors, arrays, outs, saved, seq_lens)
+        if state.grad_enabled and out.dtype.kind == "f":
+            node = _node_for(op, attrs, tensors, arrays, outs, saved, seq_lens, state.watched)
         result = Tensor._wrap(out, node)
         if node is not None:
             node.out_id = result.id

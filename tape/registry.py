@@ -142,26 +142,36 @@ class Op:
         self.notes = notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
         self.composite = composite
+        self.n_outputs = self._declare_outputs(outputs)
+        self.input_states = self._declare_backward(vjps, joint_vjp, differentiable)
+        self.has_stub = Grad.STUB in self.input_states
+        self.second_order, self.second_order_note = self._declare_second_order(second_order, second_order_note)
+        self._bind_signature(forward)
+        self._hot_path_facts()
+
+    def _declare_outputs(self, outputs) -> int | str:
+        """``n_outputs`` (and ``result_type`` for named outputs). != 1: the forward returns a tuple (of any length for
+        "variable": split, unbind); rules get g and ans as tuples, g None where an output received no gradient. A
+        forward may also return a single array for a call (torch.max(x) against torch.max(x, dim), torch.nonzero's
+        as_tuple): that call has one output, and its rules get g and ans as arrays."""
         self.result_type: Any = None
-        self.result_type = None
         if isinstance(outputs, tuple):
             if len(outputs) < 2 or not all(isinstance(n, str) and n.isidentifier() for n in outputs):
-                raise RegistrationError(f"op '{name}': outputs= names at least two outputs, got {outputs!r}")
+                raise RegistrationError(f"op '{self.name}': outputs= names at least two outputs, got {outputs!r}")
             # (values, indices) -- max/min with a dim, sort, topk, ... -- is one type, as Tensor's methods return it
             self.result_type = (
-                ValuesIndices if outputs == ("values", "indices") else collections.namedtuple(name, outputs)
+                ValuesIndices if outputs == ("values", "indices") else collections.namedtuple(self.name, outputs)
             )
             outputs = len(outputs)
         if outputs != "variable" and (not isinstance(outputs, int) or outputs < 1):
             raise RegistrationError(
-                f"op '{name}': outputs= must be a positive int, 'variable' or a tuple of names, got {outputs!r}"
+                f"op '{self.name}': outputs= must be a positive int, 'variable' or a tuple of names, got {outputs!r}"
             )
-        # != 1: the forward returns a tuple (of any length for "variable": split, unbind); rules get g and ans
-        # as tuples, g None where an output received no gradient. A forward may also return a single array for
-        # a call (torch.max(x) against torch.max(x, dim), torch.nonzero's as_tuple): that call has one output,
-        # and its rules get g and ans as arrays.
-        self.n_outputs = outputs
-        n = self.n_inputs
+        return outputs
+
+    def _declare_backward(self, vjps, joint_vjp, differentiable) -> tuple[Grad, ...]:
+        """``vjps`` (None for a joint backward) and each tensor input's backward state."""
+        name, n = self.name, self.n_inputs
         if (vjps is None) == (joint_vjp is None):
             raise RegistrationError(f"op '{name}': declare exactly one of vjps= (one rule per input) or joint_vjp=")
         if vjps is None:  # so joint_vjp is given (exactly one of the two is, checked above)
@@ -181,21 +191,19 @@ class Op:
                 )
             self.vjps = tuple(vjps)
             states = [Grad.RULE if callable(v) else v for v in vjps]
-        self.input_states = tuple(_state_of(name, self.input_names[i], s) for i, s in enumerate(states))
-        self.has_stub = Grad.STUB in self.input_states
+        return tuple(_state_of(name, self.input_names[i], s) for i, s in enumerate(states))
+
+    def _declare_second_order(self, second_order, note) -> tuple[Grad, str]:
+        """The second-order state: a stub when the rules use saved values and no composite is given, not
+        differentiable when no input is."""
         if not isinstance(second_order, Grad):
-            raise RegistrationError(f"op '{name}': second_order= must be a Grad state, got {second_order!r}")
-        if second_order is Grad.RULE and saves and composite is None:
+            raise RegistrationError(f"op '{self.name}': second_order= must be a Grad state, got {second_order!r}")
+        if second_order is Grad.RULE and self.saves and self.composite is None:
             second_order = Grad.STUB
-            second_order_note = second_order_note or (
-                "its rules use values the forward saved; declare a composite= to differentiate them"
-            )
+            note = note or "its rules use values the forward saved; declare a composite= to differentiate them"
         if Grad.RULE not in self.input_states:
             second_order = Grad.NOT_DIFFERENTIABLE
-        self.second_order = second_order
-        self.second_order_note = second_order_note
-        self._bind_signature(forward)
-        self._hot_path_facts()
+        return second_order, note
 
     def _hot_path_facts(self) -> None:
         """Facts the engine's hot paths read instead of re-deriving them at every call (tape/recording.py,

@@ -21,6 +21,7 @@ class _ThreadState(threading.local):
         self.anomaly = False
         self.recording_tapes = []  # tapes of this thread whose is_recording is True, in start order
         self.watched = set()  # ids of tensors watched by a recording GradientTape of this thread
+        self.tracer = None  # the trace of a compiled step running in this thread (tape/compile.py), if any
 
 
 STATE = _ThreadState()

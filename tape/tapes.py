@@ -18,7 +18,7 @@ import numpy as np
 
 from .autodiff import reverse_pass, seed_gradients
 from .errors import ReplayError
-from .recording import group
+from .recording import bind_call, group, run_op
 from .registry import get_op
 from .state import STATE, no_grad
 from .tensors import Tensor
@@ -209,70 +209,60 @@ class ExecutionTape:
     def replay(self, inputs: dict | None = None) -> dict[int, np.ndarray]:
         """Re-execute the recorded ops through the registry. ``inputs`` maps an input tensor (or its id) to
         a new value; inputs not given keep their current value. Returns {tensor id: array} for every
-        output. Nothing is recorded and no gradient is tracked."""
-        values = {tid: t for tid, t in self._externals.items()}
+        output. Nothing is recorded and no gradient is tracked: each op runs through eager's own
+        ``bind_call`` + ``run_op`` (never a compiled step's trace), under no_grad, with no tape recording."""
+        values = dict(self._externals)
         for key, value in (inputs or {}).items():
-            if not isinstance(key, Tensor | int) or isinstance(key, bool):
-                raise ReplayError(f"replay: inputs are keyed by an input Tensor or its id, got {type(key).__name__}")
-            tid = key.id if isinstance(key, Tensor) else int(key)
-            if tid not in self._externals:
-                raise ReplayError(
-                    f"replay: tensor id {tid} is not an input of this tape (inputs: {sorted(self._externals)})"
-                )
-            recorded = self._externals[tid]
-            try:
-                array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
-            except ValueError as e:
-                raise ReplayError(f"replay: the value for input #{tid} is not an array: {e}") from None
-            if array.shape != recorded.shape:
-                raise ReplayError(f"replay: input #{tid} was recorded with shape {recorded.shape}, got {array.shape}")
-            if array.dtype != recorded.dtype:
-                if array.dtype.kind == recorded.dtype.kind == "f" or isinstance(value, Tensor | np.ndarray):
-                    raise ReplayError(
-                        f"replay: input #{tid} was recorded as {recorded.dtype}, got {array.dtype}; "
-                        f"replay never changes a graph's dtype"
-                    )
-                array = array.astype(recorded.dtype)  # Python scalars and lists take the recorded dtype
-            values[tid] = Tensor._wrap(array)
-        outputs = {}
+            tid, tensor = self._replay_input(key, value)
+            values[tid] = tensor
+        outputs: dict[int, np.ndarray] = {}
         saved_tapes = STATE.recording_tapes
         STATE.recording_tapes = []  # a replay is not recorded on the tapes that are recording now
         try:
             with no_grad():
                 for rec in self._ops:
-                    try:
-                        op = get_op(rec.op_name)
-                    except KeyError:
-                        raise ReplayError(
-                            f"replay: op '{rec.op_name}' (tape index {rec.index}) is no longer registered"
-                        ) from None
-                    args: list[Tensor | None] = []
-                    for spec in rec.inputs:
-                        if spec is None:
-                            args.append(None)
-                        elif spec.id in values:
-                            args.append(values[spec.id])
-                        else:
-                            raise ReplayError(
-                                f"replay: op '{rec.op_name}' (tape index {rec.index}) reads tensor "
-                                f"#{spec.id}, which is neither an input nor produced earlier on the "
-                                f"tape"
-                            )
-                    args = group(op, args, rec.seq_lens) if rec.seq_lens else args
-                    out = op(**dict(zip(op.input_names, args)), **rec.attributes)
+                    op = _replayed_op(rec)
+                    tensors, attrs, bound, seq_lens = bind_call(
+                        op, (), {**_replay_args(op, rec, values), **rec.attributes}
+                    )
+                    out = run_op(op, tensors, attrs, bound, seq_lens)
                     produced = out if isinstance(out, tuple) else (out,)
                     if len(produced) != len(rec.output_specs):
                         raise ReplayError(
-                            f"replay: op '{rec.op_name}' (tape index {rec.index}) gave "
-                            f"{len(produced)} outputs where {len(rec.output_specs)} "
-                            f"were recorded (its output count depends on the input's shape)"
+                            f"replay: op '{rec.op_name}' (tape index {rec.index}) gave {len(produced)} outputs where "
+                            f"{len(rec.output_specs)} were recorded (its output count depends on the input's shape)"
                         )
-                    for spec, t in zip(rec.output_specs, out if isinstance(out, tuple) else (out,)):
+                    for spec, t in zip(rec.output_specs, produced):
                         values[spec.id] = t
                         outputs[spec.id] = t._data
         finally:
             STATE.recording_tapes = saved_tapes
         return outputs
+
+    def _replay_input(self, key, value) -> tuple[int, Tensor]:
+        """A replay input as (the tape input's id, a Tensor of its recorded shape and dtype)."""
+        if not isinstance(key, Tensor | int) or isinstance(key, bool):
+            raise ReplayError(f"replay: inputs are keyed by an input Tensor or its id, got {type(key).__name__}")
+        tid = key.id if isinstance(key, Tensor) else int(key)
+        if tid not in self._externals:
+            raise ReplayError(
+                f"replay: tensor id {tid} is not an input of this tape (inputs: {sorted(self._externals)})"
+            )
+        recorded = self._externals[tid]
+        try:
+            array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
+        except ValueError as e:
+            raise ReplayError(f"replay: the value for input #{tid} is not an array: {e}") from None
+        if array.shape != recorded.shape:
+            raise ReplayError(f"replay: input #{tid} was recorded with shape {recorded.shape}, got {array.shape}")
+        if array.dtype != recorded.dtype:
+            if array.dtype.kind == recorded.dtype.kind == "f" or isinstance(value, Tensor | np.ndarray):
+                raise ReplayError(
+                    f"replay: input #{tid} was recorded as {recorded.dtype}, got {array.dtype}; "
+                    f"replay never changes a graph's dtype"
+                )
+            array = array.astype(recorded.dtype)  # Python scalars and lists take the recorded dtype
+        return tid, Tensor._wrap(array)
 
     # -- graph export --------------------------------------------------------------------------------------
     def to_graph(self) -> TapeGraph:
@@ -451,6 +441,26 @@ def _clustered(nodes: dict, modules: dict) -> list:
 
 def _quoted(text: str) -> str:
     return text.replace('"', '\\"')
+
+
+def _replayed_op(rec: RecordedOp):
+    try:
+        return get_op(rec.op_name)
+    except KeyError:
+        raise ReplayError(f"replay: op '{rec.op_name}' (tape index {rec.index}) is no longer registered") from None
+
+
+def _replay_args(op, rec: RecordedOp, values: dict) -> dict:
+    """A recorded op's tensor arguments by parameter name (a list for a sequence parameter), from ``values``."""
+    args: list[Tensor | None] = []
+    for spec in rec.inputs:
+        if spec is not None and spec.id not in values:
+            raise ReplayError(
+                f"replay: op '{rec.op_name}' (tape index {rec.index}) reads tensor #{spec.id}, which is neither an "
+                f"input nor produced earlier on the tape"
+            )
+        args.append(None if spec is None else values[spec.id])
+    return dict(zip(op.input_names, group(op, args, rec.seq_lens) if rec.seq_lens else args))
 
 
 def _registered(name: str) -> bool:

@@ -61,7 +61,7 @@ def train_both(build, loss_fn, batches, clip=1.0):
             opt.step()
             sched.step()
         assert_same(params_a, params_b, "parameter")
-    assert step.records == 2 and step.replays == len(batches) - 2
+    assert step.records >= 1 and step.records + step.replays == len(batches)
     return step
 
 
@@ -86,7 +86,7 @@ def gpt_builder(vocab, context, dropout=0.0):
 def test_reverse_example_model():
     rng = np.random.default_rng(0)
     batches = [reverse.make_batch(rng, 16, 5, 8)[1:] for _ in range(STEPS)]
-    train_both(gpt_builder(9, 10), next_token_loss, batches)
+    assert train_both(gpt_builder(9, 10), next_token_loss, batches).replays == STEPS - 1
 
 
 def test_char_lm_example_model_with_dropout():
@@ -137,7 +137,7 @@ def test_200_op_chain():
         opt_b.step()
         assert loss_b.item() == loss_a.item()
         assert_same([x_a.grad, x_a], [grad, x_b], "chain")
-    assert (step.records, step.replays) == (2, 8)
+    assert (step.records, step.replays) == (1, 9)
     assert "201 ops, 201 rule calls" in repr(step)
 
 
@@ -179,7 +179,7 @@ def test_several_outputs_sequences_and_attributes_from_the_batch():
         loss_b, _ = step(x, rows, bias_b)
         assert loss_b.item() == loss_a.item()
         assert_same([w_a.grad, bias_a.grad], [w_b.grad, bias_b.grad], "gradient")
-    assert step.replays == 3
+    assert step.replays == 4
 
 
 # -- randomness --------------------------------------------------------------------------------------------------
@@ -216,19 +216,19 @@ def test_a_new_shape_or_dtype_records_a_new_plan():
         x = np.random.default_rng(len(shape)).standard_normal(shape).astype(dtype)
         loss, _ = step(x)
         assert loss.dtype == dtype and loss.item() == fn(tape.tensor(x)).item()
-    assert (step.records, step.replays) == (6, 4)
+    assert (step.records, step.replays) == (3, 7)
 
 
 def test_recompile_false_raises_saying_what_differs():
     step = compile(lambda x: ops.sum(x * x), recompile=False)
     step(np.ones((4, 4), np.float32))
-    with pytest.raises(CompileError, match=r"argument 0 was float32\[4, 4\] when recorded, now float64\[4, 4\]"):
+    with pytest.raises(CompileError, match=r"op #0 'sum' fits no recorded plan \(recompile=False\): its tensor inputs"):
         step(np.ones((4, 4), np.float64))
-    with pytest.raises(CompileError, match=r"argument 0 was float32\[4, 4\] when recorded, now float32\[2, 4\]"):
+    with pytest.raises(CompileError, match=r"op #0 'sum' fits no recorded plan"):
         step(np.ones((2, 4), np.float32))
 
 
-def test_a_python_number_argument_is_part_of_the_signature():
+def test_a_python_number_argument_is_read_on_every_call():
     w = tape.tensor(np.arange(3, dtype=np.float32), requires_grad=True)
     fn = lambda scale: ops.sum(w * scale)  # noqa: E731
     step = compile(fn, [w])
@@ -236,7 +236,7 @@ def test_a_python_number_argument_is_part_of_the_signature():
         w.grad = None
         loss, (grad,) = step(scale)
         assert loss.item() == 3 * scale and np.array_equal(grad.data, np.full(3, scale, np.float32))
-    assert (step.records, step.replays) == (4, 3)
+    assert (step.records, step.replays) == (1, 6)
 
 
 def test_a_parameter_changed_behind_the_plan_is_read_afresh_or_re_recorded():
@@ -246,14 +246,14 @@ def test_a_parameter_changed_behind_the_plan_is_read_afresh_or_re_recorded():
         step()
     w.grad = None
     w.data = np.full((2, 3), 2.0, np.float32)  # what an optimizer does: read afresh, same plan
-    assert step()[0].item() == 24.0 and step.replays == 2
+    assert step()[0].item() == 24.0 and step.replays == 3
     w.grad = None
     w._data = np.ones((4,), np.float32)  # the public setter refuses a new shape; the plan must not trust it either
     loss, (grad,) = step()
-    assert loss.item() == 4.0 and grad.shape == (4,) and step.records == 3
+    assert loss.item() == 4.0 and grad.shape == (4,) and step.records == 2
     w.requires_grad = False  # a frozen parameter: the plan that sends it a gradient is dropped
     w.grad = None
-    assert step()[1] == [None] and step.records == 4
+    assert step()[1] == [None] and step.records == 3
 
 
 def test_recompile_false_names_the_changed_parameter():
@@ -261,15 +261,15 @@ def test_recompile_false_names_the_changed_parameter():
     step = compile(lambda: ops.sum(w * w), [w], recompile=False)
     step(), step(), step()
     w.requires_grad = False
-    with pytest.raises(CompileError, match=r"\(w\) read by fn was recorded as float32\[3\] requiring grad"):
+    with pytest.raises(CompileError, match=r"op #0 'mul' fits no recorded plan .*its tensor inputs differ"):
         step()
 
 
-def test_key_gives_each_branch_of_python_control_flow_its_plan():
+def test_each_branch_of_python_control_flow_gets_its_plan():
     state = {"relu": True}
     w = tape.tensor(np.linspace(-1, 1, 5, dtype=np.float32), requires_grad=True)
     fn = lambda: ops.sum(ops.relu(w) if state["relu"] else ops.tanh(w))  # noqa: E731
-    step = compile(fn, [w], key=lambda: state["relu"])
+    step = compile(fn, [w])
     for flag in (True, False) * 4:
         state["relu"] = flag
         w.grad = None
@@ -277,14 +277,14 @@ def test_key_gives_each_branch_of_python_control_flow_its_plan():
         w.grad = None
         fn().backward()
         assert loss.item() == fn().item() and np.array_equal(grad.data, w.grad.data)
-    assert (step.records, step.replays) == (4, 4)
+    assert (step.records, step.replays) == (2, 6)
 
 
 def test_at_most_max_plans_are_kept():
     step = compile(lambda x: ops.sum(x), max_plans=2)
     for n in (1, 2, 3, 1):
         step(np.ones(n, np.float32)), step(np.ones(n, np.float32))
-    assert step.records == 8 and len(step._plans) == 2
+    assert step.records == 4 and len(step._plans) == 2
 
 
 def test_an_outer_tape_sees_the_ops_of_an_eager_call():
@@ -293,10 +293,10 @@ def test_an_outer_tape_sees_the_ops_of_an_eager_call():
     step(), step(), step()
     with tape.ExecutionTape() as recorded:
         step()
-    assert [r.op_name for r in recorded.operations] == ["exp", "sum"] and step.replays == 1
+    assert [r.op_name for r in recorded.operations] == ["exp", "sum"] and step.replays == 2
 
 
-# -- what a plan cannot follow -----------------------------------------------------------------------------------
+# -- what fn does with values: eager's result ------------------------------------------------------------------
 @pytest.mark.parametrize(
     "read",
     [
@@ -307,61 +307,65 @@ def test_an_outer_tape_sees_the_ops_of_an_eager_call():
         lambda t: ops.sum(t.detach().data),
     ],
 )
-def test_reading_values_while_recording_raises(read):
-    with pytest.raises(CompileError, match="read the values of a tensor"):
-        compile(read)(np.ones(3, np.float32))
+def test_reading_values_runs_eagerly_with_eagers_result(read):
+    step = compile(read)
+    for k in range(3):
+        x = np.full(3, k - 1.0, np.float32)
+        assert step(tape.tensor(x))[0].item() == read(tape.tensor(x)).item()
 
 
-def test_numpy_randomness_inside_fn_is_caught_by_the_second_recording():
-    rng = np.random.default_rng(0)
-    step = compile(lambda x: ops.sum(ops.add(x, rng.standard_normal(3).astype(np.float32))))
-    step(np.ones(3, np.float32))
-    with pytest.raises(CompileError, match=r"op #0 'add' read a constant made inside fn .* and it changed"):
-        step(np.ones(3, np.float32))
+def test_numpy_randomness_and_control_flow_inside_fn_run_as_in_eager():
+    rng_a, rng_b = np.random.default_rng(0), np.random.default_rng(0)
+    fn = lambda x, rng: ops.sum(ops.add(x, rng.standard_normal(3).astype(np.float32)))  # noqa: E731
+    step = compile(lambda x: fn(x, rng_b))
+    for _ in range(4):
+        assert step(np.ones(3, np.float32))[0].item() == fn(np.ones(3, np.float32), rng_a).item()
+    assert step.replays == 3
 
 
-def test_python_control_flow_that_changes_is_caught_by_the_second_recording():
-    state = {"relu": True}
-    w = tape.tensor(np.ones(3, np.float32), requires_grad=True)
-    step = compile(lambda: ops.sum(ops.relu(w) if state["relu"] else ops.tanh(w)), [w])
-    step()
-    state["relu"] = False
-    with pytest.raises(CompileError, match="op #0 was 'relu' on the first call and 'tanh' on the second"):
-        step()
-
-
-def test_a_shape_that_depends_on_the_data_raises():
-    step = compile(lambda x, mask: ops.sum(x[mask]))
+def test_a_boolean_mask_index_is_read_by_value():
+    fn = lambda x, mask: ops.sum(x[mask])  # noqa: E731
+    step = compile(fn)
     x = np.arange(4, dtype=np.float32)
-    for mask in ([True, False, True, False], [False, True, False, True]):
-        step(x, np.array(mask))
-    with pytest.raises(CompileError, match="'getitem' gave output shape"):
-        step(x, np.array([True, True, True, False]))
+    for mask in ([True, False, True, False], [True, False, True, False], [True, True, True, False]):
+        assert step(x, np.array(mask))[0].item() == fn(tape.tensor(x), np.array(mask)).item()
+    assert (step.records, step.replays) == (2, 1)
+
+
+def test_an_output_shape_that_differs_from_the_plan_raises():
+    fn = lambda x, repeats: ops.sum(ops.repeat_interleave(x, repeats))  # noqa: E731
+    step = compile(fn)
+    x = np.arange(3, dtype=np.float32)
+    step(x, np.array([1, 2, 1])), step(x, np.array([2, 1, 1]))
+    with pytest.raises(CompileError, match="'repeat_interleave' gave output"):
+        step(x, np.array([2, 2, 2]))
+    assert step(x, np.array([2, 2, 2]))[0].item() == fn(tape.tensor(x), np.array([2, 2, 2])).item()
 
 
 def test_bad_results_and_arguments():
     with pytest.raises(TypeError, match="single-element floating loss"):
         compile(lambda x: x * 2.0)(np.ones(3, np.float32))
-    with pytest.raises(TypeError, match="hashable"):
-        compile(lambda x: ops.sum(x))([1.0, 2.0])
     w = tape.tensor(np.ones(3, np.float32), requires_grad=True)
-    with pytest.raises(CompileError, match="computed by ops outside fn"):
-        compile(lambda t: ops.sum(t))(w * 2.0)
+    step = compile(lambda t: ops.sum(t))  # a graph made outside fn: the gradient flows beyond it, as in eager
+    step(w * 2.0), step(w * 2.0)
+    assert np.array_equal(w.grad.numpy(), np.full(3, 4.0, np.float32))
 
 
-def test_a_compiled_step_inside_a_compiled_function_is_refused():
+def test_a_compiled_step_inside_a_compiled_function_runs_eagerly():
     w = tape.tensor(np.ones(3, np.float32), requires_grad=True)
     inner = compile(lambda: ops.sum(w * w), [w])
     outer = compile(lambda: inner()[0] * 2.0)
-    with pytest.raises(CompileError, match="inside a function being compiled"):
-        outer()
+    for _ in range(3):
+        w.grad = None
+        assert outer()[0].item() == 6.0 and np.array_equal(w.grad.numpy(), np.full(3, 2.0, np.float32))
 
 
-def test_an_error_while_replaying_names_the_op():
-    """Value checks run when recording only: a bad index later fails inside the op, and the note says which."""
+def test_a_replayed_step_checks_indices_as_eager_does():
     w = tape.tensor(np.ones((4, 2), np.float32), requires_grad=True)
     step = compile(lambda idx: ops.sum(ops.embedding(idx, w)), [w])
     step(np.array([0, 1])), step(np.array([2, 3]))
-    with pytest.raises(IndexError) as raised:
+    with pytest.raises(Exception) as eager:
+        ops.embedding(np.array([0, 9]), w)
+    with pytest.raises(type(eager.value), match=str(eager.value)[:30].replace("(", r"\(").replace("[", r"\[")):
         step(np.array([0, 9]))
-    assert "op #0 'embedding' of a compiled step" in " ".join(getattr(raised.value, "__notes__", []))
+    assert step.replays == 1

@@ -338,6 +338,20 @@ def test_a_grad_requiring_tensor_in_a_not_differentiable_slot_is_refused(throwaw
     np.testing.assert_allclose(x.grad.data, factor.data)
 
 
+def test_a_not_differentiable_slot_is_refused_for_an_op_with_several_outputs(throwaway_ops):
+    """The refusal above, for an op with several outputs (it raised AttributeError: the check read ``.dtype`` of
+    the tuple of outputs)."""
+    scale_two = throwaway_ops("scale_two", family="test", inputs=("x", "factor"), outputs=2,
+                              forward=lambda x, factor: (x + factor, x - factor),
+                              vjps=(lambda g, ans, x, f: sum(gi for gi in g if gi is not None), NOT_DIFFERENTIABLE))
+    x, factor = leaf((3,)), leaf((3,), seed=1)
+    with pytest.raises(TypeError, match="scale_two: argument 'factor' requires grad.*detach"):
+        scale_two(x, factor)
+    first, second = scale_two(x, factor.detach())
+    (first.sum() + second.sum()).backward()
+    np.testing.assert_allclose(x.grad.data, 2.0)
+
+
 def test_an_exception_inside_a_rule_is_reported_with_the_op_and_input(throwaway_ops):
     broken = throwaway_ops("broken_rule", family="test", inputs=("x",), forward=np.exp,
                            vjps=(lambda g, ans, x: g @ np.ones((7, 7)),))

@@ -10,7 +10,9 @@ warnings off itself around the ``quiet`` ones. These tests pin what must not cha
   user's state, and the user's state is back after a rule raises;
 - errors keep their kind and wording (a failing rule names the op and inputs; a failing sum is numpy's error);
 - a ``functools.wraps`` copy of a quiet wrapper is not taken for one;
-- create_graph differentiates an op's output through its node even when the output tensor is gone.
+- create_graph differentiates an op's output through its node even when the output tensor is gone;
+- ``_node_for``'s inline one- and two-tensor cases equal its general computation (``_needs_of``), and the direct
+  first-order walk equals the general ``visit`` bit for bit.
 """
 
 from __future__ import annotations
@@ -165,3 +167,61 @@ def test_create_graph_through_an_output_that_is_gone():
     t = np.tanh(np.array([0.3, -0.7]))
     np.testing.assert_allclose(gx.numpy(), 2 * t * (1 - t**2))
     np.testing.assert_allclose(x.grad.numpy(), 2 * (1 - t**2) * (1 - 3 * t**2))
+
+
+@pytest.mark.parametrize("watch", [False, True])
+def test_the_inline_node_cases_equal_the_general_computation(watch):
+    """``_node_for`` works out one and two tensors of an all-differentiable op inline (shared tuples); ``_needs_of``
+    is the general computation every other call takes. For every mix of inputs that need a gradient or not, leaves
+    and non-leaves, fresh and reassigned versions, both give the same needs, parents, leaves and versions."""
+    from tape.recording import _needs_of
+
+    def make(kind):
+        t = tape.tensor(np.array([1.5, -2.0]), requires_grad=kind != "constant")
+        if kind == "inner":
+            return ops.tanh(t)
+        if kind == "bumped":
+            t.data = np.array([0.5, 0.25])  # version 1
+        return t
+
+    kinds = ("constant", "leaf", "inner", "bumped")
+    cases = [(a,) for a in kinds] + [(a, b) for a in kinds for b in kinds]
+    for case in cases:
+        with tape.GradientTape() as gt:
+            tensors = [make(kind) for kind in case]
+            if watch:
+                gt.watch([t for t in tensors if not t.requires_grad])
+            op = ops.tanh if len(tensors) == 1 else ops.mul
+            out = op(*tensors)
+            general = _needs_of(op, tensors, (), tape.state.STATE.watched)
+        node = out.grad_fn
+        if general is None:
+            assert node is None, case
+            continue
+        needs, parents, leaves, versions = general
+        assert node is not None, case
+        assert (node.needs, list(node.parents), list(node.leaves), list(node.versions)) == (
+            list(needs), list(parents), list(leaves), list(versions)
+        ), case
+
+
+def test_the_direct_reverse_walk_equals_the_general_visit():
+    """``_first_order_walk`` steps nodes with direct rules inline; a tape-restricted pass (``compute_gradients``)
+    takes the general ``visit`` for every node. Same gradients, bit for bit, over a chain with shared inputs,
+    Python scalars, a leaf read twice and a node with several consumers."""
+    data = np.random.default_rng(3).standard_normal((3, 4))
+    grads = []
+    for general in (False, True):
+        x = tape.tensor(data, requires_grad=True)
+        w = tape.tensor(data[::-1].copy(), requires_grad=True)
+        with tape.GradientTape() as gt:
+            h = ops.tanh(ops.add(ops.mul(x, 1.01), 0.1))
+            y = ops.mul(h, w)
+            loss = ops.sum(ops.mul(ops.sub(1.5, y), ops.exp(h)) + ops.mul(x, x))
+        if general:
+            grads.append([g.numpy() for g in gt.compute_gradients(loss, [x, w])])
+        else:
+            loss.backward()
+            grads.append([x.grad.numpy(), w.grad.numpy()])
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)

@@ -240,3 +240,28 @@ def test_render_writes_an_svg(tmp_path, graphviz_dot):
         ops.exp(x * 2)
     path = t.render(str(tmp_path / "graph.svg"))
     assert open(path).read().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_replay_runs_eagerly_inside_a_compiled_step():
+    """replay runs each recorded op through eager's bind_call + run_op: inside a compiled step's fn it neither enters
+    the step's trace (which made every call of the step re-record) nor drops the step's own recording."""
+    a = tape.tensor(np.array([0.5, -1.0, 2.0]))
+    with tape.ExecutionTape() as recorded:
+        b = ops.tanh(a)
+    w = tape.tensor(np.array([0.3, -0.2, 0.1]), requires_grad=True)
+    replayed = []
+
+    def fn(x):
+        replayed.append(recorded.replay({a: x.data})[b.id])
+        h = ops.mul(w, x)
+        return ops.sum(ops.mul(h, h))
+
+    step = tape.compile(fn, [w])
+    for k in range(3):
+        x = np.array([1.0, 2.0, -3.0]) * (k + 1)
+        w.grad = None
+        loss, (grad,) = step(tape.tensor(x))
+        np.testing.assert_array_equal(replayed[-1], np.tanh(x))
+        assert loss.item() == np.sum((w.data * x) ** 2)
+        np.testing.assert_array_equal(grad.numpy(), 2 * (w.data * x) * x)
+    assert (step.records, step.replays) == (1, 2)

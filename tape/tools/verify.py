@@ -212,8 +212,6 @@ def run_torch_hvp_parity(op, sample, seed: int = 0) -> CheckResult | None:
     if not diff:
         return None
     torch = _torch
-    from ..functional import gradients
-
     rng = np.random.default_rng(seed)
     tensors = sample_tensors(op, sample)
     try:
@@ -241,17 +239,7 @@ def run_torch_hvp_parity(op, sample, seed: int = 0) -> CheckResult | None:
     except RuntimeError:
         return None  # torch has no double backward for this op
     try:
-        u = Tensor(u_array.astype(out.dtype), requires_grad=True)
-        ours_first = gradients(out, leaves, [u], create_graph=True, allow_unused=True)
-        inner_ours = None
-        for g, v in zip(ours_first, vs):
-            if g is not None:
-                term = (g * v).sum()
-                inner_ours = term if inner_ours is None else inner_ours + term
-        if inner_ours is None or (inner_ours._node is None and not inner_ours.requires_grad):
-            ours = [None] * (len(leaves) + 1)
-        else:
-            ours = gradients(inner_ours, leaves + [u], allow_unused=True)
+        ours = _our_hvp(out, leaves, vs, u_array)
     except Exception as e:
         return CheckResult(False, float("inf"), f"minitape double backward raised {type(e).__name__}: {e}")
     rtol, atol = PARITY_TOLERANCE[np.dtype(np.float64)]
@@ -265,6 +253,21 @@ def run_torch_hvp_parity(op, sample, seed: int = 0) -> CheckResult | None:
         w, p = _compare(f"second-order grad of '{name}'", a, b, rtol * 10, atol * 10)
         worst, problems = max(worst, w), problems + p
     return CheckResult(not problems, worst, "; ".join(problems))
+
+
+def _our_hvp(out, leaves, vs, u_array) -> list:
+    """minitape's d/dx <VJP(x, u), v> for each leaf and d/du (None where it is zero), by two reverse passes."""
+    from ..functional import gradients
+
+    u = Tensor(u_array.astype(out.dtype), requires_grad=True)
+    inner = None
+    for g, v in zip(gradients(out, leaves, [u], create_graph=True, allow_unused=True), vs):
+        if g is not None:
+            term = (g * v).sum()
+            inner = term if inner is None else inner + term
+    if inner is None or (inner._node is None and not inner.requires_grad):
+        return [None] * (len(leaves) + 1)
+    return gradients(inner, leaves + [u], allow_unused=True)
 
 
 def _flat(values):

@@ -179,6 +179,26 @@ class Optimizer:
         problems: list[str] = []
         expected = ["steps_taken"]
         steps_taken = _count_from(arrays, "steps_taken", problems)
+        new_groups = self._loaded_groups(arrays, problems, expected)
+        new_state = self._loaded_state(new_groups, arrays, problems, expected)
+        expected_set = set(expected)
+        missing = [key for key in expected if key not in arrays]
+        unexpected = [key for key in arrays if key not in expected_set]
+        if missing:
+            problems.insert(0, f"missing key(s): {_listing(missing)}")
+        if unexpected:
+            problems.insert(1 if missing else 0, f"unexpected key(s): {_listing(unexpected)}")
+        if problems:
+            raise ValueError(f"{where}: " + "; ".join(problems))
+        assert steps_taken is not None  # a missing or malformed count was a problem above
+        for group, new in zip(self.param_groups, new_groups):
+            group.update((name, new[name]) for name in self.defaults)
+        self.state = new_state
+        self.steps_taken = steps_taken
+
+    def _loaded_groups(self, arrays: dict, problems: list, expected: list) -> list[dict]:
+        """``load_state_dict``'s parameter groups with the saved hyper-parameters (problems and the keys read are
+        appended to ``problems`` and ``expected``)."""
         saved_groups = sum(1 for key in arrays if re.fullmatch(r"param_groups\.\d+\.params", key))
         if saved_groups != len(self.param_groups):
             problems.append(
@@ -190,18 +210,9 @@ class Optimizer:
             key = f"param_groups.{g}.params"
             expected.append(key)
             if key in arrays:
-                saved = arrays[key]
-                if saved.ndim != 1 or saved.dtype.kind not in "iu":
-                    problems.append(f"'{key}' must be a 1-D array of parameter numbers, got {_describe(saved)}")
-                elif saved.size != count:
-                    problems.append(
-                        f"group {g} has {count} parameter(s) in the optimizer but {saved.size} in the state dict"
-                    )
-                elif not np.array_equal(saved, np.arange(first, first + count)):
-                    problems.append(
-                        f"'{key}' must number the parameters {first} to {first + count - 1} in order, "
-                        f"got {saved.tolist()}"
-                    )
+                problem = _group_numbering_problem(key, arrays[key], g, first, count)
+                if problem:
+                    problems.append(problem)
             first += count
             new, group_ok = dict(group), True
             for name in self.defaults:
@@ -220,6 +231,10 @@ class Optimizer:
                 except ValueError as e:
                     problems.append(f"group {g}: {e}")
             new_groups.append(new)
+        return new_groups
+
+    def _loaded_state(self, new_groups: list, arrays: dict, problems: list, expected: list) -> dict:
+        """``load_state_dict``'s per-parameter state (buffers and counts), keyed by parameter id."""
         new_state, i = {}, 0
         for group in new_groups:
             layout = self._state_layout(group)
@@ -237,20 +252,18 @@ class Optimizer:
                             )
                     new_state[id(p)] = entry
                 i += 1
-        expected_set = set(expected)
-        missing = [key for key in expected if key not in arrays]
-        unexpected = [key for key in arrays if key not in expected_set]
-        if missing:
-            problems.insert(0, f"missing key(s): {_listing(missing)}")
-        if unexpected:
-            problems.insert(1 if missing else 0, f"unexpected key(s): {_listing(unexpected)}")
-        if problems:
-            raise ValueError(f"{where}: " + "; ".join(problems))
-        assert steps_taken is not None  # a missing or malformed count was a problem above
-        for group, new in zip(self.param_groups, new_groups):
-            group.update((name, new[name]) for name in self.defaults)
-        self.state = new_state
-        self.steps_taken = steps_taken
+        return new_state
+
+
+def _group_numbering_problem(key: str, saved, g: int, first: int, count: int) -> str | None:
+    """What is wrong with a saved group's parameter numbers (they must be ``first`` .. ``first + count - 1``)."""
+    if saved.ndim != 1 or saved.dtype.kind not in "iu":
+        return f"'{key}' must be a 1-D array of parameter numbers, got {_describe(saved)}"
+    if saved.size != count:
+        return f"group {g} has {count} parameter(s) in the optimizer but {saved.size} in the state dict"
+    if not np.array_equal(saved, np.arange(first, first + count)):
+        return f"'{key}' must number the parameters {first} to {first + count - 1} in order, got {saved.tolist()}"
+    return None
 
 
 class SGD(Optimizer):
