@@ -177,7 +177,7 @@ class CompiledStep:
         n = len(values) - len(names)
         with enable_grad():
             loss = self.fn(*values[:n], **dict(zip(names, values[n:])))
-        if not isinstance(loss, Tensor) or loss.size != 1 or loss.dtype.kind != "f":
+        if not isinstance(loss, Tensor) or loss.numel() != 1 or loss.dtype.kind != "f":
             raise TypeError(
                 f"compile: fn must return a single-element floating loss Tensor, got {_describe_value(loss)}"
             )

@@ -245,7 +245,7 @@ class Module:
         return self
 
     def num_parameters(self) -> int:
-        return sum(p.size for p in self.parameters())
+        return sum(p.numel() for p in self.parameters())
 
     # -- modes and gradients -------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
