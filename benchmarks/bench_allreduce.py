@@ -104,7 +104,7 @@ def flagship(steps: int) -> None:
         whole.append(time.perf_counter() - start)
         reduce.append(reduced - middle)
     if dist.rank() == 0:
-        nbytes = sum(p.size * p.dtype.itemsize for p in model.parameters())
+        nbytes = sum(p.numel() * p.dtype.itemsize for p in model.parameters())
         w, r = np.median(whole[10:]) * 1e3, np.median(reduce[10:]) * 1e3
         print(f"ranks {dist.world_size()}: step {w:.2f} ms (min {np.min(whole[10:]) * 1e3:.2f}), all-reduce "
               f"{r:.3f} ms ({r / w:.1%} of the step); gradient bytes per step per rank {nbytes:,} "

@@ -377,7 +377,7 @@ def _as_1d(x):
 @quiet  # a row of +inf: -inf - (-inf) = NaN, as torch's softmin
 def _softmin(input, dim):
     axis = normalize_dim("softmin", dim, input.ndim)
-    if input.size == 0:
+    if np.size(input) == 0:
         return input.copy()
     z = -_as_1d(input)
     e = np.exp(z - np.max(z, axis=axis, keepdims=True))
@@ -470,9 +470,9 @@ glu = defop(
 # -- prelu -----------------------------------------------------------------------------------------------------
 def _channel_shape(input, weight):
     """The shape ``weight`` takes to broadcast against ``input``: its channel on dim 1, or a scalar."""
-    if weight.size == 1 or input.ndim < 2:
+    if np.size(weight) == 1 or input.ndim < 2:
         return ()
-    return (1, weight.size) + (1,) * (input.ndim - 2)
+    return (1, np.size(weight)) + (1,) * (input.ndim - 2)
 
 
 @quiet  # weight * x may overflow: torch's +-inf
@@ -600,7 +600,7 @@ def _norm_slope(ans, input, n, p, axes):
 
 @quiet
 def _normalize_vjp(g, ans, input, p=2.0, dim=1, eps=1e-12):
-    if input.size == 0:
+    if np.size(input) == 0:
         return g * 1
     p, eps = float(p), float(eps)
     axes = normalize_dims("normalize", dim, input.ndim)

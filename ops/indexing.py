@@ -398,7 +398,7 @@ def _getitem_vjp(g, ans, input, index):
         grad = np.zeros(input.shape, dtype=g.dtype)
         return _put(grad, resolved, g, True)  # repeated positions accumulate
     positions = _flat_positions(resolved, input.shape)
-    flat = index_put(np.zeros(input.size, g.dtype), (positions,), g, accumulate=True)
+    flat = index_put(np.zeros(np.size(input), g.dtype), (positions,), g, accumulate=True)
     return np.reshape(flat, input.shape)
 
 
@@ -808,7 +808,7 @@ def _take_along_dim(input, indices, dim=None):
 def _take_along_dim_vjp(g, ans, input, indices, dim=None):
     index = _raw(indices)
     if dim is None:
-        zeros = np.zeros(input.size, g.dtype)
+        zeros = np.zeros(np.size(input), g.dtype)
         return np.reshape(_scatter_add_any(zeros, 0, index.reshape(-1), g), input.shape)
     axis = normalize_dim("take_along_dim", dim, input.ndim)
     shape_in, shape_ix = _along_shapes(input.shape, index.shape, axis)

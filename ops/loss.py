@@ -115,7 +115,7 @@ def _reduce(loss, reduction: str, denominator=None):
     if reduction == "sum":
         return total
     with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 -> NaN for an empty or all-ignored batch, as torch
-        return total / (loss.size if denominator is None else denominator)
+        return total / (np.size(loss) if denominator is None else denominator)
 
 
 def _reduction_grad(g, reduction: str, shape: tuple, denominator=None):
@@ -303,7 +303,7 @@ def _cross_entropy_vjp(
         q = _smoothed_probabilities(input, target, weight, label_smoothing)
         grad = np.exp(log_probs) * np.sum(q, axis=axis, keepdims=True) - q
         return (_probability_scale(g, input, reduction) * grad).astype(input.dtype, copy=False)
-    if input.size == 0:
+    if np.size(input) == 0:
         return np.zeros_like(input)
     # loss_n = -sum_c q_nc log p_nc with q = (1-s) w_y [c = y] + (s/C) w_c, so dloss_n/dx = p * sum_c(q_nc) - q_n
     n_classes = input.shape[axis]
@@ -350,7 +350,9 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
         if reduction == "sum":
             return total
         # torch fills the mean over an empty input with NaN: a constant, no 0/0 in the derivative
-        return total / np.asarray(loss.size, input.dtype) if input.size else total + np.asarray(np.nan, input.dtype)
+        if np.size(input) == 0:
+            return total + np.asarray(np.nan, input.dtype)
+        return total / np.asarray(np.size(loss), input.dtype)
     target = _values(target)
     q, denominator = _target_distribution(input, target, weight, ignore_index, label_smoothing)
     loss = -ops.sum(ops.log_softmax(input, axis) * q, dim=axis)
@@ -794,7 +796,7 @@ def _kl_denominator(input, loss, reduction):
     """What kl_div's reduction divides the sum by: every element ('mean'), input.shape[0] ('batchmean', none
     for a 0-d input), or nothing."""
     if reduction == "mean":
-        return loss.size
+        return np.size(loss)
     if reduction == "batchmean" and input.ndim:
         return input.shape[0]
     return None
@@ -949,7 +951,7 @@ def _pointwise_forward(value, input, target, weight, reduction, param, weighted_
     if reduction == "sum":
         return total
     with np.errstate(invalid="ignore", divide="ignore"):  # a mean of nothing (or of zero weights) is NaN
-        return total / (np.sum(weight) if weight is not None and weighted_mean else loss.size)
+        return total / (np.sum(weight) if weight is not None and weighted_mean else np.size(loss))
 
 
 def _pointwise_scale(g, shape, weight, reduction, weighted_mean):
@@ -969,7 +971,7 @@ def _pointwise_diff_grad(g, input, target, weight, reduction, slope, param, weig
 def _pointwise_weight_grad(g, ans, input, target, weight, reduction, value, param, weighted_mean):
     loss = value(input - target, param)
     grad = unbroadcast(_pointwise_scale(g, loss.shape, weight, reduction, weighted_mean) * loss, weight.shape)
-    if weighted_mean and reduction == "mean" and loss.size:  # mean = sum(w l) / sum(w): minus mean / sum(w)
+    if weighted_mean and reduction == "mean" and np.size(loss):  # mean = sum(w l) / sum(w): minus mean / sum(w)
         with np.errstate(invalid="ignore", divide="ignore"):
             grad = grad - g * ans / np.sum(weight)
     return grad

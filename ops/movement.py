@@ -262,7 +262,7 @@ tile = defop(
 def _repeat_plan(input, repeats, dim) -> tuple:
     """(axis of the possibly flattened input, its size, counts: an int or an int64 array of that size)."""
     if dim is None:
-        axis, size = 0, input.size
+        axis, size = 0, np.size(input)
     else:
         if input.ndim == 0:
             raise ValueError(f"repeat_interleave: argument 'dim' expected None for a 0-D input, got {dim!r}")

@@ -171,7 +171,7 @@ def _normalize_vjp(g, input, weight, bias, needs, normalized_shape, xhat, rstd):
     x = _as_rows(input, normalized_shape)
     need_weight, need_bias = needs[1], bias is not None and needs[2]
     dx = np.empty_like(x) if needs[0] else None  # every element is written
-    if x.size == 0:
+    if np.size(x) == 0:
         sums = [(np.zeros(x.shape[1], x.dtype), np.zeros(x.shape[1], x.dtype))]
     else:
         subtract_mean = xhat is not None  # layer_norm saves its normalised rows, rms_norm does not
@@ -204,7 +204,7 @@ def _layer_norm_composite(input, normalized_shape, weight=None, bias=None, eps=1
     import ops
 
     dims = _trailing_dims(input, normalized_shape)
-    if input.size == 0:
+    if np.size(input) == 0:
         out = input * 1
     else:
         centred = input - ops.mean(input, dim=dims, keepdim=True)
@@ -282,7 +282,7 @@ def _rms_norm_composite(input, normalized_shape, weight=None, eps=None):
     """rms_norm written with registered ops: what its second order differentiates."""
     import ops
 
-    if input.size == 0:
+    if np.size(input) == 0:
         out = input * 1
     else:
         dims = _trailing_dims(input, normalized_shape)
@@ -376,7 +376,7 @@ def _norm_forward(kind, input, groups, running_mean, running_var, weight, bias, 
 def _norm_vjp(kind, g, input, groups, running_mean, running_var, weight, needs, use_running, eps):
     """(dx, dweight, dbias). With batch statistics, dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)) over
     the reduced axes (gh = g * weight); with running statistics (constants) dx = gh * rstd."""
-    if input.size == 0:
+    if np.size(input) == 0:
         zeros = [None if p is None else np.zeros_like(p) for p in (input, weight, weight)]
         return tuple(z if need else None for z, need in zip(zeros, needs))
     axes = _stats_axes(kind, input.ndim)

@@ -345,7 +345,7 @@ def _extremum(name, ufunc, nan_shares=False) -> tuple[Callable[..., Any], Callab
         ans_kept = _kept(ans, x.shape, axes, keepdim)
         hits = x == ans_kept
         g_kept = _kept(g, x.shape, axes, keepdim)
-        if np.count_nonzero(hits) == ans.size and np.count_nonzero(ans == ans) == ans.size:
+        if np.count_nonzero(hits) == np.size(ans) and np.count_nonzero(ans == ans) == np.size(ans):
             return hits * g_kept  # no NaN and one hit per slice: no ties to share
         if nan_shares:
             hits = np.logical_or(hits, np.logical_and(np.isnan(x), np.isnan(ans_kept)))
@@ -467,7 +467,7 @@ def _others_product(x: np.ndarray, axes) -> np.ndarray:
 def _prod_vjp(g, ans, x, dim=None, keepdim=False):
     axes = _axes("prod", dim, x.ndim, keepdim)
     g_kept = _kept(g, x.shape, axes, keepdim)
-    if np.count_nonzero(ans) == ans.size and np.count_nonzero(np.isfinite(ans)) == ans.size:
+    if np.count_nonzero(ans) == np.size(ans) and np.count_nonzero(np.isfinite(ans)) == np.size(ans):
         # a finite nonzero product: no zero, inf or NaN entry, and dividing it by an entry is exact to rounding
         return g_kept * (_kept(ans, x.shape, axes, keepdim) / x)
     # a slice with two or more zeros has product 0 whichever entry moves: gradient 0 (torch's, also next to an

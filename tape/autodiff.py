@@ -62,7 +62,7 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
     for k, root in enumerate(roots):
         g = None if grads is None else grads[k]
         if g is None:
-            if root.size != 1:
+            if root.numel() != 1:
                 raise RuntimeError(
                     f"{who}: output {k} has shape {root.shape}; only a single-element output gets "
                     f"an implicit gradient of 1, pass its gradient explicitly for the others"

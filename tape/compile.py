@@ -133,7 +133,7 @@ class CompiledStep:
 
 
 def _checked_loss(loss):
-    if not isinstance(loss, Tensor) or loss.size != 1 or loss.dtype.kind != "f":
+    if not isinstance(loss, Tensor) or loss.numel() != 1 or loss.dtype.kind != "f":
         got = f"Tensor {loss.dtype}{list(loss.shape)}" if isinstance(loss, Tensor) else type(loss).__name__
         raise TypeError(f"compile: fn must return a single-element floating loss Tensor, got {got}")
     return loss

@@ -176,7 +176,7 @@ def _buckets(params: list[Tensor], bucket_bytes: int) -> list[list[int]]:
     buckets: list[list[int]] = []
     size = 0
     for k, p in enumerate(params):
-        nbytes = p.size * p.dtype.itemsize
+        nbytes = p.numel() * p.dtype.itemsize
         if not buckets or params[buckets[-1][0]].dtype != p.dtype or size + nbytes > bucket_bytes:
             buckets.append([])
             size = 0
@@ -204,18 +204,18 @@ def _check_layout(where: str, params: list[Tensor]) -> None:
 def _pack(arrays: list[np.ndarray | None], like: list[Tensor]) -> np.ndarray:
     """One flat writable buffer holding ``arrays`` in order (zeros where an entry is None), its length padded
     with zeros to a multiple of the number of ranks (for ``_reduce_in_place``)."""
-    size = sum(p.size for p in like)
+    size = sum(p.numel() for p in like)
     flat = np.empty(-(-size // world_size()) * world_size(), dtype=like[0].dtype)
     flat[size:] = 0
     offset = 0
     for a, p in zip(arrays, like):
-        flat[offset : offset + p.size] = 0 if a is None else a.reshape(-1)
-        offset += p.size
+        flat[offset : offset + p.numel()] = 0 if a is None else a.reshape(-1)
+        offset += p.numel()
     return flat
 
 
 def _views(flat: np.ndarray, like: list[Tensor]) -> Iterator[np.ndarray]:
-    offsets = np.cumsum([0] + [p.size for p in like])
+    offsets = np.cumsum([0] + [p.numel() for p in like])
     for k, p in enumerate(like):
         yield flat[offsets[k] : offsets[k + 1]].reshape(p.shape)
 

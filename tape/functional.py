@@ -164,7 +164,7 @@ def _zeros_for_unused(grads, own) -> list:
 
 
 def _scalar_output(value, who: str) -> None:
-    if not isinstance(value, Tensor) or value.size != 1 or value.dtype.kind != "f":
+    if not isinstance(value, Tensor) or value.numel() != 1 or value.dtype.kind != "f":
         raise TypeError(
             f"{who}: fn must return a single-element floating Tensor, got {type(value).__name__}"
             f"{' of shape ' + str(value.shape) + ' dtype ' + str(value.dtype) if isinstance(value, Tensor) else ''}"
@@ -269,8 +269,8 @@ def hvp(fn: Callable, primals: Sequence, tangents: Sequence):
 def _jacobian_of(out: Tensor, own: list[Tensor], create: bool) -> list[Tensor]:
     """d out / d each of ``own``, shape ``out.shape + t.shape``: one reverse pass per element of ``out``."""
     rows: list[list[Tensor]] = [[] for _ in own]
-    for k in range(out.size):
-        seed = np.zeros(out.size, out.dtype)
+    for k in range(out.numel()):
+        seed = np.zeros(out.numel(), out.dtype)
         seed[k] = 1
         grads = gradients(
             out, own, [seed.reshape(out.shape)], create_graph=create, retain_graph=True, allow_unused=True

@@ -326,8 +326,35 @@ class Tensor:
         return self._data.dtype
 
     @property
-    def size(self) -> int:
+    def size(self) -> _SizeMethod:
+        """torch's method: ``t.size()`` is the shape (a tuple), ``t.size(dim)`` one extent. Numpy's element count
+        is ``t.numel()``; using ``t.size`` uncalled as a number raises (see ``_SizeMethod``)."""
+        return _SizeMethod(self)
+
+    def numel(self) -> int:
+        """The number of elements (numpy's ``array.size``)."""
         return self._data.size
+
+    def dim(self) -> int:
+        """The number of dimensions (``ndim``), as torch's."""
+        return self._data.ndim
+
+    ndimension = dim
+
+    def tolist(self):
+        """The values as (nested) Python numbers: an explicit exit from the graph, as torch's."""
+        return self._data.tolist()
+
+    def __index__(self) -> int:
+        """A 0-d integer tensor used as a Python int (``range(t)``, ``seq[t]``). torch takes any one-element
+        integer tensor; minitape only 0-d ones: numpy indexes an array with anything that has ``__index__`` as
+        a scalar, so ``array[t]`` for a shape-(1,) ``t`` would silently lose its axis."""
+        if self._data.dtype.kind not in "iu" or self._data.ndim != 0:
+            raise TypeError(
+                f"Tensor.__index__: only 0-d integer tensors can be used as an index (take t.reshape(()) or "
+                f"t.item() of a one-element tensor), got shape {self.shape} of dtype {self.dtype}"
+            )
+        return int(self._data.reshape(()))
 
     @property
     def grad(self):
@@ -386,6 +413,38 @@ class Tensor:
 
     def zero_grad(self) -> None:
         self.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` and return the tensor, as torch's."""
+        self.requires_grad = requires_grad
+        return self
+
+    def contiguous(self) -> Tensor:
+        """The tensor itself: minitape has no memory layout to make contiguous (torch returns ``self`` when it
+        already is)."""
+        return self
+
+    def clone(self) -> Tensor:
+        """A copy that stays in the graph (ops.clone): its gradient flows back to this tensor."""
+        return ops.clone(self)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor cast to ``other``'s dtype (ops.cast)."""
+        return ops.cast(self, other.dtype)
+
+    def new_full(self, size, fill_value, *, dtype=None, requires_grad: bool = False) -> Tensor:
+        """A new leaf of shape ``size`` filled with ``fill_value``, of this tensor's dtype unless ``dtype``
+        says otherwise (torch's; the new tensor is not in the graph)."""
+        array = np.full(_shape_of("Tensor.new_full", size), fill_value, dtype=self.dtype if dtype is None else dtype)
+        return Tensor(array, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, requires_grad: bool = False) -> Tensor:
+        """``new_full(size, 0)``; the size as separate ints or one sequence, as torch's."""
+        return self.new_full(_shape_args(size), 0, dtype=dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad: bool = False) -> Tensor:
+        """``new_full(size, 1)``; the size as separate ints or one sequence, as torch's."""
+        return self.new_full(_shape_args(size), 1, dtype=dtype, requires_grad=requires_grad)
 
     def __repr__(self) -> str:
         body = np.array2string(self._data, separator=", ", precision=4, threshold=20, edgeitems=2)
@@ -707,6 +766,44 @@ class Tensor:
         return ops.permute(self, tuple(reversed(range(self.ndim))))
 
 
+class _SizeMethod:
+    """``t.size`` uncalled: torch's method, bound to ``t``. Calling it gives the shape or one extent. Every use
+    as a number (``t.size == 0``, ``if t.size``, ``n * t.size``, ``range(t.size)``) raises: code written for
+    numpy's meaning (the element count) would otherwise compare a method with a number and be silently wrong."""
+
+    __slots__ = ("_tensor",)
+
+    def __init__(self, tensor: Tensor):
+        self._tensor = tensor
+
+    def __call__(self, dim: int | None = None):
+        shape = self._tensor.shape
+        if dim is None:
+            return shape
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
+            raise TypeError(f"Tensor.size: argument 'dim' expected an int or None, got {type(dim).__name__}")
+        if not -len(shape) <= dim < len(shape):
+            raise IndexError(
+                f"Tensor.size: argument 'dim' expected a dim in [{-len(shape)}, {len(shape) - 1}] for a tensor of "
+                f"shape {shape} (a 0-d tensor has none), got {dim}"
+            )
+        return shape[dim]
+
+    def __repr__(self) -> str:
+        return f"<Tensor.size method of a tensor of shape {self._tensor.shape}>"
+
+    def _refuse(self, *args):
+        raise TypeError(
+            "Tensor.size is torch's method: call t.size() for the shape or t.size(dim) for one extent; the "
+            "element count (numpy's array.size) is t.numel()"
+        )
+
+    __bool__ = __int__ = __index__ = __float__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __neg__ = _refuse
+    __hash__ = None  # type: ignore[assignment]
+
+
 def _unpickle(array, requires_grad, name, grad) -> Tensor:
     """A pickled tensor comes back as a new leaf: its own identity and version counter, a read-only array."""
     t = Tensor._wrap(array)
@@ -746,6 +843,15 @@ from . import interop  # noqa: E402,I001  -- numpy's protocols on Tensor; intero
 def _shape_args(args: tuple):
     """``t.reshape(2, 3)`` and ``t.reshape((2, 3))`` both mean the shape (2, 3)."""
     return args[0] if len(args) == 1 and not isinstance(args[0], int) else args
+
+
+def _shape_of(who: str, size) -> tuple:
+    """``size`` (an int or a sequence of ints) as a shape, or a TypeError naming ``who``."""
+    shape = (size,) if isinstance(size, int | np.integer) else size
+    ok = isinstance(shape, tuple | list) or (isinstance(shape, np.ndarray) and shape.ndim == 1)
+    if ok and all(isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 0 for n in shape):
+        return tuple(int(n) for n in shape)
+    raise TypeError(f"{who}: argument 'size' expected an int or a sequence of non-negative ints, got {size!r}")
 
 
 def tensor(data, requires_grad: bool = False, dtype=None, name: str | None = None) -> Tensor:

@@ -28,7 +28,7 @@ def ours(op, x, **attrs):
     """(value, gradient of sum(op(x) * u)) with a fixed cotangent u."""
     t = tape.tensor(x, requires_grad=True)
     y = op(t, **attrs)
-    u = np.linspace(0.5, 1.5, y.size).reshape(y.shape).astype(y.dtype)
+    u = np.linspace(0.5, 1.5, y.numel()).reshape(y.shape).astype(y.dtype)
     y.backward(u)
     return y.numpy(), t.grad.numpy()
 

@@ -52,7 +52,7 @@ def test_mutating_what_the_caller_passed_never_moves_a_gradient(op, sample):
     out = joined(call(op, tensors, attrs))
     if out.grad_fn is None:
         return
-    seed = np.linspace(0.5, 1.5, out.size).reshape(out.shape).astype(out.dtype)
+    seed = np.linspace(0.5, 1.5, out.numel()).reshape(out.shape).astype(out.dtype)
     before = tape.gradients(out, leaves, [seed], retain_graph=True, allow_unused=True)
     for array in [*_arrays_in(inputs), *_arrays_in(list(attrs.values()))]:
         if array.flags.writeable and array.size:

@@ -142,7 +142,7 @@ def test_svd_vectors_at_rounding_level_ties_or_zeros_are_inf_or_nan(label, make)
     assert np.isfinite(s).all()
     t = leaf(a)
     u, _, vh = ops.svd(t, full_matrices=False)
-    wu, wv = np.linspace(-1, 2, u.size).reshape(u.shape), np.linspace(1, 3, vh.size).reshape(vh.shape)
+    wu, wv = np.linspace(-1, 2, u.numel()).reshape(u.shape), np.linspace(1, 3, vh.numel()).reshape(vh.shape)
     (ops.sum(u * wu) + ops.sum(vh * wv)).backward()
     assert not np.isfinite(t.grad.data).all()
 

@@ -83,7 +83,7 @@ def test_take_along_dim_counts_negative_indices_from_the_end_like_torch(torch):
     index = np.array([[-1, 3, -4], [-2, 1, 0], [0, -3, -1]])
     t = tape.tensor(a, requires_grad=True)
     out = ops.take_along_dim(t, index, dim=1)
-    w = np.linspace(0.5, 2.0, out.size).reshape(out.shape)
+    w = np.linspace(0.5, 2.0, out.numel()).reshape(out.shape)
     ops.sum(out * w).backward()
     ref = torch.tensor(a, requires_grad=True)
     t_out = torch.take_along_dim(ref, torch.from_numpy(index), dim=1)

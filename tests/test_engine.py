@@ -368,7 +368,7 @@ def _value_and_gradients(out, leaves):
     out = joined(out)
     grads = []
     if out.grad_fn is not None:
-        out.backward(np.linspace(0.5, 1.5, out.size).reshape(out.shape))
+        out.backward(np.linspace(0.5, 1.5, out.numel()).reshape(out.shape))
         grads = [None if t.grad is None else t.grad.numpy() for t in leaves]
     return out.numpy(), grads
 
@@ -463,7 +463,7 @@ def test_tensor_methods_read_like_torchs(name, data, args, kwargs, torch):
         np.testing.assert_allclose(o.numpy(), e.detach().numpy(), rtol=1e-12, atol=1e-12)
     floats = [(o, e) for o, e in zip(ours_flat, theirs_flat) if o.dtype.kind == "f"]
     if floats and x.requires_grad:
-        u = [np.linspace(0.5, 1.5, o.size).reshape(o.shape) for o, _ in floats]
+        u = [np.linspace(0.5, 1.5, o.numel()).reshape(o.shape) for o, _ in floats]
         sum(ops.sum(o * w) for (o, _), w in zip(floats, u)).backward()
         sum((e * torch.tensor(w)).sum() for (_, e), w in zip(floats, u)).backward()
         np.testing.assert_allclose(x.grad.numpy(), reference.grad.numpy(), rtol=1e-12, atol=1e-12)

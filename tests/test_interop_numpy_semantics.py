@@ -250,7 +250,7 @@ def _check(func, call, label=""):
 
 
 def _gradcheck(func, call, got, leaves):
-    if not isinstance(got, tape.Tensor) or got.grad_fn is None or got.size == 0 or not np.isfinite(got.numpy()).all():
+    if not isinstance(got, tape.Tensor) or got.grad_fn is None or not got.numel() or not np.isfinite(got.numpy()).all():
         return
     tape.gradcheck(lambda *ts: _run_ours(func, call, list(ts))[0], leaves)
 

@@ -285,7 +285,7 @@ def _prelu_both(x, w, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = ops.prelu(xs, ws)
-        u = np.linspace(0.5, 1.5, out.size).reshape(out.shape).astype(dtype)
+        u = np.linspace(0.5, 1.5, out.numel()).reshape(out.shape).astype(dtype)
         out.backward(u)
     xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     expected = F.prelu(xt, wt)

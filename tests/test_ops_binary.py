@@ -21,7 +21,7 @@ def grads(fn, arrays, backend):
     if backend == "ours":
         leaves = [tape.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
         out = fn(*leaves)
-        u = np.linspace(0.5, 1.5, out.size).reshape(out.shape).astype(out.dtype)
+        u = np.linspace(0.5, 1.5, out.numel()).reshape(out.shape).astype(out.dtype)
         out.backward(u)
         return out.numpy(), [t.grad.numpy() for t in leaves if t.requires_grad]
     leaves = [torch.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]

@@ -299,7 +299,7 @@ def _run(backend, op, arrays, attrs, dtype, upstream=None):
         out = _first(op(**dict(zip(op.input_names, leaves)), **attrs))
         if out.dtype.kind != "f" or not any(differentiable):
             return out.numpy(), []
-        out.backward(np.linspace(0.5, 1.5, out.size).reshape(out.shape).astype(out.dtype))
+        out.backward(np.linspace(0.5, 1.5, out.numel()).reshape(out.shape).astype(out.dtype))
         return out.numpy(), [t.grad.numpy() for t, d in zip(leaves, differentiable) if d]
     leaves = [torch.tensor(a, requires_grad=d) for a, d in zip(arrays, differentiable)]
     out = _first(op.torch_ref(torch, *leaves, **attrs))

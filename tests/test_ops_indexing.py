@@ -18,7 +18,7 @@ def _grads(fn, *arrays):
     """fn's output and the gradients of <output, u> for each floating array (u a fixed ramp)."""
     ts = [tape.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
     out = fn(*ts)
-    u = np.linspace(0.5, 1.5, out.size).reshape(out.shape)
+    u = np.linspace(0.5, 1.5, out.numel()).reshape(out.shape)
     out.backward(u)
     return out.numpy(), [t.grad.numpy() if t.requires_grad else None for t in ts]
 

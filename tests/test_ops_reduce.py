@@ -94,11 +94,11 @@ def test_max_dim_gives_torchs_values_indices_and_sends_a_ties_gradient_to_the_re
     assert indices.dtype == np.int64 and indices.grad_fn is None and values.dtype == dtype
     np.testing.assert_array_equal(values.numpy(), expected.values.detach().numpy())
     np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())
-    u = np.linspace(0.5, 1.5, values.size).reshape(values.shape).astype(dtype)
+    u = np.linspace(0.5, 1.5, values.numel()).reshape(values.shape).astype(dtype)
     values.backward(u)
     expected.values.backward(torch.from_numpy(u))
     np.testing.assert_array_equal(t.grad.numpy(), reference.grad.numpy())  # one index per slice, never shared
-    assert np.count_nonzero(t.grad.numpy()) == values.size
+    assert np.count_nonzero(t.grad.numpy()) == values.numel()
 
 
 @pytest.mark.parametrize("name", ["max", "min"])

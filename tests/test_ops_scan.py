@@ -21,7 +21,7 @@ def value_and_grad(fn, x, dim, u=None):
     t = tape.tensor(x, requires_grad=x.dtype.kind == "f")
     out = fn(t, dim)
     values, indices = out if isinstance(out, tuple) else (out, None)
-    u = np.linspace(0.5, 1.5, values.size).reshape(values.shape).astype(x.dtype) if u is None else u
+    u = np.linspace(0.5, 1.5, values.numel()).reshape(values.shape).astype(x.dtype) if u is None else u
     if t.requires_grad:
         values.backward(u)
     return values.numpy(), None if indices is None else indices.numpy(), None if t.grad is None else t.grad.numpy()

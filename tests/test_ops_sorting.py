@@ -22,7 +22,7 @@ def ours(name, x, u=None, **attrs):
     out = getattr(ops, name)(t, **attrs)
     values, indices = out if isinstance(out, tuple) else (out, None)
     if values.dtype.kind == "f" and t.requires_grad:
-        u = np.linspace(0.5, 1.5, values.size).reshape(values.shape).astype(x.dtype) if u is None else u
+        u = np.linspace(0.5, 1.5, values.numel()).reshape(values.shape).astype(x.dtype) if u is None else u
         values.backward(u)
     return values.numpy(), None if indices is None else indices.numpy(), None if t.grad is None else t.grad.numpy()
 

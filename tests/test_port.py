@@ -355,3 +355,415 @@ def test_positional_encoding_and_masked_pooling(torch):
     rng = np.random.default_rng(6)
     arrays = {"x": rng.normal(size=(3, 7, 8)), "lengths": np.array([7, 3, 1])}
     check_port(torch, positional_pooling_torch, positional_pooling_port, arrays)
+
+
+# -- 6. Tensor methods as torch's ----------------------------------------------------------------------------
+def test_tensor_methods_answer_as_torchs(torch):
+    a = np.arange(24.0).reshape(2, 3, 4)
+    ours, theirs = tape.tensor(a), torch.tensor(a)
+    assert ours.size() == tuple(theirs.size()) and isinstance(ours.size(), tuple)
+    for dim in (0, 1, 2, -1, -3):
+        assert ours.size(dim) == theirs.size(dim)
+    assert (ours.numel(), ours.dim(), ours.ndimension()) == (theirs.numel(), theirs.dim(), theirs.ndimension())
+    assert ours.tolist() == theirs.tolist()
+    assert ours.contiguous() is ours
+    like = ours.new_zeros(2, 5), ours.new_ones((3,)), ours.new_full((1, 2), 7.0), ours.new_zeros(2, dtype=np.int64)
+    expected = theirs.new_zeros(2, 5), theirs.new_ones((3,)), theirs.new_full((1, 2), 7.0)
+    for got, want in zip(like, (*expected, theirs.new_zeros(2, dtype=torch.int64))):
+        np.testing.assert_array_equal(got.numpy(), want.numpy(), strict=True)
+    assert ours.type_as(tape.tensor([1.0])).dtype == np.float32
+    assert list(range(tape.tensor(3))) == [0, 1, 2] and [10, 11, 12][tape.tensor(np.int64(-1))] == 12
+
+
+def test_size_misused_as_numpys_count_raises_and_bad_dims_are_named():
+    t = tape.tensor(np.ones((2, 3)))
+    for misuse in (lambda: t.size == 6, lambda: bool(t.size), lambda: t.size * 2, lambda: range(t.size)):
+        with pytest.raises(TypeError, match=r"Tensor.size is torch's method.*t.numel\(\)"):
+            misuse()
+    with pytest.raises(IndexError, match=r"Tensor.size: argument 'dim' expected a dim in \[-2, 1\].*got 2"):
+        t.size(2)
+    with pytest.raises(IndexError, match=r"a 0-d tensor has none\), got 0"):
+        tape.tensor(1.0).size(0)
+    with pytest.raises(TypeError, match="Tensor.size: argument 'dim' expected an int or None, got float"):
+        t.size(1.0)
+    for bad in (tape.tensor([2]), tape.tensor(2.0), tape.tensor(True)):
+        with pytest.raises(TypeError, match="Tensor.__index__: only 0-d integer tensors"):
+            [1, 2, 3][bad]
+    with pytest.raises(TypeError, match="Tensor.new_full: argument 'size' expected an int or a sequence"):
+        t.new_full((2, -1), 0.0)
+
+
+def test_clone_stays_in_the_graph_and_requires_grad_returns_the_tensor():
+    x = tape.tensor(np.array([1.0, 2.0])).requires_grad_()
+    assert x.requires_grad and x.requires_grad_(False) is x and not x.requires_grad
+    x.requires_grad_(True)
+    (x.clone() * x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+    with pytest.raises(TypeError, match="requires_grad=True needs a floating tensor"):
+        tape.tensor([1, 2]).requires_grad_()
+
+
+# -- 7. a nanoGPT-style GPT: weight tying, AdamW parameter groups, clip_grad_norm_, generation ------------------
+# ``GPTPort`` is nanoGPT's model.py (minus from_pretrained and the flash-attention branch) with the imports
+# changed: torch -> tape / ops, torch.nn -> tape.nn, F -> ops. The lines that differ otherwise say why.
+GPT_CONFIG = {"block_size": 8, "vocab_size": 13, "n_layer": 2, "n_head": 2, "n_embd": 8, "dropout": 0.0, "bias": True}
+
+
+def gpt_port_classes():
+    from tape import nn
+
+    F = ops
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+            self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+            self.attn_dropout = nn.Dropout(config.dropout)
+            self.resid_dropout = nn.Dropout(config.dropout)
+            self.n_head, self.n_embd = config.n_head, config.n_embd
+            mask = ops.tril(tape.ones(config.block_size, config.block_size))
+            self.register_buffer("bias", mask.view(1, 1, config.block_size, config.block_size))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = att @ v
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+
+    class MLP(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+            self.gelu = nn.GELU()
+            self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+            self.dropout = nn.Dropout(config.dropout)
+
+        def forward(self, x):
+            return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+    class Block(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+            self.attn = CausalSelfAttention(config)
+            self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+            self.mlp = MLP(config)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.transformer = nn.ModuleDict(
+                dict(
+                    wte=nn.Embedding(config.vocab_size, config.n_embd),
+                    wpe=nn.Embedding(config.block_size, config.n_embd),
+                    drop=nn.Dropout(config.dropout),
+                    h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                    ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+                )
+            )
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight
+            self.apply(self._init_weights)
+            for pn, p in self.named_parameters():
+                if pn.endswith("c_proj.weight"):
+                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+        def get_num_params(self, non_embedding=True):
+            n_params = sum(p.numel() for p in self.parameters())
+            if non_embedding:
+                n_params -= self.transformer.wpe.weight.numel()
+            return n_params
+
+        def _init_weights(self, module):
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            pos = tape.arange(0, t, dtype=np.int64)
+            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+            for block in self.transformer.h:
+                x = block(x)
+            x = self.transformer.ln_f(x)
+            logits = self.lm_head(x)
+            loss = None
+            if targets is not None:
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            return logits, loss
+
+        def configure_optimizers(self, weight_decay, learning_rate, betas):
+            param_dict = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
+            decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+            nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+            optim_groups = [
+                {"params": decay_params, "weight_decay": weight_decay},
+                {"params": nodecay_params, "weight_decay": 0.0},
+            ]
+            return tape.optim.AdamW(optim_groups, lr=learning_rate, betas=betas)
+
+        def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+            # nanoGPT's loop; returns the sampling distributions too, for the test. Two changes: no item
+            # assignment (logits[logits < v[:, [-1]]] = -inf becomes masked_fill), and the generator argument
+            for _ in range(max_new_tokens):
+                idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size :]
+                logits, _ = self(idx_cond)
+                logits = logits[:, -1, :] / temperature
+                if top_k is not None:
+                    v, _ = ops.topk(logits, min(top_k, logits.size(-1)))
+                    logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
+                probs = F.softmax(logits, dim=-1)
+                idx_next = ops.multinomial(probs, num_samples=1, generator=generator)
+                idx = ops.cat((idx, idx_next), dim=1)
+                yield idx, probs
+
+    return GPT
+
+
+def gpt_torch_classes(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+            self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+            self.attn_dropout = nn.Dropout(config.dropout)
+            self.resid_dropout = nn.Dropout(config.dropout)
+            self.n_head, self.n_embd = config.n_head, config.n_embd
+            mask = torch.tril(torch.ones(config.block_size, config.block_size))
+            self.register_buffer("bias", mask.view(1, 1, config.block_size, config.block_size))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = att @ v
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+
+    class MLP(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+            self.gelu = nn.GELU()
+            self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+            self.dropout = nn.Dropout(config.dropout)
+
+        def forward(self, x):
+            return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+    class Block(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+            self.attn = CausalSelfAttention(config)
+            self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+            self.mlp = MLP(config)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.transformer = nn.ModuleDict(
+                dict(
+                    wte=nn.Embedding(config.vocab_size, config.n_embd),
+                    wpe=nn.Embedding(config.block_size, config.n_embd),
+                    drop=nn.Dropout(config.dropout),
+                    h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                    ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+                )
+            )
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight  # the weights come from the port's state dict
+
+        def get_num_params(self, non_embedding=True):
+            n_params = sum(p.numel() for p in self.parameters())
+            if non_embedding:
+                n_params -= self.transformer.wpe.weight.numel()
+            return n_params
+
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long)
+            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+            for block in self.transformer.h:
+                x = block(x)
+            x = self.transformer.ln_f(x)
+            logits = self.lm_head(x)
+            loss = None
+            if targets is not None:
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            return logits, loss
+
+        def configure_optimizers(self, weight_decay, learning_rate, betas):
+            param_dict = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
+            decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+            nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+            optim_groups = [
+                {"params": decay_params, "weight_decay": weight_decay},
+                {"params": nodecay_params, "weight_decay": 0.0},
+            ]
+            return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas)
+
+        @torch.no_grad()
+        def distributions(self, idx, start, top_k, temperature=1.0):
+            """nanoGPT's generate with the tokens given (the port's draws): the distribution at each step."""
+            for t in range(start, idx.size(1)):
+                context = idx[:, :t] if t <= self.config.block_size else idx[:, t - self.config.block_size : t]
+                logits = self(context)[0][:, -1, :] / temperature
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float("Inf")
+                yield F.softmax(logits, dim=-1)
+
+    return GPT
+
+
+def gpt_pair(torch, dtype, seed=0):
+    """The port built under ``tape.manual_seed(seed)`` and cast to ``dtype``; torch's GPT loaded strictly from
+    the port's state dict (the tied weight is listed under both names, the mask buffer is in it)."""
+    config = SimpleNamespace(**GPT_CONFIG)
+    tape.manual_seed(seed)
+    ours = gpt_port_classes()(config).to(dtype)
+    theirs = gpt_torch_classes(torch)(config).to(getattr(torch, np.dtype(dtype).name))
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in ours.state_dict().items()}, strict=True)
+    assert theirs.transformer.wte.weight is theirs.lm_head.weight
+    return ours, theirs
+
+
+def gpt_batch(rng, batch=3, length=GPT_CONFIG["block_size"]):
+    idx = rng.integers(0, GPT_CONFIG["vocab_size"], size=(batch, length))
+    targets = np.roll(idx, -1, axis=1)
+    targets[0, -2:] = -1  # ignored positions (nanoGPT's ignore_index=-1)
+    return idx, targets
+
+
+def assert_parameters_and_gradients_equal(ours, theirs, rtol, atol):
+    theirs_named = dict(theirs.named_parameters())
+    ours_named = dict(ours.named_parameters())
+    assert set(ours_named) == set(theirs_named) and "lm_head.weight" not in ours_named  # tied: listed once
+    for name, p in ours_named.items():
+        np.testing.assert_allclose(p.numpy(), theirs_named[name].detach().numpy(), rtol, atol, err_msg=name)
+        assert p.grad is not None, f"no gradient reached {name!r}"
+        np.testing.assert_allclose(
+            p.grad.numpy(), theirs_named[name].grad.numpy(), rtol, atol, err_msg=f"grad {name}", strict=True
+        )
+
+
+@pytest.mark.parametrize("length", [GPT_CONFIG["block_size"], 5])
+def test_gpt_values_and_every_gradient_match_torch_in_float64(torch, length):
+    ours, theirs = gpt_pair(torch, np.float64)
+    assert ours.get_num_params() == theirs.get_num_params() and ours.get_num_params(False) > ours.get_num_params()
+    idx, targets = gpt_batch(np.random.default_rng(7), length=length)
+    logits, loss = ours(tape.tensor(idx), tape.tensor(targets))
+    expected_logits, expected_loss = theirs(torch.tensor(idx), torch.tensor(targets))
+    np.testing.assert_allclose(logits.numpy(), expected_logits.detach().numpy(), RTOL, ATOL, strict=True)
+    np.testing.assert_allclose(loss.numpy(), expected_loss.detach().numpy(), RTOL, ATOL, strict=True)
+    loss.backward()
+    expected_loss.backward()
+    assert_parameters_and_gradients_equal(ours, theirs, RTOL, ATOL)
+    # the tied weight's gradient is the sum of its embedding and its output-projection uses
+    assert np.count_nonzero(ours.transformer.wte.weight.grad.numpy()) > 0
+
+
+def train_gpt_pair(torch, dtype, steps, check_each_step):
+    """Both models through ``steps`` of nanoGPT's loop: forward, backward, clip_grad_norm_(1.0), AdamW with a
+    decayed group (matrices) and an undecayed one (biases, LayerNorm). Returns both loss lists."""
+    ours, theirs = gpt_pair(torch, dtype)
+    optimizer = ours.configure_optimizers(weight_decay=0.1, learning_rate=3e-2, betas=(0.9, 0.95))
+    expected_optimizer = theirs.configure_optimizers(weight_decay=0.1, learning_rate=3e-2, betas=(0.9, 0.95))
+    group_sizes = [len(g["params"]) for g in optimizer.param_groups]
+    assert group_sizes == [len(g["params"]) for g in expected_optimizer.param_groups]
+    assert all(len(g["params"]) > 0 for g in optimizer.param_groups)
+    idx, targets = gpt_batch(np.random.default_rng(8))  # one batch, as nanoGPT's overfit-a-batch check
+    losses, expected_losses = [], []
+    for _ in range(steps):
+        _, loss = ours(tape.tensor(idx), tape.tensor(targets))
+        _, expected_loss = theirs(torch.tensor(idx), torch.tensor(targets))
+        optimizer.zero_grad(set_to_none=True)
+        expected_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        expected_loss.backward()
+        norm = tape.optim.clip_grad_norm_(ours.parameters(), 1.0)
+        expected_norm = torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
+        check_each_step(ours, theirs, norm, expected_norm)
+        optimizer.step()
+        expected_optimizer.step()
+        losses.append(loss.item())
+        expected_losses.append(expected_loss.item())
+    return losses, expected_losses
+
+
+def test_gpt_training_steps_match_torch_in_float64(torch):
+    clipped = []
+
+    def check(ours, theirs, norm, expected_norm):
+        np.testing.assert_allclose(norm.numpy(), expected_norm.numpy(), RTOL, ATOL)
+        clipped.append(float(norm) > 1.0)
+        assert_parameters_and_gradients_equal(ours, theirs, RTOL, ATOL)
+
+    losses, expected_losses = train_gpt_pair(torch, np.float64, steps=4, check_each_step=check)
+    np.testing.assert_allclose(losses, expected_losses, RTOL, ATOL)
+    assert losses[-1] < losses[0], "the steps should lower the loss"
+    assert any(clipped), "no step clipped: clip_grad_norm_'s scaling went unchecked"
+
+
+def test_gpt_first_losses_match_torch_in_float32(torch):
+    def check(ours, theirs, norm, expected_norm):
+        np.testing.assert_allclose(norm.numpy(), expected_norm.numpy(), rtol=1e-5)
+
+    losses, expected_losses = train_gpt_pair(torch, np.float32, steps=3, check_each_step=check)
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
+
+
+def test_gpt_generation_samples_from_torchs_distributions(torch):
+    """Generation with tape's multinomial: reproducible under a seed, each draw inside the top k, and each step's
+    distribution equal to torch's for the same context (torch's own draws come from another stream, so torch
+    replays the port's tokens). Twelve new tokens from four: the context is cropped to block_size."""
+    ours, theirs = gpt_pair(torch, np.float64)
+    start = np.random.default_rng(9).integers(0, GPT_CONFIG["vocab_size"], size=(2, 4))
+    top_k = 5
+
+    def draw(seed):
+        generator = tape.Generator().manual_seed(seed)
+        with tape.no_grad():
+            return list(ours.generate(tape.tensor(start), 12, temperature=0.8, top_k=top_k, generator=generator))
+
+    steps = draw(3)
+    idx = steps[-1][0].numpy()
+    assert idx.shape == (2, 16) and idx.dtype == np.int64
+    np.testing.assert_array_equal(idx[:, :4], start)
+    np.testing.assert_array_equal(draw(3)[-1][0].numpy(), idx)  # the same seed, the same tokens
+    expected = list(theirs.distributions(torch.tensor(idx), 4, top_k, temperature=0.8))
+    assert len(expected) == len(steps) == 12
+    for t, ((_, probs), want) in enumerate(zip(steps, expected)):
+        np.testing.assert_allclose(probs.numpy(), want.numpy(), RTOL, ATOL, err_msg=f"step {t}")
+        assert np.all(np.count_nonzero(probs.numpy(), axis=1) == top_k)
+        assert np.all(probs.numpy()[np.arange(2), idx[:, 4 + t]] > 0), f"step {t} drew a masked token"

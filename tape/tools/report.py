@@ -443,7 +443,7 @@ def _section(key: str, heading: str, content: str, note: str = "") -> str:
 
 
 def _summary(r: Recorder) -> str:
-    items = [f"{len(r.steps)} steps recorded", f"{sum(p.size for _, p in r.parameters):,} parameters"]
+    items = [f"{len(r.steps)} steps recorded", f"{sum(p.numel() for _, p in r.parameters):,} parameters"]
     if r.losses:
         items.append(f"loss {r.losses[0]:.4g} &rarr; {r.losses[-1]:.4g}")
     if r.accuracy:

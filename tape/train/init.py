@@ -140,7 +140,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """A (semi-)orthogonal matrix from the QR decomposition of a normal draw, signs fixed as torch does."""
     if tensor.ndim < 2:
         raise ValueError(f"orthogonal_: expected a tensor with at least 2 dims, got shape {tensor.shape}")
-    rows, cols = tensor.shape[0], tensor.size // tensor.shape[0]
+    rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
     flat = as_generator("orthogonal_", generator).standard_normal((rows, cols))
     if rows < cols:
         flat = flat.T

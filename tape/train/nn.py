@@ -33,6 +33,7 @@ from .. import random
 from ..state import no_grad
 from ..tensors import Tensor
 from . import init  # noqa: F401  -- tape.nn.init
+from .optim import zero_grads
 
 __all__ = [
     "Parameter",
@@ -245,7 +246,7 @@ class Module:
         return self
 
     def num_parameters(self) -> int:
-        return sum(p.size for p in self.parameters())
+        return sum(p.numel() for p in self.parameters())
 
     # -- modes and gradients -------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
@@ -260,11 +261,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (``p.grad = None``; zeros with ``set_to_none=False``)."""
-        for p in self.parameters():
-            if set_to_none or p.grad is None:
-                p.grad = None
-            else:
-                p.grad = Tensor(np.zeros_like(p.grad.data))
+        zero_grads(self.parameters(), set_to_none)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         for p in self.parameters():

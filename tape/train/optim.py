@@ -122,10 +122,9 @@ class Optimizer:
         for group in self.param_groups:
             group["lr"] = value
 
-    def zero_grad(self) -> None:
-        """Forget the gradients (``p.grad = None``), so the next backward starts from zero."""
-        for p in self.params:
-            p.grad = None
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the gradients, so the next backward starts from zero (``zero_grads``)."""
+        zero_grads(self.params, set_to_none)
 
     def step(self) -> None:
         """Update every parameter that has a gradient."""
@@ -496,6 +495,13 @@ class Adagrad(Optimizer):
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         state["sum"] += grad * grad
         return p - clr * (grad / (np.sqrt(state["sum"]) + group["eps"]))
+
+
+def zero_grads(params, set_to_none: bool = True) -> None:
+    """``p.grad = None`` for every parameter (torch's default), or zeros of its shape with ``set_to_none=False``
+    (a parameter without a gradient keeps none, as in torch)."""
+    for p in params:
+        p.grad = None if set_to_none or p.grad is None else Tensor(np.zeros_like(p.grad.data))
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
