@@ -187,7 +187,9 @@ class _Pending(Tensor):
     shape = property(lambda self: _DATA.__get__(self, Tensor).shape)
     dtype = property(lambda self: _DATA.__get__(self, Tensor).dtype)
     ndim = property(lambda self: len(_DATA.__get__(self, Tensor).shape))
-    size = property(lambda self: math.prod(_DATA.__get__(self, Tensor).shape))
+
+    def numel(self) -> int:  # (``size()``, ``dim()`` read ``shape``/``ndim`` above; anything else materializes)
+        return math.prod(_DATA.__get__(self, Tensor).shape)
 
 
 def _placeholder(trace, slot, shape, dtype, requires_grad) -> _Pending:

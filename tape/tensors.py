@@ -337,7 +337,7 @@ class Tensor:
 
     def dim(self) -> int:
         """The number of dimensions (``ndim``), as torch's."""
-        return self._data.ndim
+        return self.ndim
 
     ndimension = dim
 

@@ -149,6 +149,7 @@ def gpt_world(dropout=0.1):
 def classifier_world():
     nn.manual_seed(0)
     model = padded_classification.Encoder(8, d_model=16, num_heads=2, num_layers=1)
+    own_generators(model, 11)
 
     def batch(rng, n=4):
         return padded_classification.make_batch(rng, n, 1, 8)
@@ -327,6 +328,7 @@ def test_float64_model_equals_eager():
     def world():
         nn.manual_seed(0)
         model = common.TinyGPT(9, 10, d_model=8, num_heads=2, num_layers=1, dtype=np.float64)
+        own_generators(model, 11)
         w = gpt_world(0.0)
         return ModelWorld(model, w.loss, w.batch)
 
