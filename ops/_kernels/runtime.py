@@ -13,17 +13,30 @@ that finds whichever BLAS numpy actually loaded (OpenBLAS under any of its symbo
 platform) and knows how to switch each one's thread count; the ctypes lookup it replaces only recognised
 OpenBLAS builds listed in Linux's /proc/self/maps. Without a BLAS whose thread count can be switched, ``run``
 runs the blocks in order on the calling thread.
+
+``blas_for(flops)`` is the context one GEMM of ``flops`` floating-point operations runs in: BLAS
+single-threaded below ``gemm_crossover()``, unchanged above it. Small GEMMs (the tiny GPT's linears: 512 x 64
+x 256) lose to BLAS's own threads -- the hand-off costs more than the work, and on a busy machine a descheduled
+BLAS thread stalls the call 2-10x. The crossover is measured once per process, at first use, on the machine in
+hand (float32 GEMMs m x n x n, m = 8n, one thread against BLAS's default, best of a few runs each): the
+smallest size where the threads win by 20%. Switching the thread count goes straight to each BLAS library's
+``set_num_threads`` (1-2 us, against threadpoolctl's ``limit`` at ~10 us), so the guard costs little next to
+a 50 us GEMM.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import math
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-__all__ = ["run", "cpu_count", "single_threaded_blas"]
+import numpy as np
+
+__all__ = ["run", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover"]
 
 
 def run(items, work, workers=None):
@@ -82,15 +95,21 @@ class _SingleThreadedBlas:
     and leave BLAS at one thread)."""
 
     def __init__(self, controller):
-        self.controller = controller
+        self.libraries = list(controller.lib_controllers)  # threadpoolctl's per-library controllers
         self.lock = threading.Lock()
         self.depth = 0
-        self.limiter: Any = None  # threadpoolctl's limiter while inside (threadpoolctl ships no types)
+        self.saved: list[int] = []  # each library's thread count before the first user came in
+
+    def threads(self) -> int:
+        """The most threads any of the libraries runs with now."""
+        return max(lib.num_threads for lib in self.libraries)
 
     def __enter__(self):
         with self.lock:
             if self.depth == 0:
-                self.limiter = self.controller.limit(limits=1)
+                self.saved = [lib.num_threads for lib in self.libraries]
+                for lib in self.libraries:
+                    lib.set_num_threads(1)
             self.depth += 1
         return self
 
@@ -98,8 +117,8 @@ class _SingleThreadedBlas:
         with self.lock:
             self.depth -= 1
             if self.depth == 0:
-                self.limiter.restore_original_limits()
-                self.limiter = None
+                for lib, threads in zip(self.libraries, self.saved):
+                    lib.set_num_threads(threads)
         return False
 
 
@@ -118,3 +137,59 @@ def single_threaded_blas():
             blas = ThreadpoolController().select(user_api="blas")
             _BLAS.append(_SingleThreadedBlas(blas) if blas.lib_controllers else None)
         return _BLAS[0]
+
+
+_NO_GUARD = contextlib.nullcontext()
+
+
+def blas_for(flops):
+    """The context a GEMM of ``flops`` operations (2 m k n) runs in: BLAS single-threaded below
+    ``gemm_crossover()``, nothing changed at or above it."""
+    if flops >= gemm_crossover():
+        return _NO_GUARD
+    return single_threaded_blas() or _NO_GUARD
+
+
+_CROSSOVER: list[float] = []  # [the measured crossover], once
+_CROSSOVER_LOCK = threading.Lock()
+_SIDES = (16, 32, 64, 128, 256)  # n of the measured m x n x n GEMMs (m = 8n): 65 KFLOP to 268 MFLOP
+
+
+def gemm_crossover() -> float:
+    """The GEMM size (2 m k n operations) from which BLAS's own threads beat one thread on this machine,
+    measured at first use and cached; above the largest size measured when one thread won throughout. 0 (never
+    limit) while BLAS runs one thread anyway or cannot be switched."""
+    with _CROSSOVER_LOCK:
+        if _CROSSOVER:
+            return _CROSSOVER[0]
+        guard = single_threaded_blas()
+        if guard is not None and guard.depth:
+            return math.inf  # inside a guard (a worker of ``run``): BLAS is single-threaded anyway; measure later
+        if guard is None or guard.threads() <= 1:
+            return 0.0  # not cached: BLAS may be given threads later
+        _CROSSOVER.append(_measure_crossover(guard))
+        return _CROSSOVER[0]
+
+
+def _best_time(a, b, reps=3):
+    """The fastest of ``reps`` runs of ``a @ b``, seconds."""
+    best = math.inf
+    for _ in range(reps):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _measure_crossover(guard) -> float:
+    rng = np.random.default_rng(0)
+    for n in _SIDES:
+        a = rng.standard_normal((8 * n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        a @ b  # warm-up: BLAS's threads started, pages touched
+        threaded = _best_time(a, b)
+        with guard:
+            single = _best_time(a, b)
+        if threaded < 0.8 * single:
+            return 2.0 * 8 * n**3
+    return 2 * 2.0 * 8 * _SIDES[-1] ** 3

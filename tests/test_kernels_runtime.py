@@ -1,0 +1,105 @@
+"""The kernels' runtime: BLAS threads chosen by GEMM size (``runtime.blas_for``, the measured crossover) and the
+GEMMs of linear and matmul running under it."""
+
+import math
+
+import numpy as np
+import pytest
+import threadpoolctl
+
+import ops
+import tape
+from ops._kernels import runtime
+
+
+def blas_threads():
+    return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+
+
+@pytest.fixture
+def two_blas_threads():
+    """numpy's BLAS at two threads during the test, restored after."""
+    if runtime.single_threaded_blas() is None:
+        pytest.skip("no BLAS whose thread count threadpoolctl can switch")
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        yield runtime.single_threaded_blas()
+
+
+@pytest.fixture
+def crossover(monkeypatch):
+    """Set the measured crossover (operations) for the test; the cached measurement is back after."""
+
+    def set_to(flops):
+        monkeypatch.setattr(runtime, "_CROSSOVER", [flops])
+
+    return set_to
+
+
+def test_small_gemms_run_single_threaded_and_large_ones_keep_the_threads(two_blas_threads, crossover):
+    crossover(1e6)
+    with runtime.blas_for(1e6 - 1):
+        assert set(blas_threads()) == {1}
+    assert 2 in blas_threads()
+    with runtime.blas_for(1e6):
+        assert 2 in blas_threads()
+
+
+def test_the_crossover_is_measured_once_and_not_cached_while_it_cannot_be(two_blas_threads, monkeypatch):
+    monkeypatch.setattr(runtime, "_CROSSOVER", [])
+    with two_blas_threads:  # inside a guard (a worker of run): nothing to measure against
+        assert runtime.gemm_crossover() == math.inf
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        assert runtime.gemm_crossover() == 0.0  # one thread anyway: never limit
+    assert runtime._CROSSOVER == []
+    measured = runtime.gemm_crossover()
+    assert measured > 0 and runtime._CROSSOVER == [measured]
+    assert 2 in blas_threads()  # the measurement restored the thread count
+
+
+def test_linear_runs_its_three_gemms_by_size(monkeypatch):
+    seen = []
+    guard = runtime.blas_for
+
+    def spy(flops):
+        seen.append(flops)
+        return guard(flops)
+
+    monkeypatch.setattr(runtime, "blas_for", spy)
+    rng = np.random.default_rng(0)
+    x = tape.tensor(rng.standard_normal((4, 8, 6)), requires_grad=True)
+    w = tape.tensor(rng.standard_normal((5, 6)), requires_grad=True)
+    ops.linear(x, w).sum().backward()
+    assert sorted(seen) == [2 * 32 * 6 * 5] * 3
+
+
+def test_matmul_by_a_matrix_runs_its_gemms_by_size(monkeypatch):
+    seen = []
+    guard = runtime.blas_for
+    monkeypatch.setattr(runtime, "blas_for", lambda flops: (seen.append(flops), guard(flops))[1])
+    rng = np.random.default_rng(1)
+    a = tape.tensor(rng.standard_normal((3, 4, 6)), requires_grad=True)
+    b = tape.tensor(rng.standard_normal((6, 5)), requires_grad=True)
+    ops.matmul(a, b).sum().backward()
+    assert sorted(seen) == [2 * 12 * 6 * 5] * 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_gives_the_same_numbers_with_one_thread_and_with_blas_threads(two_blas_threads, crossover, dtype):
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal(s).astype(dtype) for s in ((16, 32, 64), (256, 64), (256,))]
+    g = rng.standard_normal((16, 32, 256)).astype(dtype)
+
+    def run():
+        leaves = [tape.tensor(a, requires_grad=True) for a in arrays]
+        out = ops.linear(*leaves)
+        out.backward(tape.tensor(g))
+        return [out.numpy()] + [t.grad.numpy() for t in leaves]
+
+    crossover(math.inf)
+    single = run()
+    crossover(0.0)
+    threaded = run()
+    expected = np.einsum("bik,ok->bio", arrays[0].astype(np.float64), arrays[1].astype(np.float64)) + arrays[2]
+    np.testing.assert_allclose(single[0], expected, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-4)
+    for ours, theirs in zip(single, threaded):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-5)
