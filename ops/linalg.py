@@ -72,9 +72,16 @@ def _times_matrix(a, m):
     return _gemm(_rows(a), m).reshape(a.shape[:-1] + (m.shape[-1],))
 
 
+def _batched(a, b):
+    """``a @ b`` with batch dims (numpy runs one GEMM per batch element), BLAS threads by one GEMM's size."""
+    m = a.shape[-2] if a.ndim >= 2 else 1
+    with runtime.blas_for(2 * m * a.shape[-1] * (b.shape[-1] if b.ndim >= 2 else 1)):
+        return a @ b
+
+
 def _matmul(input, other):
     """``torch.matmul(input, other)``: 1-D operands are vectors, batch dims broadcast."""
-    return _times_matrix(input, other) if other.ndim == 2 else np.matmul(input, other)
+    return _times_matrix(input, other) if other.ndim == 2 else _batched(input, other)
 
 
 def _as_matrices(g, a, b):
@@ -92,14 +99,14 @@ def _matmul_vjp_input(g, ans, input, other):
     g2, a2, b2 = _as_matrices(g, input, other)
     if b2.ndim == 2:
         return np.reshape(_times_matrix(g2, b2.T), input.shape)
-    return np.reshape(unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape), input.shape)
+    return np.reshape(unbroadcast(_batched(g2, np.swapaxes(b2, -1, -2)), a2.shape), input.shape)
 
 
 def _matmul_vjp_other(g, ans, input, other):
     g2, a2, b2 = _as_matrices(g, input, other)
     if b2.ndim == 2:  # every batch of input met the same matrix: one GEMM over all rows
         return np.reshape(_gemm(_rows(a2).T, _rows(g2)), other.shape)
-    return np.reshape(unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape), other.shape)
+    return np.reshape(unbroadcast(_batched(np.swapaxes(a2, -1, -2), g2), b2.shape), other.shape)
 
 
 def _matmul_samples(rng):

@@ -103,3 +103,61 @@ def test_linear_gives_the_same_numbers_with_one_thread_and_with_blas_threads(two
     np.testing.assert_allclose(single[0], expected, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-4)
     for ours, theirs in zip(single, threaded):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-5)
+
+
+def test_batched_matmul_runs_its_gemms_by_the_size_of_one(monkeypatch):
+    seen = []
+    guard = runtime.blas_for
+    monkeypatch.setattr(runtime, "blas_for", lambda flops: (seen.append(flops), guard(flops))[1])
+    rng = np.random.default_rng(3)
+    a = tape.tensor(rng.standard_normal((3, 4, 6)), requires_grad=True)
+    b = tape.tensor(rng.standard_normal((3, 6, 5)), requires_grad=True)
+    out = ops.matmul(a, b)
+    out.sum().backward()
+    assert sorted(seen) == [2 * 4 * 6 * 5] * 3
+    np.testing.assert_allclose(out.numpy(), np.einsum("bik,bkj->bij", a.numpy(), b.numpy()), rtol=1e-12)
+
+
+KEEP_FREED_MEMORY_CHILD = """
+import resource, sys
+import numpy as np
+from ops._kernels import runtime
+if sys.argv[1] == "on":
+    assert runtime.keep_freed_memory()
+def step():  # like a training step: many large temporaries live at once, all freed at its end
+    live = [np.ones((512, 256), np.float32) for _ in range(16)]  # 512 KiB each: above glibc's mmap threshold
+    return float(sum(a[0, 0] for a in live))
+for _ in range(3):
+    step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(50):
+    step()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 50)
+"""
+
+
+def test_keep_freed_memory_stops_the_page_faults_of_repeated_large_temporaries():
+    """In a child process (it changes the allocator of the whole process): 16 fresh 0.5 MiB arrays each step fault
+    their pages in with glibc's defaults and not at all once freed memory is kept."""
+    import os
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None:
+        pytest.skip("glibc only")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+
+    def faults(mode):
+        run = subprocess.run([sys.executable, "-c", KEEP_FREED_MEMORY_CHILD, mode], env=env, capture_output=True)
+        assert run.returncode == 0, run.stderr.decode()
+        return float(run.stdout)
+
+    default, kept = faults("off"), faults("on")
+    assert default > 100 and kept < 5, (default, kept)
+
+
+def test_keep_freed_memory_rejects_sizes_it_cannot_set():
+    with pytest.raises(ValueError, match="keep_freed_memory: arguments expected .* got largest_array=0"):
+        runtime.keep_freed_memory(largest_array=0)
+    with pytest.raises(ValueError, match="largest_array=2048, kept=1024"):
+        runtime.keep_freed_memory(largest_array=2048, kept=1024)
