@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ctypes
-import ctypes.util
 import math
 import os
 import threading
@@ -215,8 +214,10 @@ def keep_freed_memory(largest_array: int = 64 << 20, kept: int = 512 << 20) -> b
             f"keep_freed_memory: arguments expected 0 < largest_array <= kept <= 2**31 - 1 bytes, "
             f"got largest_array={largest_array}, kept={kept}"
         )
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is None or not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
+    try:
+        libc = ctypes.CDLL(None)  # the symbols already loaded in this process: its C library's among them
+    except OSError:  # Windows
+        return False
+    if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
         return False
     return bool(libc.mallopt(_M_MMAP_THRESHOLD, largest_array)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, kept))
