@@ -161,3 +161,23 @@ def test_keep_freed_memory_rejects_sizes_it_cannot_set():
         runtime.keep_freed_memory(largest_array=0)
     with pytest.raises(ValueError, match="largest_array=2048, kept=1024"):
         runtime.keep_freed_memory(largest_array=2048, kept=1024)
+
+
+@pytest.mark.parametrize(
+    "num_weights, shape, padding_idx",
+    [(16, (16, 32), None), (16, (16, 32), 3), (1000, (4, 8), None), (5, (3,), -1), (4, (), None), (4, (0, 3), None)],
+)
+def test_embedding_weight_gradient_sums_the_rows_of_repeated_indices(num_weights, shape, padding_idx):
+    """The weight gradient (grouped rows summed by reduceat) against a float64 scatter-add."""
+    from ops.embedding import _embedding_dense_backward
+
+    rng = np.random.default_rng(4)
+    indices = rng.integers(0, num_weights, shape)
+    g = rng.standard_normal(shape + (6,)).astype(np.float32)
+    expected = np.zeros((num_weights, 6))
+    np.add.at(expected, indices.reshape(-1), g.reshape(-1, 6).astype(np.float64))
+    if padding_idx is not None:
+        expected[padding_idx] = 0
+    ours = _embedding_dense_backward(g, indices, num_weights, padding_idx)
+    assert ours.dtype == np.float32 and ours.shape == (num_weights, 6)
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
