@@ -18,10 +18,10 @@ runs the blocks in order on the calling thread.
 single-threaded below ``gemm_crossover()``, unchanged above it. Small GEMMs (the tiny GPT's linears: 512 x 64
 x 256) lose to BLAS's own threads -- the hand-off costs more than the work, and on a busy machine a descheduled
 BLAS thread stalls the call 2-10x. The crossover is measured once per process, at first use, on the machine in
-hand (float32 GEMMs m x n x n, m = 8n, one thread against BLAS's default, best of a few runs each): the
-smallest size where the threads win by 20%. Switching the thread count goes straight to each BLAS library's
-``set_num_threads`` (1-2 us, against threadpoolctl's ``limit`` at ~10 us), so the guard costs little next to
-a 50 us GEMM.
+hand (float32 GEMMs m x n x n, m = 8n, one thread against BLAS's default, alternating, best of a few runs
+each): the smallest size where the threads win by 20% on it and on the next size up. Switching the thread
+count goes straight to each BLAS library's ``set_num_threads`` (1-2 us, against threadpoolctl's ``limit`` at
+~10 us), so the guard costs little next to a 50 us GEMM.
 
 ``keep_freed_memory()`` is an opt-in, never called by minitape itself: it asks glibc's malloc to keep freed
 memory for reuse (no mmap per large array, no trimming of the heap) instead of returning it to the OS, so a
@@ -178,27 +178,34 @@ def gemm_crossover() -> float:
         return _CROSSOVER[0]
 
 
-def _best_time(a, b, reps=3):
-    """The fastest of ``reps`` runs of ``a @ b``, seconds."""
-    best = math.inf
+def _best_times(guard, a, b, reps=3):
+    """The fastest of ``reps`` runs of ``a @ b`` with BLAS's threads and with one thread, seconds; the two
+    alternate, so that both see the same load."""
+    threaded = single = math.inf
     for _ in range(reps):
         start = time.perf_counter()
         a @ b
-        best = min(best, time.perf_counter() - start)
-    return best
+        threaded = min(threaded, time.perf_counter() - start)
+        with guard:
+            start = time.perf_counter()
+            a @ b
+            single = min(single, time.perf_counter() - start)
+    return threaded, single
 
 
 def _measure_crossover(guard) -> float:
+    """The smallest measured size from which the threads win by 20% on two sizes in a row (one win alone may
+    be noise on a busy machine)."""
     rng = np.random.default_rng(0)
+    wins = []
     for n in _SIDES:
         a = rng.standard_normal((8 * n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
         a @ b  # warm-up: BLAS's threads started, pages touched
-        threaded = _best_time(a, b)
-        with guard:
-            single = _best_time(a, b)
-        if threaded < 0.8 * single:
-            return 2.0 * 8 * n**3
+        threaded, single = _best_times(guard, a, b)
+        wins.append(threaded < 0.8 * single)
+        if wins[-2:] == [True, True]:
+            return 2.0 * 8 * (n // 2) ** 3
     return 2 * 2.0 * 8 * _SIDES[-1] ** 3
 
 
