@@ -96,7 +96,14 @@ def _dense_backward(grad_output, indices, num_weights, padding_row):
 def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx=None):
     dim = grad_output.shape[-1]
     grad = np.zeros((num_weights, dim), dtype=grad_output.dtype)
-    np.add.at(grad, indices.reshape(-1), grad_output.reshape(indices.size, dim))  # repeated indices accumulate
+    flat = indices.reshape(-1)
+    if flat.size:
+        # rows grouped by index, each group summed by reduceat: many times faster than np.add.at's row-by-row
+        # scatter; the float32 sums round in reduceat's order instead (~1e-7 relative; torch has its own order)
+        order = np.argsort(flat, kind="stable")
+        rows = flat[order]
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        grad[rows[starts]] = np.add.reduceat(grad_output.reshape(flat.size, dim)[order], starts, axis=0)
     if padding_idx is not None:
         grad[_padding_row(num_weights, padding_idx)] = 0
     return grad

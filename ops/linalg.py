@@ -29,6 +29,7 @@ from numpy.lib.stride_tricks import as_strided
 from tape.broadcast import unbroadcast
 from tape.registry import Sample, defop
 
+from ._kernels import runtime
 from ._samples import transposed, uniform
 
 
@@ -64,14 +65,23 @@ def _check_matmul(input, other):
 
 def _times_matrix(a, m):
     """``a @ m`` for a matrix ``m``; a batched ``a`` is folded into rows so one GEMM does it all."""
-    if a.ndim <= 2:
+    if a.ndim == 1:
         return a @ m
-    return (_rows(a) @ m).reshape(a.shape[:-1] + (m.shape[-1],))
+    if a.ndim == 2:
+        return _gemm(a, m)
+    return _gemm(_rows(a), m).reshape(a.shape[:-1] + (m.shape[-1],))
+
+
+def _batched(a, b):
+    """``a @ b`` with batch dims (numpy runs one GEMM per batch element), BLAS threads by one GEMM's size."""
+    m = a.shape[-2] if a.ndim >= 2 else 1
+    with runtime.blas_for(2 * m * a.shape[-1] * (b.shape[-1] if b.ndim >= 2 else 1)):
+        return a @ b
 
 
 def _matmul(input, other):
     """``torch.matmul(input, other)``: 1-D operands are vectors, batch dims broadcast."""
-    return _times_matrix(input, other) if other.ndim == 2 else np.matmul(input, other)
+    return _times_matrix(input, other) if other.ndim == 2 else _batched(input, other)
 
 
 def _as_matrices(g, a, b):
@@ -89,14 +99,14 @@ def _matmul_vjp_input(g, ans, input, other):
     g2, a2, b2 = _as_matrices(g, input, other)
     if b2.ndim == 2:
         return np.reshape(_times_matrix(g2, b2.T), input.shape)
-    return np.reshape(unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape), input.shape)
+    return np.reshape(unbroadcast(_batched(g2, np.swapaxes(b2, -1, -2)), a2.shape), input.shape)
 
 
 def _matmul_vjp_other(g, ans, input, other):
     g2, a2, b2 = _as_matrices(g, input, other)
     if b2.ndim == 2:  # every batch of input met the same matrix: one GEMM over all rows
-        return np.reshape(_rows(a2).T @ _rows(g2), other.shape)
-    return np.reshape(unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape), other.shape)
+        return np.reshape(_gemm(_rows(a2).T, _rows(g2)), other.shape)
+    return np.reshape(unbroadcast(_batched(np.swapaxes(a2, -1, -2), g2), b2.shape), other.shape)
 
 
 def _matmul_samples(rng):
@@ -166,8 +176,14 @@ def _rows(x):
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
+def _gemm(a, b):
+    """``a @ b`` for matrices, BLAS single-threaded when the product is small (``runtime.blas_for``)."""
+    with runtime.blas_for(2 * a.shape[0] * a.shape[1] * b.shape[-1]):
+        return a @ b
+
+
 def _linear(input, weight, bias=None):
-    y = _rows(input) @ weight.T
+    y = _gemm(_rows(input), weight.T) if weight.ndim == 2 else _rows(input) @ weight
     if bias is not None:
         y += bias  # y is a fresh array: add in place, no extra copy
     return y.reshape(input.shape[:-1] + weight.shape[:-1])
@@ -180,12 +196,13 @@ def _grad_rows(g, weight):
 
 def _linear_vjp_input(g, ans, input, weight, bias=None):
     g2 = _grad_rows(g, weight)
-    grad = g2 @ weight if weight.ndim == 2 else g2[:, None] * weight
+    grad = _gemm(g2, weight) if weight.ndim == 2 else g2[:, None] * weight
     return np.reshape(grad, input.shape)
 
 
 def _linear_vjp_weight(g, ans, input, weight, bias=None):
-    return _grad_rows(g, weight).T @ _rows(input)
+    g2 = _grad_rows(g, weight)
+    return _gemm(g2.T, _rows(input)) if weight.ndim == 2 else g2 @ _rows(input)
 
 
 def _linear_vjp_bias(g, ans, input, weight, bias=None):

@@ -13,17 +13,37 @@ that finds whichever BLAS numpy actually loaded (OpenBLAS under any of its symbo
 platform) and knows how to switch each one's thread count; the ctypes lookup it replaces only recognised
 OpenBLAS builds listed in Linux's /proc/self/maps. Without a BLAS whose thread count can be switched, ``run``
 runs the blocks in order on the calling thread.
+
+``blas_for(flops)`` is the context one GEMM of ``flops`` floating-point operations runs in: BLAS
+single-threaded below ``gemm_crossover()``, unchanged above it. Small GEMMs (the tiny GPT's linears: 512 x 64
+x 256) lose to BLAS's own threads -- the hand-off costs more than the work, and on a busy machine a descheduled
+BLAS thread stalls the call 2-10x. The crossover is measured once per process, at first use, on the machine in
+hand (float32 GEMMs m x n x n, m = 8n, one thread against BLAS's default, alternating, best of a few runs
+each): the smallest size where the threads win by 20% on it and on the next size up. Switching the thread
+count goes straight to each BLAS library's ``set_num_threads`` (1-2 us, against threadpoolctl's ``limit`` at
+~10 us), so the guard costs little next to a 50 us GEMM.
+
+``keep_freed_memory()`` is an opt-in, never called by minitape itself: it asks glibc's malloc to keep freed
+memory for reuse (no mmap per large array, no trimming of the heap) instead of returning it to the OS, so a
+training loop that allocates the same large temporaries every step stops faulting their pages in again (the
+tiny GPT step: ~2,100 minor page faults per step to ~0). It changes the allocator of the whole process, for
+every library in it, which is why it is the caller's choice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import ctypes
+import math
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-__all__ = ["run", "cpu_count", "single_threaded_blas"]
+import numpy as np
+
+__all__ = ["run", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover", "keep_freed_memory"]
 
 
 def run(items, work, workers=None):
@@ -82,15 +102,21 @@ class _SingleThreadedBlas:
     and leave BLAS at one thread)."""
 
     def __init__(self, controller):
-        self.controller = controller
+        self.libraries = list(controller.lib_controllers)  # threadpoolctl's per-library controllers
         self.lock = threading.Lock()
         self.depth = 0
-        self.limiter: Any = None  # threadpoolctl's limiter while inside (threadpoolctl ships no types)
+        self.saved: list[int] = []  # each library's thread count before the first user came in
+
+    def threads(self) -> int:
+        """The most threads any of the libraries runs with now."""
+        return max(lib.num_threads for lib in self.libraries)
 
     def __enter__(self):
         with self.lock:
             if self.depth == 0:
-                self.limiter = self.controller.limit(limits=1)
+                self.saved = [lib.num_threads for lib in self.libraries]
+                for lib in self.libraries:
+                    lib.set_num_threads(1)
             self.depth += 1
         return self
 
@@ -98,8 +124,8 @@ class _SingleThreadedBlas:
         with self.lock:
             self.depth -= 1
             if self.depth == 0:
-                self.limiter.restore_original_limits()
-                self.limiter = None
+                for lib, threads in zip(self.libraries, self.saved):
+                    lib.set_num_threads(threads)
         return False
 
 
@@ -118,3 +144,87 @@ def single_threaded_blas():
             blas = ThreadpoolController().select(user_api="blas")
             _BLAS.append(_SingleThreadedBlas(blas) if blas.lib_controllers else None)
         return _BLAS[0]
+
+
+_NO_GUARD = contextlib.nullcontext()
+
+
+def blas_for(flops):
+    """The context a GEMM of ``flops`` operations (2 m k n) runs in: BLAS single-threaded below
+    ``gemm_crossover()``, nothing changed at or above it."""
+    if flops >= gemm_crossover():
+        return _NO_GUARD
+    return single_threaded_blas() or _NO_GUARD
+
+
+_CROSSOVER: list[float] = []  # [the measured crossover], once
+_CROSSOVER_LOCK = threading.Lock()
+_SIDES = (16, 32, 64, 128, 256)  # n of the measured m x n x n GEMMs (m = 8n): 65 KFLOP to 268 MFLOP
+
+
+def gemm_crossover() -> float:
+    """The GEMM size (2 m k n operations) from which BLAS's own threads beat one thread on this machine,
+    measured at first use and cached; above the largest size measured when one thread won throughout. 0 (never
+    limit) while BLAS runs one thread anyway or cannot be switched."""
+    with _CROSSOVER_LOCK:
+        if _CROSSOVER:
+            return _CROSSOVER[0]
+        guard = single_threaded_blas()
+        if guard is not None and guard.depth:
+            return math.inf  # inside a guard (a worker of ``run``): BLAS is single-threaded anyway; measure later
+        if guard is None or guard.threads() <= 1:
+            return 0.0  # not cached: BLAS may be given threads later
+        _CROSSOVER.append(_measure_crossover(guard))
+        return _CROSSOVER[0]
+
+
+def _best_times(guard, a, b, reps=3):
+    """The fastest of ``reps`` runs of ``a @ b`` with BLAS's threads and with one thread, seconds; the two
+    alternate, so that both see the same load."""
+    threaded = single = math.inf
+    for _ in range(reps):
+        start = time.perf_counter()
+        a @ b
+        threaded = min(threaded, time.perf_counter() - start)
+        with guard:
+            start = time.perf_counter()
+            a @ b
+            single = min(single, time.perf_counter() - start)
+    return threaded, single
+
+
+def _measure_crossover(guard) -> float:
+    """The smallest measured size from which the threads win by 20% on two sizes in a row (one win alone may
+    be noise on a busy machine)."""
+    rng = np.random.default_rng(0)
+    wins = []
+    for n in _SIDES:
+        a = rng.standard_normal((8 * n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        a @ b  # warm-up: BLAS's threads started, pages touched
+        threaded, single = _best_times(guard, a, b)
+        wins.append(threaded < 0.8 * single)
+        if wins[-2:] == [True, True]:
+            return 2.0 * 8 * (n // 2) ** 3
+    return 2 * 2.0 * 8 * _SIDES[-1] ** 3
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
+
+def keep_freed_memory(largest_array: int = 64 << 20, kept: int = 512 << 20) -> bool:
+    """Opt-in: glibc's malloc serves arrays up to ``largest_array`` bytes from its heap instead of a fresh mmap
+    each, and returns freed memory to the OS only beyond ``kept`` bytes free at the top of the heap. For the
+    whole process, until it exits. Returns False (and changes nothing) where the C library is not glibc."""
+    if not (0 < largest_array <= kept <= 2**31 - 1):
+        raise ValueError(
+            f"keep_freed_memory: arguments expected 0 < largest_array <= kept <= 2**31 - 1 bytes, "
+            f"got largest_array={largest_array}, kept={kept}"
+        )
+    try:
+        libc = ctypes.CDLL(None)  # the symbols already loaded in this process: its C library's among them
+    except OSError:  # Windows
+        return False
+    if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
+        return False
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, largest_array)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, kept))
