@@ -14,10 +14,12 @@ import numbers
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Grad, Sample, defop
 
 from ._kernels.flash import attention_backward, attention_forward, dropout_keep_mask
+from ._onnx import NotExportable
 from ._samples import uniform
 
 OP = "scaled_dot_product_attention"
@@ -419,3 +421,68 @@ scaled_dot_product_attention = defop(
     notes="attn_mask: bool not differentiable; key_padding_lengths: metadata; 2nd order through the full-matrix "
     "composite",
 )
+
+
+# -- ONNX lowering (tape.onnx.export) ------------------------------------------------------------------------
+# ONNX's Attention (opset 23) takes 4-D (batch, heads, length, features) inputs, GQA included. Causality with
+# torch's top-left alignment is its is_causal; the other options become one mask: bottom-right causality and
+# key_padding_lengths (a graph input when the model was exported with it) as a boolean mask, and-ed with a
+# boolean attn_mask or selecting a float one (-inf elsewhere).
+def _onnx_lengths_mask(g, lengths, L: int, S: int, dims: int):
+    """keys j < lengths[b]: a (B, 1, L, S) boolean mask from a 1-D lengths value (an ONNX name) or array."""
+    if not isinstance(lengths, str):
+        lengths = np.asarray(lengths.numpy() if hasattr(lengths, "numpy") else lengths)
+        if lengths.ndim != 1 or dims != 4:
+            raise NotExportable("key_padding_lengths other than 1-D over the batch of 4-D inputs has no lowering")
+        lengths = g.const(lengths, dtype=np.int64)
+    elif dims != 4:
+        raise NotExportable("key_padding_lengths with other than 4-D inputs has no lowering")
+    lengths = g.op("Unsqueeze", g.op("Cast", lengths, to=7), g.ints([1, 2, 3]))  # 7: int64
+    visible = g.op("Less", g.const(np.arange(S, dtype=np.int64)), lengths)
+    return g.op("And", visible, g.const(np.ones((L, 1), dtype=bool)))  # ONNX Runtime wants the mask's L
+
+
+def _onnx_sdpa_mask(g, rec, attn_mask, L: int, S: int):
+    """The Attention mask for the op's options (None: none needed), and whether is_causal covers causality."""
+    a = rec.attributes
+    bools = []
+    top_left = a.get("is_causal") and a.get("causal_alignment", "top_left") == "top_left"
+    lengths = a.get("key_padding_lengths")
+    if a.get("is_causal") and not top_left:
+        bools.append(g.const(np.arange(S)[None, :] <= np.arange(L)[:, None] + (S - L)))
+    if lengths is not None:
+        bools.append(_onnx_lengths_mask(g, lengths, L, S, len(rec.inputs[0].shape)))
+    if bools and top_left:  # is_causal with a mask: ONNX Runtime's combination is not torch's; spell it out
+        bools.append(g.const(np.arange(S)[None, :] <= np.arange(L)[:, None]))
+        top_left = False
+    user = rec.inputs[3]
+    if user is not None and user.dtype == np.bool_:
+        bools.append(attn_mask)
+    allowed = bools[0] if bools else None
+    for b in bools[1:]:
+        allowed = g.op("And", allowed, b)
+    if user is None or user.dtype == np.bool_:
+        return allowed, bool(top_left)
+    if allowed is None:
+        return attn_mask, bool(top_left)
+    return g.op("Where", allowed, attn_mask, g.const(np.array(-np.inf, user.dtype))), bool(top_left)
+
+
+def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
+    a = rec.attributes
+    ndim = len(rec.inputs[0].shape)
+    L, E = rec.inputs[0].shape[-2:] if ndim >= 2 else (0, 0)
+    S = rec.inputs[1].shape[-2] if ndim >= 2 else 0
+    if a.get("dropout_p"):
+        raise NotExportable("dropout_p > 0 draws random masks; export with dropout_p=0 (eval mode)")
+    if not 2 <= ndim <= 4 or 0 in (L, S, E) or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
+        raise NotExportable("only 2-D to 4-D non-empty query, key and value of one rank have a lowering")
+    mask, causal = _onnx_sdpa_mask(g, rec, attn_mask, L, S)
+    lead = None if ndim == 4 else g.ints(range(4 - ndim))
+    q, k, v = (x if lead is None else g.op("Unsqueeze", x, lead) for x in (query, key, value))
+    scale = _default_scale(E) if a.get("scale") is None else float(a["scale"])
+    out = g.op("Attention", q, k, v, mask, is_causal=int(causal), scale=scale)
+    return out if lead is None else g.op("Squeeze", out, lead)
+
+
+lowering(scaled_dot_product_attention, _onnx_sdpa)
