@@ -442,30 +442,50 @@ def _onnx_lengths_mask(g, lengths, L: int, S: int, dims: int):
     return g.op("And", visible, g.const(np.ones((L, 1), dtype=bool)))  # ONNX Runtime wants the mask's L
 
 
-def _onnx_sdpa_mask(g, rec, attn_mask, L: int, S: int):
-    """The Attention mask for the op's options (None: none needed), and whether is_causal covers causality."""
+def _onnx_sdpa_mask(g, rec, attn_mask, L: int, S: int, use_is_causal: bool):
+    """The mask for the op's options (None: none needed) broadcast to (..., L, S), and whether is_causal is
+    left to ONNX's Attention (top-left causality and no other mask, when ``use_is_causal``)."""
     a = rec.attributes
     bools = []
-    top_left = a.get("is_causal") and a.get("causal_alignment", "top_left") == "top_left"
     lengths = a.get("key_padding_lengths")
-    if a.get("is_causal") and not top_left:
-        bools.append(g.const(np.arange(S)[None, :] <= np.arange(L)[:, None] + (S - L)))
+    user = rec.inputs[3]
+    if a.get("is_causal"):
+        offset = 0 if a.get("causal_alignment", "top_left") == "top_left" else S - L
+        if use_is_causal and offset == 0 and lengths is None and user is None:
+            return None, True
+        bools.append(g.const(np.arange(S)[None, :] <= np.arange(L)[:, None] + offset))
     if lengths is not None:
         bools.append(_onnx_lengths_mask(g, lengths, L, S, len(rec.inputs[0].shape)))
-    if bools and top_left:  # is_causal with a mask: ONNX Runtime's combination is not torch's; spell it out
-        bools.append(g.const(np.arange(S)[None, :] <= np.arange(L)[:, None]))
-        top_left = False
-    user = rec.inputs[3]
     if user is not None and user.dtype == np.bool_:
         bools.append(attn_mask)
     allowed = bools[0] if bools else None
     for b in bools[1:]:
         allowed = g.op("And", allowed, b)
-    if user is None or user.dtype == np.bool_:
-        return allowed, bool(top_left)
-    if allowed is None:
-        return attn_mask, bool(top_left)
-    return g.op("Where", allowed, attn_mask, g.const(np.array(-np.inf, user.dtype))), bool(top_left)
+    if user is not None and user.dtype != np.bool_:
+        float_mask = (
+            attn_mask if allowed is None else g.op("Where", allowed, attn_mask, g.const(np.array(-np.inf, user.dtype)))
+        )
+        return g.op("Expand", float_mask, g.ints([L, S])), False
+    return (None if allowed is None else g.op("Expand", allowed, g.ints([L, S]))), False
+
+
+def _onnx_attention_matmul(g, rec, q, k, v, mask, scale: float):
+    """softmax(scale * Q K^T (masked)) V with MatMul and Softmax: float64 (ONNX Runtime's Attention computes in
+    float32 precision), a scale <= 0 (Attention rejects it). Rows that see no key give 0, as minitape's."""
+    dtype = rec.inputs[0].dtype
+    heads_q, heads_kv = ((1, 1, *rec.inputs[i].shape)[-3] for i in (0, 1))  # 2-D, 3-D inputs: one head
+    if heads_q != heads_kv:  # GQA: each key/value head serves heads_q // heads_kv query heads
+        repeat = g.ints([1, 1, heads_q // heads_kv, 1, 1])
+        shape = g.ints([0, heads_q, *rec.inputs[1].shape[-2:-1], -1])
+        k, v = (g.op("Reshape", g.op("Expand", g.op("Unsqueeze", x, g.ints([2])), repeat), shape) for x in (k, v))
+    scores = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2])), g.const(np.array(scale, dtype)))
+    if mask is not None and rec.inputs[3] is not None and rec.inputs[3].dtype != np.bool_:
+        scores = g.op("Add", scores, mask)
+    elif mask is not None:
+        scores = g.op("Where", mask, scores, g.const(np.array(-np.inf, dtype)))
+    weights = g.op("Softmax", scores, axis=-1)
+    weights = g.op("Where", g.op("IsNaN", weights), g.const(np.array(0, dtype)), weights)
+    return g.op("MatMul", weights, v)
 
 
 def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
@@ -477,11 +497,15 @@ def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
         raise NotExportable("dropout_p > 0 draws random masks; export with dropout_p=0 (eval mode)")
     if not 2 <= ndim <= 4 or 0 in (L, S, E) or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
         raise NotExportable("only 2-D to 4-D non-empty query, key and value of one rank have a lowering")
-    mask, causal = _onnx_sdpa_mask(g, rec, attn_mask, L, S)
+    scale = _default_scale(E) if a.get("scale") is None else float(a["scale"])
+    decompose = rec.inputs[0].dtype == np.float64 or scale <= 0
+    mask, causal = _onnx_sdpa_mask(g, rec, attn_mask, L, S, use_is_causal=not decompose)
     lead = None if ndim == 4 else g.ints(range(4 - ndim))
     q, k, v = (x if lead is None else g.op("Unsqueeze", x, lead) for x in (query, key, value))
-    scale = _default_scale(E) if a.get("scale") is None else float(a["scale"])
-    out = g.op("Attention", q, k, v, mask, is_causal=int(causal), scale=scale)
+    if decompose:
+        out = _onnx_attention_matmul(g, rec, q, k, v, mask, scale)
+    else:
+        out = g.op("Attention", q, k, v, mask, is_causal=int(causal), scale=scale)
     return out if lead is None else g.op("Squeeze", out, lead)
 
 

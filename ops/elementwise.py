@@ -932,7 +932,15 @@ def _onnx_rsqrt(g, rec, x):
 
 
 def _onnx_gelu(g, rec, x):
-    return g.op("Gelu", x, approximate=rec.attributes.get("approximate", "none"))
+    approximate = rec.attributes.get("approximate", "none")
+    dtype = rec.inputs[0].dtype
+    if approximate != "tanh" or dtype != np.float64:
+        return g.op("Gelu", x, approximate=approximate)
+    # ONNX Runtime's float64 Gelu(tanh) is float32-accurate: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    cube = g.op("Mul", g.op("Mul", x, x), x)
+    inner = g.op("Add", x, g.op("Mul", cube, g.const(np.array(0.044715, dtype))))
+    tanh = g.op("Tanh", g.op("Mul", inner, g.const(np.array(math.sqrt(2 / math.pi), dtype))))
+    return g.op("Mul", g.op("Mul", x, g.const(np.array(0.5, dtype))), g.op("Add", tanh, g.const(np.array(1, dtype))))
 
 
 def _onnx_silu(g, rec, x):

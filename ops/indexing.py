@@ -1267,13 +1267,14 @@ def _onnx_basic_index(index, ndim: int) -> list:
     """``index`` as one entry (int or slice) per leading dim; NotExportable for anything but ints, slices with
     a positive step and one Ellipsis."""
     entries = list(index) if isinstance(index, tuple) else [index]
-    if entries.count(Ellipsis) > 1 or not all(
+    ellipses = [k for k, e in enumerate(entries) if e is Ellipsis]
+    if len(ellipses) > 1 or not all(
         e is Ellipsis or isinstance(e, slice) or (isinstance(e, int | np.integer) and not isinstance(e, bool))
         for e in entries
     ):
         raise NotExportable("only ints, slices and one Ellipsis have a lowering (not arrays, None or bools)")
-    if Ellipsis in entries:
-        k = entries.index(Ellipsis)
+    if ellipses:
+        k = ellipses[0]
         entries[k : k + 1] = [slice(None)] * (ndim - len(entries) + 1)
     if any(isinstance(e, slice) and e.step is not None and e.step <= 0 for e in entries):
         raise NotExportable("a slice step <= 0 has no lowering")

@@ -531,6 +531,8 @@ def _onnx_linear(g, rec, input, weight, bias=None):
 
 
 def _onnx_t(g, rec, input):
+    if len(rec.inputs[0].shape) < 2:
+        return g.op("Identity", input)
     return g.op("Transpose", input, perm=list(range(len(rec.inputs[0].shape)))[::-1])
 
 

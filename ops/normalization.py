@@ -668,6 +668,7 @@ def _onnx_layer_norm(g, rec, input, weight=None, bias=None):
     axis, normalized = _onnx_norm_axis(rec)
     dtype = rec.inputs[0].dtype
     scale = weight if weight is not None else g.const(np.ones(normalized, dtype))
+    bias = bias if bias is not None else g.const(np.zeros(normalized, dtype))  # ONNX Runtime 1.32 crashes without
     return g.op("LayerNormalization", input, scale, bias, axis=axis, epsilon=float(rec.attributes.get("eps", 1e-5)))
 
 

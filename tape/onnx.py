@@ -24,7 +24,16 @@ from .state import no_grad
 from .tapes import ExecutionTape, RecordedOp
 from .tensors import Tensor, as_tensor
 
-__all__ = ["export", "lowering", "lowering_of", "Graph", "Value", "NotExportable", "NotExportableError"]
+__all__ = [
+    "export",
+    "lowering",
+    "lowering_of",
+    "check_sample",
+    "Graph",
+    "Value",
+    "NotExportable",
+    "NotExportableError",
+]
 
 _NO_LOWERING = "no ONNX lowering is declared for it"
 
@@ -214,7 +223,7 @@ def _check_inputs_used(g: Graph, in_names: list[str]) -> None:
 def export(
     fn_or_module,
     example_inputs,
-    path: str | os.PathLike,
+    path: str | os.PathLike | None,
     *,
     opset: int = 23,
     input_names=None,
@@ -226,7 +235,8 @@ def export(
     ``input_names`` / ``output_names`` name the graph's inputs and outputs (default ``input_<k>`` /
     ``output_<k>``); ``dynamic_axes`` maps an input or output name to the axes left free -- a list of axes or
     ``{axis: label}`` (``{"tokens": {0: "batch"}}``). An example input that reaches an op as an attribute (the
-    ``key_padding_lengths`` of attention) stays a graph input. Returns the ``onnx.ModelProto`` written."""
+    ``key_padding_lengths`` of attention) stays a graph input. Returns the ``onnx.ModelProto`` (written to
+    ``path`` unless it is None)."""
     onnx, helper, numpy_helper = _require_onnx()
     given = example_inputs if isinstance(example_inputs, tuple | list) else (example_inputs,)
     inputs = [_as_input_tensor(x, k) for k, x in enumerate(given)]
@@ -260,5 +270,73 @@ def export(
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="minitape")
     model.ir_version = min(model.ir_version, 10)  # what ONNX Runtime 1.2x reads
     onnx.checker.check_model(model)
-    onnx.save(model, os.fspath(path))
+    if path is not None:
+        onnx.save(model, os.fspath(path))
     return model
+
+
+# -- checking a lowering on an op's samples (tests, the coverage matrix's export column) ---------------------
+def _sample_call(op, sample, dtype):
+    """(flat input arrays, fn(*tensors) applying ``op`` to them): floating inputs cast to ``dtype`` (None: kept),
+    a sequence parameter flattened, absent optional inputs left out."""
+    flat: list = []
+    layout: list = []  # None (absent), -1 (one tensor) or n (a sequence of n)
+    for a in sample.inputs:
+        items = a if isinstance(a, list | tuple) else [a]
+        layout.append(None if a is None else (len(items) if isinstance(a, list | tuple) else -1))
+        if a is not None:
+            flat += [
+                x.astype(dtype) if dtype is not None and x.dtype.kind == "f" else x for x in map(np.asarray, items)
+            ]
+
+    def call(*tensors):
+        it = iter(tensors)
+        args = [None if n is None else (next(it) if n == -1 else [next(it) for _ in range(n)]) for n in layout]
+        return op(**dict(zip(op.input_names, args, strict=True)), **sample.attrs)
+
+    call.__name__ = op.name
+    return flat, call
+
+
+def check_sample(op, sample, dtype=None) -> tuple[str, str]:
+    """Export ``op`` on ``sample`` (floating inputs in ``dtype``), run it in ONNX Runtime and compare with
+    minitape's forward: ("equal" | "differs" | "not exportable" | "no kernel", detail). Floats must agree to
+    rtol 1e-5 (float32) or 1e-10 (float64), with NaN where minitape has NaN; other dtypes exactly."""
+    import onnxruntime as ort
+
+    flat, call = _sample_call(op, sample, dtype)
+    with no_grad():
+        expected = call(*(as_tensor(x) for x in flat))
+    expected = [t.numpy() for t in (expected if isinstance(expected, tuple | list) else (expected,))]
+    try:
+        model = export(call, flat, None)
+    except NotExportableError as e:
+        return "not exportable", str(e)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # ONNX Runtime has no kernel for this op in this dtype (float64 mostly)
+        return "no kernel", str(e).splitlines()[0][:200]
+    got = session.run(None, {i.name: x for i, x in zip(session.get_inputs(), flat, strict=True)})
+    for k, (want, have) in enumerate(zip(expected, got, strict=True)):
+        problem = _difference(want, np.asarray(have))
+        if problem:
+            return "differs", f"output {k}: {problem}"
+    return "equal", ""
+
+
+def _difference(want: np.ndarray, have: np.ndarray) -> str:
+    if want.shape != have.shape or want.dtype != have.dtype:
+        return f"minitape gives {want.dtype}{list(want.shape)}, ONNX Runtime {have.dtype}{list(have.shape)}"
+    if want.dtype.kind not in "fc":
+        return "" if np.array_equal(want, have) else "values differ"
+    rtol = 1e-5 if want.dtype == np.float32 else 1e-10
+    scale = np.max(np.abs(want[np.isfinite(want)]), initial=1.0)
+    close = np.isclose(have, want, rtol=rtol, atol=rtol * scale, equal_nan=True)
+    if close.all():
+        return ""
+    k = np.flatnonzero(~close)[0]
+    return (
+        f"{(~close).sum()} of {want.size} values differ; first at flat index {k}: {want.flat[k]!r} vs {have.flat[k]!r}"
+    )
