@@ -257,9 +257,11 @@ def export(
     for k, (tid, t) in enumerate((tid, t) for tid, t in recorder._externals.items() if tid not in names):
         names[tid] = g.const(t._data, name=constant_names.get(tid, f"const_{k}"))
     _lower_all(g, recorder, names, attribute_inputs)
-    _check_inputs_used(g, in_names)
     for t, name in zip(outputs, out_names, strict=True):
+        if t.id not in names:  # a tensor the call returned without reading or computing it: a constant
+            names[t.id] = g.const(t._data)
         g.nodes.append(helper.make_node("Identity", [names[t.id]], [name], name=f"output:{name}"))
+    _check_inputs_used(g, in_names)
     graph = helper.make_graph(
         g.nodes,
         getattr(fn_or_module, "__name__", type(fn_or_module).__name__),
