@@ -25,7 +25,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOWERED = [op for op in tape.registered_ops() if lowering_of(op) is not None and op.samples is not None]
 # the ops the three examples' models record; each must have a lowering
 EXAMPLE_OPS = ("linear", "embedding", "layer_norm", "gelu", "scaled_dot_product_attention", "reshape", "permute",
-               "transpose", "getitem", "add", "relu", "matmul", "unsqueeze", "dropout", "softmax", "rms_norm")
+               "transpose", "getitem", "add", "relu", "matmul", "unsqueeze", "dropout", "softmax", "rms_norm",
+               "cross_entropy", "mean", "sub", "mul")
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +127,24 @@ def test_tinygpt_runs_in_onnxruntime_with_a_dynamic_batch(ort, tmp_path):
         assert got.shape == want.shape
         assert relative_error(got, want) <= 1e-5
         assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))  # the same predictions, so the same accuracy
+
+
+def test_tinygpt_loss_with_ignored_targets_runs_in_onnxruntime(ort, tmp_path):
+    """The training loss too: reshape to (-1, vocab) and cross-entropy ignoring the -100 targets."""
+    common = load_example("common")
+    reverse = load_example("reverse")
+    nn.manual_seed(0)
+    model = common.TinyGPT(vocab_size=9, context=12, d_model=32, num_heads=4, num_layers=1)
+    model.eval()
+    _, tokens, targets = reverse.make_batch(np.random.default_rng(3), 4, 6, 8)
+    assert (targets == -100).any()
+    path = tmp_path / "loss.onnx"
+    tape.onnx.export(model.loss, (tokens, targets), path, input_names=["tokens", "targets"])
+    _, tokens, targets = reverse.make_batch(np.random.default_rng(4), 4, 6, 8)
+    (got,) = session(ort, path).run(None, {"tokens": tokens, "targets": targets})
+    with tape.no_grad():
+        want = model.loss(tokens, targets).numpy()
+    assert got.shape == () and relative_error(got, want) <= 1e-5
 
 
 def test_padded_classifier_runs_in_onnxruntime_with_lengths_as_an_input(ort, tmp_path):
