@@ -14,10 +14,12 @@ import numbers
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Grad, Sample, defop
 
 from ._kernels.flash import attention_backward, attention_forward, dropout_keep_mask
+from ._onnx import NotExportable
 from ._samples import uniform
 
 OP = "scaled_dot_product_attention"
@@ -419,3 +421,92 @@ scaled_dot_product_attention = defop(
     notes="attn_mask: bool not differentiable; key_padding_lengths: metadata; 2nd order through the full-matrix "
     "composite",
 )
+
+
+# -- ONNX lowering (tape.onnx.export) ------------------------------------------------------------------------
+# ONNX's Attention (opset 23) takes 4-D (batch, heads, length, features) inputs, GQA included. Causality with
+# torch's top-left alignment is its is_causal; the other options become one mask: bottom-right causality and
+# key_padding_lengths (a graph input when the model was exported with it) as a boolean mask, and-ed with a
+# boolean attn_mask or selecting a float one (-inf elsewhere).
+def _onnx_lengths_mask(g, lengths, L: int, S: int, dims: int):
+    """keys j < lengths[b]: a (B, 1, L, S) boolean mask from a 1-D lengths value (an ONNX name) or array."""
+    if not isinstance(lengths, str):
+        lengths = np.asarray(lengths.numpy() if hasattr(lengths, "numpy") else lengths)
+        if lengths.ndim != 1 or dims != 4:
+            raise NotExportable("key_padding_lengths other than 1-D over the batch of 4-D inputs has no lowering")
+        lengths = g.const(lengths, dtype=np.int64)
+    elif dims != 4:
+        raise NotExportable("key_padding_lengths with other than 4-D inputs has no lowering")
+    lengths = g.op("Unsqueeze", g.op("Cast", lengths, to=7), g.ints([1, 2, 3]))  # 7: int64
+    visible = g.op("Less", g.const(np.arange(S, dtype=np.int64)), lengths)
+    return g.op("And", visible, g.const(np.ones((L, 1), dtype=bool)))  # ONNX Runtime wants the mask's L
+
+
+def _onnx_sdpa_mask(g, rec, attn_mask, L: int, S: int, use_is_causal: bool):
+    """The mask for the op's options (None: none needed) broadcast to (..., L, S), and whether is_causal is
+    left to ONNX's Attention (top-left causality and no other mask, when ``use_is_causal``)."""
+    a = rec.attributes
+    bools = []
+    lengths = a.get("key_padding_lengths")
+    user = rec.inputs[3]
+    if a.get("is_causal"):
+        offset = 0 if a.get("causal_alignment", "top_left") == "top_left" else S - L
+        if use_is_causal and offset == 0 and lengths is None and user is None:
+            return None, True
+        bools.append(g.const(np.arange(S)[None, :] <= np.arange(L)[:, None] + offset))
+    if lengths is not None:
+        bools.append(_onnx_lengths_mask(g, lengths, L, S, len(rec.inputs[0].shape)))
+    if user is not None and user.dtype == np.bool_:
+        bools.append(attn_mask)
+    allowed = bools[0] if bools else None
+    for b in bools[1:]:
+        allowed = g.op("And", allowed, b)
+    if user is not None and user.dtype != np.bool_:
+        float_mask = (
+            attn_mask if allowed is None else g.op("Where", allowed, attn_mask, g.const(np.array(-np.inf, user.dtype)))
+        )
+        return g.op("Expand", float_mask, g.ints([L, S])), False
+    return (None if allowed is None else g.op("Expand", allowed, g.ints([L, S]))), False
+
+
+def _onnx_attention_matmul(g, rec, q, k, v, mask, scale: float):
+    """softmax(scale * Q K^T (masked)) V with MatMul and Softmax: float64 (ONNX Runtime's Attention computes in
+    float32 precision), a scale <= 0 (Attention rejects it). Rows that see no key give 0, as minitape's."""
+    dtype = rec.inputs[0].dtype
+    heads_q, heads_kv = ((1, 1, *rec.inputs[i].shape)[-3] for i in (0, 1))  # 2-D, 3-D inputs: one head
+    if heads_q != heads_kv:  # GQA: each key/value head serves heads_q // heads_kv query heads
+        repeat = g.ints([1, 1, heads_q // heads_kv, 1, 1])
+        shape = g.ints([0, heads_q, *rec.inputs[1].shape[-2:-1], -1])
+        k, v = (g.op("Reshape", g.op("Expand", g.op("Unsqueeze", x, g.ints([2])), repeat), shape) for x in (k, v))
+    scores = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2])), g.const(np.array(scale, dtype)))
+    if mask is not None and rec.inputs[3] is not None and rec.inputs[3].dtype != np.bool_:
+        scores = g.op("Add", scores, mask)
+    elif mask is not None:
+        scores = g.op("Where", mask, scores, g.const(np.array(-np.inf, dtype)))
+    weights = g.op("Softmax", scores, axis=-1)
+    weights = g.op("Where", g.op("IsNaN", weights), g.const(np.array(0, dtype)), weights)
+    return g.op("MatMul", weights, v)
+
+
+def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
+    a = rec.attributes
+    ndim = len(rec.inputs[0].shape)
+    L, E = rec.inputs[0].shape[-2:] if ndim >= 2 else (0, 0)
+    S = rec.inputs[1].shape[-2] if ndim >= 2 else 0
+    if a.get("dropout_p"):
+        raise NotExportable("dropout_p > 0 draws random masks; export with dropout_p=0 (eval mode)")
+    if not 2 <= ndim <= 4 or 0 in (L, S, E) or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
+        raise NotExportable("only 2-D to 4-D non-empty query, key and value of one rank have a lowering")
+    scale = _default_scale(E) if a.get("scale") is None else float(a["scale"])
+    decompose = rec.inputs[0].dtype == np.float64 or scale <= 0
+    mask, causal = _onnx_sdpa_mask(g, rec, attn_mask, L, S, use_is_causal=not decompose)
+    lead = None if ndim == 4 else g.ints(range(4 - ndim))
+    q, k, v = (x if lead is None else g.op("Unsqueeze", x, lead) for x in (query, key, value))
+    if decompose:
+        out = _onnx_attention_matmul(g, rec, q, k, v, mask, scale)
+    else:
+        out = g.op("Attention", q, k, v, mask, is_causal=int(causal), scale=scale)
+    return out if lead is None else g.op("Squeeze", out, lead)
+
+
+lowering(scaled_dot_product_attention, _onnx_sdpa)

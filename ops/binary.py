@@ -53,9 +53,11 @@ __all__ = [
 import numpy as np
 
 from tape.broadcast import unbroadcast
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
+from ._onnx import NotExportable, cast_to, elementwise
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
 
 
@@ -770,3 +772,30 @@ def _declare_three(name, combine, vjps):
 
 addcmul = _declare_three("addcmul", np.multiply, _addcmul_vjps())
 addcdiv = _declare_three("addcdiv", np.divide, _addcdiv_vjps())
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_div(g, rec, input, other):
+    if rec.attributes.get("rounding_mode") is not None:
+        raise NotExportable(f"rounding_mode={rec.attributes['rounding_mode']!r} has no lowering")
+    want = rec.output.dtype  # true division: integer inputs give a floating quotient
+    return g.op("Div", *(cast_to(g, n, s.dtype, want) for n, s in zip((input, other), rec.inputs, strict=True)))
+
+
+def _onnx_ne(g, rec, a, b):
+    return g.op("Not", elementwise("Equal", compute_in_output_dtype=False)(g, rec, a, b))
+
+
+def _onnx_where(g, rec, condition, input, other):
+    want = rec.output.dtype
+    input, other = (cast_to(g, n, s.dtype, want) for n, s in zip((input, other), rec.inputs[1:], strict=True))
+    return g.op("Where", condition, input, other)
+
+
+for _op, _onnx_type in ((add, "Add"), (sub, "Sub"), (mul, "Mul"), (pow, "Pow"), (maximum, "Max"), (minimum, "Min")):
+    lowering(_op, elementwise(_onnx_type))
+for _op, _onnx_type in ((eq, "Equal"), (lt, "Less"), (le, "LessOrEqual"), (gt, "Greater"), (ge, "GreaterOrEqual")):
+    lowering(_op, elementwise(_onnx_type, compute_in_output_dtype=False))
+lowering(div, _onnx_div)
+lowering(ne, _onnx_ne)
+lowering(where, _onnx_where)

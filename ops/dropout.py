@@ -14,9 +14,11 @@ import numbers
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Sample, defop
 
+from ._onnx import NotExportable
 from ._samples import transposed, uniform
 from ._validation import require, require_float
 
@@ -115,3 +117,13 @@ dropout = defop(
     "recorded as the 'rng' attribute: backward and replay regenerate the same mask.",
     torch_ref=lambda torch, input, p=0.5, training=True, rng=None: torch.nn.functional.dropout(input, p, training),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_dropout(g, rec, input):
+    if rec.attributes.get("training", True) and rec.attributes.get("p", 0.5):
+        raise NotExportable("dropout in training mode draws random masks; export the model in eval mode (.eval())")
+    return g.op("Identity", input)
+
+
+lowering(dropout, _onnx_dropout)

@@ -80,9 +80,11 @@ import math
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
+from ._onnx import elementwise
 from ._samples import unary_samples, uniform
 
 _LN2 = math.log(2.0)
@@ -918,3 +920,71 @@ clone = _on_input(
     floats_only=False,
     notes="a new tensor equal to the input (tensors are immutable, so it is needed only where torch code expects it)",
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_square(g, rec, x):
+    return g.op("Mul", x, x)
+
+
+def _onnx_rsqrt(g, rec, x):
+    return g.op("Reciprocal", g.op("Sqrt", x))
+
+
+def _onnx_gelu(g, rec, x):
+    approximate = rec.attributes.get("approximate", "none")
+    dtype = rec.inputs[0].dtype
+    if approximate != "tanh" or dtype != np.float64:
+        return g.op("Gelu", x, approximate=approximate)
+    # ONNX Runtime's float64 Gelu(tanh) is float32-accurate: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    cube = g.op("Mul", g.op("Mul", x, x), x)
+    inner = g.op("Add", x, g.op("Mul", cube, g.const(np.array(0.044715, dtype))))
+    tanh = g.op("Tanh", g.op("Mul", inner, g.const(np.array(math.sqrt(2 / math.pi), dtype))))
+    return g.op("Mul", g.op("Mul", x, g.const(np.array(0.5, dtype))), g.op("Add", tanh, g.const(np.array(1, dtype))))
+
+
+def _onnx_silu(g, rec, x):
+    return g.op("Mul", x, g.op("Sigmoid", x))
+
+
+def _onnx_leaky_relu(g, rec, x):
+    return g.op("LeakyRelu", x, alpha=float(rec.attributes.get("negative_slope", 0.01)))
+
+
+def _onnx_elu(g, rec, x):
+    return g.op("Elu", x, alpha=float(rec.attributes.get("alpha", 1.0)))
+
+
+for _op, _onnx_type in (
+    (neg, "Neg"),
+    (abs, "Abs"),
+    (exp, "Exp"),
+    (log, "Log"),
+    (sqrt, "Sqrt"),
+    (sin, "Sin"),
+    (cos, "Cos"),
+    (tanh, "Tanh"),
+    (sigmoid, "Sigmoid"),
+    (relu, "Relu"),
+    (erf, "Erf"),
+    (tan, "Tan"),
+    (asin, "Asin"),
+    (acos, "Acos"),
+    (atan, "Atan"),
+    (sinh, "Sinh"),
+    (cosh, "Cosh"),
+    (asinh, "Asinh"),
+    (acosh, "Acosh"),
+    (atanh, "Atanh"),
+    (reciprocal, "Reciprocal"),
+    (floor, "Floor"),
+    (ceil, "Ceil"),
+    (clone, "Identity"),
+):
+    lowering(_op, elementwise(_onnx_type))
+lowering(square, _onnx_square)
+lowering(rsqrt, _onnx_rsqrt)
+lowering(gelu, _onnx_gelu)
+lowering(silu, _onnx_silu)
+lowering(leaky_relu, _onnx_leaky_relu)
+lowering(elu, _onnx_elu)

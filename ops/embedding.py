@@ -12,6 +12,7 @@ __all__ = ["embedding", "embedding_dense_backward"]
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from tape.tensors import Tensor
 
@@ -189,3 +190,11 @@ embedding_dense_backward = defop(
     notes="embedding's weight gradient (torch.ops.aten.embedding_dense_backward without scale_grad_by_freq); "
     "its own backward is embedding.",
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_embedding(g, rec, input, weight):
+    return g.op("Gather", weight, input, axis=0)  # padding_idx only changes the gradient
+
+
+lowering(embedding, _onnx_embedding)

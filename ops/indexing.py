@@ -76,8 +76,10 @@ from typing import Any
 import numpy as np
 
 from tape.broadcast import unbroadcast
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from ._onnx import NotExportable
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require_integer
 
@@ -1258,3 +1260,41 @@ one_hot = defop(
     ],
     torch_ref=lambda torch, tensor, num_classes=-1: torch.nn.functional.one_hot(tensor.long(), num_classes),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_basic_index(index, ndim: int) -> list:
+    """``index`` as one entry (int or slice) per leading dim; NotExportable for anything but ints, slices with
+    a positive step and one Ellipsis."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    ellipses = [k for k, e in enumerate(entries) if e is Ellipsis]
+    if len(ellipses) > 1 or not all(
+        e is Ellipsis or isinstance(e, slice) or (isinstance(e, int | np.integer) and not isinstance(e, bool))
+        for e in entries
+    ):
+        raise NotExportable("only ints, slices and one Ellipsis have a lowering (not arrays, None or bools)")
+    if ellipses:
+        k = ellipses[0]
+        entries[k : k + 1] = [slice(None)] * (ndim - len(entries) + 1)
+    if any(isinstance(e, slice) and e.step is not None and e.step <= 0 for e in entries):
+        raise NotExportable("a slice step <= 0 has no lowering")
+    return entries
+
+
+def _onnx_getitem(g, rec, input):
+    shape = rec.inputs[0].shape
+    entries = _onnx_basic_index(rec.attributes["index"], len(shape))
+    big = np.iinfo(np.int64).max
+    sliced = [(k, e) for k, e in enumerate(entries) if isinstance(e, slice) and e != slice(None)]
+    out = input
+    if sliced:
+        starts = [0 if e.start is None else int(e.start) for _, e in sliced]
+        ends = [big if e.stop is None else int(e.stop) for _, e in sliced]
+        steps = [1 if e.step is None else int(e.step) for _, e in sliced]
+        out = g.op("Slice", out, g.ints(starts), g.ints(ends), g.ints([k for k, _ in sliced]), g.ints(steps))
+    for k in reversed([k for k, e in enumerate(entries) if not isinstance(e, slice)]):
+        out = g.op("Gather", out, g.const(np.int64(entries[k])), axis=k)
+    return out if out != input else g.op("Identity", input)
+
+
+lowering(getitem, _onnx_getitem)

@@ -27,9 +27,11 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from tape.broadcast import unbroadcast
+from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from ._kernels import runtime
+from ._onnx import NotExportable, no_attributes
 from ._samples import transposed, uniform
 
 
@@ -527,3 +529,31 @@ t = defop(
     torch_ref=lambda torch, input: torch.t(input),
 )
 __all__ += ["mm", "t"]
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_matmul(g, rec, input, other):
+    no_attributes(rec)
+    if rec.inputs[0].dtype.kind not in "f":
+        raise NotExportable(f"ONNX MatMul on {rec.inputs[0].dtype} has no kernel in ONNX Runtime")
+    return g.op("MatMul", input, other)
+
+
+def _onnx_linear(g, rec, input, weight, bias=None):
+    """input @ weight^T + bias."""
+    if len(rec.inputs[1].shape) != 2:
+        raise NotExportable(f"a {len(rec.inputs[1].shape)}-D weight has no lowering (2-D expected)")
+    out = g.op("MatMul", input, g.op("Transpose", weight, perm=[1, 0]))
+    return out if bias is None else g.op("Add", out, bias)
+
+
+def _onnx_t(g, rec, input):
+    if len(rec.inputs[0].shape) < 2:
+        return g.op("Identity", input)
+    return g.op("Transpose", input, perm=list(range(len(rec.inputs[0].shape)))[::-1])
+
+
+lowering(matmul, _onnx_matmul)
+lowering(mm, _onnx_matmul)
+lowering(linear, _onnx_linear)
+lowering(t, _onnx_t)

@@ -80,6 +80,7 @@ import numpy as np
 
 import ops
 from tape.broadcast import unbroadcast
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from tape.tensors import Tensor
 
@@ -92,6 +93,7 @@ from ._kernels.rowwise import (
     log_softmax_block,
 )
 from ._numerics import quiet
+from ._onnx import NotExportable
 from ._samples import KINK_GAP, transposed, uniform
 from ._validation import normalize_dim, require, require_float, require_integer
 
@@ -1618,3 +1620,26 @@ triplet_margin_loss = defop(
         anchor, positive, negative, **attrs
     ),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_cross_entropy(g, rec, input, target, weight=None):
+    """Class-index targets to ONNX's SoftmaxCrossEntropyLoss (classes on axis 1, ignore_index, class weights, a
+    weighted mean as torch's)."""
+    a = rec.attributes
+    if rec.inputs[1].dtype.kind == "f" or a.get("label_smoothing", 0.0):
+        raise NotExportable("class-probability targets and label smoothing have no lowering")
+    if len(rec.inputs[0].shape) < 2 or 0 in rec.inputs[0].shape:
+        raise NotExportable("an unbatched (C,) or empty input has no lowering")
+    target = g.op("Cast", target, to=7)  # 7: int64
+    return g.op(
+        "SoftmaxCrossEntropyLoss",
+        input,
+        target,
+        weight,
+        ignore_index=int(a.get("ignore_index", -100)),
+        reduction=a.get("reduction", "mean"),
+    )
+
+
+lowering(cross_entropy, _onnx_cross_entropy)

@@ -28,6 +28,7 @@ from functools import partial, reduce
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
@@ -44,6 +45,7 @@ from ._kernels.rowwise import (
     softmax_block,
     softmax_grad_block,
 )
+from ._onnx import NotExportable, axis_of
 from ._samples import along_dim_samples, transposed, uniform
 from ._validation import normalize_dim, require, require_float
 
@@ -642,3 +644,43 @@ instance_norm = defop(
     notes="running statistics are read (use_input_stats=False), never updated (tensors are immutable)",
     torch_ref=_instance_norm_torch,
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_along_dim(op_type):
+    def lower(g, rec, input):
+        ndim = len(rec.inputs[0].shape)
+        if ndim == 0:
+            raise NotExportable("a 0-D input has no lowering")
+        return g.op(op_type, input, axis=axis_of(rec.attributes.get("dim", -1), ndim))
+
+    return lower
+
+
+def _onnx_norm_axis(rec) -> tuple:
+    normalized = _shape_tuple(rec.attributes["normalized_shape"])
+    if not normalized or 0 in rec.inputs[0].shape:
+        raise NotExportable("an empty normalized shape or input has no lowering")
+    return -len(normalized), normalized
+
+
+def _onnx_layer_norm(g, rec, input, weight=None, bias=None):
+    axis, normalized = _onnx_norm_axis(rec)
+    dtype = rec.inputs[0].dtype
+    scale = weight if weight is not None else g.const(np.ones(normalized, dtype))
+    bias = bias if bias is not None else g.const(np.zeros(normalized, dtype))  # ONNX Runtime 1.32 crashes without
+    return g.op("LayerNormalization", input, scale, bias, axis=axis, epsilon=float(rec.attributes.get("eps", 1e-5)))
+
+
+def _onnx_rms_norm(g, rec, input, weight=None):
+    axis, normalized = _onnx_norm_axis(rec)
+    dtype = rec.inputs[0].dtype
+    scale = weight if weight is not None else g.const(np.ones(normalized, dtype))
+    eps = float(_rms_eps(dtype, rec.attributes.get("eps")))
+    return g.op("RMSNormalization", input, scale, axis=axis, epsilon=eps)
+
+
+lowering(softmax, _onnx_along_dim("Softmax"))
+lowering(log_softmax, _onnx_along_dim("LogSoftmax"))
+lowering(layer_norm, _onnx_layer_norm)
+lowering(rms_norm, _onnx_rms_norm)

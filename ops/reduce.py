@@ -54,9 +54,11 @@ from typing import Any
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
+from ._onnx import NotExportable, cast_to
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import normalize_dim
 from .sorting import _scattered_back
@@ -836,3 +838,24 @@ count_nonzero = _on_input(
     _count_samples,
     lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_reduction(op_type):
+    def lower(g, rec, x):
+        spec = rec.inputs[0]
+        if 0 in spec.shape:
+            raise NotExportable("a reduction over an empty tensor has no lowering")
+        x = cast_to(g, x, spec.dtype, rec.output.dtype)
+        if not spec.shape:
+            return g.op("Identity", x)
+        axes = _axes(rec.op_name, rec.attributes.get("dim"), len(spec.shape), rec.attributes.get("keepdim", False))
+        axes = tuple(range(len(spec.shape))) if axes is None else axes
+        keep = int(bool(rec.attributes.get("keepdim", False)))
+        return g.op(op_type, x, g.ints(axes), keepdims=keep)
+
+    return lower
+
+
+lowering(sum, _onnx_reduction("ReduceSum"))
+lowering(mean, _onnx_reduction("ReduceMean"))

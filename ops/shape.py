@@ -40,8 +40,10 @@ import math
 import numpy as np
 
 from tape.broadcast import unbroadcast
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from ._onnx import NotExportable, axis_of
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, normalize_dims
 from .indexing import _index_add_into, index_add
@@ -684,3 +686,62 @@ repeat = defop(
     ],
     torch_ref=lambda torch, input, repeats: input.repeat(*_ints("repeat", "repeats", repeats)),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_reshape(g, rec, input):
+    """Reshape to the recorded output shape; a leading dim equal to the input's is written 0 (ONNX: copy it), so
+    a model exported with a dynamic batch axis reshapes any batch."""
+    have, want = rec.inputs[0].shape, rec.output.shape
+    dims, copying = [], True
+    for k, n in enumerate(want):
+        copying = copying and k < len(have) and have[k] == n and n != 0
+        dims.append(0 if copying else n)
+    if 0 in want:
+        raise NotExportable("an empty output shape has no lowering")
+    return g.op("Reshape", input, g.ints(dims))
+
+
+def _onnx_transpose(g, rec, input):
+    ndim = len(rec.inputs[0].shape)
+    if ndim == 0:
+        return g.op("Identity", input)
+    perm = list(range(ndim))
+    a, b = axis_of(rec.attributes.get("dim0", -2), ndim), axis_of(rec.attributes.get("dim1", -1), ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return g.op("Transpose", input, perm=perm)
+
+
+def _onnx_permute(g, rec, input):
+    ndim = len(rec.inputs[0].shape)
+    return g.op("Transpose", input, perm=[axis_of(int(d), ndim) for d in rec.attributes["dims"]])
+
+
+def _onnx_squeeze(g, rec, input):
+    have, want = rec.inputs[0].shape, rec.output.shape
+    return g.op("Reshape", input, g.ints(want)) if have != want else g.op("Identity", input)
+
+
+def _onnx_unsqueeze(g, rec, input):
+    ndim = len(rec.inputs[0].shape)
+    return g.op("Unsqueeze", input, g.ints([axis_of(int(rec.attributes["dim"]), ndim + 1)]))
+
+
+def _onnx_concat(g, rec, tensors):
+    ndim = len(rec.output.shape)
+    if any(len(s.shape) != ndim or 0 in s.shape for s in rec.inputs):
+        raise NotExportable("joining empty tensors has no lowering")
+    return g.op("Concat", *tensors, axis=axis_of(int(rec.attributes.get("dim", 0)), ndim))
+
+
+def _onnx_expand(g, rec, input):
+    return g.op("Expand", input, g.ints(rec.output.shape))
+
+
+lowering(reshape, _onnx_reshape)
+lowering(transpose, _onnx_transpose)
+lowering(permute, _onnx_permute)
+lowering(squeeze, _onnx_squeeze)
+lowering(unsqueeze, _onnx_unsqueeze)
+lowering(concat, _onnx_concat)
+lowering(expand, _onnx_expand)

@@ -113,6 +113,7 @@ _TRAINING_STACK = {
     "checkpoint": "tape.train.checkpoint",
     "report": "tape.tools.report",
     "distributed": "tape.distributed",
+    "onnx": "tape.onnx",
 }
 
 

@@ -119,6 +119,22 @@ def test_well_declared_ops_pass_and_absent_checks_are_marked(throwaway_ops):
     assert cube.parity.status == PASS and masked.parity.status == PASS
 
 
+def test_export_column_measures_declared_lowerings_only(throwaway_ops):
+    """A right lowering passes, a wrong one fails (and counts for --check), an op without one is marked absent."""
+    if os.environ.get("MINITAPE_REQUIRE_ONNX") != "1":  # CI requires it: there the column must be measured
+        pytest.importorskip("onnxruntime")
+    from tape.onnx import lowering
+
+    lowering(throwaway_ops["covtest_cube"], lambda g, rec, x: g.op("Mul", g.op("Mul", x, x), x))
+    lowering(throwaway_ops["covtest_bad_ref"], lambda g, rec, x: g.op("Mul", x, x))  # x^2 for x^3: wrong
+    rows = _rows(["covtest_cube", "covtest_bad_ref", "covtest_masked"], torch=False, order2=False)
+    n = len(op_samples(throwaway_ops["covtest_cube"]))
+    assert rows["covtest_cube"].export.status == PASS and rows["covtest_cube"].export.text == f"{2 * n}/{2 * n}"
+    bad = rows["covtest_bad_ref"]
+    assert bad.export.status == FAIL and bad.failed and any(p.startswith("export") for p in bad.problems)
+    assert rows["covtest_masked"].export.status == ABSENT and rows["covtest_masked"].export.text == "not exportable"
+
+
 def test_a_disagreeing_torch_reference_fails_parity_only(throwaway_ops, torch):
     row = _rows(["covtest_bad_ref"])["covtest_bad_ref"]
     assert row.gradcheck.status == PASS and row.parity.status == FAIL and row.failed

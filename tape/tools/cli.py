@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="like --check; with 2, second-order stubs fail the check too",
     )
     cov.add_argument("--no-order2", action="store_true", help="skip the second-order column (faster)")
+    cov.add_argument("--no-export", action="store_true", help="skip the ONNX export column (faster)")
     cov.add_argument(
         "--jobs",
         "-j",
@@ -129,6 +130,7 @@ def _coverage_command(args, parser) -> int:
             order2=not args.no_order2,
             jobs=max(1, args.jobs),
             imports=args.modules,
+            export=not args.no_export,
         )
     seconds = time.perf_counter() - start
     text = coverage.render(rows, args.format, seconds=seconds, torch=not args.no_torch)

@@ -39,8 +39,8 @@ __all__ = [
 
 PASS, FAIL, ABSENT, WARN = "pass", "fail", "absent", "warn"
 SYMBOLS = {PASS: "✅", FAIL: "❌", ABSENT: "—", WARN: "⚠"}
-COLUMNS = ("forward", "backward", "gradcheck", "parity", "order2")
-HEADINGS = ("op", "family", "forward", "backward", "gradcheck", "torch parity", "2nd order", "notes")
+COLUMNS = ("forward", "backward", "gradcheck", "parity", "order2", "export")
+HEADINGS = ("op", "family", "forward", "backward", "gradcheck", "torch parity", "2nd order", "ONNX export", "notes")
 FORMATS = ("table", "markdown", "json")
 PARITY_DTYPES = (np.float64, np.float32)
 # The second-order column checks samples of more than this many input entries in gradgradcheck's fast mode
@@ -70,6 +70,7 @@ class CoverageRow:
     gradcheck: Cell
     parity: Cell
     order2: Cell
+    export: Cell
     notes: str = ""
     problems: list[str] = field(default_factory=list)  # full messages of every failure, for --check
     seconds: float = 0.0
@@ -121,39 +122,46 @@ def select_ops(ops=None, family=None) -> list:
 
 
 def coverage_rows(
-    ops=None, family=None, torch: bool = True, progress=None, order2: bool = True, jobs: int = 1, imports=()
+    ops=None,
+    family=None,
+    torch: bool = True,
+    progress=None,
+    order2: bool = True,
+    jobs: int = 1,
+    imports=(),
+    export: bool = True,
 ) -> list[CoverageRow]:
     """Check the selected ops (all by default) and return one row each, in registry order.
 
     ``ops``: op names; ``family``: a family name or a list of them; ``torch=False`` skips the parity
-    column. ``progress(done, total, op)`` is called before each op is checked (as each finishes when
-    ``jobs > 1``). ``jobs > 1`` checks ops in that many fresh worker processes (spawned, so no thread
-    state is inherited); the workers import ``ops`` and the modules named in ``imports``, so an op registered
-    any other way (e.g. in a test) must be checked with ``jobs=1``.
+    column, ``export=False`` the ONNX export one. ``progress(done, total, op)`` is called before each op is
+    checked (as each finishes when ``jobs > 1``). ``jobs > 1`` checks ops in that many fresh worker processes
+    (spawned, so no thread state is inherited); the workers import ``ops`` and the modules named in ``imports``,
+    so an op registered any other way (e.g. in a test) must be checked with ``jobs=1``.
     """
     selected = select_ops(ops, family)
     use_torch = torch and verify.torch_available()
     parity_absent = None if use_torch else Cell(ABSENT, "torch not installed" if torch else "skipped (--no-torch)")
     if jobs > 1 and len(selected) > 1:
-        rows = _rows_in_workers(selected, parity_absent, use_torch, order2, jobs, tuple(imports), progress)
+        rows = _rows_in_workers(selected, parity_absent, use_torch, order2, jobs, tuple(imports), progress, export)
     else:
         rows = []
         for k, op in enumerate(selected):
             if progress is not None:
                 progress(k, len(selected), op)
-            rows.append(_checked_quietly(op, parity_absent, use_torch, order2))
+            rows.append(_checked_quietly(op, parity_absent, use_torch, order2, export))
     if progress is not None:
         progress(len(selected), len(selected), None)
     return rows
 
 
-def _checked_quietly(op, parity_absent, torch, order2) -> CoverageRow:
+def _checked_quietly(op, parity_absent, torch, order2, export=True) -> CoverageRow:
     with warnings.catch_warnings():  # the verdicts say what matters; library warnings would bury them
         warnings.simplefilter("ignore")
-        return check_op(op, parity_absent, torch, order2)
+        return check_op(op, parity_absent, torch, order2, export)
 
 
-def _rows_in_workers(selected, parity_absent, torch, order2, jobs, imports, progress) -> list[CoverageRow]:
+def _rows_in_workers(selected, parity_absent, torch, order2, jobs, imports, progress, export) -> list[CoverageRow]:
     """``check_op`` over a pool of spawned processes; the rows come back in the order of ``selected``. An op
     a worker does not register the same way (one defined at run time, e.g. by a test) is checked here."""
     import multiprocessing
@@ -165,11 +173,12 @@ def _rows_in_workers(selected, parity_absent, torch, order2, jobs, imports, prog
         max_workers=jobs, mp_context=context, initializer=_worker_imports, initargs=(imports,)
     ) as pool:
         futures = {
-            pool.submit(_worker_check, op.name, _origin(op), parity_absent, torch, order2): op for op in selected
+            pool.submit(_worker_check, op.name, _origin(op), parity_absent, torch, order2, export): op
+            for op in selected
         }
         for future in as_completed(futures):
             op = futures[future]
-            row = future.result() or _checked_quietly(op, parity_absent, torch, order2)
+            row = future.result() or _checked_quietly(op, parity_absent, torch, order2, export)
             rows[op.name] = row
             if progress is not None:
                 progress(len(rows), len(selected), op)
@@ -190,17 +199,19 @@ def _worker_imports(imports) -> None:
         importlib.import_module(module)
 
 
-def _worker_check(name, origin, parity_absent, torch, order2) -> CoverageRow | None:
+def _worker_check(name, origin, parity_absent, torch, order2, export) -> CoverageRow | None:
     """The row of op ``name`` in a worker, or None when the worker's registry has no such op (or another one)."""
     from ..registry import registered_ops
 
     op = next((op for op in registered_ops() if op.name == name), None)
     if op is None or _origin(op) != origin:
         return None
-    return _checked_quietly(op, parity_absent, torch, order2)
+    return _checked_quietly(op, parity_absent, torch, order2, export)
 
 
-def check_op(op, parity_absent: Cell | None = None, torch: bool = True, order2: bool = True) -> CoverageRow:
+def check_op(
+    op, parity_absent: Cell | None = None, torch: bool = True, order2: bool = True, export: bool = True
+) -> CoverageRow:
     """Measure one op on its own samples. ``parity_absent`` replaces the parity check when given."""
     start = time.perf_counter()
     check = _OpCheck(op)
@@ -214,6 +225,7 @@ def check_op(op, parity_absent: Cell | None = None, torch: bool = True, order2: 
         gradcheck=check.gradcheck(),
         parity=parity_absent or check.parity(),
         order2=check.order2(torch) if order2 else Cell(ABSENT, "skipped"),
+        export=check.export() if export else Cell(ABSENT, "skipped"),
         notes=_notes(op, check.samples, check.outputs),
         problems=check.problem_lines(),
     )
@@ -363,6 +375,40 @@ class _OpCheck:
             return Cell(FAIL, f"{len(failed)}/{len(checked)} samples")
         return Cell(PASS, f"{len(checked)} samples{hvp}")
 
+    def export(self) -> Cell:
+        """Export each sample (float32 and float64), run it in ONNX Runtime, compare with the forward. Only an
+        op that declares a lowering is measured (and can fail); a float64 sample ONNX Runtime has no kernel
+        for, or one the lowering refuses with its reason, is counted in the text, not failed."""
+        from ..onnx import check_sample, lowering_of
+
+        if lowering_of(self.op) is None:
+            return Cell(ABSENT, "not exportable")
+        if not _onnxruntime_available():
+            return Cell(ABSENT, "onnxruntime not installed")
+        counts = {"equal": 0, "not exportable": 0, "no kernel": 0, "failed": 0}
+        checked = [i for i in range(len(self.samples)) if i not in self.broken]
+        for i in checked:
+            for dtype in (np.float32, np.float64):
+                try:
+                    status, detail = check_sample(self.op, self.samples[i], dtype)
+                except Exception as e:  # a lowering that crashes is a failure of the lowering
+                    status, detail = "differs", f"{type(e).__name__}: {e}"
+                if status == "differs" or (status == "no kernel" and dtype == np.float32):
+                    counts["failed"] += 1
+                    self._report("export", f"{np.dtype(dtype).name}: {detail}", i)
+                else:
+                    counts[status] += 1
+        if not checked:
+            return Cell(WARN, "no samples")
+        extra = "".join(
+            f", {counts[k]} {label}"
+            for k, label in (("not exportable", "refused"), ("no kernel", "no f64 kernel"))
+            if counts[k]
+        )
+        if counts["failed"]:
+            return Cell(FAIL, f"{counts['failed']}/{2 * len(checked)} differ{extra}")
+        return Cell(PASS, f"{counts['equal']}/{2 * len(checked)}{extra}")
+
 
 def _notes(op, samples, outputs) -> str:
     """Why inputs are not differentiable, what the output is when it is not a float, the op's own notes."""
@@ -387,6 +433,12 @@ def _notes(op, samples, outputs) -> str:
     if op.notes:
         parts.append(op.notes)
     return "; ".join(parts)
+
+
+def _onnxruntime_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("onnx") is not None and importlib.util.find_spec("onnxruntime") is not None
 
 
 # -- reading the rows ---------------------------------------------------------------------------------------
@@ -463,7 +515,7 @@ def _clip(text: str, limit: int | None) -> str:
 
 
 def _table(rows, seconds) -> str:
-    limits = (None, None, 36, 28, 36, 24, 28, 48)
+    limits = (None, None, 36, 28, 36, 24, 28, 28, 48)
     lines = [list(HEADINGS)] + [[_clip(c, m) for c, m in zip(row.cells(), limits)] for row in rows]
     lines.append(_summary_cells(rows))
     widths = [max(_width(line[k]) for line in lines) for k in range(len(HEADINGS))]
@@ -501,7 +553,10 @@ def markdown_header(torch: bool = True) -> str:
         "finite differences of the create_graph backward: entry by entry on samples of at most "
         f"{ORDER2_FULL_UP_TO} input entries, along random directions on larger ones, as PyTorch's fast mode) "
         "and compares Hessian-vector products with torch "
-        "where torch double-differentiates the op (❌ stub: the second order raises when reached). "
+        "where torch double-differentiates the op (❌ stub: the second order raises when reached); ONNX export "
+        "exports each sample with the op's declared lowering (tape.onnx), runs it in ONNX Runtime and compares "
+        "with the forward in float32 (rtol 1e-5) and float64 (rtol 1e-10; refused: the lowering names what it "
+        "cannot express; no f64 kernel: ONNX Runtime has none), — for an op that declares no lowering. "
         "✅ passed, ❌ failed, ⚠ nothing to check, — not applicable.\n"
     )
 

@@ -347,7 +347,7 @@ def _coverage_rows(names: list[str]) -> list:
     second order are ``python -m tape coverage``'s: they would cost more than the training run)."""
     from . import coverage
 
-    return coverage.coverage_rows(ops=names, torch=False, order2=False)
+    return coverage.coverage_rows(ops=names, torch=False, order2=False, export=False)
 
 
 # -- the gradient-flow DAG as data ------------------------------------------------------------------------------

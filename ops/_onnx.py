@@ -1,0 +1,43 @@
+"""Helpers the op modules' ONNX lowerings share (each op declares its own lowering in its module with
+``tape.onnx.lowering``; nothing here lists ops)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tape.onnx import NotExportable
+
+__all__ = ["cast_to", "elementwise", "no_attributes", "axis_of", "NotExportable"]
+
+
+def cast_to(g, name: str, have, want) -> str:
+    """``name`` cast from dtype ``have`` to ``want`` (unchanged when they agree)."""
+    from onnx import helper
+
+    if np.dtype(have) == np.dtype(want):
+        return name
+    return g.op("Cast", name, to=helper.np_dtype_to_tensor_dtype(np.dtype(want)))
+
+
+def no_attributes(rec) -> None:
+    if rec.attributes:
+        raise NotExportable(f"its attributes {sorted(rec.attributes)} have no lowering")
+
+
+def elementwise(op_type: str, *, compute_in_output_dtype: bool = True):
+    """A lowering to the ONNX op ``op_type`` over the op's tensor inputs, with no attribute. The inputs are cast
+    to the output's dtype first (``compute_in_output_dtype``), else to their common numpy result type (the
+    comparisons, whose output is bool)."""
+
+    def lower(g, rec, *inputs):
+        no_attributes(rec)
+        want = rec.output.dtype if compute_in_output_dtype else np.result_type(*(s.dtype for s in rec.inputs))
+        return g.op(op_type, *(cast_to(g, n, s.dtype, want) for n, s in zip(inputs, rec.inputs, strict=True)))
+
+    lower.__name__ = f"onnx_{op_type}"
+    return lower
+
+
+def axis_of(dim: int, ndim: int) -> int:
+    """``dim`` as a non-negative axis of an ``ndim``-D tensor (0-D: axis 0)."""
+    return dim % max(ndim, 1)

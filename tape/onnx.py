@@ -1,0 +1,344 @@
+"""Export one recorded forward call to ONNX (run by ONNX Runtime or any other ONNX engine).
+
+``export(fn_or_module, example_inputs, path)`` runs the call once on an ExecutionTape, then lowers every
+recorded op through the lowering the op declared next to its forward, in its own module (``lowering(op, ...)``
+below: an ONNX op type for a one-to-one mapping, or a function building a small decomposition). An op with no
+lowering -- or a lowering that refuses an attribute it cannot express (``NotExportable``) -- stops the export
+with an error naming the op and the user's line that called it.
+
+Tensors the call read but did not produce become initializers: a Module's parameters and buffers under their
+module paths (``blocks.0.attn.qkv.weight``), other constants as ``const_<k>``. The ``onnx`` package is
+imported only by ``export`` (the op library imports this module at load time for ``lowering``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .recording import user_frame
+from .state import no_grad
+from .tapes import ExecutionTape, RecordedOp
+from .tensors import Tensor, as_tensor
+
+__all__ = [
+    "export",
+    "lowering",
+    "lowering_of",
+    "check_sample",
+    "Graph",
+    "Value",
+    "NotExportable",
+    "NotExportableError",
+]
+
+_NO_LOWERING = "no ONNX lowering is declared for it"
+
+
+class NotExportable(Exception):  # noqa: N818  -- raised by a lowering, turned into NotExportableError
+    """Raised by a lowering for an attribute value (or dtype) it cannot express in ONNX; says why."""
+
+
+class NotExportableError(ValueError):
+    """An op of the exported call cannot be lowered to ONNX: names the op, why, and the user's call site."""
+
+
+class Value(str):
+    """The ONNX name of an exported graph input that reached an op as an attribute (``key_padding_lengths``)."""
+
+
+def lowering(op, how: str | Callable) -> Callable:
+    """Declare ``op``'s ONNX lowering: ``how`` is an ONNX op type taking the op's tensor inputs unchanged (and no
+    attribute), or ``fn(graph, rec, *inputs) -> name | tuple of names`` with ``inputs`` the ONNX names of the
+    tensor inputs (None for an absent optional one) and ``rec`` the RecordedOp (shapes, dtypes, attributes)."""
+    if isinstance(how, str):
+        op_type = how
+
+        def one_to_one(g: Graph, rec: RecordedOp, *inputs):
+            return g.op(op_type, *inputs)
+
+        one_to_one.__name__ = f"onnx_{op_type}"
+        how = one_to_one
+    op.onnx_lowering = how
+    return how
+
+
+def lowering_of(op) -> Callable | None:
+    """The op's declared lowering, or None when it is not exportable."""
+    return getattr(op, "onnx_lowering", None)
+
+
+class Graph:
+    """What a lowering builds with: ``op`` appends a node, ``const`` an initializer."""
+
+    def __init__(self, helper, numpy_helper):
+        self._helper, self._numpy_helper = helper, numpy_helper
+        self.nodes: list = []
+        self.initializers: list = []
+        self._count = 0
+
+    def fresh(self, stem: str = "t") -> str:
+        self._count += 1
+        return f"_{stem}{self._count}"
+
+    def op(self, op_type: str, *inputs, outputs: int = 1, **attributes):
+        """Append ``op_type(*inputs)`` (None: an absent optional input); its output name, or a tuple of them."""
+        names = [self.fresh(op_type.lower()) for _ in range(outputs)]
+        ins = ["" if i is None else i for i in inputs]
+        self.nodes.append(self._helper.make_node(op_type, ins, names, name=names[0], **attributes))
+        return names[0] if outputs == 1 else tuple(names)
+
+    def const(self, value, dtype=None, name: str | None = None) -> str:
+        """An initializer holding ``value`` (in ``dtype`` when given)."""
+        array = np.asarray(value, dtype=dtype)
+        name = name or self.fresh("c")
+        self.initializers.append(self._numpy_helper.from_array(np.array(array, order="C"), name))  # 0-D stays 0-D
+        return name
+
+    def ints(self, values) -> str:
+        """An int64 1-D initializer (shapes, axes, slice bounds)."""
+        return self.const(np.asarray(list(values), dtype=np.int64).reshape(-1))
+
+
+class _ExportTape(ExecutionTape):
+    """An ExecutionTape that also keeps each op's call site (for the not-exportable error)."""
+
+    def __init__(self):
+        super().__init__()
+        self.sites: dict[int, str] = {}
+
+    def _record(self, op, tensors, attrs, result, node, seq_lens=()) -> None:
+        self.sites[len(self._ops)] = user_frame()
+        super()._record(op, tensors, attrs, result, node, seq_lens)
+
+
+def _require_onnx():
+    try:
+        import onnx
+        from onnx import helper, numpy_helper
+    except ImportError as e:
+        raise ImportError(
+            f"tape.onnx.export needs the onnx package ({e}); install it with pip install 'minitape[onnx]'"
+        ) from None
+    return onnx, helper, numpy_helper
+
+
+def _as_input_tensor(x, k: int) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return as_tensor(x)
+    raise TypeError(
+        f"tape.onnx.export: argument 'example_inputs' expected Tensors or numpy arrays, got {type(x).__name__} "
+        f"at position {k}"
+    )
+
+
+def _names(kind: str, given, n: int) -> list[str]:
+    if given is None:
+        return [f"{kind}_{k}" for k in range(n)]
+    given = list(given)
+    if len(given) != n or len(set(given)) != n or not all(isinstance(s, str) and s for s in given):
+        raise ValueError(f"tape.onnx.export: argument '{kind}_names' expected {n} distinct names, got {given!r}")
+    return given
+
+
+def _outputs_of(result, where: str) -> list[Tensor]:
+    outputs = list(result) if isinstance(result, tuple | list) else [result]
+    for k, t in enumerate(outputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"tape.onnx.export: {where} returned {type(t).__name__} at output {k}; expected Tensors")
+    return outputs
+
+
+def _constant_names(fn_or_module) -> dict[int, str]:
+    """tensor id -> module path of every parameter and buffer of ``fn_or_module`` (when it is a Module)."""
+    named = getattr(fn_or_module, "named_parameters", None)
+    if named is None:
+        return {}
+    names = {p.id: name for name, p in named()}
+    names.update((b.id, name) for name, b in fn_or_module.named_buffers())
+    return names
+
+
+def _value_info(helper, name: str, t: Tensor, axes) -> Any:
+    dims: list = list(t.shape)
+    axes = axes or {}
+    for axis, label in axes.items() if isinstance(axes, dict) else ((a, f"{name}_dim{a}") for a in axes):
+        dims[axis] = label
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype), dims)
+
+
+def _lower(g: Graph, rec: RecordedOp, op, inputs: list, site: str) -> list[str]:
+    fn = lowering_of(op)
+    reason = _NO_LOWERING
+    if fn is not None:
+        try:
+            out = fn(g, rec, *inputs)
+            return list(out) if isinstance(out, tuple | list) else [out]
+        except NotExportable as e:
+            reason = str(e)
+    raise NotExportableError(
+        f"tape.onnx.export: op '{rec.op_name}' is not exportable to ONNX: {reason}; called at {site}"
+    )
+
+
+def _lower_all(g: Graph, recorder: _ExportTape, names: dict[int, str], attribute_inputs: dict[int, str]) -> None:
+    from .registry import get_op
+
+    for rec in recorder.operations:
+        op = get_op(rec.op_name)
+        inputs: list = []
+        cursor, seq_lens = 0, iter(rec.seq_lens)
+        for is_sequence in op.sequence:
+            n = next(seq_lens) if is_sequence else 1
+            group = [None if s is None else names[s.id] for s in rec.inputs[cursor : cursor + n]]
+            inputs.append(group if is_sequence else group[0])
+            cursor += n
+        attrs = {
+            key: Value(attribute_inputs[id(v)]) if id(v) in attribute_inputs else v for key, v in rec.attributes.items()
+        }
+        lowered = RecordedOp(rec.index, rec.op_name, rec.inputs, rec.output, attrs, None, rec.seq_lens, rec.outputs)
+        outs = _lower(g, lowered, op, inputs, recorder.sites[rec.index])
+        for spec, name in zip(rec.output_specs, outs, strict=True):
+            names[spec.id] = name
+
+
+def _check_inputs_used(g: Graph, in_names: list[str]) -> None:
+    """Every graph input must feed a node: an input the call read only as a constant (through np.asarray,
+    .numpy(), .item(), or a copy) would be baked into the model with its example value."""
+    used = {i for node in g.nodes for i in node.input}
+    unused = [n for n in in_names if n not in used]
+    if unused:
+        raise NotExportableError(
+            f"tape.onnx.export: input(s) {unused} reach no recorded op as a tensor (nor as a Tensor attribute): "
+            "the call read them as constants (np.asarray, .numpy(), .item(), a Python value) or ignored them, so "
+            "the model would hold their example values; pass them to ops as Tensors, or leave them out"
+        )
+
+
+def export(
+    fn_or_module,
+    example_inputs,
+    path: str | os.PathLike | None,
+    *,
+    opset: int = 23,
+    input_names=None,
+    output_names=None,
+    dynamic_axes: dict | None = None,
+):
+    """Record ``fn_or_module(*example_inputs)`` once and write it to ``path`` as an ONNX model (opset ``opset``).
+
+    ``input_names`` / ``output_names`` name the graph's inputs and outputs (default ``input_<k>`` /
+    ``output_<k>``); ``dynamic_axes`` maps an input or output name to the axes left free -- a list of axes or
+    ``{axis: label}`` (``{"tokens": {0: "batch"}}``). An example input that reaches an op as an attribute (the
+    ``key_padding_lengths`` of attention) stays a graph input. Returns the ``onnx.ModelProto`` (written to
+    ``path`` unless it is None)."""
+    onnx, helper, numpy_helper = _require_onnx()
+    given = example_inputs if isinstance(example_inputs, tuple | list) else (example_inputs,)
+    inputs = [_as_input_tensor(x, k) for k, x in enumerate(given)]
+    in_names = _names("input", input_names, len(inputs))
+    recorder = _ExportTape()
+    with no_grad(), recorder:
+        outputs = _outputs_of(fn_or_module(*inputs), getattr(fn_or_module, "__name__", type(fn_or_module).__name__))
+    out_names = _names("output", output_names, len(outputs))
+    dynamic_axes = dict(dynamic_axes or {})
+    unknown = set(dynamic_axes) - set(in_names) - set(out_names)
+    if unknown:
+        raise ValueError(f"tape.onnx.export: argument 'dynamic_axes' names {sorted(unknown)}: no such input or output")
+    g = Graph(helper, numpy_helper)
+    names = {t.id: name for t, name in zip(inputs, in_names, strict=True)}
+    # a Tensor passed as an op's attribute is recorded as its own array (recording._kept)
+    attribute_inputs = {id(t._data): name for t, name in zip(inputs, in_names, strict=True)}
+    constant_names = _constant_names(fn_or_module)
+    for k, (tid, t) in enumerate((tid, t) for tid, t in recorder._externals.items() if tid not in names):
+        names[tid] = g.const(t._data, name=constant_names.get(tid, f"const_{k}"))
+    _lower_all(g, recorder, names, attribute_inputs)
+    for t, name in zip(outputs, out_names, strict=True):
+        if t.id not in names:  # a tensor the call returned without reading or computing it: a constant
+            names[t.id] = g.const(t._data)
+        g.nodes.append(helper.make_node("Identity", [names[t.id]], [name], name=f"output:{name}"))
+    _check_inputs_used(g, in_names)
+    graph = helper.make_graph(
+        g.nodes,
+        getattr(fn_or_module, "__name__", type(fn_or_module).__name__),
+        [_value_info(helper, n, t, dynamic_axes.get(n)) for t, n in zip(inputs, in_names, strict=True)],
+        [_value_info(helper, n, t, dynamic_axes.get(n)) for t, n in zip(outputs, out_names, strict=True)],
+        g.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="minitape")
+    model.ir_version = min(model.ir_version, 10)  # what ONNX Runtime 1.2x reads
+    onnx.checker.check_model(model)
+    if path is not None:
+        onnx.save(model, os.fspath(path))
+    return model
+
+
+# -- checking a lowering on an op's samples (tests, the coverage matrix's export column) ---------------------
+def _sample_call(op, sample, dtype):
+    """(flat input arrays, fn(*tensors) applying ``op`` to them): floating inputs cast to ``dtype`` (None: kept),
+    a sequence parameter flattened, absent optional inputs left out."""
+    flat: list = []
+    layout: list = []  # None (absent), -1 (one tensor) or n (a sequence of n)
+    for a in sample.inputs:
+        items = a if isinstance(a, list | tuple) else [a]
+        layout.append(None if a is None else (len(items) if isinstance(a, list | tuple) else -1))
+        if a is not None:
+            flat += [
+                x.astype(dtype) if dtype is not None and x.dtype.kind == "f" else x for x in map(np.asarray, items)
+            ]
+
+    def call(*tensors):
+        it = iter(tensors)
+        args = [None if n is None else (next(it) if n == -1 else [next(it) for _ in range(n)]) for n in layout]
+        return op(**dict(zip(op.input_names, args, strict=True)), **sample.attrs)
+
+    call.__name__ = op.name
+    return flat, call
+
+
+def check_sample(op, sample, dtype=None) -> tuple[str, str]:
+    """Export ``op`` on ``sample`` (floating inputs in ``dtype``), run it in ONNX Runtime and compare with
+    minitape's forward: ("equal" | "differs" | "not exportable" | "no kernel", detail). Floats must agree to
+    rtol 1e-5 (float32) or 1e-10 (float64), with NaN where minitape has NaN; other dtypes exactly."""
+    import onnxruntime as ort
+
+    flat, call = _sample_call(op, sample, dtype)
+    with no_grad():
+        expected = call(*(as_tensor(x) for x in flat))
+    expected = [t.numpy() for t in (expected if isinstance(expected, tuple | list) else (expected,))]
+    try:
+        model = export(call, flat, None)
+    except NotExportableError as e:
+        return "not exportable", str(e)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # ONNX Runtime has no kernel for this op in this dtype (float64 mostly)
+        return "no kernel", str(e).splitlines()[0][:200]
+    got = session.run(None, {i.name: x for i, x in zip(session.get_inputs(), flat, strict=True)})
+    for k, (want, have) in enumerate(zip(expected, got, strict=True)):
+        problem = _difference(want, np.asarray(have))
+        if problem:
+            return "differs", f"output {k}: {problem}"
+    return "equal", ""
+
+
+def _difference(want: np.ndarray, have: np.ndarray) -> str:
+    if want.shape != have.shape or want.dtype != have.dtype:
+        return f"minitape gives {want.dtype}{list(want.shape)}, ONNX Runtime {have.dtype}{list(have.shape)}"
+    if want.dtype.kind not in "fc":
+        return "" if np.array_equal(want, have) else "values differ"
+    rtol = 1e-5 if want.dtype == np.float32 else 1e-10
+    scale = np.max(np.abs(want[np.isfinite(want)]), initial=1.0)
+    close = np.isclose(have, want, rtol=rtol, atol=rtol * scale, equal_nan=True)
+    if close.all():
+        return ""
+    k = np.flatnonzero(~close)[0]
+    return (
+        f"{(~close).sum()} of {want.size} values differ; first at flat index {k}: {want.flat[k]!r} vs {have.flat[k]!r}"
+    )

@@ -1,0 +1,231 @@
+"""ONNX export (tape.onnx): every lowered op's samples, exported and run in ONNX Runtime, equal minitape's forward;
+the examples' models, trained briefly, exported and run on held-out inputs (and other batch sizes, through a dynamic
+batch axis) give minitape's outputs; what cannot be exported says which op and where.
+
+The tests skip with a reason without onnx/onnxruntime, and fail instead where ``MINITAPE_REQUIRE_ONNX=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+from tape import nn, optim
+from tape.onnx import NotExportableError, check_sample, lowering_of
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+LOWERED = [op for op in tape.registered_ops() if lowering_of(op) is not None and op.samples is not None]
+# the ops the three examples' models record; each must have a lowering
+EXAMPLE_OPS = ("linear", "embedding", "layer_norm", "gelu", "scaled_dot_product_attention", "reshape", "permute",
+               "transpose", "getitem", "add", "relu", "matmul", "unsqueeze", "dropout", "softmax", "rms_norm",
+               "cross_entropy", "mean", "sub", "mul")
+
+
+@pytest.fixture(scope="module")
+def ort():
+    """onnxruntime; skip (or, with MINITAPE_REQUIRE_ONNX=1, fail) without it or without onnx."""
+    if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxruntime") is None:
+        message = "onnx / onnxruntime are not installed (pip install 'minitape[onnx]')"
+        if os.environ.get("MINITAPE_REQUIRE_ONNX") == "1":
+            pytest.fail(message + "; MINITAPE_REQUIRE_ONNX=1 requires them")
+        pytest.skip(message)
+    import onnxruntime
+
+    return onnxruntime
+
+
+def session(ort, path):
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def relative_error(got, want) -> float:
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))
+
+
+# -- ops --------------------------------------------------------------------------------------------------------
+def test_the_example_ops_have_lowerings():
+    missing = [name for name in EXAMPLE_OPS if lowering_of(tape.get_op(name)) is None]
+    assert not missing
+
+
+@pytest.mark.parametrize("op", LOWERED, ids=lambda op: op.name)
+def test_lowered_op_samples_run_in_onnxruntime(ort, op):
+    """float32 to rtol 1e-5, float64 to 1e-10 where ONNX Runtime has a float64 kernel; a sample the lowering
+    refuses must say so clearly; at least one float32 sample must run."""
+    outcomes = []
+    for sample in op.samples(np.random.default_rng(0)):
+        for dtype in (np.float32, np.float64):
+            status, detail = check_sample(op, sample, dtype)
+            outcomes.append((np.dtype(dtype).name, status, sample, detail))
+    differs = [o for o in outcomes if o[1] == "differs"]
+    assert not differs, differs
+    assert not [o for o in outcomes if o[1] == "no kernel" and o[0] == "float32"]
+    for _, status, _, detail in outcomes:
+        if status == "not exportable":
+            assert f"op '{op.name}' is not exportable" in detail and "called at" in detail, detail
+    assert any(o[:2] == ("float32", "equal") for o in outcomes), outcomes
+
+
+def test_known_values(ort, tmp_path):
+    """A small graph against values worked by hand: (x * 2 + 1)[1:], softmax of equal entries, x[..., -1]."""
+    x = tape.tensor(np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], np.float32))
+    path = tmp_path / "known.onnx"
+    tape.onnx.export(lambda x: ((x * 2 + 1)[1:], ops.softmax(x * 0), x[..., -1]), (x,), path)
+    a, b, c = session(ort, path).run(None, {"input_0": x.numpy()})
+    np.testing.assert_array_equal(a, [[5.0, 7.0], [9.0, 11.0]])
+    np.testing.assert_array_equal(b, np.full((3, 2), 0.5, np.float32))
+    np.testing.assert_array_equal(c, [1.0, 3.0, 5.0])
+
+
+# -- the examples' models -----------------------------------------------------------------------------------------
+def load_example(name):
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    return importlib.import_module(name)
+
+
+def train(model, loss_fn, batches, steps: int = 15):
+    optimizer = optim.AdamW(model.parameters(), lr=3e-3)
+    for step in range(steps):
+        optimizer.zero_grad()
+        loss_fn(*batches(step)).backward()
+        optimizer.step()
+    model.eval()
+    return model
+
+
+def test_tinygpt_runs_in_onnxruntime_with_a_dynamic_batch(ort, tmp_path):
+    common = load_example("common")
+    reverse = load_example("reverse")
+    nn.manual_seed(0)
+    model = common.TinyGPT(vocab_size=9, context=12, d_model=32, num_heads=4, num_layers=2)
+    rng = np.random.default_rng(0)
+    train(model, model.loss, lambda step: reverse.make_batch(rng, 16, 6, 8)[1:])
+    _, tokens, _ = reverse.make_batch(rng, 4, 6, 8)
+    path = tmp_path / "tinygpt.onnx"
+    written = tape.onnx.export(model, (tokens,), path, input_names=["tokens"], output_names=["logits"],
+                               dynamic_axes={"tokens": {0: "batch"}, "logits": {0: "batch"}})
+    initializers = {i.name for i in written.graph.initializer}
+    assert {name for name, _ in model.named_parameters()} <= initializers
+    assert "blocks.0.attn.qkv.weight" in initializers, initializers
+    run = session(ort, path)
+    for batch in (4, 1, 33):  # held-out inputs; 1 and 33 through the dynamic batch axis
+        x, tokens, _ = reverse.make_batch(np.random.default_rng(100 + batch), batch, 6, 8)
+        (got,) = run.run(None, {"tokens": tokens})
+        with tape.no_grad():
+            want = model(tokens).numpy()
+        assert got.shape == want.shape
+        assert relative_error(got, want) <= 1e-5
+        assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))  # the same predictions, so the same accuracy
+
+
+def test_tinygpt_loss_with_ignored_targets_runs_in_onnxruntime(ort, tmp_path):
+    """The training loss too: reshape to (-1, vocab) and cross-entropy ignoring the -100 targets."""
+    common = load_example("common")
+    reverse = load_example("reverse")
+    nn.manual_seed(0)
+    model = common.TinyGPT(vocab_size=9, context=12, d_model=32, num_heads=4, num_layers=1)
+    model.eval()
+    _, tokens, targets = reverse.make_batch(np.random.default_rng(3), 4, 6, 8)
+    assert (targets == -100).any()
+    path = tmp_path / "loss.onnx"
+    tape.onnx.export(model.loss, (tokens, targets), path, input_names=["tokens", "targets"])
+    _, tokens, targets = reverse.make_batch(np.random.default_rng(4), 4, 6, 8)
+    (got,) = session(ort, path).run(None, {"tokens": tokens, "targets": targets})
+    with tape.no_grad():
+        want = model.loss(tokens, targets).numpy()
+    assert got.shape == () and relative_error(got, want) <= 1e-5
+
+
+def test_padded_classifier_runs_in_onnxruntime_with_lengths_as_an_input(ort, tmp_path):
+    padded = load_example("padded_classification")
+    nn.manual_seed(0)
+    model = padded.Encoder(10, d_model=32, num_heads=4, num_layers=2)
+    rng = np.random.default_rng(1)
+    train(model, lambda t, lengths, labels: ops.cross_entropy(model(t, lengths), labels),
+          lambda step: padded.make_batch(rng, 16, 1, 10))
+    tokens, lengths, _ = padded.make_batch(rng, 8, 1, 10)
+    path = tmp_path / "classifier.onnx"
+    tape.onnx.export(model, (tokens, lengths), path, input_names=["tokens", "lengths"],
+                     dynamic_axes={"tokens": [0], "lengths": [0], "output_0": [0]})
+    run = session(ort, path)
+    for batch in (8, 3, 50):
+        tokens, lengths, labels = padded.make_batch(np.random.default_rng(200 + batch), batch, 1, 10)
+        (got,) = run.run(None, {"tokens": tokens, "lengths": lengths})
+        with tape.no_grad():
+            want = model(tokens, lengths).numpy()
+        assert relative_error(got, want) <= 1e-5
+        assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))
+    # the lengths are read at run time: other lengths change the logits as they change minitape's
+    short = np.ones_like(lengths)
+    (got,) = run.run(None, {"tokens": tokens, "lengths": short})
+    with tape.no_grad():
+        want = model(tokens, short).numpy()
+    assert relative_error(got, want) <= 1e-5
+
+
+def test_meta_learning_regressor_runs_in_onnxruntime(ort, tmp_path):
+    meta = load_example("meta_learning")
+    nn.manual_seed(0)
+    model = meta.make_regressor(hidden=16)
+    rng = np.random.default_rng(2)
+
+    def batch(step):
+        x = rng.uniform(-5, 5, (32, 1)).astype(np.float32)
+        return x, np.sin(x)
+
+    train(model, lambda x, y: ops.mean((model(x) - y) * (model(x) - y)), batch)
+    path = tmp_path / "regressor.onnx"
+    tape.onnx.export(model, (batch(0)[0],), path, dynamic_axes={"input_0": [0], "output_0": [0]})
+    x = np.linspace(-5, 5, 101, dtype=np.float32)[:, None]
+    (got,) = session(ort, path).run(None, {"input_0": x})
+    with tape.no_grad():
+        want = model(x).numpy()
+    assert relative_error(got, want) <= 1e-5
+
+
+# -- what cannot be exported --------------------------------------------------------------------------------------
+def test_an_op_without_lowering_names_the_op_and_the_call_site(ort):
+    unlowered = next(op for op in tape.registered_ops() if lowering_of(op) is None and op.name == "cumsum")
+
+    def fn(x):
+        return unlowered(x * 2, dim=0)  # the line the error must name
+
+    line = fn.__code__.co_firstlineno + 1
+    with pytest.raises(NotExportableError) as e:
+        tape.onnx.export(fn, (np.ones((2, 3), np.float32),), None)
+    assert "op 'cumsum' is not exportable" in str(e.value)
+    assert f"test_onnx.py:{line}" in str(e.value)
+
+
+def test_training_mode_dropout_is_refused(ort):
+    layer = nn.Dropout(0.5)
+    with pytest.raises(NotExportableError, match=r"op 'dropout' .*eval"):
+        tape.onnx.export(layer, (np.ones((2, 3), np.float32),), None)
+    layer.eval()
+    assert tape.onnx.export(layer, (np.ones((2, 3), np.float32),), None) is not None
+
+
+def test_an_input_read_as_a_constant_is_refused(ort):
+    """An input the call turns into a numpy value would be baked in with its example value: refused."""
+    with pytest.raises(NotExportableError, match=r"input\(s\) \['input_1'\]"):
+        tape.onnx.export(lambda x, y: x * float(y.numpy().sum()), (np.ones(3, np.float32), np.ones(1)), None)
+
+
+def test_bad_arguments(ort):
+    with pytest.raises(TypeError, match="example_inputs.*got int at position 0"):
+        tape.onnx.export(lambda x: x, (3,), None)
+    with pytest.raises(ValueError, match="dynamic_axes.*'nope'"):
+        tape.onnx.export(lambda x: x * 1, (np.ones(2),), None, dynamic_axes={"nope": [0]})
+    with pytest.raises(ValueError, match="input_names.*expected 1 distinct names"):
+        tape.onnx.export(lambda x: x * 1, (np.ones(2),), None, input_names=["a", "b"])
