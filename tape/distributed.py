@@ -111,6 +111,7 @@ def _install_abort_hook() -> None:
         previous(kind, value, traceback)
         sys.stderr.flush()
         sys.stdout.flush()
+        time.sleep(1.0)  # let mpiexec's proxy forward the message: Abort kills it, and unread output is lost
         _World.MPI.COMM_WORLD.Abort(1)
 
     sys.excepthook = abort_on_uncaught
