@@ -164,7 +164,12 @@ def test_svd_with_a_small_but_genuine_singular_value_keeps_the_exact_gradient():
 def test_cholesky_of_a_semidefinite_matrix_with_a_rounding_level_pivot_gives_inf_or_nan(seed):
     x = np.random.default_rng(seed).standard_normal((3, 2))
     a = x @ x.T  # rank 2: LAPACK completes the factorisation with a ~1e-8 last diagonal entry (pivot ~1e-16)
-    lower = np.linalg.cholesky(a)
+    try:
+        lower = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:  # the rounded pivot came out negative (OpenBLAS's Haswell kernel, seed 13):
+        with pytest.raises(Exception, match="cholesky"):  # then the op refuses the matrix, naming itself
+            ops.cholesky(tape.tensor(a))
+        return
     assert 0 < lower[2, 2] ** 2 <= 3 * np.finfo(np.float64).eps * np.diag(a).max()  # numpy's matrix_rank tolerance
     g = grad_of(lambda t: ops.sum(ops.cholesky(t) * np.tril(np.ones((3, 3)))), a)
     assert not np.isfinite(g).all()

@@ -84,7 +84,10 @@ def test_matmul_by_a_matrix_runs_its_gemms_by_size(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_linear_gives_the_same_numbers_with_one_thread_and_with_blas_threads(two_blas_threads, crossover, dtype):
+def test_linear_with_one_thread_agrees_with_blas_threads(two_blas_threads, crossover, dtype):
+    """Equal up to the summation order: OpenBLAS's threaded float32 GEMM may round differently from its
+    one-thread GEMM (seen on the Haswell kernel, ~6e-5 relative on sums of 512 products; the SkylakeX kernel
+    gave the same bits)."""
     rng = np.random.default_rng(2)
     arrays = [rng.standard_normal(s).astype(dtype) for s in ((16, 32, 64), (256, 64), (256,))]
     g = rng.standard_normal((16, 32, 256)).astype(dtype)
@@ -102,7 +105,7 @@ def test_linear_gives_the_same_numbers_with_one_thread_and_with_blas_threads(two
     expected = np.einsum("bik,ok->bio", arrays[0].astype(np.float64), arrays[1].astype(np.float64)) + arrays[2]
     np.testing.assert_allclose(single[0], expected, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-4)
     for ours, theirs in zip(single, threaded):
-        np.testing.assert_allclose(ours, theirs, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-5)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4 if dtype == np.float32 else 1e-13, atol=1e-4)
 
 
 def test_batched_matmul_runs_its_gemms_by_the_size_of_one(monkeypatch):

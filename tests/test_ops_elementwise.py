@@ -368,6 +368,22 @@ TORCH_ARTIFACTS["addcdiv"] = (
     "|tensor2| is beyond sqrt of the range; ours divides by tensor2 twice (the mask is on each input's own entries)",
 )
 
+TORCH_ARTIFACTS["logit"] = (
+    lambda x: (x == 0) | np.isnan(x),
+    "torch's logit gradient depends on its kernel path (ATEN_CPU_CAPABILITY): at -0.0 the AVX-512 kernel gives +inf "
+    "and the AVX2 one -inf; at NaN with eps AVX-512 gives NaN and AVX2 0. Ours is +inf at +-0 (the limit inside the "
+    "domain [0, 1]) and NaN at NaN: test_logit_gradient_at_zero_and_nan_is_ours pins them",
+)
+
+
+def test_logit_gradient_at_zero_and_nan_is_ours():
+    x = tape.tensor(np.array([0.0, -0.0, 1.0, np.nan]), requires_grad=True)
+    ops.logit(x).backward(np.ones(4))
+    np.testing.assert_array_equal(x.grad.numpy(), [np.inf, np.inf, np.inf, np.nan])
+    x = tape.tensor(np.array([0.0, -0.0, np.nan, 0.5]), requires_grad=True)
+    ops.logit(x, eps=0.1).backward(np.ones(4))
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, np.nan, 4.0])
+
 
 # Values where torch's kernel gives NaN for an exactly representable answer: not compared there.
 TORCH_VALUE_ARTIFACTS = {
