@@ -55,7 +55,10 @@ class Optimizer:
 
     A subclass declares its hyper-parameters in ``defaults`` and implements ``_update(p, grad, state,
     group) -> new array``; ``state`` is a dict private to that parameter (empty on the first step).
+    ``_nonnegative`` names the hyper-parameters that must be >= 0 (checked by ``_check_group``).
     """
+
+    _nonnegative: tuple[str, ...] = ("lr", "weight_decay")
 
     def __init__(self, params, defaults: dict):
         if isinstance(params, Tensor):
@@ -98,10 +101,10 @@ class Optimizer:
     def _check_group(self, group: dict) -> None:
         """Raise ValueError for hyper-parameters the update rule cannot use (checked at construction and when
         a state dict is loaded)."""
-        if not group["lr"] >= 0.0:
-            raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {group['lr']}")
-        if not group.get("weight_decay", 0.0) >= 0.0:
-            raise ValueError(f"{type(self).__name__}: weight_decay must be >= 0, got {group['weight_decay']}")
+        for key in self._nonnegative:
+            value = group.get(key, 0.0)
+            if not value >= 0.0:
+                raise ValueError(f"{type(self).__name__}: {key} must be >= 0, got {value}")
 
     def _state_layout(self, group: dict) -> dict[str, str]:
         """The entries a parameter's state holds once it has any, for a parameter of ``group``: name ->
@@ -309,6 +312,7 @@ class Adam(Optimizer):
     """Adam (Kingma & Ba 2015) with bias correction; ``weight_decay`` adds an L2 term to the gradient (as in
     ``torch.optim.Adam``); ``amsgrad`` keeps the running maximum of the second moment."""
 
+    _nonnegative = (*Optimizer._nonnegative, "eps")
     decoupled_weight_decay = False
 
     def __init__(
@@ -327,8 +331,6 @@ class Adam(Optimizer):
         betas = group["betas"] = tuple(group["betas"])
         if not (len(betas) == 2 and 0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas}")
-        if not group["eps"] >= 0.0:
-            raise ValueError(f"{type(self).__name__}: eps must be >= 0, got {group['eps']}")
 
     def _state_layout(self, group):
         layout = {"step": "count", "exp_avg": "param", "exp_avg_sq": "param"}
@@ -395,6 +397,8 @@ class RMSprop(Optimizer):
     """RMSprop as ``torch.optim.RMSprop``: a running mean of squared gradients (``alpha``), optionally centered
     (minus the squared running mean of gradients), with optional momentum and L2 weight decay."""
 
+    _nonnegative = (*Optimizer._nonnegative, "alpha", "eps", "momentum")
+
     def __init__(
         self,
         params,
@@ -409,12 +413,6 @@ class RMSprop(Optimizer):
             params,
             dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered),
         )
-
-    def _check_group(self, group):
-        super()._check_group(group)
-        for key in ("alpha", "eps", "momentum"):
-            if not group[key] >= 0.0:
-                raise ValueError(f"RMSprop: {key} must be >= 0, got {group[key]}")
 
     def _state_layout(self, group):
         layout = {"step": "count", "square_avg": "param"}
@@ -456,6 +454,8 @@ class Adagrad(Optimizer):
     """Adagrad as ``torch.optim.Adagrad``: steps scaled by the root of the summed squared gradients, the
     learning rate decayed as ``lr / (1 + (step - 1) * lr_decay)``."""
 
+    _nonnegative = (*Optimizer._nonnegative, "lr_decay", "initial_accumulator_value", "eps")
+
     def __init__(
         self,
         params,
@@ -475,12 +475,6 @@ class Adagrad(Optimizer):
                 eps=eps,
             ),
         )
-
-    def _check_group(self, group):
-        super()._check_group(group)
-        for key in ("lr_decay", "initial_accumulator_value", "eps"):
-            if not group[key] >= 0.0:
-                raise ValueError(f"Adagrad: {key} must be >= 0, got {group[key]}")
 
     def _state_layout(self, group):
         return {"step": "count", "sum": "param"}
