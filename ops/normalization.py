@@ -443,20 +443,16 @@ def _batch_norm(
     return _norm_forward("batch", input, input.shape[1], running_mean, running_var, weight, bias, use_running, eps)
 
 
-def _batch_norm_vjp(g, ans, input, running_mean, running_var, weight, bias, *, needs, training, momentum, eps):
-    dx, dw, db = _norm_vjp(
-        "batch",
-        g,
-        input,
-        input.shape[1],
-        running_mean,
-        running_var,
-        weight,
-        (needs[0], needs[3], needs[4]),
-        not training,
-        eps,
-    )
+def _running_stats_vjp(kind, g, input, running_mean, running_var, weight, needs, use_running, eps):
+    """batch_norm's and instance_norm's joint rule: (d input, None, None, d weight, d bias) -- the running
+    statistics are not differentiable."""
+    needed = (needs[0], needs[3], needs[4])
+    dx, dw, db = _norm_vjp(kind, g, input, input.shape[1], running_mean, running_var, weight, needed, use_running, eps)
     return dx, None, None, dw, db
+
+
+def _batch_norm_vjp(g, ans, input, running_mean, running_var, weight, bias, *, needs, training, momentum, eps):
+    return _running_stats_vjp("batch", g, input, running_mean, running_var, weight, needs, not training, eps)
 
 
 def _check_batch_norm(
@@ -582,19 +578,7 @@ def _instance_norm(
 def _instance_norm_vjp(
     g, ans, input, running_mean, running_var, weight, bias, *, needs, use_input_stats, momentum, eps
 ):
-    dx, dw, db = _norm_vjp(
-        "instance",
-        g,
-        input,
-        input.shape[1],
-        running_mean,
-        running_var,
-        weight,
-        (needs[0], needs[3], needs[4]),
-        not use_input_stats,
-        eps,
-    )
-    return dx, None, None, dw, db
+    return _running_stats_vjp("instance", g, input, running_mean, running_var, weight, needs, not use_input_stats, eps)
 
 
 def _check_instance_norm(
