@@ -378,9 +378,38 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not implement forward()")
 
     def __call__(self, *args, **kwargs):
+        hooks = self.__dict__.get("_hooks")
+        if hooks:
+            return _hooked_call(self, hooks, args, kwargs)
         if not _CALL_OBSERVERS:
             return self.forward(*args, **kwargs)
         return _observed_call(self, args, kwargs)
+
+    # -- hooks (torch's) ---------------------------------------------------------------------------------------
+    def _add_hook(self, kind: str, hook) -> _Handle:
+        if not callable(hook):
+            raise TypeError(
+                f"{type(self).__name__}.register_{kind}_hook: expected a callable, got {type(hook).__name__}"
+            )
+        hooks = self.__dict__.get("_hooks")
+        if hooks is None:
+            hooks = {"forward_pre": {}, "forward": {}, "full_backward": {}}
+            object.__setattr__(self, "_hooks", hooks)
+        return _Handle(hooks, kind, hook)
+
+    def register_forward_pre_hook(self, hook) -> _Handle:
+        """``hook(module, args)`` before each forward; a non-None result replaces ``args`` (a tuple, or one value)."""
+        return self._add_hook("forward_pre", hook)
+
+    def register_forward_hook(self, hook) -> _Handle:
+        """``hook(module, args, output)`` after each forward; a non-None result replaces the output."""
+        return self._add_hook("forward", hook)
+
+    def register_full_backward_hook(self, hook) -> _Handle:
+        """``hook(module, grad_input, grad_output)`` once the gradients w.r.t. the module's positional tensor inputs
+        are known (None for inputs that need none); a non-None result (a tuple) replaces ``grad_input``. As torch's,
+        for a module returning one tensor; more than one input that requires grad is refused."""
+        return self._add_hook("full_backward", hook)
 
     def extra_repr(self) -> str:
         return ""
@@ -409,6 +438,74 @@ def _observed_call(module: Module, args, kwargs):
     finally:
         for observer in reversed(observers):
             observer.exit(module, output)
+
+
+class _Handle:
+    """A registered module hook; ``remove()`` takes it off (twice: nothing happens), as torch's RemovableHandle."""
+
+    _ids = iter(range(1, 2**62))
+
+    def __init__(self, hooks: dict, kind: str, hook):
+        self.table, self.key = hooks[kind], next(_Handle._ids)
+        self.table[self.key] = hook
+
+    def remove(self) -> None:
+        self.table.pop(self.key, None)
+
+
+def _hooked_call(module: Module, hooks: dict, args, kwargs):
+    """A module call with its forward pre-hooks, forward hooks and full backward hooks (torch's order)."""
+    for hook in list(hooks["forward_pre"].values()):
+        result = hook(module, args)
+        if result is not None:
+            args = result if isinstance(result, tuple) else (result,)
+    backward_hooks = list(hooks["full_backward"].values())
+    if backward_hooks:
+        args, finish = _backward_hooked_inputs(module, backward_hooks, args)
+    output = module.forward(*args, **kwargs) if not _CALL_OBSERVERS else _observed_call(module, args, kwargs)
+    for hook in list(hooks["forward"].values()):
+        result = hook(module, args, output)
+        if result is not None:
+            output = result
+    return finish(output) if backward_hooks else output
+
+
+def _backward_hooked_inputs(module: Module, backward_hooks: list, args):
+    """The inputs (the one that requires grad passed through ``ops.clone``: its gradient is grad_input) and a function
+    that hooks the output (its gradient is grad_output) and calls the module's full backward hooks."""
+    who = f"{type(module).__name__}.register_full_backward_hook"
+    needing = [k for k, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    if len(needing) > 1:
+        raise NotImplementedError(f"{who}: a call with {len(needing)} inputs that require grad (supported: one)")
+    args = tuple(ops.clone(a) if k in needing else a for k, a in enumerate(args))
+    grad_output: list = []
+
+    def call_hooks(grad_input: tuple) -> tuple:
+        for hook in backward_hooks:
+            result = hook(module, grad_input, tuple(grad_output))
+            if result is not None:
+                grad_input = tuple(result)
+        return grad_input
+
+    def on_input(g):
+        return call_hooks(tuple(g if k in needing else None for k in range(len(args))))[needing[0]]
+
+    def on_output(g):
+        grad_output.append(g)
+        if not needing:
+            call_hooks((None,) * len(args))
+
+    def finish(output):
+        if not isinstance(output, Tensor):
+            raise NotImplementedError(f"{who}: the module returned {type(output).__name__} (supported: one Tensor)")
+        if output.requires_grad:
+            output = ops.clone(output)  # its own node: the hook sees the total gradient of what this call returned
+            output.register_hook(on_output)
+        return output
+
+    if needing:
+        args[needing[0]].register_hook(on_input)
+    return args, finish
 
 
 def _buffer_tensor(owner: str, name: str, value) -> Tensor | None:
