@@ -317,7 +317,8 @@ class Module:
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
         """Copy arrays into the parameters of the same names. Every problem is reported at once, naming the
         parameters: missing or unexpected names (ignored when ``strict=False``), a shape or dtype that does
-        not match. Nothing is changed unless everything matches."""
+        not match, a tied parameter given different values under its names (torch keeps the last one silently).
+        Nothing is changed unless everything matches."""
         entries = self._state_entries()
         own = {name: t for name, (_, _, t) in entries.items()}
         missing = [n for n in own if n not in state_dict]
@@ -343,6 +344,7 @@ class Module:
                     f"state dict (convert it explicitly; minitape never casts silently)"
                 )
             arrays[name] = array
+        problems.extend(_tied_disagreements(entries, arrays))
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
         with no_grad():
@@ -438,6 +440,19 @@ def _observed_call(module: Module, args, kwargs):
     finally:
         for observer in reversed(observers):
             observer.exit(module, output)
+
+
+def _tied_disagreements(entries: dict, arrays: dict) -> list[str]:
+    """A problem for each tensor listed under several names (tied) whose given arrays differ."""
+    names_of: dict[int, list[str]] = {}
+    for name, (_, _, t) in entries.items():
+        if name in arrays:
+            names_of.setdefault(id(t), []).append(name)
+    return [
+        f"parameter(s) {', '.join(names)} are tied in the model but differ in the state dict"
+        for names in names_of.values()
+        if any(not np.array_equal(arrays[names[0]], arrays[n], equal_nan=arrays[n].dtype.kind in "fc") for n in names)
+    ]
 
 
 class _Handle:
