@@ -63,12 +63,18 @@ __all__ = [
     "BCEWithLogitsLoss",
     "Conv1d",
     "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
     "MaxPool1d",
     "MaxPool2d",
     "AvgPool1d",
     "AvgPool2d",
     "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveMaxPool2d",
     "Flatten",
+    "Unflatten",
     "init",
     "Embedding",
     "LayerNorm",
@@ -78,6 +84,12 @@ __all__ = [
     "ReLU",
     "MultiHeadAttention",
     "TransformerBlock",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "RNN",
+    "LSTM",
+    "GRU",
     "manual_seed",
 ]
 
@@ -991,7 +1003,7 @@ def _tuple(value, n: int) -> tuple:
 
 
 class _ConvNd(Module):
-    """torch's Conv1d/Conv2d: weight (out, in / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) as torch's
+    """torch's Conv1d/2d/3d: weight (out, in / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) as torch's
     default initialisation (kaiming_uniform_ with a = sqrt(5))."""
 
     _dims = 0
@@ -1023,7 +1035,7 @@ class _ConvNd(Module):
         self.bias = Parameter(_uniform(rng, bound, (out_channels,), dtype)) if bias else None
 
     def forward(self, x):
-        conv = ops.conv1d if self._dims == 1 else ops.conv2d
+        conv = (ops.conv1d, ops.conv2d, ops.conv3d)[self._dims - 1]
         return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
@@ -1038,6 +1050,69 @@ class Conv1d(_ConvNd):
 
 
 class Conv2d(_ConvNd):
+    _dims = 2
+
+
+class Conv3d(_ConvNd):
+    _dims = 3
+
+
+class _ConvTransposeNd(Module):
+    """torch's ConvTranspose1d/2d: weight (in, out / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) with
+    torch's fan_in of that weight, (out / groups) * prod(kernel) (kaiming_uniform_ with a = sqrt(5))."""
+
+    _dims = 0
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        dtype=np.float32,
+        rng=None,
+    ):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{type(self).__name__}: in_channels and out_channels must be multiples of groups")
+        n = self._dims
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _tuple(kernel_size, n)
+        self.stride, self.padding, self.output_padding = (
+            _tuple(stride, n),
+            _tuple(padding, n),
+            _tuple(output_padding, n),
+        )
+        self.groups, self.dilation = groups, _tuple(dilation, n)
+        rng = _rng(rng)
+        fan_in = out_channels // groups * math.prod(self.kernel_size)
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        shape = (in_channels, out_channels // groups) + self.kernel_size
+        self.weight = Parameter(_uniform(rng, bound, shape, dtype))
+        self.bias = Parameter(_uniform(rng, bound, (out_channels,), dtype)) if bias else None
+
+    def forward(self, x):
+        conv = ops.conv_transpose1d if self._dims == 1 else ops.conv_transpose2d
+        return conv(
+            x, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups, self.dilation
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"padding={self.padding}, output_padding={self.output_padding}"
+        )
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    _dims = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
     _dims = 2
 
 
@@ -1061,6 +1136,26 @@ AvgPool2d = _op_module(
 )
 AdaptiveAvgPool2d = _op_module("AdaptiveAvgPool2d", "adaptive_avg_pool2d", ("output_size",), (None,))
 Flatten = _op_module("Flatten", "flatten", ("start_dim", "end_dim"), (1, -1))
+AdaptiveAvgPool1d = _op_module("AdaptiveAvgPool1d", "adaptive_avg_pool1d", ("output_size",), (None,))
+AdaptiveMaxPool2d = _op_module("AdaptiveMaxPool2d", "adaptive_max_pool2d", ("output_size",), (None,))
+
+
+class Unflatten(Module):
+    """torch.nn.Unflatten: dim ``dim`` of the input becomes the dims ``unflattened_size`` (one may be -1)."""
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        shape = tuple(x.shape)
+        dim = self.dim + len(shape) if self.dim < 0 else self.dim
+        if not 0 <= dim < len(shape):
+            raise IndexError(f"Unflatten: dim {self.dim} is out of range for an input of shape {shape}")
+        return ops.reshape(x, shape[:dim] + self.unflattened_size + shape[dim + 1 :])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 # -- attention -----------------------------------------------------------------------------------------------
@@ -1171,3 +1266,6 @@ class TransformerBlock(Module):
     def forward(self, x, key_padding_lengths=None):
         x = x + self.drop(self.attn(self.norm1(x), key_padding_lengths=key_padding_lengths))
         return x + self.drop(self.mlp(self.norm2(x)))
+
+
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402  -- recurrent layers, built on Module above
