@@ -814,18 +814,17 @@ class ReLU(Module):
 
 def _running_stats(input, running_mean, running_var, momentum: float) -> tuple[Tensor, Tensor]:
     """The running statistics torch's batch_norm leaves after a training step on ``input``:
-    ``(1 - momentum) * running + momentum * batch`` with the batch's unbiased variance. New constant tensors
-    (no gradient); the arguments are unchanged."""
-    x = input.data if isinstance(input, Tensor) else np.asarray(input)
-    rm, rv = (s.data if isinstance(s, Tensor) else np.asarray(s) for s in (running_mean, running_var))
-    axes = (0,) + tuple(range(2, x.ndim))
-    n = x.size // x.shape[1]
-    mean = np.mean(x, axis=axes)
-    var = np.var(x, axis=axes) * (n / max(n - 1, 1))
-    return (
-        Tensor((1 - momentum) * rm + momentum * mean.astype(rm.dtype)),
-        Tensor((1 - momentum) * rv + momentum * var.astype(rv.dtype)),
-    )
+    ``(1 - momentum) * running + momentum * batch`` with the batch's unbiased variance. Computed by ops under
+    ``no_grad`` (constants, no gradient; the arguments are unchanged), so a compiled step traces and replays the
+    update as eager runs it; ``momentum`` is a tensor operand, so a changing one (``momentum=None``'s 1/count)
+    does not change the trace."""
+    axes = (0,) + tuple(range(2, input.ndim))
+    n = input.numel() // input.shape[1]
+    with no_grad():
+        mean = ops.mean(input, dim=axes)
+        var = ops.var(input, dim=axes, correction=1 if n > 1 else 0)
+        m = Tensor(np.asarray(momentum, running_mean.dtype))
+        return (1 - m) * running_mean + m * mean, (1 - m) * running_var + m * var
 
 
 class _BatchNorm(Module):
