@@ -1,5 +1,6 @@
-"""Neural-network building blocks on top of the op library: ``Parameter``, ``Module`` and the layers a
-small transformer needs.
+"""Neural-network building blocks on top of the op library: ``Parameter``, ``Module`` (with torch's forward and
+backward hooks) and torch.nn's layers -- linear, embedding, normalisation, convolution and pooling, activation and
+loss modules, attention; the recurrent layers are in tape/train/rnn.py, re-exported here.
 
 A ``Module`` registers the ``Parameter``s and sub-modules assigned to its attributes (lists of modules
 become a ``ModuleList``), so ``parameters()``, ``state_dict()``, ``train()``/``eval()`` and
