@@ -329,3 +329,18 @@ def test_module_full_backward_hook_as_torch(torch):
     _close(go[0].numpy(), tgo[0])
     _close(x_grad.numpy(), tx_grad)
     _close(w_grad.numpy(), tw_grad)
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy"])
+def test_a_module_copy_has_its_own_hooks(how):
+    import copy
+
+    lin = nn.Linear(2, 2, dtype=np.float64)
+    calls = []
+    lin.register_forward_hook(lambda m, args, out: calls.append("original"))
+    twin = getattr(copy, how)(lin)
+    twin.register_forward_hook(lambda m, args, out: calls.append("twin"))
+    x = tape.tensor(np.ones(2))
+    lin(x)
+    twin(x)
+    assert calls == ["original", "original", "twin"]  # the copy keeps the hooks it had, as torch's deepcopy

@@ -385,6 +385,8 @@ class Module:
         state["_modules"] = {name: m._copy_tree(memo) for name, m in self._modules.items()}
         state["_buffers"] = dict(self._buffers)  # tensors are immutable: sharing them is safe
         state["_non_persistent"] = set(self._non_persistent)
+        if "_hooks" in state:  # the copy's own tables: a hook registered on one is not registered on the other
+            state["_hooks"] = {kind: dict(table) for kind, table in self._hooks.items()}
         new.__dict__.update(state)
         return new
 
