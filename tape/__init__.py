@@ -111,6 +111,8 @@ _TRAINING_STACK = {
     "nn": "tape.train.nn",
     "optim": "tape.train.optim",
     "checkpoint": "tape.train.checkpoint",
+    "func": "tape.train.func",
+    "data": "tape.train.data",
     "report": "tape.tools.report",
     "distributed": "tape.distributed",
     "onnx": "tape.onnx",

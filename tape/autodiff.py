@@ -10,11 +10,17 @@ With ``create_graph=True`` the same walk runs on Tensors: each rule is called on
 tensors, under grad mode, so the gradients it returns are recorded and can be differentiated again (see
 tape/registry.py for how a rule becomes differentiable; ops with a ``composite`` are differentiated through
 it, and an op whose second order is a stub yields a gradient whose own backward raises when reached).
+
+Tensor hooks (``Tensor.register_hook``, ``retain_grad``) run in one place, ``_Pass.hooked``: when a tensor's total
+gradient is known -- a non-leaf's when its node is taken from the walk, a leaf's (or a source's) at the end of the
+walk, after every contribution was summed -- before it flows on or is accumulated. Hooks are kept by tensor id
+(``HOOKS``); a walk with any hook registered takes the general path (``_Pass.visit`` for every node).
 """
 
 from __future__ import annotations
 
 import operator
+import weakref
 
 import numpy as np
 
@@ -33,7 +39,7 @@ from .registry import Grad, Op
 from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, as_tensor
 
-__all__ = ["backward", "reverse_pass", "seed_gradients"]
+__all__ = ["backward", "reverse_pass", "seed_gradients", "register_hook", "retain_grad", "HOOKS"]
 
 
 def backward(roots, grads=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
@@ -133,14 +139,17 @@ def _inputs_leading_to(nodes_descending, source_ids, allowed) -> dict:
     return leading
 
 
-def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None, create_graph: bool = False):
+def reverse_pass(
+    roots, seeds, *, retain_graph: bool, sources=None, allowed=None, create_graph: bool = False, hooks: bool = True
+):
     """Propagate ``seeds`` from ``roots`` back through the recorded nodes.
 
     With ``sources=None`` the gradients accumulate into ``.grad`` of the leaves that require grad. With a
     list of source tensors only the paths leading to them are computed and ``{tensor id: array}`` is
-    returned. ``allowed`` restricts the walk to a tape's own nodes (others count as constants).
+    returned. ``allowed`` restricts the walk to a tape's own nodes (others count as constants). ``hooks=False``
+    (an inner pass of the engine's own, through a composite) runs no tensor hooks.
     """
-    walk = _Pass(sources, allowed, retain_graph, create_graph)
+    walk = _Pass(sources, allowed, retain_graph, create_graph, hooks and bool(HOOKS))
     grads = walk.grads
     for root, seed in zip(roots, seeds):
         node = root._node
@@ -151,11 +160,12 @@ def reverse_pass(roots, seeds, *, retain_graph: bool, sources=None, allowed=None
     nodes = _reachable(list(grads), allowed)
     if walk.source_ids is not None:
         walk.leading = _inputs_leading_to(nodes, walk.source_ids, allowed)
-    if create_graph or walk.anomaly or walk.source_ids is not None or allowed is not None:
+    if create_graph or walk.anomaly or walk.source_ids is not None or allowed is not None or walk.hooks:
         for node in nodes:
-            walk.visit(node, grads.pop(node, None))
+            walk.visit(node, walk.take(node))
     else:  # the plain first-order backward: the same steps, the common nodes' inline
         _first_order_walk(nodes, grads, retain_graph, walk.deliver, walk.visit)
+    walk.finish()
     return walk.found
 
 
@@ -163,7 +173,7 @@ class _Pass:
     """One reverse pass's state: the gradients arriving at nodes (``grads``), those found for the sources
     (``found``), and the steps every node takes (``visit``) and every leaf (``deliver``)."""
 
-    def __init__(self, sources, allowed, retain_graph, create_graph):
+    def __init__(self, sources, allowed, retain_graph, create_graph, hooks=False):
         self.source_ids = None if sources is None else {t.id for t in sources}
         self.allowed, self.retain_graph, self.create_graph = allowed, retain_graph, create_graph
         self.found: dict = {}
@@ -171,21 +181,64 @@ class _Pass:
         self.leading: dict | None = None
         self.anomaly = STATE.anomaly
         self.input_gradients = _input_gradients_graph if create_graph else _input_gradients
+        self.hooks = hooks
+        self.held: dict = {}  # {tensor id: (leaf or None, summed gradient)} of hooked tensors reached as leaves
+
+    def take(self, node):
+        """The gradient arriving at ``node``, now complete (every consumer was visited), through its hooks."""
+        g = self.grads.pop(node, None)
+        return g if g is None or not self.hooks or node.out_id not in HOOKS else self.hooked(node.out_id, g)
 
     def deliver(self, leaf, g) -> None:
-        """A gradient reaching a tensor without a node: into its ``.grad``, or ``found`` when it is a source."""
-        if self.source_ids is None:
+        """A gradient reaching a tensor without a node: into its ``.grad``, or ``found`` when it is a source (held
+        until the walk ends when the tensor has hooks: they get its total gradient)."""
+        if self.hooks and leaf.id in HOOKS and (self.source_ids is None or leaf.id in self.source_ids):
+            held = self.held.get(leaf.id)
+            self.held[leaf.id] = (leaf, g if held is None else add_gradients(held[1], g))
+        elif self.source_ids is None:
             if leaf._requires_grad:
-                if self.create_graph:
-                    leaf.grad = g if leaf.grad is None else leaf.grad + g
-                else:
-                    leaf.grad = Tensor._wrap(g if leaf.grad is None else add_gradients(leaf.grad._data, g))
+                self._accumulate(leaf, g)
         elif leaf.id in self.source_ids:
             self._found(leaf.id, g)
 
+    def _accumulate(self, t, g) -> None:
+        if self.create_graph:
+            t.grad = g if t.grad is None else t.grad + g
+        else:
+            t.grad = Tensor._wrap(g if t.grad is None else add_gradients(t.grad._data, g))
+
     def _found(self, tid, g) -> None:
         found = self.found
-        found[tid] = g if tid not in found else add_gradients(found[tid], g)
+        if self.hooks and tid in HOOKS:
+            held = self.held.get(tid)
+            self.held[tid] = (None, g if held is None else add_gradients(held[1], g))
+        else:
+            found[tid] = g if tid not in found else add_gradients(found[tid], g)
+
+    def finish(self) -> None:
+        """The held gradients, now totals, through their tensors' hooks and on to ``.grad`` or ``found``."""
+        for tid, (leaf, g) in self.held.items():
+            g = self.hooked(tid, g)
+            if leaf is None or self.source_ids is not None:
+                self.found[tid] = g
+            elif leaf._requires_grad:
+                self._accumulate(leaf, g)
+
+    def hooked(self, tid, g):
+        """THE place tensor hooks run: each hook of tensor ``tid`` in registration order on its total gradient (a
+        hook returning a Tensor replaces it), then ``retain_grad``'s accumulation into the tensor's ``.grad``."""
+        entry = HOOKS.get(tid)
+        if entry is None:
+            return g
+        for fn in list(entry.fns.values()):
+            given = g if isinstance(g, Tensor) else Tensor._wrap(g)
+            result = fn(given)
+            if result is not None:
+                g = _hook_result(fn, result, given, self.create_graph)
+        retained = entry.retained() if entry.retained is not None else None
+        if retained is not None:
+            self._accumulate(retained, g)
+        return g
 
     def visit(self, node, g) -> None:
         """One node's step: call its rules with the gradient(s) arriving at it, send theirs on."""
@@ -221,7 +274,7 @@ class _Pass:
         """(every output's gradient, the inputs needed) for a node of an op with several outputs; (None, ()) when
         none of its outputs received a gradient."""
         siblings = node.group
-        gs = [g if sib is node else (self.grads.pop(sib, None) if sib is not None else None) for sib in siblings]
+        gs = [g if sib is node else (self.take(sib) if sib is not None else None) for sib in siblings]
         if all(x is None for x in gs):
             return None, ()
         if self.source_ids is not None:
@@ -477,6 +530,7 @@ def _through_composite(node, g, needs) -> list:
         sources=sources,
         allowed=composite_nodes,
         create_graph=True,
+        hooks=False,
     )
     results: list[Tensor | None] = []
     seen = set()
@@ -527,3 +581,81 @@ def _second_order_stub(op):
         stub.second_order_of = op
         stub = _STUBS[op.name] = stub
     return lambda t, g, value: stub(t, g, value=value)
+
+
+# -- tensor hooks ---------------------------------------------------------------------------------------------
+class _Hooks:
+    """One tensor's hooks: ``fns`` {handle id: fn} in registration order, ``retained`` a weak reference to the
+    tensor when it retains its gradient."""
+
+    __slots__ = ("fns", "retained")
+
+    def __init__(self):
+        self.fns: dict = {}
+        self.retained = None
+
+
+HOOKS: dict[int, _Hooks] = {}  # {tensor id: its hooks}; an entry goes with its leaf tensor, or a non-leaf's node
+_handle_ids = iter(range(1, 2**62))
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``remove()`` takes the hook off (again: nothing happens), as torch's."""
+
+    def __init__(self, tid: int, key: int):
+        self.tid, self.key = tid, key
+
+    def remove(self) -> None:
+        entry = HOOKS.get(self.tid)
+        if entry is not None:
+            entry.fns.pop(self.key, None)
+            if not entry.fns and entry.retained is None:
+                del HOOKS[self.tid]
+
+
+def _entry(tensor, who: str) -> _Hooks:
+    if not tensor._requires_grad:
+        raise RuntimeError(
+            f"Tensor.{who}: cannot register a hook on a tensor that does not require grad (shape {tensor.shape}, "
+            f"dtype {tensor.dtype}); set requires_grad=True on it or on the inputs it is computed from"
+        )
+    entry = HOOKS.get(tensor.id)
+    if entry is None:
+        entry = HOOKS[tensor.id] = _Hooks()
+        # a non-leaf's hooks live as long as its node (the graph), as torch's: the tensor may be dropped before backward
+        weakref.finalize(tensor if tensor._node is None else tensor._node, HOOKS.pop, tensor.id, None)
+    return entry
+
+
+def register_hook(tensor, fn) -> RemovableHandle:
+    """``fn(grad)`` called with ``tensor``'s total gradient in every reverse pass that reaches it; a Tensor it returns
+    (same shape and dtype) replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
+    if not callable(fn):
+        raise TypeError(f"Tensor.register_hook: argument 'hook' expected a callable, got {type(fn).__name__}")
+    tensor._node  # noqa: B018 -- a compiled step's placeholder materializes here: its hooks then run eagerly
+    key = next(_handle_ids)
+    _entry(tensor, "register_hook").fns[key] = fn
+    return RemovableHandle(tensor.id, key)
+
+
+def retain_grad(tensor) -> None:
+    """A non-leaf tensor keeps its gradient in ``.grad`` (accumulated, after its hooks ran); a leaf already does."""
+    if tensor._node is None and tensor._requires_grad:
+        return
+    _entry(tensor, "retain_grad").retained = weakref.ref(tensor)
+
+
+def _hook_result(fn, result, given, create_graph: bool):
+    """A hook's replacement gradient, checked: a Tensor of the gradient's shape and dtype."""
+    name = getattr(fn, "__qualname__", type(fn).__name__)
+    if not isinstance(result, Tensor):
+        raise TypeError(
+            f"Tensor.register_hook: hook '{name}' returned {type(result).__name__}; expected None or a Tensor of "
+            f"shape {given.shape} and dtype {given.dtype}"
+        )
+    if result.shape != given.shape or result.dtype != given.dtype:
+        raise ValueError(
+            f"Tensor.register_hook: hook '{name}' returned shape {result.shape} dtype {result.dtype}; expected the "
+            f"gradient's shape {given.shape} and dtype {given.dtype}"
+        )
+    return result if create_graph else result._data

@@ -31,7 +31,9 @@ the trace is *materialized*: every op so far runs through eager ``recording.run_
 captured when it was called (the values and Nodes eager makes), and ``fn`` continues eagerly; the call ends with
 ``loss.backward()`` and its recording becomes a new plan (at most ``max_plans``, newest first). Ops whose forward
 draws randomness (dropout with a Generator: ``recording.ResolvedAttributes``) and tensors with a graph made
-outside ``fn`` are always materialized. Plain eager, no trace, while a tape records or under ``detect_anomaly()``.
+outside ``fn`` are always materialized; so is a call whose inputs have tensor hooks (``register_hook``,
+``retain_grad``: a placeholder materializes when one is registered on it), so that the hooks run as in eager.
+Plain eager, no trace, while a tape records or under ``detect_anomaly()``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from .autodiff import add_gradients, input_gradients
+from .autodiff import HOOKS, add_gradients, input_gradients
 from .recording import Node, ResolvedAttributes, _coerce, bind_call, forward_arrays, run_op, several_outputs
 from .state import STATE, enable_grad
 from .tensors import Tensor, _ids, _readonly
@@ -345,7 +347,7 @@ class _Trace:
         slot = _DATA.__get__(loss, Tensor).slot
         for e in self.entries:
             for t, a, v in e.captured:
-                if t._data is not a or t._version != v:
+                if t._data is not a or t._version != v or (HOOKS and t.id in HOOKS):  # hooks run in eager's walk
                     return None
         for plan in self.candidates:
             if len(plan.calls) == len(self.entries) and plan.loss_slot == slot:

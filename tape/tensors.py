@@ -414,6 +414,28 @@ class Tensor:
     def zero_grad(self) -> None:
         self.grad = None
 
+    def register_hook(self, hook):
+        """``hook(grad)`` is called with this tensor's total gradient whenever a reverse pass reaches it, before the
+        gradient flows on or is accumulated into ``.grad``; a Tensor it returns replaces the gradient. Returns a
+        handle whose ``remove()`` unregisters the hook (torch's)."""
+        from .autodiff import register_hook
+
+        return register_hook(self, hook)
+
+    def retain_grad(self) -> None:
+        """Keep the gradient of this non-leaf tensor in ``.grad`` after backward (a leaf already does), as torch's."""
+        from .autodiff import retain_grad
+
+        retain_grad(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether ``retain_grad()`` was called on this non-leaf tensor."""
+        from .autodiff import HOOKS
+
+        entry = HOOKS.get(self.id)
+        return entry is not None and entry.retained is not None
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` and return the tensor, as torch's."""
         self.requires_grad = requires_grad

@@ -208,3 +208,88 @@ def test_init_replaces_the_array_keeps_identity_and_follows_torch_formulas(torch
         assert nn.init.calculate_gain(name, param) == pytest.approx(torch.nn.init.calculate_gain(name, param))
     with pytest.raises(ValueError, match="fan in and fan out"):
         nn.init.xavier_uniform_(nn.Parameter(np.zeros(3)))
+
+
+def test_a_strict_load_refuses_tied_names_that_disagree():
+    """torch copies both names into the one tensor, so the last silently wins; minitape refuses."""
+    model = Tied()
+    state = {k: np.array(v) for k, v in model.state_dict().items()}
+    state["head.weight"] = state["embed.weight"] + 1.0
+    before = model.embed.weight.numpy().copy()
+    with pytest.raises(ValueError, match="embed.weight, head.weight are tied in the model but differ"):
+        model.load_state_dict(state)
+    np.testing.assert_array_equal(model.embed.weight.numpy(), before)  # nothing changed
+    state["head.weight"] = state["embed.weight"].copy()
+    model.load_state_dict(state)
+    np.testing.assert_array_equal(model.head.weight.numpy(), state["embed.weight"])
+
+
+def _func_model(lib_nn, dtype):
+    class M(lib_nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib_nn.Linear(3, 4, **dtype)
+            self.bn = lib_nn.BatchNorm1d(4, **dtype)
+            self.out = lib_nn.Linear(4, 3, bias=False, **dtype)
+
+        def forward(self, x, scale=1.0):
+            return self.out(self.bn(self.lin(x)).tanh()) * scale
+
+    return M()
+
+
+def test_functional_call_equals_torch_func(torch):
+    from torch.func import functional_call as torch_call
+
+    rng = np.random.default_rng(5)
+    ours, theirs = _func_model(nn, {"dtype": np.float64}), _func_model(torch.nn, {}).double()
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    own = {name: p.numpy().copy() for name, p in ours.named_parameters()}
+    arrays = {"lin.weight": rng.standard_normal((4, 3)), "out.weight": rng.standard_normal((3, 4))}
+    x = rng.standard_normal((6, 3))
+    given = {k: tape.tensor(a, requires_grad=True) for k, a in arrays.items()}
+    tgiven = {k: torch.tensor(a, requires_grad=True) for k, a in arrays.items()}
+    rm, trm = tape.tensor(np.zeros(4)), torch.zeros(4, dtype=torch.float64)
+    out = tape.func.functional_call(ours, ({**given}, {"bn.running_mean": rm}), (tape.tensor(x),), {"scale": 2.0})
+    tout = torch_call(theirs, ({**tgiven}, {"bn.running_mean": trm}), (torch.tensor(x),), {"scale": 2.0})
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), RTOL, ATOL)
+    (out**2).sum().backward()
+    (tout**2).sum().backward()
+    for k in arrays:
+        np.testing.assert_allclose(given[k].grad.numpy(), tgiven[k].grad.numpy(), RTOL, ATOL, err_msg=k)
+    np.testing.assert_allclose(rm.numpy(), trm.numpy(), RTOL, ATOL)  # the given buffer got the update
+    np.testing.assert_allclose(ours.bn.running_var.numpy(), theirs.bn.running_var.numpy(), RTOL, ATOL)
+    for name, p in ours.named_parameters():  # the module's own tensors are back, untouched
+        np.testing.assert_array_equal(p.numpy(), own[name])
+        assert p.grad is None or name.startswith("bn.") or name == "lin.bias", name
+    assert ours.lin.weight is not given["lin.weight"]
+    assert not ours.bn.running_mean.numpy().any()
+
+
+class TiedForward(Tied):
+    def forward(self, x):
+        return self.head(x).sum() + self.embed.weight.sum()
+
+
+def test_functional_call_ties_strictness_and_errors():
+    model = TiedForward()
+    w = tape.tensor(np.ones((5, 3)), requires_grad=True)
+    out = tape.func.functional_call(model, {"embed.weight": w}, tape.tensor(np.ones((1, 3))))
+    assert model.head.weight is model.embed.weight and model.embed.weight is not w
+    out.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((5, 3), 2.0))  # head used the given tensor too
+    with pytest.raises(ValueError, match="different tensors were given for embed.weight, head.weight"):
+        tape.func.functional_call(model, {"embed.weight": w, "head.weight": w * 2}, tape.tensor(np.ones((1, 3))))
+    with pytest.raises(AttributeError, match="has no parameter or buffer named nope"):
+        tape.func.functional_call(model, {"nope": w}, ())
+    with pytest.raises(RuntimeError, match=r"strict=True\): missing parameter\(s\) or buffer\(s\): mask, scratch"):
+        tape.func.functional_call(model, {"embed.weight": w}, (), strict=True)
+    with pytest.raises(TypeError, match="'embed.weight' expected a Tensor, got ndarray"):
+        tape.func.functional_call(model, {"embed.weight": np.ones((5, 3))}, ())
+    lin = nn.Linear(2, 2)
+    own = lin.weight
+    with pytest.raises(ValueError):
+        tape.func.functional_call(
+            lin, {"weight": tape.tensor(np.ones((3, 3), np.float32))}, tape.tensor(np.ones(2, np.float32))
+        )
+    assert lin.weight is own  # put back after the call raised

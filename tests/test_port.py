@@ -22,6 +22,7 @@ import pytest
 
 import ops
 import tape
+from tape import nn
 
 RTOL, ATOL = 1e-10, 1e-12  # float64 on both sides: only summation order differs
 
@@ -665,10 +666,10 @@ def gpt_batch(rng, batch=3, length=GPT_CONFIG["block_size"]):
     return idx, targets
 
 
-def assert_parameters_and_gradients_equal(ours, theirs, rtol, atol):
+def assert_parameters_and_gradients_equal(ours, theirs, rtol, atol, tied=("lm_head.weight",)):
     theirs_named = dict(theirs.named_parameters())
     ours_named = dict(ours.named_parameters())
-    assert set(ours_named) == set(theirs_named) and "lm_head.weight" not in ours_named  # tied: listed once
+    assert set(ours_named) == set(theirs_named) and not set(tied) & set(ours_named)  # tied: listed once
     for name, p in ours_named.items():
         np.testing.assert_allclose(p.numpy(), theirs_named[name].detach().numpy(), rtol, atol, err_msg=name)
         assert p.grad is not None, f"no gradient reached {name!r}"
@@ -767,3 +768,235 @@ def test_gpt_generation_samples_from_torchs_distributions(torch):
         np.testing.assert_allclose(probs.numpy(), want.numpy(), RTOL, ATOL, err_msg=f"step {t}")
         assert np.all(np.count_nonzero(probs.numpy(), axis=1) == top_k)
         assert np.all(probs.numpy()[np.arange(2), idx[:, 4 + t]] > 0), f"step {t} drew a masked token"
+
+
+# -- 8. a small CNN with BatchNorm and pooling, trained a few steps ------------------------------------------
+# One definition, ported by its imports alone: ``nn`` is torch.nn or tape.nn, ``F`` torch.nn.functional or ops.
+def cnn_class(nn, F):
+    class SmallCNN(nn.Module):
+        def __init__(self, classes=3):
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(2, 4, 3, padding=1),
+                nn.BatchNorm2d(4),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(4, 6, 3, stride=1, padding=1, bias=False),
+                nn.BatchNorm2d(6, momentum=None),  # the cumulative average
+                nn.ReLU(),
+                nn.AvgPool2d(2),
+                nn.Conv2d(6, 8, 2),
+                nn.BatchNorm2d(8),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+            )
+            self.head = nn.Linear(8, classes)
+
+        def forward(self, x, targets=None):
+            logits = self.head(F.dropout(self.features(x), p=0.0, training=self.training))
+            return logits, (None if targets is None else F.cross_entropy(logits, targets, label_smoothing=0.05))
+
+    return SmallCNN
+
+
+def cnn_pair(torch, dtype):
+    """torch's CNN (seeded) and the port, loaded strictly from torch's state dict (BatchNorm buffers included)."""
+    torch.manual_seed(0)
+    theirs = cnn_class(torch.nn, torch.nn.functional)().to(getattr(torch, np.dtype(dtype).name))
+    ours = cnn_class(nn, ops)().to(dtype)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()}, strict=True)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    return ours, theirs
+
+
+def cnn_batch(rng, dtype, batch=6):
+    return rng.standard_normal((batch, 2, 12, 12)).astype(dtype), rng.integers(0, 3, size=batch)
+
+
+def assert_state_equal(ours, theirs, rtol, atol):
+    """Every parameter, gradient and buffer (BatchNorm's running statistics and counts) equal to torch's."""
+    assert_parameters_and_gradients_equal(ours, theirs, rtol, atol, tied=())
+    expected = theirs.state_dict()
+    for name, value in ours.state_dict().items():
+        np.testing.assert_allclose(value, expected[name].numpy(), rtol, atol, err_msg=name, strict=True)
+
+
+def train_pair(torch, ours, theirs, batches, steps, make_optimizers, check_each_step, forward):
+    """``steps`` training steps of both models on ``batches`` (cycled); returns both loss lists."""
+    optimizer, expected_optimizer = make_optimizers(torch, ours, theirs)
+    losses, expected_losses = [], []
+    for step in range(steps):
+        inputs = batches[step % len(batches)]
+        loss = forward(ours, tape, inputs)
+        expected_loss = forward(theirs, torch, inputs)
+        optimizer.zero_grad(set_to_none=True)
+        expected_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        expected_loss.backward()
+        check_each_step(ours, theirs)
+        optimizer.step()
+        expected_optimizer.step()
+        losses.append(loss.item())
+        expected_losses.append(expected_loss.item())
+    return losses, expected_losses
+
+
+def _cnn_optimizers(torch, ours, theirs):
+    options = dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3)
+    return tape.optim.SGD(ours.parameters(), **options), torch.optim.SGD(theirs.parameters(), **options)
+
+
+def _cnn_forward(model, lib, inputs):
+    x, targets = inputs
+    return model(lib.tensor(x), lib.tensor(targets))[1]
+
+
+def test_cnn_training_steps_match_torch_in_float64(torch):
+    """Values, EVERY gradient and the BatchNorm running statistics (momentum and cumulative) after each of four
+    nesterov-SGD steps equal torch's; eval() then uses the running statistics as torch's."""
+    ours, theirs = cnn_pair(torch, np.float64)
+    rng = np.random.default_rng(11)
+    batches = [cnn_batch(rng, np.float64) for _ in range(2)]
+    logits, loss = ours(tape.tensor(batches[0][0]), tape.tensor(batches[0][1]))
+    expected_logits, expected_loss = theirs(torch.tensor(batches[0][0]), torch.tensor(batches[0][1]))
+    np.testing.assert_allclose(logits.numpy(), expected_logits.detach().numpy(), RTOL, ATOL, strict=True)
+    losses, expected_losses = train_pair(
+        torch,
+        ours,
+        theirs,
+        batches,
+        4,
+        _cnn_optimizers,
+        lambda a, b: assert_state_equal(a, b, RTOL, ATOL),
+        _cnn_forward,
+    )
+    np.testing.assert_allclose(losses, expected_losses, RTOL, ATOL)
+    assert losses[-1] < losses[0], "the steps should lower the loss"
+    assert int(ours.features[1].num_batches_tracked.item()) == 5  # the probe forward and four steps
+    ours.eval(), theirs.eval()
+    x = batches[1][0]
+    np.testing.assert_allclose(
+        ours(tape.tensor(x))[0].numpy(), theirs(torch.tensor(x))[0].detach().numpy(), RTOL, ATOL, strict=True
+    )
+
+
+def test_cnn_first_losses_match_torch_in_float32(torch):
+    ours, theirs = cnn_pair(torch, np.float32)
+    rng = np.random.default_rng(12)
+    batches = [cnn_batch(rng, np.float32) for _ in range(3)]
+    losses, expected_losses = train_pair(
+        torch, ours, theirs, batches, 3, _cnn_optimizers, lambda a, b: None, _cnn_forward
+    )
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
+    for name, value in ours.state_dict().items():
+        np.testing.assert_allclose(value, theirs.state_dict()[name].numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_cnn_compiled_training_equals_eager_and_replays():
+    """BatchNorm's running-statistics update is ops under no_grad: a compiled step traces and replays it, and every
+    parameter and buffer equals eager's, bit for bit."""
+    rng = np.random.default_rng(13)
+    batches = [cnn_batch(rng, np.float64) for _ in range(2)]
+    states, steps = [], []
+    for compiled in (True, False):
+        tape.manual_seed(0)
+        model = cnn_class(nn, ops)().double()
+        optimizer = tape.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+
+        def loss_fn(x, targets, model=model):
+            return model(x, targets)[1]
+
+        step = tape.compile(loss_fn, list(model.parameters()))
+        for k in range(5):
+            x, targets = (tape.tensor(a) for a in batches[k % 2])
+            optimizer.zero_grad()
+            if compiled:
+                step(x, targets)
+            else:
+                loss_fn(x, targets).backward()
+            optimizer.step()
+        states.append(model.state_dict())
+        steps.append(step)
+    for name, value in states[0].items():
+        np.testing.assert_array_equal(value, states[1][name], err_msg=name, strict=True)
+    assert steps[0].replays == 4
+
+
+# -- 9. an LSTM language model ------------------------------------------------------------------------------------
+def lstm_lm_class(nn, F):
+    class LSTMLanguageModel(nn.Module):
+        def __init__(self, vocab=11, embed=6, hidden=7, layers=2):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, embed)
+            self.rnn = nn.LSTM(embed, hidden, num_layers=layers, batch_first=True)
+            self.head = nn.Linear(hidden, vocab)
+
+        def forward(self, idx, state=None, targets=None):
+            out, state = self.rnn(self.embed(idx), state)
+            logits = self.head(out)
+            loss = None
+            if targets is not None:
+                loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+            return logits, state, loss
+
+    return LSTMLanguageModel
+
+
+def lstm_pair(torch, dtype):
+    torch.manual_seed(1)
+    theirs = lstm_lm_class(torch.nn, torch.nn.functional)().to(getattr(torch, np.dtype(dtype).name))
+    ours = lstm_lm_class(nn, ops)().to(dtype)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()}, strict=True)
+    return ours, theirs
+
+
+def lstm_batches(rng, n=3, batch=4, length=6, vocab=11):
+    text = rng.integers(0, vocab, size=(batch, n * length + 1))
+    return [(text[:, k * length : (k + 1) * length], text[:, k * length + 1 : (k + 1) * length + 1]) for k in range(n)]
+
+
+def train_lstm_pair(torch, dtype, steps, check_each_step):
+    """Truncated backpropagation through time: each step continues from the previous step's (detached) state;
+    clip_grad_norm_ then Adam."""
+    ours, theirs = lstm_pair(torch, dtype)
+    optimizer = tape.optim.Adam(ours.parameters(), lr=0.02)
+    expected_optimizer = torch.optim.Adam(theirs.parameters(), lr=0.02)
+    batches = lstm_batches(np.random.default_rng(14))
+    state = expected_state = None
+    losses, expected_losses = [], []
+    for step in range(steps):
+        idx, targets = batches[step % len(batches)]
+        _, state, loss = ours(tape.tensor(idx), state, tape.tensor(targets))
+        _, expected_state, expected_loss = theirs(torch.tensor(idx), expected_state, torch.tensor(targets))
+        state = tuple(s.detach() for s in state)
+        expected_state = tuple(s.detach() for s in expected_state)
+        optimizer.zero_grad()
+        expected_optimizer.zero_grad()
+        loss.backward()
+        expected_loss.backward()
+        norm = tape.optim.clip_grad_norm_(ours.parameters(), 0.5)
+        expected_norm = torch.nn.utils.clip_grad_norm_(theirs.parameters(), 0.5)
+        check_each_step(ours, theirs, state, expected_state, norm, expected_norm)
+        optimizer.step()
+        expected_optimizer.step()
+        losses.append(loss.item())
+        expected_losses.append(expected_loss.item())
+    return losses, expected_losses
+
+
+def test_lstm_language_model_matches_torch_in_float64(torch):
+    def check(ours, theirs, state, expected_state, norm, expected_norm):
+        assert_parameters_and_gradients_equal(ours, theirs, RTOL, ATOL, tied=())
+        for s, e in zip(state, expected_state):
+            np.testing.assert_allclose(s.numpy(), e.numpy(), RTOL, ATOL, strict=True)
+        np.testing.assert_allclose(norm.numpy(), expected_norm.numpy(), RTOL, ATOL)
+
+    losses, expected_losses = train_lstm_pair(torch, np.float64, steps=4, check_each_step=check)
+    np.testing.assert_allclose(losses, expected_losses, RTOL, ATOL)
+    assert losses[-1] < losses[0]
+
+
+def test_lstm_language_model_first_losses_match_torch_in_float32(torch):
+    losses, expected_losses = train_lstm_pair(torch, np.float32, steps=3, check_each_step=lambda *a: None)
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)

@@ -1,5 +1,6 @@
-"""Neural-network building blocks on top of the op library: ``Parameter``, ``Module`` and the layers a
-small transformer needs.
+"""Neural-network building blocks on top of the op library: ``Parameter``, ``Module`` (with torch's forward and
+backward hooks) and torch.nn's layers -- linear, embedding, normalisation, convolution and pooling, activation and
+loss modules, attention; the recurrent layers are in tape/train/rnn.py, re-exported here.
 
 A ``Module`` registers the ``Parameter``s and sub-modules assigned to its attributes (lists of modules
 become a ``ModuleList``), so ``parameters()``, ``state_dict()``, ``train()``/``eval()`` and
@@ -63,12 +64,18 @@ __all__ = [
     "BCEWithLogitsLoss",
     "Conv1d",
     "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
     "MaxPool1d",
     "MaxPool2d",
     "AvgPool1d",
     "AvgPool2d",
     "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveMaxPool2d",
     "Flatten",
+    "Unflatten",
     "init",
     "Embedding",
     "LayerNorm",
@@ -78,6 +85,12 @@ __all__ = [
     "ReLU",
     "MultiHeadAttention",
     "TransformerBlock",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "RNN",
+    "LSTM",
+    "GRU",
     "manual_seed",
 ]
 
@@ -317,7 +330,8 @@ class Module:
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
         """Copy arrays into the parameters of the same names. Every problem is reported at once, naming the
         parameters: missing or unexpected names (ignored when ``strict=False``), a shape or dtype that does
-        not match. Nothing is changed unless everything matches."""
+        not match, a tied parameter given different values under its names (torch keeps the last one silently).
+        Nothing is changed unless everything matches."""
         entries = self._state_entries()
         own = {name: t for name, (_, _, t) in entries.items()}
         missing = [n for n in own if n not in state_dict]
@@ -343,6 +357,7 @@ class Module:
                     f"state dict (convert it explicitly; minitape never casts silently)"
                 )
             arrays[name] = array
+        problems.extend(_tied_disagreements(entries, arrays))
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
         with no_grad():
@@ -370,6 +385,8 @@ class Module:
         state["_modules"] = {name: m._copy_tree(memo) for name, m in self._modules.items()}
         state["_buffers"] = dict(self._buffers)  # tensors are immutable: sharing them is safe
         state["_non_persistent"] = set(self._non_persistent)
+        if "_hooks" in state:  # the copy's own tables: a hook registered on one is not registered on the other
+            state["_hooks"] = {kind: dict(table) for kind, table in self._hooks.items()}
         new.__dict__.update(state)
         return new
 
@@ -378,9 +395,38 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not implement forward()")
 
     def __call__(self, *args, **kwargs):
+        hooks = self.__dict__.get("_hooks")
+        if hooks:
+            return _hooked_call(self, hooks, args, kwargs)
         if not _CALL_OBSERVERS:
             return self.forward(*args, **kwargs)
         return _observed_call(self, args, kwargs)
+
+    # -- hooks (torch's) ---------------------------------------------------------------------------------------
+    def _add_hook(self, kind: str, hook) -> _Handle:
+        if not callable(hook):
+            raise TypeError(
+                f"{type(self).__name__}.register_{kind}_hook: expected a callable, got {type(hook).__name__}"
+            )
+        hooks = self.__dict__.get("_hooks")
+        if hooks is None:
+            hooks = {"forward_pre": {}, "forward": {}, "full_backward": {}}
+            object.__setattr__(self, "_hooks", hooks)
+        return _Handle(hooks, kind, hook)
+
+    def register_forward_pre_hook(self, hook) -> _Handle:
+        """``hook(module, args)`` before each forward; a non-None result replaces ``args`` (a tuple, or one value)."""
+        return self._add_hook("forward_pre", hook)
+
+    def register_forward_hook(self, hook) -> _Handle:
+        """``hook(module, args, output)`` after each forward; a non-None result replaces the output."""
+        return self._add_hook("forward", hook)
+
+    def register_full_backward_hook(self, hook) -> _Handle:
+        """``hook(module, grad_input, grad_output)`` once the gradients w.r.t. the module's positional tensor inputs
+        are known (None for inputs that need none); a non-None result (a tuple) replaces ``grad_input``. As torch's,
+        for a module returning one tensor; more than one input that requires grad is refused."""
+        return self._add_hook("full_backward", hook)
 
     def extra_repr(self) -> str:
         return ""
@@ -409,6 +455,87 @@ def _observed_call(module: Module, args, kwargs):
     finally:
         for observer in reversed(observers):
             observer.exit(module, output)
+
+
+def _tied_disagreements(entries: dict, arrays: dict) -> list[str]:
+    """A problem for each tensor listed under several names (tied) whose given arrays differ."""
+    names_of: dict[int, list[str]] = {}
+    for name, (_, _, t) in entries.items():
+        if name in arrays:
+            names_of.setdefault(id(t), []).append(name)
+    return [
+        f"parameter(s) {', '.join(names)} are tied in the model but differ in the state dict"
+        for names in names_of.values()
+        if any(not np.array_equal(arrays[names[0]], arrays[n], equal_nan=arrays[n].dtype.kind in "fc") for n in names)
+    ]
+
+
+class _Handle:
+    """A registered module hook; ``remove()`` takes it off (twice: nothing happens), as torch's RemovableHandle."""
+
+    _ids = iter(range(1, 2**62))
+
+    def __init__(self, hooks: dict, kind: str, hook):
+        self.table, self.key = hooks[kind], next(_Handle._ids)
+        self.table[self.key] = hook
+
+    def remove(self) -> None:
+        self.table.pop(self.key, None)
+
+
+def _hooked_call(module: Module, hooks: dict, args, kwargs):
+    """A module call with its forward pre-hooks, forward hooks and full backward hooks (torch's order)."""
+    for hook in list(hooks["forward_pre"].values()):
+        result = hook(module, args)
+        if result is not None:
+            args = result if isinstance(result, tuple) else (result,)
+    backward_hooks = list(hooks["full_backward"].values())
+    if backward_hooks:
+        args, finish = _backward_hooked_inputs(module, backward_hooks, args)
+    output = module.forward(*args, **kwargs) if not _CALL_OBSERVERS else _observed_call(module, args, kwargs)
+    for hook in list(hooks["forward"].values()):
+        result = hook(module, args, output)
+        if result is not None:
+            output = result
+    return finish(output) if backward_hooks else output
+
+
+def _backward_hooked_inputs(module: Module, backward_hooks: list, args):
+    """The inputs (the one that requires grad passed through ``ops.clone``: its gradient is grad_input) and a function
+    that hooks the output (its gradient is grad_output) and calls the module's full backward hooks."""
+    who = f"{type(module).__name__}.register_full_backward_hook"
+    needing = [k for k, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    if len(needing) > 1:
+        raise NotImplementedError(f"{who}: a call with {len(needing)} inputs that require grad (supported: one)")
+    args = tuple(ops.clone(a) if k in needing else a for k, a in enumerate(args))
+    grad_output: list = []
+
+    def call_hooks(grad_input: tuple) -> tuple:
+        for hook in backward_hooks:
+            result = hook(module, grad_input, tuple(grad_output))
+            if result is not None:
+                grad_input = tuple(result)
+        return grad_input
+
+    def on_input(g):
+        return call_hooks(tuple(g if k in needing else None for k in range(len(args))))[needing[0]]
+
+    def on_output(g):
+        grad_output.append(g)
+        if not needing:
+            call_hooks((None,) * len(args))
+
+    def finish(output):
+        if not isinstance(output, Tensor):
+            raise NotImplementedError(f"{who}: the module returned {type(output).__name__} (supported: one Tensor)")
+        if output.requires_grad:
+            output = ops.clone(output)  # its own node: the hook sees the total gradient of what this call returned
+            output.register_hook(on_output)
+        return output
+
+    if needing:
+        args[needing[0]].register_hook(on_input)
+    return args, finish
 
 
 def _buffer_tensor(owner: str, name: str, value) -> Tensor | None:
@@ -690,18 +817,17 @@ class ReLU(Module):
 
 def _running_stats(input, running_mean, running_var, momentum: float) -> tuple[Tensor, Tensor]:
     """The running statistics torch's batch_norm leaves after a training step on ``input``:
-    ``(1 - momentum) * running + momentum * batch`` with the batch's unbiased variance. New constant tensors
-    (no gradient); the arguments are unchanged."""
-    x = input.data if isinstance(input, Tensor) else np.asarray(input)
-    rm, rv = (s.data if isinstance(s, Tensor) else np.asarray(s) for s in (running_mean, running_var))
-    axes = (0,) + tuple(range(2, x.ndim))
-    n = x.size // x.shape[1]
-    mean = np.mean(x, axis=axes)
-    var = np.var(x, axis=axes) * (n / max(n - 1, 1))
-    return (
-        Tensor((1 - momentum) * rm + momentum * mean.astype(rm.dtype)),
-        Tensor((1 - momentum) * rv + momentum * var.astype(rv.dtype)),
-    )
+    ``(1 - momentum) * running + momentum * batch`` with the batch's unbiased variance. Computed by ops under
+    ``no_grad`` (constants, no gradient; the arguments are unchanged), so a compiled step traces and replays the
+    update as eager runs it; ``momentum`` is a tensor operand, so a changing one (``momentum=None``'s 1/count)
+    does not change the trace."""
+    axes = (0,) + tuple(range(2, input.ndim))
+    n = input.numel() // input.shape[1]
+    with no_grad():
+        mean = ops.mean(input, dim=axes)
+        var = ops.var(input, dim=axes, correction=1 if n > 1 else 0)
+        m = Tensor(np.asarray(momentum, running_mean.dtype))
+        return (1 - m) * running_mean + m * mean, (1 - m) * running_var + m * var
 
 
 class _BatchNorm(Module):
@@ -879,7 +1005,7 @@ def _tuple(value, n: int) -> tuple:
 
 
 class _ConvNd(Module):
-    """torch's Conv1d/Conv2d: weight (out, in / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) as torch's
+    """torch's Conv1d/2d/3d: weight (out, in / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) as torch's
     default initialisation (kaiming_uniform_ with a = sqrt(5))."""
 
     _dims = 0
@@ -911,7 +1037,7 @@ class _ConvNd(Module):
         self.bias = Parameter(_uniform(rng, bound, (out_channels,), dtype)) if bias else None
 
     def forward(self, x):
-        conv = ops.conv1d if self._dims == 1 else ops.conv2d
+        conv = (ops.conv1d, ops.conv2d, ops.conv3d)[self._dims - 1]
         return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
@@ -926,6 +1052,69 @@ class Conv1d(_ConvNd):
 
 
 class Conv2d(_ConvNd):
+    _dims = 2
+
+
+class Conv3d(_ConvNd):
+    _dims = 3
+
+
+class _ConvTransposeNd(Module):
+    """torch's ConvTranspose1d/2d: weight (in, out / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) with
+    torch's fan_in of that weight, (out / groups) * prod(kernel) (kaiming_uniform_ with a = sqrt(5))."""
+
+    _dims = 0
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        dtype=np.float32,
+        rng=None,
+    ):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{type(self).__name__}: in_channels and out_channels must be multiples of groups")
+        n = self._dims
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _tuple(kernel_size, n)
+        self.stride, self.padding, self.output_padding = (
+            _tuple(stride, n),
+            _tuple(padding, n),
+            _tuple(output_padding, n),
+        )
+        self.groups, self.dilation = groups, _tuple(dilation, n)
+        rng = _rng(rng)
+        fan_in = out_channels // groups * math.prod(self.kernel_size)
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        shape = (in_channels, out_channels // groups) + self.kernel_size
+        self.weight = Parameter(_uniform(rng, bound, shape, dtype))
+        self.bias = Parameter(_uniform(rng, bound, (out_channels,), dtype)) if bias else None
+
+    def forward(self, x):
+        conv = ops.conv_transpose1d if self._dims == 1 else ops.conv_transpose2d
+        return conv(
+            x, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups, self.dilation
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"padding={self.padding}, output_padding={self.output_padding}"
+        )
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    _dims = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
     _dims = 2
 
 
@@ -949,6 +1138,26 @@ AvgPool2d = _op_module(
 )
 AdaptiveAvgPool2d = _op_module("AdaptiveAvgPool2d", "adaptive_avg_pool2d", ("output_size",), (None,))
 Flatten = _op_module("Flatten", "flatten", ("start_dim", "end_dim"), (1, -1))
+AdaptiveAvgPool1d = _op_module("AdaptiveAvgPool1d", "adaptive_avg_pool1d", ("output_size",), (None,))
+AdaptiveMaxPool2d = _op_module("AdaptiveMaxPool2d", "adaptive_max_pool2d", ("output_size",), (None,))
+
+
+class Unflatten(Module):
+    """torch.nn.Unflatten: dim ``dim`` of the input becomes the dims ``unflattened_size`` (one may be -1)."""
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        shape = tuple(x.shape)
+        dim = self.dim + len(shape) if self.dim < 0 else self.dim
+        if not 0 <= dim < len(shape):
+            raise IndexError(f"Unflatten: dim {self.dim} is out of range for an input of shape {shape}")
+        return ops.reshape(x, shape[:dim] + self.unflattened_size + shape[dim + 1 :])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 # -- attention -----------------------------------------------------------------------------------------------
@@ -1059,3 +1268,6 @@ class TransformerBlock(Module):
     def forward(self, x, key_padding_lengths=None):
         x = x + self.drop(self.attn(self.norm1(x), key_padding_lengths=key_padding_lengths))
         return x + self.drop(self.mlp(self.norm2(x)))
+
+
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402  -- recurrent layers, built on Module above
