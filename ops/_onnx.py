@@ -7,7 +7,7 @@ import numpy as np
 
 from tape.onnx import NotExportable
 
-__all__ = ["cast_to", "elementwise", "no_attributes", "axis_of", "NotExportable"]
+__all__ = ["cast_to", "elementwise", "no_attributes", "axis_of", "scalar", "float_only", "NotExportable"]
 
 
 def cast_to(g, name: str, have, want) -> str:
@@ -41,3 +41,16 @@ def elementwise(op_type: str, *, compute_in_output_dtype: bool = True):
 def axis_of(dim: int, ndim: int) -> int:
     """``dim`` as a non-negative axis of an ``ndim``-D tensor (0-D: axis 0)."""
     return dim % max(ndim, 1)
+
+
+def scalar(g, value, dtype) -> str:
+    """A 0-D initializer holding ``value`` in ``dtype`` (broadcasts against any operand)."""
+    return g.const(np.array(value, dtype=dtype))
+
+
+def float_only(rec, what: str = "a non-floating input") -> np.dtype:
+    """The first input's dtype; NotExportable unless it is floating."""
+    dtype = np.dtype(rec.inputs[0].dtype)
+    if dtype.kind != "f":
+        raise NotExportable(f"{what} ({dtype}) has no lowering")
+    return dtype

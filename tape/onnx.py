@@ -28,6 +28,8 @@ __all__ = [
     "export",
     "lowering",
     "lowering_of",
+    "not_exportable_reason",
+    "declares_lowering",
     "check_sample",
     "Graph",
     "Value",
@@ -50,10 +52,13 @@ class Value(str):
     """The ONNX name of an exported graph input that reached an op as an attribute (``key_padding_lengths``)."""
 
 
-def lowering(op, how: str | Callable) -> Callable:
-    """Declare ``op``'s ONNX lowering: ``how`` is an ONNX op type taking the op's tensor inputs unchanged (and no
-    attribute), or ``fn(graph, rec, *inputs) -> name | tuple of names`` with ``inputs`` the ONNX names of the
-    tensor inputs (None for an absent optional one) and ``rec`` the RecordedOp (shapes, dtypes, attributes)."""
+def lowering(op, how: str | Callable | None = None, *, not_exportable: str | None = None) -> Callable | None:
+    """Declare ``op``'s ONNX lowering, next to its forward: ``how`` is an ONNX op type taking the op's tensor
+    inputs unchanged (and no attribute), or ``fn(graph, rec, *inputs) -> name | tuple of names`` with ``inputs``
+    the ONNX names of the tensor inputs (None for an absent optional one) and ``rec`` the RecordedOp (shapes,
+    dtypes, attributes). ``not_exportable="why"`` instead declares that ONNX cannot express the op, and why."""
+    if (how is None) == (not_exportable is None) or (not_exportable is not None and not not_exportable.strip()):
+        raise TypeError(f"lowering({op.name}): give either 'how' or a non-empty 'not_exportable' reason")
     if isinstance(how, str):
         op_type = how
 
@@ -63,12 +68,23 @@ def lowering(op, how: str | Callable) -> Callable:
         one_to_one.__name__ = f"onnx_{op_type}"
         how = one_to_one
     op.onnx_lowering = how
+    op.onnx_not_exportable = not_exportable
     return how
 
 
 def lowering_of(op) -> Callable | None:
-    """The op's declared lowering, or None when it is not exportable."""
+    """The op's declared lowering, or None when it is not exportable (or declares nothing)."""
     return getattr(op, "onnx_lowering", None)
+
+
+def not_exportable_reason(op) -> str | None:
+    """Why the op is declared not exportable (None: it has a lowering, or declares nothing)."""
+    return getattr(op, "onnx_not_exportable", None)
+
+
+def declares_lowering(op) -> bool:
+    """Whether the op declared a lowering or why it has none (every registered op must)."""
+    return lowering_of(op) is not None or not_exportable_reason(op) is not None
 
 
 class Graph:
@@ -174,7 +190,7 @@ def _value_info(helper, name: str, t: Tensor, axes) -> Any:
 
 def _lower(g: Graph, rec: RecordedOp, op, inputs: list, site: str) -> list[str]:
     fn = lowering_of(op)
-    reason = _NO_LOWERING
+    reason = not_exportable_reason(op) or _NO_LOWERING
     if fn is not None:
         try:
             out = fn(g, rec, *inputs)

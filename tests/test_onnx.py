@@ -19,7 +19,7 @@ import pytest
 import ops
 import tape
 from tape import nn, optim
-from tape.onnx import NotExportableError, check_sample, lowering_of
+from tape.onnx import NotExportableError, check_sample, declares_lowering, lowering_of, not_exportable_reason
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOWERED = [op for op in tape.registered_ops() if lowering_of(op) is not None and op.samples is not None]
@@ -53,6 +53,29 @@ def relative_error(got, want) -> float:
 
 
 # -- ops --------------------------------------------------------------------------------------------------------
+def test_every_registered_op_declares_its_lowering():
+    """One ONNX op, a decomposition, or lowering(op, not_exportable="why") next to the op's declaration."""
+    import inspect
+
+    missing = [
+        f"{op.name} (add lowering({op.name}, ...) or lowering({op.name}, not_exportable='why') in "
+        f"{Path(inspect.getsourcefile(op.forward) or '?').relative_to(EXAMPLES.parent)})"
+        for op in tape.registered_ops()
+        if not declares_lowering(op)
+    ]
+    assert not missing, "ops that declare no ONNX lowering: " + "; ".join(missing)
+
+
+def test_a_not_exportable_declaration_says_why():
+    op = tape.get_op("cumsum")
+    reason = not_exportable_reason(op)
+    assert lowering_of(op) is None and reason and len(reason) > 10
+    with pytest.raises(TypeError, match="not_exportable"):
+        tape.onnx.lowering(op, not_exportable="  ")
+    with pytest.raises(TypeError, match="either"):
+        tape.onnx.lowering(op, "Exp", not_exportable="why")
+
+
 def test_the_example_ops_have_lowerings():
     missing = [name for name in EXAMPLE_OPS if lowering_of(tape.get_op(name)) is None]
     assert not missing
