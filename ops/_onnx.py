@@ -7,7 +7,17 @@ import numpy as np
 
 from tape.onnx import NotExportable
 
-__all__ = ["cast_to", "elementwise", "no_attributes", "axis_of", "scalar", "float_only", "NotExportable"]
+__all__ = [
+    "cast_to",
+    "elementwise",
+    "no_attributes",
+    "axis_of",
+    "scalar",
+    "float_only",
+    "clip",
+    "pnorm",
+    "NotExportable",
+]
 
 
 def cast_to(g, name: str, have, want) -> str:
@@ -54,3 +64,35 @@ def float_only(rec, what: str = "a non-floating input") -> np.dtype:
     if dtype.kind != "f":
         raise NotExportable(f"{what} ({dtype}) has no lowering")
     return dtype
+
+
+def clip(g, x, dtype, low=None, high=None) -> str:
+    """max(x, low) then min(., high), as numpy: NaN stays NaN, low > high gives high."""
+    dtype = np.dtype(dtype)
+    for bound, op_type in ((low, "Max"), (high, "Min")):
+        if bound is not None:
+            out = g.op(op_type, x, scalar(g, bound, dtype))
+            x = g.op("Where", g.op("IsNaN", x), x, out) if dtype.kind == "f" else out
+    return x
+
+
+def pnorm(g, x, dtype, p: float, axes, keepdims: int = 1) -> str:
+    """||x||_p over ``axes``; for p not 1 or inf the entries are scaled by max |x| first, so the powers neither
+    overflow nor underflow (the forward's scaling)."""
+    axes = g.ints(axes)
+    magnitude = g.op("Abs", x)
+    if p == np.inf:
+        return g.op("ReduceMax", magnitude, axes, keepdims=keepdims)
+    if p == 1:
+        return g.op("ReduceSum", magnitude, axes, keepdims=keepdims)
+    top = g.op("ReduceMax", magnitude, axes, keepdims=1)
+    usable = g.op("And", g.op("Greater", top, scalar(g, 0, dtype)), g.op("Not", g.op("IsInf", top)))
+    s = g.op("Where", usable, top, scalar(g, 1, dtype))
+    y = g.op("Div", magnitude, s)
+    if p == 2:
+        total = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", y, y), axes, keepdims=1))
+    else:
+        powered = g.op("ReduceSum", g.op("Pow", y, scalar(g, p, dtype)), axes, keepdims=1)
+        total = g.op("Pow", powered, scalar(g, 1.0 / p, dtype))
+    out = g.op("Mul", total, s)
+    return out if keepdims else g.op("Squeeze", out, axes)

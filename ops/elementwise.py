@@ -84,7 +84,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
-from ._onnx import elementwise, float_only, scalar
+from ._onnx import clip, elementwise, float_only, scalar
 from ._samples import unary_samples, uniform
 
 _LN2 = math.log(2.0)
@@ -996,18 +996,7 @@ def _onnx_softplus(g, rec, x):
 
 
 def _onnx_bounds(g, rec, x, low, high):
-    """max(x, low) then min(., high) as numpy (NaN propagates; low > high gives high)."""
-    dtype = np.dtype(rec.inputs[0].dtype)
-    if low is not None:
-        x = _onnx_nan_max(g, x, scalar(g, low, dtype), dtype, "Max")
-    if high is not None:
-        x = _onnx_nan_max(g, x, scalar(g, high, dtype), dtype, "Min")
-    return x
-
-
-def _onnx_nan_max(g, x, bound, dtype, op_type):
-    out = g.op(op_type, x, bound)
-    return g.op("Where", g.op("IsNaN", x), x, out) if dtype.kind == "f" else out
+    return clip(g, x, rec.inputs[0].dtype, low, high)
 
 
 def _onnx_clamp(g, rec, x):
