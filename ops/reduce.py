@@ -960,12 +960,10 @@ def _onnx_vector_norm(g, rec, x):
     spec = rec.inputs[0]
     ord = float(_p_of(rec.attributes.get("p", "fro")) if rec.op_name == "norm" else rec.attributes.get("ord", 2))
     axes, keep = _onnx_axes(rec)
-    if not axes:
-        axes_all: tuple = ()
     if 0 in spec.shape and math.isinf(ord):
         raise NotExportable("an infinity norm over an empty tensor has no lowering")
     if not spec.shape:
-        x, axes, axes_all = g.op("Reshape", x, g.ints([1])), (0,), (0,)
+        x, axes = g.op("Reshape", x, g.ints([1])), (0,)
     magnitude = g.op("Abs", x)
     if math.isinf(ord):
         out = _onnx_reduce(g, "ReduceMax" if ord > 0 else "ReduceMin", magnitude, axes, keep, spec.dtype)

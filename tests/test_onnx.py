@@ -252,3 +252,21 @@ def test_bad_arguments(ort):
         tape.onnx.export(lambda x: x * 1, (np.ones(2),), None, dynamic_axes={"nope": [0]})
     with pytest.raises(ValueError, match="input_names.*expected 1 distinct names"):
         tape.onnx.export(lambda x: x * 1, (np.ones(2),), None, input_names=["a", "b"])
+
+
+# ONNX Runtime's ReduceMax / ReduceMin / ArgMax / ArgMin skip NaN; numpy's (and torch's) propagate it (the first NaN
+# is the arg-extremum): every lowering over them must give minitape's NaN, never the extremum of the other entries
+NAN_ROWS = np.array([[1.0, np.nan, 3.0], [np.nan, -1.0, np.nan], [0.5, 2.0, -3.0]])
+NAN_CASES = [("amax", {"dim": 1}), ("amin", {"dim": 0}), ("max", {}), ("min", {"dim": 1}), ("max", {"dim": 0}),
+             ("argmax", {"dim": 1}), ("argmin", {}), ("vector_norm", {"ord": float("inf"), "dim": 1}),
+             ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp", {"min": 0.0})]
+
+
+@pytest.mark.parametrize("name, attrs", NAN_CASES, ids=lambda c: str(c))
+def test_nan_propagates_as_in_minitape(ort, name, attrs):
+    from tape.registry import Sample
+
+    inputs = (NAN_ROWS, NAN_ROWS.T.copy()) if attrs is None else (NAN_ROWS,)
+    for dtype in (np.float32, np.float64):
+        status, detail = check_sample(tape.get_op(name), Sample(inputs, attrs or {}, "NaN"), dtype)
+        assert status == "equal", (dtype, detail)
