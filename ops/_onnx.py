@@ -96,3 +96,26 @@ def pnorm(g, x, dtype, p: float, axes, keepdims: int = 1) -> str:
         total = g.op("Pow", powered, scalar(g, 1.0 / p, dtype))
     out = g.op("Mul", total, s)
     return out if keepdims else g.op("Squeeze", out, axes)
+
+
+def index_map(g, rec, x, fill=None, **overrides) -> str:
+    """An op that only moves, repeats or drops its input's entries, lowered as one Gather: the op's own forward
+    applied to the entries' flat positions says where each output entry comes from. With ``fill`` the forward
+    runs on positions + 1 so that its zeros (padding, off-diagonal entries) are told apart and take ``fill``
+    (``overrides``: attributes the forward takes instead, such as a fill value of 0).
+    The positions are constants: every shape is baked in (the export refuses dynamic axes through it)."""
+    from tape.registry import get_op
+
+    spec = rec.inputs[0]
+    size = int(np.prod(spec.shape, dtype=np.int64))
+    positions = np.arange(size, dtype=np.int64).reshape(spec.shape) + (0 if fill is None else 1)
+    moved = np.asarray(get_op(rec.op_name).forward(positions, **{**rec.attributes, **overrides}))
+    if size == 0:
+        if moved.size:
+            raise NotExportable("filling an empty input has no lowering")
+        return g.op("Reshape", x, g.ints(moved.shape), allowzero=1)  # a 0 is a size, not "copy"
+    flat = g.op("Reshape", x, g.ints([-1]))
+    if fill is None:
+        return g.op("Gather", flat, g.const(moved), axis=0)
+    gathered = g.op("Gather", flat, g.const(np.maximum(moved - 1, 0)), axis=0)
+    return g.op("Where", g.const(moved == 0), scalar(g, fill, spec.dtype), gathered)
