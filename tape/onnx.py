@@ -114,6 +114,10 @@ class Graph:
         self.initializers.append(self._numpy_helper.from_array(np.array(array, order="C"), name))  # 0-D stays 0-D
         return name
 
+    def tensor(self, value):
+        """``value`` as an ONNX TensorProto (for a tensor-valued attribute such as ConstantOfShape's)."""
+        return self._numpy_helper.from_array(np.asarray(value))
+
     def ints(self, values) -> str:
         """An int64 1-D initializer (shapes, axes, slice bounds)."""
         return self.const(np.asarray(list(values), dtype=np.int64).reshape(-1))
