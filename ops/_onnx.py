@@ -108,8 +108,10 @@ def index_map(g, rec, x, fill=None, **overrides) -> str:
 
     spec = rec.inputs[0]
     size = int(np.prod(spec.shape, dtype=np.int64))
-    positions = np.arange(size, dtype=np.int64).reshape(spec.shape) + (0 if fill is None else 1)
-    moved = np.asarray(get_op(rec.op_name).forward(positions, **{**rec.attributes, **overrides}))
+    # float64 positions (exact below 2**53) pass the forwards that take floating inputs only
+    positions = np.arange(size, dtype=np.float64).reshape(spec.shape) + (0 if fill is None else 1)
+    moved = get_op(rec.op_name).forward(positions, **{**rec.attributes, **overrides})
+    moved = np.rint(np.asarray(moved[0] if isinstance(moved, tuple) else moved)).astype(np.int64)
     if size == 0:
         if moved.size:
             raise NotExportable("filling an empty input has no lowering")
