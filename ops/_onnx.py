@@ -79,10 +79,10 @@ def clip(g, x, dtype, low=None, high=None) -> str:
 def pnorm(g, x, dtype, p: float, axes, keepdims: int = 1) -> str:
     """||x||_p over ``axes``; for p not 1 or inf the entries are scaled by max |x| first, so the powers neither
     overflow nor underflow (the forward's scaling)."""
+    if p in (np.inf, -np.inf):
+        return extremum(g, "ReduceMax" if p > 0 else "ReduceMin", g.op("Abs", x), axes, keepdims, dtype)
     axes = g.ints(axes)
     magnitude = g.op("Abs", x)
-    if p == np.inf:
-        return g.op("ReduceMax", magnitude, axes, keepdims=keepdims)
     if p == 1:
         return g.op("ReduceSum", magnitude, axes, keepdims=keepdims)
     top = g.op("ReduceMax", magnitude, axes, keepdims=1)
@@ -121,3 +121,12 @@ def index_map(g, rec, x, fill=None, **overrides) -> str:
         return g.op("Gather", flat, g.const(moved), axis=0)
     gathered = g.op("Gather", flat, g.const(np.maximum(moved - 1, 0)), axis=0)
     return g.op("Where", g.const(moved == 0), scalar(g, fill, spec.dtype), gathered)
+
+
+def extremum(g, op_type: str, x, axes, keepdims: int, dtype) -> str:
+    """ReduceMax / ReduceMin over ``axes``, NaN for a slice holding one as numpy's (ONNX Runtime's skip NaN)."""
+    out = g.op(op_type, x, g.ints(axes), keepdims=keepdims)
+    if np.dtype(dtype).kind != "f":
+        return out
+    nan = g.op("ReduceMax", g.op("Cast", g.op("IsNaN", x), to=6), g.ints(axes), keepdims=keepdims)  # 6: INT32
+    return g.op("Where", g.op("Greater", nan, g.const(np.zeros((), np.int32))), scalar(g, np.nan, dtype), out)

@@ -2057,3 +2057,9 @@ lowering(adaptive_max_pool2d, _onnx_adaptive_max)
 lowering(unfold, lambda g, rec, input: index_map(g, rec, input, fill=0))
 lowering(upsample2d, _onnx_selection)
 lowering(interpolate, _onnx_selection)
+lowering(fold, not_exportable="col2im sums overlapping windows; ONNX's Col2Im lowering is not written")
+lowering(
+    max_pool2d_with_indices, not_exportable="MaxPool's Indices count over the whole (N, C, H, W) tensor; not mapped"
+)
+lowering(max_unpool2d, not_exportable="the ScatterElements lowering of the per-plane indices is not written")
+lowering(adaptive_max_pool2d_with_indices, not_exportable="the separable window maximum gives no argmax; not written")

@@ -93,7 +93,7 @@ from ._kernels.rowwise import (
     log_softmax_block,
 )
 from ._numerics import quiet
-from ._onnx import NotExportable, cast_to, scalar
+from ._onnx import NotExportable, cast_to, extremum, pnorm, scalar
 from ._samples import KINK_GAP, transposed, uniform
 from ._validation import normalize_dim, require, require_float, require_integer
 
@@ -1769,6 +1769,63 @@ def _onnx_margin_ranking(g, rec, input1, input2, target):
     return _onnx_reduced(g, rec, g.op("Max", z, scalar(g, 0, dtype)))
 
 
+def _onnx_vector_norm(g, y, dtype, p: float, axis: int):
+    """As the forward's _vector_norm: ||y||_p along ``axis``, kept."""
+    if p == 0:
+        nonzero = g.op("Cast", g.op("Not", g.op("Equal", y, scalar(g, 0, dtype))), to=1)  # 1: FLOAT
+        return cast_to(g, g.op("ReduceSum", nonzero, g.ints([axis]), keepdims=1), np.float32, dtype)
+    if p == -math.inf:
+        return extremum(g, "ReduceMin", g.op("Abs", y), [axis], 1, dtype)
+    return pnorm(g, y, dtype, p, [axis])
+
+
+def _onnx_pairwise(g, rec, x1, x2, p: float, eps: float, keepdim: bool = False):
+    """pairwise_distance's value over the last dim (a 0-D difference: a vector of one entry)."""
+    dtype = rec.inputs[0].dtype
+    shape = np.broadcast_shapes(*(s.shape for s in rec.inputs[:2]))
+    if 0 in shape:
+        raise NotExportable("an empty input has no lowering")
+    y = g.op("Add", g.op("Sub", x1, x2), scalar(g, eps, dtype))
+    if not shape:
+        return g.op("Reshape", _onnx_vector_norm(g, g.op("Reshape", y, g.ints([1])), dtype, p, 0), g.ints([]))
+    n = _onnx_vector_norm(g, y, dtype, p, len(shape) - 1)
+    return n if keepdim else g.op("Squeeze", n, g.ints([len(shape) - 1]))
+
+
+def _onnx_pairwise_distance(g, rec, x1, x2):
+    a = rec.attributes
+    return _onnx_pairwise(
+        g, rec, x1, x2, float(a.get("p", 2.0)), float(a.get("eps", 1e-6)), bool(a.get("keepdim", False))
+    )
+
+
+def _onnx_cosine_similarity(g, rec, x1, x2):
+    dtype = rec.inputs[0].dtype
+    shape = np.broadcast_shapes(*(s.shape for s in rec.inputs))
+    if not shape or 0 in shape:
+        raise NotExportable("a 0-D or empty input has no lowering")
+    axis = _cosine_axis(shape, rec.attributes.get("dim", 1))
+    eps = scalar(g, float(rec.attributes.get("eps", 1e-8)), dtype)
+    a, b = (g.op("Expand", x, g.ints(shape)) for x in (x1, x2))
+    c1, c2 = (g.op("Max", pnorm(g, v, dtype, 2.0, [axis]), eps) for v in (a, b))
+    return g.op("ReduceSum", g.op("Mul", g.op("Div", a, c1), g.op("Div", b, c2)), g.ints([axis]), keepdims=0)
+
+
+def _onnx_triplet_margin_loss(g, rec, anchor, positive, negative):
+    a = rec.attributes
+    dtype = rec.inputs[0].dtype
+    p, eps = float(a.get("p", 2)), float(a.get("eps", 1e-6))
+    d_pos = _onnx_pairwise(g, rec, anchor, positive, p, eps)
+    d_neg = _onnx_pairwise(g, rec, anchor, negative, p, eps)
+    if a.get("swap", False):
+        d_neg = g.op("Min", d_neg, _onnx_pairwise(g, rec, positive, negative, p, eps))
+    z = g.op("Sub", g.op("Add", scalar(g, float(a.get("margin", 1.0)), dtype), d_pos), d_neg)
+    return _onnx_reduced(g, rec, g.op("Max", z, scalar(g, 0, dtype)))
+
+
+lowering(pairwise_distance, _onnx_pairwise_distance)
+lowering(cosine_similarity, _onnx_cosine_similarity)
+lowering(triplet_margin_loss, _onnx_triplet_margin_loss)
 lowering(mse_loss, _onnx_pointwise(lambda g, d, dtype, a: g.op("Mul", d, d)))
 lowering(l1_loss, _onnx_pointwise(lambda g, d, dtype, a: g.op("Abs", d)))
 lowering(smooth_l1_loss, _onnx_pointwise(lambda g, d, dtype, a: _onnx_smooth(g, d, dtype, a, "beta", 1.0, False)))

@@ -58,7 +58,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
-from ._onnx import NotExportable, axis_of, cast_to, scalar
+from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import normalize_dim
 from .sorting import _scattered_back
@@ -854,11 +854,9 @@ def _onnx_reduce(g, op_type: str, x, axes, keep: int, dtype=None):
     NaN for a slice holding one, as numpy (ONNX Runtime's skip NaN)."""
     if not axes:
         return g.op("Identity", x)
-    out = g.op(op_type, x, g.ints(axes), keepdims=keep)
-    if op_type not in ("ReduceMax", "ReduceMin") or dtype is None or np.dtype(dtype).kind != "f":
-        return out
-    nan = g.op("ReduceMax", g.op("Cast", g.op("IsNaN", x), to=6), g.ints(axes), keepdims=keep)  # 6: INT32
-    return g.op("Where", g.op("Greater", nan, g.const(np.zeros((), np.int32))), scalar(g, np.nan, dtype), out)
+    if op_type in ("ReduceMax", "ReduceMin") and dtype is not None:
+        return extremum(g, op_type, x, axes, keep, dtype)
+    return g.op(op_type, x, g.ints(axes), keepdims=keep)
 
 
 def _onnx_reduction(op_type, empty_ok: bool = False):

@@ -259,14 +259,18 @@ def test_bad_arguments(ort):
 NAN_ROWS = np.array([[1.0, np.nan, 3.0], [np.nan, -1.0, np.nan], [0.5, 2.0, -3.0]])
 NAN_CASES = [("amax", {"dim": 1}), ("amin", {"dim": 0}), ("max", {}), ("min", {"dim": 1}), ("max", {"dim": 0}),
              ("argmax", {"dim": 1}), ("argmin", {}), ("vector_norm", {"ord": float("inf"), "dim": 1}),
-             ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp", {"min": 0.0})]
+             ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp", {"min": 0.0}),
+             ("normalize", {"p": float("inf")}), ("pairwise_distance", {"p": float("-inf")}),
+             ("median_dim", {"dim": 1}),
+             ("sort", {"dim": 1, "descending": True}), ("topk", {"k": 2}), ("adaptive_max_pool2d", {"output_size": 2})]
 
 
 @pytest.mark.parametrize("name, attrs", NAN_CASES, ids=lambda c: str(c))
 def test_nan_propagates_as_in_minitape(ort, name, attrs):
     from tape.registry import Sample
 
-    inputs = (NAN_ROWS, NAN_ROWS.T.copy()) if attrs is None else (NAN_ROWS,)
+    rows = NAN_ROWS[None] if name == "adaptive_max_pool2d" else NAN_ROWS
+    inputs = (rows, rows.T.copy()) if attrs is None or name == "pairwise_distance" else (rows,)
     for dtype in (np.float32, np.float64):
         status, detail = check_sample(tape.get_op(name), Sample(inputs, attrs or {}, "NaN"), dtype)
         assert status == "equal", (dtype, detail)
