@@ -187,6 +187,14 @@ def save_checkpoint(model: nn.Module, path: str, distributed: bool = False) -> N
     print(f"checkpoint ({model.num_parameters():,} parameters) written to {os.path.abspath(path)}")
 
 
+def positions(tokens):
+    """0, 1, ..., length - 1 (int64) for (batch, length) tokens, computed with ops from the tokens rather than
+    np.arange(tokens.shape[-1]): an exported model then takes any sequence length (tape.onnx refuses a size
+    baked from a dynamic axis)."""
+    row = tokens[(0,) * (np.ndim(tokens) - 1)] if np.ndim(tokens) > 1 else tokens
+    return ops.cumsum(ops.ones_like(row), dim=0) - 1
+
+
 class TinyGPT(nn.Module):
     """A decoder-only transformer: token + learned position embeddings, ``num_layers`` causal pre-norm
     blocks, a final LayerNorm and a linear head giving next-token logits."""
@@ -207,7 +215,7 @@ class TinyGPT(nn.Module):
         length = tokens.shape[-1]
         if length > self.context:
             raise ValueError(f"TinyGPT: sequence length {length} exceeds the context {self.context}")
-        x = self.token_embedding(tokens) + self.position_embedding(np.arange(length))
+        x = self.token_embedding(tokens) + self.position_embedding(positions(tokens))
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))

@@ -690,8 +690,10 @@ repeat = defop(
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
 def _onnx_reshape(g, rec, input):
-    """Reshape to the recorded output shape; a leading dim equal to the input's is written 0 (ONNX: copy it), so
-    a model exported with a dynamic batch axis reshapes any batch."""
+    """Reshape to the recorded output shape; a leading dim equal to the input's is written 0 (ONNX: copy it) and
+    the first other one -1 (ONNX: what the size leaves), so a model exported with dynamic axes reshapes any size
+    (``(B, T, V) -> (B * T, V)`` included); a size that still depends on a dynamic axis is caught by the export's
+    dynamic-axis check."""
     have, want = rec.inputs[0].shape, rec.output.shape
     dims, copying = [], True
     for k, n in enumerate(want):
@@ -699,6 +701,9 @@ def _onnx_reshape(g, rec, input):
         dims.append(0 if copying else n)
     if 0 in want:
         raise NotExportable("an empty output shape has no lowering")
+    free = [k for k, d in enumerate(dims) if d != 0]
+    if free:
+        dims[free[0]] = -1
     return g.op("Reshape", input, g.ints(dims))
 
 

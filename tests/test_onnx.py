@@ -152,6 +152,61 @@ def test_tinygpt_runs_in_onnxruntime_with_a_dynamic_batch(ort, tmp_path):
         assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))  # the same predictions, so the same accuracy
 
 
+def test_tinygpt_with_dynamic_batch_and_sequence_runs_at_other_sizes(ort, tmp_path):
+    """Batch and sequence both dynamic: the positions, reshapes and causal attention follow the input's sizes, so
+    ONNX Runtime gives minitape's logits (and loss) at batch sizes and lengths other than the example's."""
+    common = load_example("common")
+    reverse = load_example("reverse")
+    nn.manual_seed(0)
+    model = common.TinyGPT(vocab_size=9, context=12, d_model=32, num_heads=4, num_layers=2)
+    model.eval()
+    _, tokens, targets = reverse.make_batch(np.random.default_rng(0), 4, 6, 8)
+    axes = {0: "batch", 1: "sequence"}
+    path, loss_path = tmp_path / "gpt.onnx", tmp_path / "loss.onnx"
+    tape.onnx.export(model, (tokens,), path, input_names=["tokens"], output_names=["logits"],
+                     dynamic_axes={"tokens": axes, "logits": axes})
+    tape.onnx.export(model.loss, (tokens, targets), loss_path, input_names=["tokens", "targets"],
+                     dynamic_axes={"tokens": axes, "targets": axes})
+    run, run_loss = session(ort, path), session(ort, loss_path)
+    for batch, length in ((4, 12), (1, 5), (7, 9), (3, 1)):
+        _, tokens, targets = reverse.make_batch(np.random.default_rng(batch + 10 * length), batch, 6, 8)
+        tokens, targets = tokens[:, :length], targets[:, :length]
+        targets[:, 0] = 1  # at least one target not ignored: a finite loss
+        (got,) = run.run(None, {"tokens": tokens})
+        (got_loss,) = run_loss.run(None, {"tokens": tokens, "targets": targets})
+        with tape.no_grad():
+            want, want_loss = model(tokens).numpy(), model.loss(tokens, targets).numpy()
+        assert got.shape == want.shape == (batch, length, 9)
+        assert relative_error(got, want) <= 1e-5 and relative_error(got_loss, want_loss) <= 1e-5
+
+
+def test_a_size_baked_from_a_dynamic_axis_is_refused(ort):
+    """A Python int from .shape becomes a constant of the graph: with a dynamic axis the model would divide by
+    the example's batch size at every batch size (a silently wrong mean), or gather the example's positions."""
+
+    def mean_over_batch(x):
+        return ops.sum(x, dim=0) / x.shape[0]  # the line the error must name
+
+    line = mean_over_batch.__code__.co_firstlineno + 1
+    with pytest.raises(NotExportableError) as e:
+        tape.onnx.export(mean_over_batch, (np.ones((4, 3), np.float32),), None, input_names=["x"],
+                         dynamic_axes={"x": {0: "batch"}})
+    assert "op 'div' bakes a size that depends on dynamic axis 'batch' (x.shape[0] = 4)" in str(e.value)
+    assert f"test_onnx.py:{line}" in str(e.value)
+    # without the dynamic axis the same call exports (its sizes are fixed)
+    assert tape.onnx.export(mean_over_batch, (np.ones((4, 3), np.float32),), None) is not None
+    # the padded classifier's positions come from np.arange(tokens.shape[1]): a dynamic length is refused there
+    padded = load_example("padded_classification")
+    nn.manual_seed(0)
+    model = padded.Encoder(10, d_model=16, num_heads=2, num_layers=1)
+    model.eval()
+    tokens, lengths, _ = padded.make_batch(np.random.default_rng(1), 4, 1, 10)
+    tokens, lengths = tokens[:, :6], np.minimum(lengths, 6)  # room for a longer probe than the example
+    with pytest.raises(NotExportableError, match=r"op 'embedding' bakes .*'length'.*padded_classification.py:\d+"):
+        tape.onnx.export(model, (tokens, lengths), None, input_names=["tokens", "lengths"],
+                         dynamic_axes={"tokens": {0: "batch", 1: "length"}, "lengths": {0: "batch"}})
+
+
 def test_tinygpt_loss_with_ignored_targets_runs_in_onnxruntime(ort, tmp_path):
     """The training loss too: reshape to (-1, vocab) and cross-entropy ignoring the -100 targets."""
     common = load_example("common")
