@@ -27,7 +27,7 @@ import tape  # noqa: E402
 from tape import checkpoint, nn, optim  # noqa: E402
 
 __all__ = ["example_parser", "parse_args", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint",
-           "Trainer", "TinyGPT"]
+           "Trainer", "TinyGPT", "tinygpt_for_export"]
 
 
 def example_parser(description: str, steps: int, seed: int = 0) -> argparse.ArgumentParser:
@@ -224,3 +224,15 @@ class TinyGPT(nn.Module):
         """Mean cross-entropy of the next-token logits; targets equal to -100 are ignored."""
         logits = self(tokens)
         return ops.cross_entropy(ops.reshape(logits, (-1, logits.shape[-1])), ops.reshape(targets, (-1,)))
+
+
+def tinygpt_for_export(state: dict, num_heads: int = 4):
+    """``python -m tape export``'s hook for the TinyGPT examples: the model a checkpoint's state dict fits (its
+    sizes read from the arrays' shapes; the examples all use 4 heads), example tokens, the input and output names."""
+    vocab, d_model = state["token_embedding.weight"].shape
+    context = state["position_embedding.weight"].shape[0]
+    layers = len({name.split(".")[1] for name in state if name.startswith("blocks.")})
+    hidden = state["blocks.0.mlp.0.weight"].shape[0]
+    model = TinyGPT(vocab, context, d_model, num_heads, layers, mlp_hidden=hidden)
+    tokens = np.random.default_rng(0).integers(0, vocab, size=(2, context))
+    return model, (tokens,), ["tokens"], ["logits"]

@@ -329,3 +329,54 @@ def test_nan_propagates_as_in_minitape(ort, name, attrs):
     for dtype in (np.float32, np.float64):
         status, detail = check_sample(tape.get_op(name), Sample(inputs, attrs or {}, "NaN"), dtype)
         assert status == "equal", (dtype, detail)
+
+
+# -- python -m tape export -----------------------------------------------------------------------------------------
+EXPORT_RUNS = [  # (example, its training flags for a tiny checkpoint, held-out inputs of another batch size)
+    ("reverse", ["--steps", "3", "--length", "4", "--letters", "5", "--eval-size", "10"],
+     lambda rng: (rng.integers(0, 6, (5, 8)),)),
+    ("padded_classification", ["--steps", "2", "--max-length", "6", "--eval-size", "10", "--batch", "8"],
+     lambda rng: load_example("padded_classification").make_batch(rng, 5, 1, 6)[:2]),
+    ("meta_learning", ["--steps", "2", "--meta-batch", "2", "--eval-tasks", "2", "--eval-steps", "2"],
+     lambda rng: (rng.uniform(-5, 5, (5, 1)).astype(np.float32),)),
+]
+
+
+@pytest.mark.parametrize("example, flags, held_out", EXPORT_RUNS, ids=[r[0] for r in EXPORT_RUNS])
+def test_the_export_command_writes_a_trained_checkpoint(ort, tmp_path, example, flags, held_out):
+    """Train a tiny checkpoint with the example's --save, export it with `python -m tape export ...
+    --dynamic-batch` (a subprocess, as a user runs it), run it in ONNX Runtime at another batch size and compare
+    with the checkpoint loaded into minitape through the same hook."""
+    import subprocess
+
+    from tape.train import checkpoint
+
+    module = load_example(example)
+    saved, written = tmp_path / f"{example}.npz", tmp_path / f"{example}.onnx"
+    module.main([*flags, "--quiet", "--save", str(saved)])
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent)}
+    done = subprocess.run([sys.executable, "-m", "tape", "export", str(EXAMPLES / f"{example}.py"), str(saved),
+                           "-o", str(written), "--dynamic-batch"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "batch dynamic" in done.stdout
+    state = checkpoint.read(saved).model
+    model, _, input_names, output_names = module.exported(state)
+    model.load_state_dict(state)
+    model.eval()
+    inputs = held_out(np.random.default_rng(7))
+    run = session(ort, written)
+    assert [i.name for i in run.get_inputs()] == input_names and [o.name for o in run.get_outputs()] == output_names
+    (got,) = run.run(None, dict(zip(input_names, inputs, strict=True)))
+    with tape.no_grad():
+        want = model(*inputs).numpy()
+    assert got.shape == want.shape and got.shape[0] == 5
+    assert relative_error(got, want) <= 1e-5
+
+
+def test_the_export_command_names_a_missing_hook(tmp_path, capsys):
+    from tape.tools import cli
+
+    script = tmp_path / "no_hook.py"
+    script.write_text("x = 1\n")
+    assert cli.main(["export", str(script), "x.npz", "-o", str(tmp_path / "x.onnx")]) == 2
+    assert "defines no exported(state) hook" in capsys.readouterr().err
