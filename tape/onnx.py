@@ -2,9 +2,14 @@
 
 ``export(fn_or_module, example_inputs, path)`` runs the call once on an ExecutionTape, then lowers every
 recorded op through the lowering the op declared next to its forward, in its own module (``lowering(op, ...)``
-below: an ONNX op type for a one-to-one mapping, or a function building a small decomposition). An op with no
-lowering -- or a lowering that refuses an attribute it cannot express (``NotExportable``) -- stops the export
-with an error naming the op and the user's line that called it.
+below: an ONNX op type for a one-to-one mapping, a function building a small decomposition, or
+``not_exportable="why"``). An op declared not exportable -- or a lowering that refuses an attribute it cannot
+express (``NotExportable``) -- stops the export with an error naming the op, why, and the user's line that
+called it.
+
+Dynamic axes: a lowering may bake recorded sizes into the graph. ``_check_dynamic`` lowers the call again with
+each dynamic input axis resized and refuses a graph that changed (naming the op, the axis and the call site), so
+an exported model is never silently wrong at other sizes.
 
 Tensors the call read but did not produce become initializers: a Module's parameters and buffers under their
 module paths (``blocks.0.attn.qkv.weight``), other constants as ``const_<k>``. The ``onnx`` package is
