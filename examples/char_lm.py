@@ -50,6 +50,12 @@ def generate(model, prompt_ids, length: int, rng, temperature: float = 0.8):
     return ids
 
 
+def exported(state: dict):
+    """``python -m tape export examples/char_lm.py CHECKPOINT``: the model to load ``state`` into, example inputs,
+    input and output names."""
+    return common.tinygpt_for_export(state)
+
+
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=1000)
     parser.add_argument("--context", type=int, default=64, help="characters the model sees (and learns on) at once")

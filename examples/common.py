@@ -27,7 +27,7 @@ import tape  # noqa: E402
 from tape import checkpoint, nn, optim  # noqa: E402
 
 __all__ = ["example_parser", "parse_args", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint",
-           "Trainer", "TinyGPT"]
+           "Trainer", "TinyGPT", "tinygpt_for_export"]
 
 
 def example_parser(description: str, steps: int, seed: int = 0) -> argparse.ArgumentParser:
@@ -187,6 +187,14 @@ def save_checkpoint(model: nn.Module, path: str, distributed: bool = False) -> N
     print(f"checkpoint ({model.num_parameters():,} parameters) written to {os.path.abspath(path)}")
 
 
+def positions(tokens):
+    """0, 1, ..., length - 1 (int64) for (batch, length) tokens, computed with ops from the tokens rather than
+    np.arange(tokens.shape[-1]): an exported model then takes any sequence length (tape.onnx refuses a size
+    baked from a dynamic axis)."""
+    row = tokens[(0,) * (np.ndim(tokens) - 1)] if np.ndim(tokens) > 1 else tokens
+    return ops.cumsum(ops.ones_like(row), dim=0) - 1
+
+
 class TinyGPT(nn.Module):
     """A decoder-only transformer: token + learned position embeddings, ``num_layers`` causal pre-norm
     blocks, a final LayerNorm and a linear head giving next-token logits."""
@@ -207,7 +215,7 @@ class TinyGPT(nn.Module):
         length = tokens.shape[-1]
         if length > self.context:
             raise ValueError(f"TinyGPT: sequence length {length} exceeds the context {self.context}")
-        x = self.token_embedding(tokens) + self.position_embedding(np.arange(length))
+        x = self.token_embedding(tokens) + self.position_embedding(positions(tokens))
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))
@@ -216,3 +224,15 @@ class TinyGPT(nn.Module):
         """Mean cross-entropy of the next-token logits; targets equal to -100 are ignored."""
         logits = self(tokens)
         return ops.cross_entropy(ops.reshape(logits, (-1, logits.shape[-1])), ops.reshape(targets, (-1,)))
+
+
+def tinygpt_for_export(state: dict, num_heads: int = 4):
+    """``python -m tape export``'s hook for the TinyGPT examples: the model a checkpoint's state dict fits (its
+    sizes read from the arrays' shapes; the examples all use 4 heads), example tokens, the input and output names."""
+    vocab, d_model = state["token_embedding.weight"].shape
+    context = state["position_embedding.weight"].shape[0]
+    layers = len({name.split(".")[1] for name in state if name.startswith("blocks.")})
+    hidden = state["blocks.0.mlp.0.weight"].shape[0]
+    model = TinyGPT(vocab, context, d_model, num_heads, layers, mlp_hidden=hidden)
+    tokens = np.random.default_rng(0).integers(0, vocab, size=(2, context))
+    return model, (tokens,), ["tokens"], ["logits"]

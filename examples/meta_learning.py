@@ -157,6 +157,13 @@ def render_meta_step(params, args) -> None:
     print(f"graph of one meta-loss ({len(recorded)} ops, the inner gradient steps included) written to {written}")
 
 
+def exported(state: dict):
+    """``python -m tape export examples/meta_learning.py CHECKPOINT``: the (MAML-trained) regressor ``state``
+    fits, example points, input and output names."""
+    model = make_regressor(hidden=state["0.weight"].shape[0])
+    return model, (np.linspace(-5, 5, 8, dtype=np.float32)[:, None],), ["x"], ["y"]
+
+
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=5000)
     parser.add_argument(

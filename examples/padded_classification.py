@@ -59,6 +59,17 @@ class Encoder(nn.Module):
         return self.classifier(self.norm(x[:, 0]))
 
 
+def exported(state: dict):
+    """``python -m tape export examples/padded_classification.py CHECKPOINT``: the Encoder ``state`` fits (its
+    sizes read from the arrays' shapes), example tokens and lengths, input and output names."""
+    max_length = state["position_embedding.weight"].shape[0] - 1
+    d_model = state["token_embedding.weight"].shape[1]
+    layers = len({name.split(".")[1] for name in state if name.startswith("blocks.")})
+    model = Encoder(max_length, d_model=d_model, num_layers=layers, classes=state["classifier.weight"].shape[0])
+    tokens, lengths, _ = make_batch(np.random.default_rng(0), 2, 1, max_length)
+    return model, (tokens, lengths), ["tokens", "lengths"], ["logits"]
+
+
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=600)
     parser.add_argument("--no-padding-mask", action="store_true", help="let attention see the padding")

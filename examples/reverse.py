@@ -89,6 +89,12 @@ class Report:
               f"{train_only:.1f} s of training without it")
 
 
+def exported(state: dict):
+    """``python -m tape export examples/reverse.py CHECKPOINT``: the model to load ``state`` into, example inputs,
+    input and output names."""
+    return common.tinygpt_for_export(state)
+
+
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=400)
     parser.add_argument("--length", type=int, default=12, help="letters per sequence")

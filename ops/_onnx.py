@@ -7,7 +7,17 @@ import numpy as np
 
 from tape.onnx import NotExportable
 
-__all__ = ["cast_to", "elementwise", "no_attributes", "axis_of", "NotExportable"]
+__all__ = [
+    "cast_to",
+    "elementwise",
+    "no_attributes",
+    "axis_of",
+    "scalar",
+    "float_only",
+    "clip",
+    "pnorm",
+    "NotExportable",
+]
 
 
 def cast_to(g, name: str, have, want) -> str:
@@ -41,3 +51,82 @@ def elementwise(op_type: str, *, compute_in_output_dtype: bool = True):
 def axis_of(dim: int, ndim: int) -> int:
     """``dim`` as a non-negative axis of an ``ndim``-D tensor (0-D: axis 0)."""
     return dim % max(ndim, 1)
+
+
+def scalar(g, value, dtype) -> str:
+    """A 0-D initializer holding ``value`` in ``dtype`` (broadcasts against any operand)."""
+    return g.const(np.array(value, dtype=dtype))
+
+
+def float_only(rec, what: str = "a non-floating input") -> np.dtype:
+    """The first input's dtype; NotExportable unless it is floating."""
+    dtype = np.dtype(rec.inputs[0].dtype)
+    if dtype.kind != "f":
+        raise NotExportable(f"{what} ({dtype}) has no lowering")
+    return dtype
+
+
+def clip(g, x, dtype, low=None, high=None) -> str:
+    """max(x, low) then min(., high), as numpy: NaN stays NaN, low > high gives high."""
+    dtype = np.dtype(dtype)
+    for bound, op_type in ((low, "Max"), (high, "Min")):
+        if bound is not None:
+            out = g.op(op_type, x, scalar(g, bound, dtype))
+            x = g.op("Where", g.op("IsNaN", x), x, out) if dtype.kind == "f" else out
+    return x
+
+
+def pnorm(g, x, dtype, p: float, axes, keepdims: int = 1) -> str:
+    """||x||_p over ``axes``; for p not 1 or inf the entries are scaled by max |x| first, so the powers neither
+    overflow nor underflow (the forward's scaling)."""
+    if p in (np.inf, -np.inf):
+        return extremum(g, "ReduceMax" if p > 0 else "ReduceMin", g.op("Abs", x), axes, keepdims, dtype)
+    axes = g.ints(axes)
+    magnitude = g.op("Abs", x)
+    if p == 1:
+        return g.op("ReduceSum", magnitude, axes, keepdims=keepdims)
+    top = g.op("ReduceMax", magnitude, axes, keepdims=1)
+    usable = g.op("And", g.op("Greater", top, scalar(g, 0, dtype)), g.op("Not", g.op("IsInf", top)))
+    s = g.op("Where", usable, top, scalar(g, 1, dtype))
+    y = g.op("Div", magnitude, s)
+    if p == 2:
+        total = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", y, y), axes, keepdims=1))
+    else:
+        powered = g.op("ReduceSum", g.op("Pow", y, scalar(g, p, dtype)), axes, keepdims=1)
+        total = g.op("Pow", powered, scalar(g, 1.0 / p, dtype))
+    out = g.op("Mul", total, s)
+    return out if keepdims else g.op("Squeeze", out, axes)
+
+
+def index_map(g, rec, x, fill=None, **overrides) -> str:
+    """An op that only moves, repeats or drops its input's entries, lowered as one Gather: the op's own forward
+    applied to the entries' flat positions says where each output entry comes from. With ``fill`` the forward
+    runs on positions + 1 so that its zeros (padding, off-diagonal entries) are told apart and take ``fill``
+    (``overrides``: attributes the forward takes instead, such as a fill value of 0).
+    The positions are constants: every shape is baked in (the export refuses dynamic axes through it)."""
+    from tape.registry import get_op
+
+    spec = rec.inputs[0]
+    size = int(np.prod(spec.shape, dtype=np.int64))
+    # float64 positions (exact below 2**53) pass the forwards that take floating inputs only
+    positions = np.arange(size, dtype=np.float64).reshape(spec.shape) + (0 if fill is None else 1)
+    moved = get_op(rec.op_name).forward(positions, **{**rec.attributes, **overrides})
+    moved = np.rint(np.asarray(moved[0] if isinstance(moved, tuple) else moved)).astype(np.int64)
+    if size == 0:
+        if moved.size:
+            raise NotExportable("filling an empty input has no lowering")
+        return g.op("Reshape", x, g.ints(moved.shape), allowzero=1)  # a 0 is a size, not "copy"
+    flat = g.op("Reshape", x, g.ints([-1]))
+    if fill is None:
+        return g.op("Gather", flat, g.const(moved), axis=0)
+    gathered = g.op("Gather", flat, g.const(np.maximum(moved - 1, 0)), axis=0)
+    return g.op("Where", g.const(moved == 0), scalar(g, fill, spec.dtype), gathered)
+
+
+def extremum(g, op_type: str, x, axes, keepdims: int, dtype) -> str:
+    """ReduceMax / ReduceMin over ``axes``, NaN for a slice holding one as numpy's (ONNX Runtime's skip NaN)."""
+    out = g.op(op_type, x, g.ints(axes), keepdims=keepdims)
+    if np.dtype(dtype).kind != "f":
+        return out
+    nan = g.op("ReduceMax", g.op("Cast", g.op("IsNaN", x), to=6), g.ints(axes), keepdims=keepdims)  # 6: INT32
+    return g.op("Where", g.op("Greater", nan, g.const(np.zeros((), np.int32))), scalar(g, np.nan, dtype), out)

@@ -68,10 +68,12 @@ import math
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import Sample, defop
 from tape.tensors import Tensor
 
 from ._numerics import quiet
+from ._onnx import NotExportable, axis_of, clip, float_only, pnorm, scalar
 from ._samples import along_dim_samples, away_from, transposed, unary_samples, uniform
 from ._validation import normalize_dim, normalize_dims, require_float
 
@@ -648,3 +650,160 @@ normalize = defop(
     samples=_normalize_samples,
     torch_ref=_functional("normalize"),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_hardtanh(g, rec, x):
+    a = rec.attributes
+    return clip(g, x, float_only(rec), float(a.get("min_val", -1.0)), float(a.get("max_val", 1.0)))
+
+
+def _onnx_relu6(g, rec, x):
+    return clip(g, x, float_only(rec), 0.0, 6.0)
+
+
+def _onnx_hardsigmoid(g, rec, x):
+    dtype = float_only(rec)
+    return g.op("Div", clip(g, g.op("Add", x, scalar(g, 3.0, dtype)), dtype, 0.0, 6.0), scalar(g, 6.0, dtype))
+
+
+def _onnx_hardswish(g, rec, x):
+    return g.op("Mul", x, _onnx_hardsigmoid(g, rec, x))
+
+
+def _onnx_threshold(g, rec, x):
+    dtype = float_only(rec)
+    bound, value = float(rec.attributes["threshold"]), float(rec.attributes["value"])
+    return g.op("Where", g.op("LessOrEqual", x, scalar(g, bound, dtype)), scalar(g, value, dtype), x)
+
+
+def _onnx_hardshrink(g, rec, x):
+    dtype = float_only(rec)
+    lambd = float(rec.attributes.get("lambd", 0.5))
+    inside = g.op("Where", g.op("LessOrEqual", x, scalar(g, lambd, dtype)), scalar(g, 0, dtype), x)
+    return g.op("Where", g.op("GreaterOrEqual", x, scalar(g, -lambd, dtype)), inside, x)
+
+
+def _onnx_softshrink(g, rec, x):
+    dtype = float_only(rec)
+    lambd = scalar(g, float(rec.attributes.get("lambd", 0.5)), dtype)
+    below = g.op(
+        "Where", g.op("Less", x, g.op("Neg", lambd)), g.op("Add", x, lambd), g.op("Mul", x, scalar(g, 0, dtype))
+    )
+    return g.op("Where", g.op("Greater", x, lambd), g.op("Sub", x, lambd), below)
+
+
+def _onnx_expm1_of(g, rec, x):
+    from .elementwise import _onnx_expm1
+
+    return _onnx_expm1(g, rec, x)
+
+
+def _onnx_selu(g, rec, x):
+    dtype = float_only(rec)
+    left = g.op("Mul", _onnx_expm1_of(g, rec, g.op("Min", x, scalar(g, 0.0, dtype))), scalar(g, _SELU_NEGATIVE, dtype))
+    return g.op(
+        "Where", g.op("LessOrEqual", x, scalar(g, 0, dtype)), left, g.op("Mul", x, scalar(g, _SELU_SCALE, dtype))
+    )
+
+
+def _onnx_celu(g, rec, x):
+    dtype = float_only(rec)
+    alpha = float(rec.attributes.get("alpha", 1.0))
+    z = g.op("Mul", g.op("Min", x, scalar(g, 0.0, dtype)), scalar(g, 1.0 / alpha, dtype))
+    left = g.op("Mul", _onnx_expm1_of(g, rec, z), scalar(g, alpha, dtype))
+    return g.op("Where", g.op("LessOrEqual", x, scalar(g, 0, dtype)), left, x)
+
+
+def _onnx_exp_minus_abs(g, x):
+    return g.op("Exp", g.op("Neg", g.op("Abs", x)))
+
+
+def _onnx_logsigmoid(g, rec, x):
+    from .elementwise import _onnx_log1p
+
+    dtype = float_only(rec)
+    return g.op("Sub", g.op("Min", x, scalar(g, 0.0, dtype)), _onnx_log1p(g, rec, _onnx_exp_minus_abs(g, x)))
+
+
+def _onnx_mish(g, rec, x):
+    # the forward's tanh(softplus(x)) from e = exp(-|x|), without cancellation (see _mish_parts)
+    dtype = float_only(rec)
+    one, two = scalar(g, 1, dtype), scalar(g, 2, dtype)
+    e = _onnx_exp_minus_abs(g, x)
+    n = g.op("Mul", e, g.op("Add", e, two))
+    right = g.op(
+        "Div",
+        g.op("Add", one, g.op("Mul", two, e)),
+        g.op("Add", g.op("Add", one, g.op("Mul", two, e)), g.op("Mul", two, g.op("Mul", e, e))),
+    )
+    left = g.op("Div", n, g.op("Add", n, two))
+    t = g.op("Where", g.op("GreaterOrEqual", x, scalar(g, 0, dtype)), right, left)
+    return g.op("Mul", x, t)
+
+
+def _onnx_softsign(g, rec, x):
+    dtype = float_only(rec)
+    return g.op("Div", x, g.op("Add", g.op("Abs", x), scalar(g, 1, dtype)))
+
+
+def _onnx_tanhshrink(g, rec, x):
+    float_only(rec)
+    return g.op("Sub", x, g.op("Tanh", x))
+
+
+def _onnx_softmin(g, rec, x):
+    ndim = len(rec.inputs[0].shape)
+    if ndim == 0:
+        raise NotExportable("a 0-D input has no lowering")
+    return g.op("Softmax", g.op("Neg", x), axis=axis_of(int(rec.attributes["dim"]), ndim))
+
+
+def _onnx_glu(g, rec, x):
+    shape = rec.inputs[0].shape
+    if not shape:
+        raise NotExportable("a 0-D input has no lowering")
+    axis = axis_of(int(rec.attributes.get("dim", -1)), len(shape))
+    half = shape[axis] // 2
+    a = g.op("Slice", x, g.ints([0]), g.ints([half]), g.ints([axis]))
+    b = g.op("Slice", x, g.ints([half]), g.ints([shape[axis]]), g.ints([axis]))
+    return g.op("Mul", a, g.op("Sigmoid", b))
+
+
+def _onnx_prelu(g, rec, input, weight):
+    float_only(rec)
+    shape = _channel_shape(np.empty(rec.inputs[0].shape, np.int8), np.empty(rec.inputs[1].shape, np.int8))
+    w = g.op("Reshape", weight, g.ints(shape))
+    zero = scalar(g, 0, rec.inputs[0].dtype)
+    return g.op("Where", g.op("Greater", input, zero), input, g.op("Mul", w, input))
+
+
+def _onnx_normalize(g, rec, x):
+    dtype = float_only(rec)
+    shape = rec.inputs[0].shape
+    if not shape or 0 in shape:
+        raise NotExportable("a 0-D or empty input has no lowering")
+    a = rec.attributes
+    axes = normalize_dims("normalize", a.get("dim", 1), len(shape))
+    norm = pnorm(g, x, dtype, float(a.get("p", 2.0)), axes)
+    eps = scalar(g, float(a.get("eps", 1e-12)), dtype)
+    return g.op("Div", x, g.op("Where", g.op("Less", norm, eps), eps, norm))
+
+
+lowering(hardtanh, _onnx_hardtanh)
+lowering(relu6, _onnx_relu6)
+lowering(hardsigmoid, _onnx_hardsigmoid)
+lowering(hardswish, _onnx_hardswish)
+lowering(threshold, _onnx_threshold)
+lowering(hardshrink, _onnx_hardshrink)
+lowering(softshrink, _onnx_softshrink)
+lowering(selu, _onnx_selu)
+lowering(celu, _onnx_celu)
+lowering(logsigmoid, _onnx_logsigmoid)
+lowering(mish, _onnx_mish)
+lowering(softsign, _onnx_softsign)
+lowering(tanhshrink, _onnx_tanhshrink)
+lowering(softmin, _onnx_softmin)
+lowering(glu, _onnx_glu)
+lowering(prelu, _onnx_prelu)
+lowering(normalize, _onnx_normalize)

@@ -57,7 +57,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
-from ._onnx import NotExportable, cast_to, elementwise
+from ._onnx import NotExportable, cast_to, elementwise, scalar
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
 
 
@@ -792,6 +792,154 @@ def _onnx_where(g, rec, condition, input, other):
     return g.op("Where", condition, input, other)
 
 
+def _onnx_operands(g, rec, *names):
+    """The tensor inputs cast to the output's dtype."""
+    want = rec.output.dtype
+    return [cast_to(g, n, s.dtype, want) for n, s in zip(names, rec.inputs, strict=True)]
+
+
+def _onnx_copysign(g, rec, input, other):
+    input, other = _onnx_operands(g, rec, input, other)
+    dtype = rec.output.dtype
+    # the sign bit of other: negative, or -0 (1 / -0 = -inf); a NaN counts as positive
+    negative = g.op(
+        "Or", g.op("Less", other, scalar(g, 0, dtype)), g.op("Less", g.op("Reciprocal", other), scalar(g, 0, dtype))
+    )
+    magnitude = g.op("Abs", input)
+    return g.op("Where", negative, g.op("Neg", magnitude), magnitude)
+
+
+def _onnx_logaddexp(g, rec, input, other):
+    from .elementwise import _onnx_log1p
+
+    a, b = _onnx_operands(g, rec, input, other)
+    dtype = rec.output.dtype
+    top = g.op("Max", a, b)
+    tail = _onnx_log1p(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", g.op("Sub", a, b)))))
+    # equal inputs (infinities included): a + log 2, as numpy
+    return g.op("Where", g.op("Equal", a, b), g.op("Add", a, scalar(g, np.log(2.0), dtype)), g.op("Add", top, tail))
+
+
+def _onnx_hypot(g, rec, input, other):
+    a, b = (g.op("Abs", n) for n in _onnx_operands(g, rec, input, other))
+    dtype = rec.output.dtype
+    top, low = g.op("Max", a, b), g.op("Min", a, b)
+    zero = g.op("Equal", top, scalar(g, 0, dtype))
+    ratio = g.op("Div", low, g.op("Where", zero, scalar(g, 1, dtype), top))
+    scaled = g.op("Mul", top, g.op("Sqrt", g.op("Add", scalar(g, 1, dtype), g.op("Mul", ratio, ratio))))
+    inf = g.op("Or", g.op("IsInf", a), g.op("IsInf", b))  # hypot(inf, NaN) = inf
+    return g.op("Where", inf, scalar(g, np.inf, dtype), scaled)
+
+
+def _onnx_is_negative(g, x, dtype):
+    return g.op("Less", x, scalar(g, 0, dtype))
+
+
+def _onnx_remainder(g, rec, input, other):
+    a, b = _onnx_operands(g, rec, input, other)
+    dtype = np.dtype(rec.output.dtype)
+    if dtype.kind != "f":
+        return g.op("Mod", a, b, fmod=0)  # integers: the sign of the divisor
+    m = g.op("Mod", a, b, fmod=1)
+    # numpy's divmod: a non-zero C remainder of the other sign than b moves by b; a zero one takes b's sign
+    shift = g.op(
+        "And",
+        g.op("Not", g.op("Equal", m, scalar(g, 0, dtype))),
+        g.op("Xor", _onnx_is_negative(g, b, dtype), _onnx_is_negative(g, m, dtype)),
+    )
+    signed_zero = g.op("Where", _onnx_is_negative(g, b, dtype), scalar(g, -0.0, dtype), scalar(g, 0.0, dtype))
+    m = g.op("Where", g.op("Equal", m, scalar(g, 0, dtype)), signed_zero, m)
+    return g.op("Where", shift, g.op("Add", m, b), m)
+
+
+def _onnx_fmod(g, rec, input, other):
+    return g.op("Mod", *_onnx_operands(g, rec, input, other), fmod=1)
+
+
+def _onnx_floor_divide(g, rec, input, other):
+    a, b = _onnx_operands(g, rec, input, other)
+    dtype = np.dtype(rec.output.dtype)
+    if dtype.kind != "f":
+        return g.op("Div", g.op("Sub", a, g.op("Mod", a, b, fmod=0)), b)  # exact: a - a mod b is a multiple of b
+    # numpy's npy_floor_divide: (a - fmod(a, b)) / b, one less where the remainder's sign differs from b's,
+    # rounded to the nearest integer; a zero quotient keeps the sign of a / b
+    mod = g.op("Mod", a, b, fmod=1)
+    div = g.op("Div", g.op("Sub", a, mod), b)
+    differs = g.op(
+        "And",
+        g.op("Not", g.op("Equal", mod, scalar(g, 0, dtype))),
+        g.op("Xor", _onnx_is_negative(g, b, dtype), _onnx_is_negative(g, mod, dtype)),
+    )
+    div = g.op("Where", differs, g.op("Sub", div, scalar(g, 1, dtype)), div)
+    floor = g.op("Floor", div)
+    floor = g.op(
+        "Where",
+        g.op("Greater", g.op("Sub", div, floor), scalar(g, 0.5, dtype)),
+        g.op("Add", floor, scalar(g, 1, dtype)),
+        floor,
+    )
+    zero = g.op("Mul", scalar(g, 0, dtype), g.op("Div", a, b))
+    return g.op("Where", g.op("Equal", div, scalar(g, 0, dtype)), zero, floor)
+
+
+def _onnx_lerp(g, rec, input, end, weight):
+    dtype = np.dtype(rec.output.dtype)
+    work = np.float64  # the forward computes in float64 and rounds once
+    a, b, w = (cast_to(g, n, s.dtype, work) for n, s in zip((input, end, weight), rec.inputs, strict=True))
+    diff = g.op("Sub", b, a)
+    low = g.op("Add", a, g.op("Mul", w, diff))
+    high = g.op("Sub", b, g.op("Mul", diff, g.op("Sub", scalar(g, 1, work), w)))
+    out = g.op("Where", g.op("Less", g.op("Abs", w), scalar(g, 0.5, work)), low, high)
+    return cast_to(g, out, work, dtype)
+
+
+def _onnx_isclose(g, rec, input, other):
+    a = rec.attributes
+    rtol, atol, equal_nan = float(a.get("rtol", 1e-5)), float(a.get("atol", 1e-8)), bool(a.get("equal_nan", False))
+    close = g.op("Equal", input, other)
+    dtype = np.dtype(rec.inputs[0].dtype)
+    if dtype.kind == "b":
+        return close
+    if equal_nan and dtype.kind == "f":
+        close = g.op("Or", close, g.op("And", g.op("IsNaN", input), g.op("IsNaN", other)))
+    if rtol == 0 and atol == 0:
+        return close
+    x, y = (cast_to(g, n, dtype, np.float64 if dtype.kind != "f" else dtype) for n in (input, other))
+    work = np.float64 if dtype.kind != "f" else dtype
+    actual = g.op("Abs", g.op("Sub", x, y))
+    bound = g.op("Add", scalar(g, atol, work), g.op("Abs", g.op("Mul", y, scalar(g, rtol, work))))
+    finite = g.op("Not", g.op("Or", g.op("IsInf", actual), g.op("IsNaN", actual)))
+    return g.op("Or", close, g.op("And", finite, g.op("LessOrEqual", actual, bound)))
+
+
+def _onnx_logical(op_type):
+    def lower(g, rec, input, other):
+        from onnx import TensorProto
+
+        a, b = (
+            n if s.dtype == np.bool_ else g.op("Cast", n, to=TensorProto.BOOL)
+            for n, s in zip((input, other), rec.inputs, strict=True)
+        )
+        return g.op(op_type, a, b)
+
+    return lower
+
+
+def _onnx_xlogy(g, rec, input, other):
+    x, y = _onnx_operands(g, rec, input, other)
+    dtype = rec.output.dtype
+    zero = g.op("And", g.op("Equal", x, scalar(g, 0, dtype)), g.op("Not", g.op("IsNaN", y)))
+    return g.op("Where", zero, scalar(g, 0, dtype), g.op("Mul", x, g.op("Log", y)))
+
+
+def _onnx_three(op_type):
+    def lower(g, rec, input, tensor1, tensor2):
+        value = scalar(g, rec.attributes.get("value", 1), rec.output.dtype)
+        return g.op("Add", input, g.op("Mul", value, g.op(op_type, tensor1, tensor2)))
+
+    return lower
+
+
 for _op, _onnx_type in ((add, "Add"), (sub, "Sub"), (mul, "Mul"), (pow, "Pow"), (maximum, "Max"), (minimum, "Min")):
     lowering(_op, elementwise(_onnx_type))
 for _op, _onnx_type in ((eq, "Equal"), (lt, "Less"), (le, "LessOrEqual"), (gt, "Greater"), (ge, "GreaterOrEqual")):
@@ -799,3 +947,20 @@ for _op, _onnx_type in ((eq, "Equal"), (lt, "Less"), (le, "LessOrEqual"), (gt, "
 lowering(div, _onnx_div)
 lowering(ne, _onnx_ne)
 lowering(where, _onnx_where)
+lowering(copysign, _onnx_copysign)
+lowering(logaddexp, _onnx_logaddexp)
+lowering(hypot, _onnx_hypot)
+lowering(remainder, _onnx_remainder)
+lowering(fmod, _onnx_fmod)
+lowering(floor_divide, _onnx_floor_divide)
+lowering(lerp, _onnx_lerp)
+lowering(isclose, _onnx_isclose)
+lowering(logical_and, _onnx_logical("And"))
+lowering(logical_or, _onnx_logical("Or"))
+lowering(logical_xor, _onnx_logical("Xor"))
+lowering(xlogy, _onnx_xlogy)
+lowering(addcmul, _onnx_three("Mul"))
+lowering(addcdiv, _onnx_three("Div"))
+lowering(
+    atan2, not_exportable="ONNX has no Atan2; Atan(y / x) with quadrant fixes misplaces signed zeros and infinities"
+)

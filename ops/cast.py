@@ -10,6 +10,7 @@ __all__ = ["cast"]
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from ._numerics import quiet
@@ -81,3 +82,13 @@ cast = defop(
     gradcheck_tolerance={"eps": 1e-3, "atol": 1e-4, "rtol": 1e-4},
 )  # linear: a large step is exact,
 # and it keeps float32's rounding of the output (1e-7 relative) far below the tolerance
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_cast(g, rec, input):
+    from onnx import helper
+
+    return g.op("Cast", input, to=helper.np_dtype_to_tensor_dtype(np.dtype(rec.output.dtype)))
+
+
+lowering(cast, _onnx_cast)

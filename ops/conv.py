@@ -62,9 +62,11 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 import ops
+from tape.onnx import lowering
 from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
+from ._onnx import NotExportable, index_map, scalar
 from ._samples import uniform
 from ._validation import require, require_float, require_integer
 
@@ -1881,3 +1883,183 @@ def _torch_interpolate(torch, input, **attrs):
     with warnings.catch_warnings():  # torch warns when a linear mode's align_corners is left to its default
         warnings.simplefilter("ignore")
         return torch.nn.functional.interpolate(input, **attrs)
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_batched(g, rec, x, spatial: int):
+    """(the input with a batch axis, whether one was added)."""
+    shape = rec.inputs[0].shape
+    if 0 in shape:
+        raise NotExportable("an empty input has no lowering")
+    if len(shape) == spatial + 1:
+        return g.op("Unsqueeze", x, g.ints([0])), True
+    return x, False
+
+
+def _onnx_unbatched(g, out, added: bool):
+    return g.op("Squeeze", out, g.ints([0])) if added else out
+
+
+def _onnx_conv(spatial: int):
+    def lower(g, rec, input, weight, bias=None):
+        a = rec.attributes
+        x, added = _onnx_batched(g, rec, input, spatial)
+        geo = _ConvGeometry(
+            rec.op_name,
+            rec.inputs[0].shape,
+            rec.inputs[1].shape,
+            a.get("stride", 1),
+            a.get("padding", 0),
+            a.get("dilation", 1),
+            spatial,
+        )
+        pads = [b for b, _ in geo.pads] + [e for _, e in geo.pads]
+        out = g.op(
+            "Conv",
+            x,
+            weight,
+            bias,
+            pads=pads,
+            strides=list(geo.stride),
+            dilations=list(geo.dilation),
+            group=int(a.get("groups", 1)),
+            kernel_shape=list(geo.kernel),
+        )
+        return _onnx_unbatched(g, out, added)
+
+    return lower
+
+
+def _onnx_conv_transpose(spatial: int):
+    def lower(g, rec, input, weight, bias=None):
+        a = rec.attributes
+        x, added = _onnx_batched(g, rec, input, spatial)
+        stride = _ints(rec.op_name, "stride", a.get("stride", 1), spatial, 1)
+        if any(
+            p >= s for p, s in zip(_ints(rec.op_name, "output_padding", a.get("output_padding", 0), spatial, 0), stride)
+        ):
+            raise NotExportable("output_padding >= stride (torch allows it below the dilation) has no lowering")
+        pads = list(_ints(rec.op_name, "padding", a.get("padding", 0), spatial, 0)) * 2
+        out = g.op(
+            "ConvTranspose",
+            x,
+            weight,
+            bias,
+            pads=pads,
+            strides=list(stride),
+            dilations=list(_ints(rec.op_name, "dilation", a.get("dilation", 1), spatial, 1)),
+            output_padding=list(_ints(rec.op_name, "output_padding", a.get("output_padding", 0), spatial, 0)),
+            group=int(a.get("groups", 1)),
+            kernel_shape=list(rec.inputs[1].shape[2:]),
+        )
+        return _onnx_unbatched(g, out, added)
+
+    return lower
+
+
+def _onnx_pool_geometry(rec):
+    """(the 2-D pooling geometry, whether the op is 1-D) of a pooling record."""
+    a = rec.attributes
+    shape = rec.inputs[0].shape
+    if rec.op_name.endswith("1d"):
+        kernel, strides, pads, dilations = _pool1d_args(
+            rec.op_name, a["kernel_size"], a.get("stride"), a.get("padding", 0), a.get("dilation", 1)
+        )
+        geo = _PoolGeometry(
+            rec.op_name, shape[:-1] + (1,) + shape[-1:], kernel, strides, pads, dilations, a.get("ceil_mode", False)
+        )
+        return geo, True
+    geo = _PoolGeometry(
+        rec.op_name,
+        shape,
+        a["kernel_size"],
+        a.get("stride"),
+        a.get("padding", 0),
+        a.get("dilation", 1),
+        a.get("ceil_mode", False),
+    )
+    return geo, False
+
+
+def _onnx_pool(g, rec, input):
+    """max / avg pooling, 1-D as 2-D over a height of 1: each window lies inside the geometry's padding (the
+    ceil_mode windows included); the average divides the window sums by the forward's own divisors."""
+    geo, one_d = _onnx_pool_geometry(rec)
+    x, added = _onnx_batched(g, rec, input, 1 if one_d else 2)
+    if one_d:
+        x = g.op("Unsqueeze", x, g.ints([2]))
+    pads = [b for b, _ in geo.pads] + [e for _, e in geo.pads]
+    common = {"kernel_shape": list(geo.kernel), "strides": list(geo.stride), "pads": pads}
+    if rec.op_name.startswith("max"):
+        out = g.op("MaxPool", x, dilations=list(geo.dilation), **common)
+    else:
+        a = rec.attributes
+        dtype = rec.inputs[0].dtype
+        shape = rec.inputs[0].shape
+        shape2 = shape[:-1] + (1,) + shape[-1:] if one_d else shape
+        divisor = _avg_divisor(geo, shape2, a.get("count_include_pad", True), a.get("divisor_override"), dtype)
+        area = scalar(g, geo.kernel[0] * geo.kernel[1], dtype)
+        sums = g.op("Mul", g.op("AveragePool", x, count_include_pad=1, **common), area)
+        out = g.op("Div", sums, g.const(divisor))
+    if one_d:
+        out = g.op("Squeeze", out, g.ints([2]))
+    return _onnx_unbatched(g, out, added)
+
+
+def _onnx_adaptive_avg(g, rec, input):
+    """As the forward: the separable averaging matrices, rows @ x @ cols.T (cols only, for 1-D)."""
+    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
+    out_shape = rec.output.shape
+    if 0 in shape or 0 in out_shape:
+        raise NotExportable("an empty input or output has no lowering")
+    cols = g.const(_adaptive_avg_matrix(shape[-1], out_shape[-1], dtype).T)
+    if rec.op_name.endswith("1d"):
+        return g.op("MatMul", input, cols)
+    rows = g.const(_adaptive_avg_matrix(shape[-2], out_shape[-2], dtype))
+    return g.op("MatMul", g.op("MatMul", rows, input), cols)
+
+
+def _onnx_adaptive_max(g, rec, input):
+    """Max over each window, one spatial axis at a time (a rectangle's max is separable): the windows gathered
+    as (out, longest window) positions, a shorter window repeating its last position, then a NaN-keeping
+    ReduceMax."""
+    from .reduce import _onnx_reduce
+
+    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
+    out_shape = rec.output_specs[0].shape
+    if 0 in shape or 0 in out_shape:
+        raise NotExportable("an empty input or output has no lowering")
+    x = input
+    for axis in (len(shape) - 2, len(shape) - 1):
+        start, end = _adaptive_bounds(shape[axis], out_shape[axis])
+        longest = int(np.max(end - start))
+        positions = np.minimum(start[:, None] + np.arange(longest), end[:, None] - 1)
+        x = _onnx_reduce(g, "ReduceMax", g.op("Gather", x, g.const(positions), axis=axis), (axis + 1,), 0, dtype)
+    return x
+
+
+def _onnx_selection(g, rec, input):
+    if rec.op_name == "interpolate" and rec.attributes.get("mode", "nearest") not in ("nearest", "nearest-exact"):
+        raise NotExportable(f"mode={rec.attributes.get('mode')!r} (an interpolation, not a selection) has no lowering")
+    return index_map(g, rec, input)
+
+
+lowering(conv1d, _onnx_conv(1))
+lowering(conv2d, _onnx_conv(2))
+lowering(conv3d, _onnx_conv(3))
+lowering(conv_transpose1d, _onnx_conv_transpose(1))
+lowering(conv_transpose2d, _onnx_conv_transpose(2))
+for _op in (max_pool1d, max_pool2d, avg_pool1d, avg_pool2d):
+    lowering(_op, _onnx_pool)
+lowering(adaptive_avg_pool1d, _onnx_adaptive_avg)
+lowering(adaptive_avg_pool2d, _onnx_adaptive_avg)
+lowering(adaptive_max_pool2d, _onnx_adaptive_max)
+lowering(unfold, lambda g, rec, input: index_map(g, rec, input, fill=0))
+lowering(upsample2d, _onnx_selection)
+lowering(interpolate, _onnx_selection)
+lowering(fold, not_exportable="col2im sums overlapping windows; ONNX's Col2Im lowering is not written")
+lowering(
+    max_pool2d_with_indices, not_exportable="MaxPool's Indices count over the whole (N, C, H, W) tensor; not mapped"
+)
+lowering(max_unpool2d, not_exportable="the ScatterElements lowering of the per-plane indices is not written")
+lowering(adaptive_max_pool2d_with_indices, not_exportable="the separable window maximum gives no argmax; not written")

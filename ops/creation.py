@@ -25,6 +25,7 @@ import numbers
 import numpy as np
 
 from tape.creation import float_dtype, generator_of, randint_bounds, real_number, resolve_dtype
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._samples import transposed, uniform
@@ -224,3 +225,21 @@ multinomial = defop(
     ],
     notes="indices (int64), not differentiable; the draws are numpy's stream, not torch's",
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_filled_like(value):
+    def lower(g, rec, input):
+        fill = rec.attributes.get("fill_value", value)
+        return g.op("ConstantOfShape", g.op("Shape", input), value=g.tensor(np.array([fill], rec.output.dtype)))
+
+    return lower
+
+
+_RANDOM = "random: ONNX's Random* ops draw other numbers than minitape's seeded generator, so no model equals it"
+lowering(zeros_like, _onnx_filled_like(0))
+lowering(ones_like, _onnx_filled_like(1))
+lowering(empty_like, _onnx_filled_like(0))  # minitape's empty_like gives zeros
+lowering(full_like, _onnx_filled_like(None))
+for _op in (rand_like, randn_like, randint_like, bernoulli, multinomial):
+    lowering(_op, not_exportable=_RANDOM)

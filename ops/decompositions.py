@@ -84,8 +84,10 @@ __all__ = ["bmm", "outer", "dot", "tensordot", "inv", "solve", "det", "slogdet",
 import numpy as np
 
 from tape.broadcast import unbroadcast
+from tape.onnx import lowering
 from tape.registry import Sample, defop
 
+from ._onnx import NotExportable
 from ._samples import transposed, uniform
 from ._validation import require, require_float
 
@@ -1105,3 +1107,49 @@ svd = defop(
     samples=_svd_samples,
     torch_ref=_svd_ref,
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_bmm(g, rec, input, mat2):
+    return g.op("MatMul", input, mat2)
+
+
+def _onnx_outer(g, rec, input, vec2):
+    return g.op("Mul", g.op("Unsqueeze", input, g.ints([1])), g.op("Unsqueeze", vec2, g.ints([0])))
+
+
+def _onnx_tensordot(g, rec, a, b):
+    import string
+
+    shape_a, shape_b = rec.inputs[0].shape, rec.inputs[1].shape
+    dims_a, dims_b, sum_a, sum_b = _tensordot_plan(shape_a, shape_b, rec.attributes.get("dims", 2))
+    if sum_a or sum_b:
+        raise NotExportable("dims summed on one side only have no lowering")
+    letters = iter(string.ascii_letters)
+    la = [next(letters) for _ in shape_a]
+    lb = [next(letters) for _ in shape_b]
+    for i, j in zip(dims_a, dims_b, strict=True):
+        lb[j] = la[i]
+    out = [c for k, c in enumerate(la) if k not in dims_a] + [c for k, c in enumerate(lb) if k not in dims_b]
+    return g.op("Einsum", a, b, equation=f"{''.join(la)},{''.join(lb)}->{''.join(out)}")
+
+
+def _onnx_det(g, rec, A):
+    if 0 in rec.inputs[0].shape:
+        raise NotExportable("an empty matrix has no lowering")
+    return g.op("Det", A)
+
+
+lowering(bmm, _onnx_bmm)
+lowering(outer, _onnx_outer)
+lowering(dot, _onnx_bmm)
+lowering(tensordot, _onnx_tensordot)
+lowering(det, _onnx_det)
+_NO_FACTOR = "ONNX has no {} (only Det among the matrix decompositions)"
+lowering(inv, not_exportable=_NO_FACTOR.format("matrix inverse"))
+lowering(solve, not_exportable=_NO_FACTOR.format("linear solve"))
+lowering(slogdet, not_exportable=_NO_FACTOR.format("log-determinant with sign"))
+lowering(cholesky, not_exportable=_NO_FACTOR.format("Cholesky factorisation"))
+lowering(qr, not_exportable=_NO_FACTOR.format("QR factorisation"))
+lowering(eigh, not_exportable=_NO_FACTOR.format("symmetric eigendecomposition"))
+lowering(svd, not_exportable=_NO_FACTOR.format("singular value decomposition"))

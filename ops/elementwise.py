@@ -84,7 +84,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
-from ._onnx import elementwise
+from ._onnx import clip, elementwise, float_only, scalar
 from ._samples import unary_samples, uniform
 
 _LN2 = math.log(2.0)
@@ -955,7 +955,134 @@ def _onnx_elu(g, rec, x):
     return g.op("Elu", x, alpha=float(rec.attributes.get("alpha", 1.0)))
 
 
+def _onnx_log_base(base: float):
+    def lower(g, rec, x):
+        return g.op("Div", g.op("Log", x), scalar(g, math.log(base), float_only(rec)))
+
+    return lower
+
+
+def _onnx_expm1(g, rec, x):
+    # Kahan: with u = exp(x) rounded, (u - 1) * x / log(u) is accurate to a few ulps where u - 1 cancels
+    dtype = float_only(rec)
+    u = g.op("Exp", x)
+    um1 = g.op("Sub", u, scalar(g, 1, dtype))
+    kahan = g.op("Div", g.op("Mul", um1, x), g.op("Log", u))
+    tiny = g.op("Equal", u, scalar(g, 1, dtype))  # |x| below half an ulp of 1: expm1(x) = x
+    plain = g.op("Or", g.op("Equal", um1, scalar(g, -1, dtype)), g.op("IsInf", u))  # no cancellation
+    return g.op("Where", tiny, x, g.op("Where", plain, um1, kahan))
+
+
+def _onnx_log1p(g, rec, x):
+    # Goldberg: with u = 1 + x rounded, log(u) * x / (u - 1) is accurate where 1 + x drops digits of x
+    dtype = float_only(rec)
+    u = g.op("Add", x, scalar(g, 1, dtype))
+    um1 = g.op("Sub", u, scalar(g, 1, dtype))
+    log = g.op("Log", u)
+    exact = g.op("Or", g.op("Equal", u, scalar(g, 1, dtype)), g.op("IsInf", u))
+    fixed = g.op("Div", g.op("Mul", log, x), um1)
+    return g.op("Where", g.op("Equal", u, scalar(g, 1, dtype)), x, g.op("Where", exact, log, fixed))
+
+
+def _onnx_softplus(g, rec, x):
+    dtype = float_only(rec)
+    beta, threshold = float(rec.attributes.get("beta", 1)), float(rec.attributes.get("threshold", 20))
+    z = x if beta == 1 else g.op("Mul", x, scalar(g, beta, dtype))
+    # log(1 + exp(z)) = max(z, 0) + log1p(exp(-|z|)), stable for any z
+    tail = _onnx_log1p(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z))))
+    soft = g.op("Add", g.op("Max", z, scalar(g, 0, dtype)), tail)
+    soft = soft if beta == 1 else g.op("Div", soft, scalar(g, beta, dtype))
+    return g.op("Where", g.op("Greater", z, scalar(g, threshold, dtype)), x, soft)
+
+
+def _onnx_bounds(g, rec, x, low, high):
+    return clip(g, x, rec.inputs[0].dtype, low, high)
+
+
+def _onnx_clamp(g, rec, x):
+    return _onnx_bounds(g, rec, x, rec.attributes.get("min"), rec.attributes.get("max"))
+
+
+def _onnx_clamp_min(g, rec, x):
+    return _onnx_bounds(g, rec, x, rec.attributes["min"], None)
+
+
+def _onnx_clamp_max(g, rec, x):
+    return _onnx_bounds(g, rec, x, None, rec.attributes["max"])
+
+
+def _onnx_exp2(g, rec, x):
+    return g.op("Pow", scalar(g, 2, float_only(rec)), x)
+
+
+def _onnx_trunc(g, rec, x):
+    if np.dtype(rec.inputs[0].dtype).kind != "f":
+        return g.op("Identity", x)
+    return g.op("Where", g.op("Less", x, scalar(g, 0, rec.inputs[0].dtype)), g.op("Ceil", x), g.op("Floor", x))
+
+
+def _onnx_frac(g, rec, x):
+    return g.op("Sub", x, _onnx_trunc(g, rec, x))
+
+
+def _onnx_round(g, rec, x):
+    decimals = int(rec.attributes.get("decimals", 0))
+    dtype = np.dtype(rec.inputs[0].dtype)
+    if dtype.kind != "f":
+        return g.op("Identity", x)
+    if decimals == 0:
+        return g.op("Round", x)
+    scale = scalar(g, 10.0 ** abs(decimals), dtype)  # torch's formula, as the forward
+    if decimals > 0:
+        return g.op("Div", g.op("Round", g.op("Mul", x, scale)), scale)
+    return g.op("Mul", g.op("Round", g.op("Div", x, scale)), scale)
+
+
+def _onnx_nan_to_num(g, rec, x):
+    dtype = np.dtype(rec.inputs[0].dtype)
+    if dtype.kind != "f":
+        return g.op("Identity", x)
+    info = np.finfo(dtype)
+    a = rec.attributes
+    nan, posinf, neginf = a.get("nan", 0.0), a.get("posinf"), a.get("neginf")
+    posinf, neginf = (info.max if posinf is None else posinf), (info.min if neginf is None else neginf)
+    x = g.op("Where", g.op("IsNaN", x), scalar(g, 0.0 if nan is None else nan, dtype), x)
+    x = g.op("Where", g.op("IsInf", x, detect_negative=0), scalar(g, posinf, dtype), x)
+    return g.op("Where", g.op("IsInf", x, detect_negative=1, detect_positive=0), scalar(g, neginf, dtype), x)
+
+
+def _onnx_isnan(g, rec, x):
+    return g.op("Not", g.op("Equal", x, x))  # any dtype: only NaN differs from itself
+
+
+def _onnx_isinf(g, rec, x):
+    if np.dtype(rec.inputs[0].dtype).kind != "f":
+        return g.op("Not", g.op("Equal", x, x))  # all False
+    return g.op("IsInf", x)
+
+
+def _onnx_isfinite(g, rec, x):
+    if np.dtype(rec.inputs[0].dtype).kind != "f":
+        return g.op("Equal", x, x)  # all True
+    return g.op("Not", g.op("Or", g.op("IsInf", x), g.op("IsNaN", x)))
+
+
+def _onnx_logical_not(g, rec, x):
+    from onnx import TensorProto
+
+    return g.op("Not", x if rec.inputs[0].dtype == np.bool_ else g.op("Cast", x, to=TensorProto.BOOL))
+
+
+def _onnx_logit(g, rec, x):
+    dtype = float_only(rec)
+    eps = rec.attributes.get("eps")
+    if eps is not None:
+        x = _onnx_bounds(g, rec, x, float(eps), 1 - float(eps))
+    return g.op("Log", g.op("Div", x, g.op("Sub", scalar(g, 1, dtype), x)))
+
+
 for _op, _onnx_type in (
+    (sign, "Sign"),
     (neg, "Neg"),
     (abs, "Abs"),
     (exp, "Exp"),
@@ -988,3 +1115,23 @@ lowering(gelu, _onnx_gelu)
 lowering(silu, _onnx_silu)
 lowering(leaky_relu, _onnx_leaky_relu)
 lowering(elu, _onnx_elu)
+lowering(log2, _onnx_log_base(2.0))
+lowering(log10, _onnx_log_base(10.0))
+lowering(expm1, _onnx_expm1)
+lowering(log1p, _onnx_log1p)
+lowering(softplus, _onnx_softplus)
+lowering(clamp, _onnx_clamp)
+lowering(clamp_min, _onnx_clamp_min)
+lowering(clamp_max, _onnx_clamp_max)
+lowering(exp2, _onnx_exp2)
+lowering(trunc, _onnx_trunc)
+lowering(frac, _onnx_frac)
+lowering(round, _onnx_round)
+lowering(nan_to_num, _onnx_nan_to_num)
+lowering(isnan, _onnx_isnan)
+lowering(isinf, _onnx_isinf)
+lowering(isfinite, _onnx_isfinite)
+lowering(logical_not, _onnx_logical_not)
+lowering(logit, _onnx_logit)
+lowering(erfc, not_exportable="ONNX has no Erfc, and 1 - Erf(x) loses every digit for x > 4 (erfc(4) = 1.5e-8)")
+lowering(erfinv, not_exportable="ONNX has no inverse error function (no Erfinv op)")

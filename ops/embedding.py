@@ -198,3 +198,4 @@ def _onnx_embedding(g, rec, input, weight):
 
 
 lowering(embedding, _onnx_embedding)
+lowering(embedding_dense_backward, not_exportable="a backward kernel (the export records a forward call for inference)")

@@ -79,7 +79,7 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
-from ._onnx import NotExportable
+from ._onnx import NotExportable, axis_of, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require_integer
 
@@ -1297,4 +1297,132 @@ def _onnx_getitem(g, rec, input):
     return out if out != input else g.op("Identity", input)
 
 
+def _onnx_block(g, x, shape):
+    """``x[:shape[0], :shape[1], ...]`` (gather / scatter read only the index-shaped block)."""
+    return g.op("Slice", x, g.ints([0] * len(shape)), g.ints(shape), g.ints(range(len(shape))))
+
+
+def _onnx_axis(rec) -> int:
+    return axis_of(int(rec.attributes["dim"]), len(rec.inputs[0].shape))
+
+
+def _onnx_gather(g, rec, input, index):
+    shape = rec.inputs[1].shape
+    if not shape or 0 in shape:
+        raise NotExportable("a 0-D or empty index has no lowering")
+    axis = _onnx_axis(rec)
+    block = [n if d != axis else rec.inputs[0].shape[axis] for d, n in enumerate(shape)]
+    return g.op("GatherElements", _onnx_block(g, input, block), index, axis=axis)
+
+
+def _onnx_index_select(g, rec, input, index):
+    if not rec.inputs[0].shape:
+        raise NotExportable("a 0-D input has no lowering")
+    return g.op("Gather", input, g.op("Reshape", index, g.ints([-1])), axis=_onnx_axis(rec))
+
+
+def _onnx_take_along_dim(g, rec, input, indices):
+    shape_in, shape_ix = rec.inputs[0].shape, rec.inputs[1].shape
+    if 0 in shape_in or 0 in shape_ix:
+        raise NotExportable("an empty input or index has no lowering")
+    if rec.attributes.get("dim") is None:
+        return g.op("Gather", g.op("Reshape", input, g.ints([-1])), g.op("Reshape", indices, g.ints([-1])), axis=0)
+    axis = axis_of(int(rec.attributes["dim"]), len(shape_in))
+    to_in, to_ix = _along_shapes(shape_in, shape_ix, axis)
+    return g.op(
+        "GatherElements", g.op("Expand", input, g.ints(to_in)), g.op("Expand", indices, g.ints(to_ix)), axis=axis
+    )
+
+
+def _onnx_scattered(g, rec, input, index, src, reduction: str = "none"):
+    """ScatterElements of ``src``'s index-shaped block (ONNX Runtime applies repeated positions in order, so the
+    last write wins as numpy's; "add" sums them)."""
+    shape = rec.inputs[1].shape
+    if not shape or 0 in shape or not rec.inputs[0].shape:
+        raise NotExportable("a 0-D or empty input or index has no lowering")
+    return g.op("ScatterElements", input, index, src, axis=_onnx_axis(rec), reduction=reduction)
+
+
+def _onnx_scatter(g, rec, input, index, src=None):
+    shape = rec.inputs[1].shape
+    if src is None:
+        value = np.asarray(rec.attributes["value"]).astype(rec.inputs[0].dtype)
+        src = g.op("Expand", scalar(g, value, rec.inputs[0].dtype), g.ints(shape))
+    else:
+        src = _onnx_block(g, src, shape)
+    return _onnx_scattered(g, rec, input, index, src)
+
+
+def _onnx_scatter_add(g, rec, input, index, src):
+    return _onnx_scattered(g, rec, input, index, _onnx_block(g, src, rec.inputs[1].shape), "add")
+
+
+_ONNX_REDUCTION = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min", "mean": "add"}
+
+
+def _onnx_scatter_reduce(g, rec, input, index, src):
+    reduce, include_self = rec.attributes["reduce"], bool(rec.attributes.get("include_self", True))
+    dtype = np.dtype(rec.inputs[0].dtype)
+    if reduce == "mean" and dtype.kind != "f":
+        raise NotExportable("an integer mean (floor division) has no lowering")
+    if reduce in ("amax", "amin") and dtype.kind == "f":
+        raise NotExportable("amax / amin: ONNX Runtime's max / min reductions skip NaN, numpy's keep it")
+    shape = rec.inputs[1].shape
+    block = _onnx_block(g, src, shape)
+    base = input
+    if not include_self:  # the addressed positions start from the reduction's identity
+        identity = _identity(reduce, dtype)
+        base = _onnx_scattered(g, rec, input, index, g.op("Expand", scalar(g, identity, dtype), g.ints(shape)))
+    out = _onnx_scattered(g, rec, base, index, block, _ONNX_REDUCTION[reduce])
+    if reduce != "mean":
+        return out
+    ones = g.op("Expand", scalar(g, 1, dtype), g.ints(shape))
+    start = g.op("ConstantOfShape", g.op("Shape", input), value=g.tensor(np.array([1], dtype)))
+    if not include_self:
+        start = _onnx_scattered(g, rec, start, index, g.op("Mul", ones, scalar(g, 0, dtype)))
+    counts = _onnx_scattered(g, rec, start, index, ones, "add")
+    counts = g.op("Max", counts, scalar(g, 1, dtype))  # nothing scattered and no self: the input stays
+    return g.op("Div", out, counts)
+
+
+def _onnx_index_add(g, rec, input, index, source):
+    shape_src = rec.inputs[2].shape
+    if not rec.inputs[0].shape or 0 in shape_src:
+        raise NotExportable("a 0-D input or an empty source has no lowering")
+    axis = _onnx_axis(rec)
+    along = [1] * len(shape_src)
+    along[axis] = -1
+    spread = g.op("Expand", g.op("Reshape", index, g.ints(along)), g.ints(shape_src))
+    alpha = rec.attributes.get("alpha", 1)
+    if alpha != 1:
+        source = g.op("Mul", source, scalar(g, alpha, rec.inputs[2].dtype))
+    return g.op("ScatterElements", input, spread, source, axis=axis, reduction="add")
+
+
+def _onnx_one_hot(g, rec, tensor):
+    n = int(rec.attributes.get("num_classes", -1))
+    if n == -1:
+        raise NotExportable("num_classes=-1 counts the classes from the example's values; give num_classes")
+    values = g.const(np.array([0, 1], np.int64))
+    if not rec.inputs[0].shape:  # ONNX's OneHot takes indices of rank >= 1
+        return g.op(
+            "Reshape",
+            g.op("OneHot", g.op("Reshape", tensor, g.ints([1])), g.const(np.array(n, np.int64)), values, axis=-1),
+            g.ints([n]),
+        )
+    return g.op("OneHot", tensor, g.const(np.array(n, np.int64)), values, axis=-1)
+
+
+_DATA_SIZED = "its output's size depends on the input's values, and the export records (and bakes) one size"
 lowering(getitem, _onnx_getitem)
+lowering(gather, _onnx_gather)
+lowering(index_select, _onnx_index_select)
+lowering(take_along_dim, _onnx_take_along_dim)
+lowering(scatter, _onnx_scatter)
+lowering(scatter_add, _onnx_scatter_add)
+lowering(scatter_reduce, _onnx_scatter_reduce)
+lowering(index_add, _onnx_index_add)
+lowering(one_hot, _onnx_one_hot)
+lowering(masked_select, not_exportable=_DATA_SIZED)
+lowering(nonzero, not_exportable=_DATA_SIZED)
+lowering(index_put, not_exportable="its indices are recorded as constant arrays; a ScatterND lowering is not written")

@@ -553,6 +553,18 @@ def _onnx_t(g, rec, input):
     return g.op("Transpose", input, perm=list(range(len(rec.inputs[0].shape)))[::-1])
 
 
+def _onnx_einsum(g, rec, operands):
+    equation = rec.attributes["equation"].replace(" ", "")
+    if any(0 in s.shape for s in rec.inputs) or "->" not in equation:
+        raise NotExportable("an empty operand or an implicit output (no '->') has no lowering")
+    terms = equation.split("->")[0].split(",")
+    covered = {len(s.shape) - len(t.replace("...", "")) for t, s in zip(terms, rec.inputs, strict=True) if "..." in t}
+    if len(covered) > 1:
+        raise NotExportable("'...' covering different numbers of dims has no lowering (ONNX's Einsum refuses it)")
+    return g.op("Einsum", *operands, equation=equation)
+
+
+lowering(einsum, _onnx_einsum)
 lowering(matmul, _onnx_matmul)
 lowering(mm, _onnx_matmul)
 lowering(linear, _onnx_linear)

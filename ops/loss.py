@@ -93,7 +93,7 @@ from ._kernels.rowwise import (
     log_softmax_block,
 )
 from ._numerics import quiet
-from ._onnx import NotExportable
+from ._onnx import NotExportable, cast_to, extremum, pnorm, scalar
 from ._samples import KINK_GAP, transposed, uniform
 from ._validation import normalize_dim, require, require_float, require_integer
 
@@ -1643,3 +1643,195 @@ def _onnx_cross_entropy(g, rec, input, target, weight=None):
 
 
 lowering(cross_entropy, _onnx_cross_entropy)
+
+
+def _onnx_reduced(g, rec, loss, denominator=None):
+    """A loss reduction: 'none', 'sum', or 'mean' (ReduceMean; or ReduceSum / ``denominator``)."""
+    reduction = rec.attributes.get("reduction", "mean")
+    if reduction == "none":
+        return loss
+    if reduction == "mean" and denominator is None and 0 in rec.output.shape + tuple(rec.inputs[0].shape):
+        raise NotExportable("a mean over no elements (NaN in minitape, 0 in ONNX Runtime) has no lowering")
+    if reduction == "sum" or denominator is not None:
+        total = g.op("ReduceSum", loss, keepdims=0)
+        return total if reduction == "sum" else g.op("Div", total, denominator)
+    return g.op("ReduceMean", loss, keepdims=0)
+
+
+def _onnx_pointwise(value):
+    def lower(g, rec, input, target, weight=None):
+        a = rec.attributes
+        dtype = rec.inputs[0].dtype
+        d = g.op("Sub", input, target)
+        loss = value(g, d, dtype, a)
+        if weight is not None:
+            loss = g.op("Mul", loss, weight)
+        weighted_mean = weight is not None and rec.op_name != "huber_loss"
+        if weighted_mean and 0 in rec.inputs[0].shape and a.get("reduction", "mean") == "mean":
+            raise NotExportable("a weighted mean over no elements has no lowering")
+        return _onnx_reduced(g, rec, loss, g.op("ReduceSum", weight, keepdims=0) if weighted_mean else None)
+
+    return lower
+
+
+def _onnx_smooth(g, d, dtype, a, key: str, default: float, huber: bool):
+    t = float(a.get(key, default))
+    size = g.op("Abs", d)
+    if t == 0 and not huber:
+        return size
+    half_square = g.op("Mul", g.op("Mul", d, d), scalar(g, 0.5, dtype))
+    if huber:
+        inside, outside = half_square, g.op("Mul", scalar(g, t, dtype), g.op("Sub", size, scalar(g, 0.5 * t, dtype)))
+    else:
+        inside, outside = g.op("Div", half_square, scalar(g, t, dtype)), g.op("Sub", size, scalar(g, 0.5 * t, dtype))
+    return g.op("Where", g.op("Less", size, scalar(g, t, dtype)), inside, outside)
+
+
+def _onnx_nll_loss(g, rec, input, target, weight=None):
+    if len(rec.inputs[0].shape) < 2 or 0 in rec.inputs[0].shape:
+        raise NotExportable("an unbatched (C,) or empty input has no lowering")
+    target = g.op("Cast", target, to=7)  # 7: int64
+    a = rec.attributes
+    return g.op(
+        "NegativeLogLikelihoodLoss",
+        input,
+        target,
+        weight,
+        ignore_index=int(a.get("ignore_index", -100)),
+        reduction=a.get("reduction", "mean"),
+    )
+
+
+def _onnx_binary_cross_entropy(g, rec, input, target, weight=None):
+    from .elementwise import _onnx_log1p
+
+    dtype = rec.inputs[0].dtype
+    floor = scalar(g, -100.0, dtype)
+    log_rest = g.op("Max", _onnx_log1p(g, rec, g.op("Neg", input)), floor)
+    log_p = g.op("Max", g.op("Log", input), floor)
+    loss = g.op("Sub", g.op("Mul", g.op("Sub", target, scalar(g, 1, dtype)), log_rest), g.op("Mul", target, log_p))
+    if weight is not None:
+        loss = g.op("Mul", loss, weight)
+    return _onnx_reduced(g, rec, loss)
+
+
+def _onnx_bce_with_logits(g, rec, input, target, weight=None, pos_weight=None):
+    from .elementwise import _onnx_log1p
+
+    dtype = rec.inputs[0].dtype
+    one = scalar(g, 1, dtype)
+    z = g.op("Neg", input)  # softplus(z) = logaddexp(0, z) = max(z, 0) + log1p(exp(-|z|)), as numpy
+    tail = _onnx_log1p(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z))))
+    softplus_neg = g.op("Add", g.op("Max", z, scalar(g, 0, dtype)), tail)
+    if pos_weight is not None:
+        softplus_neg = g.op("Mul", softplus_neg, g.op("Add", one, g.op("Mul", g.op("Sub", pos_weight, one), target)))
+    loss = g.op("Add", g.op("Mul", g.op("Sub", one, target), input), softplus_neg)
+    if weight is not None:
+        loss = g.op("Mul", loss, weight)
+    return _onnx_reduced(g, rec, loss)
+
+
+def _onnx_kl_div(g, rec, input, target):
+    a = rec.attributes
+    dtype = rec.inputs[0].dtype
+    if a.get("log_target", False):
+        loss = g.op("Mul", g.op("Exp", target), g.op("Sub", target, input))
+    else:
+        t_log_t = g.op(
+            "Where",
+            g.op("Equal", target, scalar(g, 0, dtype)),
+            scalar(g, 0, dtype),
+            g.op("Mul", target, g.op("Log", target)),
+        )
+        loss = g.op("Sub", t_log_t, g.op("Mul", target, input))
+    reduction = a.get("reduction", "mean")
+    if reduction == "none":
+        return loss
+    total = g.op("ReduceSum", loss, keepdims=0)
+    shape = rec.inputs[0].shape
+    if reduction == "batchmean" and shape:
+        return g.op(
+            "Div", total, cast_to(g, g.op("Gather", g.op("Shape", input), g.const(np.int64(0))), np.int64, dtype)
+        )
+    if reduction == "mean":
+        return _onnx_reduced(g, rec, loss)
+    return total
+
+
+def _onnx_margin_ranking(g, rec, input1, input2, target):
+    dtype = rec.inputs[0].dtype
+    t = cast_to(g, target, rec.inputs[2].dtype, dtype)
+    z = g.op(
+        "Add",
+        g.op("Mul", g.op("Neg", t), g.op("Sub", input1, input2)),
+        scalar(g, float(rec.attributes.get("margin", 0)), dtype),
+    )
+    return _onnx_reduced(g, rec, g.op("Max", z, scalar(g, 0, dtype)))
+
+
+def _onnx_vector_norm(g, y, dtype, p: float, axis: int):
+    """As the forward's _vector_norm: ||y||_p along ``axis``, kept."""
+    if p == 0:
+        nonzero = g.op("Cast", g.op("Not", g.op("Equal", y, scalar(g, 0, dtype))), to=1)  # 1: FLOAT
+        return cast_to(g, g.op("ReduceSum", nonzero, g.ints([axis]), keepdims=1), np.float32, dtype)
+    if p == -math.inf:
+        return extremum(g, "ReduceMin", g.op("Abs", y), [axis], 1, dtype)
+    return pnorm(g, y, dtype, p, [axis])
+
+
+def _onnx_pairwise(g, rec, x1, x2, p: float, eps: float, keepdim: bool = False):
+    """pairwise_distance's value over the last dim (a 0-D difference: a vector of one entry)."""
+    dtype = rec.inputs[0].dtype
+    shape = np.broadcast_shapes(*(s.shape for s in rec.inputs[:2]))
+    if 0 in shape:
+        raise NotExportable("an empty input has no lowering")
+    y = g.op("Add", g.op("Sub", x1, x2), scalar(g, eps, dtype))
+    if not shape:
+        return g.op("Reshape", _onnx_vector_norm(g, g.op("Reshape", y, g.ints([1])), dtype, p, 0), g.ints([]))
+    n = _onnx_vector_norm(g, y, dtype, p, len(shape) - 1)
+    return n if keepdim else g.op("Squeeze", n, g.ints([len(shape) - 1]))
+
+
+def _onnx_pairwise_distance(g, rec, x1, x2):
+    a = rec.attributes
+    return _onnx_pairwise(
+        g, rec, x1, x2, float(a.get("p", 2.0)), float(a.get("eps", 1e-6)), bool(a.get("keepdim", False))
+    )
+
+
+def _onnx_cosine_similarity(g, rec, x1, x2):
+    dtype = rec.inputs[0].dtype
+    shape = np.broadcast_shapes(*(s.shape for s in rec.inputs))
+    if not shape or 0 in shape:
+        raise NotExportable("a 0-D or empty input has no lowering")
+    axis = _cosine_axis(shape, rec.attributes.get("dim", 1))
+    eps = scalar(g, float(rec.attributes.get("eps", 1e-8)), dtype)
+    a, b = (g.op("Expand", x, g.ints(shape)) for x in (x1, x2))
+    c1, c2 = (g.op("Max", pnorm(g, v, dtype, 2.0, [axis]), eps) for v in (a, b))
+    return g.op("ReduceSum", g.op("Mul", g.op("Div", a, c1), g.op("Div", b, c2)), g.ints([axis]), keepdims=0)
+
+
+def _onnx_triplet_margin_loss(g, rec, anchor, positive, negative):
+    a = rec.attributes
+    dtype = rec.inputs[0].dtype
+    p, eps = float(a.get("p", 2)), float(a.get("eps", 1e-6))
+    d_pos = _onnx_pairwise(g, rec, anchor, positive, p, eps)
+    d_neg = _onnx_pairwise(g, rec, anchor, negative, p, eps)
+    if a.get("swap", False):
+        d_neg = g.op("Min", d_neg, _onnx_pairwise(g, rec, positive, negative, p, eps))
+    z = g.op("Sub", g.op("Add", scalar(g, float(a.get("margin", 1.0)), dtype), d_pos), d_neg)
+    return _onnx_reduced(g, rec, g.op("Max", z, scalar(g, 0, dtype)))
+
+
+lowering(pairwise_distance, _onnx_pairwise_distance)
+lowering(cosine_similarity, _onnx_cosine_similarity)
+lowering(triplet_margin_loss, _onnx_triplet_margin_loss)
+lowering(mse_loss, _onnx_pointwise(lambda g, d, dtype, a: g.op("Mul", d, d)))
+lowering(l1_loss, _onnx_pointwise(lambda g, d, dtype, a: g.op("Abs", d)))
+lowering(smooth_l1_loss, _onnx_pointwise(lambda g, d, dtype, a: _onnx_smooth(g, d, dtype, a, "beta", 1.0, False)))
+lowering(huber_loss, _onnx_pointwise(lambda g, d, dtype, a: _onnx_smooth(g, d, dtype, a, "delta", 1.0, True)))
+lowering(nll_loss, _onnx_nll_loss)
+lowering(binary_cross_entropy, _onnx_binary_cross_entropy)
+lowering(binary_cross_entropy_with_logits, _onnx_bce_with_logits)
+lowering(kl_div, _onnx_kl_div)
+lowering(margin_ranking_loss, _onnx_margin_ranking)

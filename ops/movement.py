@@ -76,8 +76,10 @@ __all__ = [
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tape.onnx import lowering
 from tape.registry import Sample, defop
 
+from ._onnx import NotExportable, axis_of, index_map
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
 from .indexing import index_add
@@ -832,3 +834,66 @@ meshgrid = defop(
     samples=_meshgrid_samples,
     torch_ref=lambda torch, tensors, indexing="ij": torch.meshgrid(*tensors, indexing=indexing),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_flip(g, rec, input):
+    shape = rec.inputs[0].shape
+    dims = rec.attributes["dims"]
+    axes = sorted({axis_of(int(d), len(shape)) for d in ((dims,) if isinstance(dims, int | np.integer) else dims)})
+    if not shape or not axes:
+        return g.op("Identity", input)
+    big = np.iinfo(np.int64).max
+    return g.op(
+        "Slice", input, g.ints([-1] * len(axes)), g.ints([-big] * len(axes)), g.ints(axes), g.ints([-1] * len(axes))
+    )
+
+
+def _onnx_gathered(g, rec, input):
+    return index_map(g, rec, input)
+
+
+def _onnx_filled(g, rec, input):
+    return index_map(g, rec, input, fill=0)
+
+
+def _onnx_diag(g, rec, input):
+    return index_map(g, rec, input, fill=0) if len(rec.inputs[0].shape) == 1 else index_map(g, rec, input)
+
+
+def _onnx_pieces(g, rec, input):
+    """split / chunk / unbind: one Slice per recorded piece (unbind's squeezed)."""
+    shape = rec.inputs[0].shape
+    axis = axis_of(int(rec.attributes.get("dim", 0)), len(shape))
+    pieces, start = [], 0
+    for spec in rec.output_specs:
+        n = 1 if rec.op_name == "unbind" else spec.shape[axis]
+        piece = g.op("Slice", input, g.ints([start]), g.ints([start + n]), g.ints([axis]))
+        pieces.append(g.op("Squeeze", piece, g.ints([axis])) if rec.op_name == "unbind" else piece)
+        start += n
+    if not pieces:
+        raise NotExportable("no pieces (an empty dim) has no lowering")
+    return tuple(pieces)
+
+
+def _onnx_meshgrid(g, rec, tensors):
+    shape = rec.output_specs[0].shape
+    if 0 in shape:
+        raise NotExportable("an empty grid has no lowering")
+    _, places = _grid_plan([np.empty(s.shape, np.int8) for s in rec.inputs], rec.attributes.get("indexing", "ij"))
+    out = []
+    for t, k in zip(tensors, places, strict=True):
+        along = [1] * len(shape)
+        along[k] = -1
+        out.append(g.op("Expand", g.op("Reshape", t, g.ints(along)), g.ints(shape)))
+    return tuple(out)
+
+
+lowering(flip, _onnx_flip)
+for _op in (roll, tile, repeat_interleave, diagonal, unfold_copy):
+    lowering(_op, _onnx_gathered)
+lowering(diag_embed, _onnx_filled)
+lowering(diag, _onnx_diag)
+for _op in (split, chunk, unbind):
+    lowering(_op, _onnx_pieces)
+lowering(meshgrid, _onnx_meshgrid)

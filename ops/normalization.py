@@ -45,7 +45,7 @@ from ._kernels.rowwise import (
     softmax_block,
     softmax_grad_block,
 )
-from ._onnx import NotExportable, axis_of
+from ._onnx import NotExportable, axis_of, scalar
 from ._samples import along_dim_samples, transposed, uniform
 from ._validation import normalize_dim, require, require_float
 
@@ -664,6 +664,67 @@ def _onnx_rms_norm(g, rec, input, weight=None):
     return g.op("RMSNormalization", input, scale, axis=axis, epsilon=eps)
 
 
+def _onnx_channel_norm(g, rec, kind: str, input, groups: int, mean, var, weight, bias, eps: float):
+    """The forward's normalisation of the (N, G, C // G, rest) view (the spatial dims flattened into one):
+    ``mean``/``var`` None for statistics of the input, else (C,) running ones."""
+    shape = rec.inputs[0].shape
+    dtype = rec.inputs[0].dtype
+    if 0 in shape:
+        raise NotExportable("an empty input has no lowering")
+    c = shape[1]
+    view = g.op("Reshape", input, g.ints([0, groups, c // groups, -1]))  # 0: the batch size as it comes
+    per_channel = g.ints([1, groups, c // groups, 1])
+    axes = g.ints([0, 2, 3] if kind == "batch" else [2, 3])
+    if mean is None:
+        mean = g.op("ReduceMean", view, axes, keepdims=1)
+        centered = g.op("Sub", view, mean)
+        var = g.op("ReduceMean", g.op("Mul", centered, centered), axes, keepdims=1)
+    else:
+        mean, var = g.op("Reshape", mean, per_channel), g.op("Reshape", var, per_channel)
+        centered = g.op("Sub", view, mean)
+    rstd = g.op("Div", scalar(g, 1, dtype), g.op("Sqrt", g.op("Add", var, scalar(g, eps, dtype))))
+    out = g.op("Mul", centered, rstd)
+    if weight is not None:
+        out = g.op("Mul", out, g.op("Reshape", weight, per_channel))
+    if bias is not None:
+        out = g.op("Add", out, g.op("Reshape", bias, per_channel))
+    return g.op("Reshape", out, g.op("Shape", input))
+
+
+def _onnx_batch_norm(g, rec, input, running_mean=None, running_var=None, weight=None, bias=None):
+    a = rec.attributes
+    if a.get("training", False):
+        raise NotExportable("training=True (batch statistics, running-statistics updates); call model.eval()")
+    if running_mean is None or running_var is None:
+        raise NotExportable("evaluation without running statistics has no lowering")
+    c = rec.inputs[0].shape[1]
+    return _onnx_channel_norm(
+        g, rec, "batch", input, c, running_mean, running_var, weight, bias, float(a.get("eps", 1e-5))
+    )
+
+
+def _onnx_instance_norm(g, rec, input, running_mean=None, running_var=None, weight=None, bias=None):
+    a = rec.attributes
+    c = rec.inputs[0].shape[1]
+    if a.get("use_input_stats", True):
+        running_mean = running_var = None
+    elif running_mean is None or running_var is None:
+        raise NotExportable("use_input_stats=False without running statistics has no lowering")
+    return _onnx_channel_norm(
+        g, rec, "instance", input, c, running_mean, running_var, weight, bias, float(a.get("eps", 1e-5))
+    )
+
+
+def _onnx_group_norm(g, rec, input, weight=None, bias=None):
+    a = rec.attributes
+    return _onnx_channel_norm(
+        g, rec, "group", input, int(a["num_groups"]), None, None, weight, bias, float(a.get("eps", 1e-5))
+    )
+
+
+lowering(batch_norm, _onnx_batch_norm)
+lowering(instance_norm, _onnx_instance_norm)
+lowering(group_norm, _onnx_group_norm)
 lowering(softmax, _onnx_along_dim("Softmax"))
 lowering(log_softmax, _onnx_along_dim("LogSoftmax"))
 lowering(layer_norm, _onnx_layer_norm)

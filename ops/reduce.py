@@ -58,7 +58,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
-from ._onnx import NotExportable, cast_to
+from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import normalize_dim
 from .sorting import _scattered_back
@@ -841,21 +841,175 @@ count_nonzero = _on_input(
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
-def _onnx_reduction(op_type):
+def _onnx_axes(rec, dim_default=None) -> tuple[tuple, int]:
+    """(the reduced axes, every one when dim is None or (), and keepdims) of a reduction's record."""
+    ndim = len(rec.inputs[0].shape)
+    keep = bool(rec.attributes.get("keepdim", False))
+    axes = _axes(rec.op_name, rec.attributes.get("dim", dim_default), ndim, keep)
+    return (tuple(range(ndim)) if axes is None else axes), int(keep)
+
+
+def _onnx_reduce(g, op_type: str, x, axes, keep: int, dtype=None):
+    """``op_type`` over ``axes`` (a 0-D input: unchanged). ReduceMax / ReduceMin of a floating ``dtype`` give
+    NaN for a slice holding one, as numpy (ONNX Runtime's skip NaN)."""
+    if not axes:
+        return g.op("Identity", x)
+    if op_type in ("ReduceMax", "ReduceMin") and dtype is not None:
+        return extremum(g, op_type, x, axes, keep, dtype)
+    return g.op(op_type, x, g.ints(axes), keepdims=keep)
+
+
+def _onnx_reduction(op_type, empty_ok: bool = False):
     def lower(g, rec, x):
         spec = rec.inputs[0]
-        if 0 in spec.shape:
-            raise NotExportable("a reduction over an empty tensor has no lowering")
-        x = cast_to(g, x, spec.dtype, rec.output.dtype)
-        if not spec.shape:
-            return g.op("Identity", x)
-        axes = _axes(rec.op_name, rec.attributes.get("dim"), len(spec.shape), rec.attributes.get("keepdim", False))
-        axes = tuple(range(len(spec.shape))) if axes is None else axes
-        keep = int(bool(rec.attributes.get("keepdim", False)))
-        return g.op(op_type, x, g.ints(axes), keepdims=keep)
+        axes, keep = _onnx_axes(rec, () if rec.op_name in ("amax", "amin") else None)
+        if 0 in spec.shape and not (empty_ok and (op_type != "ReduceMean" or _count(spec.shape, axes))):
+            raise NotExportable("this reduction over an empty tensor has no lowering (ONNX Runtime's differs)")
+        return _onnx_reduce(g, op_type, cast_to(g, x, spec.dtype, rec.output.dtype), axes, keep, rec.output.dtype)
 
     return lower
 
 
-lowering(sum, _onnx_reduction("ReduceSum"))
-lowering(mean, _onnx_reduction("ReduceMean"))
+def _onnx_moment(g, rec, x):
+    spec = rec.inputs[0]
+    if 0 in spec.shape:
+        raise NotExportable("a variance over an empty tensor has no lowering")
+    axes, keep = _onnx_axes(rec)
+    dof = _count(spec.shape, axes) - float(rec.attributes.get("correction", 1))
+    if not axes:
+        centered = g.op("Sub", x, x)
+    else:
+        centered = g.op("Sub", x, g.op("ReduceMean", x, g.ints(axes), keepdims=1))
+    squares = _onnx_reduce(g, "ReduceSum", g.op("Mul", centered, centered), axes, keep)
+    variance = g.op("Div", squares, scalar(g, dof if dof > 0 else 0.0, spec.dtype))
+    return variance if rec.op_name == "var" else g.op("Sqrt", variance)
+
+
+def _onnx_nonzero(g, rec, x):
+    return g.op("Not", g.op("Equal", x, scalar(g, 0, rec.inputs[0].dtype)))
+
+
+def _onnx_first_extremum(g, op_type: str, x, dtype, axis: int, keep: int):
+    """ArgMax / ArgMin along ``axis`` as numpy's: the first extremum, or the first NaN of a slice holding one
+    (ONNX Runtime skips NaN)."""
+    from onnx import TensorProto
+
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        x = g.op("Cast", x, to=TensorProto.INT32)
+    found = g.op(op_type, x, axis=axis, keepdims=keep)
+    if dtype.kind != "f":
+        return found
+    nan = g.op("Cast", g.op("IsNaN", x), to=TensorProto.INT32)
+    first_nan = g.op("ArgMax", nan, axis=axis, keepdims=keep)
+    has_nan = g.op("Greater", g.op("ReduceMax", nan, g.ints([axis]), keepdims=keep), g.const(np.zeros((), np.int32)))
+    return g.op("Where", has_nan, first_nan, found)
+
+
+def _onnx_arg(op_type):
+    def lower(g, rec, x):
+        spec = rec.inputs[0]
+        if 0 in spec.shape:
+            raise NotExportable("an empty input has no lowering")
+        dim, keep = rec.attributes.get("dim"), int(bool(rec.attributes.get("keepdim", False)))
+        if dim is None or not spec.shape:
+            flat = _onnx_first_extremum(g, op_type, g.op("Reshape", x, g.ints([-1])), spec.dtype, 0, 0)
+            return g.op("Reshape", flat, g.ints([1] * len(spec.shape))) if keep else flat
+        return _onnx_first_extremum(g, op_type, x, spec.dtype, axis_of(int(dim), len(spec.shape)), keep)
+
+    return lower
+
+
+def _onnx_max_min(g, rec, x):
+    spec = rec.inputs[0]
+    find, whole = ("ArgMax", "ReduceMax") if rec.op_name == "max" else ("ArgMin", "ReduceMin")
+    dim = rec.attributes.get("dim")
+    if 0 in spec.shape:
+        raise NotExportable("an empty input has no lowering")
+    if dim is None:
+        return _onnx_reduction(whole)(g, rec, x)
+    if not spec.shape:
+        return g.op("Identity", x), _onnx_first_extremum(g, find, g.op("Reshape", x, g.ints([-1])), spec.dtype, 0, 0)
+    axis, keep = axis_of(int(dim), len(spec.shape)), int(bool(rec.attributes.get("keepdim", False)))
+    indices = _onnx_first_extremum(g, find, x, spec.dtype, axis, 1)
+    values = g.op("GatherElements", x, indices, axis=axis)
+    if keep:
+        return values, indices
+    return g.op("Squeeze", values, g.ints([axis])), g.op("Squeeze", indices, g.ints([axis]))
+
+
+def _onnx_logsumexp(g, rec, x):
+    spec = rec.inputs[0]
+    if 0 in spec.shape:
+        raise NotExportable("an empty input has no lowering")
+    axes, keep = _onnx_axes(rec)
+    if not axes:
+        return g.op("Identity", x)
+    shift = g.op("ReduceMax", x, g.ints(axes), keepdims=1)
+    finite = g.op("Not", g.op("Or", g.op("IsInf", shift), g.op("IsNaN", shift)))
+    shift = g.op("Where", finite, shift, scalar(g, 0, spec.dtype))
+    total = _onnx_reduce(g, "ReduceSum", g.op("Exp", g.op("Sub", x, shift)), axes, keep)
+    return g.op("Add", g.op("Log", total), shift if keep else g.op("Squeeze", shift, g.ints(axes)))
+
+
+def _onnx_vector_norm(g, rec, x):
+    from onnx import TensorProto
+
+    spec = rec.inputs[0]
+    ord = float(_p_of(rec.attributes.get("p", "fro")) if rec.op_name == "norm" else rec.attributes.get("ord", 2))
+    axes, keep = _onnx_axes(rec)
+    if 0 in spec.shape and math.isinf(ord):
+        raise NotExportable("an infinity norm over an empty tensor has no lowering")
+    if not spec.shape:
+        x, axes = g.op("Reshape", x, g.ints([1])), (0,)
+    magnitude = g.op("Abs", x)
+    if math.isinf(ord):
+        out = _onnx_reduce(g, "ReduceMax" if ord > 0 else "ReduceMin", magnitude, axes, keep, spec.dtype)
+    elif ord == 0:
+        nonzero = g.op("Cast", g.op("Not", g.op("Equal", x, scalar(g, 0, spec.dtype))), to=TensorProto.FLOAT)
+        out = cast_to(g, g.op("ReduceSum", nonzero, g.ints(axes), keepdims=keep), np.float32, spec.dtype)
+    elif ord == 1:
+        out = g.op("ReduceSum", magnitude, g.ints(axes), keepdims=keep)
+    elif ord == 2:
+        out = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", magnitude, magnitude), g.ints(axes), keepdims=keep))
+    else:
+        powered = g.op("ReduceSum", g.op("Pow", magnitude, scalar(g, ord, spec.dtype)), g.ints(axes), keepdims=keep)
+        out = g.op("Pow", powered, scalar(g, 1 / ord, spec.dtype))
+    return g.op("Reshape", out, g.ints([])) if not spec.shape else out
+
+
+def _onnx_truth(g, rec, x):
+    from onnx import TensorProto
+
+    axes, keep = _onnx_axes(rec)
+    if rec.op_name == "all":
+        counted = g.op("Cast", g.op("Not", _onnx_nonzero(g, rec, x)), to=TensorProto.INT64)
+    else:
+        counted = g.op("Cast", _onnx_nonzero(g, rec, x), to=TensorProto.INT64)
+    if not axes:
+        total = counted
+    else:
+        total = g.op("ReduceSum", counted, g.ints(axes), keepdims=keep)
+    if rec.op_name == "count_nonzero":
+        return total
+    zero = g.const(np.zeros((), np.int64))
+    return g.op("Equal", total, zero) if rec.op_name == "all" else g.op("Greater", total, zero)
+
+
+lowering(sum, _onnx_reduction("ReduceSum", empty_ok=True))
+lowering(mean, _onnx_reduction("ReduceMean", empty_ok=True))
+lowering(prod, _onnx_reduction("ReduceProd", empty_ok=True))
+lowering(amax, _onnx_reduction("ReduceMax"))
+lowering(amin, _onnx_reduction("ReduceMin"))
+lowering(var, _onnx_moment)
+lowering(std, _onnx_moment)
+lowering(max, _onnx_max_min)
+lowering(min, _onnx_max_min)
+lowering(argmax, _onnx_arg("ArgMax"))
+lowering(argmin, _onnx_arg("ArgMin"))
+lowering(logsumexp, _onnx_logsumexp)
+lowering(vector_norm, _onnx_vector_norm)
+lowering(norm, _onnx_vector_norm)
+lowering(any, _onnx_truth)
+lowering(all, _onnx_truth)
+lowering(count_nonzero, _onnx_truth)

@@ -32,6 +32,7 @@ __all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from ._numerics import quiet
@@ -327,3 +328,22 @@ logcumsumexp = defop(
     samples=_logcumsumexp_samples,
     torch_ref=lambda torch, input, dim: torch.logcumsumexp(input, dim),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_cumsum(g, rec, input):
+    from ._onnx import axis_of, cast_to
+
+    shape = rec.inputs[0].shape
+    x = cast_to(g, input, rec.inputs[0].dtype, rec.output.dtype)
+    if not shape:
+        return g.op("Identity", x)
+    return g.op("CumSum", x, g.const(np.array(axis_of(int(rec.attributes["dim"]), len(shape)), np.int64)))
+
+
+_NO_SCAN = "ONNX has no cumulative {} (only CumSum); a Scan loop over the dim is not written"
+lowering(cumsum, _onnx_cumsum)
+lowering(cumprod, not_exportable=_NO_SCAN.format("product"))
+lowering(cummax, not_exportable=_NO_SCAN.format("maximum with indices"))
+lowering(cummin, not_exportable=_NO_SCAN.format("minimum with indices"))
+lowering(logcumsumexp, not_exportable=_NO_SCAN.format("log-sum-exp"))

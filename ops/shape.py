@@ -43,7 +43,7 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
-from ._onnx import NotExportable, axis_of
+from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, normalize_dims
 from .indexing import _index_add_into, index_add
@@ -690,8 +690,10 @@ repeat = defop(
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
 def _onnx_reshape(g, rec, input):
-    """Reshape to the recorded output shape; a leading dim equal to the input's is written 0 (ONNX: copy it), so
-    a model exported with a dynamic batch axis reshapes any batch."""
+    """Reshape to the recorded output shape; a leading dim equal to the input's is written 0 (ONNX: copy it) and
+    the first other one -1 (ONNX: what the size leaves), so a model exported with dynamic axes reshapes any size
+    (``(B, T, V) -> (B * T, V)`` included); a size that still depends on a dynamic axis is caught by the export's
+    dynamic-axis check."""
     have, want = rec.inputs[0].shape, rec.output.shape
     dims, copying = [], True
     for k, n in enumerate(want):
@@ -699,6 +701,9 @@ def _onnx_reshape(g, rec, input):
         dims.append(0 if copying else n)
     if 0 in want:
         raise NotExportable("an empty output shape has no lowering")
+    free = [k for k, d in enumerate(dims) if d != 0]
+    if free:
+        dims[free[0]] = -1
     return g.op("Reshape", input, g.ints(dims))
 
 
@@ -719,7 +724,7 @@ def _onnx_permute(g, rec, input):
 
 def _onnx_squeeze(g, rec, input):
     have, want = rec.inputs[0].shape, rec.output.shape
-    return g.op("Reshape", input, g.ints(want)) if have != want else g.op("Identity", input)
+    return g.op("Reshape", input, g.ints(want), allowzero=1) if have != want else g.op("Identity", input)
 
 
 def _onnx_unsqueeze(g, rec, input):
@@ -738,7 +743,59 @@ def _onnx_expand(g, rec, input):
     return g.op("Expand", input, g.ints(rec.output.shape))
 
 
+def _onnx_stack(g, rec, tensors):
+    axis = axis_of(int(rec.attributes.get("dim", 0)), len(rec.output.shape))
+    if 0 in rec.output.shape:
+        raise NotExportable("stacking empty tensors has no lowering")
+    return g.op("Concat", *(g.op("Unsqueeze", t, g.ints([axis])) for t in tensors), axis=axis)
+
+
+def _onnx_narrow(g, rec, input):
+    shape = rec.inputs[0].shape
+    axis = axis_of(int(rec.attributes["dim"]), len(shape))
+    start = int(np.asarray(rec.attributes["start"]).reshape(-1)[0])
+    start = start % shape[axis] if start < 0 else start
+    length = int(np.asarray(rec.attributes["length"]).reshape(-1)[0])
+    return g.op("Slice", input, g.ints([start]), g.ints([start + length]), g.ints([axis]))
+
+
+def _onnx_pad(g, rec, input):
+    if rec.attributes.get("mode", "constant") != "constant":
+        return index_map(g, rec, input)
+    value = rec.attributes.get("value")
+    return index_map(g, rec, input, fill=0 if value is None else value, value=0)
+
+
+def _onnx_triangle(upper: int):
+    def lower(g, rec, input):
+        if 0 in rec.inputs[0].shape:
+            raise NotExportable("an empty input has no lowering")
+        return g.op("Trilu", input, g.const(np.array(int(rec.attributes.get("diagonal", 0)), np.int64)), upper=upper)
+
+    return lower
+
+
+def _onnx_masked_fill(g, rec, input, mask):
+    value = scalar(g, np.asarray(rec.attributes["value"]).astype(rec.inputs[0].dtype), rec.inputs[0].dtype)
+    return g.op("Where", mask, value, input)
+
+
+def _onnx_repeat(g, rec, input):
+    repeats, shape = _repeat_shapes(np.empty(rec.inputs[0].shape, np.int8), rec.attributes["repeats"])
+    if 0 in rec.output.shape:
+        raise NotExportable("an empty result has no lowering")
+    return g.op("Tile", g.op("Reshape", input, g.ints(shape)), g.ints(repeats))
+
+
 lowering(reshape, _onnx_reshape)
+lowering(flatten, _onnx_reshape)
+lowering(stack, _onnx_stack)
+lowering(narrow, _onnx_narrow)
+lowering(pad, _onnx_pad)
+lowering(tril, _onnx_triangle(0))
+lowering(triu, _onnx_triangle(1))
+lowering(masked_fill, _onnx_masked_fill)
+lowering(repeat, _onnx_repeat)
 lowering(transpose, _onnx_transpose)
 lowering(permute, _onnx_permute)
 lowering(squeeze, _onnx_squeeze)

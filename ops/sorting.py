@@ -36,8 +36,10 @@ __all__ = ["sort", "argsort", "topk", "kthvalue", "median", "median_dim"]
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from ._onnx import NotExportable, axis_of
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
 from .indexing import scatter_add
@@ -440,3 +442,92 @@ median = defop(
     torch_ref=lambda torch, input: torch.median(input),
     notes="torch.median(input) without dim; median_dim is torch.median(input, dim, keepdim)",
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_stable_top(g, rec, x, k: int, axis: int, largest: bool):
+    """(values, int64 indices) in the forward's stable order: ONNX's TopK breaks ties by the lower index, as the
+    forward does in both directions."""
+    if rec.inputs[0].dtype == np.bool_:  # TopK takes numbers: sort the bools as int8, then cast back
+        values, indices = g.op("TopK", g.op("Cast", x, to=3), g.ints([k]), axis=axis, largest=int(largest), outputs=2)
+        return g.op("Cast", values, to=9), indices  # 3: INT8, 9: BOOL
+    return g.op("TopK", x, g.ints([k]), axis=axis, largest=int(largest), sorted=1, outputs=2)
+
+
+def _onnx_sorted(g, rec, input):
+    shape = rec.inputs[0].shape
+    if not shape or 0 in shape:
+        raise NotExportable("a 0-D or empty input has no lowering")
+    a = rec.attributes
+    axis = axis_of(int(a.get("dim", -1)), len(shape))
+    if rec.op_name == "topk":
+        k, largest = int(a["k"]), bool(a.get("largest", True))
+    else:
+        k, largest = shape[axis], bool(a.get("descending", False))
+    values, indices = _onnx_stable_top(g, rec, input, k, axis, largest)
+    return indices if rec.op_name == "argsort" else (values, indices)
+
+
+def _onnx_picked(g, rec, input, position):
+    """(values, indices) at ``position`` (the int64 name of a keepdim-shaped tensor) of the ascending stable
+    order along the op's dim, as the forward's _picked."""
+    shape = rec.inputs[0].shape
+    if not shape or 0 in shape:
+        raise NotExportable("a 0-D or empty input has no lowering")
+    axis = axis_of(int(rec.attributes.get("dim", -1)), len(shape))
+    values, indices = _onnx_stable_top(g, rec, input, shape[axis], axis, False)
+    values = g.op("GatherElements", values, position, axis=axis)
+    indices = g.op("GatherElements", indices, position, axis=axis)
+    if not rec.attributes.get("keepdim", False):
+        values, indices = (g.op("Squeeze", v, g.ints([axis])) for v in (values, indices))
+    return values, indices
+
+
+def _onnx_slice_shape(rec) -> list:
+    shape = list(rec.inputs[0].shape)
+    if shape:
+        shape[axis_of(int(rec.attributes.get("dim", -1)), len(shape))] = 1
+    return shape
+
+
+def _onnx_kthvalue(g, rec, input):
+    position = g.const(np.full(_onnx_slice_shape(rec), int(rec.attributes["k"]) - 1, np.int64))
+    return _onnx_picked(g, rec, input, position)
+
+
+def _onnx_median_dim(g, rec, input):
+    shape = rec.inputs[0].shape
+    if not shape or 0 in shape:
+        raise NotExportable("a 0-D or empty input has no lowering")
+    axis = axis_of(int(rec.attributes.get("dim", -1)), len(shape))
+    n = shape[axis]
+    middle = g.const(np.full(_onnx_slice_shape(rec), (n - 1) // 2, np.int64))
+    if np.dtype(rec.inputs[0].dtype).kind != "f":
+        return _onnx_picked(g, rec, input, middle)
+    # NaNs sort last in input order: a slice holding some gives its first NaN, at n - (number of NaNs)
+    nans = g.op("ReduceSum", g.op("Cast", g.op("IsNaN", input), to=7), g.ints([axis]), keepdims=1)  # 7: INT64
+    has = g.op("Greater", nans, g.const(np.int64(0)))
+    return _onnx_picked(g, rec, input, g.op("Where", has, g.op("Sub", g.const(np.int64(n)), nans), middle))
+
+
+def _onnx_median(g, rec, input):
+    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
+    size = int(np.prod(shape))
+    if size == 0:
+        raise NotExportable("an empty input has no lowering")
+    flat = g.op("Reshape", input, g.ints([-1]))
+    values = g.op("TopK", flat, g.ints([size]), axis=0, largest=0, sorted=1, outputs=2)[0]
+    middle = g.op("Gather", values, g.const(np.int64((size - 1) // 2)), axis=0)
+    if np.dtype(dtype).kind != "f":
+        return middle
+    any_nan = g.op(
+        "Greater", g.op("ReduceMax", g.op("Cast", g.op("IsNaN", flat), to=6), keepdims=0), g.const(np.int32(0))
+    )
+    return g.op("Where", any_nan, g.const(np.array(np.nan, dtype)), middle)
+
+
+for _op in (sort, argsort, topk):
+    lowering(_op, _onnx_sorted)
+lowering(kthvalue, _onnx_kthvalue)
+lowering(median_dim, _onnx_median_dim)
+lowering(median, _onnx_median)

@@ -2,9 +2,14 @@
 
 ``export(fn_or_module, example_inputs, path)`` runs the call once on an ExecutionTape, then lowers every
 recorded op through the lowering the op declared next to its forward, in its own module (``lowering(op, ...)``
-below: an ONNX op type for a one-to-one mapping, or a function building a small decomposition). An op with no
-lowering -- or a lowering that refuses an attribute it cannot express (``NotExportable``) -- stops the export
-with an error naming the op and the user's line that called it.
+below: an ONNX op type for a one-to-one mapping, a function building a small decomposition, or
+``not_exportable="why"``). An op declared not exportable -- or a lowering that refuses an attribute it cannot
+express (``NotExportable``) -- stops the export with an error naming the op, why, and the user's line that
+called it.
+
+Dynamic axes: a lowering may bake recorded sizes into the graph. ``_check_dynamic`` lowers the call again with
+each dynamic input axis resized and refuses a graph that changed (naming the op, the axis and the call site), so
+an exported model is never silently wrong at other sizes.
 
 Tensors the call read but did not produce become initializers: a Module's parameters and buffers under their
 module paths (``blocks.0.attn.qkv.weight``), other constants as ``const_<k>``. The ``onnx`` package is
@@ -28,6 +33,8 @@ __all__ = [
     "export",
     "lowering",
     "lowering_of",
+    "not_exportable_reason",
+    "declares_lowering",
     "check_sample",
     "Graph",
     "Value",
@@ -50,10 +57,13 @@ class Value(str):
     """The ONNX name of an exported graph input that reached an op as an attribute (``key_padding_lengths``)."""
 
 
-def lowering(op, how: str | Callable) -> Callable:
-    """Declare ``op``'s ONNX lowering: ``how`` is an ONNX op type taking the op's tensor inputs unchanged (and no
-    attribute), or ``fn(graph, rec, *inputs) -> name | tuple of names`` with ``inputs`` the ONNX names of the
-    tensor inputs (None for an absent optional one) and ``rec`` the RecordedOp (shapes, dtypes, attributes)."""
+def lowering(op, how: str | Callable | None = None, *, not_exportable: str | None = None) -> Callable | None:
+    """Declare ``op``'s ONNX lowering, next to its forward: ``how`` is an ONNX op type taking the op's tensor
+    inputs unchanged (and no attribute), or ``fn(graph, rec, *inputs) -> name | tuple of names`` with ``inputs``
+    the ONNX names of the tensor inputs (None for an absent optional one) and ``rec`` the RecordedOp (shapes,
+    dtypes, attributes). ``not_exportable="why"`` instead declares that ONNX cannot express the op, and why."""
+    if (how is None) == (not_exportable is None) or (not_exportable is not None and not not_exportable.strip()):
+        raise TypeError(f"lowering({op.name}): give either 'how' or a non-empty 'not_exportable' reason")
     if isinstance(how, str):
         op_type = how
 
@@ -63,12 +73,23 @@ def lowering(op, how: str | Callable) -> Callable:
         one_to_one.__name__ = f"onnx_{op_type}"
         how = one_to_one
     op.onnx_lowering = how
+    op.onnx_not_exportable = not_exportable
     return how
 
 
 def lowering_of(op) -> Callable | None:
-    """The op's declared lowering, or None when it is not exportable."""
+    """The op's declared lowering, or None when it is not exportable (or declares nothing)."""
     return getattr(op, "onnx_lowering", None)
+
+
+def not_exportable_reason(op) -> str | None:
+    """Why the op is declared not exportable (None: it has a lowering, or declares nothing)."""
+    return getattr(op, "onnx_not_exportable", None)
+
+
+def declares_lowering(op) -> bool:
+    """Whether the op declared a lowering or why it has none (every registered op must)."""
+    return lowering_of(op) is not None or not_exportable_reason(op) is not None
 
 
 class Graph:
@@ -79,6 +100,9 @@ class Graph:
         self.nodes: list = []
         self.initializers: list = []
         self._count = 0
+        self.lowering: int | None = None  # the index of the recorded op being lowered
+        self.owners: list = []  # per node, then per initializer: the recorded op that made it (None: the call)
+        self.initializer_owners: list = []
 
     def fresh(self, stem: str = "t") -> str:
         self._count += 1
@@ -89,6 +113,7 @@ class Graph:
         names = [self.fresh(op_type.lower()) for _ in range(outputs)]
         ins = ["" if i is None else i for i in inputs]
         self.nodes.append(self._helper.make_node(op_type, ins, names, name=names[0], **attributes))
+        self.owners.append(self.lowering)
         return names[0] if outputs == 1 else tuple(names)
 
     def const(self, value, dtype=None, name: str | None = None) -> str:
@@ -96,7 +121,12 @@ class Graph:
         array = np.asarray(value, dtype=dtype)
         name = name or self.fresh("c")
         self.initializers.append(self._numpy_helper.from_array(np.array(array, order="C"), name))  # 0-D stays 0-D
+        self.initializer_owners.append(self.lowering)
         return name
+
+    def tensor(self, value):
+        """``value`` as an ONNX TensorProto (for a tensor-valued attribute such as ConstantOfShape's)."""
+        return self._numpy_helper.from_array(np.asarray(value))
 
     def ints(self, values) -> str:
         """An int64 1-D initializer (shapes, axes, slice bounds)."""
@@ -174,7 +204,7 @@ def _value_info(helper, name: str, t: Tensor, axes) -> Any:
 
 def _lower(g: Graph, rec: RecordedOp, op, inputs: list, site: str) -> list[str]:
     fn = lowering_of(op)
-    reason = _NO_LOWERING
+    reason = not_exportable_reason(op) or _NO_LOWERING
     if fn is not None:
         try:
             out = fn(g, rec, *inputs)
@@ -202,7 +232,9 @@ def _lower_all(g: Graph, recorder: _ExportTape, names: dict[int, str], attribute
             key: Value(attribute_inputs[id(v)]) if id(v) in attribute_inputs else v for key, v in rec.attributes.items()
         }
         lowered = RecordedOp(rec.index, rec.op_name, rec.inputs, rec.output, attrs, None, rec.seq_lens, rec.outputs)
+        g.lowering = rec.index
         outs = _lower(g, lowered, op, inputs, recorder.sites[rec.index])
+        g.lowering = None
         for spec, name in zip(rec.output_specs, outs, strict=True):
             names[spec.id] = name
 
@@ -220,6 +252,22 @@ def _check_inputs_used(g: Graph, in_names: list[str]) -> None:
         )
 
 
+def _trace(fn_or_module, inputs: list, in_names: list[str], helper, numpy_helper):
+    """Record ``fn_or_module(*inputs)`` and lower it: (graph, outputs, recorder, tensor id -> ONNX name)."""
+    recorder = _ExportTape()
+    with no_grad(), recorder:
+        outputs = _outputs_of(fn_or_module(*inputs), getattr(fn_or_module, "__name__", type(fn_or_module).__name__))
+    g = Graph(helper, numpy_helper)
+    names = {t.id: name for t, name in zip(inputs, in_names, strict=True)}
+    # a Tensor passed as an op's attribute is recorded as its own array (recording._kept)
+    attribute_inputs = {id(t._data): name for t, name in zip(inputs, in_names, strict=True)}
+    constant_names = _constant_names(fn_or_module)
+    for k, (tid, t) in enumerate((tid, t) for tid, t in recorder._externals.items() if tid not in names):
+        names[tid] = g.const(t._data, name=constant_names.get(tid, f"const_{k}"))
+    _lower_all(g, recorder, names, attribute_inputs)
+    return g, outputs, recorder, names
+
+
 def export(
     fn_or_module,
     example_inputs,
@@ -234,29 +282,21 @@ def export(
 
     ``input_names`` / ``output_names`` name the graph's inputs and outputs (default ``input_<k>`` /
     ``output_<k>``); ``dynamic_axes`` maps an input or output name to the axes left free -- a list of axes or
-    ``{axis: label}`` (``{"tokens": {0: "batch"}}``). An example input that reaches an op as an attribute (the
+    ``{axis: label}`` (``{"tokens": {0: "batch"}}``). A lowering that bakes a size depending on a dynamic input
+    axis is refused (see ``_check_dynamic``). An example input that reaches an op as an attribute (the
     ``key_padding_lengths`` of attention) stays a graph input. Returns the ``onnx.ModelProto`` (written to
     ``path`` unless it is None)."""
     onnx, helper, numpy_helper = _require_onnx()
     given = example_inputs if isinstance(example_inputs, tuple | list) else (example_inputs,)
     inputs = [_as_input_tensor(x, k) for k, x in enumerate(given)]
     in_names = _names("input", input_names, len(inputs))
-    recorder = _ExportTape()
-    with no_grad(), recorder:
-        outputs = _outputs_of(fn_or_module(*inputs), getattr(fn_or_module, "__name__", type(fn_or_module).__name__))
+    g, outputs, recorder, names = _trace(fn_or_module, inputs, in_names, helper, numpy_helper)
     out_names = _names("output", output_names, len(outputs))
     dynamic_axes = dict(dynamic_axes or {})
     unknown = set(dynamic_axes) - set(in_names) - set(out_names)
     if unknown:
         raise ValueError(f"tape.onnx.export: argument 'dynamic_axes' names {sorted(unknown)}: no such input or output")
-    g = Graph(helper, numpy_helper)
-    names = {t.id: name for t, name in zip(inputs, in_names, strict=True)}
-    # a Tensor passed as an op's attribute is recorded as its own array (recording._kept)
-    attribute_inputs = {id(t._data): name for t, name in zip(inputs, in_names, strict=True)}
-    constant_names = _constant_names(fn_or_module)
-    for k, (tid, t) in enumerate((tid, t) for tid, t in recorder._externals.items() if tid not in names):
-        names[tid] = g.const(t._data, name=constant_names.get(tid, f"const_{k}"))
-    _lower_all(g, recorder, names, attribute_inputs)
+    _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, (g, recorder), (helper, numpy_helper))
     for t, name in zip(outputs, out_names, strict=True):
         if t.id not in names:  # a tensor the call returned without reading or computing it: a constant
             names[t.id] = g.const(t._data)
@@ -275,6 +315,78 @@ def export(
     if path is not None:
         onnx.save(model, os.fspath(path))
     return model
+
+
+# -- dynamic axes: a lowering must not bake a size that depends on one -----------------------------------------
+def _dynamic_labels(in_names: list[str], dynamic_axes: dict, inputs: list) -> dict[str, list[tuple[int, int]]]:
+    """label -> the (input index, axis) pairs it names. Axes given as a list, without labels, are grouped by
+    their size (a batch axis of tokens and of their lengths changes together)."""
+    labels: dict[str, list[tuple[int, int]]] = {}
+    for k, name in enumerate(in_names):
+        axes = dynamic_axes.get(name) or {}
+        for axis, label in axes.items() if isinstance(axes, dict) else ((a, None) for a in axes):
+            axis = int(axis) % max(len(inputs[k].shape), 1)
+            label = f"unlabelled, size {inputs[k].shape[axis]}" if label is None else label
+            labels.setdefault(str(label), []).append((k, axis))
+    return labels
+
+
+def _resized(inputs: list, places, size_of) -> list:
+    """The inputs with each (input, axis) of ``places`` resized by ``size_of(n)``, repeating entries cyclically
+    (token ids, lengths and values stay in their range)."""
+    arrays = [np.asarray(t._data) for t in inputs]
+    for k, axis in places:
+        n = arrays[k].shape[axis]
+        arrays[k] = np.take(arrays[k], np.arange(size_of(n)) % max(n, 1), axis=axis)
+    return [as_tensor(a) for a in arrays]
+
+
+def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers) -> None:
+    """Lower the call again with each dynamic input axis one longer (or shorter): a graph that changes bakes a
+    size from that axis (a reshape target, an expand size, a mask or range from a shape, a slice bound), so the
+    model would be wrong or fail at other sizes -- refused, naming the op, the axis and the call site."""
+    g, recorder = traced
+    for label, places in _dynamic_labels(in_names, dynamic_axes, inputs).items():
+        axis = ", ".join(f"{in_names[k]}.shape[{a}]" for k, a in places)
+        n = inputs[places[0][0]].shape[places[0][1]]
+        probe, failure = None, None
+        for size_of in (lambda m: m + 1, lambda m: m - 1 if m > 2 else m + 2):
+            try:
+                probe = _trace(fn_or_module, _resized(inputs, places, size_of), in_names, *helpers)[0]
+                break
+            except Exception as e:  # the call itself refuses that size (a context length, an even size, ...)
+                failure = e
+        if probe is None:
+            raise NotExportableError(
+                f"tape.onnx.export: dynamic axis '{label}' ({axis}) cannot be checked: the call fails at sizes "
+                f"{n + 1} and {n - 1} ({type(failure).__name__}: {failure})"
+            )
+        owner = _first_difference(g, probe)
+        if owner is not False:
+            rec = recorder.operations[owner] if owner is not None else None
+            who = f"op '{rec.op_name}'" if rec else "a constant the call built from a shape"
+            site = f"; called at {recorder.sites[owner]}" if rec else ""
+            raise NotExportableError(
+                f"tape.onnx.export: {who} bakes a size that depends on dynamic axis '{label}' ({axis} = {n}): "
+                f"the model would be wrong or fail at other sizes{site}. Compute sizes with ops on the inputs "
+                "(not Python ints from .shape), or export without that dynamic axis"
+            )
+
+
+def _first_difference(g: Graph, probe: Graph):
+    """The recorded op (index; None for a constant of the call) whose lowering differs between two graphs, or
+    False when they are equal. A constant of the call that differs is charged to the first node reading it."""
+    for k, (a, b) in enumerate(zip(g.nodes, probe.nodes)):
+        if a.SerializeToString() != b.SerializeToString():
+            return g.owners[k]
+    if len(g.nodes) != len(probe.nodes):
+        return g.owners[min(len(g.nodes), len(probe.nodes)) - 1] if g.nodes else None
+    for k, (a, b) in enumerate(zip(g.initializers, probe.initializers, strict=True)):
+        if a.SerializeToString() != b.SerializeToString():
+            owner = g.initializer_owners[k]
+            readers = [g.owners[j] for j, node in enumerate(g.nodes) if a.name in node.input]
+            return owner if owner is not None or not readers else readers[0]
+    return False
 
 
 # -- checking a lowering on an op's samples (tests, the coverage matrix's export column) ---------------------

@@ -132,7 +132,14 @@ def test_export_column_measures_declared_lowerings_only(throwaway_ops):
     assert rows["covtest_cube"].export.status == PASS and rows["covtest_cube"].export.text == f"{2 * n}/{2 * n}"
     bad = rows["covtest_bad_ref"]
     assert bad.export.status == FAIL and bad.failed and any(p.startswith("export") for p in bad.problems)
-    assert rows["covtest_masked"].export.status == ABSENT and rows["covtest_masked"].export.text == "not exportable"
+    assert rows["covtest_masked"].export.status == ABSENT
+    assert rows["covtest_masked"].export.text == "no lowering declared"
+    # declared not exportable: the reason is shown, and the summary counts it apart from the absent ones
+    lowering(throwaway_ops["covtest_masked"], not_exportable="covtest: no ONNX form")
+    declared = _rows(["covtest_masked"], torch=False, order2=False)["covtest_masked"]
+    assert declared.export.status == ABSENT and declared.export.text == "not exportable: covtest: no ONNX form"
+    totals = coverage.summary([rows["covtest_cube"], declared, rows["covtest_masked"]])
+    assert totals["export"].text == "1/3, 1 not exportable, 1 —", totals["export"].text
 
 
 def test_a_disagreeing_torch_reference_fails_parity_only(throwaway_ops, torch):

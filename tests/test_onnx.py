@@ -19,7 +19,7 @@ import pytest
 import ops
 import tape
 from tape import nn, optim
-from tape.onnx import NotExportableError, check_sample, lowering_of
+from tape.onnx import NotExportableError, check_sample, declares_lowering, lowering_of, not_exportable_reason
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOWERED = [op for op in tape.registered_ops() if lowering_of(op) is not None and op.samples is not None]
@@ -53,6 +53,29 @@ def relative_error(got, want) -> float:
 
 
 # -- ops --------------------------------------------------------------------------------------------------------
+def test_every_registered_op_declares_its_lowering():
+    """One ONNX op, a decomposition, or lowering(op, not_exportable="why") next to the op's declaration."""
+    import inspect
+
+    missing = [
+        f"{op.name} (add lowering({op.name}, ...) or lowering({op.name}, not_exportable='why') in "
+        f"{Path(inspect.getsourcefile(op.forward) or '?').relative_to(EXAMPLES.parent)})"
+        for op in tape.registered_ops()
+        if not declares_lowering(op)
+    ]
+    assert not missing, "ops that declare no ONNX lowering: " + "; ".join(missing)
+
+
+def test_a_not_exportable_declaration_says_why():
+    op = tape.get_op("cumprod")
+    reason = not_exportable_reason(op)
+    assert lowering_of(op) is None and reason and len(reason) > 10
+    with pytest.raises(TypeError, match="not_exportable"):
+        tape.onnx.lowering(op, not_exportable="  ")
+    with pytest.raises(TypeError, match="either"):
+        tape.onnx.lowering(op, "Exp", not_exportable="why")
+
+
 def test_the_example_ops_have_lowerings():
     missing = [name for name in EXAMPLE_OPS if lowering_of(tape.get_op(name)) is None]
     assert not missing
@@ -129,6 +152,61 @@ def test_tinygpt_runs_in_onnxruntime_with_a_dynamic_batch(ort, tmp_path):
         assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))  # the same predictions, so the same accuracy
 
 
+def test_tinygpt_with_dynamic_batch_and_sequence_runs_at_other_sizes(ort, tmp_path):
+    """Batch and sequence both dynamic: the positions, reshapes and causal attention follow the input's sizes, so
+    ONNX Runtime gives minitape's logits (and loss) at batch sizes and lengths other than the example's."""
+    common = load_example("common")
+    reverse = load_example("reverse")
+    nn.manual_seed(0)
+    model = common.TinyGPT(vocab_size=9, context=12, d_model=32, num_heads=4, num_layers=2)
+    model.eval()
+    _, tokens, targets = reverse.make_batch(np.random.default_rng(0), 4, 6, 8)
+    axes = {0: "batch", 1: "sequence"}
+    path, loss_path = tmp_path / "gpt.onnx", tmp_path / "loss.onnx"
+    tape.onnx.export(model, (tokens,), path, input_names=["tokens"], output_names=["logits"],
+                     dynamic_axes={"tokens": axes, "logits": axes})
+    tape.onnx.export(model.loss, (tokens, targets), loss_path, input_names=["tokens", "targets"],
+                     dynamic_axes={"tokens": axes, "targets": axes})
+    run, run_loss = session(ort, path), session(ort, loss_path)
+    for batch, length in ((4, 12), (1, 5), (7, 9), (3, 1)):
+        _, tokens, targets = reverse.make_batch(np.random.default_rng(batch + 10 * length), batch, 6, 8)
+        tokens, targets = tokens[:, :length], targets[:, :length]
+        targets[:, 0] = 1  # at least one target not ignored: a finite loss
+        (got,) = run.run(None, {"tokens": tokens})
+        (got_loss,) = run_loss.run(None, {"tokens": tokens, "targets": targets})
+        with tape.no_grad():
+            want, want_loss = model(tokens).numpy(), model.loss(tokens, targets).numpy()
+        assert got.shape == want.shape == (batch, length, 9)
+        assert relative_error(got, want) <= 1e-5 and relative_error(got_loss, want_loss) <= 1e-5
+
+
+def test_a_size_baked_from_a_dynamic_axis_is_refused(ort):
+    """A Python int from .shape becomes a constant of the graph: with a dynamic axis the model would divide by
+    the example's batch size at every batch size (a silently wrong mean), or gather the example's positions."""
+
+    def mean_over_batch(x):
+        return ops.sum(x, dim=0) / x.shape[0]  # the line the error must name
+
+    line = mean_over_batch.__code__.co_firstlineno + 1
+    with pytest.raises(NotExportableError) as e:
+        tape.onnx.export(mean_over_batch, (np.ones((4, 3), np.float32),), None, input_names=["x"],
+                         dynamic_axes={"x": {0: "batch"}})
+    assert "op 'div' bakes a size that depends on dynamic axis 'batch' (x.shape[0] = 4)" in str(e.value)
+    assert f"test_onnx.py:{line}" in str(e.value)
+    # without the dynamic axis the same call exports (its sizes are fixed)
+    assert tape.onnx.export(mean_over_batch, (np.ones((4, 3), np.float32),), None) is not None
+    # the padded classifier's positions come from np.arange(tokens.shape[1]): a dynamic length is refused there
+    padded = load_example("padded_classification")
+    nn.manual_seed(0)
+    model = padded.Encoder(10, d_model=16, num_heads=2, num_layers=1)
+    model.eval()
+    tokens, lengths, _ = padded.make_batch(np.random.default_rng(1), 4, 1, 10)
+    tokens, lengths = tokens[:, :6], np.minimum(lengths, 6)  # room for a longer probe than the example
+    with pytest.raises(NotExportableError, match=r"op 'embedding' bakes .*'length'.*padded_classification.py:\d+"):
+        tape.onnx.export(model, (tokens, lengths), None, input_names=["tokens", "lengths"],
+                         dynamic_axes={"tokens": {0: "batch", 1: "length"}, "lengths": {0: "batch"}})
+
+
 def test_tinygpt_loss_with_ignored_targets_runs_in_onnxruntime(ort, tmp_path):
     """The training loss too: reshape to (-1, vocab) and cross-entropy ignoring the -100 targets."""
     common = load_example("common")
@@ -196,7 +274,7 @@ def test_meta_learning_regressor_runs_in_onnxruntime(ort, tmp_path):
 
 # -- what cannot be exported --------------------------------------------------------------------------------------
 def test_an_op_without_lowering_names_the_op_and_the_call_site(ort):
-    unlowered = next(op for op in tape.registered_ops() if lowering_of(op) is None and op.name == "cumsum")
+    unlowered = next(op for op in tape.registered_ops() if lowering_of(op) is None and op.name == "cumprod")
 
     def fn(x):
         return unlowered(x * 2, dim=0)  # the line the error must name
@@ -204,7 +282,7 @@ def test_an_op_without_lowering_names_the_op_and_the_call_site(ort):
     line = fn.__code__.co_firstlineno + 1
     with pytest.raises(NotExportableError) as e:
         tape.onnx.export(fn, (np.ones((2, 3), np.float32),), None)
-    assert "op 'cumsum' is not exportable" in str(e.value)
+    assert "op 'cumprod' is not exportable to ONNX: ONNX has no cumulative product" in str(e.value)
     assert f"test_onnx.py:{line}" in str(e.value)
 
 
@@ -229,3 +307,76 @@ def test_bad_arguments(ort):
         tape.onnx.export(lambda x: x * 1, (np.ones(2),), None, dynamic_axes={"nope": [0]})
     with pytest.raises(ValueError, match="input_names.*expected 1 distinct names"):
         tape.onnx.export(lambda x: x * 1, (np.ones(2),), None, input_names=["a", "b"])
+
+
+# ONNX Runtime's ReduceMax / ReduceMin / ArgMax / ArgMin skip NaN; numpy's (and torch's) propagate it (the first NaN
+# is the arg-extremum): every lowering over them must give minitape's NaN, never the extremum of the other entries
+NAN_ROWS = np.array([[1.0, np.nan, 3.0], [np.nan, -1.0, np.nan], [0.5, 2.0, -3.0]])
+NAN_CASES = [("amax", {"dim": 1}), ("amin", {"dim": 0}), ("max", {}), ("min", {"dim": 1}), ("max", {"dim": 0}),
+             ("argmax", {"dim": 1}), ("argmin", {}), ("vector_norm", {"ord": float("inf"), "dim": 1}),
+             ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp", {"min": 0.0}),
+             ("normalize", {"p": float("inf")}), ("pairwise_distance", {"p": float("-inf")}),
+             ("median_dim", {"dim": 1}),
+             ("sort", {"dim": 1, "descending": True}), ("topk", {"k": 2}), ("adaptive_max_pool2d", {"output_size": 2})]
+
+
+@pytest.mark.parametrize("name, attrs", NAN_CASES, ids=lambda c: str(c))
+def test_nan_propagates_as_in_minitape(ort, name, attrs):
+    from tape.registry import Sample
+
+    rows = NAN_ROWS[None] if name == "adaptive_max_pool2d" else NAN_ROWS
+    inputs = (rows, rows.T.copy()) if attrs is None or name == "pairwise_distance" else (rows,)
+    for dtype in (np.float32, np.float64):
+        status, detail = check_sample(tape.get_op(name), Sample(inputs, attrs or {}, "NaN"), dtype)
+        assert status == "equal", (dtype, detail)
+
+
+# -- python -m tape export -----------------------------------------------------------------------------------------
+EXPORT_RUNS = [  # (example, its training flags for a tiny checkpoint, held-out inputs of another batch size)
+    ("reverse", ["--steps", "3", "--length", "4", "--letters", "5", "--eval-size", "10"],
+     lambda rng: (rng.integers(0, 6, (5, 8)),)),
+    ("padded_classification", ["--steps", "2", "--max-length", "6", "--eval-size", "10", "--batch", "8"],
+     lambda rng: load_example("padded_classification").make_batch(rng, 5, 1, 6)[:2]),
+    ("meta_learning", ["--steps", "2", "--meta-batch", "2", "--eval-tasks", "2", "--eval-steps", "2"],
+     lambda rng: (rng.uniform(-5, 5, (5, 1)).astype(np.float32),)),
+]
+
+
+@pytest.mark.parametrize("example, flags, held_out", EXPORT_RUNS, ids=[r[0] for r in EXPORT_RUNS])
+def test_the_export_command_writes_a_trained_checkpoint(ort, tmp_path, example, flags, held_out):
+    """Train a tiny checkpoint with the example's --save, export it with `python -m tape export ...
+    --dynamic-batch` (a subprocess, as a user runs it), run it in ONNX Runtime at another batch size and compare
+    with the checkpoint loaded into minitape through the same hook."""
+    import subprocess
+
+    from tape.train import checkpoint
+
+    module = load_example(example)
+    saved, written = tmp_path / f"{example}.npz", tmp_path / f"{example}.onnx"
+    module.main([*flags, "--quiet", "--save", str(saved)])
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent)}
+    done = subprocess.run([sys.executable, "-m", "tape", "export", str(EXAMPLES / f"{example}.py"), str(saved),
+                           "-o", str(written), "--dynamic-batch"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "batch dynamic" in done.stdout
+    state = checkpoint.read(saved).model
+    model, _, input_names, output_names = module.exported(state)
+    model.load_state_dict(state)
+    model.eval()
+    inputs = held_out(np.random.default_rng(7))
+    run = session(ort, written)
+    assert [i.name for i in run.get_inputs()] == input_names and [o.name for o in run.get_outputs()] == output_names
+    (got,) = run.run(None, dict(zip(input_names, inputs, strict=True)))
+    with tape.no_grad():
+        want = model(*inputs).numpy()
+    assert got.shape == want.shape and got.shape[0] == 5
+    assert relative_error(got, want) <= 1e-5
+
+
+def test_the_export_command_names_a_missing_hook(tmp_path, capsys):
+    from tape.tools import cli
+
+    script = tmp_path / "no_hook.py"
+    script.write_text("x = 1\n")
+    assert cli.main(["export", str(script), "x.npz", "-o", str(tmp_path / "x.onnx")]) == 2
+    assert "defines no exported(state) hook" in capsys.readouterr().err

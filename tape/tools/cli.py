@@ -5,6 +5,8 @@ Commands:
              ``--check`` makes it a CI gate (exit 1 when an op has a stub or fails a check; ``--check-order 2``
              also fails on second-order stubs)
   ops        list the registered ops: name, family, tensor inputs and the backward state of each
+  export     an example's trained checkpoint as an ONNX model (``python -m tape export examples/reverse.py
+             reverse.npz -o reverse.onnx --dynamic-batch``), through the example's ``exported(state)`` hook
 
 Exit status: 0 ok, 1 a check failed, 2 usage error. New commands add a subparser in ``build_parser``.
 """
@@ -78,6 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--family", nargs="+", metavar="F", help="only the ops of these families")
     _add_import_option(listing)
     listing.set_defaults(run=_ops_command, parser=listing)
+
+    export = commands.add_parser(
+        "export",
+        help="write an example's trained checkpoint as an ONNX model",
+        description="Rebuild an example's model (its exported(state) hook), load the checkpoint into it and "
+        "write it with tape.onnx.export: parameters as named initializers, named inputs and outputs.",
+    )
+    export.add_argument("example", metavar="EXAMPLE.py", help="the example that trained the checkpoint")
+    export.add_argument("checkpoint", metavar="CHECKPOINT", help="the .npz its --save wrote")
+    export.add_argument("--output", "-o", metavar="FILE", required=True, help="the .onnx file to write")
+    export.add_argument(
+        "--dynamic-batch", action="store_true", help="leave axis 0 of every input and output free (any batch size)"
+    )
+    export.add_argument("--opset", type=int, default=23, help="the ONNX opset (default 23)")
+    _add_import_option(export)
+    export.set_defaults(run=_export_command, parser=export)
     return parser
 
 
@@ -226,5 +244,57 @@ def _ops_command(args, parser) -> int:
     print(
         f"{len(selected)} ops, {families} {'family' if families == 1 else 'families'}, {stubs} with a stub "
         f"backward ({len(registered_ops())} registered)"
+    )
+    return 0
+
+
+# -- export --------------------------------------------------------------------------------------------------
+def _example_module(path: str, parser: argparse.ArgumentParser):
+    """The example file at ``path`` imported as a module (its directory on sys.path, for its ``common``)."""
+    import importlib.util
+
+    if not os.path.isfile(path):
+        parser.error(f"argument EXAMPLE.py: no such file: {path}")
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        parser.error(f"argument EXAMPLE.py: {path} is not an importable Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "exported", None)):
+        parser.error(
+            f"argument EXAMPLE.py: {path} defines no exported(state) hook; expected a function returning "
+            "(model, example_inputs, input_names, output_names)"
+        )
+    return module
+
+
+def _export_command(args, parser) -> int:
+    from .. import onnx
+    from ..train import checkpoint
+
+    module = _example_module(args.example, parser)
+    state = checkpoint.read(args.checkpoint).model
+    model, inputs, input_names, output_names = module.exported(state)
+    model.load_state_dict(state)
+    model.eval()
+    axes = {name: {0: "batch"} for name in [*input_names, *output_names]} if args.dynamic_batch else None
+    written = onnx.export(
+        model,
+        inputs,
+        args.output,
+        opset=args.opset,
+        input_names=input_names,
+        output_names=output_names,
+        dynamic_axes=axes,
+    )
+    batch = "dynamic" if args.dynamic_batch else f"fixed at {len(inputs[0])}"
+    print(
+        f"{args.output}: {len(written.graph.node)} nodes, {len(written.graph.initializer)} initializers; "
+        f"inputs {', '.join(input_names)} -> outputs {', '.join(output_names)} (batch {batch})"
     )
     return 0
