@@ -71,7 +71,21 @@ __all__ = [
     "chunk",
     "unbind",
     "meshgrid",
+    "diagonal_scatter",
+    "fliplr",
+    "flipud",
+    "rot90",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "hstack",
+    "vstack",
+    "row_stack",
+    "dstack",
+    "column_stack",
 ]
+
+import math
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -81,7 +95,7 @@ from tape.registry import Sample, defop
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
 from .indexing import index_add
-from .shape import pad
+from .shape import _join, pad
 
 
 # -- argument helpers --------------------------------------------------------------------------------------
@@ -832,3 +846,253 @@ meshgrid = defop(
     samples=_meshgrid_samples,
     torch_ref=lambda torch, tensors, indexing="ij": torch.meshgrid(*tensors, indexing=indexing),
 )
+
+
+# -- diagonal_scatter: diagonal's adjoint into a given tensor ------------------------------------------------
+def _diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """``torch.diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)``: a copy of ``input`` with ``src`` on its
+    ``diagonal(offset, dim1, dim2)`` (src has that diagonal's shape)."""
+    a1, a2 = _diagonal_axes("diagonal_scatter", input.ndim, offset, dim1, dim2)
+    want = np.diagonal(input, offset, a1, a2).shape
+    if src.shape != want:
+        raise ValueError(
+            f"diagonal_scatter: argument 'src' expected shape {want} (the diagonal it replaces), got {src.shape}"
+        )
+    if src.dtype != input.dtype:
+        raise TypeError(
+            f"diagonal_scatter: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}"
+        )
+    return _embed_into(input.copy(), src, offset, a1, a2)
+
+
+def _diagonal_scatter_vjp_input(g, ans, input, src, offset=0, dim1=0, dim2=1):
+    zeros = np.zeros(src.shape, g.dtype)
+    scatter = _diagonal_scatter if isinstance(g, np.ndarray) else diagonal_scatter
+    return scatter(g, zeros, offset, dim1, dim2)
+
+
+def _diagonal_scatter_vjp_src(g, ans, input, src, offset=0, dim1=0, dim2=1):
+    return np.diagonal(g, offset, *_diagonal_axes("diagonal_scatter", input.ndim, offset, dim1, dim2))
+
+
+def _diagonal_scatter_samples(rng):
+    def pair(shape, **attrs):
+        x = uniform(rng, shape)
+        a1, a2 = attrs.get("dim1", 0), attrs.get("dim2", 1)
+        return (x, uniform(rng, np.diagonal(x, attrs.get("offset", 0), a1 % x.ndim, a2 % x.ndim).shape)), attrs
+
+    cases = [
+        (pair((3, 3)), "square"),
+        (pair((3, 4), offset=1), "above"),
+        (pair((4, 3), offset=-2), "below"),
+        (pair((2, 3, 4), offset=1, dim1=-1, dim2=1), "batched, dims swapped"),
+        (pair((2, 3), offset=3), "empty diagonal"),
+        (pair((0, 3)), "zero-size"),
+    ]
+    out = [Sample(inputs, attrs, label) for (inputs, attrs), label in cases]
+    out.append(Sample((transposed(rng, (3, 4)), transposed(rng, (3,))), {}, "non-contiguous"))
+    return out
+
+
+diagonal_scatter = defop(
+    "diagonal_scatter",
+    family="movement",
+    inputs=("input", "src"),
+    forward=_diagonal_scatter,
+    vjps=(_diagonal_scatter_vjp_input, _diagonal_scatter_vjp_src),
+    samples=_diagonal_scatter_samples,
+    torch_ref=lambda torch, input, src, offset=0, dim1=0, dim2=1: torch.diagonal_scatter(
+        input, src, offset, dim1, dim2
+    ),
+)
+
+
+# -- fliplr / flipud / rot90 -------------------------------------------------------------------------------
+def _at_least(op: str, input, ndim: int) -> None:
+    if input.ndim < ndim:
+        raise ValueError(f"{op}: argument 'input' expected a tensor with at least {ndim} dims, got shape {input.shape}")
+
+
+def _flip_dim(name, axis, ndim):
+    def forward(input):
+        _at_least(name, input, ndim)
+        return np.flip(input, axis)
+
+    samples = [((3, 4), ""), ((2, 3, 4), "3-D"), ((1, 3), "size-1 dim"), ((0, 3), "zero-size")]
+    return defop(
+        name,
+        family="movement",
+        inputs=("input",),
+        forward=forward,
+        vjps=(lambda g, ans, input: np.flip(g, axis),),
+        samples=lambda rng: (
+            [Sample((uniform(rng, s),), {}, label) for s, label in samples]
+            + [Sample((transposed(rng, (3, 4)),), {}, "non-contiguous")]
+            + ([Sample((uniform(rng, (4,)),), {}, "1-D")] if ndim == 1 else [])
+        ),
+        torch_ref=lambda torch, input: getattr(torch, name)(input),
+    )
+
+
+fliplr = _flip_dim("fliplr", 1, 2)  # torch.fliplr(input): dim 1 reversed, input at least 2-D
+flipud = _flip_dim("flipud", 0, 1)  # torch.flipud(input): dim 0 reversed, input at least 1-D
+
+
+def _rot90_axes(input, k, dims) -> tuple:
+    _int("rot90", "k", k)
+    dims = _int_tuple("rot90", "dims", dims)
+    if len(dims) != 2:
+        raise ValueError(f"rot90: argument 'dims' expected 2 dims, got {dims}")
+    _at_least("rot90", input, 2)
+    a, b = (normalize_dim("rot90", d, input.ndim, "dims") for d in dims)
+    if a == b:
+        raise ValueError(f"rot90: argument 'dims' expected two different dims, got {dims}")
+    return a, b
+
+
+def _rot90(input, k=1, dims=(0, 1)):
+    """``torch.rot90(input, k=1, dims=(0, 1))``: ``k`` quarter turns in the plane of ``dims``, from the first
+    dim towards the second (negative k turns back)."""
+    return np.rot90(input, k, _rot90_axes(input, k, dims))
+
+
+def _rot90_vjp(g, ans, input, k=1, dims=(0, 1)):
+    a, b = _rot90_axes(input, k, dims)
+    turns = k % 4  # the gradient turns back: np.rot90 as flips and a swap, each traced on Tensors
+    if turns == 0:
+        return g
+    if turns == 2:
+        return np.flip(g, (a, b))
+    if turns == 1:  # the forward swapped after flipping b: swap back, then flip b
+        return np.flip(np.swapaxes(g, a, b), b)
+    return np.swapaxes(np.flip(g, b), a, b)  # three turns: the forward flipped b after swapping
+
+
+rot90 = defop(
+    "rot90",
+    family="movement",
+    inputs=("input",),
+    forward=_rot90,
+    vjps=(_rot90_vjp,),
+    check=lambda input, k=1, dims=(0, 1): _rot90_axes(input, k, dims),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)),), {}, "once"),
+        Sample((uniform(rng, (2, 3)),), {"k": 2}, "twice"),
+        Sample((uniform(rng, (2, 3, 4)),), {"k": -1, "dims": (2, 0)}, "back, dims apart"),
+        Sample((uniform(rng, (2, 3)),), {"k": 7}, "k past 4"),
+        Sample((uniform(rng, (2, 3)),), {"k": 4, "dims": [1, 0]}, "full turn"),
+        Sample((transposed(rng, (3, 4)),), {"k": 3, "dims": (-1, -2)}, "non-contiguous, negative dims"),
+        Sample((uniform(rng, (0, 3)),), {"k": 1}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, k=1, dims=(0, 1): torch.rot90(input, k, dims),
+)
+
+
+# -- atleast_1d/2d/3d and the stacks built on them: hstack, vstack (row_stack), dstack, column_stack -------
+def _at_least_shape(shape: tuple, ndim: int) -> tuple:
+    """numpy's and torch's atleast_{1,2,3}d: (n,) -> (1, n) and (1, n, 1), (m, n) -> (m, n, 1)."""
+    if len(shape) >= ndim:
+        return shape
+    if ndim == 3 and len(shape) == 2:
+        return shape + (1,)
+    if ndim == 3 and len(shape) == 1:
+        return (1,) + shape + (1,)
+    return (1,) * (ndim - len(shape)) + shape
+
+
+def _at_least_op(ndim):
+    name = f"atleast_{ndim}d"
+
+    def forward(*tensors):
+        out = tuple(np.reshape(t, _at_least_shape(t.shape, ndim)) for t in tensors)
+        return out[0] if len(out) == 1 else out  # torch: one tensor gives a tensor, several a tuple
+
+    def vjp(g, ans, tensors, *, needs):
+        grads = [g] if len(tensors) == 1 else _filled(g, ans)
+        return ([np.reshape(gk, t.shape) if need else None for gk, t, need in zip(grads, tensors, needs[0])],)
+
+    def samples(rng):
+        shapes = [(), (3,), (2, 3), (2, 3, 4), (2, 1, 3, 2), (0,)]
+        out = [Sample(([uniform(rng, s)],), {}, f"{len(s)}-D" if s != (0,) else "zero-size") for s in shapes]
+        out.append(Sample(([transposed(rng, (3, 2))],), {}, "non-contiguous"))
+        out.append(Sample(([uniform(rng, s) for s in shapes[:3]],), {}, "several"))
+        return out
+
+    return defop(
+        name,
+        family="movement",
+        inputs=("*tensors",),
+        forward=forward,
+        joint_vjp=vjp,
+        outputs="variable",
+        samples=samples,
+        torch_ref=lambda torch, tensors: getattr(torch, name)(*tensors),
+        notes=f"{name}([x]) gives a tensor where torch gives a 1-tuple (the call cannot tell [x] from x)",
+    )
+
+
+atleast_1d = _at_least_op(1)
+atleast_2d = _at_least_op(2)
+atleast_3d = _at_least_op(3)
+
+
+def _stack_plan(op, tensors) -> tuple:
+    """(each tensor's shape in the join, the join's axis) for hstack/vstack/dstack/column_stack."""
+    if not tensors:
+        raise ValueError(f"{op}: argument 'tensors' expected a non-empty sequence of tensors, got none")
+    if op == "column_stack":
+        return [t.shape if t.ndim >= 2 else (math.prod(t.shape), 1) for t in tensors], 1  # Tensor.size: a method
+    ndim = {"hstack": 1, "vstack": 2, "dstack": 3}[op]
+    shapes = [_at_least_shape(t.shape, ndim) for t in tensors]
+    return shapes, {"hstack": 0 if len(shapes[0]) == 1 else 1, "vstack": 0, "dstack": 2}[op]
+
+
+def _stacker(op):
+    def forward(tensors):
+        shapes, axis = _stack_plan(op, tensors)
+        return _join(op, [np.reshape(t, s) for t, s in zip(tensors, shapes)], axis)  # concat's checks, op named
+
+    def vjp(g, ans, tensors, *, needs):
+        shapes, axis = _stack_plan(op, tensors)
+        grads, start = [], 0
+        for t, s, need in zip(tensors, shapes, needs[0]):
+            if s == (0,) and len(g.shape) > 1:  # concat's legacy rule: a 1-D empty tensor is skipped
+                grads.append(np.zeros(t.shape, t.dtype) if need else None)
+                continue
+            stop = start + s[axis]
+            grads.append(np.reshape(g[_dim_of(axis, slice(start, stop))], t.shape) if need else None)
+            start = stop
+        return (grads,)
+
+    def samples(rng):
+        def u(*shapes):
+            return [uniform(rng, s) for s in shapes]
+
+        return [
+            Sample((u((3,), (2,) if op == "hstack" else (3,)),), {}, "1-D"),
+            Sample((u((2, 3), (2, 3)),), {}, "2-D"),
+            Sample((u((2, 3, 1), (2, 3, 2)),), {}, "3-D")
+            if op == "dstack"
+            else Sample((u((1, 2, 3), (1, 2, 3)),), {}, "3-D"),
+            Sample((u((), ()),), {}, "0-D"),
+            Sample((u((4,)),), {}, "one"),
+            Sample(([transposed(rng, (2, 3)), uniform(rng, (2, 3))],), {}, "non-contiguous"),
+            Sample((u((0,), (0,)),), {}, "zero-size"),
+        ]
+
+    return defop(
+        op,
+        family="movement",
+        inputs=("*tensors",),
+        forward=forward,
+        joint_vjp=vjp,
+        samples=samples,
+        torch_ref=lambda torch, tensors: getattr(torch, op)(tensors),
+    )
+
+
+hstack = _stacker("hstack")  # torch.hstack(tensors): atleast_1d each, joined along dim 1 (dim 0 when 1-D)
+vstack = _stacker("vstack")  # torch.vstack(tensors): atleast_2d each, joined along dim 0
+row_stack = vstack  # torch.row_stack is vstack, the same signature
+dstack = _stacker("dstack")  # torch.dstack(tensors): atleast_3d each, joined along dim 2
+column_stack = _stacker("column_stack")  # torch.column_stack(tensors): 0-D/1-D as (n, 1) columns, joined along dim 1
