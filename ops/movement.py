@@ -83,6 +83,15 @@ __all__ = [
     "row_stack",
     "dstack",
     "column_stack",
+    "tensor_split",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "block_diag",
+    "cartesian_prod",
+    "combinations",
+    "kron",
+    "vander",
 ]
 
 import math
@@ -94,8 +103,8 @@ from tape.registry import Sample, defop
 
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
-from .indexing import index_add
-from .shape import _join, pad
+from .indexing import _index_add_into, index_add
+from .shape import _join, _pad, pad
 
 
 # -- argument helpers --------------------------------------------------------------------------------------
@@ -1096,3 +1105,406 @@ vstack = _stacker("vstack")  # torch.vstack(tensors): atleast_2d each, joined al
 row_stack = vstack  # torch.row_stack is vstack, the same signature
 dstack = _stacker("dstack")  # torch.dstack(tensors): atleast_3d each, joined along dim 2
 column_stack = _stacker("column_stack")  # torch.column_stack(tensors): 0-D/1-D as (n, 1) columns, joined along dim 1
+
+
+# -- tensor_split, hsplit, vsplit, dsplit -----------------------------------------------------------------------
+def _tensor_split_plan(op, input, indices_or_sections, dim, even=False) -> tuple:
+    """(axis, [(start, stop)] of the pieces). An int n: n pieces, the first size % n of them one longer (``even``:
+    hsplit/vsplit/dsplit, which need n to divide the size); a sequence: cuts at those indices, each piece the
+    Python slice between two cuts (negative cuts count from the end; a cut before the previous one gives an empty
+    piece and the next piece starts back there, as in torch)."""
+    axis, size = _split_axis(op, input, dim, "input")
+    if isinstance(indices_or_sections, int | np.integer) and not isinstance(indices_or_sections, bool):
+        n = int(indices_or_sections)
+        if n <= 0 or (even and size % n):
+            rule = f"a positive number of sections dividing {size}" if even else "a positive number of sections"
+            raise ValueError(
+                f"{op}: argument 'indices_or_sections' expected {rule} (dim {axis} of shape {input.shape}), got {n}"
+            )
+        lengths = [size // n + (k < size % n) for k in range(n)]
+        stops = np.cumsum(lengths).tolist()
+        return axis, list(zip([0] + stops[:-1], stops))
+    if not isinstance(indices_or_sections, tuple | list):
+        raise TypeError(
+            f"{op}: argument 'indices_or_sections' expected an int or a sequence of ints, got "
+            f"{type(indices_or_sections).__name__} {indices_or_sections!r}"
+        )
+    cuts = [None, *_int_tuple(op, "indices_or_sections", indices_or_sections), None]
+    bounds = [slice(a, b).indices(size)[:2] for a, b in zip(cuts[:-1], cuts[1:])]
+    return axis, [(start, max(start, stop)) for start, stop in bounds]
+
+
+def _pieces(input, axis, bounds) -> tuple:
+    return tuple(input[_dim_of(axis, slice(start, stop))] for start, stop in bounds)
+
+
+def _pieces_back(g, ans, input, axis, bounds):
+    """The pieces' gradients added back where they were cut from (pieces may overlap after a backward cut)."""
+    grads = _filled(g, ans)
+    size = input.shape[axis]
+    if all(b[0] == a[1] for a, b in zip(bounds, bounds[1:])):  # a partition in order: one concatenation
+        return np.concatenate(grads, axis=axis) if len(grads) > 1 else grads[0]
+    total = np.zeros(input.shape, grads[0].dtype)
+    for gk, (start, stop) in zip(grads, bounds):
+        if stop > start:
+            widths = (0, 0) * (input.ndim - 1 - axis) + (start, size - stop)
+            total = total + (_pad(gk, widths) if isinstance(gk, np.ndarray) else pad(gk, widths))
+    return total
+
+
+def _splitter(op, dim_of, even):
+    """tensor_split (``dim_of`` None: the op takes ``dim``) or hsplit/vsplit/dsplit (the dim follows the rank)."""
+
+    def plan(input, indices_or_sections, dim):
+        if dim_of is not None:
+            least = {"hsplit": 1, "vsplit": 2, "dsplit": 3}[op]
+            _at_least(op, input, least)
+            dim = dim_of(input.ndim)
+        return _tensor_split_plan(op, input, indices_or_sections, dim, even)
+
+    if dim_of is None:
+
+        def forward(input, indices_or_sections, dim=0):
+            return _pieces(input, *plan(input, indices_or_sections, dim))
+
+        def vjp(g, ans, input, *, needs, indices_or_sections, dim=0):
+            return (_pieces_back(g, ans, input, *plan(input, indices_or_sections, dim)),)
+
+    else:
+
+        def forward(input, indices_or_sections):  # type: ignore[misc]
+            return _pieces(input, *plan(input, indices_or_sections, None))
+
+        def vjp(g, ans, input, *, needs, indices_or_sections):  # type: ignore[misc]
+            return (_pieces_back(g, ans, input, *plan(input, indices_or_sections, None)),)
+
+    return forward, vjp
+
+
+def _tensor_split_samples(rng):
+    return [
+        Sample((uniform(rng, (7, 2)),), {"indices_or_sections": 3}, "sections, uneven"),
+        Sample((uniform(rng, (2, 6)),), {"indices_or_sections": (1, 4), "dim": 1}, "indices"),
+        Sample((uniform(rng, (6,)),), {"indices_or_sections": [-2, 4]}, "negative index"),
+        Sample((uniform(rng, (6,)),), {"indices_or_sections": [3, 1]}, "backward cut: overlapping pieces"),
+        Sample((uniform(rng, (2, 3)),), {"indices_or_sections": [5], "dim": -1}, "index past the end"),
+        Sample((uniform(rng, (2, 3)),), {"indices_or_sections": 5, "dim": -1}, "more sections than entries"),
+        Sample((transposed(rng, (4, 3)),), {"indices_or_sections": 2}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {"indices_or_sections": 2}, "zero-size"),
+    ]
+
+
+_tensor_split, _tensor_split_vjp = _splitter("tensor_split", None, False)
+tensor_split = defop(
+    "tensor_split",
+    family="movement",
+    inputs=("input",),
+    forward=_tensor_split,
+    joint_vjp=_tensor_split_vjp,
+    outputs="variable",
+    samples=_tensor_split_samples,
+    torch_ref=lambda torch, input, indices_or_sections, dim=0: torch.tensor_split(input, indices_or_sections, dim),
+)
+
+
+def _rank_split(op, dim_of, shapes):
+    forward, vjp = _splitter(op, dim_of, True)
+
+    def samples(rng):
+        return [
+            Sample((uniform(rng, shapes[0]),), {"indices_or_sections": 2}, "even sections"),
+            Sample((uniform(rng, shapes[1]),), {"indices_or_sections": [1, 3]}, "indices"),
+            Sample((uniform(rng, shapes[0]),), {"indices_or_sections": (3, 1)}, "backward cut"),
+            Sample((transposed(rng, shapes[0]),), {"indices_or_sections": 1}, "non-contiguous, one piece"),
+            Sample((uniform(rng, shapes[2]),), {"indices_or_sections": [1]}, "zero-size"),
+        ]
+
+    return defop(
+        op,
+        family="movement",
+        inputs=("input",),
+        forward=forward,
+        joint_vjp=vjp,
+        outputs="variable",
+        samples=samples,
+        torch_ref=lambda torch, input, indices_or_sections: getattr(torch, op)(input, indices_or_sections),
+    )
+
+
+# torch.hsplit: dim 1 (dim 0 of a 1-D input); vsplit: dim 0 of an at least 2-D input; dsplit: dim 2 of >= 3-D
+hsplit = _rank_split("hsplit", lambda ndim: 0 if ndim == 1 else 1, [(2, 4), (3, 5), (2, 0)])
+vsplit = _rank_split("vsplit", lambda ndim: 0, [(4, 2), (5, 3), (0, 2)])
+dsplit = _rank_split("dsplit", lambda ndim: 2, [(2, 1, 4), (1, 2, 5), (2, 1, 0)])
+
+
+# -- block_diag, cartesian_prod, combinations, kron, vander ------------------------------------------------------
+def _blocks(tensors) -> tuple:
+    """(each tensor as a 2-D block shape, the row and column offsets) for block_diag."""
+    shapes = []
+    for i, t in enumerate(tensors):
+        if t.ndim > 2:
+            raise ValueError(
+                f"block_diag: argument 'tensors' expected 0-D, 1-D or 2-D tensors, got shape {t.shape} (tensor {i})"
+            )
+        shapes.append(((1, 1), (1,) + t.shape, t.shape)[t.ndim])
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) > 1:
+        raise TypeError(f"block_diag: argument 'tensors' expected one dtype, got {sorted(d.name for d in dtypes)}")
+    rows = np.cumsum([0] + [s[0] for s in shapes]).tolist()
+    cols = np.cumsum([0] + [s[1] for s in shapes]).tolist()
+    return shapes, rows, cols
+
+
+def _block_diag(*tensors):
+    """``torch.block_diag(*tensors)``: the tensors (0-D as 1 x 1, 1-D as one row) on the diagonal of a zero
+    matrix, in order; no tensors give a (1, 0) matrix, as torch."""
+    if not tensors:
+        return np.zeros((1, 0))
+    shapes, rows, cols = _blocks(tensors)
+    out = np.zeros((rows[-1], cols[-1]), tensors[0].dtype)
+    for t, s, r, c in zip(tensors, shapes, rows, cols):
+        out[r : r + s[0], c : c + s[1]] = np.reshape(t, s)
+    return out
+
+
+def _block_diag_vjp(g, ans, tensors, *, needs):
+    shapes, rows, cols = _blocks(tensors)
+    return (
+        [
+            np.reshape(g[r : r + s[0], c : c + s[1]], t.shape) if need else None
+            for t, s, r, c, need in zip(tensors, shapes, rows, cols, needs[0])
+        ],
+    )
+
+
+def _block_diag_samples(rng):
+    def u(*shapes):
+        return [uniform(rng, s) for s in shapes]
+
+    return [
+        Sample((u((2, 3), (1, 2)),), {}, "two matrices"),
+        Sample((u((2, 2), (3,), ()),), {}, "matrix, row, 0-D"),
+        Sample((u((3, 1)),), {}, "one"),
+        Sample(([transposed(rng, (2, 3)), uniform(rng, (2, 2))],), {}, "non-contiguous"),
+        Sample((u((2, 0), (0, 3), (1, 1)),), {}, "zero-size blocks"),
+    ]
+
+
+block_diag = defop(
+    "block_diag",
+    family="movement",
+    inputs=("*tensors",),
+    forward=_block_diag,
+    joint_vjp=_block_diag_vjp,
+    check=lambda tensors: _blocks(tensors),
+    samples=_block_diag_samples,
+    torch_ref=lambda torch, tensors: torch.block_diag(*tensors),
+)
+
+
+def _check_1d(op, tensors):
+    for i, t in enumerate(tensors):
+        if t.ndim != 1:
+            raise ValueError(f"{op}: argument 'tensors' expected 1-D tensors, got shape {t.shape} (tensor {i})")
+
+
+def _cartesian_prod(*tensors):
+    """``torch.cartesian_prod(*tensors)``: the rows (a_i, b_j, ...) of every combination of entries of the 1-D
+    tensors, the last varying fastest: shape (n_a * n_b * ..., k); one tensor is returned as it is (1-D)."""
+    _check_1d("cartesian_prod", tensors)
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = _meshgrid(*tensors, indexing="ij")
+    return np.stack([np.reshape(grid, (-1,)) for grid in grids], axis=1)
+
+
+def _cartesian_prod_vjp(g, ans, tensors, *, needs):
+    if len(tensors) == 1:
+        return ([g],)
+    shape = tuple(t.shape[0] for t in tensors)
+    return (
+        [
+            np.sum(np.reshape(g[:, k], shape), axis=tuple(a for a in range(len(shape)) if a != k)) if need else None
+            for k, need in enumerate(needs[0])
+        ],
+    )
+
+
+cartesian_prod = defop(
+    "cartesian_prod",
+    family="movement",
+    inputs=("*tensors",),
+    forward=_cartesian_prod,
+    joint_vjp=_cartesian_prod_vjp,
+    check=lambda tensors: _grid_plan(tensors, "ij") and _check_1d("cartesian_prod", tensors),
+    samples=lambda rng: [
+        Sample(([uniform(rng, (2,)), uniform(rng, (3,))],), {}, "two"),
+        Sample(([uniform(rng, (2,)), uniform(rng, (1,)), uniform(rng, (3,))],), {}, "three"),
+        Sample(([uniform(rng, (4,))],), {}, "one: itself"),
+        Sample(([uniform(rng, (6,))[::2], uniform(rng, (2,))],), {}, "non-contiguous (strided)"),
+        Sample(([uniform(rng, (2,)), uniform(rng, (0,))],), {}, "zero-size"),
+    ],
+    torch_ref=lambda torch, tensors: torch.cartesian_prod(*tensors),
+)
+
+
+def _combination_positions(n: int, r: int, with_replacement: bool) -> np.ndarray:
+    """(count, r) int64 positions of the r-combinations of range(n), in lexicographic order (itertools')."""
+    import itertools
+
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    return np.fromiter(itertools.chain.from_iterable(pick(range(n), r)), np.int64).reshape(-1, r)
+
+
+def _check_combinations(input, r=2, with_replacement=False):
+    if input.ndim != 1:
+        raise ValueError(f"combinations: argument 'input' expected a 1-D tensor, got shape {input.shape}")
+    if _int("combinations", "r", r) < 0:
+        raise ValueError(f"combinations: argument 'r' expected a non-negative int, got {r}")
+    if not isinstance(with_replacement, bool | np.bool_):
+        raise TypeError(f"combinations: argument 'with_replacement' expected a bool, got {with_replacement!r}")
+
+
+def _combinations(input, r=2, with_replacement=False):
+    """``torch.combinations(input, r=2, with_replacement=False)``: the r-combinations of the entries of a 1-D
+    input as rows, in lexicographic order of position (itertools'); ``r=0`` gives an empty 1-D tensor, as torch."""
+    if r == 0:
+        return input[:0]
+    return input[_combination_positions(input.shape[0], r, with_replacement)]
+
+
+def _combinations_vjp(g, ans, input, r=2, with_replacement=False):
+    if r == 0:
+        return np.zeros(input.shape, g.dtype)
+    positions = _combination_positions(input.shape[0], r, with_replacement).reshape(-1)
+    flat, zeros = np.reshape(g, (-1,)), np.zeros(input.shape, g.dtype)
+    return (
+        _index_add_into(zeros, 0, positions, flat)
+        if isinstance(g, np.ndarray)
+        else index_add(zeros, 0, positions, flat)
+    )
+
+
+combinations = defop(
+    "combinations",
+    family="movement",
+    inputs=("input",),
+    forward=_combinations,
+    vjps=(_combinations_vjp,),
+    check=_check_combinations,
+    samples=lambda rng: [
+        Sample((uniform(rng, (4,)),), {}, "pairs"),
+        Sample((uniform(rng, (4,)),), {"r": 3}, "triples"),
+        Sample((uniform(rng, (3,)),), {"r": 2, "with_replacement": True}, "with replacement"),
+        Sample((uniform(rng, (3,)),), {"r": 1}, "r=1"),
+        Sample((uniform(rng, (3,)),), {"r": 0}, "r=0: empty"),
+        Sample((uniform(rng, (2,)),), {"r": 3}, "r past n: none"),
+        Sample((uniform(rng, (8,))[::2],), {}, "non-contiguous (strided)"),
+        Sample((uniform(rng, (0,)),), {}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, r=2, with_replacement=False: torch.combinations(input, r, with_replacement),
+)
+
+
+def _kron_shapes(input, other) -> tuple:
+    """The shapes input and other take in the product: the lower rank padded with leading 1s, and the dims
+    interleaved with 1s, (a0, 1, a1, 1, ...) and (1, b0, 1, b1, ...)."""
+    if input.dtype != other.dtype:
+        raise TypeError(f"kron: argument 'other' expected dtype {input.dtype} (that of 'input'), got {other.dtype}")
+    n = max(input.ndim, other.ndim)
+    a = (1,) * (n - input.ndim) + tuple(input.shape)
+    b = (1,) * (n - other.ndim) + tuple(other.shape)
+    return (
+        tuple(k for d in a for k in (d, 1)),
+        tuple(k for d in b for k in (1, d)),
+        tuple(x * y for x, y in zip(a, b)),
+    )
+
+
+def _kron(input, other):
+    """``torch.kron(input, other)``: the Kronecker product, out[i * b + j] = input[i] * other[j] along every dim
+    (the lower rank padded with leading 1s)."""
+    sa, sb, out = _kron_shapes(input, other)
+    return np.reshape(np.reshape(input, sa) * np.reshape(other, sb), out)
+
+
+def _kron_vjp(g, ans, input, other, *, needs):
+    sa, sb, out = _kron_shapes(input, other)
+    blocks = np.reshape(g, tuple(a * b for a, b in zip(sa, sb)))  # (a0, b0, a1, b1, ...)
+    n = len(sa) // 2
+    grad_input = np.sum(blocks * np.reshape(other, sb), axis=tuple(range(1, 2 * n, 2))) if needs[0] else None
+    grad_other = np.sum(blocks * np.reshape(input, sa), axis=tuple(range(0, 2 * n, 2))) if needs[1] else None
+    return (
+        None if grad_input is None else np.reshape(grad_input, input.shape),
+        None if grad_other is None else np.reshape(grad_other, other.shape),
+    )
+
+
+kron = defop(
+    "kron",
+    family="movement",
+    inputs=("input", "other"),
+    forward=_kron,
+    joint_vjp=_kron_vjp,
+    check=lambda input, other: _kron_shapes(input, other),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)), uniform(rng, (2, 2))), {}, "matrices"),
+        Sample((uniform(rng, (2, 3)), uniform(rng, (4,))), {}, "ranks differ"),
+        Sample((uniform(rng, (3,)), uniform(rng, (2, 1, 2))), {}, "ranks differ, the other way"),
+        Sample((uniform(rng, ()), uniform(rng, (3,))), {}, "0-D"),
+        Sample((transposed(rng, (2, 3)), transposed(rng, (2, 2))), {}, "non-contiguous"),
+        Sample((uniform(rng, (2, 0)), uniform(rng, (3, 2))), {}, "zero-size"),
+    ],
+    # torch.kron refuses some strided inputs of unequal ranks (a .view inside it): the oracle gets contiguous copies
+    torch_ref=lambda torch, input, other: torch.kron(input.contiguous(), other.contiguous()),
+)
+
+
+def _vander_powers(x, N, increasing) -> np.ndarray:
+    if x.ndim != 1:
+        raise ValueError(f"vander: argument 'x' expected a 1-D tensor, got shape {x.shape}")
+    n = x.shape[0] if N is None else _int("vander", "N", N)
+    if n < 0:
+        raise ValueError(f"vander: argument 'N' expected a non-negative int, got {N}")
+    if not isinstance(increasing, bool | np.bool_):
+        raise TypeError(f"vander: argument 'increasing' expected a bool, got {increasing!r}")
+    powers = np.arange(n)
+    return powers if increasing else powers[::-1]
+
+
+def _vander(x, N=None, increasing=False):
+    """``torch.vander(x, N=None, increasing=False)``: the columns x**(N-1), ..., x**0 (``increasing``: x**0
+    first); ``N`` defaults to len(x). Integer inputs stay integer (int64), as torch."""
+    powers = _vander_powers(x, N, increasing)
+    dtype = x.dtype if x.dtype.kind == "f" else np.int64
+    return np.power(x[:, None].astype(dtype), powers.astype(dtype))
+
+
+def _vander_vjp(g, ans, x, N=None, increasing=False):
+    powers = _vander_powers(x, N, increasing)
+    # d x**p / dx = p * x**(p - 1), written with x**max(p - 1, 0) so the p = 0 column (a constant) gives 0, not 0/0
+    slopes = powers.astype(g.dtype) * np.power(np.reshape(x, (-1, 1)), np.maximum(powers - 1, 0).astype(g.dtype))
+    return np.sum(g * slopes, axis=1)
+
+
+vander = defop(
+    "vander",
+    family="movement",
+    inputs=("x",),
+    forward=_vander,
+    vjps=(_vander_vjp,),
+    check=lambda x, N=None, increasing=False: _vander_powers(x, N, increasing),
+    samples=lambda rng: [
+        Sample((uniform(rng, (3,)),), {}, "square"),
+        Sample((uniform(rng, (4,)),), {"N": 2, "increasing": True}, "increasing, fewer columns"),
+        Sample((uniform(rng, (2,)),), {"N": 5}, "more columns"),
+        Sample((uniform(rng, (2,)),), {"N": 0}, "no columns"),
+        Sample((uniform(rng, (6,))[::2],), {"increasing": True}, "non-contiguous (strided)"),
+        Sample((uniform(rng, (0,)),), {}, "zero-size"),
+    ],
+    # torch 2.13's vander raises in backward (its cumprod is written in place), so the oracle is its definition in
+    # torch ops; tests/test_ops_movement.py checks the values against torch.vander itself
+    torch_ref=lambda torch, x, N=None, increasing=False: torch.pow(
+        x[:, None], torch.from_numpy(_vander_powers(x, N, increasing).copy()).to(x.dtype)
+    ),
+)
