@@ -67,6 +67,12 @@ __all__ = [
     "masked_select",
     "nonzero",
     "one_hot",
+    "take",
+    "index_fill",
+    "index_copy",
+    "index_reduce",
+    "masked_scatter",
+    "argwhere",
 ]
 
 import math
@@ -1259,6 +1265,360 @@ one_hot = defop(
         Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4}, "zero-size"),
     ],
     torch_ref=lambda torch, tensor, num_classes=-1: torch.nn.functional.one_hot(tensor.long(), num_classes),
+)
+
+
+# -- take, index_fill, index_copy, index_reduce, masked_scatter, argwhere ----------------------------------------
+def _check_take(input, index):
+    require_integer("take", "index", index)
+    n = input.size
+    if index.size and (index.min() < -n or index.max() >= n):
+        bad = index.min() if index.min() < -n else index.max()
+        raise IndexError(
+            f"take: argument 'index' expected values in [{-n}, {n - 1}] (input has {n} entries), got {bad}"
+        )
+
+
+def _take(input, index):
+    """``torch.take(input, index)``: the entries of the flattened input at ``index`` (negative positions count
+    from the end), in index's shape."""
+    return np.reshape(input, (-1,))[np.reshape(index, (-1,)) % max(input.size, 1)].reshape(index.shape)
+
+
+def _take_vjp(g, ans, input, index):
+    n = math.prod(input.shape)  # Tensor.size is a method: the element count from the shape
+    positions, flat, zeros = np.reshape(_raw(index), (-1,)) % max(n, 1), np.reshape(g, (-1,)), np.zeros(n, g.dtype)
+    grad = (
+        _index_add_into(zeros, 0, positions, flat)
+        if isinstance(g, np.ndarray)
+        else index_add(zeros, 0, positions, flat)
+    )
+    return np.reshape(grad, input.shape)
+
+
+take = defop(
+    "take",
+    family="shape",
+    inputs=("input", "index"),
+    forward=_take,
+    vjps=(_take_vjp, NOT_DIFFERENTIABLE),
+    check=_check_take,
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 4)), np.array([[0, 11], [5, 5]])), {}, "repeated"),
+        Sample((uniform(rng, (2, 3)), np.array([-1, -6, 2])), {}, "negative"),
+        Sample((uniform(rng, ()), np.array(0)), {}, "0-D"),
+        Sample((transposed(rng, (3, 4)), np.array([1, 4, 9])), {}, "non-contiguous"),
+        Sample((uniform(rng, (2, 3)), np.zeros((0, 2), np.int64)), {}, "empty index"),
+        Sample((uniform(rng, (0, 3)), np.zeros(0, np.int64)), {}, "zero-size input"),
+    ],
+    torch_ref=lambda torch, input, index: torch.take(input, index.long()),
+)
+
+
+def _along_index(op, input, index, dim, wrap=False) -> tuple:
+    """(axis, the index as 1-D non-negative positions) for the index_* ops: index 0-D or 1-D, integer, in range
+    (``wrap``: negative positions count from the end, as index_fill's); a 0-D input counts as 1-D of size 1."""
+    require_integer(op, "index", index)
+    if index.ndim > 1:
+        raise ValueError(f"{op}: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
+    axis = normalize_dim(op, dim, input.ndim)
+    size = input.shape[axis] if input.ndim else 1
+    low = -size if wrap else 0
+    if index.size and (index.min() < low or index.max() >= size):
+        bad = index.min() if index.min() < low else index.max()
+        raise IndexError(
+            f"{op}: argument 'index' expected values in [{low}, {size - 1}] for dim {dim} of size {size}, got {bad}"
+        )
+    return axis, np.reshape(index, (-1,)) % max(size, 1)
+
+
+def _check_index_fill(input, index, dim, value):
+    _along_index("index_fill", input, index, dim, wrap=True)
+    if isinstance(value, bool) or np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "iuf":
+        raise TypeError(f"index_fill: argument 'value' expected a number, got {type(value).__name__} {value!r}")
+
+
+def _index_fill(input, dim, index, value):
+    """``torch.index_fill(input, dim, index, value)``: a copy of ``input`` with ``value`` at positions ``index``
+    (0-D or 1-D; negative count from the end) along ``dim``."""
+    axis, positions = _along_index("index_fill", input, index, dim, wrap=True)
+    out = np.array(input, copy=True, ndmin=1)  # a 0-D input: one entry along dim 0
+    out[(slice(None),) * axis + (positions,)] = np.asarray(value).astype(input.dtype)
+    return out.reshape(input.shape)
+
+
+def _index_fill_vjp(g, ans, input, index, dim, value):
+    if isinstance(g, np.ndarray):
+        return _index_fill(g, dim, index, 0)
+    return index_fill(g, dim, index, 0)
+
+
+def _index_samples(rng, source_of=None):
+    """Samples (input, index[, source]) for index_fill / index_copy; ``source_of(input shape, axis, n)`` gives
+    the source's shape (None: no source)."""
+    cases = [
+        ((4, 3), [0, 2], 0, ""),
+        ((2, 3, 4), [3, 1], -1, "dim -1"),
+        ((2, 3), 1, 1, "0-D index"),
+        ((1, 3), [0], 0, "size-1 dim"),
+        ((2, 3), np.zeros(0, np.int64), 1, "empty index"),
+        ((0, 3), [2, 0], 1, "zero-size input"),
+    ]
+    out = []
+    for shape, index, dim, label in cases:
+        x, i = uniform(rng, shape), np.asarray(index, np.int64)
+        extra = () if source_of is None else (uniform(rng, source_of(shape, dim % len(shape), i.size)),)
+        out.append(Sample((x, i, *extra), {"dim": dim}, label))
+    x = transposed(rng, (3, 4))
+    extra = () if source_of is None else (transposed(rng, (3, 2)),)
+    out.append(Sample((x, np.array([3, 0]), *extra), {"dim": 1}, "non-contiguous"))
+    return out
+
+
+index_fill = defop(
+    "index_fill",
+    family="shape",
+    inputs=("input", "index"),
+    forward=_index_fill,
+    vjps=(_index_fill_vjp, NOT_DIFFERENTIABLE),
+    check=_check_index_fill,
+    samples=lambda rng: (
+        [Sample(s.inputs, {**s.attrs, "value": -1.5}, s.label) for s in _index_samples(rng)]
+        + [
+            Sample((uniform(rng, (3, 2)), np.array([-1, 0])), {"dim": 0, "value": 2}, "negative index, int value"),
+            Sample((uniform(rng, ()), np.array(0)), {"dim": 0, "value": 1.0}, "0-D input"),
+        ]
+    ),
+    torch_ref=lambda torch, input, index, dim, value: torch.index_fill(input, dim, index.long(), value),
+)
+
+
+def _source_shape(shape, axis, n):
+    return shape[:axis] + (n,) + shape[axis + 1 :]
+
+
+def _check_index_copy(input, index, source, dim):
+    axis, positions = _along_index("index_copy", input, index, dim)
+    expected = _source_shape(input.shape, axis, positions.size) if input.ndim else index.shape
+    if source.shape != expected:
+        raise ValueError(
+            f"index_copy: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} of the "
+            f"index's length), got {source.shape}"
+        )
+    if source.dtype != input.dtype:
+        raise TypeError(
+            f"index_copy: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
+        )
+    if len(np.unique(positions)) != positions.size:
+        raise ValueError(
+            "index_copy: argument 'index' repeats a position (torch leaves which value lands undefined); "
+            "use index_add to add them, or distinct positions"
+        )
+
+
+def _index_copy(input, dim, index, source):
+    """``torch.index_copy(input, dim, index, source)``: a copy of ``input`` with ``source[..., i, ...]`` written at
+    position ``index[i]`` along ``dim`` (distinct positions)."""
+    axis, positions = _along_index("index_copy", input, index, dim)
+    out = np.array(input, copy=True, ndmin=1)
+    out[(slice(None),) * axis + (positions,)] = np.reshape(source, _source_shape(out.shape, axis, positions.size))
+    return out.reshape(input.shape)
+
+
+def _index_copy_vjp_source(g, ans, input, index, source, dim):
+    g1 = np.reshape(g, (-1,)) if input.ndim == 0 else g  # a 0-D input counts as 1-D of size 1
+    out = _index_select(g1, dim, _raw(index)) if isinstance(g, np.ndarray) else index_select(g1, dim, index)
+    return np.reshape(out, source.shape)
+
+
+index_copy = defop(
+    "index_copy",
+    family="shape",
+    inputs=("input", "index", "source"),
+    forward=_index_copy,
+    vjps=(
+        lambda g, ans, input, index, source, dim: _index_fill_vjp(g, ans, input, index, dim, 0),
+        NOT_DIFFERENTIABLE,
+        _index_copy_vjp_source,
+    ),
+    check=_check_index_copy,
+    samples=lambda rng: (
+        _index_samples(rng, _source_shape)
+        + [Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": 0}, "0-D input")]
+    ),
+    torch_ref=lambda torch, input, index, source, dim: torch.index_copy(input, dim, index.long(), source),
+)
+
+
+_INDEX_REDUCES = ("prod", "mean", "amax", "amin")
+
+
+def _expanded_index(input, index, source, dim):
+    """index_reduce's index as scatter_reduce's: ``index[i]`` at every position of ``source`` along ``dim``."""
+    axis = normalize_dim("index_reduce", dim, input.ndim)
+    along = [1] * source.ndim
+    along[axis] = -1
+    return np.broadcast_to(np.reshape(_raw(index), along), source.shape)
+
+
+def _check_index_reduce(input, index, source, dim, reduce, include_self=True):
+    if reduce not in _INDEX_REDUCES:
+        raise ValueError(f"index_reduce: argument 'reduce' expected one of {_INDEX_REDUCES}, got {reduce!r}")
+    if not isinstance(include_self, bool | np.bool_):
+        raise TypeError(f"index_reduce: argument 'include_self' expected a bool, got {include_self!r}")
+    if reduce == "mean" and input.dtype == np.bool_:
+        raise TypeError("index_reduce: argument 'input' expected a numeric tensor for reduce='mean', got dtype bool")
+    if input.ndim == 0:
+        raise ValueError("index_reduce: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis, positions = _along_index("index_reduce", input, index, dim)
+    expected = _source_shape(input.shape, axis, positions.size)
+    if source.shape != expected:
+        raise ValueError(
+            f"index_reduce: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} of the "
+            f"index's length), got {source.shape}"
+        )
+    if source.dtype != input.dtype:
+        raise TypeError(
+            f"index_reduce: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
+        )
+
+
+def _index_reduce(input, dim, index, source, reduce, include_self=True):
+    """``torch.index_reduce(input, dim, index, source, reduce, include_self=True)``: scatter_reduce with
+    ``index[i]`` standing for every entry of ``source``'s slice i along ``dim`` (reduce "prod", "mean", "amax",
+    "amin"); the same kernel and gradients."""
+    return _scatter_reduce(input, dim, _expanded_index(input, index, source, dim), source, reduce, include_self)
+
+
+def _index_reduce_vjp(g, ans, input, index, source, *, needs, dim, reduce, include_self=True):
+    expanded = _expanded_index(input, index, source, dim)
+    return _scatter_reduce_vjp(g, ans, input, expanded, source, needs, dim, reduce, include_self)
+
+
+def _index_reduce_samples(rng):
+    out = []
+    for reduce in _INDEX_REDUCES:
+        for include_self in (True, False):
+            out.append(
+                Sample(
+                    (uniform(rng, (3, 2)), np.array([0, 2, 2, 0]), uniform(rng, (4, 2))),
+                    {"dim": 0, "reduce": reduce, "include_self": include_self},
+                    f"{reduce}, include_self={include_self}, repeated",
+                )
+            )
+        out += [
+            Sample(
+                (transposed(rng, (2, 3)), np.array([1, 1]), transposed(rng, (2, 2))),
+                {"dim": -1, "reduce": reduce},
+                f"{reduce}, non-contiguous",
+            ),
+            Sample(
+                (uniform(rng, (2, 3)), np.zeros(0, np.int64), uniform(rng, (0, 3))),
+                {"dim": 0, "reduce": reduce},
+                f"{reduce}, empty index",
+            ),
+        ]
+    return out
+
+
+index_reduce = defop(
+    "index_reduce",
+    family="shape",
+    inputs=("input", "index", "source"),
+    forward=_index_reduce,
+    joint_vjp=_index_reduce_vjp,
+    differentiable=(True, NOT_DIFFERENTIABLE, True),
+    check=_check_index_reduce,
+    samples=_index_reduce_samples,
+    torch_ref=lambda torch, input, index, source, dim, reduce, include_self=True: torch.index_reduce(
+        input, dim, index.long(), source, reduce, include_self=include_self
+    ),
+)
+
+
+def _check_masked_scatter(input, mask, source):
+    if mask.dtype != np.bool_:
+        raise TypeError(f"masked_scatter: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
+    try:
+        shape = np.broadcast_shapes(input.shape, mask.shape)
+    except ValueError:
+        raise ValueError(
+            f"masked_scatter: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
+        ) from None
+    count = int(np.count_nonzero(np.broadcast_to(mask, shape)))
+    if source.size < count:
+        raise ValueError(
+            f"masked_scatter: argument 'source' expected at least {count} entries (the True entries of mask), got "
+            f"{source.size} (shape {source.shape})"
+        )
+    if source.dtype != input.dtype:
+        raise TypeError(
+            f"masked_scatter: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
+        )
+
+
+def _masked_scatter(input, mask, source):
+    """``torch.masked_scatter(input, mask, source)``: input and mask broadcast; the True positions (in row-major
+    order) take the first entries of the flattened source, the others keep input's values."""
+    shape = np.broadcast_shapes(input.shape, mask.shape)
+    m = np.broadcast_to(mask, shape)
+    out = np.array(np.broadcast_to(input, shape))
+    out[m] = np.reshape(source, (-1,))[: np.count_nonzero(m)]
+    return out
+
+
+def _masked_scatter_vjp_source(g, ans, input, mask, source):
+    m = np.broadcast_to(_raw(mask), np.shape(g))
+    n, picked = math.prod(source.shape), g[m] if isinstance(g, np.ndarray) else masked_select(g, m)
+    if isinstance(g, np.ndarray):
+        flat = np.zeros(n, g.dtype)
+        flat[: picked.shape[0]] = picked
+        return flat.reshape(source.shape)
+    from .shape import pad  # shape imports this module
+
+    return np.reshape(pad(picked, (0, n - picked.shape[0])), source.shape)
+
+
+masked_scatter = defop(
+    "masked_scatter",
+    family="shape",
+    inputs=("input", "mask", "source"),
+    forward=_masked_scatter,
+    vjps=(
+        lambda g, ans, input, mask, source: unbroadcast(np.where(_raw(mask), np.zeros((), g.dtype), g), input.shape),
+        NOT_DIFFERENTIABLE,
+        _masked_scatter_vjp_source,
+    ),
+    check=_check_masked_scatter,
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)), uniform(rng, (2, 3)) > 0, uniform(rng, (2, 3))), {}, "same shape"),
+        Sample(
+            (uniform(rng, (2, 3)), np.array([True, False, True]), uniform(rng, (2, 5))),
+            {},
+            "mask broadcast, more source",
+        ),
+        Sample(
+            (uniform(rng, (3,)), np.array([[True, False, True], [False, False, True]]), uniform(rng, (4,))),
+            {},
+            "input broadcast",
+        ),
+        Sample((transposed(rng, (3, 4)), (uniform(rng, (4, 3)) > 0).T, transposed(rng, (4, 3))), {}, "non-contiguous"),
+        Sample((uniform(rng, ()), np.array(True), uniform(rng, (1,))), {}, "0-D"),
+        Sample((uniform(rng, (2, 3)), np.zeros((2, 3), np.bool_), uniform(rng, (2,))), {}, "nothing scattered"),
+        Sample((uniform(rng, (0, 3)), np.ones(3, np.bool_), uniform(rng, (0,))), {}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, mask, source: torch.masked_scatter(input, mask, source),
+)
+
+
+argwhere = defop(
+    "argwhere",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input: _nonzero(input),  # torch.argwhere(input) is torch.nonzero(input)
+    vjps=(NOT_DIFFERENTIABLE,),
+    samples=lambda rng: [Sample(s.inputs, {}, s.label) for s in _nonzero_samples(rng) if not s.attrs["as_tuple"]],
+    torch_ref=lambda torch, input: torch.argwhere(input),
 )
 
 
