@@ -46,7 +46,7 @@ The other ops, and their conventions:
 - masked_select(input, mask): input and mask broadcast; a 1-D output whose length depends on the mask's values
   (a tensor input, so a replay with another mask selects anew). Gradient: g put back at the mask, summed over
   broadcast dims.
-- nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(tensor, num_classes=-1) (int64;
+- nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(input, num_classes=-1) (int64;
   ``num_classes=-1`` infers ``max + 1`` from the data, on replay too) are not differentiable. nonzero refuses
   ``as_tuple=True`` (an op's output count is fixed at registration); ``Tensor.nonzero(as_tuple=True)`` gives
   torch's tuple, the columns of ``ops.nonzero`` (``ops.unbind(ops.nonzero(x), 1)``, a 0-D x counting as 1-D).
@@ -1224,8 +1224,8 @@ nonzero = defop(
 )
 
 
-def _check_one_hot(tensor, num_classes=-1):
-    require_integer("one_hot", "tensor", tensor)
+def _check_one_hot(input, num_classes=-1):
+    require_integer("one_hot", "input", input)
     if (
         isinstance(num_classes, bool)
         or not isinstance(num_classes, int | np.integer)
@@ -1234,27 +1234,27 @@ def _check_one_hot(tensor, num_classes=-1):
         raise ValueError(
             f"one_hot: argument 'num_classes' expected -1 (infer from the data) or a positive int, got {num_classes!r}"
         )
-    if num_classes == -1 and tensor.size == 0:
+    if num_classes == -1 and input.size == 0:
         raise ValueError("one_hot: cannot infer the number of classes from an empty tensor; pass num_classes")
-    if tensor.size and tensor.min() < 0:
-        raise ValueError(f"one_hot: argument 'tensor' expected class values >= 0, got {tensor.min()}")
-    if tensor.size and num_classes != -1 and tensor.max() >= num_classes:
+    if input.size and input.min() < 0:
+        raise ValueError(f"one_hot: argument 'input' expected class values >= 0, got {input.min()}")
+    if input.size and num_classes != -1 and input.max() >= num_classes:
         raise ValueError(
-            f"one_hot: argument 'tensor' expected class values below num_classes={num_classes}, got {tensor.max()}"
+            f"one_hot: argument 'input' expected class values below num_classes={num_classes}, got {input.max()}"
         )
 
 
-def _one_hot(tensor, num_classes=-1):
-    """``torch.nn.functional.one_hot(tensor, num_classes=-1)``: int64 of shape ``tensor.shape + (num_classes,)``,
-    1 at each value's class; ``num_classes=-1`` takes ``tensor.max() + 1`` (from the data, also on replay)."""
-    n = int(tensor.max()) + 1 if num_classes == -1 else int(num_classes)
-    return (tensor[..., None] == np.arange(n)).astype(np.int64)
+def _one_hot(input, num_classes=-1):
+    """``torch.nn.functional.one_hot(input, num_classes=-1)``: int64 of shape ``input.shape + (num_classes,)``,
+    1 at each value's class; ``num_classes=-1`` takes ``input.max() + 1`` (from the data, also on replay)."""
+    n = int(input.max()) + 1 if num_classes == -1 else int(num_classes)
+    return (input[..., None] == np.arange(n)).astype(np.int64)
 
 
 one_hot = defop(
     "one_hot",
     family="shape",
-    inputs=("tensor",),
+    inputs=("input",),
     forward=_one_hot,
     vjps=(NOT_DIFFERENTIABLE,),
     check=_check_one_hot,
@@ -1264,7 +1264,7 @@ one_hot = defop(
         Sample((np.array(1),), {"num_classes": 3}, "0-D"),
         Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4}, "zero-size"),
     ],
-    torch_ref=lambda torch, tensor, num_classes=-1: torch.nn.functional.one_hot(tensor.long(), num_classes),
+    torch_ref=lambda torch, input, num_classes=-1: torch.nn.functional.one_hot(input.long(), num_classes),
 )
 
 

@@ -11,8 +11,8 @@ arrays, so every op here is differentiable twice.
 ``concat`` (alias ``cat``) and ``stack`` take any number of tensors as one sequence input, like
 ``torch.cat(tensors, dim=0)``; as in torch, ``concat`` skips 1-D empty tensors (shape (0,)) whatever the
 other tensors' shapes. ``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeats`` is a tuple (or one int);
-``broadcast_to`` is ``expand``. The ops with a variable number of outputs (split, chunk, unbind, meshgrid) are in
-ops/movement.py.
+``broadcast_to`` is ``expand`` (both take torch's ``size``). The ops with a variable number of outputs (split,
+chunk, unbind, meshgrid, tensor_split, ...) are in ops/movement.py.
 """
 
 __all__ = [
@@ -250,7 +250,7 @@ permute = defop(
 
 
 # -- expand / broadcast_to ---------------------------------------------------------------------------------
-def _expanded_shape(x, shape, op="expand", argument="shape") -> tuple:
+def _expanded_shape(x, shape, op="expand", argument="size") -> tuple:
     """torch's expand: new leading dims of any size; -1 keeps a dim; a dim may only grow from size 1."""
     shape = _ints(op, argument, shape)
     lead = len(shape) - x.ndim
@@ -277,19 +277,20 @@ expand = defop(
     "expand",
     family="shape",
     inputs=("input",),
-    forward=lambda input, shape: np.broadcast_to(input, _expanded_shape(input, shape)),
-    vjps=(lambda g, ans, input, shape: unbroadcast(g, input.shape),),
+    forward=lambda input, size: np.broadcast_to(input, _expanded_shape(input, size)),
+    vjps=(lambda g, ans, input, size: unbroadcast(g, input.shape),),
     samples=lambda rng: [
-        Sample((uniform(rng, (3, 1)),), {"shape": (2, 3, 4)}, "new dim + size-1 dim"),
-        Sample((uniform(rng, (3, 1)),), {"shape": (-1, 4)}, "-1 keeps"),
-        Sample((uniform(rng, ()),), {"shape": (2, 3)}, "scalar"),
-        Sample((uniform(rng, (2, 3)),), {"shape": (2, 3)}, "same shape"),
-        Sample((transposed(rng, (1, 3)),), {"shape": (2, 3, -1, 3)}, "non-contiguous"),
-        Sample((uniform(rng, (1, 3)),), {"shape": (0, 3)}, "size-1 dim to 0"),
-        Sample((uniform(rng, (0, 1)),), {"shape": (2, 0, 4)}, "zero-size"),
+        Sample((uniform(rng, (3, 1)),), {"size": (2, 3, 4)}, "new dim + size-1 dim"),
+        Sample((uniform(rng, (3, 1)),), {"size": (-1, 4)}, "-1 keeps"),
+        Sample((uniform(rng, ()),), {"size": (2, 3)}, "scalar"),
+        Sample((uniform(rng, (2, 3)),), {"size": (2, 3)}, "same shape"),
+        Sample((transposed(rng, (1, 3)),), {"size": (2, 3, -1, 3)}, "non-contiguous"),
+        Sample((uniform(rng, (1, 3)),), {"size": (0, 3)}, "size-1 dim to 0"),
+        Sample((uniform(rng, (0, 1)),), {"size": (2, 0, 4)}, "zero-size"),
     ],
-    torch_ref=lambda torch, input, shape: input.expand(*_ints("expand", "shape", shape)),
+    torch_ref=lambda torch, input, size: input.expand(*_ints("expand", "size", size)),
 )
+broadcast_to = expand  # torch.broadcast_to(input, size) is Tensor.expand(size): the same signature
 
 
 # -- variadic joins: concat / stack ------------------------------------------------------------------------
@@ -943,21 +944,6 @@ expand_as = defop(
     ),
     torch_ref=lambda torch, input, other: input.expand_as(other),
     notes="other gives only its shape: its gradient is zero (torch's None)",
-)
-
-
-def _broadcast_to_samples(rng):
-    return [Sample(s.inputs, {"size": s.attrs["shape"]}, s.label) for s in expand.samples(rng)]
-
-
-broadcast_to = defop(
-    "broadcast_to",
-    family="shape",
-    inputs=("input",),
-    forward=lambda input, size: np.broadcast_to(input, _expanded_shape(input, size, "broadcast_to", "size")),
-    vjps=(lambda g, ans, input, size: unbroadcast(g, input.shape),),
-    samples=_broadcast_to_samples,
-    torch_ref=lambda torch, input, size: torch.broadcast_to(input, size),
 )
 
 

@@ -467,15 +467,15 @@ def _check_side(op, right, side, out_int32) -> str:
     return side or ("right" if right else "left")
 
 
-def _check_searchsorted(sorted_sequence, values, sorter=None, out_int32=False, right=False, side=None):
+def _check_searchsorted(sorted_sequence, input, sorter=None, out_int32=False, right=False, side=None):
     _check_side("searchsorted", right, side, out_int32)
     if sorted_sequence.ndim == 0:
         raise ValueError("searchsorted: argument 'sorted_sequence' expected at least 1 dim, got a 0-D tensor")
     lead = sorted_sequence.shape[:-1]
-    if lead and values.shape[:-1] != lead:
+    if lead and input.shape[:-1] != lead:
         raise ValueError(
-            f"searchsorted: argument 'values' expected leading dims {lead} (those of sorted_sequence "
-            f"{sorted_sequence.shape}), got shape {values.shape}"
+            f"searchsorted: argument 'input' expected leading dims {lead} (those of sorted_sequence "
+            f"{sorted_sequence.shape}), got shape {input.shape}"
         )
     if sorter is not None:
         if sorter.dtype.kind not in "iu" or sorter.shape != sorted_sequence.shape:
@@ -488,20 +488,21 @@ def _check_searchsorted(sorted_sequence, values, sorter=None, out_int32=False, r
             raise IndexError(f"searchsorted: argument 'sorter' expected values in [0, {n - 1}]")
 
 
-def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
-    """``torch.searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None)``:
-    for each value, the position in its row of ``sorted_sequence`` (the last dim; a 1-D sequence serves every
-    value) where it would be inserted keeping the order: before equal entries (``side='left'``) or after them
-    (``right=True`` / ``side='right'``). A NaN value goes last (a NaN in the sequence: torch's binary search
-    gives no defined answer); ``sorter`` sorts an unsorted sequence."""
+def _searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
+    """``torch.searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None)``
+    (torch documents the values as ``values``; its parser takes them as ``input``): for each value, the position
+    in its row of ``sorted_sequence`` (the last dim; a 1-D sequence serves every value) where it would be inserted
+    keeping the order: before equal entries (``side='left'``) or after them (``right=True`` / ``side='right'``).
+    A NaN value goes last (a NaN in the sequence: torch's binary search gives no defined answer); ``sorter``
+    sorts an unsorted sequence."""
     how = _check_side("searchsorted", right, side, out_int32)
     seq = sorted_sequence if sorter is None else np.take_along_axis(sorted_sequence, sorter.astype(np.intp), -1)
     dtype = np.int32 if out_int32 else np.int64
     if seq.ndim == 1:
-        return np.searchsorted(seq, values, side=how).astype(dtype)
-    rows, n = seq.reshape(-1, seq.shape[-1]), values.shape[-1]
-    found = [np.searchsorted(row, v, side=how) for row, v in zip(rows, values.reshape(-1, n))]  # one per row
-    return np.array(found, dtype).reshape(values.shape)
+        return np.searchsorted(seq, input, side=how).astype(dtype)
+    rows, n = seq.reshape(-1, seq.shape[-1]), input.shape[-1]
+    found = [np.searchsorted(row, v, side=how) for row, v in zip(rows, input.reshape(-1, n))]  # one per row
+    return np.array(found, dtype).reshape(input.shape)
 
 
 def _searchsorted_samples(rng):
@@ -526,10 +527,10 @@ def _searchsorted_samples(rng):
     return out
 
 
-def _torch_searchsorted(torch, sorted_sequence, values, sorter=None, out_int32=False, right=False, side=None):
+def _torch_searchsorted(torch, sorted_sequence, input, sorter=None, out_int32=False, right=False, side=None):
     return torch.searchsorted(
         sorted_sequence,
-        values,
+        input,
         out_int32=out_int32,
         right=right,
         side=side,
@@ -540,7 +541,7 @@ def _torch_searchsorted(torch, sorted_sequence, values, sorter=None, out_int32=F
 searchsorted = defop(
     "searchsorted",
     family=FAMILY,
-    inputs=("sorted_sequence", "values", "sorter?"),
+    inputs=("sorted_sequence", "input", "sorter?"),
     forward=_searchsorted,
     vjps=(NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
     check=_check_searchsorted,

@@ -198,15 +198,15 @@ def test_nonzero_and_one_hot_carry_no_gradient():
 
 
 def test_one_hot_errors_like_torch():
-    with pytest.raises(ValueError, match="one_hot: argument 'tensor' expected class values >= 0"):
+    with pytest.raises(ValueError, match="one_hot: argument 'input' expected class values >= 0"):
         ops.one_hot(tape.tensor(np.array([-1])))
-    with pytest.raises(ValueError, match="one_hot: argument 'tensor' expected class values below num_classes=3"):
+    with pytest.raises(ValueError, match="one_hot: argument 'input' expected class values below num_classes=3"):
         ops.one_hot(tape.tensor(np.array([3])), 3)
     with pytest.raises(ValueError, match="one_hot: cannot infer the number of classes"):
         ops.one_hot(tape.tensor(np.zeros(0, np.int64)))
     with pytest.raises(ValueError, match="one_hot: argument 'num_classes'"):
         ops.one_hot(tape.tensor(np.array([0])), 0)
-    with pytest.raises(TypeError, match="one_hot: argument 'tensor' expected an integer tensor"):
+    with pytest.raises(TypeError, match="one_hot: argument 'input' expected an integer tensor"):
         ops.one_hot(tape.tensor(np.array([0.0])))
 
 

@@ -52,11 +52,22 @@ def assert_like_torch(name, fn, x, indices=True, **attrs):
 # -- declarations --------------------------------------------------------------------------------------------
 def test_the_family_is_registered_with_torchs_signatures():
     signatures = {op.name: op.signature for op in tape.registered_ops() if op.family == "sorting"}
-    assert signatures == {
+    searching = {  # not differentiable (torch defines no gradient for any of them)
+        "searchsorted": "searchsorted(sorted_sequence, input, out_int32, right, side, sorter)",
+        "bucketize": "bucketize(input, boundaries, out_int32, right)",
+        "bincount": "bincount(input, weights, minlength)", "histc": "histc(input, bins, min, max)",
+        "unique": "unique(input, sorted, return_inverse, return_counts, dim)",
+        "unique_consecutive": "unique_consecutive(input, return_inverse, return_counts, dim)"}
+    sorting = {
         "sort": "sort(input, dim, descending, stable)", "argsort": "argsort(input, dim, descending, stable)",
         "topk": "topk(input, k, dim, largest, sorted)", "kthvalue": "kthvalue(input, k, dim, keepdim)",
         "median_dim": "median_dim(input, dim, keepdim)", "median": "median(input)"}
-    for name in signatures:
+    assert signatures == {**sorting, **searching}
+    for name in searching:
+        op = tape.get_op(name)
+        assert op.samples is not None and op.torch_ref is not None
+        assert op.second_order is Grad.NOT_DIFFERENTIABLE and set(op.input_states) == {Grad.NOT_DIFFERENTIABLE}
+    for name in sorting:
         op = tape.get_op(name)
         assert op.samples is not None and op.torch_ref is not None
         assert op.second_order is (Grad.NOT_DIFFERENTIABLE if name == "argsort" else Grad.RULE), name
