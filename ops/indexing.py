@@ -466,12 +466,17 @@ def _check_index_values(op, index, size, dim, argument="index"):
         )
 
 
+def _lift(x):
+    """A 0-D array or Tensor as 1-D of size 1 (others as they are): how torch's gather and scatter ops read a 0-D
+    input, index or src; their results are given back in the 0-D shape."""
+    return np.reshape(x, (1,)) if x is not None and np.ndim(x) == 0 else x
+
+
 def _check_along(op, input, index, dim, *, src=None):
     """gather's and scatter_add's shape rules: index has input's dims, no larger than input apart from ``dim``
-    (and, for scatter_add, no larger than src anywhere)."""
+    (and, for scatter_add, no larger than src anywhere); a 0-D tensor counts as 1-D of size 1, as in torch."""
     require_integer(op, "index", index)
-    if input.ndim == 0:
-        raise ValueError(f"{op}: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    input, index, src = _lift(input), _lift(index), _lift(src)
     axis = normalize_dim(op, dim, input.ndim)
     if index.ndim != input.ndim or any(i > s for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != axis):
         raise ValueError(
@@ -506,15 +511,19 @@ def _scatter_add_into(out, axis, index, src):
 
 
 def _gather(input, dim, index):
-    """``torch.gather(input, dim, index)``: ``out[i][j] = input[index[i][j]][j]`` for dim 0 (and so on)."""
-    axis = normalize_dim("gather", dim, input.ndim)
-    block = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
-    return np.take_along_axis(input[block], index, axis)
+    """``torch.gather(input, dim, index)``: ``out[i][j] = input[index[i][j]][j]`` for dim 0 (and so on); the
+    result has index's shape."""
+    x, i = _lift(input), _lift(index)
+    axis = normalize_dim("gather", dim, x.ndim)
+    block = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(i.shape))
+    return np.take_along_axis(x[block], i, axis).reshape(index.shape)
 
 
 def _gather_vjp(g, ans, input, index, dim):
     if isinstance(g, np.ndarray):
-        return _scatter_add_into(np.zeros(input.shape, g.dtype), normalize_dim("gather", dim, input.ndim), index, g)
+        zeros, i = np.zeros(_lift(input).shape, g.dtype), _lift(index)
+        axis = normalize_dim("gather", dim, zeros.ndim)
+        return _scatter_add_into(zeros, axis, i, np.reshape(g, i.shape)).reshape(input.shape)
     return scatter_add(np.zeros(input.shape, g.dtype), dim, index, g)
 
 
@@ -527,6 +536,9 @@ def _gather_samples(rng):
         Sample((uniform(rng, (1, 3)), np.array([[0, 0, 0]])), {"dim": 0}, "size-1 dim"),
         Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64)), {"dim": 0}, "zero-size index"),
         Sample((uniform(rng, (2, 0)), np.zeros((3, 0), np.int64)), {"dim": 0}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0)), {"dim": 0}, "0-D input and index"),
+        Sample((uniform(rng, ()), np.array([0, 0])), {"dim": -1}, "0-D input, 1-D index"),
+        Sample((uniform(rng, (3,)), np.array(2)), {"dim": 0}, "0-D index"),
     ]
 
 
@@ -546,22 +558,14 @@ def _scatter_add(input, dim, index, src):
     """``torch.scatter_add(input, dim, index, src)``: a copy of ``input`` with ``src[i][j]`` added at
     ``[index[i][j]][j]`` (dim 0; and so on), repeated positions adding up. Only the ``index``-shaped block
     of ``src`` is read."""
-    return _scatter_add_into(input.copy(), normalize_dim("scatter_add", dim, input.ndim), index, src)
+    out = _lift(input).copy()
+    axis = normalize_dim("scatter_add", dim, out.ndim)
+    return _scatter_add_into(out, axis, _lift(index), _lift(src)).reshape(input.shape)
 
 
 def _scatter_add_vjp_src(g, ans, input, index, src, dim):
-    if isinstance(g, np.ndarray):
-        axis = normalize_dim("scatter_add", dim, input.ndim)
-        grad = np.zeros(src.shape, g.dtype)
-        grad[tuple(slice(0, n) for n in index.shape)] = _gather(g, axis, index)
-        return grad
-    picked = gather(g, dim, index)
-    if index.shape == src.shape:
-        return picked
-    from .shape import pad  # shape imports this module
-
-    widths = [w for i, s in zip(reversed(index.shape), reversed(src.shape)) for w in (0, s - i)]
-    return pad(picked, tuple(widths))
+    picked = _gather(g, dim, _raw(index)) if isinstance(g, np.ndarray) else gather(g, dim, index)
+    return np.reshape(_pad_to(picked, _lift(src).shape), src.shape)  # only src's index-shaped block was read
 
 
 def _scatter_add_samples(rng):
@@ -590,6 +594,9 @@ def _scatter_add_samples(rng):
         ),
         Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0}, "zero-size index"),
         Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": 0}, "0-D"),
+        Sample((uniform(rng, ()), np.array([0, 0]), uniform(rng, (2,))), {"dim": -1}, "0-D input, 1-D index"),
+        Sample((uniform(rng, (3,)), np.array(1), uniform(rng, ())), {"dim": 0}, "0-D index and src"),
     ]
 
 
@@ -608,17 +615,24 @@ scatter_add = defop(
 # -- index_select / index_add ------------------------------------------------------------------------------
 def _check_index_select(input, index, dim):
     require_integer("index_select", "index", index)
-    if input.ndim == 0:
-        raise ValueError("index_select: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("index_select", dim, input.ndim)
     if index.ndim > 1:
         raise ValueError(f"index_select: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
-    _check_index_values("index_select", index, input.shape[axis], dim)
+    _check_scalar_index("index_select", input, index)
+    _check_index_values("index_select", index, _lift(input).shape[axis], dim)
+
+
+def _check_scalar_index(op, input, index):
+    """torch reads a 0-D input as 1-D of size 1, indexed by exactly one position."""
+    if input.ndim == 0 and index.size != 1:
+        raise ValueError(f"{op}: argument 'index' expected one position for a 0-D input, got shape {index.shape}")
 
 
 def _index_select(input, dim, index):
-    """``torch.index_select(input, dim, index)``: the entries at ``index`` (0-D or 1-D) along ``dim``."""
-    return np.take(input, index.reshape(-1), axis=normalize_dim("index_select", dim, input.ndim))
+    """``torch.index_select(input, dim, index)``: the entries at ``index`` (0-D or 1-D) along ``dim`` (a 0-D
+    input: its one entry, 0-D)."""
+    out = np.take(_lift(input), index.reshape(-1), axis=normalize_dim("index_select", dim, input.ndim))
+    return out.reshape(input.shape) if input.ndim == 0 else out
 
 
 def _index_add_into(out, axis, index, source):
@@ -629,7 +643,9 @@ def _index_add_into(out, axis, index, source):
 
 def _index_select_vjp(g, ans, input, index, dim):
     if isinstance(g, np.ndarray):
-        return _index_add_into(np.zeros(input.shape, g.dtype), normalize_dim("index_select", dim, input.ndim), index, g)
+        zeros = np.zeros(_lift(input).shape, g.dtype)
+        axis = normalize_dim("index_select", dim, input.ndim)
+        return _index_add_into(zeros, axis, _raw(index), _lift(g)).reshape(input.shape)
     return index_add(np.zeros(input.shape, g.dtype), dim, index, g)
 
 
@@ -648,6 +664,8 @@ index_select = defop(
         Sample((uniform(rng, (1, 3)), np.array([0, 0, 0])), {"dim": 0}, "size-1 dim"),
         Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64)), {"dim": 1}, "empty index"),
         Sample((uniform(rng, (0, 3)), np.array([2, 2])), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0)), {"dim": 0}, "0-D input"),
+        Sample((uniform(rng, ()), np.array([0])), {"dim": -1}, "0-D input, 1-D index"),
     ],
     torch_ref=lambda torch, input, index, dim: torch.index_select(input, dim, index.long()),
 )
@@ -655,12 +673,11 @@ index_select = defop(
 
 def _check_index_add(input, index, source, dim, alpha=1):
     require_integer("index_add", "index", index)
-    if input.ndim == 0:
-        raise ValueError("index_add: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("index_add", dim, input.ndim)
     if index.ndim > 1:
         raise ValueError(f"index_add: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
-    expected = input.shape[:axis] + (index.size,) + input.shape[axis + 1 :]
+    _check_scalar_index("index_add", input, index)
+    expected = input.shape[:axis] + (index.size,) + input.shape[axis + 1 :] if input.ndim else ()
     if source.shape != expected:
         raise ValueError(
             f"index_add: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} "
@@ -672,14 +689,15 @@ def _check_index_add(input, index, source, dim, alpha=1):
         )
     if isinstance(alpha, bool) or np.ndim(alpha) != 0 or np.asarray(alpha).dtype.kind not in "iuf":
         raise TypeError(f"index_add: argument 'alpha' expected a number, got {alpha!r}")
-    _check_index_values("index_add", index, input.shape[axis], dim)
+    _check_index_values("index_add", index, _lift(input).shape[axis], dim)
 
 
 def _index_add(input, dim, index, source, alpha=1):
     """``torch.index_add(input, dim, index, source, alpha=1)``: a copy of ``input`` with ``alpha * source[i]``
     added at position ``index[i]`` along ``dim``, repeated positions adding up."""
     scaled = source if alpha == 1 else source * np.asarray(alpha, source.dtype)
-    return _index_add_into(input.copy(), normalize_dim("index_add", dim, input.ndim), index, scaled)
+    out = _index_add_into(_lift(input).copy(), normalize_dim("index_add", dim, input.ndim), index, _lift(scaled))
+    return out.reshape(input.shape)
 
 
 def _index_add_vjp_source(g, ans, input, index, source, dim, alpha=1):
@@ -708,6 +726,8 @@ index_add = defop(
         Sample((transposed(rng, (3, 4)), np.array([0, 0]), transposed(rng, (3, 2))), {"dim": 1}, "non-contiguous"),
         Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64), uniform(rng, (2, 0))), {"dim": 1}, "empty index"),
         Sample((uniform(rng, (0, 3)), np.array([1, 1]), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": 0, "alpha": 2.0}, "0-D input"),
+        Sample((uniform(rng, ()), np.array([0]), uniform(rng, ())), {"dim": -1}, "0-D input, 1-D index"),
     ],
     torch_ref=lambda torch, input, index, source, dim, alpha=1: torch.index_add(
         input, dim, index.long(), source, alpha=alpha
@@ -734,7 +754,10 @@ def _scatter_add_any(base, axis, index, src):
 
 
 def _pad_to(x, shape):
-    """``x`` (the leading block of ``shape``) padded with zeros at the end of every dim up to ``shape``."""
+    """``x`` (the leading block of ``shape``) padded with zeros at the end of every dim up to ``shape`` (a 0-D x
+    as the block of size 1)."""
+    if np.ndim(x) == 0 and len(shape):
+        x = np.reshape(x, (1,) * len(shape))
     if x.shape == tuple(shape):
         return x
     if isinstance(x, np.ndarray):
@@ -875,7 +898,7 @@ def _check_scatter(input, index, src=None, dim=0, value=None):
         raise TypeError(f"scatter: argument 'value' expected a number, got {type(value).__name__} {value!r}")
     axis = _check_along("scatter", input, index, dim, src=src)
     if index.size:
-        flat = np.ravel_multi_index(_along(index, axis)[1], input.shape).reshape(-1)
+        flat = np.ravel_multi_index(_along(_lift(index), axis)[1], _lift(input).shape).reshape(-1)
         if np.unique(flat).size != flat.size:
             raise ValueError(
                 "scatter: argument 'index' writes one position of 'input' more than once; which value "
@@ -888,10 +911,10 @@ def _scatter(input, dim, index, src=None, value=None):
     """``torch.scatter(input, dim, index, src)`` / ``torch.scatter(input, dim, index, value)``: a copy of
     ``input`` with ``src[i][j]`` (or ``value``) written at ``[index[i][j]][j]`` (dim 0; and so on). Only the
     ``index``-shaped block of ``src`` is read; positions must not repeat."""
-    out = input.copy()
-    block, positions = _along(index, normalize_dim("scatter", dim, input.ndim))
-    out[positions] = src[block] if src is not None else value
-    return out
+    out = _lift(input).copy()
+    block, positions = _along(_lift(index), normalize_dim("scatter", dim, out.ndim))
+    out[positions] = _lift(src)[block] if src is not None else value
+    return out.reshape(input.shape)
 
 
 def _scatter_vjp_input(g, ans, input, index, src=None, dim=0, value=None):
@@ -901,8 +924,8 @@ def _scatter_vjp_input(g, ans, input, index, src=None, dim=0, value=None):
 
 
 def _scatter_vjp_src(g, ans, input, index, src=None, dim=0, value=None):
-    index = _raw(index)
-    return _pad_to(_gather_any(g, normalize_dim("scatter", dim, input.ndim), index), src.shape)
+    picked = _gather_any(g, normalize_dim("scatter", dim, input.ndim), _raw(index))
+    return np.reshape(_pad_to(picked, _lift(src).shape), src.shape)
 
 
 def _scatter_samples(rng):
@@ -920,6 +943,8 @@ def _scatter_samples(rng):
         Sample((uniform(rng, (3, 4)), np.array([[2, 0, 1]]), None), {"dim": 0, "value": 2.5}, "value"),
         Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0}, "zero-size index"),
         Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": 0}, "0-D"),
+        Sample((uniform(rng, (3,)), np.array(2), None), {"dim": -1, "value": -1.0}, "0-D index, value"),
     ]
 
 
@@ -983,6 +1008,7 @@ def _scatter_reduce(input, dim, index, src, reduce, include_self=True):
     every position that ``index`` addresses holds the ``reduce`` ("sum", "prod", "mean", "amax", "amin") of
     the ``src`` values scattered there, and of its own value when ``include_self``. Positions nothing is
     scattered to keep ``input``; "mean" divides by the count (floor division for integers, as torch)."""
+    shape, input, index, src = input.shape, _lift(input), _lift(index), _lift(src)
     axis = normalize_dim("scatter_reduce", dim, input.ndim)
     block, positions = _along(index, axis)
     out = input.copy()
@@ -992,7 +1018,7 @@ def _scatter_reduce(input, dim, index, src, reduce, include_self=True):
     if reduce == "mean":
         n = _counts(input.shape, axis, index, include_self, input.dtype)
         out = out // n if input.dtype.kind in "iu" else out / n
-    return out
+    return out.reshape(shape)
 
 
 def _others_product(v, zero, q, zcount, zsum, traced):
@@ -1011,6 +1037,20 @@ def _others_product(v, zero, q, zcount, zsum, traced):
 
 
 def _scatter_reduce_vjp(g, ans, input, index, src, needs, dim, reduce, include_self=True):
+    if min(np.ndim(input), np.ndim(index), np.ndim(src)) == 0:  # read as 1-D of size 1, as torch does
+        lifted = _lift(input).shape
+        grads = _scatter_reduce_vjp(
+            np.reshape(g, lifted),
+            np.reshape(ans, lifted),
+            _lift(input),
+            _lift(index),
+            _lift(src),
+            needs,
+            dim,
+            reduce,
+            include_self,
+        )
+        return tuple(None if gk is None else np.reshape(gk, np.shape(t)) for gk, t in zip(grads, (input, index, src)))
     index = _raw(index)
     axis = normalize_dim("scatter_reduce", dim, input.ndim)
     block = tuple(slice(0, n) for n in index.shape)
@@ -1091,6 +1131,15 @@ def _scatter_reduce_samples(rng):
                 f"{reduce}, zero-size input",
             ),
         ]
+    for reduce in ("sum", "prod", "amax"):  # a 0-D input reads as 1-D of size 1 (torch's rule)
+        out.append(
+            Sample(
+                (uniform(rng, ()), np.array([0, 0]), uniform(rng, (2,))),
+                {"dim": 0, "reduce": reduce},
+                f"{reduce}, 0-D input",
+            )
+        )
+    out.append(Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": -1, "reduce": "mean"}, "mean, 0-D"))
     # ties (kinks: no finite differences there) are checked against torch in tests/test_ops_indexing.py
     zeros = np.array([0.0, 2.0, 0.0, -1.5, 0.0, 0.5, 3.0])
     out += [
