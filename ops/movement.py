@@ -1047,9 +1047,7 @@ atleast_3d = _at_least_op(3)
 
 def _stack_plan(op, tensors) -> tuple:
     """(each tensor's shape in the join, the join's axis) for hstack/vstack/dstack/column_stack."""
-    if not tensors:
-        raise ValueError(f"{op}: argument 'tensors' expected a non-empty sequence of tensors, got none")
-    if op == "column_stack":
+    if op == "column_stack":  # (an empty sequence is refused by the engine, naming the op)
         return [t.shape if t.ndim >= 2 else (math.prod(t.shape), 1) for t in tensors], 1  # Tensor.size: a method
     ndim = {"hstack": 1, "vstack": 2, "dstack": 3}[op]
     shapes = [_at_least_shape(t.shape, ndim) for t in tensors]

@@ -39,7 +39,6 @@ __all__ = [
     "moveaxis",
     "unflatten",
     "ravel",
-    "contiguous",
     "view_as",
     "reshape_as",
     "expand_as",
@@ -208,20 +207,24 @@ def _transpose(input, dim0=-2, dim1=-1):
     return _swap_axes("transpose", input, dim0, dim1)
 
 
-transpose = defop(
-    "transpose",
-    family="shape",
-    inputs=("input",),
-    forward=_transpose,
-    vjps=(lambda g, ans, input, dim0=-2, dim1=-1: _transpose(g, dim0, dim1),),
-    samples=lambda rng: [
+def _transpose_samples(rng):
+    return [
         Sample((uniform(rng, (2, 3)),), {"dim0": 0, "dim1": 1}),
         Sample((uniform(rng, (2, 3, 4)),), {"dim0": -1, "dim1": 0}),
         Sample((uniform(rng, (2, 3, 4)),), {"dim0": 1, "dim1": 1}, "same dim"),
         Sample((transposed(rng, (2, 1, 3)),), {"dim0": 0, "dim1": -2}, "non-contiguous"),
         Sample((uniform(rng, (0, 3)),), {"dim0": 0, "dim1": 1}, "zero-size"),
         Sample((uniform(rng, ()),), {"dim0": 0, "dim1": -1}, "0-D"),
-    ],
+    ]
+
+
+transpose = defop(
+    "transpose",
+    family="shape",
+    inputs=("input",),
+    forward=_transpose,
+    vjps=(lambda g, ans, input, dim0=-2, dim1=-1: _transpose(g, dim0, dim1),),
+    samples=_transpose_samples,
     torch_ref=lambda torch, input, dim0=-2, dim1=-1: torch.transpose(input, dim0, dim1),
 )
 
@@ -711,7 +714,7 @@ repeat = defop(
 )
 
 
-# -- torch's other names and forms of the ops above: swapaxes, swapdims, movedim, unflatten, ravel, contiguous,
+# -- torch's other names and forms of the ops above: swapaxes, swapdims, movedim, unflatten, ravel,
 # view_as / reshape_as / expand_as, broadcast_to, broadcast_tensors, concatenate, select and the scatters ------
 def _int(op: str, argument: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
@@ -723,7 +726,7 @@ def _swap_samples(names):
     def generate(rng):
         return [
             Sample(s.inputs, {names[0]: s.attrs["dim0"], names[1]: s.attrs["dim1"]}, s.label)
-            for s in transpose.samples(rng)
+            for s in _transpose_samples(rng)
         ]
 
     return generate
@@ -865,16 +868,6 @@ ravel = defop(
     vjps=(_reshape_back,),
     samples=_one_input_samples,
     torch_ref=lambda torch, input: torch.ravel(input),
-)
-
-contiguous = defop(
-    "contiguous",
-    family="shape",
-    inputs=("input",),
-    forward=lambda input: np.asarray(input, order="C"),  # the values: minitape's tensors are immutable
-    vjps=(lambda g, ans, input: g,),
-    samples=_one_input_samples,
-    torch_ref=lambda torch, input: input.contiguous(),
 )
 
 

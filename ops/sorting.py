@@ -47,6 +47,8 @@ __all__ = [
     "unique_consecutive",
 ]
 
+from typing import Any
+
 import numpy as np
 
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
@@ -456,7 +458,9 @@ median = defop(
 
 
 # == searching and counting: searchsorted, bucketize, bincount, histc, unique, unique_consecutive ===============
-# None of these is differentiable (integer positions and counts; torch defines no gradient for any of them).
+# None of these is differentiable, as in torch: integer positions and counts carry no gradient; histc's float
+# counts get a zero one (piecewise constant); bincount's weights and unique's values, whose gradients torch does
+# not define, refuse a tensor that requires grad (pass it detached).
 def _check_side(op, right, side, out_int32) -> str:
     _check_flag(op, "right", right)
     _check_flag(op, "out_int32", out_int32)
@@ -495,7 +499,7 @@ def _searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=
     keeping the order: before equal entries (``side='left'``) or after them (``right=True`` / ``side='right'``).
     A NaN value goes last (a NaN in the sequence: torch's binary search gives no defined answer); ``sorter``
     sorts an unsorted sequence."""
-    how = _check_side("searchsorted", right, side, out_int32)
+    how: Any = _check_side("searchsorted", right, side, out_int32)
     seq = sorted_sequence if sorter is None else np.take_along_axis(sorted_sequence, sorter.astype(np.intp), -1)
     dtype = np.int32 if out_int32 else np.int64
     if seq.ndim == 1:
@@ -657,16 +661,17 @@ histc = defop(
     family=FAMILY,
     inputs=("input",),
     forward=_histc,
-    vjps=(NOT_DIFFERENTIABLE,),
+    # counts are piecewise constant in the input: a zero gradient (as sign's or floor's), and torch's output
+    # takes none, so histc of a tensor that requires grad works as in torch
+    vjps=(lambda g, ans, input, bins=100, min=0, max=0: np.zeros_like(input),),
     check=lambda input, bins=100, min=0, max=0: _histc_range(input, bins, min, max),
     samples=lambda rng: [
         Sample((uniform(rng, (20,)),), {"bins": 4, "min": -1.5, "max": 1.5}, "range, outside entries"),
         Sample((uniform(rng, (3, 5)),), {"bins": 3}, "data range"),
-        Sample((np.array([1.0, 1.0, 1.0]),), {"bins": 2}, "one value: widened"),
-        Sample((np.array([0.0, 0.5, 1.0]),), {"bins": 2, "min": 0, "max": 1}, "max in the last bin"),
+        Sample((np.array([0.25, 1.75, 0.6]),), {"bins": 2, "min": 0, "max": 1}, "one entry past max"),
         Sample((transposed(rng, (3, 4)),), {"bins": 5, "min": -2, "max": 2}, "non-contiguous"),
         Sample((np.zeros(0),), {"bins": 3}, "empty"),
-    ],
+    ],  # entries on a bin edge (no finite differences there) are checked in tests/test_ops_sorting.py
     torch_ref=lambda torch, input, bins=100, min=0, max=0: torch.histc(input, bins, min, max),
 )
 
@@ -725,8 +730,11 @@ def _unique(input, sorted=True, return_inverse=False, return_counts=False, dim=N
     ranked = rows[order]
     starts = np.ones(rows.shape[0], bool)
     starts[1:] = np.any(ranked[1:] != ranked[:-1], axis=1) if rows.shape[1] else False
-    picked = np.moveaxis(input, normalize_dim("unique", dim, input.ndim), 0)[order] if dim is not None else None
-    source = np.reshape(input, (-1,))[order] if dim is None else np.moveaxis(picked, 0, dim % input.ndim)
+    if dim is None:
+        source = np.reshape(input, (-1,))[order]
+    else:  # the slices along dim in sorted order
+        axis = normalize_dim("unique", dim, input.ndim)
+        source = np.moveaxis(np.moveaxis(input, axis, 0)[order], 0, axis)
     result = _runs_of(source, starts, dim, return_inverse, return_counts)
     if not return_inverse:
         return result
