@@ -52,6 +52,17 @@ The other ops, and their conventions:
   torch's tuple, the columns of ``ops.nonzero`` (``ops.unbind(ops.nonzero(x), 1)``, a 0-D x counting as 1-D).
 - Index tensors must hold integers (any integer dtype; torch wants int64) with values in range; torch's
   negative positions are refused as torch does for these ops.
+- 0-D tensors: gather, scatter_add, scatter, scatter_reduce, index_select and index_add read a 0-D input, index
+  or src as 1-D of size 1 and give a 0-D result back, as torch does (index_select/index_add of a 0-D input
+  take exactly one position, index_add a 0-D source).
+- take(input, index): the flattened input at index (negative positions count from the end), index's shape;
+  gradient: index_add into the flattened zeros. index_fill(input, dim, index, value) (negative positions
+  allowed, as torch) and index_copy(input, dim, index, source) (repeated positions refused: torch leaves
+  which value lands undefined); both give the input a zero gradient at the written positions (index_fill of g).
+  index_reduce(input, dim, index, source, reduce, include_self=True) is scatter_reduce with index[i] standing
+  for all of source's slice i: the same kernel and rules ("prod", "mean", "amax", "amin").
+  masked_scatter(input, mask, source): input and mask broadcast; the True positions take source's first
+  entries in row-major order. argwhere(input) is nonzero(input).
 """
 
 __all__ = [

@@ -55,7 +55,25 @@ These rules use np.concatenate / np.stack / np.sum / np.reshape, which trace on 
 A 0-D input to split/chunk/unbind is refused, as in torch. A case with no outputs (unbind or ``split(x, [])`` of
 an empty dim) has nothing to differentiate and is checked in tests/test_ops_movement.py.
 
-None of these ops has a kink: every backward is exact (a permutation, copy or sum of the incoming gradient).
+More of torch's movement ops (issue #21), each differentiable twice unless said:
+
+- ``fliplr`` / ``flipud`` / ``rot90(input, k=1, dims=(0, 1))``: flips (rot90 as flips and a swap); the gradient
+  turns back. ``diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)``: diagonal's adjoint into a copy.
+- ``atleast_1d/2d/3d(*tensors)``: one tensor gives a tensor, several a tuple (``atleast_1d([x])`` gives a
+  tensor where torch gives a 1-tuple: the call cannot tell [x] from x). ``hstack``, ``vstack`` (alias
+  ``row_stack``), ``dstack``, ``column_stack(tensors)``: atleast_*d (column_stack: 0-D/1-D as columns), then
+  concat's join and checks.
+- ``tensor_split(input, indices_or_sections, dim=0)``, ``hsplit`` / ``vsplit`` / ``dsplit(input,
+  indices_or_sections)``: views between Python-slice cuts (a cut before the previous one gives an empty piece
+  and the next piece starts back there: pieces overlap, and their gradients add); hsplit/vsplit/dsplit need
+  sections that divide the dim, as torch. torch's parser takes the argument as ``sections=`` or ``indices=``.
+- ``block_diag(*tensors)``, ``cartesian_prod(*tensors)`` (one tensor: itself), ``combinations(input, r=2,
+  with_replacement=False)`` (itertools' order; r=0 gives an empty 1-D tensor), ``kron(input, other)``,
+  ``vander(x, N=None, increasing=False)`` (integer input stays int64; its gradient at 0 is the exact
+  derivative, written with x**max(p - 1, 0)).
+
+None of these ops has a kink: every backward is exact (a permutation, copy or sum of the incoming gradient, or
+for kron and vander a product rule).
 """
 
 __all__ = [

@@ -26,6 +26,14 @@ or -1 (the scan of one entry is that entry). Conventions, as in torch:
   (second-order) rule is the same form, except where g holds exact zeros: there the log-space form has no
   derivative in g (torch's double backward gives NaN for those cotangent entries), so the rule is the
   O(n^2) sum_{i>=k} g_i exp(x_k - y_i), linear in g, whose derivatives are exact.
+
+Differences and integrals along one dim (torch's signatures, not (input, dim)):
+- diff(input, n=1, dim=-1, prepend=None, append=None): the n-th forward difference of prepend, input, append
+  joined along dim (bool: xor; integers stay integer). Gradient: n times the adjoint difference, split back.
+- trapezoid(y, x=None, *, dx=None, dim=-1) and cumulative_trapezoid: the trapezoidal rule (running, for the
+  cumulative one: one entry fewer along dim) with sample points x (1-D along dim, or y's shape; other shapes
+  torch broadcasts are refused) or a constant spacing dx (default 1). Gradients for y and x, written with
+  slices and pads that trace on Tensors, so twice differentiable. y must be floating.
 """
 
 __all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff", "trapezoid", "cumulative_trapezoid"]

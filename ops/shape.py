@@ -13,6 +13,15 @@ arrays, so every op here is differentiable twice.
 other tensors' shapes. ``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeats`` is a tuple (or one int);
 ``broadcast_to`` is ``expand`` (both take torch's ``size``). The ops with a variable number of outputs (split,
 chunk, unbind, meshgrid, tensor_split, ...) are in ops/movement.py.
+
+torch's other names and forms, each with torch's own parameter names (tests/test_torch_keywords.py calls torch
+by them): ``swapaxes(input, axis0, axis1)`` and ``swapdims(input, dim0, dim1)`` are transpose's kernel and rule;
+``movedim`` (alias ``moveaxis``), ``unflatten``, ``ravel``; ``view_as`` / ``reshape_as`` / ``expand_as(input,
+other)`` read only other's shape (its gradient is zero, torch's None); ``broadcast_tensors(*tensors)`` (each
+keeps its dtype); ``concatenate(tensors, axis=0)`` is concat. ``select(input, dim, index)`` and its adjoint
+``select_scatter(input, src, dim, index)``, and ``slice_scatter(input, src, dim=0, start=None, end=None,
+step=1)``, differentiate through each other (select's gradient is a select_scatter into zeros, the scatters'
+gradient for ``src`` is the selection). Views are copies: minitape's tensors are immutable (docs/porting.md).
 """
 
 __all__ = [

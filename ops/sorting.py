@@ -30,6 +30,13 @@
   dim (kthvalue, median_dim), non-bool flags: each names the op, the argument, the expected and what came.
 - 0-D inputs count as one entry along dim 0 / -1, as in torch; zero-size inputs work when no slice is empty
   (or, for sort and topk, always).
+
+Searching and counting, not differentiable (as torch): searchsorted(sorted_sequence, input, *, out_int32,
+right, side, sorter) (torch's parser names the values ``input``), bucketize(input, boundaries, *, out_int32,
+right), bincount(input, weights=None, minlength=0), histc(input, bins=100, min=0, max=0) (float counts with a
+zero gradient: piecewise constant), unique(input, sorted=True, return_inverse=False, return_counts=False,
+dim=None) (always ascending, as torch's CPU kernel; each NaN distinct) and unique_consecutive. One output, or a
+tuple when a return_* flag asks for more.
 """
 
 __all__ = [
