@@ -46,12 +46,23 @@ The other ops, and their conventions:
 - masked_select(input, mask): input and mask broadcast; a 1-D output whose length depends on the mask's values
   (a tensor input, so a replay with another mask selects anew). Gradient: g put back at the mask, summed over
   broadcast dims.
-- nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(tensor, num_classes=-1) (int64;
+- nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(input, num_classes=-1) (int64;
   ``num_classes=-1`` infers ``max + 1`` from the data, on replay too) are not differentiable. nonzero refuses
   ``as_tuple=True`` (an op's output count is fixed at registration); ``Tensor.nonzero(as_tuple=True)`` gives
   torch's tuple, the columns of ``ops.nonzero`` (``ops.unbind(ops.nonzero(x), 1)``, a 0-D x counting as 1-D).
 - Index tensors must hold integers (any integer dtype; torch wants int64) with values in range; torch's
   negative positions are refused as torch does for these ops.
+- 0-D tensors: gather, scatter_add, scatter, scatter_reduce, index_select and index_add read a 0-D input, index
+  or src as 1-D of size 1 and give a 0-D result back, as torch does (index_select/index_add of a 0-D input
+  take exactly one position, index_add a 0-D source).
+- take(input, index): the flattened input at index (negative positions count from the end), index's shape;
+  gradient: index_add into the flattened zeros. index_fill(input, dim, index, value) (negative positions
+  allowed, as torch) and index_copy(input, dim, index, source) (repeated positions refused: torch leaves
+  which value lands undefined); both give the input a zero gradient at the written positions (index_fill of g).
+  index_reduce(input, dim, index, source, reduce, include_self=True) is scatter_reduce with index[i] standing
+  for all of source's slice i: the same kernel and rules ("prod", "mean", "amax", "amin").
+  masked_scatter(input, mask, source): input and mask broadcast; the True positions take source's first
+  entries in row-major order. argwhere(input) is nonzero(input).
 """
 
 __all__ = [
@@ -67,6 +78,12 @@ __all__ = [
     "masked_select",
     "nonzero",
     "one_hot",
+    "take",
+    "index_fill",
+    "index_copy",
+    "index_reduce",
+    "masked_scatter",
+    "argwhere",
 ]
 
 import math
@@ -460,12 +477,17 @@ def _check_index_values(op, index, size, dim, argument="index"):
         )
 
 
+def _lift(x):
+    """A 0-D array or Tensor as 1-D of size 1 (others as they are): how torch's gather and scatter ops read a 0-D
+    input, index or src; their results are given back in the 0-D shape."""
+    return np.reshape(x, (1,)) if x is not None and np.ndim(x) == 0 else x
+
+
 def _check_along(op, input, index, dim, *, src=None):
     """gather's and scatter_add's shape rules: index has input's dims, no larger than input apart from ``dim``
-    (and, for scatter_add, no larger than src anywhere)."""
+    (and, for scatter_add, no larger than src anywhere); a 0-D tensor counts as 1-D of size 1, as in torch."""
     require_integer(op, "index", index)
-    if input.ndim == 0:
-        raise ValueError(f"{op}: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    input, index, src = _lift(input), _lift(index), _lift(src)
     axis = normalize_dim(op, dim, input.ndim)
     if index.ndim != input.ndim or any(i > s for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != axis):
         raise ValueError(
@@ -500,15 +522,19 @@ def _scatter_add_into(out, axis, index, src):
 
 
 def _gather(input, dim, index):
-    """``torch.gather(input, dim, index)``: ``out[i][j] = input[index[i][j]][j]`` for dim 0 (and so on)."""
-    axis = normalize_dim("gather", dim, input.ndim)
-    block = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
-    return np.take_along_axis(input[block], index, axis)
+    """``torch.gather(input, dim, index)``: ``out[i][j] = input[index[i][j]][j]`` for dim 0 (and so on); the
+    result has index's shape."""
+    x, i = _lift(input), _lift(index)
+    axis = normalize_dim("gather", dim, x.ndim)
+    block = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(i.shape))
+    return np.take_along_axis(x[block], i, axis).reshape(index.shape)
 
 
 def _gather_vjp(g, ans, input, index, dim):
     if isinstance(g, np.ndarray):
-        return _scatter_add_into(np.zeros(input.shape, g.dtype), normalize_dim("gather", dim, input.ndim), index, g)
+        zeros, i = np.zeros(_lift(input).shape, g.dtype), _lift(index)
+        axis = normalize_dim("gather", dim, zeros.ndim)
+        return _scatter_add_into(zeros, axis, i, np.reshape(g, i.shape)).reshape(input.shape)
     return scatter_add(np.zeros(input.shape, g.dtype), dim, index, g)
 
 
@@ -521,6 +547,9 @@ def _gather_samples(rng):
         Sample((uniform(rng, (1, 3)), np.array([[0, 0, 0]])), {"dim": 0}, "size-1 dim"),
         Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64)), {"dim": 0}, "zero-size index"),
         Sample((uniform(rng, (2, 0)), np.zeros((3, 0), np.int64)), {"dim": 0}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0)), {"dim": 0}, "0-D input and index"),
+        Sample((uniform(rng, ()), np.array([0, 0])), {"dim": -1}, "0-D input, 1-D index"),
+        Sample((uniform(rng, (3,)), np.array(2)), {"dim": 0}, "0-D index"),
     ]
 
 
@@ -540,22 +569,14 @@ def _scatter_add(input, dim, index, src):
     """``torch.scatter_add(input, dim, index, src)``: a copy of ``input`` with ``src[i][j]`` added at
     ``[index[i][j]][j]`` (dim 0; and so on), repeated positions adding up. Only the ``index``-shaped block
     of ``src`` is read."""
-    return _scatter_add_into(input.copy(), normalize_dim("scatter_add", dim, input.ndim), index, src)
+    out = _lift(input).copy()
+    axis = normalize_dim("scatter_add", dim, out.ndim)
+    return _scatter_add_into(out, axis, _lift(index), _lift(src)).reshape(input.shape)
 
 
 def _scatter_add_vjp_src(g, ans, input, index, src, dim):
-    if isinstance(g, np.ndarray):
-        axis = normalize_dim("scatter_add", dim, input.ndim)
-        grad = np.zeros(src.shape, g.dtype)
-        grad[tuple(slice(0, n) for n in index.shape)] = _gather(g, axis, index)
-        return grad
-    picked = gather(g, dim, index)
-    if index.shape == src.shape:
-        return picked
-    from .shape import pad  # shape imports this module
-
-    widths = [w for i, s in zip(reversed(index.shape), reversed(src.shape)) for w in (0, s - i)]
-    return pad(picked, tuple(widths))
+    picked = _gather(g, dim, _raw(index)) if isinstance(g, np.ndarray) else gather(g, dim, index)
+    return np.reshape(_pad_to(picked, _lift(src).shape), src.shape)  # only src's index-shaped block was read
 
 
 def _scatter_add_samples(rng):
@@ -584,6 +605,9 @@ def _scatter_add_samples(rng):
         ),
         Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0}, "zero-size index"),
         Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": 0}, "0-D"),
+        Sample((uniform(rng, ()), np.array([0, 0]), uniform(rng, (2,))), {"dim": -1}, "0-D input, 1-D index"),
+        Sample((uniform(rng, (3,)), np.array(1), uniform(rng, ())), {"dim": 0}, "0-D index and src"),
     ]
 
 
@@ -602,17 +626,24 @@ scatter_add = defop(
 # -- index_select / index_add ------------------------------------------------------------------------------
 def _check_index_select(input, index, dim):
     require_integer("index_select", "index", index)
-    if input.ndim == 0:
-        raise ValueError("index_select: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("index_select", dim, input.ndim)
     if index.ndim > 1:
         raise ValueError(f"index_select: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
-    _check_index_values("index_select", index, input.shape[axis], dim)
+    _check_scalar_index("index_select", input, index)
+    _check_index_values("index_select", index, _lift(input).shape[axis], dim)
+
+
+def _check_scalar_index(op, input, index):
+    """torch reads a 0-D input as 1-D of size 1, indexed by exactly one position."""
+    if input.ndim == 0 and index.size != 1:
+        raise ValueError(f"{op}: argument 'index' expected one position for a 0-D input, got shape {index.shape}")
 
 
 def _index_select(input, dim, index):
-    """``torch.index_select(input, dim, index)``: the entries at ``index`` (0-D or 1-D) along ``dim``."""
-    return np.take(input, index.reshape(-1), axis=normalize_dim("index_select", dim, input.ndim))
+    """``torch.index_select(input, dim, index)``: the entries at ``index`` (0-D or 1-D) along ``dim`` (a 0-D
+    input: its one entry, 0-D)."""
+    out = np.take(_lift(input), index.reshape(-1), axis=normalize_dim("index_select", dim, input.ndim))
+    return out.reshape(input.shape) if input.ndim == 0 else out
 
 
 def _index_add_into(out, axis, index, source):
@@ -623,7 +654,9 @@ def _index_add_into(out, axis, index, source):
 
 def _index_select_vjp(g, ans, input, index, dim):
     if isinstance(g, np.ndarray):
-        return _index_add_into(np.zeros(input.shape, g.dtype), normalize_dim("index_select", dim, input.ndim), index, g)
+        zeros = np.zeros(_lift(input).shape, g.dtype)
+        axis = normalize_dim("index_select", dim, input.ndim)
+        return _index_add_into(zeros, axis, _raw(index), _lift(g)).reshape(input.shape)
     return index_add(np.zeros(input.shape, g.dtype), dim, index, g)
 
 
@@ -642,6 +675,8 @@ index_select = defop(
         Sample((uniform(rng, (1, 3)), np.array([0, 0, 0])), {"dim": 0}, "size-1 dim"),
         Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64)), {"dim": 1}, "empty index"),
         Sample((uniform(rng, (0, 3)), np.array([2, 2])), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0)), {"dim": 0}, "0-D input"),
+        Sample((uniform(rng, ()), np.array([0])), {"dim": -1}, "0-D input, 1-D index"),
     ],
     torch_ref=lambda torch, input, index, dim: torch.index_select(input, dim, index.long()),
 )
@@ -649,12 +684,11 @@ index_select = defop(
 
 def _check_index_add(input, index, source, dim, alpha=1):
     require_integer("index_add", "index", index)
-    if input.ndim == 0:
-        raise ValueError("index_add: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("index_add", dim, input.ndim)
     if index.ndim > 1:
         raise ValueError(f"index_add: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
-    expected = input.shape[:axis] + (index.size,) + input.shape[axis + 1 :]
+    _check_scalar_index("index_add", input, index)
+    expected = input.shape[:axis] + (index.size,) + input.shape[axis + 1 :] if input.ndim else ()
     if source.shape != expected:
         raise ValueError(
             f"index_add: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} "
@@ -666,14 +700,15 @@ def _check_index_add(input, index, source, dim, alpha=1):
         )
     if isinstance(alpha, bool) or np.ndim(alpha) != 0 or np.asarray(alpha).dtype.kind not in "iuf":
         raise TypeError(f"index_add: argument 'alpha' expected a number, got {alpha!r}")
-    _check_index_values("index_add", index, input.shape[axis], dim)
+    _check_index_values("index_add", index, _lift(input).shape[axis], dim)
 
 
 def _index_add(input, dim, index, source, alpha=1):
     """``torch.index_add(input, dim, index, source, alpha=1)``: a copy of ``input`` with ``alpha * source[i]``
     added at position ``index[i]`` along ``dim``, repeated positions adding up."""
     scaled = source if alpha == 1 else source * np.asarray(alpha, source.dtype)
-    return _index_add_into(input.copy(), normalize_dim("index_add", dim, input.ndim), index, scaled)
+    out = _index_add_into(_lift(input).copy(), normalize_dim("index_add", dim, input.ndim), index, _lift(scaled))
+    return out.reshape(input.shape)
 
 
 def _index_add_vjp_source(g, ans, input, index, source, dim, alpha=1):
@@ -702,6 +737,8 @@ index_add = defop(
         Sample((transposed(rng, (3, 4)), np.array([0, 0]), transposed(rng, (3, 2))), {"dim": 1}, "non-contiguous"),
         Sample((uniform(rng, (2, 3)), np.zeros(0, np.int64), uniform(rng, (2, 0))), {"dim": 1}, "empty index"),
         Sample((uniform(rng, (0, 3)), np.array([1, 1]), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": 0, "alpha": 2.0}, "0-D input"),
+        Sample((uniform(rng, ()), np.array([0]), uniform(rng, ())), {"dim": -1}, "0-D input, 1-D index"),
     ],
     torch_ref=lambda torch, input, index, source, dim, alpha=1: torch.index_add(
         input, dim, index.long(), source, alpha=alpha
@@ -728,7 +765,10 @@ def _scatter_add_any(base, axis, index, src):
 
 
 def _pad_to(x, shape):
-    """``x`` (the leading block of ``shape``) padded with zeros at the end of every dim up to ``shape``."""
+    """``x`` (the leading block of ``shape``) padded with zeros at the end of every dim up to ``shape`` (a 0-D x
+    as the block of size 1)."""
+    if np.ndim(x) == 0 and len(shape):
+        x = np.reshape(x, (1,) * len(shape))
     if x.shape == tuple(shape):
         return x
     if isinstance(x, np.ndarray):
@@ -869,7 +909,7 @@ def _check_scatter(input, index, src=None, dim=0, value=None):
         raise TypeError(f"scatter: argument 'value' expected a number, got {type(value).__name__} {value!r}")
     axis = _check_along("scatter", input, index, dim, src=src)
     if index.size:
-        flat = np.ravel_multi_index(_along(index, axis)[1], input.shape).reshape(-1)
+        flat = np.ravel_multi_index(_along(_lift(index), axis)[1], _lift(input).shape).reshape(-1)
         if np.unique(flat).size != flat.size:
             raise ValueError(
                 "scatter: argument 'index' writes one position of 'input' more than once; which value "
@@ -882,10 +922,10 @@ def _scatter(input, dim, index, src=None, value=None):
     """``torch.scatter(input, dim, index, src)`` / ``torch.scatter(input, dim, index, value)``: a copy of
     ``input`` with ``src[i][j]`` (or ``value``) written at ``[index[i][j]][j]`` (dim 0; and so on). Only the
     ``index``-shaped block of ``src`` is read; positions must not repeat."""
-    out = input.copy()
-    block, positions = _along(index, normalize_dim("scatter", dim, input.ndim))
-    out[positions] = src[block] if src is not None else value
-    return out
+    out = _lift(input).copy()
+    block, positions = _along(_lift(index), normalize_dim("scatter", dim, out.ndim))
+    out[positions] = _lift(src)[block] if src is not None else value
+    return out.reshape(input.shape)
 
 
 def _scatter_vjp_input(g, ans, input, index, src=None, dim=0, value=None):
@@ -895,8 +935,8 @@ def _scatter_vjp_input(g, ans, input, index, src=None, dim=0, value=None):
 
 
 def _scatter_vjp_src(g, ans, input, index, src=None, dim=0, value=None):
-    index = _raw(index)
-    return _pad_to(_gather_any(g, normalize_dim("scatter", dim, input.ndim), index), src.shape)
+    picked = _gather_any(g, normalize_dim("scatter", dim, input.ndim), _raw(index))
+    return np.reshape(_pad_to(picked, _lift(src).shape), src.shape)
 
 
 def _scatter_samples(rng):
@@ -914,6 +954,8 @@ def _scatter_samples(rng):
         Sample((uniform(rng, (3, 4)), np.array([[2, 0, 1]]), None), {"dim": 0, "value": 2.5}, "value"),
         Sample((uniform(rng, (2, 3)), np.zeros((0, 3), np.int64), uniform(rng, (0, 3))), {"dim": 0}, "zero-size index"),
         Sample((uniform(rng, (0, 3)), np.zeros((0, 2), np.int64), uniform(rng, (0, 2))), {"dim": 1}, "zero-size input"),
+        Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": 0}, "0-D"),
+        Sample((uniform(rng, (3,)), np.array(2), None), {"dim": -1, "value": -1.0}, "0-D index, value"),
     ]
 
 
@@ -977,6 +1019,7 @@ def _scatter_reduce(input, dim, index, src, reduce, include_self=True):
     every position that ``index`` addresses holds the ``reduce`` ("sum", "prod", "mean", "amax", "amin") of
     the ``src`` values scattered there, and of its own value when ``include_self``. Positions nothing is
     scattered to keep ``input``; "mean" divides by the count (floor division for integers, as torch)."""
+    shape, input, index, src = input.shape, _lift(input), _lift(index), _lift(src)
     axis = normalize_dim("scatter_reduce", dim, input.ndim)
     block, positions = _along(index, axis)
     out = input.copy()
@@ -986,7 +1029,7 @@ def _scatter_reduce(input, dim, index, src, reduce, include_self=True):
     if reduce == "mean":
         n = _counts(input.shape, axis, index, include_self, input.dtype)
         out = out // n if input.dtype.kind in "iu" else out / n
-    return out
+    return out.reshape(shape)
 
 
 def _others_product(v, zero, q, zcount, zsum, traced):
@@ -1005,6 +1048,20 @@ def _others_product(v, zero, q, zcount, zsum, traced):
 
 
 def _scatter_reduce_vjp(g, ans, input, index, src, needs, dim, reduce, include_self=True):
+    if min(np.ndim(input), np.ndim(index), np.ndim(src)) == 0:  # read as 1-D of size 1, as torch does
+        lifted = _lift(input).shape
+        grads = _scatter_reduce_vjp(
+            np.reshape(g, lifted),
+            np.reshape(ans, lifted),
+            _lift(input),
+            _lift(index),
+            _lift(src),
+            needs,
+            dim,
+            reduce,
+            include_self,
+        )
+        return tuple(None if gk is None else np.reshape(gk, np.shape(t)) for gk, t in zip(grads, (input, index, src)))
     index = _raw(index)
     axis = normalize_dim("scatter_reduce", dim, input.ndim)
     block = tuple(slice(0, n) for n in index.shape)
@@ -1085,6 +1142,15 @@ def _scatter_reduce_samples(rng):
                 f"{reduce}, zero-size input",
             ),
         ]
+    for reduce in ("sum", "prod", "amax"):  # a 0-D input reads as 1-D of size 1 (torch's rule)
+        out.append(
+            Sample(
+                (uniform(rng, ()), np.array([0, 0]), uniform(rng, (2,))),
+                {"dim": 0, "reduce": reduce},
+                f"{reduce}, 0-D input",
+            )
+        )
+    out.append(Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": -1, "reduce": "mean"}, "mean, 0-D"))
     # ties (kinks: no finite differences there) are checked against torch in tests/test_ops_indexing.py
     zeros = np.array([0.0, 2.0, 0.0, -1.5, 0.0, 0.5, 3.0])
     out += [
@@ -1218,8 +1284,8 @@ nonzero = defop(
 )
 
 
-def _check_one_hot(tensor, num_classes=-1):
-    require_integer("one_hot", "tensor", tensor)
+def _check_one_hot(input, num_classes=-1):
+    require_integer("one_hot", "input", input)
     if (
         isinstance(num_classes, bool)
         or not isinstance(num_classes, int | np.integer)
@@ -1228,27 +1294,27 @@ def _check_one_hot(tensor, num_classes=-1):
         raise ValueError(
             f"one_hot: argument 'num_classes' expected -1 (infer from the data) or a positive int, got {num_classes!r}"
         )
-    if num_classes == -1 and tensor.size == 0:
+    if num_classes == -1 and input.size == 0:
         raise ValueError("one_hot: cannot infer the number of classes from an empty tensor; pass num_classes")
-    if tensor.size and tensor.min() < 0:
-        raise ValueError(f"one_hot: argument 'tensor' expected class values >= 0, got {tensor.min()}")
-    if tensor.size and num_classes != -1 and tensor.max() >= num_classes:
+    if input.size and input.min() < 0:
+        raise ValueError(f"one_hot: argument 'input' expected class values >= 0, got {input.min()}")
+    if input.size and num_classes != -1 and input.max() >= num_classes:
         raise ValueError(
-            f"one_hot: argument 'tensor' expected class values below num_classes={num_classes}, got {tensor.max()}"
+            f"one_hot: argument 'input' expected class values below num_classes={num_classes}, got {input.max()}"
         )
 
 
-def _one_hot(tensor, num_classes=-1):
-    """``torch.nn.functional.one_hot(tensor, num_classes=-1)``: int64 of shape ``tensor.shape + (num_classes,)``,
-    1 at each value's class; ``num_classes=-1`` takes ``tensor.max() + 1`` (from the data, also on replay)."""
-    n = int(tensor.max()) + 1 if num_classes == -1 else int(num_classes)
-    return (tensor[..., None] == np.arange(n)).astype(np.int64)
+def _one_hot(input, num_classes=-1):
+    """``torch.nn.functional.one_hot(input, num_classes=-1)``: int64 of shape ``input.shape + (num_classes,)``,
+    1 at each value's class; ``num_classes=-1`` takes ``input.max() + 1`` (from the data, also on replay)."""
+    n = int(input.max()) + 1 if num_classes == -1 else int(num_classes)
+    return (input[..., None] == np.arange(n)).astype(np.int64)
 
 
 one_hot = defop(
     "one_hot",
     family="shape",
-    inputs=("tensor",),
+    inputs=("input",),
     forward=_one_hot,
     vjps=(NOT_DIFFERENTIABLE,),
     check=_check_one_hot,
@@ -1258,7 +1324,361 @@ one_hot = defop(
         Sample((np.array(1),), {"num_classes": 3}, "0-D"),
         Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4}, "zero-size"),
     ],
-    torch_ref=lambda torch, tensor, num_classes=-1: torch.nn.functional.one_hot(tensor.long(), num_classes),
+    torch_ref=lambda torch, input, num_classes=-1: torch.nn.functional.one_hot(input.long(), num_classes),
+)
+
+
+# -- take, index_fill, index_copy, index_reduce, masked_scatter, argwhere ----------------------------------------
+def _check_take(input, index):
+    require_integer("take", "index", index)
+    n = input.size
+    if index.size and (index.min() < -n or index.max() >= n):
+        bad = index.min() if index.min() < -n else index.max()
+        raise IndexError(
+            f"take: argument 'index' expected values in [{-n}, {n - 1}] (input has {n} entries), got {bad}"
+        )
+
+
+def _take(input, index):
+    """``torch.take(input, index)``: the entries of the flattened input at ``index`` (negative positions count
+    from the end), in index's shape."""
+    return np.reshape(input, (-1,))[np.reshape(index, (-1,)) % max(input.size, 1)].reshape(index.shape)
+
+
+def _take_vjp(g, ans, input, index):
+    n = math.prod(input.shape)  # Tensor.size is a method: the element count from the shape
+    positions, flat, zeros = np.reshape(_raw(index), (-1,)) % max(n, 1), np.reshape(g, (-1,)), np.zeros(n, g.dtype)
+    grad = (
+        _index_add_into(zeros, 0, positions, flat)
+        if isinstance(g, np.ndarray)
+        else index_add(zeros, 0, positions, flat)
+    )
+    return np.reshape(grad, input.shape)
+
+
+take = defop(
+    "take",
+    family="shape",
+    inputs=("input", "index"),
+    forward=_take,
+    vjps=(_take_vjp, NOT_DIFFERENTIABLE),
+    check=_check_take,
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 4)), np.array([[0, 11], [5, 5]])), {}, "repeated"),
+        Sample((uniform(rng, (2, 3)), np.array([-1, -6, 2])), {}, "negative"),
+        Sample((uniform(rng, ()), np.array(0)), {}, "0-D"),
+        Sample((transposed(rng, (3, 4)), np.array([1, 4, 9])), {}, "non-contiguous"),
+        Sample((uniform(rng, (2, 3)), np.zeros((0, 2), np.int64)), {}, "empty index"),
+        Sample((uniform(rng, (0, 3)), np.zeros(0, np.int64)), {}, "zero-size input"),
+    ],
+    torch_ref=lambda torch, input, index: torch.take(input, index.long()),
+)
+
+
+def _along_index(op, input, index, dim, wrap=False) -> tuple:
+    """(axis, the index as 1-D non-negative positions) for the index_* ops: index 0-D or 1-D, integer, in range
+    (``wrap``: negative positions count from the end, as index_fill's); a 0-D input counts as 1-D of size 1."""
+    require_integer(op, "index", index)
+    if index.ndim > 1:
+        raise ValueError(f"{op}: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
+    axis = normalize_dim(op, dim, input.ndim)
+    size = input.shape[axis] if input.ndim else 1
+    low = -size if wrap else 0
+    if index.size and (index.min() < low or index.max() >= size):
+        bad = index.min() if index.min() < low else index.max()
+        raise IndexError(
+            f"{op}: argument 'index' expected values in [{low}, {size - 1}] for dim {dim} of size {size}, got {bad}"
+        )
+    return axis, np.reshape(index, (-1,)) % max(size, 1)
+
+
+def _check_index_fill(input, index, dim, value):
+    _along_index("index_fill", input, index, dim, wrap=True)
+    if isinstance(value, bool) or np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "iuf":
+        raise TypeError(f"index_fill: argument 'value' expected a number, got {type(value).__name__} {value!r}")
+
+
+def _index_fill(input, dim, index, value):
+    """``torch.index_fill(input, dim, index, value)``: a copy of ``input`` with ``value`` at positions ``index``
+    (0-D or 1-D; negative count from the end) along ``dim``."""
+    axis, positions = _along_index("index_fill", input, index, dim, wrap=True)
+    out = np.array(input, copy=True, ndmin=1)  # a 0-D input: one entry along dim 0
+    out[(slice(None),) * axis + (positions,)] = np.asarray(value).astype(input.dtype)
+    return out.reshape(input.shape)
+
+
+def _index_fill_vjp(g, ans, input, index, dim, value):
+    if isinstance(g, np.ndarray):
+        return _index_fill(g, dim, index, 0)
+    return index_fill(g, dim, index, 0)
+
+
+def _index_samples(rng, source_of=None):
+    """Samples (input, index[, source]) for index_fill / index_copy; ``source_of(input shape, axis, n)`` gives
+    the source's shape (None: no source)."""
+    cases = [
+        ((4, 3), [0, 2], 0, ""),
+        ((2, 3, 4), [3, 1], -1, "dim -1"),
+        ((2, 3), 1, 1, "0-D index"),
+        ((1, 3), [0], 0, "size-1 dim"),
+        ((2, 3), np.zeros(0, np.int64), 1, "empty index"),
+        ((0, 3), [2, 0], 1, "zero-size input"),
+    ]
+    out = []
+    for shape, index, dim, label in cases:
+        x, i = uniform(rng, shape), np.asarray(index, np.int64)
+        extra = () if source_of is None else (uniform(rng, source_of(shape, dim % len(shape), i.size)),)
+        out.append(Sample((x, i, *extra), {"dim": dim}, label))
+    x = transposed(rng, (3, 4))
+    extra = () if source_of is None else (transposed(rng, (3, 2)),)
+    out.append(Sample((x, np.array([3, 0]), *extra), {"dim": 1}, "non-contiguous"))
+    return out
+
+
+index_fill = defop(
+    "index_fill",
+    family="shape",
+    inputs=("input", "index"),
+    forward=_index_fill,
+    vjps=(_index_fill_vjp, NOT_DIFFERENTIABLE),
+    check=_check_index_fill,
+    samples=lambda rng: (
+        [Sample(s.inputs, {**s.attrs, "value": -1.5}, s.label) for s in _index_samples(rng)]
+        + [
+            Sample((uniform(rng, (3, 2)), np.array([-1, 0])), {"dim": 0, "value": 2}, "negative index, int value"),
+            Sample((uniform(rng, ()), np.array(0)), {"dim": 0, "value": 1.0}, "0-D input"),
+        ]
+    ),
+    torch_ref=lambda torch, input, index, dim, value: torch.index_fill(input, dim, index.long(), value),
+)
+
+
+def _source_shape(shape, axis, n):
+    return shape[:axis] + (n,) + shape[axis + 1 :]
+
+
+def _check_index_copy(input, index, source, dim):
+    axis, positions = _along_index("index_copy", input, index, dim)
+    expected = _source_shape(input.shape, axis, positions.size) if input.ndim else index.shape
+    if source.shape != expected:
+        raise ValueError(
+            f"index_copy: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} of the "
+            f"index's length), got {source.shape}"
+        )
+    if source.dtype != input.dtype:
+        raise TypeError(
+            f"index_copy: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
+        )
+    if len(np.unique(positions)) != positions.size:
+        raise ValueError(
+            "index_copy: argument 'index' repeats a position (torch leaves which value lands undefined); "
+            "use index_add to add them, or distinct positions"
+        )
+
+
+def _index_copy(input, dim, index, source):
+    """``torch.index_copy(input, dim, index, source)``: a copy of ``input`` with ``source[..., i, ...]`` written at
+    position ``index[i]`` along ``dim`` (distinct positions)."""
+    axis, positions = _along_index("index_copy", input, index, dim)
+    out = np.array(input, copy=True, ndmin=1)
+    out[(slice(None),) * axis + (positions,)] = np.reshape(source, _source_shape(out.shape, axis, positions.size))
+    return out.reshape(input.shape)
+
+
+def _index_copy_vjp_source(g, ans, input, index, source, dim):
+    g1 = np.reshape(g, (-1,)) if input.ndim == 0 else g  # a 0-D input counts as 1-D of size 1
+    out = _index_select(g1, dim, _raw(index)) if isinstance(g, np.ndarray) else index_select(g1, dim, index)
+    return np.reshape(out, source.shape)
+
+
+index_copy = defop(
+    "index_copy",
+    family="shape",
+    inputs=("input", "index", "source"),
+    forward=_index_copy,
+    vjps=(
+        lambda g, ans, input, index, source, dim: _index_fill_vjp(g, ans, input, index, dim, 0),
+        NOT_DIFFERENTIABLE,
+        _index_copy_vjp_source,
+    ),
+    check=_check_index_copy,
+    samples=lambda rng: (
+        _index_samples(rng, _source_shape)
+        + [Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": 0}, "0-D input")]
+    ),
+    torch_ref=lambda torch, input, index, source, dim: torch.index_copy(input, dim, index.long(), source),
+)
+
+
+_INDEX_REDUCES = ("prod", "mean", "amax", "amin")
+
+
+def _expanded_index(input, index, source, dim):
+    """index_reduce's index as scatter_reduce's: ``index[i]`` at every position of ``source`` along ``dim``."""
+    axis = normalize_dim("index_reduce", dim, input.ndim)
+    along = [1] * source.ndim
+    along[axis] = -1
+    return np.broadcast_to(np.reshape(_raw(index), along), source.shape)
+
+
+def _check_index_reduce(input, index, source, dim, reduce, include_self=True):
+    if reduce not in _INDEX_REDUCES:
+        raise ValueError(f"index_reduce: argument 'reduce' expected one of {_INDEX_REDUCES}, got {reduce!r}")
+    if not isinstance(include_self, bool | np.bool_):
+        raise TypeError(f"index_reduce: argument 'include_self' expected a bool, got {include_self!r}")
+    if reduce == "mean" and input.dtype == np.bool_:
+        raise TypeError("index_reduce: argument 'input' expected a numeric tensor for reduce='mean', got dtype bool")
+    if input.ndim == 0:
+        raise ValueError("index_reduce: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis, positions = _along_index("index_reduce", input, index, dim)
+    expected = _source_shape(input.shape, axis, positions.size)
+    if source.shape != expected:
+        raise ValueError(
+            f"index_reduce: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} of the "
+            f"index's length), got {source.shape}"
+        )
+    if source.dtype != input.dtype:
+        raise TypeError(
+            f"index_reduce: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
+        )
+
+
+def _index_reduce(input, dim, index, source, reduce, include_self=True):
+    """``torch.index_reduce(input, dim, index, source, reduce, include_self=True)``: scatter_reduce with
+    ``index[i]`` standing for every entry of ``source``'s slice i along ``dim`` (reduce "prod", "mean", "amax",
+    "amin"); the same kernel and gradients."""
+    return _scatter_reduce(input, dim, _expanded_index(input, index, source, dim), source, reduce, include_self)
+
+
+def _index_reduce_vjp(g, ans, input, index, source, *, needs, dim, reduce, include_self=True):
+    expanded = _expanded_index(input, index, source, dim)
+    return _scatter_reduce_vjp(g, ans, input, expanded, source, needs, dim, reduce, include_self)
+
+
+def _index_reduce_samples(rng):
+    out = []
+    for reduce in _INDEX_REDUCES:
+        for include_self in (True, False):
+            out.append(
+                Sample(
+                    (uniform(rng, (3, 2)), np.array([0, 2, 2, 0]), uniform(rng, (4, 2))),
+                    {"dim": 0, "reduce": reduce, "include_self": include_self},
+                    f"{reduce}, include_self={include_self}, repeated",
+                )
+            )
+        out += [
+            Sample(
+                (transposed(rng, (2, 3)), np.array([1, 1]), transposed(rng, (2, 2))),
+                {"dim": -1, "reduce": reduce},
+                f"{reduce}, non-contiguous",
+            ),
+            Sample(
+                (uniform(rng, (2, 3)), np.zeros(0, np.int64), uniform(rng, (0, 3))),
+                {"dim": 0, "reduce": reduce},
+                f"{reduce}, empty index",
+            ),
+        ]
+    return out
+
+
+index_reduce = defop(
+    "index_reduce",
+    family="shape",
+    inputs=("input", "index", "source"),
+    forward=_index_reduce,
+    joint_vjp=_index_reduce_vjp,
+    differentiable=(True, NOT_DIFFERENTIABLE, True),
+    check=_check_index_reduce,
+    samples=_index_reduce_samples,
+    torch_ref=lambda torch, input, index, source, dim, reduce, include_self=True: torch.index_reduce(
+        input, dim, index.long(), source, reduce, include_self=include_self
+    ),
+)
+
+
+def _check_masked_scatter(input, mask, source):
+    if mask.dtype != np.bool_:
+        raise TypeError(f"masked_scatter: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
+    try:
+        shape = np.broadcast_shapes(input.shape, mask.shape)
+    except ValueError:
+        raise ValueError(
+            f"masked_scatter: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
+        ) from None
+    count = int(np.count_nonzero(np.broadcast_to(mask, shape)))
+    if source.size < count:
+        raise ValueError(
+            f"masked_scatter: argument 'source' expected at least {count} entries (the True entries of mask), got "
+            f"{source.size} (shape {source.shape})"
+        )
+    if source.dtype != input.dtype:
+        raise TypeError(
+            f"masked_scatter: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
+        )
+
+
+def _masked_scatter(input, mask, source):
+    """``torch.masked_scatter(input, mask, source)``: input and mask broadcast; the True positions (in row-major
+    order) take the first entries of the flattened source, the others keep input's values."""
+    shape = np.broadcast_shapes(input.shape, mask.shape)
+    m = np.broadcast_to(mask, shape)
+    out = np.array(np.broadcast_to(input, shape))
+    out[m] = np.reshape(source, (-1,))[: np.count_nonzero(m)]
+    return out
+
+
+def _masked_scatter_vjp_source(g, ans, input, mask, source):
+    m = np.broadcast_to(_raw(mask), np.shape(g))
+    n, picked = math.prod(source.shape), g[m] if isinstance(g, np.ndarray) else masked_select(g, m)
+    if isinstance(g, np.ndarray):
+        flat = np.zeros(n, g.dtype)
+        flat[: picked.shape[0]] = picked
+        return flat.reshape(source.shape)
+    from .shape import pad  # shape imports this module
+
+    return np.reshape(pad(picked, (0, n - picked.shape[0])), source.shape)
+
+
+masked_scatter = defop(
+    "masked_scatter",
+    family="shape",
+    inputs=("input", "mask", "source"),
+    forward=_masked_scatter,
+    vjps=(
+        lambda g, ans, input, mask, source: unbroadcast(np.where(_raw(mask), np.zeros((), g.dtype), g), input.shape),
+        NOT_DIFFERENTIABLE,
+        _masked_scatter_vjp_source,
+    ),
+    check=_check_masked_scatter,
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)), uniform(rng, (2, 3)) > 0, uniform(rng, (2, 3))), {}, "same shape"),
+        Sample(
+            (uniform(rng, (2, 3)), np.array([True, False, True]), uniform(rng, (2, 5))),
+            {},
+            "mask broadcast, more source",
+        ),
+        Sample(
+            (uniform(rng, (3,)), np.array([[True, False, True], [False, False, True]]), uniform(rng, (4,))),
+            {},
+            "input broadcast",
+        ),
+        Sample((transposed(rng, (3, 4)), (uniform(rng, (4, 3)) > 0).T, transposed(rng, (4, 3))), {}, "non-contiguous"),
+        Sample((uniform(rng, ()), np.array(True), uniform(rng, (1,))), {}, "0-D"),
+        Sample((uniform(rng, (2, 3)), np.zeros((2, 3), np.bool_), uniform(rng, (2,))), {}, "nothing scattered"),
+        Sample((uniform(rng, (0, 3)), np.ones(3, np.bool_), uniform(rng, (0,))), {}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, mask, source: torch.masked_scatter(input, mask, source),
+)
+
+
+argwhere = defop(
+    "argwhere",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input: _nonzero(input),  # torch.argwhere(input) is torch.nonzero(input)
+    vjps=(NOT_DIFFERENTIABLE,),
+    samples=lambda rng: [Sample(s.inputs, {}, s.label) for s in _nonzero_samples(rng) if not s.attrs["as_tuple"]],
+    torch_ref=lambda torch, input: torch.argwhere(input),
 )
 
 

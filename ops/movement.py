@@ -55,7 +55,25 @@ These rules use np.concatenate / np.stack / np.sum / np.reshape, which trace on 
 A 0-D input to split/chunk/unbind is refused, as in torch. A case with no outputs (unbind or ``split(x, [])`` of
 an empty dim) has nothing to differentiate and is checked in tests/test_ops_movement.py.
 
-None of these ops has a kink: every backward is exact (a permutation, copy or sum of the incoming gradient).
+More of torch's movement ops (issue #21), each differentiable twice unless said:
+
+- ``fliplr`` / ``flipud`` / ``rot90(input, k=1, dims=(0, 1))``: flips (rot90 as flips and a swap); the gradient
+  turns back. ``diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)``: diagonal's adjoint into a copy.
+- ``atleast_1d/2d/3d(*tensors)``: one tensor gives a tensor, several a tuple (``atleast_1d([x])`` gives a
+  tensor where torch gives a 1-tuple: the call cannot tell [x] from x). ``hstack``, ``vstack`` (alias
+  ``row_stack``), ``dstack``, ``column_stack(tensors)``: atleast_*d (column_stack: 0-D/1-D as columns), then
+  concat's join and checks.
+- ``tensor_split(input, indices_or_sections, dim=0)``, ``hsplit`` / ``vsplit`` / ``dsplit(input,
+  indices_or_sections)``: views between Python-slice cuts (a cut before the previous one gives an empty piece
+  and the next piece starts back there: pieces overlap, and their gradients add); hsplit/vsplit/dsplit need
+  sections that divide the dim, as torch. torch's parser takes the argument as ``sections=`` or ``indices=``.
+- ``block_diag(*tensors)``, ``cartesian_prod(*tensors)`` (one tensor: itself), ``combinations(input, r=2,
+  with_replacement=False)`` (itertools' order; r=0 gives an empty 1-D tensor), ``kron(input, other)``,
+  ``vander(x, N=None, increasing=False)`` (integer input stays int64; its gradient at 0 is the exact
+  derivative, written with x**max(p - 1, 0)).
+
+None of these ops has a kink: every backward is exact (a permutation, copy or sum of the incoming gradient, or
+for kron and vander a product rule).
 """
 
 __all__ = [
@@ -71,7 +89,30 @@ __all__ = [
     "chunk",
     "unbind",
     "meshgrid",
+    "diagonal_scatter",
+    "fliplr",
+    "flipud",
+    "rot90",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "hstack",
+    "vstack",
+    "row_stack",
+    "dstack",
+    "column_stack",
+    "tensor_split",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "block_diag",
+    "cartesian_prod",
+    "combinations",
+    "kron",
+    "vander",
 ]
+
+import math
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -82,8 +123,8 @@ from tape.registry import Sample, defop
 from ._onnx import NotExportable, axis_of, index_map
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
-from .indexing import index_add
-from .shape import pad
+from .indexing import _index_add_into, index_add
+from .shape import _join, _pad, pad
 
 
 # -- argument helpers --------------------------------------------------------------------------------------
@@ -833,6 +874,657 @@ meshgrid = defop(
     check=lambda tensors, indexing="ij": _grid_plan(tensors, indexing),
     samples=_meshgrid_samples,
     torch_ref=lambda torch, tensors, indexing="ij": torch.meshgrid(*tensors, indexing=indexing),
+)
+
+
+# -- diagonal_scatter: diagonal's adjoint into a given tensor ------------------------------------------------
+def _diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """``torch.diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)``: a copy of ``input`` with ``src`` on its
+    ``diagonal(offset, dim1, dim2)`` (src has that diagonal's shape)."""
+    a1, a2 = _diagonal_axes("diagonal_scatter", input.ndim, offset, dim1, dim2)
+    want = np.diagonal(input, offset, a1, a2).shape
+    if src.shape != want:
+        raise ValueError(
+            f"diagonal_scatter: argument 'src' expected shape {want} (the diagonal it replaces), got {src.shape}"
+        )
+    if src.dtype != input.dtype:
+        raise TypeError(
+            f"diagonal_scatter: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}"
+        )
+    return _embed_into(input.copy(), src, offset, a1, a2)
+
+
+def _diagonal_scatter_vjp_input(g, ans, input, src, offset=0, dim1=0, dim2=1):
+    zeros = np.zeros(src.shape, g.dtype)
+    scatter = _diagonal_scatter if isinstance(g, np.ndarray) else diagonal_scatter
+    return scatter(g, zeros, offset, dim1, dim2)
+
+
+def _diagonal_scatter_vjp_src(g, ans, input, src, offset=0, dim1=0, dim2=1):
+    return np.diagonal(g, offset, *_diagonal_axes("diagonal_scatter", input.ndim, offset, dim1, dim2))
+
+
+def _diagonal_scatter_samples(rng):
+    def pair(shape, **attrs):
+        x = uniform(rng, shape)
+        a1, a2 = attrs.get("dim1", 0), attrs.get("dim2", 1)
+        return (x, uniform(rng, np.diagonal(x, attrs.get("offset", 0), a1 % x.ndim, a2 % x.ndim).shape)), attrs
+
+    cases = [
+        (pair((3, 3)), "square"),
+        (pair((3, 4), offset=1), "above"),
+        (pair((4, 3), offset=-2), "below"),
+        (pair((2, 3, 4), offset=1, dim1=-1, dim2=1), "batched, dims swapped"),
+        (pair((2, 3), offset=3), "empty diagonal"),
+        (pair((0, 3)), "zero-size"),
+    ]
+    out = [Sample(inputs, attrs, label) for (inputs, attrs), label in cases]
+    out.append(Sample((transposed(rng, (3, 4)), transposed(rng, (3,))), {}, "non-contiguous"))
+    return out
+
+
+diagonal_scatter = defop(
+    "diagonal_scatter",
+    family="movement",
+    inputs=("input", "src"),
+    forward=_diagonal_scatter,
+    vjps=(_diagonal_scatter_vjp_input, _diagonal_scatter_vjp_src),
+    samples=_diagonal_scatter_samples,
+    torch_ref=lambda torch, input, src, offset=0, dim1=0, dim2=1: torch.diagonal_scatter(
+        input, src, offset, dim1, dim2
+    ),
+)
+
+
+# -- fliplr / flipud / rot90 -------------------------------------------------------------------------------
+def _at_least(op: str, input, ndim: int) -> None:
+    if input.ndim < ndim:
+        raise ValueError(f"{op}: argument 'input' expected a tensor with at least {ndim} dims, got shape {input.shape}")
+
+
+def _flip_dim(name, axis, ndim):
+    def forward(input):
+        _at_least(name, input, ndim)
+        return np.flip(input, axis)
+
+    samples = [((3, 4), ""), ((2, 3, 4), "3-D"), ((1, 3), "size-1 dim"), ((0, 3), "zero-size")]
+    return defop(
+        name,
+        family="movement",
+        inputs=("input",),
+        forward=forward,
+        vjps=(lambda g, ans, input: np.flip(g, axis),),
+        samples=lambda rng: (
+            [Sample((uniform(rng, s),), {}, label) for s, label in samples]
+            + [Sample((transposed(rng, (3, 4)),), {}, "non-contiguous")]
+            + ([Sample((uniform(rng, (4,)),), {}, "1-D")] if ndim == 1 else [])
+        ),
+        torch_ref=lambda torch, input: getattr(torch, name)(input),
+    )
+
+
+fliplr = _flip_dim("fliplr", 1, 2)  # torch.fliplr(input): dim 1 reversed, input at least 2-D
+flipud = _flip_dim("flipud", 0, 1)  # torch.flipud(input): dim 0 reversed, input at least 1-D
+
+
+def _rot90_axes(input, k, dims) -> tuple:
+    _int("rot90", "k", k)
+    dims = _int_tuple("rot90", "dims", dims)
+    if len(dims) != 2:
+        raise ValueError(f"rot90: argument 'dims' expected 2 dims, got {dims}")
+    _at_least("rot90", input, 2)
+    a, b = (normalize_dim("rot90", d, input.ndim, "dims") for d in dims)
+    if a == b:
+        raise ValueError(f"rot90: argument 'dims' expected two different dims, got {dims}")
+    return a, b
+
+
+def _rot90(input, k=1, dims=(0, 1)):
+    """``torch.rot90(input, k=1, dims=(0, 1))``: ``k`` quarter turns in the plane of ``dims``, from the first
+    dim towards the second (negative k turns back)."""
+    return np.rot90(input, k, _rot90_axes(input, k, dims))
+
+
+def _rot90_vjp(g, ans, input, k=1, dims=(0, 1)):
+    a, b = _rot90_axes(input, k, dims)
+    turns = k % 4  # the gradient turns back: np.rot90 as flips and a swap, each traced on Tensors
+    if turns == 0:
+        return g
+    if turns == 2:
+        return np.flip(g, (a, b))
+    if turns == 1:  # the forward swapped after flipping b: swap back, then flip b
+        return np.flip(np.swapaxes(g, a, b), b)
+    return np.swapaxes(np.flip(g, b), a, b)  # three turns: the forward flipped b after swapping
+
+
+rot90 = defop(
+    "rot90",
+    family="movement",
+    inputs=("input",),
+    forward=_rot90,
+    vjps=(_rot90_vjp,),
+    check=lambda input, k=1, dims=(0, 1): _rot90_axes(input, k, dims),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)),), {}, "once"),
+        Sample((uniform(rng, (2, 3)),), {"k": 2}, "twice"),
+        Sample((uniform(rng, (2, 3, 4)),), {"k": -1, "dims": (2, 0)}, "back, dims apart"),
+        Sample((uniform(rng, (2, 3)),), {"k": 7}, "k past 4"),
+        Sample((uniform(rng, (2, 3)),), {"k": 4, "dims": [1, 0]}, "full turn"),
+        Sample((transposed(rng, (3, 4)),), {"k": 3, "dims": (-1, -2)}, "non-contiguous, negative dims"),
+        Sample((uniform(rng, (0, 3)),), {"k": 1}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, k=1, dims=(0, 1): torch.rot90(input, k, dims),
+)
+
+
+# -- atleast_1d/2d/3d and the stacks built on them: hstack, vstack (row_stack), dstack, column_stack -------
+def _at_least_shape(shape: tuple, ndim: int) -> tuple:
+    """numpy's and torch's atleast_{1,2,3}d: (n,) -> (1, n) and (1, n, 1), (m, n) -> (m, n, 1)."""
+    if len(shape) >= ndim:
+        return shape
+    if ndim == 3 and len(shape) == 2:
+        return shape + (1,)
+    if ndim == 3 and len(shape) == 1:
+        return (1,) + shape + (1,)
+    return (1,) * (ndim - len(shape)) + shape
+
+
+def _at_least_op(ndim):
+    name = f"atleast_{ndim}d"
+
+    def forward(*tensors):
+        out = tuple(np.reshape(t, _at_least_shape(t.shape, ndim)) for t in tensors)
+        return out[0] if len(out) == 1 else out  # torch: one tensor gives a tensor, several a tuple
+
+    def vjp(g, ans, tensors, *, needs):
+        grads = [g] if len(tensors) == 1 else _filled(g, ans)
+        return ([np.reshape(gk, t.shape) if need else None for gk, t, need in zip(grads, tensors, needs[0])],)
+
+    def samples(rng):
+        shapes = [(), (3,), (2, 3), (2, 3, 4), (2, 1, 3, 2), (0,)]
+        out = [Sample(([uniform(rng, s)],), {}, f"{len(s)}-D" if s != (0,) else "zero-size") for s in shapes]
+        out.append(Sample(([transposed(rng, (3, 2))],), {}, "non-contiguous"))
+        out.append(Sample(([uniform(rng, s) for s in shapes[:3]],), {}, "several"))
+        return out
+
+    return defop(
+        name,
+        family="movement",
+        inputs=("*tensors",),
+        forward=forward,
+        joint_vjp=vjp,
+        outputs="variable",
+        samples=samples,
+        torch_ref=lambda torch, tensors: getattr(torch, name)(*tensors),
+        notes=f"{name}([x]) gives a tensor where torch gives a 1-tuple (the call cannot tell [x] from x)",
+    )
+
+
+atleast_1d = _at_least_op(1)
+atleast_2d = _at_least_op(2)
+atleast_3d = _at_least_op(3)
+
+
+def _stack_plan(op, tensors) -> tuple:
+    """(each tensor's shape in the join, the join's axis) for hstack/vstack/dstack/column_stack."""
+    if op == "column_stack":  # (an empty sequence is refused by the engine, naming the op)
+        return [t.shape if t.ndim >= 2 else (math.prod(t.shape), 1) for t in tensors], 1  # Tensor.size: a method
+    ndim = {"hstack": 1, "vstack": 2, "dstack": 3}[op]
+    shapes = [_at_least_shape(t.shape, ndim) for t in tensors]
+    return shapes, {"hstack": 0 if len(shapes[0]) == 1 else 1, "vstack": 0, "dstack": 2}[op]
+
+
+def _stacker(op):
+    def forward(tensors):
+        shapes, axis = _stack_plan(op, tensors)
+        return _join(op, [np.reshape(t, s) for t, s in zip(tensors, shapes)], axis)  # concat's checks, op named
+
+    def vjp(g, ans, tensors, *, needs):
+        shapes, axis = _stack_plan(op, tensors)
+        grads, start = [], 0
+        for t, s, need in zip(tensors, shapes, needs[0]):
+            if s == (0,) and len(g.shape) > 1:  # concat's legacy rule: a 1-D empty tensor is skipped
+                grads.append(np.zeros(t.shape, t.dtype) if need else None)
+                continue
+            stop = start + s[axis]
+            grads.append(np.reshape(g[_dim_of(axis, slice(start, stop))], t.shape) if need else None)
+            start = stop
+        return (grads,)
+
+    def samples(rng):
+        def u(*shapes):
+            return [uniform(rng, s) for s in shapes]
+
+        return [
+            Sample((u((3,), (2,) if op == "hstack" else (3,)),), {}, "1-D"),
+            Sample((u((2, 3), (2, 3)),), {}, "2-D"),
+            Sample((u((2, 3, 1), (2, 3, 2)),), {}, "3-D")
+            if op == "dstack"
+            else Sample((u((1, 2, 3), (1, 2, 3)),), {}, "3-D"),
+            Sample((u((), ()),), {}, "0-D"),
+            Sample((u((4,)),), {}, "one"),
+            Sample(([transposed(rng, (2, 3)), uniform(rng, (2, 3))],), {}, "non-contiguous"),
+            Sample((u((0,), (0,)),), {}, "zero-size"),
+        ]
+
+    return defop(
+        op,
+        family="movement",
+        inputs=("*tensors",),
+        forward=forward,
+        joint_vjp=vjp,
+        samples=samples,
+        torch_ref=lambda torch, tensors: getattr(torch, op)(tensors),
+    )
+
+
+hstack = _stacker("hstack")  # torch.hstack(tensors): atleast_1d each, joined along dim 1 (dim 0 when 1-D)
+vstack = _stacker("vstack")  # torch.vstack(tensors): atleast_2d each, joined along dim 0
+row_stack = vstack  # torch.row_stack is vstack, the same signature
+dstack = _stacker("dstack")  # torch.dstack(tensors): atleast_3d each, joined along dim 2
+column_stack = _stacker("column_stack")  # torch.column_stack(tensors): 0-D/1-D as (n, 1) columns, joined along dim 1
+
+
+# -- tensor_split, hsplit, vsplit, dsplit -----------------------------------------------------------------------
+def _tensor_split_plan(op, input, indices_or_sections, dim, even=False) -> tuple:
+    """(axis, [(start, stop)] of the pieces). An int n: n pieces, the first size % n of them one longer (``even``:
+    hsplit/vsplit/dsplit, which need n to divide the size); a sequence: cuts at those indices, each piece the
+    Python slice between two cuts (negative cuts count from the end; a cut before the previous one gives an empty
+    piece and the next piece starts back there, as in torch)."""
+    axis, size = _split_axis(op, input, dim, "input")
+    if isinstance(indices_or_sections, int | np.integer) and not isinstance(indices_or_sections, bool):
+        n = int(indices_or_sections)
+        if n <= 0 or (even and size % n):
+            rule = f"a positive number of sections dividing {size}" if even else "a positive number of sections"
+            raise ValueError(
+                f"{op}: argument 'indices_or_sections' expected {rule} (dim {axis} of shape {input.shape}), got {n}"
+            )
+        lengths = [size // n + (k < size % n) for k in range(n)]
+        stops = np.cumsum(lengths).tolist()
+        return axis, list(zip([0] + stops[:-1], stops))
+    if not isinstance(indices_or_sections, tuple | list):
+        raise TypeError(
+            f"{op}: argument 'indices_or_sections' expected an int or a sequence of ints, got "
+            f"{type(indices_or_sections).__name__} {indices_or_sections!r}"
+        )
+    cuts = [None, *_int_tuple(op, "indices_or_sections", indices_or_sections), None]
+    bounds = [slice(a, b).indices(size)[:2] for a, b in zip(cuts[:-1], cuts[1:])]
+    return axis, [(start, max(start, stop)) for start, stop in bounds]
+
+
+def _pieces(input, axis, bounds) -> tuple:
+    return tuple(input[_dim_of(axis, slice(start, stop))] for start, stop in bounds)
+
+
+def _pieces_back(g, ans, input, axis, bounds):
+    """The pieces' gradients added back where they were cut from (pieces may overlap after a backward cut)."""
+    grads = _filled(g, ans)
+    size = input.shape[axis]
+    if all(b[0] == a[1] for a, b in zip(bounds, bounds[1:])):  # a partition in order: one concatenation
+        return np.concatenate(grads, axis=axis) if len(grads) > 1 else grads[0]
+    total = np.zeros(input.shape, grads[0].dtype)
+    for gk, (start, stop) in zip(grads, bounds):
+        if stop > start:
+            widths = (0, 0) * (input.ndim - 1 - axis) + (start, size - stop)
+            total = total + (_pad(gk, widths) if isinstance(gk, np.ndarray) else pad(gk, widths))
+    return total
+
+
+def _splitter(op, dim_of, even):
+    """tensor_split (``dim_of`` None: the op takes ``dim``) or hsplit/vsplit/dsplit (the dim follows the rank)."""
+
+    def plan(input, indices_or_sections, dim):
+        if dim_of is not None:
+            least = {"hsplit": 1, "vsplit": 2, "dsplit": 3}[op]
+            _at_least(op, input, least)
+            dim = dim_of(input.ndim)
+        return _tensor_split_plan(op, input, indices_or_sections, dim, even)
+
+    if dim_of is None:
+
+        def forward(input, indices_or_sections, dim=0):
+            return _pieces(input, *plan(input, indices_or_sections, dim))
+
+        def vjp(g, ans, input, *, needs, indices_or_sections, dim=0):
+            return (_pieces_back(g, ans, input, *plan(input, indices_or_sections, dim)),)
+
+    else:
+
+        def forward(input, indices_or_sections):  # type: ignore[misc]
+            return _pieces(input, *plan(input, indices_or_sections, None))
+
+        def vjp(g, ans, input, *, needs, indices_or_sections):  # type: ignore[misc]
+            return (_pieces_back(g, ans, input, *plan(input, indices_or_sections, None)),)
+
+    return forward, vjp
+
+
+def _tensor_split_samples(rng):
+    return [
+        Sample((uniform(rng, (7, 2)),), {"indices_or_sections": 3}, "sections, uneven"),
+        Sample((uniform(rng, (2, 6)),), {"indices_or_sections": (1, 4), "dim": 1}, "indices"),
+        Sample((uniform(rng, (6,)),), {"indices_or_sections": [-2, 4]}, "negative index"),
+        Sample((uniform(rng, (6,)),), {"indices_or_sections": [3, 1]}, "backward cut: overlapping pieces"),
+        Sample((uniform(rng, (2, 3)),), {"indices_or_sections": [5], "dim": -1}, "index past the end"),
+        Sample((uniform(rng, (2, 3)),), {"indices_or_sections": 5, "dim": -1}, "more sections than entries"),
+        Sample((transposed(rng, (4, 3)),), {"indices_or_sections": 2}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {"indices_or_sections": 2}, "zero-size"),
+    ]
+
+
+_tensor_split, _tensor_split_vjp = _splitter("tensor_split", None, False)
+tensor_split = defop(
+    "tensor_split",
+    family="movement",
+    inputs=("input",),
+    forward=_tensor_split,
+    joint_vjp=_tensor_split_vjp,
+    outputs="variable",
+    samples=_tensor_split_samples,
+    torch_ref=lambda torch, input, indices_or_sections, dim=0: torch.tensor_split(input, indices_or_sections, dim),
+)
+
+
+def _rank_split(op, dim_of, shapes):
+    forward, vjp = _splitter(op, dim_of, True)
+
+    def samples(rng):
+        return [
+            Sample((uniform(rng, shapes[0]),), {"indices_or_sections": 2}, "even sections"),
+            Sample((uniform(rng, shapes[1]),), {"indices_or_sections": [1, 3]}, "indices"),
+            Sample((uniform(rng, shapes[0]),), {"indices_or_sections": (3, 1)}, "backward cut"),
+            Sample((transposed(rng, shapes[0]),), {"indices_or_sections": 1}, "non-contiguous, one piece"),
+            Sample((uniform(rng, shapes[2]),), {"indices_or_sections": [1]}, "zero-size"),
+        ]
+
+    return defop(
+        op,
+        family="movement",
+        inputs=("input",),
+        forward=forward,
+        joint_vjp=vjp,
+        outputs="variable",
+        samples=samples,
+        torch_ref=lambda torch, input, indices_or_sections: getattr(torch, op)(input, indices_or_sections),
+    )
+
+
+# torch.hsplit: dim 1 (dim 0 of a 1-D input); vsplit: dim 0 of an at least 2-D input; dsplit: dim 2 of >= 3-D
+hsplit = _rank_split("hsplit", lambda ndim: 0 if ndim == 1 else 1, [(2, 4), (3, 5), (2, 0)])
+vsplit = _rank_split("vsplit", lambda ndim: 0, [(4, 2), (5, 3), (0, 2)])
+dsplit = _rank_split("dsplit", lambda ndim: 2, [(2, 1, 4), (1, 2, 5), (2, 1, 0)])
+
+
+# -- block_diag, cartesian_prod, combinations, kron, vander ------------------------------------------------------
+def _blocks(tensors) -> tuple:
+    """(each tensor as a 2-D block shape, the row and column offsets) for block_diag."""
+    shapes = []
+    for i, t in enumerate(tensors):
+        if t.ndim > 2:
+            raise ValueError(
+                f"block_diag: argument 'tensors' expected 0-D, 1-D or 2-D tensors, got shape {t.shape} (tensor {i})"
+            )
+        shapes.append(((1, 1), (1,) + t.shape, t.shape)[t.ndim])
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) > 1:
+        raise TypeError(f"block_diag: argument 'tensors' expected one dtype, got {sorted(d.name for d in dtypes)}")
+    rows = np.cumsum([0] + [s[0] for s in shapes]).tolist()
+    cols = np.cumsum([0] + [s[1] for s in shapes]).tolist()
+    return shapes, rows, cols
+
+
+def _block_diag(*tensors):
+    """``torch.block_diag(*tensors)``: the tensors (0-D as 1 x 1, 1-D as one row) on the diagonal of a zero
+    matrix, in order; no tensors give a (1, 0) matrix, as torch."""
+    if not tensors:
+        return np.zeros((1, 0))
+    shapes, rows, cols = _blocks(tensors)
+    out = np.zeros((rows[-1], cols[-1]), tensors[0].dtype)
+    for t, s, r, c in zip(tensors, shapes, rows, cols):
+        out[r : r + s[0], c : c + s[1]] = np.reshape(t, s)
+    return out
+
+
+def _block_diag_vjp(g, ans, tensors, *, needs):
+    shapes, rows, cols = _blocks(tensors)
+    return (
+        [
+            np.reshape(g[r : r + s[0], c : c + s[1]], t.shape) if need else None
+            for t, s, r, c, need in zip(tensors, shapes, rows, cols, needs[0])
+        ],
+    )
+
+
+def _block_diag_samples(rng):
+    def u(*shapes):
+        return [uniform(rng, s) for s in shapes]
+
+    return [
+        Sample((u((2, 3), (1, 2)),), {}, "two matrices"),
+        Sample((u((2, 2), (3,), ()),), {}, "matrix, row, 0-D"),
+        Sample((u((3, 1)),), {}, "one"),
+        Sample(([transposed(rng, (2, 3)), uniform(rng, (2, 2))],), {}, "non-contiguous"),
+        Sample((u((2, 0), (0, 3), (1, 1)),), {}, "zero-size blocks"),
+    ]
+
+
+block_diag = defop(
+    "block_diag",
+    family="movement",
+    inputs=("*tensors",),
+    forward=_block_diag,
+    joint_vjp=_block_diag_vjp,
+    check=lambda tensors: _blocks(tensors),
+    samples=_block_diag_samples,
+    torch_ref=lambda torch, tensors: torch.block_diag(*tensors),
+)
+
+
+def _check_1d(op, tensors):
+    for i, t in enumerate(tensors):
+        if t.ndim != 1:
+            raise ValueError(f"{op}: argument 'tensors' expected 1-D tensors, got shape {t.shape} (tensor {i})")
+
+
+def _cartesian_prod(*tensors):
+    """``torch.cartesian_prod(*tensors)``: the rows (a_i, b_j, ...) of every combination of entries of the 1-D
+    tensors, the last varying fastest: shape (n_a * n_b * ..., k); one tensor is returned as it is (1-D)."""
+    _check_1d("cartesian_prod", tensors)
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = _meshgrid(*tensors, indexing="ij")
+    return np.stack([np.reshape(grid, (-1,)) for grid in grids], axis=1)
+
+
+def _cartesian_prod_vjp(g, ans, tensors, *, needs):
+    if len(tensors) == 1:
+        return ([g],)
+    shape = tuple(t.shape[0] for t in tensors)
+    return (
+        [
+            np.sum(np.reshape(g[:, k], shape), axis=tuple(a for a in range(len(shape)) if a != k)) if need else None
+            for k, need in enumerate(needs[0])
+        ],
+    )
+
+
+cartesian_prod = defop(
+    "cartesian_prod",
+    family="movement",
+    inputs=("*tensors",),
+    forward=_cartesian_prod,
+    joint_vjp=_cartesian_prod_vjp,
+    check=lambda tensors: _grid_plan(tensors, "ij") and _check_1d("cartesian_prod", tensors),
+    samples=lambda rng: [
+        Sample(([uniform(rng, (2,)), uniform(rng, (3,))],), {}, "two"),
+        Sample(([uniform(rng, (2,)), uniform(rng, (1,)), uniform(rng, (3,))],), {}, "three"),
+        Sample(([uniform(rng, (4,))],), {}, "one: itself"),
+        Sample(([uniform(rng, (6,))[::2], uniform(rng, (2,))],), {}, "non-contiguous (strided)"),
+        Sample(([uniform(rng, (2,)), uniform(rng, (0,))],), {}, "zero-size"),
+    ],
+    torch_ref=lambda torch, tensors: torch.cartesian_prod(*tensors),
+)
+
+
+def _combination_positions(n: int, r: int, with_replacement: bool) -> np.ndarray:
+    """(count, r) int64 positions of the r-combinations of range(n), in lexicographic order (itertools')."""
+    import itertools
+
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    return np.fromiter(itertools.chain.from_iterable(pick(range(n), r)), np.int64).reshape(-1, r)
+
+
+def _check_combinations(input, r=2, with_replacement=False):
+    if input.ndim != 1:
+        raise ValueError(f"combinations: argument 'input' expected a 1-D tensor, got shape {input.shape}")
+    if _int("combinations", "r", r) < 0:
+        raise ValueError(f"combinations: argument 'r' expected a non-negative int, got {r}")
+    if not isinstance(with_replacement, bool | np.bool_):
+        raise TypeError(f"combinations: argument 'with_replacement' expected a bool, got {with_replacement!r}")
+
+
+def _combinations(input, r=2, with_replacement=False):
+    """``torch.combinations(input, r=2, with_replacement=False)``: the r-combinations of the entries of a 1-D
+    input as rows, in lexicographic order of position (itertools'); ``r=0`` gives an empty 1-D tensor, as torch."""
+    if r == 0:
+        return input[:0]
+    return input[_combination_positions(input.shape[0], r, with_replacement)]
+
+
+def _combinations_vjp(g, ans, input, r=2, with_replacement=False):
+    if r == 0:
+        return np.zeros(input.shape, g.dtype)
+    positions = _combination_positions(input.shape[0], r, with_replacement).reshape(-1)
+    flat, zeros = np.reshape(g, (-1,)), np.zeros(input.shape, g.dtype)
+    return (
+        _index_add_into(zeros, 0, positions, flat)
+        if isinstance(g, np.ndarray)
+        else index_add(zeros, 0, positions, flat)
+    )
+
+
+combinations = defop(
+    "combinations",
+    family="movement",
+    inputs=("input",),
+    forward=_combinations,
+    vjps=(_combinations_vjp,),
+    check=_check_combinations,
+    samples=lambda rng: [
+        Sample((uniform(rng, (4,)),), {}, "pairs"),
+        Sample((uniform(rng, (4,)),), {"r": 3}, "triples"),
+        Sample((uniform(rng, (3,)),), {"r": 2, "with_replacement": True}, "with replacement"),
+        Sample((uniform(rng, (3,)),), {"r": 1}, "r=1"),
+        Sample((uniform(rng, (3,)),), {"r": 0}, "r=0: empty"),
+        Sample((uniform(rng, (2,)),), {"r": 3}, "r past n: none"),
+        Sample((uniform(rng, (8,))[::2],), {}, "non-contiguous (strided)"),
+        Sample((uniform(rng, (0,)),), {}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, r=2, with_replacement=False: torch.combinations(input, r, with_replacement),
+)
+
+
+def _kron_shapes(input, other) -> tuple:
+    """The shapes input and other take in the product: the lower rank padded with leading 1s, and the dims
+    interleaved with 1s, (a0, 1, a1, 1, ...) and (1, b0, 1, b1, ...)."""
+    if input.dtype != other.dtype:
+        raise TypeError(f"kron: argument 'other' expected dtype {input.dtype} (that of 'input'), got {other.dtype}")
+    n = max(input.ndim, other.ndim)
+    a = (1,) * (n - input.ndim) + tuple(input.shape)
+    b = (1,) * (n - other.ndim) + tuple(other.shape)
+    return (
+        tuple(k for d in a for k in (d, 1)),
+        tuple(k for d in b for k in (1, d)),
+        tuple(x * y for x, y in zip(a, b)),
+    )
+
+
+def _kron(input, other):
+    """``torch.kron(input, other)``: the Kronecker product, out[i * b + j] = input[i] * other[j] along every dim
+    (the lower rank padded with leading 1s)."""
+    sa, sb, out = _kron_shapes(input, other)
+    return np.reshape(np.reshape(input, sa) * np.reshape(other, sb), out)
+
+
+def _kron_vjp(g, ans, input, other, *, needs):
+    sa, sb, out = _kron_shapes(input, other)
+    blocks = np.reshape(g, tuple(a * b for a, b in zip(sa, sb)))  # (a0, b0, a1, b1, ...)
+    n = len(sa) // 2
+    grad_input = np.sum(blocks * np.reshape(other, sb), axis=tuple(range(1, 2 * n, 2))) if needs[0] else None
+    grad_other = np.sum(blocks * np.reshape(input, sa), axis=tuple(range(0, 2 * n, 2))) if needs[1] else None
+    return (
+        None if grad_input is None else np.reshape(grad_input, input.shape),
+        None if grad_other is None else np.reshape(grad_other, other.shape),
+    )
+
+
+kron = defop(
+    "kron",
+    family="movement",
+    inputs=("input", "other"),
+    forward=_kron,
+    joint_vjp=_kron_vjp,
+    check=lambda input, other: _kron_shapes(input, other),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)), uniform(rng, (2, 2))), {}, "matrices"),
+        Sample((uniform(rng, (2, 3)), uniform(rng, (4,))), {}, "ranks differ"),
+        Sample((uniform(rng, (3,)), uniform(rng, (2, 1, 2))), {}, "ranks differ, the other way"),
+        Sample((uniform(rng, ()), uniform(rng, (3,))), {}, "0-D"),
+        Sample((transposed(rng, (2, 3)), transposed(rng, (2, 2))), {}, "non-contiguous"),
+        Sample((uniform(rng, (2, 0)), uniform(rng, (3, 2))), {}, "zero-size"),
+    ],
+    # torch.kron refuses some strided inputs of unequal ranks (a .view inside it): the oracle gets contiguous copies
+    torch_ref=lambda torch, input, other: torch.kron(input.contiguous(), other.contiguous()),
+)
+
+
+def _vander_powers(x, N, increasing) -> np.ndarray:
+    if x.ndim != 1:
+        raise ValueError(f"vander: argument 'x' expected a 1-D tensor, got shape {x.shape}")
+    n = x.shape[0] if N is None else _int("vander", "N", N)
+    if n < 0:
+        raise ValueError(f"vander: argument 'N' expected a non-negative int, got {N}")
+    if not isinstance(increasing, bool | np.bool_):
+        raise TypeError(f"vander: argument 'increasing' expected a bool, got {increasing!r}")
+    powers = np.arange(n)
+    return powers if increasing else powers[::-1]
+
+
+def _vander(x, N=None, increasing=False):
+    """``torch.vander(x, N=None, increasing=False)``: the columns x**(N-1), ..., x**0 (``increasing``: x**0
+    first); ``N`` defaults to len(x). Integer inputs stay integer (int64), as torch."""
+    powers = _vander_powers(x, N, increasing)
+    dtype = x.dtype if x.dtype.kind == "f" else np.int64
+    return np.power(x[:, None].astype(dtype), powers.astype(dtype))
+
+
+def _vander_vjp(g, ans, x, N=None, increasing=False):
+    powers = _vander_powers(x, N, increasing)
+    # d x**p / dx = p * x**(p - 1), written with x**max(p - 1, 0) so the p = 0 column (a constant) gives 0, not 0/0
+    slopes = powers.astype(g.dtype) * np.power(np.reshape(x, (-1, 1)), np.maximum(powers - 1, 0).astype(g.dtype))
+    return np.sum(g * slopes, axis=1)
+
+
+vander = defop(
+    "vander",
+    family="movement",
+    inputs=("x",),
+    forward=_vander,
+    vjps=(_vander_vjp,),
+    check=lambda x, N=None, increasing=False: _vander_powers(x, N, increasing),
+    samples=lambda rng: [
+        Sample((uniform(rng, (3,)),), {}, "square"),
+        Sample((uniform(rng, (4,)),), {"N": 2, "increasing": True}, "increasing, fewer columns"),
+        Sample((uniform(rng, (2,)),), {"N": 5}, "more columns"),
+        Sample((uniform(rng, (2,)),), {"N": 0}, "no columns"),
+        Sample((uniform(rng, (6,))[::2],), {"increasing": True}, "non-contiguous (strided)"),
+        Sample((uniform(rng, (0,)),), {}, "zero-size"),
+    ],
+    # torch 2.13's vander raises in backward (its cumprod is written in place), so the oracle is its definition in
+    # torch ops; tests/test_ops_movement.py checks the values against torch.vander itself
+    torch_ref=lambda torch, x, N=None, increasing=False: torch.pow(
+        x[:, None], torch.from_numpy(_vander_powers(x, N, increasing).copy()).to(x.dtype)
+    ),
 )
 
 

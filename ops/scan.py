@@ -26,12 +26,21 @@ or -1 (the scan of one entry is that entry). Conventions, as in torch:
   (second-order) rule is the same form, except where g holds exact zeros: there the log-space form has no
   derivative in g (torch's double backward gives NaN for those cotangent entries), so the rule is the
   O(n^2) sum_{i>=k} g_i exp(x_k - y_i), linear in g, whose derivatives are exact.
+
+Differences and integrals along one dim (torch's signatures, not (input, dim)):
+- diff(input, n=1, dim=-1, prepend=None, append=None): the n-th forward difference of prepend, input, append
+  joined along dim (bool: xor; integers stay integer). Gradient: n times the adjoint difference, split back.
+- trapezoid(y, x=None, *, dx=None, dim=-1) and cumulative_trapezoid: the trapezoidal rule (running, for the
+  cumulative one: one entry fewer along dim) with sample points x (1-D along dim, or y's shape; other shapes
+  torch broadcasts are refused) or a constant spacing dx (default 1). Gradients for y and x, written with
+  slices and pads that trace on Tensors, so twice differentiable. y must be floating.
 """
 
-__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff", "trapezoid", "cumulative_trapezoid"]
 
 import numpy as np
 
+from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 
@@ -39,6 +48,7 @@ from ._numerics import quiet
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
 from .indexing import index_select, scatter_add
+from .shape import _pad, pad
 
 FAMILY = "scan"
 
@@ -327,6 +337,206 @@ logcumsumexp = defop(
     check=lambda input, dim: _check_float("logcumsumexp", input, dim),
     samples=_logcumsumexp_samples,
     torch_ref=lambda torch, input, dim: torch.logcumsumexp(input, dim),
+)
+
+
+# -- diff, trapezoid, cumulative_trapezoid: differences and integrals along one dim --------------------------------
+def _along(axis: int, key) -> tuple:
+    return (slice(None),) * axis + (key,)
+
+
+def _pad_along(a, axis: int, before: int, after: int):
+    """``a`` with ``before`` / ``after`` zeros along ``axis``: shape's numpy kernel on arrays, pad on Tensors."""
+    widths = (0, 0) * (np.ndim(a) - 1 - axis) + (before, after)
+    return _pad(a, widths) if isinstance(a, np.ndarray) else pad(a, widths)
+
+
+def _diff_parts(input, prepend, append, n, dim) -> tuple:
+    """(axis, the tensors joined along it: prepend, input, append), validated as torch."""
+    if input.ndim == 0:
+        raise ValueError("diff: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis = normalize_dim("diff", dim, input.ndim)
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"diff: argument 'n' expected a non-negative int, got {n!r}")
+    parts = [input]
+    for name, t in (("prepend", prepend), ("append", append)):
+        if t is None:
+            continue
+        if t.ndim != input.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, input.shape)) if d != axis):
+            raise ValueError(
+                f"diff: argument '{name}' expected input's shape {input.shape} apart from dim {dim}, got {t.shape}"
+            )
+        if t.dtype != input.dtype:
+            raise TypeError(f"diff: argument '{name}' expected dtype {input.dtype} (that of 'input'), got {t.dtype}")
+        parts.insert(0 if name == "prepend" else len(parts), t)
+    return axis, parts
+
+
+def _diff(input, n=1, dim=-1, prepend=None, append=None):
+    """``torch.diff(input, n=1, dim=-1, prepend=None, append=None)``: the n-th forward difference along ``dim``
+    of prepend, input and append joined there (bool: logical xor, as torch)."""
+    axis, parts = _diff_parts(input, prepend, append, n, dim)
+    joined = np.concatenate(parts, axis=axis) if len(parts) > 1 else input
+    return np.diff(joined, n, axis=axis)
+
+
+def _diff_vjp(g, ans, input, prepend, append, *, needs, n=1, dim=-1):
+    axis, parts = _diff_parts(input, prepend, append, n, dim)
+    for _ in range(n):  # the adjoint of one difference y_i = x_{i+1} - x_i: g shifted down minus g
+        g = _pad_along(g, axis, 1, 0) - _pad_along(g, axis, 0, 1)
+    grads, start = {}, 0
+    for t, name in zip(
+        parts, [p for p, t in (("prepend", prepend), ("input", input), ("append", append)) if t is not None]
+    ):
+        grads[name] = g[_along(axis, slice(start, start + t.shape[axis]))]
+        start += t.shape[axis]
+    return tuple(grads.get(name) if need else None for name, need in zip(("input", "prepend", "append"), needs))
+
+
+def _diff_samples(rng):
+    return [
+        Sample((uniform(rng, (3, 5)), None, None), {}, "rows"),
+        Sample((uniform(rng, (4, 3)), None, None), {"n": 2, "dim": 0}, "second difference"),
+        Sample((uniform(rng, (2, 3)), uniform(rng, (2, 2)), uniform(rng, (2, 1))), {"dim": 1}, "prepend, append"),
+        Sample((uniform(rng, (3, 2)), None, uniform(rng, (1, 2))), {"n": 3, "dim": -2}, "append, n=3"),
+        Sample((uniform(rng, (4,)), None, None), {"n": 0}, "n=0: the input"),
+        Sample((uniform(rng, (3,)), None, None), {"n": 5}, "n past the size: empty"),
+        Sample((transposed(rng, (3, 4)), transposed(rng, (1, 4)), None), {"dim": 0}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)), None, None), {}, "zero-size"),
+    ]
+
+
+diff = defop(
+    "diff",
+    family=FAMILY,
+    inputs=("input", "prepend?", "append?"),
+    forward=_diff,
+    joint_vjp=_diff_vjp,
+    check=lambda input, prepend=None, append=None, n=1, dim=-1: _diff_parts(input, prepend, append, n, dim),
+    samples=_diff_samples,
+    torch_ref=lambda torch, input, prepend=None, append=None, n=1, dim=-1: torch.diff(input, n, dim, prepend, append),
+)
+
+
+def _trapezoid_plan(op, y, x, dx, dim) -> tuple:
+    """(axis, x aligned with y -- or None -- and the spacing dx) for trapezoid / cumulative_trapezoid."""
+    if y.dtype.kind != "f":
+        raise TypeError(f"{op}: argument 'y' expected a floating tensor (float32 or float64), got dtype {y.dtype}")
+    if y.ndim == 0:
+        raise ValueError(f"{op}: argument 'y' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis = normalize_dim(op, dim, y.ndim)
+    if x is None:
+        if dx is not None and (isinstance(dx, bool) or np.ndim(dx) != 0 or np.asarray(dx).dtype.kind not in "iuf"):
+            raise TypeError(f"{op}: argument 'dx' expected a number, got {type(dx).__name__} {dx!r}")
+        return axis, None, 1.0 if dx is None else float(dx)
+    if dx is not None:
+        raise ValueError(f"{op}: arguments 'x' and 'dx' expected at most one of them, got both")
+    if x.dtype != y.dtype:
+        raise TypeError(f"{op}: argument 'x' expected dtype {y.dtype} (that of 'y'), got {x.dtype}")
+    if x.shape != y.shape and x.shape != (y.shape[axis],):
+        raise ValueError(
+            f"{op}: argument 'x' expected y's shape {y.shape} or ({y.shape[axis]},) (along dim {dim}), got {x.shape}"
+        )
+    along = [1] * y.ndim
+    along[axis] = -1
+    return axis, (np.reshape(x, along) if x.shape != y.shape else x), None
+
+
+def _intervals(y, x, dx, axis) -> tuple:
+    """(the spacing of each interval along ``axis``, y_i + y_{i+1} of each): numpy API, traced on Tensors."""
+    sums = y[_along(axis, slice(1, None))] + y[_along(axis, slice(None, -1))]
+    spacing = dx if x is None else x[_along(axis, slice(1, None))] - x[_along(axis, slice(None, -1))]
+    return spacing, sums
+
+
+def _trapezoid_back(G, y, x, x_aligned, dx, axis, needs) -> tuple:
+    """The gradients of sum_i G_i * spacing_i * sums_i / 2 for y and x, G the cotangent of each interval."""
+    if y.shape[axis] == 0:
+        return (
+            np.zeros(y.shape, y.dtype) if needs[0] else None,
+            None if x is None or not needs[1] else np.zeros(x.shape, x.dtype),
+        )
+    spacing, sums = _intervals(y, x_aligned, dx, axis)
+    half = G * spacing / 2
+    half = np.broadcast_to(half, np.broadcast_shapes(np.shape(half), np.shape(sums)))  # a constant dx: every interval
+    gy = unbroadcast(_pad_along(half, axis, 1, 0) + _pad_along(half, axis, 0, 1), y.shape) if needs[0] else None
+    gx = None
+    if x is not None and needs[1]:
+        t = G * sums / 2
+        gx = np.reshape(unbroadcast(_pad_along(t, axis, 1, 0) - _pad_along(t, axis, 0, 1), x_aligned.shape), x.shape)
+    return gy, gx
+
+
+def _trapezoid(y, x=None, *, dx=None, dim=-1):
+    """``torch.trapezoid(y, x=None, *, dx=None, dim=-1)``: the trapezoidal rule along ``dim``, sample points
+    ``x`` (1-D along dim, or y's shape) or a constant spacing ``dx`` (default 1); fewer than 2 points give 0."""
+    axis, xa, spacing = _trapezoid_plan("trapezoid", y, x, dx, dim)
+    if y.shape[axis] == 0:
+        return np.zeros(y.shape[:axis] + y.shape[axis + 1 :], y.dtype)
+    step, sums = _intervals(y, xa, spacing, axis)
+    return np.sum(np.asarray(step * sums / 2, y.dtype), axis=axis)
+
+
+def _trapezoid_vjp(g, ans, y, x, *, needs, dx=None, dim=-1):
+    axis, xa, spacing = _trapezoid_plan("trapezoid", y, x, dx, dim)
+    return _trapezoid_back(np.expand_dims(g, axis), y, x, xa, spacing, axis, needs)
+
+
+def _cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """``torch.cumulative_trapezoid(y, x=None, *, dx=None, dim=-1)``: the running trapezoidal integral along
+    ``dim``, one entry fewer than y there (none for an empty dim)."""
+    axis, xa, spacing = _trapezoid_plan("cumulative_trapezoid", y, x, dx, dim)
+    if y.shape[axis] == 0:
+        return np.zeros(y.shape, y.dtype)
+    step, sums = _intervals(y, xa, spacing, axis)
+    return np.cumsum(np.asarray(step * sums / 2, y.dtype), axis=axis)
+
+
+def _cumulative_trapezoid_vjp(g, ans, y, x, *, needs, dx=None, dim=-1):
+    axis, xa, spacing = _trapezoid_plan("cumulative_trapezoid", y, x, dx, dim)
+    G = _reversed_cumsum(g, axis) if y.shape[axis] else g
+    return _trapezoid_back(G, y, x, xa, spacing, axis, needs)
+
+
+def _trapezoid_samples(rng):
+    return [
+        Sample((uniform(rng, (2, 5)), None), {}, "unit spacing"),
+        Sample((uniform(rng, (4, 3)), None), {"dx": 0.5, "dim": 0}, "dx"),
+        Sample((uniform(rng, (2, 4)), np.sort(uniform(rng, (4,)))), {}, "1-D x"),
+        Sample((uniform(rng, (3, 2)), uniform(rng, (3, 2))), {"dim": -2}, "x of y's shape"),
+        Sample((transposed(rng, (3, 4)), transposed(rng, (3, 4))), {"dim": 1}, "non-contiguous"),
+        Sample((uniform(rng, (3, 1)), None), {}, "one point"),
+        Sample((uniform(rng, (2, 0)), None), {}, "no points"),
+        Sample((uniform(rng, (0, 3)), uniform(rng, (3,))), {}, "zero-size"),
+    ]
+
+
+trapezoid = defop(
+    "trapezoid",
+    family=FAMILY,
+    inputs=("y", "x?"),
+    forward=_trapezoid,
+    joint_vjp=_trapezoid_vjp,
+    check=lambda y, x=None, dx=None, dim=-1: _trapezoid_plan("trapezoid", y, x, dx, dim),
+    samples=_trapezoid_samples,
+    torch_ref=lambda torch, y, x=None, dx=None, dim=-1: (
+        torch.trapezoid(y, dx=dx if dx is not None else 1, dim=dim) if x is None else torch.trapezoid(y, x, dim=dim)
+    ),
+)
+
+cumulative_trapezoid = defop(
+    "cumulative_trapezoid",
+    family=FAMILY,
+    inputs=("y", "x?"),
+    forward=_cumulative_trapezoid,
+    joint_vjp=_cumulative_trapezoid_vjp,
+    check=lambda y, x=None, dx=None, dim=-1: _trapezoid_plan("cumulative_trapezoid", y, x, dx, dim),
+    samples=_trapezoid_samples,
+    torch_ref=lambda torch, y, x=None, dx=None, dim=-1: (
+        torch.cumulative_trapezoid(y, dx=dx if dx is not None else 1, dim=dim)
+        if x is None
+        else torch.cumulative_trapezoid(y, x, dim=dim)
+    ),
 )
 
 

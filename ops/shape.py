@@ -11,8 +11,17 @@ arrays, so every op here is differentiable twice.
 ``concat`` (alias ``cat``) and ``stack`` take any number of tensors as one sequence input, like
 ``torch.cat(tensors, dim=0)``; as in torch, ``concat`` skips 1-D empty tensors (shape (0,)) whatever the
 other tensors' shapes. ``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeats`` is a tuple (or one int);
-``broadcast_to`` is ``expand``. The ops with a variable number of outputs (split, chunk, unbind, meshgrid) are in
-ops/movement.py.
+``broadcast_to`` is ``expand`` (both take torch's ``size``). The ops with a variable number of outputs (split,
+chunk, unbind, meshgrid, tensor_split, ...) are in ops/movement.py.
+
+torch's other names and forms, each with torch's own parameter names (tests/test_torch_keywords.py calls torch
+by them): ``swapaxes(input, axis0, axis1)`` and ``swapdims(input, dim0, dim1)`` are transpose's kernel and rule;
+``movedim`` (alias ``moveaxis``), ``unflatten``, ``ravel``; ``view_as`` / ``reshape_as`` / ``expand_as(input,
+other)`` read only other's shape (its gradient is zero, torch's None); ``broadcast_tensors(*tensors)`` (each
+keeps its dtype); ``concatenate(tensors, axis=0)`` is concat. ``select(input, dim, index)`` and its adjoint
+``select_scatter(input, src, dim, index)``, and ``slice_scatter(input, src, dim=0, start=None, end=None,
+step=1)``, differentiate through each other (select's gradient is a select_scatter into zeros, the scatters'
+gradient for ``src`` is the selection). Views are copies: minitape's tensors are immutable (docs/porting.md).
 """
 
 __all__ = [
@@ -33,6 +42,20 @@ __all__ = [
     "triu",
     "masked_fill",
     "repeat",
+    "swapaxes",
+    "swapdims",
+    "movedim",
+    "moveaxis",
+    "unflatten",
+    "ravel",
+    "view_as",
+    "reshape_as",
+    "expand_as",
+    "broadcast_tensors",
+    "concatenate",
+    "select",
+    "select_scatter",
+    "slice_scatter",
 ]
 
 import math
@@ -179,15 +202,29 @@ unsqueeze = defop(
 
 
 # -- transpose / permute -----------------------------------------------------------------------------------
-def _transpose(input, dim0=-2, dim1=-1):
+def _swap_axes(op, input, dim0, dim1, names=("dim0", "dim1")):
+    """``input`` with two dims swapped (transpose, swapaxes, swapdims; ``names``: the op's argument names)."""
     if input.ndim == 0:  # torch: dims in [-1, 0] swap a 0-D tensor with itself
-        normalize_dim("transpose", dim0, 0, "dim0"), normalize_dim("transpose", dim1, 0, "dim1")
+        normalize_dim(op, dim0, 0, names[0]), normalize_dim(op, dim1, 0, names[1])
         return input
     return np.swapaxes(
-        input,
-        normalize_dim("transpose", dim0, input.ndim, "dim0"),
-        normalize_dim("transpose", dim1, input.ndim, "dim1"),
+        input, normalize_dim(op, dim0, input.ndim, names[0]), normalize_dim(op, dim1, input.ndim, names[1])
     )
+
+
+def _transpose(input, dim0=-2, dim1=-1):
+    return _swap_axes("transpose", input, dim0, dim1)
+
+
+def _transpose_samples(rng):
+    return [
+        Sample((uniform(rng, (2, 3)),), {"dim0": 0, "dim1": 1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim0": -1, "dim1": 0}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim0": 1, "dim1": 1}, "same dim"),
+        Sample((transposed(rng, (2, 1, 3)),), {"dim0": 0, "dim1": -2}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {"dim0": 0, "dim1": 1}, "zero-size"),
+        Sample((uniform(rng, ()),), {"dim0": 0, "dim1": -1}, "0-D"),
+    ]
 
 
 transpose = defop(
@@ -196,14 +233,7 @@ transpose = defop(
     inputs=("input",),
     forward=_transpose,
     vjps=(lambda g, ans, input, dim0=-2, dim1=-1: _transpose(g, dim0, dim1),),
-    samples=lambda rng: [
-        Sample((uniform(rng, (2, 3)),), {"dim0": 0, "dim1": 1}),
-        Sample((uniform(rng, (2, 3, 4)),), {"dim0": -1, "dim1": 0}),
-        Sample((uniform(rng, (2, 3, 4)),), {"dim0": 1, "dim1": 1}, "same dim"),
-        Sample((transposed(rng, (2, 1, 3)),), {"dim0": 0, "dim1": -2}, "non-contiguous"),
-        Sample((uniform(rng, (0, 3)),), {"dim0": 0, "dim1": 1}, "zero-size"),
-        Sample((uniform(rng, ()),), {"dim0": 0, "dim1": -1}, "0-D"),
-    ],
+    samples=_transpose_samples,
     torch_ref=lambda torch, input, dim0=-2, dim1=-1: torch.transpose(input, dim0, dim1),
 )
 
@@ -232,12 +262,14 @@ permute = defop(
 
 
 # -- expand / broadcast_to ---------------------------------------------------------------------------------
-def _expanded_shape(x, shape) -> tuple:
+def _expanded_shape(x, shape, op="expand", argument="size") -> tuple:
     """torch's expand: new leading dims of any size; -1 keeps a dim; a dim may only grow from size 1."""
-    shape = _ints("expand", "shape", shape)
+    shape = _ints(op, argument, shape)
     lead = len(shape) - x.ndim
     if lead < 0:
-        raise ValueError(f"expand: argument 'shape' expected at least {x.ndim} sizes for input {x.shape}, got {shape}")
+        raise ValueError(
+            f"{op}: argument '{argument}' expected at least {x.ndim} sizes for input {x.shape}, got {shape}"
+        )
     out = []
     for i, size in enumerate(shape):
         old = x.shape[i - lead] if i >= lead else None
@@ -246,7 +278,7 @@ def _expanded_shape(x, shape) -> tuple:
         if size < 0 or (old is not None and old != 1 and size != old):
             where = "a new leading dim" if old is None else f"a dim of size {old}"
             raise ValueError(
-                f"expand: argument 'shape' expected sizes matching input {x.shape} (only size-1 dims "
+                f"{op}: argument '{argument}' expected sizes matching input {x.shape} (only size-1 dims "
                 f"grow), got {shape}: {size} for {where}"
             )
         out.append(size)
@@ -257,21 +289,20 @@ expand = defop(
     "expand",
     family="shape",
     inputs=("input",),
-    forward=lambda input, shape: np.broadcast_to(input, _expanded_shape(input, shape)),
-    vjps=(lambda g, ans, input, shape: unbroadcast(g, input.shape),),
+    forward=lambda input, size: np.broadcast_to(input, _expanded_shape(input, size)),
+    vjps=(lambda g, ans, input, size: unbroadcast(g, input.shape),),
     samples=lambda rng: [
-        Sample((uniform(rng, (3, 1)),), {"shape": (2, 3, 4)}, "new dim + size-1 dim"),
-        Sample((uniform(rng, (3, 1)),), {"shape": (-1, 4)}, "-1 keeps"),
-        Sample((uniform(rng, ()),), {"shape": (2, 3)}, "scalar"),
-        Sample((uniform(rng, (2, 3)),), {"shape": (2, 3)}, "same shape"),
-        Sample((transposed(rng, (1, 3)),), {"shape": (2, 3, -1, 3)}, "non-contiguous"),
-        Sample((uniform(rng, (1, 3)),), {"shape": (0, 3)}, "size-1 dim to 0"),
-        Sample((uniform(rng, (0, 1)),), {"shape": (2, 0, 4)}, "zero-size"),
+        Sample((uniform(rng, (3, 1)),), {"size": (2, 3, 4)}, "new dim + size-1 dim"),
+        Sample((uniform(rng, (3, 1)),), {"size": (-1, 4)}, "-1 keeps"),
+        Sample((uniform(rng, ()),), {"size": (2, 3)}, "scalar"),
+        Sample((uniform(rng, (2, 3)),), {"size": (2, 3)}, "same shape"),
+        Sample((transposed(rng, (1, 3)),), {"size": (2, 3, -1, 3)}, "non-contiguous"),
+        Sample((uniform(rng, (1, 3)),), {"size": (0, 3)}, "size-1 dim to 0"),
+        Sample((uniform(rng, (0, 1)),), {"size": (2, 0, 4)}, "zero-size"),
     ],
-    torch_ref=lambda torch, input, shape: input.expand(*_ints("expand", "shape", shape)),
+    torch_ref=lambda torch, input, size: input.expand(*_ints("expand", "size", size)),
 )
-
-broadcast_to = expand  # torch.broadcast_to(input, size) is Tensor.expand
+broadcast_to = expand  # torch.broadcast_to(input, size) is Tensor.expand(size): the same signature
 
 
 # -- variadic joins: concat / stack ------------------------------------------------------------------------
@@ -306,11 +337,15 @@ def _check_join(op, tensors, dim, stacking):
     return axis
 
 
-def _concat(tensors, dim=0):
-    """``torch.cat(tensors, dim=0)``: join any number of tensors along an existing ``dim``."""
-    axis = _check_join("concat", tensors, dim, False)
+def _join(op, tensors, dim):
+    axis = _check_join(op, tensors, dim, False)
     kept = [t for t in tensors if not _skipped(t)]
     return np.concatenate(kept, axis=axis) if kept else np.concatenate(tensors)
+
+
+def _concat(tensors, dim=0):
+    """``torch.cat(tensors, dim=0)``: join any number of tensors along an existing ``dim``."""
+    return _join("concat", tensors, dim)
 
 
 def _concat_vjp(g, ans, tensors, *, needs, dim=0):
@@ -685,6 +720,423 @@ repeat = defop(
         Sample((uniform(rng, (0, 2)),), {"repeats": (2, 3)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, repeats: input.repeat(*_ints("repeat", "repeats", repeats)),
+)
+
+
+# -- torch's other names and forms of the ops above: swapaxes, swapdims, movedim, unflatten, ravel,
+# view_as / reshape_as / expand_as, broadcast_to, broadcast_tensors, concatenate, select and the scatters ------
+def _int(op: str, argument: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{op}: argument '{argument}' expected an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def _swap_samples(names):
+    def generate(rng):
+        return [
+            Sample(s.inputs, {names[0]: s.attrs["dim0"], names[1]: s.attrs["dim1"]}, s.label)
+            for s in _transpose_samples(rng)
+        ]
+
+    return generate
+
+
+def _swapaxes(input, axis0, axis1):
+    """``torch.swapaxes(input, axis0, axis1)``: transpose under numpy's argument names."""
+    return _swap_axes("swapaxes", input, axis0, axis1, ("axis0", "axis1"))
+
+
+swapaxes = defop(
+    "swapaxes",
+    family="shape",
+    inputs=("input",),
+    forward=_swapaxes,
+    vjps=(lambda g, ans, input, axis0, axis1: _swapaxes(g, axis0, axis1),),
+    samples=_swap_samples(("axis0", "axis1")),
+    torch_ref=lambda torch, input, axis0, axis1: torch.swapaxes(input, axis0, axis1),
+)
+
+
+def _swapdims(input, dim0, dim1):
+    """``torch.swapdims(input, dim0, dim1)``: transpose with both dims required."""
+    return _swap_axes("swapdims", input, dim0, dim1)
+
+
+swapdims = defop(
+    "swapdims",
+    family="shape",
+    inputs=("input",),
+    forward=_swapdims,
+    vjps=(lambda g, ans, input, dim0, dim1: _swapdims(g, dim0, dim1),),
+    samples=_swap_samples(("dim0", "dim1")),
+    torch_ref=lambda torch, input, dim0, dim1: torch.swapdims(input, dim0, dim1),
+)
+
+
+def _moves(input, source, destination) -> tuple:
+    """(source axes, destination axes) of movedim, validated as torch does."""
+    src, dst = _ints("movedim", "source", source), _ints("movedim", "destination", destination)
+    if len(src) != len(dst):
+        raise ValueError(
+            f"movedim: arguments 'source' and 'destination' expected the same number of dims, got source "
+            f"{src} and destination {dst}"
+        )
+    src = tuple(normalize_dim("movedim", d, input.ndim, "source") for d in src)
+    dst = tuple(normalize_dim("movedim", d, input.ndim, "destination") for d in dst)
+    for argument, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) != len(dims):
+            raise ValueError(
+                f"movedim: argument '{argument}' repeats a dim: {source if argument == 'source' else destination}"
+            )
+    return (src, dst) if input.ndim else ((), ())
+
+
+def _movedim(input, source, destination):
+    """``torch.movedim(input, source, destination)`` (alias ``moveaxis``): the dims ``source`` (an int or a
+    sequence) moved to the places ``destination``, the other dims keeping their order."""
+    return np.moveaxis(input, *_moves(input, source, destination))
+
+
+def _movedim_vjp(g, ans, input, source, destination):
+    src, dst = _moves(input, source, destination)
+    return np.moveaxis(g, dst, src)
+
+
+movedim = defop(
+    "movedim",
+    family="shape",
+    inputs=("input",),
+    forward=_movedim,
+    vjps=(_movedim_vjp,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3, 4)),), {"source": 0, "destination": -1}),
+        Sample((uniform(rng, (2, 3, 4, 1)),), {"source": (0, -1), "destination": [3, 1]}, "two dims"),
+        Sample((uniform(rng, (2, 3, 4)),), {"source": (2, 0, 1), "destination": (0, 1, 2)}, "every dim"),
+        Sample((uniform(rng, (2, 3)),), {"source": 1, "destination": 1}, "in place"),
+        Sample((transposed(rng, (2, 3, 4)),), {"source": 1, "destination": 0}, "non-contiguous"),
+        Sample((uniform(rng, ()),), {"source": 0, "destination": -1}, "0-D"),
+        Sample((uniform(rng, (2, 0, 3)),), {"source": -2, "destination": 2}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, source, destination: torch.movedim(input, source, destination),
+)
+moveaxis = movedim  # torch.moveaxis is movedim, the same signature
+
+
+def _unflattened(input, dim, sizes) -> tuple:
+    if input.ndim == 0:
+        raise ValueError("unflatten: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis = normalize_dim("unflatten", dim, input.ndim)
+    if not isinstance(sizes, tuple | list):
+        raise TypeError(
+            f"unflatten: argument 'sizes' expected a sequence of ints, got {type(sizes).__name__} {sizes!r}"
+        )
+    sizes = _ints("unflatten", "sizes", sizes)
+    size, known = input.shape[axis], math.prod(s for s in sizes if s != -1)
+    inferred = sizes.count(-1) == 1 and known != 0 and size % known == 0
+    if not sizes or any(s < -1 for s in sizes) or (-1 in sizes and not inferred) or (-1 not in sizes and known != size):
+        raise ValueError(
+            f"unflatten: argument 'sizes' expected sizes (at most one -1) whose product is {size}, the size of dim "
+            f"{dim} of input {input.shape}, got {sizes}"
+        )
+    sizes = tuple(size // known if s == -1 else s for s in sizes)
+    return input.shape[:axis] + sizes + input.shape[axis + 1 :]
+
+
+unflatten = defop(
+    "unflatten",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input, dim, sizes: np.reshape(input, _unflattened(input, dim, sizes)),
+    vjps=(_reshape_back,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 6)),), {"dim": 1, "sizes": (2, 3)}),
+        Sample((uniform(rng, (6, 2)),), {"dim": 0, "sizes": [3, -1]}, "-1"),
+        Sample((uniform(rng, (2, 4, 3)),), {"dim": -2, "sizes": (1, 2, 1, 2)}, "size-1 dims"),
+        Sample((uniform(rng, (3,)),), {"dim": 0, "sizes": (3,)}, "one size"),
+        Sample((transposed(rng, (4, 3)),), {"dim": 0, "sizes": (2, 2)}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {"dim": 0, "sizes": (0, 5)}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, dim, sizes: torch.unflatten(input, dim, sizes),
+)
+
+
+def _one_input_samples(rng):
+    return [
+        Sample((uniform(rng, (2, 3, 4)),), {}),
+        Sample((uniform(rng, ()),), {}, "0-D"),
+        Sample((transposed(rng, (3, 4)),), {}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {}, "zero-size"),
+    ]
+
+
+ravel = defop(
+    "ravel",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input: np.reshape(input, (-1,)),
+    vjps=(_reshape_back,),
+    samples=_one_input_samples,
+    torch_ref=lambda torch, input: torch.ravel(input),
+)
+
+
+def _zero_for_other(g, ans, input, other):
+    return np.zeros_like(other)  # only other's shape is read
+
+
+def _reshape_as(op):
+    def forward(input, other):
+        if input.size != other.size:
+            raise ValueError(
+                f"{op}: argument 'other' expected a shape with {input.size} elements (those of input "
+                f"{input.shape}), got {other.shape}"
+            )
+        return np.reshape(input, other.shape)
+
+    return forward
+
+
+def _as_samples(pairs, strided):
+    def generate(rng):
+        return [Sample((uniform(rng, a), uniform(rng, b)), {}, label) for a, b, label in pairs] + [
+            Sample((transposed(rng, strided[0]), uniform(rng, strided[1])), {}, "non-contiguous")
+        ]
+
+    return generate
+
+
+_RESHAPE_PAIRS = [((2, 6), (3, 4), ""), ((), (1, 1), "0-D"), ((4,), (2, 2), "1-D"), ((0, 3), (3, 0), "zero-size")]
+
+view_as = defop(
+    "view_as",
+    family="shape",
+    inputs=("input", "other"),
+    forward=_reshape_as("view_as"),
+    vjps=(_reshape_back, _zero_for_other),
+    samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
+    torch_ref=lambda torch, input, other: input.view_as(other),
+    notes="other gives only its shape: its gradient is zero (torch's None)",
+)
+
+reshape_as = defop(
+    "reshape_as",
+    family="shape",
+    inputs=("input", "other"),
+    forward=_reshape_as("reshape_as"),
+    vjps=(_reshape_back, _zero_for_other),
+    samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
+    torch_ref=lambda torch, input, other: input.reshape_as(other),
+    notes="other gives only its shape: its gradient is zero (torch's None)",
+)
+
+expand_as = defop(
+    "expand_as",
+    family="shape",
+    inputs=("input", "other"),
+    forward=lambda input, other: np.broadcast_to(input, _expanded_shape(input, other.shape, "expand_as", "other")),
+    vjps=(lambda g, ans, input, other: unbroadcast(g, input.shape), _zero_for_other),
+    samples=_as_samples(
+        [
+            ((3, 1), (2, 3, 4), "new dim + size-1 dim"),
+            ((), (2, 3), "0-D"),
+            ((2, 3), (2, 3), "same"),
+            ((1, 3), (0, 3), "size-1 dim to 0"),
+        ],
+        ((1, 3), (2, 3, 3)),
+    ),
+    torch_ref=lambda torch, input, other: input.expand_as(other),
+    notes="other gives only its shape: its gradient is zero (torch's None)",
+)
+
+
+def _broadcast_shape(tensors) -> tuple:
+    try:
+        return np.broadcast_shapes(*(t.shape for t in tensors))
+    except ValueError:
+        raise ValueError(
+            f"broadcast_tensors: argument 'tensors' expected broadcastable shapes, got {[t.shape for t in tensors]}"
+        ) from None
+
+
+def _broadcast_tensors(*tensors):
+    """``torch.broadcast_tensors(*tensors)``: every tensor expanded to the shape they broadcast to (each keeps
+    its dtype)."""
+    shape = _broadcast_shape(tensors)
+    return tuple(np.broadcast_to(t, shape) for t in tensors)
+
+
+def _broadcast_tensors_vjp(g, ans, tensors, *, needs):
+    return (
+        [
+            None if not need else np.zeros(t.shape, t.dtype) if gk is None else unbroadcast(gk, t.shape)
+            for t, gk, need in zip(tensors, g, needs[0])
+        ],
+    )
+
+
+def _broadcast_tensors_samples(rng):
+    def u(*shapes):
+        return [uniform(rng, s) for s in shapes]
+
+    return [
+        Sample((u((2, 3), (3,)),), {}, "two"),
+        Sample((u((2, 1, 3), (4, 1), ()),), {}, "three, 0-D"),
+        Sample((u((3,)),), {}, "one"),
+        Sample(([transposed(rng, (3, 4)), uniform(rng, (1, 4))],), {}, "non-contiguous"),
+        Sample((u((0, 3), (1,)),), {}, "zero-size"),
+    ]
+
+
+broadcast_tensors = defop(
+    "broadcast_tensors",
+    family="shape",
+    inputs=("*tensors",),
+    forward=_broadcast_tensors,
+    joint_vjp=_broadcast_tensors_vjp,
+    outputs="variable",
+    check=lambda tensors: _broadcast_shape(tensors),
+    samples=_broadcast_tensors_samples,
+    torch_ref=lambda torch, tensors: torch.broadcast_tensors(*tensors),
+)
+
+
+def _concatenate(tensors, axis=0):
+    """``torch.concatenate(tensors, axis=0)``: concat under numpy's argument name."""
+    return _join("concatenate", tensors, axis)
+
+
+concatenate = defop(
+    "concatenate",
+    family="shape",
+    inputs=("*tensors",),
+    forward=_concatenate,
+    joint_vjp=lambda g, ans, tensors, *, needs, axis=0: _concat_vjp(g, ans, tensors, needs=needs, dim=axis),
+    samples=lambda rng: [Sample(s.inputs, {"axis": s.attrs["dim"]}, s.label) for s in _join_samples(False)(rng)],
+    torch_ref=lambda torch, tensors, axis=0: torch.concatenate(tensors, axis=axis),
+)
+
+
+def _selected(op, input, dim, index) -> tuple:
+    """The index tuple of ``input.select(dim, index)`` (index counted from the end when negative)."""
+    if input.ndim == 0:
+        raise ValueError(f"{op}: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis = normalize_dim(op, dim, input.ndim)
+    index, size = _int(op, "index", index), input.shape[axis]
+    if not -size <= index < size:
+        raise IndexError(
+            f"{op}: argument 'index' expected an int in [{-size}, {size - 1}] for dim {dim} of size {size}, got {index}"
+        )
+    return (slice(None),) * axis + (index % size, Ellipsis)  # Ellipsis: a 0-D array, not a numpy scalar
+
+
+def _scatter_into(op, input, src, index):
+    """A copy of ``input`` with ``src`` written at the basic ``index`` (select_scatter, slice_scatter)."""
+    want = input[index].shape
+    if src.shape != want:
+        raise ValueError(f"{op}: argument 'src' expected shape {want} (the part of input it replaces), got {src.shape}")
+    if src.dtype != input.dtype:
+        raise TypeError(f"{op}: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}")
+    out = input.copy()
+    out[index] = src
+    return out
+
+
+def _select_vjp(g, ans, input, dim, index):
+    zeros = np.zeros(input.shape, g.dtype)
+    if isinstance(g, np.ndarray):
+        return _scatter_into("select", zeros, g, _selected("select", input, dim, index))
+    return select_scatter(zeros, g, dim, index)
+
+
+select = defop(
+    "select",
+    family="shape",
+    inputs=("input",),
+    forward=lambda input, dim, index: input[_selected("select", input, dim, index)],
+    vjps=(_select_vjp,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 4)),), {"dim": 0, "index": 1}),
+        Sample((uniform(rng, (2, 3, 4)),), {"dim": -1, "index": -1}, "negative dim and index"),
+        Sample((uniform(rng, (4,)),), {"dim": 0, "index": 2}, "1-D: a 0-D result"),
+        Sample((transposed(rng, (3, 4)),), {"dim": 1, "index": 0}, "non-contiguous"),
+        Sample((uniform(rng, (2, 0)),), {"dim": 0, "index": 1}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, dim, index: torch.select(input, dim, index),
+)
+
+
+def _select_scatter(input, src, dim, index):
+    """``torch.select_scatter(input, src, dim, index)``: a copy of ``input`` with ``src`` as its slice
+    ``select(dim, index)``."""
+    return _scatter_into("select_scatter", input, src, _selected("select_scatter", input, dim, index))
+
+
+def _select_scatter_vjp_input(g, ans, input, src, dim, index):
+    zeros = np.zeros(src.shape, g.dtype)
+    return _select_scatter(g, zeros, dim, index) if isinstance(g, np.ndarray) else select_scatter(g, zeros, dim, index)
+
+
+select_scatter = defop(
+    "select_scatter",
+    family="shape",
+    inputs=("input", "src"),
+    forward=_select_scatter,
+    vjps=(_select_scatter_vjp_input, lambda g, ans, input, src, dim, index: g[_selected("select", input, dim, index)]),
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 4)), uniform(rng, (4,))), {"dim": 0, "index": 1}),
+        Sample((uniform(rng, (2, 3, 4)), uniform(rng, (2, 3))), {"dim": -1, "index": -2}, "negative"),
+        Sample((uniform(rng, (4,)), uniform(rng, ())), {"dim": 0, "index": 3}, "1-D, 0-D src"),
+        Sample((transposed(rng, (3, 4)), transposed(rng, (3,))), {"dim": 1, "index": 0}, "non-contiguous"),
+        Sample((uniform(rng, (2, 0)), uniform(rng, (0,))), {"dim": 0, "index": 1}, "zero-size"),
+    ],
+    torch_ref=lambda torch, input, src, dim, index: torch.select_scatter(input, src, dim, index),
+)
+
+
+def _sliced(input, dim, start, end, step) -> tuple:
+    if input.ndim == 0:
+        raise ValueError("slice_scatter: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
+    axis = normalize_dim("slice_scatter", dim, input.ndim)
+    bounds = [None if v is None else _int("slice_scatter", name, v) for name, v in (("start", start), ("end", end))]
+    if _int("slice_scatter", "step", step) < 1:
+        raise ValueError(f"slice_scatter: argument 'step' expected a positive int, got {step}")
+    return (slice(None),) * axis + (slice(bounds[0], bounds[1], step),)
+
+
+def _slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """``torch.slice_scatter(input, src, dim=0, start=None, end=None, step=1)``: a copy of ``input`` with
+    ``src`` written at ``input[..., start:end:step, ...]`` (the slice along ``dim``)."""
+    return _scatter_into("slice_scatter", input, src, _sliced(input, dim, start, end, step))
+
+
+def _slice_scatter_vjp_input(g, ans, input, src, dim=0, start=None, end=None, step=1):
+    zeros = np.zeros(src.shape, g.dtype)
+    if isinstance(g, np.ndarray):
+        return _slice_scatter(g, zeros, dim, start, end, step)
+    return slice_scatter(g, zeros, dim, start, end, step)
+
+
+slice_scatter = defop(
+    "slice_scatter",
+    family="shape",
+    inputs=("input", "src"),
+    forward=_slice_scatter,
+    vjps=(
+        _slice_scatter_vjp_input,
+        lambda g, ans, input, src, dim=0, start=None, end=None, step=1: g[_sliced(input, dim, start, end, step)],
+    ),
+    samples=lambda rng: [
+        Sample((uniform(rng, (5, 3)), uniform(rng, (2, 3))), {"start": 1, "end": 3}),
+        Sample((uniform(rng, (2, 7)), uniform(rng, (2, 3))), {"dim": -1, "start": 1, "step": 2}, "step"),
+        Sample((uniform(rng, (2, 4)), uniform(rng, (2, 2))), {"dim": 1, "start": -2}, "negative start"),
+        Sample((uniform(rng, (3, 2)), uniform(rng, (3, 2))), {}, "everything"),
+        Sample((uniform(rng, (4, 2)), uniform(rng, (2, 2))), {"start": 2, "end": 10}, "end past the size"),
+        Sample((transposed(rng, (4, 3)), transposed(rng, (2, 3))), {"end": 2}, "non-contiguous"),
+        Sample((uniform(rng, (3, 2)), uniform(rng, (0, 2))), {"start": 2, "end": 1}, "empty slice"),
+    ],
+    torch_ref=lambda torch, input, src, dim=0, start=None, end=None, step=1: torch.slice_scatter(
+        input, src, dim, start, end, step
+    ),
 )
 
 

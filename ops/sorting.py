@@ -30,9 +30,31 @@
   dim (kthvalue, median_dim), non-bool flags: each names the op, the argument, the expected and what came.
 - 0-D inputs count as one entry along dim 0 / -1, as in torch; zero-size inputs work when no slice is empty
   (or, for sort and topk, always).
+
+Searching and counting, not differentiable (as torch): searchsorted(sorted_sequence, input, *, out_int32,
+right, side, sorter) (torch's parser names the values ``input``), bucketize(input, boundaries, *, out_int32,
+right), bincount(input, weights=None, minlength=0), histc(input, bins=100, min=0, max=0) (float counts with a
+zero gradient: piecewise constant), unique(input, sorted=True, return_inverse=False, return_counts=False,
+dim=None) (always ascending, as torch's CPU kernel; each NaN distinct) and unique_consecutive. One output, or a
+tuple when a return_* flag asks for more.
 """
 
-__all__ = ["sort", "argsort", "topk", "kthvalue", "median", "median_dim"]
+__all__ = [
+    "sort",
+    "argsort",
+    "topk",
+    "kthvalue",
+    "median",
+    "median_dim",
+    "searchsorted",
+    "bucketize",
+    "bincount",
+    "histc",
+    "unique",
+    "unique_consecutive",
+]
+
+from typing import Any
 
 import numpy as np
 
@@ -441,6 +463,348 @@ median = defop(
     samples=_median_samples,
     torch_ref=lambda torch, input: torch.median(input),
     notes="torch.median(input) without dim; median_dim is torch.median(input, dim, keepdim)",
+)
+
+
+# == searching and counting: searchsorted, bucketize, bincount, histc, unique, unique_consecutive ===============
+# None of these is differentiable, as in torch: integer positions and counts carry no gradient; histc's float
+# counts get a zero one (piecewise constant); bincount's weights and unique's values, whose gradients torch does
+# not define, refuse a tensor that requires grad (pass it detached).
+def _check_side(op, right, side, out_int32) -> str:
+    _check_flag(op, "right", right)
+    _check_flag(op, "out_int32", out_int32)
+    if side not in (None, "left", "right"):
+        raise ValueError(f"{op}: argument 'side' expected None, 'left' or 'right', got {side!r}")
+    if side is not None and (side == "right") != bool(right) and right:
+        raise ValueError(f"{op}: arguments 'side' and 'right' expected the same side, got side={side!r} and right=True")
+    return side or ("right" if right else "left")
+
+
+def _check_searchsorted(sorted_sequence, input, sorter=None, out_int32=False, right=False, side=None):
+    _check_side("searchsorted", right, side, out_int32)
+    if sorted_sequence.ndim == 0:
+        raise ValueError("searchsorted: argument 'sorted_sequence' expected at least 1 dim, got a 0-D tensor")
+    lead = sorted_sequence.shape[:-1]
+    if lead and input.shape[:-1] != lead:
+        raise ValueError(
+            f"searchsorted: argument 'input' expected leading dims {lead} (those of sorted_sequence "
+            f"{sorted_sequence.shape}), got shape {input.shape}"
+        )
+    if sorter is not None:
+        if sorter.dtype.kind not in "iu" or sorter.shape != sorted_sequence.shape:
+            raise ValueError(
+                f"searchsorted: argument 'sorter' expected integer positions of sorted_sequence's shape "
+                f"{sorted_sequence.shape}, got {sorter.dtype} of shape {sorter.shape}"
+            )
+        n = sorted_sequence.shape[-1]
+        if sorter.size and (sorter.min() < 0 or sorter.max() >= n):
+            raise IndexError(f"searchsorted: argument 'sorter' expected values in [0, {n - 1}]")
+
+
+def _searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
+    """``torch.searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None)``
+    (torch documents the values as ``values``; its parser takes them as ``input``): for each value, the position
+    in its row of ``sorted_sequence`` (the last dim; a 1-D sequence serves every value) where it would be inserted
+    keeping the order: before equal entries (``side='left'``) or after them (``right=True`` / ``side='right'``).
+    A NaN value goes last (a NaN in the sequence: torch's binary search gives no defined answer); ``sorter``
+    sorts an unsorted sequence."""
+    how: Any = _check_side("searchsorted", right, side, out_int32)
+    seq = sorted_sequence if sorter is None else np.take_along_axis(sorted_sequence, sorter.astype(np.intp), -1)
+    dtype = np.int32 if out_int32 else np.int64
+    if seq.ndim == 1:
+        return np.searchsorted(seq, input, side=how).astype(dtype)
+    rows, n = seq.reshape(-1, seq.shape[-1]), input.shape[-1]
+    found = [np.searchsorted(row, v, side=how) for row, v in zip(rows, input.reshape(-1, n))]  # one per row
+    return np.array(found, dtype).reshape(input.shape)
+
+
+def _searchsorted_samples(rng):
+    seq = np.sort(uniform(rng, (6,)))
+    ties = np.array([0.0, 1.0, 1.0, 1.0, 2.5])
+    out = []
+    for right in (False, True):
+        out += [
+            Sample((seq, uniform(rng, (2, 3)), None), {"right": right}, f"1-D, right={right}"),
+            Sample((ties, np.array([1.0, 0.0, 2.5, 3.0, -1.0]), None), {"right": right}, f"ties, right={right}"),
+        ]
+    rows = np.sort(uniform(rng, (2, 3, 4)), axis=-1)
+    out += [
+        Sample((rows, uniform(rng, (2, 3, 5)), None), {"side": "right"}, "rows, side='right'"),
+        Sample((np.array([1.0, 2.0, 3.0]), np.array([np.nan, 2.0, 5.0]), None), {}, "a NaN value goes last"),
+        Sample((np.array([3.0, 1.0, 2.0]), np.array([2.0, 0.5]), np.array([1, 2, 0])), {"out_int32": True}, "sorter"),
+        Sample((np.sort(transposed(rng, (4, 3)), axis=-1), transposed(rng, (4, 2)), None), {}, "non-contiguous"),
+        Sample((seq, uniform(rng, ()), None), {}, "0-D values"),
+        Sample((np.zeros(0), uniform(rng, (3,)), None), {}, "empty sequence"),
+        Sample((seq, np.zeros((0, 2)), None), {}, "zero-size values"),
+    ]
+    return out
+
+
+def _torch_searchsorted(torch, sorted_sequence, input, sorter=None, out_int32=False, right=False, side=None):
+    return torch.searchsorted(
+        sorted_sequence,
+        input,
+        out_int32=out_int32,
+        right=right,
+        side=side,
+        sorter=None if sorter is None else sorter.long(),
+    )
+
+
+searchsorted = defop(
+    "searchsorted",
+    family=FAMILY,
+    inputs=("sorted_sequence", "input", "sorter?"),
+    forward=_searchsorted,
+    vjps=(NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    check=_check_searchsorted,
+    samples=_searchsorted_samples,
+    torch_ref=_torch_searchsorted,
+)
+
+
+def _check_bucketize(input, boundaries, out_int32=False, right=False):
+    _check_side("bucketize", right, None, out_int32)
+    if boundaries.ndim != 1:
+        raise ValueError(f"bucketize: argument 'boundaries' expected a 1-D tensor, got shape {boundaries.shape}")
+
+
+def _bucketize(input, boundaries, *, out_int32=False, right=False):
+    """``torch.bucketize(input, boundaries, *, out_int32=False, right=False)``: the bucket of each entry,
+    searchsorted(boundaries, input, right=right): boundaries[i-1] < x <= boundaries[i] (``right``: <= x <)."""
+    return _searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+bucketize = defop(
+    "bucketize",
+    family=FAMILY,
+    inputs=("input", "boundaries"),
+    forward=_bucketize,
+    vjps=(NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    check=_check_bucketize,
+    samples=lambda rng: [
+        Sample((s.inputs[1], s.inputs[0]), {k: v for k, v in s.attrs.items() if k != "side"}, s.label)
+        for s in _searchsorted_samples(rng)
+        if s.inputs[0].ndim == 1 and s.inputs[2] is None
+    ],
+    torch_ref=lambda torch, input, boundaries, out_int32=False, right=False: torch.bucketize(
+        input, boundaries, out_int32=out_int32, right=right
+    ),
+)
+
+
+def _check_bincount(input, weights=None, minlength=0):
+    if input.dtype.kind not in "iu" or input.ndim != 1:
+        raise TypeError(
+            f"bincount: argument 'input' expected a 1-D integer tensor, got {input.dtype} of shape {input.shape}"
+        )
+    if input.size and input.min() < 0:
+        raise ValueError(f"bincount: argument 'input' expected non-negative values, got {input.min()}")
+    if weights is not None and weights.shape != input.shape:
+        raise ValueError(f"bincount: argument 'weights' expected input's shape {input.shape}, got {weights.shape}")
+    if isinstance(minlength, bool) or not isinstance(minlength, int | np.integer) or minlength < 0:
+        raise ValueError(f"bincount: argument 'minlength' expected a non-negative int, got {minlength!r}")
+
+
+def _bincount(input, weights=None, minlength=0):
+    """``torch.bincount(input, weights=None, minlength=0)``: how often each value 0, 1, ... occurs (at least
+    ``minlength`` bins); with ``weights`` their sums, in the weights' float dtype (float64 for integer ones)."""
+    counts = np.bincount(input, weights, minlength=minlength)
+    if weights is None:
+        return counts.astype(np.int64)
+    return counts.astype(weights.dtype if weights.dtype.kind == "f" else np.float64)
+
+
+bincount = defop(
+    "bincount",
+    family=FAMILY,
+    inputs=("input", "weights?"),
+    forward=_bincount,
+    vjps=(NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    check=_check_bincount,
+    samples=lambda rng: [
+        Sample((np.array([0, 3, 3, 1]), None), {}, "counts"),
+        Sample((np.array([2, 0, 2]), uniform(rng, (3,))), {}, "weights"),
+        Sample((np.array([1, 1]), None), {"minlength": 5}, "minlength"),
+        Sample((np.array([4, 0, 4, 2])[::2], uniform(rng, (4,))[::2]), {"minlength": 2}, "non-contiguous"),
+        Sample((np.zeros(0, np.int64), None), {"minlength": 3}, "empty"),
+    ],
+    torch_ref=lambda torch, input, weights=None, minlength=0: torch.bincount(input, weights, minlength),
+)
+
+
+def _histc_range(input, bins, min, max) -> tuple:
+    if input.dtype.kind != "f":
+        raise TypeError(f"histc: argument 'input' expected a floating tensor (as torch), got dtype {input.dtype}")
+    if isinstance(bins, bool) or not isinstance(bins, int | np.integer) or bins <= 0:
+        raise ValueError(f"histc: argument 'bins' expected a positive int, got {bins!r}")
+    for name, v in (("min", min), ("max", max)):
+        if isinstance(v, bool) or np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":
+            raise TypeError(f"histc: argument '{name}' expected a number, got {type(v).__name__} {v!r}")
+    low, high = float(min), float(max)
+    if low > high:
+        raise ValueError(f"histc: arguments 'min' and 'max' expected min <= max, got min={min} and max={max}")
+    if low == high and input.size:  # torch: the data's range, widened by 1 each way when it is one value
+        low, high = float(np.min(input)), float(np.max(input))
+    if low == high:
+        low, high = low - 1, high + 1
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise ValueError(f"histc: the range [{low}, {high}] is not finite")
+    return low, high
+
+
+def _histc(input, bins=100, min=0, max=0):
+    """``torch.histc(input, bins=100, min=0, max=0)``: counts of the entries in ``bins`` equal bins over
+    [min, max] (the data's range when min == max), in input's dtype; entries outside are not counted, ``max``
+    itself falls in the last bin."""
+    low, high = _histc_range(input, bins, min, max)
+    x = np.reshape(input, (-1,))
+    x = x[(x >= low) & (x <= high)]
+    edges = np.linspace(low, high, bins + 1).astype(input.dtype)
+    positions = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+    return np.bincount(positions, minlength=bins).astype(input.dtype)
+
+
+histc = defop(
+    "histc",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_histc,
+    # counts are piecewise constant in the input: a zero gradient (as sign's or floor's), and torch's output
+    # takes none, so histc of a tensor that requires grad works as in torch
+    vjps=(lambda g, ans, input, bins=100, min=0, max=0: np.zeros_like(input),),
+    check=lambda input, bins=100, min=0, max=0: _histc_range(input, bins, min, max),
+    samples=lambda rng: [
+        Sample((uniform(rng, (20,)),), {"bins": 4, "min": -1.5, "max": 1.5}, "range, outside entries"),
+        Sample((uniform(rng, (3, 5)),), {"bins": 3}, "data range"),
+        Sample((np.array([0.25, 1.75, 0.6]),), {"bins": 2, "min": 0, "max": 1}, "one entry past max"),
+        Sample((transposed(rng, (3, 4)),), {"bins": 5, "min": -2, "max": 2}, "non-contiguous"),
+        Sample((np.zeros(0),), {"bins": 3}, "empty"),
+    ],  # entries on a bin edge (no finite differences there) are checked in tests/test_ops_sorting.py
+    torch_ref=lambda torch, input, bins=100, min=0, max=0: torch.histc(input, bins, min, max),
+)
+
+
+def _check_unique(op, input, flags, dim) -> None:
+    for name, value in flags.items():
+        _check_flag(op, name, value)
+    if dim is not None:
+        if input.ndim == 0:
+            raise ValueError(f"{op}: argument 'dim' expected None for a 0-D input, got {dim}")
+        normalize_dim(op, dim, input.ndim)
+
+
+def _runs_of(input, starts, dim, return_inverse, return_counts):
+    """(values, inverse?, counts?) of the runs that begin where ``starts`` (bool, one per slice along dim) holds."""
+    first = np.flatnonzero(starts)
+    if dim is None:
+        values = np.reshape(input, (-1,))[first]
+        inverse_shape = input.shape
+    else:
+        axis = normalize_dim("unique", dim, input.ndim)
+        values = np.take(input, first, axis=axis)
+        inverse_shape = (input.shape[axis],)
+    out = [values]
+    if return_inverse:
+        out.append((np.cumsum(starts) - 1).astype(np.int64).reshape(inverse_shape))
+    if return_counts:
+        out.append(np.diff(np.append(first, starts.size)).astype(np.int64))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _slices(input, dim):
+    """The input as rows: one row per entry (dim None) or per slice along dim."""
+    if dim is None:
+        return np.reshape(input, (-1, 1))
+    moved = np.moveaxis(input, normalize_dim("unique", dim, input.ndim), 0)
+    return moved.reshape(moved.shape[0], -1)
+
+
+def _unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """``torch.unique_consecutive(input, return_inverse=False, return_counts=False, dim=None)``: one entry (or
+    slice along ``dim``) per run of equal consecutive ones; ``inverse``: the run of each, ``counts``: each run's
+    length. NaN equals nothing, so every NaN starts a run."""
+    rows = _slices(input, dim)
+    starts = np.ones(rows.shape[0], bool)
+    starts[1:] = np.any(rows[1:] != rows[:-1], axis=1) if rows.shape[1] else False
+    return _runs_of(input, starts, dim, return_inverse, return_counts)
+
+
+def _unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """``torch.unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None)``: the distinct
+    entries (or slices along ``dim``) in ascending order (lexicographic for slices), also for sorted=False (what
+    torch's CPU kernel returns); NaN entries are each distinct, last."""
+    rows = _slices(input, dim)
+    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(rows.shape[0])  # stable, NaN last
+    ranked = rows[order]
+    starts = np.ones(rows.shape[0], bool)
+    starts[1:] = np.any(ranked[1:] != ranked[:-1], axis=1) if rows.shape[1] else False
+    if dim is None:
+        source = np.reshape(input, (-1,))[order]
+    else:  # the slices along dim in sorted order
+        axis = normalize_dim("unique", dim, input.ndim)
+        source = np.moveaxis(np.moveaxis(input, axis, 0)[order], 0, axis)
+    result = _runs_of(source, starts, dim, return_inverse, return_counts)
+    if not return_inverse:
+        return result
+    result = list(result)
+    inverse = np.empty(rows.shape[0], np.int64)
+    inverse[order] = result[1].reshape(-1)
+    result[1] = inverse.reshape(input.shape if dim is None else (rows.shape[0],))
+    return tuple(result)
+
+
+def _unique_samples(rng, dims=True):
+    ties = np.array([[2.0, 1.0, 2.0], [1.0, 1.0, 3.0]])
+    out = []
+    for inverse, counts in ((False, False), (True, False), (False, True), (True, True)):
+        out.append(
+            Sample((ties,), {"return_inverse": inverse, "return_counts": counts}, f"inverse={inverse} counts={counts}")
+        )
+    rows = np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 5.0], [1.0, 2.0]])
+    out += [
+        Sample((rows,), {"dim": 0, "return_inverse": True, "return_counts": True}, "rows, dim=0"),
+        Sample((rows.T.copy(),), {"dim": -1, "return_counts": True}, "columns, dim=-1"),
+        Sample((np.array([1.0, np.nan, np.nan, 1.0]),), {"return_counts": True}, "NaN"),
+        Sample((np.array([3, 3, 1, 3]),), {"return_inverse": True}, "int64"),
+        Sample((transposed(rng, (3, 2)).round(),), {}, "non-contiguous"),
+        Sample((np.array(2.0),), {"return_inverse": True}, "0-D"),
+        Sample((np.zeros((0, 2)),), {"return_counts": True}, "zero-size"),
+    ]
+    return out
+
+
+unique = defop(
+    "unique",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_unique,
+    vjps=(NOT_DIFFERENTIABLE,),
+    outputs="variable",
+    check=lambda input, sorted=True, return_inverse=False, return_counts=False, dim=None: _check_unique(
+        "unique", input, {"sorted": sorted, "return_inverse": return_inverse, "return_counts": return_counts}, dim
+    ),
+    samples=_unique_samples,
+    torch_ref=lambda torch, input, sorted=True, return_inverse=False, return_counts=False, dim=None: torch.unique(
+        input, sorted, return_inverse, return_counts, dim
+    ),
+)
+
+unique_consecutive = defop(
+    "unique_consecutive",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_unique_consecutive,
+    vjps=(NOT_DIFFERENTIABLE,),
+    outputs="variable",
+    check=lambda input, return_inverse=False, return_counts=False, dim=None: _check_unique(
+        "unique_consecutive", input, {"return_inverse": return_inverse, "return_counts": return_counts}, dim
+    ),
+    samples=_unique_samples,
+    # by keyword: torch 2.13's unique_consecutive misreads positional flags (return_inverse=True gives no inverse)
+    torch_ref=lambda torch, input, return_inverse=False, return_counts=False, dim=None: torch.unique_consecutive(
+        input, return_inverse=return_inverse, return_counts=return_counts, dim=dim
+    ),
 )
 
 

@@ -7,7 +7,23 @@ from . import random, state  # noqa: F401  -- tape.state: the per-thread modes; 
 from .autodiff import backward
 from .broadcast import unbroadcast
 from .compile import CompiledStep, CompileError, compile
-from .creation import arange, empty, eye, full, linspace, logspace, normal, ones, rand, randint, randn, randperm, zeros
+from .creation import (
+    arange,
+    empty,
+    eye,
+    full,
+    linspace,
+    logspace,
+    normal,
+    ones,
+    rand,
+    randint,
+    randn,
+    randperm,
+    tril_indices,
+    triu_indices,
+    zeros,
+)
 from .errors import (
     AnomalyError,
     BackwardNotImplementedError,
@@ -54,6 +70,8 @@ __all__ = [
     "full",
     "empty",
     "eye",
+    "tril_indices",
+    "triu_indices",
     "linspace",
     "logspace",
     "rand",

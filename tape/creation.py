@@ -1,7 +1,8 @@
 """Tensor constructors, as torch's: ``arange``, ``zeros``, ``ones``, ``full``, ``empty`` (zeros), ``eye``,
-``linspace``, ``logspace`` and the random ``rand``, ``randn``, ``randint``, ``randperm``, ``normal`` -- leaf
-Tensors made from numbers (``tape.zeros(2, 3)`` for ``torch.zeros(2, 3)``). The ops with a tensor input
-(``zeros_like``, ``rand_like``, ``bernoulli``, ``multinomial``, ...) are in ops/creation.py.
+``tril_indices`` / ``triu_indices`` (int64 positions), ``linspace``, ``logspace`` and the random ``rand``,
+``randn``, ``randint``, ``randperm``, ``normal`` -- leaf Tensors made from numbers (``tape.zeros(2, 3)`` for
+``torch.zeros(2, 3)``). The ops with a tensor input (``zeros_like``, ``rand_like``, ``bernoulli``,
+``multinomial``, ...) are in ops/creation.py.
 
 Dtypes follow torch: floats default to float32 (torch's default dtype), integer-only ``arange`` / ``full``
 arguments give int64, ``randint`` and ``randperm`` int64. Random functions draw from ``generator=`` (a
@@ -17,6 +18,8 @@ __all__ = [
     "full",
     "empty",
     "eye",
+    "tril_indices",
+    "triu_indices",
     "linspace",
     "logspace",
     "rand",
@@ -149,6 +152,28 @@ def full(size, fill_value, *, dtype=None, requires_grad=False) -> Tensor:
 def eye(n, m=None, *, dtype=None, requires_grad=False) -> Tensor:
     n, m = size_tuple("eye", (n, n if m is None else m))
     return _leaf("eye", np.eye(n, m, dtype=resolve_dtype("eye", dtype, DEFAULT_FLOAT)), requires_grad)
+
+
+def _triangle_indices(where: str, row, col, offset, dtype) -> Tensor:
+    for name, value in (("row", row), ("col", col), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{where}: argument '{name}' expected an int, got {type(value).__name__} {value!r}")
+        require(name == "offset" or int(value) >= 0, where, name, "a non-negative int", value)
+    out_dtype = resolve_dtype(where, dtype, np.int64)
+    require(out_dtype.kind in "iu", where, "dtype", "an integer dtype (torch: int32 or int64)", out_dtype)
+    pick = np.tril_indices if where == "tril_indices" else np.triu_indices
+    return _leaf(where, np.stack(pick(row, int(offset), col)).astype(out_dtype).reshape(2, -1), False)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None) -> Tensor:
+    """``torch.tril_indices(row, col, offset=0)``: the (2, N) int64 row and column positions of the lower
+    triangle of a row x col matrix (on and below diagonal ``offset``), in row-major order."""
+    return _triangle_indices("tril_indices", row, col, offset, dtype)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None) -> Tensor:
+    """``torch.triu_indices(row, col, offset=0)``: the upper triangle's positions (on and above ``offset``)."""
+    return _triangle_indices("triu_indices", row, col, offset, dtype)
 
 
 def _linspace(where: str, start, end, steps, dtype) -> np.ndarray:

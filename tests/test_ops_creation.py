@@ -25,6 +25,13 @@ DETERMINISTIC = [
     ("full", ((2,), 7), {"dtype": "float64"}),
     ("eye", (3,), {}),
     ("eye", (2, 4), {"dtype": "int64"}),
+    ("tril_indices", (3, 4), {}),
+    ("tril_indices", (4, 3, -1), {}),
+    ("tril_indices", (3, 3, 5), {"dtype": "int32"}),
+    ("tril_indices", (0, 3), {}),
+    ("triu_indices", (3, 4, 1), {}),
+    ("triu_indices", (4, 2, -2), {}),
+    ("triu_indices", (2, 0), {}),
     ("linspace", (0, 1, 5), {}),
     ("linspace", (-3.3, 7.1, 13), {}),
     ("linspace", (-3.3, 7.1, 13), {"dtype": "float64"}),
@@ -54,6 +61,9 @@ def test_deterministic_creation_matches_torch(torch, name, args, kwargs):
 
 
 BAD = [
+    (lambda: tape.tril_indices(-1, 3), ValueError, "tril_indices: argument 'row' expected a non-negative int"),
+    (lambda: tape.triu_indices(3, 3, 1.0), TypeError, "triu_indices: argument 'offset' expected an int"),
+    (lambda: tape.triu_indices(3, 3, dtype="float32"), ValueError, "triu_indices: argument 'dtype' expected an int"),
     (lambda: tape.arange(0, 5, 0), ValueError, "arange: argument 'step'"),
     (lambda: tape.arange(5, 0), ValueError, "arange: argument 'end'"),
     (lambda: tape.zeros(-1), ValueError, "zeros: argument 'size'"),

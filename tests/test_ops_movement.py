@@ -408,3 +408,83 @@ X = np.zeros((2, 3))
 def test_bad_input_is_refused_naming_the_op_and_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# -- issue #21: the rest of torch's movement ops ----------------------------------------------------------------
+def test_vander_equals_torch_vander_itself(torch):
+    """The generated parity runs on vander's definition in torch ops (torch.vander's own backward raises in 2.13,
+    an in-place cumprod); its values are checked against torch.vander here, integer input included."""
+    x = np.array([0.5, -1.25, 2.0, 0.0])
+    for N, increasing in ((None, False), (2, True), (6, False), (0, True)):
+        expected = torch.vander(torch.from_numpy(x), N, increasing).numpy()
+        np.testing.assert_allclose(ops.vander(tape.tensor(x), N, increasing).data, expected, rtol=1e-15)
+    ints = ops.vander(tape.tensor(np.array([1, 2, 3])), 3)
+    assert ints.dtype == np.int64
+    np.testing.assert_array_equal(ints.data, torch.vander(torch.tensor([1, 2, 3]), 3).numpy())
+    with pytest.raises(RuntimeError):  # the reason the parity oracle is torch.pow, not torch.vander
+        torch.vander(torch.tensor([1.0, 2.0], requires_grad=True)).sum().backward()
+
+
+def test_vander_gradient_at_zero_is_the_exact_derivative():
+    x = tape.tensor(np.array([0.0, 1.5, -2.0]), requires_grad=True)
+    ops.sum(ops.vander(x, 4)).backward()  # d/dx (x^3 + x^2 + x + 1) = 3x^2 + 2x + 1: 1 at 0, not NaN
+    np.testing.assert_allclose(x.grad.data, 3 * x.data**2 + 2 * x.data + 1, rtol=1e-14)
+
+
+@pytest.mark.parametrize("cuts", [[3, 1], [-2, 4], [4, 4, 1], [0, 6, 2]])
+def test_tensor_split_pieces_after_a_backward_cut_overlap_and_add_their_gradients(torch, cuts):
+    x = leaf(6, 2)
+    check_against_torch(torch, lambda t: ops.tensor_split(t, cuts), lambda t: torch.tensor_split(t, cuts), [x])
+
+
+@pytest.mark.parametrize("name", ["hsplit", "vsplit", "dsplit"])
+def test_rank_splits_cut_the_dim_torch_cuts_and_need_even_sections(torch, name):
+    x = leaf(2, 4, 6)
+    check_against_torch(torch, lambda t: getattr(ops, name)(t, 2), lambda t: getattr(torch, name)(t, 2), [x])
+    check_against_torch(torch, lambda t: getattr(ops, name)(t, [1, 3]), lambda t: getattr(torch, name)(t, [1, 3]), [x])
+    with pytest.raises(ValueError, match=f"{name}: argument 'indices_or_sections' expected a positive number of "
+                                         "sections dividing"):
+        getattr(ops, name)(leaf(3, 3, 3), 2)
+
+
+def test_atleast_gives_a_tensor_for_one_tensor_and_a_tuple_for_several(torch):
+    a, b = tape.tensor(np.array(1.5)), tape.tensor(np.ones(3))
+    one = ops.atleast_2d(a)
+    assert isinstance(one, tape.Tensor) and one.shape == (1, 1)
+    several = ops.atleast_3d(a, b)
+    assert isinstance(several, tuple) and [t.shape for t in several] == [(1, 1, 1), (1, 3, 1)]
+    assert [tuple(t.shape) for t in torch.atleast_3d(torch.tensor(1.5), torch.ones(3))] == [(1, 1, 1), (1, 3, 1)]
+    assert ops.atleast_1d([b]).shape == (3,)  # torch gives a 1-tuple here; the call cannot tell [b] from b
+
+
+def test_stacks_join_like_torch_and_row_stack_is_vstack(torch):
+    assert ops.row_stack is ops.vstack
+    parts = [leaf(3), leaf(3, seed=1), leaf(2, 3, seed=2)]
+    for name in ("vstack", "column_stack"):
+        ts = parts[:2] if name == "column_stack" else parts
+        check_against_torch(torch, lambda *t, name=name: (getattr(ops, name)(list(t)),),
+                            lambda *t, name=name: (getattr(torch, name)(list(t)),), ts)
+
+
+@pytest.mark.parametrize(
+    "call,error,match",
+    [
+        (lambda: ops.rot90(leaf(2, 3), 1, (0, 0)), ValueError, r"rot90: argument 'dims' expected two different dims"),
+        (lambda: ops.rot90(leaf(2, 3), 1, (0,)), ValueError, r"rot90: argument 'dims' expected 2 dims"),
+        (lambda: ops.fliplr(leaf(3)), ValueError, r"fliplr: argument 'input' expected a tensor with at least 2 dims"),
+        (lambda: ops.block_diag(leaf(2, 2), leaf(1, 1, 1)), ValueError, r"block_diag: .* 0-D, 1-D or 2-D tensors"),
+        (lambda: ops.kron(leaf(2), tape.tensor(np.ones(2, np.int64))), TypeError, r"kron: argument 'other' expected"),
+        (lambda: ops.combinations(leaf(2, 2)), ValueError, r"combinations: argument 'input' expected a 1-D tensor"),
+        (lambda: ops.combinations(leaf(3), -1), ValueError, r"combinations: argument 'r' expected a non-negative"),
+        (lambda: ops.cartesian_prod(leaf(2), leaf(2, 2)), ValueError, r"meshgrid: argument 'tensors' expected 0-D"),
+        (lambda: ops.tensor_split(leaf(3), 0), ValueError, r"tensor_split: argument 'indices_or_sections' expected"),
+        (lambda: ops.tensor_split(leaf(3), 1.5), TypeError, r"tensor_split: argument 'indices_or_sections' expected"),
+        (lambda: ops.vstack([]), ValueError, r"vstack: argument 'tensors' expected at least one tensor"),
+        (lambda: ops.hstack([leaf(2, 3), leaf(3, 3)]), ValueError, r"hstack: argument 'tensors' expected the same"),
+        (lambda: ops.vander(leaf(2, 2)), ValueError, r"vander: argument 'x' expected a 1-D tensor"),
+        (lambda: ops.diagonal_scatter(leaf(3, 3), leaf(2)), ValueError, r"diagonal_scatter: argument 'src' expected"),
+    ],
+)
+def test_bad_input_to_the_new_movement_ops_names_op_and_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

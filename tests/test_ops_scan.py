@@ -290,3 +290,42 @@ def test_scans_along_a_non_contiguous_input_match_torch(name):
     x = np.random.default_rng(5).uniform(0.5, 1.5, size=(4, 3, 5)).transpose(2, 0, 1)
     for dim in (0, 1, 2):
         assert_like_torch(name, x, dim)
+
+
+# -- diff, trapezoid, cumulative_trapezoid (issue #21) ------------------------------------------------------------
+def test_diff_of_bool_is_xor_and_of_integers_stays_integer_as_torch():
+    b = np.array([True, False, False, True])
+    np.testing.assert_array_equal(ops.diff(tape.tensor(b)).data, torch.diff(torch.from_numpy(b)).numpy())
+    i = ops.diff(tape.tensor(np.array([1, 4, 9])), n=2)
+    assert i.dtype == np.int64 and i.data.tolist() == [2]
+
+
+@pytest.mark.parametrize("name", ["trapezoid", "cumulative_trapezoid"])
+def test_trapezoid_gradients_for_y_and_x_are_torchs(name):
+    rng = np.random.default_rng(4)
+    y, x = rng.standard_normal((2, 5)), np.sort(rng.standard_normal(5))
+    ty, tx = torch.tensor(y, requires_grad=True), torch.tensor(x, requires_grad=True)
+    oy, ox = tape.tensor(y, requires_grad=True), tape.tensor(x, requires_grad=True)
+    out, expected = getattr(ops, name)(oy, ox), getattr(torch, name)(ty, tx)
+    np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=1e-13)
+    u = rng.standard_normal(out.shape)
+    out.backward(u)
+    expected.backward(torch.from_numpy(u))
+    np.testing.assert_allclose(oy.grad.data, ty.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(ox.grad.data, tx.grad.numpy(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: ops.diff(tape.tensor(np.ones((2, 3))), prepend=tape.tensor(np.ones(3))), ValueError,
+     r"diff: argument 'prepend' expected input's shape \(2, 3\) apart from dim -1"),
+    (lambda: ops.diff(tape.tensor(np.ones(3)), n=-1), ValueError, "diff: argument 'n' expected a non-negative int"),
+    (lambda: ops.diff(tape.tensor(np.array(1.0))), ValueError, "diff: argument 'input' expected a tensor with"),
+    (lambda: ops.trapezoid(tape.tensor(np.ones(3)), tape.tensor(np.ones(3)), dx=1.0), ValueError,
+     "trapezoid: arguments 'x' and 'dx' expected at most one"),
+    (lambda: ops.trapezoid(tape.tensor(np.array([1, 2]))), TypeError, "trapezoid: argument 'y' expected a floating"),
+    (lambda: ops.cumulative_trapezoid(tape.tensor(np.ones((2, 3))), tape.tensor(np.ones(2))), ValueError,
+     r"cumulative_trapezoid: argument 'x' expected y's shape \(2, 3\) or \(3,\)"),
+])
+def test_bad_input_to_the_difference_ops_names_op_and_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -519,9 +519,9 @@ I2 = np.zeros((2, 3), np.int64)
     (lambda: ops.split(X, 1, dim=3), ValueError, ("split", "dim")),
     (lambda: ops.reshape(X, (4, 2)), ValueError, ("reshape", "shape")),
     (lambda: ops.reshape(X, (2, "3")), TypeError, ("reshape", "shape")),
-    (lambda: ops.expand(X, (3,)), ValueError, ("expand", "shape")),
-    (lambda: ops.expand(X, (4, 3)), ValueError, ("expand", "shape")),
-    (lambda: ops.expand(X, (-1, 2, 3)), ValueError, ("expand", "shape")),
+    (lambda: ops.expand(X, (3,)), ValueError, ("expand", "size")),
+    (lambda: ops.expand(X, (4, 3)), ValueError, ("expand", "size")),
+    (lambda: ops.expand(X, (-1, 2, 3)), ValueError, ("expand", "size")),
     (lambda: ops.concat([X, np.ones((3, 2))]), ValueError, ("concat", "tensors")),
     (lambda: ops.concat([X, np.ones(3)], dim=1), ValueError, ("concat", "tensors")),
     (lambda: ops.concat([]), ValueError, ("concat", "tensors")),
@@ -540,7 +540,7 @@ I2 = np.zeros((2, 3), np.int64)
     (lambda: ops.gather(X, 0, np.zeros((2, 4), np.int64)), ValueError, ("gather", "index")),
     (lambda: ops.gather(X, 0, np.zeros(3, np.int64)), ValueError, ("gather", "index")),
     (lambda: ops.gather(X, 0, np.full((1, 1), 2)), IndexError, ("gather", "index")),
-    (lambda: ops.gather(np.ones(()), 0, np.zeros((), np.int64)), ValueError, ("gather", "input", "0-D")),
+    (lambda: ops.gather(np.ones((2, 3)), 0, np.zeros((), np.int64)), ValueError, ("gather", "index", "2 dims")),
     (lambda: ops.index_select(X, 0, np.array([0.0, 1.0])), TypeError, ("index_select", "index")),
     (lambda: ops.index_select(X, 1, np.array([-1])), IndexError, ("index_select", "index")),
     (lambda: ops.index_select(X, 1, np.zeros((1, 1), np.int64)), ValueError, ("index_select", "index")),
@@ -587,3 +587,95 @@ def test_bad_input_is_refused_naming_op_and_argument(call, error, words):
     message = str(info.value)
     for word in words:
         assert word in message, f"{word!r} missing from: {message}"
+
+
+# -- issue #21: torch's other names and forms of the shape ops --------------------------------------------------
+def test_torch_aliases_with_torchs_signature_are_the_same_op():
+    assert ops.moveaxis is ops.movedim and ops.broadcast_to is ops.expand and ops.cat is ops.concat
+    assert tape.get_op("expand").signature == "expand(input, size)"  # torch's keyword (Tensor.expand(size=...))
+    assert ops.broadcast_to(leaf(3), size=(2, 3)).shape == (2, 3)
+    with pytest.raises(TypeError, match="swapdims: missing required argument"):  # torch's both dims are required
+        ops.swapdims(leaf(2, 3))
+    assert ops.swapaxes(leaf(2, 3, 4), axis0=0, axis1=2).shape == (4, 3, 2)
+    assert ops.concatenate([leaf(2), leaf(3)], axis=0).shape == (5,)
+
+
+@pytest.mark.parametrize("shape,fn,torch_fn", [
+    ((3, 4), lambda x: ops.select(x, 1, -1), lambda x: torch.select(x, 1, -1)),
+    ((2, 3, 4), lambda x: ops.movedim(x, (0, 2), (2, 0)), lambda x: torch.movedim(x, (0, 2), (2, 0))),
+    ((3, 4), lambda x: ops.unflatten(x, 1, (-1, 1)), lambda x: torch.unflatten(x, 1, (-1, 1))),
+    ((3, 4), lambda x: ops.select_scatter(x, ops.sin(ops.select(x, 0, 1)), 0, 0),
+     lambda x: torch.select_scatter(x, torch.sin(torch.select(x, 0, 1)), 0, 0)),
+    ((3, 4), lambda x: ops.slice_scatter(x, ops.exp(x[:, 1:3]), 1, 0, 3, 2),
+     lambda x: torch.slice_scatter(x, torch.exp(x[:, 1:3]), 1, 0, 3, 2)),
+    ((3, 4), lambda x: ops.reshape_as(ops.expand_as(x[:1], x), x.T), lambda x: x[:1].expand_as(x).reshape_as(x.T)),
+])
+def test_new_shape_ops_are_differentiable_twice_like_torch(shape, fn, torch_fn):
+    assert_double_backward_matches_torch(fn, torch_fn, [leaf(*shape)])
+
+
+def test_view_as_gives_other_a_zero_gradient_as_torchs_none():
+    x, other = leaf(2, 3), leaf(3, 2, seed=1)
+    ops.sum(ops.view_as(x, other) * 2.0).backward()
+    np.testing.assert_array_equal(other.grad.data, np.zeros((3, 2)))
+    np.testing.assert_array_equal(x.grad.data, np.full((2, 3), 2.0))
+
+
+def test_broadcast_tensors_keep_their_dtypes_and_sum_their_gradients_back(torch):
+    a, b = leaf(2, 1, 3), leaf(4, 1, seed=1)
+    outs = ops.broadcast_tensors(a, b)
+    expected = torch.broadcast_tensors(torch_of(a, False), torch_of(b, False))
+    assert [o.shape for o in outs] == [tuple(e.shape) for e in expected] == [(2, 4, 3)] * 2
+    ops.sum(outs[0] * outs[1]).backward()
+    ta, tb = torch_of(a), torch_of(b)
+    ea, eb = torch.broadcast_tensors(ta, tb)
+    (ea * eb).sum().backward()
+    np.testing.assert_allclose(a.grad.data, ta.grad.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(b.grad.data, tb.grad.numpy(), rtol=1e-14)
+    ints = ops.broadcast_tensors(tape.tensor(np.array([1, 2])), tape.tensor(np.ones((2, 1))))
+    assert ints[0].dtype == np.int64 and ints[1].dtype == np.float64
+
+
+def test_the_new_tensor_methods_are_the_ops(torch):
+    t = torch.tensor(np.random.default_rng(0).standard_normal((2, 3)))
+    x = tape.tensor(t.numpy().copy())
+    index = tape.tensor(np.array([1, 0]))
+    calls = [
+        ("movedim", (0, 1)), ("moveaxis", (0, 1)), ("swapaxes", (0, 1)), ("swapdims", (0, 1)), ("ravel", ()),
+        ("unflatten", (1, (3, 1))), ("select", (1, -1)), ("broadcast_to", ((2, 2, 3),)), ("fliplr", ()),
+        ("flipud", ()), ("rot90", (1, (1, 0))), ("diff", ()), ("histc", (4,)), ("argwhere", ()),
+    ]
+    for name, args in calls:
+        np.testing.assert_array_equal(getattr(x, name)(*args).data, getattr(t, name)(*args).numpy(), err_msg=name)
+    for name, args in (("tensor_split", (2, 1)), ("hsplit", ([1],)), ("vsplit", (2,))):
+        for ours, theirs in zip(getattr(x, name)(*args), getattr(t, name)(*args)):
+            np.testing.assert_array_equal(ours.data, theirs.numpy())
+    np.testing.assert_array_equal(x.index_fill(1, index, 2.0).data, t.index_fill(1, torch.tensor([1, 0]), 2.0).numpy())
+    np.testing.assert_array_equal(x.take(index).data, t.take(torch.tensor([1, 0])).numpy())
+    np.testing.assert_array_equal(x.kron(x).data, t.kron(t).numpy())
+    np.testing.assert_array_equal(x.view_as(x.T).data, t.view_as(t.T).numpy())
+    assert x.contiguous() is x
+
+
+@pytest.mark.parametrize("call,error,words", [
+    (lambda: ops.movedim(X, (0, 0), (1, 0)), ValueError, ("movedim", "source", "repeats")),
+    (lambda: ops.movedim(X, 0, (1, 0)), ValueError, ("movedim", "source", "destination", "same number")),
+    (lambda: ops.swapaxes(X, 0, 2), ValueError, ("swapaxes", "axis1")),
+    (lambda: ops.unflatten(X, 1, (2, 2)), ValueError, ("unflatten", "sizes", "product is 3")),
+    (lambda: ops.unflatten(X, 1, 3), TypeError, ("unflatten", "sizes", "sequence")),
+    (lambda: ops.unflatten(X, 1, (-1, -1)), ValueError, ("unflatten", "sizes", "at most one -1")),
+    (lambda: ops.select(X, 1, 3), IndexError, ("select", "index", "[-3, 2]")),
+    (lambda: ops.select(X, 1, 1.0), TypeError, ("select", "index", "int")),
+    (lambda: ops.select_scatter(X, tape.tensor(np.ones(2)), 0, 0), ValueError, ("select_scatter", "src", "(3,)")),
+    (lambda: ops.slice_scatter(X, tape.tensor(np.ones((2, 2))), 1, step=0), ValueError, ("slice_scatter", "step")),
+    (lambda: ops.slice_scatter(X, tape.tensor(np.ones((2, 2))), 1), ValueError, ("slice_scatter", "src", "(2, 3)")),
+    (lambda: ops.view_as(X, tape.tensor(np.ones(5))), ValueError, ("view_as", "other", "6 elements")),
+    (lambda: ops.expand_as(X, tape.tensor(np.ones((2, 2)))), ValueError, ("expand_as", "other")),
+    (lambda: ops.broadcast_tensors(X, tape.tensor(np.ones(2))), ValueError, ("broadcast_tensors", "broadcastable")),
+    (lambda: ops.concatenate([X, tape.tensor(np.ones((2, 2)))], axis=0), ValueError, ("concatenate", "tensors")),
+])
+def test_bad_input_to_the_new_shape_ops_names_op_and_argument(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    for word in words:
+        assert word in str(info.value), f"{word!r} missing from: {info.value}"

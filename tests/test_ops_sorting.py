@@ -52,11 +52,23 @@ def assert_like_torch(name, fn, x, indices=True, **attrs):
 # -- declarations --------------------------------------------------------------------------------------------
 def test_the_family_is_registered_with_torchs_signatures():
     signatures = {op.name: op.signature for op in tape.registered_ops() if op.family == "sorting"}
-    assert signatures == {
+    searching = {  # not differentiable (torch defines no gradient for any of them)
+        "searchsorted": "searchsorted(sorted_sequence, input, out_int32, right, side, sorter)",
+        "bucketize": "bucketize(input, boundaries, out_int32, right)",
+        "bincount": "bincount(input, weights, minlength)", "histc": "histc(input, bins, min, max)",
+        "unique": "unique(input, sorted, return_inverse, return_counts, dim)",
+        "unique_consecutive": "unique_consecutive(input, return_inverse, return_counts, dim)"}
+    sorting = {
         "sort": "sort(input, dim, descending, stable)", "argsort": "argsort(input, dim, descending, stable)",
         "topk": "topk(input, k, dim, largest, sorted)", "kthvalue": "kthvalue(input, k, dim, keepdim)",
         "median_dim": "median_dim(input, dim, keepdim)", "median": "median(input)"}
-    for name in signatures:
+    assert signatures == {**sorting, **searching}
+    for name in searching:
+        op = tape.get_op(name)
+        assert op.samples is not None and op.torch_ref is not None
+        if name != "histc":  # histc: a zero gradient, checked below
+            assert op.second_order is Grad.NOT_DIFFERENTIABLE and set(op.input_states) == {Grad.NOT_DIFFERENTIABLE}
+    for name in sorting:
         op = tape.get_op(name)
         assert op.samples is not None and op.torch_ref is not None
         assert op.second_order is (Grad.NOT_DIFFERENTIABLE if name == "argsort" else Grad.RULE), name
@@ -293,3 +305,62 @@ def test_errors_name_the_op_the_argument_the_expected_and_what_came():
     for fn, error, pattern in cases:
         with pytest.raises(error, match=pattern):
             fn()
+
+
+# -- searching and counting (issue #21) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("x,attrs", [
+    (np.array([0.0, 0.5, 1.0]), {"bins": 2, "min": 0, "max": 1}),  # 0.5 on an edge, max in the last bin
+    (np.array([1.0, 1.0, 1.0]), {"bins": 2}),  # one value: the range widened by 1 each way
+    (np.array([-2.0, 0.25, 3.0, 3.0]), {"bins": 5}),  # the data's range
+    (np.array([-0.5, 0.0, 2.0, 2.5]), {"bins": 4, "min": 0, "max": 2}),  # outside entries are not counted
+])
+def test_histc_edges_and_ranges_are_torchs(x, attrs):
+    for dtype in (np.float64, np.float32):
+        ours = ops.histc(tape.tensor(x.astype(dtype)), **attrs)
+        theirs = torch.histc(torch.from_numpy(x.astype(dtype)), **attrs)
+        assert ours.dtype == dtype
+        np.testing.assert_array_equal(ours.data, theirs.numpy())
+
+
+def test_histc_of_a_tensor_that_requires_grad_is_constant_as_in_torch():
+    x = tape.tensor(np.array([0.2, 0.7, 0.9]), requires_grad=True)
+    ops.sum(ops.histc(x, 2, 0, 1) * 3.0).backward()
+    np.testing.assert_array_equal(x.grad.data, np.zeros(3))
+
+
+def test_unique_values_and_bincount_weights_refuse_a_tensor_that_requires_grad():
+    x = tape.tensor(np.array([2.0, 1.0, 2.0]), requires_grad=True)
+    with pytest.raises(TypeError, match="unique: argument 'input' requires grad"):
+        ops.unique(x, return_counts=True)
+    with pytest.raises(TypeError, match="bincount: argument 'weights' requires grad"):
+        ops.bincount(tape.tensor(np.array([0, 1, 1])), x)
+    values, counts = ops.unique(x.detach(), return_counts=True)
+    np.testing.assert_array_equal(values.data, [1.0, 2.0])
+    np.testing.assert_array_equal(counts.data, [1, 2])
+
+
+def test_unique_sorted_false_is_torchs_sorted_order_and_nan_stays_distinct():
+    x = np.array([3.0, np.nan, 1.0, 3.0, np.nan, 2.0])
+    for flags in ({}, {"return_inverse": True, "return_counts": True}):
+        ours = ops.unique(tape.tensor(x), sorted=False, **flags)
+        theirs = torch.unique(torch.from_numpy(x), sorted=False, **flags)
+        for a, b in zip((ours,) if not flags else ours, (theirs,) if not flags else theirs):
+            np.testing.assert_array_equal(a.data, b.numpy())
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: ops.searchsorted(tape.tensor(np.arange(3.0)), tape.tensor(np.ones(2)), right=True, side="left"),
+     ValueError, "searchsorted: arguments 'side' and 'right' expected the same side"),
+    (lambda: ops.searchsorted(tape.tensor(np.ones((2, 3))), tape.tensor(np.ones((3, 1)))),
+     ValueError, r"searchsorted: argument 'input' expected leading dims \(2,\)"),
+    (lambda: ops.bucketize(tape.tensor(np.ones(2)), tape.tensor(np.ones((2, 2)))),
+     ValueError, "bucketize: argument 'boundaries' expected a 1-D tensor"),
+    (lambda: ops.bincount(tape.tensor(np.array([1, -1]))), ValueError, "bincount: argument 'input' expected non-neg"),
+    (lambda: ops.bincount(tape.tensor(np.ones(2))), TypeError, "bincount: argument 'input' expected a 1-D integer"),
+    (lambda: ops.histc(tape.tensor(np.ones(2)), 3, 2, 1), ValueError, "histc: arguments 'min' and 'max' expected"),
+    (lambda: ops.histc(tape.tensor(np.array([1, 2])), 3), TypeError, "histc: argument 'input' expected a floating"),
+    (lambda: ops.unique(tape.tensor(np.ones(2)), dim=1), ValueError, r"unique: argument 'dim' expected a dim"),
+])
+def test_bad_input_to_the_search_ops_names_op_and_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
