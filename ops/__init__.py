@@ -25,5 +25,6 @@ from .reduce import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
+from .special import *  # noqa: F401,F403
 
 _bind_operators(_sys.modules[__name__])
