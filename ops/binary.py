@@ -47,6 +47,23 @@ __all__ = [
     "xlogy",
     "addcmul",
     "addcdiv",
+    "logaddexp2",
+    "ldexp",
+    "fmax",
+    "fmin",
+    "rsub",
+    "heaviside",
+    "nextafter",
+    "multiply",
+    "divide",
+    "true_divide",
+    "subtract",
+    "arctan2",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
 ]
 
 
@@ -772,6 +789,170 @@ def _declare_three(name, combine, vjps):
 
 addcmul = _declare_three("addcmul", np.multiply, _addcmul_vjps())
 addcdiv = _declare_three("addcdiv", np.divide, _addcdiv_vjps())
+
+
+# -- logaddexp2, ldexp, fmax / fmin, rsub, heaviside, nextafter --------------------------------------------------
+_LN2 = float(np.log(2.0))
+
+# logaddexp2: d/dinput = 1 / (1 + 2^(other - input)), as logaddexp's in base 2
+logaddexp2 = _pair(
+    "logaddexp2",
+    _floats("logaddexp2", np.logaddexp2),
+    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp2(other - input) + 1), input.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp2(input - other) + 1), other.shape)),
+    samples=binary_samples(-4.0, 4.0),
+)
+
+
+@quiet  # 2^1100 overflows: inf, as torch
+def _ldexp(input, other):
+    # torch: input * 2^other in input's floating dtype; an integer exponent is exact (np.ldexp)
+    if input.dtype.kind != "f":
+        raise TypeError(f"ldexp: argument 'input' expected a floating tensor, got dtype {input.dtype}")
+    _broadcastable("ldexp", ("input", "other"), (input, other))
+    if other.dtype.kind in "iu":
+        return np.ldexp(input, other.astype(np.int32) if other.dtype.itemsize > 4 else other)
+    if other.dtype.kind == "b":
+        raise TypeError("ldexp: argument 'other' expected a number tensor, got dtype bool")
+    return input * np.exp2(other.astype(input.dtype, copy=False))
+
+
+def _ldexp_samples(rng):
+    # torch's gradient for an integer exponent is input's * pow(2, other) in integers: 0 for a negative exponent
+    # and past int64 (torch=False here; gradcheck measures ours, tests/test_ops_math.py pins it)
+    out = binary_samples(-2.0, 2.0, -3.0, 3.0)(rng)
+    out.append(Sample((uniform(rng, (2, 3)), rng.integers(-5, 6, size=(3,))), {}, "integer exponent", torch=False))
+    out.append(Sample((uniform(rng, (2, 3)), rng.integers(0, 6, size=(3,))), {}, "integer exponent >= 0"))
+    out.append(Sample((np.array([1.5, -1.0, 3.0]), np.array([1030, -1080, 0])), {}, "overflow, underflow", torch=False))
+    return out
+
+
+@quiet
+def _ldexp_vjp_input(g, ans, input, other):
+    if other.dtype.kind == "f":
+        return unbroadcast(g * np.exp2(other), input.shape)
+    return unbroadcast(_ldexp(g, other) if isinstance(g, np.ndarray) else ldexp(g, other), input.shape)
+
+
+ldexp = _pair(
+    "ldexp",
+    _ldexp,
+    _ldexp_vjp_input,
+    quiet(lambda g, ans, input, other: unbroadcast(g * ans * _LN2, other.shape)),
+    samples=_ldexp_samples,
+)
+
+
+def _nan_aware(name, ufunc, wins):
+    """fmax / fmin: NaN ignored when the other operand is a number; the gradient goes whole to the operand taken,
+    to ``input`` on ties and where both are NaN (torch's)."""
+
+    def vjp_input(g, ans, input, other):
+        return unbroadcast(np.where(np.logical_or(wins(input, other), np.isnan(other)), g, 0), input.shape)
+
+    def vjp_other(g, ans, input, other):
+        return unbroadcast(np.where(np.logical_or(wins(input, other), np.isnan(other)), 0, g), other.shape)
+
+    def samples(rng):  # no ties: torch gives a tie's gradient to input, which finite differences do not see
+        out = binary_samples()(rng)
+        nan = np.array([1.0, np.nan, np.nan, 3.0, -np.inf])
+        out.append(Sample((nan, np.array([np.nan, 2.0, np.nan, 5.0, 1.0])), {}, "NaN on either side"))
+        return out
+
+    return _pair(name, _on_pair(name, ufunc, arithmetic=False), vjp_input, vjp_other, samples=samples)
+
+
+fmax = _nan_aware("fmax", np.fmax, lambda input, other: input >= other)
+fmin = _nan_aware("fmin", np.fmin, lambda input, other: input <= other)
+
+
+def _alpha(op, alpha, *arrays):
+    """``alpha`` checked as torch does: a number; an int (or bool) where every operand is integer/bool."""
+    if isinstance(alpha, bool | np.bool_):
+        if all(a.dtype.kind == "b" for a in arrays):
+            return bool(alpha)
+        return int(alpha)
+    if not isinstance(alpha, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument 'alpha' expected a number, got {type(alpha).__name__} {alpha!r}")
+    if isinstance(alpha, float | np.floating) and all(a.dtype.kind in "iub" for a in arrays):
+        raise TypeError(
+            f"{op}: argument 'alpha' is the float {alpha!r} but the operands are integer/bool "
+            f"({', '.join(str(a.dtype) for a in arrays)}); torch takes an integer alpha for them"
+        )
+    return alpha
+
+
+_SUB = _broadcasting("rsub", np.subtract, names=("input", "other"))
+
+
+@quiet
+def _rsub(input, other, *, alpha=1):
+    # torch: other - alpha * input
+    alpha = _alpha("rsub", alpha, input, other)
+    return _SUB(other, input if alpha == 1 else input * alpha)
+
+
+rsub = _pair(
+    "rsub",
+    _rsub,
+    quiet(lambda g, ans, input, other, alpha=1: unbroadcast(g * -alpha, input.shape)),
+    lambda g, ans, input, other, alpha=1: unbroadcast(g, other.shape),
+    samples=lambda rng: binary_samples()(rng) + [Sample((uniform(rng, (2, 3)), uniform(rng, (3,))), {"alpha": 2.5})],
+    torch_ref=lambda torch, input, other, alpha=1: torch.rsub(input, other, alpha=alpha),
+)
+
+
+def _heaviside(input, values):
+    # torch: 0 where input < 0, values where input == 0, 1 where input > 0; one dtype for both, NaN stays NaN
+    if input.dtype != values.dtype:
+        raise TypeError(
+            f"heaviside: arguments 'input' ({input.dtype}) and 'values' ({values.dtype}) expected one dtype, as torch"
+        )
+    if input.dtype.kind == "b":
+        raise TypeError("heaviside: argument 'input' expected a number tensor, got dtype bool")
+    _broadcastable("heaviside", ("input", "values"), (input, values))
+    out = np.where(input == 0, values, (input > 0).astype(input.dtype))  # NaN input: 0, as torch (np.heaviside: NaN)
+    return out.astype(np.result_type(input, values), copy=False)
+
+
+def _heaviside_samples(rng):
+    x = np.array([-1.5, 0.0, -0.0, 2.0, np.nan])
+    return [
+        Sample((x, np.array([0.5])), {}, "zeros take values"),
+        Sample((uniform(rng, (2, 3)), uniform(rng, (3,))), {}, "broadcast"),
+        Sample((np.array([[1, 0], [-3, 0]]), np.array([7])), {}, "integers"),
+        Sample((np.zeros((0, 3)), np.zeros(3)), {}, "zero-size"),
+    ]
+
+
+heaviside = defop(  # torch: "the derivative of heaviside is not implemented"; a step function either way
+    "heaviside",
+    family="binary",
+    inputs=("input", "values"),
+    forward=_heaviside,
+    vjps=(NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    samples=_heaviside_samples,
+    torch_ref=lambda torch, input, values: torch.heaviside(input, values),
+)
+
+
+def _nextafter_samples(rng):
+    pairs = binary_samples()(rng)
+    edges = np.array([0.0, -0.0, 1.0, np.inf, np.nan, 1.0, 5e-324])
+    return pairs + [Sample((edges, np.array([1.0, -1.0, 1.0, 0.0, 1.0, np.nan, 0.0])), {}, "zeros, inf, NaN")]
+
+
+nextafter = _pair(  # torch: not differentiable
+    "nextafter",
+    _floats("nextafter", np.nextafter, arithmetic=False),
+    NOT_DIFFERENTIABLE,
+    NOT_DIFFERENTIABLE,
+    samples=_nextafter_samples,
+)
+
+# numpy's and torch's other names for the same ops
+multiply, divide, true_divide, subtract, arctan2 = mul, div, div, sub, atan2
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------

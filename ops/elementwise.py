@@ -74,6 +74,25 @@ __all__ = [
     "clamp_max",
     "logit",
     "clone",
+    "deg2rad",
+    "rad2deg",
+    "sgn",
+    "positive",
+    "signbit",
+    "isposinf",
+    "isneginf",
+    "isreal",
+    "frexp",
+    "fix",
+    "absolute",
+    "negative",
+    "clip",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
 ]
 
 import math
@@ -920,6 +939,106 @@ clone = _on_input(
     floats_only=False,
     notes="a new tensor equal to the input (tensors are immutable, so it is needed only where torch code expects it)",
 )
+
+
+# -- deg2rad / rad2deg / sgn / positive / signbit / isposinf / isneginf / isreal / frexp ----------------------------
+_DEG, _RAD = math.pi / 180, 180 / math.pi
+deg2rad = _on_input("deg2rad", lambda input: input * _DEG, lambda g, ans, input: g * _DEG, low=-360.0, high=360.0)
+rad2deg = _on_input("rad2deg", lambda input: input * _RAD, lambda g, ans, input: g * _RAD, low=-7.0, high=7.0)
+# torch: sgn is sign for real tensors (bool stays bool: True where True); gradient 0
+sgn = _on_input(
+    "sgn",
+    lambda input: input.copy() if input.dtype.kind == "b" else _sign(input),
+    _zero_gradient,
+    floats_only=False,
+    kinks=(0.0,),
+    samples=unary_samples(kinks=(0.0,)),
+    torch_ref=lambda torch, input: torch.sign(input),  # torch.sgn's backward gives a ZeroTensor numpy cannot read
+)
+
+
+def _positive(input):
+    if input.dtype.kind == "b":
+        raise TypeError("positive: argument 'input' expected a number tensor, got dtype bool (torch refuses + on bool)")
+    return input.copy()
+
+
+positive = _on_input("positive", _positive, lambda g, ans, input: g, floats_only=False)
+
+
+def _sign_samples(rng):
+    out = _special_samples(rng)
+    out.append(Sample((np.array([-0.0, 0.0, -1e-320, 1e-320]),), {}, "signed zeros and subnormals"))
+    out.append(Sample((np.array([True, False]),), {}, "bools"))
+    return out
+
+
+signbit = _on_input(
+    "signbit",
+    lambda input: np.signbit(input) if input.dtype.kind != "b" else np.zeros(input.shape, bool),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_sign_samples,
+)
+isposinf = _on_input(
+    "isposinf",
+    _classify("isposinf", np.isposinf, False),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_special_samples,
+)
+isneginf = _on_input(
+    "isneginf",
+    _classify("isneginf", np.isneginf, False),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_special_samples,
+)
+isreal = _on_input(  # minitape has no complex dtype: every entry is real
+    "isreal", lambda input: np.ones(input.shape, bool), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
+)
+
+
+def _frexp(input):
+    # torch: mantissa in (-1, -0.5] u [0.5, 1) and an int32 exponent, x = mantissa * 2^exponent; (0, 0) at 0,
+    # (+-inf, 0) and (NaN, 0) as numpy gives them
+    mantissa, exponent = np.frexp(input)
+    return mantissa, exponent.astype(np.int32, copy=False)
+
+
+def _frexp_vjp(g, ans, input):
+    # torch: d mantissa / dx = 2^-exponent (the exponent is a step function: no gradient)
+    if g[0] is None:
+        return np.zeros(input.shape, input.dtype)
+    if isinstance(g[0], np.ndarray):
+        return np.ldexp(g[0], -ans[1])
+    import ops
+
+    return ops.ldexp(g[0], ops.neg(ans[1]))
+
+
+_POWERS_OF_TWO = tuple(sign * 2.0**k for k in range(-3, 5) for sign in (1, -1)) + (0.0,)
+
+
+def _frexp_samples(rng):
+    # the mantissa jumps at every power of two (from 1 down to 1/2): the samples keep away from them
+    return unary_samples(-20.0, 20.0, kinks=_POWERS_OF_TWO)(rng) + [
+        Sample((np.array([3.0, -3.0, 0.75, 5.5, -0.3]),), {}, "between powers of two")
+    ]
+
+
+frexp = _on_input(
+    "frexp",
+    _frexp,
+    _frexp_vjp,
+    outputs=("mantissa", "exponent"),
+    samples=_frexp_samples,
+    torch_ref=lambda torch, input: tuple(torch.frexp(input)),
+)
+
+# numpy's and torch's other names for the same ops
+fix, absolute, negative, clip = trunc, abs, neg, clamp
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
