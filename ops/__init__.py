@@ -9,6 +9,7 @@ from tape.tensors import bind_operators as _bind_operators
 from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
+from .bitwise import *  # noqa: F401,F403
 from .cast import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403

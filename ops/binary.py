@@ -887,9 +887,14 @@ _SUB = _broadcasting("rsub", np.subtract, names=("input", "other"))
 
 @quiet
 def _rsub(input, other, *, alpha=1):
-    # torch: other - alpha * input
+    # torch: other - alpha * input, rounded once (float32 computes in float64: alpha * 3e38 does not overflow first)
     alpha = _alpha("rsub", alpha, input, other)
-    return _SUB(other, input if alpha == 1 else input * alpha)
+    if alpha == 1:
+        return _SUB(other, input)
+    dtype = np.result_type(input, other)
+    if dtype == np.float32:
+        input, other = input.astype(np.float64), other.astype(np.float64)
+    return _SUB(other, input * alpha).astype(dtype, copy=False)
 
 
 rsub = _pair(

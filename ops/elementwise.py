@@ -944,7 +944,9 @@ clone = _on_input(
 # -- deg2rad / rad2deg / sgn / positive / signbit / isposinf / isneginf / isreal / frexp ----------------------------
 _DEG, _RAD = math.pi / 180, 180 / math.pi
 deg2rad = _on_input("deg2rad", lambda input: input * _DEG, lambda g, ans, input: g * _DEG, low=-360.0, high=360.0)
-rad2deg = _on_input("rad2deg", lambda input: input * _RAD, lambda g, ans, input: g * _RAD, low=-7.0, high=7.0)
+rad2deg = _on_input(  # 3e38 * 57.3 overflows float32: inf, as torch
+    "rad2deg", quiet(lambda input: input * _RAD), quiet(lambda g, ans, input: g * _RAD), low=-7.0, high=7.0
+)
 # torch: sgn is sign for real tensors (bool stays bool: True where True); gradient 0
 sgn = _on_input(
     "sgn",
@@ -1006,6 +1008,7 @@ def _frexp(input):
     return mantissa, exponent.astype(np.int32, copy=False)
 
 
+@quiet  # g * 2^-exponent overflows for a subnormal input's large exponent: inf, as torch
 def _frexp_vjp(g, ans, input):
     # torch: d mantissa / dx = 2^-exponent (the exponent is a step function: no gradient)
     if g[0] is None:

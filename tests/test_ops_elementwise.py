@@ -375,6 +375,12 @@ TORCH_ARTIFACTS["logit"] = (
     "domain [0, 1]) and NaN at NaN: test_logit_gradient_at_zero_and_nan_is_ours pins them",
 )
 
+TORCH_ARTIFACTS["frexp"] = (
+    lambda x: np.abs(x) >= 2.0**128,
+    "torch's frexp gradient g / exp2(exponent) takes exp2 of the int32 exponent in float32, inf from 2^128 on: 0 at "
+    "1e300; ours is g * 2^-exponent (1e-300 there)",
+)
+
 
 def test_logit_gradient_at_zero_and_nan_is_ours():
     x = tape.tensor(np.array([0.0, -0.0, 1.0, np.nan]), requires_grad=True)
@@ -411,6 +417,8 @@ FLOAT32_RANGE = {
     "norm": "as vector_norm",
     "addcmul": "tensor1 * tensor2 with 3e38 or a subnormal entry leaves float32's range before input is added",
     "addcdiv": "tensor1 / tensor2 with 3e38 or a subnormal entry leaves float32's range before input is added",
+    "ldexp": "the value input * 2^other overflows float32 at 3e38 where its gradient w.r.t. other, value * ln 2, "
+             "would not",
 }
 
 # Where torch's own float32 CPU kernel strays from the mathematical value on the edge grid, outside FLOAT32_RANGE.
@@ -427,7 +435,7 @@ TORCH_FLOAT32_ARTIFACTS = {
 
 # Ops whose value is defined by the dtype itself: nan_to_num replaces +-inf with the dtype's own largest value. The
 # float64 reference would differ by definition, so these are compared with torch in the dtype itself.
-DTYPE_DEFINED = {"nan_to_num"}
+DTYPE_DEFINED = {"nan_to_num", "nextafter"}  # nextafter: the next float of the dtype
 
 # Open differences from the mathematical value, each a strict expectation: the test fails when one stops failing.
 KNOWN_DIFFERENCES: dict = {}
