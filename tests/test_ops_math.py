@@ -101,3 +101,137 @@ def test_tensor_conversion_methods(torch, method, dtype):
     got = getattr(tape.tensor(a), method)()
     assert got.dtype == dtype
     np.testing.assert_array_equal(got.numpy(), getattr(torch.tensor(a), method)().numpy())
+
+
+# -- bitwise ops against torch: negative numbers, shifts past the width, promotion ----------------------------------
+@pytest.mark.parametrize("dtype", INTS)
+def test_bitwise_ops_on_negative_numbers_and_shifts_past_the_width(torch, dtype):
+    bits = np.dtype(dtype).itemsize * 8
+    a = np.array([-7, -1, 0, 1, 100, -128, 127, 5]).astype(dtype)  # uint8: the wrapped values
+    s = np.array([0, 1, bits - 1, bits, bits + 3, 2, 7, 120]).astype(dtype)
+    x, t, xs, ts = tape.tensor(a), torch.tensor(a), tape.tensor(s), torch.tensor(s)
+    for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd",
+                 "lcm"):
+        _same_as_torch(getattr(ops, name)(x, xs), getattr(torch, name)(t, ts))
+    _same_as_torch(ops.bitwise_not(x), torch.bitwise_not(t))
+    _same_as_torch(x << xs, t << ts)
+    _same_as_torch(x >> xs, t >> ts)
+
+
+def test_negative_shift_counts_as_torch(torch):
+    a, s = np.array([-5, 5, 3, -1]), np.array([-1, -1, -64, -3])
+    _same_as_torch(ops.bitwise_left_shift(tape.tensor(a), tape.tensor(s)), torch.tensor(a) << torch.tensor(s))
+    _same_as_torch(ops.bitwise_right_shift(tape.tensor(a), tape.tensor(s)), torch.tensor(a) >> torch.tensor(s))
+
+
+@pytest.mark.parametrize("left", [*INTS, np.bool_])
+@pytest.mark.parametrize("right", [*INTS, np.bool_])
+def test_integer_promotion_is_torchs(torch, left, right):
+    a, b = np.array([1, 0, 1]).astype(left), np.array([1, 1, 0]).astype(right)
+    x, y, t, u = tape.tensor(a), tape.tensor(b), torch.tensor(a), torch.tensor(b)
+    _same_as_torch(x & y, t & u)
+    _same_as_torch(x == y, t == u)
+    if left is not np.bool_ or right is not np.bool_:
+        _same_as_torch(x + y, t + u)
+        _same_as_torch(x * y, t * u)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_overflow_wraps_as_torch(torch, dtype):
+    info = np.iinfo(dtype)
+    a, b = np.array([info.max, info.min, info.max]).astype(dtype), np.array([1, 1, 2]).astype(dtype)
+    x, y, t, u = tape.tensor(a), tape.tensor(b), torch.tensor(a), torch.tensor(b)
+    _same_as_torch(x + y, t + u)
+    _same_as_torch(x - y, t - u)
+    _same_as_torch(x * y, t * u)
+    if dtype is not np.uint8:  # torch has no neg for uint8 that numpy matches... both wrap: check it too
+        _same_as_torch(-x, -t)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16])
+def test_small_integer_tensors_index_compare_and_gather(torch, dtype):
+    a = np.array([5, 0, 3, 9, 1]).astype(dtype)
+    x, t = tape.tensor(a), torch.tensor(a)
+    _same_as_torch(x[1:4], t[1:4])
+    _same_as_torch(x[tape.tensor(np.array([4, 0]))], t[torch.tensor([4, 0])])
+    _same_as_torch(x[x > 2], t[t > 2])
+    _same_as_torch(ops.maximum(x, ops.flip(x, (0,))), torch.maximum(t, t.flip(0)))
+    _same_as_torch(ops.sort(x).values, torch.sort(t).values)
+    _same_as_torch(ops.argmax(x), torch.argmax(t))
+
+
+def test_bitwise_refusals_name_op_and_argument():
+    f, i, m = tape.tensor(np.array([1.5])), tape.tensor(np.array([3])), tape.tensor(np.array([True]))
+    with pytest.raises(TypeError, match=r"^bitwise_xor: argument 'other' expected an integer or bool tensor, got"):
+        ops.bitwise_xor(i, f)
+    with pytest.raises(TypeError, match=r"^gcd: arguments 'input', 'other' are all bool"):
+        ops.gcd(m, m)
+    with pytest.raises(ValueError, match=r"^lcm: arguments 'input' int64\[3\], 'other' int64\[2\] cannot be broadcast"):
+        ops.lcm(tape.tensor(np.array([1, 2, 3])), tape.tensor(np.array([1, 2])))
+
+
+# -- elementwise and binary ops: torch's conventions where finite differences cannot look -----------------------------
+def test_fmax_fmin_give_ties_and_nan_pairs_to_input_as_torch(torch):
+    a = np.array([1.0, 2.0, np.nan, 3.0, np.nan, -0.0])
+    b = np.array([1.0, np.nan, np.nan, 5.0, 4.0, 0.0])
+    for op, fn in ((ops.fmax, torch.fmax), (ops.fmin, torch.fmin)):
+        x, y = tape.tensor(a, requires_grad=True), tape.tensor(b, requires_grad=True)
+        out = op(x, y)
+        out.backward(np.ones(6))
+        t, u = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+        ref = fn(t, u)
+        ref.sum().backward()
+        np.testing.assert_array_equal(out.numpy(), ref.detach().numpy())
+        np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+        np.testing.assert_array_equal(y.grad.numpy(), u.grad.numpy())
+
+
+def test_ldexp_with_an_integer_exponent_has_the_exact_gradient(torch):
+    """torch's gradient is g * pow(2, other) computed in integers: 0 for a negative exponent (ours: 2^other)."""
+    x = tape.tensor(np.array([1.5, -3.0, 0.25]), requires_grad=True)
+    e = np.array([-3, 4, 0])
+    out = ops.ldexp(x, tape.tensor(e))
+    out.backward(np.ones(3))
+    np.testing.assert_array_equal(out.numpy(), torch.ldexp(torch.tensor(x.numpy()), torch.tensor(e)).numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), [0.125, 16.0, 1.0])
+    t = torch.tensor(x.numpy(), requires_grad=True)
+    torch.ldexp(t, torch.tensor(e)).sum().backward()
+    assert t.grad.numpy()[0] == 0  # torch's artifact, recorded: when it is fixed this line tells
+
+
+def test_heaviside_frexp_sgn_signbit_and_value_tests_at_edges(torch):
+    x = np.array([-1.5, 0.0, -0.0, 2.0, np.nan, np.inf, -np.inf, 5e-324, 1e300])
+    t = torch.tensor(x)
+    half = np.array([0.5])
+    _same_as_torch(ops.heaviside(tape.tensor(x), tape.tensor(half)), torch.heaviside(t, torch.tensor(half)))
+    mantissa, exponent = ops.frexp(tape.tensor(x))
+    ref = torch.frexp(t)
+    _same_as_torch(mantissa, ref.mantissa)
+    _same_as_torch(exponent, ref.exponent)
+    for name in ("sgn", "signbit", "isposinf", "isneginf", "isreal", "positive", "deg2rad", "rad2deg"):
+        _same_as_torch(getattr(ops, name)(tape.tensor(x)), getattr(torch, name)(t))
+    ints = np.array([-3, 0, 4])
+    for name in ("sgn", "signbit", "isposinf", "isneginf", "isreal", "positive"):
+        _same_as_torch(getattr(ops, name)(tape.tensor(ints)), getattr(torch, name)(torch.tensor(ints)))
+    with pytest.raises(TypeError, match=r"^positive: argument 'input' expected a number tensor, got dtype bool"):
+        ops.positive(tape.tensor(np.array([True])))
+
+
+def test_rsub_and_nextafter_as_torch(torch):
+    a, b = np.array([1.0, -2.5, 3e38], np.float32), np.array([5.0, 0.5, 3e38], np.float32)
+    for alpha in (1, 2, 2.5):
+        _same_as_torch(ops.rsub(tape.tensor(a), tape.tensor(b), alpha=alpha),
+                       torch.rsub(torch.tensor(a), torch.tensor(b), alpha=alpha))
+    _same_as_torch(ops.nextafter(tape.tensor(a), tape.tensor(b)), torch.nextafter(torch.tensor(a), torch.tensor(b)))
+    with pytest.raises(TypeError, match=r"^rsub: argument 'alpha' is the float 0.5 but the operands are integer"):
+        ops.rsub(tape.tensor(np.array([1])), tape.tensor(np.array([2])), alpha=0.5)
+
+
+def test_aliases_are_the_same_ops():
+    pairs = [("fix", "trunc"), ("absolute", "abs"), ("negative", "neg"), ("clip", "clamp"), ("arcsin", "asin"),
+             ("arccos", "acos"), ("arctan", "atan"), ("arcsinh", "asinh"), ("arccosh", "acosh"), ("arctanh", "atanh"),
+             ("multiply", "mul"), ("divide", "div"), ("true_divide", "div"), ("subtract", "sub"), ("arctan2", "atan2"),
+             ("greater", "gt"), ("greater_equal", "ge"), ("less", "lt"), ("less_equal", "le"), ("not_equal", "ne")]
+    for alias, name in pairs:
+        assert getattr(ops, alias) is getattr(ops, name), alias
+        assert getattr(tape.Tensor, alias).op_name == name, alias  # the Tensor method is the op too
