@@ -150,16 +150,18 @@ def _binary(name, forward, vjp_a, vjp_b, *, samples=None, torch_ref=None, inputs
 # -- arithmetic ------------------------------------------------------------------------------------------------
 # The rules of the commonest ops are written out (``_like`` inline, ``unbroadcast`` called only when a shape
 # differs): at small sizes the engine's cost per op is mostly Python calls.
-def _add_vjp_a(g, ans, a, b):
+def _add_vjp_a(g, ans, a, b, alpha=1):
     return g if g.shape == a.shape else unbroadcast(g, a.shape)
 
 
-def _add_vjp_b(g, ans, a, b):
+def _add_vjp_b(g, ans, a, b, alpha=1):
+    if alpha != 1:
+        g = g * alpha
     return g if g.shape == b.shape else unbroadcast(g, b.shape)
 
 
-def _sub_vjp_b(g, ans, a, b):
-    return unbroadcast(np.negative(g), b.shape)
+def _sub_vjp_b(g, ans, a, b, alpha=1):
+    return unbroadcast(np.negative(g) if alpha == 1 else g * -alpha, b.shape)
 
 
 @quiet
@@ -178,8 +180,42 @@ def _mul_vjp_b(g, ans, a, b):
     return grad if grad.shape == b.shape else unbroadcast(grad, b.shape)
 
 
-add = _binary("add", _broadcasting("add", np.add), _add_vjp_a, _add_vjp_b)
-sub = _binary("sub", _broadcasting("sub", np.subtract), _add_vjp_a, _sub_vjp_b)
+_ADD = _broadcasting("add", np.add, arithmetic=False)  # not quiet itself: the op is (one switch per call)
+_SUBTRACT = _broadcasting("sub", np.subtract, arithmetic=False)
+
+
+def _scaled(op, combine, a, b, alpha):
+    """torch's ``a + alpha * b`` (``a - alpha * b``), rounded once: float32 computes in float64 (torch's kernel
+    fuses the multiply-add, so alpha * 3e38 does not overflow on its own)."""
+    alpha = _alpha(op, alpha, a, b)
+    dtype = np.result_type(a, b)
+    if dtype == np.float32:
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    return combine(a, b * alpha).astype(dtype, copy=False)
+
+
+def _add(a, b, *, alpha=1):
+    return _ADD(a, b) if alpha == 1 else _scaled("add", _ADD, a, b, alpha)
+
+
+def _sub(a, b, *, alpha=1):
+    return _SUBTRACT(a, b) if alpha == 1 else _scaled("sub", _SUBTRACT, a, b, alpha)
+
+
+def _alpha_samples(rng):
+    out = binary_samples()(rng)
+    out.append(Sample((uniform(rng, (2, 3)), uniform(rng, (3,))), {"alpha": 2.5}, "alpha=2.5"))
+    out.append(Sample((uniform(rng, (3,)), uniform(rng, ())), {"alpha": -1}, "alpha=-1"))
+    out.append(Sample((np.array([1, 2, 3]), np.array([4, 5, 6])), {"alpha": 3}, "integers, alpha=3"))
+    return out
+
+
+def _alpha_ref(name):
+    return lambda torch, a, b, alpha=1: getattr(torch, name)(a, b, alpha=alpha)
+
+
+add = _binary("add", quiet(_add), _add_vjp_a, _add_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("add"))
+sub = _binary("sub", quiet(_sub), _add_vjp_a, _sub_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("sub"))
 mul = _binary("mul", _broadcasting("mul", np.multiply), _mul_vjp_a, _mul_vjp_b)
 
 _true_divide = _broadcasting("div", np.divide, names=("input", "other"))
@@ -978,7 +1014,23 @@ def _onnx_where(g, rec, condition, input, other):
     return g.op("Where", condition, input, other)
 
 
-for _op, _onnx_type in ((add, "Add"), (sub, "Sub"), (mul, "Mul"), (pow, "Pow"), (maximum, "Max"), (minimum, "Min")):
+def _onnx_alpha(op_type):
+    """Add / Sub with torch's alpha: ``a op alpha * b``."""
+
+    def lower(g, rec, a, b):
+        want = rec.output.dtype
+        a, b = (cast_to(g, n, s.dtype, want) for n, s in zip((a, b), rec.inputs, strict=True))
+        alpha = rec.attributes.get("alpha", 1)
+        if alpha != 1:
+            b = g.op("Mul", b, g.const(np.array(alpha, want)))
+        return g.op(op_type, a, b)
+
+    return lower
+
+
+lowering(add, _onnx_alpha("Add"))
+lowering(sub, _onnx_alpha("Sub"))
+for _op, _onnx_type in ((mul, "Mul"), (pow, "Pow"), (maximum, "Max"), (minimum, "Min")):
     lowering(_op, elementwise(_onnx_type))
 for _op, _onnx_type in ((eq, "Equal"), (lt, "Less"), (le, "LessOrEqual"), (gt, "Greater"), (ge, "GreaterOrEqual")):
     lowering(_op, elementwise(_onnx_type, compute_in_output_dtype=False))

@@ -235,3 +235,24 @@ def test_aliases_are_the_same_ops():
     for alias, name in pairs:
         assert getattr(ops, alias) is getattr(ops, name), alias
         assert getattr(tape.Tensor, alias).op_name == name, alias  # the Tensor method is the op too
+
+
+@pytest.mark.parametrize("name", ["add", "sub"])
+def test_add_and_sub_take_alpha_as_torch(torch, name):
+    """Before: alpha= was refused as an unknown argument."""
+    a, b = np.array([1.0, -2.5, 3e38], np.float32), np.array([5.0, 0.5, 3e38], np.float32)
+    for alpha in (1, 2, -0.5, 2.5):
+        x, y = tape.tensor(a, requires_grad=True), tape.tensor(b, requires_grad=True)
+        out = getattr(ops, name)(x, y, alpha=alpha)
+        out.backward(np.ones(3, np.float32))
+        t, u = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+        ref = getattr(torch, name)(t, u, alpha=alpha)
+        ref.sum().backward()
+        _same_as_torch(out, ref.detach())
+        np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+        np.testing.assert_array_equal(y.grad.numpy(), u.grad.numpy())
+    i, j = np.array([1, 2], np.int8), np.array([100, 3], np.int8)
+    _same_as_torch(getattr(ops, name)(tape.tensor(i), tape.tensor(j), alpha=2),
+                   getattr(torch, name)(torch.tensor(i), torch.tensor(j), alpha=2))
+    with pytest.raises(TypeError, match=rf"^{name}: argument 'alpha' is the float 0.5 but the operands are integer"):
+        getattr(ops, name)(tape.tensor(i), tape.tensor(j), alpha=0.5)
