@@ -99,12 +99,13 @@ import math
 
 import numpy as np
 
+from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
 from ._onnx import elementwise
-from ._samples import unary_samples, uniform
+from ._samples import away_from, unary_samples, uniform
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -568,7 +569,7 @@ def _bound(x, argument, value, op="clamp", parameter="x"):
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise TypeError(
             f"{op}: argument '{argument}' expected a real number or None, got "
-            f"{type(value).__name__} {value!r} (for a tensor bound use ops.maximum / ops.minimum)"
+            f"{type(value).__name__} {value!r} (for a tensor bound use ops.clamp(input, min=tensor))"
         )
     if x.dtype.kind == "f":
         return float(value)
@@ -582,33 +583,86 @@ def _bound(x, argument, value, op="clamp", parameter="x"):
     return int(value)
 
 
-def _clamp(x, min=None, max=None):
+def _clamp_bounds(x, min, max):
+    """torch's checks of clamp's bounds (Tensors here: numbers arrive as 0-D constants): at least one, numbers
+    (not bool) of x's kind -- an integer tensor takes integer bounds."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of the arguments 'min' and 'max' must be given (not None)")
+    if x.dtype.kind == "b":
+        raise TypeError("clamp: argument 'x' expected a number tensor, got dtype bool")
+    for name, bound in (("min", min), ("max", max)):
+        if bound is None:
+            continue
+        if bound.dtype.kind == "b":
+            raise TypeError(f"clamp: argument '{name}' expected a number or a number tensor, got dtype bool")
+        if x.dtype.kind != "f" and bound.dtype.kind == "f":
+            raise TypeError(
+                f"clamp: argument '{name}' is floating ({bound.dtype}) but 'x' is {x.dtype}; an integer tensor "
+                f"takes integer bounds (minitape never casts silently)"
+            )
+
+
+def _clamp(x, min=None, max=None):
+    _clamp_bounds(x, min, max)
     out = x
-    if min is not None:
-        out = np.maximum(out, _bound(x, "min", min))
-    if max is not None:
-        out = np.minimum(out, _bound(x, "max", max))
+    try:
+        if min is not None:
+            out = np.maximum(out, min.astype(x.dtype, copy=False) if x.dtype.kind == "f" else min)
+        if max is not None:
+            out = np.minimum(out, max.astype(x.dtype, copy=False) if x.dtype.kind == "f" else max)
+    except ValueError:
+        shapes = ", ".join(f"'{n}' {list(a.shape)}" for n, a in (("x", x), ("min", min), ("max", max)) if a is not None)
+        raise ValueError(f"clamp: arguments {shapes} cannot be broadcast together") from None
     return out
 
 
-def _clamp_vjp(g, ans, x, min=None, max=None):
-    # torch: the gradient passes where min <= x <= max, bounds included
+# torch's rules (clamp_backward, clamp_backward_min_max): x takes the gradient where min <= x <= max (bounds
+# included; nowhere when min > max, where every output is max); min where x < min < max; max where x > max or
+# max < min
+def _clamp_vjp_x(g, ans, x, min, max):
     if max is None:
-        return g * (x >= min)
+        return unbroadcast(np.where(x >= min, g, 0), x.shape)
     if min is None:
-        return g * (x <= max)
-    return g * np.logical_and(x >= min, x <= max)  # not `&`: comparisons of Tensors give Tensors (no __and__)
+        return unbroadcast(np.where(x <= max, g, 0), x.shape)
+    return unbroadcast(np.where(np.logical_and(x >= min, x <= max), g, 0), x.shape)
 
 
-clamp = _unary(
+def _clamp_vjp_min(g, ans, x, min, max):
+    below = x < min if max is None else np.logical_and(x < min, min < max)
+    return unbroadcast(np.where(below, g, 0), min.shape)
+
+
+def _clamp_vjp_max(g, ans, x, min, max):
+    above = x > max if min is None else np.logical_or(x > max, max < min)
+    return unbroadcast(np.where(above, g, 0), max.shape)
+
+
+def _clamp_samples(rng):
+    kinks = (-1.0, -0.5, 0.5, 0.75)
+    out = []
+    for low, high in ((-0.5, 0.75), (-1.0, None), (None, 0.5), (0.5, -0.5)):  # numbers (0-D tensors), min > max last
+        for s in unary_samples(kinks=kinks)(rng):
+            bound = [None if v is None else np.array(v) for v in (low, high)]
+            out.append(Sample((s.inputs[0], *bound), {}, f"{s.label} min={low} max={high}"))
+    x = away_from(uniform(rng, (3, 4)), (-0.5, 0.5))
+    lower = x + np.where(rng.random((3, 4)) > 0.5, 0.3, -0.3)  # bounds on both sides of x, never at it
+    out.append(Sample((x, lower, lower + 1.0), {}, "tensor bounds"))
+    out.append(Sample((x, uniform(rng, (4,), -0.4, 0.4) + 0.01 * np.arange(4)), {}, "tensor min, broadcast"))
+    out.append(Sample((x.T, None, uniform(rng, (3,), -0.4, 0.4)[None, :].repeat(4, 0)), {}, "tensor max, transposed x"))
+    out.append(Sample((x, x - 0.3, x - 0.6), {}, "tensor min > max: every output is max"))
+    out.append(Sample((uniform(rng, (0, 3)), uniform(rng, (3,)), None), {}, "zero-size"))
+    out.append(Sample((np.array([-3, 0, 2, 7]), np.array(-1), np.array([3, 3, 1, 9])), {}, "integers"))
+    return out
+
+
+clamp = defop(
     "clamp",
-    _clamp,
-    _clamp_vjp,
-    kinks=(-1.0, -0.5, 0.5, 0.75),
-    floats_only=False,
-    attrs=[{"min": -0.5, "max": 0.75}, {"min": -1.0}, {"max": 0.5}, {"min": 0.5, "max": -0.5}],
+    family="elementwise",
+    inputs=("x", "min?", "max?"),
+    forward=_clamp,
+    vjps=(_clamp_vjp_x, _clamp_vjp_min, _clamp_vjp_max),
+    samples=_clamp_samples,
+    torch_ref=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
 )
 
 

@@ -256,3 +256,25 @@ def test_add_and_sub_take_alpha_as_torch(torch, name):
                    getattr(torch, name)(torch.tensor(i), torch.tensor(j), alpha=2))
     with pytest.raises(TypeError, match=rf"^{name}: argument 'alpha' is the float 0.5 but the operands are integer"):
         getattr(ops, name)(tape.tensor(i), tape.tensor(j), alpha=0.5)
+
+
+def test_clamp_with_tensor_bounds_gives_torchs_values_and_gradients(torch):
+    """Before: a tensor bound was refused. torch's rules: x where min <= x <= max; min where x < min < max; max where
+    x > max or max < min (min > max: every output is max, and max takes every gradient)."""
+    x = np.array([-2.0, -1.0, 0.0, 0.5, 1.0, 2.0, np.nan, 3.0])
+    low = np.array([-1.0, -1.0, 0.5, 0.5, 2.0, 1.0, 0.0, 4.0])
+    high = np.array([1.0, 1.0, 1.0, 0.5, 1.0, 1.5, 1.0, 3.5])  # ties at both bounds; min > max at 4 and 7
+    for bounds in ((low, high), (low, None), (None, high), (low[:1], high[1:2])):
+        ts = [tape.tensor(a, requires_grad=True) if a is not None else None for a in (x, *bounds)]
+        out = ops.clamp(*ts)
+        u = np.linspace(0.5, 1.5, out.numel()).reshape(out.shape)
+        out.backward(u)
+        rs = [torch.tensor(a, requires_grad=True) if a is not None else None for a in (x, *bounds)]
+        ref = torch.clamp(*rs)
+        ref.backward(torch.from_numpy(u))
+        np.testing.assert_array_equal(out.numpy(), ref.detach().numpy())
+        for t, r in zip(ts, rs):
+            if t is not None:
+                np.testing.assert_array_equal(t.grad.numpy(), r.grad.numpy())
+    _same_as_torch(ops.clip(tape.tensor(np.array([1, 5, 9])), tape.tensor(np.array([2])), 7),
+                   torch.clip(torch.tensor([1, 5, 9]), torch.tensor([2]), torch.tensor(7)))  # torch: not mixed
