@@ -13,6 +13,8 @@ Semantics, as in PyTorch 2.13:
   either operand is NaN both take the whole gradient (torch's too).
 - Arithmetic is quiet about inf/NaN results (overflow, inf - inf, 0 / 0), as torch is: no numpy
   RuntimeWarning. ``quiet`` (shared with elementwise and reduce) switches numpy's warnings off for a call.
+- add / sub take torch's ``alpha=`` (a + alpha * b; float32 rounded once, as torch's fused kernel), rsub is
+  other - alpha * input; fmax / fmin ignore a NaN operand and give a tie's gradient whole to ``input`` (torch's).
 - where(condition, input, other) takes a bool condition, which is not differentiable.
 - Comparisons return bool tensors and are not differentiable.
 """

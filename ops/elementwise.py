@@ -3,7 +3,8 @@
 Conventions, all as in PyTorch 2.13:
 - At a kink the gradient is torch's: abs'(0) = 0, relu'(0) = 0, leaky_relu'(0) = negative_slope,
   elu'(0) = alpha; clamp passes the gradient where min <= x <= max (bounds included) and nowhere when
-  min > max (every output is then ``max``).
+  min > max (every output is then ``max``). clamp's bounds may be tensors (torch's clamp.Tensor), with
+  torch's gradients for them: min's where x < min < max, max's where x > max or max < min.
 - sign's gradient is 0 (its derivative wherever it exists; torch's convention at 0 too), so a tensor that
   requires grad can flow through it -- the engine refuses such tensors in NOT_DIFFERENTIABLE slots.
 - At NaN: sign(NaN) = 0 and abs'(NaN) = 0, relu passes the gradient, as torch does; elu's gradient is NaN
