@@ -379,7 +379,7 @@ def _value_and_gradients(out, leaves):
     grads = []
     if out.grad_fn is not None:
         out.backward(np.linspace(0.5, 1.5, out.numel()).reshape(out.shape))
-        grads = [None if t.grad is None else t.grad.numpy() for t in leaves]
+        grads = [None if t is None or t.grad is None else t.grad.numpy() for t in leaves]  # None: an absent input
     return out.numpy(), grads
 
 
