@@ -9,6 +9,7 @@ from tape.tensors import bind_operators as _bind_operators
 from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
+from .bitwise import *  # noqa: F401,F403
 from .cast import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
@@ -25,5 +26,6 @@ from .reduce import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
+from .special import *  # noqa: F401,F403
 
 _bind_operators(_sys.modules[__name__])
