@@ -4,6 +4,7 @@ cross_entropy option (first and second order), empty shapes, embedding's padding
 dropout's replayable mask, and the errors bad arguments raise."""
 
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -432,3 +433,97 @@ def test_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
 def test_dropout_training_flag_must_be_a_bool():
     with pytest.raises(TypeError, match="dropout: argument 'training'"):
         ops.dropout(tape.tensor(np.ones(3)), p=0.5, training="yes")
+
+
+# -- channel dropout, alpha dropout, rrelu (issue 21) --------------------------------------------------------
+@pytest.mark.parametrize("name, shape, mask_shape", [
+    ("dropout1d", (30, 40, 5), (30, 40, 1)),
+    ("dropout1d", (40, 5), (40, 1)),
+    ("dropout2d", (20, 30, 2, 3), (20, 30, 1, 1)),
+    ("dropout2d", (30, 2, 3), (30, 1, 1)),
+    ("dropout3d", (10, 30, 2, 1, 2), (10, 30, 1, 1, 1)),
+    ("dropout3d", (30, 2, 2, 2), (30, 1, 1, 1)),
+    ("feature_alpha_dropout", (20, 30, 4), (20, 30, 1)),
+])
+def test_channel_dropout_drops_whole_channels_and_reuses_its_mask(name, shape, mask_shape):
+    p = 0.4
+    x = tape.tensor(np.random.default_rng(0).uniform(1, 2, size=shape), requires_grad=True)
+    out = getattr(ops, name)(x, p=p, training=True, rng=np.random.default_rng(5))
+    (g,) = gradients(ops.sum(out), [x])
+    scale = g.numpy()
+    per_channel = scale.reshape(int(np.prod(mask_shape)), -1)
+    assert np.all(per_channel == per_channel[:, :1])  # one value a channel
+    kept = scale != 0
+    fraction = np.mean(per_channel[:, 0] != 0)
+    assert abs(fraction - (1 - p)) < 5 * np.sqrt(p * (1 - p) / np.prod(mask_shape))
+    if name != "feature_alpha_dropout":
+        np.testing.assert_allclose(out.numpy(), x.numpy() * kept / (1 - p))
+        np.testing.assert_array_equal(scale, kept / (1 - p))
+    again = getattr(ops, name)(x, p=p, training=True, rng=out.grad_fn.attrs["rng"])  # the recorded seed
+    np.testing.assert_array_equal(again.numpy(), out.numpy())
+
+
+@pytest.mark.parametrize("name", ["alpha_dropout", "feature_alpha_dropout"])
+@pytest.mark.parametrize("p", [0.2, 0.5])
+def test_alpha_dropout_values_are_torchs(name, p):
+    """On zeros every output is torch's shift of a kept or a dropped unit: the two values torch produces; on a
+    standard normal input the mean and variance stay 0 and 1, as torch's."""
+    zeros = np.zeros((64, 64, 2))
+    ours = np.unique(getattr(ops, name)(tape.tensor(zeros), p=p, training=True, rng=1).numpy())
+    theirs = np.unique(getattr(F, name)(torch.tensor(zeros), p=p, training=True).numpy())
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    x = np.random.default_rng(2).standard_normal((400, 500))
+    out = getattr(ops, name)(tape.tensor(x), p=p, training=True, rng=3).numpy()
+    tolerance = 0.05 if name == "feature_alpha_dropout" else 0.01  # channel-wise: 400 x 500 masks, not 200,000
+    assert abs(out.mean()) < tolerance and abs(out.var() - 1) < 2 * tolerance
+    for deterministic in ({"training": False}, {"p": 0.0, "training": True}):
+        np.testing.assert_array_equal(getattr(ops, name)(tape.tensor(x), **{"p": p, **deterministic}).numpy(), x)
+    np.testing.assert_array_equal(getattr(ops, name)(tape.tensor(x), p=1.0, training=True).numpy(), 0)
+
+
+def test_alpha_dropout_trains_off_by_default_as_torch():
+    assert tape.get_op("alpha_dropout").attr_defaults["training"] is False
+    assert tape.get_op("feature_alpha_dropout").attr_defaults["training"] is False
+    assert tape.get_op("dropout2d").attr_defaults["training"] is True
+
+
+def test_rrelu_training_draws_slopes_in_the_bounds_and_its_gradient_is_the_drawn_slope():
+    lower, upper = 0.1, 0.4
+    x = tape.tensor(-np.random.default_rng(0).uniform(0.5, 1.5, size=(300, 300)), requires_grad=True)
+    out = ops.rrelu(x, lower, upper, training=True, rng=np.random.default_rng(1))
+    slope = out.numpy() / x.numpy()
+    assert slope.min() >= lower and slope.max() <= upper
+    assert abs(slope.mean() - (lower + upper) / 2) < 0.002 and np.unique(slope).size > 1000
+    (g,) = gradients(ops.sum(out), [x], create_graph=True)
+    np.testing.assert_allclose(g.numpy(), slope, rtol=1e-12)
+    theirs = F.rrelu(torch.tensor(x.numpy()), lower, upper, training=True).numpy() / x.numpy()
+    assert theirs.min() >= lower and theirs.max() <= upper and abs(theirs.mean() - slope.mean()) < 0.004
+    mixed = tape.tensor(np.array([-2.0, 0.0, 3.0]))
+    np.testing.assert_allclose(ops.rrelu(mixed, 0.2, 0.2, training=True).numpy(), [-0.4, 0.0, 3.0])
+    np.testing.assert_allclose(ops.rrelu(mixed).numpy(), F.rrelu(torch.tensor(mixed.numpy())).numpy())
+
+
+def test_random_ops_follow_the_default_generator():
+    x = tape.tensor(np.ones((6, 8, 3)))
+    for op in (ops.dropout1d, ops.dropout2d, ops.alpha_dropout, ops.feature_alpha_dropout):
+        tape.manual_seed(7)
+        a = op(x, p=0.5, training=True).numpy()
+        tape.manual_seed(7)
+        np.testing.assert_array_equal(op(x, p=0.5, training=True).numpy(), a)
+    tape.manual_seed(7)
+    a = ops.rrelu(-x, training=True).numpy()
+    tape.manual_seed(7)
+    np.testing.assert_array_equal(ops.rrelu(-x, training=True).numpy(), a)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: ops.dropout2d(x[0, 0], p=0.5), "dropout2d: argument 'input' expected a batched or unbatched tensor"),
+    (lambda x: ops.dropout1d(x, p=0.5), "dropout1d: argument 'input' expected a batched or unbatched tensor"),
+    (lambda x: ops.dropout3d(x[0], p=0.5), "dropout3d: argument 'input' expected a batched or unbatched tensor"),
+    (lambda x: ops.dropout2d(x, p=1.5), "dropout2d: argument 'p' expected a probability in [0, 1], got 1.5"),
+    (lambda x: ops.alpha_dropout(x, p=0.5, rng="seed"), "alpha_dropout: argument 'rng' expected None, an int"),
+    (lambda x: ops.rrelu(x, 0.5, 0.1), "rrelu: argument 'upper' expected a bound >= lower (0.5), got 0.1"),
+])
+def test_issue_21_random_ops_refuse_bad_arguments_naming_them(call, message):
+    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+        call(tape.tensor(np.ones((2, 3, 4, 5))))
