@@ -54,6 +54,11 @@ __all__ = [
     "adaptive_max_pool2d_with_indices",
     "upsample2d",
     "interpolate",
+    "lp_pool1d",
+    "lp_pool2d",
+    "adaptive_max_pool1d",
+    "max_unpool1d",
+    "adaptive_avg_pool3d",
 ]
 
 import math
@@ -1881,3 +1886,269 @@ def _torch_interpolate(torch, input, **attrs):
     with warnings.catch_warnings():  # torch warns when a linear mode's align_corners is left to its default
         warnings.simplefilter("ignore")
         return torch.nn.functional.interpolate(input, **attrs)
+
+
+# -- issue 21: Lp pooling, 1-D adaptive max pooling and unpooling, 3-D adaptive average pooling ---------------
+def _lp_power(op: str, norm_type) -> float:
+    if isinstance(norm_type, bool) or not isinstance(norm_type, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument 'norm_type' expected a number, got {type(norm_type).__name__}")
+    require(math.isfinite(norm_type) and norm_type != 0, op, "norm_type", "a finite non-zero power", norm_type)
+    return float(norm_type)
+
+
+def _lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool2d``: (sum of x^p over each window)^(1/p), computed as torch does: the
+    average pool of x^p (no padding) times kH * kW (so a ceil_mode window past the edge is scaled up)."""
+    p = float(norm_type)
+    mean, saved = _avg_pool2d(input**p, kernel_size, stride, 0, ceil_mode)
+    k = saved["geo"].kernel[0] * saved["geo"].kernel[1]
+    return (mean * k) ** (1 / p), saved
+
+
+def _lp_pool2d_vjp(g, ans, input, norm_type, kernel_size, stride=None, ceil_mode=False, *, geo, divisor):
+    # out = (k mean(x^p))^(1/p): d out / d mean = k out^(1-p) / p, d mean(x^p) / dx = avg-pool adjoint * p x^(p-1)
+    p = float(norm_type)
+    k = geo.kernel[0] * geo.kernel[1]
+    upstream = g * k * ans ** (1 - p)
+    return _avg_pool2d_vjp(upstream, None, input, geo=geo, divisor=divisor) * input ** (p - 1)
+
+
+def _lp_pool2d_composite(input, norm_type, kernel_size, stride=None, ceil_mode=False, **saved):
+    p = float(norm_type)
+    mean = _avg_pool2d_composite(input**p, kernel_size, stride, 0, ceil_mode)
+    kernel = _ints("lp_pool2d", "kernel_size", kernel_size, 2, 1)
+    return (mean * (kernel[0] * kernel[1])) ** (1 / p)
+
+
+def _check_lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    _lp_power("lp_pool2d", norm_type)
+    _pool_input("lp_pool2d", input)
+    _PoolGeometry("lp_pool2d", input.shape, kernel_size, stride, 0, 1, ceil_mode)
+
+
+def _lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool1d``: lp_pool2d over a height of 1."""
+    kernel, strides, _, _ = _pool1d_args("lp_pool1d", kernel_size, stride, 0)
+    out, saved = _lp_pool2d(input[..., None, :], norm_type, kernel, strides, ceil_mode)
+    return out.reshape(out.shape[:-2] + out.shape[-1:]), saved
+
+
+def _lp_pool1d_vjp(g, ans, input, norm_type, kernel_size, stride=None, ceil_mode=False, **saved):
+    grad = _lp_pool2d_vjp(g[..., None, :], ans[..., None, :], input[..., None, :], norm_type, None, **saved)
+    return grad.reshape(input.shape)
+
+
+def _lp_pool1d_composite(input, norm_type, kernel_size, stride=None, ceil_mode=False, **saved):
+    kernel, strides, _, _ = _pool1d_args("lp_pool1d", kernel_size, stride, 0)
+    out = _lp_pool2d_composite(ops.unsqueeze(input, input.ndim - 1), norm_type, kernel, strides, ceil_mode)
+    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+
+
+def _check_lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    _lp_power("lp_pool1d", norm_type)
+    _check_pool1d_input("lp_pool1d", input)
+    kernel, strides, _, _ = _pool1d_args("lp_pool1d", kernel_size, stride, 0)
+    _PoolGeometry("lp_pool1d", input[..., None, :].shape, kernel, strides, (0, 0), 1, ceil_mode)
+
+
+def _lp_samples(rng, spatial):
+    def x(*shape, low=0.2, high=2.0):
+        return uniform(rng, shape, low, high)
+
+    if spatial == 1:
+        return [
+            Sample((x(2, 3, 6),), {"norm_type": 2, "kernel_size": 2}, "p=2, stride defaults to kernel"),
+            Sample((x(1, 2, 7),), {"norm_type": 3.0, "kernel_size": 3, "stride": 1}, "p=3, overlapping"),
+            Sample((x(1, 2, 8),), {"norm_type": 1.5, "kernel_size": 3, "stride": 2, "ceil_mode": True}, "ceil_mode"),
+            Sample((x(3, 7, low=-2.0),), {"norm_type": 2, "kernel_size": 3, "stride": (2,)}, "unbatched, signs"),
+            Sample((x(7, 2, 2).transpose(1, 2, 0),), {"norm_type": 1, "kernel_size": 2, "stride": 1}, "non-contiguous"),
+            Sample((x(0, 2, 6),), {"norm_type": 2, "kernel_size": 2}, "empty batch"),
+        ]
+    return [
+        Sample((x(2, 2, 4, 4),), {"norm_type": 2, "kernel_size": 2}, "p=2"),
+        Sample((x(1, 2, 5, 5),), {"norm_type": 3, "kernel_size": 3, "stride": 1}, "p=3, overlapping"),
+        Sample(
+            (x(1, 2, 5, 6),), {"norm_type": 1.5, "kernel_size": (3, 2), "stride": 2, "ceil_mode": True}, "ceil_mode"
+        ),
+        Sample((x(3, 4, 4, low=-2.0),), {"norm_type": 2.0, "kernel_size": 2, "stride": 1}, "unbatched, signs"),
+        Sample((x(1, 5, 4, 2).transpose(0, 3, 1, 2),), {"norm_type": 1, "kernel_size": (2, 1)}, "non-contiguous"),
+        Sample((x(0, 2, 4, 4),), {"norm_type": 2, "kernel_size": 2}, "empty batch"),
+    ]
+
+
+_LP_NOTES = (
+    "x^p then torch's average pool times the kernel size, then the 1/p power: negative entries with a "
+    "fractional p are NaN, as torch."
+)
+
+lp_pool2d = defop(
+    "lp_pool2d",
+    family="conv",
+    inputs=("input",),
+    forward=_lp_pool2d,
+    vjps=(_lp_pool2d_vjp,),
+    saves=True,
+    composite=_lp_pool2d_composite,
+    check=_check_lp_pool2d,
+    samples=lambda rng: _lp_samples(rng, 2),
+    notes=_LP_NOTES,
+    torch_ref=lambda torch, input, norm_type, kernel_size, stride=None, ceil_mode=False: torch.nn.functional.lp_pool2d(
+        input, norm_type, kernel_size, stride, ceil_mode
+    ),
+)
+
+lp_pool1d = defop(
+    "lp_pool1d",
+    family="conv",
+    inputs=("input",),
+    forward=_lp_pool1d,
+    vjps=(_lp_pool1d_vjp,),
+    saves=True,
+    composite=_lp_pool1d_composite,
+    check=_check_lp_pool1d,
+    samples=lambda rng: _lp_samples(rng, 1),
+    notes=_LP_NOTES,
+    torch_ref=lambda torch, input, norm_type, kernel_size, stride=None, ceil_mode=False: torch.nn.functional.lp_pool1d(
+        input, norm_type, kernel_size, stride, ceil_mode
+    ),
+)
+
+
+def _adaptive_max_pool1d(input, output_size):
+    """``torch.nn.functional.adaptive_max_pool1d``: adaptive_max_pool2d over a height of 1."""
+    sizes = _adaptive_sizes("adaptive_max_pool1d", input.shape, output_size, 1)
+    values, flat = _adaptive_max_flat(input[..., None, :], (1,) + sizes, "adaptive_max_pool1d")
+    return values[..., 0, :], {"flat": flat}
+
+
+def _adaptive_max_pool1d_vjp(g, ans, input, output_size, flat):
+    return _scatter_flat(g[..., None, :], flat, input.shape[:-1] + (1,) + input.shape[-1:]).reshape(input.shape)
+
+
+def _adaptive_max_pool1d_composite(input, output_size, **saved):
+    sizes = _adaptive_sizes("adaptive_max_pool1d", input.shape, output_size, 1)
+    _, flat = _adaptive_max_flat(input.data[..., None, :], (1,) + sizes, "adaptive_max_pool1d")
+    return _gather_flat(ops.unsqueeze(input, input.ndim - 1), flat)[..., 0, :]
+
+
+adaptive_max_pool1d = defop(
+    "adaptive_max_pool1d",
+    family="conv",
+    inputs=("input",),
+    forward=_adaptive_max_pool1d,
+    vjps=(_adaptive_max_pool1d_vjp,),
+    saves=True,
+    composite=_adaptive_max_pool1d_composite,
+    check=_adaptive_check("adaptive_max_pool1d", 1),
+    samples=lambda rng: _adaptive_samples(rng, 1),
+    notes=_ADAPTIVE_MAX_NOTES,
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool1d(input, output_size),
+)
+
+
+def _unpool1d_args(op, kernel_size, stride, padding, output_size):
+    """max_unpool1d's arguments as max_unpool2d's over a height of 1 (output_size: (L,) or (N, C, L))."""
+    kernel, strides, pads, _ = _pool1d_args(op, kernel_size, stride, padding)
+    if output_size is not None:
+        ok = isinstance(output_size, tuple | list) and len(output_size) in (1, 3)
+        require(ok, op, "output_size", "None or a sequence of 1 or 3 ints", output_size)
+        output_size = (1, tuple(output_size)[-1])
+    return kernel, strides, pads, output_size
+
+
+def _max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``torch.nn.functional.max_unpool1d``: each value put at its index (max_pool1d's) in a zero output."""
+    args = _unpool1d_args("max_unpool1d", kernel_size, stride, padding, output_size)
+    return _max_unpool2d(input[..., None, :], indices[..., None, :], *args)[..., 0, :]
+
+
+def _max_unpool1d_vjp(g, ans, input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return np.take_along_axis(g, indices, axis=-1)
+
+
+def _check_max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    op = "max_unpool1d"
+    _check_pool1d_input(op, input)
+    require_integer(op, "indices", indices)
+    require(indices.shape == input.shape, op, "indices", f"the input's shape {input.shape}", indices.shape)
+    args = _unpool1d_args(op, kernel_size, stride, padding, output_size)
+    (_, length) = _unpool_size(op, input[..., None, :].shape, *args)
+    if indices.size:
+        low, high = int(indices.min()), int(indices.max())
+        require(
+            low >= 0 and high < length,
+            op,
+            "indices",
+            f"values in [0, {length}) for an output of length {length}",
+            f"values in [{low}, {high}]",
+        )
+
+
+def _max_unpool1d_samples(rng):
+    def plain(shape, stride, offset=0):
+        return uniform(rng, shape), np.broadcast_to(np.arange(shape[-1]) * stride + offset, shape).copy()
+
+    x, i = plain((2, 3, 4), 2, 1)
+    return [
+        Sample((x, i), {"kernel_size": 2}, "stride defaults to kernel"),
+        Sample(plain((1, 2, 3), 3), {"kernel_size": 2, "stride": 3, "output_size": (8,)}, "output_size"),
+        Sample(
+            plain((2, 4), 2),
+            {"kernel_size": 3, "stride": 2, "padding": 1, "output_size": [1, 2, 8]},
+            "unbatched, padding, 3-entry output_size",
+        ),
+        Sample((np.asfortranarray(x), i), {"kernel_size": 2}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 3)), np.zeros((0, 2, 3), np.int64)), {"kernel_size": 2}, "empty batch"),
+    ]
+
+
+max_unpool1d = defop(
+    "max_unpool1d",
+    family="conv",
+    inputs=("input", "indices"),
+    forward=_max_unpool1d,
+    vjps=(_max_unpool1d_vjp, Grad.NOT_DIFFERENTIABLE),
+    check=_check_max_unpool1d,
+    samples=_max_unpool1d_samples,
+    notes="max_unpool2d over a height of 1; the input gradient gathers the output gradient at the indices.",
+    torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool1d(input, indices, **attrs),
+)
+
+
+def _adaptive_avg_matrices(input, output_size, dtype):
+    out = _adaptive_sizes("adaptive_avg_pool3d", input.shape, output_size, 3)
+    return [_adaptive_avg_matrix(n, o, dtype) for n, o in zip(input.shape[-3:], out)]
+
+
+def _adaptive_avg_pool3d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool3d``: separable, one window-average matrix per spatial axis."""
+    d, h, w = _adaptive_avg_matrices(input, output_size, input.dtype)
+    return np.einsum("ai,bj,ck,...ijk->...abc", d, h, w, input)
+
+
+def _adaptive_avg_pool3d_vjp(g, ans, input, output_size):
+    d, h, w = _adaptive_avg_matrices(input, output_size, input.dtype)
+    return np.einsum("ai,bj,ck,...abc->...ijk", d, h, w, g)
+
+
+def _adaptive_avg3d_samples(rng):
+    return [
+        Sample((uniform(rng, (2, 2, 5, 4, 3)),), {"output_size": 2}, "uneven windows"),
+        Sample((uniform(rng, (1, 2, 3, 5, 4)),), {"output_size": (4, None, 2)}, "None keeps a size, larger"),
+        Sample((uniform(rng, (3, 4, 4, 2)),), {"output_size": (1, 3, 2)}, "unbatched"),
+        Sample((uniform(rng, (3, 4, 2, 2, 1)).transpose(4, 3, 0, 1, 2),), {"output_size": 2}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 3, 3, 3)),), {"output_size": 2}, "empty batch"),
+    ]
+
+
+adaptive_avg_pool3d = defop(
+    "adaptive_avg_pool3d",
+    family="conv",
+    inputs=("input",),
+    forward=_adaptive_avg_pool3d,
+    vjps=(_adaptive_avg_pool3d_vjp,),
+    check=_adaptive_check("adaptive_avg_pool3d", 3),
+    samples=_adaptive_avg3d_samples,
+    notes="Separable: an einsum with the depth, row and column window-average matrices.",
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool3d(input, output_size),
+)
