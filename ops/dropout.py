@@ -8,13 +8,23 @@ a replay of the tape and the second-order pass regenerate the same mask from the
 instead of drawing a new one. Not training, or ``p == 0``, is the identity and draws nothing.
 """
 
-__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu"]
+__all__ = [
+    "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "alpha_dropout",
+    "feature_alpha_dropout",
+    "rrelu",
+    "gumbel_softmax",
+]
 
 import math
 import numbers
 
 import numpy as np
 
+import ops
 from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Sample, defop
@@ -22,7 +32,7 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable
 from ._samples import away_from, transposed, uniform
-from ._validation import require, require_float
+from ._validation import normalize_dim, require, require_float
 
 _SEEDS = 2**63 - 1
 
@@ -426,6 +436,96 @@ rrelu = _noise_op(
     "reuse it); eval uses (lower + upper) / 2. Entries <= 0 take the slope, as torch.",
     lambda torch, input, lower=1.0 / 8, upper=1.0 / 3, training=False, rng=None: torch.nn.functional.rrelu(
         input, lower, upper, training
+    ),
+)
+
+
+# -- gumbel_softmax ------------------------------------------------------------------------------------------
+def _gumbel_noise(shape: tuple, seed: int, dtype) -> np.ndarray:
+    """-log(E), E ~ Exponential(1): standard Gumbel noise, a pure function of the seed (torch's construction)."""
+    return (-np.log(np.random.default_rng(seed).exponential(size=shape))).astype(dtype)
+
+
+def _gumbel_parts(logits, tau, dim, seed):
+    """(the soft sample softmax((logits + G) / tau) over ``dim``, its one-hot argmax); arrays or Tensors."""
+    z = (logits + _gumbel_noise(np.shape(logits), seed, logits.dtype)) / float(tau)
+    axis = normalize_dim("gumbel_softmax", dim, np.ndim(logits))
+    shifted = z - _values(np.max(_values(z), axis=axis, keepdims=True))
+    e = np.exp(shifted)
+    soft = e / np.sum(e, axis=axis, keepdims=True)
+    values = _values(soft)
+    hard = (
+        (
+            np.arange(values.shape[axis]).reshape((-1,) + (1,) * (values.ndim - 1 - axis))
+            == np.argmax(values, axis=axis, keepdims=True)
+        )
+        if values.ndim
+        else np.ones((), bool)
+    )
+    return soft, hard.astype(values.dtype)
+
+
+def _gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    """``torch.nn.functional.gumbel_softmax``: softmax((logits + Gumbel noise) / tau) over ``dim``; with ``hard``
+    the one-hot of its argmax in the forward (torch's y_hard - y_soft.detach() + y_soft), the soft gradient in
+    the backward. ``eps`` is unused, as in torch."""
+    seed = _seed(rng)
+    soft, one_hot = _gumbel_parts(logits, tau, dim, seed)
+    return ((one_hot - soft) + soft if hard else soft), {"rng": seed}
+
+
+def _gumbel_softmax_vjp(g, ans, logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    soft, _ = _gumbel_parts(logits, tau, dim, _recorded_seed(rng))
+    axis = normalize_dim("gumbel_softmax", dim, np.ndim(logits))
+    return soft * (g - np.sum(g * soft, axis=axis, keepdims=True)) / float(tau)
+
+
+def _gumbel_softmax_composite(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    seed = _recorded_seed(rng)
+    noise = _gumbel_noise(logits.shape, seed, logits.dtype)
+    soft = ops.softmax((logits + noise) / float(tau), dim=dim)
+    return soft + (_gumbel_parts(logits.data, tau, dim, seed)[1] - soft.detach()) if hard else soft
+
+
+def _check_gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    op = "gumbel_softmax"
+    require_float(op, "logits", logits)
+    if isinstance(tau, bool) or not isinstance(tau, numbers.Real):
+        raise TypeError(f"{op}: argument 'tau' expected a number, got {type(tau).__name__} {tau!r}")
+    require(float(tau) != 0, op, "tau", "a non-zero temperature", tau)
+    _check_flag(op, "hard", hard)
+    normalize_dim(op, dim, logits.ndim)
+    _check_rng(op, rng)
+
+
+def _gumbel_samples(rng):
+    def x(*shape):
+        return uniform(rng, shape)
+
+    return [
+        Sample((x(4, 5),), {"rng": 1}, "soft", torch=False),
+        Sample((x(2, 3, 4),), {"tau": 0.5, "dim": 1, "rng": 2}, "tau=0.5, dim=1", torch=False),
+        # hard=True is absent: its straight-through gradient is not the derivative of its forward (a one-hot)
+        Sample((transposed(rng, (3, 5)),), {"tau": 2.0, "rng": 4}, "non-contiguous", torch=False),
+        Sample((x(0, 3),), {"rng": 5}, "empty", torch=False),
+        Sample((x(),), {"dim": 0, "rng": 6}, "0-d", torch=False),
+    ]
+
+
+gumbel_softmax = defop(
+    "gumbel_softmax",
+    family="dropout",
+    inputs=("logits",),
+    forward=_gumbel_softmax,
+    vjps=(_gumbel_softmax_vjp,),
+    saves=True,
+    composite=_gumbel_softmax_composite,
+    check=_check_gumbel_softmax,
+    samples=_gumbel_samples,
+    notes="The Gumbel noise comes from a seed recorded as the 'rng' attribute: backward and replay reuse it. "
+    "hard=True: the forward is the one-hot argmax, the gradient the soft sample's (straight-through), as torch.",
+    torch_ref=lambda torch, logits, tau=1, hard=False, eps=1e-10, dim=-1, rng=None: torch.nn.functional.gumbel_softmax(
+        logits, tau, hard, eps, dim
     ),
 )
 

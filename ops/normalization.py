@@ -21,6 +21,7 @@ __all__ = [
     "batch_norm",
     "group_norm",
     "instance_norm",
+    "local_response_norm",
 ]
 
 import math
@@ -627,6 +628,86 @@ instance_norm = defop(
     samples=_instance_norm_samples,
     notes="running statistics are read (use_input_stats=False), never updated (tensors are immutable)",
     torch_ref=_instance_norm_torch,
+)
+
+
+# -- local_response_norm -------------------------------------------------------------------------------------
+def _channel_window_sum(y, before: int, after: int):
+    """sum_{j = c - before}^{c + after} y_j along the channel axis 1 (zero outside): one slice add per window
+    offset, on arrays or Tensors (concatenate, getitem and add are registered ops)."""
+    shape = np.shape(y)
+    pad_before = np.zeros(shape[:1] + (before,) + shape[2:], dtype=y.dtype)
+    pad_after = np.zeros(shape[:1] + (after,) + shape[2:], dtype=y.dtype)
+    padded = np.concatenate([pad_before, y, pad_after], axis=1)
+    return reduce(
+        lambda total, o: total + padded[:, o : o + shape[1]], range(1, before + after + 1), padded[:, : shape[1]]
+    )
+
+
+def _lrn_denominator(input, size, alpha, beta, k):
+    """k + alpha / size * (the sum of x^2 over the channel window [c - size // 2, c + (size - 1) // 2])."""
+    return float(k) + float(alpha) / size * _channel_window_sum(input * input, size // 2, (size - 1) // 2)
+
+
+def _local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``torch.nn.functional.local_response_norm``: x / (k + alpha / size * sum of x^2 over ``size`` neighbouring
+    channels, zero-padded)^beta, over dim 1 of an (N, C, *) input."""
+    return input * _lrn_denominator(input, int(size), alpha, beta, k) ** -float(beta)
+
+
+def _local_response_norm_vjp(g, ans, input, size, alpha=1e-4, beta=0.75, k=1.0):
+    # out_c = x_c D_c^-b with D_c = k + a/n sum_{j in W(c)} x_j^2: the second term sums over the windows that
+    # contain channel i, the window with its two sides swapped
+    size, beta = int(size), float(beta)
+    d = _lrn_denominator(input, size, alpha, beta, k)
+    back = _channel_window_sum(g * input * d ** (-beta - 1), (size - 1) // 2, size // 2)
+    return g * d**-beta - (2 * float(alpha) * beta / size) * input * back
+
+
+def _check_local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    op = "local_response_norm"
+    require_float(op, "input", input)
+    require(input.ndim >= 3, op, "input", "a tensor (N, C, *) of at least 3 dims (as torch)", f"shape {input.shape}")
+    require(
+        isinstance(size, int | np.integer) and not isinstance(size, bool) and size >= 1,
+        op,
+        "size",
+        "a positive int",
+        size,
+    )
+    for name, value in (("alpha", alpha), ("beta", beta), ("k", k)):
+        require(
+            isinstance(value, int | float | np.floating) and not isinstance(value, bool), op, name, "a number", value
+        )
+
+
+def _lrn_samples(rng):
+    def x(*shape):
+        return uniform(rng, shape)
+
+    return [
+        Sample((x(2, 5, 3),), {"size": 3}, "(N, C, L)"),
+        Sample((x(1, 6, 2, 3),), {"size": 2, "alpha": 0.5, "beta": 0.6, "k": 2.0}, "even size, strong"),
+        Sample((x(1, 3, 2, 2, 2),), {"size": 5, "alpha": 1.0}, "5-D, window wider than C"),
+        Sample((uniform(rng, (3, 2, 4)).transpose(2, 0, 1),), {"size": 3, "alpha": 0.3}, "non-contiguous"),
+        Sample((x(2, 4, 3),), {"size": 1, "alpha": 0.2, "beta": 1.5, "k": 0.5}, "size 1"),
+        Sample((x(0, 4, 3),), {"size": 3}, "empty batch"),
+    ]
+
+
+local_response_norm = defop(
+    "local_response_norm",
+    family="normalization",
+    inputs=("input",),
+    forward=_local_response_norm,
+    vjps=(_local_response_norm_vjp,),
+    check=_check_local_response_norm,
+    samples=_lrn_samples,
+    notes="The channel window sum is one slice add per window offset (concatenated zero padding); the rule is "
+    "traced for the second order.",
+    torch_ref=lambda torch, input, size, alpha=1e-4, beta=0.75, k=1.0: torch.nn.functional.local_response_norm(
+        input, size, alpha, beta, k
+    ),
 )
 
 

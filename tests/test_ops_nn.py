@@ -527,3 +527,31 @@ def test_random_ops_follow_the_default_generator():
 def test_issue_21_random_ops_refuse_bad_arguments_naming_them(call, message):
     with pytest.raises((ValueError, TypeError), match=re.escape(message)):
         call(tape.tensor(np.ones((2, 3, 4, 5))))
+
+
+def test_gumbel_softmax_samples_the_softmax_and_hard_is_straight_through():
+    """Gumbel-max: the argmax of logits + Gumbel noise is distributed as softmax(logits); hard=True gives the
+    one-hot of the soft sample's argmax with the soft sample's gradient (torch's straight-through estimator)."""
+    logits = np.log(np.array([0.1, 0.2, 0.3, 0.4]))
+    draws = ops.gumbel_softmax(tape.tensor(np.tile(logits, (40_000, 1))), tau=0.5, rng=1).numpy()
+    frequency = np.bincount(draws.argmax(axis=1), minlength=4) / 40_000
+    np.testing.assert_allclose(frequency, [0.1, 0.2, 0.3, 0.4], atol=0.01)
+    np.testing.assert_allclose(draws.sum(axis=1), 1)
+    x = tape.tensor(np.random.default_rng(0).normal(size=(5, 4)), requires_grad=True)
+    soft = ops.gumbel_softmax(x, tau=0.7, rng=9)
+    hard = ops.gumbel_softmax(x, tau=0.7, hard=True, rng=9)
+    np.testing.assert_array_equal(hard.numpy(), np.eye(4)[soft.numpy().argmax(axis=1)])
+    u = tape.tensor(np.random.default_rng(1).normal(size=(5, 4)))
+    (g_soft,) = gradients(ops.sum(soft * u), [x])
+    (g_hard,) = gradients(ops.sum(hard * u), [x])
+    np.testing.assert_allclose(g_hard.numpy(), g_soft.numpy(), rtol=1e-12)
+    s = soft.numpy()  # the softmax Jacobian-vector product at the recorded noise, divided by tau
+    np.testing.assert_allclose(g_soft.numpy(), s * (u.numpy() - (u.numpy() * s).sum(1, keepdims=True)) / 0.7)
+    hard = ops.gumbel_softmax(x, tau=0.7, hard=True, rng=9)  # fresh graphs: the first backward freed the others
+    soft = ops.gumbel_softmax(x, tau=0.7, rng=9)
+    (g2,) = gradients(ops.sum(gradients(ops.sum(hard * u), [x], create_graph=True)[0] ** 2), [x])
+    (g2_soft,) = gradients(ops.sum(gradients(ops.sum(soft * u), [x], create_graph=True)[0] ** 2), [x])
+    assert np.abs(g2_soft.numpy()).max() > 0
+    np.testing.assert_allclose(g2.numpy(), g2_soft.numpy(), rtol=1e-10)
+    theirs = F.gumbel_softmax(torch.tensor(np.tile(logits, (40_000, 1))), tau=0.5).numpy()
+    np.testing.assert_allclose(np.bincount(theirs.argmax(axis=1), minlength=4) / 40_000, frequency, atol=0.015)
