@@ -59,6 +59,7 @@ __all__ = [
     "adaptive_max_pool1d",
     "max_unpool1d",
     "adaptive_avg_pool3d",
+    "conv_transpose3d",
 ]
 
 import math
@@ -2152,3 +2153,87 @@ adaptive_avg_pool3d = defop(
     notes="Separable: an einsum with the depth, row and column window-average matrices.",
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool3d(input, output_size),
 )
+
+
+# -- conv_transpose3d ----------------------------------------------------------------------------------------
+def _spread(planes, step: int, axis: int):
+    """``planes`` with step - 1 zero planes after each one along ``axis`` (the last ones cut): the placement of a
+    strided transposed convolution's contributions, with registered ops."""
+    if step == 1:
+        return planes
+    n = planes.shape[axis]
+    zeros = Tensor._wrap(np.zeros(planes.shape, planes.dtype))
+    spread = ops.stack([planes] + [zeros] * (step - 1), dim=axis + 1)
+    spread = ops.reshape(spread, planes.shape[:axis] + (n * step,) + planes.shape[axis + 1 :])
+    return ops.narrow(spread, axis, 0, (n - 1) * step + 1)
+
+
+def _conv_transpose3d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose3d with registered ops, for its second order: for each kernel depth k, conv_transpose2d's
+    composite of every input depth plane (folded into the batch) lands at output depths id * stride + k * dilation;
+    the sum over k, cut to [padding, padding + out) (zeros past the end for output_padding), plus the bias."""
+    geo = _transpose_geometry(
+        "conv_transpose3d", 3, input.shape, weight.shape, stride, padding, output_padding, dilation
+    )
+    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    n, channels, depth = x.shape[:3]
+    out_channels, step, spacing = weight.shape[1] * groups, geo.stride[0], geo.dilation[0]
+    planes = ops.reshape(ops.permute(x, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(x.shape[3:]))
+    full = (depth - 1) * step + spacing * (geo.kernel[0] - 1) + 1
+    total = None
+    for k in range(geo.kernel[0]):
+        term = _conv_transpose2d_composite(
+            planes,
+            weight[:, :, k],
+            None,
+            geo.stride[1:],
+            tuple(before for before, _ in geo.pads[1:]),
+            geo.extra[1:],
+            groups,
+            geo.dilation[1:],
+        )
+        term = ops.reshape(term, (n, depth) + tuple(term.shape[1:]))
+        term = _spread(term, step, 1)
+        term = ops.pad(term, (0, 0) * 3 + (k * spacing, full - term.shape[1] - k * spacing))
+        total = term if total is None else total + term
+    top, size = geo.pads[0][0], geo.out_size[0]
+    if top + size > full:
+        total = ops.pad(total, (0, 0) * 3 + (0, top + size - full))
+    out = ops.permute(ops.narrow(total, 1, top, size), (0, 2, 1, 3, 4))
+    if bias is not None:
+        out = out + ops.reshape(bias, (out_channels, 1, 1, 1))
+    return ops.reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out_size)
+
+
+def _conv_transpose3d_samples(rng):
+    def s(x_shape, w_shape, bias, label, groups=1, **attrs):
+        return Sample(
+            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[1] * groups,)) if bias else None),
+            dict(attrs, groups=groups),
+            label,
+        )
+
+    return [
+        s((1, 2, 2, 3, 2), (2, 2, 2, 2, 2), True, "plain with bias"),
+        s(
+            (1, 2, 3, 2, 2),
+            (2, 1, 2, 2, 1),
+            False,
+            "stride 2, padding 1, output_padding 1",
+            stride=2,
+            padding=1,
+            output_padding=1,
+        ),
+        s((1, 2, 2, 2, 2), (2, 2, 2, 1, 2), True, "dilation 2, tuple stride", stride=(2, 1, 1), dilation=(2, 1, 1)),
+        s((1, 4, 2, 2, 2), (4, 1, 2, 2, 2), True, "groups 2, tuple padding", groups=2, padding=(1, 0, 1), stride=2),
+        s((2, 2, 2, 2), (2, 2, 2, 2, 1), True, "unbatched, stride 3", stride=3, padding=(0, 1, 0)),
+        Sample(
+            (uniform(rng, (1, 2, 3, 2, 2)).transpose(0, 4, 1, 2, 3), uniform(rng, (2, 2, 1, 2, 2)), None),
+            {"stride": 2},
+            "non-contiguous input",
+        ),
+        s((0, 2, 2, 2, 2), (2, 3, 2, 2, 2), True, "empty batch", stride=2),
+    ]
+
+
+conv_transpose3d = _conv_transpose_op("conv_transpose3d", 3, _conv_transpose3d_composite, _conv_transpose3d_samples)
