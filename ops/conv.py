@@ -60,9 +60,12 @@ __all__ = [
     "max_unpool1d",
     "adaptive_avg_pool3d",
     "conv_transpose3d",
+    "avg_pool3d",
+    "max_pool3d",
 ]
 
 import math
+from functools import reduce
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -629,16 +632,16 @@ fold = defop(
 
 # -- pooling -----------------------------------------------------------------------------------------------
 class _PoolGeometry:
-    """Kernel, stride, padding and dilation of a 2-D pooling, torch's output size (``ceil_mode`` included)
-    and the padding each side needs so every window lies inside the padded array."""
+    """Kernel, stride, padding and dilation of a pooling over the last ``spatial`` (2 or 3) axes, torch's output
+    size (``ceil_mode`` included) and the padding each side needs so every window lies inside the padded array."""
 
-    def __init__(self, op, shape, kernel_size, stride, padding, dilation, ceil_mode):
-        self.kernel = _ints(op, "kernel_size", kernel_size, 2, 1)
+    def __init__(self, op, shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=2):
+        self.kernel = _ints(op, "kernel_size", kernel_size, spatial, 1)
         self.stride = (
-            self.kernel if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, 2, 1)
+            self.kernel if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, spatial, 1)
         )
-        padding = _ints(op, "padding", padding, 2, 0)
-        self.dilation = _ints(op, "dilation", dilation, 2, 1)
+        padding = _ints(op, "padding", padding, spatial, 0)
+        self.dilation = _ints(op, "dilation", dilation, spatial, 1)
         _require_bool(op, "ceil_mode", ceil_mode)
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
         require(
@@ -649,7 +652,7 @@ class _PoolGeometry:
             padding,
         )
         out, pads = [], []
-        for n, k, s, p in zip(shape[-2:], effective, self.stride, padding):
+        for n, k, s, p in zip(shape[-spatial:], effective, self.stride, padding):
             size = (n + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
             if ceil_mode and (size - 1) * s >= n + p:  # the last window must start inside input or left padding
                 size -= 1
@@ -663,7 +666,7 @@ class _PoolGeometry:
             f"shape {shape}",
         )
         self.out, self.pads, self.padding = tuple(out), tuple(pads), padding
-        self.padded = tuple(n + a + b for n, (a, b) in zip(shape[-2:], pads))
+        self.padded = tuple(n + a + b for n, (a, b) in zip(shape[-spatial:], pads))
 
 
 def _require_only_batch_empty(op, x, spatial):
@@ -779,13 +782,13 @@ def _avg_divisor(geo, shape, count_include_pad, divisor_override, dtype):
     if divisor_override is not None:
         return np.asarray(divisor_override, dtype=dtype)
     counts = []
-    for n, k, s, p, size in zip(shape[-2:], geo.kernel, geo.stride, geo.padding, geo.out):
+    for n, k, s, p, size in zip(shape[-len(geo.kernel) :], geo.kernel, geo.stride, geo.padding, geo.out):
         start = np.arange(size) * s - p
         end = np.minimum(start + k, n + p)
         if not count_include_pad:
             start, end = np.maximum(start, 0), np.minimum(end, n)
         counts.append(end - start)
-    return np.outer(counts[0], counts[1]).astype(dtype)
+    return reduce(np.multiply.outer, counts).astype(dtype)
 
 
 def _avg_pool2d(
@@ -801,10 +804,11 @@ def _avg_pool2d(
 
 
 def _avg_pool2d_vjp(g, ans, input, *, geo, divisor, **attrs):
-    g4 = _batched(g / divisor, 2)
-    grad_windows = np.broadcast_to(g4[:, :, None, None], g4.shape[:2] + geo.kernel + geo.out)
-    grad = _scatter_windows(grad_windows, g4.shape[:2] + geo.padded, geo.stride, geo.dilation)
-    return _unpad(grad, geo.pads, _batched(input, 2).shape).reshape(input.shape)
+    spatial = len(geo.kernel)  # 2, or 3 for avg_pool3d
+    gb = _batched(g / divisor, spatial)
+    grad_windows = np.broadcast_to(gb[(slice(None),) * 2 + (None,) * spatial], gb.shape[:2] + geo.kernel + geo.out)
+    grad = _scatter_windows(grad_windows, gb.shape[:2] + geo.padded, geo.stride, geo.dilation)
+    return _unpad(grad, geo.pads, _batched(input, spatial).shape).reshape(input.shape)
 
 
 def _avg_pool2d_composite(
@@ -2237,3 +2241,156 @@ def _conv_transpose3d_samples(rng):
 
 
 conv_transpose3d = _conv_transpose_op("conv_transpose3d", 3, _conv_transpose3d_composite, _conv_transpose3d_samples)
+
+
+# -- avg_pool3d / max_pool3d ---------------------------------------------------------------------------------
+def _pool3d_input(op, x):
+    _check_input_rank(op, x, 3)
+    _require_only_batch_empty(op, x, 3)
+    return _batched(x, 3)
+
+
+def _avg_pool3d(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
+    """``torch.nn.functional.avg_pool3d``: window sums of the zero-padded input over torch's divisor."""
+    geo = _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
+    windows = _windows(_pad(_batched(input, 3), geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out, True)
+    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
+    out = np.sum(windows, axis=(-3, -2, -1)) / divisor
+    return out.reshape(input.shape[:-3] + geo.out), {"geo": geo, "divisor": divisor}
+
+
+def _avg_pool3d_composite(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
+    """avg_pool3d with registered ops, for its second order: conv3d of each padded channel volume with a kernel of
+    ones (the window sums) over the divisor."""
+    geo = _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
+    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    n, c = x.shape[:2]
+    x = ops.pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
+    sums = ops.conv3d(
+        ops.reshape(x, (n * c, 1) + tuple(x.shape[2:])), np.ones((1, 1) + geo.kernel, input.dtype), None, geo.stride
+    )
+    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
+    return ops.reshape(sums / divisor, input.shape[:-3] + geo.out)
+
+
+def _check_avg_pool3d(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
+    _pool3d_input("avg_pool3d", input)
+    _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
+    _require_bool("avg_pool3d", "count_include_pad", count_include_pad)
+    require(
+        bool(divisor_override is None or (isinstance(divisor_override, int | np.integer) and divisor_override > 0)),
+        "avg_pool3d",
+        "divisor_override",
+        "None or a positive int",
+        divisor_override,
+    )
+
+
+def _pool3d_samples(rng, max_pool):
+    extra = {"dilation": 2} if max_pool else {"count_include_pad": False}
+    samples = [
+        Sample((uniform(rng, (2, 2, 4, 4, 2)),), {"kernel_size": 2}, "stride defaults to kernel"),
+        Sample((uniform(rng, (1, 2, 3, 4, 3)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "overlapping, padding"),
+        Sample(
+            (uniform(rng, (1, 1, 5, 5, 4)),),
+            dict({"kernel_size": (3, 2, 3), "stride": 2, "padding": (1, 1, 0), "ceil_mode": True}, **extra),
+            f"ceil_mode, {next(iter(extra))}",
+        ),
+        Sample((uniform(rng, (2, 3, 4, 2)),), {"kernel_size": (2, 1, 2), "stride": (1, 1, 2)}, "unbatched, tuples"),
+        Sample(
+            (uniform(rng, (1, 3, 2, 4, 2)).transpose(0, 4, 1, 2, 3),), {"kernel_size": 2, "stride": 1}, "non-contiguous"
+        ),
+        Sample((uniform(rng, (0, 2, 3, 3, 3)),), {"kernel_size": 2}, "empty batch"),
+    ]
+    if not max_pool:
+        samples.append(
+            Sample((uniform(rng, (1, 2, 4, 4, 4)),), {"kernel_size": 2, "divisor_override": 3}, "divisor_override")
+        )
+    return samples
+
+
+avg_pool3d = defop(
+    "avg_pool3d",
+    family="conv",
+    inputs=("input",),
+    forward=_avg_pool3d,
+    vjps=(_avg_pool2d_vjp,),
+    saves=True,
+    composite=_avg_pool3d_composite,
+    check=_check_avg_pool3d,
+    samples=lambda rng: _pool3d_samples(rng, False),
+    notes="avg_pool2d's window kernels over three axes; the second order through conv3d with a kernel of ones.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool3d(input, **attrs),
+)
+
+
+def _max_pool3d_index(input, geo):
+    """Each window's first maximum (a NaN winning, as torch): (values, its flat d * H * W + h * W + w position in
+    the input volume)."""
+    x = _batched(input, 3)
+    windows = _windows(_pad(x, geo.pads, -np.inf), geo.kernel, geo.stride, geo.dilation, geo.out, True)
+    flat = windows.reshape(windows.shape[:5] + (math.prod(geo.kernel),))
+    pick = np.argmax(flat, axis=-1)
+    values = np.take_along_axis(flat, pick[..., None], axis=-1)[..., 0]
+    offsets = np.unravel_index(pick, geo.kernel)
+    position = 0
+    for axis, (n, offset) in enumerate(zip(x.shape[2:], offsets)):
+        starts = (np.arange(geo.out[axis]) * geo.stride[axis] - geo.pads[axis][0]).reshape((-1,) + (1,) * (2 - axis))
+        position = position * n + starts + offset * geo.dilation[axis]
+    shape = input.shape[:-3] + geo.out
+    return values.reshape(shape), np.asarray(position, np.int64).reshape(shape)
+
+
+def _max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """``torch.nn.functional.max_pool3d`` (return_indices=False)."""
+    geo = _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
+    values, position = _max_pool3d_index(input, geo)
+    return values, {"position": position}
+
+
+def _volumes(shape):
+    return shape[:-3] + (shape[-3] * shape[-2] * shape[-1],)
+
+
+def _max_pool3d_vjp(g, ans, input, *, position, **attrs):
+    planes = int(np.prod(input.shape[:-3], dtype=np.int64))
+    size = input.shape[-3] * input.shape[-2] * input.shape[-1]
+    target = (position.reshape(planes, math.prod(position.shape[-3:])) + (np.arange(planes) * size)[:, None]).ravel()
+    summed = np.bincount(target, weights=np.reshape(g, -1), minlength=planes * size)
+    return summed.astype(g.dtype, copy=False).reshape(input.shape)
+
+
+def _max_pool3d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, **saved):
+    """The values as a gather of the input volumes at the forward's (constant) argmax: the second order's form."""
+    geo = _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
+    _, position = _max_pool3d_index(input.data, geo)
+    picked = ops.gather(
+        ops.reshape(input, _volumes(input.shape)), input.ndim - 3, position.reshape(_volumes(position.shape))
+    )
+    return ops.reshape(picked, position.shape)
+
+
+def _check_max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    _pool3d_input("max_pool3d", input)
+    _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
+
+
+max_pool3d = defop(
+    "max_pool3d",
+    family="conv",
+    inputs=("input",),
+    forward=_max_pool3d,
+    vjps=(_max_pool3d_vjp,),
+    saves=True,
+    composite=_max_pool3d_composite,
+    check=_check_max_pool3d,
+    samples=lambda rng: _pool3d_samples(rng, True),
+    notes="Ties: the first maximum of each window (row-major) gets the gradient, a NaN counting as the maximum.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool3d(input, **attrs),
+)
