@@ -669,7 +669,7 @@ def _check_local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     require_float(op, "input", input)
     require(input.ndim >= 3, op, "input", "a tensor (N, C, *) of at least 3 dims (as torch)", f"shape {input.shape}")
     require(
-        isinstance(size, int | np.integer) and not isinstance(size, bool) and size >= 1,
+        bool(isinstance(size, int | np.integer) and not isinstance(size, bool) and size >= 1),
         op,
         "size",
         "a positive int",

@@ -16,6 +16,7 @@ unnormalisation, border clip or reflection, so the second order is recorded.
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "affine_grid", "grid_sample"]
 
 import numbers
+from functools import reduce
 
 import numpy as np
 
@@ -217,7 +218,7 @@ def _check_affine_grid(theta, size, align_corners=False):
     ok = (
         isinstance(size, tuple | list)
         and len(size) in (4, 5)
-        and all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s > 0 for s in size)
+        and all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in size)
     )
     require(ok, op, "size", "(N, C, H, W) or (N, C, D, H, W) as positive ints (as torch)", size)
     k = len(size) - 2
@@ -359,10 +360,12 @@ def _grid_sample_vjp(g, ans, input, grid, *, needs, mode="bilinear", padding_mod
         if mode == "nearest":
             grad_grid = np.zeros_like(grid)
         else:
-            gx = gy = 0
+            parts = []
             for index, _, dx, dy, inside in taps:
                 seen = np.sum(g * _gather_planes(input, index), axis=1, keepdims=True)  # (N, 1, P)
-                gx, gy = gx + np.where(inside, dx * seen, 0), gy + np.where(inside, dy * seen, 0)
+                parts.append((np.where(inside, dx * seen, 0), np.where(inside, dy * seen, 0)))
+            gx = reduce(lambda a, b: a + b, [x for x, _ in parts])
+            gy = reduce(lambda a, b: a + b, [y for _, y in parts])
             grad_grid = np.reshape(np.stack([gx * sx, gy * sy], axis=-1), grid.shape)
     return grad_input, grad_grid
 
