@@ -29,6 +29,8 @@ from functools import partial, reduce
 
 import numpy as np
 
+import ops
+from tape.creation import float_dtype
 from tape.onnx import lowering
 from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
@@ -66,29 +68,47 @@ def _unrows(rows, axis: int, shape: tuple):
 
 
 def _along_dim(op: str, block, grad_block, traced_grad):
-    """Declare softmax-like ``op`` (torch.<op>(input, dim)): ``block(x, out)`` and ``grad_block(g, y, out)`` are
-    its row kernels (rowwise.py), ``traced_grad(g, y)`` the same gradient written for Tensors (the rule traced
-    for create_graph); y is the op's output. Results are fresh arrays in the layout of the input (and output)."""
+    """Declare softmax-like ``op`` (torch.<op>(input, dim, dtype=None)): ``block(x, out)`` and ``grad_block(g, y,
+    out)`` are its row kernels (rowwise.py), ``traced_grad(g, y)`` the same gradient written for Tensors (the rule
+    traced for create_graph); y is the op's output. ``dtype`` casts the input first, as torch (the output has that
+    dtype, the gradient is cast back to the input's). Results are fresh arrays in the layout of the input."""
 
-    def forward(input, dim=-1):
+    def forward(input, dim=-1, *, dtype=None):
         axis = normalize_dim(op, dim, input.ndim)
-        out = np.empty_like(input)
+        x = input if dtype is None else input.astype(float_dtype(op, dtype), copy=False)
+        out = np.empty_like(x)
         if out.size:
-            blockwise(block, _rows(input, axis), _rows(out, axis))
+            blockwise(block, _rows(x, axis), _rows(out, axis))
         return out
 
-    def rule(g, ans, input, dim=-1):
+    def rule(g, ans, input, dim=-1, *, dtype=None):
         axis = normalize_dim(op, dim, input.ndim)
         g_rows, y = _rows(g, axis), _rows(ans, axis)
         if isinstance(g, Tensor):
-            return _unrows(traced_grad(g_rows, y), axis, input.shape)
+            dx = _unrows(traced_grad(g_rows, y), axis, input.shape)
+            return dx if dx.dtype == input.dtype else ops.cast(dx, input.dtype)
         dx = np.empty_like(ans)
         blockwise(grad_block, g_rows, y, _rows(dx, axis))
-        return dx
+        return dx.astype(input.dtype, copy=False)
 
-    def check(input, dim=-1):
-        require_float(op, "input", input)
+    def check(input, dim=-1, *, dtype=None):
+        if dtype is None:
+            require_float(op, "input", input)
+        else:
+            float_dtype(op, dtype)
+            require(input.dtype.kind in "fiub", op, "input", "a real tensor", f"dtype {input.dtype}")
         normalize_dim(op, dim, input.ndim)
+
+    def samples(rng):
+        x = along_dim_samples(rng)[0].inputs
+        return along_dim_samples(rng) + [
+            # (dtype=float32 of a float64 input is in tests/test_ops_nn.py: float64 finite differences cannot check
+            # a float32 result)
+            Sample(x, {"dim": -1, "dtype": np.float64}, "dtype=float64 (cast first)"),
+        ]
+
+    def torch_ref(torch, input, dim=-1, dtype=None):
+        return getattr(torch, op)(input, dim=dim, dtype=None if dtype is None else getattr(torch, np.dtype(dtype).name))
 
     return defop(
         op,
@@ -97,8 +117,8 @@ def _along_dim(op: str, block, grad_block, traced_grad):
         forward=forward,
         vjps=(rule,),
         check=check,
-        samples=along_dim_samples,
-        torch_ref=lambda torch, input, dim=-1: getattr(torch, op)(input, dim=dim),
+        samples=samples,
+        torch_ref=torch_ref,
     )
 
 
@@ -717,6 +737,9 @@ def _onnx_along_dim(op_type):
         ndim = len(rec.inputs[0].shape)
         if ndim == 0:
             raise NotExportable("a 0-D input has no lowering")
+        dtype = rec.attributes.get("dtype")
+        if dtype is not None:  # dtype=: cast first, as the forward (ONNX's codes: 1 float, 11 double)
+            input = g.op("Cast", input, to={"float32": 1, "float64": 11}[np.dtype(dtype).name])
         return g.op(op_type, input, axis=axis_of(rec.attributes.get("dim", -1), ndim))
 
     return lower

@@ -241,8 +241,8 @@ def test_dropout_identity_and_extremes():
 
 # -- the ops are the registered ops, with torch's signatures ------------------------------------------------
 SIGNATURES = {
-    "softmax": ("input", "dim"),
-    "log_softmax": ("input", "dim"),
+    "softmax": ("input", "dim", "dtype"),
+    "log_softmax": ("input", "dim", "dtype"),
     "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
     "rms_norm": ("input", "normalized_shape", "weight", "eps"),
     "embedding": ("input", "weight", "padding_idx"),
@@ -555,3 +555,32 @@ def test_gumbel_softmax_samples_the_softmax_and_hard_is_straight_through():
     np.testing.assert_allclose(g2.numpy(), g2_soft.numpy(), rtol=1e-10)
     theirs = F.gumbel_softmax(torch.tensor(np.tile(logits, (40_000, 1))), tau=0.5).numpy()
     np.testing.assert_allclose(np.bincount(theirs.argmax(axis=1), minlength=4) / 40_000, frequency, atol=0.015)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("source, target", [(np.float64, np.float32), (np.float32, np.float64), (np.int64, np.float64)])
+def test_softmax_dtype_casts_first_as_torch(name, source, target):
+    """dtype=: the input is cast before the op (torch's order), the output has that dtype and the input's
+    gradient comes back in the input's dtype."""
+    x = (np.random.default_rng(0).normal(size=(3, 5)) * 3).astype(source)
+    float_input = np.dtype(source).kind == "f"
+    t = tape.tensor(x, requires_grad=float_input, dtype=source)
+    out = getattr(ops, name)(t, 1, dtype=target)
+    torch_dtype = getattr(torch, np.dtype(target).name)
+    theirs = getattr(torch, name)(torch.tensor(x), 1, dtype=torch_dtype)
+    assert out.dtype == np.dtype(target)
+    tolerance = TOLERANCE[np.float32] if np.float32 in (source, target) else TOLERANCE[np.float64]
+    np.testing.assert_allclose(out.numpy(), theirs.detach().numpy(), **tolerance)
+    assert np.array_equal(out.numpy(), getattr(ops, name)(tape.tensor(x.astype(target)), 1).numpy())
+    if float_input:
+        u = np.random.default_rng(1).normal(size=x.shape).astype(target)
+        (g,) = gradients(out, [t], [tape.tensor(u)])
+        th_x = torch.tensor(x, requires_grad=True)
+        (expected,) = torch.autograd.grad(getattr(torch, name)(th_x, 1, dtype=torch_dtype), [th_x], torch.from_numpy(u))
+        assert g.dtype == np.dtype(source)
+        np.testing.assert_allclose(g.numpy(), expected.numpy(), **tolerance)
+
+
+def test_softmax_dtype_refuses_a_non_float_dtype():
+    with pytest.raises(TypeError, match="softmax: argument 'dtype' expected a floating dtype"):
+        ops.softmax(tape.tensor(np.ones(3)), 0, dtype=np.int64)
