@@ -696,14 +696,51 @@ def _max_pool_index(x4, geo):
     return np.argmax(flat, axis=-1), flat
 
 
-def _max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
     index, flat = _max_pool_index(_batched(input, 2), geo)
-    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
-    return out.reshape(input.shape[:-2] + geo.out), {
-        "indices": index.astype(np.min_scalar_type(flat.shape[-1])),
-        "geo": geo,
-    }
+    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0].reshape(input.shape[:-2] + geo.out)
+    saved = {"indices": index.astype(np.min_scalar_type(flat.shape[-1])), "geo": geo}
+    if return_indices:  # torch's (values, int64 flat h * W + w indices into each input plane)
+        return (out, _flat_input_indices(saved["indices"], geo, input.shape[-1]).reshape(out.shape)), saved
+    return out, saved
+
+
+# return_indices=True gives (output, indices) -- a named pair, unpacked like torch's tuple; False one array
+_VALUES_INDICES = ("output", "indices")
+
+
+def _values_rule(rule):
+    """A max pool's rule serving calls with return_indices=True too, whose outputs are (values, indices): the
+    values' gradient g[0] goes to ``rule`` (zeros when only the indices were used)."""
+
+    def wrapped(g, ans, input, *args, return_indices=False, **attrs):
+        if isinstance(g, tuple):
+            if g[0] is None:
+                return np.zeros_like(input)
+            g, ans = g[0], ans[0]
+        return rule(g, ans, input, *args, **attrs)
+
+    return wrapped
+
+
+def _values_composite(composite, indices_of):
+    """A max pool's composite serving return_indices=True too: (the values' composite, the forward's indices
+    ``indices_of(input array, **attrs)`` as a constant)."""
+
+    def wrapped(input, *, return_indices=False, **attrs):
+        out = composite(input, **attrs)
+        return (out, Tensor._wrap(indices_of(input.data, **attrs))) if return_indices else out
+
+    return wrapped
+
+
+def _with_return_indices(samples: list) -> list:
+    """A max pool's samples plus the first two and the last (an empty batch) again with return_indices=True."""
+    again = [samples[0], samples[1], samples[-1]]
+    return samples + [
+        Sample(x.inputs, {**x.attrs, "return_indices": True}, f"{x.label}, return_indices", x.torch) for x in again
+    ]
 
 
 def _max_pool2d_vjp(g, ans, input, *, indices, geo, **attrs):
@@ -729,7 +766,8 @@ def _max_pool2d_composite(input, kernel_size, stride=None, padding=0, dilation=1
     return ops.reshape(out, input.shape[:-2] + geo.out)
 
 
-def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    _require_bool("max_pool2d", "return_indices", return_indices)
     _pool_input("max_pool2d", input)
     _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
 
@@ -765,11 +803,14 @@ max_pool2d = defop(
     family="conv",
     inputs=("input",),
     forward=_max_pool2d,
-    vjps=(_max_pool2d_vjp,),
+    vjps=(_values_rule(_max_pool2d_vjp),),
     saves=True,
-    composite=_max_pool2d_composite,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _max_pool2d_composite, lambda x, **attrs: _max_pool2d(x, **attrs, return_indices=True)[0][1]
+    ),
     check=_check_max_pool2d,
-    samples=_max_pool_samples,
+    samples=lambda rng: _with_return_indices(_max_pool_samples(rng)),
     notes="Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
     "counting as the maximum -- what torch's CPU kernel does.",
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, **attrs),
@@ -1174,16 +1215,16 @@ def _check_pool1d_input(op, x):
     _require_only_batch_empty(op, x, 1)
 
 
-def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     kernel, strides, pads, dilations = _pool1d_args("max_pool1d", kernel_size, stride, padding, dilation)
     x2 = input[..., None, :]
     geo = _PoolGeometry("max_pool1d", x2.shape, kernel, strides, pads, dilations, ceil_mode)
     index, flat = _max_pool_index(_batched(x2, 2), geo)
-    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
-    return out.reshape(input.shape[:-1] + geo.out[1:]), {
-        "indices": index.astype(np.min_scalar_type(flat.shape[-1])),
-        "geo": geo,
-    }
+    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0].reshape(input.shape[:-1] + geo.out[1:])
+    saved = {"indices": index.astype(np.min_scalar_type(flat.shape[-1])), "geo": geo}
+    if return_indices:  # over a height of 1 the flat h * W + w index is the position along the length
+        return (out, _flat_input_indices(saved["indices"], geo, input.shape[-1]).reshape(out.shape)), saved
+    return out, saved
 
 
 def _on_height_one(rule_2d):
@@ -1202,7 +1243,8 @@ def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1
     return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
-def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    _require_bool("max_pool1d", "return_indices", return_indices)
     _check_pool1d_input("max_pool1d", input)
     _PoolGeometry(
         "max_pool1d",
@@ -1233,11 +1275,14 @@ max_pool1d = defop(
     family="conv",
     inputs=("input",),
     forward=_max_pool1d,
-    vjps=(_on_height_one(_max_pool2d_vjp),),
+    vjps=(_values_rule(_on_height_one(_max_pool2d_vjp)),),
     saves=True,
-    composite=_max_pool1d_composite,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _max_pool1d_composite, lambda x, **attrs: _max_pool1d(x, **attrs, return_indices=True)[0][1]
+    ),
     check=_check_max_pool1d,
-    samples=lambda rng: _pool1d_samples(rng, True),
+    samples=lambda rng: _with_return_indices(_pool1d_samples(rng, True)),
     notes="Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool1d(input, **attrs),
 )
@@ -1495,7 +1540,8 @@ def _adaptive_avg_pool2d_vjp(g, ans, input, output_size):
 
 
 def _adaptive_check(op, spatial):
-    def check(input, output_size, **_):
+    def check(input, output_size, return_indices=False):
+        _require_bool(op, "return_indices", return_indices)
         _check_input_rank(op, input, spatial)
         require(min(input.shape[-spatial:]) >= 1, op, "input", "non-empty spatial dims", f"shape {input.shape}")
         _adaptive_sizes(op, input.shape, output_size, spatial)
@@ -1582,9 +1628,9 @@ def _scatter_flat(g, flat, input_shape):
     return summed.astype(g.dtype, copy=False).reshape(input_shape)
 
 
-def _adaptive_max_pool2d(input, output_size):
+def _adaptive_max_pool2d(input, output_size, return_indices=False):
     values, flat = _adaptive_max_flat(input, output_size, "adaptive_max_pool2d")
-    return values, {"flat": flat}
+    return ((values, flat) if return_indices else values), {"flat": flat}
 
 
 def _adaptive_max_pool2d_vjp(g, ans, input, output_size, flat):
@@ -1631,13 +1677,18 @@ adaptive_max_pool2d = defop(
     family="conv",
     inputs=("input",),
     forward=_adaptive_max_pool2d,
-    vjps=(_adaptive_max_pool2d_vjp,),
+    vjps=(_values_rule(_adaptive_max_pool2d_vjp),),
     saves=True,
-    composite=_adaptive_max_pool2d_composite,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _adaptive_max_pool2d_composite, lambda x, output_size: _adaptive_max_pool2d(x, output_size)[1]["flat"]
+    ),
     check=_adaptive_check("adaptive_max_pool2d", 2),
-    samples=_adaptive_max_samples,
+    samples=lambda rng: _with_return_indices(_adaptive_max_samples(rng)),
     notes=_ADAPTIVE_MAX_NOTES,
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size),
+    torch_ref=lambda torch, input, output_size, return_indices=False: torch.nn.functional.adaptive_max_pool2d(
+        input, output_size, return_indices
+    ),
 )
 
 adaptive_max_pool2d_with_indices = defop(
@@ -2019,11 +2070,12 @@ lp_pool1d = defop(
 )
 
 
-def _adaptive_max_pool1d(input, output_size):
-    """``torch.nn.functional.adaptive_max_pool1d``: adaptive_max_pool2d over a height of 1."""
+def _adaptive_max_pool1d(input, output_size, return_indices=False):
+    """``torch.nn.functional.adaptive_max_pool1d``: adaptive_max_pool2d over a height of 1 (whose flat index
+    h * W + w is then the position along the length)."""
     sizes = _adaptive_sizes("adaptive_max_pool1d", input.shape, output_size, 1)
     values, flat = _adaptive_max_flat(input[..., None, :], (1,) + sizes, "adaptive_max_pool1d")
-    return values[..., 0, :], {"flat": flat}
+    return ((values[..., 0, :], flat[..., 0, :]) if return_indices else values[..., 0, :]), {"flat": flat}
 
 
 def _adaptive_max_pool1d_vjp(g, ans, input, output_size, flat):
@@ -2041,13 +2093,18 @@ adaptive_max_pool1d = defop(
     family="conv",
     inputs=("input",),
     forward=_adaptive_max_pool1d,
-    vjps=(_adaptive_max_pool1d_vjp,),
+    vjps=(_values_rule(_adaptive_max_pool1d_vjp),),
     saves=True,
-    composite=_adaptive_max_pool1d_composite,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _adaptive_max_pool1d_composite, lambda x, output_size: _adaptive_max_pool1d(x, output_size, True)[0][1]
+    ),
     check=_adaptive_check("adaptive_max_pool1d", 1),
-    samples=lambda rng: _adaptive_samples(rng, 1),
+    samples=lambda rng: _with_return_indices(_adaptive_samples(rng, 1)),
     notes=_ADAPTIVE_MAX_NOTES,
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool1d(input, output_size),
+    torch_ref=lambda torch, input, output_size, return_indices=False: torch.nn.functional.adaptive_max_pool1d(
+        input, output_size, return_indices
+    ),
 )
 
 
@@ -2347,11 +2404,11 @@ def _max_pool3d_index(input, geo):
     return values.reshape(shape), np.asarray(position, np.int64).reshape(shape)
 
 
-def _max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    """``torch.nn.functional.max_pool3d`` (return_indices=False)."""
+def _max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """``torch.nn.functional.max_pool3d``; return_indices=True: (values, the flat d * H * W + h * W + w indices)."""
     geo = _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
     values, position = _max_pool3d_index(input, geo)
-    return values, {"position": position}
+    return ((values, position) if return_indices else values), {"position": position}
 
 
 def _volumes(shape):
@@ -2376,7 +2433,8 @@ def _max_pool3d_composite(input, kernel_size, stride=None, padding=0, dilation=1
     return ops.reshape(picked, position.shape)
 
 
-def _check_max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _check_max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    _require_bool("max_pool3d", "return_indices", return_indices)
     _pool3d_input("max_pool3d", input)
     _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
 
@@ -2386,11 +2444,14 @@ max_pool3d = defop(
     family="conv",
     inputs=("input",),
     forward=_max_pool3d,
-    vjps=(_max_pool3d_vjp,),
+    vjps=(_values_rule(_max_pool3d_vjp),),
     saves=True,
-    composite=_max_pool3d_composite,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _max_pool3d_composite, lambda x, **attrs: _max_pool3d(x, **attrs, return_indices=True)[0][1]
+    ),
     check=_check_max_pool3d,
-    samples=lambda rng: _pool3d_samples(rng, True),
+    samples=lambda rng: _with_return_indices(_pool3d_samples(rng, True)),
     notes="Ties: the first maximum of each window (row-major) gets the gradient, a NaN counting as the maximum.",
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool3d(input, **attrs),
 )
