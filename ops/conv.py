@@ -1,8 +1,12 @@
 """Convolution and pooling, as in ``torch.nn.functional``: conv1d, conv2d, conv3d, conv_transpose1d,
-conv_transpose2d, unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d, max_pool2d_with_indices,
-max_unpool2d, avg_pool1d, avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d,
-adaptive_max_pool2d_with_indices, interpolate (nearest, nearest-exact, linear, bilinear) and the nearest-neighbour
-upsample2d.
+conv_transpose2d, conv_transpose3d, unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d,
+max_pool3d, max_pool2d_with_indices, max_unpool1d, max_unpool2d, avg_pool1d, avg_pool2d, avg_pool3d, lp_pool1d,
+lp_pool2d, adaptive_avg_pool1d/2d/3d, adaptive_max_pool1d/2d, adaptive_max_pool2d_with_indices, interpolate
+(nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear) and the nearest-neighbour upsample2d.
+
+The max pools take torch's ``return_indices``: True returns the (output, int64 indices) pair -- an op may return
+one array for one call and a pair for another, as torch.max does -- and one wrapper of the rule and of the
+composite serves both forms (the indices take no gradient).
 
 Convolutions use im2col over any number of spatial axes (conv1d, conv2d and conv3d are one declaration
 each): a strided view of the padded input gathers every receptive field into one column matrix (a single
@@ -15,10 +19,9 @@ height of 1). The forwards resolve their geometry once and hand it to the backwa
 and interpolate are separable linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose
 transposes are the backward.
 
-torch returns max pooling's indices only with ``return_indices=True``; an op's output count is fixed, so
-the two-output forms are ops of their own under torch's names (``max_pool2d_with_indices``,
-``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W + w`` into each input plane), and
-max_pool2d / adaptive_max_pool2d return the values alone.
+torch's aten also names the two-output forms as ops of their own (``max_pool2d_with_indices``,
+``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W + w`` into each input plane); they are kept
+beside return_indices=True, which gives the same pair.
 
 Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the other
 op (on Tensors) or its kernel (on arrays). The convolutions, the transposed convs, the avg and max pools are
@@ -1709,7 +1712,16 @@ adaptive_max_pool2d_with_indices = defop(
 
 
 # -- interpolate -------------------------------------------------------------------------------------------
-_INTERPOLATE_MODES = {"nearest": (1, 2), "nearest-exact": (1, 2), "linear": (1,), "bilinear": (2,)}
+_INTERPOLATE_MODES = {
+    "nearest": (1, 2, 3),
+    "nearest-exact": (1, 2, 3),
+    "linear": (1,),
+    "bilinear": (2,),
+    "trilinear": (3,),
+    "bicubic": (2,),
+    "area": (1, 2, 3),
+}
+_CUBIC_A = -0.75  # torch's bicubic kernel parameter
 
 
 def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
@@ -1723,7 +1735,7 @@ def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, reco
     require(
         spatial in _INTERPOLATE_MODES[mode], op, "input", f"a {ranks} tensor for mode {mode!r}", f"shape {input_shape}"
     )
-    if mode.startswith("nearest"):
+    if mode.startswith("nearest") or mode == "area":
         require(
             align_corners is None,
             op,
@@ -1798,6 +1810,10 @@ def _interpolation_matrix(
     floor(src) and its successor (clamped at in - 1). A linear axis whose size is unchanged is copied (torch
     does so even when a scale_factor like 1.3 leaves the size as it was); a nearest one is not."""
     dst = np.arange(n_out)
+    if mode == "area":  # torch: adaptive average pooling to the output size
+        return _adaptive_avg_matrix(n_in, n_out, dtype)
+    if mode == "bicubic":
+        return _cubic_matrix(n_in, n_out, scale_factor, align_corners, dtype)
     if mode == "nearest" or mode == "nearest-exact":
         scale = np.float32(1.0 / scale_factor) if scale_factor is not None else np.float32(n_in) / np.float32(n_out)
         if mode == "nearest" and spatial == 2 and n_out == n_in:
@@ -1824,6 +1840,36 @@ def _interpolation_matrix(
     return ((low[:, None] == j) * (1 - frac)[:, None] + (high[:, None] == j) * frac[:, None]).astype(dtype)
 
 
+def _cubic_matrix(n_in: int, n_out: int, scale_factor, align_corners, dtype) -> np.ndarray:
+    """(out, in) bicubic weights, torch's: src = dst * (in - 1) / (out - 1) (align_corners) or
+    (dst + 0.5) * scale - 0.5 (not clamped at 0, unlike linear), t = src - floor(src), the four taps floor(src) - 1
+    ... + 2 (clamped into the input) weighted by the cubic convolution kernel with A = -0.75."""
+    real = np.dtype(dtype).type
+    dst = np.arange(n_out).astype(dtype)
+    if align_corners:
+        src = dst * ((real(n_in) - real(1)) / real(n_out - 1) if n_out > 1 else real(0))
+    else:
+        scale = real(1.0 / scale_factor) if scale_factor is not None else real(n_in) / real(n_out)
+        src = scale * (dst + real(0.5)) - real(0.5)
+    low = np.floor(src)
+    t = (src - low).astype(dtype)
+    a = real(_CUBIC_A)
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
+    j = np.arange(n_in)
+    matrix = np.zeros((n_out, n_in), dtype)
+    for k, w in enumerate(weights):  # four taps: a clamped index may repeat, its weights add up
+        index = np.clip(low.astype(np.int64) - 1 + k, 0, n_in - 1)
+        matrix += (index[:, None] == j) * w[:, None]
+    return matrix
+
+
 def _interpolation_matrices(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
     plan = _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
     return [
@@ -1841,13 +1887,16 @@ def _interpolate(
     recompute_scale_factor=None,
     antialias=False,
 ):
-    """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact (3-D or 4-D input), linear (3-D)
-    and bilinear (4-D): separable, so a matmul with each axis's (out, in) weight matrix."""
+    """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact and area (3-D, 4-D or 5-D input),
+    linear (3-D), bilinear and bicubic (4-D) and trilinear (5-D): separable, so a matmul with each axis's
+    (out, in) weight matrix."""
     matrices = _interpolation_matrices(
         input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
     )
     if len(matrices) == 1:
         return input @ matrices[0].T
+    if len(matrices) == 3:
+        return np.einsum("ai,bj,ck,...ijk->...abc", *matrices, input)
     return matrices[0] @ input @ matrices[1].T
 
 
@@ -1867,6 +1916,8 @@ def _interpolate_vjp(
     )
     if len(matrices) == 1:
         return g @ matrices[0]
+    if len(matrices) == 3:
+        return np.einsum("ai,bj,ck,...abc->...ijk", *matrices, g)
     return matrices[0].T @ g @ matrices[1]
 
 
@@ -1881,10 +1932,10 @@ def _check_interpolate(
 ):
     require_float("interpolate", "input", input)
     require(
-        input.ndim in (3, 4),
+        input.ndim in (3, 4, 5),
         "interpolate",
         "input",
-        "a 3-D (N, C, L) or 4-D (N, C, H, W) tensor",
+        "a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) tensor",
         f"shape {input.shape}",
     )
     _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
@@ -1918,6 +1969,17 @@ def _interpolate_samples(rng):
         ),
         s((0, 2, 3, 3), "empty batch", scale_factor=2, mode="bilinear"),
         s((0, 2, 4), "linear empty batch", size=3, mode="linear"),
+        s((1, 2, 3, 4), "bicubic scale 2", scale_factor=2, mode="bicubic"),
+        s((1, 2, 5, 4), "bicubic size, align_corners", size=(3, 6), mode="bicubic", align_corners=True),
+        s((2, 1, 4, 6), "bicubic shrink 0.6", scale_factor=0.6, mode="bicubic"),
+        s((1, 2, 5, 7), "area shrink", size=(2, 3), mode="area"),
+        s((1, 2, 7), "area 1-D scale 0.5", scale_factor=0.5, mode="area"),
+        s((1, 1, 3, 4, 5), "area 3-D", size=(2, 2, 3), mode="area"),
+        s((1, 2, 2, 3, 2), "trilinear scale 2", scale_factor=2, mode="trilinear"),
+        s((1, 1, 3, 2, 4), "trilinear size, align_corners", size=(4, 3, 3), mode="trilinear", align_corners=True),
+        s((1, 2, 2, 3, 2), "nearest 3-D", scale_factor=(2, 1.5, 3), mode="nearest"),
+        s((1, 1, 4, 3, 3), "nearest-exact 3-D", size=(3, 5, 2), mode="nearest-exact"),
+        s((0, 2, 2, 2, 2), "trilinear empty batch", size=3, mode="trilinear"),
     ]
 
 
@@ -1929,7 +1991,8 @@ interpolate = defop(
     vjps=(_interpolate_vjp,),
     check=_check_interpolate,
     samples=_interpolate_samples,
-    notes="Modes nearest, nearest-exact, linear, bilinear; torch's index and weight formulas (align_corners both "
+    notes="Modes nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear (3-D to 5-D inputs); torch's "
+    "index and weight formulas (align_corners both "
     "ways, scale_factor reaching the kernel unless recompute_scale_factor). Linear in the input, so its "
     "rule (the transposed weight matrices) is differentiable as it stands.",
     torch_ref=lambda torch, input, **attrs: _torch_interpolate(torch, input, **attrs),
