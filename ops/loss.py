@@ -77,6 +77,7 @@ __all__ = [
     "cosine_embedding_loss",
     "poisson_nll_loss",
     "gaussian_nll_loss",
+    "ctc_loss",
 ]
 
 import inspect
@@ -2273,6 +2274,252 @@ gaussian_nll_loss = defop(
     "value as var itself. A float var is not accepted (pass a tensor).",
     torch_ref=lambda torch, input, target, var, **attrs: torch.nn.functional.gaussian_nll_loss(
         input, target, var, **attrs
+    ),
+)
+
+
+# -- ctc_loss --------------------------------------------------------------------------------------------------
+_CTC_NONE = -1e30  # "log 0" of the recursions: finite, so that the traced composite's logaddexp has finite
+# gradients; exp underflows to exactly 0, and x + _CTC_NONE stays _CTC_NONE for any log-probability x
+
+
+def _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes):
+    """(extended labels l' (N, 2S + 1): blank, y_1, blank, ..., y_S, blank; where a skip from s - 2 is allowed;
+    each sequence's last two positions (N, 2); each sequence's T_n). Targets are (N, S) padded or 1-D
+    concatenated, lengths tensors."""
+    lengths = _values(target_lengths).astype(np.int64).reshape(-1)
+    targets = _values(targets).astype(np.int64)
+    n, width = lengths.size, int(lengths.max(initial=0))
+    if targets.ndim == 1:  # concatenated: sequence k is targets[start_k : start_k + length_k]
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        index = np.minimum(starts[:, None] + np.arange(width), max(targets.size - 1, 0))
+        labels = targets[index] if targets.size else np.zeros((n, width), np.int64)
+    else:
+        labels = targets[:, :width]
+    labels = np.where(np.arange(width) < lengths[:, None], labels, blank)
+    ext = np.full((n, 2 * width + 1), blank, np.int64)
+    ext[:, 1::2] = labels
+    allow = np.zeros(ext.shape, bool)
+    allow[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    last = np.stack([2 * lengths, np.maximum(2 * lengths - 1, 0)], axis=1)
+    return ext, allow, last, lengths, _values(input_lengths).astype(np.int64).reshape(-1)
+
+
+def _ctc_shift(a, k: int):
+    """``a`` (N, L') moved k positions right along the labels, "log 0" coming in."""
+    if k == 0:
+        return a
+    pad = np.full((a.shape[0], k), _CTC_NONE, dtype=a.dtype)
+    return np.concatenate([pad, a[:, : a.shape[1] - k]], axis=1)
+
+
+def _ctc_alphas(log_probs, ext, allow, frames):
+    """The forward variables log alpha_t(s), (T, N, L') list, vectorised over sequences and labels, one step a
+    time step; frozen past each sequence's length. Arrays or Tensors (the composite)."""
+    emit = [np.take_along_axis(log_probs[t], ext, axis=1) for t in range(log_probs.shape[0])]
+    start = np.full(ext.shape, _CTC_NONE, dtype=log_probs.dtype)
+    start[:, :2] = 0
+    alpha = np.where(np.arange(ext.shape[1]) < 2, emit[0], start) if emit else start
+    out = [alpha]
+    for t in range(1, len(emit)):
+        stay = np.logaddexp(alpha, _ctc_shift(alpha, 1))
+        step = np.logaddexp(stay, np.where(allow, _ctc_shift(alpha, 2), _CTC_NONE)) + emit[t]
+        alpha = np.where((t < frames)[:, None], step, alpha)
+        out.append(alpha)
+    return out
+
+
+def _ctc_nll(log_probs, targets, input_lengths, target_lengths, blank):
+    """(per-sequence -log p(target | input), where no alignment exists, the alphas, the labels)."""
+    labels = _ctc_labels(targets, input_lengths, target_lengths, blank, log_probs.shape[-1])
+    ext, allow, last, _, frames = labels
+    alphas = _ctc_alphas(log_probs, ext, allow, frames)
+    final = alphas[-1] if alphas else np.full(ext.shape, _CTC_NONE, log_probs.dtype)
+    ends = np.take_along_axis(final, last, axis=1)
+    ends = np.where(
+        last[:, :1] == last[:, 1:],
+        np.stack([ends[:, 0], np.full(ends.shape[:1], _CTC_NONE, log_probs.dtype)], axis=1),
+        ends,
+    )
+    nll = -np.logaddexp(ends[:, 0], ends[:, 1])
+    impossible = _values(nll) > -_CTC_NONE / 2
+    return nll, impossible, alphas, labels
+
+
+def _ctc_reduce(nll, impossible, lengths, reduction, zero_infinity, dtype):
+    inf = np.asarray(0 if zero_infinity else np.inf, dtype)
+    loss = np.where(impossible, inf, nll)
+    if reduction == "mean":  # torch: each loss over its target length (at least 1), then the batch mean
+        return np.mean(loss / np.maximum(lengths, 1).astype(dtype))
+    return _reduce(loss, reduction)
+
+
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """``torch.nn.functional.ctc_loss`` of (T, N, C) log-probabilities: -log of the summed probability of every
+    alignment of each target (blanks between and around labels, repeats merged), by the forward recursion."""
+    nll, impossible, _, labels = _ctc_nll(log_probs, targets, input_lengths, target_lengths, blank)
+    return _ctc_reduce(nll, impossible, labels[3], reduction, zero_infinity, log_probs.dtype)
+
+
+def _ctc_betas(log_probs, ext, allow, last, frames):
+    """log beta_t(s) (emission at t included), the backward recursion from each sequence's own last frame."""
+    n_frames, n = log_probs.shape[0], ext.shape[0]
+    rows = np.arange(n)[:, None]
+    ends = np.zeros(ext.shape, bool)
+    ends[rows, last] = True
+    beta = np.full(ext.shape, _CTC_NONE, log_probs.dtype)
+    out = [beta] * n_frames
+    allow_next = np.concatenate([allow[:, 2:], np.zeros((n, 2), bool)], axis=1)  # a skip from s to s + 2
+    for t in range(n_frames - 1, -1, -1):
+        emit = np.take_along_axis(log_probs[t], ext, axis=1)
+        none = np.full((n, 1), _CTC_NONE, log_probs.dtype)
+        ahead1 = np.concatenate([beta[:, 1:], none], axis=1)
+        ahead2 = np.concatenate([beta[:, 2:], none, none], axis=1)
+        step = np.logaddexp(np.logaddexp(beta, ahead1), np.where(allow_next, ahead2, _CTC_NONE)) + emit
+        beta = np.where(
+            (t == frames - 1)[:, None],
+            np.where(ends, emit, _CTC_NONE),
+            np.where((t < frames - 1)[:, None], step, _CTC_NONE),
+        )
+        out[t] = beta
+    return out
+
+
+def _ctc_vjp(g, ans, log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    nll, impossible, alphas, (ext, allow, last, lengths, frames) = _ctc_nll(
+        log_probs, targets, input_lengths, target_lengths, blank
+    )
+    betas = _ctc_betas(log_probs, ext, allow, last, frames)
+    emit = np.stack([np.take_along_axis(log_probs[t], ext, axis=1) for t in range(log_probs.shape[0])])
+    with np.errstate(over="ignore", invalid="ignore"):
+        gamma = np.exp(np.stack(alphas) + np.stack(betas) - emit + nll[None, :, None])  # (T, N, L')
+    one_hot = (ext[:, :, None] == np.arange(log_probs.shape[-1])).astype(log_probs.dtype)
+    grad = -np.einsum("tns,nsc->tnc", gamma, one_hot)
+    if reduction == "mean":
+        scale = np.broadcast_to(g, lengths.shape) / (lengths.size * np.maximum(lengths, 1))
+    else:
+        scale = _reduction_grad(g, reduction, lengths.shape)
+    scale = np.where(impossible, 0 if zero_infinity else np.nan, scale)
+    return (grad * scale[None, :, None]).astype(log_probs.dtype, copy=False)
+
+
+def _ctc_composite(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """The forward recursion itself written over registered ops (logaddexp, where, gather, concat): what the
+    second order differentiates."""
+    nll, impossible, _, labels = _ctc_nll(log_probs, targets, input_lengths, target_lengths, blank)
+    return _ctc_reduce(nll, impossible, labels[3], reduction, zero_infinity, log_probs.dtype)
+
+
+def _check_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    op = "ctc_loss"
+    require_float(op, "log_probs", log_probs)
+    require(log_probs.ndim == 3, op, "log_probs", "a (T, N, C) tensor", log_probs.shape)
+    n_frames, n, n_classes = log_probs.shape
+    for name, lengths in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        require_integer(op, name, lengths)
+        require(lengths.shape == (n,), op, name, f"shape ({n},), one length per sequence", lengths.shape)
+    require(
+        bool(np.all((0 < input_lengths) & (input_lengths <= n_frames))) if n else True,
+        op,
+        "input_lengths",
+        f"lengths in [1, {n_frames}]",
+        input_lengths.tolist(),
+    )
+    require_integer(op, "targets", targets)
+    require(bool(np.all(target_lengths >= 0)), op, "target_lengths", "non-negative lengths", target_lengths.tolist())
+    if targets.ndim == 2:
+        require(
+            targets.shape[0] == n and bool(np.all(target_lengths <= targets.shape[1])),
+            op,
+            "targets",
+            f"(N={n}, S) padded targets with every target length <= S",
+            targets.shape,
+        )
+    else:
+        require(
+            targets.ndim == 1 and targets.size == int(np.sum(target_lengths)),
+            op,
+            "targets",
+            f"an (N, S) tensor, or 1-D of sum(target_lengths) = {int(np.sum(target_lengths))} labels",
+            targets.shape,
+        )
+    require(
+        isinstance(blank, int | np.integer) and not isinstance(blank, bool) and 0 <= blank < n_classes,
+        op,
+        "blank",
+        f"a class in [0, {n_classes - 1}]",
+        blank,
+    )
+    _check_reduction(op, reduction)
+    _check_bool(op, "zero_infinity", zero_infinity)
+    _, _, _, lengths, _ = _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes)
+    if targets.size:
+        ext = _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes)[0][:, 1::2]
+        used = ext[np.arange(ext.shape[1]) < lengths[:, None]]
+        require(
+            used.size == 0 or bool(np.all((used >= 0) & (used < n_classes) & (used != blank))),
+            op,
+            "targets",
+            f"labels in [0, {n_classes - 1}] other than blank={blank}",
+            used.tolist(),
+        )
+
+
+def _ctc_samples(rng):
+    def log_softmax(x):
+        return x - np.log(np.sum(np.exp(x), axis=-1, keepdims=True))
+
+    def lp(t, n, c):
+        return log_softmax(uniform(rng, (t, n, c)))
+
+    padded = np.array([[1, 2, 2], [3, 1, 0]])
+    lengths = np.array([3, 2])
+    # torch's gradient is the one of ctc_loss(log_softmax(x)) in x (it adds exp(log_probs)), not the derivative
+    # in log_probs: these samples compare values only through torch; tests/test_ops_loss.py pins the gradients
+    return [
+        Sample((lp(6, 2, 4), padded, np.array([6, 5]), lengths), {"reduction": r}, r, torch=False) for r in _REDUCTIONS
+    ] + [
+        Sample(
+            (lp(5, 2, 4), np.array([1, 2, 2, 3, 1]), np.array([5, 4]), lengths),
+            {"blank": 0},
+            "concatenated targets",
+            torch=False,
+        ),
+        Sample(
+            (lp(4, 3, 3), np.array([[1, 1], [2, 0], [0, 0]]), np.array([4, 3, 2]), np.array([2, 1, 0])),
+            {"blank": 0, "reduction": "sum"},
+            "empty target, repeated labels",
+            torch=False,
+        ),
+        Sample(
+            (lp(5, 2, 4), np.array([[0, 2], [1, 0]]), np.array([5, 5]), np.array([2, 1])),
+            {"blank": 3},
+            "blank=3",
+            torch=False,
+        ),
+        Sample(
+            (lp(2, 1, 3), np.array([[1, 1]]), np.array([2]), np.array([2])),
+            {"zero_infinity": True, "reduction": "sum"},
+            "impossible, zero_infinity",
+            torch=False,
+        ),
+    ]
+
+
+ctc_loss = defop(
+    "ctc_loss",
+    family=FAMILY,
+    inputs=("log_probs", "targets", "input_lengths", "target_lengths"),
+    forward=_ctc_loss,
+    vjps=(_ctc_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    composite=_ctc_composite,
+    check=_check_ctc_loss,
+    samples=_ctc_samples,
+    notes="Forward and backward recursions vectorised over sequences and labels, one step per time step. The "
+    "gradient is the derivative in log_probs (torch's adds exp(log_probs): it is ctc_loss(log_softmax(x))'s "
+    "gradient in x); after a log_softmax both agree.",
+    torch_ref=lambda torch, log_probs, targets, input_lengths, target_lengths, **attrs: torch.nn.functional.ctc_loss(
+        log_probs, targets, input_lengths, target_lengths, **attrs
     ),
 )
 

@@ -535,3 +535,42 @@ def test_issue_21_losses_refuse_bad_arguments_naming_them(name, arrays, message)
 def test_multi_margin_loss_refuses_p_other_than_1_or_2():
     with pytest.raises(ValueError, match=re.escape("multi_margin_loss: argument 'p' expected 1 or 2")):
         ops.multi_margin_loss(tape.tensor(np.zeros((2, 3))), tape.tensor(np.array([0, 1])), p=3)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("concatenated", [False, True])
+def test_ctc_loss_matches_torch_through_log_softmax(reduction, concatenated):
+    """torch's ctc_loss gradient in log_probs adds exp(log_probs) (it is the gradient of ctc_loss(log_softmax(x))
+    in x); ours is the derivative in log_probs. Through a log_softmax the two are the same function of x: values
+    and gradients are compared there, with padded and concatenated targets, a blank
+    other than 0, repeated labels and an empty target."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(7, 3, 5))
+    padded = np.array([[1, 1, 2], [4, 2, 0], [0, 0, 0]])
+    lengths, frames = np.array([3, 2, 0]), np.array([7, 5, 3])
+    targets = np.array([1, 1, 2, 4, 2]) if concatenated else padded
+    mt = tape.tensor(x, requires_grad=True)
+    ours = ops.ctc_loss(ops.log_softmax(mt, -1), tape.tensor(targets), tape.tensor(frames), tape.tensor(lengths),
+                        blank=3, reduction=reduction)
+    th = torch.tensor(x, requires_grad=True)
+    theirs = F.ctc_loss(th.log_softmax(-1), torch.tensor(targets), torch.tensor(frames), torch.tensor(lengths),
+                        blank=3, reduction=reduction)
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-12)
+    u = rng.normal(size=ours.shape)
+    (g,) = gradients(ours, [mt], [tape.tensor(u)])
+    (expected,) = torch.autograd.grad(theirs, [th], torch.from_numpy(u))
+    np.testing.assert_allclose(g.numpy(), expected.numpy(), rtol=1e-10, atol=1e-12)
+    # torch 2.13 has no double backward for ctc_loss: the second order is checked by the generated gradgradcheck
+
+
+def test_ctc_loss_of_an_impossible_alignment_is_inf_or_zero_as_torch():
+    lp = np.log(np.full((2, 1, 3), 1 / 3))  # two frames cannot emit "1 1" (it needs a blank between)
+    args = [tape.tensor(lp, requires_grad=True), tape.tensor(np.array([[1, 1]])), tape.tensor(np.array([2])),
+            tape.tensor(np.array([2]))]
+    assert ops.ctc_loss(*args, reduction="sum").numpy() == np.inf
+    zero = ops.ctc_loss(*args, reduction="sum", zero_infinity=True)
+    assert zero.numpy() == 0
+    (g,) = gradients(zero, [args[0]])
+    np.testing.assert_array_equal(g.numpy(), 0)
+    expected = F.ctc_loss(torch.tensor(lp), torch.tensor([[1, 1]]), [2], [2], reduction="sum").item()
+    assert expected == np.inf
