@@ -1,4 +1,6 @@
-"""Dropout, as ``torch.nn.functional.dropout``: inverted (kept elements scaled by 1/(1-p)).
+"""The random ops of ``torch.nn.functional``: dropout (inverted: kept elements scaled by 1/(1-p)), the channel-wise
+dropout1d / dropout2d / dropout3d, alpha_dropout and feature_alpha_dropout (selu's), rrelu (a random negative
+slope in training) and gumbel_softmax.
 
 The mask is a pure function of an integer seed. ``rng`` is where the seed comes from: an int is the seed
 itself; a ``tape.Generator`` or ``np.random.Generator`` (None: ``tape.default_generator``, seeded by
@@ -6,6 +8,11 @@ itself; a ``tape.Generator`` or ``np.random.Generator`` (None: ``tape.default_ge
 The forward saves the seed it used under the attribute's own name, ``rng``, so the backward,
 a replay of the tape and the second-order pass regenerate the same mask from the recorded attribute
 instead of drawing a new one. Not training, or ``p == 0``, is the identity and draws nothing.
+
+The variants follow the same policy through one helper: each draws a constant (scale, shift) pair from the seed
+(rrelu's slopes, a channel's keep mask, alpha dropout's affine map of kept and dropped units), the forward is
+input * scale + shift, the rule g * scale and the second order differentiates input * scale + shift again with the
+recorded seed's constants. gumbel_softmax records the seed of its Gumbel noise the same way.
 """
 
 __all__ = [

@@ -5,6 +5,11 @@ semantics (the deprecated ``size_average``/``reduce`` arguments are left out):
   binary_cross_entropy, binary_cross_entropy_with_logits, kl_div;
 - regression: mse_loss, l1_loss, smooth_l1_loss, huber_loss;
 - ranking: margin_ranking_loss, triplet_margin_loss;
+- margins: soft_margin_loss, multilabel_soft_margin_loss, multi_margin_loss, multilabel_margin_loss,
+  hinge_embedding_loss, cosine_embedding_loss;
+- likelihoods: poisson_nll_loss, gaussian_nll_loss, ctc_loss (the CTC forward/backward recursions vectorised over
+  sequences and labels, one step per time step; its gradient is the derivative in log_probs -- torch's adds
+  exp(log_probs), the gradient of ctc_loss(log_softmax(x)) in x -- so the two agree after a log_softmax);
 - distances (family "distance"): cosine_similarity, pairwise_distance.
 
 Reductions. ``reduction`` is 'none', 'mean' or 'sum' (kl_div also 'batchmean': the sum over input.shape[0]).
@@ -21,9 +26,13 @@ losses and distances (a float margin_ranking_loss target too). Class weights and
 Kinks and ties (torch's gradient conventions; the samples keep finite differences away from them):
 - l1_loss and smooth_l1_loss with beta=0 at input == target: gradient 0 (sign(0)). smooth_l1_loss / huber_loss at
   |input - target| == beta / delta: the first derivative is continuous; the second is the linear piece's, 0.
-- margin_ranking_loss and triplet_margin_loss at the hinge (loss exactly 0): the gradient passes, as torch's
-  clamp_min(z, 0) backward (z >= 0). triplet_margin_loss with swap=True where the two negative distances tie:
-  each gets half the gradient (torch's minimum).
+- margin_ranking_loss, triplet_margin_loss, hinge_embedding_loss and cosine_embedding_loss at the hinge (loss
+  exactly 0): the gradient passes, as torch's clamp_min(z, 0) backward (z >= 0); multi_margin_loss and
+  multilabel_margin_loss pass none there (torch's kernels test z > 0). gaussian_nll_loss clamps var at eps as torch
+  (in place, under no_grad): the var gradient is the clamped value's. An empty batch's 'mean' in multi_margin_loss
+  and multilabel_margin_loss is NaN as every mean here (torch 2.13's is uninitialised memory, or 0).
+  triplet_margin_loss with swap=True where the two negative distances tie: each gets half the gradient (torch's
+  minimum).
 - pairwise_distance is ||x1 - x2 + eps||_p over the last dim of the broadcast shape, for any p (inf, -inf, 0 and
   negative included). Its gradient is torch's vector-norm subgradient: 0 where the norm is 0 (p > 1) or where
   an entry is 0 (p < 1); sign for p=1; for p=+-inf the entries attaining the norm share the gradient evenly;
