@@ -23,6 +23,7 @@ from .loss import *  # noqa: F401,F403
 from .movement import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
+from .sampling import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403

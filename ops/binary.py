@@ -486,12 +486,14 @@ copysign = _pair(
 )
 
 
-# logaddexp: d/dinput = 1 / (1 + exp(other - input)) (torch's form: 1 at input = inf); both -inf gives NaN
+# logaddexp: d/dinput = 1 / (1 + exp(other - input)) = sigmoid(input - other), written exp(-logaddexp(0, d)):
+# 1 / (exp(d) + 1) overflows past |d| ~ 709, and traced for the second order gave inf / inf = NaN there. 1 at
+# input = inf (torch's form); both -inf gives NaN
 logaddexp = _pair(
     "logaddexp",
     _floats("logaddexp", np.logaddexp),
-    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(other - input) + 1), input.shape)),
-    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(input - other) + 1), other.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(g * np.exp(-np.logaddexp(0, other - input)), input.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(g * np.exp(-np.logaddexp(0, input - other)), other.shape)),
     samples=binary_samples(-4.0, 4.0),
 )
 
