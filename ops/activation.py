@@ -236,6 +236,7 @@ hardshrink = _elementwise(
     lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
     attrs=_SHRINK_ATTRS,
     kinks=_SHRINK_KINKS,
+    method=True,
 )
 
 
@@ -532,6 +533,7 @@ prelu = defop(
     check=_check_prelu,
     samples=_prelu_samples,
     torch_ref=_functional("prelu"),
+    method=True,
 )
 
 

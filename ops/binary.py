@@ -56,6 +56,7 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, elementwise
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
@@ -161,9 +162,9 @@ def _mul_vjp_b(g, ans, a, b):
     return grad if grad.shape == b.shape else unbroadcast(grad, b.shape)
 
 
-add = _binary("add", _broadcasting("add", np.add), _add_vjp_a, _add_vjp_b)
-sub = _binary("sub", _broadcasting("sub", np.subtract), _add_vjp_a, _sub_vjp_b)
-mul = _binary("mul", _broadcasting("mul", np.multiply), _mul_vjp_a, _mul_vjp_b)
+add = _binary("add", _broadcasting("add", np.add), _add_vjp_a, _add_vjp_b, method=True, numpy=np.add)
+sub = _binary("sub", _broadcasting("sub", np.subtract), _add_vjp_a, _sub_vjp_b, method=True, numpy=np.subtract)
+mul = _binary("mul", _broadcasting("mul", np.multiply), _mul_vjp_a, _mul_vjp_b, method=True, numpy=np.multiply)
 
 _true_divide = _broadcasting("div", np.divide, names=("input", "other"))
 
@@ -252,6 +253,8 @@ div = defop(
     vjps=(_div_vjp_input, _div_vjp_other),
     samples=_div_samples,
     torch_ref=lambda torch, input, other, rounding_mode=None: torch.div(input, other, rounding_mode=rounding_mode),
+    method=True,
+    numpy=np.true_divide,
 )
 
 
@@ -299,7 +302,9 @@ def _pow_samples(rng):
     return out
 
 
-pow = _binary("pow", _broadcasting("pow", np.power), _pow_vjp_a, _pow_vjp_b, samples=_pow_samples)
+pow = _binary(
+    "pow", _broadcasting("pow", np.power), _pow_vjp_a, _pow_vjp_b, samples=_pow_samples, method=True, numpy=np.power
+)
 
 
 # -- maximum / minimum: ties split the gradient evenly ---------------------------------------------------------
@@ -313,12 +318,16 @@ maximum = _binary(
     _broadcasting("maximum", np.maximum, arithmetic=False),
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(a < b), a == b), a.shape),
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b < a), a == b), b.shape),
+    method=True,
+    numpy=np.maximum,
 )
 minimum = _binary(
     "minimum",
     _broadcasting("minimum", np.minimum, arithmetic=False),
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(a > b), a == b), a.shape),
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b > a), a == b), b.shape),
+    method=True,
+    numpy=np.minimum,
 )
 
 
@@ -346,11 +355,12 @@ where = defop(
     ),
     samples=where_samples(),
     torch_ref=lambda torch, condition, input, other: torch.where(condition, input, other),
+    numpy={np.where: _numpy.where},
 )
 
 
 # -- comparisons -----------------------------------------------------------------------------------------------
-def _comparison(name, ufunc):
+def _comparison(name, ufunc, **declaration):
     # comparing float32 with an integer array is exact in numpy (both go to float64): no matching needed
     return _binary(
         name,
@@ -358,15 +368,16 @@ def _comparison(name, ufunc):
         NOT_DIFFERENTIABLE,
         NOT_DIFFERENTIABLE,
         samples=comparison_samples(),
+        **declaration,
     )
 
 
-eq = _comparison("eq", np.equal)
-ne = _comparison("ne", np.not_equal)
-lt = _comparison("lt", np.less)
-le = _comparison("le", np.less_equal)
-gt = _comparison("gt", np.greater)
-ge = _comparison("ge", np.greater_equal)
+eq = _comparison("eq", np.equal, method=True, numpy=np.equal)
+ne = _comparison("ne", np.not_equal, method=True, numpy=np.not_equal)
+lt = _comparison("lt", np.less, method=True, numpy=np.less)
+le = _comparison("le", np.less_equal, method=True, numpy=np.less_equal)
+gt = _comparison("gt", np.greater, method=True, numpy=np.greater)
+ge = _comparison("ge", np.greater_equal, method=True, numpy=np.greater_equal)
 
 
 # == more binary ops, in torch's argument names (input, other) ================================================
@@ -413,6 +424,8 @@ atan2 = _pair(
     quiet(lambda g, ans, input, other: unbroadcast(_atan2_scale(g, input, other) * other, input.shape)),
     quiet(lambda g, ans, input, other: unbroadcast(-_atan2_scale(g, input, other) * input, other.shape)),
     samples=_atan2_samples,
+    method=True,
+    numpy=np.arctan2,
 )
 
 
@@ -428,6 +441,8 @@ copysign = _pair(
     _floats("copysign", np.copysign),
     quiet(_copysign_vjp_input),
     lambda g, ans, input, other: np.zeros(other.shape, g.dtype),
+    method=True,
+    numpy=np.copysign,
 )
 
 
@@ -438,6 +453,8 @@ logaddexp = _pair(
     quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(other - input) + 1), input.shape)),
     quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(input - other) + 1), other.shape)),
     samples=binary_samples(-4.0, 4.0),
+    method=True,
+    numpy=np.logaddexp,
 )
 
 
@@ -447,6 +464,8 @@ hypot = _pair(
     _floats("hypot", np.hypot),
     quiet(lambda g, ans, input, other: unbroadcast(g * input / ans, input.shape)),
     quiet(lambda g, ans, input, other: unbroadcast(g * other / ans, other.shape)),
+    method=True,
+    numpy=np.hypot,
 )
 
 
@@ -471,6 +490,8 @@ remainder = _pair(
     lambda g, ans, input, other: unbroadcast(g, input.shape),
     quiet(lambda g, ans, input, other: unbroadcast(-g * np.floor_divide(input, other), other.shape)),
     samples=_quotient_samples,
+    method=True,
+    numpy=np.remainder,
 )
 fmod = _pair(
     "fmod",
@@ -478,6 +499,8 @@ fmod = _pair(
     lambda g, ans, input, other: unbroadcast(g, input.shape),
     quiet(lambda g, ans, input, other: unbroadcast(-g * np.trunc(input / other), other.shape)),
     samples=_quotient_samples,
+    method=True,
+    numpy=np.fmod,
 )
 
 
@@ -498,6 +521,8 @@ floor_divide = _pair(
     lambda g, ans, input, other: np.zeros(other.shape, g.dtype),
     samples=_quotient_samples,
     torch_ref=lambda torch, input, other: torch.div(input, other, rounding_mode="floor"),
+    method=True,
+    numpy=np.floor_divide,
 )
 
 
@@ -555,6 +580,7 @@ lerp = defop(
     ),
     samples=_lerp_samples,
     torch_ref=lambda torch, input, end, weight: torch.lerp(input, end, weight),
+    method=True,
 )
 
 
@@ -616,6 +642,7 @@ isclose = _pair(
     NOT_DIFFERENTIABLE,
     samples=_isclose_samples,
     torch_ref=lambda torch, input, other, **attrs: torch.isclose(input, other, **attrs),
+    method=True,
 )
 
 
@@ -629,19 +656,20 @@ def _logical_samples(rng):
     return out
 
 
-def _logical(name, ufunc):
+def _logical(name, ufunc, **declaration):
     return _pair(
         name,
         _on_pair(name, ufunc, match_floats=False, arithmetic=False),
         NOT_DIFFERENTIABLE,
         NOT_DIFFERENTIABLE,
         samples=_logical_samples,
+        **declaration,
     )
 
 
-logical_and = _logical("logical_and", np.logical_and)
-logical_or = _logical("logical_or", np.logical_or)
-logical_xor = _logical("logical_xor", np.logical_xor)
+logical_and = _logical("logical_and", np.logical_and, method=True, numpy=np.logical_and)
+logical_or = _logical("logical_or", np.logical_or, method=True, numpy=np.logical_or)
+logical_xor = _logical("logical_xor", np.logical_xor, method=True, numpy=np.logical_xor)
 
 
 # -- xlogy / addcmul / addcdiv ---------------------------------------------------------------------------------

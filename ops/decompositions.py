@@ -86,6 +86,7 @@ import numpy as np
 from tape.broadcast import unbroadcast
 from tape.registry import Sample, defop
 
+from . import _numpy
 from ._samples import transposed, uniform
 from ._validation import require, require_float
 
@@ -311,6 +312,7 @@ bmm = defop(
     check=_check_bmm,
     samples=_bmm_samples,
     torch_ref=lambda torch, input, mat2: torch.bmm(input, mat2),
+    method=True,
 )
 
 
@@ -359,6 +361,8 @@ outer = defop(
     check=lambda input, vec2: _check_vectors("outer", ("input", "vec2"), input, vec2, False),
     samples=_outer_samples,
     torch_ref=lambda torch, input, vec2: torch.outer(input, vec2),
+    method=True,
+    numpy={np.outer: _numpy.outer},
 )
 
 
@@ -377,6 +381,8 @@ dot = defop(
     check=lambda input, tensor: _check_vectors("dot", ("input", "tensor"), input, tensor, True),
     samples=_vector_samples,
     torch_ref=lambda torch, input, tensor: torch.dot(input, tensor),
+    method=True,
+    numpy={np.dot: _numpy.dot},
 )
 
 
@@ -513,6 +519,7 @@ tensordot = defop(
     check=_check_tensordot,
     samples=_tensordot_samples,
     torch_ref=lambda torch, a, b, dims=2: torch.tensordot(a, b, dims=dims),
+    numpy={np.tensordot: _numpy.tensordot},
 )
 
 
@@ -570,6 +577,7 @@ inv = defop(
         _well_conditioned, [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {}, "negative det")]
     ),
     torch_ref=lambda torch, A: torch.linalg.inv(A),
+    method="inverse",
 )
 
 
@@ -729,6 +737,7 @@ det = defop(
         ],
     ),
     torch_ref=lambda torch, A: torch.linalg.det(A),
+    method=True,
 )
 
 
@@ -828,6 +837,7 @@ cholesky = defop(
     check=_check_cholesky,
     samples=_cholesky_samples,
     torch_ref=lambda torch, A, upper=False: torch.linalg.cholesky(_torch_triangle(torch, A, not upper), upper=upper),
+    method=True,
 )
 
 

@@ -83,6 +83,7 @@ import numpy as np
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
 from ._numerics import quiet
 from ._onnx import elementwise
 from ._samples import unary_samples, uniform
@@ -179,24 +180,73 @@ def _sign(x):
     return np.where(x == x, np.sign(x), 0)  # torch: sign(NaN) = 0
 
 
-neg = _unary("neg", np.negative, lambda g, ans, x: np.negative(g), floats_only=False, check=_no_bool("neg"))
-abs = _unary("abs", np.abs, lambda g, ans, x: g * _sign(x), kinks=(0.0,), floats_only=False)
+neg = _unary(
+    "neg",
+    np.negative,
+    lambda g, ans, x: np.negative(g),
+    floats_only=False,
+    check=_no_bool("neg"),
+    method=True,
+    numpy=np.negative,
+)
+abs = _unary(
+    "abs", np.abs, lambda g, ans, x: g * _sign(x), kinks=(0.0,), floats_only=False, method=True, numpy=np.absolute
+)
 sign = _unary(
-    "sign", _sign, lambda g, ans, x: np.zeros_like(g), floats_only=False, check=_no_bool("sign"), kinks=(0.0,)
+    "sign",
+    _sign,
+    lambda g, ans, x: np.zeros_like(g),
+    floats_only=False,
+    check=_no_bool("sign"),
+    kinks=(0.0,),
+    method=True,
+    numpy={np.sign: _numpy.sign},
 )
 square = _unary(
-    "square", _quiet_ufunc(np.square), quiet(lambda g, ans, x: g * (x * 2)), floats_only=False, check=_no_bool("square")
+    "square",
+    _quiet_ufunc(np.square),
+    quiet(lambda g, ans, x: g * (x * 2)),
+    floats_only=False,
+    check=_no_bool("square"),
+    method=True,
+    numpy=np.square,
 )
 
 
 # -- exponentials, logarithms, roots ---------------------------------------------------------------------------
-exp = _unary("exp", _quiet_ufunc(np.exp), lambda g, ans, x: g * ans)
-expm1 = _unary("expm1", _quiet_ufunc(np.expm1), lambda g, ans, x: g * (ans + 1))
-log = _unary("log", _quiet_ufunc(np.log), quiet(lambda g, ans, x: g / x), low=0.1, high=3.0)
-log2 = _unary("log2", _quiet_ufunc(np.log2), quiet(lambda g, ans, x: g / (x * _LN2)), low=0.1, high=3.0)
-log10 = _unary("log10", _quiet_ufunc(np.log10), quiet(lambda g, ans, x: g / (x * _LN10)), low=0.1, high=3.0)
-log1p = _unary("log1p", _quiet_ufunc(np.log1p), quiet(lambda g, ans, x: g / (x + 1)), low=-0.9, high=2.0)
-sqrt = _unary("sqrt", _quiet_ufunc(np.sqrt), quiet(lambda g, ans, x: g / (ans * 2)), low=0.1, high=3.0)
+exp = _unary("exp", _quiet_ufunc(np.exp), lambda g, ans, x: g * ans, method=True, numpy=np.exp)
+expm1 = _unary("expm1", _quiet_ufunc(np.expm1), lambda g, ans, x: g * (ans + 1), method=True, numpy=np.expm1)
+log = _unary("log", _quiet_ufunc(np.log), quiet(lambda g, ans, x: g / x), low=0.1, high=3.0, method=True, numpy=np.log)
+log2 = _unary(
+    "log2",
+    _quiet_ufunc(np.log2),
+    quiet(lambda g, ans, x: g / (x * _LN2)),
+    low=0.1,
+    high=3.0,
+    method=True,
+    numpy=np.log2,
+)
+log10 = _unary(
+    "log10",
+    _quiet_ufunc(np.log10),
+    quiet(lambda g, ans, x: g / (x * _LN10)),
+    low=0.1,
+    high=3.0,
+    method=True,
+    numpy=np.log10,
+)
+log1p = _unary(
+    "log1p",
+    _quiet_ufunc(np.log1p),
+    quiet(lambda g, ans, x: g / (x + 1)),
+    low=-0.9,
+    high=2.0,
+    method=True,
+    numpy=np.log1p,
+)
+sqrt = _unary(
+    "sqrt", _quiet_ufunc(np.sqrt), quiet(lambda g, ans, x: g / (ans * 2)), low=0.1, high=3.0, method=True, numpy=np.sqrt
+)
 
 
 @quiet
@@ -204,13 +254,17 @@ def _rsqrt(x):
     return np.reciprocal(np.sqrt(x))
 
 
-rsqrt = _unary("rsqrt", _rsqrt, quiet(lambda g, ans, x: g * (ans * ans * ans) * -0.5), low=0.1, high=3.0)
+rsqrt = _unary("rsqrt", _rsqrt, quiet(lambda g, ans, x: g * (ans * ans * ans) * -0.5), low=0.1, high=3.0, method=True)
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-sin = _unary("sin", _quiet_ufunc(np.sin), quiet(lambda g, ans, x: g * np.cos(x)), low=-3.0, high=3.0)
-cos = _unary("cos", _quiet_ufunc(np.cos), quiet(lambda g, ans, x: g * -np.sin(x)), low=-3.0, high=3.0)
-tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1 - ans * ans))
+sin = _unary(
+    "sin", _quiet_ufunc(np.sin), quiet(lambda g, ans, x: g * np.cos(x)), low=-3.0, high=3.0, method=True, numpy=np.sin
+)
+cos = _unary(
+    "cos", _quiet_ufunc(np.cos), quiet(lambda g, ans, x: g * -np.sin(x)), low=-3.0, high=3.0, method=True, numpy=np.cos
+)
+tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1 - ans * ans), method=True, numpy=np.tanh)
 
 
 @quiet  # logaddexp(0, NaN) warns
@@ -219,13 +273,18 @@ def _sigmoid(x):
     return np.exp(-np.logaddexp(0, -x))
 
 
-sigmoid = _unary("sigmoid", _sigmoid, lambda g, ans, x: g * ans * (1 - ans), low=-4.0, high=4.0)
+sigmoid = _unary("sigmoid", _sigmoid, lambda g, ans, x: g * ans * (1 - ans), low=-4.0, high=4.0, method=True)
 
 
 # -- activations -----------------------------------------------------------------------------------------------
 # not g * (x > 0): torch passes the gradient at NaN
 relu = _unary(
-    "relu", lambda x: np.maximum(x, 0), lambda g, ans, x: np.where(x <= 0, 0, g), kinks=(0.0,), floats_only=False
+    "relu",
+    lambda x: np.maximum(x, 0),
+    lambda g, ans, x: np.where(x <= 0, 0, g),
+    kinks=(0.0,),
+    floats_only=False,
+    method=True,
 )
 
 
@@ -445,8 +504,12 @@ def _gauss_slope(g, x, scale):
     return g * np.exp(-(x * x)) * scale
 
 
-erf = _unary("erf", _erf_forward, lambda g, ans, x: _gauss_slope(g, x, 2 * _INV_SQRT_PI), samples=_erf_samples)
-erfc = _unary("erfc", _erfc_forward, lambda g, ans, x: _gauss_slope(g, x, -2 * _INV_SQRT_PI), samples=_erf_samples)
+erf = _unary(
+    "erf", _erf_forward, lambda g, ans, x: _gauss_slope(g, x, 2 * _INV_SQRT_PI), samples=_erf_samples, method=True
+)
+erfc = _unary(
+    "erfc", _erfc_forward, lambda g, ans, x: _gauss_slope(g, x, -2 * _INV_SQRT_PI), samples=_erf_samples, method=True
+)
 
 
 # The forward saves gelu's slope, so the backward is one multiplication.
@@ -590,6 +653,8 @@ clamp = _unary(
     kinks=(-1.0, -0.5, 0.5, 0.75),
     floats_only=False,
     attrs=[{"min": -0.5, "max": 0.75}, {"min": -1.0}, {"max": 0.5}, {"min": 0.5, "max": -0.5}],
+    method=True,
+    numpy={np.clip: _numpy.clip},
 )
 
 
@@ -613,23 +678,87 @@ def _with_edges(samples, *values):
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-tan = _on_input("tan", _quiet_on_input(np.tan), lambda g, ans, input: g * (ans * ans + 1), low=-1.2, high=1.2)
+tan = _on_input(
+    "tan",
+    _quiet_on_input(np.tan),
+    lambda g, ans, input: g * (ans * ans + 1),
+    low=-1.2,
+    high=1.2,
+    method=True,
+    numpy=np.tan,
+)
 asin = _on_input(
-    "asin", _quiet_on_input(np.arcsin), quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)), low=-0.9, high=0.9
+    "asin",
+    _quiet_on_input(np.arcsin),
+    quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)),
+    low=-0.9,
+    high=0.9,
+    method=True,
+    numpy=np.arcsin,
 )
 acos = _on_input(
-    "acos", _quiet_on_input(np.arccos), quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)), low=-0.9, high=0.9
+    "acos",
+    _quiet_on_input(np.arccos),
+    quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)),
+    low=-0.9,
+    high=0.9,
+    method=True,
+    numpy=np.arccos,
 )
-atan = _on_input("atan", np.arctan, quiet(lambda g, ans, input: g / (input * input + 1)), low=-3.0, high=3.0)
-sinh = _on_input("sinh", _quiet_on_input(np.sinh), quiet(lambda g, ans, input: g * np.cosh(input)), low=-3.0, high=3.0)
-cosh = _on_input("cosh", _quiet_on_input(np.cosh), quiet(lambda g, ans, input: g * np.sinh(input)), low=-3.0, high=3.0)
-asinh = _on_input("asinh", np.arcsinh, quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)), low=-3.0, high=3.0)
+atan = _on_input(
+    "atan",
+    np.arctan,
+    quiet(lambda g, ans, input: g / (input * input + 1)),
+    low=-3.0,
+    high=3.0,
+    method=True,
+    numpy=np.arctan,
+)
+sinh = _on_input(
+    "sinh",
+    _quiet_on_input(np.sinh),
+    quiet(lambda g, ans, input: g * np.cosh(input)),
+    low=-3.0,
+    high=3.0,
+    method=True,
+    numpy=np.sinh,
+)
+cosh = _on_input(
+    "cosh",
+    _quiet_on_input(np.cosh),
+    quiet(lambda g, ans, input: g * np.sinh(input)),
+    low=-3.0,
+    high=3.0,
+    method=True,
+    numpy=np.cosh,
+)
+asinh = _on_input(
+    "asinh",
+    np.arcsinh,
+    quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)),
+    low=-3.0,
+    high=3.0,
+    method=True,
+    numpy=np.arcsinh,
+)
 # torch's formula, g / sqrt(x^2 - 1): finite for x < -1 too (outside the domain, where the value is NaN)
 acosh = _on_input(
-    "acosh", _quiet_on_input(np.arccosh), quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)), low=1.1, high=3.0
+    "acosh",
+    _quiet_on_input(np.arccosh),
+    quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)),
+    low=1.1,
+    high=3.0,
+    method=True,
+    numpy=np.arccosh,
 )
 atanh = _on_input(
-    "atanh", _quiet_on_input(np.arctanh), quiet(lambda g, ans, input: g / (1 - input * input)), low=-0.9, high=0.9
+    "atanh",
+    _quiet_on_input(np.arctanh),
+    quiet(lambda g, ans, input: g / (1 - input * input)),
+    low=-0.9,
+    high=0.9,
+    method=True,
+    numpy=np.arctanh,
 )
 
 
@@ -684,11 +813,12 @@ erfinv = _on_input(
     _erfinv,
     _erfinv_vjp,
     samples=_with_edges(unary_samples(-0.95, 0.95), -0.999, -1e-12, 0.0, 1e-300, 0.6, 0.999),
+    method=True,
 )
 
 
 # -- exponentials, reciprocal ----------------------------------------------------------------------------------
-exp2 = _on_input("exp2", _quiet_on_input(np.exp2), lambda g, ans, input: g * (ans * _LN2))
+exp2 = _on_input("exp2", _quiet_on_input(np.exp2), lambda g, ans, input: g * (ans * _LN2), method=True, numpy=np.exp2)
 
 
 def _reciprocal_samples(rng):
@@ -702,6 +832,8 @@ reciprocal = _on_input(
     _quiet_on_input(np.reciprocal),
     quiet(lambda g, ans, input: g * -(ans * ans)),
     samples=_reciprocal_samples,
+    method=True,
+    numpy=np.reciprocal,
 )
 
 
@@ -726,13 +858,37 @@ _INTEGERS = tuple(float(k) for k in range(-3, 4))
 _HALVES = tuple(k + 0.5 for k in range(-4, 4))
 
 floor = _on_input(
-    "floor", _keeps_integers(np.floor), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
+    "floor",
+    _keeps_integers(np.floor),
+    _zero_gradient,
+    low=-2.5,
+    high=2.5,
+    kinks=_INTEGERS,
+    floats_only=False,
+    method=True,
+    numpy=np.floor,
 )
 ceil = _on_input(
-    "ceil", _keeps_integers(np.ceil), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
+    "ceil",
+    _keeps_integers(np.ceil),
+    _zero_gradient,
+    low=-2.5,
+    high=2.5,
+    kinks=_INTEGERS,
+    floats_only=False,
+    method=True,
+    numpy=np.ceil,
 )
 trunc = _on_input(
-    "trunc", _keeps_integers(np.trunc), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
+    "trunc",
+    _keeps_integers(np.trunc),
+    _zero_gradient,
+    low=-2.5,
+    high=2.5,
+    kinks=_INTEGERS,
+    floats_only=False,
+    method=True,
+    numpy=np.trunc,
 )
 
 
@@ -773,6 +929,7 @@ round = _on_input(
     samples=_round_samples,
     floats_only=False,
     torch_ref=lambda torch, input, decimals=0: torch.round(input, decimals=decimals),
+    method=True,
 )
 
 
@@ -781,7 +938,7 @@ def _frac(input):
     return input - np.trunc(input)
 
 
-frac = _on_input("frac", _frac, lambda g, ans, input: g, low=-2.5, high=2.5, kinks=_INTEGERS)
+frac = _on_input("frac", _frac, lambda g, ans, input: g, low=-2.5, high=2.5, kinks=_INTEGERS, method=True)
 
 
 # -- nan_to_num ------------------------------------------------------------------------------------------------
@@ -819,6 +976,7 @@ nan_to_num = _on_input(
     lambda g, ans, input, **attrs: g * np.isfinite(input),
     samples=_nan_to_num_samples,
     floats_only=False,
+    method=True,
 )
 
 
@@ -841,10 +999,22 @@ def _special_samples(rng):
 
 
 isinf = _on_input(
-    "isinf", _classify("isinf", np.isinf, False), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
+    "isinf",
+    _classify("isinf", np.isinf, False),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_special_samples,
+    method=True,
+    numpy=np.isinf,
 )
 isnan = _on_input(
-    "isnan", _classify("isnan", np.isnan, False), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
+    "isnan",
+    _classify("isnan", np.isnan, False),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_special_samples,
+    method=True,
+    numpy=np.isnan,
 )
 isfinite = _on_input(
     "isfinite",
@@ -852,6 +1022,8 @@ isfinite = _on_input(
     NOT_DIFFERENTIABLE,
     floats_only=False,
     samples=_special_samples,
+    method=True,
+    numpy=np.isfinite,
 )
 
 
@@ -864,7 +1036,13 @@ def _logical_not_samples(rng):
 
 
 logical_not = _on_input(
-    "logical_not", np.logical_not, NOT_DIFFERENTIABLE, floats_only=False, samples=_logical_not_samples
+    "logical_not",
+    np.logical_not,
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_logical_not_samples,
+    method=True,
+    numpy=np.logical_not,
 )
 
 

@@ -79,6 +79,7 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require_integer
@@ -385,6 +386,7 @@ index_put = defop(
     torch_ref=lambda torch, input, values, indices, accumulate=False: torch.index_put(
         input, _torch_indices(torch, indices), values, accumulate
     ),
+    method=True,
 )
 
 
@@ -533,6 +535,7 @@ gather = defop(
     check=lambda input, index, dim: _check_along("gather", input, index, dim),
     samples=_gather_samples,
     torch_ref=lambda torch, input, index, dim: torch.gather(input, dim, index.long()),
+    method=True,
 )
 
 
@@ -596,6 +599,7 @@ scatter_add = defop(
     check=lambda input, index, src, dim: _check_along("scatter_add", input, index, dim, src=src),
     samples=_scatter_add_samples,
     torch_ref=lambda torch, input, index, src, dim: torch.scatter_add(input, dim, index.long(), src),
+    method=True,
 )
 
 
@@ -644,6 +648,7 @@ index_select = defop(
         Sample((uniform(rng, (0, 3)), np.array([2, 2])), {"dim": 1}, "zero-size input"),
     ],
     torch_ref=lambda torch, input, index, dim: torch.index_select(input, dim, index.long()),
+    method=True,
 )
 
 
@@ -706,6 +711,7 @@ index_add = defop(
     torch_ref=lambda torch, input, index, source, dim, alpha=1: torch.index_add(
         input, dim, index.long(), source, alpha=alpha
     ),
+    method=True,
 )
 
 
@@ -853,6 +859,8 @@ take_along_dim = defop(
     check=_check_take_along_dim,
     samples=_take_along_dim_samples,
     torch_ref=lambda torch, input, indices, dim=None: torch.take_along_dim(input, indices.long(), dim),
+    method=True,
+    numpy={np.take_along_axis: _numpy.take_along_axis},
 )
 
 
@@ -1125,6 +1133,7 @@ scatter_reduce = defop(
     torch_ref=lambda torch, input, index, src, dim, reduce, include_self=True: torch.scatter_reduce(
         input, dim, index.long(), src, reduce, include_self=include_self
     ),
+    method=True,
 )
 
 
@@ -1176,6 +1185,7 @@ masked_select = defop(
         Sample((uniform(rng, (0, 3)), np.ones(3, np.bool_)), {}, "zero-size input"),
     ],
     torch_ref=lambda torch, input, mask: torch.masked_select(input, mask),
+    method=True,
 )
 
 
@@ -1215,6 +1225,7 @@ nonzero = defop(
     check=_check_nonzero,
     samples=_nonzero_samples,
     torch_ref=lambda torch, input, as_tuple=False: torch.nonzero(input, as_tuple=as_tuple),
+    method=True,
 )
 
 

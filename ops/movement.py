@@ -78,6 +78,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tape.registry import Sample, defop
 
+from . import _numpy
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
 from .indexing import index_add
@@ -145,6 +146,7 @@ flip = defop(
         Sample((uniform(rng, (0, 3)),), {"dims": (0, 1)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dims: torch.flip(input, _int_tuple("flip", "dims", dims)),
+    numpy={np.flip: _numpy.flip, np.fliplr: _numpy.fliplr, np.flipud: _numpy.flipud},
 )
 
 
@@ -209,6 +211,8 @@ roll = defop(
     torch_ref=lambda torch, input, shifts, dims=None: (
         torch.roll(input, shifts) if dims is None else torch.roll(input, shifts, dims)
     ),
+    method=True,
+    numpy={np.roll: _numpy.roll},
 )
 
 
@@ -255,6 +259,7 @@ tile = defop(
         Sample((uniform(rng, (0, 2)),), {"dims": (2, 3)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dims: torch.tile(input, _int_tuple("tile", "dims", dims)),
+    numpy={np.tile: _numpy.tile},
 )
 
 
@@ -356,6 +361,7 @@ repeat_interleave = defop(
     torch_ref=lambda torch, input, repeats, dim=None, output_size=None: torch.repeat_interleave(
         input, _torch_repeats(torch, repeats), dim, output_size=output_size
     ),
+    method=True,
 )
 
 
@@ -426,6 +432,8 @@ diagonal = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"dim1": 0, "dim2": 2}, "zero-size batch"),
     ],
     torch_ref=lambda torch, input, offset=0, dim1=0, dim2=1: torch.diagonal(input, offset, dim1, dim2),
+    method=True,
+    numpy={np.diagonal: _numpy.diagonal},
 )
 
 
@@ -463,6 +471,7 @@ diag_embed = defop(
         Sample((uniform(rng, (2, 0)),), {"offset": 1}, "empty diagonal"),
     ],
     torch_ref=lambda torch, input, offset=0, dim1=-2, dim2=-1: torch.diag_embed(input, offset, dim1, dim2),
+    method=True,
 )
 
 
@@ -508,6 +517,8 @@ diag = defop(
         Sample((uniform(rng, (0, 3)),), {"diagonal": 1}, "zero-size matrix"),
     ],
     torch_ref=lambda torch, input, diagonal=0: torch.diag(input, diagonal),
+    method=True,
+    numpy={np.diag: _numpy.diag},
 )
 
 
@@ -581,6 +592,7 @@ unfold_copy = defop(
         Sample((uniform(rng, (0, 3)),), {"dimension": 0, "size": 0, "step": 1}, "zero-size dim, size 0"),
     ],
     torch_ref=lambda torch, input, dimension, size, step: torch.unfold_copy(input, dimension, size, step),
+    method="unfold",
 )
 
 
@@ -687,6 +699,7 @@ split = defop(
     check=lambda tensor, split_size_or_sections, dim=0: _split_plan(tensor, split_size_or_sections, dim),
     samples=_split_samples,
     torch_ref=lambda torch, tensor, split_size_or_sections, dim=0: torch.split(tensor, split_size_or_sections, dim),
+    method=True,
 )
 
 
@@ -720,6 +733,7 @@ chunk = defop(
         Sample((uniform(rng, (0, 3)),), {"chunks": 2, "dim": 1}, "zero-size, other dim"),
     ],
     torch_ref=lambda torch, input, chunks, dim=0: torch.chunk(input, chunks, dim),
+    method=True,
 )
 
 
@@ -752,6 +766,7 @@ unbind = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"dim": 2}, "zero-size, last dim"),
     ],
     torch_ref=lambda torch, input, dim=0: torch.unbind(input, dim),
+    method=True,
 )
 
 

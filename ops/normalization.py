@@ -64,7 +64,7 @@ def _unrows(rows, axis: int, shape: tuple):
     return np.reshape(from_last(rows, axis), shape)
 
 
-def _along_dim(op: str, block, grad_block, traced_grad):
+def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
     """Declare softmax-like ``op`` (torch.<op>(input, dim)): ``block(x, out)`` and ``grad_block(g, y, out)`` are
     its row kernels (rowwise.py), ``traced_grad(g, y)`` the same gradient written for Tensors (the rule traced
     for create_graph); y is the op's output. Results are fresh arrays in the layout of the input (and output)."""
@@ -98,13 +98,14 @@ def _along_dim(op: str, block, grad_block, traced_grad):
         check=check,
         samples=along_dim_samples,
         torch_ref=lambda torch, input, dim=-1: getattr(torch, op)(input, dim=dim),
+        **declaration,
     )
 
 
 # softmax's gradient is y * (g - sum(g * y)) (torch's formula), log_softmax's g - exp(y) * sum(g)
-softmax = _along_dim("softmax", softmax_block, softmax_grad_block, lambda g, y: y * (g - row_dots(g, y)))
+softmax = _along_dim("softmax", softmax_block, softmax_grad_block, lambda g, y: y * (g - row_dots(g, y)), method=True)
 log_softmax = _along_dim(
-    "log_softmax", log_softmax_block, log_softmax_grad_block, lambda g, y: g - np.exp(y) * row_sums(g)
+    "log_softmax", log_softmax_block, log_softmax_grad_block, lambda g, y: g - np.exp(y) * row_sums(g), method=True
 )
 
 

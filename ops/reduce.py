@@ -57,6 +57,7 @@ import numpy as np
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
@@ -196,7 +197,7 @@ def _sum_vjp(g, ans, x, dim=None, keepdim=False):
     return np.broadcast_to(_kept(g, x.shape, axes, keepdim), x.shape)  # Tensors (second order): expand
 
 
-sum = _reduction("sum", _sum, _sum_vjp)
+sum = _reduction("sum", _sum, _sum_vjp, method=True, numpy={np.sum: _numpy.sum_like("sum", "sum")})
 
 
 @quiet  # also 0 / 0 over no entries: NaN, as in torch
@@ -218,7 +219,7 @@ def _mean_vjp(g, ans, x, dim=None, keepdim=False):
     return np.broadcast_to(_kept(g, x.shape, axes, keepdim) / n, x.shape)  # Tensors (second order)
 
 
-mean = _reduction("mean", _mean, _mean_vjp)
+mean = _reduction("mean", _mean, _mean_vjp, method=True, numpy={np.mean: _numpy.mean})
 
 
 # -- var, std: the forward saves the mean for the backward -----------------------------------------------------
@@ -310,7 +311,7 @@ def _correction_samples(zero_spread):
     return generate
 
 
-def _moment(name, forward, vjp, composite, zero_spread):
+def _moment(name, forward, vjp, composite, zero_spread, **declaration):
     """var or std: the forward saves the mean for its rule; the composite serves the second order."""
     return _reduction(
         name,
@@ -320,14 +321,15 @@ def _moment(name, forward, vjp, composite, zero_spread):
         saves=True,
         composite=composite,
         torch_ref=_torch_moments(name),
+        **declaration,
     )
 
 
-var = _moment("var", _var, _var_vjp, _var_composite, True)
+var = _moment("var", _var, _var_vjp, _var_composite, True, method=True, numpy={np.var: _numpy.moments("var")})
 # std is not differentiable where it is 0 (a cone's tip): finite differences cannot check a gradient there, and
 # torch's double backward gives NaN for the cotangent there and over no entries (where the exact value is 0).
 # tests/test_ops_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
-std = _moment("std", _std, _std_vjp, _std_composite, False)
+std = _moment("std", _std, _std_vjp, _std_composite, False, method=True, numpy={np.std: _numpy.moments("std")})
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------
@@ -529,7 +531,16 @@ def _prod_composite(x, dim=None, keepdim=False):
     return np.reshape(out, _kept_shape(x.shape, axes)) if keepdim else out
 
 
-prod = _reduction("prod", _prod, _prod_vjp, samples=_prod_samples, torch_ref=_torch_prod, composite=_prod_composite)
+prod = _reduction(
+    "prod",
+    _prod,
+    _prod_vjp,
+    samples=_prod_samples,
+    torch_ref=_torch_prod,
+    composite=_prod_composite,
+    method=True,
+    numpy={np.prod: _numpy.sum_like("prod", "prod")},
+)
 
 
 # -- logsumexp -------------------------------------------------------------------------------------------------
@@ -564,7 +575,7 @@ def _logsumexp_samples(rng):
     return out
 
 
-logsumexp = _reduction("logsumexp", _logsumexp, _logsumexp_vjp, samples=_logsumexp_samples)
+logsumexp = _reduction("logsumexp", _logsumexp, _logsumexp_vjp, samples=_logsumexp_samples, method=True)
 
 
 # -- argmax, argmin --------------------------------------------------------------------------------------------
@@ -587,7 +598,7 @@ def _index_of(name, fn):
     return forward
 
 
-def _index_reduction(name, fn):
+def _index_reduction(name, fn, **declaration):
     """argmax or argmin: int64 indices, not differentiable."""
     return _reduction(
         name,
@@ -595,11 +606,12 @@ def _index_reduction(name, fn):
         NOT_DIFFERENTIABLE,
         samples=index_reduction_samples(),
         torch_ref=lambda torch, x, dim=None, keepdim=False: getattr(torch, name)(x, dim=dim, keepdim=keepdim),
+        **declaration,
     )
 
 
-argmax = _index_reduction("argmax", np.argmax)
-argmin = _index_reduction("argmin", np.argmin)
+argmax = _index_reduction("argmax", np.argmax, method=True)
+argmin = _index_reduction("argmin", np.argmin, method=True)
 
 
 # == amax / amin, norms, any / all / count_nonzero: torch's own parameter names ===============================
@@ -639,8 +651,22 @@ def _amax_samples(rng):
     return _EXTREMUM_SAMPLES(rng) + [Sample((uniform(rng, (2, 3, 4)),), {"dim": (), "keepdim": True}, "dim=()")]
 
 
-amax = _on_input("amax", *_amax_amin("amax", np.maximum), _amax_samples, _torch_amax_amin("amax"))
-amin = _on_input("amin", *_amax_amin("amin", np.minimum), _amax_samples, _torch_amax_amin("amin"))
+amax = _on_input(
+    "amax",
+    *_amax_amin("amax", np.maximum),
+    _amax_samples,
+    _torch_amax_amin("amax"),
+    method=True,
+    numpy={np.max: _numpy.max_like("amax", "max"), np.amax: _numpy.max_like("amax", "amax")},
+)
+amin = _on_input(
+    "amin",
+    *_amax_amin("amin", np.minimum),
+    _amax_samples,
+    _torch_amax_amin("amin"),
+    method=True,
+    numpy={np.min: _numpy.max_like("amin", "min"), np.amin: _numpy.max_like("amin", "amin")},
+)
 
 
 # -- vector_norm, norm -----------------------------------------------------------------------------------------
@@ -783,6 +809,7 @@ norm = _on_input(
     _norm_vjp,
     _norm_op_samples,
     lambda torch, input, p="fro", dim=None, keepdim=False: torch.norm(input, p=p, dim=dim, keepdim=keepdim),
+    method=True,
 )
 
 
@@ -815,10 +842,20 @@ def _torch_truth(name):
 
 
 any = _on_input(
-    "any", _logical_reduction("any", np.logical_or), NOT_DIFFERENTIABLE, _truth_samples, _torch_truth("any")
+    "any",
+    _logical_reduction("any", np.logical_or),
+    NOT_DIFFERENTIABLE,
+    _truth_samples,
+    _torch_truth("any"),
+    method=True,
 )
 all = _on_input(
-    "all", _logical_reduction("all", np.logical_and), NOT_DIFFERENTIABLE, _truth_samples, _torch_truth("all")
+    "all",
+    _logical_reduction("all", np.logical_and),
+    NOT_DIFFERENTIABLE,
+    _truth_samples,
+    _torch_truth("all"),
+    method=True,
 )
 
 
@@ -837,6 +874,7 @@ count_nonzero = _on_input(
     NOT_DIFFERENTIABLE,
     _count_samples,
     lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim),
+    method=True,
 )
 
 

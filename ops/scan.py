@@ -34,6 +34,7 @@ import numpy as np
 
 from tape.registry import Sample, defop
 
+from . import _numpy
 from ._numerics import quiet
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
@@ -135,6 +136,8 @@ cumsum = defop(
     check=lambda input, dim: _check_dim("cumsum", input, dim),
     samples=_scan_samples(),
     torch_ref=lambda torch, input, dim: torch.cumsum(input, dim),
+    method=True,
+    numpy={np.cumsum: _numpy.scan("cumsum")},
 )
 
 
@@ -201,6 +204,8 @@ cumprod = defop(
     check=lambda input, dim: _check_dim("cumprod", input, dim),
     samples=_cumprod_samples,
     torch_ref=lambda torch, input, dim: torch.cumprod(input, dim),
+    method=True,
+    numpy={np.cumprod: _numpy.scan("cumprod")},
 )
 
 
@@ -244,7 +249,7 @@ def _extremum_samples(rng):
     return out
 
 
-def _extremum_op(name, ufunc):
+def _extremum_op(name, ufunc, **declaration):
     forward, vjp = _running_extremum(name, ufunc)
     return defop(
         name,
@@ -256,11 +261,12 @@ def _extremum_op(name, ufunc):
         check=lambda input, dim: _check_dim(name, input, dim),
         samples=_extremum_samples,
         torch_ref=lambda torch, input, dim: getattr(torch, name)(input, dim),
+        **declaration,
     )
 
 
-cummax = _extremum_op("cummax", np.maximum)
-cummin = _extremum_op("cummin", np.minimum)
+cummax = _extremum_op("cummax", np.maximum, method=True)
+cummin = _extremum_op("cummin", np.minimum, method=True)
 
 
 # -- logcumsumexp ------------------------------------------------------------------------------------------------
@@ -326,4 +332,5 @@ logcumsumexp = defop(
     check=lambda input, dim: _check_float("logcumsumexp", input, dim),
     samples=_logcumsumexp_samples,
     torch_ref=lambda torch, input, dim: torch.logcumsumexp(input, dim),
+    method=True,
 )

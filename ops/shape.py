@@ -43,6 +43,7 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
 from ._onnx import NotExportable, axis_of
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, normalize_dims
@@ -95,6 +96,7 @@ reshape = defop(
         Sample((uniform(rng, (0, 3)),), {"shape": (3, 0, 1)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, shape: torch.reshape(input, _ints("reshape", "shape", shape)),
+    numpy={np.reshape: _numpy.reshape},
 )
 
 
@@ -129,6 +131,7 @@ flatten = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"start_dim": 1, "end_dim": 2}, "zero-size"),
     ],
     torch_ref=lambda torch, input, start_dim=0, end_dim=-1: torch.flatten(input, start_dim, end_dim),
+    method=True,
 )
 
 
@@ -152,6 +155,8 @@ squeeze = defop(
         Sample((uniform(rng, (0, 1, 3)),), {"dim": None}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dim=None: torch.squeeze(input) if dim is None else torch.squeeze(input, dim),
+    method=True,
+    numpy={np.squeeze: _numpy.squeeze},
 )
 
 
@@ -175,6 +180,8 @@ unsqueeze = defop(
         Sample((uniform(rng, (0, 3)),), {"dim": 1}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dim: torch.unsqueeze(input, dim),
+    method=True,
+    numpy={np.expand_dims: _numpy.expand_dims},
 )
 
 
@@ -205,6 +212,8 @@ transpose = defop(
         Sample((uniform(rng, ()),), {"dim0": 0, "dim1": -1}, "0-D"),
     ],
     torch_ref=lambda torch, input, dim0=-2, dim1=-1: torch.transpose(input, dim0, dim1),
+    method=True,
+    numpy={np.swapaxes: _numpy.swapaxes},
 )
 
 
@@ -228,6 +237,7 @@ permute = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"dims": (1, 2, 0)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dims: torch.permute(input, dims),
+    numpy={np.transpose: _numpy.transpose, np.moveaxis: _numpy.moveaxis},
 )
 
 
@@ -269,6 +279,7 @@ expand = defop(
         Sample((uniform(rng, (0, 1)),), {"shape": (2, 0, 4)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, shape: input.expand(*_ints("expand", "shape", shape)),
+    numpy={np.broadcast_to: _numpy.broadcast_to, np.full_like: _numpy.full_like},
 )
 
 broadcast_to = expand  # torch.broadcast_to(input, size) is Tensor.expand
@@ -364,6 +375,7 @@ concat = defop(
     joint_vjp=_concat_vjp,
     samples=_join_samples(False),
     torch_ref=lambda torch, tensors, dim=0: torch.cat(tensors, dim=dim),
+    numpy={np.concatenate: _numpy.concatenate},
 )
 cat = concat
 
@@ -386,6 +398,7 @@ stack = defop(
     joint_vjp=_stack_vjp,
     samples=_join_samples(True),
     torch_ref=lambda torch, tensors, dim=0: torch.stack(tensors, dim=dim),
+    numpy={np.stack: _numpy.stack},
 )
 
 
@@ -436,6 +449,7 @@ narrow = defop(
         Sample((uniform(rng, (0, 4)),), {"dim": 1, "start": 1, "length": 2}, "zero-size input"),
     ],
     torch_ref=lambda torch, input, dim, start, length: torch.narrow(input, dim, start, length),
+    method=True,
 )
 
 
@@ -573,7 +587,7 @@ pad = defop(
 
 
 # -- tril / triu -------------------------------------------------------------------------------------------
-def _triangle(name, np_fn):
+def _triangle(name, np_fn, **declaration):
     def forward(input, diagonal=0):
         if input.ndim < 2:
             raise ValueError(f"{name}: argument 'input' expected at least 2 dims, got shape {input.shape}")
@@ -596,11 +610,12 @@ def _triangle(name, np_fn):
             Sample((uniform(rng, (2, 0, 3)),), {"diagonal": 1}, "zero-size"),
         ],
         torch_ref=lambda torch, input, diagonal=0: getattr(torch, name)(input, diagonal),
+        **declaration,
     )
 
 
-tril = _triangle("tril", np.tril)
-triu = _triangle("triu", np.triu)
+tril = _triangle("tril", np.tril, method=True, numpy={np.tril: _numpy.triangle("tril")})
+triu = _triangle("triu", np.triu, method=True, numpy={np.triu: _numpy.triangle("triu")})
 
 
 # -- masked_fill -------------------------------------------------------------------------------------------
@@ -641,6 +656,7 @@ masked_fill = defop(
         Sample((uniform(rng, (0, 3)), np.array([True, False, True])), {"value": 1.0}, "zero-size"),
     ],
     torch_ref=lambda torch, input, mask, value: torch.masked_fill(input, mask, value),
+    method=True,
 )
 
 

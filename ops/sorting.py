@@ -158,6 +158,7 @@ sort = defop(
     torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.sort(
         input, dim=dim, descending=descending, stable=stable
     ),
+    method=True,
 )
 
 
@@ -179,6 +180,7 @@ argsort = defop(
     torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.argsort(
         input, dim=dim, descending=descending, stable=stable
     ),
+    method=True,
 )
 
 
@@ -246,6 +248,7 @@ topk = defop(
     check=_check_topk,
     samples=_topk_samples,
     torch_ref=_torch_topk,
+    method=True,
 )
 
 
@@ -345,6 +348,7 @@ kthvalue = defop(
     check=_check_kthvalue,
     samples=_kthvalue_samples,
     torch_ref=lambda torch, input, k, dim=-1, keepdim=False: torch.kthvalue(input, k, dim, keepdim),
+    method=True,
 )
 
 

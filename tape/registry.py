@@ -22,6 +22,11 @@ needs values the forward saved, or in-place numpy, cannot be traced that way: su
 ``composite`` (the same function written with registered ops), which the second-order pass differentiates
 instead, or ``second_order=Grad.STUB``.
 
+An op also declares its faces: ``method=True`` makes it a Tensor method (``t.cumsum(1)``; a string where torch's
+method name is not the op's), ``numpy=`` the numpy ufuncs and functions that run it on Tensors (``numpy=np.exp``,
+or ``{np.cumsum: handler}`` where numpy's signature or meaning differs; ops/_numpy.py holds those handlers).
+Tensor's op methods and the numpy dispatch tables (tape/interop.py) are filled from here as ops register.
+
 Dispatch is a lookup on the ``Op`` object; there is no switch over op-name strings anywhere.
 """
 
@@ -36,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from . import interop, tensors
 from .state import quiet_inner
 from .tensors import ValuesIndices
 
@@ -125,6 +131,8 @@ class Op:
         second_order: Grad = Grad.RULE,
         second_order_note: str = "",
         outputs: int | str | tuple[str, ...] = 1,
+        method: bool | str = False,
+        numpy: Any = None,
     ):
         self.name = name
         self.family = family
@@ -143,6 +151,7 @@ class Op:
         self.gradcheck_tolerance = gradcheck_tolerance or {}
         self.composite = composite
         self.n_outputs = self._declare_outputs(outputs)
+        self.method, self.numpy = self._declare_face(method, numpy)
         self.input_states = self._declare_backward(vjps, joint_vjp, differentiable)
         self.has_stub = Grad.STUB in self.input_states
         self.second_order, self.second_order_note = self._declare_second_order(second_order, second_order_note)
@@ -168,6 +177,24 @@ class Op:
                 f"op '{self.name}': outputs= must be a positive int, 'variable' or a tuple of names, got {outputs!r}"
             )
         return outputs
+
+    def _declare_face(self, method, numpy) -> tuple[str | None, dict]:
+        """The op's Tensor method name (``method=True``: the op's name; a string where torch's method name is not
+        the op's) and the numpy callables it stands for: ``numpy=`` a ufunc or numpy function (called with the
+        op's arguments), a dict {numpy callable: handler with numpy's own signature}, or a tuple of those."""
+        if not (method is False or method is True or (isinstance(method, str) and method.isidentifier())):
+            raise RegistrationError(f"op '{self.name}': method= must be True, False or a method name, got {method!r}")
+        entries: dict = {}
+        for entry in numpy if isinstance(numpy, tuple) else (() if numpy is None else (numpy,)):
+            pairs = entry.items() if isinstance(entry, dict) else [(entry, None)]
+            for func, handler in pairs:
+                if not callable(func) or not (handler is None or callable(handler)) or func in entries:
+                    raise RegistrationError(
+                        f"op '{self.name}': numpy= expected ufuncs / numpy functions, or a dict of them to their "
+                        f"handlers, each once; got {entry!r}"
+                    )
+                entries[func] = handler
+        return (self.name if method is True else method or None), entries
 
     def _declare_backward(self, vjps, joint_vjp, differentiable) -> tuple[Grad, ...]:
         """``vjps`` (None for a joint backward) and each tensor input's backward state."""
@@ -362,8 +389,23 @@ def defop(name: str, **declaration) -> Op:
     if name in _REGISTRY:
         raise RegistrationError(f"an op named '{name}' is already registered ({_REGISTRY[name]!r})")
     op = Op(name, **declaration)
+    _check_face(op)
     _REGISTRY[name] = op
+    if op.method is not None:
+        tensors.add_method(op.method, tensors._OpMethod(op))
+    interop.map_numpy(op)
     return op
+
+
+def _check_face(op: Op) -> None:
+    """Refuse a method name Tensor already has and a numpy callable another op already stands for."""
+    if op.method is not None and op.method in vars(tensors.Tensor):
+        existing = vars(tensors.Tensor)[op.method]
+        if not getattr(existing, "_until_loaded", False):
+            raise RegistrationError(f"op '{op.name}': method='{op.method}': Tensor already has '{op.method}'")
+    taken = [f"{getattr(f, '__name__', f)}" for f in op.numpy if interop.mapped(f) is not None]
+    if taken:
+        raise RegistrationError(f"op '{op.name}': numpy=: {taken} already dispatch to another op")
 
 
 def get_op(name: str) -> Op:
@@ -379,8 +421,13 @@ def registered_ops() -> list[Op]:
 
 
 def unregister_op(name: str) -> None:
-    """Remove an op (meant for tests that register throwaway ops)."""
-    _REGISTRY.pop(name, None)
+    """Remove an op (meant for tests that register throwaway ops), with its Tensor method and numpy entries."""
+    op = _REGISTRY.pop(name, None)
+    if op is not None:
+        current = vars(tensors.Tensor).get(op.method or "")
+        if isinstance(current, tensors._OpMethod) and current.op is op:
+            tensors.remove_method(op.method, current)
+        interop.unmap_numpy(op)
 
 
 def stubbed_backward_op_names() -> list[str]:
