@@ -21,6 +21,10 @@ from tape.registry import Grad, Sample, defop
 from ._kernels.flash import attention_backward, attention_forward, dropout_keep_mask
 from ._onnx import NotExportable
 from ._samples import uniform
+from .binary import where
+from .linalg import matmul
+from .normalization import softmax
+from .shape import expand, reshape, transpose, unsqueeze
 
 OP = "scaled_dot_product_attention"
 ALIGNMENTS = ("top_left", "bottom_right")
@@ -114,14 +118,12 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
     """The same attention from registered ops, with the full score matrix: what the second-order pass
     differentiates (the tiled kernels are first order only). ``options`` are the forward's resolved ones; without
     them they are resolved from the op's ``attributes`` (the recorded ``dropout_seed`` included)."""
-    import ops
-
     if options is None:
         options = _options(query, key, **attributes)
     L, S = query.shape[-2], key.shape[-2]
     if options["enable_gqa"] and key.ndim >= 3:
-        key, value = (_repeat_heads(ops, a, _heads_of(query) // _heads_of(a)) for a in (key, value))
-    scores = ops.matmul(query, ops.transpose(key, -2, -1)) * options["scale"]
+        key, value = (_repeat_heads(a, _heads_of(query) // _heads_of(a)) for a in (key, value))
+    scores = matmul(query, transpose(key, -2, -1)) * options["scale"]
     allowed = np.ones((L, S), dtype=bool)
     if options["causal_offset"] is not None:
         allowed = np.arange(S)[None, :] <= np.arange(L)[:, None] + options["causal_offset"]
@@ -137,27 +139,27 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
         else:
             scores = scores + attn_mask
     allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, scores.shape))
-    scores = ops.expand(scores, allowed.shape) if scores.shape != allowed.shape else scores
+    scores = expand(scores, allowed.shape) if scores.shape != allowed.shape else scores
     finite = allowed & np.isfinite(scores.detach().numpy())
     seen = finite.any(axis=-1, keepdims=True)  # rows that see no key give 0 and no gradient, never NaN
     fill = np.where(seen, -np.inf, 0.0).astype(scores.dtype)
-    scores = ops.where(allowed & seen, scores, fill)
-    weights = ops.where(seen, ops.softmax(scores, -1), 0.0)
+    scores = where(allowed & seen, scores, fill)
+    weights = where(seen, softmax(scores, -1), 0.0)
     if options["dropout_p"]:
         p = options["dropout_p"]
         heads = int(np.prod(weights.shape[:-2]))
         keep = np.stack([dropout_keep_mask(options["seed"], h, (0, L), (0, S), L, S, p) for h in range(heads)])
         weights = weights * (keep.reshape(weights.shape) / (1 - p)).astype(weights.dtype)
-    return ops.matmul(weights, value)
+    return matmul(weights, value)
 
 
-def _repeat_heads(ops, a, group):
+def _repeat_heads(a, group):
     """(..., H, S, E) -> (..., H * group, S, E): kv head h serves query heads h * group .. h * group + group - 1."""
     if group == 1:
         return a
     shape = a.shape
-    expanded = ops.expand(ops.unsqueeze(a, -3), shape[:-2] + (group,) + shape[-2:])
-    return ops.reshape(expanded, shape[:-3] + (shape[-3] * group,) + shape[-2:])
+    expanded = expand(unsqueeze(a, -3), shape[:-2] + (group,) + shape[-2:])
+    return reshape(expanded, shape[:-3] + (shape[-3] * group,) + shape[-2:])
 
 
 # -- argument checks --------------------------------------------------------------------------------------

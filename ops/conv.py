@@ -61,12 +61,16 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-import ops
 from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
+from . import reduce
 from ._samples import uniform
 from ._validation import require, require_float, require_integer
+from .binary import where
+from .indexing import gather
+from .linalg import matmul
+from .shape import pad, permute, reshape, squeeze, transpose, unsqueeze
 
 
 # -- argument handling -------------------------------------------------------------------------------------
@@ -281,7 +285,7 @@ def _window_columns(x4, geo):
     (top, bottom), (left, right) = geo.pads
     if top == bottom and left == right:
         return unfold(x4, geo.kernel, geo.dilation, (top, left), geo.stride)
-    return unfold(ops.pad(x4, (left, right, top, bottom)), geo.kernel, geo.dilation, 0, geo.stride)
+    return unfold(pad(x4, (left, right, top, bottom)), geo.kernel, geo.dilation, 0, geo.stride)
 
 
 def _with_unit_axis(value, unit: int):
@@ -339,50 +343,50 @@ def _torch_conv(torch, name, input, weight, bias, **attrs):
 def _conv2d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv2d with registered ops, for its second order: unfold's window columns times the weight."""
     geo = _ConvGeometry("conv2d", input.shape, weight.shape, stride, padding, dilation, 2)
-    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, channels, out_channels = x4.shape[0], x4.shape[1], weight.shape[0]
     rows = channels // groups * geo.kernel[0] * geo.kernel[1]
-    cols = ops.reshape(_window_columns(x4, geo), (n, groups, rows, geo.out[0] * geo.out[1]))
-    out = ops.matmul(ops.reshape(weight, (groups, out_channels // groups, rows)), cols)  # (N, G, O/G, L)
-    out = ops.reshape(out, (n, out_channels) + geo.out)
+    cols = reshape(_window_columns(x4, geo), (n, groups, rows, geo.out[0] * geo.out[1]))
+    out = matmul(reshape(weight, (groups, out_channels // groups, rows)), cols)  # (N, G, O/G, L)
+    out = reshape(out, (n, out_channels) + geo.out)
     if bias is not None:
-        out = out + ops.reshape(bias, (out_channels, 1, 1))
-    return ops.reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + geo.out)
+        out = out + reshape(bias, (out_channels, 1, 1))
+    return reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + geo.out)
 
 
 def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv1d as conv2d's composite over a height of 1, for its second order."""
     out = _conv2d_composite(
-        ops.unsqueeze(input, -2),
-        ops.unsqueeze(weight, -2),
+        unsqueeze(input, -2),
+        unsqueeze(weight, -2),
         bias,
         _with_unit_axis(stride, 1),
         _with_unit_axis(padding, 0),
         _with_unit_axis(dilation, 1),
         groups,
     )
-    return ops.squeeze(out, -2)
+    return squeeze(out, -2)
 
 
 def _conv3d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv3d with registered ops, for its second order: the sum over the kernel's depth of conv2d's composite
     over the input planes that kernel plane meets (the output depths folded into the batch)."""
     geo = _ConvGeometry("conv3d", input.shape, weight.shape, stride, padding, dilation, 3)
-    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    x = input if input.ndim == 5 else unsqueeze(input, 0)
     if any(before or after for before, after in geo.pads):
-        x = ops.pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
+        x = pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
     n, channels, out_channels = x.shape[0], x.shape[1], weight.shape[0]
     depth, step, spacing = geo.out[0], geo.stride[0], geo.dilation[0]
     out = None
     for k in range(geo.kernel[0]):
         planes = x[:, :, k * spacing : k * spacing + step * (depth - 1) + 1 : step]  # (N, C, OD, H, W)
-        planes = ops.reshape(ops.permute(planes, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(planes.shape[3:]))
+        planes = reshape(permute(planes, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(planes.shape[3:]))
         term = _conv2d_composite(planes, weight[:, :, k], None, geo.stride[1:], 0, geo.dilation[1:], groups)
         out = term if out is None else out + term
-    out = ops.permute(ops.reshape(out, (n, depth, out_channels) + geo.out[1:]), (0, 2, 1, 3, 4))
+    out = permute(reshape(out, (n, depth, out_channels) + geo.out[1:]), (0, 2, 1, 3, 4))
     if bias is not None:
-        out = out + ops.reshape(bias, (out_channels, 1, 1, 1))
-    return ops.reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out)
+        out = out + reshape(bias, (out_channels, 1, 1, 1))
+    return reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out)
 
 
 def _conv_samples(spatial, cases):
@@ -710,14 +714,14 @@ def _max_pool2d_composite(input, kernel_size, stride=None, padding=0, dilation=1
     """max_pool2d as a selection from the unfold windows of the forward's argmax (a constant): what its second
     order differentiates."""
     geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, c = x4.shape[:2]
     k, blocks = geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]
-    windows = ops.reshape(_window_columns(x4, geo), (n, c, k, blocks))
+    windows = reshape(_window_columns(x4, geo), (n, c, k, blocks))
     index, _ = _max_pool_index(_batched(input.data, 2), geo)
     chosen = index.reshape(n, c, 1, blocks) == np.arange(k).reshape(1, 1, k, 1)
-    out = ops.sum(ops.where(chosen, windows, 0), dim=2)
-    return ops.reshape(out, input.shape[:-2] + geo.out)
+    out = reduce.sum(where(chosen, windows, 0), dim=2)
+    return reshape(out, input.shape[:-2] + geo.out)
 
 
 def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -806,12 +810,12 @@ def _avg_pool2d_composite(
 ):
     """avg_pool2d as window sums of unfold columns over the divisor: what its second order differentiates."""
     geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
-    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, c = x4.shape[:2]
     k, blocks = geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]
-    windows = ops.reshape(_window_columns(x4, geo), (n, c, k, blocks))
+    windows = reshape(_window_columns(x4, geo), (n, c, k, blocks))
     divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype).reshape(-1)
-    return ops.reshape(ops.sum(windows, dim=2) / divisor, input.shape[:-2] + geo.out)
+    return reshape(reduce.sum(windows, dim=2) / divisor, input.shape[:-2] + geo.out)
 
 
 def _check_avg_pool2d(
@@ -1042,36 +1046,36 @@ def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, o
     geo = _transpose_geometry(
         "conv_transpose2d", 2, input.shape, weight.shape, stride, padding, output_padding, dilation
     )
-    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, in_channels = x4.shape[:2]
     out_channels = weight.shape[1] * groups
     k = geo.kernel[0] * geo.kernel[1]
     rows = out_channels // groups * k
-    w_t = ops.transpose(ops.reshape(weight, (groups, in_channels // groups, rows)), 1, 2)  # (G, O/G*k, C/G)
+    w_t = transpose(reshape(weight, (groups, in_channels // groups, rows)), 1, 2)  # (G, O/G*k, C/G)
     positions = x4.shape[2] * x4.shape[3]
-    cols = ops.matmul(w_t, ops.reshape(x4, (n, groups, in_channels // groups, positions)))
+    cols = matmul(w_t, reshape(x4, (n, groups, in_channels // groups, positions)))
     # fold without padding gives the full (in - 1) * stride + dilated kernel extent; the output is its
     # [padding, padding + out) part, zero past the end when output_padding > padding
     full = tuple(
         (size - 1) * s + d * (kk - 1) + 1 for size, s, d, kk in zip(x4.shape[2:], geo.stride, geo.dilation, geo.kernel)
     )
-    out = fold(ops.reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0, geo.stride)
+    out = fold(reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0, geo.stride)
     (top, _), (left, _) = geo.pads
     size = geo.out_size
     beyond = [max(top + size[0] - full[0], 0), max(left + size[1] - full[1], 0)]
     if any(beyond):
-        out = ops.pad(out, (0, beyond[1], 0, beyond[0]))
+        out = pad(out, (0, beyond[1], 0, beyond[0]))
     out = out[:, :, top : top + size[0], left : left + size[1]]
     if bias is not None:
-        out = out + ops.reshape(bias, (out_channels, 1, 1))
-    return ops.reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + size)
+        out = out + reshape(bias, (out_channels, 1, 1))
+    return reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + size)
 
 
 def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """conv_transpose1d as conv_transpose2d's composite over a height of 1, for its second order."""
     out = _conv_transpose2d_composite(
-        ops.unsqueeze(input, -2),
-        ops.unsqueeze(weight, -2),
+        unsqueeze(input, -2),
+        unsqueeze(weight, -2),
         bias,
         _with_unit_axis(stride, 1),
         _with_unit_axis(padding, 0),
@@ -1079,7 +1083,7 @@ def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, o
         groups,
         _with_unit_axis(dilation, 1),
     )
-    return ops.squeeze(out, -2)
+    return squeeze(out, -2)
 
 
 def _conv_transpose2d_samples(rng):
@@ -1187,9 +1191,9 @@ def _on_height_one(rule_2d):
 
 
 def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    x2 = ops.unsqueeze(input, input.ndim - 1)
+    x2 = unsqueeze(input, input.ndim - 1)
     out = _max_pool2d_composite(x2, *_pool1d_args("max_pool1d", kernel_size, stride, padding, dilation), ceil_mode)
-    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+    return reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
 def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -1241,10 +1245,8 @@ def _avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, cou
 
 def _avg_pool1d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
-    out = _avg_pool2d_composite(
-        ops.unsqueeze(input, input.ndim - 1), kernel, strides, pads, ceil_mode, count_include_pad
-    )
-    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+    out = _avg_pool2d_composite(unsqueeze(input, input.ndim - 1), kernel, strides, pads, ceil_mode, count_include_pad)
+    return reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
 def _check_avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -1281,9 +1283,9 @@ def _flat_input_indices(index, geo, width):
 def _gather_flat(input, flat):
     """The entries of (N, C, H, W) or (C, H, W) Tensor ``input`` at flat plane positions ``flat`` (an int array
     of the output's shape), with registered ops (gather, whose backward is scatter_add)."""
-    planes = ops.reshape(input, input.shape[:-2] + (input.shape[-2] * input.shape[-1],))
-    picked = ops.gather(planes, planes.ndim - 1, flat.reshape(flat.shape[:-2] + (flat.shape[-2] * flat.shape[-1],)))
-    return ops.reshape(picked, flat.shape)
+    planes = reshape(input, input.shape[:-2] + (input.shape[-2] * input.shape[-1],))
+    picked = gather(planes, planes.ndim - 1, flat.reshape(flat.shape[:-2] + (flat.shape[-2] * flat.shape[-1],)))
+    return reshape(picked, flat.shape)
 
 
 def _max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):

@@ -555,10 +555,7 @@ def _scatter_add_vjp_src(g, ans, input, index, src, dim):
     picked = gather(g, dim, index)
     if index.shape == src.shape:
         return picked
-    from .shape import pad  # shape imports this module
-
-    widths = [w for i, s in zip(reversed(index.shape), reversed(src.shape)) for w in (0, s - i)]
-    return pad(picked, tuple(widths))
+    return _pad_to(picked, src.shape)
 
 
 def _scatter_add_samples(rng):
@@ -741,9 +738,8 @@ def _pad_to(x, shape):
         out = np.zeros(shape, x.dtype)
         out[tuple(slice(0, n) for n in x.shape)] = x
         return out
-    from .shape import pad  # shape imports this module
-
-    return pad(x, tuple(w for n, s in zip(reversed(x.shape), reversed(shape)) for w in (0, s - n)))
+    block = np.ix_(*(np.arange(n) for n in x.shape))  # set, not added: -0.0 stays -0.0, as a pad keeps it
+    return index_put(np.zeros(shape, x.dtype), indices=block, values=x)
 
 
 def _targets(shape, axis, index) -> np.ndarray:

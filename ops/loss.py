@@ -78,12 +78,12 @@ from functools import partial
 
 import numpy as np
 
-import ops
 from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from tape.tensors import Tensor
 
+from . import reduce
 from ._kernels.rowwise import (
     along_last,
     blockwise,
@@ -96,6 +96,9 @@ from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import KINK_GAP, transposed, uniform
 from ._validation import normalize_dim, require, require_float, require_integer
+from .elementwise import softplus
+from .normalization import log_softmax
+from .shape import masked_fill
 
 FAMILY = "loss"
 _REDUCTIONS = ("none", "mean", "sum")
@@ -343,12 +346,12 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
     axis = _class_axis(input)
     weight = None if weight is None else _values(weight)
     if target.dtype.kind == "f":
-        loss = -ops.sum(
-            ops.log_softmax(input, axis) * _smoothed_probabilities(input, target, weight, label_smoothing), dim=axis
+        loss = -reduce.sum(
+            log_softmax(input, axis) * _smoothed_probabilities(input, target, weight, label_smoothing), dim=axis
         )
         if reduction == "none":
             return loss
-        total = ops.sum(loss)
+        total = reduce.sum(loss)
         if reduction == "sum":
             return total
         # torch fills the mean over an empty input with NaN: a constant, no 0/0 in the derivative
@@ -357,11 +360,11 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
         return total / np.asarray(np.size(loss), input.dtype)
     target = _values(target)
     q, denominator = _target_distribution(input, target, weight, ignore_index, label_smoothing)
-    loss = -ops.sum(ops.log_softmax(input, axis) * q, dim=axis)
-    loss = ops.masked_fill(loss, target == ignore_index, 0.0)  # ignored: a zero gradient even when 'mean' is 0/0
+    loss = -reduce.sum(log_softmax(input, axis) * q, dim=axis)
+    loss = masked_fill(loss, target == ignore_index, 0.0)  # ignored: a zero gradient even when 'mean' is 0/0
     if reduction == "none":
         return loss
-    total = ops.sum(loss)
+    total = reduce.sum(loss)
     return total if reduction == "sum" else total / np.asarray(denominator, input.dtype)
 
 
@@ -720,7 +723,7 @@ def _bce_target_vjp(g, ans, input, target, weight, pos_weight, reduction="mean")
 def _bce_composite(input, target, weight=None, reduction="mean", pos_weight=None):
     """binary_cross_entropy_with_logits written with registered ops (softplus with no linear cut-off): what
     its second order differentiates."""
-    softplus_neg = ops.softplus(-input, 1, math.inf)
+    softplus_neg = softplus(-input, 1, math.inf)
     if pos_weight is not None:
         softplus_neg = softplus_neg * (1 + (pos_weight - 1) * target)
     loss = (1 - target) * input + softplus_neg
@@ -728,7 +731,7 @@ def _bce_composite(input, target, weight=None, reduction="mean", pos_weight=None
         loss = loss * weight
     if reduction == "none":
         return loss
-    return ops.sum(loss) if reduction == "sum" else ops.mean(loss)
+    return reduce.sum(loss) if reduction == "sum" else reduce.mean(loss)
 
 
 def _check_bce_with_logits(input, target, weight=None, pos_weight=None, reduction="mean"):

@@ -48,6 +48,8 @@ from ._kernels.rowwise import (
 from ._onnx import NotExportable, axis_of
 from ._samples import along_dim_samples, transposed, uniform
 from ._validation import normalize_dim, require, require_float
+from .elementwise import rsqrt
+from .reduce import mean as reduce_mean
 
 FAMILY = "normalization"
 
@@ -204,14 +206,12 @@ def _trailing_dims(input, normalized_shape) -> tuple:
 
 def _layer_norm_composite(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """layer_norm written with registered ops: what its second order differentiates."""
-    import ops
-
     dims = _trailing_dims(input, normalized_shape)
     if np.size(input) == 0:
         out = input * 1
     else:
-        centred = input - ops.mean(input, dim=dims, keepdim=True)
-        out = centred * ops.rsqrt(ops.mean(centred * centred, dim=dims, keepdim=True) + eps)
+        centred = input - reduce_mean(input, dim=dims, keepdim=True)
+        out = centred * rsqrt(reduce_mean(centred * centred, dim=dims, keepdim=True) + eps)
     if weight is not None:
         out = out * weight
     if bias is not None:
@@ -283,13 +283,11 @@ def _rms_norm_vjp(g, ans, input, weight, *, needs, normalized_shape, eps, xhat, 
 
 def _rms_norm_composite(input, normalized_shape, weight=None, eps=None):
     """rms_norm written with registered ops: what its second order differentiates."""
-    import ops
-
     if np.size(input) == 0:
         out = input * 1
     else:
         dims = _trailing_dims(input, normalized_shape)
-        out = input * ops.rsqrt(ops.mean(input * input, dim=dims, keepdim=True) + _rms_eps(input.dtype, eps))
+        out = input * rsqrt(reduce_mean(input * input, dim=dims, keepdim=True) + _rms_eps(input.dtype, eps))
     return out if weight is None else out * weight
 
 
