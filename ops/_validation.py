@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["normalize_dim", "normalize_dims", "require", "require_float", "require_integer"]
+__all__ = ["floats_only", "normalize_dim", "normalize_dims", "require", "require_float", "require_integer"]
 
 
 def require(condition: bool, op: str, argument: str, expected: str, got) -> None:
@@ -43,8 +43,23 @@ def normalize_dims(op: str, dim, ndim: int, argument: str = "dim") -> tuple:
 
 
 def require_float(op: str, argument: str, array) -> None:
+    """The one "float inputs only" refusal: ``array`` (None: an absent optional tensor) must be floating."""
     if array is not None and array.dtype.kind != "f":
-        raise TypeError(f"{op}: argument '{argument}' expected a floating tensor, got dtype {array.dtype}")
+        raise TypeError(
+            f"{op}: argument '{argument}' expected a floating tensor (float32 or float64), got dtype {array.dtype}; "
+            f"convert it explicitly (minitape never casts silently)"
+        )
+
+
+def floats_only(op: str, argument: str = "x"):
+    """The ``check=`` of an op defined only on floats: its first tensor parameter (named ``argument``) must be
+    floating. Declared to pass for floating inputs, so the engine does not even call it for them."""
+
+    def check(x, *rest, **attrs):
+        require_float(op, argument, x)
+
+    check.passes_floats = True  # type: ignore[attr-defined]
+    return check
 
 
 def require_integer(op: str, argument: str, array) -> None:

@@ -1,19 +1,10 @@
 """Binary ops with numpy broadcasting; every rule sums its gradient back with ``unbroadcast``.
 
 Semantics, as in PyTorch 2.13:
-- Operands that cannot broadcast (or a dtype numpy has no loop for) raise ValueError/TypeError naming the
-  op and both arguments' shapes and dtypes.
-- A float tensor combined with an integer or bool one computes in the float's dtype (float32 stays
-  float32); two integer tensors stay integer -- except for div, which refuses them: true division would
-  invent a float dtype, and minitape never casts silently.
-- pow's gradients at a zero base follow torch: d/da = 0 where b == 0, d/db = 0 where a == 0 and b >= 0.
-  Its second order is exact where torch's is not: finite at a zero base (torch: NaN), and d(d/da)/db =
-  1/a at b == 0 (torch: 0, as its backward masks every b == 0).
-- maximum / minimum split the gradient evenly where a == b (half to each operand), as torch does; where
-  either operand is NaN both take the whole gradient (torch's too).
-- Arithmetic is quiet about inf/NaN results (overflow, inf - inf, 0 / 0), as torch is: no numpy
-  RuntimeWarning. ``quiet`` (shared with elementwise and reduce) switches numpy's warnings off for a call.
-- where(condition, input, other) takes a bool condition, which is not differentiable.
+- Operands that cannot broadcast (or a dtype numpy has no loop for) raise ValueError/TypeError naming the op and
+  both arguments' shapes and dtypes.
+- Arithmetic is quiet about inf/NaN results (overflow, inf - inf, 0 / 0), as torch is: no numpy RuntimeWarning.
+  ``quiet`` (shared with elementwise and reduce) switches numpy's warnings off for a call.
 - Comparisons return bool tensors and are not differentiable.
 """
 
@@ -57,9 +48,36 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, elementwise
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
+from ._validation import require_float
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("div",),
+        "A float tensor combined with an integer or bool one computes in the float's dtype (float32 stays "
+        "float32); two integer tensors stay integer -- except for div, which refuses them: true division "
+        "would invent a float dtype, and minitape never casts silently.",
+    ),
+    (
+        ("pow",),
+        "pow's gradients at a zero base follow torch: d/da = 0 where b == 0, d/db = 0 where a == 0 and b >= "
+        "0. Its second order is exact where torch's is not: finite at a zero base (torch: NaN), and "
+        "d(d/da)/db = 1/a at b == 0 (torch: 0, as its backward masks every b == 0).",
+    ),
+    (
+        ("maximum", "minimum"),
+        "maximum / minimum split the gradient evenly where a == b (half to each operand), as torch does; "
+        "where either operand is NaN both take the whole gradient (torch's too).",
+    ),
+    (
+        ("where",),
+        "where(condition, input, other) takes a bool condition, which is not differentiable.",
+    ),
+)
 
 
 def _matched(a, b):
@@ -255,6 +273,7 @@ div = defop(
     torch_ref=lambda torch, input, other, rounding_mode=None: torch.div(input, other, rounding_mode=rounding_mode),
     method=True,
     numpy=np.true_divide,
+    notes=case_law(_CASE_LAW, "div"),
 )
 
 
@@ -303,7 +322,14 @@ def _pow_samples(rng):
 
 
 pow = _binary(
-    "pow", _broadcasting("pow", np.power), _pow_vjp_a, _pow_vjp_b, samples=_pow_samples, method=True, numpy=np.power
+    "pow",
+    _broadcasting("pow", np.power),
+    _pow_vjp_a,
+    _pow_vjp_b,
+    samples=_pow_samples,
+    method=True,
+    numpy=np.power,
+    notes=case_law(_CASE_LAW, "pow"),
 )
 
 
@@ -320,6 +346,7 @@ maximum = _binary(
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b < a), a == b), b.shape),
     method=True,
     numpy=np.maximum,
+    notes=case_law(_CASE_LAW, "maximum"),
 )
 minimum = _binary(
     "minimum",
@@ -328,6 +355,7 @@ minimum = _binary(
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b > a), a == b), b.shape),
     method=True,
     numpy=np.minimum,
+    notes=case_law(_CASE_LAW, "minimum"),
 )
 
 
@@ -356,6 +384,7 @@ where = defop(
     samples=where_samples(),
     torch_ref=lambda torch, condition, input, other: torch.where(condition, input, other),
     numpy={np.where: _numpy.where},
+    notes=case_law(_CASE_LAW, "where"),
 )
 
 
@@ -529,8 +558,8 @@ floor_divide = _pair(
 # -- lerp ------------------------------------------------------------------------------------------------------
 @quiet
 def _lerp(input, end, weight):
-    if input.dtype.kind != "f" or end.dtype.kind != "f":
-        raise TypeError(f"lerp: arguments 'input' ({input.dtype}) and 'end' ({end.dtype}) must be floating tensors")
+    require_float("lerp", "input", input)
+    require_float("lerp", "end", end)
     if weight.dtype.kind != "f":
         weight = weight.astype(input.dtype)  # a Python number given as weight
     try:
@@ -675,10 +704,8 @@ logical_xor = _logical("logical_xor", np.logical_xor, method=True, numpy=np.logi
 # -- xlogy / addcmul / addcdiv ---------------------------------------------------------------------------------
 @quiet  # log(0) = -inf: x * log(y) is 0 where x == 0 (unless y is NaN), as torch's xlogy
 def _xlogy(input, other):
-    if input.dtype.kind != "f" or other.dtype.kind != "f":
-        raise TypeError(
-            f"xlogy: arguments 'input' and 'other' expected floating tensors, got {input.dtype}, {other.dtype}"
-        )
+    require_float("xlogy", "input", input)
+    require_float("xlogy", "other", other)
     _broadcastable("xlogy", ("input", "other"), (input, other))
     product = input * np.log(other)
     return np.where(np.logical_and(input == 0, np.logical_not(np.isnan(other))), 0, product)
@@ -720,8 +747,7 @@ def _three(name: str, combine):
 
     def forward(input, tensor1, tensor2, *, value=1):
         for arg, a in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
-            if a.dtype.kind != "f":
-                raise TypeError(f"{name}: argument '{arg}' expected a floating tensor, got dtype {a.dtype}")
+            require_float(name, arg, a)
         if not (input.dtype == tensor1.dtype == tensor2.dtype):
             raise TypeError(
                 f"{name}: arguments 'input', 'tensor1', 'tensor2' expected one dtype, got "

@@ -2,36 +2,8 @@
 conv_transpose2d, unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d, max_pool2d_with_indices,
 max_unpool2d, avg_pool1d, avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d,
 adaptive_max_pool2d_with_indices, interpolate (nearest, nearest-exact, linear, bilinear) and the nearest-neighbour
-upsample2d.
-
-Convolutions use im2col over any number of spatial axes (conv1d, conv2d and conv3d are one declaration
-each): a strided view of the padded input gathers every receptive field into one column matrix (a single
-copy), and one batched matmul per group does the rest. Their joint backward shares that column matrix
-between the weight gradient and the input gradient; the input gradient scatters back (col2im) with one
-vectorised add per kernel offset (prod(kernel) adds, never a loop over output positions). A transposed
-convolution is conv's adjoint: its forward is conv's input-gradient kernel, its input gradient conv's
-forward. Pooling works on windows of the padded input the same way (1-D pooling runs the 2-D kernels on a
-height of 1). The forwards resolve their geometry once and hand it to the backward. Adaptive average pooling
-and interpolate are separable linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose
-transposes are the backward.
-
-torch returns max pooling's indices only with ``return_indices=True``; an op's output count is fixed, so
-the two-output forms are ops of their own under torch's names (``max_pool2d_with_indices``,
-``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W + w`` into each input plane), and
-max_pool2d / adaptive_max_pool2d return the values alone.
-
-Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the other
-op (on Tensors) or its kernel (on arrays). The convolutions, the transposed convs, the avg and max pools are
-differentiated again through composites built on registered ops: conv2d as the windows of the (padded) input
-as ``unfold`` columns times the weight; conv1d and conv_transpose1d as the 2-D composites over a height of 1;
-conv3d as a sum over the kernel's depth of conv2d's composite over the input planes each kernel plane meets;
-the pools as a sum (avg) or a selection of the forward's argmax (max) of unfold columns; conv_transpose2d as a
-matmul with the transposed weight then ``fold``; a ``gather`` at the forward's flat indices (the with-indices
-and adaptive max pools). max_unpool2d's backward is a gather (np.take_along_axis), adaptive_avg_pool and
-interpolate's are matmuls: those rules are traced as they stand.
-
-Ties: the max pools send a window's gradient to its first maximum in row-major order, a NaN counting
-as the maximum -- what torch's CPU kernels do (and the indices they return). Empty batches work as in torch.
+upsample2d. How they are computed (im2col, separable matmuls), their second order and ties are the ops' notes
+(``_CASE_LAW``, shown in docs/coverage.md).
 """
 
 __all__ = [
@@ -65,12 +37,95 @@ from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
 from . import reduce
+from ._notes import case_law
 from ._samples import uniform
 from ._validation import require, require_float, require_integer
 from .binary import where
 from .indexing import gather
 from .linalg import matmul
 from .shape import pad, permute, reshape, squeeze, transpose, unsqueeze
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        (
+            "conv1d",
+            "conv2d",
+            "conv3d",
+            "conv_transpose1d",
+            "conv_transpose2d",
+            "max_pool1d",
+            "max_pool2d",
+            "avg_pool1d",
+            "avg_pool2d",
+            "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d",
+            "interpolate",
+        ),
+        "Convolutions use im2col over any number of spatial axes (conv1d, conv2d and conv3d are one "
+        "declaration each): a strided view of the padded input gathers every receptive field into one column "
+        "matrix (a single copy), and one batched matmul per group does the rest. Their joint backward shares "
+        "that column matrix between the weight gradient and the input gradient; the input gradient scatters "
+        "back (col2im) with one vectorised add per kernel offset (prod(kernel) adds, never a loop over output"
+        " positions). A transposed convolution is conv's adjoint: its forward is conv's input-gradient "
+        "kernel, its input gradient conv's forward. Pooling works on windows of the padded input the same way"
+        " (1-D pooling runs the 2-D kernels on a height of 1). The forwards resolve their geometry once and "
+        "hand it to the backward. Adaptive average pooling and interpolate are separable linear maps: a "
+        "matmul with one (out, in) weight matrix per spatial axis, whose transposes are the backward.",
+    ),
+    (
+        ("max_pool2d", "max_pool2d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices"),
+        "torch returns max pooling's indices only with ``return_indices=True``; an op's output count is "
+        "fixed, so the two-output forms are ops of their own under torch's names "
+        "(``max_pool2d_with_indices``, ``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W"
+        " + w`` into each input plane), and max_pool2d / adaptive_max_pool2d return the values alone.",
+    ),
+    (
+        (
+            "conv2d",
+            "conv1d",
+            "conv3d",
+            "unfold",
+            "fold",
+            "max_pool2d",
+            "avg_pool2d",
+            "upsample2d",
+            "conv_transpose2d",
+            "conv_transpose1d",
+            "max_pool1d",
+            "avg_pool1d",
+            "max_pool2d_with_indices",
+            "max_unpool2d",
+            "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d",
+            "adaptive_max_pool2d",
+            "adaptive_max_pool2d_with_indices",
+            "interpolate",
+        ),
+        "Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the "
+        "other op (on Tensors) or its kernel (on arrays). The convolutions, the transposed convs, the avg and"
+        " max pools are differentiated again through composites built on registered ops: conv2d as the "
+        "windows of the (padded) input as ``unfold`` columns times the weight; conv1d and conv_transpose1d as"
+        " the 2-D composites over a height of 1; conv3d as a sum over the kernel's depth of conv2d's "
+        "composite over the input planes each kernel plane meets; the pools as a sum (avg) or a selection of "
+        "the forward's argmax (max) of unfold columns; conv_transpose2d as a matmul with the transposed "
+        "weight then ``fold``; a ``gather`` at the forward's flat indices (the with-indices and adaptive max "
+        "pools). max_unpool2d's backward is a gather (np.take_along_axis), adaptive_avg_pool and "
+        "interpolate's are matmuls: those rules are traced as they stand.",
+    ),
+    (
+        (
+            "max_pool1d",
+            "max_pool2d",
+            "max_pool2d_with_indices",
+            "adaptive_max_pool2d",
+            "adaptive_max_pool2d_with_indices",
+        ),
+        "Ties: the max pools send a window's gradient to its first maximum in row-major order, a NaN counting"
+        " as the maximum -- what torch's CPU kernels do (and the indices they return). Empty batches work as "
+        "in torch.",
+    ),
+)
 
 
 # -- argument handling -------------------------------------------------------------------------------------
@@ -295,7 +350,7 @@ def _with_unit_axis(value, unit: int):
     return (unit, value) if isinstance(value, int | np.integer) else (unit, *value)
 
 
-def _conv_op(name, spatial, composite, samples):
+def _conv_op(name, spatial, composite, samples, notes=""):
     """Declare conv1d, conv2d or conv3d: the im2col kernels above in the first order; ``composite`` (the conv
     written with registered ops) for the second."""
 
@@ -311,7 +366,7 @@ def _conv_op(name, spatial, composite, samples):
     def check(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         _check_conv(name, spatial, input, weight, bias, stride, padding, dilation, groups)
 
-    return _declare_conv(name, forward, joint_vjp, check, composite, samples)
+    return _declare_conv(name, forward, joint_vjp, check, composite, samples, notes)
 
 
 def _declare_conv(name, forward, joint_vjp, check, composite, samples, notes=""):
@@ -467,9 +522,9 @@ _conv3d_samples = _conv_samples(
     ],
 )
 
-conv2d = _conv_op("conv2d", 2, _conv2d_composite, _conv2d_samples)
-conv1d = _conv_op("conv1d", 1, _conv1d_composite, _conv1d_samples)
-conv3d = _conv_op("conv3d", 3, _conv3d_composite, _conv3d_samples)
+conv2d = _conv_op("conv2d", 2, _conv2d_composite, _conv2d_samples, notes=case_law(_CASE_LAW, "conv2d"))
+conv1d = _conv_op("conv1d", 1, _conv1d_composite, _conv1d_samples, notes=case_law(_CASE_LAW, "conv1d"))
+conv3d = _conv_op("conv3d", 3, _conv3d_composite, _conv3d_samples, notes=case_law(_CASE_LAW, "conv3d"))
 
 
 # -- unfold / fold -----------------------------------------------------------------------------------------
@@ -608,7 +663,7 @@ unfold = defop(
     vjps=(_unfold_vjp,),
     check=_check_unfold,
     samples=_unfold_samples,
-    notes="Its backward is fold.",
+    notes=case_law(_CASE_LAW, "unfold", "Its backward is fold."),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.unfold(input, **attrs),
 )
 
@@ -620,7 +675,7 @@ fold = defop(
     vjps=(_fold_vjp,),
     check=_check_fold,
     samples=_fold_samples,
-    notes="Its backward is unfold.",
+    notes=case_law(_CASE_LAW, "fold", "Its backward is unfold."),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.fold(input, **attrs),
 )
 
@@ -765,8 +820,12 @@ max_pool2d = defop(
     composite=_max_pool2d_composite,
     check=_check_max_pool2d,
     samples=_max_pool_samples,
-    notes="Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
-    "counting as the maximum -- what torch's CPU kernel does.",
+    notes=case_law(
+        _CASE_LAW,
+        "max_pool2d",
+        "Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
+        "counting as the maximum -- what torch's CPU kernel does.",
+    ),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, **attrs),
 )
 
@@ -873,6 +932,7 @@ avg_pool2d = defop(
     check=_check_avg_pool2d,
     samples=_avg_pool_samples,
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool2d(input, **attrs),
+    notes=case_law(_CASE_LAW, "avg_pool2d"),
 )
 
 
@@ -962,7 +1022,7 @@ upsample2d = defop(
     vjps=(_upsample2d_vjp,),
     check=_check_upsample2d,
     samples=_upsample_samples,
-    notes="torch.nn.functional.interpolate(mode='nearest') on (N, C, H, W) input.",
+    notes=case_law(_CASE_LAW, "upsample2d", "torch.nn.functional.interpolate(mode='nearest') on (N, C, H, W) input."),
     torch_ref=lambda torch, input, scale_factor=None, size=None: torch.nn.functional.interpolate(
         input, size=size, scale_factor=scale_factor, mode="nearest"
     ),
@@ -1008,7 +1068,7 @@ def _check_conv_transpose(op, spatial, x, weight, bias, stride, padding, output_
     _transpose_geometry(op, spatial, x.shape, weight.shape, stride, padding, output_padding, dilation)
 
 
-def _conv_transpose_op(name, spatial, composite, samples):
+def _conv_transpose_op(name, spatial, composite, samples, notes=""):
     """Declare conv_transpose1d or conv_transpose2d: the adjoint of conv, so its forward is conv's input
     gradient kernel, its input gradient is conv's forward and its weight gradient conv's weight gradient with
     the roles of input and output gradient swapped."""
@@ -1036,8 +1096,8 @@ def _conv_transpose_op(name, spatial, composite, samples):
     def check(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         _check_conv_transpose(name, spatial, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
-    notes = "The adjoint of conv: weight (in_channels, out_channels/groups, *kernel)."
-    return _declare_conv(name, forward, joint_vjp, check, composite, samples, notes)
+    own = "The adjoint of conv: weight (in_channels, out_channels/groups, *kernel)."
+    return _declare_conv(name, forward, joint_vjp, check, composite, samples, f"{own} {notes}".rstrip())
 
 
 def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
@@ -1149,8 +1209,20 @@ def _conv_transpose1d_samples(rng):
     ]
 
 
-conv_transpose2d = _conv_transpose_op("conv_transpose2d", 2, _conv_transpose2d_composite, _conv_transpose2d_samples)
-conv_transpose1d = _conv_transpose_op("conv_transpose1d", 1, _conv_transpose1d_composite, _conv_transpose1d_samples)
+conv_transpose2d = _conv_transpose_op(
+    "conv_transpose2d",
+    2,
+    _conv_transpose2d_composite,
+    _conv_transpose2d_samples,
+    notes=case_law(_CASE_LAW, "conv_transpose2d"),
+)
+conv_transpose1d = _conv_transpose_op(
+    "conv_transpose1d",
+    1,
+    _conv_transpose1d_composite,
+    _conv_transpose1d_samples,
+    notes=case_law(_CASE_LAW, "conv_transpose1d"),
+)
 
 
 # -- 1-D pooling (2-D pooling over a height of 1) ----------------------------------------------------------
@@ -1232,7 +1304,11 @@ max_pool1d = defop(
     composite=_max_pool1d_composite,
     check=_check_max_pool1d,
     samples=lambda rng: _pool1d_samples(rng, True),
-    notes="Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
+    notes=case_law(
+        _CASE_LAW,
+        "max_pool1d",
+        "Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
+    ),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool1d(input, **attrs),
 )
 
@@ -1267,6 +1343,7 @@ avg_pool1d = defop(
     check=_check_avg_pool1d,
     samples=lambda rng: _pool1d_samples(rng, False),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool1d(input, **attrs),
+    notes=case_law(_CASE_LAW, "avg_pool1d"),
 )
 
 
@@ -1323,8 +1400,12 @@ max_pool2d_with_indices = defop(
     composite=_max_pool2d_with_indices_composite,
     check=_check_max_pool2d_with_indices,
     samples=_max_pool_samples,
-    notes="max_pool2d(..., return_indices=True) as its own op (an op's output count is fixed): (values, int64 "
-    "indices of each maximum in its flattened input plane, h * W + w), as torch.",
+    notes=case_law(
+        _CASE_LAW,
+        "max_pool2d_with_indices",
+        "max_pool2d(..., return_indices=True) as its own op (an op's output count is fixed): (values, int64 "
+        "indices of each maximum in its flattened input plane, h * W + w), as torch.",
+    ),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, return_indices=True, **attrs),
 )
 
@@ -1426,9 +1507,13 @@ max_unpool2d = defop(
     vjps=(_max_unpool2d_vjp, Grad.NOT_DIFFERENTIABLE),
     check=_check_max_unpool2d,
     samples=_max_unpool2d_samples,
-    notes="Puts each value at its flat plane index (max_pool2d_with_indices' second output); the input gradient "
-    "gathers the output gradient there. Repeated indices: the output keeps one of the values (torch "
-    "leaves which unspecified), the gradient reaches every one.",
+    notes=case_law(
+        _CASE_LAW,
+        "max_unpool2d",
+        "Puts each value at its flat plane index (max_pool2d_with_indices' second output); the input gradient "
+        "gathers the output gradient there. Repeated indices: the output keeps one of the values (torch "
+        "leaves which unspecified), the gradient reaches every one.",
+    ),
     torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool2d(input, indices, **attrs),
 )
 
@@ -1525,7 +1610,7 @@ adaptive_avg_pool1d = defop(
     vjps=(_adaptive_avg_pool1d_vjp,),
     check=_adaptive_check("adaptive_avg_pool1d", 1),
     samples=lambda rng: _adaptive_samples(rng, 1),
-    notes="A matmul with the (out, in) window-average matrix.",
+    notes=case_law(_CASE_LAW, "adaptive_avg_pool1d", "A matmul with the (out, in) window-average matrix."),
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool1d(input, output_size),
 )
 
@@ -1537,7 +1622,11 @@ adaptive_avg_pool2d = defop(
     vjps=(_adaptive_avg_pool2d_vjp,),
     check=_adaptive_check("adaptive_avg_pool2d", 2),
     samples=lambda rng: _adaptive_samples(rng, 2),
-    notes="Separable: the row and column window-average matrices either side of the input.",
+    notes=case_law(
+        _CASE_LAW,
+        "adaptive_avg_pool2d",
+        "Separable: the row and column window-average matrices either side of the input.",
+    ),
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool2d(input, output_size),
 )
 
@@ -1628,7 +1717,7 @@ adaptive_max_pool2d = defop(
     composite=_adaptive_max_pool2d_composite,
     check=_adaptive_check("adaptive_max_pool2d", 2),
     samples=_adaptive_max_samples,
-    notes=_ADAPTIVE_MAX_NOTES,
+    notes=case_law(_CASE_LAW, "adaptive_max_pool2d", _ADAPTIVE_MAX_NOTES),
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size),
 )
 
@@ -1643,8 +1732,12 @@ adaptive_max_pool2d_with_indices = defop(
     composite=_adaptive_max_pool2d_with_indices_composite,
     check=_adaptive_check("adaptive_max_pool2d_with_indices", 2),
     samples=_adaptive_max_samples,
-    notes="adaptive_max_pool2d(..., return_indices=True) as its own op: (values, int64 flat plane indices). "
-    + _ADAPTIVE_MAX_NOTES,
+    notes=case_law(
+        _CASE_LAW,
+        "adaptive_max_pool2d_with_indices",
+        "adaptive_max_pool2d(..., return_indices=True) as its own op: (values, int64 flat plane indices). "
+        + _ADAPTIVE_MAX_NOTES,
+    ),
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size, True),
 )
 
@@ -1870,9 +1963,13 @@ interpolate = defop(
     vjps=(_interpolate_vjp,),
     check=_check_interpolate,
     samples=_interpolate_samples,
-    notes="Modes nearest, nearest-exact, linear, bilinear; torch's index and weight formulas (align_corners both "
-    "ways, scale_factor reaching the kernel unless recompute_scale_factor). Linear in the input, so its "
-    "rule (the transposed weight matrices) is differentiable as it stands.",
+    notes=case_law(
+        _CASE_LAW,
+        "interpolate",
+        "Modes nearest, nearest-exact, linear, bilinear; torch's index and weight formulas (align_corners both "
+        "ways, scale_factor reaching the kernel unless recompute_scale_factor). Linear in the input, so its "
+        "rule (the transposed weight matrices) is differentiable as it stands.",
+    ),
     torch_ref=lambda torch, input, **attrs: _torch_interpolate(torch, input, **attrs),
 )
 

@@ -1,25 +1,10 @@
 """Unary elementwise ops: each declared with its forward and its backward side by side.
 
 Conventions, all as in PyTorch 2.13:
-- At a kink the gradient is torch's: abs'(0) = 0, relu'(0) = 0, leaky_relu'(0) = negative_slope,
-  elu'(0) = alpha; clamp passes the gradient where min <= x <= max (bounds included) and nowhere when
-  min > max (every output is then ``max``).
-- sign's gradient is 0 (its derivative wherever it exists; torch's convention at 0 too), so a tensor that
-  requires grad can flow through it -- the engine refuses such tensors in NOT_DIFFERENTIABLE slots.
-- At NaN: sign(NaN) = 0 and abs'(NaN) = 0, relu passes the gradient, as torch does; elu's gradient is NaN
-  (torch's is 1 or NaN depending on which of its kernels runs).
-- Ops defined only on floats (exp, log, sigmoid, gelu, ...) refuse integer and bool tensors instead of
-  casting them; neg, abs, square, relu and clamp keep an integer dtype, as torch does.
-- Values torch returns silently (log(0) = -inf, exp(1000) = inf, sqrt(-1) = NaN, sin(inf) = NaN) come back
-  without numpy's RuntimeWarning: the forwards and rules that can meet them run ``quiet`` (ops/binary.py).
-- sigmoid, silu and softplus go through ``logaddexp``: inputs of +-1e4 give finite values and gradients.
-- erf and erfc use W. J. Cody's rational approximations in float64 (relative error ~1e-15; erfc keeps it in
-  the right tail, erf near 0); float32 input is computed in float64 and rounded.
-- gelu's exact form needs the normal CDF: float64 uses Cody's erfc, float32 Abramowitz & Stegun 7.1.26
-  (absolute error < 1e-7, below float32's resolution of the CDF), evaluated in place (gelu sits on the
-  training hot path). The forward saves gelu's slope (silu its sigmoid), so the backward is a single
-  multiplication; the second order differentiates a ``composite`` instead (x * erfc(-x / sqrt 2) / 2, the
-  tanh form, x * sigmoid(x)).
+- Ops defined only on floats (exp, log, sigmoid, gelu, ...) refuse integer and bool tensors instead of casting
+  them; neg, abs, square, relu and clamp keep an integer dtype, as torch does.
+- Values torch returns silently (log(0) = -inf, exp(1000) = inf, sqrt(-1) = NaN, sin(inf) = NaN) come back without
+  numpy's RuntimeWarning: the forwards and rules that can meet them run ``quiet`` (ops/binary.py).
 """
 
 __all__ = [
@@ -84,30 +69,55 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import elementwise
 from ._samples import unary_samples, uniform
+from ._validation import floats_only as float_check
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("abs", "relu", "leaky_relu", "elu", "clamp"),
+        "At a kink the gradient is torch's: abs'(0) = 0, relu'(0) = 0, leaky_relu'(0) = negative_slope, "
+        "elu'(0) = alpha; clamp passes the gradient where min <= x <= max (bounds included) and nowhere when "
+        "min > max (every output is then ``max``).",
+    ),
+    (
+        ("sign",),
+        "sign's gradient is 0 (its derivative wherever it exists; torch's convention at 0 too), so a tensor "
+        "that requires grad can flow through it -- the engine refuses such tensors in NOT_DIFFERENTIABLE "
+        "slots.",
+    ),
+    (
+        ("abs", "sign", "relu", "elu"),
+        "At NaN: sign(NaN) = 0 and abs'(NaN) = 0, relu passes the gradient, as torch does; elu's gradient is "
+        "NaN (torch's is 1 or NaN depending on which of its kernels runs).",
+    ),
+    (
+        ("sigmoid", "silu", "softplus"),
+        "sigmoid, silu and softplus go through ``logaddexp``: inputs of +-1e4 give finite values and gradients.",
+    ),
+    (
+        ("erf", "erfc"),
+        "erf and erfc use W. J. Cody's rational approximations in float64 (relative error ~1e-15; erfc keeps "
+        "it in the right tail, erf near 0); float32 input is computed in float64 and rounded.",
+    ),
+    (
+        ("gelu", "silu"),
+        "gelu's exact form needs the normal CDF: float64 uses Cody's erfc, float32 Abramowitz & Stegun 7.1.26"
+        " (absolute error < 1e-7, below float32's resolution of the CDF), evaluated in place (gelu sits on "
+        "the training hot path). The forward saves gelu's slope (silu its sigmoid), so the backward is a "
+        "single multiplication; the second order differentiates a ``composite`` instead (x * erfc(-x / sqrt "
+        "2) / 2, the tanh form, x * sigmoid(x)).",
+    ),
+)
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
 # -- argument checks -------------------------------------------------------------------------------------------
-def _floats_only(name, parameter="x"):
-    """A check refusing integer/bool input for an op whose result is only defined on floats; ``parameter``
-    names the tensor argument in the message."""
-
-    def check(x, **attrs):
-        if x.dtype.kind != "f":
-            raise TypeError(
-                f"{name}: argument '{parameter}' expected a floating tensor (float32 or float64), got dtype "
-                f"{x.dtype}; convert it explicitly (minitape never casts silently)"
-            )
-
-    check.passes_floats = True  # type: ignore[attr-defined]  # the engine need not call it for a float tensor
-    return check
-
-
 def _no_bool(name):
     def check(x, **attrs):
         if x.dtype.kind == "b":
@@ -142,7 +152,7 @@ def _unary(
     """Declare a one-input elementwise op whose tensor parameter is ``parameter`` (the forward's own name for
     it: "x", or torch's "input"); the torch reference defaults to ``torch.<name>``."""
     if floats_only:
-        declaration.setdefault("check", _floats_only(name, parameter))
+        declaration.setdefault("check", float_check(name, parameter))
     return defop(
         name,
         family="elementwise",
@@ -190,7 +200,14 @@ neg = _unary(
     numpy=np.negative,
 )
 abs = _unary(
-    "abs", np.abs, lambda g, ans, x: g * _sign(x), kinks=(0.0,), floats_only=False, method=True, numpy=np.absolute
+    "abs",
+    np.abs,
+    lambda g, ans, x: g * _sign(x),
+    kinks=(0.0,),
+    floats_only=False,
+    method=True,
+    numpy=np.absolute,
+    notes=case_law(_CASE_LAW, "abs"),
 )
 sign = _unary(
     "sign",
@@ -201,6 +218,7 @@ sign = _unary(
     kinks=(0.0,),
     method=True,
     numpy={np.sign: _numpy.sign},
+    notes=case_law(_CASE_LAW, "sign"),
 )
 square = _unary(
     "square",
@@ -273,7 +291,15 @@ def _sigmoid(x):
     return np.exp(-np.logaddexp(0, -x))
 
 
-sigmoid = _unary("sigmoid", _sigmoid, lambda g, ans, x: g * ans * (1 - ans), low=-4.0, high=4.0, method=True)
+sigmoid = _unary(
+    "sigmoid",
+    _sigmoid,
+    lambda g, ans, x: g * ans * (1 - ans),
+    low=-4.0,
+    high=4.0,
+    method=True,
+    notes=case_law(_CASE_LAW, "sigmoid"),
+)
 
 
 # -- activations -----------------------------------------------------------------------------------------------
@@ -285,6 +311,7 @@ relu = _unary(
     kinks=(0.0,),
     floats_only=False,
     method=True,
+    notes=case_law(_CASE_LAW, "relu"),
 )
 
 
@@ -303,6 +330,7 @@ leaky_relu = _unary(
     kinks=(0.0,),
     attrs=[{}, {"negative_slope": 0.2}],
     torch_ref=_functional("leaky_relu"),
+    notes=case_law(_CASE_LAW, "leaky_relu"),
 )
 
 
@@ -316,7 +344,15 @@ def _elu_vjp(g, ans, x, alpha=1.0):
     return np.where(x > 0, g, g * np.exp(np.minimum(x, 0)) * float(alpha))
 
 
-elu = _unary("elu", _elu, _elu_vjp, kinks=(0.0,), attrs=[{}, {"alpha": 0.5}], torch_ref=_functional("elu"))
+elu = _unary(
+    "elu",
+    _elu,
+    _elu_vjp,
+    kinks=(0.0,),
+    attrs=[{}, {"alpha": 0.5}],
+    torch_ref=_functional("elu"),
+    notes=case_law(_CASE_LAW, "elu"),
+)
 
 
 # gelu(x) = x * Phi(x), Phi the standard normal CDF; 'tanh' approximates Phi(x) by (1 + tanh(u)) / 2 with
@@ -505,10 +541,20 @@ def _gauss_slope(g, x, scale):
 
 
 erf = _unary(
-    "erf", _erf_forward, lambda g, ans, x: _gauss_slope(g, x, 2 * _INV_SQRT_PI), samples=_erf_samples, method=True
+    "erf",
+    _erf_forward,
+    lambda g, ans, x: _gauss_slope(g, x, 2 * _INV_SQRT_PI),
+    samples=_erf_samples,
+    method=True,
+    notes=case_law(_CASE_LAW, "erf"),
 )
 erfc = _unary(
-    "erfc", _erfc_forward, lambda g, ans, x: _gauss_slope(g, x, -2 * _INV_SQRT_PI), samples=_erf_samples, method=True
+    "erfc",
+    _erfc_forward,
+    lambda g, ans, x: _gauss_slope(g, x, -2 * _INV_SQRT_PI),
+    samples=_erf_samples,
+    method=True,
+    notes=case_law(_CASE_LAW, "erfc"),
 )
 
 
@@ -550,6 +596,7 @@ gelu = _unary(
     saves=True,
     composite=_gelu_composite,
     torch_ref=_functional("gelu"),
+    notes=case_law(_CASE_LAW, "gelu"),
 )
 
 
@@ -574,6 +621,7 @@ silu = _unary(
     saves=True,
     composite=lambda x: x * sigmoid(x),
     torch_ref=_functional("silu"),
+    notes=case_law(_CASE_LAW, "silu"),
 )
 
 
@@ -604,6 +652,7 @@ softplus = _unary(
     kinks=(1.5,),
     attrs=[{}, {"beta": 2.0, "threshold": 3.0}],
     torch_ref=_functional("softplus"),
+    notes=case_law(_CASE_LAW, "softplus"),
 )
 
 
@@ -655,6 +704,7 @@ clamp = _unary(
     attrs=[{"min": -0.5, "max": 0.75}, {"min": -1.0}, {"max": 0.5}, {"min": 0.5, "max": -0.5}],
     method=True,
     numpy={np.clip: _numpy.clip},
+    notes=case_law(_CASE_LAW, "clamp"),
 )
 
 

@@ -1,57 +1,13 @@
 """Indexing ops: getitem (``x[index]``), gather, index_select and their scatters (scatter_add, index_add,
 index_put), take_along_dim, scatter, scatter_reduce, masked_select, nonzero and one_hot, with torch 2.13 semantics.
 
-Indexing follows PyTorch, not numpy, where the two differ. torch applies the Python ints of an index first
-(each selects, removing its dim), then indexes what is left with the remaining slices, None, Ellipsis,
-bools and index arrays, numpy-style. So ``x[0, :, [1, 2]]`` on shape (2, 3, 4, 5) is ``x[0][:, [1, 2]]``
-of shape (3, 2, 5) (numpy: (2, 3, 5)); the index arrays' dims go where the arrays stand when they are
-adjacent, else first. A 0-D integer array or Tensor counts as an int; a bool mask stands for the positions
-of its True entries and covers as many dims as it has; a Python bool adds a dim of size 1 (True) or 0
-(False). A list of ints (or an inner tuple) is an index array, so ``x[[0, 0, 1]]`` reads row 0 twice and
-its gradient accumulates there twice. Refused rather than guessed: float and uint8 index arrays (torch
-reads uint8 as a deprecated mask, numpy as positions), a top-level list holding sequences, slices, None or
-Ellipsis (torch 2.13 reads it as a tuple with a deprecation warning, numpy as an array) and slice steps
-below 1 (torch has none). Out-of-range positions raise IndexError naming the dim.
-
 Every backward scatters the gradient back to the positions read, *adding* where positions repeat. The
 scatters are public ops themselves, each differentiable again: gather's backward is scatter_add (whose
 gradient for ``src`` is gather), index_select's is index_add (whose gradient for ``source`` is
 index_select), getitem's is index_put with ``accumulate=True`` into zeros (whose gradient for ``values``
 is getitem). A rule given arrays (first order) runs the numpy kernel directly; given Tensors
-(``create_graph=True``) it calls the op, so the backward is recorded.
-
-Index inputs of gather/index_select/scatter_add/index_add are integer *tensor inputs* marked
-NOT_DIFFERENTIABLE, so the tape records them as graph edges. getitem's index and index_put's indices are
-attributes: the engine copies and freezes them when the op is recorded (a Tensor inside keeps the array it
-held then), so refilling an index buffer or reassigning an index tensor's ``.data`` later cannot move a
-recorded gradient. ``index_put`` with ``accumulate=False`` refuses repeated positions (torch leaves which
-value lands undefined). gather, scatter_add, index_select and index_add need inputs of at least 1 dim.
-
-The other ops, and their conventions:
-- take_along_dim(input, indices, dim=None): gather after broadcasting input and indices in every dim but ``dim``
-  (``dim=None``: on the flattened input); the gradient is scatter_add's, summed over the broadcast dims. With a
-  dim, indices in [-size, -1] count from the end, as torch's; torch 2.13 also wraps every other out-of-range
-  index modulo the size (3 of a size-3 dim reads element 0), minitape refuses those. With dim=None negative
-  indices are refused, as torch refuses them.
-- scatter(input, dim, index, src) and the value form scatter(input, dim, index, value=v): refuses an index that
-  writes one position twice (torch leaves the value undefined). Gradient: zero for ``input`` at the written
-  positions (a scatter of 0), gather of ``g`` for ``src``.
-- scatter_reduce(input, dim, index, src, reduce, include_self=True), reduce "sum", "prod", "mean", "amax",
-  "amin"; integer "mean" floor-divides as torch. Gradients as torch: "mean" divides by the count; "amax"/"amin"
-  split the gradient evenly among the values equal to the result -- except that an excluded self
-  (``include_self=False``) never takes a share (torch 2.13 counts it when it equals the result, so its
-  gradients then sum to less than the incoming one); "prod" gives each value the product of the others at its
-  position, exact with zeros (no division by a zero). Its second order is exact too, also where torch refuses
-  it (two zeros reduced into one position): the rule keeps the zero values as variables.
-- masked_select(input, mask): input and mask broadcast; a 1-D output whose length depends on the mask's values
-  (a tensor input, so a replay with another mask selects anew). Gradient: g put back at the mask, summed over
-  broadcast dims.
-- nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(tensor, num_classes=-1) (int64;
-  ``num_classes=-1`` infers ``max + 1`` from the data, on replay too) are not differentiable. nonzero refuses
-  ``as_tuple=True`` (an op's output count is fixed at registration); ``Tensor.nonzero(as_tuple=True)`` gives
-  torch's tuple, the columns of ``ops.nonzero`` (``ops.unbind(ops.nonzero(x), 1)``, a 0-D x counting as 1-D).
-- Index tensors must hold integers (any integer dtype; torch wants int64) with values in range; torch's
-  negative positions are refused as torch does for these ops.
+(``create_graph=True``) it calls the op, so the backward is recorded. Index tensors must hold integers (any
+integer dtype; torch wants int64) with values in range. Each op's torch conventions are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -80,9 +36,78 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._notes import case_law
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require_integer
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("getitem",),
+        "Indexing follows PyTorch, not numpy, where the two differ. torch applies the Python ints of an index"
+        " first (each selects, removing its dim), then indexes what is left with the remaining slices, None, "
+        "Ellipsis, bools and index arrays, numpy-style. So ``x[0, :, [1, 2]]`` on shape (2, 3, 4, 5) is "
+        "``x[0][:, [1, 2]]`` of shape (3, 2, 5) (numpy: (2, 3, 5)); the index arrays' dims go where the "
+        "arrays stand when they are adjacent, else first. A 0-D integer array or Tensor counts as an int; a "
+        "bool mask stands for the positions of its True entries and covers as many dims as it has; a Python "
+        "bool adds a dim of size 1 (True) or 0 (False). A list of ints (or an inner tuple) is an index array,"
+        " so ``x[[0, 0, 1]]`` reads row 0 twice and its gradient accumulates there twice. Refused rather than"
+        " guessed: float and uint8 index arrays (torch reads uint8 as a deprecated mask, numpy as positions),"
+        " a top-level list holding sequences, slices, None or Ellipsis (torch 2.13 reads it as a tuple with a"
+        " deprecation warning, numpy as an array) and slice steps below 1 (torch has none). Out-of-range "
+        "positions raise IndexError naming the dim.",
+    ),
+    (
+        ("gather", "index_select", "scatter_add", "index_add", "getitem", "index_put"),
+        "Index inputs of gather/index_select/scatter_add/index_add are integer *tensor inputs* marked "
+        "NOT_DIFFERENTIABLE, so the tape records them as graph edges. getitem's index and index_put's indices"
+        " are attributes: the engine copies and freezes them when the op is recorded (a Tensor inside keeps "
+        "the array it held then), so refilling an index buffer or reassigning an index tensor's ``.data`` "
+        "later cannot move a recorded gradient. ``index_put`` with ``accumulate=False`` refuses repeated "
+        "positions (torch leaves which value lands undefined). gather, scatter_add, index_select and "
+        "index_add need inputs of at least 1 dim.",
+    ),
+    (
+        ("take_along_dim",),
+        "take_along_dim(input, indices, dim=None): gather after broadcasting input and indices in every dim "
+        "but ``dim`` (``dim=None``: on the flattened input); the gradient is scatter_add's, summed over the "
+        "broadcast dims. With a dim, indices in [-size, -1] count from the end, as torch's; torch 2.13 also "
+        "wraps every other out-of-range index modulo the size (3 of a size-3 dim reads element 0), minitape "
+        "refuses those. With dim=None negative indices are refused, as torch refuses them.",
+    ),
+    (
+        ("scatter",),
+        "scatter(input, dim, index, src) and the value form scatter(input, dim, index, value=v): refuses an "
+        "index that writes one position twice (torch leaves the value undefined). Gradient: zero for "
+        "``input`` at the written positions (a scatter of 0), gather of ``g`` for ``src``.",
+    ),
+    (
+        ("scatter_reduce",),
+        'scatter_reduce(input, dim, index, src, reduce, include_self=True), reduce "sum", "prod", "mean", '
+        '"amax", "amin"; integer "mean" floor-divides as torch. Gradients as torch: "mean" divides by the '
+        'count; "amax"/"amin" split the gradient evenly among the values equal to the result -- except that '
+        "an excluded self (``include_self=False``) never takes a share (torch 2.13 counts it when it equals "
+        'the result, so its gradients then sum to less than the incoming one); "prod" gives each value the '
+        "product of the others at its position, exact with zeros (no division by a zero). Its second order is"
+        " exact too, also where torch refuses it (two zeros reduced into one position): the rule keeps the "
+        "zero values as variables.",
+    ),
+    (
+        ("masked_select",),
+        "masked_select(input, mask): input and mask broadcast; a 1-D output whose length depends on the "
+        "mask's values (a tensor input, so a replay with another mask selects anew). Gradient: g put back at "
+        "the mask, summed over broadcast dims.",
+    ),
+    (
+        ("nonzero", "one_hot"),
+        "nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(tensor, num_classes=-1) (int64; "
+        "``num_classes=-1`` infers ``max + 1`` from the data, on replay too) are not differentiable. nonzero "
+        "refuses ``as_tuple=True`` (an op's output count is fixed at registration); "
+        "``Tensor.nonzero(as_tuple=True)`` gives torch's tuple, the columns of ``ops.nonzero`` "
+        "(``ops.unbind(ops.nonzero(x), 1)``, a 0-D x counting as 1-D).",
+    ),
+)
 
 
 # -- resolving an index the way torch does -------------------------------------------------------------------
@@ -387,6 +412,7 @@ index_put = defop(
         input, _torch_indices(torch, indices), values, accumulate
     ),
     method=True,
+    notes=case_law(_CASE_LAW, "index_put"),
 )
 
 
@@ -450,6 +476,7 @@ getitem = defop(
     vjps=(_getitem_vjp,),
     samples=_getitem_samples,
     torch_ref=lambda torch, input, index: input[_torch_index(torch, index)],
+    notes=case_law(_CASE_LAW, "getitem"),
 )
 
 
@@ -536,6 +563,7 @@ gather = defop(
     samples=_gather_samples,
     torch_ref=lambda torch, input, index, dim: torch.gather(input, dim, index.long()),
     method=True,
+    notes=case_law(_CASE_LAW, "gather"),
 )
 
 
@@ -597,6 +625,7 @@ scatter_add = defop(
     samples=_scatter_add_samples,
     torch_ref=lambda torch, input, index, src, dim: torch.scatter_add(input, dim, index.long(), src),
     method=True,
+    notes=case_law(_CASE_LAW, "scatter_add"),
 )
 
 
@@ -646,6 +675,7 @@ index_select = defop(
     ],
     torch_ref=lambda torch, input, index, dim: torch.index_select(input, dim, index.long()),
     method=True,
+    notes=case_law(_CASE_LAW, "index_select"),
 )
 
 
@@ -709,6 +739,7 @@ index_add = defop(
         input, dim, index.long(), source, alpha=alpha
     ),
     method=True,
+    notes=case_law(_CASE_LAW, "index_add"),
 )
 
 
@@ -857,6 +888,7 @@ take_along_dim = defop(
     torch_ref=lambda torch, input, indices, dim=None: torch.take_along_dim(input, indices.long(), dim),
     method=True,
     numpy={np.take_along_axis: _numpy.take_along_axis},
+    notes=case_law(_CASE_LAW, "take_along_dim"),
 )
 
 
@@ -932,6 +964,7 @@ scatter = defop(
     torch_ref=lambda torch, input, index, src=None, dim=0, value=None: torch.scatter(
         input, dim, index.long(), src if src is not None else value
     ),
+    notes=case_law(_CASE_LAW, "scatter"),
 )
 
 
@@ -1130,6 +1163,7 @@ scatter_reduce = defop(
         input, dim, index.long(), src, reduce, include_self=include_self
     ),
     method=True,
+    notes=case_law(_CASE_LAW, "scatter_reduce"),
 )
 
 
@@ -1182,6 +1216,7 @@ masked_select = defop(
     ],
     torch_ref=lambda torch, input, mask: torch.masked_select(input, mask),
     method=True,
+    notes=case_law(_CASE_LAW, "masked_select"),
 )
 
 
@@ -1222,6 +1257,7 @@ nonzero = defop(
     samples=_nonzero_samples,
     torch_ref=lambda torch, input, as_tuple=False: torch.nonzero(input, as_tuple=as_tuple),
     method=True,
+    notes=case_law(_CASE_LAW, "nonzero"),
 )
 
 
@@ -1266,6 +1302,7 @@ one_hot = defop(
         Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4}, "zero-size"),
     ],
     torch_ref=lambda torch, tensor, num_classes=-1: torch.nn.functional.one_hot(tensor.long(), num_classes),
+    notes=case_law(_CASE_LAW, "one_hot"),
 )
 
 

@@ -1,6 +1,5 @@
 """Losses and distances of ``torch.nn.functional``, with PyTorch 2.13's names, argument order, defaults and
 semantics (the deprecated ``size_average``/``reduce`` arguments are left out):
-
 - classification: cross_entropy (class indices, or class probabilities of the input's shape), nll_loss,
   binary_cross_entropy, binary_cross_entropy_with_logits, kl_div;
 - regression: mse_loss, l1_loss, smooth_l1_loss, huber_loss;
@@ -12,47 +11,6 @@ Reductions. ``reduction`` is 'none', 'mean' or 'sum' (kl_div also 'batchmean': t
 weights of the counted targets; mse_loss and l1_loss with ``weight`` by sum(weight); huber_loss with ``weight``
 by the number of elements (torch 2.13's own inconsistency, kept). A mean over nothing -- an empty batch, every
 target ignored -- is NaN, as in torch; a 'sum' of nothing is 0.
-
-What takes a gradient, as in torch: cross_entropy's probability targets; the targets of binary_cross_entropy
-(and _with_logits), kl_div and the regression losses; mse/l1/huber's ``weight``; every input of the ranking
-losses and distances (a float margin_ranking_loss target too). Class weights and binary_cross_entropy(_with_logits)'s
-``weight`` and ``pos_weight`` are not differentiable. Floating inputs must share one dtype.
-
-Kinks and ties (torch's gradient conventions; the samples keep finite differences away from them):
-- l1_loss and smooth_l1_loss with beta=0 at input == target: gradient 0 (sign(0)). smooth_l1_loss / huber_loss at
-  |input - target| == beta / delta: the first derivative is continuous; the second is the linear piece's, 0.
-- margin_ranking_loss and triplet_margin_loss at the hinge (loss exactly 0): the gradient passes, as torch's
-  clamp_min(z, 0) backward (z >= 0). triplet_margin_loss with swap=True where the two negative distances tie:
-  each gets half the gradient (torch's minimum).
-- pairwise_distance is ||x1 - x2 + eps||_p over the last dim of the broadcast shape, for any p (inf, -inf, 0 and
-  negative included). Its gradient is torch's vector-norm subgradient: 0 where the norm is 0 (p > 1) or where
-  an entry is 0 (p < 1); sign for p=1; for p=+-inf the entries attaining the norm share the gradient evenly;
-  0 for p=0. Norms are computed with a power-of-two scale, so huge or tiny entries (1e+-200) neither overflow nor
-  underflow where torch's do (there the results differ from torch's inf/0 and are the right ones).
-- cosine_similarity is torch 2.13's sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) over ``dim`` of the
-  broadcast inputs. Torch clamps the norms in place under no_grad, so its gradient treats the clamped norm as
-  the norm itself: where ||x|| < eps that gradient (matched here) is not the derivative of the forward, whose
-  denominator is then the constant eps. A zero vector gets gradient (other / max(||other||, eps)) / eps.
-- binary_cross_entropy clamps each log at -100 (so input 0 or 1 gives a finite loss of at most 100 per element);
-  the input gradient is (x - t) / max(x (1 - x), 1e-12) (torch's floor, 1e-12 rounded to float32) and the target
-  gradient -logit(x), unclamped (+-inf at x = 0, 1), both torch's. The second order differentiates that input
-  gradient exactly; torch's double backward instead adds 1e-12 to x and 1 - x, so the two differ by a relative
-  ~1e-12 / min(x, 1 - x): invisibly above x ~ 1e-4, and at exactly 0 or 1 (torch's is then ~1e24, ours ~1e12).
-- kl_div is xlogy(t, t) - t * input (exp(t) * (t - input) with log_target): 0 at t = 0, NaN for t < 0. Its target
-  gradient log(t) + 1 - input is NaN at t = 0, as torch's (the 0 / 0 of xlogy's derivative). torch 2.13 warns on
-  reduction='mean' (that 'mean' divides by every element, not the batch: 'batchmean' is the KL divergence); the
-  values here are the same and no warning is issued.
-- cross_entropy with probability targets: loss_n = -sum_c w_c ((1 - s) t_nc + s / C) log_softmax(x)_nc; 'mean'
-  divides by the number of loss elements (N x d1 ...), not by weights; ``ignore_index`` must then be negative
-  (torch raises otherwise). torch 2.13 accepts a negative label_smoothing despite its message; it raises here.
-
-cross_entropy and binary_cross_entropy_with_logits work from ``x - logsumexp(x)`` / ``softplus``, never
-``log(softmax(x))``, so logits of +-1e4 give finite values and gradients. cross_entropy with class indices runs
-the row kernels of ops/_kernels/rowwise.py (row blocks in cache, on the worker pool when large): its forward
-keeps exp(x - max) and the row sums, so its backward makes one pass and computes no exp. Its second order (and
-binary_cross_entropy_with_logits') is taken through a ``composite=`` written with registered ops (log_softmax,
-softplus, mul, sum). Every other rule here is written with numpy functions over its arguments, so the second
-order traces it.
 """
 
 __all__ = [
@@ -92,6 +50,7 @@ from ._kernels.rowwise import (
     from_last,
     log_softmax_block,
 )
+from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import KINK_GAP, transposed, uniform
@@ -99,6 +58,80 @@ from ._validation import normalize_dim, require, require_float, require_integer
 from .elementwise import softplus
 from .normalization import log_softmax
 from .shape import masked_fill
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("cross_entropy", "binary_cross_entropy", "kl_div", "margin_ranking_loss"),
+        "What takes a gradient, as in torch: cross_entropy's probability targets; the targets of "
+        "binary_cross_entropy (and _with_logits), kl_div and the regression losses; mse/l1/huber's "
+        "``weight``; every input of the ranking losses and distances (a float margin_ranking_loss target "
+        "too). Class weights and binary_cross_entropy(_with_logits)'s ``weight`` and ``pos_weight`` are not "
+        "differentiable. Floating inputs must share one dtype.",
+    ),
+    (
+        ("l1_loss", "smooth_l1_loss", "huber_loss"),
+        "l1_loss and smooth_l1_loss with beta=0 at input == target: gradient 0 (sign(0)). smooth_l1_loss / "
+        "huber_loss at |input - target| == beta / delta: the first derivative is continuous; the second is "
+        "the linear piece's, 0.",
+    ),
+    (
+        ("margin_ranking_loss", "triplet_margin_loss"),
+        "margin_ranking_loss and triplet_margin_loss at the hinge (loss exactly 0): the gradient passes, as "
+        "torch's clamp_min(z, 0) backward (z >= 0). triplet_margin_loss with swap=True where the two negative"
+        " distances tie: each gets half the gradient (torch's minimum).",
+    ),
+    (
+        ("pairwise_distance",),
+        "pairwise_distance is ||x1 - x2 + eps||_p over the last dim of the broadcast shape, for any p (inf, "
+        "-inf, 0 and negative included). Its gradient is torch's vector-norm subgradient: 0 where the norm is"
+        " 0 (p > 1) or where an entry is 0 (p < 1); sign for p=1; for p=+-inf the entries attaining the norm "
+        "share the gradient evenly; 0 for p=0. Norms are computed with a power-of-two scale, so huge or tiny "
+        "entries (1e+-200) neither overflow nor underflow where torch's do (there the results differ from "
+        "torch's inf/0 and are the right ones).",
+    ),
+    (
+        ("cosine_similarity",),
+        "cosine_similarity is torch 2.13's sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) over "
+        "``dim`` of the broadcast inputs. Torch clamps the norms in place under no_grad, so its gradient "
+        "treats the clamped norm as the norm itself: where ||x|| < eps that gradient (matched here) is not "
+        "the derivative of the forward, whose denominator is then the constant eps. A zero vector gets "
+        "gradient (other / max(||other||, eps)) / eps.",
+    ),
+    (
+        ("binary_cross_entropy",),
+        "binary_cross_entropy clamps each log at -100 (so input 0 or 1 gives a finite loss of at most 100 per"
+        " element); the input gradient is (x - t) / max(x (1 - x), 1e-12) (torch's floor, 1e-12 rounded to "
+        "float32) and the target gradient -logit(x), unclamped (+-inf at x = 0, 1), both torch's. The second "
+        "order differentiates that input gradient exactly; torch's double backward instead adds 1e-12 to x "
+        "and 1 - x, so the two differ by a relative ~1e-12 / min(x, 1 - x): invisibly above x ~ 1e-4, and at "
+        "exactly 0 or 1 (torch's is then ~1e24, ours ~1e12).",
+    ),
+    (
+        ("kl_div",),
+        "kl_div is xlogy(t, t) - t * input (exp(t) * (t - input) with log_target): 0 at t = 0, NaN for t < 0."
+        " Its target gradient log(t) + 1 - input is NaN at t = 0, as torch's (the 0 / 0 of xlogy's "
+        "derivative). torch 2.13 warns on reduction='mean' (that 'mean' divides by every element, not the "
+        "batch: 'batchmean' is the KL divergence); the values here are the same and no warning is issued.",
+    ),
+    (
+        ("cross_entropy",),
+        "cross_entropy with probability targets: loss_n = -sum_c w_c ((1 - s) t_nc + s / C) "
+        "log_softmax(x)_nc; 'mean' divides by the number of loss elements (N x d1 ...), not by weights; "
+        "``ignore_index`` must then be negative (torch raises otherwise). torch 2.13 accepts a negative "
+        "label_smoothing despite its message; it raises here.",
+    ),
+    (
+        ("cross_entropy", "binary_cross_entropy_with_logits"),
+        "cross_entropy and binary_cross_entropy_with_logits work from ``x - logsumexp(x)`` / ``softplus``, "
+        "never ``log(softmax(x))``, so logits of +-1e4 give finite values and gradients. cross_entropy with "
+        "class indices runs the row kernels of ops/_kernels/rowwise.py (row blocks in cache, on the worker "
+        "pool when large): its forward keeps exp(x - max) and the row sums, so its backward makes one pass "
+        "and computes no exp. Its second order (and binary_cross_entropy_with_logits') is taken through a "
+        "``composite=`` written with registered ops (log_softmax, softplus, mul, sum). Every other rule here "
+        "is written with numpy functions over its arguments, so the second order traces it.",
+    ),
+)
 
 FAMILY = "loss"
 _REDUCTIONS = ("none", "mean", "sum")
@@ -569,8 +602,12 @@ cross_entropy = defop(
     composite=_cross_entropy_composite,
     check=_check_cross_entropy,
     samples=lambda rng: _class_target_samples(rng, smoothing=True) + _probability_target_samples(rng),
-    notes="Class indices or class probabilities (differentiable, as in torch); class weights are not "
-    "differentiable, as in torch.",
+    notes=case_law(
+        _CASE_LAW,
+        "cross_entropy",
+        "Class indices or class probabilities (differentiable, as in torch); class weights are not "
+        "differentiable, as in torch.",
+    ),
     torch_ref=lambda torch, input, target, weight, **attrs: torch.nn.functional.cross_entropy(
         input, target, weight, **attrs
     ),
@@ -683,7 +720,9 @@ binary_cross_entropy = defop(
     vjps=(_bce_probability_input_vjp, _bce_probability_target_vjp, NOT_DIFFERENTIABLE),
     check=_check_binary_cross_entropy,
     samples=_binary_cross_entropy_samples,
-    notes="Logs clamped at -100 as torch; weight is not differentiable, as in torch.",
+    notes=case_law(
+        _CASE_LAW, "binary_cross_entropy", "Logs clamped at -100 as torch; weight is not differentiable, as in torch."
+    ),
     torch_ref=lambda torch, input, target, weight, reduction="mean": torch.nn.functional.binary_cross_entropy(
         input, target, weight, reduction=reduction
     ),
@@ -784,7 +823,9 @@ binary_cross_entropy_with_logits = defop(
     composite=_bce_composite,
     check=_check_bce_with_logits,
     samples=_bce_samples,
-    notes="weight and pos_weight are not differentiable, as in torch.",
+    notes=case_law(
+        _CASE_LAW, "binary_cross_entropy_with_logits", "weight and pos_weight are not differentiable, as in torch."
+    ),
     torch_ref=lambda torch, input, target, weight, pos_weight, reduction="mean": (
         torch.nn.functional.binary_cross_entropy_with_logits(
             input, target, weight, reduction=reduction, pos_weight=pos_weight
@@ -896,7 +937,11 @@ kl_div = defop(
     vjps=(_kl_input_vjp, _kl_target_vjp),
     check=_check_kl_div,
     samples=_kl_div_samples,
-    notes="reduction 'batchmean' is the KL divergence; 'mean' divides by every element (no warning, unlike torch).",
+    notes=case_law(
+        _CASE_LAW,
+        "kl_div",
+        "reduction 'batchmean' is the KL divergence; 'mean' divides by every element (no warning, unlike torch).",
+    ),
     torch_ref=_quiet_torch(
         lambda torch, input, target, reduction="mean", log_target=False: torch.nn.functional.kl_div(
             input, target, reduction=reduction, log_target=log_target
@@ -1142,7 +1187,11 @@ l1_loss = _pointwise_loss(
     _absolute,
     _absolute_slope,
     samples=_pointwise_samples(),
-    notes="Gradient 0 where input == target (sign(0)), as torch; 'mean' with weight is sum(w l) / sum(w).",
+    notes=case_law(
+        _CASE_LAW,
+        "l1_loss",
+        "Gradient 0 where input == target (sign(0)), as torch; 'mean' with weight is sum(w l) / sum(w).",
+    ),
 )
 smooth_l1_loss = _pointwise_loss(
     "smooth_l1_loss",
@@ -1154,7 +1203,7 @@ smooth_l1_loss = _pointwise_loss(
     samples=_pointwise_samples(
         kinks=(0.0, 0.5, 1.0, 2.5), weighted=False, attrs=({}, {"beta": 0.5}, {"beta": 0.0}, {"beta": 2.5})
     ),
-    notes="beta=0 is l1_loss (as torch); quadratic where |d| < beta.",
+    notes=case_law(_CASE_LAW, "smooth_l1_loss", "beta=0 is l1_loss (as torch); quadratic where |d| < beta."),
 )
 huber_loss = _pointwise_loss(
     "huber_loss",
@@ -1165,7 +1214,11 @@ huber_loss = _pointwise_loss(
     param="delta",
     weighted_mean=False,
     samples=_pointwise_samples(kinks=(0.0, 0.5, 1.0, 2.5), attrs=({}, {"delta": 0.5}, {"delta": 2.5})),
-    notes="Quadratic where |d| < delta; 'mean' with weight divides by the element count (torch 2.13).",
+    notes=case_law(
+        _CASE_LAW,
+        "huber_loss",
+        "Quadratic where |d| < delta; 'mean' with weight divides by the element count (torch 2.13).",
+    ),
 )
 
 
@@ -1326,7 +1379,7 @@ pairwise_distance = defop(
     ),
     check=_check_pairwise_distance,
     samples=_pairwise_samples,
-    notes="Any p (inf, -inf, 0, negative); torch's vector-norm subgradients.",
+    notes=case_law(_CASE_LAW, "pairwise_distance", "Any p (inf, -inf, 0, negative); torch's vector-norm subgradients."),
     torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.pairwise_distance(x1, x2, **attrs),
 )
 
@@ -1417,7 +1470,11 @@ cosine_similarity = defop(
     ),
     check=_check_cosine_similarity,
     samples=_cosine_samples,
-    notes="Norms clamped at eps as torch 2.13 (the clamp does not enter the gradient, as torch's).",
+    notes=case_law(
+        _CASE_LAW,
+        "cosine_similarity",
+        "Norms clamped at eps as torch 2.13 (the clamp does not enter the gradient, as torch's).",
+    ),
     torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.cosine_similarity(x1, x2, **attrs),
 )
 
@@ -1505,7 +1562,11 @@ margin_ranking_loss = defop(
     vjps=(_margin_ranking_vjp(0), _margin_ranking_vjp(1), _margin_ranking_vjp(2)),
     check=_check_margin_ranking_loss,
     samples=_margin_ranking_samples,
-    notes="The hinge passes the gradient at 0 (torch's clamp_min); a float target is differentiable, as in torch.",
+    notes=case_law(
+        _CASE_LAW,
+        "margin_ranking_loss",
+        "The hinge passes the gradient at 0 (torch's clamp_min); a float target is differentiable, as in torch.",
+    ),
     torch_ref=lambda torch, input1, input2, target, **attrs: torch.nn.functional.margin_ranking_loss(
         input1, input2, target, **attrs
     ),
@@ -1618,7 +1679,11 @@ triplet_margin_loss = defop(
     joint_vjp=_triplet_vjp,
     check=_check_triplet_margin_loss,
     samples=_triplet_samples,
-    notes="The hinge passes the gradient at 0; swap ties split evenly (torch's minimum).",
+    notes=case_law(
+        _CASE_LAW,
+        "triplet_margin_loss",
+        "The hinge passes the gradient at 0; swap ties split evenly (torch's minimum).",
+    ),
     torch_ref=lambda torch, anchor, positive, negative, **attrs: torch.nn.functional.triplet_margin_loss(
         anchor, positive, negative, **attrs
     ),

@@ -4,8 +4,8 @@
 creates a ``Node`` -- the recorded application the reverse pass walks -- and attaches it to the output
 tensor; every ExecutionTape that is recording also gets the application appended to its list.
 
-This module also holds the global switches: grad mode (``no_grad`` / ``enable_grad``), anomaly
-detection (``detect_anomaly``) and the list of recording tapes.
+The per-thread switches it reads -- grad mode (``no_grad`` / ``enable_grad``), anomaly detection
+(``detect_anomaly``), the recording tapes and numpy's error state -- live in tape/state.py (re-exported here).
 """
 
 from __future__ import annotations
