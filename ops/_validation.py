@@ -2,12 +2,19 @@
 
 import numpy as np
 
-__all__ = ["floats_only", "normalize_dim", "normalize_dims", "require", "require_float", "require_integer"]
+__all__ = ["floats_only", "normalize_dim", "normalize_dims", "real", "require", "require_float", "require_integer"]
 
 
 def require(condition: bool, op: str, argument: str, expected: str, got) -> None:
     if not condition:
         raise ValueError(f"{op}: argument '{argument}' expected {expected}, got {got}")
+
+
+def real(op: str, argument: str, value, expected: str = "a real number", hint: str = "") -> float:
+    """A number attribute as a Python float (a weak scalar: it keeps float32 arrays float32); bools are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument '{argument}' expected {expected}, got {type(value).__name__} {value!r}{hint}")
+    return float(value)
 
 
 def normalize_dim(op: str, dim, ndim: int, argument: str = "dim") -> int:

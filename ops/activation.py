@@ -36,7 +36,7 @@ from tape.tensors import Tensor
 from ._notes import case_law
 from ._numerics import quiet
 from ._samples import along_dim_samples, away_from, transposed, unary_samples, uniform
-from ._validation import floats_only, normalize_dim, normalize_dims, require_float
+from ._validation import floats_only, normalize_dim, normalize_dims, real, require_float
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -125,13 +125,6 @@ _SELU_NEGATIVE = _SELU_ALPHA * _SELU_SCALE
 
 
 # -- shared helpers --------------------------------------------------------------------------------------------
-def _number(op: str, argument: str, value) -> float:
-    """``value`` as a Python float (a weak scalar: float32 arrays stay float32)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
-    return float(value)
-
-
 def _functional(name):
     """The torch reference ``torch.nn.functional.<name>``."""
     return lambda torch, *tensors, **attrs: getattr(torch.nn.functional, name)(*tensors, **attrs)
@@ -176,7 +169,7 @@ def _with_tails(base, values):
 
 # -- piecewise linear: hardtanh, relu6, hardsigmoid, hardswish, threshold, shrinks -------------------------------
 def _hardtanh(input, min_val=-1.0, max_val=1.0):
-    low, high = _number("hardtanh", "min_val", min_val), _number("hardtanh", "max_val", max_val)
+    low, high = real("hardtanh", "min_val", min_val), real("hardtanh", "max_val", max_val)
     if low > high:
         raise ValueError(f"hardtanh: argument 'min_val' ({low}) cannot be greater than 'max_val' ({high})")
     return np.minimum(np.maximum(input, low), high)
@@ -243,8 +236,8 @@ hardsigmoid = _elementwise(
 
 
 def _threshold(input, threshold, value):
-    bound = _number("threshold", "threshold", threshold)
-    return np.where(input <= bound, _number("threshold", "value", value), input)
+    bound = real("threshold", "threshold", threshold)
+    return np.where(input <= bound, real("threshold", "value", value), input)
 
 
 def _threshold_vjp(g, ans, input, threshold, value):
@@ -267,7 +260,7 @@ def _outside(g, x, lambd):
 
 
 def _hardshrink(input, lambd=0.5):
-    lambd = _number("hardshrink", "lambd", lambd)
+    lambd = real("hardshrink", "lambd", lambd)
     return np.where(input >= -lambd, np.where(input <= lambd, 0, input), input)  # torch's: NaN stays NaN
 
 
@@ -287,7 +280,7 @@ hardshrink = _elementwise(
 
 @quiet  # inf * 0 in the branch not taken
 def _softshrink(input, lambd=0.5):
-    lambd = _number("softshrink", "lambd", lambd)
+    lambd = real("softshrink", "lambd", lambd)
     if not lambd >= 0:
         raise ValueError(f"softshrink: argument 'lambd' expected a number >= 0, got {lambd}")
     # torch's x * 0 in the middle: -0.0 for negative x, NaN for NaN
@@ -324,7 +317,7 @@ selu = _elementwise("selu", _selu, _selu_vjp, low=-3.0, high=3.0, kinks=(0.0,), 
 
 
 def _celu_alpha(alpha):
-    alpha = _number("celu", "alpha", alpha)
+    alpha = real("celu", "alpha", alpha)
     if alpha == 0:
         raise ValueError("celu: argument 'alpha' expected a non-zero number, got 0")
     return alpha
@@ -610,7 +603,7 @@ prelu = defop(
 
 # -- normalize -------------------------------------------------------------------------------------------------
 def _order(p) -> float:
-    p = _number("normalize", "p", p)
+    p = real("normalize", "p", p)
     if not (p > 0):
         raise ValueError(f"normalize: argument 'p' expected a positive number or inf, got {p}")
     return p
@@ -649,7 +642,7 @@ def _denominator(n, eps):
 @quiet  # 0 / 0 with eps = 0, inf / inf, as torch
 def _normalize(input, p=2.0, dim=1, eps=1e-12):
     p = _order(p)
-    eps = _number("normalize", "eps", eps)
+    eps = real("normalize", "eps", eps)
     axes = normalize_dims("normalize", dim, input.ndim)
     if input.size == 0:
         return input.copy()
@@ -686,7 +679,7 @@ def _normalize_vjp(g, ans, input, p=2.0, dim=1, eps=1e-12):
 def _check_normalize(input, p=2.0, dim=1, eps=1e-12):
     require_float("normalize", "input", input)
     _order(p)
-    _number("normalize", "eps", eps)
+    real("normalize", "eps", eps)
     normalize_dims("normalize", dim, input.ndim)
 
 

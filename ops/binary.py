@@ -52,7 +52,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, elementwise
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
-from ._validation import require_float
+from ._validation import real, require_float
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -615,8 +615,7 @@ lerp = defop(
 
 # -- isclose and logical ops: bool results, not differentiable -------------------------------------------------
 def _tolerance(argument, value):
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"isclose: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
+    real("isclose", argument, value)
     if not value >= 0:
         raise ValueError(f"isclose: argument '{argument}' expected a number >= 0, got {value!r}")
     return float(value)

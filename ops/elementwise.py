@@ -74,6 +74,7 @@ from ._numerics import quiet
 from ._onnx import elementwise
 from ._samples import unary_samples, uniform
 from ._validation import floats_only as float_check
+from ._validation import real
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -125,13 +126,6 @@ def _no_bool(name):
 
     check.passes_floats = True  # type: ignore[attr-defined]  # the engine need not call it for a float tensor
     return check
-
-
-def _real(op: str, argument: str, value) -> float:
-    """``value`` as a Python float (a weak scalar: it keeps float32 arrays float32)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
-    return float(value)
 
 
 def _unary(
@@ -316,7 +310,7 @@ relu = _unary(
 
 
 def _leaky_relu(x, negative_slope=0.01):
-    return np.where(x > 0, x, x * _real("leaky_relu", "negative_slope", negative_slope))
+    return np.where(x > 0, x, x * real("leaky_relu", "negative_slope", negative_slope))
 
 
 def _leaky_relu_vjp(g, ans, x, negative_slope=0.01):
@@ -335,7 +329,7 @@ leaky_relu = _unary(
 
 
 def _elu(x, alpha=1.0):
-    alpha = _real("elu", "alpha", alpha)
+    alpha = real("elu", "alpha", alpha)
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha)
 
 
@@ -627,8 +621,8 @@ silu = _unary(
 
 @quiet
 def _softplus(x, beta=1, threshold=20):
-    b = _real("softplus", "beta", beta)
-    t = _real("softplus", "threshold", threshold)
+    b = real("softplus", "beta", beta)
+    t = real("softplus", "threshold", threshold)
     if b == 0:
         raise ValueError("softplus: argument 'beta' expected a non-zero number, got 0")
     if b == 1:
@@ -658,11 +652,7 @@ softplus = _unary(
 
 # -- clamp -----------------------------------------------------------------------------------------------------
 def _bound(x, argument, value, op="clamp", parameter="x"):
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(
-            f"{op}: argument '{argument}' expected a real number or None, got "
-            f"{type(value).__name__} {value!r} (for a tensor bound use ops.maximum / ops.minimum)"
-        )
+    real(op, argument, value, "a real number or None", " (for a tensor bound use ops.maximum / ops.minimum)")
     if x.dtype.kind == "f":
         return float(value)
     if x.dtype.kind == "b":
@@ -995,11 +985,7 @@ frac = _on_input("frac", _frac, lambda g, ans, input: g, low=-2.5, high=2.5, kin
 def _replacement(argument, value):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(
-            f"nan_to_num: argument '{argument}' expected a real number or None, got {type(value).__name__} {value!r}"
-        )
-    return float(value)
+    return real("nan_to_num", argument, value, "a real number or None")
 
 
 def _nan_to_num(input, nan=0.0, posinf=None, neginf=None):

@@ -54,7 +54,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import KINK_GAP, transposed, uniform
-from ._validation import normalize_dim, require, require_float, require_integer
+from ._validation import normalize_dim, real, require, require_float, require_integer
 from .elementwise import softplus
 from .normalization import log_softmax
 from .shape import masked_fill
@@ -177,12 +177,6 @@ def _constant(x) -> np.ndarray:
     """The values of ``x`` (an array, or a Tensor in a traced rule) as an array carrying no gradient: the masks,
     counts and scales of a rule."""
     return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
-
-
-def _number(op: str, argument: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument '{argument}' expected a number, got {type(value).__name__} {value!r}")
-    return float(value)
 
 
 def _broadcast_shape(op: str, names: tuple, *arrays) -> tuple:
@@ -1070,13 +1064,13 @@ def _check_l1_loss(input, target, weight=None, reduction="mean"):
 
 def _check_smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     _check_pointwise("smooth_l1_loss", input, target, None, reduction)
-    beta = _number("smooth_l1_loss", "beta", beta)
+    beta = real("smooth_l1_loss", "beta", beta)
     require(beta >= 0, "smooth_l1_loss", "beta", "a non-negative number (as torch)", beta)
 
 
 def _check_huber_loss(input, target, weight=None, reduction="mean", delta=1.0):
     _check_pointwise("huber_loss", input, target, weight, reduction)
-    delta = _number("huber_loss", "delta", delta)
+    delta = real("huber_loss", "delta", delta)
     require(delta > 0, "huber_loss", "delta", "a positive number (as torch)", delta)
 
 
@@ -1306,7 +1300,7 @@ def _pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 
 def _check_norm_order(op, p, argument="p"):
-    p = _number(op, argument, p)
+    p = real(op, argument, p)
     require(not math.isnan(p), op, argument, "a number or +-inf", p)
     return p
 
@@ -1328,7 +1322,7 @@ def _check_pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     require_float(op, "x1", x1)
     require_float(op, "x2", x2)
     p = _check_norm_order(op, p)
-    _number(op, "eps", eps)
+    real(op, "eps", eps)
     _check_bool(op, "keepdim", keepdim)
     _check_pairwise_shapes(op, ("x1", "x2"), x1, x2, p)
 
@@ -1435,7 +1429,7 @@ def _check_cosine_similarity(x1, x2, dim=1, eps=1e-8):
     require_float(op, "x2", x2)
     shape = _broadcast_shape(op, ("x1", "x2"), x1, x2)
     normalize_dim(op, dim, len(shape))
-    eps = _number(op, "eps", eps)
+    eps = real(op, "eps", eps)
     require(eps >= 0, op, "eps", "a non-negative number (as torch)", eps)
 
 
@@ -1527,7 +1521,7 @@ def _check_margin_ranking_loss(input1, input2, target, margin=0, reduction="mean
             f"shape {array.shape}",
         )
     _broadcast_shape(op, ("input1", "input2", "target"), input1, input2, target)
-    _number(op, "margin", margin)
+    real(op, "margin", margin)
     _check_reduction(op, reduction)
 
 
@@ -1625,10 +1619,10 @@ def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=
             f"as many dims as anchor ({anchor.ndim}, as torch)",
             f"shape {array.shape}",
         )
-    margin = _number(op, "margin", margin)
+    margin = real(op, "margin", margin)
     require(margin > 0, op, "margin", "a positive number (as torch)", margin)
     p = _check_norm_order(op, p)
-    _number(op, "eps", eps)
+    real(op, "eps", eps)
     _check_bool(op, "swap", swap)
     _check_reduction(op, reduction)
     _check_pairwise_shapes(op, ("anchor", "positive"), anchor, positive, p)

@@ -40,7 +40,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
-from ._validation import normalize_dim, require_float
+from ._validation import normalize_dim, real, require_float
 from .sorting import _scattered_back
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -254,10 +254,7 @@ mean = _reduction(
 def _dims_and_dof(op, x, dim, correction, keepdim):
     """(axes, N, degrees of freedom N - correction), validating the arguments."""
     require_float(op, "x", x)
-    if isinstance(correction, bool) or not isinstance(correction, int | float | np.integer | np.floating):
-        raise TypeError(
-            f"{op}: argument 'correction' expected a number, got {type(correction).__name__} {correction!r}"
-        )
+    real(op, "correction", correction, "a number")  # validated; the value itself is used as given
     if not correction >= 0:
         raise ValueError(f"{op}: argument 'correction' expected a number >= 0, got {correction!r}")
     axes = _axes(op, dim, x.ndim, keepdim)
@@ -728,11 +725,7 @@ amin = _on_input(
 
 # -- vector_norm, norm -----------------------------------------------------------------------------------------
 def _order(op, ord):
-    if isinstance(ord, bool) or not isinstance(ord, int | float | np.integer | np.floating):
-        raise TypeError(
-            f"{op}: argument 'ord' expected a number (0, 1, 2, inf, -inf or p > 0), got {type(ord).__name__} {ord!r}"
-        )
-    ord = float(ord)
+    ord = real(op, "ord", ord, "a number (0, 1, 2, inf, -inf or p > 0)")
     if not (ord >= 0 or ord == -math.inf):
         raise NotImplementedError(f"{op}: argument 'ord' is {ord!r}; minitape supports 0, p > 0, inf and -inf")
     return ord

@@ -47,3 +47,26 @@ def test_there_is_one_float_check_in_the_op_library():
     root = pathlib.Path(ops.__file__).parent
     worded = [p.name for p in root.glob("*.py") if "expected a floating tensor (float32 or float64)" in p.read_text()]
     assert worded == ["_validation.py"], worded
+
+
+REAL_CASES = [  # a number attribute given a string: (call, op, argument)
+    (lambda: ops.elu(_f(), alpha="1"), "elu", "alpha"),
+    (lambda: ops.hardtanh(_f(), min_val="1"), "hardtanh", "min_val"),
+    (lambda: ops.huber_loss(_f(), _f(), delta="1"), "huber_loss", "delta"),
+]
+
+
+@pytest.mark.parametrize("case", REAL_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
+def test_number_attributes_are_coerced_by_one_function_with_one_message(case):
+    call, op, argument = case
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == f"{op}: argument '{argument}' expected a real number, got str '1'", str(error.value)
+
+
+def test_there_is_one_number_coercer_in_the_op_library():
+    import pathlib
+
+    root = pathlib.Path(ops.__file__).parent
+    defined = [p.name for p in root.glob("*.py") if "int | float | np.integer | np.floating):" in p.read_text()]
+    assert defined == ["_validation.py"], defined
