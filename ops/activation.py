@@ -635,15 +635,21 @@ def _norm(x, p, axes):
     return np.power(np.sum(np.power(np.abs(x / s), p), axis=axes, keepdims=True), 1.0 / p) * s
 
 
+def _axes_of(dim, ndim: int) -> tuple:
+    """normalize's ``dim`` (an int or a sequence, already validated) as non-negative axes."""
+    if ndim == 0:
+        return ()
+    dims = range(ndim) if dim is None else (dim,) if isinstance(dim, int | np.integer) else dim
+    return tuple(sorted(int(d) % ndim for d in dims))
+
+
 def _denominator(n, eps):
     return np.where(n < eps, eps, n)  # torch's clamp_min(eps): NaN stays NaN
 
 
 @quiet  # 0 / 0 with eps = 0, inf / inf, as torch
 def _normalize(input, p=2.0, dim=1, eps=1e-12):
-    p = _order(p)
-    eps = real("normalize", "eps", eps)
-    axes = normalize_dims("normalize", dim, input.ndim)
+    p, eps, axes = float(p), float(eps), _axes_of(dim, input.ndim)  # validated by _check_normalize
     if input.size == 0:
         return input.copy()
     return input / _denominator(_norm(input, p, axes), eps)
@@ -668,8 +674,7 @@ def _norm_slope(ans, input, n, p, axes):
 def _normalize_vjp(g, ans, input, p=2.0, dim=1, eps=1e-12):
     if np.size(input) == 0:
         return g * 1
-    p, eps = float(p), float(eps)
-    axes = normalize_dims("normalize", dim, input.ndim)
+    p, eps, axes = float(p), float(eps), _axes_of(dim, np.ndim(input))
     n = _norm(input, p, axes)
     passes = _constant(n >= eps)  # the clamp passes the gradient to the norm (torch's: bound included)
     projection = np.where(passes, np.sum(g * ans, axis=axes, keepdims=True), 0)

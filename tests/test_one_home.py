@@ -70,3 +70,22 @@ def test_there_is_one_number_coercer_in_the_op_library():
     root = pathlib.Path(ops.__file__).parent
     defined = [p.name for p in root.glob("*.py") if "int | float | np.integer | np.floating):" in p.read_text()]
     assert defined == ["_validation.py"], defined
+
+
+def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
+    from ops import activation
+
+    calls = []
+    for name in ("normalize_dims", "real"):
+        original = getattr(activation, name)
+        monkeypatch.setattr(
+            activation,
+            name,
+            lambda *a, _f=original, _n=name, **k: calls.append((_n, a[1] if _n == "real" else "dim")) or _f(*a, **k),
+        )
+    x = tape.tensor(np.array([[3.0, 4.0], [1.0, 0.0]]), requires_grad=True)
+    y = ops.normalize(x, p=2.0, dim=1, eps=1e-12)
+    y.backward(np.array([[1.0, 2.0], [0.5, -1.0]]))
+    assert sorted(calls) == [("normalize_dims", "dim"), ("real", "eps"), ("real", "p")], calls
+    np.testing.assert_allclose(y.numpy(), [[0.6, 0.8], [1.0, 0.0]])
+    np.testing.assert_allclose(x.grad.numpy(), [[-0.064, 0.048], [0.0, -1.0]])  # (g - (g.y) y) / ||x||
