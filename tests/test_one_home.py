@@ -89,3 +89,16 @@ def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
     assert sorted(calls) == [("normalize_dims", "dim"), ("real", "eps"), ("real", "p")], calls
     np.testing.assert_allclose(y.numpy(), [[0.6, 0.8], [1.0, 0.0]])
     np.testing.assert_allclose(x.grad.numpy(), [[-0.064, 0.048], [0.0, -1.0]])  # (g - (g.y) y) / ||x||
+
+
+def test_attentions_parameter_list_is_written_once():
+    import inspect
+    import pathlib
+
+    from ops import attention
+
+    source = pathlib.Path(attention.__file__).read_text()
+    assert source.count('causal_alignment="top_left"') == 1, "the attribute list is the forward's signature only"
+    assert list(inspect.signature(ops.scaled_dot_product_attention.forward).parameters)[4:] == [
+        "dropout_p", "is_causal", "scale", "enable_gqa", "key_padding_lengths", "causal_alignment", "rng",
+        "dropout_seed"]  # fmt: skip
