@@ -236,10 +236,10 @@ class Op:
         """Facts the engine's hot paths read instead of re-deriving them at every call (tape/recording.py,
         tape/autodiff.py). Computed once here from the declaration; nothing is skipped that the general paths
         check, it is only known in advance."""
-        # a call with exactly the tensors, positionally, one output, no saved values: ``apply``'s short path
-        self.plain = self.fast_call and self.n_outputs == 1 and not self.saves
-        # the number of positional arguments of a call ``apply`` takes its short path for (-1: none)
-        self.short_arity = self.n_inputs if self.plain and 1 <= self.n_inputs <= 2 else -1
+        # ``apply``'s short path takes a call of one or two tensors, positionally, with one output and no saved
+        # values: the number of positional arguments of such a call (-1: the op has none)
+        short = self.tensors_only_call and self.n_outputs == 1 and not self.saves
+        self.short_path_arity = self.n_inputs if short and 1 <= self.n_inputs <= 2 else -1
         # every tensor input can receive a gradient (no NOT_DIFFERENTIABLE refusal to make when recording)
         self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states
         # a check that declares (``check.passes_floats = True``) it passes whenever every tensor input is floating:
@@ -295,7 +295,7 @@ class Op:
         self.tensors_first = self.tensor_pos == tuple(range(self.n_inputs))
         # a call with just the tensors, positionally, needs no binding (the hot path); an op with a required
         # attribute (cumsum's dim) always goes through ``bind``, which names what is missing
-        self.fast_call = (
+        self.tensors_only_call = (
             self.tensors_first
             and not any(self.sequence)
             and self.var_positional is None
