@@ -368,8 +368,9 @@ def _frozen_copy(array):
 def apply(op, *args, **kwargs):
     """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor: this is
     ``Op.__call__`` (``registry.bind_apply``). One or two tensors (or a tensor and a float) positionally, for an op
-    with ``short_path_arity``, take the short path here (``_apply``'s steps, in order, facts resolved at ``defop``); other
-    calls go to ``_apply``, and every call under a compiled step's trace (tape/compile.py) to the trace."""
+    with ``short_path_arity``, take the short path here (``_apply``'s steps, in order, facts resolved at
+    ``defop``); other calls go to ``_apply``, and every call under a compiled step's trace (tape/compile.py) to the
+    trace."""
     state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
     if state["tracer"] is not None:
         return state["tracer"].apply(op, args, kwargs)
