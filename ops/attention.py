@@ -22,10 +22,6 @@ from tape.registry import Grad, Sample, defop
 from ._kernels.flash import attention_backward, attention_forward, dropout_keep_mask
 from ._onnx import NotExportable
 from ._samples import uniform
-from .binary import where
-from .linalg import matmul
-from .normalization import softmax
-from .shape import expand, reshape, transpose, unsqueeze
 
 OP = "scaled_dot_product_attention"
 ALIGNMENTS = ("top_left", "bottom_right")
@@ -104,6 +100,11 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
     """The same attention from registered ops, with the full score matrix: what the second-order pass
     differentiates (the tiled kernels are first order only). ``options`` are the forward's resolved ones; without
     them they are resolved from the op's ``attributes`` (the recorded ``dropout_seed`` included)."""
+    from .binary import where  # at call time: the families register in ops/__init__'s order
+    from .linalg import matmul
+    from .normalization import softmax
+    from .shape import expand, transpose
+
     if options is None:
         options = _options(query, key, _complete(attributes))
     L, S = query.shape[-2], key.shape[-2]
@@ -141,6 +142,8 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
 
 def _repeat_heads(a, group):
     """(..., H, S, E) -> (..., H * group, S, E): kv head h serves query heads h * group .. h * group + group - 1."""
+    from .shape import expand, reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     if group == 1:
         return a
     shape = a.shape

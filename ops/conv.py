@@ -36,14 +36,9 @@ from numpy.lib.stride_tricks import as_strided
 from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
-from . import reduce
 from ._notes import case_law
 from ._samples import uniform
 from ._validation import require, require_float, require_integer
-from .binary import where
-from .indexing import gather
-from .linalg import matmul
-from .shape import pad, permute, reshape, squeeze, transpose, unsqueeze
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -337,6 +332,8 @@ def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups)
 def _window_columns(x4, geo):
     """(N, C*KH*KW, OH*OW) Tensor: every window of the (N, C, H, W) Tensor ``x4`` under ``geo``'s (possibly
     asymmetric) padding, built with registered ops -- the composites' im2col."""
+    from .shape import pad  # at call time: the families register in ops/__init__'s order
+
     (top, bottom), (left, right) = geo.pads
     if top == bottom and left == right:
         return unfold(x4, geo.kernel, geo.dilation, (top, left), geo.stride)
@@ -397,6 +394,9 @@ def _torch_conv(torch, name, input, weight, bias, **attrs):
 
 def _conv2d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv2d with registered ops, for its second order: unfold's window columns times the weight."""
+    from .linalg import matmul  # at call time: the families register in ops/__init__'s order
+    from .shape import reshape, unsqueeze
+
     geo = _ConvGeometry("conv2d", input.shape, weight.shape, stride, padding, dilation, 2)
     x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, channels, out_channels = x4.shape[0], x4.shape[1], weight.shape[0]
@@ -411,6 +411,8 @@ def _conv2d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1,
 
 def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv1d as conv2d's composite over a height of 1, for its second order."""
+    from .shape import squeeze, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     out = _conv2d_composite(
         unsqueeze(input, -2),
         unsqueeze(weight, -2),
@@ -426,6 +428,8 @@ def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1,
 def _conv3d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv3d with registered ops, for its second order: the sum over the kernel's depth of conv2d's composite
     over the input planes that kernel plane meets (the output depths folded into the batch)."""
+    from .shape import pad, permute, reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     geo = _ConvGeometry("conv3d", input.shape, weight.shape, stride, padding, dilation, 3)
     x = input if input.ndim == 5 else unsqueeze(input, 0)
     if any(before or after for before, after in geo.pads):
@@ -768,6 +772,10 @@ def _max_pool2d_vjp(g, ans, input, *, indices, geo, **attrs):
 def _max_pool2d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """max_pool2d as a selection from the unfold windows of the forward's argmax (a constant): what its second
     order differentiates."""
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .binary import where
+    from .shape import reshape, unsqueeze
+
     geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
     x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, c = x4.shape[:2]
@@ -868,6 +876,9 @@ def _avg_pool2d_composite(
     input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
 ):
     """avg_pool2d as window sums of unfold columns over the divisor: what its second order differentiates."""
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .shape import reshape, unsqueeze
+
     geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
     x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, c = x4.shape[:2]
@@ -1103,6 +1114,9 @@ def _conv_transpose_op(name, spatial, composite, samples, notes=""):
 def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """conv_transpose2d with registered ops, for its second order: a matmul with the transposed weight gives
     every input position's contribution to a window, and fold adds the windows up (then output_padding's rows)."""
+    from .linalg import matmul  # at call time: the families register in ops/__init__'s order
+    from .shape import pad, reshape, transpose, unsqueeze
+
     geo = _transpose_geometry(
         "conv_transpose2d", 2, input.shape, weight.shape, stride, padding, output_padding, dilation
     )
@@ -1133,6 +1147,8 @@ def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, o
 
 def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """conv_transpose1d as conv_transpose2d's composite over a height of 1, for its second order."""
+    from .shape import squeeze, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     out = _conv_transpose2d_composite(
         unsqueeze(input, -2),
         unsqueeze(weight, -2),
@@ -1263,6 +1279,8 @@ def _on_height_one(rule_2d):
 
 
 def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    from .shape import reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     x2 = unsqueeze(input, input.ndim - 1)
     out = _max_pool2d_composite(x2, *_pool1d_args("max_pool1d", kernel_size, stride, padding, dilation), ceil_mode)
     return reshape(out, out.shape[:-2] + out.shape[-1:])
@@ -1320,6 +1338,8 @@ def _avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, cou
 
 
 def _avg_pool1d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    from .shape import reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
     out = _avg_pool2d_composite(unsqueeze(input, input.ndim - 1), kernel, strides, pads, ceil_mode, count_include_pad)
     return reshape(out, out.shape[:-2] + out.shape[-1:])
@@ -1360,6 +1380,9 @@ def _flat_input_indices(index, geo, width):
 def _gather_flat(input, flat):
     """The entries of (N, C, H, W) or (C, H, W) Tensor ``input`` at flat plane positions ``flat`` (an int array
     of the output's shape), with registered ops (gather, whose backward is scatter_add)."""
+    from .indexing import gather  # at call time: the families register in ops/__init__'s order
+    from .shape import reshape
+
     planes = reshape(input, input.shape[:-2] + (input.shape[-2] * input.shape[-1],))
     picked = gather(planes, planes.ndim - 1, flat.reshape(flat.shape[:-2] + (flat.shape[-2] * flat.shape[-1],)))
     return reshape(picked, flat.shape)

@@ -897,39 +897,15 @@ def _keeps_integers(ufunc):
 _INTEGERS = tuple(float(k) for k in range(-3, 4))
 _HALVES = tuple(k + 0.5 for k in range(-4, 4))
 
-floor = _on_input(
-    "floor",
-    _keeps_integers(np.floor),
-    _zero_gradient,
-    low=-2.5,
-    high=2.5,
-    kinks=_INTEGERS,
-    floats_only=False,
-    method=True,
-    numpy=np.floor,
-)
-ceil = _on_input(
-    "ceil",
-    _keeps_integers(np.ceil),
-    _zero_gradient,
-    low=-2.5,
-    high=2.5,
-    kinks=_INTEGERS,
-    floats_only=False,
-    method=True,
-    numpy=np.ceil,
-)
-trunc = _on_input(
-    "trunc",
-    _keeps_integers(np.trunc),
-    _zero_gradient,
-    low=-2.5,
-    high=2.5,
-    kinks=_INTEGERS,
-    floats_only=False,
-    method=True,
-    numpy=np.trunc,
-)
+
+def _rounding(name, ufunc):
+    return _on_input(name, _keeps_integers(ufunc), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
+                     floats_only=False, method=True, numpy=ufunc)  # fmt: skip
+
+
+floor = _rounding("floor", np.floor)
+ceil = _rounding("ceil", np.ceil)
+trunc = _rounding("trunc", np.trunc)
 
 
 @quiet  # x * 10^d may overflow: inf, as torch
@@ -1034,33 +1010,14 @@ def _special_samples(rng):
     return out
 
 
-isinf = _on_input(
-    "isinf",
-    _classify("isinf", np.isinf, False),
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_special_samples,
-    method=True,
-    numpy=np.isinf,
-)
-isnan = _on_input(
-    "isnan",
-    _classify("isnan", np.isnan, False),
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_special_samples,
-    method=True,
-    numpy=np.isnan,
-)
-isfinite = _on_input(
-    "isfinite",
-    _classify("isfinite", np.isfinite, True),
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_special_samples,
-    method=True,
-    numpy=np.isfinite,
-)
+def _classifier(name, ufunc, finite):
+    return _on_input(name, _classify(name, ufunc, finite), NOT_DIFFERENTIABLE, floats_only=False,
+                     samples=_special_samples, method=True, numpy=ufunc)  # fmt: skip
+
+
+isinf = _classifier("isinf", np.isinf, False)
+isnan = _classifier("isnan", np.isnan, False)
+isfinite = _classifier("isfinite", np.isfinite, True)
 
 
 def _logical_not_samples(rng):

@@ -41,7 +41,6 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from tape.tensors import Tensor
 
-from . import reduce
 from ._kernels.rowwise import (
     along_last,
     blockwise,
@@ -55,9 +54,6 @@ from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import KINK_GAP, transposed, uniform
 from ._validation import normalize_dim, real, require, require_float, require_integer
-from .elementwise import softplus
-from .normalization import log_softmax
-from .shape import masked_fill
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -370,6 +366,10 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
     """cross_entropy written with registered ops: -sum(q * log_softmax(input)) with the target distribution q
     (a constant for class indices, a function of the target for probabilities), reduced. What its second
     order differentiates."""
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .normalization import log_softmax
+    from .shape import masked_fill
+
     axis = _class_axis(input)
     weight = None if weight is None else _values(weight)
     if target.dtype.kind == "f":
@@ -756,6 +756,9 @@ def _bce_target_vjp(g, ans, input, target, weight, pos_weight, reduction="mean")
 def _bce_composite(input, target, weight=None, reduction="mean", pos_weight=None):
     """binary_cross_entropy_with_logits written with registered ops (softplus with no linear cut-off): what
     its second order differentiates."""
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .elementwise import softplus
+
     softplus_neg = softplus(-input, 1, math.inf)
     if pos_weight is not None:
         softplus_neg = softplus_neg * (1 + (pos_weight - 1) * target)

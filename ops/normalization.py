@@ -48,8 +48,6 @@ from ._kernels.rowwise import (
 from ._onnx import NotExportable, axis_of
 from ._samples import along_dim_samples, transposed, uniform
 from ._validation import normalize_dim, require, require_float
-from .elementwise import rsqrt
-from .reduce import mean as reduce_mean
 
 FAMILY = "normalization"
 
@@ -206,6 +204,9 @@ def _trailing_dims(input, normalized_shape) -> tuple:
 
 def _layer_norm_composite(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """layer_norm written with registered ops: what its second order differentiates."""
+    from .elementwise import rsqrt  # at call time: the families register in ops/__init__'s order
+    from .reduce import mean as reduce_mean
+
     dims = _trailing_dims(input, normalized_shape)
     if np.size(input) == 0:
         out = input * 1
@@ -283,6 +284,9 @@ def _rms_norm_vjp(g, ans, input, weight, *, needs, normalized_shape, eps, xhat, 
 
 def _rms_norm_composite(input, normalized_shape, weight=None, eps=None):
     """rms_norm written with registered ops: what its second order differentiates."""
+    from .elementwise import rsqrt  # at call time: the families register in ops/__init__'s order
+    from .reduce import mean as reduce_mean
+
     if np.size(input) == 0:
         out = input * 1
     else:
