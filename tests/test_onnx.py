@@ -314,7 +314,7 @@ def test_bad_arguments(ort):
 NAN_ROWS = np.array([[1.0, np.nan, 3.0], [np.nan, -1.0, np.nan], [0.5, 2.0, -3.0]])
 NAN_CASES = [("amax", {"dim": 1}), ("amin", {"dim": 0}), ("max", {}), ("min", {"dim": 1}), ("max", {"dim": 0}),
              ("argmax", {"dim": 1}), ("argmin", {}), ("vector_norm", {"ord": float("inf"), "dim": 1}),
-             ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp", {"min": 0.0}),
+             ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp_min", {"min": 0.0}),
              ("normalize", {"p": float("inf")}), ("pairwise_distance", {"p": float("-inf")}),
              ("median_dim", {"dim": 1}),
              ("sort", {"dim": 1, "descending": True}), ("topk", {"k": 2}), ("adaptive_max_pool2d", {"output_size": 2})]
