@@ -61,6 +61,7 @@ from ._numerics import quiet
 from ._onnx import NotExportable, cast_to
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import normalize_dim
+from .cast import cast
 from .sorting import _scattered_back
 
 
@@ -150,15 +151,47 @@ def _torch_reduce(name):
 
 
 def _torch_moments(name):
-    """torch.var / torch.std, without their UserWarning when N - correction <= 0 (our NaN/inf is silent too)."""
-    ref = _torch_reduce(name)
+    """torch.var / std / var_mean / std_mean in whichever spelling the call used (correction or unbiased), without
+    their UserWarning when N - correction <= 0 (our NaN/inf is silent too)."""
 
-    def run(torch, x, **attrs):
+    def run(torch, x, dim=None, correction=None, keepdim=False, unbiased=None):
+        dim, correction = _moment_args(name, dim, correction, unbiased)
+        if dim is None and x.ndim:
+            dim = tuple(range(x.ndim))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*degrees of freedom", category=UserWarning)
-            return ref(torch, x, **attrs)
+            return getattr(torch, name)(x, dim, correction=correction, keepdim=keepdim)
 
     return run
+
+
+def _cast_for(op: str, x, dtype):
+    """torch's ``dtype=``: the input cast before the reduction (None: as it is)."""
+    if dtype is None:
+        return x
+    try:
+        target = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: argument 'dtype' expected None or a numpy dtype, got {dtype!r}") from None
+    if target.kind not in "fiub":
+        raise TypeError(f"{op}: argument 'dtype' expected a float, int or bool dtype, got {target}")
+    return x.astype(target, copy=False)
+
+
+def _grad_as(g, x):
+    """A gradient computed in the reduction's dtype, back in the input's (recorded as a cast on Tensors)."""
+    if g.dtype == x.dtype:
+        return g
+    return g.astype(x.dtype) if isinstance(g, np.ndarray) else cast(g, x.dtype)
+
+
+def _plain(x):
+    """The values of an array or a Tensor (for masks, not for arithmetic that must be recorded)."""
+    return x if isinstance(x, np.ndarray | np.generic) else np.asarray(x.data)
+
+
+def _torch_dtype(torch, dtype):
+    return None if dtype is None else getattr(torch, np.dtype(dtype).name)
 
 
 def _with_a_0d_input(samples, **attrs):
@@ -222,9 +255,35 @@ mean = _reduction("mean", _mean, _mean_vjp)
 
 
 # -- var, std: the forward saves the mean for the backward -----------------------------------------------------
-def _dims_and_dof(op, x, dim, correction, keepdim):
+def _moment_args(op, dim, correction, unbiased):
+    """(dim, correction) from torch's spellings: ``correction`` (None: 1, Bessel's) or ``unbiased`` (True: 1, False:
+    0); a bool where torch's other overload has ``unbiased`` positionally -- var(x, dim, unbiased) or var(x,
+    unbiased) -- is that flag."""
+    if isinstance(dim, bool | np.bool_):  # torch.var(x, unbiased)
+        dim, unbiased = None, _flag_once(op, unbiased, dim)
+    if isinstance(correction, bool | np.bool_):  # torch.var(x, dim, unbiased)
+        correction, unbiased = None, _flag_once(op, unbiased, correction)
+    if unbiased is not None:
+        if not isinstance(unbiased, bool | np.bool_):
+            raise TypeError(f"{op}: argument 'unbiased' expected a bool, got {type(unbiased).__name__} {unbiased!r}")
+        if correction is not None:
+            raise TypeError(
+                f"{op}: pass either 'correction' or 'unbiased', not both (got {correction!r}, {unbiased!r})"
+            )
+        return dim, 1 if unbiased else 0
+    return dim, 1 if correction is None else correction
+
+
+def _flag_once(op, unbiased, flag):
+    if unbiased is not None:
+        raise TypeError(f"{op}: argument 'unbiased' given twice (positionally as {flag!r} and by keyword)")
+    return flag
+
+
+def _dims_and_dof(op, x, dim, correction, keepdim, unbiased=None):
     """(axes, N, degrees of freedom N - correction), validating the arguments."""
     _require_float(op, x)
+    dim, correction = _moment_args(op, dim, correction, unbiased)
     if isinstance(correction, bool) or not isinstance(correction, int | float | np.integer | np.floating):
         raise TypeError(
             f"{op}: argument 'correction' expected a number, got {type(correction).__name__} {correction!r}"
@@ -236,9 +295,9 @@ def _dims_and_dof(op, x, dim, correction, keepdim):
     return axes, n, n - correction
 
 
-def _variance(op, x, dim, correction, keepdim):
+def _variance(op, x, dim, correction, keepdim, unbiased=None):
     """(variance, mean with the reduced dims kept)."""
-    axes, n, dof = _dims_and_dof(op, x, dim, correction, keepdim)
+    axes, n, dof = _dims_and_dof(op, x, dim, correction, keepdim, unbiased)
     mean = np.add.reduce(x, axis=axes, keepdims=True) / n
     if np.count_nonzero(np.isfinite(mean)) != mean.size:  # the sum overflowed (or x holds inf/NaN): sum x / n
         mean = np.add.reduce(x / n, axis=axes, keepdims=True)  # (torch's running mean never overflows)
@@ -248,44 +307,45 @@ def _variance(op, x, dim, correction, keepdim):
 
 
 @quiet
-def _var(x, dim=None, correction=1, keepdim=False):
-    variance, mean = _variance("var", x, dim, correction, keepdim)
+def _var(x, dim=None, correction=None, keepdim=False, *, unbiased=None):
+    variance, mean = _variance("var", x, dim, correction, keepdim, unbiased)
     return variance, {"mean": mean}
 
 
 @quiet
-def _var_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
-    axes, _, dof = _dims_and_dof("var", x, dim, correction, keepdim)
+def _var_vjp(g, ans, x, dim=None, correction=None, keepdim=False, *, unbiased=None, mean=None):
+    axes, _, dof = _dims_and_dof("var", x, dim, correction, keepdim, unbiased)
     return _kept(g, x.shape, axes, keepdim) * (x - mean) * (2 / dof if dof > 0 else math.inf)
 
 
 @quiet
-def _std(x, dim=None, correction=1, keepdim=False):
-    variance, mean = _variance("std", x, dim, correction, keepdim)
+def _std(x, dim=None, correction=None, keepdim=False, *, unbiased=None):
+    variance, mean = _variance("std", x, dim, correction, keepdim, unbiased)
     return np.sqrt(variance), {"mean": mean}
 
 
 @quiet
-def _std_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
-    axes, _, dof = _dims_and_dof("std", x, dim, correction, keepdim)
+def _std_vjp(g, ans, x, dim=None, correction=None, keepdim=False, *, unbiased=None, mean=None):
+    axes, _, dof = _dims_and_dof("std", x, dim, correction, keepdim, unbiased)
     std_kept = _kept(ans, x.shape, axes, keepdim)
     nonzero_std = np.where(std_kept == 0, np.inf, std_kept)  # torch: gradient 0 where std == 0
     return _kept(g, x.shape, axes, keepdim) / nonzero_std * (x - mean) * (1 / dof if dof > 0 else math.inf)
 
 
-def _var_composite(x, dim=None, correction=1, keepdim=False):
+def _var_composite(x, dim=None, correction=None, keepdim=False, *, unbiased=None):
     """var with registered ops, for the second order (the first-order rule uses the mean the forward saved)."""
-    _, _, dof = _dims_and_dof("var", x, dim, correction, keepdim)
+    axes, _, dof = _dims_and_dof("var", x, dim, correction, keepdim, unbiased)
+    dim = None if axes is None else axes
     centered = x - mean(x, dim=dim, keepdim=True)
     # scaled before the sum, as torch's backward does: with no entries the cotangent's gradient is then an empty
     # sum (0), not 0 * inf
     return sum(centered * centered * (1 / dof if dof > 0 else math.inf), dim=dim, keepdim=keepdim)
 
 
-def _std_composite(x, dim=None, correction=1, keepdim=False):
+def _std_composite(x, dim=None, correction=None, keepdim=False, *, unbiased=None):
     """sqrt(var), with torch's zero gradient where std is 0: sqrt only sees nonzero variances (the inner where),
     so no inf * 0 reaches the second order."""
-    variance = _var_composite(x, dim, correction, keepdim)
+    variance = _var_composite(x, dim, correction, keepdim, unbiased=unbiased)
     zero = variance == 0
     return np.where(zero, 0, np.sqrt(np.where(zero, 1, variance)))
 
@@ -302,6 +362,10 @@ def _correction_samples(zero_spread):
                 )
             )
         out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "keepdim": True, "correction": 0}, "correction=0 all"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": 1, "unbiased": False}, "unbiased=False"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": (0, 1), "unbiased": True, "keepdim": True}, "unbiased=True"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": 0, "correction": False}, "positional unbiased=False"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "correction": None}, "correction=None"))
         if zero_spread:  # inputs whose variance is 0 (and above: over no entries, NaN)
             out.append(Sample((np.full((2, 3), 0.75),), {"dim": 1, "keepdim": False}, "constant rows (var 0)"))
             out.append(Sample((uniform(rng, ()),), {"dim": -1, "keepdim": True, "correction": 0}, "0-D"))
@@ -838,6 +902,153 @@ count_nonzero = _on_input(
     _count_samples,
     lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim),
 )
+
+
+# == appended: var_mean / std_mean, nansum / nanmean, aminmax, nanmedian, quantile / nanquantile, mode ==========
+def _moment_and_mean(name, is_std):
+    """torch.var_mean / torch.std_mean -> (var or std, mean). The rules recompute the mean with np.mean (recorded
+    on Tensors), so both are differentiable twice without a composite."""
+
+    @quiet
+    def forward(input, dim=None, correction=None, keepdim=False, *, unbiased=None):
+        variance, mean = _variance(name, input, dim, correction, keepdim, unbiased)
+        if _dims_and_dof(name, input, dim, correction, keepdim, unbiased)[1] == 0:
+            mean = np.full(variance.shape, np.nan, input.dtype)  # the mean of no entries (not _variance's fallback)
+        return (np.sqrt(variance) if is_std else variance), np.reshape(mean, variance.shape)
+
+    @quiet
+    def vjp(g, ans, input, dim=None, correction=None, keepdim=False, *, unbiased=None):
+        g_stat, g_mean = g
+        axes, n, dof = _dims_and_dof(name, input, dim, correction, keepdim, unbiased)
+        if _count(input.shape, axes) == 0:
+            return np.zeros(input.shape, input.dtype)
+        grad = None
+        if g_stat is not None:
+            centered = input - np.mean(input, axis=axes, keepdims=True)
+            scale = _kept(g_stat, input.shape, axes, keepdim) * (1 / dof if dof > 0 else math.inf)
+            if is_std:
+                std = _kept(ans[0], input.shape, axes, keepdim)
+                grad = np.where(std == 0, 0, centered * (scale / np.where(std == 0, 1, std)))  # torch: 0 at std 0
+            else:
+                grad = 2 * centered * scale
+        if g_mean is not None:
+            spread = np.broadcast_to(_kept(g_mean, input.shape, axes, keepdim) / n, input.shape)
+            grad = spread if grad is None else grad + spread
+        return grad
+
+    def samples(rng):
+        return _correction_samples(not is_std)(rng)
+
+    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    return defop(
+        name,
+        family="reduce",
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        outputs=2,
+        samples=samples,
+        torch_ref=_torch_moments(name),
+    )
+
+
+var_mean = _moment_and_mean("var_mean", False)
+std_mean = _moment_and_mean("std_mean", True)
+
+
+# -- nansum, nanmean: NaN entries count as absent ------------------------------------------------------------------
+def _nan_reduction(name, average):
+    @quiet
+    def forward(input, dim=None, keepdim=False, *, dtype=None):
+        x = _cast_for(name, input, dtype)
+        if average:
+            _require_float(name, x)
+        axes = _axes(name, dim, x.ndim, keepdim)
+        present = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
+        total = np.add.reduce(np.where(present, x, 0), axis=axes, keepdims=keepdim)
+        if not average:
+            return total.astype(np.int64) if x.dtype.kind in "biu" else total
+        return total / np.add.reduce(present, axis=axes, keepdims=keepdim, dtype=x.dtype)
+
+    @quiet
+    def vjp(g, ans, input, dim=None, keepdim=False, *, dtype=None):
+        g = _grad_as(g, input)
+        axes = _axes(name, dim, input.ndim, keepdim)
+        present = ~np.isnan(_plain(input))
+        g_kept = _kept(g, input.shape, axes, keepdim)
+        if average:  # an all-NaN slice: g / 0 times the 0 mask, NaN (torch's nansum / count)
+            g_kept = g_kept / np.add.reduce(present, axis=axes, keepdims=True, dtype=input.dtype)
+            return np.broadcast_to(g_kept, input.shape) * present.astype(input.dtype)
+        return np.where(present, np.broadcast_to(g_kept, input.shape), 0)
+
+    def samples(rng):
+        out = _with_a_0d_input(reduction_samples(empty_dims=not average))(rng)
+        x = uniform(rng, (3, 4))
+        x[0, 1] = x[2, 0] = x[2, 3] = np.nan
+        x[1] = np.nan
+        out += [
+            Sample((x,), {"dim": d, "keepdim": k}, f"NaNs dim={d}") for d, k in ((None, False), (1, True), (0, False))
+        ]
+        out.append(Sample((uniform(rng, (2, 3)).astype(np.float32),), {"dim": 1, "dtype": np.float64}, "dtype=float64"))
+        if not average:
+            out.append(Sample((rng.integers(-3, 4, (2, 3)),), {"dim": 0}, "int64"))
+        return out
+
+    def torch_ref(torch, input, dim=None, keepdim=False, dtype=None):
+        dim = tuple(range(input.ndim)) if dim is None and input.ndim else dim
+        return getattr(torch, name)(input, dim=dim, keepdim=keepdim, dtype=_torch_dtype(torch, dtype))
+
+    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    return defop(
+        name, family="reduce", inputs=("input",), forward=forward, vjps=(vjp,), samples=samples, torch_ref=torch_ref
+    )
+
+
+nansum = _nan_reduction("nansum", False)
+nanmean = _nan_reduction("nanmean", True)
+
+
+# -- aminmax -----------------------------------------------------------------------------------------------------
+_amin_forward, _amin_vjp = _extremum("aminmax", np.minimum)
+_amax_forward, _amax_vjp = _extremum("aminmax", np.maximum)
+
+
+def _aminmax_dim(input, dim):
+    if dim is not None and not (isinstance(dim, int | np.integer) and not isinstance(dim, bool)):
+        raise TypeError(f"aminmax: argument 'dim' expected None or an int, got {type(dim).__name__} {dim!r}")
+    return dim
+
+
+def _aminmax(input, *, dim=None, keepdim=False):
+    """``torch.aminmax(input, *, dim=None, keepdim=False)`` -> (min, max); ties share the gradient (amin / amax)."""
+    dim = _aminmax_dim(input, dim)
+    return _amin_forward(input, dim, keepdim), _amax_forward(input, dim, keepdim)
+
+
+def _aminmax_vjp(g, ans, input, *, dim=None, keepdim=False):
+    g_min, g_max = g
+    grad = None if g_min is None else _amin_vjp(g_min, ans[0], input, dim, keepdim)
+    if g_max is not None:
+        term = _amax_vjp(g_max, ans[1], input, dim, keepdim)
+        grad = term if grad is None else grad + term
+    return grad
+
+
+aminmax = defop(
+    "aminmax",
+    family="reduce",
+    inputs=("input",),
+    forward=_aminmax,
+    vjps=(_aminmax_vjp,),
+    outputs=("min", "max"),
+    samples=lambda rng: [
+        Sample(s.inputs, {k: v for k, v in s.attrs.items()}, s.label)
+        for s in _EXTREMUM_SAMPLES(rng)
+        if not isinstance(s.attrs.get("dim"), tuple)
+    ],
+    torch_ref=lambda torch, input, dim=None, keepdim=False: tuple(torch.aminmax(input, dim=dim, keepdim=keepdim)),
+)
+__all__ += ["var_mean", "std_mean", "nansum", "nanmean", "aminmax"]
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
