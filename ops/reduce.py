@@ -145,6 +145,8 @@ def _torch_reduce(name):
     def ref(torch, x, dim=None, keepdim=False, **attrs):
         if dim is None:
             dim = tuple(range(x.ndim))
+        if "dtype" in attrs:
+            attrs["dtype"] = _torch_dtype(torch, attrs["dtype"])
         return getattr(torch, name)(x, dim=dim, keepdim=keepdim, **attrs)
 
     return ref
@@ -176,6 +178,13 @@ def _cast_for(op: str, x, dtype):
     if target.kind not in "fiub":
         raise TypeError(f"{op}: argument 'dtype' expected a float, int or bool dtype, got {target}")
     return x.astype(target, copy=False)
+
+
+def _as_dtype(x, dtype):
+    """``x`` in ``dtype``: a copy on arrays, the cast op on Tensors (recorded)."""
+    if x.dtype == np.dtype(dtype):
+        return x
+    return x.astype(dtype) if isinstance(x, np.ndarray) else cast(x, dtype)
 
 
 def _grad_as(g, x):
@@ -218,29 +227,53 @@ def _reduction(name, forward, vjp, samples=None, torch_ref=None, **declaration):
 
 # -- sum, mean -------------------------------------------------------------------------------------------------
 @quiet  # inf - inf, overflow: torch's NaN/inf
-def _sum(x, dim=None, keepdim=False):
+def _sum(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = _cast_for("sum", x, dtype)
     return np.add.reduce(x, axis=_axes("sum", dim, x.ndim, keepdim), keepdims=keepdim)
 
 
-def _sum_vjp(g, ans, x, dim=None, keepdim=False):
+def _sum_vjp(g, ans, x, dim=None, keepdim=False, *, dtype=None):
     axes = _axes("sum", dim, x.ndim, keepdim)
+    if dtype is not None:
+        g = _grad_as(g, x)
     if isinstance(g, np.ndarray):
         return _spread(g, x, axes, keepdim)
     return np.broadcast_to(_kept(g, x.shape, axes, keepdim), x.shape)  # Tensors (second order): expand
 
 
-sum = _reduction("sum", _sum, _sum_vjp)
+def _with_dtype_samples(samples, integers=True):
+    """``samples`` plus torch's ``dtype=``: the input cast before reducing (an int64 input to float64 too)."""
+
+    def generate(rng):
+        out = samples(rng) + [
+            Sample((uniform(rng, (2, 3)),), {"dim": 1, "keepdim": False, "dtype": np.float64}, "dtype=float64"),
+            Sample((uniform(rng, (2, 3)),), {"dim": None, "keepdim": True, "dtype": "float64"}, "dtype by name"),
+        ]
+        if integers:
+            ints = rng.integers(-3, 4, (2, 3))
+            out.append(Sample((ints,), {"dim": 0, "keepdim": False, "dtype": np.float64}, "int64 to float64"))
+        return out
+
+    return generate
+
+
+sum = _reduction("sum", _sum, _sum_vjp, samples=_with_dtype_samples(_with_a_0d_input(reduction_samples())))
 
 
 @quiet  # also 0 / 0 over no entries: NaN, as in torch
-def _mean(x, dim=None, keepdim=False):
+def _mean(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = _cast_for("mean", x, dtype)
     _require_float("mean", x)
     axes = _axes("mean", dim, x.ndim, keepdim)
     return np.add.reduce(x, axis=axes, keepdims=keepdim) / _count(x.shape, axes)
 
 
-def _mean_vjp(g, ans, x, dim=None, keepdim=False):
+def _mean_vjp(g, ans, x, dim=None, keepdim=False, *, dtype=None):
     axes = _axes("mean", dim, x.ndim, keepdim)
+    if dtype is not None:
+        g = _grad_as(g, x)
     n = _count(x.shape, axes)
     if n == 0:  # nothing was averaged: x has a zero-size dim, so its gradient is empty (and g / 0 never runs)
         return np.zeros(x.shape, g.dtype)
@@ -251,7 +284,7 @@ def _mean_vjp(g, ans, x, dim=None, keepdim=False):
     return np.broadcast_to(_kept(g, x.shape, axes, keepdim) / n, x.shape)  # Tensors (second order)
 
 
-mean = _reduction("mean", _mean, _mean_vjp)
+mean = _reduction("mean", _mean, _mean_vjp, samples=_with_dtype_samples(_with_a_0d_input(reduction_samples())))
 
 
 # -- var, std: the forward saves the mean for the backward -----------------------------------------------------
@@ -504,7 +537,9 @@ min = _max_min("min", np.minimum, np.argmin)
 
 # -- prod ------------------------------------------------------------------------------------------------------
 @quiet  # overflow, 0 * inf
-def _prod(x, dim=None, keepdim=False):
+def _prod(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = _cast_for("prod", x, dtype)
     return np.multiply.reduce(x, axis=_axes("prod", dim, x.ndim, keepdim), keepdims=keepdim)
 
 
@@ -530,7 +565,9 @@ def _others_product(x: np.ndarray, axes) -> np.ndarray:
 
 
 @quiet
-def _prod_vjp(g, ans, x, dim=None, keepdim=False):
+def _prod_vjp(g, ans, x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None and np.dtype(dtype) != x.dtype:  # the rule in the reduction's dtype, cast back
+        return _grad_as(_prod_vjp(g, ans, _as_dtype(x, dtype), dim, keepdim), x)
     axes = _axes("prod", dim, x.ndim, keepdim)
     g_kept = _kept(g, x.shape, axes, keepdim)
     if np.count_nonzero(ans) == np.size(ans) and np.count_nonzero(np.isfinite(ans)) == np.size(ans):
@@ -542,8 +579,10 @@ def _prod_vjp(g, ans, x, dim=None, keepdim=False):
     return g_kept * np.where(several_zeros, 0, _others_product(x, axes))
 
 
-def _torch_prod(torch, x, dim=None, keepdim=False):
+def _torch_prod(torch, x, dim=None, keepdim=False, dtype=None):
     """torch.prod takes one int dim: reduce a tuple one dim at a time."""
+    if dtype is not None:
+        x = x.to(_torch_dtype(torch, dtype))
     if dim is None or dim == ():
         out = torch.prod(x)
         return out.reshape((1,) * x.ndim) if keepdim else out
@@ -566,10 +605,12 @@ def _prod_samples(rng):
     return out
 
 
-def _prod_composite(x, dim=None, keepdim=False):
+def _prod_composite(x, dim=None, keepdim=False, *, dtype=None):
     """prod with registered ops, for the second order: the reduced dims flattened into one last axis, then
     multiplied pairwise (log2(n) rounds of getitem and mul). Exact at zeros, in every order, like torch's
     double backward (which multiplies exclusive cumulative products)."""
+    if dtype is not None:
+        x = _as_dtype(x, dtype)
     axes = _axes("prod", dim, x.ndim, keepdim)
     reduced = tuple(range(x.ndim)) if axes is None else axes
     kept = tuple(a for a in range(x.ndim) if a not in reduced)
@@ -593,7 +634,14 @@ def _prod_composite(x, dim=None, keepdim=False):
     return np.reshape(out, _kept_shape(x.shape, axes)) if keepdim else out
 
 
-prod = _reduction("prod", _prod, _prod_vjp, samples=_prod_samples, torch_ref=_torch_prod, composite=_prod_composite)
+prod = _reduction(
+    "prod",
+    _prod,
+    _prod_vjp,
+    samples=_with_dtype_samples(_prod_samples),
+    torch_ref=_torch_prod,
+    composite=_prod_composite,
+)
 
 
 # -- logsumexp -------------------------------------------------------------------------------------------------
