@@ -19,9 +19,10 @@ Semantics (torch's unless said):
   input to cholesky raises ValueError.
 - qr(A, mode="reduced"): Q ``(*, m, k)``, R ``(*, k, n)``, k = min(m, n), LAPACK's Householder signs (the
   same as torch's). Only mode="reduced" is implemented.
-- svd(A, full_matrices=True): returns U ``(*, m, k)``, S ``(*, k)`` descending, Vh ``(*, k, n)``. Only the
-  reduced decomposition is implemented: full_matrices=True is accepted for square matrices (where it is the
-  same) and refused otherwise -- pass full_matrices=False.
+- svd(A, full_matrices=True): returns U ``(*, m, m)``, S ``(*, k)`` descending, Vh ``(*, n, n)`` (k = min(m, n));
+  full_matrices=False the reduced U ``(*, m, k)``, Vh ``(*, k, n)``. The extra columns of U (rows of Vh) are
+  an orthonormal basis of the rest, not functions of A: a cotangent on them gives a NaN gradient (no derivative;
+  torch drops such a cotangent silently and gives the reduced gradient).
 - Sign gauge: eigenvectors and singular vectors are defined up to sign, and numpy's and torch's LAPACK builds
   pick different signs. eigh and svd fix the gauge: each eigenvector (column of V) and each left singular
   vector (column of U, its row of Vh flipped along) has its largest-magnitude entry positive (the first such
@@ -1040,26 +1041,44 @@ eigh = defop(
 def _check_svd(A, full_matrices=True):
     _require_bool("svd", "full_matrices", full_matrices)
     _check_matrices("svd", A, square=False)
-    require(
-        not full_matrices or A.shape[-1] == A.shape[-2],
-        "svd",
-        "full_matrices",
-        f"False for a non-square A (shape {A.shape}): minitape implements only the reduced SVD",
-        full_matrices,
-    )
 
 
 def _svd(A, full_matrices=True):
-    """``torch.linalg.svd(A, full_matrices)`` (reduced) -> (U, S descending, Vh), signs fixed."""
-    u, s, vh = np.linalg.svd(A, full_matrices=False)
+    """``torch.linalg.svd(A, full_matrices)`` -> (U, S descending, Vh), signs fixed; with full_matrices U is
+    (*, m, m) and Vh (*, n, n), the columns of U (rows of Vh) beyond k = min(m, n) an orthonormal basis of the
+    rest, each with its own sign gauge."""
+    u, s, vh = np.linalg.svd(A, full_matrices=bool(full_matrices))
+    k = s.shape[-1]
     signs = _sign_gauge(u)
-    return u * signs, s, vh * _mT(signs)
+    vh_signs = _mT(signs[..., :k])
+    if vh.shape[-2] > k:  # the extra rows of Vh: the gauge of the columns of Vh^T
+        vh_signs = np.concatenate([vh_signs, _mT(_sign_gauge(_mT(vh[..., k:, :])))], axis=-2)
+    return u * signs, s, vh * vh_signs
 
 
 @_quiet
 def _svd_vjp(g, ans, A, full_matrices=True):
+    """The reduced SVD's rule on the first k columns of U and rows of Vh. With full_matrices on a non-square A
+    the extra ones are not functions of A (any orthonormal basis of the rest will do): a cotangent on them has
+    no derivative to meet, so the gradient is NaN there (torch drops that cotangent silently)."""
     gu, gs, gvh = g
     u, s, vh = ans
+    k = s.shape[-1]
+    extra = np.zeros(A.shape[:-2], bool)
+    if gu is not None and u.shape[-1] > k:
+        extra = extra | np.any(_values(gu)[..., k:] != 0, axis=(-2, -1))
+        gu, u = gu[..., :k], u[..., :k]
+    if gvh is not None and vh.shape[-2] > k:
+        extra = extra | np.any(_values(gvh)[..., k:, :] != 0, axis=(-2, -1))
+        gvh = gvh[..., :k, :]
+    if vh.shape[-2] > k:
+        vh = vh[..., :k, :]
+    if u.shape[-1] > k:
+        u = u[..., :k]
+    return _nan_where(_svd_reduced_vjp(gu, gs, gvh, u, s, vh, A), extra)
+
+
+def _svd_reduced_vjp(gu, gs, gvh, u, s, vh, A):
     if gu is None and gvh is None:
         if gs is None:
             return np.zeros(A.shape, A.dtype)
@@ -1097,8 +1116,12 @@ def _svd_vjp(g, ans, A, full_matrices=True):
 
 def _svd_ref(torch, A, full_matrices=True):
     u, s, vh = torch.linalg.svd(A, full_matrices=full_matrices)
+    k = s.shape[-1]
     signs = _torch_sign_gauge(torch, u)
-    return u * signs, s, vh * signs.mT
+    vh_signs = signs[..., :k].mT
+    if vh.shape[-2] > k:
+        vh_signs = torch.cat([vh_signs, _torch_sign_gauge(torch, vh[..., k:, :].mT).mT], dim=-2)
+    return u * signs, s, vh * vh_signs
 
 
 def _svd_samples(rng):
@@ -1614,11 +1637,15 @@ def _matrix_norm_last_vjp(g, ans, A, ord):
     return np.sign(A) * np.expand_dims(weights, axis)
 
 
+def _matrix_norm_as(op, A, ord, dim, keepdim):
+    axes = _matrix_dims(op, A, ord, dim)
+    _require_bool(op, "keepdim", keepdim)
+    return _reinsert(_matrix_norm_last(op, np.moveaxis(A, axes, (-2, -1)), ord), axes, keepdim)
+
+
 def _matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False):
     """``torch.linalg.matrix_norm(A, ord='fro', dim=(-2, -1), keepdim=False)``."""
-    axes = _matrix_dims("matrix_norm", A, ord, dim)
-    _require_bool("matrix_norm", "keepdim", keepdim)
-    return _reinsert(_matrix_norm_last("matrix_norm", np.moveaxis(A, axes, (-2, -1)), ord), axes, keepdim)
+    return _matrix_norm_as("matrix_norm", A, ord, dim, keepdim)
 
 
 @_quiet
@@ -1685,7 +1712,7 @@ def _linalg_norm(A, ord=None, dim=None, keepdim=False):
     with ord and dim None), a matrix norm over two dims (or a 2-D A with ord given and dim None)."""
     kind, ord, dim = _norm_kind(A, ord, dim)
     if kind == "matrix":
-        return _matrix_norm(A, ord, dim, keepdim)
+        return _matrix_norm_as("linalg_norm", A, ord, dim, keepdim)
     return _norm_of("linalg_norm", A, ord, dim, keepdim)
 
 
