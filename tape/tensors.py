@@ -670,6 +670,30 @@ class Tensor:
     det = _OpMethod()
     inverse = _OpMethod("inv")
     cholesky = _OpMethod()
+    addmm = _OpMethod()
+    addmv = _OpMethod()
+    addr = _OpMethod()
+    addbmm = _OpMethod()
+    baddbmm = _OpMethod()
+    mv = _OpMethod()
+    vdot = _OpMethod()
+    inner = _OpMethod()
+    trace = _OpMethod()
+    cross = _OpMethod()
+    renorm = _OpMethod()
+    dist = _OpMethod()
+    matrix_power = _OpMethod()
+    matrix_exp = _OpMethod()
+    logdet = _OpMethod()
+    cholesky_solve = _OpMethod()
+    cholesky_inverse = _OpMethod()
+    # reductions (issue 21)
+    aminmax = _OpMethod()
+    nansum = _OpMethod()
+    nanmean = _OpMethod()
+    quantile = _OpMethod()
+    nanquantile = _OpMethod()
+    mode = _OpMethod()
     # indexing
     gather = _OpMethod()
     scatter_add = _OpMethod()
@@ -707,6 +731,10 @@ class Tensor:
     def min(self, dim=None, keepdim=False):
         """torch's Tensor.min, as ``max``."""
         return ops.minimum(self, dim) if isinstance(dim, Tensor) else ops.min(self, dim, keepdim)
+
+    def nanmedian(self, dim=None, keepdim=False):
+        """torch's Tensor.nanmedian: one value without ``dim`` (the op returns (values, indices) with it)."""
+        return ops.nanmedian(self, dim, keepdim)
 
     def median(self, dim=None, keepdim=False):
         """torch's Tensor.median: the lower median of every entry, or (values, indices) along ``dim``."""
