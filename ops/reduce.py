@@ -61,6 +61,7 @@ from ._numerics import quiet
 from ._onnx import NotExportable, cast_to
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import normalize_dim
+from .binary import maximum, minimum
 from .cast import cast
 from .sorting import _scattered_back
 
@@ -496,43 +497,60 @@ def _extremum_dim_samples(rng):
     ]
 
 
-def _max_min(name, ufunc, find):
+def _max_min(name, ufunc, find, pair):
     """torch.max / torch.min: without ``dim`` the extremum of every entry (ties share the gradient, as torch's);
-    with ``dim`` the named (values, indices) of the first extremum along it (the whole gradient to that index)."""
+    with ``dim`` the named (values, indices) of the first extremum along it (the whole gradient to that index);
+    with a tensor ``other`` -- positionally where dim goes, torch.max(input, other) -- the elementwise ``pair``
+    (ops.maximum / ops.minimum, its rules: ties split evenly)."""
     whole, whole_vjp = _extremum(name, ufunc, nan_shares=True)
     along, along_vjp = _extremum_dim(name, find), _scattered_back(name)
 
-    def forward(input, dim=None, keepdim=False):
+    def forward(input, dim=None, keepdim=False, *, other=None):
+        if other is not None:
+            if dim is not None or keepdim:
+                raise TypeError(f"{name}: a tensor 'other' (torch.{name}(input, other)) takes no dim or keepdim")
+            return pair.forward(input, other)
         if dim is None:
             if keepdim:
                 raise TypeError(f"{name}: argument 'keepdim' needs a dim (torch.{name} takes it only with one)")
             return whole(input)
         return along(input, dim, keepdim)
 
-    def vjp(g, ans, input, dim=None, keepdim=False):
+    def vjp(g, ans, input, other, dim=None, keepdim=False):
+        if other is not None:
+            return pair.vjps[0](g, ans, input, other)
         return whole_vjp(g, ans, input) if dim is None else along_vjp(g, ans, input, dim=dim, keepdim=keepdim)
+
+    def vjp_other(g, ans, input, other, dim=None, keepdim=False):
+        return pair.vjps[1](g, ans, input, other)
 
     def samples(rng):
         wholes = [Sample(s.inputs, {}, s.label) for s in _EXTREMUM_SAMPLES(rng) if s.attrs["dim"] in (None, ())]
-        return wholes[:2] + _extremum_dim_samples(rng)
+        ones = wholes[:2] + _extremum_dim_samples(rng)
+        pairs = [Sample(s.inputs, {}, f"other: {s.label}") for s in pair.samples(rng)]
+        return [Sample((s.inputs[0], None), s.attrs, s.label, s.torch) for s in ones] + pairs
 
-    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    def torch_ref(torch, input, other=None, dim=None, keepdim=False):
+        if other is not None:
+            return getattr(torch, name)(input, other)
+        return getattr(torch, name)(input) if dim is None else getattr(torch, name)(input, dim, keepdim)
+
+    forward.__name__, vjp.__name__, vjp_other.__name__ = f"_{name}", f"_{name}_vjp", f"_{name}_vjp_other"
     return defop(
         name,
         family="reduce",
-        inputs=("input",),
+        inputs=("input", "other?"),
         forward=forward,
-        vjps=(vjp,),
+        vjps=(vjp, vjp_other),
         outputs=("values", "indices"),
         samples=samples,
-        torch_ref=lambda torch, input, dim=None, keepdim=False: (
-            getattr(torch, name)(input) if dim is None else getattr(torch, name)(input, dim, keepdim)
-        ),
+        torch_ref=torch_ref,
+        retargets={"dim": "other"},
     )
 
 
-max = _max_min("max", np.maximum, np.argmax)
-min = _max_min("min", np.minimum, np.argmin)
+max = _max_min("max", np.maximum, np.argmax, maximum)
+min = _max_min("min", np.minimum, np.argmin, minimum)
 
 
 # -- prod ------------------------------------------------------------------------------------------------------

@@ -231,3 +231,18 @@ def test_cholesky_solve_and_inverse_through_cholesky_match_torch_for_the_matrix_
         return torch.cholesky_solve(b, factor) + torch.cholesky_inverse(factor).sum()
 
     assert_like_torch(torch, ours_fn, torch_fn, [a, b], rtol=1e-9)
+
+
+# -- torch.max(input, other) / torch.min(input, other) --------------------------------------------------------------
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_and_min_of_two_tensors_are_the_elementwise_extremum_with_torchs_gradients(torch, name):
+    a = np.array([[1.0, 5.0, 3.0], [-2.0, 0.5, 4.0]])
+    b = np.array([2.0, 4.0, 3.0])  # broadcast, and a tie (3 = 3): half the gradient to each, as torch
+    assert_like_torch(torch, getattr(ops, name), getattr(torch, name), [a, b])
+    assert_like_torch(torch, lambda x, y: getattr(ops, name)(x, other=y), getattr(torch, name), [a, b])
+    values, indices = getattr(ops, name)(tape.tensor(a), 1)  # an int is still the dim
+    expected = getattr(torch, name)(torch.from_numpy(a), 1)
+    np.testing.assert_array_equal(values.numpy(), expected.values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())
+    with pytest.raises(TypeError, match=f"{name}: a tensor 'other' .* takes no dim or keepdim"):
+        getattr(ops, name)(tape.tensor(a), other=tape.tensor(b), keepdim=True)
