@@ -976,9 +976,9 @@ qr = defop(
 
 
 # -- eigh --------------------------------------------------------------------------------------------------------
-def _check_eigh(A, UPLO="L"):
-    _check_matrices("eigh", A)
-    require(UPLO in ("L", "U"), "eigh", "UPLO", "'L' or 'U'", repr(UPLO))
+def _check_eigh(A, UPLO="L", op="eigh"):
+    _check_matrices(op, A)
+    require(UPLO in ("L", "U"), op, "UPLO", "'L' or 'U'", repr(UPLO))
 
 
 def _eigh(A, UPLO="L"):
@@ -1325,7 +1325,7 @@ eigvalsh = defop(
     inputs=("A",),
     forward=_eigvalsh,
     vjps=(_eigvalsh_vjp,),
-    check=_check_eigh,
+    check=lambda A, UPLO="L": _check_eigh(A, UPLO, "eigvalsh"),
     samples=_eigvalsh_samples,
     torch_ref=lambda torch, A, UPLO="L": torch.linalg.eigvalsh(_torch_triangle(torch, A, UPLO == "L"), UPLO=UPLO),
 )
@@ -1953,18 +1953,31 @@ def _check_lstsq(A, B, rcond=None, *, driver=None):
     if rcond is not None:
         if isinstance(rcond, bool) or not isinstance(rcond, int | float | np.integer | np.floating):
             raise TypeError(f"lstsq: argument 'rcond' expected None or a number, got {type(rcond).__name__}")
+    require(
+        A.ndim - 1 <= B.ndim <= A.ndim,
+        "lstsq",
+        "B",
+        f"{A.ndim} dims (a matrix per A) or {A.ndim - 1} (a vector), as torch (A {A.shape})",
+        f"shape {B.shape}",
+    )
     vector = B.ndim == A.ndim - 1
     rows = B.shape[-1] if vector else (B.shape[-2] if B.ndim >= 2 else -1)
     require(B.ndim >= 1 and rows == A.shape[-2], "lstsq", "B", f"{A.shape[-2]} rows (A {A.shape})", B.shape)
+    try:
+        np.broadcast_shapes(A.shape[:-2], B.shape[:-1] if vector else B.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"lstsq: argument 'B' expected batch dims broadcastable with A's {A.shape}, got {B.shape}"
+        ) from None
 
 
 def _lstsq(A, B, rcond=None, *, driver=None):
     """``torch.linalg.lstsq(A, B, rcond=None, *, driver=None)`` -> (solution, residuals, rank, singular_values):
     the minimum-norm least-squares solution (every LAPACK driver's, A of full rank or not), singular values at most
     rcond * s_max (default eps * max(m, n)) counted as 0. As torch on CPU (driver None is 'gelsy'): residuals (the
-    squared residual norms, (*, k)) only for m > n, a full-rank A and a driver other than gelsy; rank for every
-    driver but gels; singular values for gelsd / gelss; the others are empty. A B of A's rank - 1 dims is a
-    (batch of) vector(s)."""
+    squared residual norms, (*, k)) only for m > n, with gels always, with gelsd / gelss for a full-rank A; rank
+    for every driver but gels; singular values for gelsd / gelss; the others are empty. A B of A's rank - 1 dims
+    is a (batch of) vector(s). gels (LAPACK's assumes full rank) refuses a rank-deficient A."""
     _check_lstsq(A, B, rcond, driver=driver)
     driver = driver or "gelsy"
     vector = B.ndim == A.ndim - 1
@@ -1976,9 +1989,13 @@ def _lstsq(A, B, rcond=None, *, driver=None):
     inverse = np.where(keep, 1 / np.where(keep, s, 1), 0)
     x = np.matmul(_mT(vh) * np.expand_dims(inverse, -2), np.matmul(_mT(u), b))
     rank = np.sum(keep, axis=-1).astype(np.int64)
+    if driver == "gels" and np.any(rank < min(m, n)):  # LAPACK's gels assumes full rank: torch's result is garbage
+        raise ValueError(
+            f"lstsq: driver 'gels' expected A of full rank {min(m, n)}, got rank {rank.min()} (use 'gelsy' / 'gelsd')"
+        )
     empty = np.zeros((0,), A.dtype)
     residuals = empty
-    if m > n and driver != "gelsy" and np.all(rank == n):
+    if m > n and (driver == "gels" or (driver != "gelsy" and np.all(rank == n))):  # gels assumes full rank
         residuals = np.sum(np.square(np.matmul(A, x) - b), axis=-2)
     return (
         x[..., 0] if vector else x,

@@ -509,6 +509,13 @@ def _max_min(name, ufunc, find, pair):
         if other is not None:
             if dim is not None or keepdim:
                 raise TypeError(f"{name}: a tensor 'other' (torch.{name}(input, other)) takes no dim or keepdim")
+            try:
+                np.broadcast_shapes(input.shape, other.shape)
+            except ValueError:
+                raise ValueError(
+                    f"{name}: argument 'other' expected a shape broadcastable with input's {input.shape}, "
+                    f"got {other.shape}"
+                ) from None
             return pair.forward(input, other)
         if dim is None:
             if keepdim:

@@ -354,7 +354,11 @@ def _check_median_dim(input, dim=-1, keepdim=False):
 
 
 def _median_dim(input, dim=-1, keepdim=False):
-    axis = _check_reduced("median_dim", input, dim, keepdim)
+    return _median_along("median_dim", input, dim, keepdim)
+
+
+def _median_along(op, input, dim, keepdim):
+    axis = _check_reduced(op, input, dim, keepdim)
     if input.ndim == 0:
         return input.copy(), np.zeros((), np.int64)
     n = input.shape[axis]
@@ -462,7 +466,11 @@ def _torch_whole_or_dim(name):
     )
 
 
-_median_forward, _median_rule = _whole_or_dim("median", _median, _median_vjp, _median_dim, _scattered_back("median"))
+def _median_of_dim(input, dim, keepdim):
+    return _median_along("median", input, dim, keepdim)
+
+
+_median_forward, _median_rule = _whole_or_dim("median", _median, _median_vjp, _median_of_dim, _scattered_back("median"))
 median = defop(
     "median",
     family=FAMILY,
@@ -607,8 +615,10 @@ def _quantile_plan(op, input, q, dim, keepdim, interpolation, ignore_nan):
     moved input, the output shape). Each quantile is a weighted sum of two order statistics: the weights are
     constants of the sort, so the gradient is g times them."""
     _check_quantile(op, input, q, dim, keepdim, interpolation)
-    x = np.reshape(input, (-1,)) if dim is None else np.moveaxis(input, normalize_dim(op, dim, input.ndim), -1)
-    x = np.reshape(x, (1,)) if x.ndim == 0 else x
+    if dim is None or input.ndim == 0:
+        x = np.reshape(input, (-1,))
+    else:
+        x = np.moveaxis(input, normalize_dim(op, dim, input.ndim), -1)
     n = x.shape[-1]
     order = np.argsort(x, axis=-1, kind="stable")  # NaN last
     nan = np.isnan(x)
@@ -661,7 +671,7 @@ def _quantile_of(op, ignore_nan):
         weights = np.where(bad, np.nan, weights)  # a NaN quantile: NaN gradient for its slice (torch's)
         g = np.reshape(g, weights.shape[:-1] + (1,))
         grad = np.sum(g * weights, axis=0)  # (*rest, n), the reduced dim last
-        if dim is None:
+        if dim is None or input.ndim == 0:
             return np.reshape(grad, input.shape)
         return np.moveaxis(grad, -1, normalize_dim(op, dim, input.ndim))
 
@@ -675,14 +685,15 @@ def _quantile_samples(ignore_nan):
             return rng.permutation(np.arange(int(np.prod(shape))) * 0.25 - 1.0).reshape(shape)
 
         qs = np.array([0.1, 0.5, 0.8])
-        out = [Sample((distinct(3, 5), 0.3), {"dim": 1, "interpolation": m}, f"{m}") for m in _INTERPOLATIONS]
+        out = [Sample((distinct(3, 5), np.array(0.3)), {"dim": 1, "interpolation": m}, f"{m}") for m in _INTERPOLATIONS]
         out += [
             Sample((distinct(3, 5), qs), {"dim": 1, "keepdim": True}, "1-D q, keepdim"),
             Sample((distinct(2, 3, 4), qs), {}, "dim=None: every entry"),
-            Sample((distinct(2, 3, 4), 0.25), {"dim": None, "keepdim": True}, "dim=None keepdim"),
+            Sample((distinct(2, 3, 4), np.array(0.25)), {"dim": None, "keepdim": True}, "dim=None keepdim"),
             Sample((distinct(4, 3).T, np.array([0.0, 1.0])), {"dim": 0, "interpolation": "nearest"}, "q 0 and 1"),
-            Sample((distinct(5), 0.5), {"dim": 0, "interpolation": "nearest"}, "nearest, rank 2"),
-            Sample((uniform(rng, ()), 0.5), {}, "0-D"),
+            Sample((distinct(5), np.array(0.5)), {"dim": 0, "interpolation": "nearest"}, "nearest, rank 2"),
+            Sample((uniform(rng, ()), np.array(0.5)), {}, "0-D"),
+            Sample((uniform(rng, ()), np.array(0.5)), {"dim": 0, "keepdim": True}, "0-D, dim=0"),
         ]
         x = distinct(3, 5)
         x[0, 1] = x[2, 3] = np.nan
