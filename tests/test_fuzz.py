@@ -12,7 +12,7 @@ values nothing consumed, with fixed random weights.
 Each graph is checked with ``tape.gradcheck`` (float64 central differences) and, when every op in it has
 a ``torch_ref``, against the same graph composed in PyTorch (float64). Ops are picked generically: an op
 is usable when one of its samples has a differentiable float input, a deterministic finite float output
-and no stubbed rule. Hypothesis runs 300 graphs with derandomize=True, so every CI run sees the same
+and no stubbed rule. Hypothesis runs 400 graphs with derandomize=True, so every CI run sees the same
 graphs; a failure prints the graph as a program listing (``note``).
 
 ``python tests/test_fuzz.py`` runs the same search and prints the counts (graphs, ops covered, checks).
@@ -34,7 +34,7 @@ import tape
 from tape.registry import Grad, Sample
 from tape.tools.verify import call, differentiable_positions, op_samples
 
-N_GRAPHS = 300
+N_GRAPHS = 400  # 300 left more than a third of the ~210 fuzzable ops undrawn once issue 21 added ops
 MAX_STEPS = 6
 MAX_SAMPLE_ELEMENTS = 300  # keeps element-wise finite differences cheap
 FAST_MODE_ABOVE = 200  # total leaf elements above which gradcheck checks random directions instead
@@ -48,6 +48,10 @@ EXCLUDED: dict[str, str] = {
     for name in ("zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "randint_like",
                  "bernoulli")
 }
+# torch 2.13's float64 hardsigmoid backward multiplies by a float32 1/6 (at x = -0.92, g = 0.947: 0.15784683189 where
+# g / 6 = 0.15784682719, 3e-8 relative); a graph adding it to a nearly opposite term turns that into more than the
+# fuzzer's rtol. Ours is g / 6 exactly; its generated tests compare it with torch within their tolerance.
+EXCLUDED["hardsigmoid"] = "torch's float64 backward uses a float32 1/6 (3e-8 relative), beyond the fuzzer's rtol"
 
 
 # -- which ops and samples the fuzzer can use --------------------------------------------------------------
