@@ -1009,7 +1009,7 @@ def _moment_and_mean(name, is_std):
             return np.zeros(input.shape, input.dtype)
         grad = None
         if g_stat is not None:
-            centered = input - np.mean(input, axis=axes, keepdims=True)
+            centered = input - np.sum(input / n, axis=axes, keepdims=True)  # x / n first: no float32 overflow
             scale = _kept(g_stat, input.shape, axes, keepdim) * (1 / dof if dof > 0 else math.inf)
             if is_std:
                 std = _kept(ans[0], input.shape, axes, keepdim)
