@@ -1727,12 +1727,16 @@ def _onnx_axis(rec) -> int:
 
 
 def _onnx_gather(g, rec, input, index):
-    shape = rec.inputs[1].shape
-    if not shape or 0 in shape:
-        raise NotExportable("a 0-D or empty index has no lowering")
-    axis = _onnx_axis(rec)
-    block = [n if d != axis else rec.inputs[0].shape[axis] for d, n in enumerate(shape)]
-    return g.op("GatherElements", _onnx_block(g, input, block), index, axis=axis)
+    """GatherElements over the index-shaped block; a 0-D input or index counts as 1-D of size 1 (the forward's
+    ``_lift``)."""
+    shape_in, shape = rec.inputs[0].shape or (1,), rec.inputs[1].shape or (1,)
+    if 0 in shape:
+        raise NotExportable("an empty index has no lowering")
+    x, i = (t if spec.shape else g.op("Reshape", t, g.ints([1])) for t, spec in zip((input, index), rec.inputs))
+    axis = axis_of(int(rec.attributes["dim"]), len(shape_in))
+    block = [n if d != axis else shape_in[axis] for d, n in enumerate(shape)]
+    out = g.op("GatherElements", _onnx_block(g, x, block), i, axis=axis)
+    return out if rec.inputs[1].shape else g.op("Reshape", out, g.ints([]))
 
 
 def _onnx_index_select(g, rec, input, index):
