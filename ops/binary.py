@@ -13,6 +13,8 @@ Semantics, as in PyTorch 2.13:
   either operand is NaN both take the whole gradient (torch's too).
 - Arithmetic is quiet about inf/NaN results (overflow, inf - inf, 0 / 0), as torch is: no numpy
   RuntimeWarning. ``quiet`` (shared with elementwise and reduce) switches numpy's warnings off for a call.
+- add / sub take torch's ``alpha=`` (a + alpha * b; float32 rounded once, as torch's fused kernel), rsub is
+  other - alpha * input; fmax / fmin ignore a NaN operand and give a tie's gradient whole to ``input`` (torch's).
 - where(condition, input, other) takes a bool condition, which is not differentiable.
 - Comparisons return bool tensors and are not differentiable.
 """
@@ -47,6 +49,23 @@ __all__ = [
     "xlogy",
     "addcmul",
     "addcdiv",
+    "logaddexp2",
+    "ldexp",
+    "fmax",
+    "fmin",
+    "rsub",
+    "heaviside",
+    "nextafter",
+    "multiply",
+    "divide",
+    "true_divide",
+    "subtract",
+    "arctan2",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
 ]
 
 
@@ -133,16 +152,18 @@ def _binary(name, forward, vjp_a, vjp_b, *, samples=None, torch_ref=None, inputs
 # -- arithmetic ------------------------------------------------------------------------------------------------
 # The rules of the commonest ops are written out (``_like`` inline, ``unbroadcast`` called only when a shape
 # differs): at small sizes the engine's cost per op is mostly Python calls.
-def _add_vjp_a(g, ans, a, b):
+def _add_vjp_a(g, ans, a, b, alpha=1):
     return g if g.shape == a.shape else unbroadcast(g, a.shape)
 
 
-def _add_vjp_b(g, ans, a, b):
+def _add_vjp_b(g, ans, a, b, alpha=1):
+    if alpha != 1:
+        g = g * alpha
     return g if g.shape == b.shape else unbroadcast(g, b.shape)
 
 
-def _sub_vjp_b(g, ans, a, b):
-    return unbroadcast(np.negative(g), b.shape)
+def _sub_vjp_b(g, ans, a, b, alpha=1):
+    return unbroadcast(np.negative(g) if alpha == 1 else g * -alpha, b.shape)
 
 
 @quiet
@@ -161,8 +182,42 @@ def _mul_vjp_b(g, ans, a, b):
     return grad if grad.shape == b.shape else unbroadcast(grad, b.shape)
 
 
-add = _binary("add", _broadcasting("add", np.add), _add_vjp_a, _add_vjp_b)
-sub = _binary("sub", _broadcasting("sub", np.subtract), _add_vjp_a, _sub_vjp_b)
+_ADD = _broadcasting("add", np.add, arithmetic=False)  # not quiet itself: the op is (one switch per call)
+_SUBTRACT = _broadcasting("sub", np.subtract, arithmetic=False)
+
+
+def _scaled(op, combine, a, b, alpha):
+    """torch's ``a + alpha * b`` (``a - alpha * b``), rounded once: float32 computes in float64 (torch's kernel
+    fuses the multiply-add, so alpha * 3e38 does not overflow on its own)."""
+    alpha = _alpha(op, alpha, a, b)
+    dtype = np.result_type(a, b)
+    if dtype == np.float32:
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    return combine(a, b * alpha).astype(dtype, copy=False)
+
+
+def _add(a, b, *, alpha=1):
+    return _ADD(a, b) if alpha == 1 else _scaled("add", _ADD, a, b, alpha)
+
+
+def _sub(a, b, *, alpha=1):
+    return _SUBTRACT(a, b) if alpha == 1 else _scaled("sub", _SUBTRACT, a, b, alpha)
+
+
+def _alpha_samples(rng):
+    out = binary_samples()(rng)
+    out.append(Sample((uniform(rng, (2, 3)), uniform(rng, (3,))), {"alpha": 2.5}, "alpha=2.5"))
+    out.append(Sample((uniform(rng, (3,)), uniform(rng, ())), {"alpha": -1}, "alpha=-1"))
+    out.append(Sample((np.array([1, 2, 3]), np.array([4, 5, 6])), {"alpha": 3}, "integers, alpha=3"))
+    return out
+
+
+def _alpha_ref(name):
+    return lambda torch, a, b, alpha=1: getattr(torch, name)(a, b, alpha=alpha)
+
+
+add = _binary("add", quiet(_add), _add_vjp_a, _add_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("add"))
+sub = _binary("sub", quiet(_sub), _add_vjp_a, _sub_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("sub"))
 mul = _binary("mul", _broadcasting("mul", np.multiply), _mul_vjp_a, _mul_vjp_b)
 
 _true_divide = _broadcasting("div", np.divide, names=("input", "other"))
@@ -431,12 +486,14 @@ copysign = _pair(
 )
 
 
-# logaddexp: d/dinput = 1 / (1 + exp(other - input)) (torch's form: 1 at input = inf); both -inf gives NaN
+# logaddexp: d/dinput = 1 / (1 + exp(other - input)) = sigmoid(input - other), written exp(-logaddexp(0, d)):
+# 1 / (exp(d) + 1) overflows past |d| ~ 709, and traced for the second order gave inf / inf = NaN there. 1 at
+# input = inf (torch's form); both -inf gives NaN
 logaddexp = _pair(
     "logaddexp",
     _floats("logaddexp", np.logaddexp),
-    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(other - input) + 1), input.shape)),
-    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp(input - other) + 1), other.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(g * np.exp(-np.logaddexp(0, other - input)), input.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(g * np.exp(-np.logaddexp(0, input - other)), other.shape)),
     samples=binary_samples(-4.0, 4.0),
 )
 
@@ -774,6 +831,175 @@ addcmul = _declare_three("addcmul", np.multiply, _addcmul_vjps())
 addcdiv = _declare_three("addcdiv", np.divide, _addcdiv_vjps())
 
 
+# -- logaddexp2, ldexp, fmax / fmin, rsub, heaviside, nextafter --------------------------------------------------
+_LN2 = float(np.log(2.0))
+
+# logaddexp2: d/dinput = 1 / (1 + 2^(other - input)), as logaddexp's in base 2
+logaddexp2 = _pair(
+    "logaddexp2",
+    _floats("logaddexp2", np.logaddexp2),
+    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp2(other - input) + 1), input.shape)),
+    quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp2(input - other) + 1), other.shape)),
+    samples=binary_samples(-4.0, 4.0),
+)
+
+
+@quiet  # 2^1100 overflows: inf, as torch
+def _ldexp(input, other):
+    # torch: input * 2^other in input's floating dtype; an integer exponent is exact (np.ldexp)
+    if input.dtype.kind != "f":
+        raise TypeError(f"ldexp: argument 'input' expected a floating tensor, got dtype {input.dtype}")
+    _broadcastable("ldexp", ("input", "other"), (input, other))
+    if other.dtype.kind in "iu":
+        return np.ldexp(input, other.astype(np.int32) if other.dtype.itemsize > 4 else other)
+    if other.dtype.kind == "b":
+        raise TypeError("ldexp: argument 'other' expected a number tensor, got dtype bool")
+    return input * np.exp2(other.astype(input.dtype, copy=False))
+
+
+def _ldexp_samples(rng):
+    # torch's gradient for an integer exponent is input's * pow(2, other) in integers: 0 for a negative exponent
+    # and past int64 (torch=False here; gradcheck measures ours, tests/test_ops_math.py pins it)
+    out = binary_samples(-2.0, 2.0, -3.0, 3.0)(rng)
+    out.append(Sample((uniform(rng, (2, 3)), rng.integers(-5, 6, size=(3,))), {}, "integer exponent", torch=False))
+    out.append(Sample((uniform(rng, (2, 3)), rng.integers(0, 6, size=(3,))), {}, "integer exponent >= 0"))
+    out.append(Sample((np.array([1.5, -1.0, 3.0]), np.array([1030, -1080, 0])), {}, "overflow, underflow", torch=False))
+    return out
+
+
+@quiet
+def _ldexp_vjp_input(g, ans, input, other):
+    if other.dtype.kind == "f":
+        return unbroadcast(g * np.exp2(other), input.shape)
+    return unbroadcast(_ldexp(g, other) if isinstance(g, np.ndarray) else ldexp(g, other), input.shape)
+
+
+ldexp = _pair(
+    "ldexp",
+    _ldexp,
+    _ldexp_vjp_input,
+    quiet(lambda g, ans, input, other: unbroadcast(g * ans * _LN2, other.shape)),
+    samples=_ldexp_samples,
+)
+
+
+def _nan_aware(name, ufunc, wins):
+    """fmax / fmin: NaN ignored when the other operand is a number; the gradient goes whole to the operand taken,
+    to ``input`` on ties and where both are NaN (torch's)."""
+
+    def vjp_input(g, ans, input, other):
+        return unbroadcast(np.where(np.logical_or(wins(input, other), np.isnan(other)), g, 0), input.shape)
+
+    def vjp_other(g, ans, input, other):
+        return unbroadcast(np.where(np.logical_or(wins(input, other), np.isnan(other)), 0, g), other.shape)
+
+    def samples(rng):  # no ties: torch gives a tie's gradient to input, which finite differences do not see
+        out = binary_samples()(rng)
+        nan = np.array([1.0, np.nan, np.nan, 3.0, -np.inf])
+        out.append(Sample((nan, np.array([np.nan, 2.0, np.nan, 5.0, 1.0])), {}, "NaN on either side"))
+        return out
+
+    return _pair(name, _on_pair(name, ufunc, arithmetic=False), vjp_input, vjp_other, samples=samples)
+
+
+fmax = _nan_aware("fmax", np.fmax, lambda input, other: input >= other)
+fmin = _nan_aware("fmin", np.fmin, lambda input, other: input <= other)
+
+
+def _alpha(op, alpha, *arrays):
+    """``alpha`` checked as torch does: a number; an int (or bool) where every operand is integer/bool."""
+    if isinstance(alpha, bool | np.bool_):
+        if all(a.dtype.kind == "b" for a in arrays):
+            return bool(alpha)
+        return int(alpha)
+    if not isinstance(alpha, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument 'alpha' expected a number, got {type(alpha).__name__} {alpha!r}")
+    if isinstance(alpha, float | np.floating) and all(a.dtype.kind in "iub" for a in arrays):
+        raise TypeError(
+            f"{op}: argument 'alpha' is the float {alpha!r} but the operands are integer/bool "
+            f"({', '.join(str(a.dtype) for a in arrays)}); torch takes an integer alpha for them"
+        )
+    return alpha
+
+
+_SUB = _broadcasting("rsub", np.subtract, names=("input", "other"))
+
+
+@quiet
+def _rsub(input, other, *, alpha=1):
+    # torch: other - alpha * input, rounded once (float32 computes in float64: alpha * 3e38 does not overflow first)
+    alpha = _alpha("rsub", alpha, input, other)
+    if alpha == 1:
+        return _SUB(other, input)
+    dtype = np.result_type(input, other)
+    if dtype == np.float32:
+        input, other = input.astype(np.float64), other.astype(np.float64)
+    return _SUB(other, input * alpha).astype(dtype, copy=False)
+
+
+rsub = _pair(
+    "rsub",
+    _rsub,
+    quiet(lambda g, ans, input, other, alpha=1: unbroadcast(g * -alpha, input.shape)),
+    lambda g, ans, input, other, alpha=1: unbroadcast(g, other.shape),
+    samples=lambda rng: binary_samples()(rng) + [Sample((uniform(rng, (2, 3)), uniform(rng, (3,))), {"alpha": 2.5})],
+    torch_ref=lambda torch, input, other, alpha=1: torch.rsub(input, other, alpha=alpha),
+)
+
+
+def _heaviside(input, values):
+    # torch: 0 where input < 0, values where input == 0, 1 where input > 0; one dtype for both, NaN stays NaN
+    if input.dtype != values.dtype:
+        raise TypeError(
+            f"heaviside: arguments 'input' ({input.dtype}) and 'values' ({values.dtype}) expected one dtype, as torch"
+        )
+    if input.dtype.kind == "b":
+        raise TypeError("heaviside: argument 'input' expected a number tensor, got dtype bool")
+    _broadcastable("heaviside", ("input", "values"), (input, values))
+    out = np.where(input == 0, values, (input > 0).astype(input.dtype))  # NaN input: 0, as torch (np.heaviside: NaN)
+    return out.astype(np.result_type(input, values), copy=False)
+
+
+def _heaviside_samples(rng):
+    x = np.array([-1.5, 0.0, -0.0, 2.0, np.nan])
+    return [
+        Sample((x, np.array([0.5])), {}, "zeros take values"),
+        Sample((uniform(rng, (2, 3)), uniform(rng, (3,))), {}, "broadcast"),
+        Sample((np.array([[1, 0], [-3, 0]]), np.array([7])), {}, "integers"),
+        Sample((np.zeros((0, 3)), np.zeros(3)), {}, "zero-size"),
+    ]
+
+
+heaviside = defop(  # torch: "the derivative of heaviside is not implemented"; a step function either way
+    "heaviside",
+    family="binary",
+    inputs=("input", "values"),
+    forward=_heaviside,
+    vjps=(NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    samples=_heaviside_samples,
+    torch_ref=lambda torch, input, values: torch.heaviside(input, values),
+)
+
+
+def _nextafter_samples(rng):
+    pairs = binary_samples()(rng)
+    edges = np.array([0.0, -0.0, 1.0, np.inf, np.nan, 1.0, 5e-324])
+    return pairs + [Sample((edges, np.array([1.0, -1.0, 1.0, 0.0, 1.0, np.nan, 0.0])), {}, "zeros, inf, NaN")]
+
+
+nextafter = _pair(  # torch: not differentiable
+    "nextafter",
+    _floats("nextafter", np.nextafter, arithmetic=False),
+    NOT_DIFFERENTIABLE,
+    NOT_DIFFERENTIABLE,
+    samples=_nextafter_samples,
+)
+
+# numpy's and torch's other names for the same ops
+multiply, divide, true_divide, subtract, arctan2 = mul, div, div, sub, atan2
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
 def _onnx_div(g, rec, input, other):
     if rec.attributes.get("rounding_mode") is not None:
@@ -790,6 +1016,20 @@ def _onnx_where(g, rec, condition, input, other):
     want = rec.output.dtype
     input, other = (cast_to(g, n, s.dtype, want) for n, s in zip((input, other), rec.inputs[1:], strict=True))
     return g.op("Where", condition, input, other)
+
+
+def _onnx_alpha(op_type):
+    """Add / Sub with torch's alpha: ``a op alpha * b``."""
+
+    def lower(g, rec, a, b):
+        want = rec.output.dtype
+        a, b = (cast_to(g, n, s.dtype, want) for n, s in zip((a, b), rec.inputs, strict=True))
+        alpha = rec.attributes.get("alpha", 1)
+        if alpha != 1:
+            b = g.op("Mul", b, g.const(np.array(alpha, want)))
+        return g.op(op_type, a, b)
+
+    return lower
 
 
 def _onnx_operands(g, rec, *names):
@@ -940,7 +1180,9 @@ def _onnx_three(op_type):
     return lower
 
 
-for _op, _onnx_type in ((add, "Add"), (sub, "Sub"), (mul, "Mul"), (pow, "Pow"), (maximum, "Max"), (minimum, "Min")):
+lowering(add, _onnx_alpha("Add"))
+lowering(sub, _onnx_alpha("Sub"))
+for _op, _onnx_type in ((mul, "Mul"), (pow, "Pow"), (maximum, "Max"), (minimum, "Min")):
     lowering(_op, elementwise(_onnx_type))
 for _op, _onnx_type in ((eq, "Equal"), (lt, "Less"), (le, "LessOrEqual"), (gt, "Greater"), (ge, "GreaterOrEqual")):
     lowering(_op, elementwise(_onnx_type, compute_in_output_dtype=False))

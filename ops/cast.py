@@ -1,7 +1,8 @@
 """Explicit dtype conversion inside a graph: ``cast(input, dtype)`` (``Tensor.to(dtype)``, ``.float()``,
 ``.double()``).
 
-minitape never casts silently (an op refuses float32 mixed with float64); this is the explicit way. Between
+minitape never casts silently (an op refuses float32 mixed with float64); this is the explicit way. It is also the
+one op that takes float16, a storage dtype (every other op refuses it, naming itself). Between
 floating dtypes the gradient is cast back to the input's dtype; a cast to an integer or bool dtype is not
 differentiable (the output has no gradient, as in torch), and a cast from them needs no gradient.
 """
@@ -16,18 +17,17 @@ from tape.registry import Sample, defop
 from ._numerics import quiet
 from ._samples import transposed, uniform
 
-_ALLOWED = (np.float32, np.float64, np.int64, np.int32, np.bool_)
+_ALLOWED = (np.float32, np.float64, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_)
+_NAMES = "float32, float64, float16, int64, int32, int16, int8, uint8, bool"
 
 
 def _dtype(value) -> np.dtype:
     try:
         dtype = np.dtype(value)
     except TypeError:
-        raise TypeError(
-            f"cast: argument 'dtype' expected a numpy dtype (float32, float64, int64, int32, bool), got {value!r}"
-        ) from None
+        raise TypeError(f"cast: argument 'dtype' expected a numpy dtype ({_NAMES}), got {value!r}") from None
     if dtype.type not in _ALLOWED:
-        raise TypeError(f"cast: argument 'dtype' expected one of float32, float64, int64, int32, bool, got {dtype}")
+        raise TypeError(f"cast: argument 'dtype' expected one of {_NAMES}, got {dtype}")
     return dtype
 
 
@@ -49,6 +49,7 @@ def _check(input, dtype):
 
 
 def _samples(rng):
+    # no float16 sample: gradcheck cannot compute in it (tests/test_ops_math.py checks its casts against torch)
     return [
         Sample((uniform(rng, (2, 3)),), {"dtype": np.float32}, "float64 -> float32"),
         Sample((uniform(rng, (3,)),), {"dtype": np.float64}, "same dtype"),
@@ -56,18 +57,14 @@ def _samples(rng):
         Sample((uniform(rng, (0, 3)),), {"dtype": np.float32}, "zero-size"),
         Sample((np.array([1.7, -2.2, 0.0]),), {"dtype": np.int64}, "to int64: truncates, no gradient"),
         Sample((np.array([1.5, 0.0]),), {"dtype": np.bool_}, "to bool"),
+        Sample((np.array([1.7, 200.0, 0.0]),), {"dtype": np.uint8}, "to uint8"),
+        Sample((np.array([-1.7, 100.0, 0.0]),), {"dtype": np.int8}, "to int8"),
+        Sample((np.array([-1.7, 30000.0, 0.0]),), {"dtype": np.int16}, "to int16"),
     ]
 
 
 def _torch_ref(torch, input, dtype):
-    names = {
-        np.dtype(np.float32): torch.float32,
-        np.dtype(np.float64): torch.float64,
-        np.dtype(np.int64): torch.int64,
-        np.dtype(np.int32): torch.int32,
-        np.dtype(np.bool_): torch.bool,
-    }
-    return input.to(names[np.dtype(dtype)])
+    return input.to(getattr(torch, np.dtype(dtype).name))
 
 
 cast = defop(
@@ -77,6 +74,7 @@ cast = defop(
     forward=_cast,
     vjps=(_cast_vjp,),
     check=_check,
+    casts=True,
     samples=_samples,
     torch_ref=_torch_ref,
     gradcheck_tolerance={"eps": 1e-3, "atol": 1e-4, "rtol": 1e-4},

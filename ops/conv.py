@@ -1,8 +1,12 @@
 """Convolution and pooling, as in ``torch.nn.functional``: conv1d, conv2d, conv3d, conv_transpose1d,
-conv_transpose2d, unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d, max_pool2d_with_indices,
-max_unpool2d, avg_pool1d, avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d,
-adaptive_max_pool2d_with_indices, interpolate (nearest, nearest-exact, linear, bilinear) and the nearest-neighbour
-upsample2d.
+conv_transpose2d, conv_transpose3d, unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d,
+max_pool3d, max_pool2d_with_indices, max_unpool1d, max_unpool2d, avg_pool1d, avg_pool2d, avg_pool3d, lp_pool1d,
+lp_pool2d, adaptive_avg_pool1d/2d/3d, adaptive_max_pool1d/2d, adaptive_max_pool2d_with_indices, interpolate
+(nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear) and the nearest-neighbour upsample2d.
+
+The max pools take torch's ``return_indices``: True returns the (output, int64 indices) pair -- an op may return
+one array for one call and a pair for another, as torch.max does -- and one wrapper of the rule and of the
+composite serves both forms (the indices take no gradient).
 
 Convolutions use im2col over any number of spatial axes (conv1d, conv2d and conv3d are one declaration
 each): a strided view of the padded input gathers every receptive field into one column matrix (a single
@@ -15,10 +19,9 @@ height of 1). The forwards resolve their geometry once and hand it to the backwa
 and interpolate are separable linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose
 transposes are the backward.
 
-torch returns max pooling's indices only with ``return_indices=True``; an op's output count is fixed, so
-the two-output forms are ops of their own under torch's names (``max_pool2d_with_indices``,
-``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W + w`` into each input plane), and
-max_pool2d / adaptive_max_pool2d return the values alone.
+torch's aten also names the two-output forms as ops of their own (``max_pool2d_with_indices``,
+``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W + w`` into each input plane); they are kept
+beside return_indices=True, which gives the same pair.
 
 Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the other
 op (on Tensors) or its kernel (on arrays). The convolutions, the transposed convs, the avg and max pools are
@@ -54,9 +57,18 @@ __all__ = [
     "adaptive_max_pool2d_with_indices",
     "upsample2d",
     "interpolate",
+    "lp_pool1d",
+    "lp_pool2d",
+    "adaptive_max_pool1d",
+    "max_unpool1d",
+    "adaptive_avg_pool3d",
+    "conv_transpose3d",
+    "avg_pool3d",
+    "max_pool3d",
 ]
 
 import math
+from functools import reduce
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -625,16 +637,16 @@ fold = defop(
 
 # -- pooling -----------------------------------------------------------------------------------------------
 class _PoolGeometry:
-    """Kernel, stride, padding and dilation of a 2-D pooling, torch's output size (``ceil_mode`` included)
-    and the padding each side needs so every window lies inside the padded array."""
+    """Kernel, stride, padding and dilation of a pooling over the last ``spatial`` (2 or 3) axes, torch's output
+    size (``ceil_mode`` included) and the padding each side needs so every window lies inside the padded array."""
 
-    def __init__(self, op, shape, kernel_size, stride, padding, dilation, ceil_mode):
-        self.kernel = _ints(op, "kernel_size", kernel_size, 2, 1)
+    def __init__(self, op, shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=2):
+        self.kernel = _ints(op, "kernel_size", kernel_size, spatial, 1)
         self.stride = (
-            self.kernel if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, 2, 1)
+            self.kernel if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, spatial, 1)
         )
-        padding = _ints(op, "padding", padding, 2, 0)
-        self.dilation = _ints(op, "dilation", dilation, 2, 1)
+        padding = _ints(op, "padding", padding, spatial, 0)
+        self.dilation = _ints(op, "dilation", dilation, spatial, 1)
         _require_bool(op, "ceil_mode", ceil_mode)
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
         require(
@@ -645,7 +657,7 @@ class _PoolGeometry:
             padding,
         )
         out, pads = [], []
-        for n, k, s, p in zip(shape[-2:], effective, self.stride, padding):
+        for n, k, s, p in zip(shape[-spatial:], effective, self.stride, padding):
             size = (n + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
             if ceil_mode and (size - 1) * s >= n + p:  # the last window must start inside input or left padding
                 size -= 1
@@ -659,7 +671,7 @@ class _PoolGeometry:
             f"shape {shape}",
         )
         self.out, self.pads, self.padding = tuple(out), tuple(pads), padding
-        self.padded = tuple(n + a + b for n, (a, b) in zip(shape[-2:], pads))
+        self.padded = tuple(n + a + b for n, (a, b) in zip(shape[-spatial:], pads))
 
 
 def _require_only_batch_empty(op, x, spatial):
@@ -689,14 +701,51 @@ def _max_pool_index(x4, geo):
     return np.argmax(flat, axis=-1), flat
 
 
-def _max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
     index, flat = _max_pool_index(_batched(input, 2), geo)
-    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
-    return out.reshape(input.shape[:-2] + geo.out), {
-        "indices": index.astype(np.min_scalar_type(flat.shape[-1])),
-        "geo": geo,
-    }
+    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0].reshape(input.shape[:-2] + geo.out)
+    saved = {"indices": index.astype(np.min_scalar_type(flat.shape[-1])), "geo": geo}
+    if return_indices:  # torch's (values, int64 flat h * W + w indices into each input plane)
+        return (out, _flat_input_indices(saved["indices"], geo, input.shape[-1]).reshape(out.shape)), saved
+    return out, saved
+
+
+# return_indices=True gives (output, indices) -- a named pair, unpacked like torch's tuple; False one array
+_VALUES_INDICES = ("output", "indices")
+
+
+def _values_rule(rule):
+    """A max pool's rule serving calls with return_indices=True too, whose outputs are (values, indices): the
+    values' gradient g[0] goes to ``rule`` (zeros when only the indices were used)."""
+
+    def wrapped(g, ans, input, *args, return_indices=False, **attrs):
+        if isinstance(g, tuple):
+            if g[0] is None:
+                return np.zeros_like(input)
+            g, ans = g[0], ans[0]
+        return rule(g, ans, input, *args, **attrs)
+
+    return wrapped
+
+
+def _values_composite(composite, indices_of):
+    """A max pool's composite serving return_indices=True too: (the values' composite, the forward's indices
+    ``indices_of(input array, **attrs)`` as a constant)."""
+
+    def wrapped(input, *, return_indices=False, **attrs):
+        out = composite(input, **attrs)
+        return (out, Tensor._wrap(indices_of(input.data, **attrs))) if return_indices else out
+
+    return wrapped
+
+
+def _with_return_indices(samples: list) -> list:
+    """A max pool's samples plus the first two and the last (an empty batch) again with return_indices=True."""
+    again = [samples[0], samples[1], samples[-1]]
+    return samples + [
+        Sample(x.inputs, {**x.attrs, "return_indices": True}, f"{x.label}, return_indices", x.torch) for x in again
+    ]
 
 
 def _max_pool2d_vjp(g, ans, input, *, indices, geo, **attrs):
@@ -722,7 +771,8 @@ def _max_pool2d_composite(input, kernel_size, stride=None, padding=0, dilation=1
     return ops.reshape(out, input.shape[:-2] + geo.out)
 
 
-def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    _require_bool("max_pool2d", "return_indices", return_indices)
     _pool_input("max_pool2d", input)
     _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
 
@@ -758,11 +808,14 @@ max_pool2d = defop(
     family="conv",
     inputs=("input",),
     forward=_max_pool2d,
-    vjps=(_max_pool2d_vjp,),
+    vjps=(_values_rule(_max_pool2d_vjp),),
     saves=True,
-    composite=_max_pool2d_composite,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _max_pool2d_composite, lambda x, **attrs: _max_pool2d(x, **attrs, return_indices=True)[0][1]
+    ),
     check=_check_max_pool2d,
-    samples=_max_pool_samples,
+    samples=lambda rng: _with_return_indices(_max_pool_samples(rng)),
     notes="Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
     "counting as the maximum -- what torch's CPU kernel does.",
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, **attrs),
@@ -775,13 +828,13 @@ def _avg_divisor(geo, shape, count_include_pad, divisor_override, dtype):
     if divisor_override is not None:
         return np.asarray(divisor_override, dtype=dtype)
     counts = []
-    for n, k, s, p, size in zip(shape[-2:], geo.kernel, geo.stride, geo.padding, geo.out):
+    for n, k, s, p, size in zip(shape[-len(geo.kernel) :], geo.kernel, geo.stride, geo.padding, geo.out):
         start = np.arange(size) * s - p
         end = np.minimum(start + k, n + p)
         if not count_include_pad:
             start, end = np.maximum(start, 0), np.minimum(end, n)
         counts.append(end - start)
-    return np.outer(counts[0], counts[1]).astype(dtype)
+    return reduce(np.multiply.outer, counts).astype(dtype)
 
 
 def _avg_pool2d(
@@ -797,10 +850,11 @@ def _avg_pool2d(
 
 
 def _avg_pool2d_vjp(g, ans, input, *, geo, divisor, **attrs):
-    g4 = _batched(g / divisor, 2)
-    grad_windows = np.broadcast_to(g4[:, :, None, None], g4.shape[:2] + geo.kernel + geo.out)
-    grad = _scatter_windows(grad_windows, g4.shape[:2] + geo.padded, geo.stride, geo.dilation)
-    return _unpad(grad, geo.pads, _batched(input, 2).shape).reshape(input.shape)
+    spatial = len(geo.kernel)  # 2, or 3 for avg_pool3d
+    gb = _batched(g / divisor, spatial)
+    grad_windows = np.broadcast_to(gb[(slice(None),) * 2 + (None,) * spatial], gb.shape[:2] + geo.kernel + geo.out)
+    grad = _scatter_windows(grad_windows, gb.shape[:2] + geo.padded, geo.stride, geo.dilation)
+    return _unpad(grad, geo.pads, _batched(input, spatial).shape).reshape(input.shape)
 
 
 def _avg_pool2d_composite(
@@ -1166,16 +1220,16 @@ def _check_pool1d_input(op, x):
     _require_only_batch_empty(op, x, 1)
 
 
-def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     kernel, strides, pads, dilations = _pool1d_args("max_pool1d", kernel_size, stride, padding, dilation)
     x2 = input[..., None, :]
     geo = _PoolGeometry("max_pool1d", x2.shape, kernel, strides, pads, dilations, ceil_mode)
     index, flat = _max_pool_index(_batched(x2, 2), geo)
-    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
-    return out.reshape(input.shape[:-1] + geo.out[1:]), {
-        "indices": index.astype(np.min_scalar_type(flat.shape[-1])),
-        "geo": geo,
-    }
+    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0].reshape(input.shape[:-1] + geo.out[1:])
+    saved = {"indices": index.astype(np.min_scalar_type(flat.shape[-1])), "geo": geo}
+    if return_indices:  # over a height of 1 the flat h * W + w index is the position along the length
+        return (out, _flat_input_indices(saved["indices"], geo, input.shape[-1]).reshape(out.shape)), saved
+    return out, saved
 
 
 def _on_height_one(rule_2d):
@@ -1194,7 +1248,8 @@ def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1
     return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
-def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    _require_bool("max_pool1d", "return_indices", return_indices)
     _check_pool1d_input("max_pool1d", input)
     _PoolGeometry(
         "max_pool1d",
@@ -1225,11 +1280,14 @@ max_pool1d = defop(
     family="conv",
     inputs=("input",),
     forward=_max_pool1d,
-    vjps=(_on_height_one(_max_pool2d_vjp),),
+    vjps=(_values_rule(_on_height_one(_max_pool2d_vjp)),),
     saves=True,
-    composite=_max_pool1d_composite,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _max_pool1d_composite, lambda x, **attrs: _max_pool1d(x, **attrs, return_indices=True)[0][1]
+    ),
     check=_check_max_pool1d,
-    samples=lambda rng: _pool1d_samples(rng, True),
+    samples=lambda rng: _with_return_indices(_pool1d_samples(rng, True)),
     notes="Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool1d(input, **attrs),
 )
@@ -1487,7 +1545,8 @@ def _adaptive_avg_pool2d_vjp(g, ans, input, output_size):
 
 
 def _adaptive_check(op, spatial):
-    def check(input, output_size, **_):
+    def check(input, output_size, return_indices=False):
+        _require_bool(op, "return_indices", return_indices)
         _check_input_rank(op, input, spatial)
         require(min(input.shape[-spatial:]) >= 1, op, "input", "non-empty spatial dims", f"shape {input.shape}")
         _adaptive_sizes(op, input.shape, output_size, spatial)
@@ -1574,9 +1633,9 @@ def _scatter_flat(g, flat, input_shape):
     return summed.astype(g.dtype, copy=False).reshape(input_shape)
 
 
-def _adaptive_max_pool2d(input, output_size):
+def _adaptive_max_pool2d(input, output_size, return_indices=False):
     values, flat = _adaptive_max_flat(input, output_size, "adaptive_max_pool2d")
-    return values, {"flat": flat}
+    return ((values, flat) if return_indices else values), {"flat": flat}
 
 
 def _adaptive_max_pool2d_vjp(g, ans, input, output_size, flat):
@@ -1623,13 +1682,18 @@ adaptive_max_pool2d = defop(
     family="conv",
     inputs=("input",),
     forward=_adaptive_max_pool2d,
-    vjps=(_adaptive_max_pool2d_vjp,),
+    vjps=(_values_rule(_adaptive_max_pool2d_vjp),),
     saves=True,
-    composite=_adaptive_max_pool2d_composite,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _adaptive_max_pool2d_composite, lambda x, output_size: _adaptive_max_pool2d(x, output_size)[1]["flat"]
+    ),
     check=_adaptive_check("adaptive_max_pool2d", 2),
-    samples=_adaptive_max_samples,
+    samples=lambda rng: _with_return_indices(_adaptive_max_samples(rng)),
     notes=_ADAPTIVE_MAX_NOTES,
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size),
+    torch_ref=lambda torch, input, output_size, return_indices=False: torch.nn.functional.adaptive_max_pool2d(
+        input, output_size, return_indices
+    ),
 )
 
 adaptive_max_pool2d_with_indices = defop(
@@ -1650,7 +1714,16 @@ adaptive_max_pool2d_with_indices = defop(
 
 
 # -- interpolate -------------------------------------------------------------------------------------------
-_INTERPOLATE_MODES = {"nearest": (1, 2), "nearest-exact": (1, 2), "linear": (1,), "bilinear": (2,)}
+_INTERPOLATE_MODES = {
+    "nearest": (1, 2, 3),
+    "nearest-exact": (1, 2, 3),
+    "linear": (1,),
+    "bilinear": (2,),
+    "trilinear": (3,),
+    "bicubic": (2,),
+    "area": (1, 2, 3),
+}
+_CUBIC_A = -0.75  # torch's bicubic kernel parameter
 
 
 def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
@@ -1664,7 +1737,7 @@ def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, reco
     require(
         spatial in _INTERPOLATE_MODES[mode], op, "input", f"a {ranks} tensor for mode {mode!r}", f"shape {input_shape}"
     )
-    if mode.startswith("nearest"):
+    if mode.startswith("nearest") or mode == "area":
         require(
             align_corners is None,
             op,
@@ -1739,6 +1812,10 @@ def _interpolation_matrix(
     floor(src) and its successor (clamped at in - 1). A linear axis whose size is unchanged is copied (torch
     does so even when a scale_factor like 1.3 leaves the size as it was); a nearest one is not."""
     dst = np.arange(n_out)
+    if mode == "area":  # torch: adaptive average pooling to the output size
+        return _adaptive_avg_matrix(n_in, n_out, dtype)
+    if mode == "bicubic":
+        return _cubic_matrix(n_in, n_out, scale_factor, align_corners, dtype)
     if mode == "nearest" or mode == "nearest-exact":
         scale = np.float32(1.0 / scale_factor) if scale_factor is not None else np.float32(n_in) / np.float32(n_out)
         if mode == "nearest" and spatial == 2 and n_out == n_in:
@@ -1765,6 +1842,36 @@ def _interpolation_matrix(
     return ((low[:, None] == j) * (1 - frac)[:, None] + (high[:, None] == j) * frac[:, None]).astype(dtype)
 
 
+def _cubic_matrix(n_in: int, n_out: int, scale_factor, align_corners, dtype) -> np.ndarray:
+    """(out, in) bicubic weights, torch's: src = dst * (in - 1) / (out - 1) (align_corners) or
+    (dst + 0.5) * scale - 0.5 (not clamped at 0, unlike linear), t = src - floor(src), the four taps floor(src) - 1
+    ... + 2 (clamped into the input) weighted by the cubic convolution kernel with A = -0.75."""
+    real = np.dtype(dtype).type
+    dst = np.arange(n_out).astype(dtype)
+    if align_corners:
+        src = dst * ((real(n_in) - real(1)) / real(n_out - 1) if n_out > 1 else real(0))
+    else:
+        scale = real(1.0 / scale_factor) if scale_factor is not None else real(n_in) / real(n_out)
+        src = scale * (dst + real(0.5)) - real(0.5)
+    low = np.floor(src)
+    t = (src - low).astype(dtype)
+    a = real(_CUBIC_A)
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
+    j = np.arange(n_in)
+    matrix = np.zeros((n_out, n_in), dtype)
+    for k, w in enumerate(weights):  # four taps: a clamped index may repeat, its weights add up
+        index = np.clip(low.astype(np.int64) - 1 + k, 0, n_in - 1)
+        matrix += (index[:, None] == j) * w[:, None]
+    return matrix
+
+
 def _interpolation_matrices(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias):
     plan = _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
     return [
@@ -1782,13 +1889,16 @@ def _interpolate(
     recompute_scale_factor=None,
     antialias=False,
 ):
-    """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact (3-D or 4-D input), linear (3-D)
-    and bilinear (4-D): separable, so a matmul with each axis's (out, in) weight matrix."""
+    """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact and area (3-D, 4-D or 5-D input),
+    linear (3-D), bilinear and bicubic (4-D) and trilinear (5-D): separable, so a matmul with each axis's
+    (out, in) weight matrix."""
     matrices = _interpolation_matrices(
         input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
     )
     if len(matrices) == 1:
         return input @ matrices[0].T
+    if len(matrices) == 3:
+        return np.einsum("ai,bj,ck,...ijk->...abc", *matrices, input)
     return matrices[0] @ input @ matrices[1].T
 
 
@@ -1808,6 +1918,8 @@ def _interpolate_vjp(
     )
     if len(matrices) == 1:
         return g @ matrices[0]
+    if len(matrices) == 3:
+        return np.einsum("ai,bj,ck,...abc->...ijk", *matrices, g)
     return matrices[0].T @ g @ matrices[1]
 
 
@@ -1822,10 +1934,10 @@ def _check_interpolate(
 ):
     require_float("interpolate", "input", input)
     require(
-        input.ndim in (3, 4),
+        input.ndim in (3, 4, 5),
         "interpolate",
         "input",
-        "a 3-D (N, C, L) or 4-D (N, C, H, W) tensor",
+        "a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) tensor",
         f"shape {input.shape}",
     )
     _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
@@ -1859,6 +1971,17 @@ def _interpolate_samples(rng):
         ),
         s((0, 2, 3, 3), "empty batch", scale_factor=2, mode="bilinear"),
         s((0, 2, 4), "linear empty batch", size=3, mode="linear"),
+        s((1, 2, 3, 4), "bicubic scale 2", scale_factor=2, mode="bicubic"),
+        s((1, 2, 5, 4), "bicubic size, align_corners", size=(3, 6), mode="bicubic", align_corners=True),
+        s((2, 1, 4, 6), "bicubic shrink 0.6", scale_factor=0.6, mode="bicubic"),
+        s((1, 2, 5, 7), "area shrink", size=(2, 3), mode="area"),
+        s((1, 2, 7), "area 1-D scale 0.5", scale_factor=0.5, mode="area"),
+        s((1, 1, 3, 4, 5), "area 3-D", size=(2, 2, 3), mode="area"),
+        s((1, 2, 2, 3, 2), "trilinear scale 2", scale_factor=2, mode="trilinear"),
+        s((1, 1, 3, 2, 4), "trilinear size, align_corners", size=(4, 3, 3), mode="trilinear", align_corners=True),
+        s((1, 2, 2, 3, 2), "nearest 3-D", scale_factor=(2, 1.5, 3), mode="nearest"),
+        s((1, 1, 4, 3, 3), "nearest-exact 3-D", size=(3, 5, 2), mode="nearest-exact"),
+        s((0, 2, 2, 2, 2), "trilinear empty batch", size=3, mode="trilinear"),
     ]
 
 
@@ -1870,7 +1993,8 @@ interpolate = defop(
     vjps=(_interpolate_vjp,),
     check=_check_interpolate,
     samples=_interpolate_samples,
-    notes="Modes nearest, nearest-exact, linear, bilinear; torch's index and weight formulas (align_corners both "
+    notes="Modes nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear (3-D to 5-D inputs); torch's "
+    "index and weight formulas (align_corners both "
     "ways, scale_factor reaching the kernel unless recompute_scale_factor). Linear in the input, so its "
     "rule (the transposed weight matrices) is differentiable as it stands.",
     torch_ref=lambda torch, input, **attrs: _torch_interpolate(torch, input, **attrs),
@@ -1883,6 +2007,519 @@ def _torch_interpolate(torch, input, **attrs):
     with warnings.catch_warnings():  # torch warns when a linear mode's align_corners is left to its default
         warnings.simplefilter("ignore")
         return torch.nn.functional.interpolate(input, **attrs)
+
+
+# -- issue 21: Lp pooling, 1-D adaptive max pooling and unpooling, 3-D adaptive average pooling ---------------
+def _lp_power(op: str, norm_type) -> float:
+    if isinstance(norm_type, bool) or not isinstance(norm_type, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument 'norm_type' expected a number, got {type(norm_type).__name__}")
+    require(math.isfinite(norm_type) and norm_type != 0, op, "norm_type", "a finite non-zero power", norm_type)
+    return float(norm_type)
+
+
+def _lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool2d``: (sum of x^p over each window)^(1/p), computed as torch does: the
+    average pool of x^p (no padding) times kH * kW (so a ceil_mode window past the edge is scaled up)."""
+    p = float(norm_type)
+    mean, saved = _avg_pool2d(input**p, kernel_size, stride, 0, ceil_mode)
+    k = saved["geo"].kernel[0] * saved["geo"].kernel[1]
+    return (mean * k) ** (1 / p), saved
+
+
+def _lp_pool2d_vjp(g, ans, input, norm_type, kernel_size, stride=None, ceil_mode=False, *, geo, divisor):
+    # out = (k mean(x^p))^(1/p): d out / d mean = k out^(1-p) / p, d mean(x^p) / dx = avg-pool adjoint * p x^(p-1)
+    p = float(norm_type)
+    k = geo.kernel[0] * geo.kernel[1]
+    upstream = g * k * ans ** (1 - p)
+    return _avg_pool2d_vjp(upstream, None, input, geo=geo, divisor=divisor) * input ** (p - 1)
+
+
+def _lp_pool2d_composite(input, norm_type, kernel_size, stride=None, ceil_mode=False, **saved):
+    p = float(norm_type)
+    mean = _avg_pool2d_composite(input**p, kernel_size, stride, 0, ceil_mode)
+    kernel = _ints("lp_pool2d", "kernel_size", kernel_size, 2, 1)
+    return (mean * (kernel[0] * kernel[1])) ** (1 / p)
+
+
+def _check_lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    _lp_power("lp_pool2d", norm_type)
+    _pool_input("lp_pool2d", input)
+    _PoolGeometry("lp_pool2d", input.shape, kernel_size, stride, 0, 1, ceil_mode)
+
+
+def _lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool1d``: lp_pool2d over a height of 1."""
+    kernel, strides, _, _ = _pool1d_args("lp_pool1d", kernel_size, stride, 0)
+    out, saved = _lp_pool2d(input[..., None, :], norm_type, kernel, strides, ceil_mode)
+    return out.reshape(out.shape[:-2] + out.shape[-1:]), saved
+
+
+def _lp_pool1d_vjp(g, ans, input, norm_type, kernel_size, stride=None, ceil_mode=False, **saved):
+    grad = _lp_pool2d_vjp(g[..., None, :], ans[..., None, :], input[..., None, :], norm_type, None, **saved)
+    return grad.reshape(input.shape)
+
+
+def _lp_pool1d_composite(input, norm_type, kernel_size, stride=None, ceil_mode=False, **saved):
+    kernel, strides, _, _ = _pool1d_args("lp_pool1d", kernel_size, stride, 0)
+    out = _lp_pool2d_composite(ops.unsqueeze(input, input.ndim - 1), norm_type, kernel, strides, ceil_mode)
+    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+
+
+def _check_lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    _lp_power("lp_pool1d", norm_type)
+    _check_pool1d_input("lp_pool1d", input)
+    kernel, strides, _, _ = _pool1d_args("lp_pool1d", kernel_size, stride, 0)
+    _PoolGeometry("lp_pool1d", input[..., None, :].shape, kernel, strides, (0, 0), 1, ceil_mode)
+
+
+def _lp_samples(rng, spatial):
+    def x(*shape, low=0.2, high=2.0):
+        return uniform(rng, shape, low, high)
+
+    if spatial == 1:
+        return [
+            Sample((x(2, 3, 6),), {"norm_type": 2, "kernel_size": 2}, "p=2, stride defaults to kernel"),
+            Sample((x(1, 2, 7),), {"norm_type": 3.0, "kernel_size": 3, "stride": 1}, "p=3, overlapping"),
+            Sample((x(1, 2, 8),), {"norm_type": 1.5, "kernel_size": 3, "stride": 2, "ceil_mode": True}, "ceil_mode"),
+            Sample((x(3, 7, low=-2.0),), {"norm_type": 2, "kernel_size": 3, "stride": (2,)}, "unbatched, signs"),
+            Sample((x(7, 2, 2).transpose(1, 2, 0),), {"norm_type": 1, "kernel_size": 2, "stride": 1}, "non-contiguous"),
+            Sample((x(0, 2, 6),), {"norm_type": 2, "kernel_size": 2}, "empty batch"),
+        ]
+    return [
+        Sample((x(2, 2, 4, 4),), {"norm_type": 2, "kernel_size": 2}, "p=2"),
+        Sample((x(1, 2, 5, 5),), {"norm_type": 3, "kernel_size": 3, "stride": 1}, "p=3, overlapping"),
+        Sample(
+            (x(1, 2, 5, 6),), {"norm_type": 1.5, "kernel_size": (3, 2), "stride": 2, "ceil_mode": True}, "ceil_mode"
+        ),
+        Sample((x(3, 4, 4, low=-2.0),), {"norm_type": 2.0, "kernel_size": 2, "stride": 1}, "unbatched, signs"),
+        Sample((x(1, 5, 4, 2).transpose(0, 3, 1, 2),), {"norm_type": 1, "kernel_size": (2, 1)}, "non-contiguous"),
+        Sample((x(0, 2, 4, 4),), {"norm_type": 2, "kernel_size": 2}, "empty batch"),
+    ]
+
+
+_LP_NOTES = (
+    "x^p then torch's average pool times the kernel size, then the 1/p power: negative entries with a "
+    "fractional p are NaN, as torch."
+)
+
+lp_pool2d = defop(
+    "lp_pool2d",
+    family="conv",
+    inputs=("input",),
+    forward=_lp_pool2d,
+    vjps=(_lp_pool2d_vjp,),
+    saves=True,
+    composite=_lp_pool2d_composite,
+    check=_check_lp_pool2d,
+    samples=lambda rng: _lp_samples(rng, 2),
+    notes=_LP_NOTES,
+    torch_ref=lambda torch, input, norm_type, kernel_size, stride=None, ceil_mode=False: torch.nn.functional.lp_pool2d(
+        input, norm_type, kernel_size, stride, ceil_mode
+    ),
+)
+
+lp_pool1d = defop(
+    "lp_pool1d",
+    family="conv",
+    inputs=("input",),
+    forward=_lp_pool1d,
+    vjps=(_lp_pool1d_vjp,),
+    saves=True,
+    composite=_lp_pool1d_composite,
+    check=_check_lp_pool1d,
+    samples=lambda rng: _lp_samples(rng, 1),
+    notes=_LP_NOTES,
+    torch_ref=lambda torch, input, norm_type, kernel_size, stride=None, ceil_mode=False: torch.nn.functional.lp_pool1d(
+        input, norm_type, kernel_size, stride, ceil_mode
+    ),
+)
+
+
+def _adaptive_max_pool1d(input, output_size, return_indices=False):
+    """``torch.nn.functional.adaptive_max_pool1d``: adaptive_max_pool2d over a height of 1 (whose flat index
+    h * W + w is then the position along the length)."""
+    sizes = _adaptive_sizes("adaptive_max_pool1d", input.shape, output_size, 1)
+    values, flat = _adaptive_max_flat(input[..., None, :], (1,) + sizes, "adaptive_max_pool1d")
+    return ((values[..., 0, :], flat[..., 0, :]) if return_indices else values[..., 0, :]), {"flat": flat}
+
+
+def _adaptive_max_pool1d_vjp(g, ans, input, output_size, flat):
+    return _scatter_flat(g[..., None, :], flat, input.shape[:-1] + (1,) + input.shape[-1:]).reshape(input.shape)
+
+
+def _adaptive_max_pool1d_composite(input, output_size, **saved):
+    sizes = _adaptive_sizes("adaptive_max_pool1d", input.shape, output_size, 1)
+    _, flat = _adaptive_max_flat(input.data[..., None, :], (1,) + sizes, "adaptive_max_pool1d")
+    return _gather_flat(ops.unsqueeze(input, input.ndim - 1), flat)[..., 0, :]
+
+
+adaptive_max_pool1d = defop(
+    "adaptive_max_pool1d",
+    family="conv",
+    inputs=("input",),
+    forward=_adaptive_max_pool1d,
+    vjps=(_values_rule(_adaptive_max_pool1d_vjp),),
+    saves=True,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _adaptive_max_pool1d_composite, lambda x, output_size: _adaptive_max_pool1d(x, output_size, True)[0][1]
+    ),
+    check=_adaptive_check("adaptive_max_pool1d", 1),
+    samples=lambda rng: _with_return_indices(_adaptive_samples(rng, 1)),
+    notes=_ADAPTIVE_MAX_NOTES,
+    torch_ref=lambda torch, input, output_size, return_indices=False: torch.nn.functional.adaptive_max_pool1d(
+        input, output_size, return_indices
+    ),
+)
+
+
+def _unpool1d_args(op, kernel_size, stride, padding, output_size):
+    """max_unpool1d's arguments as max_unpool2d's over a height of 1 (output_size: (L,) or (N, C, L))."""
+    kernel, strides, pads, _ = _pool1d_args(op, kernel_size, stride, padding)
+    if output_size is not None:
+        ok = isinstance(output_size, tuple | list) and len(output_size) in (1, 3)
+        require(ok, op, "output_size", "None or a sequence of 1 or 3 ints", output_size)
+        output_size = (1, tuple(output_size)[-1])
+    return kernel, strides, pads, output_size
+
+
+def _max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """``torch.nn.functional.max_unpool1d``: each value put at its index (max_pool1d's) in a zero output."""
+    args = _unpool1d_args("max_unpool1d", kernel_size, stride, padding, output_size)
+    return _max_unpool2d(input[..., None, :], indices[..., None, :], *args)[..., 0, :]
+
+
+def _max_unpool1d_vjp(g, ans, input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return np.take_along_axis(g, indices, axis=-1)
+
+
+def _check_max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    op = "max_unpool1d"
+    _check_pool1d_input(op, input)
+    require_integer(op, "indices", indices)
+    require(indices.shape == input.shape, op, "indices", f"the input's shape {input.shape}", indices.shape)
+    args = _unpool1d_args(op, kernel_size, stride, padding, output_size)
+    (_, length) = _unpool_size(op, input[..., None, :].shape, *args)
+    if indices.size:
+        low, high = int(indices.min()), int(indices.max())
+        require(
+            low >= 0 and high < length,
+            op,
+            "indices",
+            f"values in [0, {length}) for an output of length {length}",
+            f"values in [{low}, {high}]",
+        )
+
+
+def _max_unpool1d_samples(rng):
+    def plain(shape, stride, offset=0):
+        return uniform(rng, shape), np.broadcast_to(np.arange(shape[-1]) * stride + offset, shape).copy()
+
+    x, i = plain((2, 3, 4), 2, 1)
+    return [
+        Sample((x, i), {"kernel_size": 2}, "stride defaults to kernel"),
+        Sample(plain((1, 2, 3), 3), {"kernel_size": 2, "stride": 3, "output_size": (8,)}, "output_size"),
+        Sample(
+            plain((2, 4), 2),
+            {"kernel_size": 3, "stride": 2, "padding": 1, "output_size": [1, 2, 8]},
+            "unbatched, padding, 3-entry output_size",
+        ),
+        Sample((np.asfortranarray(x), i), {"kernel_size": 2}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 3)), np.zeros((0, 2, 3), np.int64)), {"kernel_size": 2}, "empty batch"),
+    ]
+
+
+max_unpool1d = defop(
+    "max_unpool1d",
+    family="conv",
+    inputs=("input", "indices"),
+    forward=_max_unpool1d,
+    vjps=(_max_unpool1d_vjp, Grad.NOT_DIFFERENTIABLE),
+    check=_check_max_unpool1d,
+    samples=_max_unpool1d_samples,
+    notes="max_unpool2d over a height of 1; the input gradient gathers the output gradient at the indices.",
+    torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool1d(input, indices, **attrs),
+)
+
+
+def _adaptive_avg_matrices(input, output_size, dtype):
+    out = _adaptive_sizes("adaptive_avg_pool3d", input.shape, output_size, 3)
+    return [_adaptive_avg_matrix(n, o, dtype) for n, o in zip(input.shape[-3:], out)]
+
+
+def _adaptive_avg_pool3d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool3d``: separable, one window-average matrix per spatial axis."""
+    d, h, w = _adaptive_avg_matrices(input, output_size, input.dtype)
+    return np.einsum("ai,bj,ck,...ijk->...abc", d, h, w, input)
+
+
+def _adaptive_avg_pool3d_vjp(g, ans, input, output_size):
+    d, h, w = _adaptive_avg_matrices(input, output_size, input.dtype)
+    return np.einsum("ai,bj,ck,...abc->...ijk", d, h, w, g)
+
+
+def _adaptive_avg3d_samples(rng):
+    return [
+        Sample((uniform(rng, (2, 2, 5, 4, 3)),), {"output_size": 2}, "uneven windows"),
+        Sample((uniform(rng, (1, 2, 3, 5, 4)),), {"output_size": (4, None, 2)}, "None keeps a size, larger"),
+        Sample((uniform(rng, (3, 4, 4, 2)),), {"output_size": (1, 3, 2)}, "unbatched"),
+        Sample((uniform(rng, (3, 4, 2, 2, 1)).transpose(4, 3, 0, 1, 2),), {"output_size": 2}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 3, 3, 3)),), {"output_size": 2}, "empty batch"),
+    ]
+
+
+adaptive_avg_pool3d = defop(
+    "adaptive_avg_pool3d",
+    family="conv",
+    inputs=("input",),
+    forward=_adaptive_avg_pool3d,
+    vjps=(_adaptive_avg_pool3d_vjp,),
+    check=_adaptive_check("adaptive_avg_pool3d", 3),
+    samples=_adaptive_avg3d_samples,
+    notes="Separable: an einsum with the depth, row and column window-average matrices.",
+    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool3d(input, output_size),
+)
+
+
+# -- conv_transpose3d ----------------------------------------------------------------------------------------
+def _spread(planes, step: int, axis: int):
+    """``planes`` with step - 1 zero planes after each one along ``axis`` (the last ones cut): the placement of a
+    strided transposed convolution's contributions, with registered ops."""
+    if step == 1:
+        return planes
+    n = planes.shape[axis]
+    zeros = Tensor._wrap(np.zeros(planes.shape, planes.dtype))
+    spread = ops.stack([planes] + [zeros] * (step - 1), dim=axis + 1)
+    spread = ops.reshape(spread, planes.shape[:axis] + (n * step,) + planes.shape[axis + 1 :])
+    return ops.narrow(spread, axis, 0, (n - 1) * step + 1)
+
+
+def _conv_transpose3d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose3d with registered ops, for its second order: for each kernel depth k, conv_transpose2d's
+    composite of every input depth plane (folded into the batch) lands at output depths id * stride + k * dilation;
+    the sum over k, cut to [padding, padding + out) (zeros past the end for output_padding), plus the bias."""
+    geo = _transpose_geometry(
+        "conv_transpose3d", 3, input.shape, weight.shape, stride, padding, output_padding, dilation
+    )
+    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    n, channels, depth = x.shape[:3]
+    out_channels, step, spacing = weight.shape[1] * groups, geo.stride[0], geo.dilation[0]
+    planes = ops.reshape(ops.permute(x, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(x.shape[3:]))
+    full = (depth - 1) * step + spacing * (geo.kernel[0] - 1) + 1
+    total = None
+    for k in range(geo.kernel[0]):
+        term = _conv_transpose2d_composite(
+            planes,
+            weight[:, :, k],
+            None,
+            geo.stride[1:],
+            tuple(before for before, _ in geo.pads[1:]),
+            geo.extra[1:],
+            groups,
+            geo.dilation[1:],
+        )
+        term = ops.reshape(term, (n, depth) + tuple(term.shape[1:]))
+        term = _spread(term, step, 1)
+        term = ops.pad(term, (0, 0) * 3 + (k * spacing, full - term.shape[1] - k * spacing))
+        total = term if total is None else total + term
+    top, size = geo.pads[0][0], geo.out_size[0]
+    if top + size > full:
+        total = ops.pad(total, (0, 0) * 3 + (0, top + size - full))
+    out = ops.permute(ops.narrow(total, 1, top, size), (0, 2, 1, 3, 4))
+    if bias is not None:
+        out = out + ops.reshape(bias, (out_channels, 1, 1, 1))
+    return ops.reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out_size)
+
+
+def _conv_transpose3d_samples(rng):
+    def s(x_shape, w_shape, bias, label, groups=1, **attrs):
+        return Sample(
+            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[1] * groups,)) if bias else None),
+            dict(attrs, groups=groups),
+            label,
+        )
+
+    return [
+        s((1, 2, 2, 3, 2), (2, 2, 2, 2, 2), True, "plain with bias"),
+        s(
+            (1, 2, 3, 2, 2),
+            (2, 1, 2, 2, 1),
+            False,
+            "stride 2, padding 1, output_padding 1",
+            stride=2,
+            padding=1,
+            output_padding=1,
+        ),
+        s((1, 2, 2, 2, 2), (2, 2, 2, 1, 2), True, "dilation 2, tuple stride", stride=(2, 1, 1), dilation=(2, 1, 1)),
+        s((1, 4, 2, 2, 2), (4, 1, 2, 2, 2), True, "groups 2, tuple padding", groups=2, padding=(1, 0, 1), stride=2),
+        s((2, 2, 2, 2), (2, 2, 2, 2, 1), True, "unbatched, stride 3", stride=3, padding=(0, 1, 0)),
+        Sample(
+            (uniform(rng, (1, 2, 3, 2, 2)).transpose(0, 4, 1, 2, 3), uniform(rng, (2, 2, 1, 2, 2)), None),
+            {"stride": 2},
+            "non-contiguous input",
+        ),
+        s((0, 2, 2, 2, 2), (2, 3, 2, 2, 2), True, "empty batch", stride=2),
+    ]
+
+
+conv_transpose3d = _conv_transpose_op("conv_transpose3d", 3, _conv_transpose3d_composite, _conv_transpose3d_samples)
+
+
+# -- avg_pool3d / max_pool3d ---------------------------------------------------------------------------------
+def _pool3d_input(op, x):
+    _check_input_rank(op, x, 3)
+    _require_only_batch_empty(op, x, 3)
+    return _batched(x, 3)
+
+
+def _avg_pool3d(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
+    """``torch.nn.functional.avg_pool3d``: window sums of the zero-padded input over torch's divisor."""
+    geo = _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
+    windows = _windows(_pad(_batched(input, 3), geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out, True)
+    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
+    out = np.sum(windows, axis=(-3, -2, -1)) / divisor
+    return out.reshape(input.shape[:-3] + geo.out), {"geo": geo, "divisor": divisor}
+
+
+def _avg_pool3d_composite(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
+    """avg_pool3d with registered ops, for its second order: conv3d of each padded channel volume with a kernel of
+    ones (the window sums) over the divisor."""
+    geo = _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
+    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    n, c = x.shape[:2]
+    x = ops.pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
+    sums = ops.conv3d(
+        ops.reshape(x, (n * c, 1) + tuple(x.shape[2:])), np.ones((1, 1) + geo.kernel, input.dtype), None, geo.stride
+    )
+    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
+    return ops.reshape(sums / divisor, input.shape[:-3] + geo.out)
+
+
+def _check_avg_pool3d(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
+    _pool3d_input("avg_pool3d", input)
+    _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
+    _require_bool("avg_pool3d", "count_include_pad", count_include_pad)
+    require(
+        bool(divisor_override is None or (isinstance(divisor_override, int | np.integer) and divisor_override > 0)),
+        "avg_pool3d",
+        "divisor_override",
+        "None or a positive int",
+        divisor_override,
+    )
+
+
+def _pool3d_samples(rng, max_pool):
+    extra = {"dilation": 2} if max_pool else {"count_include_pad": False}
+    samples = [
+        Sample((uniform(rng, (2, 2, 4, 4, 2)),), {"kernel_size": 2}, "stride defaults to kernel"),
+        Sample((uniform(rng, (1, 2, 3, 4, 3)),), {"kernel_size": 3, "stride": 1, "padding": 1}, "overlapping, padding"),
+        Sample(
+            (uniform(rng, (1, 1, 5, 5, 4)),),
+            dict({"kernel_size": (3, 2, 3), "stride": 2, "padding": (1, 1, 0), "ceil_mode": True}, **extra),
+            f"ceil_mode, {next(iter(extra))}",
+        ),
+        Sample((uniform(rng, (2, 3, 4, 2)),), {"kernel_size": (2, 1, 2), "stride": (1, 1, 2)}, "unbatched, tuples"),
+        Sample(
+            (uniform(rng, (1, 3, 2, 4, 2)).transpose(0, 4, 1, 2, 3),), {"kernel_size": 2, "stride": 1}, "non-contiguous"
+        ),
+        Sample((uniform(rng, (0, 2, 3, 3, 3)),), {"kernel_size": 2}, "empty batch"),
+    ]
+    if not max_pool:
+        samples.append(
+            Sample((uniform(rng, (1, 2, 4, 4, 4)),), {"kernel_size": 2, "divisor_override": 3}, "divisor_override")
+        )
+    return samples
+
+
+avg_pool3d = defop(
+    "avg_pool3d",
+    family="conv",
+    inputs=("input",),
+    forward=_avg_pool3d,
+    vjps=(_avg_pool2d_vjp,),
+    saves=True,
+    composite=_avg_pool3d_composite,
+    check=_check_avg_pool3d,
+    samples=lambda rng: _pool3d_samples(rng, False),
+    notes="avg_pool2d's window kernels over three axes; the second order through conv3d with a kernel of ones.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool3d(input, **attrs),
+)
+
+
+def _max_pool3d_index(input, geo):
+    """Each window's first maximum (a NaN winning, as torch): (values, its flat d * H * W + h * W + w position in
+    the input volume)."""
+    x = _batched(input, 3)
+    windows = _windows(_pad(x, geo.pads, -np.inf), geo.kernel, geo.stride, geo.dilation, geo.out, True)
+    flat = windows.reshape(windows.shape[:5] + (math.prod(geo.kernel),))
+    pick = np.argmax(flat, axis=-1)
+    values = np.take_along_axis(flat, pick[..., None], axis=-1)[..., 0]
+    offsets = np.unravel_index(pick, geo.kernel)
+    position = 0
+    for axis, (n, offset) in enumerate(zip(x.shape[2:], offsets)):
+        starts = (np.arange(geo.out[axis]) * geo.stride[axis] - geo.pads[axis][0]).reshape((-1,) + (1,) * (2 - axis))
+        position = position * n + starts + offset * geo.dilation[axis]
+    shape = input.shape[:-3] + geo.out
+    return values.reshape(shape), np.asarray(position, np.int64).reshape(shape)
+
+
+def _max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """``torch.nn.functional.max_pool3d``; return_indices=True: (values, the flat d * H * W + h * W + w indices)."""
+    geo = _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
+    values, position = _max_pool3d_index(input, geo)
+    return ((values, position) if return_indices else values), {"position": position}
+
+
+def _volumes(shape):
+    return shape[:-3] + (shape[-3] * shape[-2] * shape[-1],)
+
+
+def _max_pool3d_vjp(g, ans, input, *, position, **attrs):
+    planes = int(np.prod(input.shape[:-3], dtype=np.int64))
+    size = input.shape[-3] * input.shape[-2] * input.shape[-1]
+    target = (position.reshape(planes, math.prod(position.shape[-3:])) + (np.arange(planes) * size)[:, None]).ravel()
+    summed = np.bincount(target, weights=np.reshape(g, -1), minlength=planes * size)
+    return summed.astype(g.dtype, copy=False).reshape(input.shape)
+
+
+def _max_pool3d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, **saved):
+    """The values as a gather of the input volumes at the forward's (constant) argmax: the second order's form."""
+    geo = _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
+    _, position = _max_pool3d_index(input.data, geo)
+    picked = ops.gather(
+        ops.reshape(input, _volumes(input.shape)), input.ndim - 3, position.reshape(_volumes(position.shape))
+    )
+    return ops.reshape(picked, position.shape)
+
+
+def _check_max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    _require_bool("max_pool3d", "return_indices", return_indices)
+    _pool3d_input("max_pool3d", input)
+    _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
+
+
+max_pool3d = defop(
+    "max_pool3d",
+    family="conv",
+    inputs=("input",),
+    forward=_max_pool3d,
+    vjps=(_values_rule(_max_pool3d_vjp),),
+    saves=True,
+    outputs=_VALUES_INDICES,
+    composite=_values_composite(
+        _max_pool3d_composite, lambda x, **attrs: _max_pool3d(x, **attrs, return_indices=True)[0][1]
+    ),
+    check=_check_max_pool3d,
+    samples=lambda rng: _with_return_indices(_pool3d_samples(rng, True)),
+    notes="Ties: the first maximum of each window (row-major) gets the gradient, a NaN counting as the maximum.",
+    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool3d(input, **attrs),
+)
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
@@ -1981,9 +2618,15 @@ def _onnx_pool_geometry(rec):
     return geo, False
 
 
+def _no_indices(rec) -> None:
+    if rec.attributes.get("return_indices"):
+        raise NotExportable("return_indices=True: torch's flat argmax indices have no lowering written")
+
+
 def _onnx_pool(g, rec, input):
     """max / avg pooling, 1-D as 2-D over a height of 1: each window lies inside the geometry's padding (the
     ceil_mode windows included); the average divides the window sums by the forward's own divisors."""
+    _no_indices(rec)
     geo, one_d = _onnx_pool_geometry(rec)
     x, added = _onnx_batched(g, rec, input, 1 if one_d else 2)
     if one_d:
@@ -2024,6 +2667,8 @@ def _onnx_adaptive_max(g, rec, input):
     as (out, longest window) positions, a shorter window repeating its last position, then a NaN-keeping
     ReduceMax."""
     from .reduce import _onnx_reduce
+
+    _no_indices(rec)
 
     shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
     out_shape = rec.output_specs[0].shape

@@ -1,4 +1,6 @@
-"""Dropout, as ``torch.nn.functional.dropout``: inverted (kept elements scaled by 1/(1-p)).
+"""The random ops of ``torch.nn.functional``: dropout (inverted: kept elements scaled by 1/(1-p)), the channel-wise
+dropout1d / dropout2d / dropout3d, alpha_dropout and feature_alpha_dropout (selu's), rrelu (a random negative
+slope in training) and gumbel_softmax.
 
 The mask is a pure function of an integer seed. ``rng`` is where the seed comes from: an int is the seed
 itself; a ``tape.Generator`` or ``np.random.Generator`` (None: ``tape.default_generator``, seeded by
@@ -6,23 +8,45 @@ itself; a ``tape.Generator`` or ``np.random.Generator`` (None: ``tape.default_ge
 The forward saves the seed it used under the attribute's own name, ``rng``, so the backward,
 a replay of the tape and the second-order pass regenerate the same mask from the recorded attribute
 instead of drawing a new one. Not training, or ``p == 0``, is the identity and draws nothing.
+
+The variants follow the same policy through one helper: each draws a constant (scale, shift) pair from the seed
+(rrelu's slopes, a channel's keep mask, alpha dropout's affine map of kept and dropped units), the forward is
+input * scale + shift, the rule g * scale and the second order differentiates input * scale + shift again with the
+recorded seed's constants. gumbel_softmax records the seed of its Gumbel noise the same way.
 """
 
-__all__ = ["dropout"]
+__all__ = [
+    "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "alpha_dropout",
+    "feature_alpha_dropout",
+    "rrelu",
+    "gumbel_softmax",
+]
 
+import math
 import numbers
 
 import numpy as np
 
+import ops
 from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Sample, defop
+from tape.tensors import Tensor
 
 from ._onnx import NotExportable
-from ._samples import transposed, uniform
-from ._validation import require, require_float
+from ._samples import away_from, transposed, uniform
+from ._validation import normalize_dim, require, require_float
 
 _SEEDS = 2**63 - 1
+
+
+def _values(x):
+    """The array of ``x`` (a Tensor in a traced rule): the signs that pick rrelu's slopes are constants."""
+    return x.detach().numpy() if isinstance(x, Tensor) else x
 
 
 def _keep_mask(shape: tuple, p: float, seed: int) -> np.ndarray:
@@ -71,24 +95,36 @@ def _dropout_composite(input, p=0.5, training=True, *, rng=None):
     return input * _mask_scale(input.shape, p, _recorded_seed(rng), input.dtype)
 
 
-def _check_dropout(input, p=0.5, training=True, *, rng=None):
-    require_float("dropout", "input", input)
+def _check_probability(op: str, p) -> None:
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
-        raise TypeError(f"dropout: argument 'p' expected a probability (a float in [0, 1]), got {type(p).__name__}")
-    require(0 <= float(p) <= 1, "dropout", "p", "a probability in [0, 1]", p)
-    if not isinstance(training, bool | np.bool_):
-        raise TypeError(f"dropout: argument 'training' expected a bool, got {type(training).__name__} {training!r}")
+        raise TypeError(f"{op}: argument 'p' expected a probability (a float in [0, 1]), got {type(p).__name__}")
+    require(0 <= float(p) <= 1, op, "p", "a probability in [0, 1]", p)
+
+
+def _check_flag(op: str, name: str, value) -> None:
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(value).__name__} {value!r}")
+
+
+def _check_rng(op: str, rng) -> None:
     if not (
         rng is None
         or isinstance(rng, np.random.Generator)
         or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool))
     ):
         raise TypeError(
-            "dropout: argument 'rng' expected None, an int seed, a tape.Generator or a np.random.Generator, "
+            f"{op}: argument 'rng' expected None, an int seed, a tape.Generator or a np.random.Generator, "
             f"got {type(rng).__name__}"
         )
     if isinstance(rng, numbers.Integral):
-        require(0 <= int(rng) < 2**64, "dropout", "rng", "a seed in [0, 2**64)", rng)
+        require(0 <= int(rng) < 2**64, op, "rng", "a seed in [0, 2**64)", rng)
+
+
+def _check_dropout(input, p=0.5, training=True, *, rng=None):
+    require_float("dropout", "input", input)
+    _check_probability("dropout", p)
+    _check_flag("dropout", "training", training)
+    _check_rng("dropout", rng)
 
 
 def _dropout_samples(rng):
@@ -116,6 +152,388 @@ dropout = defop(
     notes="The mask comes from an integer seed (rng=int, or drawn from rng=Generator in the forward) that is "
     "recorded as the 'rng' attribute: backward and replay regenerate the same mask.",
     torch_ref=lambda torch, input, p=0.5, training=True, rng=None: torch.nn.functional.dropout(input, p, training),
+)
+
+
+# -- dropout1d/2d/3d, feature_alpha_dropout, alpha_dropout, rrelu: input * scale + shift -----------------------
+# Each draws one constant (scale, shift) pair from the seed; the forward is input * scale (+ shift), the gradient
+# g * scale, the second order differentiates input * scale + shift with the recorded seed's constants.
+_ALPHA = 1.7580993408473766  # selu's scale * alpha: alpha dropout sets a dropped unit to selu's floor -_ALPHA
+
+
+def _affine(input, scale, shift):
+    out = input * scale
+    return out if shift is None else out + shift
+
+
+def _noise_op(name, forward, noise, draws, check, samples, notes, torch_ref):
+    """Declare a random op ``forward`` whose output is input * scale + shift for ``noise(input, seed, **attrs)
+    -> (scale, shift or None)``; ``draws(**attrs)``: whether the call draws (a seed is then recorded as 'rng')."""
+
+    def seed_of(rng, attrs):
+        return _recorded_seed(rng) if draws(**attrs) else None
+
+    def vjp(g, ans, input, *, rng=None, **attrs):
+        return g * noise(input, seed_of(rng, attrs), **attrs)[0]
+
+    def composite(input, *, rng=None, **attrs):
+        return _affine(input, *noise(input, seed_of(rng, attrs), **attrs))
+
+    return defop(
+        name,
+        family="dropout",
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        saves=True,
+        composite=composite,
+        check=check,
+        samples=samples,
+        notes=notes,
+        torch_ref=torch_ref,
+    )
+
+
+def _noise_forward(input, rng, noise, draws, attrs):
+    """(input * scale + shift, {'rng': the seed drawn}) -- nothing drawn, and nothing saved, when ``draws`` is False."""
+    seed = _seed(rng) if draws(**attrs) else None
+    out = _affine(input, *noise(input, seed, **attrs))
+    return out, ({} if seed is None else {"rng": seed})
+
+
+def _drops(p=0.5, training=True):
+    return bool(training) and p != 0
+
+
+def _mask_shape(shape: tuple, channelwise: bool, unbatched: bool) -> tuple:
+    """Elementwise: the input's shape; channel-wise: (N, C, 1, ...) or, unbatched, (C, 1, ...)."""
+    if not channelwise:
+        return shape
+    lead = 1 if unbatched else 2
+    return shape[:lead] + (1,) * (len(shape) - lead)
+
+
+def _dropout_noise(spatial):
+    """Channel-wise inverted dropout over ``spatial`` dims (an input of 1 + spatial dims is unbatched)."""
+
+    def noise(input, seed, p=0.5, training=True):
+        if seed is None:
+            return np.ones((), input.dtype), None
+        return _mask_scale(_mask_shape(input.shape, True, input.ndim == spatial + 1), p, seed, input.dtype), None
+
+    return noise
+
+
+def _alpha_noise(channelwise: bool):
+    """torch's alpha dropout: kept x -> a x + b, dropped -> a (-_ALPHA) + b, with a, b keeping mean 0 and
+    variance 1 of selu activations; p == 1 gives 0 (torch's input * 0)."""
+
+    def noise(input, seed, p=0.5, training=False):
+        if seed is None:
+            return np.ones((), input.dtype), None
+        if p == 1:
+            return np.zeros((), input.dtype), None
+        keep = _keep_mask(_mask_shape(input.shape, channelwise, False), p, seed)
+        a = 1 / math.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))
+        shift = (keep - 1.0) * (_ALPHA * a) + _ALPHA * a * p
+        return np.where(keep, a, 0).astype(input.dtype), shift.astype(input.dtype)
+
+    return noise
+
+
+def _check_feature_input(op: str, input, ranks: tuple) -> None:
+    require_float(op, "input", input)
+    shapes = {
+        2: "(C, L)",
+        3: "(N, C, L)" if ranks[1] == 2 else "(C, H, W)",
+        4: "(N, C, H, W)" if ranks[1] == 3 else "(C, D, H, W)",
+        5: "(N, C, D, H, W)",
+    }
+    expected = " or ".join(shapes[r] for r in ranks)
+    require(input.ndim in ranks, op, "input", f"a batched or unbatched tensor {expected}", f"shape {input.shape}")
+
+
+def _dropout_check(op: str, ranks: tuple | None):
+    def check(input, p=0.5, training=True, *, rng=None):
+        if ranks is None:
+            require_float(op, "input", input)
+            require(input.ndim >= 2, op, "input", "at least 2 dims (N, C, ...)", f"shape {input.shape}")
+        else:
+            _check_feature_input(op, input, ranks)
+        _check_probability(op, p)
+        _check_flag(op, "training", training)
+        _check_rng(op, rng)
+
+    return check
+
+
+def _noise_samples(shapes, training=True, torch_extra=True):
+    """Seeded samples (random: no torch reference) over ``shapes``, plus deterministic ones torch matches."""
+
+    def generate(rng):
+        out = [
+            Sample((uniform(rng, s),), {"p": 0.4, "training": True, "rng": 3 + i}, f"{s}, p=0.4", torch=False)
+            for i, s in enumerate(shapes)
+        ]
+        first = shapes[0]
+        return out + [
+            Sample(
+                (transposed(rng, first[::-1]),), {"p": 0.5, "training": True, "rng": 1}, "non-contiguous", torch=False
+            ),
+            Sample((uniform(rng, (0,) + first[1:]),), {"p": 0.5, "training": True, "rng": 2}, "empty", torch=False),
+            Sample((uniform(rng, first),), {"p": 0.0, "training": True, "rng": 7}, "p=0"),
+            Sample((uniform(rng, first),), {"p": 0.5, "training": False}, "eval mode"),
+            Sample((uniform(rng, first),), {"p": 1.0, "training": True, "rng": 7}, "p=1 drops everything"),
+        ]
+
+    return generate
+
+
+def _torch_dropout(fn_name):
+    return lambda torch, input, p=0.5, training=True, rng=None: getattr(torch.nn.functional, fn_name)(
+        input, p, training
+    )
+
+
+_SEEDED = (
+    "The mask comes from a seed (rng=int, or drawn from rng=Generator in the forward) recorded as the 'rng' "
+    "attribute: backward and replay regenerate it."
+)
+
+
+def _dropout1d(input, p=0.5, training=True, *, rng=None):
+    """``torch.nn.functional.dropout1d``: zero whole channels of (N, C, L) or (C, L) with probability p, scale the
+    kept ones by 1/(1-p)."""
+    return _noise_forward(input, rng, _dropout_noise(1), _drops, {"p": p, "training": training})
+
+
+def _dropout2d(input, p=0.5, training=True, *, rng=None):
+    """``torch.nn.functional.dropout2d``: channel-wise dropout of (N, C, H, W) or (C, H, W)."""
+    return _noise_forward(input, rng, _dropout_noise(2), _drops, {"p": p, "training": training})
+
+
+def _dropout3d(input, p=0.5, training=True, *, rng=None):
+    """``torch.nn.functional.dropout3d``: channel-wise dropout of (N, C, D, H, W) or (C, D, H, W)."""
+    return _noise_forward(input, rng, _dropout_noise(3), _drops, {"p": p, "training": training})
+
+
+def _alpha_dropout(input, p=0.5, training=False, *, rng=None):
+    """``torch.nn.functional.alpha_dropout`` (training defaults to False, as torch's): dropout for selu networks,
+    keeping zero mean and unit variance."""
+    return _noise_forward(input, rng, _alpha_noise(False), _drops, {"p": p, "training": training})
+
+
+def _feature_alpha_dropout(input, p=0.5, training=False, *, rng=None):
+    """``torch.nn.functional.feature_alpha_dropout``: alpha dropout of whole channels of (N, C, ...)."""
+    return _noise_forward(input, rng, _alpha_noise(True), _drops, {"p": p, "training": training})
+
+
+dropout1d = _noise_op(
+    "dropout1d",
+    _dropout1d,
+    _dropout_noise(1),
+    _drops,
+    _dropout_check("dropout1d", (3, 2)),
+    _noise_samples([(2, 3, 4), (3, 5)]),
+    _SEEDED,
+    _torch_dropout("dropout1d"),
+)
+dropout2d = _noise_op(
+    "dropout2d",
+    _dropout2d,
+    _dropout_noise(2),
+    _drops,
+    _dropout_check("dropout2d", (4, 3)),
+    _noise_samples([(2, 3, 2, 2), (3, 2, 4)]),
+    _SEEDED,
+    _torch_dropout("dropout2d"),
+)
+dropout3d = _noise_op(
+    "dropout3d",
+    _dropout3d,
+    _dropout_noise(3),
+    _drops,
+    _dropout_check("dropout3d", (5, 4)),
+    _noise_samples([(2, 3, 2, 1, 2), (3, 2, 2, 2)]),
+    _SEEDED,
+    _torch_dropout("dropout3d"),
+)
+alpha_dropout = _noise_op(
+    "alpha_dropout",
+    _alpha_dropout,
+    _alpha_noise(False),
+    _drops,
+    _dropout_check("alpha_dropout", None),
+    _noise_samples([(4, 5), (2, 3, 4)]),
+    _SEEDED,
+    _torch_dropout("alpha_dropout"),
+)
+feature_alpha_dropout = _noise_op(
+    "feature_alpha_dropout",
+    _feature_alpha_dropout,
+    _alpha_noise(True),
+    _drops,
+    _dropout_check("feature_alpha_dropout", None),
+    _noise_samples([(2, 3, 4), (3, 4, 2, 2)]),
+    _SEEDED,
+    _torch_dropout("feature_alpha_dropout"),
+)
+
+
+def _rrelu_noise(input, seed, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """The slope of each entry: 1 where input > 0; where input <= 0 a uniform draw in [lower, upper] (training)
+    or (lower + upper) / 2 (eval) -- torch's rule, 0 included."""
+    if seed is None:
+        slope = np.asarray((lower + upper) / 2, input.dtype)
+    else:
+        slope = np.random.default_rng(seed).uniform(lower, upper, size=input.shape).astype(input.dtype)
+    return np.where(_values(input) <= 0, slope, np.asarray(1, input.dtype)), None
+
+
+def _rrelu_draws(lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return bool(training)
+
+
+def _rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, *, rng=None):
+    """``torch.nn.functional.rrelu``: x where x > 0, slope x elsewhere; the slope drawn per entry in training."""
+    return _noise_forward(
+        input, rng, _rrelu_noise, _rrelu_draws, {"lower": lower, "upper": upper, "training": training}
+    )
+
+
+def _check_rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, *, rng=None):
+    op = "rrelu"
+    require_float(op, "input", input)
+    for name, value in (("lower", lower), ("upper", upper)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{op}: argument '{name}' expected a float, got {type(value).__name__} {value!r}")
+    require(float(lower) <= float(upper), op, "upper", f"a bound >= lower ({lower})", upper)
+    _check_flag(op, "training", training)
+    _check_rng(op, rng)
+
+
+def _rrelu_samples(rng):
+    def x(*shape):
+        return away_from(uniform(rng, shape), (0.0,))
+
+    return [
+        Sample((x(4, 5),), {"training": True, "rng": 3}, "training", torch=False),
+        Sample(
+            (x(2, 3, 4),), {"lower": 0.2, "upper": 0.6, "training": True, "rng": 4}, "training, bounds", torch=False
+        ),
+        Sample(
+            (away_from(transposed(rng, (3, 4)), (0.0,)),), {"training": True, "rng": 1}, "non-contiguous", torch=False
+        ),
+        Sample((x(0, 3),), {"training": True, "rng": 2}, "empty", torch=False),
+        Sample((x(4, 5),), {}, "eval"),
+        Sample((x(3, 4),), {"lower": 0.1, "upper": 0.9}, "eval, bounds"),
+        Sample((x(),), {}, "0-d"),
+        Sample((x(4, 5),), {"lower": 0.3, "upper": 0.3, "training": True, "rng": 5}, "lower == upper"),
+    ]
+
+
+rrelu = _noise_op(
+    "rrelu",
+    _rrelu,
+    _rrelu_noise,
+    _rrelu_draws,
+    _check_rrelu,
+    _rrelu_samples,
+    "Training draws each slope in [lower, upper] from a seed recorded as the 'rng' attribute (backward and replay "
+    "reuse it); eval uses (lower + upper) / 2. Entries <= 0 take the slope, as torch.",
+    lambda torch, input, lower=1.0 / 8, upper=1.0 / 3, training=False, rng=None: torch.nn.functional.rrelu(
+        input, lower, upper, training
+    ),
+)
+
+
+# -- gumbel_softmax ------------------------------------------------------------------------------------------
+def _gumbel_noise(shape: tuple, seed: int, dtype) -> np.ndarray:
+    """-log(E), E ~ Exponential(1): standard Gumbel noise, a pure function of the seed (torch's construction)."""
+    return (-np.log(np.random.default_rng(seed).exponential(size=shape))).astype(dtype)
+
+
+def _gumbel_parts(logits, tau, dim, seed):
+    """(the soft sample softmax((logits + G) / tau) over ``dim``, its one-hot argmax); arrays or Tensors."""
+    z = (logits + _gumbel_noise(np.shape(logits), seed, logits.dtype)) / float(tau)
+    axis = normalize_dim("gumbel_softmax", dim, np.ndim(logits))
+    shifted = z - _values(np.max(_values(z), axis=axis, keepdims=True))
+    e = np.exp(shifted)
+    soft = e / np.sum(e, axis=axis, keepdims=True)
+    values = _values(soft)
+    hard = (
+        (
+            np.arange(values.shape[axis]).reshape((-1,) + (1,) * (values.ndim - 1 - axis))
+            == np.argmax(values, axis=axis, keepdims=True)
+        )
+        if values.ndim
+        else np.ones((), bool)
+    )
+    return soft, hard.astype(values.dtype)
+
+
+def _gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    """``torch.nn.functional.gumbel_softmax``: softmax((logits + Gumbel noise) / tau) over ``dim``; with ``hard``
+    the one-hot of its argmax in the forward (torch's y_hard - y_soft.detach() + y_soft), the soft gradient in
+    the backward. ``eps`` is unused, as in torch."""
+    seed = _seed(rng)
+    soft, one_hot = _gumbel_parts(logits, tau, dim, seed)
+    return ((one_hot - soft) + soft if hard else soft), {"rng": seed}
+
+
+def _gumbel_softmax_vjp(g, ans, logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    soft, _ = _gumbel_parts(logits, tau, dim, _recorded_seed(rng))
+    axis = normalize_dim("gumbel_softmax", dim, np.ndim(logits))
+    return soft * (g - np.sum(g * soft, axis=axis, keepdims=True)) / float(tau)
+
+
+def _gumbel_softmax_composite(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    seed = _recorded_seed(rng)
+    noise = _gumbel_noise(logits.shape, seed, logits.dtype)
+    soft = ops.softmax((logits + noise) / float(tau), dim=dim)
+    return soft + (_gumbel_parts(logits.data, tau, dim, seed)[1] - soft.detach()) if hard else soft
+
+
+def _check_gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    op = "gumbel_softmax"
+    require_float(op, "logits", logits)
+    if isinstance(tau, bool) or not isinstance(tau, numbers.Real):
+        raise TypeError(f"{op}: argument 'tau' expected a number, got {type(tau).__name__} {tau!r}")
+    require(float(tau) != 0, op, "tau", "a non-zero temperature", tau)
+    _check_flag(op, "hard", hard)
+    normalize_dim(op, dim, logits.ndim)
+    _check_rng(op, rng)
+
+
+def _gumbel_samples(rng):
+    def x(*shape):
+        return uniform(rng, shape)
+
+    return [
+        Sample((x(4, 5),), {"rng": 1}, "soft", torch=False),
+        Sample((x(2, 3, 4),), {"tau": 0.5, "dim": 1, "rng": 2}, "tau=0.5, dim=1", torch=False),
+        # hard=True is absent: its straight-through gradient is not the derivative of its forward (a one-hot)
+        Sample((transposed(rng, (3, 5)),), {"tau": 2.0, "rng": 4}, "non-contiguous", torch=False),
+        Sample((x(0, 3),), {"rng": 5}, "empty", torch=False),
+        Sample((x(),), {"dim": 0, "rng": 6}, "0-d", torch=False),
+    ]
+
+
+gumbel_softmax = defop(
+    "gumbel_softmax",
+    family="dropout",
+    inputs=("logits",),
+    forward=_gumbel_softmax,
+    vjps=(_gumbel_softmax_vjp,),
+    saves=True,
+    composite=_gumbel_softmax_composite,
+    check=_check_gumbel_softmax,
+    samples=_gumbel_samples,
+    notes="The Gumbel noise comes from a seed recorded as the 'rng' attribute: backward and replay reuse it. "
+    "hard=True: the forward is the one-hot argmax, the gradient the soft sample's (straight-through), as torch.",
+    torch_ref=lambda torch, logits, tau=1, hard=False, eps=1e-10, dim=-1, rng=None: torch.nn.functional.gumbel_softmax(
+        logits, tau, hard, eps, dim
+    ),
 )
 
 

@@ -3,7 +3,8 @@
 Conventions, all as in PyTorch 2.13:
 - At a kink the gradient is torch's: abs'(0) = 0, relu'(0) = 0, leaky_relu'(0) = negative_slope,
   elu'(0) = alpha; clamp passes the gradient where min <= x <= max (bounds included) and nowhere when
-  min > max (every output is then ``max``).
+  min > max (every output is then ``max``). clamp's bounds may be tensors (torch's clamp.Tensor), with
+  torch's gradients for them: min's where x < min < max, max's where x > max or max < min.
 - sign's gradient is 0 (its derivative wherever it exists; torch's convention at 0 too), so a tensor that
   requires grad can flow through it -- the engine refuses such tensors in NOT_DIFFERENTIABLE slots.
 - At NaN: sign(NaN) = 0 and abs'(NaN) = 0, relu passes the gradient, as torch does; elu's gradient is NaN
@@ -74,18 +75,39 @@ __all__ = [
     "clamp_max",
     "logit",
     "clone",
+    "deg2rad",
+    "rad2deg",
+    "sgn",
+    "positive",
+    "signbit",
+    "isposinf",
+    "isneginf",
+    "isreal",
+    "frexp",
+    "fix",
+    "absolute",
+    "negative",
+    "clip",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
 ]
 
 import math
 
 import numpy as np
 
+from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import quiet
-from ._onnx import clip, elementwise, float_only, scalar
-from ._samples import unary_samples, uniform
+from ._onnx import cast_to, elementwise, float_only, scalar
+from ._onnx import clip as onnx_clip
+from ._samples import away_from, unary_samples, uniform
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -549,7 +571,7 @@ def _bound(x, argument, value, op="clamp", parameter="x"):
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise TypeError(
             f"{op}: argument '{argument}' expected a real number or None, got "
-            f"{type(value).__name__} {value!r} (for a tensor bound use ops.maximum / ops.minimum)"
+            f"{type(value).__name__} {value!r} (for a tensor bound use ops.clamp(input, min=tensor))"
         )
     if x.dtype.kind == "f":
         return float(value)
@@ -563,33 +585,86 @@ def _bound(x, argument, value, op="clamp", parameter="x"):
     return int(value)
 
 
-def _clamp(x, min=None, max=None):
+def _clamp_bounds(x, min, max):
+    """torch's checks of clamp's bounds (Tensors here: numbers arrive as 0-D constants): at least one, numbers
+    (not bool) of x's kind -- an integer tensor takes integer bounds."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of the arguments 'min' and 'max' must be given (not None)")
+    if x.dtype.kind == "b":
+        raise TypeError("clamp: argument 'x' expected a number tensor, got dtype bool")
+    for name, bound in (("min", min), ("max", max)):
+        if bound is None:
+            continue
+        if bound.dtype.kind == "b":
+            raise TypeError(f"clamp: argument '{name}' expected a number or a number tensor, got dtype bool")
+        if x.dtype.kind != "f" and bound.dtype.kind == "f":
+            raise TypeError(
+                f"clamp: argument '{name}' is floating ({bound.dtype}) but 'x' is {x.dtype}; an integer tensor "
+                f"takes integer bounds (minitape never casts silently)"
+            )
+
+
+def _clamp(x, min=None, max=None):
+    _clamp_bounds(x, min, max)
     out = x
-    if min is not None:
-        out = np.maximum(out, _bound(x, "min", min))
-    if max is not None:
-        out = np.minimum(out, _bound(x, "max", max))
+    try:
+        if min is not None:
+            out = np.maximum(out, min.astype(x.dtype, copy=False) if x.dtype.kind == "f" else min)
+        if max is not None:
+            out = np.minimum(out, max.astype(x.dtype, copy=False) if x.dtype.kind == "f" else max)
+    except ValueError:
+        shapes = ", ".join(f"'{n}' {list(a.shape)}" for n, a in (("x", x), ("min", min), ("max", max)) if a is not None)
+        raise ValueError(f"clamp: arguments {shapes} cannot be broadcast together") from None
     return out
 
 
-def _clamp_vjp(g, ans, x, min=None, max=None):
-    # torch: the gradient passes where min <= x <= max, bounds included
+# torch's rules (clamp_backward, clamp_backward_min_max): x takes the gradient where min <= x <= max (bounds
+# included; nowhere when min > max, where every output is max); min where x < min < max; max where x > max or
+# max < min
+def _clamp_vjp_x(g, ans, x, min, max):
     if max is None:
-        return g * (x >= min)
+        return unbroadcast(np.where(x >= min, g, 0), x.shape)
     if min is None:
-        return g * (x <= max)
-    return g * np.logical_and(x >= min, x <= max)  # not `&`: comparisons of Tensors give Tensors (no __and__)
+        return unbroadcast(np.where(x <= max, g, 0), x.shape)
+    return unbroadcast(np.where(np.logical_and(x >= min, x <= max), g, 0), x.shape)
 
 
-clamp = _unary(
+def _clamp_vjp_min(g, ans, x, min, max):
+    below = x < min if max is None else np.logical_and(x < min, min < max)
+    return unbroadcast(np.where(below, g, 0), min.shape)
+
+
+def _clamp_vjp_max(g, ans, x, min, max):
+    above = x > max if min is None else np.logical_or(x > max, max < min)
+    return unbroadcast(np.where(above, g, 0), max.shape)
+
+
+def _clamp_samples(rng):
+    kinks = (-1.0, -0.5, 0.5, 0.75)
+    out = []
+    for low, high in ((-0.5, 0.75), (-1.0, None), (None, 0.5), (0.5, -0.5)):  # numbers (0-D tensors), min > max last
+        for s in unary_samples(kinks=kinks)(rng):
+            bound = [None if v is None else np.array(v) for v in (low, high)]
+            out.append(Sample((s.inputs[0], *bound), {}, f"{s.label} min={low} max={high}"))
+    x = away_from(uniform(rng, (3, 4)), (-0.5, 0.5))
+    lower = x + np.where(rng.random((3, 4)) > 0.5, 0.3, -0.3)  # bounds on both sides of x, never at it
+    out.append(Sample((x, lower, lower + 1.0), {}, "tensor bounds"))
+    out.append(Sample((x, uniform(rng, (4,), -0.4, 0.4) + 0.01 * np.arange(4), None), {}, "tensor min, broadcast"))
+    out.append(Sample((x.T, None, uniform(rng, (3,), -0.4, 0.4)[None, :].repeat(4, 0)), {}, "tensor max, transposed x"))
+    out.append(Sample((x, x - 0.3, x - 0.6), {}, "tensor min > max: every output is max"))
+    out.append(Sample((uniform(rng, (0, 3)), uniform(rng, (3,)), None), {}, "zero-size"))
+    out.append(Sample((np.array([-3, 0, 2, 7]), np.array(-1), np.array([3, 3, 1, 9])), {}, "integers"))
+    return out
+
+
+clamp = defop(
     "clamp",
-    _clamp,
-    _clamp_vjp,
-    kinks=(-1.0, -0.5, 0.5, 0.75),
-    floats_only=False,
-    attrs=[{"min": -0.5, "max": 0.75}, {"min": -1.0}, {"max": 0.5}, {"min": 0.5, "max": -0.5}],
+    family="elementwise",
+    inputs=("x", "min?", "max?"),
+    forward=_clamp,
+    vjps=(_clamp_vjp_x, _clamp_vjp_min, _clamp_vjp_max),
+    samples=_clamp_samples,
+    torch_ref=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
 )
 
 
@@ -922,6 +997,109 @@ clone = _on_input(
 )
 
 
+# -- deg2rad / rad2deg / sgn / positive / signbit / isposinf / isneginf / isreal / frexp ----------------------------
+_DEG, _RAD = math.pi / 180, 180 / math.pi
+deg2rad = _on_input("deg2rad", lambda input: input * _DEG, lambda g, ans, input: g * _DEG, low=-360.0, high=360.0)
+rad2deg = _on_input(  # 3e38 * 57.3 overflows float32: inf, as torch
+    "rad2deg", quiet(lambda input: input * _RAD), quiet(lambda g, ans, input: g * _RAD), low=-7.0, high=7.0
+)
+# torch: sgn is sign for real tensors (bool stays bool: True where True); gradient 0
+sgn = _on_input(
+    "sgn",
+    lambda input: input.copy() if input.dtype.kind == "b" else _sign(input),
+    _zero_gradient,
+    floats_only=False,
+    kinks=(0.0,),
+    samples=unary_samples(kinks=(0.0,)),
+    torch_ref=lambda torch, input: torch.sign(input),  # torch.sgn's backward gives a ZeroTensor numpy cannot read
+)
+
+
+def _positive(input):
+    if input.dtype.kind == "b":
+        raise TypeError("positive: argument 'input' expected a number tensor, got dtype bool (torch refuses + on bool)")
+    return input.copy()
+
+
+positive = _on_input("positive", _positive, lambda g, ans, input: g, floats_only=False)
+
+
+def _sign_samples(rng):
+    out = _special_samples(rng)
+    out.append(Sample((np.array([-0.0, 0.0, -1e-320, 1e-320]),), {}, "signed zeros and subnormals"))
+    out.append(Sample((np.array([True, False]),), {}, "bools"))
+    return out
+
+
+signbit = _on_input(
+    "signbit",
+    lambda input: np.signbit(input) if input.dtype.kind != "b" else np.zeros(input.shape, bool),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_sign_samples,
+)
+isposinf = _on_input(
+    "isposinf",
+    _classify("isposinf", np.isposinf, False),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_special_samples,
+)
+isneginf = _on_input(
+    "isneginf",
+    _classify("isneginf", np.isneginf, False),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_special_samples,
+)
+isreal = _on_input(  # minitape has no complex dtype: every entry is real
+    "isreal", lambda input: np.ones(input.shape, bool), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
+)
+
+
+def _frexp(input):
+    # torch: mantissa in (-1, -0.5] u [0.5, 1) and an int32 exponent, x = mantissa * 2^exponent; (0, 0) at 0,
+    # (+-inf, 0) and (NaN, 0) as numpy gives them
+    mantissa, exponent = np.frexp(input)
+    return mantissa, exponent.astype(np.int32, copy=False)
+
+
+@quiet  # g * 2^-exponent overflows for a subnormal input's large exponent: inf, as torch
+def _frexp_vjp(g, ans, input):
+    # torch: d mantissa / dx = 2^-exponent (the exponent is a step function: no gradient)
+    if g[0] is None:
+        return np.zeros(input.shape, input.dtype)
+    if isinstance(g[0], np.ndarray):
+        return np.ldexp(g[0], -ans[1])
+    import ops
+
+    return ops.ldexp(g[0], ops.neg(ans[1]))
+
+
+_POWERS_OF_TWO = tuple(sign * 2.0**k for k in range(-3, 5) for sign in (1, -1)) + (0.0,)
+
+
+def _frexp_samples(rng):
+    # the mantissa jumps at every power of two (from 1 down to 1/2): the samples keep away from them
+    return unary_samples(-20.0, 20.0, kinks=_POWERS_OF_TWO)(rng) + [
+        Sample((np.array([3.0, -3.0, 0.75, 5.5, -0.3]),), {}, "between powers of two")
+    ]
+
+
+frexp = _on_input(
+    "frexp",
+    _frexp,
+    _frexp_vjp,
+    outputs=("mantissa", "exponent"),
+    samples=_frexp_samples,
+    torch_ref=lambda torch, input: tuple(torch.frexp(input)),
+)
+
+# numpy's and torch's other names for the same ops
+fix, absolute, negative, clip = trunc, abs, neg, clamp
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
+
+
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
 def _onnx_square(g, rec, x):
     return g.op("Mul", x, x)
@@ -996,11 +1174,21 @@ def _onnx_softplus(g, rec, x):
 
 
 def _onnx_bounds(g, rec, x, low, high):
-    return clip(g, x, rec.inputs[0].dtype, low, high)
+    return onnx_clip(g, x, rec.inputs[0].dtype, low, high)
 
 
-def _onnx_clamp(g, rec, x):
-    return _onnx_bounds(g, rec, x, rec.attributes.get("min"), rec.attributes.get("max"))
+def _onnx_clamp(g, rec, x, low, high):
+    """max(x, min) then min(., max) with tensor bounds, NaN from either operand kept (numpy's maximum/minimum)."""
+    dtype = np.dtype(rec.inputs[0].dtype)
+    for bound, spec, op_type in ((low, rec.inputs[1], "Max"), (high, rec.inputs[2], "Min")):
+        if bound is None:
+            continue
+        bound = cast_to(g, bound, spec.dtype, dtype)
+        out = g.op(op_type, x, bound)
+        if dtype.kind == "f":
+            out = g.op("Where", g.op("IsNaN", x), x, g.op("Where", g.op("IsNaN", bound), bound, out))
+        x = out
+    return x
 
 
 def _onnx_clamp_min(g, rec, x):

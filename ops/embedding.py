@@ -8,7 +8,7 @@ the forward reads it). The two ops are each other's adjoints, so each one's back
 gradients of any order stay exact. Empty index arrays give empty outputs and zero gradients.
 """
 
-__all__ = ["embedding", "embedding_dense_backward"]
+__all__ = ["embedding", "embedding_dense_backward", "embedding_bag"]
 
 import numpy as np
 
@@ -189,6 +189,239 @@ embedding_dense_backward = defop(
     torch_ref=_torch_dense_backward,
     notes="embedding's weight gradient (torch.ops.aten.embedding_dense_backward without scale_grad_by_freq); "
     "its own backward is embedding.",
+)
+
+
+# -- embedding_bag -------------------------------------------------------------------------------------------
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def _bags(input, offsets, num_weights, include_last_offset, padding_idx):
+    """(flat indices (n,), the (B, n) bool membership of each index in each bag -- entries equal to padding_idx
+    belong to none). A 2-D input is one bag per row; a 1-D one is cut at ``offsets`` (bag b starts at
+    offsets[b]; with include_last_offset the last offset ends the last bag)."""
+    input = _indices(input)
+    flat = input.reshape(-1)
+    if input.ndim == 2:
+        n_bags, bag = input.shape[0], np.repeat(np.arange(input.shape[0]), input.shape[1])
+    else:
+        offsets = _indices(offsets).astype(np.int64)
+        starts = offsets[:-1] if include_last_offset else offsets
+        end = offsets[-1] if include_last_offset and offsets.size else flat.size
+        n_bags = starts.size
+        bag = np.searchsorted(starts, np.arange(flat.size), side="right") - 1
+        bag = np.where(np.arange(flat.size) < end, bag, -1)
+    member = bag[None, :] == np.arange(n_bags)[:, None]
+    padding = _padding_row(num_weights, padding_idx)
+    if padding is not None:
+        member &= flat[None, :] != padding
+    return flat, member
+
+
+def _bag_max_choice(rows, member):
+    """(B, n, D) one-hot of the entry each bag's max takes per column (the first maximum, as torch), and
+    whether the bag is non-empty (B, 1)."""
+    values = np.where(member[:, :, None], _indices(rows)[None], -np.inf)
+    pick = np.argmax(values, axis=1) if values.shape[1] else np.zeros(values.shape[::2], np.int64)  # (B, D)
+    choice = (np.arange(values.shape[1])[None, :, None] == pick[:, None, :]) & member[:, :, None]
+    return choice.astype(rows.dtype), np.any(member, axis=1, keepdims=True)
+
+
+def _bag_parts(input, weight, offsets, per_sample_weights, mode, include_last_offset, padding_idx):
+    """(flat indices, membership, the looked-up rows (n, D) scaled by per_sample_weights, the (B, n) reduction
+    coefficients for 'sum' and 'mean' -- 1 / count for mean, an empty bag giving 0)."""
+    flat, member = _bags(input, offsets, weight.shape[0], include_last_offset, padding_idx)
+    rows = weight[flat]
+    if per_sample_weights is not None:
+        rows = rows * np.reshape(per_sample_weights, (-1, 1))
+    coefficients = member.astype(weight.dtype)
+    if mode == "mean":
+        coefficients = coefficients / np.maximum(np.sum(member, axis=1, keepdims=True), 1).astype(weight.dtype)
+    return flat, member, rows, coefficients
+
+
+def _embedding_bag(
+    input,
+    weight,
+    offsets=None,
+    max_norm=None,
+    norm_type=2,
+    scale_grad_by_freq=False,
+    mode="mean",
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=None,
+):
+    """``torch.nn.functional.embedding_bag``: the sum, mean or max of each bag's embedding rows (sum: each row
+    times its per_sample_weight), an empty bag giving zeros."""
+    _, member, rows, coefficients = _bag_parts(
+        input, weight, offsets, per_sample_weights, mode, include_last_offset, padding_idx
+    )
+    if mode != "max":
+        return coefficients @ rows
+    choice, filled = _bag_max_choice(rows, member)
+    return np.where(filled, np.sum(choice * rows[None], axis=1), 0)
+
+
+def _embedding_bag_vjp(
+    g,
+    ans,
+    input,
+    weight,
+    offsets,
+    per_sample_weights,
+    *,
+    needs,
+    mode="mean",
+    include_last_offset=False,
+    padding_idx=None,
+    **attrs,
+):
+    flat, member, rows, coefficients = _bag_parts(
+        input, weight, offsets, per_sample_weights, mode, include_last_offset, padding_idx
+    )
+    if mode == "max":
+        choice, _ = _bag_max_choice(rows, member)
+        grad_rows = np.sum(choice * g[:, None, :], axis=0)  # (n, D): each bag's column max gets its gradient
+    else:
+        grad_rows = np.transpose(coefficients) @ g
+    grad_psw = None
+    if needs[3]:
+        grad_psw = np.reshape(np.sum(grad_rows * weight[flat], axis=1), per_sample_weights.shape)
+    if needs[1] and per_sample_weights is not None:
+        grad_rows = grad_rows * np.reshape(per_sample_weights, (-1, 1))
+    grad_weight = _dense_backward(grad_rows, flat, weight.shape[0], None) if needs[1] else None
+    return None, grad_weight, None, grad_psw
+
+
+def _check_bag_offsets(op, input, offsets, include_last_offset):
+    if input.ndim == 2:
+        require(offsets is None, op, "offsets", "None for a 2-D input (each row is a bag)", "a tensor")
+        return
+    require(offsets is not None, op, "offsets", "a 1-D tensor of bag starts for a 1-D input", None)
+    require_integer(op, "offsets", offsets)
+    require(offsets.ndim == 1, op, "offsets", "a 1-D tensor", f"shape {offsets.shape}")
+    if offsets.size:
+        ok = int(offsets[0]) == 0 and bool(np.all(np.diff(offsets) >= 0)) and int(offsets[-1]) <= input.size
+        require(
+            ok, op, "offsets", f"non-decreasing starts from 0 up to the input's size {input.size}", offsets.tolist()
+        )
+    require(
+        not include_last_offset or offsets.size >= 1, op, "offsets", "at least one entry (include_last_offset)", "none"
+    )
+
+
+def _check_embedding_bag(
+    input,
+    weight,
+    offsets=None,
+    per_sample_weights=None,
+    max_norm=None,
+    norm_type=2,
+    scale_grad_by_freq=False,
+    mode="mean",
+    sparse=False,
+    include_last_offset=False,
+    padding_idx=None,
+):
+    op = "embedding_bag"
+    require_integer(op, "input", input)
+    require(input.ndim in (1, 2), op, "input", "a 1-D (with offsets) or 2-D (B, L) tensor of indices", input.shape)
+    require_float(op, "weight", weight)
+    require(weight.ndim == 2, op, "weight", "a 2-D (num_embeddings, embedding_dim) tensor", weight.shape)
+    n = weight.shape[0]
+    if input.size:
+        low, high = int(input.min()), int(input.max())
+        require(low >= 0 and high < n, op, "input", f"indices in [0, {n - 1}]", f"values in [{low}, {high}]")
+    _check_bag_offsets(op, input, offsets, include_last_offset)
+    for name, flag in (
+        ("scale_grad_by_freq", scale_grad_by_freq),
+        ("sparse", sparse),
+        ("include_last_offset", include_last_offset),
+    ):
+        if not isinstance(flag, bool | np.bool_):
+            raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(flag).__name__} {flag!r}")
+    require(isinstance(mode, str) and mode in _BAG_MODES, op, "mode", "'sum', 'mean' or 'max'", repr(mode))
+    for name, value, supported in (
+        ("max_norm", max_norm, None),
+        ("scale_grad_by_freq", scale_grad_by_freq, False),
+        ("sparse", sparse, False),
+    ):
+        require(
+            value is supported or value == supported,
+            op,
+            name,
+            f"{supported} (tensors are immutable here: no renormalisation in place, no sparse gradients)",
+            value,
+        )
+    if per_sample_weights is not None:
+        require(mode == "sum", op, "per_sample_weights", "None unless mode='sum' (as torch)", f"mode={mode!r}")
+        require_float(op, "per_sample_weights", per_sample_weights)
+        require(
+            per_sample_weights.shape == input.shape,
+            op,
+            "per_sample_weights",
+            f"the input's shape {input.shape}",
+            per_sample_weights.shape,
+        )
+    if padding_idx is not None:
+        require(
+            isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
+            op,
+            "padding_idx",
+            f"None or an int in [{-n}, {n - 1}]",
+            padding_idx,
+        )
+
+
+def _embedding_bag_samples(rng):
+    weight = uniform(rng, (6, 3))
+    idx = np.array([0, 2, 5, 2, 2, 1, 4])
+    offsets = np.array([0, 3, 3, 5])  # bag 1 is empty
+    psw = uniform(rng, (7,), 0.2, 2.0)
+    return [
+        Sample((idx, weight, offsets, None), {"mode": "sum"}, "sum, an empty bag"),
+        Sample((idx, weight, offsets, None), {}, "mean"),
+        Sample((idx, weight, offsets, None), {"mode": "max"}, "max"),
+        Sample((idx, weight, offsets, psw), {"mode": "sum"}, "per_sample_weights"),
+        Sample(
+            (idx, weight, np.array([0, 2, 7]), None),
+            {"mode": "mean", "include_last_offset": True},
+            "include_last_offset",
+        ),
+        Sample(
+            (np.array([[0, 2, 5], [2, 3, 1]]), weight, None, None),
+            {"mode": "sum", "padding_idx": 2},
+            "2-D, padding_idx",
+        ),
+        Sample(
+            (np.array([[4, 0], [0, 1]]), transposed(rng, (6, 3)), None, None),
+            {"mode": "max"},
+            "2-D, non-contiguous weight",
+        ),
+        Sample((np.array([[2, 2], [1, 2]]), weight, None, None), {"padding_idx": -4}, "mean over padding only"),
+        Sample((np.zeros(0, np.int64), weight, np.array([0, 0]), None), {"mode": "sum"}, "no indices"),
+    ]
+
+
+def _torch_embedding_bag(torch, input, weight, offsets=None, per_sample_weights=None, **attrs):
+    return torch.nn.functional.embedding_bag(input, weight, offsets, per_sample_weights=per_sample_weights, **attrs)
+
+
+embedding_bag = defop(
+    "embedding_bag",
+    family="embedding",
+    inputs=("input", "weight", "offsets?", "per_sample_weights?"),
+    forward=_embedding_bag,
+    joint_vjp=_embedding_bag_vjp,
+    differentiable=(NOT_DIFFERENTIABLE, True, NOT_DIFFERENTIABLE, True),
+    check=_check_embedding_bag,
+    samples=_embedding_bag_samples,
+    notes="Bags as a (B, n) membership matrix (a matmul for sum and mean, the first column maximum for max); the "
+    "weight gradient is embedding_dense_backward of the rows' gradients, so every order is recorded. max_norm, "
+    "scale_grad_by_freq and sparse are refused.",
+    torch_ref=_torch_embedding_bag,
 )
 
 

@@ -5,6 +5,11 @@ semantics (the deprecated ``size_average``/``reduce`` arguments are left out):
   binary_cross_entropy, binary_cross_entropy_with_logits, kl_div;
 - regression: mse_loss, l1_loss, smooth_l1_loss, huber_loss;
 - ranking: margin_ranking_loss, triplet_margin_loss;
+- margins: soft_margin_loss, multilabel_soft_margin_loss, multi_margin_loss, multilabel_margin_loss,
+  hinge_embedding_loss, cosine_embedding_loss;
+- likelihoods: poisson_nll_loss, gaussian_nll_loss, ctc_loss (the CTC forward/backward recursions vectorised over
+  sequences and labels, one step per time step; its gradient is the derivative in log_probs -- torch's adds
+  exp(log_probs), the gradient of ctc_loss(log_softmax(x)) in x -- so the two agree after a log_softmax);
 - distances (family "distance"): cosine_similarity, pairwise_distance.
 
 Reductions. ``reduction`` is 'none', 'mean' or 'sum' (kl_div also 'batchmean': the sum over input.shape[0]).
@@ -21,9 +26,13 @@ losses and distances (a float margin_ranking_loss target too). Class weights and
 Kinks and ties (torch's gradient conventions; the samples keep finite differences away from them):
 - l1_loss and smooth_l1_loss with beta=0 at input == target: gradient 0 (sign(0)). smooth_l1_loss / huber_loss at
   |input - target| == beta / delta: the first derivative is continuous; the second is the linear piece's, 0.
-- margin_ranking_loss and triplet_margin_loss at the hinge (loss exactly 0): the gradient passes, as torch's
-  clamp_min(z, 0) backward (z >= 0). triplet_margin_loss with swap=True where the two negative distances tie:
-  each gets half the gradient (torch's minimum).
+- margin_ranking_loss, triplet_margin_loss, hinge_embedding_loss and cosine_embedding_loss at the hinge (loss
+  exactly 0): the gradient passes, as torch's clamp_min(z, 0) backward (z >= 0); multi_margin_loss and
+  multilabel_margin_loss pass none there (torch's kernels test z > 0). gaussian_nll_loss clamps var at eps as torch
+  (in place, under no_grad): the var gradient is the clamped value's. An empty batch's 'mean' in multi_margin_loss
+  and multilabel_margin_loss is NaN as every mean here (torch 2.13's is uninitialised memory, or 0).
+  triplet_margin_loss with swap=True where the two negative distances tie: each gets half the gradient (torch's
+  minimum).
 - pairwise_distance is ||x1 - x2 + eps||_p over the last dim of the broadcast shape, for any p (inf, -inf, 0 and
   negative included). Its gradient is torch's vector-norm subgradient: 0 where the norm is 0 (p > 1) or where
   an entry is 0 (p < 1); sign for p=1; for p=+-inf the entries attaining the norm share the gradient evenly;
@@ -69,6 +78,15 @@ __all__ = [
     "triplet_margin_loss",
     "cosine_similarity",
     "pairwise_distance",
+    "soft_margin_loss",
+    "multilabel_soft_margin_loss",
+    "multi_margin_loss",
+    "multilabel_margin_loss",
+    "hinge_embedding_loss",
+    "cosine_embedding_loss",
+    "poisson_nll_loss",
+    "gaussian_nll_loss",
+    "ctc_loss",
 ]
 
 import inspect
@@ -94,7 +112,7 @@ from ._kernels.rowwise import (
 )
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, extremum, pnorm, scalar
-from ._samples import KINK_GAP, transposed, uniform
+from ._samples import KINK_GAP, away_from, transposed, uniform
 from ._validation import normalize_dim, require, require_float, require_integer
 
 FAMILY = "loss"
@@ -1618,6 +1636,899 @@ triplet_margin_loss = defop(
     notes="The hinge passes the gradient at 0; swap ties split evenly (torch's minimum).",
     torch_ref=lambda torch, anchor, positive, negative, **attrs: torch.nn.functional.triplet_margin_loss(
         anchor, positive, negative, **attrs
+    ),
+)
+
+
+# -- soft_margin_loss / multilabel_soft_margin_loss ------------------------------------------------------------
+def _check_real_target(op, target, what="a real tensor"):
+    require(target.dtype.kind in "fiub", op, "target", what, f"dtype {target.dtype}")
+
+
+def _check_same_float_dtype(op, names, *arrays):
+    require_float(op, names[0], arrays[0])
+    for name, array in zip(names[1:], arrays[1:]):
+        if array is not None and array.dtype.kind == "f":
+            require(
+                array.dtype == arrays[0].dtype, op, name, f"the dtype of {names[0]} ({arrays[0].dtype})", array.dtype
+            )
+
+
+def _sigmoid(z):
+    """sigmoid(z) = exp(-softplus(-z)), finite for any z (and traced: logaddexp and exp are registered ops)."""
+    return np.exp(-np.logaddexp(0, -z))
+
+
+def _soft_margin_loss(input, target, reduction="mean"):
+    """``torch.nn.functional.soft_margin_loss``: log(1 + exp(-target * input)), broadcast."""
+    return _reduce(np.logaddexp(0, -_as_input_dtype(target, input) * input), reduction)
+
+
+def _soft_margin_vjp(g, ans, input, target, reduction="mean"):
+    t = _as_input_dtype(target, input)
+    z = -t * input
+    return unbroadcast(-t * _sigmoid(z) * _reduction_grad(g, reduction, np.shape(z)), input.shape)
+
+
+def _check_soft_margin_loss(input, target, reduction="mean"):
+    op = "soft_margin_loss"
+    _check_same_float_dtype(op, ("input", "target"), input, target)
+    _check_real_target(op, target, "a real tensor (of 1 and -1)")
+    require(target.shape == input.shape, op, "target", f"the input's shape {input.shape} (as torch)", target.shape)
+    _check_reduction(op, reduction)
+
+
+def _soft_margin_samples(rng):
+    def signs(*shape):
+        return rng.choice([-1.0, 1.0], size=shape)
+
+    out = [Sample((uniform(rng, (4, 3)), signs(4, 3)), {"reduction": r}, r) for r in _REDUCTIONS]
+    out += [Sample((uniform(rng, (0, 3)), signs(0, 3)), {"reduction": r}, f"{r}, empty") for r in _REDUCTIONS]
+    return out + [
+        Sample((transposed(rng, (3, 4)), signs(3, 4).astype(np.int64)), {}, "non-contiguous, integer target"),
+        Sample((uniform(rng, (5,), -30, 30), uniform(rng, (5,), -1.5, 1.5)), {"reduction": "sum"}, "real target"),
+        Sample((uniform(rng, ()), signs()), {}, "0-d"),
+    ]
+
+
+soft_margin_loss = defop(
+    "soft_margin_loss",
+    family=FAMILY,
+    inputs=("input", "target"),
+    forward=_soft_margin_loss,
+    vjps=(_soft_margin_vjp, NOT_DIFFERENTIABLE),
+    check=_check_soft_margin_loss,
+    samples=_soft_margin_samples,
+    notes="log1p(exp(-y x)) as softplus: finite for any logits. The target is not differentiable (as torch).",
+    torch_ref=_quiet_torch(
+        lambda torch, input, target, **attrs: torch.nn.functional.soft_margin_loss(input, target, **attrs)
+    ),
+)
+
+
+def _mlsm_elementwise(input, target, weight):
+    """-(t log sigmoid(x) + (1 - t) log sigmoid(-x)) = softplus(-x) + (1 - t) x, times the weight."""
+    loss = np.logaddexp(0, -input) + (1 - target) * input
+    return loss if weight is None else loss * weight
+
+
+def _multilabel_soft_margin_loss(input, target, weight=None, reduction="mean"):
+    """``torch.nn.functional.multilabel_soft_margin_loss``: the (weighted) binary logistic loss of every class,
+    averaged over the classes (the last dim)."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # no classes: 0 / 0, NaN as torch
+        loss = np.sum(_mlsm_elementwise(input, target, weight), axis=-1) / input.shape[-1]
+    return _reduce(loss, reduction)
+
+
+def _mlsm_scale(g, input, reduction):
+    """The upstream gradient of each (sample, class) element: the loss's over the number of classes."""
+    per_sample = _reduction_grad(g, reduction, input.shape[:-1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.expand_dims(per_sample, -1) / input.shape[-1]
+
+
+def _mlsm_input_vjp(g, ans, input, target, weight, reduction="mean"):
+    grad = (_sigmoid(input) - target) * _mlsm_scale(g, input, reduction)
+    return grad if weight is None else unbroadcast(grad * weight, input.shape)
+
+
+def _mlsm_target_vjp(g, ans, input, target, weight, reduction="mean"):
+    grad = -input * _mlsm_scale(g, input, reduction)
+    return unbroadcast(grad if weight is None else grad * weight, target.shape)
+
+
+def _mlsm_weight_vjp(g, ans, input, target, weight, reduction="mean"):
+    return unbroadcast(_mlsm_elementwise(input, target, None) * _mlsm_scale(g, input, reduction), weight.shape)
+
+
+def _check_multilabel_soft_margin_loss(input, target, weight=None, reduction="mean"):
+    op = "multilabel_soft_margin_loss"
+    _check_same_float_dtype(op, ("input", "target", "weight"), input, target, weight)
+    require_float(op, "target", target)
+    require(input.ndim >= 1, op, "input", "a tensor of shape (C,) or (N, C)", input.shape)
+    for name, array in (("target", target), ("weight", weight)):
+        if array is not None:
+            shape = _broadcast_shape(op, ("input", name), input, array)
+            require(
+                shape == input.shape, op, name, f"a shape that broadcasts to the input's {input.shape}", array.shape
+            )
+    _check_reduction(op, reduction)
+
+
+def _mlsm_samples(rng):
+    def draw(*shape):
+        return uniform(rng, shape), rng.random(shape)
+
+    out = [Sample(draw(4, 3) + (None,), {"reduction": r}, r) for r in _REDUCTIONS]
+    out += [Sample(draw(0, 3) + (None,), {"reduction": r}, f"{r}, empty") for r in _REDUCTIONS]
+    x, t = draw(4, 3)
+    return out + [
+        Sample(draw(4, 3) + (uniform(rng, (3,), 0.2, 2.0),), {}, "class weights"),
+        Sample(draw(4, 3) + (uniform(rng, (4, 3), 0.2, 2.0),), {"reduction": "sum"}, "element weights"),
+        Sample(draw(5) + (None,), {"reduction": "none"}, "unbatched (C,)"),
+        Sample(draw(2, 3, 4) + (uniform(rng, (4,), 0.2, 2.0),), {"reduction": "none"}, "3-D"),
+        Sample((_noncontiguous(x), _noncontiguous(t), None), {}, "non-contiguous"),
+        Sample((uniform(rng, (3, 4), -40, 40), (rng.random((3, 4)) > 0.5) * 1.0, None), {}, "logits of +-40"),
+    ]
+
+
+multilabel_soft_margin_loss = defop(
+    "multilabel_soft_margin_loss",
+    family=FAMILY,
+    inputs=("input", "target", "weight?"),
+    forward=_multilabel_soft_margin_loss,
+    vjps=(_mlsm_input_vjp, _mlsm_target_vjp, _mlsm_weight_vjp),
+    check=_check_multilabel_soft_margin_loss,
+    samples=_mlsm_samples,
+    notes="Softplus form (finite for any logits); target and weight are differentiable, as torch's composite.",
+    torch_ref=lambda torch, input, target, weight=None, **attrs: torch.nn.functional.multilabel_soft_margin_loss(
+        input, target, weight, **attrs
+    ),
+)
+
+
+# -- multi_margin_loss / multilabel_margin_loss ----------------------------------------------------------------
+def _as_rows(input):
+    """A (C,) or (N, C) input as (N, C) rows."""
+    return np.reshape(input, (-1, input.shape[-1]))
+
+
+def _multi_margin_parts(input, target, margin, weight):
+    """(rows (N, C), the hinge z_ni = margin - x_n,y + x_ni, where it is active (z > 0 off the target class),
+    the (N, 1) weight of each row's target)."""
+    x = _as_rows(input)
+    y = np.reshape(_constant(target), (-1, 1)).astype(np.intp)
+    z = float(margin) - np.take_along_axis(x, y, axis=1) + x
+    active = (_constant(z) > 0) & (np.arange(x.shape[1]) != y)  # torch: strictly positive, as its kernel
+    w_y = None if weight is None else _values(weight)[y].astype(x.dtype)
+    return x, z, active, w_y
+
+
+def _multi_margin_loss(input, target, p=1, margin=1.0, weight=None, reduction="mean"):
+    """``torch.nn.functional.multi_margin_loss``: sum over i != y of w_y max(0, margin - x_y + x_i)^p / C."""
+    x, z, active, w_y = _multi_margin_parts(input, target, margin, weight)
+    hinge = np.where(active, z, 0) ** int(p)
+    hinge = hinge if w_y is None else hinge * w_y
+    with np.errstate(invalid="ignore", divide="ignore"):
+        loss = np.sum(hinge, axis=1) / x.shape[1]
+    return _reduce(np.reshape(loss, target.shape), reduction)
+
+
+def _multi_margin_vjp(g, ans, input, target, weight, p=1, margin=1.0, reduction="mean"):
+    x, z, active, w_y = _multi_margin_parts(input, target, margin, weight)
+    scale = np.reshape(_reduction_grad(g, reduction, target.shape), (-1, 1)) / x.shape[1]
+    scale = scale if w_y is None else scale * w_y
+    slope = np.where(active, 2 * z, 0) if int(p) == 2 else active.astype(x.dtype)
+    c = slope * scale
+    one_hot = np.arange(x.shape[1]) == np.reshape(_constant(target), (-1, 1))
+    return np.reshape(c - one_hot * np.sum(c, axis=1, keepdims=True), input.shape)
+
+
+def _check_class_rows(op, input, target, what):
+    require_float(op, "input", input)
+    require_integer(op, "target", target)
+    require(input.ndim in (1, 2), op, "input", "a tensor of shape (C,) or (N, C)", input.shape)
+    require(input.ndim == 1 or input.shape[1] > 0, op, "input", "at least one class", input.shape)
+    expected = (input.shape[0],) if input.ndim == 2 else what
+    return expected
+
+
+def _check_multi_margin_loss(input, target, weight=None, p=1, margin=1.0, reduction="mean"):
+    op = "multi_margin_loss"
+    _check_class_rows(op, input, target, None)
+    ok = target.shape == (input.shape[0],) if input.ndim == 2 else target.shape in ((), (1,))
+    expected = f"shape ({input.shape[0]},)" if input.ndim == 2 else "shape () or (1,)"
+    require(ok, op, "target", f"{expected} for input of shape {input.shape}", target.shape)
+    n_classes = input.shape[-1]
+    if target.size:
+        low, high = int(target.min()), int(target.max())
+        require(
+            low >= 0 and high < n_classes,
+            op,
+            "target",
+            f"class indices in [0, {n_classes - 1}]",
+            f"values in [{low}, {high}]",
+        )
+    require(not isinstance(p, bool) and p in (1, 2), op, "p", "1 or 2 (as torch)", p)
+    _number(op, "margin", margin)
+    _check_class_weight(op, input, weight)
+    _check_same_float_dtype(op, ("input", "weight"), input, weight)
+    _check_reduction(op, reduction)
+
+
+def _multi_margin_samples(rng):
+    def draw(n, c, margin=1.0, p=1):
+        def make(r):
+            return uniform(r, (n, c)), r.integers(0, c, size=(n,))
+
+        return _redraw(rng, make, lambda x, y: _away(_multi_margin_parts(x, y, margin, None)[1]))
+
+    out = [Sample(draw(5, 4), {"reduction": r}, r) for r in _REDUCTIONS]
+    x, y = draw(4, 3, 0.5, 2)
+    x1, y1 = draw(1, 5)
+    return out + [
+        Sample(draw(5, 4, 0.5, 2), {"p": 2, "margin": 0.5}, "p=2, margin=0.5"),
+        Sample(draw(5, 4) + (uniform(rng, (4,), 0.2, 2.0),), {"reduction": "sum"}, "class weights"),
+        Sample(draw(5, 4, 1.0, 2) + (uniform(rng, (4,), 0.2, 2.0),), {"p": 2, "reduction": "none"}, "p=2, weights"),
+        Sample((_noncontiguous(x), y), {"p": 2, "margin": 0.5}, "non-contiguous"),
+        Sample((x1[0], y1[0]), {"reduction": "none"}, "unbatched (C,), 0-d target"),
+        Sample((x1[0], y1), {"reduction": "none"}, "unbatched (C,), (1,) target"),
+        Sample((uniform(rng, (0, 3)), np.zeros((0,), np.int64)), {"reduction": "none"}, "empty, none"),
+        # torch 2.13 returns uninitialised memory for the 'sum' and 'mean' of an empty batch; ours are 0 and NaN
+        Sample((uniform(rng, (0, 3)), np.zeros((0,), np.int64)), {"reduction": "sum"}, "empty, sum", torch=False),
+        Sample((uniform(rng, (0, 3)), np.zeros((0,), np.int64)), {}, "empty, mean", torch=False),
+    ]
+
+
+multi_margin_loss = defop(
+    "multi_margin_loss",
+    family=FAMILY,
+    inputs=("input", "target", "weight?"),
+    forward=_multi_margin_loss,
+    vjps=(_multi_margin_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    check=_check_multi_margin_loss,
+    samples=_multi_margin_samples,
+    notes="The hinge passes no gradient at exactly 0 (torch's kernel tests z > 0); class weights are not "
+    "differentiable (as torch). An empty batch's 'sum' is 0, its 'mean' NaN (torch 2.13's are uninitialised).",
+    torch_ref=lambda torch, input, target, weight=None, **attrs: torch.nn.functional.multi_margin_loss(
+        input, target, weight=weight, **attrs
+    ),
+)
+
+
+def _multilabel_margin_parts(input, target):
+    """(rows x (N, C), the hinge z_nji = 1 - x_n,y_j + x_ni (N, J=C, C), where it counts: y_j is one of the
+    targets (the entries before the first negative one), i is not a target, z > 0; and the (N, J, C) one-hot
+    of the targets)."""
+    x = _as_rows(input)
+    y = _as_rows(_constant(target)).astype(np.intp)
+    valid = np.cumprod(y >= 0, axis=1).astype(bool)
+    safe = np.where(valid, y, 0)
+    one_hot = (safe[:, :, None] == np.arange(x.shape[1])) & valid[:, :, None]
+    is_target = np.any(one_hot, axis=1)
+    z = 1 - np.take_along_axis(x, safe, axis=1)[:, :, None] + x[:, None, :]
+    active = valid[:, :, None] & ~is_target[:, None, :] & (_constant(z) > 0)
+    return x, z, active, one_hot
+
+
+def _multilabel_margin_loss(input, target, reduction="mean"):
+    """``torch.nn.functional.multilabel_margin_loss``: sum over targets j and non-targets i of
+    max(0, 1 - (x_y_j - x_i)) / C; a target row lists class indices and ends at its first -1."""
+    x, z, active, _ = _multilabel_margin_parts(input, target)
+    loss = np.sum(np.where(active, z, 0), axis=(1, 2)) / x.shape[1]
+    return _reduce(np.reshape(loss, input.shape[:-1]), reduction)
+
+
+def _multilabel_margin_vjp(g, ans, input, target, reduction="mean"):
+    x, _, active, one_hot = _multilabel_margin_parts(input, target)
+    scale = np.reshape(_reduction_grad(g, reduction, input.shape[:-1]), (-1, 1, 1)) / x.shape[1]
+    c = np.where(active, scale, 0)  # (N, J, C): d loss / d x_i for each (target j, class i) pair
+    grad = np.sum(c, axis=1) - np.sum(np.sum(c, axis=2, keepdims=True) * one_hot, axis=1)
+    return np.reshape(grad, input.shape)
+
+
+def _check_multilabel_margin_loss(input, target, reduction="mean"):
+    op = "multilabel_margin_loss"
+    _check_class_rows(op, input, target, None)
+    require(target.shape == input.shape, op, "target", f"the input's shape {input.shape}", target.shape)
+    if target.size:
+        low, high = int(target.min()), int(target.max())
+        require(
+            low >= -1 and high < input.shape[-1],
+            op,
+            "target",
+            f"class indices in [0, {input.shape[-1] - 1}] padded with -1",
+            f"values in [{low}, {high}]",
+        )
+    _check_reduction(op, reduction)
+
+
+def _multilabel_margin_samples(rng):
+    def targets(n, c):
+        rows = [np.concatenate([rng.permutation(c)[: rng.integers(0, c + 1)], [-1] * c])[:c] for _ in range(n)]
+        return np.array(rows, dtype=np.int64).reshape(n, c)
+
+    def draw(n, c):
+        def make(r):
+            return uniform(r, (n, c)), targets(n, c)
+
+        return _redraw(rng, make, lambda x, y: _away(_multilabel_margin_parts(x, y)[1]))
+
+    out = [Sample(draw(5, 4), {"reduction": r}, r) for r in _REDUCTIONS]
+    x, y = draw(4, 5)
+    x1, y1 = draw(1, 5)
+    y_after = y.copy()
+    y_after[:, -1] = np.where(y_after[:, -2] < 0, 2, y_after[:, -1])  # entries after the first -1 are ignored
+    return out + [
+        Sample((_noncontiguous(x), y), {"reduction": "sum"}, "non-contiguous"),
+        Sample((x, y_after), {"reduction": "none"}, "indices after the first -1"),
+        Sample((x1[0], y1[0]), {"reduction": "none"}, "unbatched (C,)"),
+        Sample((x1, np.full((1, 5), -1)), {}, "no targets"),
+        # torch 2.13's 'sum' of an empty batch is uninitialised memory in float32 (ours 0), its 'mean' 0 (ours
+        # NaN, 0 / 0, as every other mean here)
+        Sample((uniform(rng, (0, 3)), np.zeros((0, 3), np.int64)), {"reduction": "sum"}, "empty, sum", torch=False),
+        Sample((uniform(rng, (0, 3)), np.zeros((0, 3), np.int64)), {}, "empty, mean", torch=False),
+    ]
+
+
+multilabel_margin_loss = defop(
+    "multilabel_margin_loss",
+    family=FAMILY,
+    inputs=("input", "target"),
+    forward=_multilabel_margin_loss,
+    vjps=(_multilabel_margin_vjp, NOT_DIFFERENTIABLE),
+    check=_check_multilabel_margin_loss,
+    samples=_multilabel_margin_samples,
+    notes="Vectorised over (sample, target, class) triples; the hinge passes no gradient at exactly 0 (torch's "
+    "kernel). An empty batch's 'mean' is NaN (torch 2.13 returns 0).",
+    torch_ref=lambda torch, input, target, **attrs: torch.nn.functional.multilabel_margin_loss(input, target, **attrs),
+)
+
+
+# -- hinge_embedding_loss / cosine_embedding_loss --------------------------------------------------------------
+def _hinge_embedding_loss(input, target, margin=1.0, reduction="mean"):
+    """``torch.nn.functional.hinge_embedding_loss``: x where target != -1 plus max(0, margin - x) where
+    target != 1 (torch's two masks: a target of neither 1 nor -1 gets both terms), broadcast."""
+    t = _constant(target)
+    loss = np.where(t != 1, np.maximum(float(margin) - input, 0), 0) + np.where(t != -1, input, 0)
+    return _reduce(loss, reduction)
+
+
+def _hinge_embedding_vjp(g, ans, input, target, margin=1.0, reduction="mean"):
+    t = _constant(target)
+    shape = np.broadcast_shapes(input.shape, t.shape)
+    scale = _reduction_grad(g, reduction, shape)
+    hinge = (t != 1) & (float(margin) - _constant(input) >= 0)  # clamp_min passes the gradient at 0, as torch
+    return unbroadcast(np.where(t != -1, scale, 0) - np.where(hinge, scale, 0), input.shape)
+
+
+def _check_hinge_embedding_loss(input, target, margin=1.0, reduction="mean"):
+    op = "hinge_embedding_loss"
+    require_float(op, "input", input)
+    _check_real_target(op, target, "a real tensor (of 1 and -1)")
+    _broadcast_shape(op, ("input", "target"), input, target)
+    _number(op, "margin", margin)
+    _check_reduction(op, reduction)
+
+
+def _hinge_embedding_samples(rng):
+    def draw(shape, t_shape, margin=1.0):
+        def make(r):
+            return uniform(r, shape), r.choice([-1.0, 1.0], size=t_shape)
+
+        return _redraw(rng, make, lambda x, t: _away(x - margin))
+
+    out = [Sample(draw((4, 3), (4, 3)), {"reduction": r}, r) for r in _REDUCTIONS]
+    out += [Sample(draw((0, 3), (0, 3)), {"reduction": r}, f"{r}, empty") for r in _REDUCTIONS]
+    x, t = draw((3, 4), (3, 4), 0.5)
+    return out + [
+        Sample(draw((4, 3), (4, 3), 0.5), {"margin": 0.5}, "margin=0.5"),
+        Sample(draw((3, 1), (4,)), {"reduction": "none"}, "broadcast (3, 1) with (4,)"),
+        Sample((_noncontiguous(x), t.astype(np.int64)), {"margin": 0.5}, "non-contiguous, integer target"),
+        Sample((x, np.where(t > 0, 0.0, 1.0)), {"margin": 0.5, "reduction": "sum"}, "targets 0 and 1"),
+    ]
+
+
+hinge_embedding_loss = defop(
+    "hinge_embedding_loss",
+    family=FAMILY,
+    inputs=("input", "target"),
+    forward=_hinge_embedding_loss,
+    vjps=(_hinge_embedding_vjp, NOT_DIFFERENTIABLE),
+    check=_check_hinge_embedding_loss,
+    samples=_hinge_embedding_samples,
+    notes="The hinge passes the gradient at 0 (torch's clamp_min); the target only selects terms (no gradient).",
+    torch_ref=lambda torch, input, target, **attrs: torch.nn.functional.hinge_embedding_loss(input, target, **attrs),
+)
+
+_COSINE_EMBEDDING_EPS = 1e-12  # torch's EPSILON, added to each squared norm
+
+
+def _cosine_embedding_parts(input1, input2):
+    """(cos, its denominator sqrt(m1 m2), m1, m2) over the last dim, m = sum(x^2) + 1e-12 (torch's)."""
+    m1 = np.sum(input1 * input1, axis=-1) + _COSINE_EMBEDDING_EPS
+    m2 = np.sum(input2 * input2, axis=-1) + _COSINE_EMBEDDING_EPS
+    denom = np.sqrt(m1 * m2)
+    return np.sum(input1 * input2, axis=-1) / denom, denom, m1, m2
+
+
+def _cosine_embedding_loss(input1, input2, target, margin=0, reduction="mean"):
+    """``torch.nn.functional.cosine_embedding_loss``: 1 - cos where target == 1, max(0, cos - margin) where
+    target == -1, 0 elsewhere; cos over the last dim."""
+    cos = _cosine_embedding_parts(input1, input2)[0]
+    t = _constant(target)
+    return _reduce(np.where(t == 1, 1 - cos, 0) + np.where(t == -1, np.maximum(cos - float(margin), 0), 0), reduction)
+
+
+def _cosine_embedding_vjp(g, ans, input1, input2, target, *, needs, margin=0, reduction="mean"):
+    cos, denom, m1, m2 = _cosine_embedding_parts(input1, input2)
+    t = _constant(target)
+    scale = _reduction_grad(g, reduction, np.shape(cos))
+    passes = (t == -1) & (_constant(cos) - float(margin) >= 0)  # clamp_min passes the gradient at 0
+    d_cos = np.expand_dims(np.where(t == 1, -scale, 0) + np.where(passes, scale, 0), -1)
+    cos, denom = np.expand_dims(cos, -1), np.expand_dims(denom, -1)
+    g1 = d_cos * (input2 / denom - cos * input1 / np.expand_dims(m1, -1)) if needs[0] else None
+    g2 = d_cos * (input1 / denom - cos * input2 / np.expand_dims(m2, -1)) if needs[1] else None
+    return g1, g2, None
+
+
+def _check_cosine_embedding_loss(input1, input2, target, margin=0, reduction="mean"):
+    op = "cosine_embedding_loss"
+    _check_same_float_dtype(op, ("input1", "input2"), input1, input2)
+    require(input1.ndim in (1, 2), op, "input1", "a tensor of shape (D,) or (N, D)", input1.shape)
+    require(input2.shape == input1.shape, op, "input2", f"input1's shape {input1.shape}", input2.shape)
+    _check_real_target(op, target, "a real tensor (of 1 and -1)")
+    expected = input1.shape[:1] if input1.ndim == 2 else ()
+    require(
+        target.shape == expected, op, "target", f"shape {expected} for inputs of shape {input1.shape}", target.shape
+    )
+    _number(op, "margin", margin)
+    _check_reduction(op, reduction)
+
+
+def _cosine_embedding_samples(rng):
+    def draw(n, d, margin=0.0):
+        def make(r):
+            return uniform(r, (n, d)), uniform(r, (n, d)), r.choice([-1.0, 1.0], size=(n,))
+
+        return _redraw(rng, make, lambda a, b, t: _away(_cosine_embedding_parts(a, b)[0] - margin))
+
+    out = [Sample(draw(5, 4), {"reduction": r}, r) for r in _REDUCTIONS]
+    out += [Sample(draw(0, 4), {"reduction": r}, f"{r}, empty") for r in _REDUCTIONS]
+    a, b, t = draw(4, 3, 0.3)
+    a1, b1, t1 = draw(1, 6, -0.2)
+    return out + [
+        Sample(draw(5, 4, 0.3), {"margin": 0.3}, "margin=0.3"),
+        Sample(
+            (_noncontiguous(a), b, t.astype(np.int64)),
+            {"margin": 0.3, "reduction": "none"},
+            "non-contiguous, integer target",
+        ),
+        Sample((a1[0], b1[0], t1[0]), {"margin": -0.2, "reduction": "none"}, "unbatched (D,)"),
+    ]
+
+
+cosine_embedding_loss = defop(
+    "cosine_embedding_loss",
+    family=FAMILY,
+    inputs=("input1", "input2", "target"),
+    forward=_cosine_embedding_loss,
+    joint_vjp=_cosine_embedding_vjp,
+    differentiable=(True, True, NOT_DIFFERENTIABLE),
+    check=_check_cosine_embedding_loss,
+    samples=_cosine_embedding_samples,
+    notes="cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)) as torch; the hinge passes the gradient at 0.",
+    torch_ref=lambda torch, input1, input2, target, **attrs: torch.nn.functional.cosine_embedding_loss(
+        input1, input2, target, **attrs
+    ),
+)
+
+
+# -- poisson_nll_loss / gaussian_nll_loss ----------------------------------------------------------------------
+def _stirling_parts(target):
+    """(where Stirling's term counts, target > 1; the target with 2 elsewhere, so its logs stay finite)."""
+    counts = _constant(target) > 1
+    return counts, np.where(counts, target, 2)
+
+
+def _poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    """``torch.nn.functional.poisson_nll_loss``: exp(x) - t x (log_input) or x - t log(x + eps), plus with
+    ``full`` Stirling's t log t - t + log(2 pi t) / 2 where t > 1; broadcast."""
+    loss = np.exp(input) - target * input if log_input else input - target * np.log(input + float(eps))
+    if full:
+        counts, t = _stirling_parts(target)
+        loss = loss + np.where(counts, t * np.log(t) - t + 0.5 * np.log(2 * math.pi * t), 0)
+    return _reduce(loss, reduction)
+
+
+def _poisson_input_vjp(g, ans, input, target, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    slope = np.exp(input) - target if log_input else 1 - target / (input + float(eps))
+    return unbroadcast(slope * _reduction_grad(g, reduction, np.shape(slope)), input.shape)
+
+
+def _poisson_target_vjp(g, ans, input, target, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    slope = -input if log_input else -np.log(input + float(eps))
+    if full:
+        counts, t = _stirling_parts(target)
+        slope = slope + np.where(counts, np.log(t) + 0.5 / t, 0)
+    shape = np.broadcast_shapes(input.shape, target.shape)
+    return unbroadcast(slope * _reduction_grad(g, reduction, shape), target.shape)
+
+
+def _check_poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    op = "poisson_nll_loss"
+    _check_same_float_dtype(op, ("input", "target"), input, target)
+    require_float(op, "target", target)
+    _broadcast_shape(op, ("input", "target"), input, target)
+    _check_bool(op, "log_input", log_input)
+    _check_bool(op, "full", full)
+    _number(op, "eps", eps)
+    _check_reduction(op, reduction)
+
+
+def _poisson_samples(rng):
+    def counts(*shape):
+        return away_from(uniform(rng, shape, 0.05, 4.0), (1.0,))
+
+    out = [Sample((uniform(rng, (4, 3)), counts(4, 3)), {"reduction": r}, r) for r in _REDUCTIONS]
+    out += [Sample((uniform(rng, (0, 3)), counts(0, 3)), {"reduction": r}, f"{r}, empty") for r in _REDUCTIONS]
+    rates = uniform(rng, (4, 3), 0.1, 3.0)
+    return out + [
+        Sample((uniform(rng, (4, 3)), counts(4, 3)), {"full": True}, "full"),
+        Sample((rates, counts(4, 3)), {"log_input": False}, "rates"),
+        Sample(
+            (rates, counts(4, 3)),
+            {"log_input": False, "full": True, "eps": 1e-3, "reduction": "sum"},
+            "rates, full, eps",
+        ),
+        Sample((uniform(rng, (3, 1)), counts(4)), {"reduction": "none", "full": True}, "broadcast"),
+        Sample((_noncontiguous(rates), counts(4, 3)), {"log_input": False}, "non-contiguous"),
+        Sample((uniform(rng, (5,)), rng.integers(0, 5, size=5).astype(np.float64) + 0.0), {}, "integral counts"),
+    ]
+
+
+poisson_nll_loss = defop(
+    "poisson_nll_loss",
+    family=FAMILY,
+    inputs=("input", "target"),
+    forward=_poisson_nll_loss,
+    vjps=(_poisson_input_vjp, _poisson_target_vjp),
+    check=_check_poisson_nll_loss,
+    samples=_poisson_samples,
+    notes="torch's signature without size_average/reduce. Stirling's term counts where target > 1; the target is "
+    "differentiable (as torch's composite).",
+    torch_ref=lambda torch, input, target, **attrs: torch.nn.functional.poisson_nll_loss(input, target, **attrs),
+)
+
+
+def _gaussian_var(input, var):
+    """var shaped to broadcast against input: one dim short of the input (homoscedastic) gets a trailing 1."""
+    return np.expand_dims(var, -1) if var.shape != input.shape and var.shape == input.shape[:-1] else var
+
+
+def _clamped_var(var, eps):
+    """max(var, eps) whose derivative in var is 1 everywhere: torch clamps in place under no_grad."""
+    return var + _constant(np.maximum(_constant(var), eps) - _constant(var))
+
+
+def _gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """``torch.nn.functional.gaussian_nll_loss``: (log(max(var, eps)) + (x - t)^2 / max(var, eps)) / 2,
+    plus log(2 pi) / 2 with ``full``."""
+    v = _clamped_var(_gaussian_var(input, var), float(eps))
+    loss = 0.5 * (np.log(v) + (input - target) ** 2 / v)
+    return _reduce(loss + 0.5 * math.log(2 * math.pi) if full else loss, reduction)
+
+
+def _gaussian_vjp(g, ans, input, target, var, *, needs, full=False, eps=1e-6, reduction="mean"):
+    v_shape = _gaussian_var(input, var)
+    v = _clamped_var(v_shape, float(eps))
+    d = input - target
+    scale = _reduction_grad(g, reduction, np.broadcast_shapes(np.shape(d), np.shape(v)))
+    dx = scale * d / v
+    g_in = unbroadcast(dx, input.shape) if needs[0] else None
+    g_t = unbroadcast(-dx, target.shape) if needs[1] else None
+    g_v = None
+    if needs[2]:
+        g_v = np.reshape(unbroadcast(scale * 0.5 * (1 / v - d * d / (v * v)), np.shape(v_shape)), var.shape)
+    return g_in, g_t, g_v
+
+
+def _check_gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    op = "gaussian_nll_loss"
+    _check_same_float_dtype(op, ("input", "target", "var"), input, target, var)
+    require_float(op, "target", target)
+    require_float(op, "var", var)
+    _broadcast_shape(op, ("input", "target"), input, target)
+    homoscedastic = var.shape == input.shape[:-1] or (
+        var.ndim == input.ndim and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1
+    )
+    require(
+        var.shape == input.shape or homoscedastic,
+        op,
+        "var",
+        f"the input's shape {input.shape}, that shape without its last dim, or with one dim of size 1",
+        var.shape,
+    )
+    require(not np.any(var < 0), op, "var", "non-negative variances", "a negative entry")
+    _check_bool(op, "full", full)
+    _number(op, "eps", eps)
+    _check_reduction(op, reduction)
+
+
+def _gaussian_samples(rng):
+    def draw(shape, v_shape):
+        return uniform(rng, shape), uniform(rng, shape), uniform(rng, v_shape, 0.2, 2.0)
+
+    out = [Sample(draw((4, 3), (4, 3)), {"reduction": r}, r) for r in _REDUCTIONS]
+    out += [Sample(draw((0, 3), (0, 3)), {"reduction": r}, f"{r}, empty") for r in _REDUCTIONS]
+    x, t, v = draw((4, 3), (4, 3))
+    return out + [
+        Sample(draw((4, 3), (4, 3)), {"full": True}, "full"),
+        Sample(draw((4, 3), (4,)), {"reduction": "none"}, "homoscedastic var (4,)"),
+        Sample(draw((4, 3), (4, 1)), {"reduction": "sum"}, "homoscedastic var (4, 1)"),
+        Sample(draw((2, 3, 4), (2, 1, 4)), {"reduction": "none"}, "var (2, 1, 4)"),
+        Sample((_noncontiguous(x), t, _noncontiguous(v)), {"eps": 1e-3}, "non-contiguous"),
+    ]
+
+
+gaussian_nll_loss = defop(
+    "gaussian_nll_loss",
+    family=FAMILY,
+    inputs=("input", "target", "var"),
+    forward=_gaussian_nll_loss,
+    joint_vjp=_gaussian_vjp,
+    check=_check_gaussian_nll_loss,
+    samples=_gaussian_samples,
+    notes="var is clamped at eps as torch does (in place, under no_grad): the gradient in var treats the clamped "
+    "value as var itself. A float var is not accepted (pass a tensor).",
+    torch_ref=lambda torch, input, target, var, **attrs: torch.nn.functional.gaussian_nll_loss(
+        input, target, var, **attrs
+    ),
+)
+
+
+# -- ctc_loss --------------------------------------------------------------------------------------------------
+_CTC_NONE = -1e30  # "log 0" of the recursions: finite, so that the traced composite's logaddexp has finite
+# gradients; exp underflows to exactly 0, and x + _CTC_NONE stays _CTC_NONE for any log-probability x
+
+
+def _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes):
+    """(extended labels l' (N, 2S + 1): blank, y_1, blank, ..., y_S, blank; where a skip from s - 2 is allowed;
+    each sequence's last two positions (N, 2); each sequence's T_n). Targets are (N, S) padded or 1-D
+    concatenated, lengths tensors."""
+    lengths = _values(target_lengths).astype(np.int64).reshape(-1)
+    targets = _values(targets).astype(np.int64)
+    n, width = lengths.size, int(lengths.max(initial=0))
+    if targets.ndim == 1:  # concatenated: sequence k is targets[start_k : start_k + length_k]
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        index = np.minimum(starts[:, None] + np.arange(width), max(targets.size - 1, 0))
+        labels = targets[index] if targets.size else np.zeros((n, width), np.int64)
+    else:
+        labels = targets[:, :width]
+    labels = np.where(np.arange(width) < lengths[:, None], labels, blank)
+    ext = np.full((n, 2 * width + 1), blank, np.int64)
+    ext[:, 1::2] = labels
+    allow = np.zeros(ext.shape, bool)
+    allow[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    last = np.stack([2 * lengths, np.maximum(2 * lengths - 1, 0)], axis=1)
+    return ext, allow, last, lengths, _values(input_lengths).astype(np.int64).reshape(-1)
+
+
+def _ctc_shift(a, k: int):
+    """``a`` (N, L') moved k positions right along the labels, "log 0" coming in."""
+    if k == 0:
+        return a
+    pad = np.full((a.shape[0], k), _CTC_NONE, dtype=a.dtype)
+    return np.concatenate([pad, a[:, : a.shape[1] - k]], axis=1)
+
+
+def _ctc_alphas(log_probs, ext, allow, frames):
+    """The forward variables log alpha_t(s), (T, N, L') list, vectorised over sequences and labels, one step a
+    time step; frozen past each sequence's length. Arrays or Tensors (the composite)."""
+    emit = [np.take_along_axis(log_probs[t], ext, axis=1) for t in range(log_probs.shape[0])]
+    start = np.full(ext.shape, _CTC_NONE, dtype=log_probs.dtype)
+    start[:, :2] = 0
+    alpha = np.where(np.arange(ext.shape[1]) < 2, emit[0], start) if emit else start
+    out = [alpha]
+    for t in range(1, len(emit)):
+        stay = np.logaddexp(alpha, _ctc_shift(alpha, 1))
+        step = np.logaddexp(stay, np.where(allow, _ctc_shift(alpha, 2), _CTC_NONE)) + emit[t]
+        alpha = np.where((t < frames)[:, None], step, alpha)
+        out.append(alpha)
+    return out
+
+
+def _ctc_nll(log_probs, targets, input_lengths, target_lengths, blank):
+    """(per-sequence -log p(target | input), where no alignment exists, the alphas, the labels)."""
+    labels = _ctc_labels(targets, input_lengths, target_lengths, blank, log_probs.shape[-1])
+    ext, allow, last, _, frames = labels
+    alphas = _ctc_alphas(log_probs, ext, allow, frames)
+    final = alphas[-1] if alphas else np.full(ext.shape, _CTC_NONE, log_probs.dtype)
+    ends = np.take_along_axis(final, last, axis=1)
+    ends = np.where(
+        last[:, :1] == last[:, 1:],
+        np.stack([ends[:, 0], np.full(ends.shape[:1], _CTC_NONE, log_probs.dtype)], axis=1),
+        ends,
+    )
+    nll = -np.logaddexp(ends[:, 0], ends[:, 1])
+    impossible = _values(nll) > -_CTC_NONE / 2
+    return nll, impossible, alphas, labels
+
+
+def _ctc_reduce(nll, impossible, lengths, reduction, zero_infinity, dtype):
+    inf = np.asarray(0 if zero_infinity else np.inf, dtype)
+    loss = np.where(impossible, inf, nll)
+    if reduction == "mean":  # torch: each loss over its target length (at least 1), then the batch mean
+        return np.mean(loss / np.maximum(lengths, 1).astype(dtype))
+    return _reduce(loss, reduction)
+
+
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """``torch.nn.functional.ctc_loss`` of (T, N, C) log-probabilities: -log of the summed probability of every
+    alignment of each target (blanks between and around labels, repeats merged), by the forward recursion."""
+    nll, impossible, _, labels = _ctc_nll(log_probs, targets, input_lengths, target_lengths, blank)
+    return _ctc_reduce(nll, impossible, labels[3], reduction, zero_infinity, log_probs.dtype)
+
+
+def _ctc_betas(log_probs, ext, allow, last, frames):
+    """log beta_t(s) (emission at t included), the backward recursion from each sequence's own last frame."""
+    n_frames, n = log_probs.shape[0], ext.shape[0]
+    rows = np.arange(n)[:, None]
+    ends = np.zeros(ext.shape, bool)
+    ends[rows, last] = True
+    beta = np.full(ext.shape, _CTC_NONE, log_probs.dtype)
+    out = [beta] * n_frames
+    allow_next = np.concatenate([allow[:, 2:], np.zeros((n, 2), bool)], axis=1)  # a skip from s to s + 2
+    for t in range(n_frames - 1, -1, -1):
+        emit = np.take_along_axis(log_probs[t], ext, axis=1)
+        none = np.full((n, 1), _CTC_NONE, log_probs.dtype)
+        ahead1 = np.concatenate([beta[:, 1:], none], axis=1)
+        ahead2 = np.concatenate([beta[:, 2:], none, none], axis=1)
+        step = np.logaddexp(np.logaddexp(beta, ahead1), np.where(allow_next, ahead2, _CTC_NONE)) + emit
+        beta = np.where(
+            (t == frames - 1)[:, None],
+            np.where(ends, emit, _CTC_NONE),
+            np.where((t < frames - 1)[:, None], step, _CTC_NONE),
+        )
+        out[t] = beta
+    return out
+
+
+def _ctc_vjp(g, ans, log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    nll, impossible, alphas, (ext, allow, last, lengths, frames) = _ctc_nll(
+        log_probs, targets, input_lengths, target_lengths, blank
+    )
+    betas = _ctc_betas(log_probs, ext, allow, last, frames)
+    emit = np.stack([np.take_along_axis(log_probs[t], ext, axis=1) for t in range(log_probs.shape[0])])
+    with np.errstate(over="ignore", invalid="ignore"):
+        gamma = np.exp(np.stack(alphas) + np.stack(betas) - emit + nll[None, :, None])  # (T, N, L')
+    one_hot = (ext[:, :, None] == np.arange(log_probs.shape[-1])).astype(log_probs.dtype)
+    grad = -np.einsum("tns,nsc->tnc", gamma, one_hot)
+    if reduction == "mean":
+        scale = np.broadcast_to(g, lengths.shape) / (lengths.size * np.maximum(lengths, 1))
+    else:
+        scale = _reduction_grad(g, reduction, lengths.shape)
+    scale = np.where(impossible, 0 if zero_infinity else np.nan, scale)
+    return (grad * scale[None, :, None]).astype(log_probs.dtype, copy=False)
+
+
+def _ctc_composite(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """The forward recursion itself written over registered ops (logaddexp, where, gather, concat): what the
+    second order differentiates."""
+    nll, impossible, _, labels = _ctc_nll(log_probs, targets, input_lengths, target_lengths, blank)
+    return _ctc_reduce(nll, impossible, labels[3], reduction, zero_infinity, log_probs.dtype)
+
+
+def _check_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    op = "ctc_loss"
+    require_float(op, "log_probs", log_probs)
+    require(log_probs.ndim == 3, op, "log_probs", "a (T, N, C) tensor", log_probs.shape)
+    n_frames, n, n_classes = log_probs.shape
+    for name, lengths in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        require_integer(op, name, lengths)
+        require(lengths.shape == (n,), op, name, f"shape ({n},), one length per sequence", lengths.shape)
+    require(
+        bool(np.all((0 < input_lengths) & (input_lengths <= n_frames))) if n else True,
+        op,
+        "input_lengths",
+        f"lengths in [1, {n_frames}]",
+        input_lengths.tolist(),
+    )
+    require_integer(op, "targets", targets)
+    require(bool(np.all(target_lengths >= 0)), op, "target_lengths", "non-negative lengths", target_lengths.tolist())
+    if targets.ndim == 2:
+        require(
+            targets.shape[0] == n and bool(np.all(target_lengths <= targets.shape[1])),
+            op,
+            "targets",
+            f"(N={n}, S) padded targets with every target length <= S",
+            targets.shape,
+        )
+    else:
+        require(
+            targets.ndim == 1 and targets.size == int(np.sum(target_lengths)),
+            op,
+            "targets",
+            f"an (N, S) tensor, or 1-D of sum(target_lengths) = {int(np.sum(target_lengths))} labels",
+            targets.shape,
+        )
+    require(
+        isinstance(blank, int | np.integer) and not isinstance(blank, bool) and 0 <= blank < n_classes,
+        op,
+        "blank",
+        f"a class in [0, {n_classes - 1}]",
+        blank,
+    )
+    _check_reduction(op, reduction)
+    _check_bool(op, "zero_infinity", zero_infinity)
+    _, _, _, lengths, _ = _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes)
+    if targets.size:
+        ext = _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes)[0][:, 1::2]
+        used = ext[np.arange(ext.shape[1]) < lengths[:, None]]
+        require(
+            used.size == 0 or bool(np.all((used >= 0) & (used < n_classes) & (used != blank))),
+            op,
+            "targets",
+            f"labels in [0, {n_classes - 1}] other than blank={blank}",
+            used.tolist(),
+        )
+
+
+def _ctc_samples(rng):
+    def log_softmax(x):
+        return x - np.log(np.sum(np.exp(x), axis=-1, keepdims=True))
+
+    def lp(t, n, c):
+        return log_softmax(uniform(rng, (t, n, c)))
+
+    padded = np.array([[1, 2, 2], [3, 1, 0]])
+    lengths = np.array([3, 2])
+    # torch's gradient is the one of ctc_loss(log_softmax(x)) in x (it adds exp(log_probs)), not the derivative
+    # in log_probs: these samples compare values only through torch; tests/test_ops_loss.py pins the gradients
+    return [
+        Sample((lp(6, 2, 4), padded, np.array([6, 5]), lengths), {"reduction": r}, r, torch=False) for r in _REDUCTIONS
+    ] + [
+        Sample(
+            (lp(5, 2, 4), np.array([1, 2, 2, 3, 1]), np.array([5, 4]), lengths),
+            {"blank": 0},
+            "concatenated targets",
+            torch=False,
+        ),
+        Sample(
+            (lp(4, 3, 3), np.array([[1, 1], [2, 0], [0, 0]]), np.array([4, 3, 2]), np.array([2, 1, 0])),
+            {"blank": 0, "reduction": "sum"},
+            "empty target, repeated labels",
+            torch=False,
+        ),
+        Sample(
+            (lp(5, 2, 4), np.array([[0, 2], [1, 0]]), np.array([5, 5]), np.array([2, 1])),
+            {"blank": 3},
+            "blank=3",
+            torch=False,
+        ),
+        Sample(
+            (lp(2, 1, 3), np.array([[1, 1]]), np.array([2]), np.array([2])),
+            {"zero_infinity": True, "reduction": "sum"},
+            "impossible, zero_infinity",
+            torch=False,
+        ),
+    ]
+
+
+ctc_loss = defop(
+    "ctc_loss",
+    family=FAMILY,
+    inputs=("log_probs", "targets", "input_lengths", "target_lengths"),
+    forward=_ctc_loss,
+    vjps=(_ctc_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    composite=_ctc_composite,
+    check=_check_ctc_loss,
+    samples=_ctc_samples,
+    notes="Forward and backward recursions vectorised over sequences and labels, one step per time step. The "
+    "gradient is the derivative in log_probs (torch's adds exp(log_probs): it is ctc_loss(log_softmax(x))'s "
+    "gradient in x); after a log_softmax both agree.",
+    torch_ref=lambda torch, log_probs, targets, input_lengths, target_lengths, **attrs: torch.nn.functional.ctc_loss(
+        log_probs, targets, input_lengths, target_lengths, **attrs
     ),
 )
 

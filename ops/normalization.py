@@ -21,6 +21,7 @@ __all__ = [
     "batch_norm",
     "group_norm",
     "instance_norm",
+    "local_response_norm",
 ]
 
 import math
@@ -28,6 +29,8 @@ from functools import partial, reduce
 
 import numpy as np
 
+import ops
+from tape.creation import float_dtype
 from tape.onnx import lowering
 from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
@@ -65,29 +68,47 @@ def _unrows(rows, axis: int, shape: tuple):
 
 
 def _along_dim(op: str, block, grad_block, traced_grad):
-    """Declare softmax-like ``op`` (torch.<op>(input, dim)): ``block(x, out)`` and ``grad_block(g, y, out)`` are
-    its row kernels (rowwise.py), ``traced_grad(g, y)`` the same gradient written for Tensors (the rule traced
-    for create_graph); y is the op's output. Results are fresh arrays in the layout of the input (and output)."""
+    """Declare softmax-like ``op`` (torch.<op>(input, dim, dtype=None)): ``block(x, out)`` and ``grad_block(g, y,
+    out)`` are its row kernels (rowwise.py), ``traced_grad(g, y)`` the same gradient written for Tensors (the rule
+    traced for create_graph); y is the op's output. ``dtype`` casts the input first, as torch (the output has that
+    dtype, the gradient is cast back to the input's). Results are fresh arrays in the layout of the input."""
 
-    def forward(input, dim=-1):
+    def forward(input, dim=-1, *, dtype=None):
         axis = normalize_dim(op, dim, input.ndim)
-        out = np.empty_like(input)
+        x = input if dtype is None else input.astype(float_dtype(op, dtype), copy=False)
+        out = np.empty_like(x)
         if out.size:
-            blockwise(block, _rows(input, axis), _rows(out, axis))
+            blockwise(block, _rows(x, axis), _rows(out, axis))
         return out
 
-    def rule(g, ans, input, dim=-1):
+    def rule(g, ans, input, dim=-1, *, dtype=None):
         axis = normalize_dim(op, dim, input.ndim)
         g_rows, y = _rows(g, axis), _rows(ans, axis)
         if isinstance(g, Tensor):
-            return _unrows(traced_grad(g_rows, y), axis, input.shape)
+            dx = _unrows(traced_grad(g_rows, y), axis, input.shape)
+            return dx if dx.dtype == input.dtype else ops.cast(dx, input.dtype)
         dx = np.empty_like(ans)
         blockwise(grad_block, g_rows, y, _rows(dx, axis))
-        return dx
+        return dx.astype(input.dtype, copy=False)
 
-    def check(input, dim=-1):
-        require_float(op, "input", input)
+    def check(input, dim=-1, *, dtype=None):
+        if dtype is None:
+            require_float(op, "input", input)
+        else:
+            float_dtype(op, dtype)
+            require(input.dtype.kind in "fiub", op, "input", "a real tensor", f"dtype {input.dtype}")
         normalize_dim(op, dim, input.ndim)
+
+    def samples(rng):
+        x = along_dim_samples(rng)[0].inputs
+        return along_dim_samples(rng) + [
+            # (dtype=float32 of a float64 input is in tests/test_ops_nn.py: float64 finite differences cannot check
+            # a float32 result)
+            Sample(x, {"dim": -1, "dtype": np.float64}, "dtype=float64 (cast first)"),
+        ]
+
+    def torch_ref(torch, input, dim=-1, dtype=None):
+        return getattr(torch, op)(input, dim=dim, dtype=None if dtype is None else getattr(torch, np.dtype(dtype).name))
 
     return defop(
         op,
@@ -96,8 +117,8 @@ def _along_dim(op: str, block, grad_block, traced_grad):
         forward=forward,
         vjps=(rule,),
         check=check,
-        samples=along_dim_samples,
-        torch_ref=lambda torch, input, dim=-1: getattr(torch, op)(input, dim=dim),
+        samples=samples,
+        torch_ref=torch_ref,
     )
 
 
@@ -630,12 +651,95 @@ instance_norm = defop(
 )
 
 
+# -- local_response_norm -------------------------------------------------------------------------------------
+def _channel_window_sum(y, before: int, after: int):
+    """sum_{j = c - before}^{c + after} y_j along the channel axis 1 (zero outside): one slice add per window
+    offset, on arrays or Tensors (concatenate, getitem and add are registered ops)."""
+    shape = np.shape(y)
+    pad_before = np.zeros(shape[:1] + (before,) + shape[2:], dtype=y.dtype)
+    pad_after = np.zeros(shape[:1] + (after,) + shape[2:], dtype=y.dtype)
+    padded = np.concatenate([pad_before, y, pad_after], axis=1)
+    return reduce(
+        lambda total, o: total + padded[:, o : o + shape[1]], range(1, before + after + 1), padded[:, : shape[1]]
+    )
+
+
+def _lrn_denominator(input, size, alpha, beta, k):
+    """k + alpha / size * (the sum of x^2 over the channel window [c - size // 2, c + (size - 1) // 2])."""
+    return float(k) + float(alpha) / size * _channel_window_sum(input * input, size // 2, (size - 1) // 2)
+
+
+def _local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``torch.nn.functional.local_response_norm``: x / (k + alpha / size * sum of x^2 over ``size`` neighbouring
+    channels, zero-padded)^beta, over dim 1 of an (N, C, *) input."""
+    return input * _lrn_denominator(input, int(size), alpha, beta, k) ** -float(beta)
+
+
+def _local_response_norm_vjp(g, ans, input, size, alpha=1e-4, beta=0.75, k=1.0):
+    # out_c = x_c D_c^-b with D_c = k + a/n sum_{j in W(c)} x_j^2: the second term sums over the windows that
+    # contain channel i, the window with its two sides swapped
+    size, beta = int(size), float(beta)
+    d = _lrn_denominator(input, size, alpha, beta, k)
+    back = _channel_window_sum(g * input * d ** (-beta - 1), (size - 1) // 2, size // 2)
+    return g * d**-beta - (2 * float(alpha) * beta / size) * input * back
+
+
+def _check_local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    op = "local_response_norm"
+    require_float(op, "input", input)
+    require(input.ndim >= 3, op, "input", "a tensor (N, C, *) of at least 3 dims (as torch)", f"shape {input.shape}")
+    require(
+        bool(isinstance(size, int | np.integer) and not isinstance(size, bool) and size >= 1),
+        op,
+        "size",
+        "a positive int",
+        size,
+    )
+    for name, value in (("alpha", alpha), ("beta", beta), ("k", k)):
+        require(
+            isinstance(value, int | float | np.floating) and not isinstance(value, bool), op, name, "a number", value
+        )
+
+
+def _lrn_samples(rng):
+    def x(*shape):
+        return uniform(rng, shape)
+
+    return [
+        Sample((x(2, 5, 3),), {"size": 3}, "(N, C, L)"),
+        Sample((x(1, 6, 2, 3),), {"size": 2, "alpha": 0.5, "beta": 0.6, "k": 2.0}, "even size, strong"),
+        Sample((x(1, 3, 2, 2, 2),), {"size": 5, "alpha": 1.0}, "5-D, window wider than C"),
+        Sample((uniform(rng, (3, 2, 4)).transpose(2, 0, 1),), {"size": 3, "alpha": 0.3}, "non-contiguous"),
+        Sample((x(2, 4, 3),), {"size": 1, "alpha": 0.2, "beta": 1.5, "k": 0.5}, "size 1"),
+        Sample((x(0, 4, 3),), {"size": 3}, "empty batch"),
+    ]
+
+
+local_response_norm = defop(
+    "local_response_norm",
+    family="normalization",
+    inputs=("input",),
+    forward=_local_response_norm,
+    vjps=(_local_response_norm_vjp,),
+    check=_check_local_response_norm,
+    samples=_lrn_samples,
+    notes="The channel window sum is one slice add per window offset (concatenated zero padding); the rule is "
+    "traced for the second order.",
+    torch_ref=lambda torch, input, size, alpha=1e-4, beta=0.75, k=1.0: torch.nn.functional.local_response_norm(
+        input, size, alpha, beta, k
+    ),
+)
+
+
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
 def _onnx_along_dim(op_type):
     def lower(g, rec, input):
         ndim = len(rec.inputs[0].shape)
         if ndim == 0:
             raise NotExportable("a 0-D input has no lowering")
+        dtype = rec.attributes.get("dtype")
+        if dtype is not None:  # dtype=: cast first, as the forward (ONNX's codes: 1 float, 11 double)
+            input = g.op("Cast", input, to={"float32": 1, "float64": 11}[np.dtype(dtype).name])
         return g.op(op_type, input, axis=axis_of(rec.attributes.get("dim", -1), ndim))
 
     return lower

@@ -183,10 +183,15 @@ def _reduction(name, forward, vjp, samples=None, torch_ref=None, **declaration):
     )
 
 
+def _int64_for_unsigned(x):
+    """torch sums and multiplies every integer dtype in int64; numpy takes uint64 for unsigned ones."""
+    return np.int64 if x.dtype.kind == "u" else None
+
+
 # -- sum, mean -------------------------------------------------------------------------------------------------
 @quiet  # inf - inf, overflow: torch's NaN/inf
 def _sum(x, dim=None, keepdim=False):
-    return np.add.reduce(x, axis=_axes("sum", dim, x.ndim, keepdim), keepdims=keepdim)
+    return np.add.reduce(x, axis=_axes("sum", dim, x.ndim, keepdim), keepdims=keepdim, dtype=_int64_for_unsigned(x))
 
 
 def _sum_vjp(g, ans, x, dim=None, keepdim=False):
@@ -441,7 +446,9 @@ min = _max_min("min", np.minimum, np.argmin)
 # -- prod ------------------------------------------------------------------------------------------------------
 @quiet  # overflow, 0 * inf
 def _prod(x, dim=None, keepdim=False):
-    return np.multiply.reduce(x, axis=_axes("prod", dim, x.ndim, keepdim), keepdims=keepdim)
+    return np.multiply.reduce(
+        x, axis=_axes("prod", dim, x.ndim, keepdim), keepdims=keepdim, dtype=_int64_for_unsigned(x)
+    )
 
 
 def _moved_last(x: np.ndarray, axes) -> tuple[np.ndarray, tuple, tuple]:

@@ -98,6 +98,12 @@ UFUNC_OPS = {
     np.logical_or: "logical_or",
     np.logical_xor: "logical_xor",
     np.logical_not: "logical_not",
+    np.deg2rad: "deg2rad",
+    np.logaddexp2: "logaddexp2",
+    np.fmax: "fmax",
+    np.fmin: "fmin",
+    np.signbit: "signbit",
+    np.positive: "positive",
 }
 
 

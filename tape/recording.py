@@ -30,7 +30,7 @@ from .state import (
     numpy_errors_reset,
     numpy_errors_set,
 )
-from .tensors import _FLOATS, Tensor, as_tensor
+from .tensors import _FLOATS, FLOAT16, Tensor, as_tensor
 
 __all__ = ["Node", "apply", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly"]
 
@@ -135,7 +135,9 @@ def _scalar_constant(value, dtype) -> Tensor:
     if t is None:
         if len(cache) > 512:
             cache.clear()
-        t = cache[key] = Tensor._wrap(np.asarray(value, dtype=dtype))
+        # an int is wrapped into a narrower integer dtype (two's complement, as torch), not refused as numpy does
+        array = np.asarray(value).astype(dtype) if type(value) is int else np.asarray(value, dtype=dtype)
+        t = cache[key] = Tensor._wrap(array)
     return t
 
 
@@ -168,6 +170,8 @@ def _coerce(op, inputs, seq_lens=()) -> list:
                 )
             if float_dtype is not None and type(x) is not bool:
                 out.append(_scalar_constant(x, float_dtype))
+            elif type(x) is int and (int_dtype := _integer_dtype(inputs)) is not None:
+                out.append(_scalar_constant(x, int_dtype))  # torch: the tensors' integer dtype, wrapped
             else:
                 out.append(as_tensor(x))
         else:
@@ -180,11 +184,6 @@ def _coerce(op, inputs, seq_lens=()) -> list:
                 ) from None
             if t._data.dtype in _FLOATS and float_dtype is not None and t._data.dtype != float_dtype:
                 _mixed_dtypes(op, inputs)
-            if t._data.dtype.kind == "f" and t._data.dtype not in _FLOATS:
-                raise TypeError(
-                    f"{op.name}: argument '{input_name(op, i, seq_lens)}' has dtype {t._data.dtype}; "
-                    f"minitape computes in float32 or float64"
-                )
             out.append(t)
     return out
 
@@ -192,10 +191,27 @@ def _coerce(op, inputs, seq_lens=()) -> list:
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+def _integer_dtype(inputs):
+    """The promoted dtype of the integer tensors and arrays among ``inputs`` (None without any): what a Python int
+    operand takes, as torch's weak scalars do (int8 tensor + 300 is int8, 300 wrapped to 44)."""
+    dtypes = [x.dtype for x in inputs if isinstance(x, Tensor | np.ndarray) and x.dtype.kind in "iu"]
+    return np.result_type(*dtypes) if dtypes else None
+
+
 def _not_differentiable(op, name, why="the op is not differentiable with respect to it (declared NOT_DIFFERENTIABLE)"):
     raise TypeError(
         f"{op.name}: argument '{name}' requires grad, but {why}; pass it detached (x.detach()) -- minitape will not "
         f"drop a gradient silently"
+    )
+
+
+def _storage_only(op, arrays, seq_lens):
+    """float16 is a storage dtype: an op other than cast refuses it, naming itself and the argument."""
+    i = next(i for i, a in enumerate(arrays) if a is not None and a.dtype is FLOAT16)
+    raise TypeError(
+        f"{op.name}: argument '{input_name(op, i, seq_lens)}' has dtype float16, a storage dtype in minitape: "
+        f"convert it to compute (t.float() or ops.cast(t, float32)), and back with t.half() (torch's CPU kernels "
+        f"compute float16 in ways numpy does not reproduce, so minitape does not compute in it)"
     )
 
 
@@ -393,6 +409,8 @@ def apply(op, *args, **kwargs):
             return _apply(op, args, kwargs)
     tensors: tuple = (a, b) if n == 2 else (a,)
     arrays: tuple = (a._data, b._data) if n == 2 else (a._data,)
+    if (arrays[0].dtype is FLOAT16 or (n == 2 and arrays[1].dtype is FLOAT16)) and not op.casts:
+        _storage_only(op, arrays, ())
     attrs = op.attr_defaults
     check = op.check
     if check is not None and not (  # a check declared to pass for floating inputs need not run for them
@@ -509,6 +527,8 @@ def several_outputs(op, out) -> bool:
 def run_op(op, tensors, attrs, values, seq_lens):
     """Apply ``op`` to coerced tensors: the forward on their arrays, the Node, the output Tensor(s), the tapes."""
     arrays = [None if t is None else t._data for t in tensors]
+    if not op.casts and any(a is not None and a.dtype is FLOAT16 for a in arrays):
+        _storage_only(op, arrays, seq_lens)
     out = forward_arrays(op, arrays, attrs, values, seq_lens)
     saved = None
     if op.saves:

@@ -118,6 +118,7 @@ class Op:
         samples: Callable | None = None,
         torch_ref: Callable | None = None,
         saves: bool = False,
+        casts: bool = False,
         check: Callable | None = None,
         notes: str = "",
         gradcheck_tolerance: dict | None = None,
@@ -138,6 +139,7 @@ class Op:
         self.samples = samples
         self.torch_ref = torch_ref
         self.saves = saves
+        self.casts = casts  # a dtype conversion (ops.cast): the one op that takes float16, a storage dtype
         self.check = check
         self.notes = notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}

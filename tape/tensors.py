@@ -5,7 +5,8 @@ recorded op saved for its backward. Assigning ``t.data = new`` swaps in a new ar
 tensor's version; a backward through an op that recorded the older version raises instead of returning
 a gradient for values that no longer exist.
 
-Dtype rule: floating tensors are float32 or float64. An op whose floating tensor inputs mix float32 and
+Dtype rule: floating tensors are float32 or float64 (float16 is a storage dtype: a tensor may hold it, and only
+``cast`` -- ``.half()``, ``.float()`` -- takes it as input). An op whose floating tensor inputs mix float32 and
 float64 raises (minitape never up- or down-casts silently); Python scalars and integer arrays adopt the
 dtype of the op's floating tensor inputs. ``tensor()`` keeps a numpy array's float dtype, and makes
 float32 from Python floats (as torch does).
@@ -30,6 +31,7 @@ __all__ = ["Tensor", "ValuesIndices", "tensor", "as_tensor"]
 
 _ids = itertools.count(1)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+FLOAT16 = np.dtype(np.float16)  # a storage dtype: only ops.cast takes it (tape/recording.py refuses it elsewhere)
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
 
 
@@ -54,6 +56,13 @@ OPERATOR_OPS = (  # the ops Tensor's operators and explicitly written methods ca
     "logical_and",
     "logical_or",
     "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "polygamma",
     "add",
     "sub",
     "mul",
@@ -114,16 +123,15 @@ def _exposed(array: np.ndarray) -> np.ndarray:
     return array.view()
 
 
-def _bool_operand(operator: str, value):
-    """``value`` when it is a bool tensor, array or Python bool; a TypeError naming the operator otherwise."""
+def _is_bool(value) -> bool:
+    """True for a bool tensor, array or Python bool."""
     dtype = getattr(value, "dtype", None)
-    if isinstance(value, bool | np.bool_) or (dtype is not None and np.dtype(dtype) == np.bool_):
-        return value
-    got = f"dtype {dtype}" if dtype is not None else type(value).__name__
-    raise TypeError(
-        f"Tensor operator '{operator}': expected bool operands (the logical operator, as torch's on bool tensors), "
-        f"got {got}; minitape has no bitwise ops on integers -- compare first (x != 0) or use ops.logical_*"
-    )
+    return isinstance(value, bool | np.bool_) or (dtype is not None and np.dtype(dtype) == np.bool_)
+
+
+def _bitwise(logical, bitwise, a, b):
+    """torch's ``a & b`` (and | ^): the logical op when both are bool, else the bitwise op."""
+    return logical(a, b) if _is_bool(a) and _is_bool(b) else bitwise(a, b)
 
 
 class _OpMethod:
@@ -563,28 +571,40 @@ class Tensor:
             raise ValueError(f"bool() of a Tensor with {self._data.size} values is ambiguous; use .any() or .all()")
         return bool(self._scalar("bool"))
 
-    # ~ & | ^ are torch's logical operators on bool tensors; on integers torch's are bitwise, which minitape
-    # does not have: refused rather than answered logically
+    # ~ & | ^ are torch's logical operators on bool tensors and its bitwise ones on integers (a bool with an
+    # integer is bitwise); << >> shift integers. Floating operands are refused by the bitwise ops, naming them.
     def __invert__(self):
-        return ops.logical_not(_bool_operand("~", self))
+        return ops.logical_not(self) if _is_bool(self) else ops.bitwise_not(self)
 
     def __and__(self, other):
-        return ops.logical_and(_bool_operand("&", self), _bool_operand("&", other))
+        return _bitwise(ops.logical_and, ops.bitwise_and, self, other)
 
     def __rand__(self, other):
-        return ops.logical_and(_bool_operand("&", other), _bool_operand("&", self))
+        return _bitwise(ops.logical_and, ops.bitwise_and, other, self)
 
     def __or__(self, other):
-        return ops.logical_or(_bool_operand("|", self), _bool_operand("|", other))
+        return _bitwise(ops.logical_or, ops.bitwise_or, self, other)
 
     def __ror__(self, other):
-        return ops.logical_or(_bool_operand("|", other), _bool_operand("|", self))
+        return _bitwise(ops.logical_or, ops.bitwise_or, other, self)
 
     def __xor__(self, other):
-        return ops.logical_xor(_bool_operand("^", self), _bool_operand("^", other))
+        return _bitwise(ops.logical_xor, ops.bitwise_xor, self, other)
 
     def __rxor__(self, other):
-        return ops.logical_xor(_bool_operand("^", other), _bool_operand("^", self))
+        return _bitwise(ops.logical_xor, ops.bitwise_xor, other, self)
+
+    def __lshift__(self, other):
+        return ops.bitwise_left_shift(self, other)
+
+    def __rlshift__(self, other):
+        return ops.bitwise_left_shift(other, self)
+
+    def __rshift__(self, other):
+        return ops.bitwise_right_shift(self, other)
+
+    def __rrshift__(self, other):
+        return ops.bitwise_right_shift(other, self)
 
     # -- ops as methods: each is the op, called with the tensor first ----------------------------------------
     # reductions and scans
@@ -655,6 +675,31 @@ class Tensor:
     isnan = _OpMethod()
     isfinite = _OpMethod()
     logical_not = _OpMethod()
+    deg2rad = _OpMethod()
+    rad2deg = _OpMethod()
+    sgn = _OpMethod()
+    signbit = _OpMethod()
+    positive = _OpMethod()
+    isposinf = _OpMethod()
+    isneginf = _OpMethod()
+    isreal = _OpMethod()
+    frexp = _OpMethod()
+    fix = _OpMethod("trunc")
+    absolute = _OpMethod("abs")
+    negative = _OpMethod("neg")
+    clip = _OpMethod("clamp")
+    arcsin = _OpMethod("asin")
+    arccos = _OpMethod("acos")
+    arctan = _OpMethod("atan")
+    arcsinh = _OpMethod("asinh")
+    arccosh = _OpMethod("acosh")
+    arctanh = _OpMethod("atanh")
+    # special functions
+    lgamma = _OpMethod()
+    digamma = _OpMethod()
+    mvlgamma = _OpMethod()
+    i0 = _OpMethod()
+    sinc = _OpMethod()
     hardshrink = _OpMethod()
     softmax = _OpMethod()
     log_softmax = _OpMethod()
@@ -679,6 +724,33 @@ class Tensor:
     logical_and = _OpMethod()
     logical_or = _OpMethod()
     logical_xor = _OpMethod()
+    logaddexp2 = _OpMethod()
+    ldexp = _OpMethod()
+    fmax = _OpMethod()
+    fmin = _OpMethod()
+    rsub = _OpMethod()
+    heaviside = _OpMethod()
+    nextafter = _OpMethod()
+    xlogy = _OpMethod()
+    multiply = _OpMethod("mul")
+    divide = _OpMethod("div")
+    true_divide = _OpMethod("div")
+    subtract = _OpMethod("sub")
+    arctan2 = _OpMethod("atan2")
+    greater = _OpMethod("gt")
+    greater_equal = _OpMethod("ge")
+    less = _OpMethod("lt")
+    less_equal = _OpMethod("le")
+    not_equal = _OpMethod("ne")
+    # bitwise (integer tensors)
+    bitwise_and = _OpMethod()
+    bitwise_or = _OpMethod()
+    bitwise_xor = _OpMethod()
+    bitwise_not = _OpMethod()
+    bitwise_left_shift = _OpMethod()
+    bitwise_right_shift = _OpMethod()
+    gcd = _OpMethod()
+    lcm = _OpMethod()
     eq = _OpMethod()
     ne = _OpMethod()
     lt = _OpMethod()
@@ -769,6 +841,10 @@ class Tensor:
 
     nonzero = _OpMethod()
 
+    def polygamma(self, n):
+        """torch's Tensor.polygamma(n): ops.polygamma(n, self) (the order comes first in the op, as in torch)."""
+        return ops.polygamma(n, self)
+
     def where(self, condition, other):
         """torch's Tensor.where: ``self`` where ``condition`` holds, else ``other`` (ops.where(condition, self,
         other))."""
@@ -812,6 +888,21 @@ class Tensor:
 
     def long(self):
         return ops.cast(self, np.int64)
+
+    def int(self):
+        return ops.cast(self, np.int32)
+
+    def short(self):
+        return ops.cast(self, np.int16)
+
+    def char(self):
+        return ops.cast(self, np.int8)
+
+    def byte(self):
+        return ops.cast(self, np.uint8)
+
+    def half(self):
+        return ops.cast(self, np.float16)
 
     def bool(self):
         return ops.cast(self, np.bool_)
@@ -872,9 +963,10 @@ def _check_dtype(who: str, argument: str, array: np.ndarray, value) -> None:
     """Refuse data minitape cannot compute with: complex, object (ragged lists, huge ints), strings, bytes,
     float16/longdouble."""
     kind = array.dtype.kind
-    if kind == "f" and array.dtype not in _FLOATS:
+    if kind == "f" and array.dtype not in _FLOATS and array.dtype != FLOAT16:
         raise TypeError(
-            f"{who}: argument '{argument}' has dtype {array.dtype}; minitape computes in float32 or float64"
+            f"{who}: argument '{argument}' has dtype {array.dtype}; minitape computes in float32 or float64 (and "
+            f"stores float16)"
         )
     if kind not in "fiub":
         what = {
@@ -928,7 +1020,8 @@ def _array_from(who: str, argument: str, data, dtype) -> np.ndarray:
     try:
         if dtype is None and hasattr(data, "__dlpack__") and not hasattr(data, "__array__"):
             data = np.from_dlpack(data)
-        array = np.asarray(data, dtype=dtype)
+        with np.errstate(over="ignore"):  # 7e4 as float16 is inf, silently as in torch
+            array = np.asarray(data, dtype=dtype)
         if array is data or not array.flags.owndata:  # the caller's array, or a view of its memory: copy
             array = array.copy()
     except (ValueError, TypeError, BufferError) as e:  # ragged nested lists, dtypes numpy lacks (bfloat16)
@@ -936,6 +1029,8 @@ def _array_from(who: str, argument: str, data, dtype) -> np.ndarray:
             f"{who}: argument '{argument}' expected a rectangular array of real numbers, got {type(data).__name__}: {e}"
         ) from None
     _check_dtype(who, argument, array, data)
+    if array.dtype == FLOAT16 and array.dtype is not FLOAT16:  # another byte order: the engine's checks use ``is``
+        array = array.astype(FLOAT16)
     if dtype is None and array.dtype == np.float64 and _untyped(data):
         array = array.astype(np.float32)
     return array

@@ -122,11 +122,21 @@ def test_floor_division_remainder_and_unary_plus_operators_are_torchs(torch):
     np.testing.assert_allclose(ta.grad.numpy(), A.grad.numpy())
 
 
-@pytest.mark.parametrize("expression", ["~i", "i & m", "m | i", "i ^ 1", "f & m", "m & 1.5"])
-def test_bitwise_operators_refuse_non_bool_operands(expression):
-    """torch's ~ & | ^ are bitwise on integers; minitape has no bitwise ops and must not answer logically."""
+@pytest.mark.parametrize("expression", ["~i", "i & m", "m | i", "i ^ 1", "i << 2", "5 >> i", "m & m", "~m"])
+def test_bitwise_operators_are_torchs_on_integers_and_logical_on_bools(torch, expression):
+    """~ & | ^ are logical on two bools and bitwise otherwise, << >> shift (torch's operators, dtypes included)."""
+    data = {"i": np.array([1, -2, 3]), "m": np.array([True, False, True])}
+    ours = eval(expression, {k: tape.tensor(v) for k, v in data.items()})
+    theirs = eval(expression, {k: torch.tensor(v) for k, v in data.items()}).numpy()
+    assert ours.dtype == theirs.dtype
+    np.testing.assert_array_equal(ours.numpy(), theirs)
+
+
+@pytest.mark.parametrize("expression,op", [("f & m", "bitwise_and"), ("m & 1.5", "bitwise_and"), ("~f", "bitwise_not"),
+                                           ("f << 1", "bitwise_left_shift"), ("f | i", "bitwise_or")])
+def test_bitwise_operators_refuse_floating_operands_naming_the_op(expression, op):
     i, f, m = tape.tensor(np.array([1, 2, 3])), tape.tensor(np.ones(3)), tape.tensor(np.array([True, False, True]))
-    with pytest.raises(TypeError, match="bool"):
+    with pytest.raises(TypeError, match=rf"^{op}: argument '\w+' expected an integer or bool tensor, got dtype float"):
         eval(expression, {"i": i, "f": f, "m": m})
 
 

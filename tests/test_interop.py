@@ -47,7 +47,7 @@ def test_numpy_functions_dispatch_and_match_finite_differences(call):
     tape.gradcheck(lambda t: call(t), [x])
 
 
-@pytest.mark.parametrize("call", [lambda x: np.arctan(x) if not hasattr(ops, "atan") else np.fmax(x, x),
+@pytest.mark.parametrize("call", [lambda x: np.arctan(x) if not hasattr(ops, "atan") else np.cbrt(x),
                                   lambda x: np.add.reduce(x), lambda x: np.exp(x, out=np.empty(3)),
                                   lambda x: np.cumprod(x) if not hasattr(ops, "cumprod") else np.ptp(x),
                                   lambda x: np.asarray(x), lambda x: np.array(x), lambda x: np.fft.fft(x),

@@ -292,3 +292,24 @@ def test_logical_ops_take_any_dtype_and_give_bools_without_gradient():
         assert out.dtype == np.bool_ and not out.requires_grad
         np.testing.assert_array_equal(out.numpy(), getattr(torch, name)(torch.tensor(x.numpy()),
                                                                          torch.tensor(y)).numpy())
+
+
+@pytest.mark.filterwarnings("error")
+def test_logaddexp_second_order_far_apart_is_finite():
+    """exp(other - input) overflows once the operands are more than ~709 apart: the rule g / (exp(d) + 1) had a
+    first order of 0 but, traced for the second order, inf / inf = NaN (and a warning; torch 2.13's double
+    backward is NaN there too). The rule is now the stable sigmoid exp(-logaddexp(0, d)). Checked against the
+    closed form: with s = sigmoid(a - b), d/da of sum(s^2 + (1 - s)) = (2 s - 1) s (1 - s), d/db its negative."""
+    from tape.functional import gradients
+
+    a_values, b_values = np.array([0.0, -1000.0, 3.0, -1e30, 0.5]), np.array([-1000.0, 0.0, 2.5, 1.0, -0.25])
+    a = tape.tensor(a_values, requires_grad=True)
+    b = tape.tensor(b_values, requires_grad=True)
+    ga, gb = gradients(ops.sum(ops.logaddexp(a, b)), [a, b], create_graph=True)
+    da, db = gradients(ops.sum(ga * ga + gb), [a, b])
+    with np.errstate(over="ignore"):
+        s = 1 / (1 + np.exp(b_values - a_values))
+    np.testing.assert_allclose(ga.numpy(), s, rtol=1e-14)
+    np.testing.assert_allclose(gb.numpy(), 1 - s, rtol=1e-14)
+    np.testing.assert_allclose(da.numpy(), (2 * s - 1) * s * (1 - s), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(db.numpy(), -(2 * s - 1) * s * (1 - s), rtol=1e-12, atol=1e-300)

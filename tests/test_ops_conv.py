@@ -532,7 +532,8 @@ x3 = np.zeros((2, 4, 6))
     (lambda: ops.adaptive_avg_pool1d(x4, 2), ValueError, "adaptive_avg_pool1d: argument 'input'"),
     (lambda: ops.adaptive_max_pool2d(x4, -1), ValueError, "adaptive_max_pool2d: argument 'output_size'"),
     (lambda: ops.interpolate(x4, scale_factor=2, mode="linear"), ValueError, "interpolate: argument 'input'"),
-    (lambda: ops.interpolate(x3, scale_factor=2, mode="bicubic"), ValueError, "interpolate: argument 'mode'"),
+    (lambda: ops.interpolate(x3, scale_factor=2, mode="cubic"), ValueError, "interpolate: argument 'mode'"),
+    (lambda: ops.interpolate(x3, scale_factor=2, mode="bicubic"), ValueError, "a 4-D tensor for mode 'bicubic'"),
     (lambda: ops.interpolate(x4, scale_factor=2, align_corners=True), ValueError,
      "interpolate: argument 'align_corners'"),
     (lambda: ops.interpolate(x4, size=3, scale_factor=2), ValueError, "interpolate: argument 'size / scale_factor'"),
@@ -623,3 +624,34 @@ w5 = np.zeros((6, 4, 2, 2, 2))
 def test_conv3d_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
     with pytest.raises(error, match=pattern):
         call()
+
+
+# -- return_indices=True (issue 21) --------------------------------------------------------------------------
+@pytest.mark.parametrize("name, shape, attrs", [
+    ("max_pool1d", (2, 3, 9), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    ("max_pool2d", (2, 3, 6, 5), {"kernel_size": 2, "stride": 1, "dilation": 2, "ceil_mode": True}),
+    ("max_pool3d", (1, 2, 4, 5, 4), {"kernel_size": 2, "padding": 1}),
+    ("adaptive_max_pool1d", (2, 3, 7), {"output_size": 3}),
+    ("adaptive_max_pool2d", (2, 3, 7, 5), {"output_size": (3, 2)}),
+])
+def test_return_indices_gives_torchs_values_and_indices(name, shape, attrs):
+    x = np.random.default_rng(0).normal(size=shape)
+    t = tape.tensor(x, requires_grad=True)
+    values, indices = getattr(ops, name)(t, **attrs, return_indices=True)
+    th = torch.tensor(x, requires_grad=True)
+    expected, expected_indices = getattr(torch.nn.functional, name)(th, **attrs, return_indices=True)
+    np.testing.assert_array_equal(values.numpy(), expected.detach().numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+    assert indices.dtype == np.int64
+    np.testing.assert_array_equal(getattr(ops, name)(t, **attrs).numpy(), values.numpy())  # False: values alone
+    u = np.random.default_rng(1).normal(size=values.shape)
+    ops.sum(values * u).backward()
+    (grad,) = torch.autograd.grad(expected, [th], torch.from_numpy(u))
+    np.testing.assert_allclose(t.grad.numpy(), grad.numpy(), rtol=1e-12, atol=1e-15)  # overlapping windows: sum order
+
+
+def test_max_pool_indices_feed_max_unpool_as_torchs():
+    x = np.random.default_rng(2).normal(size=(2, 3, 8))
+    values, indices = ops.max_pool1d(tape.tensor(x), 2, return_indices=True)
+    theirs = F.max_unpool1d(*F.max_pool1d(torch.tensor(x), 2, return_indices=True), 2)
+    np.testing.assert_array_equal(ops.max_unpool1d(values, indices, 2).numpy(), theirs.numpy())

@@ -4,6 +4,7 @@ cross_entropy option (first and second order), empty shapes, embedding's padding
 dropout's replayable mask, and the errors bad arguments raise."""
 
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -240,8 +241,8 @@ def test_dropout_identity_and_extremes():
 
 # -- the ops are the registered ops, with torch's signatures ------------------------------------------------
 SIGNATURES = {
-    "softmax": ("input", "dim"),
-    "log_softmax": ("input", "dim"),
+    "softmax": ("input", "dim", "dtype"),
+    "log_softmax": ("input", "dim", "dtype"),
     "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
     "rms_norm": ("input", "normalized_shape", "weight", "eps"),
     "embedding": ("input", "weight", "padding_idx"),
@@ -432,3 +433,154 @@ def test_bad_arguments_raise_naming_op_and_argument(call, error, pattern):
 def test_dropout_training_flag_must_be_a_bool():
     with pytest.raises(TypeError, match="dropout: argument 'training'"):
         ops.dropout(tape.tensor(np.ones(3)), p=0.5, training="yes")
+
+
+# -- channel dropout, alpha dropout, rrelu (issue 21) --------------------------------------------------------
+@pytest.mark.parametrize("name, shape, mask_shape", [
+    ("dropout1d", (30, 40, 5), (30, 40, 1)),
+    ("dropout1d", (40, 5), (40, 1)),
+    ("dropout2d", (20, 30, 2, 3), (20, 30, 1, 1)),
+    ("dropout2d", (30, 2, 3), (30, 1, 1)),
+    ("dropout3d", (10, 30, 2, 1, 2), (10, 30, 1, 1, 1)),
+    ("dropout3d", (30, 2, 2, 2), (30, 1, 1, 1)),
+    ("feature_alpha_dropout", (20, 30, 4), (20, 30, 1)),
+])
+def test_channel_dropout_drops_whole_channels_and_reuses_its_mask(name, shape, mask_shape):
+    p = 0.4
+    x = tape.tensor(np.random.default_rng(0).uniform(1, 2, size=shape), requires_grad=True)
+    out = getattr(ops, name)(x, p=p, training=True, rng=np.random.default_rng(5))
+    (g,) = gradients(ops.sum(out), [x])
+    scale = g.numpy()
+    per_channel = scale.reshape(int(np.prod(mask_shape)), -1)
+    assert np.all(per_channel == per_channel[:, :1])  # one value a channel
+    kept = scale != 0
+    fraction = np.mean(per_channel[:, 0] != 0)
+    assert abs(fraction - (1 - p)) < 5 * np.sqrt(p * (1 - p) / np.prod(mask_shape))
+    if name != "feature_alpha_dropout":
+        np.testing.assert_allclose(out.numpy(), x.numpy() * kept / (1 - p))
+        np.testing.assert_array_equal(scale, kept / (1 - p))
+    again = getattr(ops, name)(x, p=p, training=True, rng=out.grad_fn.attrs["rng"])  # the recorded seed
+    np.testing.assert_array_equal(again.numpy(), out.numpy())
+
+
+@pytest.mark.parametrize("name", ["alpha_dropout", "feature_alpha_dropout"])
+@pytest.mark.parametrize("p", [0.2, 0.5])
+def test_alpha_dropout_values_are_torchs(name, p):
+    """On zeros every output is torch's shift of a kept or a dropped unit: the two values torch produces; on a
+    standard normal input the mean and variance stay 0 and 1, as torch's."""
+    zeros = np.zeros((64, 64, 2))
+    ours = np.unique(getattr(ops, name)(tape.tensor(zeros), p=p, training=True, rng=1).numpy())
+    theirs = np.unique(getattr(F, name)(torch.tensor(zeros), p=p, training=True).numpy())
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    x = np.random.default_rng(2).standard_normal((400, 500))
+    out = getattr(ops, name)(tape.tensor(x), p=p, training=True, rng=3).numpy()
+    tolerance = 0.05 if name == "feature_alpha_dropout" else 0.01  # channel-wise: 400 x 500 masks, not 200,000
+    assert abs(out.mean()) < tolerance and abs(out.var() - 1) < 2 * tolerance
+    for deterministic in ({"training": False}, {"p": 0.0, "training": True}):
+        np.testing.assert_array_equal(getattr(ops, name)(tape.tensor(x), **{"p": p, **deterministic}).numpy(), x)
+    np.testing.assert_array_equal(getattr(ops, name)(tape.tensor(x), p=1.0, training=True).numpy(), 0)
+
+
+def test_alpha_dropout_trains_off_by_default_as_torch():
+    assert tape.get_op("alpha_dropout").attr_defaults["training"] is False
+    assert tape.get_op("feature_alpha_dropout").attr_defaults["training"] is False
+    assert tape.get_op("dropout2d").attr_defaults["training"] is True
+
+
+def test_rrelu_training_draws_slopes_in_the_bounds_and_its_gradient_is_the_drawn_slope():
+    lower, upper = 0.1, 0.4
+    x = tape.tensor(-np.random.default_rng(0).uniform(0.5, 1.5, size=(300, 300)), requires_grad=True)
+    out = ops.rrelu(x, lower, upper, training=True, rng=np.random.default_rng(1))
+    slope = out.numpy() / x.numpy()
+    assert slope.min() >= lower and slope.max() <= upper
+    assert abs(slope.mean() - (lower + upper) / 2) < 0.002 and np.unique(slope).size > 1000
+    (g,) = gradients(ops.sum(out), [x], create_graph=True)
+    np.testing.assert_allclose(g.numpy(), slope, rtol=1e-12)
+    theirs = F.rrelu(torch.tensor(x.numpy()), lower, upper, training=True).numpy() / x.numpy()
+    assert theirs.min() >= lower and theirs.max() <= upper and abs(theirs.mean() - slope.mean()) < 0.004
+    mixed = tape.tensor(np.array([-2.0, 0.0, 3.0]))
+    np.testing.assert_allclose(ops.rrelu(mixed, 0.2, 0.2, training=True).numpy(), [-0.4, 0.0, 3.0])
+    np.testing.assert_allclose(ops.rrelu(mixed).numpy(), F.rrelu(torch.tensor(mixed.numpy())).numpy())
+
+
+def test_random_ops_follow_the_default_generator():
+    x = tape.tensor(np.ones((6, 8, 3)))
+    for op in (ops.dropout1d, ops.dropout2d, ops.alpha_dropout, ops.feature_alpha_dropout):
+        tape.manual_seed(7)
+        a = op(x, p=0.5, training=True).numpy()
+        tape.manual_seed(7)
+        np.testing.assert_array_equal(op(x, p=0.5, training=True).numpy(), a)
+    tape.manual_seed(7)
+    a = ops.rrelu(-x, training=True).numpy()
+    tape.manual_seed(7)
+    np.testing.assert_array_equal(ops.rrelu(-x, training=True).numpy(), a)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: ops.dropout2d(x[0, 0], p=0.5), "dropout2d: argument 'input' expected a batched or unbatched tensor"),
+    (lambda x: ops.dropout1d(x, p=0.5), "dropout1d: argument 'input' expected a batched or unbatched tensor"),
+    (lambda x: ops.dropout3d(x[0], p=0.5), "dropout3d: argument 'input' expected a batched or unbatched tensor"),
+    (lambda x: ops.dropout2d(x, p=1.5), "dropout2d: argument 'p' expected a probability in [0, 1], got 1.5"),
+    (lambda x: ops.alpha_dropout(x, p=0.5, rng="seed"), "alpha_dropout: argument 'rng' expected None, an int"),
+    (lambda x: ops.rrelu(x, 0.5, 0.1), "rrelu: argument 'upper' expected a bound >= lower (0.5), got 0.1"),
+])
+def test_issue_21_random_ops_refuse_bad_arguments_naming_them(call, message):
+    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+        call(tape.tensor(np.ones((2, 3, 4, 5))))
+
+
+def test_gumbel_softmax_samples_the_softmax_and_hard_is_straight_through():
+    """Gumbel-max: the argmax of logits + Gumbel noise is distributed as softmax(logits); hard=True gives the
+    one-hot of the soft sample's argmax with the soft sample's gradient (torch's straight-through estimator)."""
+    logits = np.log(np.array([0.1, 0.2, 0.3, 0.4]))
+    draws = ops.gumbel_softmax(tape.tensor(np.tile(logits, (40_000, 1))), tau=0.5, rng=1).numpy()
+    frequency = np.bincount(draws.argmax(axis=1), minlength=4) / 40_000
+    np.testing.assert_allclose(frequency, [0.1, 0.2, 0.3, 0.4], atol=0.01)
+    np.testing.assert_allclose(draws.sum(axis=1), 1)
+    x = tape.tensor(np.random.default_rng(0).normal(size=(5, 4)), requires_grad=True)
+    soft = ops.gumbel_softmax(x, tau=0.7, rng=9)
+    hard = ops.gumbel_softmax(x, tau=0.7, hard=True, rng=9)
+    np.testing.assert_array_equal(hard.numpy(), np.eye(4)[soft.numpy().argmax(axis=1)])
+    u = tape.tensor(np.random.default_rng(1).normal(size=(5, 4)))
+    (g_soft,) = gradients(ops.sum(soft * u), [x])
+    (g_hard,) = gradients(ops.sum(hard * u), [x])
+    np.testing.assert_allclose(g_hard.numpy(), g_soft.numpy(), rtol=1e-12)
+    s = soft.numpy()  # the softmax Jacobian-vector product at the recorded noise, divided by tau
+    np.testing.assert_allclose(g_soft.numpy(), s * (u.numpy() - (u.numpy() * s).sum(1, keepdims=True)) / 0.7)
+    hard = ops.gumbel_softmax(x, tau=0.7, hard=True, rng=9)  # fresh graphs: the first backward freed the others
+    soft = ops.gumbel_softmax(x, tau=0.7, rng=9)
+    (g2,) = gradients(ops.sum(gradients(ops.sum(hard * u), [x], create_graph=True)[0] ** 2), [x])
+    (g2_soft,) = gradients(ops.sum(gradients(ops.sum(soft * u), [x], create_graph=True)[0] ** 2), [x])
+    assert np.abs(g2_soft.numpy()).max() > 0
+    np.testing.assert_allclose(g2.numpy(), g2_soft.numpy(), rtol=1e-10)
+    theirs = F.gumbel_softmax(torch.tensor(np.tile(logits, (40_000, 1))), tau=0.5).numpy()
+    np.testing.assert_allclose(np.bincount(theirs.argmax(axis=1), minlength=4) / 40_000, frequency, atol=0.015)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("source, target", [(np.float64, np.float32), (np.float32, np.float64), (np.int64, np.float64)])
+def test_softmax_dtype_casts_first_as_torch(name, source, target):
+    """dtype=: the input is cast before the op (torch's order), the output has that dtype and the input's
+    gradient comes back in the input's dtype."""
+    x = (np.random.default_rng(0).normal(size=(3, 5)) * 3).astype(source)
+    float_input = np.dtype(source).kind == "f"
+    t = tape.tensor(x, requires_grad=float_input, dtype=source)
+    out = getattr(ops, name)(t, 1, dtype=target)
+    torch_dtype = getattr(torch, np.dtype(target).name)
+    theirs = getattr(torch, name)(torch.tensor(x), 1, dtype=torch_dtype)
+    assert out.dtype == np.dtype(target)
+    tolerance = TOLERANCE[np.float32] if np.float32 in (source, target) else TOLERANCE[np.float64]
+    np.testing.assert_allclose(out.numpy(), theirs.detach().numpy(), **tolerance)
+    assert np.array_equal(out.numpy(), getattr(ops, name)(tape.tensor(x.astype(target)), 1).numpy())
+    if float_input:
+        u = np.random.default_rng(1).normal(size=x.shape).astype(target)
+        (g,) = gradients(out, [t], [tape.tensor(u)])
+        th_x = torch.tensor(x, requires_grad=True)
+        (expected,) = torch.autograd.grad(getattr(torch, name)(th_x, 1, dtype=torch_dtype), [th_x], torch.from_numpy(u))
+        assert g.dtype == np.dtype(source)
+        np.testing.assert_allclose(g.numpy(), expected.numpy(), **tolerance)
+
+
+def test_softmax_dtype_refuses_a_non_float_dtype():
+    with pytest.raises(TypeError, match="softmax: argument 'dtype' expected a floating dtype"):
+        ops.softmax(tape.tensor(np.ones(3)), 0, dtype=np.int64)

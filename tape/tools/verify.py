@@ -344,6 +344,8 @@ def _compare(what: str, ours: np.ndarray, theirs: np.ndarray, rtol: float, atol:
     ours, theirs = np.asarray(ours), np.asarray(theirs)
     if ours.shape != theirs.shape:
         return float("inf"), [f"{what}: shape {ours.shape} vs torch {theirs.shape}"]
+    if ours.dtype != theirs.dtype:  # integer promotion (uint8 + int8, sums of uint8) is torch's, exactly
+        return float("inf"), [f"{what}: dtype {ours.dtype} vs torch {theirs.dtype}"]
     if ours.dtype.kind != "f" or theirs.dtype.kind != "f":
         same = np.array_equal(ours, theirs)
         return (0.0 if same else float("inf")), ([] if same else [f"{what}: values differ from torch"])
