@@ -9,6 +9,7 @@ from tape.onnx import NotExportable
 
 __all__ = [
     "cast_to",
+    "tensor_type",
     "elementwise",
     "no_attributes",
     "axis_of",
@@ -29,6 +30,13 @@ def cast_to(g, name: str, have, want) -> str:
     if np.dtype(have) == np.dtype(want):
         return name
     return g.op("Cast", name, to=helper.np_dtype_to_tensor_dtype(np.dtype(want)))
+
+
+def tensor_type(dtype) -> int:
+    """ONNX's TensorProto type of a numpy dtype (a Cast's ``to``)."""
+    from onnx import helper
+
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
 def no_attributes(rec) -> None:
