@@ -1,10 +1,7 @@
 """minitape's op library, one module per family. Every op is registered in ``tape.registry`` with its
 backward rules and samples; ``ops.<name>`` is the op itself (call it on tensors). Each family module
 lists its public names in ``__all__``."""
-
-import sys as _sys
-
-from tape.tensors import bind_operators as _bind_operators
+# ruff: noqa: I001  -- the families register in this order; ops/_tensor.py comes after them
 
 from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
@@ -28,5 +25,6 @@ from .scan import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
+from ._tensor import install as _install_tensor_methods  # last: every family has registered its ops
 
-_bind_operators(_sys.modules[__name__])
+_install_tensor_methods()  # Tensor's operators and its methods that are not one op (ops/_tensor.py)

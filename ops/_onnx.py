@@ -10,6 +10,7 @@ from tape.onnx import NotExportable
 __all__ = [
     "cast_to",
     "tensor_type",
+    "log1p_graph",
     "elementwise",
     "no_attributes",
     "axis_of",
@@ -159,3 +160,15 @@ def extremum(g, op_type: str, x, axes, keepdims: int, dtype) -> str:
         return out
     nan = g.op("ReduceMax", g.op("Cast", g.op("IsNaN", x), to=6), g.ints(axes), keepdims=keepdims)  # 6: INT32
     return g.op("Where", g.op("Greater", nan, g.const(np.zeros((), np.int32))), scalar(g, np.nan, dtype), out)
+
+
+def log1p_graph(g, rec, x) -> str:
+    """log1p(x) in the graph, accurate where 1 + x drops digits of x (shared by the lowerings that need it)."""
+    # Goldberg: with u = 1 + x rounded, log(u) * x / (u - 1) is accurate where 1 + x drops digits of x
+    dtype = float_only(rec)
+    u = g.op("Add", x, scalar(g, 1, dtype))
+    um1 = g.op("Sub", u, scalar(g, 1, dtype))
+    log = g.op("Log", u)
+    exact = g.op("Or", g.op("Equal", u, scalar(g, 1, dtype)), g.op("IsInf", u))
+    fixed = g.op("Div", g.op("Mul", log, x), um1)
+    return g.op("Where", g.op("Equal", u, scalar(g, 1, dtype)), x, g.op("Where", exact, log, fixed))

@@ -2,12 +2,19 @@
 
 import numpy as np
 
-__all__ = ["normalize_dim", "normalize_dims", "require", "require_float", "require_integer"]
+__all__ = ["floats_only", "normalize_dim", "normalize_dims", "real", "require", "require_float", "require_integer"]
 
 
 def require(condition: bool, op: str, argument: str, expected: str, got) -> None:
     if not condition:
         raise ValueError(f"{op}: argument '{argument}' expected {expected}, got {got}")
+
+
+def real(op: str, argument: str, value, expected: str = "a real number", hint: str = "") -> float:
+    """A number attribute as a Python float (a weak scalar: it keeps float32 arrays float32); bools are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: argument '{argument}' expected {expected}, got {type(value).__name__} {value!r}{hint}")
+    return float(value)
 
 
 def normalize_dim(op: str, dim, ndim: int, argument: str = "dim") -> int:
@@ -43,8 +50,23 @@ def normalize_dims(op: str, dim, ndim: int, argument: str = "dim") -> tuple:
 
 
 def require_float(op: str, argument: str, array) -> None:
+    """The one "float inputs only" refusal: ``array`` (None: an absent optional tensor) must be floating."""
     if array is not None and array.dtype.kind != "f":
-        raise TypeError(f"{op}: argument '{argument}' expected a floating tensor, got dtype {array.dtype}")
+        raise TypeError(
+            f"{op}: argument '{argument}' expected a floating tensor (float32 or float64), got dtype {array.dtype}; "
+            f"convert it explicitly (minitape never casts silently)"
+        )
+
+
+def floats_only(op: str, argument: str = "x"):
+    """The ``check=`` of an op defined only on floats: its first tensor parameter (named ``argument``) must be
+    floating. Declared to pass for floating inputs, so the engine does not even call it for them."""
+
+    def check(x, *rest, **attrs):
+        require_float(op, argument, x)
+
+    check.passes_floats = True  # type: ignore[attr-defined]
+    return check
 
 
 def require_integer(op: str, argument: str, array) -> None:

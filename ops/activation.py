@@ -3,45 +3,7 @@ hardtanh, relu6, hardswish, hardsigmoid, selu, celu, mish, softsign, logsigmoid,
 softshrink, tanhshrink (elementwise), softmin and normalize (along dims), glu (halves along a dim) and prelu
 (a learnable slope per channel). Names, signatures, defaults and values are torch's (PyTorch 2.13), without
 torch's ``inplace``/``dtype`` options; every op needs a floating input (torch's hardtanh, relu6 and threshold
-also take integers).
-
-Conventions, as in torch:
-- At a kink the gradient is torch's: hardtanh and relu6 pass it only strictly inside (min_val, max_val), so 0 at
-  both bounds; hardswish gives 0 at x = -3 and g at x = 3 (the outer slopes); hardsigmoid 0 at +-3; threshold
-  0 at x == threshold; hardshrink and softshrink 0 at x = +-lambd; selu scale * alpha at 0 (its left slope),
-  celu 1 (it is smooth there); prelu ``weight`` at x = 0, with no gradient for ``weight`` there.
-- normalize(x) = x / max(||x||_p, eps): the clamp passes the gradient where ||x||_p >= eps (the bound
-  included) and otherwise the gradient is g / eps. ||.||_1's derivative at 0 is 0 (sign); ||.||_inf shares
-  the gradient evenly among the entries tied for the largest |x|, as torch's norm backward does.
-- NaN: values are NaN where torch's are. For the gradient at a NaN input torch's kernels disagree among
-  themselves (their scalar and vectorised paths give g or 0 for hardtanh, relu6, hardshrink, softshrink and g
-  or NaN for hardswish, selu, celu); ours gives 0 for hardtanh, relu6, hardsigmoid, hardshrink and softshrink
-  (a NaN lies in none of the ranges where they pass the gradient), NaN for hardswish, selu and celu (as
-  ops.elu), and g for threshold (torch's, consistently).
-- Infinities give torch's values, including its NaNs: hardswish(-inf) = -inf * 0, softsign(+-inf) = inf / inf
-  and mish(-inf) = -inf * 0 are NaN, and so are the gradients there (softsign's and mish's at +-inf). Values
-  torch returns silently come without numpy's RuntimeWarning.
-- Stability: logsigmoid, mish and glu's sigmoid are written over exp(-|x|), which never overflows: finite
-  values and gradients for every finite input, with relative accuracy in both tails. mish uses the closed
-  form tanh(softplus(x)) = n / (n + 2), n = e^x (e^x + 2).
-- Where torch's own arithmetic loses accuracy, ours keeps it (values differ from torch's in the last bits):
-  softsign's gradient is g / (1 + |x|)^2 (torch's autograd subtracts two nearly equal terms for large |x|),
-  tanhshrink's is g * tanh(x)^2 (torch's g - g * (1 - tanh^2) cancels near 0), glu's uses 1 - sigmoid(b)
-  computed without cancellation, hardsigmoid's is g / 6 (torch's float64 kernel multiplies by 1/6 rounded
-  to float32, a relative error of 3e-8). normalize computes the p-norm of x scaled by a power of two near max |x|
-  (exact), so rows of huge or tiny entries neither overflow nor underflow: normalize([1e300, 1e300]) is
-  [0.7071, 0.7071] where torch's sum of squares overflows and gives [0, 0]. Elsewhere the values are torch's
-  (the scaling is exact). p is a positive number or inf.
-- Zero-size inputs work forward and backward; glu needs an even size along ``dim`` (0 is even) and a 0-d
-  input is refused, as in torch; prelu's weight has 1 entry or one per channel (dim 1 of the input; a 1-D
-  input has one channel).
-- Second order: every rule is written with numpy functions over its arguments (np.where, np.exp, np.sum,
-  slicing), so ``create_graph=True`` traces it. Where a derivative would pass through |x| at 0 (abs'(0) = 0
-  would be wrong there) the rules use np.where(x >= 0, -x, x) instead, whose derivative is right on both sides.
-  At the kinks the second order is torch's double backward too (selu's and celu's second derivative at 0 is
-  0, the right side's, as torch's), except prelu's at x = 0 exactly: torch's double backward takes the x >= 0
-  side there, contradicting its own first-order gradient weight * g (d/dg of it is 1 instead of weight);
-  ours differentiates the first-order rule as it is.
+also take integers). Each op's torch conventions (kinks, NaN, infinities, stability) are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -72,10 +34,89 @@ from tape.onnx import lowering
 from tape.registry import Sample, defop
 from tape.tensors import Tensor
 
+from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, axis_of, clip, float_only, pnorm, scalar
+from ._onnx import NotExportable, axis_of, clip, float_only, log1p_graph, pnorm, scalar
 from ._samples import along_dim_samples, away_from, transposed, unary_samples, uniform
-from ._validation import normalize_dim, normalize_dims, require_float
+from ._validation import floats_only, normalize_dim, normalize_dims, real, require_float
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        (
+            "hardtanh",
+            "relu6",
+            "hardswish",
+            "hardsigmoid",
+            "threshold",
+            "hardshrink",
+            "softshrink",
+            "selu",
+            "celu",
+            "prelu",
+        ),
+        "At a kink the gradient is torch's: hardtanh and relu6 pass it only strictly inside (min_val, "
+        "max_val), so 0 at both bounds; hardswish gives 0 at x = -3 and g at x = 3 (the outer slopes); "
+        "hardsigmoid 0 at +-3; threshold 0 at x == threshold; hardshrink and softshrink 0 at x = +-lambd; "
+        "selu scale * alpha at 0 (its left slope), celu 1 (it is smooth there); prelu ``weight`` at x = 0, "
+        "with no gradient for ``weight`` there.",
+    ),
+    (
+        ("normalize",),
+        "normalize(x) = x / max(||x||_p, eps): the clamp passes the gradient where ||x||_p >= eps (the bound "
+        "included) and otherwise the gradient is g / eps. ||.||_1's derivative at 0 is 0 (sign); ||.||_inf "
+        "shares the gradient evenly among the entries tied for the largest |x|, as torch's norm backward "
+        "does.",
+    ),
+    (
+        ("hardtanh", "relu6", "hardswish", "hardsigmoid", "threshold", "hardshrink", "softshrink", "selu", "celu"),
+        "NaN: values are NaN where torch's are. For the gradient at a NaN input torch's kernels disagree "
+        "among themselves (their scalar and vectorised paths give g or 0 for hardtanh, relu6, hardshrink, "
+        "softshrink and g or NaN for hardswish, selu, celu); ours gives 0 for hardtanh, relu6, hardsigmoid, "
+        "hardshrink and softshrink (a NaN lies in none of the ranges where they pass the gradient), NaN for "
+        "hardswish, selu and celu (as ops.elu), and g for threshold (torch's, consistently).",
+    ),
+    (
+        ("hardswish", "mish", "softsign"),
+        "Infinities give torch's values, including its NaNs: hardswish(-inf) = -inf * 0, softsign(+-inf) = "
+        "inf / inf and mish(-inf) = -inf * 0 are NaN, and so are the gradients there (softsign's and mish's "
+        "at +-inf). Values torch returns silently come without numpy's RuntimeWarning.",
+    ),
+    (
+        ("logsigmoid", "mish", "glu"),
+        "Stability: logsigmoid, mish and glu's sigmoid are written over exp(-|x|), which never overflows: "
+        "finite values and gradients for every finite input, with relative accuracy in both tails. mish uses "
+        "the closed form tanh(softplus(x)) = n / (n + 2), n = e^x (e^x + 2).",
+    ),
+    (
+        ("hardsigmoid", "softsign", "tanhshrink", "glu", "normalize"),
+        "Where torch's own arithmetic loses accuracy, ours keeps it (values differ from torch's in the last "
+        "bits): softsign's gradient is g / (1 + |x|)^2 (torch's autograd subtracts two nearly equal terms for"
+        " large |x|), tanhshrink's is g * tanh(x)^2 (torch's g - g * (1 - tanh^2) cancels near 0), glu's uses"
+        " 1 - sigmoid(b) computed without cancellation, hardsigmoid's is g / 6 (torch's float64 kernel "
+        "multiplies by 1/6 rounded to float32, a relative error of 3e-8). normalize computes the p-norm of x "
+        "scaled by a power of two near max |x| (exact), so rows of huge or tiny entries neither overflow nor "
+        "underflow: normalize([1e300, 1e300]) is [0.7071, 0.7071] where torch's sum of squares overflows and "
+        "gives [0, 0]. Elsewhere the values are torch's (the scaling is exact). p is a positive number or "
+        "inf.",
+    ),
+    (
+        ("glu", "prelu"),
+        "Zero-size inputs work forward and backward; glu needs an even size along ``dim`` (0 is even) and a "
+        "0-d input is refused, as in torch; prelu's weight has 1 entry or one per channel (dim 1 of the "
+        "input; a 1-D input has one channel).",
+    ),
+    (
+        ("selu", "celu", "prelu"),
+        "Second order: every rule is written with numpy functions over its arguments (np.where, np.exp, "
+        "np.sum, slicing), so ``create_graph=True`` traces it. Where a derivative would pass through |x| at 0"
+        " (abs'(0) = 0 would be wrong there) the rules use np.where(x >= 0, -x, x) instead, whose derivative "
+        "is right on both sides. At the kinks the second order is torch's double backward too (selu's and "
+        "celu's second derivative at 0 is 0, the right side's, as torch's), except prelu's at x = 0 exactly: "
+        "torch's double backward takes the x >= 0 side there, contradicting its own first-order gradient "
+        "weight * g (d/dg of it is 1 instead of weight); ours differentiates the first-order rule as it is.",
+    ),
+)
 
 FAMILY = "activation"
 
@@ -86,22 +127,6 @@ _SELU_NEGATIVE = _SELU_ALPHA * _SELU_SCALE
 
 
 # -- shared helpers --------------------------------------------------------------------------------------------
-def _number(op: str, argument: str, value) -> float:
-    """``value`` as a Python float (a weak scalar: float32 arrays stay float32)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
-    return float(value)
-
-
-def _float_input(op):
-    """A check refusing a non-floating input (the op's attributes are checked by its forward)."""
-
-    def check(input, *rest, **attrs):
-        require_float(op, "input", input)
-
-    return check
-
-
 def _functional(name):
     """The torch reference ``torch.nn.functional.<name>``."""
     return lambda torch, *tensors, **attrs: getattr(torch.nn.functional, name)(*tensors, **attrs)
@@ -114,7 +139,7 @@ def _elementwise(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None
         inputs=("input",),
         forward=forward,
         vjps=(vjp,),
-        check=_float_input(name),
+        check=floats_only(name, "input"),
         samples=samples or unary_samples(low, high, attrs, kinks),
         torch_ref=_functional(name),
         **declaration,
@@ -146,7 +171,7 @@ def _with_tails(base, values):
 
 # -- piecewise linear: hardtanh, relu6, hardsigmoid, hardswish, threshold, shrinks -------------------------------
 def _hardtanh(input, min_val=-1.0, max_val=1.0):
-    low, high = _number("hardtanh", "min_val", min_val), _number("hardtanh", "max_val", max_val)
+    low, high = real("hardtanh", "min_val", min_val), real("hardtanh", "max_val", max_val)
     if low > high:
         raise ValueError(f"hardtanh: argument 'min_val' ({low}) cannot be greater than 'max_val' ({high})")
     return np.minimum(np.maximum(input, low), high)
@@ -167,6 +192,7 @@ hardtanh = _elementwise(
     _hardtanh_vjp,
     kinks=(-1.0, 1.0, -0.5, 1.5, 0.25),
     attrs=[{}, {"min_val": -0.5, "max_val": 1.5}, {"min_val": 0.25, "max_val": 0.25}],
+    notes=case_law(_CASE_LAW, "hardtanh"),
 )
 
 relu6 = _elementwise(
@@ -176,6 +202,7 @@ relu6 = _elementwise(
     low=-2.0,
     high=8.0,
     kinks=(0.0, 6.0),
+    notes=case_law(_CASE_LAW, "relu6"),
 )
 
 
@@ -189,7 +216,15 @@ def _hardswish_vjp(g, ans, input):
     return np.where(input <= -3.0, 0, np.where(input >= 3.0, g, g * (input / 3.0 + 0.5)))
 
 
-hardswish = _elementwise("hardswish", _hardswish, _hardswish_vjp, low=-5.0, high=5.0, kinks=(-3.0, 3.0))
+hardswish = _elementwise(
+    "hardswish",
+    _hardswish,
+    _hardswish_vjp,
+    low=-5.0,
+    high=5.0,
+    kinks=(-3.0, 3.0),
+    notes=case_law(_CASE_LAW, "hardswish"),
+)
 
 hardsigmoid = _elementwise(
     "hardsigmoid",
@@ -198,12 +233,13 @@ hardsigmoid = _elementwise(
     low=-5.0,
     high=5.0,
     kinks=(-3.0, 3.0),
+    notes=case_law(_CASE_LAW, "hardsigmoid"),
 )
 
 
 def _threshold(input, threshold, value):
-    bound = _number("threshold", "threshold", threshold)
-    return np.where(input <= bound, _number("threshold", "value", value), input)
+    bound = real("threshold", "threshold", threshold)
+    return np.where(input <= bound, real("threshold", "value", value), input)
 
 
 def _threshold_vjp(g, ans, input, threshold, value):
@@ -216,6 +252,7 @@ threshold = _elementwise(
     _threshold_vjp,
     kinks=(0.5, -1.0),
     attrs=[{"threshold": 0.5, "value": -1.0}, {"threshold": -1.0, "value": 3.0}],
+    notes=case_law(_CASE_LAW, "threshold"),
 )
 
 
@@ -225,7 +262,7 @@ def _outside(g, x, lambd):
 
 
 def _hardshrink(input, lambd=0.5):
-    lambd = _number("hardshrink", "lambd", lambd)
+    lambd = real("hardshrink", "lambd", lambd)
     return np.where(input >= -lambd, np.where(input <= lambd, 0, input), input)  # torch's: NaN stays NaN
 
 
@@ -238,12 +275,14 @@ hardshrink = _elementwise(
     lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
     attrs=_SHRINK_ATTRS,
     kinks=_SHRINK_KINKS,
+    method=True,
+    notes=case_law(_CASE_LAW, "hardshrink"),
 )
 
 
 @quiet  # inf * 0 in the branch not taken
 def _softshrink(input, lambd=0.5):
-    lambd = _number("softshrink", "lambd", lambd)
+    lambd = real("softshrink", "lambd", lambd)
     if not lambd >= 0:
         raise ValueError(f"softshrink: argument 'lambd' expected a number >= 0, got {lambd}")
     # torch's x * 0 in the middle: -0.0 for negative x, NaN for NaN
@@ -256,6 +295,7 @@ softshrink = _elementwise(
     lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
     attrs=_SHRINK_ATTRS,
     kinks=_SHRINK_KINKS,
+    notes=case_law(_CASE_LAW, "softshrink"),
 )
 
 
@@ -275,11 +315,11 @@ def _selu_vjp(g, ans, input):
     return np.where(input > 0, g * _SELU_SCALE, g * (np.exp(_negative_part(input)) * _SELU_NEGATIVE))
 
 
-selu = _elementwise("selu", _selu, _selu_vjp, low=-3.0, high=3.0, kinks=(0.0,))
+selu = _elementwise("selu", _selu, _selu_vjp, low=-3.0, high=3.0, kinks=(0.0,), notes=case_law(_CASE_LAW, "selu"))
 
 
 def _celu_alpha(alpha):
-    alpha = _number("celu", "alpha", alpha)
+    alpha = real("celu", "alpha", alpha)
     if alpha == 0:
         raise ValueError("celu: argument 'alpha' expected a non-zero number, got 0")
     return alpha
@@ -299,7 +339,14 @@ def _celu_vjp(g, ans, input, alpha=1.0):
 
 
 celu = _elementwise(
-    "celu", _celu, _celu_vjp, low=-3.0, high=3.0, kinks=(0.0,), attrs=[{}, {"alpha": 0.5}, {"alpha": -1.5}]
+    "celu",
+    _celu,
+    _celu_vjp,
+    low=-3.0,
+    high=3.0,
+    kinks=(0.0,),
+    attrs=[{}, {"alpha": 0.5}, {"alpha": -1.5}],
+    notes=case_law(_CASE_LAW, "celu"),
 )
 
 
@@ -313,6 +360,7 @@ logsigmoid = _elementwise(
     _logsigmoid,
     lambda g, ans, input: g * _sigmoids(input)[1],
     samples=_with_tails(unary_samples(-6.0, 6.0), [-40.0, -15.0, 15.0, 40.0]),
+    notes=case_law(_CASE_LAW, "logsigmoid"),
 )
 
 
@@ -343,7 +391,13 @@ def _mish_vjp(g, ans, input):
     return g * (t + input * sigmoid * rest)
 
 
-mish = _elementwise("mish", _mish, _mish_vjp, samples=_with_tails(unary_samples(-4.0, 4.0), [-40.0, -15.0, 15.0, 40.0]))
+mish = _elementwise(
+    "mish",
+    _mish,
+    _mish_vjp,
+    samples=_with_tails(unary_samples(-4.0, 4.0), [-40.0, -15.0, 15.0, 40.0]),
+    notes=case_law(_CASE_LAW, "mish"),
+)
 
 
 # -- rational and hyperbolic: softsign, tanhshrink -------------------------------------------------------------
@@ -359,7 +413,9 @@ def _softsign_vjp(g, ans, input):
     return np.where(np.abs(input) < np.inf, g / (d * d), np.nan)
 
 
-softsign = _elementwise("softsign", _softsign, _softsign_vjp, low=-4.0, high=4.0, kinks=(0.0,))
+softsign = _elementwise(
+    "softsign", _softsign, _softsign_vjp, low=-4.0, high=4.0, kinks=(0.0,), notes=case_law(_CASE_LAW, "softsign")
+)
 
 
 def _tanhshrink_vjp(g, ans, input):
@@ -367,7 +423,14 @@ def _tanhshrink_vjp(g, ans, input):
     return g * (t * t)
 
 
-tanhshrink = _elementwise("tanhshrink", lambda input: input - np.tanh(input), _tanhshrink_vjp, low=-3.0, high=3.0)
+tanhshrink = _elementwise(
+    "tanhshrink",
+    lambda input: input - np.tanh(input),
+    _tanhshrink_vjp,
+    low=-3.0,
+    high=3.0,
+    notes=case_law(_CASE_LAW, "tanhshrink"),
+)
 
 
 # -- along a dim: softmin, glu ---------------------------------------------------------------------------------
@@ -466,6 +529,7 @@ glu = defop(
     check=_check_glu,
     samples=_glu_samples,
     torch_ref=_functional("glu"),
+    notes=case_law(_CASE_LAW, "glu"),
 )
 
 
@@ -534,12 +598,14 @@ prelu = defop(
     check=_check_prelu,
     samples=_prelu_samples,
     torch_ref=_functional("prelu"),
+    method=True,
+    notes=case_law(_CASE_LAW, "prelu"),
 )
 
 
 # -- normalize -------------------------------------------------------------------------------------------------
 def _order(p) -> float:
-    p = _number("normalize", "p", p)
+    p = real("normalize", "p", p)
     if not (p > 0):
         raise ValueError(f"normalize: argument 'p' expected a positive number or inf, got {p}")
     return p
@@ -571,15 +637,21 @@ def _norm(x, p, axes):
     return np.power(np.sum(np.power(np.abs(x / s), p), axis=axes, keepdims=True), 1.0 / p) * s
 
 
+def _axes_of(dim, ndim: int) -> tuple:
+    """normalize's ``dim`` (an int or a sequence, already validated) as non-negative axes."""
+    if ndim == 0:
+        return ()
+    dims = range(ndim) if dim is None else (dim,) if isinstance(dim, int | np.integer) else dim
+    return tuple(sorted(int(d) % ndim for d in dims))
+
+
 def _denominator(n, eps):
     return np.where(n < eps, eps, n)  # torch's clamp_min(eps): NaN stays NaN
 
 
 @quiet  # 0 / 0 with eps = 0, inf / inf, as torch
 def _normalize(input, p=2.0, dim=1, eps=1e-12):
-    p = _order(p)
-    eps = _number("normalize", "eps", eps)
-    axes = normalize_dims("normalize", dim, input.ndim)
+    p, eps, axes = float(p), float(eps), _axes_of(dim, input.ndim)  # validated by _check_normalize
     if input.size == 0:
         return input.copy()
     return input / _denominator(_norm(input, p, axes), eps)
@@ -604,8 +676,7 @@ def _norm_slope(ans, input, n, p, axes):
 def _normalize_vjp(g, ans, input, p=2.0, dim=1, eps=1e-12):
     if np.size(input) == 0:
         return g * 1
-    p, eps = float(p), float(eps)
-    axes = normalize_dims("normalize", dim, input.ndim)
+    p, eps, axes = float(p), float(eps), _axes_of(dim, np.ndim(input))
     n = _norm(input, p, axes)
     passes = _constant(n >= eps)  # the clamp passes the gradient to the norm (torch's: bound included)
     projection = np.where(passes, np.sum(g * ans, axis=axes, keepdims=True), 0)
@@ -615,7 +686,7 @@ def _normalize_vjp(g, ans, input, p=2.0, dim=1, eps=1e-12):
 def _check_normalize(input, p=2.0, dim=1, eps=1e-12):
     require_float("normalize", "input", input)
     _order(p)
-    _number("normalize", "eps", eps)
+    real("normalize", "eps", eps)
     normalize_dims("normalize", dim, input.ndim)
 
 
@@ -649,6 +720,7 @@ normalize = defop(
     check=_check_normalize,
     samples=_normalize_samples,
     torch_ref=_functional("normalize"),
+    notes=case_law(_CASE_LAW, "normalize"),
 )
 
 
@@ -720,10 +792,8 @@ def _onnx_exp_minus_abs(g, x):
 
 
 def _onnx_logsigmoid(g, rec, x):
-    from .elementwise import _onnx_log1p
-
     dtype = float_only(rec)
-    return g.op("Sub", g.op("Min", x, scalar(g, 0.0, dtype)), _onnx_log1p(g, rec, _onnx_exp_minus_abs(g, x)))
+    return g.op("Sub", g.op("Min", x, scalar(g, 0.0, dtype)), log1p_graph(g, rec, _onnx_exp_minus_abs(g, x)))
 
 
 def _onnx_mish(g, rec, x):

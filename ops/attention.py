@@ -11,6 +11,7 @@ __all__ = ["scaled_dot_product_attention"]
 
 import math
 import numbers
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -32,36 +33,32 @@ def _default_scale(E: int) -> float:
     return 1 / math.sqrt(E) if E else 1.0
 
 
-def _options(
-    query,
-    key,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    enable_gqa=False,
-    *,
-    key_padding_lengths=None,
-    causal_alignment="top_left",
-    rng=None,
-    dropout_seed=None,
-) -> dict:
-    """The kernels' keyword arguments for the op's attributes, resolved once in the forward. The dropout seed
-    is ``dropout_seed`` when given, else drawn from ``rng`` (a fresh generator when None); 0 without dropout."""
+def _options(query, key, attributes: dict) -> dict:
+    """The kernels' keyword arguments for the op's attributes (every one, by name), resolved once in the forward.
+    The dropout seed is ``dropout_seed`` when given, else drawn from ``rng`` (a fresh generator when None); 0
+    without dropout."""
+    a = SimpleNamespace(**attributes)
     L, S = query.shape[-2], key.shape[-2]
     offset = None
-    if is_causal:
-        offset = 0 if causal_alignment == "top_left" else S - L
+    if a.is_causal:
+        offset = 0 if a.causal_alignment == "top_left" else S - L
+    dropout_seed = a.dropout_seed
     if dropout_seed is None:
-        dropout_seed = 0 if not dropout_p else as_generator("scaled_dot_product_attention", rng).integers(0, 2**63)
-    lengths = None if key_padding_lengths is None else np.asarray(key_padding_lengths)
+        dropout_seed = 0 if not a.dropout_p else as_generator(OP, a.rng).integers(0, 2**63)
+    lengths = None if a.key_padding_lengths is None else np.asarray(a.key_padding_lengths)
     return dict(
-        scale=_default_scale(query.shape[-1]) if scale is None else float(scale),
+        scale=_default_scale(query.shape[-1]) if a.scale is None else float(a.scale),
         causal_offset=offset,
         lengths=lengths,
-        dropout_p=float(dropout_p),
+        dropout_p=float(a.dropout_p),
         seed=int(dropout_seed),
-        enable_gqa=bool(enable_gqa),
+        enable_gqa=bool(a.enable_gqa),
     )
+
+
+def _complete(attributes: dict) -> dict:
+    """``attributes`` with the forward's defaults for those not given (the parameter list is the forward's)."""
+    return {**scaled_dot_product_attention.attr_defaults, **attributes}
 
 
 def _forward(
@@ -87,18 +84,7 @@ def _forward(
     ``rng``: the np.random.Generator dropout draws its seed from (a fresh one when None); ``dropout_seed`` fixes
     the seed instead. The seed used is saved, so the backward regenerates the very same mask.
     """
-    options = _options(
-        query,
-        key,
-        dropout_p,
-        is_causal,
-        scale,
-        enable_gqa,
-        key_padding_lengths=key_padding_lengths,
-        causal_alignment=causal_alignment,
-        rng=rng,
-        dropout_seed=dropout_seed,
-    )
+    options = _options(query, key, locals())  # the forward's own parameters, each by name
     out, row_max, row_log_sum = attention_forward(query, key, value, attn_mask, **options)
     # dropout_seed: the seed actually drawn is recorded as the attribute, so replay and the composite reuse it
     return out, {"row_max": row_max, "row_log_sum": row_log_sum, "options": options, "dropout_seed": options["seed"]}
@@ -114,14 +100,17 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
     """The same attention from registered ops, with the full score matrix: what the second-order pass
     differentiates (the tiled kernels are first order only). ``options`` are the forward's resolved ones; without
     them they are resolved from the op's ``attributes`` (the recorded ``dropout_seed`` included)."""
-    import ops
+    from .binary import where  # at call time: the families register in ops/__init__'s order
+    from .linalg import matmul
+    from .normalization import softmax
+    from .shape import expand, transpose
 
     if options is None:
-        options = _options(query, key, **attributes)
+        options = _options(query, key, _complete(attributes))
     L, S = query.shape[-2], key.shape[-2]
     if options["enable_gqa"] and key.ndim >= 3:
-        key, value = (_repeat_heads(ops, a, _heads_of(query) // _heads_of(a)) for a in (key, value))
-    scores = ops.matmul(query, ops.transpose(key, -2, -1)) * options["scale"]
+        key, value = (_repeat_heads(a, _heads_of(query) // _heads_of(a)) for a in (key, value))
+    scores = matmul(query, transpose(key, -2, -1)) * options["scale"]
     allowed = np.ones((L, S), dtype=bool)
     if options["causal_offset"] is not None:
         allowed = np.arange(S)[None, :] <= np.arange(L)[:, None] + options["causal_offset"]
@@ -137,27 +126,29 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
         else:
             scores = scores + attn_mask
     allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, scores.shape))
-    scores = ops.expand(scores, allowed.shape) if scores.shape != allowed.shape else scores
+    scores = expand(scores, allowed.shape) if scores.shape != allowed.shape else scores
     finite = allowed & np.isfinite(scores.detach().numpy())
     seen = finite.any(axis=-1, keepdims=True)  # rows that see no key give 0 and no gradient, never NaN
     fill = np.where(seen, -np.inf, 0.0).astype(scores.dtype)
-    scores = ops.where(allowed & seen, scores, fill)
-    weights = ops.where(seen, ops.softmax(scores, -1), 0.0)
+    scores = where(allowed & seen, scores, fill)
+    weights = where(seen, softmax(scores, -1), 0.0)
     if options["dropout_p"]:
         p = options["dropout_p"]
         heads = int(np.prod(weights.shape[:-2]))
         keep = np.stack([dropout_keep_mask(options["seed"], h, (0, L), (0, S), L, S, p) for h in range(heads)])
         weights = weights * (keep.reshape(weights.shape) / (1 - p)).astype(weights.dtype)
-    return ops.matmul(weights, value)
+    return matmul(weights, value)
 
 
-def _repeat_heads(ops, a, group):
+def _repeat_heads(a, group):
     """(..., H, S, E) -> (..., H * group, S, E): kv head h serves query heads h * group .. h * group + group - 1."""
+    from .shape import expand, reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     if group == 1:
         return a
     shape = a.shape
-    expanded = ops.expand(ops.unsqueeze(a, -3), shape[:-2] + (group,) + shape[-2:])
-    return ops.reshape(expanded, shape[:-3] + (shape[-3] * group,) + shape[-2:])
+    expanded = expand(unsqueeze(a, -3), shape[:-2] + (group,) + shape[-2:])
+    return reshape(expanded, shape[:-3] + (shape[-3] * group,) + shape[-2:])
 
 
 # -- argument checks --------------------------------------------------------------------------------------
@@ -169,20 +160,9 @@ def _heads_of(a):
     return a.shape[-3] if a.ndim >= 3 else 1
 
 
-def _check(
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    enable_gqa=False,
-    key_padding_lengths=None,
-    causal_alignment="top_left",
-    rng=None,
-    dropout_seed=None,
-):
+def _check(query, key, value, attn_mask=None, **attributes):
+    """The op's check=."""
+    o = SimpleNamespace(**_complete(attributes))
     for name, a in (("query", query), ("key", key), ("value", value)):
         if a.dtype.kind != "f":
             _fail(name, "a floating tensor", f"dtype {a.dtype}", TypeError)
@@ -205,7 +185,7 @@ def _check(
             f"key {key.shape[:-3]}, value {value.shape[:-3]}",
         )
     hq, hk, hv = _heads_of(query), _heads_of(key), _heads_of(value)
-    if enable_gqa:
+    if o.enable_gqa:
         for name, h in (("key", hk), ("value", hv)):
             if hq % h:
                 _fail(
@@ -223,7 +203,7 @@ def _check(
                     f"grouped-query attention",
                     f"{h} heads",
                 )
-    heads = hq if enable_gqa else max(hq, hk, hv)
+    heads = hq if o.enable_gqa else max(hq, hk, hv)
     rank = max(query.ndim, key.ndim, value.ndim)
     L, S = query.shape[-2], key.shape[-2]
     scores = (tuple(batch_shape) + (heads, L, S))[-rank:] if rank > 2 else (L, S)
@@ -242,26 +222,29 @@ def _check(
                 f"shape {attn_mask.shape}",
             )
     if (
-        isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) or dropout_p < 0 or not dropout_p < 1
+        isinstance(o.dropout_p, bool)
+        or not isinstance(o.dropout_p, numbers.Real)
+        or o.dropout_p < 0
+        or not o.dropout_p < 1
     ):  # not `0 <= p < 1`: numbers.Real declares < but not >=
-        _fail("dropout_p", "a probability in [0, 1)", repr(dropout_p))
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale)
+        _fail("dropout_p", "a probability in [0, 1)", repr(o.dropout_p))
+    if o.scale is not None and (
+        isinstance(o.scale, bool) or not isinstance(o.scale, numbers.Real) or not math.isfinite(o.scale)
     ):
-        _fail("scale", "None or a finite real number", repr(scale), TypeError)
-    for flag, value in (("is_causal", is_causal), ("enable_gqa", enable_gqa)):
+        _fail("scale", "None or a finite real number", repr(o.scale), TypeError)
+    for flag, value in (("is_causal", o.is_causal), ("enable_gqa", o.enable_gqa)):
         if not isinstance(value, bool | np.bool_):
             _fail(flag, "a bool", repr(value), TypeError)
-    if causal_alignment not in ALIGNMENTS:
-        _fail("causal_alignment", f"one of {ALIGNMENTS}", repr(causal_alignment))
-    if dropout_seed is not None and (
-        isinstance(dropout_seed, bool) or not isinstance(dropout_seed, numbers.Integral) or dropout_seed < 0
+    if o.causal_alignment not in ALIGNMENTS:
+        _fail("causal_alignment", f"one of {ALIGNMENTS}", repr(o.causal_alignment))
+    if o.dropout_seed is not None and (
+        isinstance(o.dropout_seed, bool) or not isinstance(o.dropout_seed, numbers.Integral) or o.dropout_seed < 0
     ):
-        _fail("dropout_seed", "None or a non-negative int", repr(dropout_seed), TypeError)
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        _fail("rng", "None or a numpy.random.Generator", type(rng).__name__, TypeError)
-    if key_padding_lengths is not None:
-        lengths = key_padding_lengths
+        _fail("dropout_seed", "None or a non-negative int", repr(o.dropout_seed), TypeError)
+    if o.rng is not None and not isinstance(o.rng, np.random.Generator):
+        _fail("rng", "None or a numpy.random.Generator", type(o.rng).__name__, TypeError)
+    if o.key_padding_lengths is not None:
+        lengths = o.key_padding_lengths
         if isinstance(lengths, list | tuple):
             lengths = np.asarray(lengths)
         _check_lengths(lengths, tuple(batch_shape), S)
@@ -362,33 +345,20 @@ def _samples(rng):
     ]
 
 
-def _torch_ref(
-    torch,
-    query,
-    key,
-    value,
-    attn_mask=None,
-    dropout_p=0.0,
-    is_causal=False,
-    scale=None,
-    enable_gqa=False,
-    key_padding_lengths=None,
-    causal_alignment="top_left",
-    rng=None,
-    dropout_seed=None,
-):
+def _torch_ref(torch, query, key, value, attn_mask=None, **attributes):
     """torch's MATH backend with our extras (lengths, bottom-right alignment) as an explicit mask."""
     import importlib
 
+    o = SimpleNamespace(**_complete(attributes))
     attention = importlib.import_module("torch.nn.attention")
     L, S = query.shape[-2], key.shape[-2]
     rank = max(query.dim(), key.dim(), value.dim())
     allowed = None
-    if is_causal:
-        offset = 0 if causal_alignment == "top_left" else S - L
+    if o.is_causal:
+        offset = 0 if o.causal_alignment == "top_left" else S - L
         allowed = torch.from_numpy(np.arange(S)[None, :] <= np.arange(L)[:, None] + offset)
-    if key_padding_lengths is not None:
-        visible = np.arange(S) < np.asarray(key_padding_lengths)[..., None, None, None]
+    if o.key_padding_lengths is not None:
+        visible = np.arange(S) < np.asarray(o.key_padding_lengths)[..., None, None, None]
         visible = visible.reshape(visible.shape[max(0, visible.ndim - rank) :])
         visible = torch.from_numpy(visible)
         allowed = visible if allowed is None else allowed & visible
@@ -402,7 +372,7 @@ def _torch_ref(
             mask = torch.where(allowed, mask, torch.tensor(float("-inf"), dtype=mask.dtype))
     with attention.sdpa_kernel(attention.SDPBackend.MATH):
         return torch.nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=mask, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa
+            query, key, value, attn_mask=mask, dropout_p=o.dropout_p, scale=o.scale, enable_gqa=o.enable_gqa
         )
 
 

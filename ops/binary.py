@@ -1,21 +1,10 @@
 """Binary ops with numpy broadcasting; every rule sums its gradient back with ``unbroadcast``.
 
 Semantics, as in PyTorch 2.13:
-- Operands that cannot broadcast (or a dtype numpy has no loop for) raise ValueError/TypeError naming the
-  op and both arguments' shapes and dtypes.
-- A float tensor combined with an integer or bool one computes in the float's dtype (float32 stays
-  float32); two integer tensors stay integer -- except for div, which refuses them: true division would
-  invent a float dtype, and minitape never casts silently.
-- pow's gradients at a zero base follow torch: d/da = 0 where b == 0, d/db = 0 where a == 0 and b >= 0.
-  Its second order is exact where torch's is not: finite at a zero base (torch: NaN), and d(d/da)/db =
-  1/a at b == 0 (torch: 0, as its backward masks every b == 0).
-- maximum / minimum split the gradient evenly where a == b (half to each operand), as torch does; where
-  either operand is NaN both take the whole gradient (torch's too).
-- Arithmetic is quiet about inf/NaN results (overflow, inf - inf, 0 / 0), as torch is: no numpy
-  RuntimeWarning. ``quiet`` (shared with elementwise and reduce) switches numpy's warnings off for a call.
-- add / sub take torch's ``alpha=`` (a + alpha * b; float32 rounded once, as torch's fused kernel), rsub is
-  other - alpha * input; fmax / fmin ignore a NaN operand and give a tie's gradient whole to ``input`` (torch's).
-- where(condition, input, other) takes a bool condition, which is not differentiable.
+- Operands that cannot broadcast (or a dtype numpy has no loop for) raise ValueError/TypeError naming the op and
+  both arguments' shapes and dtypes.
+- Arithmetic is quiet about inf/NaN results (overflow, inf - inf, 0 / 0), as torch is: no numpy RuntimeWarning.
+  ``quiet`` (shared with elementwise and reduce) switches numpy's warnings off for a call.
 - Comparisons return bool tensors and are not differentiable.
 """
 
@@ -75,9 +64,37 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
+from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, cast_to, elementwise, scalar, tensor_type
+from ._onnx import NotExportable, cast_to, elementwise, log1p_graph, scalar, tensor_type
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
+from ._validation import real, require_float
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("div",),
+        "A float tensor combined with an integer or bool one computes in the float's dtype (float32 stays "
+        "float32); two integer tensors stay integer -- except for div, which refuses them: true division "
+        "would invent a float dtype, and minitape never casts silently.",
+    ),
+    (
+        ("pow",),
+        "pow's gradients at a zero base follow torch: d/da = 0 where b == 0, d/db = 0 where a == 0 and b >= "
+        "0. Its second order is exact where torch's is not: finite at a zero base (torch: NaN), and "
+        "d(d/da)/db = 1/a at b == 0 (torch: 0, as its backward masks every b == 0).",
+    ),
+    (
+        ("maximum", "minimum"),
+        "maximum / minimum split the gradient evenly where a == b (half to each operand), as torch does; "
+        "where either operand is NaN both take the whole gradient (torch's too).",
+    ),
+    (
+        ("where",),
+        "where(condition, input, other) takes a bool condition, which is not differentiable.",
+    ),
+)
 
 
 def _matched(a, b):
@@ -216,9 +233,12 @@ def _alpha_ref(name):
     return lambda torch, a, b, alpha=1: getattr(torch, name)(a, b, alpha=alpha)
 
 
-add = _binary("add", quiet(_add), _add_vjp_a, _add_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("add"))
-sub = _binary("sub", quiet(_sub), _add_vjp_a, _sub_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("sub"))
-mul = _binary("mul", _broadcasting("mul", np.multiply), _mul_vjp_a, _mul_vjp_b)
+_ALPHA_NOTE = "torch's alpha=: a + alpha * b (a - alpha * b), float32 rounded once, as torch's fused kernel."
+add = _binary("add", quiet(_add), _add_vjp_a, _add_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("add"),
+              method=True, numpy=np.add, notes=_ALPHA_NOTE)  # fmt: skip
+sub = _binary("sub", quiet(_sub), _add_vjp_a, _sub_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("sub"),
+              method=True, numpy=np.subtract, notes=_ALPHA_NOTE)  # fmt: skip
+mul = _binary("mul", _broadcasting("mul", np.multiply), _mul_vjp_a, _mul_vjp_b, method=True, numpy=np.multiply)
 
 _true_divide = _broadcasting("div", np.divide, names=("input", "other"))
 
@@ -307,6 +327,9 @@ div = defop(
     vjps=(_div_vjp_input, _div_vjp_other),
     samples=_div_samples,
     torch_ref=lambda torch, input, other, rounding_mode=None: torch.div(input, other, rounding_mode=rounding_mode),
+    method=True,
+    numpy=np.true_divide,
+    notes=case_law(_CASE_LAW, "div"),
 )
 
 
@@ -354,7 +377,16 @@ def _pow_samples(rng):
     return out
 
 
-pow = _binary("pow", _broadcasting("pow", np.power), _pow_vjp_a, _pow_vjp_b, samples=_pow_samples)
+pow = _binary(
+    "pow",
+    _broadcasting("pow", np.power),
+    _pow_vjp_a,
+    _pow_vjp_b,
+    samples=_pow_samples,
+    method=True,
+    numpy=np.power,
+    notes=case_law(_CASE_LAW, "pow"),
+)
 
 
 # -- maximum / minimum: ties split the gradient evenly ---------------------------------------------------------
@@ -368,12 +400,18 @@ maximum = _binary(
     _broadcasting("maximum", np.maximum, arithmetic=False),
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(a < b), a == b), a.shape),
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b < a), a == b), b.shape),
+    method=True,
+    numpy=np.maximum,
+    notes=case_law(_CASE_LAW, "maximum"),
 )
 minimum = _binary(
     "minimum",
     _broadcasting("minimum", np.minimum, arithmetic=False),
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(a > b), a == b), a.shape),
     lambda g, ans, a, b: unbroadcast(_share(g, np.logical_not(b > a), a == b), b.shape),
+    method=True,
+    numpy=np.minimum,
+    notes=case_law(_CASE_LAW, "minimum"),
 )
 
 
@@ -401,11 +439,13 @@ where = defop(
     ),
     samples=where_samples(),
     torch_ref=lambda torch, condition, input, other: torch.where(condition, input, other),
+    numpy={np.where: _numpy.where},
+    notes=case_law(_CASE_LAW, "where"),
 )
 
 
 # -- comparisons -----------------------------------------------------------------------------------------------
-def _comparison(name, ufunc):
+def _comparison(name, ufunc, **declaration):
     # comparing float32 with an integer array is exact in numpy (both go to float64): no matching needed
     return _binary(
         name,
@@ -413,15 +453,16 @@ def _comparison(name, ufunc):
         NOT_DIFFERENTIABLE,
         NOT_DIFFERENTIABLE,
         samples=comparison_samples(),
+        **declaration,
     )
 
 
-eq = _comparison("eq", np.equal)
-ne = _comparison("ne", np.not_equal)
-lt = _comparison("lt", np.less)
-le = _comparison("le", np.less_equal)
-gt = _comparison("gt", np.greater)
-ge = _comparison("ge", np.greater_equal)
+eq = _comparison("eq", np.equal, method=True, numpy=np.equal)
+ne = _comparison("ne", np.not_equal, method=True, numpy=np.not_equal)
+lt = _comparison("lt", np.less, method=True, numpy=np.less)
+le = _comparison("le", np.less_equal, method=True, numpy=np.less_equal)
+gt = _comparison("gt", np.greater, method=True, numpy=np.greater)
+ge = _comparison("ge", np.greater_equal, method=True, numpy=np.greater_equal)
 
 
 # == more binary ops, in torch's argument names (input, other) ================================================
@@ -468,6 +509,8 @@ atan2 = _pair(
     quiet(lambda g, ans, input, other: unbroadcast(_atan2_scale(g, input, other) * other, input.shape)),
     quiet(lambda g, ans, input, other: unbroadcast(-_atan2_scale(g, input, other) * input, other.shape)),
     samples=_atan2_samples,
+    method=True,
+    numpy=np.arctan2,
 )
 
 
@@ -483,6 +526,8 @@ copysign = _pair(
     _floats("copysign", np.copysign),
     quiet(_copysign_vjp_input),
     lambda g, ans, input, other: np.zeros(other.shape, g.dtype),
+    method=True,
+    numpy=np.copysign,
 )
 
 
@@ -495,6 +540,8 @@ logaddexp = _pair(
     quiet(lambda g, ans, input, other: unbroadcast(g * np.exp(-np.logaddexp(0, other - input)), input.shape)),
     quiet(lambda g, ans, input, other: unbroadcast(g * np.exp(-np.logaddexp(0, input - other)), other.shape)),
     samples=binary_samples(-4.0, 4.0),
+    method=True,
+    numpy=np.logaddexp,
 )
 
 
@@ -504,6 +551,8 @@ hypot = _pair(
     _floats("hypot", np.hypot),
     quiet(lambda g, ans, input, other: unbroadcast(g * input / ans, input.shape)),
     quiet(lambda g, ans, input, other: unbroadcast(g * other / ans, other.shape)),
+    method=True,
+    numpy=np.hypot,
 )
 
 
@@ -528,6 +577,8 @@ remainder = _pair(
     lambda g, ans, input, other: unbroadcast(g, input.shape),
     quiet(lambda g, ans, input, other: unbroadcast(-g * np.floor_divide(input, other), other.shape)),
     samples=_quotient_samples,
+    method=True,
+    numpy=np.remainder,
 )
 fmod = _pair(
     "fmod",
@@ -535,6 +586,8 @@ fmod = _pair(
     lambda g, ans, input, other: unbroadcast(g, input.shape),
     quiet(lambda g, ans, input, other: unbroadcast(-g * np.trunc(input / other), other.shape)),
     samples=_quotient_samples,
+    method=True,
+    numpy=np.fmod,
 )
 
 
@@ -555,14 +608,16 @@ floor_divide = _pair(
     lambda g, ans, input, other: np.zeros(other.shape, g.dtype),
     samples=_quotient_samples,
     torch_ref=lambda torch, input, other: torch.div(input, other, rounding_mode="floor"),
+    method=True,
+    numpy=np.floor_divide,
 )
 
 
 # -- lerp ------------------------------------------------------------------------------------------------------
 @quiet
 def _lerp(input, end, weight):
-    if input.dtype.kind != "f" or end.dtype.kind != "f":
-        raise TypeError(f"lerp: arguments 'input' ({input.dtype}) and 'end' ({end.dtype}) must be floating tensors")
+    require_float("lerp", "input", input)
+    require_float("lerp", "end", end)
     if weight.dtype.kind != "f":
         weight = weight.astype(input.dtype)  # a Python number given as weight
     try:
@@ -612,13 +667,13 @@ lerp = defop(
     ),
     samples=_lerp_samples,
     torch_ref=lambda torch, input, end, weight: torch.lerp(input, end, weight),
+    method=True,
 )
 
 
 # -- isclose and logical ops: bool results, not differentiable -------------------------------------------------
 def _tolerance(argument, value):
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"isclose: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
+    real("isclose", argument, value)
     if not value >= 0:
         raise ValueError(f"isclose: argument '{argument}' expected a number >= 0, got {value!r}")
     return float(value)
@@ -673,6 +728,7 @@ isclose = _pair(
     NOT_DIFFERENTIABLE,
     samples=_isclose_samples,
     torch_ref=lambda torch, input, other, **attrs: torch.isclose(input, other, **attrs),
+    method=True,
 )
 
 
@@ -686,28 +742,27 @@ def _logical_samples(rng):
     return out
 
 
-def _logical(name, ufunc):
+def _logical(name, ufunc, **declaration):
     return _pair(
         name,
         _on_pair(name, ufunc, match_floats=False, arithmetic=False),
         NOT_DIFFERENTIABLE,
         NOT_DIFFERENTIABLE,
         samples=_logical_samples,
+        **declaration,
     )
 
 
-logical_and = _logical("logical_and", np.logical_and)
-logical_or = _logical("logical_or", np.logical_or)
-logical_xor = _logical("logical_xor", np.logical_xor)
+logical_and = _logical("logical_and", np.logical_and, method=True, numpy=np.logical_and)
+logical_or = _logical("logical_or", np.logical_or, method=True, numpy=np.logical_or)
+logical_xor = _logical("logical_xor", np.logical_xor, method=True, numpy=np.logical_xor)
 
 
 # -- xlogy / addcmul / addcdiv ---------------------------------------------------------------------------------
 @quiet  # log(0) = -inf: x * log(y) is 0 where x == 0 (unless y is NaN), as torch's xlogy
 def _xlogy(input, other):
-    if input.dtype.kind != "f" or other.dtype.kind != "f":
-        raise TypeError(
-            f"xlogy: arguments 'input' and 'other' expected floating tensors, got {input.dtype}, {other.dtype}"
-        )
+    require_float("xlogy", "input", input)
+    require_float("xlogy", "other", other)
     _broadcastable("xlogy", ("input", "other"), (input, other))
     product = input * np.log(other)
     return np.where(np.logical_and(input == 0, np.logical_not(np.isnan(other))), 0, product)
@@ -734,7 +789,7 @@ def _xlogy_samples(rng):
     return pairs + [Sample((zeros[1:], np.array([2.0, 0.5, 3.0])), {}, "input 0"), edges]
 
 
-xlogy = _pair("xlogy", _xlogy, _xlogy_vjp_input, _xlogy_vjp_other, samples=_xlogy_samples)
+xlogy = _pair("xlogy", _xlogy, _xlogy_vjp_input, _xlogy_vjp_other, samples=_xlogy_samples, method=True)
 
 
 def _broadcastable(op: str, names: tuple, arrays: tuple) -> None:
@@ -749,8 +804,7 @@ def _three(name: str, combine):
 
     def forward(input, tensor1, tensor2, *, value=1):
         for arg, a in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
-            if a.dtype.kind != "f":
-                raise TypeError(f"{name}: argument '{arg}' expected a floating tensor, got dtype {a.dtype}")
+            require_float(name, arg, a)
         if not (input.dtype == tensor1.dtype == tensor2.dtype):
             raise TypeError(
                 f"{name}: arguments 'input', 'tensor1', 'tensor2' expected one dtype, got "
@@ -841,6 +895,8 @@ logaddexp2 = _pair(
     quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp2(other - input) + 1), input.shape)),
     quiet(lambda g, ans, input, other: unbroadcast(g / (np.exp2(input - other) + 1), other.shape)),
     samples=binary_samples(-4.0, 4.0),
+    method=True,
+    numpy=np.logaddexp2,
 )
 
 
@@ -880,6 +936,7 @@ ldexp = _pair(
     _ldexp_vjp_input,
     quiet(lambda g, ans, input, other: unbroadcast(g * ans * _LN2, other.shape)),
     samples=_ldexp_samples,
+    method=True,
 )
 
 
@@ -899,7 +956,9 @@ def _nan_aware(name, ufunc, wins):
         out.append(Sample((nan, np.array([np.nan, 2.0, np.nan, 5.0, 1.0])), {}, "NaN on either side"))
         return out
 
-    return _pair(name, _on_pair(name, ufunc, arithmetic=False), vjp_input, vjp_other, samples=samples)
+    return _pair(
+        name, _on_pair(name, ufunc, arithmetic=False), vjp_input, vjp_other, samples=samples, method=True, numpy=ufunc
+    )
 
 
 fmax = _nan_aware("fmax", np.fmax, lambda input, other: input >= other)
@@ -912,8 +971,7 @@ def _alpha(op, alpha, *arrays):
         if all(a.dtype.kind == "b" for a in arrays):
             return bool(alpha)
         return int(alpha)
-    if not isinstance(alpha, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument 'alpha' expected a number, got {type(alpha).__name__} {alpha!r}")
+    real(op, "alpha", alpha, "a number")
     if isinstance(alpha, float | np.floating) and all(a.dtype.kind in "iub" for a in arrays):
         raise TypeError(
             f"{op}: argument 'alpha' is the float {alpha!r} but the operands are integer/bool "
@@ -944,6 +1002,7 @@ rsub = _pair(
     lambda g, ans, input, other, alpha=1: unbroadcast(g, other.shape),
     samples=lambda rng: binary_samples()(rng) + [Sample((uniform(rng, (2, 3)), uniform(rng, (3,))), {"alpha": 2.5})],
     torch_ref=lambda torch, input, other, alpha=1: torch.rsub(input, other, alpha=alpha),
+    method=True,
 )
 
 
@@ -972,6 +1031,7 @@ def _heaviside_samples(rng):
 
 heaviside = defop(  # torch: "the derivative of heaviside is not implemented"; a step function either way
     "heaviside",
+    method=True,
     family="binary",
     inputs=("input", "values"),
     forward=_heaviside,
@@ -993,6 +1053,7 @@ nextafter = _pair(  # torch: not differentiable
     NOT_DIFFERENTIABLE,
     NOT_DIFFERENTIABLE,
     samples=_nextafter_samples,
+    method=True,
 )
 
 # numpy's and torch's other names for the same ops
@@ -1050,12 +1111,10 @@ def _onnx_copysign(g, rec, input, other):
 
 
 def _onnx_logaddexp(g, rec, input, other):
-    from .elementwise import _onnx_log1p
-
     a, b = _onnx_operands(g, rec, input, other)
     dtype = rec.output.dtype
     top = g.op("Max", a, b)
-    tail = _onnx_log1p(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", g.op("Sub", a, b)))))
+    tail = log1p_graph(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", g.op("Sub", a, b)))))
     # equal inputs (infinities included): a + log 2, as numpy
     return g.op("Where", g.op("Equal", a, b), g.op("Add", a, scalar(g, np.log(2.0), dtype)), g.op("Add", top, tail))
 
@@ -1207,12 +1266,10 @@ lowering(addcdiv, _onnx_three("Div"))
 
 def _onnx_logaddexp2(g, rec, input, other):
     """numpy's logaddexp2: max + log2(1 + 2^-|a - b|) (log1p / ln 2); equal inputs: a + 1."""
-    from .elementwise import _onnx_log1p
-
     a, b = _onnx_operands(g, rec, input, other)
     dtype = rec.output.dtype
     two = scalar(g, 2, dtype)
-    tail = _onnx_log1p(g, rec, g.op("Pow", two, g.op("Neg", g.op("Abs", g.op("Sub", a, b)))))
+    tail = log1p_graph(g, rec, g.op("Pow", two, g.op("Neg", g.op("Abs", g.op("Sub", a, b)))))
     tail = g.op("Mul", tail, scalar(g, 1 / _LN2, dtype))
     return g.op("Where", g.op("Equal", a, b), g.op("Add", a, scalar(g, 1, dtype)), g.op("Add", g.op("Max", a, b), tail))
 

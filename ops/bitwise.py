@@ -78,6 +78,7 @@ def _pair_samples(rng, low=-100, high=100):
 def _declare(name, forward, samples, torch_name=None):
     return defop(
         name,
+        method=True,
         family="bitwise",
         inputs=("input", "other"),
         forward=forward,
@@ -113,6 +114,7 @@ def _not_samples(rng):
 
 bitwise_not = defop(
     "bitwise_not",
+    method=True,
     family="bitwise",
     inputs=("input",),
     forward=_bitwise_not,

@@ -2,39 +2,9 @@
 conv_transpose2d, conv_transpose3d, unfold / fold (im2col and its adjoint col2im), max_pool1d, max_pool2d,
 max_pool3d, max_pool2d_with_indices, max_unpool1d, max_unpool2d, avg_pool1d, avg_pool2d, avg_pool3d, lp_pool1d,
 lp_pool2d, adaptive_avg_pool1d/2d/3d, adaptive_max_pool1d/2d, adaptive_max_pool2d_with_indices, interpolate
-(nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear) and the nearest-neighbour upsample2d.
-
-The max pools take torch's ``return_indices``: True returns the (output, int64 indices) pair -- an op may return
-one array for one call and a pair for another, as torch.max does -- and one wrapper of the rule and of the
-composite serves both forms (the indices take no gradient).
-
-Convolutions use im2col over any number of spatial axes (conv1d, conv2d and conv3d are one declaration
-each): a strided view of the padded input gathers every receptive field into one column matrix (a single
-copy), and one batched matmul per group does the rest. Their joint backward shares that column matrix
-between the weight gradient and the input gradient; the input gradient scatters back (col2im) with one
-vectorised add per kernel offset (prod(kernel) adds, never a loop over output positions). A transposed
-convolution is conv's adjoint: its forward is conv's input-gradient kernel, its input gradient conv's
-forward. Pooling works on windows of the padded input the same way (1-D pooling runs the 2-D kernels on a
-height of 1). The forwards resolve their geometry once and hand it to the backward. Adaptive average pooling
-and interpolate are separable linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose
-transposes are the backward.
-
-torch's aten also names the two-output forms as ops of their own (``max_pool2d_with_indices``,
-``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W + w`` into each input plane); they are kept
-beside return_indices=True, which gives the same pair.
-
-Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the other
-op (on Tensors) or its kernel (on arrays). The convolutions, the transposed convs, the avg and max pools are
-differentiated again through composites built on registered ops: conv2d as the windows of the (padded) input
-as ``unfold`` columns times the weight; conv1d and conv_transpose1d as the 2-D composites over a height of 1;
-conv3d as a sum over the kernel's depth of conv2d's composite over the input planes each kernel plane meets;
-the pools as a sum (avg) or a selection of the forward's argmax (max) of unfold columns; conv_transpose2d as a
-matmul with the transposed weight then ``fold``; a ``gather`` at the forward's flat indices (the with-indices
-and adaptive max pools). max_unpool2d's backward is a gather (np.take_along_axis), adaptive_avg_pool and
-interpolate's are matmuls: those rules are traced as they stand.
-
-Ties: the max pools send a window's gradient to its first maximum in row-major order, a NaN counting
-as the maximum -- what torch's CPU kernels do (and the indices they return). Empty batches work as in torch.
+(nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear) and the nearest-neighbour upsample2d. How
+they are computed (im2col, separable matmuls), their second order and ties are the ops' notes (``_CASE_LAW``,
+shown in docs/coverage.md).
 """
 
 __all__ = [
@@ -73,14 +43,96 @@ from functools import reduce
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-import ops
 from tape.onnx import lowering
 from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
+from ._notes import case_law
 from ._onnx import NotExportable, index_map, scalar, tensor_type
 from ._samples import uniform
-from ._validation import require, require_float, require_integer
+from ._validation import real, require, require_float, require_integer
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        (
+            "conv1d",
+            "conv2d",
+            "conv3d",
+            "conv_transpose1d",
+            "conv_transpose2d",
+            "max_pool1d",
+            "max_pool2d",
+            "avg_pool1d",
+            "avg_pool2d",
+            "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d",
+            "interpolate",
+        ),
+        "Convolutions use im2col over any number of spatial axes (conv1d, conv2d and conv3d are one "
+        "declaration each): a strided view of the padded input gathers every receptive field into one column "
+        "matrix (a single copy), and one batched matmul per group does the rest. Their joint backward shares "
+        "that column matrix between the weight gradient and the input gradient; the input gradient scatters "
+        "back (col2im) with one vectorised add per kernel offset (prod(kernel) adds, never a loop over output"
+        " positions). A transposed convolution is conv's adjoint: its forward is conv's input-gradient "
+        "kernel, its input gradient conv's forward. Pooling works on windows of the padded input the same way"
+        " (1-D pooling runs the 2-D kernels on a height of 1). The forwards resolve their geometry once and "
+        "hand it to the backward. Adaptive average pooling and interpolate are separable linear maps: a "
+        "matmul with one (out, in) weight matrix per spatial axis, whose transposes are the backward.",
+    ),
+    (
+        ("max_pool2d", "max_pool2d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices"),
+        "torch returns max pooling's indices only with ``return_indices=True``; an op's output count is "
+        "fixed, so the two-output forms are ops of their own under torch's names "
+        "(``max_pool2d_with_indices``, ``adaptive_max_pool2d_with_indices``: values and int64 indices ``h * W"
+        " + w`` into each input plane), and max_pool2d / adaptive_max_pool2d return the values alone.",
+    ),
+    (
+        (
+            "conv2d",
+            "conv1d",
+            "conv3d",
+            "unfold",
+            "fold",
+            "max_pool2d",
+            "avg_pool2d",
+            "upsample2d",
+            "conv_transpose2d",
+            "conv_transpose1d",
+            "max_pool1d",
+            "avg_pool1d",
+            "max_pool2d_with_indices",
+            "max_unpool2d",
+            "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d",
+            "adaptive_max_pool2d",
+            "adaptive_max_pool2d_with_indices",
+            "interpolate",
+        ),
+        "Second order: unfold and fold are linear and each other's adjoint, so each one's backward is the "
+        "other op (on Tensors) or its kernel (on arrays). The convolutions, the transposed convs, the avg and"
+        " max pools are differentiated again through composites built on registered ops: conv2d as the "
+        "windows of the (padded) input as ``unfold`` columns times the weight; conv1d and conv_transpose1d as"
+        " the 2-D composites over a height of 1; conv3d as a sum over the kernel's depth of conv2d's "
+        "composite over the input planes each kernel plane meets; the pools as a sum (avg) or a selection of "
+        "the forward's argmax (max) of unfold columns; conv_transpose2d as a matmul with the transposed "
+        "weight then ``fold``; a ``gather`` at the forward's flat indices (the with-indices and adaptive max "
+        "pools). max_unpool2d's backward is a gather (np.take_along_axis), adaptive_avg_pool and "
+        "interpolate's are matmuls: those rules are traced as they stand.",
+    ),
+    (
+        (
+            "max_pool1d",
+            "max_pool2d",
+            "max_pool2d_with_indices",
+            "adaptive_max_pool2d",
+            "adaptive_max_pool2d_with_indices",
+        ),
+        "Ties: the max pools send a window's gradient to its first maximum in row-major order, a NaN counting"
+        " as the maximum -- what torch's CPU kernels do (and the indices they return). Empty batches work as "
+        "in torch.",
+    ),
+)
 
 
 # -- argument handling -------------------------------------------------------------------------------------
@@ -292,10 +344,12 @@ def _check_conv(op, spatial, x, weight, bias, stride, padding, dilation, groups)
 def _window_columns(x4, geo):
     """(N, C*KH*KW, OH*OW) Tensor: every window of the (N, C, H, W) Tensor ``x4`` under ``geo``'s (possibly
     asymmetric) padding, built with registered ops -- the composites' im2col."""
+    from .shape import pad  # at call time: the families register in ops/__init__'s order
+
     (top, bottom), (left, right) = geo.pads
     if top == bottom and left == right:
         return unfold(x4, geo.kernel, geo.dilation, (top, left), geo.stride)
-    return unfold(ops.pad(x4, (left, right, top, bottom)), geo.kernel, geo.dilation, 0, geo.stride)
+    return unfold(pad(x4, (left, right, top, bottom)), geo.kernel, geo.dilation, 0, geo.stride)
 
 
 def _with_unit_axis(value, unit: int):
@@ -305,7 +359,7 @@ def _with_unit_axis(value, unit: int):
     return (unit, value) if isinstance(value, int | np.integer) else (unit, *value)
 
 
-def _conv_op(name, spatial, composite, samples):
+def _conv_op(name, spatial, composite, samples, notes=""):
     """Declare conv1d, conv2d or conv3d: the im2col kernels above in the first order; ``composite`` (the conv
     written with registered ops) for the second."""
 
@@ -321,7 +375,7 @@ def _conv_op(name, spatial, composite, samples):
     def check(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         _check_conv(name, spatial, input, weight, bias, stride, padding, dilation, groups)
 
-    return _declare_conv(name, forward, joint_vjp, check, composite, samples)
+    return _declare_conv(name, forward, joint_vjp, check, composite, samples, notes)
 
 
 def _declare_conv(name, forward, joint_vjp, check, composite, samples, notes=""):
@@ -352,51 +406,58 @@ def _torch_conv(torch, name, input, weight, bias, **attrs):
 
 def _conv2d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv2d with registered ops, for its second order: unfold's window columns times the weight."""
+    from .linalg import matmul  # at call time: the families register in ops/__init__'s order
+    from .shape import reshape, unsqueeze
+
     geo = _ConvGeometry("conv2d", input.shape, weight.shape, stride, padding, dilation, 2)
-    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, channels, out_channels = x4.shape[0], x4.shape[1], weight.shape[0]
     rows = channels // groups * geo.kernel[0] * geo.kernel[1]
-    cols = ops.reshape(_window_columns(x4, geo), (n, groups, rows, geo.out[0] * geo.out[1]))
-    out = ops.matmul(ops.reshape(weight, (groups, out_channels // groups, rows)), cols)  # (N, G, O/G, L)
-    out = ops.reshape(out, (n, out_channels) + geo.out)
+    cols = reshape(_window_columns(x4, geo), (n, groups, rows, geo.out[0] * geo.out[1]))
+    out = matmul(reshape(weight, (groups, out_channels // groups, rows)), cols)  # (N, G, O/G, L)
+    out = reshape(out, (n, out_channels) + geo.out)
     if bias is not None:
-        out = out + ops.reshape(bias, (out_channels, 1, 1))
-    return ops.reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + geo.out)
+        out = out + reshape(bias, (out_channels, 1, 1))
+    return reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + geo.out)
 
 
 def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv1d as conv2d's composite over a height of 1, for its second order."""
+    from .shape import squeeze, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     out = _conv2d_composite(
-        ops.unsqueeze(input, -2),
-        ops.unsqueeze(weight, -2),
+        unsqueeze(input, -2),
+        unsqueeze(weight, -2),
         bias,
         _with_unit_axis(stride, 1),
         _with_unit_axis(padding, 0),
         _with_unit_axis(dilation, 1),
         groups,
     )
-    return ops.squeeze(out, -2)
+    return squeeze(out, -2)
 
 
 def _conv3d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv3d with registered ops, for its second order: the sum over the kernel's depth of conv2d's composite
     over the input planes that kernel plane meets (the output depths folded into the batch)."""
+    from .shape import pad, permute, reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     geo = _ConvGeometry("conv3d", input.shape, weight.shape, stride, padding, dilation, 3)
-    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    x = input if input.ndim == 5 else unsqueeze(input, 0)
     if any(before or after for before, after in geo.pads):
-        x = ops.pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
+        x = pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
     n, channels, out_channels = x.shape[0], x.shape[1], weight.shape[0]
     depth, step, spacing = geo.out[0], geo.stride[0], geo.dilation[0]
     out = None
     for k in range(geo.kernel[0]):
         planes = x[:, :, k * spacing : k * spacing + step * (depth - 1) + 1 : step]  # (N, C, OD, H, W)
-        planes = ops.reshape(ops.permute(planes, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(planes.shape[3:]))
+        planes = reshape(permute(planes, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(planes.shape[3:]))
         term = _conv2d_composite(planes, weight[:, :, k], None, geo.stride[1:], 0, geo.dilation[1:], groups)
         out = term if out is None else out + term
-    out = ops.permute(ops.reshape(out, (n, depth, out_channels) + geo.out[1:]), (0, 2, 1, 3, 4))
+    out = permute(reshape(out, (n, depth, out_channels) + geo.out[1:]), (0, 2, 1, 3, 4))
     if bias is not None:
-        out = out + ops.reshape(bias, (out_channels, 1, 1, 1))
-    return ops.reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out)
+        out = out + reshape(bias, (out_channels, 1, 1, 1))
+    return reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out)
 
 
 def _conv_samples(spatial, cases):
@@ -477,9 +538,9 @@ _conv3d_samples = _conv_samples(
     ],
 )
 
-conv2d = _conv_op("conv2d", 2, _conv2d_composite, _conv2d_samples)
-conv1d = _conv_op("conv1d", 1, _conv1d_composite, _conv1d_samples)
-conv3d = _conv_op("conv3d", 3, _conv3d_composite, _conv3d_samples)
+conv2d = _conv_op("conv2d", 2, _conv2d_composite, _conv2d_samples, notes=case_law(_CASE_LAW, "conv2d"))
+conv1d = _conv_op("conv1d", 1, _conv1d_composite, _conv1d_samples, notes=case_law(_CASE_LAW, "conv1d"))
+conv3d = _conv_op("conv3d", 3, _conv3d_composite, _conv3d_samples, notes=case_law(_CASE_LAW, "conv3d"))
 
 
 # -- unfold / fold -----------------------------------------------------------------------------------------
@@ -618,7 +679,7 @@ unfold = defop(
     vjps=(_unfold_vjp,),
     check=_check_unfold,
     samples=_unfold_samples,
-    notes="Its backward is fold.",
+    notes=case_law(_CASE_LAW, "unfold", "Its backward is fold."),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.unfold(input, **attrs),
 )
 
@@ -630,7 +691,7 @@ fold = defop(
     vjps=(_fold_vjp,),
     check=_check_fold,
     samples=_fold_samples,
-    notes="Its backward is unfold.",
+    notes=case_law(_CASE_LAW, "fold", "Its backward is unfold."),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.fold(input, **attrs),
 )
 
@@ -760,15 +821,19 @@ def _max_pool2d_vjp(g, ans, input, *, indices, geo, **attrs):
 def _max_pool2d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """max_pool2d as a selection from the unfold windows of the forward's argmax (a constant): what its second
     order differentiates."""
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .binary import where
+    from .shape import reshape, unsqueeze
+
     geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, c = x4.shape[:2]
     k, blocks = geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]
-    windows = ops.reshape(_window_columns(x4, geo), (n, c, k, blocks))
+    windows = reshape(_window_columns(x4, geo), (n, c, k, blocks))
     index, _ = _max_pool_index(_batched(input.data, 2), geo)
     chosen = index.reshape(n, c, 1, blocks) == np.arange(k).reshape(1, 1, k, 1)
-    out = ops.sum(ops.where(chosen, windows, 0), dim=2)
-    return ops.reshape(out, input.shape[:-2] + geo.out)
+    out = reduce.sum(where(chosen, windows, 0), dim=2)
+    return reshape(out, input.shape[:-2] + geo.out)
 
 
 def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -816,8 +881,13 @@ max_pool2d = defop(
     ),
     check=_check_max_pool2d,
     samples=lambda rng: _with_return_indices(_max_pool_samples(rng)),
-    notes="Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
-    "counting as the maximum -- what torch's CPU kernel does.",
+    notes=case_law(
+        _CASE_LAW,
+        "max_pool2d",
+        "Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
+        "counting as the maximum -- what torch's CPU kernel does. return_indices=True returns (output, int64 "
+        "indices) as torch's; the indices take no gradient.",
+    ),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, **attrs),
 )
 
@@ -861,13 +931,16 @@ def _avg_pool2d_composite(
     input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
 ):
     """avg_pool2d as window sums of unfold columns over the divisor: what its second order differentiates."""
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .shape import reshape, unsqueeze
+
     geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
-    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, c = x4.shape[:2]
     k, blocks = geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]
-    windows = ops.reshape(_window_columns(x4, geo), (n, c, k, blocks))
+    windows = reshape(_window_columns(x4, geo), (n, c, k, blocks))
     divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype).reshape(-1)
-    return ops.reshape(ops.sum(windows, dim=2) / divisor, input.shape[:-2] + geo.out)
+    return reshape(reduce.sum(windows, dim=2) / divisor, input.shape[:-2] + geo.out)
 
 
 def _check_avg_pool2d(
@@ -925,6 +998,7 @@ avg_pool2d = defop(
     check=_check_avg_pool2d,
     samples=_avg_pool_samples,
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool2d(input, **attrs),
+    notes=case_law(_CASE_LAW, "avg_pool2d"),
 )
 
 
@@ -1014,7 +1088,7 @@ upsample2d = defop(
     vjps=(_upsample2d_vjp,),
     check=_check_upsample2d,
     samples=_upsample_samples,
-    notes="torch.nn.functional.interpolate(mode='nearest') on (N, C, H, W) input.",
+    notes=case_law(_CASE_LAW, "upsample2d", "torch.nn.functional.interpolate(mode='nearest') on (N, C, H, W) input."),
     torch_ref=lambda torch, input, scale_factor=None, size=None: torch.nn.functional.interpolate(
         input, size=size, scale_factor=scale_factor, mode="nearest"
     ),
@@ -1060,7 +1134,7 @@ def _check_conv_transpose(op, spatial, x, weight, bias, stride, padding, output_
     _transpose_geometry(op, spatial, x.shape, weight.shape, stride, padding, output_padding, dilation)
 
 
-def _conv_transpose_op(name, spatial, composite, samples):
+def _conv_transpose_op(name, spatial, composite, samples, notes=""):
     """Declare conv_transpose1d or conv_transpose2d: the adjoint of conv, so its forward is conv's input
     gradient kernel, its input gradient is conv's forward and its weight gradient conv's weight gradient with
     the roles of input and output gradient swapped."""
@@ -1088,46 +1162,51 @@ def _conv_transpose_op(name, spatial, composite, samples):
     def check(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         _check_conv_transpose(name, spatial, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
-    notes = "The adjoint of conv: weight (in_channels, out_channels/groups, *kernel)."
-    return _declare_conv(name, forward, joint_vjp, check, composite, samples, notes)
+    own = "The adjoint of conv: weight (in_channels, out_channels/groups, *kernel)."
+    return _declare_conv(name, forward, joint_vjp, check, composite, samples, f"{own} {notes}".rstrip())
 
 
 def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """conv_transpose2d with registered ops, for its second order: a matmul with the transposed weight gives
     every input position's contribution to a window, and fold adds the windows up (then output_padding's rows)."""
+    from .linalg import matmul  # at call time: the families register in ops/__init__'s order
+    from .shape import pad, reshape, transpose, unsqueeze
+
     geo = _transpose_geometry(
         "conv_transpose2d", 2, input.shape, weight.shape, stride, padding, output_padding, dilation
     )
-    x4 = input if input.ndim == 4 else ops.unsqueeze(input, 0)
+    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
     n, in_channels = x4.shape[:2]
     out_channels = weight.shape[1] * groups
     k = geo.kernel[0] * geo.kernel[1]
     rows = out_channels // groups * k
-    w_t = ops.transpose(ops.reshape(weight, (groups, in_channels // groups, rows)), 1, 2)  # (G, O/G*k, C/G)
+    w_t = transpose(reshape(weight, (groups, in_channels // groups, rows)), 1, 2)  # (G, O/G*k, C/G)
     positions = x4.shape[2] * x4.shape[3]
-    cols = ops.matmul(w_t, ops.reshape(x4, (n, groups, in_channels // groups, positions)))
+    cols = matmul(w_t, reshape(x4, (n, groups, in_channels // groups, positions)))
     # fold without padding gives the full (in - 1) * stride + dilated kernel extent; the output is its
     # [padding, padding + out) part, zero past the end when output_padding > padding
     full = tuple(
         (size - 1) * s + d * (kk - 1) + 1 for size, s, d, kk in zip(x4.shape[2:], geo.stride, geo.dilation, geo.kernel)
     )
-    out = fold(ops.reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0, geo.stride)
+    out = fold(reshape(cols, (n, out_channels * k, positions)), full, geo.kernel, geo.dilation, 0, geo.stride)
     (top, _), (left, _) = geo.pads
     size = geo.out_size
     beyond = [max(top + size[0] - full[0], 0), max(left + size[1] - full[1], 0)]
     if any(beyond):
-        out = ops.pad(out, (0, beyond[1], 0, beyond[0]))
+        out = pad(out, (0, beyond[1], 0, beyond[0]))
     out = out[:, :, top : top + size[0], left : left + size[1]]
     if bias is not None:
-        out = out + ops.reshape(bias, (out_channels, 1, 1))
-    return ops.reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + size)
+        out = out + reshape(bias, (out_channels, 1, 1))
+    return reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + size)
 
 
 def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """conv_transpose1d as conv_transpose2d's composite over a height of 1, for its second order."""
+    from .shape import squeeze, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     out = _conv_transpose2d_composite(
-        ops.unsqueeze(input, -2),
-        ops.unsqueeze(weight, -2),
+        unsqueeze(input, -2),
+        unsqueeze(weight, -2),
         bias,
         _with_unit_axis(stride, 1),
         _with_unit_axis(padding, 0),
@@ -1135,7 +1214,7 @@ def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, o
         groups,
         _with_unit_axis(dilation, 1),
     )
-    return ops.squeeze(out, -2)
+    return squeeze(out, -2)
 
 
 def _conv_transpose2d_samples(rng):
@@ -1201,8 +1280,20 @@ def _conv_transpose1d_samples(rng):
     ]
 
 
-conv_transpose2d = _conv_transpose_op("conv_transpose2d", 2, _conv_transpose2d_composite, _conv_transpose2d_samples)
-conv_transpose1d = _conv_transpose_op("conv_transpose1d", 1, _conv_transpose1d_composite, _conv_transpose1d_samples)
+conv_transpose2d = _conv_transpose_op(
+    "conv_transpose2d",
+    2,
+    _conv_transpose2d_composite,
+    _conv_transpose2d_samples,
+    notes=case_law(_CASE_LAW, "conv_transpose2d"),
+)
+conv_transpose1d = _conv_transpose_op(
+    "conv_transpose1d",
+    1,
+    _conv_transpose1d_composite,
+    _conv_transpose1d_samples,
+    notes=case_law(_CASE_LAW, "conv_transpose1d"),
+)
 
 
 # -- 1-D pooling (2-D pooling over a height of 1) ----------------------------------------------------------
@@ -1243,9 +1334,11 @@ def _on_height_one(rule_2d):
 
 
 def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    x2 = ops.unsqueeze(input, input.ndim - 1)
+    from .shape import reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
+
+    x2 = unsqueeze(input, input.ndim - 1)
     out = _max_pool2d_composite(x2, *_pool1d_args("max_pool1d", kernel_size, stride, padding, dilation), ceil_mode)
-    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+    return reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
 def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -1288,7 +1381,11 @@ max_pool1d = defop(
     ),
     check=_check_max_pool1d,
     samples=lambda rng: _with_return_indices(_pool1d_samples(rng, True)),
-    notes="Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
+    notes=case_law(
+        _CASE_LAW,
+        "max_pool1d",
+        "Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
+    ),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool1d(input, **attrs),
 )
 
@@ -1300,11 +1397,11 @@ def _avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, cou
 
 
 def _avg_pool1d_composite(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    from .shape import reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
+
     kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
-    out = _avg_pool2d_composite(
-        ops.unsqueeze(input, input.ndim - 1), kernel, strides, pads, ceil_mode, count_include_pad
-    )
-    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+    out = _avg_pool2d_composite(unsqueeze(input, input.ndim - 1), kernel, strides, pads, ceil_mode, count_include_pad)
+    return reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
 def _check_avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -1325,6 +1422,7 @@ avg_pool1d = defop(
     check=_check_avg_pool1d,
     samples=lambda rng: _pool1d_samples(rng, False),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool1d(input, **attrs),
+    notes=case_law(_CASE_LAW, "avg_pool1d"),
 )
 
 
@@ -1341,9 +1439,12 @@ def _flat_input_indices(index, geo, width):
 def _gather_flat(input, flat):
     """The entries of (N, C, H, W) or (C, H, W) Tensor ``input`` at flat plane positions ``flat`` (an int array
     of the output's shape), with registered ops (gather, whose backward is scatter_add)."""
-    planes = ops.reshape(input, input.shape[:-2] + (input.shape[-2] * input.shape[-1],))
-    picked = ops.gather(planes, planes.ndim - 1, flat.reshape(flat.shape[:-2] + (flat.shape[-2] * flat.shape[-1],)))
-    return ops.reshape(picked, flat.shape)
+    from .indexing import gather  # at call time: the families register in ops/__init__'s order
+    from .shape import reshape
+
+    planes = reshape(input, input.shape[:-2] + (input.shape[-2] * input.shape[-1],))
+    picked = gather(planes, planes.ndim - 1, flat.reshape(flat.shape[:-2] + (flat.shape[-2] * flat.shape[-1],)))
+    return reshape(picked, flat.shape)
 
 
 def _max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -1381,8 +1482,12 @@ max_pool2d_with_indices = defop(
     composite=_max_pool2d_with_indices_composite,
     check=_check_max_pool2d_with_indices,
     samples=_max_pool_samples,
-    notes="max_pool2d(..., return_indices=True) as its own op (an op's output count is fixed): (values, int64 "
-    "indices of each maximum in its flattened input plane, h * W + w), as torch.",
+    notes=case_law(
+        _CASE_LAW,
+        "max_pool2d_with_indices",
+        "max_pool2d(..., return_indices=True) as its own op (an op's output count is fixed): (values, int64 "
+        "indices of each maximum in its flattened input plane, h * W + w), as torch.",
+    ),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, return_indices=True, **attrs),
 )
 
@@ -1484,9 +1589,13 @@ max_unpool2d = defop(
     vjps=(_max_unpool2d_vjp, Grad.NOT_DIFFERENTIABLE),
     check=_check_max_unpool2d,
     samples=_max_unpool2d_samples,
-    notes="Puts each value at its flat plane index (max_pool2d_with_indices' second output); the input gradient "
-    "gathers the output gradient there. Repeated indices: the output keeps one of the values (torch "
-    "leaves which unspecified), the gradient reaches every one.",
+    notes=case_law(
+        _CASE_LAW,
+        "max_unpool2d",
+        "Puts each value at its flat plane index (max_pool2d_with_indices' second output); the input gradient "
+        "gathers the output gradient there. Repeated indices: the output keeps one of the values (torch "
+        "leaves which unspecified), the gradient reaches every one.",
+    ),
     torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool2d(input, indices, **attrs),
 )
 
@@ -1584,7 +1693,7 @@ adaptive_avg_pool1d = defop(
     vjps=(_adaptive_avg_pool1d_vjp,),
     check=_adaptive_check("adaptive_avg_pool1d", 1),
     samples=lambda rng: _adaptive_samples(rng, 1),
-    notes="A matmul with the (out, in) window-average matrix.",
+    notes=case_law(_CASE_LAW, "adaptive_avg_pool1d", "A matmul with the (out, in) window-average matrix."),
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool1d(input, output_size),
 )
 
@@ -1596,7 +1705,11 @@ adaptive_avg_pool2d = defop(
     vjps=(_adaptive_avg_pool2d_vjp,),
     check=_adaptive_check("adaptive_avg_pool2d", 2),
     samples=lambda rng: _adaptive_samples(rng, 2),
-    notes="Separable: the row and column window-average matrices either side of the input.",
+    notes=case_law(
+        _CASE_LAW,
+        "adaptive_avg_pool2d",
+        "Separable: the row and column window-average matrices either side of the input.",
+    ),
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool2d(input, output_size),
 )
 
@@ -1690,7 +1803,7 @@ adaptive_max_pool2d = defop(
     ),
     check=_adaptive_check("adaptive_max_pool2d", 2),
     samples=lambda rng: _with_return_indices(_adaptive_max_samples(rng)),
-    notes=_ADAPTIVE_MAX_NOTES,
+    notes=case_law(_CASE_LAW, "adaptive_max_pool2d", _ADAPTIVE_MAX_NOTES),
     torch_ref=lambda torch, input, output_size, return_indices=False: torch.nn.functional.adaptive_max_pool2d(
         input, output_size, return_indices
     ),
@@ -1707,8 +1820,12 @@ adaptive_max_pool2d_with_indices = defop(
     composite=_adaptive_max_pool2d_with_indices_composite,
     check=_adaptive_check("adaptive_max_pool2d_with_indices", 2),
     samples=_adaptive_max_samples,
-    notes="adaptive_max_pool2d(..., return_indices=True) as its own op: (values, int64 flat plane indices). "
-    + _ADAPTIVE_MAX_NOTES,
+    notes=case_law(
+        _CASE_LAW,
+        "adaptive_max_pool2d_with_indices",
+        "adaptive_max_pool2d(..., return_indices=True) as its own op: (values, int64 flat plane indices). "
+        + _ADAPTIVE_MAX_NOTES,
+    ),
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size, True),
 )
 
@@ -1993,10 +2110,14 @@ interpolate = defop(
     vjps=(_interpolate_vjp,),
     check=_check_interpolate,
     samples=_interpolate_samples,
-    notes="Modes nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear (3-D to 5-D inputs); torch's "
-    "index and weight formulas (align_corners both "
-    "ways, scale_factor reaching the kernel unless recompute_scale_factor). Linear in the input, so its "
-    "rule (the transposed weight matrices) is differentiable as it stands.",
+    notes=case_law(
+        _CASE_LAW,
+        "interpolate",
+        "Modes nearest, nearest-exact, area, linear, bilinear, bicubic, trilinear (3-D to 5-D inputs); torch's index "
+        "and weight formulas (align_corners both ways, scale_factor reaching the kernel unless "
+        "recompute_scale_factor). Linear in the input, so its rule (the transposed weight matrices) is "
+        "differentiable as it stands.",
+    ),
     torch_ref=lambda torch, input, **attrs: _torch_interpolate(torch, input, **attrs),
 )
 
@@ -2011,8 +2132,7 @@ def _torch_interpolate(torch, input, **attrs):
 
 # -- issue 21: Lp pooling, 1-D adaptive max pooling and unpooling, 3-D adaptive average pooling ---------------
 def _lp_power(op: str, norm_type) -> float:
-    if isinstance(norm_type, bool) or not isinstance(norm_type, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument 'norm_type' expected a number, got {type(norm_type).__name__}")
+    norm_type = real(op, "norm_type", norm_type, "a number")
     require(math.isfinite(norm_type) and norm_type != 0, op, "norm_type", "a finite non-zero power", norm_type)
     return float(norm_type)
 
@@ -2060,9 +2180,11 @@ def _lp_pool1d_vjp(g, ans, input, norm_type, kernel_size, stride=None, ceil_mode
 
 
 def _lp_pool1d_composite(input, norm_type, kernel_size, stride=None, ceil_mode=False, **saved):
+    from .shape import reshape, unsqueeze
+
     kernel, strides, _, _ = _pool1d_args("lp_pool1d", kernel_size, stride, 0)
-    out = _lp_pool2d_composite(ops.unsqueeze(input, input.ndim - 1), norm_type, kernel, strides, ceil_mode)
-    return ops.reshape(out, out.shape[:-2] + out.shape[-1:])
+    out = _lp_pool2d_composite(unsqueeze(input, input.ndim - 1), norm_type, kernel, strides, ceil_mode)
+    return reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
 def _check_lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
@@ -2148,9 +2270,11 @@ def _adaptive_max_pool1d_vjp(g, ans, input, output_size, flat):
 
 
 def _adaptive_max_pool1d_composite(input, output_size, **saved):
+    from .shape import unsqueeze
+
     sizes = _adaptive_sizes("adaptive_max_pool1d", input.shape, output_size, 1)
     _, flat = _adaptive_max_flat(input.data[..., None, :], (1,) + sizes, "adaptive_max_pool1d")
-    return _gather_flat(ops.unsqueeze(input, input.ndim - 1), flat)[..., 0, :]
+    return _gather_flat(unsqueeze(input, input.ndim - 1), flat)[..., 0, :]
 
 
 adaptive_max_pool1d = defop(
@@ -2285,26 +2409,30 @@ adaptive_avg_pool3d = defop(
 def _spread(planes, step: int, axis: int):
     """``planes`` with step - 1 zero planes after each one along ``axis`` (the last ones cut): the placement of a
     strided transposed convolution's contributions, with registered ops."""
+    from .shape import narrow, reshape, stack
+
     if step == 1:
         return planes
     n = planes.shape[axis]
     zeros = Tensor._wrap(np.zeros(planes.shape, planes.dtype))
-    spread = ops.stack([planes] + [zeros] * (step - 1), dim=axis + 1)
-    spread = ops.reshape(spread, planes.shape[:axis] + (n * step,) + planes.shape[axis + 1 :])
-    return ops.narrow(spread, axis, 0, (n - 1) * step + 1)
+    spread = stack([planes] + [zeros] * (step - 1), dim=axis + 1)
+    spread = reshape(spread, planes.shape[:axis] + (n * step,) + planes.shape[axis + 1 :])
+    return narrow(spread, axis, 0, (n - 1) * step + 1)
 
 
 def _conv_transpose3d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """conv_transpose3d with registered ops, for its second order: for each kernel depth k, conv_transpose2d's
     composite of every input depth plane (folded into the batch) lands at output depths id * stride + k * dilation;
     the sum over k, cut to [padding, padding + out) (zeros past the end for output_padding), plus the bias."""
+    from .shape import narrow, pad, permute, reshape, unsqueeze
+
     geo = _transpose_geometry(
         "conv_transpose3d", 3, input.shape, weight.shape, stride, padding, output_padding, dilation
     )
-    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    x = input if input.ndim == 5 else unsqueeze(input, 0)
     n, channels, depth = x.shape[:3]
     out_channels, step, spacing = weight.shape[1] * groups, geo.stride[0], geo.dilation[0]
-    planes = ops.reshape(ops.permute(x, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(x.shape[3:]))
+    planes = reshape(permute(x, (0, 2, 1, 3, 4)), (n * depth, channels) + tuple(x.shape[3:]))
     full = (depth - 1) * step + spacing * (geo.kernel[0] - 1) + 1
     total = None
     for k in range(geo.kernel[0]):
@@ -2318,17 +2446,17 @@ def _conv_transpose3d_composite(input, weight, bias=None, stride=1, padding=0, o
             groups,
             geo.dilation[1:],
         )
-        term = ops.reshape(term, (n, depth) + tuple(term.shape[1:]))
+        term = reshape(term, (n, depth) + tuple(term.shape[1:]))
         term = _spread(term, step, 1)
-        term = ops.pad(term, (0, 0) * 3 + (k * spacing, full - term.shape[1] - k * spacing))
+        term = pad(term, (0, 0) * 3 + (k * spacing, full - term.shape[1] - k * spacing))
         total = term if total is None else total + term
     top, size = geo.pads[0][0], geo.out_size[0]
     if top + size > full:
-        total = ops.pad(total, (0, 0) * 3 + (0, top + size - full))
-    out = ops.permute(ops.narrow(total, 1, top, size), (0, 2, 1, 3, 4))
+        total = pad(total, (0, 0) * 3 + (0, top + size - full))
+    out = permute(narrow(total, 1, top, size), (0, 2, 1, 3, 4))
     if bias is not None:
-        out = out + ops.reshape(bias, (out_channels, 1, 1, 1))
-    return ops.reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out_size)
+        out = out + reshape(bias, (out_channels, 1, 1, 1))
+    return reshape(out, input.shape[: input.ndim - 4] + (out_channels,) + geo.out_size)
 
 
 def _conv_transpose3d_samples(rng):
@@ -2388,15 +2516,17 @@ def _avg_pool3d_composite(
 ):
     """avg_pool3d with registered ops, for its second order: conv3d of each padded channel volume with a kernel of
     ones (the window sums) over the divisor."""
+    from .shape import pad, reshape, unsqueeze
+
     geo = _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
-    x = input if input.ndim == 5 else ops.unsqueeze(input, 0)
+    x = input if input.ndim == 5 else unsqueeze(input, 0)
     n, c = x.shape[:2]
-    x = ops.pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
-    sums = ops.conv3d(
-        ops.reshape(x, (n * c, 1) + tuple(x.shape[2:])), np.ones((1, 1) + geo.kernel, input.dtype), None, geo.stride
+    x = pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
+    sums = conv3d(
+        reshape(x, (n * c, 1) + tuple(x.shape[2:])), np.ones((1, 1) + geo.kernel, input.dtype), None, geo.stride
     )
     divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
-    return ops.reshape(sums / divisor, input.shape[:-3] + geo.out)
+    return reshape(sums / divisor, input.shape[:-3] + geo.out)
 
 
 def _check_avg_pool3d(
@@ -2490,12 +2620,13 @@ def _max_pool3d_vjp(g, ans, input, *, position, **attrs):
 
 def _max_pool3d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, **saved):
     """The values as a gather of the input volumes at the forward's (constant) argmax: the second order's form."""
+    from .indexing import gather
+    from .shape import reshape
+
     geo = _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
     _, position = _max_pool3d_index(input.data, geo)
-    picked = ops.gather(
-        ops.reshape(input, _volumes(input.shape)), input.ndim - 3, position.reshape(_volumes(position.shape))
-    )
-    return ops.reshape(picked, position.shape)
+    picked = gather(reshape(input, _volumes(input.shape)), input.ndim - 3, position.reshape(_volumes(position.shape)))
+    return reshape(picked, position.shape)
 
 
 def _check_max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):

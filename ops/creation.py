@@ -29,7 +29,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._samples import transposed, uniform
-from ._validation import require
+from ._validation import require, require_float
 
 
 # -- ops with a tensor input --------------------------------------------------------------------------------
@@ -141,8 +141,7 @@ def _bernoulli(input, p=None, *, generator=None):
 
 
 def _check_bernoulli(input, p=None, *, generator=None):
-    if input.dtype.kind != "f":
-        raise TypeError(f"bernoulli: argument 'input' expected a floating tensor, got dtype {input.dtype}")
+    require_float("bernoulli", "input", input)
     probability = input if p is None else np.asarray(real_number("bernoulli", "p", p))
     require(
         bool(np.all((probability >= 0) & (probability <= 1))),
@@ -187,8 +186,7 @@ def _multinomial(input, num_samples, replacement=False, *, generator=None):
 
 def _check_multinomial(input, num_samples, replacement=False, *, generator=None):
     require(input.ndim in (1, 2), "multinomial", "input", "a 1-D or 2-D tensor of weights", f"{input.ndim}-D")
-    if input.dtype.kind != "f":
-        raise TypeError(f"multinomial: argument 'input' expected a floating tensor, got dtype {input.dtype}")
+    require_float("multinomial", "input", input)
     if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
         raise TypeError(f"multinomial: argument 'num_samples' expected an int, got {type(num_samples).__name__}")
     require(int(num_samples) > 0, "multinomial", "num_samples", "a positive number of samples", num_samples)

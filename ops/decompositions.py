@@ -1,82 +1,8 @@
 """Matrix products and decompositions, as in PyTorch 2.13: ``bmm``, ``outer``, ``dot``, ``tensordot`` (torch.*)
 and ``inv``, ``solve``, ``det``, ``slogdet``, ``cholesky``, ``qr``, ``eigh``, ``svd`` (torch.linalg.*, flat in
 ops). Family "linalg". numpy's LAPACK does the factorisations; every op takes batches (``(*, m, n)``) where
-torch does, and zero-size batches and 0 x 0 matrices work forward and backward as in torch.
-
-Semantics (torch's unless said):
-- bmm(input, mat2): 3-D only, equal batch sizes, no broadcasting. outer(input, vec2) and dot(input, tensor):
-  1-D only. tensordot(a, b, dims=2): ``dims`` an int (a's last dims with b's first) or a pair of lists of
-  dims; a contracted dim of size 1 against a larger one is summed first (torch's broadcast). Unlike torch's
-  outer, mixed dtypes are refused (minitape never promotes silently), as for every op here.
-- inv, det, slogdet, cholesky, eigh: square matrices ``(*, n, n)`` of a floating dtype. A singular matrix
-  (numpy's LinAlgError) makes inv and solve raise ValueError naming the op; det/slogdet of a singular matrix
-  are 0 / (sign 0, logabsdet -inf) like torch's.
-- solve(A, B, *, left=True): B is a batch of vectors when it is 1-D or has shape ``A.shape[:-1]`` (torch's
-  rule; so a (3, 3, 3) A with a (3, 3) B is a batch of vectors), else a batch of matrices ``(*, n, k)``; batch
-  dims broadcast. ``left=False`` solves X A = B for matrices B ``(*, k, n)`` (torch refuses vectors there).
-- cholesky(A, *, upper=False) and eigh(A, UPLO="L") read ONE triangle of A (the lower one, or the upper with
-  upper=True / UPLO="U"), as torch's and LAPACK's do; the other triangle is ignored. A non positive-definite
-  input to cholesky raises ValueError.
-- qr(A, mode="reduced"): Q ``(*, m, k)``, R ``(*, k, n)``, k = min(m, n), LAPACK's Householder signs (the
-  same as torch's). Only mode="reduced" is implemented.
-- svd(A, full_matrices=True): returns U ``(*, m, k)``, S ``(*, k)`` descending, Vh ``(*, k, n)``. Only the
-  reduced decomposition is implemented: full_matrices=True is accepted for square matrices (where it is the
-  same) and refused otherwise -- pass full_matrices=False.
-- Sign gauge: eigenvectors and singular vectors are defined up to sign, and numpy's and torch's LAPACK builds
-  pick different signs. eigh and svd fix the gauge: each eigenvector (column of V) and each left singular
-  vector (column of U, its row of Vh flipped along) has its largest-magnitude entry positive (the first such
-  entry on an exact tie). torch documents the sign as unspecified, so this is one of its valid outputs; the
-  torch references in this module apply the same convention.
-
-Gradients (first order; ``g`` the output cotangent, ``^-T`` the inverse transpose, batched throughout):
-- bmm: gA = g B^T, gB = A^T g. outer: g_a = g b, g_b = g^T a. dot: g_a = g b, g_b = g a. tensordot: a
-  tensordot of g with the other operand over its free dims, permuted back (and broadcast over summed dims).
-- inv: X = A^-1, dX = -X dA X, so gA = -X^T g X^T.
-- solve: X = A^-1 B, gB = A^-T g (a solve), gA = -gB X^T (vectors: the outer product); summed over broadcast
-  batch dims. left=False: X = B A^-1, gB = g A^-T, gA = -X^T gB.
-- det: d det = det tr(A^-1 dA), so gA = g det A^-T. At a singular matrix (det exactly 0) torch's LU formula
-  gives 0, which is wrong: the true gradient is the cofactor matrix adj(A)^T, computed from the SVD A = U S Vh
-  as det(U) det(Vh) U diag(prod_{j!=i} s_j) Vh; minitape returns it. Recorded (second order) it goes through
-  the svd and prod ops, so its own derivative is exact where A's singular values are distinct (rank n - 1).
-- slogdet: d log|det| = tr(A^-1 dA), so gA = g_logabs A^-T; the sign is piecewise constant (its cotangent is
-  ignored). At a singular matrix the gradient is infinite: adj(A)^T / 0 gives inf/NaN, as torch's does.
-- cholesky (Murray 2016, arXiv:1602.07527; torch's form): A = L L^T gives L^-1 dL = Phi(L^-1 dA L^-T), Phi
-  taking the lower triangle with half the diagonal, hence for symmetric dA: gA_sym = L^-T P L^-1 with
-  P = sym(Phi(L^T gL)) = (Phi(M) + Phi(M)^T) / 2, M = L^T gL. upper=True: the same with L = U^T.
-- qr (Walter & Lehmann 2018; Liao et al. 2019, arXiv:1903.09650): m > n: M = R gR^T - gQ^T Q and
-  gA = (gQ + Q copyltu(M)) R^-T, copyltu(M) = tril(M) + tril(M, -1)^T. m <= n (Q square): A = [X | Y],
-  R = [U | V], X = Q U, Y = Q V: gY = Q gV, and with gQ' = gQ + Y gV^T, N = Q^T gQ' the same rule reads
-  gX = Q Z, Z U^T = C = copyltu(U gU^T) + tril(N - N^T). C's last column is u_mm gU[:, -1] exactly, so Z's is
-  gU[:, -1] and the last pivot is never divided by: Q's last column is fixed by the others, and the gradient
-  is exact when A's last leading column depends on the ones before (torch's is right there for m < n only).
-- eigh: A = V diag(w) V^T, dw = diag(V^T dA V), V^T dV = F o (V^T dA V) with F_ij = 1 / (w_j - w_i) off the
-  diagonal, so gA_sym = V (diag(gw) + F o skew(V^T gV)) V^T, skew(X) = (X - X^T) / 2 (torch's form).
-- svd (torch's svd_backward, real case): with E_jk = s_k^2 - s_j^2, skew(X) = X - X^T,
-  gA = U [(skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS)] Vh, plus (I - U U^T) gU S^-1 Vh when m > n and
-  U S^-1 gVh (I - V V^T) when m < n (the part of A's column/row space U, V do not span).
-- Symmetric inputs (cholesky, eigh): the formulas above give torch's gradient gA_sym, symmetric, valid for
-  symmetric perturbations only. The op reads one triangle, so its exact derivative (what finite differences
-  measure) is gA_sym folded onto that triangle: tril(gA_sym) + tril(gA_sym^T, -1) for "L" (off-diagonal
-  entries doubled, the other triangle 0). minitape returns the folded gradient. It differs from torch's number
-  for a leaf A, but agrees with torch for every symmetric parametrisation of A (A = S + S^T, A = X X^T, ...:
-  the chain rule gives the same parameter gradients), and it is the one finite differences confirm; the torch
-  references here read the triangle explicitly (``tril(A) + tril(A, -1)^T``) so autograd folds the same way.
-
-Gradient conditions: where a decomposition has no derivative the gradient is inf/NaN, never a finite number.
-LAPACK returns a tie or a zero as a rounding-level value (2e-16, not 0), so a pivot, a gap or a singular value
-at most max(m, n) eps ||A|| (numpy's matrix_rank tolerance) counts as 0. eigh's gradient through the
-eigenvectors is inf/NaN at repeated eigenvalues (F divides by w_j - w_i); svd's through U or Vh at repeated
-singular values, and for non-square A also at a zero singular value (S^-1), as torch's at exact ties. Gradients
-through eigenvalues or singular values alone need no distinct values. A loss must not depend on the vectors'
-signs (the gauge); with this module's sign convention the vectors are locally smooth functions of A away from
-ties, so finite differences agree. qr's gradient is NaN for a matrix with a zero pivot other than the last one
-of a square Q (A's columns up to min(m, n) dependent); cholesky's NaN at a zero pivot (A semidefinite). inv,
-solve and slogdet near a singular matrix are as torch's: finite, as accurate as A's condition number allows.
-
-Second order: every rule is written with numpy functions over its arguments (matmul, swapaxes, tril, einsum,
-...) and calls this module's ops (inv, solve, tensordot, svd) when given Tensors, so ``create_graph=True``
-records the backward and every op here differentiates twice. slogdet's recorded backward at a singular
-matrix raises (inv refuses it) instead of giving inf/NaN.
+torch does, and zero-size batches and 0 x 0 matrices work forward and backward as in torch. Each op's semantics,
+gradient formula and conditions are its notes (``_CASE_LAW``, shown in docs/coverage.md).
 """
 
 __all__ = ["bmm", "outer", "dot", "tensordot", "inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "svd"]
@@ -87,9 +13,151 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 
+from . import _numpy
+from ._notes import case_law
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
 from ._validation import require, require_float
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("bmm", "outer", "dot", "tensordot"),
+        "bmm(input, mat2): 3-D only, equal batch sizes, no broadcasting. outer(input, vec2) and dot(input, "
+        "tensor): 1-D only. tensordot(a, b, dims=2): ``dims`` an int (a's last dims with b's first) or a pair"
+        " of lists of dims; a contracted dim of size 1 against a larger one is summed first (torch's "
+        "broadcast). Unlike torch's outer, mixed dtypes are refused (minitape never promotes silently), as "
+        "for every op here.",
+    ),
+    (
+        ("inv", "det", "slogdet", "cholesky", "eigh"),
+        "inv, det, slogdet, cholesky, eigh: square matrices ``(*, n, n)`` of a floating dtype. A singular "
+        "matrix (numpy's LinAlgError) makes inv and solve raise ValueError naming the op; det/slogdet of a "
+        "singular matrix are 0 / (sign 0, logabsdet -inf) like torch's.",
+    ),
+    (
+        ("solve",),
+        "solve(A, B, *, left=True): B is a batch of vectors when it is 1-D or has shape ``A.shape[:-1]`` "
+        "(torch's rule; so a (3, 3, 3) A with a (3, 3) B is a batch of vectors), else a batch of matrices "
+        "``(*, n, k)``; batch dims broadcast. ``left=False`` solves X A = B for matrices B ``(*, k, n)`` "
+        "(torch refuses vectors there).",
+    ),
+    (
+        ("cholesky", "eigh"),
+        'cholesky(A, *, upper=False) and eigh(A, UPLO="L") read ONE triangle of A (the lower one, or the '
+        "upper with upper=True / UPLO=\"U\"), as torch's and LAPACK's do; the other triangle is ignored. A non "
+        "positive-definite input to cholesky raises ValueError.",
+    ),
+    (
+        ("qr",),
+        'qr(A, mode="reduced"): Q ``(*, m, k)``, R ``(*, k, n)``, k = min(m, n), LAPACK\'s Householder signs '
+        '(the same as torch\'s). Only mode="reduced" is implemented.',
+    ),
+    (
+        ("svd",),
+        "svd(A, full_matrices=True): returns U ``(*, m, k)``, S ``(*, k)`` descending, Vh ``(*, k, n)``. Only"
+        " the reduced decomposition is implemented: full_matrices=True is accepted for square matrices (where"
+        " it is the same) and refused otherwise -- pass full_matrices=False.",
+    ),
+    (
+        ("eigh", "svd"),
+        "Sign gauge: eigenvectors and singular vectors are defined up to sign, and numpy's and torch's LAPACK"
+        " builds pick different signs. eigh and svd fix the gauge: each eigenvector (column of V) and each "
+        "left singular vector (column of U, its row of Vh flipped along) has its largest-magnitude entry "
+        "positive (the first such entry on an exact tie). torch documents the sign as unspecified, so this is"
+        " one of its valid outputs; the torch references in this module apply the same convention.",
+    ),
+    (
+        ("bmm", "outer", "dot", "tensordot"),
+        "bmm: gA = g B^T, gB = A^T g. outer: g_a = g b, g_b = g^T a. dot: g_a = g b, g_b = g a. tensordot: a "
+        "tensordot of g with the other operand over its free dims, permuted back (and broadcast over summed "
+        "dims).",
+    ),
+    (
+        ("inv",),
+        "inv: X = A^-1, dX = -X dA X, so gA = -X^T g X^T.",
+    ),
+    (
+        ("solve",),
+        "solve: X = A^-1 B, gB = A^-T g (a solve), gA = -gB X^T (vectors: the outer product); summed over "
+        "broadcast batch dims. left=False: X = B A^-1, gB = g A^-T, gA = -X^T gB.",
+    ),
+    (
+        ("det",),
+        "det: d det = det tr(A^-1 dA), so gA = g det A^-T. At a singular matrix (det exactly 0) torch's LU "
+        "formula gives 0, which is wrong: the true gradient is the cofactor matrix adj(A)^T, computed from "
+        "the SVD A = U S Vh as det(U) det(Vh) U diag(prod_{j!=i} s_j) Vh; minitape returns it. Recorded "
+        "(second order) it goes through the svd and prod ops, so its own derivative is exact where A's "
+        "singular values are distinct (rank n - 1).",
+    ),
+    (
+        ("slogdet",),
+        "slogdet: d log|det| = tr(A^-1 dA), so gA = g_logabs A^-T; the sign is piecewise constant (its "
+        "cotangent is ignored). At a singular matrix the gradient is infinite: adj(A)^T / 0 gives inf/NaN, as"
+        " torch's does.",
+    ),
+    (
+        ("cholesky",),
+        "cholesky (Murray 2016, arXiv:1602.07527; torch's form): A = L L^T gives L^-1 dL = Phi(L^-1 dA L^-T),"
+        " Phi taking the lower triangle with half the diagonal, hence for symmetric dA: gA_sym = L^-T P L^-1 "
+        "with P = sym(Phi(L^T gL)) = (Phi(M) + Phi(M)^T) / 2, M = L^T gL. upper=True: the same with L = U^T.",
+    ),
+    (
+        ("qr",),
+        "qr (Walter & Lehmann 2018; Liao et al. 2019, arXiv:1903.09650): m > n: M = R gR^T - gQ^T Q and gA = "
+        "(gQ + Q copyltu(M)) R^-T, copyltu(M) = tril(M) + tril(M, -1)^T. m <= n (Q square): A = [X | Y], R = "
+        "[U | V], X = Q U, Y = Q V: gY = Q gV, and with gQ' = gQ + Y gV^T, N = Q^T gQ' the same rule reads gX"
+        " = Q Z, Z U^T = C = copyltu(U gU^T) + tril(N - N^T). C's last column is u_mm gU[:, -1] exactly, so "
+        "Z's is gU[:, -1] and the last pivot is never divided by: Q's last column is fixed by the others, and"
+        " the gradient is exact when A's last leading column depends on the ones before (torch's is right "
+        "there for m < n only).",
+    ),
+    (
+        ("eigh",),
+        "eigh: A = V diag(w) V^T, dw = diag(V^T dA V), V^T dV = F o (V^T dA V) with F_ij = 1 / (w_j - w_i) "
+        "off the diagonal, so gA_sym = V (diag(gw) + F o skew(V^T gV)) V^T, skew(X) = (X - X^T) / 2 (torch's "
+        "form).",
+    ),
+    (
+        ("svd",),
+        "svd (torch's svd_backward, real case): with E_jk = s_k^2 - s_j^2, skew(X) = X - X^T, gA = U "
+        "[(skew(U^T gU) S + S skew(V^T gV)) / E + diag(gS)] Vh, plus (I - U U^T) gU S^-1 Vh when m > n and U "
+        "S^-1 gVh (I - V V^T) when m < n (the part of A's column/row space U, V do not span).",
+    ),
+    (
+        ("cholesky", "eigh"),
+        "Symmetric inputs (cholesky, eigh): the formulas above give torch's gradient gA_sym, symmetric, valid"
+        " for symmetric perturbations only. The op reads one triangle, so its exact derivative (what finite "
+        'differences measure) is gA_sym folded onto that triangle: tril(gA_sym) + tril(gA_sym^T, -1) for "L" '
+        "(off-diagonal entries doubled, the other triangle 0). minitape returns the folded gradient. It "
+        "differs from torch's number for a leaf A, but agrees with torch for every symmetric parametrisation "
+        "of A (A = S + S^T, A = X X^T, ...: the chain rule gives the same parameter gradients), and it is the"
+        " one finite differences confirm; the torch references here read the triangle explicitly (``tril(A) +"
+        " tril(A, -1)^T``) so autograd folds the same way.",
+    ),
+    (
+        ("inv", "solve", "slogdet", "cholesky", "qr", "eigh", "svd"),
+        "Gradient conditions: where a decomposition has no derivative the gradient is inf/NaN, never a finite"
+        " number. LAPACK returns a tie or a zero as a rounding-level value (2e-16, not 0), so a pivot, a gap "
+        "or a singular value at most max(m, n) eps ||A|| (numpy's matrix_rank tolerance) counts as 0. eigh's "
+        "gradient through the eigenvectors is inf/NaN at repeated eigenvalues (F divides by w_j - w_i); svd's"
+        " through U or Vh at repeated singular values, and for non-square A also at a zero singular value "
+        "(S^-1), as torch's at exact ties. Gradients through eigenvalues or singular values alone need no "
+        "distinct values. A loss must not depend on the vectors' signs (the gauge); with this module's sign "
+        "convention the vectors are locally smooth functions of A away from ties, so finite differences "
+        "agree. qr's gradient is NaN for a matrix with a zero pivot other than the last one of a square Q "
+        "(A's columns up to min(m, n) dependent); cholesky's NaN at a zero pivot (A semidefinite). inv, solve"
+        " and slogdet near a singular matrix are as torch's: finite, as accurate as A's condition number "
+        "allows.",
+    ),
+    (
+        ("bmm", "outer", "dot", "tensordot", "inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "svd"),
+        "Second order: every rule is written with numpy functions over its arguments (matmul, swapaxes, tril,"
+        " einsum, ...) and calls this module's ops (inv, solve, tensordot, svd) when given Tensors, so "
+        "``create_graph=True`` records the backward and every op here differentiates twice. slogdet's "
+        "recorded backward at a singular matrix raises (inv refuses it) instead of giving inf/NaN.",
+    ),
+)
 
 FAMILY = "linalg"
 
@@ -313,6 +381,8 @@ bmm = defop(
     check=_check_bmm,
     samples=_bmm_samples,
     torch_ref=lambda torch, input, mat2: torch.bmm(input, mat2),
+    method=True,
+    notes=case_law(_CASE_LAW, "bmm"),
 )
 
 
@@ -361,6 +431,9 @@ outer = defop(
     check=lambda input, vec2: _check_vectors("outer", ("input", "vec2"), input, vec2, False),
     samples=_outer_samples,
     torch_ref=lambda torch, input, vec2: torch.outer(input, vec2),
+    method=True,
+    numpy={np.outer: _numpy.outer},
+    notes=case_law(_CASE_LAW, "outer"),
 )
 
 
@@ -379,6 +452,9 @@ dot = defop(
     check=lambda input, tensor: _check_vectors("dot", ("input", "tensor"), input, tensor, True),
     samples=_vector_samples,
     torch_ref=lambda torch, input, tensor: torch.dot(input, tensor),
+    method=True,
+    numpy={np.dot: _numpy.dot},
+    notes=case_law(_CASE_LAW, "dot"),
 )
 
 
@@ -515,6 +591,8 @@ tensordot = defop(
     check=_check_tensordot,
     samples=_tensordot_samples,
     torch_ref=lambda torch, a, b, dims=2: torch.tensordot(a, b, dims=dims),
+    numpy={np.tensordot: _numpy.tensordot},
+    notes=case_law(_CASE_LAW, "tensordot"),
 )
 
 
@@ -572,6 +650,8 @@ inv = defop(
         _well_conditioned, [lambda rng: Sample((_well_conditioned(rng, (3, 3), negative=True),), {}, "negative det")]
     ),
     torch_ref=lambda torch, A: torch.linalg.inv(A),
+    method="inverse",
+    notes=case_law(_CASE_LAW, "inv"),
 )
 
 
@@ -676,6 +756,7 @@ solve = defop(
     check=_check_solve,
     samples=_solve_samples,
     torch_ref=lambda torch, A, B, left=True: torch.linalg.solve(A, B, left=left),
+    notes=case_law(_CASE_LAW, "solve"),
 )
 
 
@@ -731,6 +812,8 @@ det = defop(
         ],
     ),
     torch_ref=lambda torch, A: torch.linalg.det(A),
+    method=True,
+    notes=case_law(_CASE_LAW, "det"),
 )
 
 
@@ -767,6 +850,7 @@ slogdet = defop(
         ],
     ),
     torch_ref=lambda torch, A: tuple(torch.linalg.slogdet(A)),
+    notes=case_law(_CASE_LAW, "slogdet"),
 )
 
 
@@ -830,6 +914,8 @@ cholesky = defop(
     check=_check_cholesky,
     samples=_cholesky_samples,
     torch_ref=lambda torch, A, upper=False: torch.linalg.cholesky(_torch_triangle(torch, A, not upper), upper=upper),
+    method=True,
+    notes=case_law(_CASE_LAW, "cholesky"),
 )
 
 
@@ -946,6 +1032,7 @@ qr = defop(
     check=_check_qr,
     samples=_qr_samples,
     torch_ref=lambda torch, A, mode="reduced": tuple(torch.linalg.qr(A, mode=mode)),
+    notes=case_law(_CASE_LAW, "qr"),
 )
 
 
@@ -1008,6 +1095,7 @@ eigh = defop(
     check=_check_eigh,
     samples=_eigh_samples,
     torch_ref=_eigh_ref,
+    notes=case_law(_CASE_LAW, "eigh"),
 )
 
 
@@ -1106,6 +1194,7 @@ svd = defop(
     check=_check_svd,
     samples=_svd_samples,
     torch_ref=_svd_ref,
+    notes=case_law(_CASE_LAW, "svd"),
 )
 
 

@@ -31,7 +31,6 @@ import numbers
 
 import numpy as np
 
-import ops
 from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Sample, defop
@@ -488,9 +487,11 @@ def _gumbel_softmax_vjp(g, ans, logits, tau=1, hard=False, eps=1e-10, dim=-1, *,
 
 
 def _gumbel_softmax_composite(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):
+    from .normalization import softmax
+
     seed = _recorded_seed(rng)
     noise = _gumbel_noise(logits.shape, seed, logits.dtype)
-    soft = ops.softmax((logits + noise) / float(tau), dim=dim)
+    soft = softmax((logits + noise) / float(tau), dim=dim)
     return soft + (_gumbel_parts(logits.data, tau, dim, seed)[1] - soft.detach()) if hard else soft
 
 

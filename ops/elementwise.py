@@ -1,26 +1,10 @@
 """Unary elementwise ops: each declared with its forward and its backward side by side.
 
 Conventions, all as in PyTorch 2.13:
-- At a kink the gradient is torch's: abs'(0) = 0, relu'(0) = 0, leaky_relu'(0) = negative_slope,
-  elu'(0) = alpha; clamp passes the gradient where min <= x <= max (bounds included) and nowhere when
-  min > max (every output is then ``max``). clamp's bounds may be tensors (torch's clamp.Tensor), with
-  torch's gradients for them: min's where x < min < max, max's where x > max or max < min.
-- sign's gradient is 0 (its derivative wherever it exists; torch's convention at 0 too), so a tensor that
-  requires grad can flow through it -- the engine refuses such tensors in NOT_DIFFERENTIABLE slots.
-- At NaN: sign(NaN) = 0 and abs'(NaN) = 0, relu passes the gradient, as torch does; elu's gradient is NaN
-  (torch's is 1 or NaN depending on which of its kernels runs).
-- Ops defined only on floats (exp, log, sigmoid, gelu, ...) refuse integer and bool tensors instead of
-  casting them; neg, abs, square, relu and clamp keep an integer dtype, as torch does.
-- Values torch returns silently (log(0) = -inf, exp(1000) = inf, sqrt(-1) = NaN, sin(inf) = NaN) come back
-  without numpy's RuntimeWarning: the forwards and rules that can meet them run ``quiet`` (ops/binary.py).
-- sigmoid, silu and softplus go through ``logaddexp``: inputs of +-1e4 give finite values and gradients.
-- erf and erfc use W. J. Cody's rational approximations in float64 (relative error ~1e-15; erfc keeps it in
-  the right tail, erf near 0); float32 input is computed in float64 and rounded.
-- gelu's exact form needs the normal CDF: float64 uses Cody's erfc, float32 Abramowitz & Stegun 7.1.26
-  (absolute error < 1e-7, below float32's resolution of the CDF), evaluated in place (gelu sits on the
-  training hot path). The forward saves gelu's slope (silu its sigmoid), so the backward is a single
-  multiplication; the second order differentiates a ``composite`` instead (x * erfc(-x / sqrt 2) / 2, the
-  tanh form, x * sigmoid(x)).
+- Ops defined only on floats (exp, log, sigmoid, gelu, ...) refuse integer and bool tensors instead of casting
+  them; neg, abs, square, relu and clamp keep an integer dtype, as torch does.
+- Values torch returns silently (log(0) = -inf, exp(1000) = inf, sqrt(-1) = NaN, sin(inf) = NaN) come back without
+  numpy's RuntimeWarning: the forwards and rules that can meet them run ``quiet`` (ops/binary.py).
 """
 
 __all__ = [
@@ -104,31 +88,59 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
+from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import cast_to, elementwise, float_only, scalar, tensor_type
+from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar, tensor_type
 from ._onnx import clip as onnx_clip
 from ._samples import away_from, unary_samples, uniform
+from ._validation import floats_only as float_check
+from ._validation import real
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("abs", "relu", "leaky_relu", "elu", "clamp"),
+        "At a kink the gradient is torch's: abs'(0) = 0, relu'(0) = 0, leaky_relu'(0) = negative_slope, "
+        "elu'(0) = alpha; clamp passes the gradient where min <= x <= max (bounds included) and nowhere when "
+        "min > max (every output is then ``max``). clamp's bounds may be tensors (torch's clamp.Tensor), with "
+        "torch's gradients for them: min's where x < min < max, max's where x > max or max < min.",
+    ),
+    (
+        ("sign",),
+        "sign's gradient is 0 (its derivative wherever it exists; torch's convention at 0 too), so a tensor "
+        "that requires grad can flow through it -- the engine refuses such tensors in NOT_DIFFERENTIABLE "
+        "slots.",
+    ),
+    (
+        ("abs", "sign", "relu", "elu"),
+        "At NaN: sign(NaN) = 0 and abs'(NaN) = 0, relu passes the gradient, as torch does; elu's gradient is "
+        "NaN (torch's is 1 or NaN depending on which of its kernels runs).",
+    ),
+    (
+        ("sigmoid", "silu", "softplus"),
+        "sigmoid, silu and softplus go through ``logaddexp``: inputs of +-1e4 give finite values and gradients.",
+    ),
+    (
+        ("erf", "erfc"),
+        "erf and erfc use W. J. Cody's rational approximations in float64 (relative error ~1e-15; erfc keeps "
+        "it in the right tail, erf near 0); float32 input is computed in float64 and rounded.",
+    ),
+    (
+        ("gelu", "silu"),
+        "gelu's exact form needs the normal CDF: float64 uses Cody's erfc, float32 Abramowitz & Stegun 7.1.26"
+        " (absolute error < 1e-7, below float32's resolution of the CDF), evaluated in place (gelu sits on "
+        "the training hot path). The forward saves gelu's slope (silu its sigmoid), so the backward is a "
+        "single multiplication; the second order differentiates a ``composite`` instead (x * erfc(-x / sqrt "
+        "2) / 2, the tanh form, x * sigmoid(x)).",
+    ),
+)
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 
 
 # -- argument checks -------------------------------------------------------------------------------------------
-def _floats_only(name, parameter="x"):
-    """A check refusing integer/bool input for an op whose result is only defined on floats; ``parameter``
-    names the tensor argument in the message."""
-
-    def check(x, **attrs):
-        if x.dtype.kind != "f":
-            raise TypeError(
-                f"{name}: argument '{parameter}' expected a floating tensor (float32 or float64), got dtype "
-                f"{x.dtype}; convert it explicitly (minitape never casts silently)"
-            )
-
-    check.passes_floats = True  # type: ignore[attr-defined]  # the engine need not call it for a float tensor
-    return check
-
-
 def _no_bool(name):
     def check(x, **attrs):
         if x.dtype.kind == "b":
@@ -136,13 +148,6 @@ def _no_bool(name):
 
     check.passes_floats = True  # type: ignore[attr-defined]  # the engine need not call it for a float tensor
     return check
-
-
-def _real(op: str, argument: str, value) -> float:
-    """``value`` as a Python float (a weak scalar: it keeps float32 arrays float32)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument '{argument}' expected a real number, got {type(value).__name__} {value!r}")
-    return float(value)
 
 
 def _unary(
@@ -163,7 +168,7 @@ def _unary(
     """Declare a one-input elementwise op whose tensor parameter is ``parameter`` (the forward's own name for
     it: "x", or torch's "input"); the torch reference defaults to ``torch.<name>``."""
     if floats_only:
-        declaration.setdefault("check", _floats_only(name, parameter))
+        declaration.setdefault("check", float_check(name, parameter))
     return defop(
         name,
         family="elementwise",
@@ -201,24 +206,81 @@ def _sign(x):
     return np.where(x == x, np.sign(x), 0)  # torch: sign(NaN) = 0
 
 
-neg = _unary("neg", np.negative, lambda g, ans, x: np.negative(g), floats_only=False, check=_no_bool("neg"))
-abs = _unary("abs", np.abs, lambda g, ans, x: g * _sign(x), kinks=(0.0,), floats_only=False)
+neg = _unary(
+    "neg",
+    np.negative,
+    lambda g, ans, x: np.negative(g),
+    floats_only=False,
+    check=_no_bool("neg"),
+    method=True,
+    numpy=np.negative,
+)
+abs = _unary(
+    "abs",
+    np.abs,
+    lambda g, ans, x: g * _sign(x),
+    kinks=(0.0,),
+    floats_only=False,
+    method=True,
+    numpy=np.absolute,
+    notes=case_law(_CASE_LAW, "abs"),
+)
 sign = _unary(
-    "sign", _sign, lambda g, ans, x: np.zeros_like(g), floats_only=False, check=_no_bool("sign"), kinks=(0.0,)
+    "sign",
+    _sign,
+    lambda g, ans, x: np.zeros_like(g),
+    floats_only=False,
+    check=_no_bool("sign"),
+    kinks=(0.0,),
+    method=True,
+    numpy={np.sign: _numpy.sign},
+    notes=case_law(_CASE_LAW, "sign"),
 )
 square = _unary(
-    "square", _quiet_ufunc(np.square), quiet(lambda g, ans, x: g * (x * 2)), floats_only=False, check=_no_bool("square")
+    "square",
+    _quiet_ufunc(np.square),
+    quiet(lambda g, ans, x: g * (x * 2)),
+    floats_only=False,
+    check=_no_bool("square"),
+    method=True,
+    numpy=np.square,
 )
 
 
 # -- exponentials, logarithms, roots ---------------------------------------------------------------------------
-exp = _unary("exp", _quiet_ufunc(np.exp), lambda g, ans, x: g * ans)
-expm1 = _unary("expm1", _quiet_ufunc(np.expm1), lambda g, ans, x: g * (ans + 1))
-log = _unary("log", _quiet_ufunc(np.log), quiet(lambda g, ans, x: g / x), low=0.1, high=3.0)
-log2 = _unary("log2", _quiet_ufunc(np.log2), quiet(lambda g, ans, x: g / (x * _LN2)), low=0.1, high=3.0)
-log10 = _unary("log10", _quiet_ufunc(np.log10), quiet(lambda g, ans, x: g / (x * _LN10)), low=0.1, high=3.0)
-log1p = _unary("log1p", _quiet_ufunc(np.log1p), quiet(lambda g, ans, x: g / (x + 1)), low=-0.9, high=2.0)
-sqrt = _unary("sqrt", _quiet_ufunc(np.sqrt), quiet(lambda g, ans, x: g / (ans * 2)), low=0.1, high=3.0)
+exp = _unary("exp", _quiet_ufunc(np.exp), lambda g, ans, x: g * ans, method=True, numpy=np.exp)
+expm1 = _unary("expm1", _quiet_ufunc(np.expm1), lambda g, ans, x: g * (ans + 1), method=True, numpy=np.expm1)
+log = _unary("log", _quiet_ufunc(np.log), quiet(lambda g, ans, x: g / x), low=0.1, high=3.0, method=True, numpy=np.log)
+log2 = _unary(
+    "log2",
+    _quiet_ufunc(np.log2),
+    quiet(lambda g, ans, x: g / (x * _LN2)),
+    low=0.1,
+    high=3.0,
+    method=True,
+    numpy=np.log2,
+)
+log10 = _unary(
+    "log10",
+    _quiet_ufunc(np.log10),
+    quiet(lambda g, ans, x: g / (x * _LN10)),
+    low=0.1,
+    high=3.0,
+    method=True,
+    numpy=np.log10,
+)
+log1p = _unary(
+    "log1p",
+    _quiet_ufunc(np.log1p),
+    quiet(lambda g, ans, x: g / (x + 1)),
+    low=-0.9,
+    high=2.0,
+    method=True,
+    numpy=np.log1p,
+)
+sqrt = _unary(
+    "sqrt", _quiet_ufunc(np.sqrt), quiet(lambda g, ans, x: g / (ans * 2)), low=0.1, high=3.0, method=True, numpy=np.sqrt
+)
 
 
 @quiet
@@ -226,13 +288,17 @@ def _rsqrt(x):
     return np.reciprocal(np.sqrt(x))
 
 
-rsqrt = _unary("rsqrt", _rsqrt, quiet(lambda g, ans, x: g * (ans * ans * ans) * -0.5), low=0.1, high=3.0)
+rsqrt = _unary("rsqrt", _rsqrt, quiet(lambda g, ans, x: g * (ans * ans * ans) * -0.5), low=0.1, high=3.0, method=True)
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-sin = _unary("sin", _quiet_ufunc(np.sin), quiet(lambda g, ans, x: g * np.cos(x)), low=-3.0, high=3.0)
-cos = _unary("cos", _quiet_ufunc(np.cos), quiet(lambda g, ans, x: g * -np.sin(x)), low=-3.0, high=3.0)
-tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1 - ans * ans))
+sin = _unary(
+    "sin", _quiet_ufunc(np.sin), quiet(lambda g, ans, x: g * np.cos(x)), low=-3.0, high=3.0, method=True, numpy=np.sin
+)
+cos = _unary(
+    "cos", _quiet_ufunc(np.cos), quiet(lambda g, ans, x: g * -np.sin(x)), low=-3.0, high=3.0, method=True, numpy=np.cos
+)
+tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1 - ans * ans), method=True, numpy=np.tanh)
 
 
 @quiet  # logaddexp(0, NaN) warns
@@ -241,18 +307,32 @@ def _sigmoid(x):
     return np.exp(-np.logaddexp(0, -x))
 
 
-sigmoid = _unary("sigmoid", _sigmoid, lambda g, ans, x: g * ans * (1 - ans), low=-4.0, high=4.0)
+sigmoid = _unary(
+    "sigmoid",
+    _sigmoid,
+    lambda g, ans, x: g * ans * (1 - ans),
+    low=-4.0,
+    high=4.0,
+    method=True,
+    notes=case_law(_CASE_LAW, "sigmoid"),
+)
 
 
 # -- activations -----------------------------------------------------------------------------------------------
 # not g * (x > 0): torch passes the gradient at NaN
 relu = _unary(
-    "relu", lambda x: np.maximum(x, 0), lambda g, ans, x: np.where(x <= 0, 0, g), kinks=(0.0,), floats_only=False
+    "relu",
+    lambda x: np.maximum(x, 0),
+    lambda g, ans, x: np.where(x <= 0, 0, g),
+    kinks=(0.0,),
+    floats_only=False,
+    method=True,
+    notes=case_law(_CASE_LAW, "relu"),
 )
 
 
 def _leaky_relu(x, negative_slope=0.01):
-    return np.where(x > 0, x, x * _real("leaky_relu", "negative_slope", negative_slope))
+    return np.where(x > 0, x, x * real("leaky_relu", "negative_slope", negative_slope))
 
 
 def _leaky_relu_vjp(g, ans, x, negative_slope=0.01):
@@ -266,11 +346,12 @@ leaky_relu = _unary(
     kinks=(0.0,),
     attrs=[{}, {"negative_slope": 0.2}],
     torch_ref=_functional("leaky_relu"),
+    notes=case_law(_CASE_LAW, "leaky_relu"),
 )
 
 
 def _elu(x, alpha=1.0):
-    alpha = _real("elu", "alpha", alpha)
+    alpha = real("elu", "alpha", alpha)
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha)
 
 
@@ -279,7 +360,15 @@ def _elu_vjp(g, ans, x, alpha=1.0):
     return np.where(x > 0, g, g * np.exp(np.minimum(x, 0)) * float(alpha))
 
 
-elu = _unary("elu", _elu, _elu_vjp, kinks=(0.0,), attrs=[{}, {"alpha": 0.5}], torch_ref=_functional("elu"))
+elu = _unary(
+    "elu",
+    _elu,
+    _elu_vjp,
+    kinks=(0.0,),
+    attrs=[{}, {"alpha": 0.5}],
+    torch_ref=_functional("elu"),
+    notes=case_law(_CASE_LAW, "elu"),
+)
 
 
 # gelu(x) = x * Phi(x), Phi the standard normal CDF; 'tanh' approximates Phi(x) by (1 + tanh(u)) / 2 with
@@ -467,8 +556,22 @@ def _gauss_slope(g, x, scale):
     return g * np.exp(-(x * x)) * scale
 
 
-erf = _unary("erf", _erf_forward, lambda g, ans, x: _gauss_slope(g, x, 2 * _INV_SQRT_PI), samples=_erf_samples)
-erfc = _unary("erfc", _erfc_forward, lambda g, ans, x: _gauss_slope(g, x, -2 * _INV_SQRT_PI), samples=_erf_samples)
+erf = _unary(
+    "erf",
+    _erf_forward,
+    lambda g, ans, x: _gauss_slope(g, x, 2 * _INV_SQRT_PI),
+    samples=_erf_samples,
+    method=True,
+    notes=case_law(_CASE_LAW, "erf"),
+)
+erfc = _unary(
+    "erfc",
+    _erfc_forward,
+    lambda g, ans, x: _gauss_slope(g, x, -2 * _INV_SQRT_PI),
+    samples=_erf_samples,
+    method=True,
+    notes=case_law(_CASE_LAW, "erfc"),
+)
 
 
 # The forward saves gelu's slope, so the backward is one multiplication.
@@ -509,6 +612,7 @@ gelu = _unary(
     saves=True,
     composite=_gelu_composite,
     torch_ref=_functional("gelu"),
+    notes=case_law(_CASE_LAW, "gelu"),
 )
 
 
@@ -533,13 +637,14 @@ silu = _unary(
     saves=True,
     composite=lambda x: x * sigmoid(x),
     torch_ref=_functional("silu"),
+    notes=case_law(_CASE_LAW, "silu"),
 )
 
 
 @quiet
 def _softplus(x, beta=1, threshold=20):
-    b = _real("softplus", "beta", beta)
-    t = _real("softplus", "threshold", threshold)
+    b = real("softplus", "beta", beta)
+    t = real("softplus", "threshold", threshold)
     if b == 0:
         raise ValueError("softplus: argument 'beta' expected a non-zero number, got 0")
     if b == 1:
@@ -563,16 +668,13 @@ softplus = _unary(
     kinks=(1.5,),
     attrs=[{}, {"beta": 2.0, "threshold": 3.0}],
     torch_ref=_functional("softplus"),
+    notes=case_law(_CASE_LAW, "softplus"),
 )
 
 
 # -- clamp -----------------------------------------------------------------------------------------------------
 def _bound(x, argument, value, op="clamp", parameter="x"):
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(
-            f"{op}: argument '{argument}' expected a real number or None, got "
-            f"{type(value).__name__} {value!r} (for a tensor bound use ops.clamp(input, min=tensor))"
-        )
+    real(op, argument, value, "a real number or None", " (for a tensor bound use ops.clamp(input, min=tensor))")
     if x.dtype.kind == "f":
         return float(value)
     if x.dtype.kind == "b":
@@ -665,6 +767,9 @@ clamp = defop(
     vjps=(_clamp_vjp_x, _clamp_vjp_min, _clamp_vjp_max),
     samples=_clamp_samples,
     torch_ref=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
+    method=True,
+    numpy={np.clip: _numpy.clip},
+    notes=case_law(_CASE_LAW, "clamp"),
 )
 
 
@@ -688,23 +793,87 @@ def _with_edges(samples, *values):
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-tan = _on_input("tan", _quiet_on_input(np.tan), lambda g, ans, input: g * (ans * ans + 1), low=-1.2, high=1.2)
+tan = _on_input(
+    "tan",
+    _quiet_on_input(np.tan),
+    lambda g, ans, input: g * (ans * ans + 1),
+    low=-1.2,
+    high=1.2,
+    method=True,
+    numpy=np.tan,
+)
 asin = _on_input(
-    "asin", _quiet_on_input(np.arcsin), quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)), low=-0.9, high=0.9
+    "asin",
+    _quiet_on_input(np.arcsin),
+    quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)),
+    low=-0.9,
+    high=0.9,
+    method=True,
+    numpy=np.arcsin,
 )
 acos = _on_input(
-    "acos", _quiet_on_input(np.arccos), quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)), low=-0.9, high=0.9
+    "acos",
+    _quiet_on_input(np.arccos),
+    quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)),
+    low=-0.9,
+    high=0.9,
+    method=True,
+    numpy=np.arccos,
 )
-atan = _on_input("atan", np.arctan, quiet(lambda g, ans, input: g / (input * input + 1)), low=-3.0, high=3.0)
-sinh = _on_input("sinh", _quiet_on_input(np.sinh), quiet(lambda g, ans, input: g * np.cosh(input)), low=-3.0, high=3.0)
-cosh = _on_input("cosh", _quiet_on_input(np.cosh), quiet(lambda g, ans, input: g * np.sinh(input)), low=-3.0, high=3.0)
-asinh = _on_input("asinh", np.arcsinh, quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)), low=-3.0, high=3.0)
+atan = _on_input(
+    "atan",
+    np.arctan,
+    quiet(lambda g, ans, input: g / (input * input + 1)),
+    low=-3.0,
+    high=3.0,
+    method=True,
+    numpy=np.arctan,
+)
+sinh = _on_input(
+    "sinh",
+    _quiet_on_input(np.sinh),
+    quiet(lambda g, ans, input: g * np.cosh(input)),
+    low=-3.0,
+    high=3.0,
+    method=True,
+    numpy=np.sinh,
+)
+cosh = _on_input(
+    "cosh",
+    _quiet_on_input(np.cosh),
+    quiet(lambda g, ans, input: g * np.sinh(input)),
+    low=-3.0,
+    high=3.0,
+    method=True,
+    numpy=np.cosh,
+)
+asinh = _on_input(
+    "asinh",
+    np.arcsinh,
+    quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)),
+    low=-3.0,
+    high=3.0,
+    method=True,
+    numpy=np.arcsinh,
+)
 # torch's formula, g / sqrt(x^2 - 1): finite for x < -1 too (outside the domain, where the value is NaN)
 acosh = _on_input(
-    "acosh", _quiet_on_input(np.arccosh), quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)), low=1.1, high=3.0
+    "acosh",
+    _quiet_on_input(np.arccosh),
+    quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)),
+    low=1.1,
+    high=3.0,
+    method=True,
+    numpy=np.arccosh,
 )
 atanh = _on_input(
-    "atanh", _quiet_on_input(np.arctanh), quiet(lambda g, ans, input: g / (1 - input * input)), low=-0.9, high=0.9
+    "atanh",
+    _quiet_on_input(np.arctanh),
+    quiet(lambda g, ans, input: g / (1 - input * input)),
+    low=-0.9,
+    high=0.9,
+    method=True,
+    numpy=np.arctanh,
 )
 
 
@@ -759,11 +928,12 @@ erfinv = _on_input(
     _erfinv,
     _erfinv_vjp,
     samples=_with_edges(unary_samples(-0.95, 0.95), -0.999, -1e-12, 0.0, 1e-300, 0.6, 0.999),
+    method=True,
 )
 
 
 # -- exponentials, reciprocal ----------------------------------------------------------------------------------
-exp2 = _on_input("exp2", _quiet_on_input(np.exp2), lambda g, ans, input: g * (ans * _LN2))
+exp2 = _on_input("exp2", _quiet_on_input(np.exp2), lambda g, ans, input: g * (ans * _LN2), method=True, numpy=np.exp2)
 
 
 def _reciprocal_samples(rng):
@@ -777,6 +947,8 @@ reciprocal = _on_input(
     _quiet_on_input(np.reciprocal),
     quiet(lambda g, ans, input: g * -(ans * ans)),
     samples=_reciprocal_samples,
+    method=True,
+    numpy=np.reciprocal,
 )
 
 
@@ -800,15 +972,15 @@ def _keeps_integers(ufunc):
 _INTEGERS = tuple(float(k) for k in range(-3, 4))
 _HALVES = tuple(k + 0.5 for k in range(-4, 4))
 
-floor = _on_input(
-    "floor", _keeps_integers(np.floor), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
-)
-ceil = _on_input(
-    "ceil", _keeps_integers(np.ceil), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
-)
-trunc = _on_input(
-    "trunc", _keeps_integers(np.trunc), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS, floats_only=False
-)
+
+def _rounding(name, ufunc):
+    return _on_input(name, _keeps_integers(ufunc), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
+                     floats_only=False, method=True, numpy=ufunc)  # fmt: skip
+
+
+floor = _rounding("floor", np.floor)
+ceil = _rounding("ceil", np.ceil)
+trunc = _rounding("trunc", np.trunc)
 
 
 @quiet  # x * 10^d may overflow: inf, as torch
@@ -848,6 +1020,7 @@ round = _on_input(
     samples=_round_samples,
     floats_only=False,
     torch_ref=lambda torch, input, decimals=0: torch.round(input, decimals=decimals),
+    method=True,
 )
 
 
@@ -856,18 +1029,14 @@ def _frac(input):
     return input - np.trunc(input)
 
 
-frac = _on_input("frac", _frac, lambda g, ans, input: g, low=-2.5, high=2.5, kinks=_INTEGERS)
+frac = _on_input("frac", _frac, lambda g, ans, input: g, low=-2.5, high=2.5, kinks=_INTEGERS, method=True)
 
 
 # -- nan_to_num ------------------------------------------------------------------------------------------------
 def _replacement(argument, value):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(
-            f"nan_to_num: argument '{argument}' expected a real number or None, got {type(value).__name__} {value!r}"
-        )
-    return float(value)
+    return real("nan_to_num", argument, value, "a real number or None")
 
 
 def _nan_to_num(input, nan=0.0, posinf=None, neginf=None):
@@ -894,6 +1063,7 @@ nan_to_num = _on_input(
     lambda g, ans, input, **attrs: g * np.isfinite(input),
     samples=_nan_to_num_samples,
     floats_only=False,
+    method=True,
 )
 
 
@@ -915,19 +1085,14 @@ def _special_samples(rng):
     return out
 
 
-isinf = _on_input(
-    "isinf", _classify("isinf", np.isinf, False), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
-)
-isnan = _on_input(
-    "isnan", _classify("isnan", np.isnan, False), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
-)
-isfinite = _on_input(
-    "isfinite",
-    _classify("isfinite", np.isfinite, True),
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_special_samples,
-)
+def _classifier(name, ufunc, finite):
+    return _on_input(name, _classify(name, ufunc, finite), NOT_DIFFERENTIABLE, floats_only=False,
+                     samples=_special_samples, method=True, numpy=ufunc)  # fmt: skip
+
+
+isinf = _classifier("isinf", np.isinf, False)
+isnan = _classifier("isnan", np.isnan, False)
+isfinite = _classifier("isfinite", np.isfinite, True)
 
 
 def _logical_not_samples(rng):
@@ -939,7 +1104,13 @@ def _logical_not_samples(rng):
 
 
 logical_not = _on_input(
-    "logical_not", np.logical_not, NOT_DIFFERENTIABLE, floats_only=False, samples=_logical_not_samples
+    "logical_not",
+    np.logical_not,
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_logical_not_samples,
+    method=True,
+    numpy=np.logical_not,
 )
 
 
@@ -999,9 +1170,17 @@ clone = _on_input(
 
 # -- deg2rad / rad2deg / sgn / positive / signbit / isposinf / isneginf / isreal / frexp ----------------------------
 _DEG, _RAD = math.pi / 180, 180 / math.pi
-deg2rad = _on_input("deg2rad", lambda input: input * _DEG, lambda g, ans, input: g * _DEG, low=-360.0, high=360.0)
+deg2rad = _on_input(
+    "deg2rad",
+    lambda input: input * _DEG,
+    lambda g, ans, input: g * _DEG,
+    low=-360.0,
+    high=360.0,
+    method=True,
+    numpy=np.deg2rad,
+)
 rad2deg = _on_input(  # 3e38 * 57.3 overflows float32: inf, as torch
-    "rad2deg", quiet(lambda input: input * _RAD), quiet(lambda g, ans, input: g * _RAD), low=-7.0, high=7.0
+    "rad2deg", quiet(lambda input: input * _RAD), quiet(lambda g, ans, input: g * _RAD), low=-7.0, high=7.0, method=True
 )
 # torch: sgn is sign for real tensors (bool stays bool: True where True); gradient 0
 sgn = _on_input(
@@ -1011,7 +1190,9 @@ sgn = _on_input(
     floats_only=False,
     kinks=(0.0,),
     samples=unary_samples(kinks=(0.0,)),
-    torch_ref=lambda torch, input: torch.sign(input),  # torch.sgn's backward gives a ZeroTensor numpy cannot read
+    torch_ref=lambda torch, input: torch.sign(
+        input
+    ),  # torch.sgn's backward gives a ZeroTensor numpy cannot read, method=True
 )
 
 
@@ -1021,7 +1202,7 @@ def _positive(input):
     return input.copy()
 
 
-positive = _on_input("positive", _positive, lambda g, ans, input: g, floats_only=False)
+positive = _on_input("positive", _positive, lambda g, ans, input: g, floats_only=False, method=True, numpy=np.positive)
 
 
 def _sign_samples(rng):
@@ -1037,6 +1218,8 @@ signbit = _on_input(
     NOT_DIFFERENTIABLE,
     floats_only=False,
     samples=_sign_samples,
+    method=True,
+    numpy=np.signbit,
 )
 isposinf = _on_input(
     "isposinf",
@@ -1044,6 +1227,7 @@ isposinf = _on_input(
     NOT_DIFFERENTIABLE,
     floats_only=False,
     samples=_special_samples,
+    method=True,
 )
 isneginf = _on_input(
     "isneginf",
@@ -1051,9 +1235,15 @@ isneginf = _on_input(
     NOT_DIFFERENTIABLE,
     floats_only=False,
     samples=_special_samples,
+    method=True,
 )
 isreal = _on_input(  # minitape has no complex dtype: every entry is real
-    "isreal", lambda input: np.ones(input.shape, bool), NOT_DIFFERENTIABLE, floats_only=False, samples=_special_samples
+    "isreal",
+    lambda input: np.ones(input.shape, bool),
+    NOT_DIFFERENTIABLE,
+    floats_only=False,
+    samples=_special_samples,
+    method=True,
 )
 
 
@@ -1067,13 +1257,14 @@ def _frexp(input):
 @quiet  # g * 2^-exponent overflows for a subnormal input's large exponent: inf, as torch
 def _frexp_vjp(g, ans, input):
     # torch: d mantissa / dx = 2^-exponent (the exponent is a step function: no gradient)
+    from .binary import ldexp
+
     if g[0] is None:
         return np.zeros(input.shape, input.dtype)
     if isinstance(g[0], np.ndarray):
         return np.ldexp(g[0], -ans[1])
-    import ops
 
-    return ops.ldexp(g[0], ops.neg(ans[1]))
+    return ldexp(g[0], neg(ans[1]))
 
 
 _POWERS_OF_TWO = tuple(sign * 2.0**k for k in range(-3, 5) for sign in (1, -1)) + (0.0,)
@@ -1093,6 +1284,7 @@ frexp = _on_input(
     outputs=("mantissa", "exponent"),
     samples=_frexp_samples,
     torch_ref=lambda torch, input: tuple(torch.frexp(input)),
+    method=True,
 )
 
 # numpy's and torch's other names for the same ops
@@ -1151,23 +1343,12 @@ def _onnx_expm1(g, rec, x):
     return g.op("Where", tiny, x, g.op("Where", plain, um1, kahan))
 
 
-def _onnx_log1p(g, rec, x):
-    # Goldberg: with u = 1 + x rounded, log(u) * x / (u - 1) is accurate where 1 + x drops digits of x
-    dtype = float_only(rec)
-    u = g.op("Add", x, scalar(g, 1, dtype))
-    um1 = g.op("Sub", u, scalar(g, 1, dtype))
-    log = g.op("Log", u)
-    exact = g.op("Or", g.op("Equal", u, scalar(g, 1, dtype)), g.op("IsInf", u))
-    fixed = g.op("Div", g.op("Mul", log, x), um1)
-    return g.op("Where", g.op("Equal", u, scalar(g, 1, dtype)), x, g.op("Where", exact, log, fixed))
-
-
 def _onnx_softplus(g, rec, x):
     dtype = float_only(rec)
     beta, threshold = float(rec.attributes.get("beta", 1)), float(rec.attributes.get("threshold", 20))
     z = x if beta == 1 else g.op("Mul", x, scalar(g, beta, dtype))
     # log(1 + exp(z)) = max(z, 0) + log1p(exp(-|z|)), stable for any z
-    tail = _onnx_log1p(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z))))
+    tail = log1p_graph(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z))))
     soft = g.op("Add", g.op("Max", z, scalar(g, 0, dtype)), tail)
     soft = soft if beta == 1 else g.op("Div", soft, scalar(g, beta, dtype))
     return g.op("Where", g.op("Greater", z, scalar(g, threshold, dtype)), x, soft)
@@ -1306,7 +1487,7 @@ lowering(elu, _onnx_elu)
 lowering(log2, _onnx_log_base(2.0))
 lowering(log10, _onnx_log_base(10.0))
 lowering(expm1, _onnx_expm1)
-lowering(log1p, _onnx_log1p)
+lowering(log1p, log1p_graph)
 lowering(softplus, _onnx_softplus)
 lowering(clamp, _onnx_clamp)
 lowering(clamp_min, _onnx_clamp_min)

@@ -1,68 +1,13 @@
 """Indexing ops: getitem (``x[index]``), gather, index_select and their scatters (scatter_add, index_add,
 index_put), take_along_dim, scatter, scatter_reduce, masked_select, nonzero and one_hot, with torch 2.13 semantics.
 
-Indexing follows PyTorch, not numpy, where the two differ. torch applies the Python ints of an index first
-(each selects, removing its dim), then indexes what is left with the remaining slices, None, Ellipsis,
-bools and index arrays, numpy-style. So ``x[0, :, [1, 2]]`` on shape (2, 3, 4, 5) is ``x[0][:, [1, 2]]``
-of shape (3, 2, 5) (numpy: (2, 3, 5)); the index arrays' dims go where the arrays stand when they are
-adjacent, else first. A 0-D integer array or Tensor counts as an int; a bool mask stands for the positions
-of its True entries and covers as many dims as it has; a Python bool adds a dim of size 1 (True) or 0
-(False). A list of ints (or an inner tuple) is an index array, so ``x[[0, 0, 1]]`` reads row 0 twice and
-its gradient accumulates there twice. Refused rather than guessed: float and uint8 index arrays (torch
-reads uint8 as a deprecated mask, numpy as positions), a top-level list holding sequences, slices, None or
-Ellipsis (torch 2.13 reads it as a tuple with a deprecation warning, numpy as an array) and slice steps
-below 1 (torch has none). Out-of-range positions raise IndexError naming the dim.
-
 Every backward scatters the gradient back to the positions read, *adding* where positions repeat. The
 scatters are public ops themselves, each differentiable again: gather's backward is scatter_add (whose
 gradient for ``src`` is gather), index_select's is index_add (whose gradient for ``source`` is
 index_select), getitem's is index_put with ``accumulate=True`` into zeros (whose gradient for ``values``
 is getitem). A rule given arrays (first order) runs the numpy kernel directly; given Tensors
-(``create_graph=True``) it calls the op, so the backward is recorded.
-
-Index inputs of gather/index_select/scatter_add/index_add are integer *tensor inputs* marked
-NOT_DIFFERENTIABLE, so the tape records them as graph edges. getitem's index and index_put's indices are
-attributes: the engine copies and freezes them when the op is recorded (a Tensor inside keeps the array it
-held then), so refilling an index buffer or reassigning an index tensor's ``.data`` later cannot move a
-recorded gradient. ``index_put`` with ``accumulate=False`` refuses repeated positions (torch leaves which
-value lands undefined). gather, scatter_add, index_select and index_add need inputs of at least 1 dim.
-
-The other ops, and their conventions:
-- take_along_dim(input, indices, dim=None): gather after broadcasting input and indices in every dim but ``dim``
-  (``dim=None``: on the flattened input); the gradient is scatter_add's, summed over the broadcast dims. With a
-  dim, indices in [-size, -1] count from the end, as torch's; torch 2.13 also wraps every other out-of-range
-  index modulo the size (3 of a size-3 dim reads element 0), minitape refuses those. With dim=None negative
-  indices are refused, as torch refuses them.
-- scatter(input, dim, index, src) and the value form scatter(input, dim, index, value=v): refuses an index that
-  writes one position twice (torch leaves the value undefined). Gradient: zero for ``input`` at the written
-  positions (a scatter of 0), gather of ``g`` for ``src``.
-- scatter_reduce(input, dim, index, src, reduce, include_self=True), reduce "sum", "prod", "mean", "amax",
-  "amin"; integer "mean" floor-divides as torch. Gradients as torch: "mean" divides by the count; "amax"/"amin"
-  split the gradient evenly among the values equal to the result -- except that an excluded self
-  (``include_self=False``) never takes a share (torch 2.13 counts it when it equals the result, so its
-  gradients then sum to less than the incoming one); "prod" gives each value the product of the others at its
-  position, exact with zeros (no division by a zero). Its second order is exact too, also where torch refuses
-  it (two zeros reduced into one position): the rule keeps the zero values as variables.
-- masked_select(input, mask): input and mask broadcast; a 1-D output whose length depends on the mask's values
-  (a tensor input, so a replay with another mask selects anew). Gradient: g put back at the mask, summed over
-  broadcast dims.
-- nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(input, num_classes=-1) (int64;
-  ``num_classes=-1`` infers ``max + 1`` from the data, on replay too) are not differentiable. nonzero refuses
-  ``as_tuple=True`` (an op's output count is fixed at registration); ``Tensor.nonzero(as_tuple=True)`` gives
-  torch's tuple, the columns of ``ops.nonzero`` (``ops.unbind(ops.nonzero(x), 1)``, a 0-D x counting as 1-D).
-- Index tensors must hold integers (any integer dtype; torch wants int64) with values in range; torch's
-  negative positions are refused as torch does for these ops.
-- 0-D tensors: gather, scatter_add, scatter, scatter_reduce, index_select and index_add read a 0-D input, index
-  or src as 1-D of size 1 and give a 0-D result back, as torch does (index_select/index_add of a 0-D input
-  take exactly one position, index_add a 0-D source).
-- take(input, index): the flattened input at index (negative positions count from the end), index's shape;
-  gradient: index_add into the flattened zeros. index_fill(input, dim, index, value) (negative positions
-  allowed, as torch) and index_copy(input, dim, index, source) (repeated positions refused: torch leaves
-  which value lands undefined); both give the input a zero gradient at the written positions (index_fill of g).
-  index_reduce(input, dim, index, source, reduce, include_self=True) is scatter_reduce with index[i] standing
-  for all of source's slice i: the same kernel and rules ("prod", "mean", "amax", "amin").
-  masked_scatter(input, mask, source): input and mask broadcast; the True positions take source's first
-  entries in row-major order. argwhere(input) is nonzero(input).
+(``create_graph=True``) it calls the op, so the backward is recorded. Index tensors must hold integers (any
+integer dtype; torch wants int64) with values in range. Each op's torch conventions are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -97,9 +42,93 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
+from ._notes import case_law
 from ._onnx import NotExportable, axis_of, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require_integer
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("gather", "scatter_add", "scatter", "scatter_reduce", "index_select", "index_add"),
+        "0-D tensors: a 0-D input, index or src reads as 1-D of size 1 and gives a 0-D result back, as torch does "
+        "(index_select/index_add of a 0-D input take exactly one position, index_add a 0-D source).",
+    ),
+    (
+        ("take", "index_fill", "index_copy", "index_reduce", "masked_scatter", "argwhere"),
+        "take(input, index): the flattened input at index (negative positions count from the end); gradient: "
+        "index_add into zeros. index_fill allows negative positions, as torch; index_copy refuses repeated positions "
+        "(torch leaves which value lands undefined); both give the input a zero gradient at the written positions. "
+        "index_reduce is scatter_reduce with index[i] standing for all of source's slice i (the same kernel and "
+        "rules). masked_scatter: the True positions take source's first entries in row-major order. argwhere is "
+        "nonzero.",
+    ),
+    (
+        ("getitem",),
+        "Indexing follows PyTorch, not numpy, where the two differ. torch applies the Python ints of an index"
+        " first (each selects, removing its dim), then indexes what is left with the remaining slices, None, "
+        "Ellipsis, bools and index arrays, numpy-style. So ``x[0, :, [1, 2]]`` on shape (2, 3, 4, 5) is "
+        "``x[0][:, [1, 2]]`` of shape (3, 2, 5) (numpy: (2, 3, 5)); the index arrays' dims go where the "
+        "arrays stand when they are adjacent, else first. A 0-D integer array or Tensor counts as an int; a "
+        "bool mask stands for the positions of its True entries and covers as many dims as it has; a Python "
+        "bool adds a dim of size 1 (True) or 0 (False). A list of ints (or an inner tuple) is an index array,"
+        " so ``x[[0, 0, 1]]`` reads row 0 twice and its gradient accumulates there twice. Refused rather than"
+        " guessed: float and uint8 index arrays (torch reads uint8 as a deprecated mask, numpy as positions),"
+        " a top-level list holding sequences, slices, None or Ellipsis (torch 2.13 reads it as a tuple with a"
+        " deprecation warning, numpy as an array) and slice steps below 1 (torch has none). Out-of-range "
+        "positions raise IndexError naming the dim.",
+    ),
+    (
+        ("gather", "index_select", "scatter_add", "index_add", "getitem", "index_put"),
+        "Index inputs of gather/index_select/scatter_add/index_add are integer *tensor inputs* marked "
+        "NOT_DIFFERENTIABLE, so the tape records them as graph edges. getitem's index and index_put's indices"
+        " are attributes: the engine copies and freezes them when the op is recorded (a Tensor inside keeps "
+        "the array it held then), so refilling an index buffer or reassigning an index tensor's ``.data`` "
+        "later cannot move a recorded gradient. ``index_put`` with ``accumulate=False`` refuses repeated "
+        "positions (torch leaves which value lands undefined). gather, scatter_add, index_select and "
+        "index_add need inputs of at least 1 dim.",
+    ),
+    (
+        ("take_along_dim",),
+        "take_along_dim(input, indices, dim=None): gather after broadcasting input and indices in every dim "
+        "but ``dim`` (``dim=None``: on the flattened input); the gradient is scatter_add's, summed over the "
+        "broadcast dims. With a dim, indices in [-size, -1] count from the end, as torch's; torch 2.13 also "
+        "wraps every other out-of-range index modulo the size (3 of a size-3 dim reads element 0), minitape "
+        "refuses those. With dim=None negative indices are refused, as torch refuses them.",
+    ),
+    (
+        ("scatter",),
+        "scatter(input, dim, index, src) and the value form scatter(input, dim, index, value=v): refuses an "
+        "index that writes one position twice (torch leaves the value undefined). Gradient: zero for "
+        "``input`` at the written positions (a scatter of 0), gather of ``g`` for ``src``.",
+    ),
+    (
+        ("scatter_reduce",),
+        'scatter_reduce(input, dim, index, src, reduce, include_self=True), reduce "sum", "prod", "mean", '
+        '"amax", "amin"; integer "mean" floor-divides as torch. Gradients as torch: "mean" divides by the '
+        'count; "amax"/"amin" split the gradient evenly among the values equal to the result -- except that '
+        "an excluded self (``include_self=False``) never takes a share (torch 2.13 counts it when it equals "
+        'the result, so its gradients then sum to less than the incoming one); "prod" gives each value the '
+        "product of the others at its position, exact with zeros (no division by a zero). Its second order is"
+        " exact too, also where torch refuses it (two zeros reduced into one position): the rule keeps the "
+        "zero values as variables.",
+    ),
+    (
+        ("masked_select",),
+        "masked_select(input, mask): input and mask broadcast; a 1-D output whose length depends on the "
+        "mask's values (a tensor input, so a replay with another mask selects anew). Gradient: g put back at "
+        "the mask, summed over broadcast dims.",
+    ),
+    (
+        ("nonzero", "one_hot"),
+        "nonzero(input) (int64 positions, NaN counts as nonzero) and one_hot(tensor, num_classes=-1) (int64; "
+        "``num_classes=-1`` infers ``max + 1`` from the data, on replay too) are not differentiable. nonzero "
+        "refuses ``as_tuple=True`` (an op's output count is fixed at registration); "
+        "``Tensor.nonzero(as_tuple=True)`` gives torch's tuple, the columns of ``ops.nonzero`` "
+        "(``ops.unbind(ops.nonzero(x), 1)``, a 0-D x counting as 1-D).",
+    ),
+)
 
 
 # -- resolving an index the way torch does -------------------------------------------------------------------
@@ -403,6 +432,8 @@ index_put = defop(
     torch_ref=lambda torch, input, values, indices, accumulate=False: torch.index_put(
         input, _torch_indices(torch, indices), values, accumulate
     ),
+    method=True,
+    notes=case_law(_CASE_LAW, "index_put"),
 )
 
 
@@ -466,6 +497,7 @@ getitem = defop(
     vjps=(_getitem_vjp,),
     samples=_getitem_samples,
     torch_ref=lambda torch, input, index: input[_torch_index(torch, index)],
+    notes=case_law(_CASE_LAW, "getitem"),
 )
 
 
@@ -563,6 +595,8 @@ gather = defop(
     check=lambda input, index, dim: _check_along("gather", input, index, dim),
     samples=_gather_samples,
     torch_ref=lambda torch, input, index, dim: torch.gather(input, dim, index.long()),
+    method=True,
+    notes=case_law(_CASE_LAW, "gather"),
 )
 
 
@@ -621,6 +655,8 @@ scatter_add = defop(
     check=lambda input, index, src, dim: _check_along("scatter_add", input, index, dim, src=src),
     samples=_scatter_add_samples,
     torch_ref=lambda torch, input, index, src, dim: torch.scatter_add(input, dim, index.long(), src),
+    method=True,
+    notes=case_law(_CASE_LAW, "scatter_add"),
 )
 
 
@@ -680,6 +716,8 @@ index_select = defop(
         Sample((uniform(rng, ()), np.array([0])), {"dim": -1}, "0-D input, 1-D index"),
     ],
     torch_ref=lambda torch, input, index, dim: torch.index_select(input, dim, index.long()),
+    method=True,
+    notes=case_law(_CASE_LAW, "index_select"),
 )
 
 
@@ -744,6 +782,8 @@ index_add = defop(
     torch_ref=lambda torch, input, index, source, dim, alpha=1: torch.index_add(
         input, dim, index.long(), source, alpha=alpha
     ),
+    method=True,
+    notes=case_law(_CASE_LAW, "index_add"),
 )
 
 
@@ -776,9 +816,8 @@ def _pad_to(x, shape):
         out = np.zeros(shape, x.dtype)
         out[tuple(slice(0, n) for n in x.shape)] = x
         return out
-    from .shape import pad  # shape imports this module
-
-    return pad(x, tuple(w for n, s in zip(reversed(x.shape), reversed(shape)) for w in (0, s - n)))
+    block = np.ix_(*(np.arange(n) for n in x.shape))  # set, not added: -0.0 stays -0.0, as a pad keeps it
+    return index_put(np.zeros(shape, x.dtype), indices=block, values=x)
 
 
 def _targets(shape, axis, index) -> np.ndarray:
@@ -894,6 +933,9 @@ take_along_dim = defop(
     check=_check_take_along_dim,
     samples=_take_along_dim_samples,
     torch_ref=lambda torch, input, indices, dim=None: torch.take_along_dim(input, indices.long(), dim),
+    method=True,
+    numpy={np.take_along_axis: _numpy.take_along_axis},
+    notes=case_law(_CASE_LAW, "take_along_dim"),
 )
 
 
@@ -971,6 +1013,7 @@ scatter = defop(
     torch_ref=lambda torch, input, index, src=None, dim=0, value=None: torch.scatter(
         input, dim, index.long(), src if src is not None else value
     ),
+    notes=case_law(_CASE_LAW, "scatter"),
 )
 
 
@@ -1192,6 +1235,8 @@ scatter_reduce = defop(
     torch_ref=lambda torch, input, index, src, dim, reduce, include_self=True: torch.scatter_reduce(
         input, dim, index.long(), src, reduce, include_self=include_self
     ),
+    method=True,
+    notes=case_law(_CASE_LAW, "scatter_reduce"),
 )
 
 
@@ -1243,6 +1288,8 @@ masked_select = defop(
         Sample((uniform(rng, (0, 3)), np.ones(3, np.bool_)), {}, "zero-size input"),
     ],
     torch_ref=lambda torch, input, mask: torch.masked_select(input, mask),
+    method=True,
+    notes=case_law(_CASE_LAW, "masked_select"),
 )
 
 
@@ -1282,6 +1329,8 @@ nonzero = defop(
     check=_check_nonzero,
     samples=_nonzero_samples,
     torch_ref=lambda torch, input, as_tuple=False: torch.nonzero(input, as_tuple=as_tuple),
+    method=True,
+    notes=case_law(_CASE_LAW, "nonzero"),
 )
 
 
@@ -1326,6 +1375,7 @@ one_hot = defop(
         Sample((np.zeros((0, 2), np.int64),), {"num_classes": 4}, "zero-size"),
     ],
     torch_ref=lambda torch, input, num_classes=-1: torch.nn.functional.one_hot(input.long(), num_classes),
+    notes=case_law(_CASE_LAW, "one_hot"),
 )
 
 
@@ -1359,6 +1409,8 @@ def _take_vjp(g, ans, input, index):
 
 take = defop(
     "take",
+    method=True,
+    notes=case_law(_CASE_LAW, "take"),
     family="shape",
     inputs=("input", "index"),
     forward=_take,
@@ -1438,6 +1490,8 @@ def _index_samples(rng, source_of=None):
 
 index_fill = defop(
     "index_fill",
+    method=True,
+    notes=case_law(_CASE_LAW, "index_fill"),
     family="shape",
     inputs=("input", "index"),
     forward=_index_fill,
@@ -1494,6 +1548,8 @@ def _index_copy_vjp_source(g, ans, input, index, source, dim):
 
 index_copy = defop(
     "index_copy",
+    method=True,
+    notes=case_law(_CASE_LAW, "index_copy"),
     family="shape",
     inputs=("input", "index", "source"),
     forward=_index_copy,
@@ -1584,6 +1640,8 @@ def _index_reduce_samples(rng):
 
 index_reduce = defop(
     "index_reduce",
+    method=True,
+    notes=case_law(_CASE_LAW, "index_reduce"),
     family="shape",
     inputs=("input", "index", "source"),
     forward=_index_reduce,
@@ -1635,13 +1693,13 @@ def _masked_scatter_vjp_source(g, ans, input, mask, source):
         flat = np.zeros(n, g.dtype)
         flat[: picked.shape[0]] = picked
         return flat.reshape(source.shape)
-    from .shape import pad  # shape imports this module
-
-    return np.reshape(pad(picked, (0, n - picked.shape[0])), source.shape)
+    return np.reshape(_pad_to(picked, (n,)), source.shape)
 
 
 masked_scatter = defop(
     "masked_scatter",
+    method=True,
+    notes=case_law(_CASE_LAW, "masked_scatter"),
     family="shape",
     inputs=("input", "mask", "source"),
     forward=_masked_scatter,
@@ -1674,6 +1732,8 @@ masked_scatter = defop(
 
 argwhere = defop(
     "argwhere",
+    method=True,
+    notes=case_law(_CASE_LAW, "argwhere"),
     family="shape",
     inputs=("input",),
     forward=lambda input: _nonzero(input),  # torch.argwhere(input) is torch.nonzero(input)

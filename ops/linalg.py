@@ -30,6 +30,7 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 
+from . import _numpy
 from ._kernels import runtime
 from ._onnx import NotExportable, no_attributes
 from ._samples import transposed, uniform
@@ -148,6 +149,8 @@ matmul = defop(
     check=_check_matmul,
     samples=_matmul_samples,
     torch_ref=lambda torch, input, other: torch.matmul(input, other),
+    method=True,
+    numpy=np.matmul,
 )
 
 
@@ -464,6 +467,7 @@ einsum = defop(
     check=_check_einsum,
     samples=_einsum_samples,
     torch_ref=lambda torch, operands, equation: torch.einsum(equation, *operands),
+    numpy={np.einsum: _numpy.einsum},
 )
 
 

@@ -1,6 +1,5 @@
 """Losses and distances of ``torch.nn.functional``, with PyTorch 2.13's names, argument order, defaults and
 semantics (the deprecated ``size_average``/``reduce`` arguments are left out):
-
 - classification: cross_entropy (class indices, or class probabilities of the input's shape), nll_loss,
   binary_cross_entropy, binary_cross_entropy_with_logits, kl_div;
 - regression: mse_loss, l1_loss, smooth_l1_loss, huber_loss;
@@ -17,51 +16,6 @@ Reductions. ``reduction`` is 'none', 'mean' or 'sum' (kl_div also 'batchmean': t
 weights of the counted targets; mse_loss and l1_loss with ``weight`` by sum(weight); huber_loss with ``weight``
 by the number of elements (torch 2.13's own inconsistency, kept). A mean over nothing -- an empty batch, every
 target ignored -- is NaN, as in torch; a 'sum' of nothing is 0.
-
-What takes a gradient, as in torch: cross_entropy's probability targets; the targets of binary_cross_entropy
-(and _with_logits), kl_div and the regression losses; mse/l1/huber's ``weight``; every input of the ranking
-losses and distances (a float margin_ranking_loss target too). Class weights and binary_cross_entropy(_with_logits)'s
-``weight`` and ``pos_weight`` are not differentiable. Floating inputs must share one dtype.
-
-Kinks and ties (torch's gradient conventions; the samples keep finite differences away from them):
-- l1_loss and smooth_l1_loss with beta=0 at input == target: gradient 0 (sign(0)). smooth_l1_loss / huber_loss at
-  |input - target| == beta / delta: the first derivative is continuous; the second is the linear piece's, 0.
-- margin_ranking_loss, triplet_margin_loss, hinge_embedding_loss and cosine_embedding_loss at the hinge (loss
-  exactly 0): the gradient passes, as torch's clamp_min(z, 0) backward (z >= 0); multi_margin_loss and
-  multilabel_margin_loss pass none there (torch's kernels test z > 0). gaussian_nll_loss clamps var at eps as torch
-  (in place, under no_grad): the var gradient is the clamped value's. An empty batch's 'mean' in multi_margin_loss
-  and multilabel_margin_loss is NaN as every mean here (torch 2.13's is uninitialised memory, or 0).
-  triplet_margin_loss with swap=True where the two negative distances tie: each gets half the gradient (torch's
-  minimum).
-- pairwise_distance is ||x1 - x2 + eps||_p over the last dim of the broadcast shape, for any p (inf, -inf, 0 and
-  negative included). Its gradient is torch's vector-norm subgradient: 0 where the norm is 0 (p > 1) or where
-  an entry is 0 (p < 1); sign for p=1; for p=+-inf the entries attaining the norm share the gradient evenly;
-  0 for p=0. Norms are computed with a power-of-two scale, so huge or tiny entries (1e+-200) neither overflow nor
-  underflow where torch's do (there the results differ from torch's inf/0 and are the right ones).
-- cosine_similarity is torch 2.13's sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) over ``dim`` of the
-  broadcast inputs. Torch clamps the norms in place under no_grad, so its gradient treats the clamped norm as
-  the norm itself: where ||x|| < eps that gradient (matched here) is not the derivative of the forward, whose
-  denominator is then the constant eps. A zero vector gets gradient (other / max(||other||, eps)) / eps.
-- binary_cross_entropy clamps each log at -100 (so input 0 or 1 gives a finite loss of at most 100 per element);
-  the input gradient is (x - t) / max(x (1 - x), 1e-12) (torch's floor, 1e-12 rounded to float32) and the target
-  gradient -logit(x), unclamped (+-inf at x = 0, 1), both torch's. The second order differentiates that input
-  gradient exactly; torch's double backward instead adds 1e-12 to x and 1 - x, so the two differ by a relative
-  ~1e-12 / min(x, 1 - x): invisibly above x ~ 1e-4, and at exactly 0 or 1 (torch's is then ~1e24, ours ~1e12).
-- kl_div is xlogy(t, t) - t * input (exp(t) * (t - input) with log_target): 0 at t = 0, NaN for t < 0. Its target
-  gradient log(t) + 1 - input is NaN at t = 0, as torch's (the 0 / 0 of xlogy's derivative). torch 2.13 warns on
-  reduction='mean' (that 'mean' divides by every element, not the batch: 'batchmean' is the KL divergence); the
-  values here are the same and no warning is issued.
-- cross_entropy with probability targets: loss_n = -sum_c w_c ((1 - s) t_nc + s / C) log_softmax(x)_nc; 'mean'
-  divides by the number of loss elements (N x d1 ...), not by weights; ``ignore_index`` must then be negative
-  (torch raises otherwise). torch 2.13 accepts a negative label_smoothing despite its message; it raises here.
-
-cross_entropy and binary_cross_entropy_with_logits work from ``x - logsumexp(x)`` / ``softplus``, never
-``log(softmax(x))``, so logits of +-1e4 give finite values and gradients. cross_entropy with class indices runs
-the row kernels of ops/_kernels/rowwise.py (row blocks in cache, on the worker pool when large): its forward
-keeps exp(x - max) and the row sums, so its backward makes one pass and computes no exp. Its second order (and
-binary_cross_entropy_with_logits') is taken through a ``composite=`` written with registered ops (log_softmax,
-softplus, mul, sum). Every other rule here is written with numpy functions over its arguments, so the second
-order traces it.
 """
 
 __all__ = [
@@ -96,7 +50,6 @@ from functools import partial
 
 import numpy as np
 
-import ops
 from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
@@ -110,10 +63,96 @@ from ._kernels.rowwise import (
     from_last,
     log_softmax_block,
 )
+from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, cast_to, clip, extremum, pnorm, scalar
+from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar
 from ._samples import KINK_GAP, away_from, transposed, uniform
-from ._validation import normalize_dim, require, require_float, require_integer
+from ._validation import normalize_dim, real, require, require_float, require_integer
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("hinge_embedding_loss", "cosine_embedding_loss", "multi_margin_loss", "multilabel_margin_loss"),
+        "At the hinge (loss exactly 0) hinge_embedding_loss and cosine_embedding_loss pass the gradient, as torch's "
+        "clamp_min(z, 0) backward; multi_margin_loss and multilabel_margin_loss pass none there (torch's kernels test "
+        "z > 0). An empty batch's 'mean' in multi_margin_loss and multilabel_margin_loss is NaN as every mean here "
+        "(torch 2.13's is uninitialised memory, or 0).",
+    ),
+    (
+        ("gaussian_nll_loss",),
+        "var is clamped at eps as torch does (in place, under no_grad): the var gradient is the clamped value's.",
+    ),
+    (
+        ("cross_entropy", "binary_cross_entropy", "kl_div", "margin_ranking_loss"),
+        "What takes a gradient, as in torch: cross_entropy's probability targets; the targets of "
+        "binary_cross_entropy (and _with_logits), kl_div and the regression losses; mse/l1/huber's "
+        "``weight``; every input of the ranking losses and distances (a float margin_ranking_loss target "
+        "too). Class weights and binary_cross_entropy(_with_logits)'s ``weight`` and ``pos_weight`` are not "
+        "differentiable. Floating inputs must share one dtype.",
+    ),
+    (
+        ("l1_loss", "smooth_l1_loss", "huber_loss"),
+        "l1_loss and smooth_l1_loss with beta=0 at input == target: gradient 0 (sign(0)). smooth_l1_loss / "
+        "huber_loss at |input - target| == beta / delta: the first derivative is continuous; the second is "
+        "the linear piece's, 0.",
+    ),
+    (
+        ("margin_ranking_loss", "triplet_margin_loss"),
+        "margin_ranking_loss and triplet_margin_loss at the hinge (loss exactly 0): the gradient passes, as "
+        "torch's clamp_min(z, 0) backward (z >= 0). triplet_margin_loss with swap=True where the two negative"
+        " distances tie: each gets half the gradient (torch's minimum).",
+    ),
+    (
+        ("pairwise_distance",),
+        "pairwise_distance is ||x1 - x2 + eps||_p over the last dim of the broadcast shape, for any p (inf, "
+        "-inf, 0 and negative included). Its gradient is torch's vector-norm subgradient: 0 where the norm is"
+        " 0 (p > 1) or where an entry is 0 (p < 1); sign for p=1; for p=+-inf the entries attaining the norm "
+        "share the gradient evenly; 0 for p=0. Norms are computed with a power-of-two scale, so huge or tiny "
+        "entries (1e+-200) neither overflow nor underflow where torch's do (there the results differ from "
+        "torch's inf/0 and are the right ones).",
+    ),
+    (
+        ("cosine_similarity",),
+        "cosine_similarity is torch 2.13's sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) over "
+        "``dim`` of the broadcast inputs. Torch clamps the norms in place under no_grad, so its gradient "
+        "treats the clamped norm as the norm itself: where ||x|| < eps that gradient (matched here) is not "
+        "the derivative of the forward, whose denominator is then the constant eps. A zero vector gets "
+        "gradient (other / max(||other||, eps)) / eps.",
+    ),
+    (
+        ("binary_cross_entropy",),
+        "binary_cross_entropy clamps each log at -100 (so input 0 or 1 gives a finite loss of at most 100 per"
+        " element); the input gradient is (x - t) / max(x (1 - x), 1e-12) (torch's floor, 1e-12 rounded to "
+        "float32) and the target gradient -logit(x), unclamped (+-inf at x = 0, 1), both torch's. The second "
+        "order differentiates that input gradient exactly; torch's double backward instead adds 1e-12 to x "
+        "and 1 - x, so the two differ by a relative ~1e-12 / min(x, 1 - x): invisibly above x ~ 1e-4, and at "
+        "exactly 0 or 1 (torch's is then ~1e24, ours ~1e12).",
+    ),
+    (
+        ("kl_div",),
+        "kl_div is xlogy(t, t) - t * input (exp(t) * (t - input) with log_target): 0 at t = 0, NaN for t < 0."
+        " Its target gradient log(t) + 1 - input is NaN at t = 0, as torch's (the 0 / 0 of xlogy's "
+        "derivative). torch 2.13 warns on reduction='mean' (that 'mean' divides by every element, not the "
+        "batch: 'batchmean' is the KL divergence); the values here are the same and no warning is issued.",
+    ),
+    (
+        ("cross_entropy",),
+        "cross_entropy with probability targets: loss_n = -sum_c w_c ((1 - s) t_nc + s / C) "
+        "log_softmax(x)_nc; 'mean' divides by the number of loss elements (N x d1 ...), not by weights; "
+        "``ignore_index`` must then be negative (torch raises otherwise). torch 2.13 accepts a negative "
+        "label_smoothing despite its message; it raises here.",
+    ),
+    (
+        ("cross_entropy", "binary_cross_entropy_with_logits"),
+        "cross_entropy and binary_cross_entropy_with_logits work from ``x - logsumexp(x)`` / ``softplus``, "
+        "never ``log(softmax(x))``, so logits of +-1e4 give finite values and gradients. cross_entropy with "
+        "class indices runs the row kernels of ops/_kernels/rowwise.py (row blocks in cache, on the worker "
+        "pool when large): its forward keeps exp(x - max) and the row sums, so its backward makes one pass "
+        "and computes no exp. Its second order (and binary_cross_entropy_with_logits') is taken through a "
+        "``composite=`` written with registered ops (log_softmax, softplus, mul, sum). Every other rule here "
+        "is written with numpy functions over its arguments, so the second order traces it.",
+    ),
+)
 
 FAMILY = "loss"
 _REDUCTIONS = ("none", "mean", "sum")
@@ -159,12 +198,6 @@ def _constant(x) -> np.ndarray:
     """The values of ``x`` (an array, or a Tensor in a traced rule) as an array carrying no gradient: the masks,
     counts and scales of a rule."""
     return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
-
-
-def _number(op: str, argument: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: argument '{argument}' expected a number, got {type(value).__name__} {value!r}")
-    return float(value)
 
 
 def _broadcast_shape(op: str, names: tuple, *arrays) -> tuple:
@@ -358,15 +391,19 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
     """cross_entropy written with registered ops: -sum(q * log_softmax(input)) with the target distribution q
     (a constant for class indices, a function of the target for probabilities), reduced. What its second
     order differentiates."""
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .normalization import log_softmax
+    from .shape import masked_fill
+
     axis = _class_axis(input)
     weight = None if weight is None else _values(weight)
     if target.dtype.kind == "f":
-        loss = -ops.sum(
-            ops.log_softmax(input, axis) * _smoothed_probabilities(input, target, weight, label_smoothing), dim=axis
+        loss = -reduce.sum(
+            log_softmax(input, axis) * _smoothed_probabilities(input, target, weight, label_smoothing), dim=axis
         )
         if reduction == "none":
             return loss
-        total = ops.sum(loss)
+        total = reduce.sum(loss)
         if reduction == "sum":
             return total
         # torch fills the mean over an empty input with NaN: a constant, no 0/0 in the derivative
@@ -375,11 +412,11 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
         return total / np.asarray(np.size(loss), input.dtype)
     target = _values(target)
     q, denominator = _target_distribution(input, target, weight, ignore_index, label_smoothing)
-    loss = -ops.sum(ops.log_softmax(input, axis) * q, dim=axis)
-    loss = ops.masked_fill(loss, target == ignore_index, 0.0)  # ignored: a zero gradient even when 'mean' is 0/0
+    loss = -reduce.sum(log_softmax(input, axis) * q, dim=axis)
+    loss = masked_fill(loss, target == ignore_index, 0.0)  # ignored: a zero gradient even when 'mean' is 0/0
     if reduction == "none":
         return loss
-    total = ops.sum(loss)
+    total = reduce.sum(loss)
     return total if reduction == "sum" else total / np.asarray(denominator, input.dtype)
 
 
@@ -584,8 +621,12 @@ cross_entropy = defop(
     composite=_cross_entropy_composite,
     check=_check_cross_entropy,
     samples=lambda rng: _class_target_samples(rng, smoothing=True) + _probability_target_samples(rng),
-    notes="Class indices or class probabilities (differentiable, as in torch); class weights are not "
-    "differentiable, as in torch.",
+    notes=case_law(
+        _CASE_LAW,
+        "cross_entropy",
+        "Class indices or class probabilities (differentiable, as in torch); class weights are not "
+        "differentiable, as in torch.",
+    ),
     torch_ref=lambda torch, input, target, weight, **attrs: torch.nn.functional.cross_entropy(
         input, target, weight, **attrs
     ),
@@ -698,7 +739,9 @@ binary_cross_entropy = defop(
     vjps=(_bce_probability_input_vjp, _bce_probability_target_vjp, NOT_DIFFERENTIABLE),
     check=_check_binary_cross_entropy,
     samples=_binary_cross_entropy_samples,
-    notes="Logs clamped at -100 as torch; weight is not differentiable, as in torch.",
+    notes=case_law(
+        _CASE_LAW, "binary_cross_entropy", "Logs clamped at -100 as torch; weight is not differentiable, as in torch."
+    ),
     torch_ref=lambda torch, input, target, weight, reduction="mean": torch.nn.functional.binary_cross_entropy(
         input, target, weight, reduction=reduction
     ),
@@ -738,7 +781,10 @@ def _bce_target_vjp(g, ans, input, target, weight, pos_weight, reduction="mean")
 def _bce_composite(input, target, weight=None, reduction="mean", pos_weight=None):
     """binary_cross_entropy_with_logits written with registered ops (softplus with no linear cut-off): what
     its second order differentiates."""
-    softplus_neg = ops.softplus(-input, 1, math.inf)
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .elementwise import softplus
+
+    softplus_neg = softplus(-input, 1, math.inf)
     if pos_weight is not None:
         softplus_neg = softplus_neg * (1 + (pos_weight - 1) * target)
     loss = (1 - target) * input + softplus_neg
@@ -746,7 +792,7 @@ def _bce_composite(input, target, weight=None, reduction="mean", pos_weight=None
         loss = loss * weight
     if reduction == "none":
         return loss
-    return ops.sum(loss) if reduction == "sum" else ops.mean(loss)
+    return reduce.sum(loss) if reduction == "sum" else reduce.mean(loss)
 
 
 def _check_bce_with_logits(input, target, weight=None, pos_weight=None, reduction="mean"):
@@ -799,7 +845,9 @@ binary_cross_entropy_with_logits = defop(
     composite=_bce_composite,
     check=_check_bce_with_logits,
     samples=_bce_samples,
-    notes="weight and pos_weight are not differentiable, as in torch.",
+    notes=case_law(
+        _CASE_LAW, "binary_cross_entropy_with_logits", "weight and pos_weight are not differentiable, as in torch."
+    ),
     torch_ref=lambda torch, input, target, weight, pos_weight, reduction="mean": (
         torch.nn.functional.binary_cross_entropy_with_logits(
             input, target, weight, reduction=reduction, pos_weight=pos_weight
@@ -911,7 +959,11 @@ kl_div = defop(
     vjps=(_kl_input_vjp, _kl_target_vjp),
     check=_check_kl_div,
     samples=_kl_div_samples,
-    notes="reduction 'batchmean' is the KL divergence; 'mean' divides by every element (no warning, unlike torch).",
+    notes=case_law(
+        _CASE_LAW,
+        "kl_div",
+        "reduction 'batchmean' is the KL divergence; 'mean' divides by every element (no warning, unlike torch).",
+    ),
     torch_ref=_quiet_torch(
         lambda torch, input, target, reduction="mean", log_target=False: torch.nn.functional.kl_div(
             input, target, reduction=reduction, log_target=log_target
@@ -1040,13 +1092,13 @@ def _check_l1_loss(input, target, weight=None, reduction="mean"):
 
 def _check_smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     _check_pointwise("smooth_l1_loss", input, target, None, reduction)
-    beta = _number("smooth_l1_loss", "beta", beta)
+    beta = real("smooth_l1_loss", "beta", beta)
     require(beta >= 0, "smooth_l1_loss", "beta", "a non-negative number (as torch)", beta)
 
 
 def _check_huber_loss(input, target, weight=None, reduction="mean", delta=1.0):
     _check_pointwise("huber_loss", input, target, weight, reduction)
-    delta = _number("huber_loss", "delta", delta)
+    delta = real("huber_loss", "delta", delta)
     require(delta > 0, "huber_loss", "delta", "a positive number (as torch)", delta)
 
 
@@ -1157,7 +1209,11 @@ l1_loss = _pointwise_loss(
     _absolute,
     _absolute_slope,
     samples=_pointwise_samples(),
-    notes="Gradient 0 where input == target (sign(0)), as torch; 'mean' with weight is sum(w l) / sum(w).",
+    notes=case_law(
+        _CASE_LAW,
+        "l1_loss",
+        "Gradient 0 where input == target (sign(0)), as torch; 'mean' with weight is sum(w l) / sum(w).",
+    ),
 )
 smooth_l1_loss = _pointwise_loss(
     "smooth_l1_loss",
@@ -1169,7 +1225,7 @@ smooth_l1_loss = _pointwise_loss(
     samples=_pointwise_samples(
         kinks=(0.0, 0.5, 1.0, 2.5), weighted=False, attrs=({}, {"beta": 0.5}, {"beta": 0.0}, {"beta": 2.5})
     ),
-    notes="beta=0 is l1_loss (as torch); quadratic where |d| < beta.",
+    notes=case_law(_CASE_LAW, "smooth_l1_loss", "beta=0 is l1_loss (as torch); quadratic where |d| < beta."),
 )
 huber_loss = _pointwise_loss(
     "huber_loss",
@@ -1180,7 +1236,11 @@ huber_loss = _pointwise_loss(
     param="delta",
     weighted_mean=False,
     samples=_pointwise_samples(kinks=(0.0, 0.5, 1.0, 2.5), attrs=({}, {"delta": 0.5}, {"delta": 2.5})),
-    notes="Quadratic where |d| < delta; 'mean' with weight divides by the element count (torch 2.13).",
+    notes=case_law(
+        _CASE_LAW,
+        "huber_loss",
+        "Quadratic where |d| < delta; 'mean' with weight divides by the element count (torch 2.13).",
+    ),
 )
 
 
@@ -1268,7 +1328,7 @@ def _pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 
 def _check_norm_order(op, p, argument="p"):
-    p = _number(op, argument, p)
+    p = real(op, argument, p)
     require(not math.isnan(p), op, argument, "a number or +-inf", p)
     return p
 
@@ -1290,7 +1350,7 @@ def _check_pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     require_float(op, "x1", x1)
     require_float(op, "x2", x2)
     p = _check_norm_order(op, p)
-    _number(op, "eps", eps)
+    real(op, "eps", eps)
     _check_bool(op, "keepdim", keepdim)
     _check_pairwise_shapes(op, ("x1", "x2"), x1, x2, p)
 
@@ -1341,7 +1401,7 @@ pairwise_distance = defop(
     ),
     check=_check_pairwise_distance,
     samples=_pairwise_samples,
-    notes="Any p (inf, -inf, 0, negative); torch's vector-norm subgradients.",
+    notes=case_law(_CASE_LAW, "pairwise_distance", "Any p (inf, -inf, 0, negative); torch's vector-norm subgradients."),
     torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.pairwise_distance(x1, x2, **attrs),
 )
 
@@ -1397,7 +1457,7 @@ def _check_cosine_similarity(x1, x2, dim=1, eps=1e-8):
     require_float(op, "x2", x2)
     shape = _broadcast_shape(op, ("x1", "x2"), x1, x2)
     normalize_dim(op, dim, len(shape))
-    eps = _number(op, "eps", eps)
+    eps = real(op, "eps", eps)
     require(eps >= 0, op, "eps", "a non-negative number (as torch)", eps)
 
 
@@ -1432,7 +1492,11 @@ cosine_similarity = defop(
     ),
     check=_check_cosine_similarity,
     samples=_cosine_samples,
-    notes="Norms clamped at eps as torch 2.13 (the clamp does not enter the gradient, as torch's).",
+    notes=case_law(
+        _CASE_LAW,
+        "cosine_similarity",
+        "Norms clamped at eps as torch 2.13 (the clamp does not enter the gradient, as torch's).",
+    ),
     torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.cosine_similarity(x1, x2, **attrs),
 )
 
@@ -1485,7 +1549,7 @@ def _check_margin_ranking_loss(input1, input2, target, margin=0, reduction="mean
             f"shape {array.shape}",
         )
     _broadcast_shape(op, ("input1", "input2", "target"), input1, input2, target)
-    _number(op, "margin", margin)
+    real(op, "margin", margin)
     _check_reduction(op, reduction)
 
 
@@ -1520,7 +1584,11 @@ margin_ranking_loss = defop(
     vjps=(_margin_ranking_vjp(0), _margin_ranking_vjp(1), _margin_ranking_vjp(2)),
     check=_check_margin_ranking_loss,
     samples=_margin_ranking_samples,
-    notes="The hinge passes the gradient at 0 (torch's clamp_min); a float target is differentiable, as in torch.",
+    notes=case_law(
+        _CASE_LAW,
+        "margin_ranking_loss",
+        "The hinge passes the gradient at 0 (torch's clamp_min); a float target is differentiable, as in torch.",
+    ),
     torch_ref=lambda torch, input1, input2, target, **attrs: torch.nn.functional.margin_ranking_loss(
         input1, input2, target, **attrs
     ),
@@ -1579,10 +1647,10 @@ def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=
             f"as many dims as anchor ({anchor.ndim}, as torch)",
             f"shape {array.shape}",
         )
-    margin = _number(op, "margin", margin)
+    margin = real(op, "margin", margin)
     require(margin > 0, op, "margin", "a positive number (as torch)", margin)
     p = _check_norm_order(op, p)
-    _number(op, "eps", eps)
+    real(op, "eps", eps)
     _check_bool(op, "swap", swap)
     _check_reduction(op, reduction)
     _check_pairwise_shapes(op, ("anchor", "positive"), anchor, positive, p)
@@ -1633,7 +1701,11 @@ triplet_margin_loss = defop(
     joint_vjp=_triplet_vjp,
     check=_check_triplet_margin_loss,
     samples=_triplet_samples,
-    notes="The hinge passes the gradient at 0; swap ties split evenly (torch's minimum).",
+    notes=case_law(
+        _CASE_LAW,
+        "triplet_margin_loss",
+        "The hinge passes the gradient at 0; swap ties split evenly (torch's minimum).",
+    ),
     torch_ref=lambda torch, anchor, positive, negative, **attrs: torch.nn.functional.triplet_margin_loss(
         anchor, positive, negative, **attrs
     ),
@@ -1850,7 +1922,7 @@ def _check_multi_margin_loss(input, target, weight=None, p=1, margin=1.0, reduct
             f"values in [{low}, {high}]",
         )
     require(not isinstance(p, bool) and p in (1, 2), op, "p", "1 or 2 (as torch)", p)
-    _number(op, "margin", margin)
+    real(op, "margin", margin)
     _check_class_weight(op, input, weight)
     _check_same_float_dtype(op, ("input", "weight"), input, weight)
     _check_reduction(op, reduction)
@@ -2007,7 +2079,7 @@ def _check_hinge_embedding_loss(input, target, margin=1.0, reduction="mean"):
     require_float(op, "input", input)
     _check_real_target(op, target, "a real tensor (of 1 and -1)")
     _broadcast_shape(op, ("input", "target"), input, target)
-    _number(op, "margin", margin)
+    real(op, "margin", margin)
     _check_reduction(op, reduction)
 
 
@@ -2082,7 +2154,7 @@ def _check_cosine_embedding_loss(input1, input2, target, margin=0, reduction="me
     require(
         target.shape == expected, op, "target", f"shape {expected} for inputs of shape {input1.shape}", target.shape
     )
-    _number(op, "margin", margin)
+    real(op, "margin", margin)
     _check_reduction(op, reduction)
 
 
@@ -2162,7 +2234,7 @@ def _check_poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8,
     _broadcast_shape(op, ("input", "target"), input, target)
     _check_bool(op, "log_input", log_input)
     _check_bool(op, "full", full)
-    _number(op, "eps", eps)
+    real(op, "eps", eps)
     _check_reduction(op, reduction)
 
 
@@ -2251,7 +2323,7 @@ def _check_gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction
     )
     require(not np.any(var < 0), op, "var", "non-negative variances", "a negative entry")
     _check_bool(op, "full", full)
-    _number(op, "eps", eps)
+    real(op, "eps", eps)
     _check_reduction(op, reduction)
 
 
@@ -2614,11 +2686,9 @@ def _onnx_nll_loss(g, rec, input, target, weight=None):
 
 
 def _onnx_binary_cross_entropy(g, rec, input, target, weight=None):
-    from .elementwise import _onnx_log1p
-
     dtype = rec.inputs[0].dtype
     floor = scalar(g, -100.0, dtype)
-    log_rest = g.op("Max", _onnx_log1p(g, rec, g.op("Neg", input)), floor)
+    log_rest = g.op("Max", log1p_graph(g, rec, g.op("Neg", input)), floor)
     log_p = g.op("Max", g.op("Log", input), floor)
     loss = g.op("Sub", g.op("Mul", g.op("Sub", target, scalar(g, 1, dtype)), log_rest), g.op("Mul", target, log_p))
     if weight is not None:
@@ -2627,12 +2697,10 @@ def _onnx_binary_cross_entropy(g, rec, input, target, weight=None):
 
 
 def _onnx_bce_with_logits(g, rec, input, target, weight=None, pos_weight=None):
-    from .elementwise import _onnx_log1p
-
     dtype = rec.inputs[0].dtype
     one = scalar(g, 1, dtype)
     z = g.op("Neg", input)  # softplus(z) = logaddexp(0, z) = max(z, 0) + log1p(exp(-|z|)), as numpy
-    tail = _onnx_log1p(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z))))
+    tail = log1p_graph(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z))))
     softplus_neg = g.op("Add", g.op("Max", z, scalar(g, 0, dtype)), tail)
     if pos_weight is not None:
         softplus_neg = g.op("Mul", softplus_neg, g.op("Add", one, g.op("Mul", g.op("Sub", pos_weight, one), target)))
@@ -2750,10 +2818,8 @@ lowering(margin_ranking_loss, _onnx_margin_ranking)
 
 def _onnx_softplus0(g, rec, z, dtype):
     """numpy's logaddexp(0, z) = max(z, 0) + log1p(exp(-|z|)) (NaN stays NaN)."""
-    from .elementwise import _onnx_log1p
-
     top = g.op("Where", g.op("Greater", z, scalar(g, 0, dtype)), z, scalar(g, 0, dtype))
-    return g.op("Add", top, _onnx_log1p(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z)))))
+    return g.op("Add", top, log1p_graph(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z)))))
 
 
 def _onnx_target(g, rec, target, k: int = 1):

@@ -1,56 +1,12 @@
 """Movement ops: reorder, repeat, window and re-embed the entries of a tensor without arithmetic, with torch 2.13
 semantics (names, signatures, argument checks).
 
-Registered ops (family "movement"), each differentiable twice. One output each:
+Registered ops (family "movement"), each differentiable twice. One output each: flip, roll, tile,
+repeat_interleave, diagonal, diag_embed, diag, unfold_copy. A variable number of outputs (``outputs="variable"``:
+a tuple of Tensors, views of the input as in torch; one backward rule receives every output's gradient, zeros
+standing in for the outputs that got none, so k pieces cost one gradient of the input's size): split, chunk,
+unbind, meshgrid. Each op's signature and torch conventions are its notes (``_CASE_LAW``).
 
-- ``flip(input, dims)``: reverse the listed dims. ``dims`` is a sequence of ints (or one int, as
-  ``Tensor.flip(0)``); repeats are refused, ``()`` is the identity, a 0-D input accepts dim 0 / -1.
-  Backward: flip again.
-- ``roll(input, shifts, dims=None)``: cyclic shift. ``dims=None`` rolls the flattened input by one shift and
-  restores the shape; otherwise ``shifts`` and ``dims`` (ints or equal-length sequences) pair up, a repeated
-  dim adding its shifts. A 0-D input rolls only with ``dims=None``. Backward: roll by the opposite shifts.
-- ``tile(input, dims)``: ``torch.tile``: ``dims`` shorter than ``input.ndim`` is padded with leading 1s, longer
-  adds leading dims; counts are >= 0. Backward: the gradient reshaped to (copies, size) per dim and summed
-  over the copies.
-- ``repeat_interleave(input, repeats, dim=None, *, output_size=None)``: repeat each entry along ``dim``
-  (``dim=None``: of the flattened input) ``repeats`` times. ``repeats`` is an int or an integer tensor/array
-  (0-D, or 1-D of length 1 or of the dim's size), an attribute frozen when the op is recorded (like getitem's
-  index), never differentiated. ``output_size`` must, if given, equal the result's length (as in torch).
-  Backward: int repeats reshape and sum; per-entry repeats sum each segment (``np.add.reduceat`` on arrays,
-  ``index_add`` on Tensors, whose own backward is ``index_select`` = this op's forward).
-- ``diagonal(input, offset=0, dim1=0, dim2=1)``: the entries ``[i (dim1), i + offset (dim2)]`` as a new last
-  dim; an offset past the edge gives an empty diagonal; ``dim1 == dim2`` is refused.
-- ``diag_embed(input, offset=0, dim1=-2, dim2=-1)``: its adjoint: a zero tensor with one more dim (dims counted
-  in the output), square (size + |offset|) in ``dim1``/``dim2``, holding ``input``'s last dim on that diagonal,
-  so ``diagonal(diag_embed(x, o, d1, d2), o, d1, d2) == x``.
-- ``diag(input, diagonal=0)``: a 1-D input becomes the square matrix ``diag_embed(input, diagonal)``, a 2-D
-  input gives its ``diagonal(input, diagonal)``; other ranks are refused.
-  Backward of diagonal/diag (2-D) on arrays: the gradient written into zeros on the diagonal; on Tensors:
-  ``diag_embed`` of it, padded or cropped (``pad``) to the input's two dims. Backward of diag_embed/diag
-  (1-D): ``diagonal`` of the gradient. So the pair differentiates through each other.
-- ``unfold_copy(input, dimension, size, step)``: ``Tensor.unfold`` as a function (torch's own functional name
-  for it is ``torch.unfold_copy``; ``ops.unfold`` is ``torch.nn.functional.unfold``, the im2col of ops/conv.py,
-  as in torch, where the two differ too): windows of ``size`` entries every ``step``
-  along ``dimension`` ((n - size) // step + 1 of them, replacing that dim) as a new last dim; ``size`` may
-  be 0, ``step`` must be > 0; a 0-D input gives shape (size,) with size <= 1. Backward: every window's
-  gradient added back to the entries it read (overlapping windows add up): slice additions on arrays,
-  ``index_add`` on Tensors.
-
-Ops with a variable number of outputs (``outputs="variable"``: the call returns a tuple of Tensors, views of the
-input as in torch; one backward rule receives every output's gradient, zeros standing in for the outputs that
-got none, so k pieces cost one gradient of the input's size):
-
-- ``split(tensor, split_size_or_sections, dim=0)``: pieces of ``split_size_or_sections`` entries along ``dim``
-  (the last one shorter if need be; an empty dim gives one empty piece, and accepts size 0) or of the listed
-  sizes, which must add up to the dim's size (zeros allowed; ``[]`` for an empty dim gives no pieces).
-- ``chunk(input, chunks, dim=0)``: pieces of ceil(size / chunks) entries, so possibly fewer than ``chunks``; an
-  empty dim gives ``chunks`` empty pieces.
-  Backward of split/chunk: the pieces' gradients concatenated along ``dim``.
-- ``unbind(input, dim=0)``: the slices ``input.select(dim, i)``; an empty dim gives ``()``. Backward: the
-  gradients stacked along ``dim``.
-- ``meshgrid(*tensors, indexing="ij")`` (or one list of tensors): 0-D/1-D tensors of sizes n1, n2, ... give
-  broadcast views of shape (n1, n2, ...), the k-th varying along dim k; ``"xy"`` swaps the first two dims.
-  One dtype for all. Backward: each grid's gradient summed over the other dims.
 These rules use np.concatenate / np.stack / np.sum / np.reshape, which trace on Tensors (differentiable twice).
 A 0-D input to split/chunk/unbind is refused, as in torch. A case with no outputs (unbind or ``split(x, [])`` of
 an empty dim) has nothing to differentiate and is checked in tests/test_ops_movement.py.
@@ -120,11 +76,99 @@ from numpy.lib.stride_tricks import sliding_window_view
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 
+from . import _numpy
+from ._notes import case_law
 from ._onnx import NotExportable, axis_of, cast_to, index_map
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
 from .indexing import _index_add_into, index_add
 from .shape import _join, _pad, pad
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("flip",),
+        "``flip(input, dims)``: reverse the listed dims. ``dims`` is a sequence of ints (or one int, as "
+        "``Tensor.flip(0)``); repeats are refused, ``()`` is the identity, a 0-D input accepts dim 0 / -1. "
+        "Backward: flip again.",
+    ),
+    (
+        ("roll",),
+        "``roll(input, shifts, dims=None)``: cyclic shift. ``dims=None`` rolls the flattened input by one "
+        "shift and restores the shape; otherwise ``shifts`` and ``dims`` (ints or equal-length sequences) "
+        "pair up, a repeated dim adding its shifts. A 0-D input rolls only with ``dims=None``. Backward: roll"
+        " by the opposite shifts.",
+    ),
+    (
+        ("tile",),
+        "``tile(input, dims)``: ``torch.tile``: ``dims`` shorter than ``input.ndim`` is padded with leading "
+        "1s, longer adds leading dims; counts are >= 0. Backward: the gradient reshaped to (copies, size) per"
+        " dim and summed over the copies.",
+    ),
+    (
+        ("repeat_interleave",),
+        "``repeat_interleave(input, repeats, dim=None, *, output_size=None)``: repeat each entry along "
+        "``dim`` (``dim=None``: of the flattened input) ``repeats`` times. ``repeats`` is an int or an "
+        "integer tensor/array (0-D, or 1-D of length 1 or of the dim's size), an attribute frozen when the op"
+        " is recorded (like getitem's index), never differentiated. ``output_size`` must, if given, equal the"
+        " result's length (as in torch). Backward: int repeats reshape and sum; per-entry repeats sum each "
+        "segment (``np.add.reduceat`` on arrays, ``index_add`` on Tensors, whose own backward is "
+        "``index_select`` = this op's forward).",
+    ),
+    (
+        ("diagonal",),
+        "``diagonal(input, offset=0, dim1=0, dim2=1)``: the entries ``[i (dim1), i + offset (dim2)]`` as a "
+        "new last dim; an offset past the edge gives an empty diagonal; ``dim1 == dim2`` is refused.",
+    ),
+    (
+        ("diag_embed",),
+        "``diag_embed(input, offset=0, dim1=-2, dim2=-1)``: its adjoint: a zero tensor with one more dim "
+        "(dims counted in the output), square (size + |offset|) in ``dim1``/``dim2``, holding ``input``'s "
+        "last dim on that diagonal, so ``diagonal(diag_embed(x, o, d1, d2), o, d1, d2) == x``.",
+    ),
+    (
+        ("diag",),
+        "``diag(input, diagonal=0)``: a 1-D input becomes the square matrix ``diag_embed(input, diagonal)``, "
+        "a 2-D input gives its ``diagonal(input, diagonal)``; other ranks are refused. Backward of "
+        "diagonal/diag (2-D) on arrays: the gradient written into zeros on the diagonal; on Tensors: "
+        "``diag_embed`` of it, padded or cropped (``pad``) to the input's two dims. Backward of "
+        "diag_embed/diag (1-D): ``diagonal`` of the gradient. So the pair differentiates through each other.",
+    ),
+    (
+        ("unfold_copy",),
+        "``unfold_copy(input, dimension, size, step)``: ``Tensor.unfold`` as a function (torch's own "
+        "functional name for it is ``torch.unfold_copy``; ``ops.unfold`` is ``torch.nn.functional.unfold``, "
+        "the im2col of ops/conv.py, as in torch, where the two differ too): windows of ``size`` entries every"
+        " ``step`` along ``dimension`` ((n - size) // step + 1 of them, replacing that dim) as a new last "
+        "dim; ``size`` may be 0, ``step`` must be > 0; a 0-D input gives shape (size,) with size <= 1. "
+        "Backward: every window's gradient added back to the entries it read (overlapping windows add up): "
+        "slice additions on arrays, ``index_add`` on Tensors.",
+    ),
+    (
+        ("split",),
+        "``split(tensor, split_size_or_sections, dim=0)``: pieces of ``split_size_or_sections`` entries along"
+        " ``dim`` (the last one shorter if need be; an empty dim gives one empty piece, and accepts size 0) "
+        "or of the listed sizes, which must add up to the dim's size (zeros allowed; ``[]`` for an empty dim "
+        "gives no pieces).",
+    ),
+    (
+        ("chunk",),
+        "``chunk(input, chunks, dim=0)``: pieces of ceil(size / chunks) entries, so possibly fewer than "
+        "``chunks``; an empty dim gives ``chunks`` empty pieces. Backward of split/chunk: the pieces' "
+        "gradients concatenated along ``dim``.",
+    ),
+    (
+        ("unbind",),
+        "``unbind(input, dim=0)``: the slices ``input.select(dim, i)``; an empty dim gives ``()``. Backward: "
+        "the gradients stacked along ``dim``.",
+    ),
+    (
+        ("meshgrid",),
+        '``meshgrid(*tensors, indexing="ij")`` (or one list of tensors): 0-D/1-D tensors of sizes n1, n2, ...'
+        ' give broadcast views of shape (n1, n2, ...), the k-th varying along dim k; ``"xy"`` swaps the first'
+        " two dims. One dtype for all. Backward: each grid's gradient summed over the other dims.",
+    ),
+)
 
 
 # -- argument helpers --------------------------------------------------------------------------------------
@@ -188,6 +232,8 @@ flip = defop(
         Sample((uniform(rng, (0, 3)),), {"dims": (0, 1)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dims: torch.flip(input, _int_tuple("flip", "dims", dims)),
+    numpy={np.flip: _numpy.flip, np.fliplr: _numpy.fliplr, np.flipud: _numpy.flipud},
+    notes=case_law(_CASE_LAW, "flip"),
 )
 
 
@@ -252,6 +298,9 @@ roll = defop(
     torch_ref=lambda torch, input, shifts, dims=None: (
         torch.roll(input, shifts) if dims is None else torch.roll(input, shifts, dims)
     ),
+    method=True,
+    numpy={np.roll: _numpy.roll},
+    notes=case_law(_CASE_LAW, "roll"),
 )
 
 
@@ -298,6 +347,8 @@ tile = defop(
         Sample((uniform(rng, (0, 2)),), {"dims": (2, 3)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dims: torch.tile(input, _int_tuple("tile", "dims", dims)),
+    numpy={np.tile: _numpy.tile},
+    notes=case_law(_CASE_LAW, "tile"),
 )
 
 
@@ -399,6 +450,8 @@ repeat_interleave = defop(
     torch_ref=lambda torch, input, repeats, dim=None, output_size=None: torch.repeat_interleave(
         input, _torch_repeats(torch, repeats), dim, output_size=output_size
     ),
+    method=True,
+    notes=case_law(_CASE_LAW, "repeat_interleave"),
 )
 
 
@@ -469,6 +522,9 @@ diagonal = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"dim1": 0, "dim2": 2}, "zero-size batch"),
     ],
     torch_ref=lambda torch, input, offset=0, dim1=0, dim2=1: torch.diagonal(input, offset, dim1, dim2),
+    method=True,
+    numpy={np.diagonal: _numpy.diagonal},
+    notes=case_law(_CASE_LAW, "diagonal"),
 )
 
 
@@ -506,6 +562,8 @@ diag_embed = defop(
         Sample((uniform(rng, (2, 0)),), {"offset": 1}, "empty diagonal"),
     ],
     torch_ref=lambda torch, input, offset=0, dim1=-2, dim2=-1: torch.diag_embed(input, offset, dim1, dim2),
+    method=True,
+    notes=case_law(_CASE_LAW, "diag_embed"),
 )
 
 
@@ -551,6 +609,9 @@ diag = defop(
         Sample((uniform(rng, (0, 3)),), {"diagonal": 1}, "zero-size matrix"),
     ],
     torch_ref=lambda torch, input, diagonal=0: torch.diag(input, diagonal),
+    method=True,
+    numpy={np.diag: _numpy.diag},
+    notes=case_law(_CASE_LAW, "diag"),
 )
 
 
@@ -624,6 +685,8 @@ unfold_copy = defop(
         Sample((uniform(rng, (0, 3)),), {"dimension": 0, "size": 0, "step": 1}, "zero-size dim, size 0"),
     ],
     torch_ref=lambda torch, input, dimension, size, step: torch.unfold_copy(input, dimension, size, step),
+    method="unfold",
+    notes=case_law(_CASE_LAW, "unfold_copy"),
 )
 
 
@@ -730,6 +793,8 @@ split = defop(
     check=lambda tensor, split_size_or_sections, dim=0: _split_plan(tensor, split_size_or_sections, dim),
     samples=_split_samples,
     torch_ref=lambda torch, tensor, split_size_or_sections, dim=0: torch.split(tensor, split_size_or_sections, dim),
+    method=True,
+    notes=case_law(_CASE_LAW, "split"),
 )
 
 
@@ -763,6 +828,8 @@ chunk = defop(
         Sample((uniform(rng, (0, 3)),), {"chunks": 2, "dim": 1}, "zero-size, other dim"),
     ],
     torch_ref=lambda torch, input, chunks, dim=0: torch.chunk(input, chunks, dim),
+    method=True,
+    notes=case_law(_CASE_LAW, "chunk"),
 )
 
 
@@ -795,6 +862,8 @@ unbind = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"dim": 2}, "zero-size, last dim"),
     ],
     torch_ref=lambda torch, input, dim=0: torch.unbind(input, dim),
+    method=True,
+    notes=case_law(_CASE_LAW, "unbind"),
 )
 
 
@@ -874,6 +943,7 @@ meshgrid = defop(
     check=lambda tensors, indexing="ij": _grid_plan(tensors, indexing),
     samples=_meshgrid_samples,
     torch_ref=lambda torch, tensors, indexing="ij": torch.meshgrid(*tensors, indexing=indexing),
+    notes=case_law(_CASE_LAW, "meshgrid"),
 )
 
 
@@ -925,6 +995,7 @@ def _diagonal_scatter_samples(rng):
 
 diagonal_scatter = defop(
     "diagonal_scatter",
+    method=True,
     family="movement",
     inputs=("input", "src"),
     forward=_diagonal_scatter,
@@ -960,6 +1031,7 @@ def _flip_dim(name, axis, ndim):
             + ([Sample((uniform(rng, (4,)),), {}, "1-D")] if ndim == 1 else [])
         ),
         torch_ref=lambda torch, input: getattr(torch, name)(input),
+        method=True,
     )
 
 
@@ -999,6 +1071,7 @@ def _rot90_vjp(g, ans, input, k=1, dims=(0, 1)):
 
 rot90 = defop(
     "rot90",
+    method=True,
     family="movement",
     inputs=("input",),
     forward=_rot90,
@@ -1215,6 +1288,7 @@ def _tensor_split_samples(rng):
 _tensor_split, _tensor_split_vjp = _splitter("tensor_split", None, False)
 tensor_split = defop(
     "tensor_split",
+    method=True,
     family="movement",
     inputs=("input",),
     forward=_tensor_split,
@@ -1246,6 +1320,7 @@ def _rank_split(op, dim_of, shapes):
         outputs="variable",
         samples=samples,
         torch_ref=lambda torch, input, indices_or_sections: getattr(torch, op)(input, indices_or_sections),
+        method=True,
     )
 
 
@@ -1460,6 +1535,7 @@ def _kron_vjp(g, ans, input, other, *, needs):
 
 kron = defop(
     "kron",
+    method=True,
     family="movement",
     inputs=("input", "other"),
     forward=_kron,

@@ -29,7 +29,6 @@ from functools import partial, reduce
 
 import numpy as np
 
-import ops
 from tape.creation import float_dtype
 from tape.onnx import lowering
 from tape.registry import Grad, Sample, defop
@@ -67,7 +66,7 @@ def _unrows(rows, axis: int, shape: tuple):
     return np.reshape(from_last(rows, axis), shape)
 
 
-def _along_dim(op: str, block, grad_block, traced_grad):
+def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
     """Declare softmax-like ``op`` (torch.<op>(input, dim, dtype=None)): ``block(x, out)`` and ``grad_block(g, y,
     out)`` are its row kernels (rowwise.py), ``traced_grad(g, y)`` the same gradient written for Tensors (the rule
     traced for create_graph); y is the op's output. ``dtype`` casts the input first, as torch (the output has that
@@ -86,7 +85,9 @@ def _along_dim(op: str, block, grad_block, traced_grad):
         g_rows, y = _rows(g, axis), _rows(ans, axis)
         if isinstance(g, Tensor):
             dx = _unrows(traced_grad(g_rows, y), axis, input.shape)
-            return dx if dx.dtype == input.dtype else ops.cast(dx, input.dtype)
+            from .cast import cast  # at call time: the families register in ops/__init__'s order
+
+            return dx if dx.dtype == input.dtype else cast(dx, input.dtype)
         dx = np.empty_like(ans)
         blockwise(grad_block, g_rows, y, _rows(dx, axis))
         return dx.astype(input.dtype, copy=False)
@@ -119,13 +120,14 @@ def _along_dim(op: str, block, grad_block, traced_grad):
         check=check,
         samples=samples,
         torch_ref=torch_ref,
+        **declaration,
     )
 
 
 # softmax's gradient is y * (g - sum(g * y)) (torch's formula), log_softmax's g - exp(y) * sum(g)
-softmax = _along_dim("softmax", softmax_block, softmax_grad_block, lambda g, y: y * (g - row_dots(g, y)))
+softmax = _along_dim("softmax", softmax_block, softmax_grad_block, lambda g, y: y * (g - row_dots(g, y)), method=True)
 log_softmax = _along_dim(
-    "log_softmax", log_softmax_block, log_softmax_grad_block, lambda g, y: g - np.exp(y) * row_sums(g)
+    "log_softmax", log_softmax_block, log_softmax_grad_block, lambda g, y: g - np.exp(y) * row_sums(g), method=True
 )
 
 
@@ -224,14 +226,15 @@ def _trailing_dims(input, normalized_shape) -> tuple:
 
 def _layer_norm_composite(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """layer_norm written with registered ops: what its second order differentiates."""
-    import ops
+    from .elementwise import rsqrt  # at call time: the families register in ops/__init__'s order
+    from .reduce import mean as reduce_mean
 
     dims = _trailing_dims(input, normalized_shape)
     if np.size(input) == 0:
         out = input * 1
     else:
-        centred = input - ops.mean(input, dim=dims, keepdim=True)
-        out = centred * ops.rsqrt(ops.mean(centred * centred, dim=dims, keepdim=True) + eps)
+        centred = input - reduce_mean(input, dim=dims, keepdim=True)
+        out = centred * rsqrt(reduce_mean(centred * centred, dim=dims, keepdim=True) + eps)
     if weight is not None:
         out = out * weight
     if bias is not None:
@@ -303,13 +306,14 @@ def _rms_norm_vjp(g, ans, input, weight, *, needs, normalized_shape, eps, xhat, 
 
 def _rms_norm_composite(input, normalized_shape, weight=None, eps=None):
     """rms_norm written with registered ops: what its second order differentiates."""
-    import ops
+    from .elementwise import rsqrt  # at call time: the families register in ops/__init__'s order
+    from .reduce import mean as reduce_mean
 
     if np.size(input) == 0:
         out = input * 1
     else:
         dims = _trailing_dims(input, normalized_shape)
-        out = input * ops.rsqrt(ops.mean(input * input, dim=dims, keepdim=True) + _rms_eps(input.dtype, eps))
+        out = input * rsqrt(reduce_mean(input * input, dim=dims, keepdim=True) + _rms_eps(input.dtype, eps))
     return out if weight is None else out * weight
 
 

@@ -1,30 +1,8 @@
 """Reductions over ``dim`` (an int, a tuple or None) with ``keepdim``, as in torch.
 
 ``dim=None`` and ``dim=()`` reduce every dim (torch's convention); a repeated or out-of-range dim, a
-non-int dim or a non-bool keepdim raises naming the op and the argument. Conventions, as in PyTorch 2.13:
-- max / min are torch.max / torch.min: without ``dim``, the extremum of every entry, the gradient split evenly
-  among tied extrema (as torch.max() and torch.amax do; a NaN extremum gives NaN gradients to its slice); with
-  ``dim``, the named tuple (values, int64 indices of the first extremum, a NaN counting as one), the values'
-  whole gradient going to those indices (a tie is not shared) -- a scatter at the indices, so the second order
-  is exact. One op returns one output or two depending on the call, as torch's does (``outputs=("values",
-  "indices")``). amax / amin take any dims and return values only (numpy's np.max on a Tensor is amax).
-- var / std take torch's ``correction`` (default 1, Bessel's); N - correction <= 0 gives inf/NaN as in
-  torch. std's gradient is 0 where std is 0 (torch's convention, instead of 0/0), and so is its second
-  order there (torch's double backward gives NaN for the cotangent). The mean is summed as x / N when the
-  plain sum overflows, so var of huge equal entries is 0, as torch's (and the backward uses that mean).
-- prod's gradient is the product of the other entries: ans / x when the product is finite and nonzero,
-  else exclusive cumulative products (exact with zeros, infs and under/overflow); a slice with two or
-  more zeros gets 0 (torch's).
-- logsumexp subtracts the max first: logits of +-1e4 give finite values and gradients.
-- Zero-size inputs: over no entries sum is 0, mean / var / std NaN, prod 1, logsumexp -inf (torch's
-  values); max, min, argmax and argmin of no entries raise ValueError naming the op, as torch raises.
-- Values torch returns silently (inf - inf, overflow, 0 / 0) come without numpy's RuntimeWarning.
-- Second order: sum, mean, max, min and logsumexp rules are traceable; var, std and prod are differentiated
-  through composites (prod as a pairwise product tree, exact at zeros like torch's double backward).
-- argmax / argmin return int64 indices of the first extremum, are not differentiable, and take
-  dim=None (index into the flattened input) or an int.
-- mean, var, std and logsumexp need a float tensor; sum, prod, max and min also take integer tensors
-  (sum and prod of integers give int64, as in torch).
+non-int dim or a non-bool keepdim raises naming the op and the argument. Values torch returns silently (inf - inf,
+overflow, 0 / 0) come without numpy's RuntimeWarning. Each op's torch conventions are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -57,11 +35,66 @@ import numpy as np
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
+from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
-from ._validation import normalize_dim
+from ._validation import normalize_dim, real, require_float
 from .sorting import _scattered_back
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("max", "min", "amax", "amin"),
+        "max / min are torch.max / torch.min: without ``dim``, the extremum of every entry, the gradient "
+        "split evenly among tied extrema (as torch.max() and torch.amax do; a NaN extremum gives NaN "
+        "gradients to its slice); with ``dim``, the named tuple (values, int64 indices of the first extremum,"
+        " a NaN counting as one), the values' whole gradient going to those indices (a tie is not shared) -- "
+        "a scatter at the indices, so the second order is exact. One op returns one output or two depending "
+        'on the call, as torch\'s does (``outputs=("values", "indices")``). amax / amin take any dims and '
+        "return values only (numpy's np.max on a Tensor is amax).",
+    ),
+    (
+        ("var", "std"),
+        "var / std take torch's ``correction`` (default 1, Bessel's); N - correction <= 0 gives inf/NaN as in"
+        " torch. std's gradient is 0 where std is 0 (torch's convention, instead of 0/0), and so is its "
+        "second order there (torch's double backward gives NaN for the cotangent). The mean is summed as x / "
+        "N when the plain sum overflows, so var of huge equal entries is 0, as torch's (and the backward uses"
+        " that mean).",
+    ),
+    (
+        ("prod",),
+        "prod's gradient is the product of the other entries: ans / x when the product is finite and nonzero,"
+        " else exclusive cumulative products (exact with zeros, infs and under/overflow); a slice with two or"
+        " more zeros gets 0 (torch's).",
+    ),
+    (
+        ("logsumexp",),
+        "logsumexp subtracts the max first: logits of +-1e4 give finite values and gradients.",
+    ),
+    (
+        ("sum", "mean", "var", "std", "max", "min", "prod", "logsumexp", "argmax", "argmin"),
+        "Zero-size inputs: over no entries sum is 0, mean / var / std NaN, prod 1, logsumexp -inf (torch's "
+        "values); max, min, argmax and argmin of no entries raise ValueError naming the op, as torch raises.",
+    ),
+    (
+        ("sum", "mean", "var", "std", "max", "min", "prod", "logsumexp"),
+        "Second order: sum, mean, max, min and logsumexp rules are traceable; var, std and prod are "
+        "differentiated through composites (prod as a pairwise product tree, exact at zeros like torch's "
+        "double backward).",
+    ),
+    (
+        ("argmax", "argmin"),
+        "argmax / argmin return int64 indices of the first extremum, are not differentiable, and take "
+        "dim=None (index into the flattened input) or an int.",
+    ),
+    (
+        ("sum", "mean", "var", "std", "max", "min", "prod", "logsumexp"),
+        "mean, var, std and logsumexp need a float tensor; sum, prod, max and min also take integer tensors "
+        "(sum and prod of integers give int64, as in torch).",
+    ),
+)
 
 
 # -- dims ------------------------------------------------------------------------------------------------------
@@ -126,14 +159,6 @@ def _spread(g: np.ndarray, x: np.ndarray, axes, keepdim) -> np.ndarray:
     out = np.empty(x.shape, g.dtype)
     out[...] = _kept(g, x.shape, axes, keepdim)
     return out
-
-
-def _require_float(op: str, x: np.ndarray) -> None:
-    if x.dtype.kind != "f":
-        raise TypeError(
-            f"{op}: argument 'x' expected a floating tensor (float32 or float64), got dtype {x.dtype}; "
-            f"convert it explicitly (minitape never casts silently)"
-        )
 
 
 def _empty_error(op, x, dim):
@@ -201,12 +226,14 @@ def _sum_vjp(g, ans, x, dim=None, keepdim=False):
     return np.broadcast_to(_kept(g, x.shape, axes, keepdim), x.shape)  # Tensors (second order): expand
 
 
-sum = _reduction("sum", _sum, _sum_vjp)
+sum = _reduction(
+    "sum", _sum, _sum_vjp, method=True, numpy={np.sum: _numpy.sum_like("sum", "sum")}, notes=case_law(_CASE_LAW, "sum")
+)
 
 
 @quiet  # also 0 / 0 over no entries: NaN, as in torch
 def _mean(x, dim=None, keepdim=False):
-    _require_float("mean", x)
+    require_float("mean", "x", x)
     axes = _axes("mean", dim, x.ndim, keepdim)
     return np.add.reduce(x, axis=axes, keepdims=keepdim) / _count(x.shape, axes)
 
@@ -223,17 +250,16 @@ def _mean_vjp(g, ans, x, dim=None, keepdim=False):
     return np.broadcast_to(_kept(g, x.shape, axes, keepdim) / n, x.shape)  # Tensors (second order)
 
 
-mean = _reduction("mean", _mean, _mean_vjp)
+mean = _reduction(
+    "mean", _mean, _mean_vjp, method=True, numpy={np.mean: _numpy.mean}, notes=case_law(_CASE_LAW, "mean")
+)
 
 
 # -- var, std: the forward saves the mean for the backward -----------------------------------------------------
 def _dims_and_dof(op, x, dim, correction, keepdim):
     """(axes, N, degrees of freedom N - correction), validating the arguments."""
-    _require_float(op, x)
-    if isinstance(correction, bool) or not isinstance(correction, int | float | np.integer | np.floating):
-        raise TypeError(
-            f"{op}: argument 'correction' expected a number, got {type(correction).__name__} {correction!r}"
-        )
+    require_float(op, "x", x)
+    real(op, "correction", correction, "a number")  # validated; the value itself is used as given
     if not correction >= 0:
         raise ValueError(f"{op}: argument 'correction' expected a number >= 0, got {correction!r}")
     axes = _axes(op, dim, x.ndim, keepdim)
@@ -315,7 +341,7 @@ def _correction_samples(zero_spread):
     return generate
 
 
-def _moment(name, forward, vjp, composite, zero_spread):
+def _moment(name, forward, vjp, composite, zero_spread, **declaration):
     """var or std: the forward saves the mean for its rule; the composite serves the second order."""
     return _reduction(
         name,
@@ -325,14 +351,33 @@ def _moment(name, forward, vjp, composite, zero_spread):
         saves=True,
         composite=composite,
         torch_ref=_torch_moments(name),
+        **declaration,
     )
 
 
-var = _moment("var", _var, _var_vjp, _var_composite, True)
+var = _moment(
+    "var",
+    _var,
+    _var_vjp,
+    _var_composite,
+    True,
+    method=True,
+    numpy={np.var: _numpy.moments("var")},
+    notes=case_law(_CASE_LAW, "var"),
+)
 # std is not differentiable where it is 0 (a cone's tip): finite differences cannot check a gradient there, and
 # torch's double backward gives NaN for the cotangent there and over no entries (where the exact value is 0).
 # tests/test_ops_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
-std = _moment("std", _std, _std_vjp, _std_composite, False)
+std = _moment(
+    "std",
+    _std,
+    _std_vjp,
+    _std_composite,
+    False,
+    method=True,
+    numpy={np.std: _numpy.moments("std")},
+    notes=case_law(_CASE_LAW, "std"),
+)
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------
@@ -404,7 +449,7 @@ def _extremum_dim_samples(rng):
     ]
 
 
-def _max_min(name, ufunc, find):
+def _max_min(name, ufunc, find, **declaration):
     """torch.max / torch.min: without ``dim`` the extremum of every entry (ties share the gradient, as torch's);
     with ``dim`` the named (values, indices) of the first extremum along it (the whole gradient to that index)."""
     whole, whole_vjp = _extremum(name, ufunc, nan_shares=True)
@@ -436,11 +481,12 @@ def _max_min(name, ufunc, find):
         torch_ref=lambda torch, input, dim=None, keepdim=False: (
             getattr(torch, name)(input) if dim is None else getattr(torch, name)(input, dim, keepdim)
         ),
+        **declaration,
     )
 
 
-max = _max_min("max", np.maximum, np.argmax)
-min = _max_min("min", np.minimum, np.argmin)
+max = _max_min("max", np.maximum, np.argmax, notes=case_law(_CASE_LAW, "max"))
+min = _max_min("min", np.minimum, np.argmin, notes=case_law(_CASE_LAW, "min"))
 
 
 # -- prod ------------------------------------------------------------------------------------------------------
@@ -536,7 +582,17 @@ def _prod_composite(x, dim=None, keepdim=False):
     return np.reshape(out, _kept_shape(x.shape, axes)) if keepdim else out
 
 
-prod = _reduction("prod", _prod, _prod_vjp, samples=_prod_samples, torch_ref=_torch_prod, composite=_prod_composite)
+prod = _reduction(
+    "prod",
+    _prod,
+    _prod_vjp,
+    samples=_prod_samples,
+    torch_ref=_torch_prod,
+    composite=_prod_composite,
+    method=True,
+    numpy={np.prod: _numpy.sum_like("prod", "prod")},
+    notes=case_law(_CASE_LAW, "prod"),
+)
 
 
 # -- logsumexp -------------------------------------------------------------------------------------------------
@@ -547,7 +603,7 @@ def _shifted_logsumexp(x, shift, axes, keepdim):
 
 @quiet  # x - shift may overflow to -inf (then exp gives 0)
 def _logsumexp(x, dim=None, keepdim=False):
-    _require_float("logsumexp", x)
+    require_float("logsumexp", "x", x)
     axes = _axes("logsumexp", dim, x.ndim, keepdim)
     if x.size == 0 and _count(x.shape, axes) == 0:  # log(sum of no exps) = log(0), as in torch
         return np.add.reduce(x, axis=axes, keepdims=keepdim) - np.inf
@@ -571,7 +627,14 @@ def _logsumexp_samples(rng):
     return out
 
 
-logsumexp = _reduction("logsumexp", _logsumexp, _logsumexp_vjp, samples=_logsumexp_samples)
+logsumexp = _reduction(
+    "logsumexp",
+    _logsumexp,
+    _logsumexp_vjp,
+    samples=_logsumexp_samples,
+    method=True,
+    notes=case_law(_CASE_LAW, "logsumexp"),
+)
 
 
 # -- argmax, argmin --------------------------------------------------------------------------------------------
@@ -594,7 +657,7 @@ def _index_of(name, fn):
     return forward
 
 
-def _index_reduction(name, fn):
+def _index_reduction(name, fn, **declaration):
     """argmax or argmin: int64 indices, not differentiable."""
     return _reduction(
         name,
@@ -602,11 +665,12 @@ def _index_reduction(name, fn):
         NOT_DIFFERENTIABLE,
         samples=index_reduction_samples(),
         torch_ref=lambda torch, x, dim=None, keepdim=False: getattr(torch, name)(x, dim=dim, keepdim=keepdim),
+        **declaration,
     )
 
 
-argmax = _index_reduction("argmax", np.argmax)
-argmin = _index_reduction("argmin", np.argmin)
+argmax = _index_reduction("argmax", np.argmax, method=True, notes=case_law(_CASE_LAW, "argmax"))
+argmin = _index_reduction("argmin", np.argmin, method=True, notes=case_law(_CASE_LAW, "argmin"))
 
 
 # == amax / amin, norms, any / all / count_nonzero: torch's own parameter names ===============================
@@ -646,17 +710,29 @@ def _amax_samples(rng):
     return _EXTREMUM_SAMPLES(rng) + [Sample((uniform(rng, (2, 3, 4)),), {"dim": (), "keepdim": True}, "dim=()")]
 
 
-amax = _on_input("amax", *_amax_amin("amax", np.maximum), _amax_samples, _torch_amax_amin("amax"))
-amin = _on_input("amin", *_amax_amin("amin", np.minimum), _amax_samples, _torch_amax_amin("amin"))
+amax = _on_input(
+    "amax",
+    *_amax_amin("amax", np.maximum),
+    _amax_samples,
+    _torch_amax_amin("amax"),
+    method=True,
+    numpy={np.max: _numpy.max_like("amax", "max"), np.amax: _numpy.max_like("amax", "amax")},
+    notes=case_law(_CASE_LAW, "amax"),
+)
+amin = _on_input(
+    "amin",
+    *_amax_amin("amin", np.minimum),
+    _amax_samples,
+    _torch_amax_amin("amin"),
+    method=True,
+    numpy={np.min: _numpy.max_like("amin", "min"), np.amin: _numpy.max_like("amin", "amin")},
+    notes=case_law(_CASE_LAW, "amin"),
+)
 
 
 # -- vector_norm, norm -----------------------------------------------------------------------------------------
 def _order(op, ord):
-    if isinstance(ord, bool) or not isinstance(ord, int | float | np.integer | np.floating):
-        raise TypeError(
-            f"{op}: argument 'ord' expected a number (0, 1, 2, inf, -inf or p > 0), got {type(ord).__name__} {ord!r}"
-        )
-    ord = float(ord)
+    ord = real(op, "ord", ord, "a number (0, 1, 2, inf, -inf or p > 0)")
     if not (ord >= 0 or ord == -math.inf):
         raise NotImplementedError(f"{op}: argument 'ord' is {ord!r}; minitape supports 0, p > 0, inf and -inf")
     return ord
@@ -664,7 +740,7 @@ def _order(op, ord):
 
 @quiet  # overflow of x^p gives inf, as torch (which does not rescale either)
 def _norm_of(op, x, ord, dim, keepdim):
-    _require_float(op, x)
+    require_float(op, "x", x)
     ord = _order(op, ord)
     axes = _axes(op, dim, x.ndim, keepdim)
     magnitude = np.abs(x)
@@ -790,6 +866,7 @@ norm = _on_input(
     _norm_vjp,
     _norm_op_samples,
     lambda torch, input, p="fro", dim=None, keepdim=False: torch.norm(input, p=p, dim=dim, keepdim=keepdim),
+    method=True,
 )
 
 
@@ -822,10 +899,20 @@ def _torch_truth(name):
 
 
 any = _on_input(
-    "any", _logical_reduction("any", np.logical_or), NOT_DIFFERENTIABLE, _truth_samples, _torch_truth("any")
+    "any",
+    _logical_reduction("any", np.logical_or),
+    NOT_DIFFERENTIABLE,
+    _truth_samples,
+    _torch_truth("any"),
+    method=True,
 )
 all = _on_input(
-    "all", _logical_reduction("all", np.logical_and), NOT_DIFFERENTIABLE, _truth_samples, _torch_truth("all")
+    "all",
+    _logical_reduction("all", np.logical_and),
+    NOT_DIFFERENTIABLE,
+    _truth_samples,
+    _torch_truth("all"),
+    method=True,
 )
 
 
@@ -844,6 +931,7 @@ count_nonzero = _on_input(
     NOT_DIFFERENTIABLE,
     _count_samples,
     lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim),
+    method=True,
 )
 
 

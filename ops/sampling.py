@@ -20,7 +20,6 @@ from functools import reduce
 
 import numpy as np
 
-import ops
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 from tape.tensors import Tensor
@@ -341,11 +340,13 @@ def _grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corne
 
 def _scatter_planes(src, index, shape):
     """The adjoint of _gather_planes: (N, C, P) values added into zeros of the (N, C, H, W) ``shape``."""
+    from .indexing import scatter_add
+
     n, c = shape[:2]
     index = np.broadcast_to(index, (n, c, index.shape[-1]))
     if isinstance(src, Tensor):  # a create_graph backward: the recorded scatter_add (its backward is a gather)
         zeros = np.zeros((n, c, shape[2] * shape[3]), src.dtype)
-        return np.reshape(ops.scatter_add(zeros, 2, np.ascontiguousarray(index), src), shape)
+        return np.reshape(scatter_add(zeros, 2, np.ascontiguousarray(index), src), shape)
     flat = (index + (np.arange(n * c) * (shape[2] * shape[3])).reshape(n, c, 1)).ravel()
     summed = np.bincount(flat, weights=src.ravel(), minlength=n * c * shape[2] * shape[3])
     return summed.astype(src.dtype, copy=False).reshape(shape)

@@ -1,39 +1,7 @@
 """Scans (cumulative ops along one dim), as in PyTorch 2.13: cumsum, cumprod, cummax, cummin, logcumsumexp.
 
 Every op takes ``(input, dim)``; ``dim`` is an int (negative counts from the end) and a 0-D input takes dim 0
-or -1 (the scan of one entry is that entry). Conventions, as in torch:
-- cumsum / cumprod keep a floating dtype and turn integer and bool inputs into int64 (torch's default
-  promotion; integer outputs carry no gradient). cummax / cummin keep any dtype. logcumsumexp needs a
-  floating input (torch has no integer kernel).
-- cumsum's gradient is the reversed cumulative sum of ``g``; its second order is cumsum again.
-- cumprod's gradient is exact with zeros in the input, any number of them (torch's formula): for a slice
-  whose first zero is at z, entry k < z gets sum_{i>=k} g_i y_i / x_k (those y_i past z are 0), the first
-  zero gets sum_{i>=z} g_i prod_{j<=i, j!=z} x_j (the cumulative product with x_z replaced by 1, no
-  division), and every entry after z gets 0 (each of its terms holds the factor x_z = 0). Without zeros it is
-  the reversed cumulative sum of g * y divided by x. The recorded (second-order) rule is the same without
-  zeros; with zeros it is torch's O(n^2) differentiable form, sum_{i>=k} g_i prod_{j<=i, j!=k} x_j, built as
-  the cumprod of an n x n matrix holding x with its diagonal set to 1 -- whose own derivatives are exact at
-  zeros too (the O(n) form above is not: its derivative in x_z of the entries after z is not 0).
-- cummax / cummin return (values, indices). An entry replaces the running extremum when it is >= (<=) it,
-  so ties give the LATEST index, a NaN becomes the extremum and stays (each later NaN takes the index over),
-  and the value is the input's entry at the index (0.0 after -0.0 gives 0.0), as torch's kernels do. The
-  gradient routes ``g`` to the returned indices, adding where an index repeats (scatter_add; its second
-  order is gather).
-- logcumsumexp accumulates with logaddexp (stable for any magnitude; -inf entries add nothing). Its gradient
-  is torch's sign-split log-space form, exp(reversed logcumsumexp(log|g| - y) + x) for the positive and the
-  negative parts of g, so no exp overflows. Where an entry and every entry before it are -inf (the output is
-  log 0), the gradient is NaN, as torch's is; a 0-D input's gradient is g, as torch's. The recorded
-  (second-order) rule is the same form, except where g holds exact zeros: there the log-space form has no
-  derivative in g (torch's double backward gives NaN for those cotangent entries), so the rule is the
-  O(n^2) sum_{i>=k} g_i exp(x_k - y_i), linear in g, whose derivatives are exact.
-
-Differences and integrals along one dim (torch's signatures, not (input, dim)):
-- diff(input, n=1, dim=-1, prepend=None, append=None): the n-th forward difference of prepend, input, append
-  joined along dim (bool: xor; integers stay integer). Gradient: n times the adjoint difference, split back.
-- trapezoid(y, x=None, *, dx=None, dim=-1) and cumulative_trapezoid: the trapezoidal rule (running, for the
-  cumulative one: one entry fewer along dim) with sample points x (1-D along dim, or y's shape; other shapes
-  torch broadcasts are refused) or a constant spacing dx (default 1). Gradients for y and x, written with
-  slices and pads that trace on Tensors, so twice differentiable. y must be floating.
+or -1 (the scan of one entry is that entry). Each op's torch conventions are its notes (``_CASE_LAW``).
 """
 
 __all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff", "trapezoid", "cumulative_trapezoid"]
@@ -44,12 +12,59 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 
+from . import _numpy
+from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import axis_of, cast_to, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim
+from ._validation import normalize_dim, require_float
 from .indexing import index_select, scatter_add
 from .shape import _pad, pad
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("cumsum", "cumprod"),
+        "cumsum / cumprod keep a floating dtype and turn integer and bool inputs into int64 (torch's default "
+        "promotion; integer outputs carry no gradient). cummax / cummin keep any dtype. logcumsumexp needs a "
+        "floating input (torch has no integer kernel).",
+    ),
+    (
+        ("cumsum",),
+        "cumsum's gradient is the reversed cumulative sum of ``g``; its second order is cumsum again.",
+    ),
+    (
+        ("cumprod",),
+        "cumprod's gradient is exact with zeros in the input, any number of them (torch's formula): for a "
+        "slice whose first zero is at z, entry k < z gets sum_{i>=k} g_i y_i / x_k (those y_i past z are 0), "
+        "the first zero gets sum_{i>=z} g_i prod_{j<=i, j!=z} x_j (the cumulative product with x_z replaced "
+        "by 1, no division), and every entry after z gets 0 (each of its terms holds the factor x_z = 0). "
+        "Without zeros it is the reversed cumulative sum of g * y divided by x. The recorded (second-order) "
+        "rule is the same without zeros; with zeros it is torch's O(n^2) differentiable form, sum_{i>=k} g_i "
+        "prod_{j<=i, j!=k} x_j, built as the cumprod of an n x n matrix holding x with its diagonal set to 1 "
+        "-- whose own derivatives are exact at zeros too (the O(n) form above is not: its derivative in x_z "
+        "of the entries after z is not 0).",
+    ),
+    (
+        ("cummax", "cummin"),
+        "cummax / cummin return (values, indices). An entry replaces the running extremum when it is >= (<=) "
+        "it, so ties give the LATEST index, a NaN becomes the extremum and stays (each later NaN takes the "
+        "index over), and the value is the input's entry at the index (0.0 after -0.0 gives 0.0), as torch's "
+        "kernels do. The gradient routes ``g`` to the returned indices, adding where an index repeats "
+        "(scatter_add; its second order is gather).",
+    ),
+    (
+        ("logcumsumexp",),
+        "logcumsumexp accumulates with logaddexp (stable for any magnitude; -inf entries add nothing). Its "
+        "gradient is torch's sign-split log-space form, exp(reversed logcumsumexp(log|g| - y) + x) for the "
+        "positive and the negative parts of g, so no exp overflows. Where an entry and every entry before it "
+        "are -inf (the output is log 0), the gradient is NaN, as torch's is; a 0-D input's gradient is g, as "
+        "torch's. The recorded (second-order) rule is the same form, except where g holds exact zeros: there "
+        "the log-space form has no derivative in g (torch's double backward gives NaN for those cotangent "
+        "entries), so the rule is the O(n^2) sum_{i>=k} g_i exp(x_k - y_i), linear in g, whose derivatives "
+        "are exact.",
+    ),
+)
 
 FAMILY = "scan"
 
@@ -60,10 +75,7 @@ def _check_dim(op: str, input, dim) -> None:
 
 
 def _check_float(op: str, input, dim) -> None:
-    if input.dtype.kind != "f":
-        raise TypeError(
-            f"{op}: argument 'input' expected a floating tensor (float32 or float64), got dtype {input.dtype}"
-        )
+    require_float(op, "input", input)
     normalize_dim(op, dim, input.ndim)
 
 
@@ -147,6 +159,9 @@ cumsum = defop(
     check=lambda input, dim: _check_dim("cumsum", input, dim),
     samples=_scan_samples(),
     torch_ref=lambda torch, input, dim: torch.cumsum(input, dim),
+    method=True,
+    numpy={np.cumsum: _numpy.scan("cumsum")},
+    notes=case_law(_CASE_LAW, "cumsum"),
 )
 
 
@@ -213,6 +228,9 @@ cumprod = defop(
     check=lambda input, dim: _check_dim("cumprod", input, dim),
     samples=_cumprod_samples,
     torch_ref=lambda torch, input, dim: torch.cumprod(input, dim),
+    method=True,
+    numpy={np.cumprod: _numpy.scan("cumprod")},
+    notes=case_law(_CASE_LAW, "cumprod"),
 )
 
 
@@ -256,7 +274,7 @@ def _extremum_samples(rng):
     return out
 
 
-def _extremum_op(name, ufunc):
+def _extremum_op(name, ufunc, **declaration):
     forward, vjp = _running_extremum(name, ufunc)
     return defop(
         name,
@@ -268,11 +286,12 @@ def _extremum_op(name, ufunc):
         check=lambda input, dim: _check_dim(name, input, dim),
         samples=_extremum_samples,
         torch_ref=lambda torch, input, dim: getattr(torch, name)(input, dim),
+        **declaration,
     )
 
 
-cummax = _extremum_op("cummax", np.maximum)
-cummin = _extremum_op("cummin", np.minimum)
+cummax = _extremum_op("cummax", np.maximum, method=True, notes=case_law(_CASE_LAW, "cummax"))
+cummin = _extremum_op("cummin", np.minimum, method=True, notes=case_law(_CASE_LAW, "cummin"))
 
 
 # -- logcumsumexp ------------------------------------------------------------------------------------------------
@@ -338,6 +357,8 @@ logcumsumexp = defop(
     check=lambda input, dim: _check_float("logcumsumexp", input, dim),
     samples=_logcumsumexp_samples,
     torch_ref=lambda torch, input, dim: torch.logcumsumexp(input, dim),
+    method=True,
+    notes=case_law(_CASE_LAW, "logcumsumexp"),
 )
 
 
@@ -409,6 +430,7 @@ def _diff_samples(rng):
 
 diff = defop(
     "diff",
+    method=True,
     family=FAMILY,
     inputs=("input", "prepend?", "append?"),
     forward=_diff,
@@ -421,8 +443,7 @@ diff = defop(
 
 def _trapezoid_plan(op, y, x, dx, dim) -> tuple:
     """(axis, x aligned with y -- or None -- and the spacing dx) for trapezoid / cumulative_trapezoid."""
-    if y.dtype.kind != "f":
-        raise TypeError(f"{op}: argument 'y' expected a floating tensor (float32 or float64), got dtype {y.dtype}")
+    require_float(op, "y", y)
     if y.ndim == 0:
         raise ValueError(f"{op}: argument 'y' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim(op, dim, y.ndim)

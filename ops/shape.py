@@ -66,6 +66,7 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from . import _numpy
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, normalize_dims
@@ -118,6 +119,7 @@ reshape = defop(
         Sample((uniform(rng, (0, 3)),), {"shape": (3, 0, 1)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, shape: torch.reshape(input, _ints("reshape", "shape", shape)),
+    numpy={np.reshape: _numpy.reshape},
 )
 
 
@@ -152,6 +154,7 @@ flatten = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"start_dim": 1, "end_dim": 2}, "zero-size"),
     ],
     torch_ref=lambda torch, input, start_dim=0, end_dim=-1: torch.flatten(input, start_dim, end_dim),
+    method=True,
 )
 
 
@@ -175,6 +178,8 @@ squeeze = defop(
         Sample((uniform(rng, (0, 1, 3)),), {"dim": None}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dim=None: torch.squeeze(input) if dim is None else torch.squeeze(input, dim),
+    method=True,
+    numpy={np.squeeze: _numpy.squeeze},
 )
 
 
@@ -198,6 +203,8 @@ unsqueeze = defop(
         Sample((uniform(rng, (0, 3)),), {"dim": 1}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dim: torch.unsqueeze(input, dim),
+    method=True,
+    numpy={np.expand_dims: _numpy.expand_dims},
 )
 
 
@@ -235,6 +242,8 @@ transpose = defop(
     vjps=(lambda g, ans, input, dim0=-2, dim1=-1: _transpose(g, dim0, dim1),),
     samples=_transpose_samples,
     torch_ref=lambda torch, input, dim0=-2, dim1=-1: torch.transpose(input, dim0, dim1),
+    method=True,
+    numpy={np.swapaxes: _numpy.swapaxes},
 )
 
 
@@ -258,6 +267,7 @@ permute = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"dims": (1, 2, 0)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dims: torch.permute(input, dims),
+    numpy={np.transpose: _numpy.transpose, np.moveaxis: _numpy.moveaxis},
 )
 
 
@@ -301,6 +311,7 @@ expand = defop(
         Sample((uniform(rng, (0, 1)),), {"size": (2, 0, 4)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, size: input.expand(*_ints("expand", "size", size)),
+    numpy={np.broadcast_to: _numpy.broadcast_to, np.full_like: _numpy.full_like},
 )
 broadcast_to = expand  # torch.broadcast_to(input, size) is Tensor.expand(size): the same signature
 
@@ -399,6 +410,7 @@ concat = defop(
     joint_vjp=_concat_vjp,
     samples=_join_samples(False),
     torch_ref=lambda torch, tensors, dim=0: torch.cat(tensors, dim=dim),
+    numpy={np.concatenate: _numpy.concatenate},
 )
 cat = concat
 
@@ -421,6 +433,7 @@ stack = defop(
     joint_vjp=_stack_vjp,
     samples=_join_samples(True),
     torch_ref=lambda torch, tensors, dim=0: torch.stack(tensors, dim=dim),
+    numpy={np.stack: _numpy.stack},
 )
 
 
@@ -471,6 +484,7 @@ narrow = defop(
         Sample((uniform(rng, (0, 4)),), {"dim": 1, "start": 1, "length": 2}, "zero-size input"),
     ],
     torch_ref=lambda torch, input, dim, start, length: torch.narrow(input, dim, start, length),
+    method=True,
 )
 
 
@@ -608,7 +622,7 @@ pad = defop(
 
 
 # -- tril / triu -------------------------------------------------------------------------------------------
-def _triangle(name, np_fn):
+def _triangle(name, np_fn, **declaration):
     def forward(input, diagonal=0):
         if input.ndim < 2:
             raise ValueError(f"{name}: argument 'input' expected at least 2 dims, got shape {input.shape}")
@@ -631,11 +645,12 @@ def _triangle(name, np_fn):
             Sample((uniform(rng, (2, 0, 3)),), {"diagonal": 1}, "zero-size"),
         ],
         torch_ref=lambda torch, input, diagonal=0: getattr(torch, name)(input, diagonal),
+        **declaration,
     )
 
 
-tril = _triangle("tril", np.tril)
-triu = _triangle("triu", np.triu)
+tril = _triangle("tril", np.tril, method=True, numpy={np.tril: _numpy.triangle("tril")})
+triu = _triangle("triu", np.triu, method=True, numpy={np.triu: _numpy.triangle("triu")})
 
 
 # -- masked_fill -------------------------------------------------------------------------------------------
@@ -676,6 +691,7 @@ masked_fill = defop(
         Sample((uniform(rng, (0, 3)), np.array([True, False, True])), {"value": 1.0}, "zero-size"),
     ],
     torch_ref=lambda torch, input, mask, value: torch.masked_fill(input, mask, value),
+    method=True,
 )
 
 
@@ -748,6 +764,7 @@ def _swapaxes(input, axis0, axis1):
 
 swapaxes = defop(
     "swapaxes",
+    method=True,
     family="shape",
     inputs=("input",),
     forward=_swapaxes,
@@ -764,6 +781,7 @@ def _swapdims(input, dim0, dim1):
 
 swapdims = defop(
     "swapdims",
+    method=True,
     family="shape",
     inputs=("input",),
     forward=_swapdims,
@@ -804,6 +822,7 @@ def _movedim_vjp(g, ans, input, source, destination):
 
 movedim = defop(
     "movedim",
+    method=True,
     family="shape",
     inputs=("input",),
     forward=_movedim,
@@ -844,6 +863,7 @@ def _unflattened(input, dim, sizes) -> tuple:
 
 unflatten = defop(
     "unflatten",
+    method=True,
     family="shape",
     inputs=("input",),
     forward=lambda input, dim, sizes: np.reshape(input, _unflattened(input, dim, sizes)),
@@ -871,6 +891,7 @@ def _one_input_samples(rng):
 
 ravel = defop(
     "ravel",
+    method=True,
     family="shape",
     inputs=("input",),
     forward=lambda input: np.reshape(input, (-1,)),
@@ -909,6 +930,7 @@ _RESHAPE_PAIRS = [((2, 6), (3, 4), ""), ((), (1, 1), "0-D"), ((4,), (2, 2), "1-D
 
 view_as = defop(
     "view_as",
+    method=True,
     family="shape",
     inputs=("input", "other"),
     forward=_reshape_as("view_as"),
@@ -920,6 +942,7 @@ view_as = defop(
 
 reshape_as = defop(
     "reshape_as",
+    method=True,
     family="shape",
     inputs=("input", "other"),
     forward=_reshape_as("reshape_as"),
@@ -931,6 +954,7 @@ reshape_as = defop(
 
 expand_as = defop(
     "expand_as",
+    method=True,
     family="shape",
     inputs=("input", "other"),
     forward=lambda input, other: np.broadcast_to(input, _expanded_shape(input, other.shape, "expand_as", "other")),
@@ -1050,6 +1074,7 @@ def _select_vjp(g, ans, input, dim, index):
 
 select = defop(
     "select",
+    method=True,
     family="shape",
     inputs=("input",),
     forward=lambda input, dim, index: input[_selected("select", input, dim, index)],
@@ -1078,6 +1103,7 @@ def _select_scatter_vjp_input(g, ans, input, src, dim, index):
 
 select_scatter = defop(
     "select_scatter",
+    method=True,
     family="shape",
     inputs=("input", "src"),
     forward=_select_scatter,
@@ -1118,6 +1144,7 @@ def _slice_scatter_vjp_input(g, ans, input, src, dim=0, start=None, end=None, st
 
 slice_scatter = defop(
     "slice_scatter",
+    method=True,
     family="shape",
     inputs=("input", "src"),
     forward=_slice_scatter,

@@ -1,43 +1,5 @@
-"""Sorting and selection, as in PyTorch 2.13: sort, argsort, topk, kthvalue, median, median_dim.
-
-- sort(input, dim=-1, descending=False, stable=False) -> (values, indices); argsort returns the indices
-  (int64, not differentiable). Sorting is always stable, whatever ``stable`` says: equal entries keep their
-  input order, ascending and descending alike -- what torch guarantees with stable=True and what its CPU
-  kernel does anyway. NaN sorts as the largest value (last ascending, first descending), as in torch.
-- topk(input, k, dim=-1, largest=True, sorted=True) -> (values, indices): the first k of the stable sort
-  (descending when ``largest``). With sorted=False torch's order is unspecified; this returns the sorted
-  order too (one of the orders torch allows).
-- kthvalue(input, k, dim=-1, keepdim=False) -> (values, indices): the k-th smallest (k from 1) of the stable
-  ascending sort.
-- median(input) -> the lower median of all entries (for an even count the smaller of the two middle
-  values), NaN when any entry is NaN or there is none (torch's). Its gradient is shared evenly among the
-  entries equal to the median (among the NaN entries for a NaN median): torch's median() backward.
-- median_dim(input, dim=-1, keepdim=False) -> (values, indices): torch.median(input, dim, keepdim). The two
-  are separate ops because an op has a fixed number of outputs, and torch's one name returns a single
-  Tensor without ``dim`` but a (values, indices) pair with it, with different gradient conventions (shared
-  among ties without dim, routed to the one index with it). ``median_dim`` spells out which one is meant. A
-  slice holding a NaN gives NaN and the index of its FIRST NaN (torch's); otherwise the lower median of the
-  stable ascending sort.
-- Gradients: the values' gradient goes to the entries they were read from (sort: the inverse permutation
-  as a gather; topk / kthvalue / median_dim: a scatter into zeros at the returned indices, ops.scatter_add
-  on Tensors). The rules are linear in g and recorded with gather / scatter_add, so the second order is exact.
-- Ties: where torch documents or deterministically shows its choice (sort, argsort, both orders), the
-  indices match it. Which of several tied entries topk, kthvalue and median_dim return is unspecified in
-  torch (its CPU kernels use a partial sort: it picks e.g. index 2 of tied entries 0, 2, 3); here it is
-  always the stable sort's (lowest index first among the ascending ties, the same for descending), and the
-  samples checked against torch have no ties there. The values agree either way.
-- Errors: dims out of range, a k outside [0, size] (topk) or [1, size] (kthvalue), a reduction over an empty
-  dim (kthvalue, median_dim), non-bool flags: each names the op, the argument, the expected and what came.
-- 0-D inputs count as one entry along dim 0 / -1, as in torch; zero-size inputs work when no slice is empty
-  (or, for sort and topk, always).
-
-Searching and counting, not differentiable (as torch): searchsorted(sorted_sequence, input, *, out_int32,
-right, side, sorter) (torch's parser names the values ``input``), bucketize(input, boundaries, *, out_int32,
-right), bincount(input, weights=None, minlength=0), histc(input, bins=100, min=0, max=0) (float counts with a
-zero gradient: piecewise constant), unique(input, sorted=True, return_inverse=False, return_counts=False,
-dim=None) (always ascending, as torch's CPU kernel; each NaN distinct) and unique_consecutive. One output, or a
-tuple when a return_* flag asks for more.
-"""
+"""Sorting and selection, as in PyTorch 2.13: sort, argsort, topk, kthvalue, median, median_dim. Each op's
+signature and torch conventions (ties, NaN, gradients) are its notes (``_CASE_LAW``)."""
 
 __all__ = [
     "sort",
@@ -61,10 +23,75 @@ import numpy as np
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from ._notes import case_law
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
 from .indexing import scatter_add
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("sort", "argsort"),
+        "sort(input, dim=-1, descending=False, stable=False) -> (values, indices); argsort returns the "
+        "indices (int64, not differentiable). Sorting is always stable, whatever ``stable`` says: equal "
+        "entries keep their input order, ascending and descending alike -- what torch guarantees with "
+        "stable=True and what its CPU kernel does anyway. NaN sorts as the largest value (last ascending, "
+        "first descending), as in torch.",
+    ),
+    (
+        ("topk",),
+        "topk(input, k, dim=-1, largest=True, sorted=True) -> (values, indices): the first k of the stable "
+        "sort (descending when ``largest``). With sorted=False torch's order is unspecified; this returns the"
+        " sorted order too (one of the orders torch allows).",
+    ),
+    (
+        ("kthvalue",),
+        "kthvalue(input, k, dim=-1, keepdim=False) -> (values, indices): the k-th smallest (k from 1) of the "
+        "stable ascending sort.",
+    ),
+    (
+        ("median",),
+        "median(input) -> the lower median of all entries (for an even count the smaller of the two middle "
+        "values), NaN when any entry is NaN or there is none (torch's). Its gradient is shared evenly among "
+        "the entries equal to the median (among the NaN entries for a NaN median): torch's median() backward.",
+    ),
+    (
+        ("median_dim",),
+        "median_dim(input, dim=-1, keepdim=False) -> (values, indices): torch.median(input, dim, keepdim). "
+        "The two are separate ops because an op has a fixed number of outputs, and torch's one name returns a"
+        " single Tensor without ``dim`` but a (values, indices) pair with it, with different gradient "
+        "conventions (shared among ties without dim, routed to the one index with it). ``median_dim`` spells "
+        "out which one is meant. A slice holding a NaN gives NaN and the index of its FIRST NaN (torch's); "
+        "otherwise the lower median of the stable ascending sort.",
+    ),
+    (
+        ("sort", "topk", "kthvalue", "median_dim"),
+        "Gradients: the values' gradient goes to the entries they were read from (sort: the inverse "
+        "permutation as a gather; topk / kthvalue / median_dim: a scatter into zeros at the returned indices,"
+        " ops.scatter_add on Tensors). The rules are linear in g and recorded with gather / scatter_add, so "
+        "the second order is exact.",
+    ),
+    (
+        ("sort", "argsort", "topk", "kthvalue", "median_dim"),
+        "Ties: where torch documents or deterministically shows its choice (sort, argsort, both orders), the "
+        "indices match it. Which of several tied entries topk, kthvalue and median_dim return is unspecified "
+        "in torch (its CPU kernels use a partial sort: it picks e.g. index 2 of tied entries 0, 2, 3); here "
+        "it is always the stable sort's (lowest index first among the ascending ties, the same for "
+        "descending), and the samples checked against torch have no ties there. The values agree either way.",
+    ),
+    (
+        ("topk", "kthvalue", "median_dim"),
+        "Errors: dims out of range, a k outside [0, size] (topk) or [1, size] (kthvalue), a reduction over an"
+        " empty dim (kthvalue, median_dim), non-bool flags: each names the op, the argument, the expected and"
+        " what came.",
+    ),
+    (
+        ("sort", "topk"),
+        "0-D inputs count as one entry along dim 0 / -1, as in torch; zero-size inputs work when no slice is "
+        "empty (or, for sort and topk, always).",
+    ),
+)
 
 FAMILY = "sorting"
 
@@ -182,6 +209,8 @@ sort = defop(
     torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.sort(
         input, dim=dim, descending=descending, stable=stable
     ),
+    method=True,
+    notes=case_law(_CASE_LAW, "sort"),
 )
 
 
@@ -203,6 +232,8 @@ argsort = defop(
     torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.argsort(
         input, dim=dim, descending=descending, stable=stable
     ),
+    method=True,
+    notes=case_law(_CASE_LAW, "argsort"),
 )
 
 
@@ -270,6 +301,8 @@ topk = defop(
     check=_check_topk,
     samples=_topk_samples,
     torch_ref=_torch_topk,
+    method=True,
+    notes=case_law(_CASE_LAW, "topk"),
 )
 
 
@@ -369,6 +402,8 @@ kthvalue = defop(
     check=_check_kthvalue,
     samples=_kthvalue_samples,
     torch_ref=lambda torch, input, k, dim=-1, keepdim=False: torch.kthvalue(input, k, dim, keepdim),
+    method=True,
+    notes=case_law(_CASE_LAW, "kthvalue"),
 )
 
 
@@ -409,6 +444,7 @@ median_dim = defop(
     check=_check_median_dim,
     samples=_median_dim_samples,
     torch_ref=lambda torch, input, dim=-1, keepdim=False: torch.median(input, dim, keepdim),
+    notes=case_law(_CASE_LAW, "median_dim"),
 )
 
 
@@ -462,7 +498,9 @@ median = defop(
     vjps=(_median_vjp,),
     samples=_median_samples,
     torch_ref=lambda torch, input: torch.median(input),
-    notes="torch.median(input) without dim; median_dim is torch.median(input, dim, keepdim)",
+    notes=case_law(
+        _CASE_LAW, "median", "torch.median(input) without dim; median_dim is torch.median(input, dim, keepdim)"
+    ),
 )
 
 
@@ -617,6 +655,7 @@ def _bincount(input, weights=None, minlength=0):
 
 bincount = defop(
     "bincount",
+    method=True,
     family=FAMILY,
     inputs=("input", "weights?"),
     forward=_bincount,
@@ -667,6 +706,7 @@ def _histc(input, bins=100, min=0, max=0):
 
 histc = defop(
     "histc",
+    method=True,
     family=FAMILY,
     inputs=("input",),
     forward=_histc,
@@ -776,6 +816,7 @@ def _unique_samples(rng, dims=True):
 
 unique = defop(
     "unique",
+    method=True,
     family=FAMILY,
     inputs=("input",),
     forward=_unique,
@@ -792,6 +833,7 @@ unique = defop(
 
 unique_consecutive = defop(
     "unique_consecutive",
+    method=True,
     family=FAMILY,
     inputs=("input",),
     forward=_unique_consecutive,

@@ -51,8 +51,9 @@ from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from ._numerics import quiet
-from ._onnx import cast_to, float_only, scalar
+from ._onnx import cast_to, float_only, log1p_graph, scalar
 from ._samples import binary_samples, unary_samples
+from ._validation import floats_only
 from .elementwise import (
     _ERF_A,
     _ERF_B,
@@ -64,7 +65,6 @@ from .elementwise import (
     _SQRT_HALF,
     _cody_ratio,
     _erfc64,
-    _floats_only,
     _normal_cdf64,
     sigmoid,
 )
@@ -112,7 +112,7 @@ def _special(name, forward, vjp, *, low=-2.0, high=2.0, edges=(), torch_ref=None
             out.append(Sample((np.array(edges, dtype=np.float64),), {}, "domain edges"))
         return out
 
-    declaration.setdefault("check", _floats_only(name, "input"))
+    declaration.setdefault("check", floats_only(name, "input"))
     return defop(
         name,
         family="special",
@@ -358,7 +358,7 @@ def _dimension(p):
 
 def _mvlgamma_check(input, p):
     p = _dimension(p)
-    _floats_only("mvlgamma", "input")(input)
+    floats_only("mvlgamma", "input")(input)
     if input.size and not np.all(input > (p - 1) / 2):
         raise ValueError(
             f"mvlgamma: argument 'input' expected every entry > (p - 1) / 2 = {(p - 1) / 2} for p={p}, got a "
@@ -656,6 +656,7 @@ lgamma = _special(
     samples=lambda rng: unary_samples(0.2, 6.0)(rng) + unary_samples(-2.9, -0.1)(rng)[1:3],
     edges=(1.0, 2.0, 1.0 + 1e-9, 2.0 - 1e-9, 0.5, 2.5, 12.0, 12.5, 30.0, -2.5, -0.5, 0.01),
     torch_ref=lambda torch, input: torch.lgamma(input),
+    method=True,
 )
 digamma = _special(
     "digamma",
@@ -664,6 +665,7 @@ digamma = _special(
     samples=lambda rng: unary_samples(0.2, 6.0)(rng) + unary_samples(-2.9, -0.1)(rng)[1:3],
     edges=(1.0, 2.0, 0.5, 10.0, 10.5, 30.0, -2.5, -0.5, 1.4616321449683622),
     torch_ref=lambda torch, input: torch.digamma(input),
+    method=True,
 )
 
 
@@ -686,11 +688,12 @@ polygamma = defop(
     forward=_polygamma,
     vjps=(lambda g, ans, input, n: g * _polygamma_of(n + 1, input),),
     samples=_polygamma_samples,
-    check=lambda input, n: _floats_only("polygamma", "input")(input),
+    check=lambda input, n: floats_only("polygamma", "input")(input),
     torch_ref=lambda torch, input, n: torch.polygamma(n, input),
 )
 mvlgamma = defop(
     "mvlgamma",
+    method=True,
     family="special",
     inputs=("input",),
     forward=_mvlgamma,
@@ -717,6 +720,7 @@ i0 = _special(
     high=10.0,
     edges=_BESSEL_EDGES,
     torch_ref=lambda torch, input: torch.i0(input),
+    method=True,
 )
 i0e = _special(
     "i0e",
@@ -782,6 +786,7 @@ sinc = _special(
     high=3.0,
     edges=(0.5, -1.0, 1.0, 2.5, 1e-3),
     torch_ref=lambda torch, input: torch.sinc(input),
+    method=True,
 )
 
 gammaln, psi, multigammaln, expit = lgamma, digamma, mvlgamma, sigmoid  # torch.special's aliases
@@ -800,11 +805,9 @@ def _onnx_entr(g, rec, x):
 
 def _onnx_xlog1py(g, rec, input, other):
     """input * log1p(other) (elementwise's accurate log1p), 0 where input == 0 and other is not NaN."""
-    from .elementwise import _onnx_log1p
-
     dtype = rec.output.dtype
     x, y = (cast_to(g, n, s.dtype, dtype) for n, s in zip((input, other), rec.inputs, strict=True))
-    product = g.op("Mul", x, _onnx_log1p(g, rec, y))
+    product = g.op("Mul", x, log1p_graph(g, rec, y))
     zero = g.op("And", g.op("Equal", x, scalar(g, 0, dtype)), g.op("Not", g.op("IsNaN", y)))
     return g.op("Where", zero, scalar(g, 0, dtype), product)
 

@@ -1,6 +1,7 @@
 """minitape's engine: tensors, the execution tape, the op registry and the reverse pass.
 
-Import ``tape`` for the engine and ``ops`` for the op library (importing either loads both).
+Import ``tape`` for the engine and ``ops`` for the op library (``import ops`` loads both; the first Tensor
+operator or op method used loads ``ops`` too).
 """
 
 from . import random, state  # noqa: F401  -- tape.state: the per-thread modes; tape.random: the generators
@@ -51,7 +52,7 @@ from .registry import (
 )
 from .state import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .tapes import ExecutionTape, GradientTape, RecordedOp, TapeGraph, TapeStack, TensorSpec, tape_stack
-from .tensors import Tensor, as_tensor, tensor
+from .tensors import Tensor, as_tensor, set_library_loader, tensor
 
 __all__ = [
     "Tensor",
@@ -135,6 +136,17 @@ _TRAINING_STACK = {
     "distributed": "tape.distributed",
     "onnx": "tape.onnx",
 }
+
+
+def _load_op_library() -> None:
+    """Tensor's operators and op methods are the op library's (``ops``), which sits above this engine core: the
+    first use of one loads it, as ``tape.nn`` loads on first use."""
+    import importlib
+
+    importlib.import_module("ops")
+
+
+set_library_loader(_load_op_library)
 
 
 def __getattr__(name):

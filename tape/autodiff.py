@@ -30,9 +30,9 @@ from .recording import (
     _ZERO_VERSIONS_2,
     check_backward_result,
     flat_states,
-    group,
     input_name,
     next_node_index,
+    regroup,
     slot_sizes,
 )
 from .registry import Grad, Op
@@ -242,8 +242,8 @@ class _Pass:
 
     def visit(self, node, g) -> None:
         """One node's step: call its rules with the gradient(s) arriving at it, send theirs on."""
-        if node.group is not None:  # an op with several outputs: one rule call with every output's gradient
-            g, needs = self._group_step(node, g)
+        if node.siblings is not None:  # an op with several outputs: one rule call with every output's gradient
+            g, needs = self._siblings_step(node, g)
         elif g is None:
             return
         else:
@@ -266,14 +266,14 @@ class _Pass:
             elif self.source_ids is not None and parent.out_id in self.source_ids:
                 self._found(parent.out_id, grad)
         if not self.retain_graph:
-            for freed in node.group or (node,):
+            for freed in node.siblings or (node,):
                 if freed is not None:
                     freed.saved = freed.inputs = None
 
-    def _group_step(self, node, g):
+    def _siblings_step(self, node, g):
         """(every output's gradient, the inputs needed) for a node of an op with several outputs; (None, ()) when
         none of its outputs received a gradient."""
-        siblings = node.group
+        siblings = node.siblings
         gs = [g if sib is node else (self.take(sib) if sib is not None else None) for sib in siblings]
         if all(x is None for x in gs):
             return None, ()
@@ -425,8 +425,8 @@ def _check_node(node, needs) -> None:
 def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
     """Call the op's rules on ``inputs`` (arrays, or Tensors for create_graph), one flat entry per input."""
     seq_lens = node.seq_lens
-    slot_inputs = group(op, inputs, seq_lens) if seq_lens else inputs
-    slot_needs = group(op, needs, seq_lens) if seq_lens else needs
+    slot_inputs = regroup(op, inputs, seq_lens) if seq_lens else inputs
+    slot_needs = regroup(op, needs, seq_lens) if seq_lens else needs
     try:
         if op.joint_vjp is not None:
             results = op.joint_vjp(g, ans, *slot_inputs, needs=tuple(slot_needs), **attrs)
@@ -500,9 +500,9 @@ def _output_tensors(node):
     ``node`` itself -- the value the forward returned, at the same place in the graph (a rule's use of it is
     recorded as a use of the node), whether or not the tensor the forward returned still exists. For several
     outputs a tuple of them (constants for outputs without a node)."""
-    if node.group is None:
+    if node.siblings is None:
         return Tensor._wrap(node.saved[1], node)
-    return tuple(Tensor._wrap(array, sib) for sib, array in zip(node.group, node.saved[1]))
+    return tuple(Tensor._wrap(array, sib) for sib, array in zip(node.siblings, node.saved[1]))
 
 
 def _through_composite(node, g, needs) -> list:
@@ -510,7 +510,7 @@ def _through_composite(node, g, needs) -> list:
     differentiable because the composite's own rules are."""
     op = node.op
     inputs = node.inputs
-    slot_inputs = group(op, inputs, node.seq_lens) if node.seq_lens else inputs
+    slot_inputs = regroup(op, inputs, node.seq_lens) if node.seq_lens else inputs
     start = next_node_index()
     out = op.composite(**dict(zip(op.input_names, slot_inputs)), **node.attrs)
     outs, gs = (tuple(out), tuple(g)) if isinstance(out, tuple | list) else ((out,), (g,))

@@ -14,10 +14,10 @@ outermost level -- results, values and aux included, are plain constants and no 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 
-from . import tensors
 from .autodiff import reverse_pass, seed_gradients
 from .state import enable_grad, is_grad_enabled, needs_grad
 from .tensors import Tensor, as_tensor
@@ -97,7 +97,7 @@ def _perturbed(args, nums, who: str) -> tuple[list, list[Tensor]]:
     for a in nums:
         x = args[a]
         if isinstance(x, Tensor) and needs_grad(x) and is_grad_enabled():
-            y = tensors.ops.reshape(x, x.shape)  # the identity, recorded: a new tensor and node fed by x
+            y = cast(Tensor, np.reshape(x, x.shape))  # the identity, recorded (its op): a new tensor and node fed by x
             if y is x or y._node is None:
                 raise RuntimeError(f"{who}: could not record an alias of argument {a}")  # pragma: no cover
         else:
@@ -279,8 +279,8 @@ def _jacobian_of(out: Tensor, own: list[Tensor], create: bool) -> list[Tensor]:
             row.append(g)
     result = []
     for t, row in zip(own, rows):
-        stacked = tensors.ops.stack(row, 0) if row else Tensor._wrap(np.zeros((0,) + t.shape, t.dtype))
-        result.append(tensors.ops.reshape(stacked, out.shape + t.shape))
+        stacked = cast(Tensor, np.stack(row, 0)) if row else Tensor._wrap(np.zeros((0,) + t.shape, t.dtype))
+        result.append(cast(Tensor, np.reshape(stacked, out.shape + t.shape)))
     return result
 
 

@@ -4,8 +4,8 @@
 creates a ``Node`` -- the recorded application the reverse pass walks -- and attaches it to the output
 tensor; every ExecutionTape that is recording also gets the application appended to its list.
 
-This module also holds the global switches: grad mode (``no_grad`` / ``enable_grad``), anomaly
-detection (``detect_anomaly``) and the list of recording tapes.
+The per-thread switches it reads -- grad mode (``no_grad`` / ``enable_grad``), anomaly detection
+(``detect_anomaly``), the recording tapes and numpy's error state -- live in tape/state.py (re-exported here).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Node:
     ``versions`` are the inputs' versions when recorded (a later ``t.data = ...`` makes backward raise).
     ``index`` grows with every application, so sorting by it is a topological order. ``inputs`` are the input
     tensors (their versions are checked), released with ``saved``; ``out_id`` the output tensor's id;
-    ``seq_lens`` the lengths of sequence parameters, when the op has any; ``group`` for an op with several
+    ``seq_lens`` the lengths of sequence parameters, when the op has any; ``siblings`` for an op with several
     outputs, the nodes of all its outputs in output order.
 
     Made by ``_node_for`` only, which sets every field: ``Node()`` has no ``__init__``, the cheapest
@@ -74,7 +74,7 @@ class Node:
         "index",
         "trace",
         "seq_lens",
-        "group",
+        "siblings",
         "__weakref__",
     )
 
@@ -90,7 +90,7 @@ class Node:
     index: int
     trace: str | None
     seq_lens: tuple
-    group: list | None
+    siblings: list | None
 
     @property
     def needs(self) -> list[bool]:
@@ -245,7 +245,7 @@ def _flatten(op, values):
     return flat, tuple(lens)
 
 
-def group(op, flat, seq_lens):
+def regroup(op, flat, seq_lens):
     """The inverse of ``_flatten``: one entry per tensor parameter (a list for a sequence parameter)."""
     if not seq_lens:
         return list(flat)
@@ -293,7 +293,7 @@ def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, watched):
     a gradient can receive one. One or two tensors of an op without NOT_DIFFERENTIABLE inputs (``apply``'s short path)
     are worked out inline, with shared tuples where they fit (fewer objects for the garbage collector to scan); any
     other call by ``_needs_of``. ``watched``: this thread's watched tensor ids. ``out_id`` is set once the output
-    Tensor exists, ``group`` by ``_apply_several``."""
+    Tensor exists, ``siblings`` by ``_apply_several``."""
     needs: tuple
     parents: tuple | list
     leaves: tuple | list
@@ -333,7 +333,7 @@ def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, watched):
     node.versions = versions
     node.saved = (arrays, out, saved)
     node.seq_lens = seq_lens
-    node.group = None
+    node.siblings = None
     node.trace = None
     node.out_id = 0
     node.index = next(_node_counter)
@@ -384,13 +384,14 @@ def _frozen_copy(array):
 def apply(op, *args, **kwargs):
     """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor: this is
     ``Op.__call__`` (``registry.bind_apply``). One or two tensors (or a tensor and a float) positionally, for an op
-    with ``short_arity``, take the short path here (``_apply``'s steps, in order, facts resolved at ``defop``); other
-    calls go to ``_apply``, and every call under a compiled step's trace (tape/compile.py) to the trace."""
+    with ``short_path_arity``, take the short path here (``_apply``'s steps, in order, facts resolved at
+    ``defop``); other calls go to ``_apply``, and every call under a compiled step's trace (tape/compile.py) to the
+    trace."""
     state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
     if state["tracer"] is not None:
         return state["tracer"].apply(op, args, kwargs)
     n = len(args)
-    if n != op.short_arity or kwargs:
+    if n != op.short_path_arity or kwargs:
         return _apply(op, args, kwargs)
     a = args[0]
     if type(a) is not Tensor:
@@ -468,7 +469,7 @@ def bind_call(op, args, kwargs, coerce=_coerce):
     """A call's tensor inputs (flat, coerced by ``coerce``), attributes (kept), bound values (None on the fast call)
     and sequence lengths: what ``run_op`` takes (eager ``_apply``, ``ExecutionTape.replay``, a compiled step's
     trace)."""
-    if not kwargs and len(args) == op.n_inputs and op.fast_call:
+    if not kwargs and len(args) == op.n_inputs and op.tensors_only_call:
         inputs = args  # the hot path: tensors only, attributes at their defaults
         attrs = op.attr_defaults
         values = None
@@ -500,7 +501,7 @@ def forward_arrays(op, arrays, attrs, values, seq_lens):
     """THE calling convention of an op on arrays, shared by eager ``run_op`` and a compiled step's plan: the op's
     check, then its forward (``values``: the bound arguments, None for tensors-only calls; filled in here). Returns
     what the forward returns ((out, saved) for ``saves``). ``apply``'s short path inlines this for its calls."""
-    slot_arrays = group(op, arrays, seq_lens) if seq_lens else arrays
+    slot_arrays = regroup(op, arrays, seq_lens) if seq_lens else arrays
     if op.check is not None:
         op.check(*slot_arrays, **attrs)
     if values is None:
@@ -554,7 +555,7 @@ def run_op(op, tensors, attrs, values, seq_lens):
 
 def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     """An op with several outputs (split, topk, max with a dim): one Node per floating output, all sharing the
-    application (``node.group``); the reverse pass calls the op's rules once, with every output's gradient."""
+    application (``node.siblings``); the reverse pass calls the op's rules once, with every output's gradient."""
     if not isinstance(outs, tuple | list) or (op.n_outputs != "variable" and len(outs) != op.n_outputs):
         raise TypeError(
             f"op '{op.name}': its forward must return a tuple of {op.n_outputs} outputs, got {type(outs).__name__}"
@@ -562,7 +563,7 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in outs)
     state = STATE
     results = []
-    group: list = []
+    nodes: list = []
     for out in outs:
         node = None
         if state.grad_enabled and out.dtype.kind == "f":
@@ -570,14 +571,14 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
         result = Tensor._wrap(out, node)
         if node is not None:
             node.out_id = result.id
-            node.group = group
+            node.siblings = nodes
             if state.anomaly:
                 node.trace = user_frame()
-        group.append(node)
+        nodes.append(node)
         results.append(result)
         if state.anomaly:
             _check_forward(op, result, arrays)
-    first = next((node for node in group if node is not None), None)
+    first = next((node for node in nodes if node is not None), None)
     outputs = tuple(results) if op.result_type is None else op.result_type(*results)
     for tape in state.recording_tapes:
         tape._record(op, tensors, attrs, outputs, first, seq_lens)

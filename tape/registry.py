@@ -22,6 +22,11 @@ needs values the forward saved, or in-place numpy, cannot be traced that way: su
 ``composite`` (the same function written with registered ops), which the second-order pass differentiates
 instead, or ``second_order=Grad.STUB``.
 
+An op also declares its faces: ``method=True`` makes it a Tensor method (``t.cumsum(1)``; a string where torch's
+method name is not the op's), ``numpy=`` the numpy ufuncs and functions that run it on Tensors (``numpy=np.exp``,
+or ``{np.cumsum: handler}`` where numpy's signature or meaning differs; ops/_numpy.py holds those handlers).
+Tensor's op methods and the numpy dispatch tables (tape/interop.py) are filled from here as ops register.
+
 Dispatch is a lookup on the ``Op`` object; there is no switch over op-name strings anywhere.
 """
 
@@ -36,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from . import interop, tensors
 from .state import quiet_inner
 from .tensors import ValuesIndices
 
@@ -126,6 +132,8 @@ class Op:
         second_order: Grad = Grad.RULE,
         second_order_note: str = "",
         outputs: int | str | tuple[str, ...] = 1,
+        method: bool | str = False,
+        numpy: Any = None,
     ):
         self.name = name
         self.family = family
@@ -145,6 +153,7 @@ class Op:
         self.gradcheck_tolerance = gradcheck_tolerance or {}
         self.composite = composite
         self.n_outputs = self._declare_outputs(outputs)
+        self.method, self.numpy = self._declare_face(method, numpy)
         self.input_states = self._declare_backward(vjps, joint_vjp, differentiable)
         self.has_stub = Grad.STUB in self.input_states
         self.second_order, self.second_order_note = self._declare_second_order(second_order, second_order_note)
@@ -170,6 +179,24 @@ class Op:
                 f"op '{self.name}': outputs= must be a positive int, 'variable' or a tuple of names, got {outputs!r}"
             )
         return outputs
+
+    def _declare_face(self, method, numpy) -> tuple[str | None, dict]:
+        """The op's Tensor method name (``method=True``: the op's name; a string where torch's method name is not
+        the op's) and the numpy callables it stands for: ``numpy=`` a ufunc or numpy function (called with the
+        op's arguments), a dict {numpy callable: handler with numpy's own signature}, or a tuple of those."""
+        if not (method is False or method is True or (isinstance(method, str) and method.isidentifier())):
+            raise RegistrationError(f"op '{self.name}': method= must be True, False or a method name, got {method!r}")
+        entries: dict = {}
+        for entry in numpy if isinstance(numpy, tuple) else (() if numpy is None else (numpy,)):
+            pairs = entry.items() if isinstance(entry, dict) else [(entry, None)]
+            for func, handler in pairs:
+                if not callable(func) or not (handler is None or callable(handler)) or func in entries:
+                    raise RegistrationError(
+                        f"op '{self.name}': numpy= expected ufuncs / numpy functions, or a dict of them to their "
+                        f"handlers, each once; got {entry!r}"
+                    )
+                entries[func] = handler
+        return (self.name if method is True else method or None), entries
 
     def _declare_backward(self, vjps, joint_vjp, differentiable) -> tuple[Grad, ...]:
         """``vjps`` (None for a joint backward) and each tensor input's backward state."""
@@ -211,10 +238,10 @@ class Op:
         """Facts the engine's hot paths read instead of re-deriving them at every call (tape/recording.py,
         tape/autodiff.py). Computed once here from the declaration; nothing is skipped that the general paths
         check, it is only known in advance."""
-        # a call with exactly the tensors, positionally, one output, no saved values: ``apply``'s short path
-        self.plain = self.fast_call and self.n_outputs == 1 and not self.saves
-        # the number of positional arguments of a call ``apply`` takes its short path for (-1: none)
-        self.short_arity = self.n_inputs if self.plain and 1 <= self.n_inputs <= 2 else -1
+        # ``apply``'s short path takes a call of one or two tensors, positionally, with one output and no saved
+        # values: the number of positional arguments of such a call (-1: the op has none)
+        short = self.tensors_only_call and self.n_outputs == 1 and not self.saves
+        self.short_path_arity = self.n_inputs if short and 1 <= self.n_inputs <= 2 else -1
         # every tensor input can receive a gradient (no NOT_DIFFERENTIABLE refusal to make when recording)
         self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states
         # a check that declares (``check.passes_floats = True``) it passes whenever every tensor input is floating:
@@ -270,7 +297,7 @@ class Op:
         self.tensors_first = self.tensor_pos == tuple(range(self.n_inputs))
         # a call with just the tensors, positionally, needs no binding (the hot path); an op with a required
         # attribute (cumsum's dim) always goes through ``bind``, which names what is missing
-        self.fast_call = (
+        self.tensors_only_call = (
             self.tensors_first
             and not any(self.sequence)
             and self.var_positional is None
@@ -364,8 +391,23 @@ def defop(name: str, **declaration) -> Op:
     if name in _REGISTRY:
         raise RegistrationError(f"an op named '{name}' is already registered ({_REGISTRY[name]!r})")
     op = Op(name, **declaration)
+    _check_face(op)
     _REGISTRY[name] = op
+    if op.method is not None:
+        tensors.add_method(op.method, tensors._OpMethod(op))
+    interop.map_numpy(op)
     return op
+
+
+def _check_face(op: Op) -> None:
+    """Refuse a method name Tensor already has and a numpy callable another op already stands for."""
+    if op.method is not None and op.method in vars(tensors.Tensor):
+        existing = vars(tensors.Tensor)[op.method]
+        if not getattr(existing, "_until_loaded", False):
+            raise RegistrationError(f"op '{op.name}': method='{op.method}': Tensor already has '{op.method}'")
+    taken = [f"{getattr(f, '__name__', f)}" for f in op.numpy if interop.mapped(f) is not None]
+    if taken:
+        raise RegistrationError(f"op '{op.name}': numpy=: {taken} already dispatch to another op")
 
 
 def get_op(name: str) -> Op:
@@ -381,8 +423,13 @@ def registered_ops() -> list[Op]:
 
 
 def unregister_op(name: str) -> None:
-    """Remove an op (meant for tests that register throwaway ops)."""
-    _REGISTRY.pop(name, None)
+    """Remove an op (meant for tests that register throwaway ops), with its Tensor method and numpy entries."""
+    op = _REGISTRY.pop(name, None)
+    if op is not None:
+        current = vars(tensors.Tensor).get(op.method or "")
+        if isinstance(current, tensors._OpMethod) and current.op is op:
+            tensors.remove_method(op.method, current)
+        interop.unmap_numpy(op)
 
 
 def stubbed_backward_op_names() -> list[str]:

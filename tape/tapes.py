@@ -18,7 +18,7 @@ import numpy as np
 
 from .autodiff import reverse_pass, seed_gradients
 from .errors import ReplayError
-from .recording import bind_call, group, run_op
+from .recording import bind_call, regroup, run_op
 from .registry import get_op
 from .state import STATE, no_grad
 from .tensors import Tensor
@@ -460,7 +460,7 @@ def _replay_args(op, rec: RecordedOp, values: dict) -> dict:
                 f"input nor produced earlier on the tape"
             )
         args.append(None if spec is None else values[spec.id])
-    return dict(zip(op.input_names, group(op, args, rec.seq_lens) if rec.seq_lens else args))
+    return dict(zip(op.input_names, regroup(op, args, rec.seq_lens) if rec.seq_lens else args))
 
 
 def _registered(name: str) -> bool:
@@ -528,7 +528,7 @@ class GradientTape(ExecutionTape):
     def _record(self, op, tensors, attrs, result, node, seq_lens=()) -> None:
         super()._record(op, tensors, attrs, result, node, seq_lens)
         if node is not None:
-            self._nodes.update(n for n in (node.group or (node,)) if n is not None)
+            self._nodes.update(n for n in (node.siblings or (node,)) if n is not None)
 
     def compute_gradients(
         self, targets, sources, output_gradients=None, unconnected: str = "none", create_graph: bool = False

@@ -35,78 +35,6 @@ FLOAT16 = np.dtype(np.float16)  # a storage dtype: only ops.cast takes it (tape/
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
 
 
-class _UnboundOps:
-    """Stands in for the op library until ``ops`` binds itself (``bind_operators``): the first operator used
-    imports it. The engine core never imports ``ops`` at load time (ops is built on it)."""
-
-    def __getattr__(self, name):
-        import importlib
-
-        importlib.import_module("ops")
-        if isinstance(ops, _UnboundOps):
-            raise ImportError("importing 'ops' did not bind Tensor's operators")
-        return getattr(ops, name)
-
-
-ops = _UnboundOps()
-OPERATOR_OPS = (  # the ops Tensor's operators and explicitly written methods call (``_OpMethod`` adds its own)
-    "floor_divide",
-    "remainder",
-    "logical_not",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-    "bitwise_and",
-    "bitwise_or",
-    "bitwise_xor",
-    "bitwise_not",
-    "bitwise_left_shift",
-    "bitwise_right_shift",
-    "polygamma",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "pow",
-    "matmul",
-    "neg",
-    "abs",
-    "getitem",
-    "eq",
-    "ne",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "max",
-    "min",
-    "maximum",
-    "minimum",
-    "median",
-    "median_dim",
-    "where",
-    "scatter",
-    "reshape",
-    "permute",
-    "expand",
-    "repeat",
-    "tile",
-    "flip",
-    "cast",
-)
-METHOD_OPS: list[str] = []  # the ops ``_OpMethod`` attributes of Tensor stand for
-
-
-def bind_operators(library) -> None:
-    """The one binding of Tensor's operators and methods to the op library (called by ``ops/__init__``);
-    checks that every op they call is there."""
-    global ops
-    missing = [name for name in (*OPERATOR_OPS, *METHOD_OPS) if not callable(getattr(library, name, None))]
-    if missing:
-        raise ImportError(f"the op library lacks the ops Tensor's operators call: {missing}")
-    ops = library
-
-
 def _readonly(array: np.ndarray) -> np.ndarray:
     """Freeze ``array`` (and the base it views). ``setflags`` is used: far cheaper than ``flags.writeable``."""
     array.setflags(write=False)
@@ -123,35 +51,21 @@ def _exposed(array: np.ndarray) -> np.ndarray:
     return array.view()
 
 
-def _is_bool(value) -> bool:
-    """True for a bool tensor, array or Python bool."""
-    dtype = getattr(value, "dtype", None)
-    return isinstance(value, bool | np.bool_) or (dtype is not None and np.dtype(dtype) == np.bool_)
-
-
-def _bitwise(logical, bitwise, a, b):
-    """torch's ``a & b`` (and | ^): the logical op when both are bool, else the bitwise op."""
-    return logical(a, b) if _is_bool(a) and _is_bool(b) else bitwise(a, b)
-
-
 class _OpMethod:
     """A Tensor method that *is* a registered op applied to the tensor: ``t.cumsum(1)`` calls ``ops.cumsum(t, 1)``,
-    with the same arguments, positional or keyword, so no method re-implements its op (``name = _OpMethod()`` in
-    the class body; ``_OpMethod("inv")`` where torch's method name is not the op's). Ops declaring
-    ``outputs=("values", "indices")`` (sort, topk, ...) return ``ValuesIndices`` themselves."""
+    with the same arguments, positional or keyword, so no method re-implements its op. Made for each op that
+    declares ``method=`` (tape/registry.py). Ops declaring ``outputs=("values", "indices")`` (sort, topk, ...) return
+    ``ValuesIndices`` themselves."""
 
-    def __init__(self, op_name: str | None = None):
-        self.op_name = op_name
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.op_name = self.op_name or name
-        METHOD_OPS.append(self.op_name)
+    def __init__(self, op):
+        self.op = op
+        self.op_name = op.name
+        self.__doc__ = f"The op {op.signature} with this tensor as its first argument."
 
     def __get__(self, tensor, owner=None) -> Any:
         if tensor is None:
             return self
-        op = getattr(ops, str(self.op_name))
-        return functools.partial(op, tensor)
+        return functools.partial(self.op, tensor)
 
 
 class ValuesIndices(NamedTuple):
@@ -161,16 +75,6 @@ class ValuesIndices(NamedTuple):
 
     values: Tensor
     indices: Tensor
-
-
-def _whole_or_along(whole, along, tensor, dim, keepdim):
-    """torch's Tensor.median: the one value of every entry without ``dim`` (``whole``), or the
-    (values, indices) along ``dim`` (``along``)."""
-    if dim is None:
-        if keepdim:
-            raise TypeError("keepdim=True needs a dim (torch's max / min / median take keepdim only with a dim)")
-        return whole(tensor)
-    return along(tensor, dim, keepdim)
 
 
 class Tensor:
@@ -454,14 +358,6 @@ class Tensor:
         already is)."""
         return self
 
-    def clone(self) -> Tensor:
-        """A copy that stays in the graph (ops.clone): its gradient flows back to this tensor."""
-        return ops.clone(self)
-
-    def type_as(self, other: Tensor) -> Tensor:
-        """This tensor cast to ``other``'s dtype (ops.cast)."""
-        return ops.cast(self, other.dtype)
-
     def new_full(self, size, fill_value, *, dtype=None, requires_grad: bool = False) -> Tensor:
         """A new leaf of shape ``size`` filled with ``fill_value``, of this tensor's dtype unless ``dtype``
         says otherwise (torch's; the new tensor is not in the graph)."""
@@ -487,429 +383,25 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    # -- operators (all through the op registry) -----------------------------------------------------------
-    def __add__(self, other):
-        return ops.add(self, other)
-
-    def __radd__(self, other):
-        return ops.add(other, self)
-
-    def __sub__(self, other):
-        return ops.sub(self, other)
-
-    def __rsub__(self, other):
-        return ops.sub(other, self)
-
-    def __mul__(self, other):
-        return ops.mul(self, other)
-
-    def __rmul__(self, other):
-        return ops.mul(other, self)
-
-    def __truediv__(self, other):
-        return ops.div(self, other)
-
-    def __rtruediv__(self, other):
-        return ops.div(other, self)
-
-    def __pow__(self, other):
-        return ops.pow(self, other)
-
-    def __rpow__(self, other):
-        return ops.pow(other, self)
-
-    def __floordiv__(self, other):
-        return ops.floor_divide(self, other)
-
-    def __rfloordiv__(self, other):
-        return ops.floor_divide(other, self)
-
-    def __mod__(self, other):
-        return ops.remainder(self, other)
-
-    def __rmod__(self, other):
-        return ops.remainder(other, self)
-
+    # -- Python's operators (+, *, ==, [] ...) are the op library's (``OPERATORS`` below) ----------------------------
     def __pos__(self):
         return self
-
-    def __matmul__(self, other):
-        return ops.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return ops.matmul(other, self)
-
-    def __neg__(self):
-        return ops.neg(self)
-
-    def __abs__(self):
-        return ops.abs(self)
-
-    def __getitem__(self, index):
-        return ops.getitem(self, index)
-
-    def __eq__(self, other):
-        return ops.eq(self, other)
-
-    def __ne__(self, other):
-        return ops.ne(self, other)
-
-    def __lt__(self, other):
-        return ops.lt(self, other)
-
-    def __le__(self, other):
-        return ops.le(self, other)
-
-    def __gt__(self, other):
-        return ops.gt(self, other)
-
-    def __ge__(self, other):
-        return ops.ge(self, other)
 
     def __bool__(self) -> bool:
         if self._data.size != 1:  # numpy's and torch's rule: the truth of several (or no) values is ambiguous
             raise ValueError(f"bool() of a Tensor with {self._data.size} values is ambiguous; use .any() or .all()")
         return bool(self._scalar("bool"))
 
-    # ~ & | ^ are torch's logical operators on bool tensors and its bitwise ones on integers (a bool with an
-    # integer is bitwise); << >> shift integers. Floating operands are refused by the bitwise ops, naming them.
-    def __invert__(self):
-        return ops.logical_not(self) if _is_bool(self) else ops.bitwise_not(self)
+    if TYPE_CHECKING:  # Python's operators are the op library's (``OPERATORS`` below); the core itself indexes
 
-    def __and__(self, other):
-        return _bitwise(ops.logical_and, ops.bitwise_and, self, other)
+        def __getitem__(self, index) -> Tensor: ...
 
-    def __rand__(self, other):
-        return _bitwise(ops.logical_and, ops.bitwise_and, other, self)
-
-    def __or__(self, other):
-        return _bitwise(ops.logical_or, ops.bitwise_or, self, other)
-
-    def __ror__(self, other):
-        return _bitwise(ops.logical_or, ops.bitwise_or, other, self)
-
-    def __xor__(self, other):
-        return _bitwise(ops.logical_xor, ops.bitwise_xor, self, other)
-
-    def __rxor__(self, other):
-        return _bitwise(ops.logical_xor, ops.bitwise_xor, other, self)
-
-    def __lshift__(self, other):
-        return ops.bitwise_left_shift(self, other)
-
-    def __rlshift__(self, other):
-        return ops.bitwise_left_shift(other, self)
-
-    def __rshift__(self, other):
-        return ops.bitwise_right_shift(self, other)
-
-    def __rrshift__(self, other):
-        return ops.bitwise_right_shift(other, self)
-
-    # -- ops as methods: each is the op, called with the tensor first ----------------------------------------
-    # reductions and scans
-    sum = _OpMethod()
-    mean = _OpMethod()
-    var = _OpMethod()
-    std = _OpMethod()
-    prod = _OpMethod()
-    logsumexp = _OpMethod()
-    argmax = _OpMethod()
-    argmin = _OpMethod()
-    amax = _OpMethod()
-    amin = _OpMethod()
-    norm = _OpMethod()
-    any = _OpMethod()
-    all = _OpMethod()
-    count_nonzero = _OpMethod()
-    cumsum = _OpMethod()
-    cumprod = _OpMethod()
-    logcumsumexp = _OpMethod()
-    cummax = _OpMethod()
-    cummin = _OpMethod()
-    # sorting and selection
-    sort = _OpMethod()
-    argsort = _OpMethod()
-    topk = _OpMethod()
-    kthvalue = _OpMethod()
-    # elementwise
-    exp = _OpMethod()
-    log = _OpMethod()
-    sqrt = _OpMethod()
-    tanh = _OpMethod()
-    sigmoid = _OpMethod()
-    relu = _OpMethod()
-    abs = _OpMethod()
-    neg = _OpMethod()
-    sign = _OpMethod()
-    square = _OpMethod()
-    expm1 = _OpMethod()
-    exp2 = _OpMethod()
-    log2 = _OpMethod()
-    log10 = _OpMethod()
-    log1p = _OpMethod()
-    rsqrt = _OpMethod()
-    reciprocal = _OpMethod()
-    sin = _OpMethod()
-    cos = _OpMethod()
-    tan = _OpMethod()
-    asin = _OpMethod()
-    acos = _OpMethod()
-    atan = _OpMethod()
-    sinh = _OpMethod()
-    cosh = _OpMethod()
-    asinh = _OpMethod()
-    acosh = _OpMethod()
-    atanh = _OpMethod()
-    erf = _OpMethod()
-    erfc = _OpMethod()
-    erfinv = _OpMethod()
-    floor = _OpMethod()
-    ceil = _OpMethod()
-    trunc = _OpMethod()
-    round = _OpMethod()
-    frac = _OpMethod()
-    clamp = _OpMethod()
-    nan_to_num = _OpMethod()
-    isinf = _OpMethod()
-    isnan = _OpMethod()
-    isfinite = _OpMethod()
-    logical_not = _OpMethod()
-    deg2rad = _OpMethod()
-    rad2deg = _OpMethod()
-    sgn = _OpMethod()
-    signbit = _OpMethod()
-    positive = _OpMethod()
-    isposinf = _OpMethod()
-    isneginf = _OpMethod()
-    isreal = _OpMethod()
-    frexp = _OpMethod()
-    fix = _OpMethod("trunc")
-    absolute = _OpMethod("abs")
-    negative = _OpMethod("neg")
-    clip = _OpMethod("clamp")
-    arcsin = _OpMethod("asin")
-    arccos = _OpMethod("acos")
-    arctan = _OpMethod("atan")
-    arcsinh = _OpMethod("asinh")
-    arccosh = _OpMethod("acosh")
-    arctanh = _OpMethod("atanh")
-    # special functions
-    lgamma = _OpMethod()
-    digamma = _OpMethod()
-    mvlgamma = _OpMethod()
-    i0 = _OpMethod()
-    sinc = _OpMethod()
-    hardshrink = _OpMethod()
-    softmax = _OpMethod()
-    log_softmax = _OpMethod()
-    prelu = _OpMethod()
-    # binary
-    add = _OpMethod()
-    sub = _OpMethod()
-    mul = _OpMethod()
-    div = _OpMethod()
-    pow = _OpMethod()
-    maximum = _OpMethod()
-    minimum = _OpMethod()
-    atan2 = _OpMethod()
-    copysign = _OpMethod()
-    logaddexp = _OpMethod()
-    hypot = _OpMethod()
-    remainder = _OpMethod()
-    fmod = _OpMethod()
-    floor_divide = _OpMethod()
-    lerp = _OpMethod()
-    isclose = _OpMethod()
-    logical_and = _OpMethod()
-    logical_or = _OpMethod()
-    logical_xor = _OpMethod()
-    logaddexp2 = _OpMethod()
-    ldexp = _OpMethod()
-    fmax = _OpMethod()
-    fmin = _OpMethod()
-    rsub = _OpMethod()
-    heaviside = _OpMethod()
-    nextafter = _OpMethod()
-    xlogy = _OpMethod()
-    multiply = _OpMethod("mul")
-    divide = _OpMethod("div")
-    true_divide = _OpMethod("div")
-    subtract = _OpMethod("sub")
-    arctan2 = _OpMethod("atan2")
-    greater = _OpMethod("gt")
-    greater_equal = _OpMethod("ge")
-    less = _OpMethod("lt")
-    less_equal = _OpMethod("le")
-    not_equal = _OpMethod("ne")
-    # bitwise (integer tensors)
-    bitwise_and = _OpMethod()
-    bitwise_or = _OpMethod()
-    bitwise_xor = _OpMethod()
-    bitwise_not = _OpMethod()
-    bitwise_left_shift = _OpMethod()
-    bitwise_right_shift = _OpMethod()
-    gcd = _OpMethod()
-    lcm = _OpMethod()
-    eq = _OpMethod()
-    ne = _OpMethod()
-    lt = _OpMethod()
-    le = _OpMethod()
-    gt = _OpMethod()
-    ge = _OpMethod()
-    matmul = _OpMethod()
-    bmm = _OpMethod()
-    outer = _OpMethod()
-    dot = _OpMethod()
-    det = _OpMethod()
-    inverse = _OpMethod("inv")
-    cholesky = _OpMethod()
-    # indexing
-    gather = _OpMethod()
-    scatter_add = _OpMethod()
-    scatter_reduce = _OpMethod()
-    index_select = _OpMethod()
-    index_add = _OpMethod()
-    index_put = _OpMethod()
-    take_along_dim = _OpMethod()
-    masked_select = _OpMethod()
-    masked_fill = _OpMethod()
-    # shape and movement
-    flatten = _OpMethod()
-    transpose = _OpMethod()
-    squeeze = _OpMethod()
-    unsqueeze = _OpMethod()
-    narrow = _OpMethod()
-    tril = _OpMethod()
-    triu = _OpMethod()
-    roll = _OpMethod()
-    repeat_interleave = _OpMethod()
-    diagonal = _OpMethod()
-    diag = _OpMethod()
-    diag_embed = _OpMethod()
-    split = _OpMethod()
-    chunk = _OpMethod()
-    unbind = _OpMethod()
-    unfold = _OpMethod("unfold_copy")  # Tensor.unfold(dimension, size, step), not F.unfold
-    movedim = _OpMethod()
-    moveaxis = _OpMethod("movedim")
-    swapaxes = _OpMethod()
-    swapdims = _OpMethod()
-    unflatten = _OpMethod()
-    select = _OpMethod()
-    view_as = _OpMethod()
-    reshape_as = _OpMethod()
-    expand_as = _OpMethod()
-    broadcast_to = _OpMethod("expand")
-    ravel = _OpMethod()
-    fliplr = _OpMethod()
-    flipud = _OpMethod()
-    rot90 = _OpMethod()
-    tensor_split = _OpMethod()
-    hsplit = _OpMethod()
-    vsplit = _OpMethod()
-    dsplit = _OpMethod()
-    kron = _OpMethod()
-    diff = _OpMethod()
-    take = _OpMethod()
-    index_fill = _OpMethod()
-    index_copy = _OpMethod()
-    index_reduce = _OpMethod()
-    masked_scatter = _OpMethod()
-    select_scatter = _OpMethod()
-    slice_scatter = _OpMethod()
-    diagonal_scatter = _OpMethod()
-    argwhere = _OpMethod()
-    unique = _OpMethod()
-    unique_consecutive = _OpMethod()
-    bincount = _OpMethod()
-    histc = _OpMethod()
-
-    # -- methods whose torch signature is not the op's -------------------------------------------------------
-    def max(self, dim=None, keepdim=False):
-        """torch's Tensor.max: ops.max (the largest entry, or with ``dim`` the named (values, indices)); with a
-        tensor, the elementwise maximum."""
-        return ops.maximum(self, dim) if isinstance(dim, Tensor) else ops.max(self, dim, keepdim)
-
-    def min(self, dim=None, keepdim=False):
-        """torch's Tensor.min, as ``max``."""
-        return ops.minimum(self, dim) if isinstance(dim, Tensor) else ops.min(self, dim, keepdim)
-
-    def median(self, dim=None, keepdim=False):
-        """torch's Tensor.median: the lower median of every entry, or (values, indices) along ``dim``."""
-        return _whole_or_along(ops.median, ops.median_dim, self, dim, keepdim)
-
-    nonzero = _OpMethod()
-
-    def polygamma(self, n):
-        """torch's Tensor.polygamma(n): ops.polygamma(n, self) (the order comes first in the op, as in torch)."""
-        return ops.polygamma(n, self)
-
-    def where(self, condition, other):
-        """torch's Tensor.where: ``self`` where ``condition`` holds, else ``other`` (ops.where(condition, self,
-        other))."""
-        return ops.where(condition, self, other)
-
-    def scatter(self, dim, index, src=None, value=None):
-        """torch's Tensor.scatter(dim, index, src) and its number form scatter(dim, index, value)."""
-        if isinstance(src, int | float):
-            src, value = None, src
-        return ops.scatter(self, dim, index, src, value)
-
-    def reshape(self, *shape):
-        return ops.reshape(self, _shape_args(shape))
-
-    def view(self, *shape):
-        return self.reshape(*shape)
-
-    def permute(self, *dims):
-        return ops.permute(self, _shape_args(dims))
-
-    def expand(self, *shape):
-        return ops.expand(self, _shape_args(shape))
-
-    def repeat(self, *repeats):
-        return ops.repeat(self, _shape_args(repeats))
-
-    def tile(self, *dims):
-        return ops.tile(self, _shape_args(dims))
-
-    def flip(self, *dims):
-        return ops.flip(self, _shape_args(dims))
-
-    def to(self, dtype):
-        return ops.cast(self, dtype)
-
-    def float(self):
-        return ops.cast(self, np.float32)
-
-    def double(self):
-        return ops.cast(self, np.float64)
-
-    def long(self):
-        return ops.cast(self, np.int64)
-
-    def int(self):
-        return ops.cast(self, np.int32)
-
-    def short(self):
-        return ops.cast(self, np.int16)
-
-    def char(self):
-        return ops.cast(self, np.int8)
-
-    def byte(self):
-        return ops.cast(self, np.uint8)
-
-    def half(self):
-        return ops.cast(self, np.float16)
-
-    def bool(self):
-        return ops.cast(self, np.bool_)
-
-    @property
-    def T(self):
-        return ops.permute(self, tuple(reversed(range(self.ndim))))
+    def __getattr__(self, name: str) -> Any:
+        """Called only for an attribute Tensor lacks. Its op methods (``t.sum()``) and the methods whose torch
+        signature is not one op's (``t.reshape(2, 3)``) come from the op library, loaded on first use."""
+        if not name.startswith("_") and _load_library():
+            return getattr(self, name)
+        raise AttributeError(f"'Tensor' object has no attribute '{name}'{_missing_hint(name)}")
 
 
 class _SizeMethod:
@@ -982,6 +474,76 @@ def _check_dtype(who: str, argument: str, array: np.ndarray, value) -> None:
             f"{who}: argument '{argument}' expected real numbers (bool, int or float), got "
             f"{what.get(kind, array.dtype)} ({type(value).__name__} of dtype {array.dtype})"
         )
+
+
+# -- the op library's side of Tensor -----------------------------------------------------------------------------
+# Python's operator protocol: the op library gives each its op (ops/_tensor.py); until it is loaded, each loads it
+OPERATORS = (
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__pow__", "__rpow__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__matmul__", "__rmatmul__",
+    "__neg__", "__abs__", "__getitem__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__",
+    "__lshift__", "__rlshift__", "__rshift__", "__rrshift__",
+)  # fmt: skip
+_library: dict[str, Any] = {"load": None, "loaded": False}
+
+
+def set_library_loader(load) -> None:
+    """How Tensor reaches the op library without importing it: ``load()`` imports it (set by ``tape/__init__``,
+    which loads the layers above the engine core on first use)."""
+    _library["load"] = load
+
+
+def _load_library() -> bool:
+    """Load the op library once; True when this call loaded it (so an attribute may now exist)."""
+    if _library["loaded"] or _library["load"] is None:
+        return False
+    _library["loaded"] = True
+    _library["load"]()
+    return True
+
+
+def _missing_hint(name: str) -> str:
+    if not _library["loaded"]:
+        return " (the op library, which gives Tensor its op methods, is not loaded: import ops)"
+    return " (Tensor's op methods are the registered ops that declare method=; python -m tape ops lists the ops)"
+
+
+def _until_loaded(name: str):
+    """Python's operator ``name`` before the op library has installed its own: loads the library, then runs it."""
+
+    def operator(self, *args):
+        _load_library()
+        method = getattr(Tensor, name)
+        if method is operator:
+            raise TypeError(f"Tensor operator {name}: the op library (import ops) has not installed it")
+        return method(self, *args)
+
+    operator.__name__ = name
+    return operator
+
+
+def add_method(name: str, method) -> None:
+    """Give Tensor the method or operator ``name`` (a function, property or ``_OpMethod``): the op library's
+    (``defop(..., method=...)`` and ops/_tensor.py). A name Tensor has of its own is refused."""
+    current = Tensor.__dict__.get(name)
+    if current is not None and not getattr(current, "_until_loaded", False):
+        raise ValueError(f"Tensor already has '{name}' ({current!r}); an op's method needs a name of its own")
+    if callable(method) and hasattr(method, "__code__"):  # a plain function: help() and tracebacks say Tensor.name
+        method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    setattr(Tensor, name, method)
+
+
+def remove_method(name: str, method) -> None:
+    """Undo ``add_method(name, method)`` (for ops unregistered again); another owner's ``name`` is left alone."""
+    if Tensor.__dict__.get(name) is method:
+        delattr(Tensor, name)
+
+
+for _name in OPERATORS:
+    _stub = _until_loaded(_name)
+    _stub._until_loaded = True
+    setattr(Tensor, _name, _stub)
 
 
 from . import interop  # noqa: E402,I001  -- numpy's protocols on Tensor; interop reads Tensor from this module

@@ -827,7 +827,8 @@ def _running_stats(input, running_mean, running_var, momentum: float) -> tuple[T
         mean = ops.mean(input, dim=axes)
         var = ops.var(input, dim=axes, correction=1 if n > 1 else 0)
         m = Tensor(np.asarray(momentum, running_mean.dtype))
-        return (1 - m) * running_mean + m * mean, (1 - m) * running_var + m * var
+        keep = ops.sub(1.0, m)
+        return keep * running_mean + m * mean, keep * running_var + m * var
 
 
 class _BatchNorm(Module):

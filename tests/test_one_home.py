@@ -1,0 +1,104 @@
+"""One home for each check and message (issue #20 item 4): every op refusing a non-floating tensor says so in the
+same words, worded once in ops/_validation.py."""
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+
+FLOAT_ONLY = "expected a floating tensor (float32 or float64), got dtype int64; convert it explicitly"
+
+
+def _int(shape=(2, 3)):
+    return tape.tensor(np.arange(int(np.prod(shape))).reshape(shape))
+
+
+def _f(shape=(2, 3)):
+    return tape.tensor(np.ones(shape))
+
+
+CASES = [  # (op call on an integer tensor, the argument the message names)
+    (lambda: ops.exp(_int()), "exp", "x"),
+    (lambda: ops.hardtanh(_int()), "hardtanh", "input"),
+    (lambda: ops.mean(_int()), "mean", "x"),
+    (lambda: ops.logcumsumexp(_int(), 0), "logcumsumexp", "input"),
+    (lambda: ops.addcmul(_f(), _int(), _f()), "addcmul", "tensor1"),
+    (lambda: ops.lerp(_int(), _f(), 0.5), "lerp", "input"),
+    (lambda: ops.lerp(_f(), _int(), 0.5), "lerp", "end"),
+    (lambda: ops.xlogy(_f(), _int()), "xlogy", "other"),
+    (lambda: ops.bernoulli(_int()), "bernoulli", "input"),
+    (lambda: ops.multinomial(_int((3,)), 1), "multinomial", "input"),
+    (lambda: ops.glu(_int()), "glu", "input"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1]}-{c[2]}")
+def test_float_only_refusals_share_one_message(case):
+    call, op, argument = case
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value).startswith(f"{op}: argument '{argument}' {FLOAT_ONLY}"), str(error.value)
+
+
+def test_there_is_one_float_check_in_the_op_library():
+    import pathlib
+
+    root = pathlib.Path(ops.__file__).parent
+    worded = [p.name for p in root.glob("*.py") if "expected a floating tensor (float32 or float64)" in p.read_text()]
+    assert worded == ["_validation.py"], worded
+
+
+REAL_CASES = [  # a number attribute given a string: (call, op, argument)
+    (lambda: ops.elu(_f(), alpha="1"), "elu", "alpha"),
+    (lambda: ops.hardtanh(_f(), min_val="1"), "hardtanh", "min_val"),
+    (lambda: ops.huber_loss(_f(), _f(), delta="1"), "huber_loss", "delta"),
+]
+
+
+@pytest.mark.parametrize("case", REAL_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
+def test_number_attributes_are_coerced_by_one_function_with_one_message(case):
+    call, op, argument = case
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == f"{op}: argument '{argument}' expected a real number, got str '1'", str(error.value)
+
+
+def test_there_is_one_number_coercer_in_the_op_library():
+    import pathlib
+
+    root = pathlib.Path(ops.__file__).parent
+    defined = [p.name for p in root.glob("*.py") if "int | float | np.integer | np.floating):" in p.read_text()]
+    assert defined == ["_validation.py"], defined
+
+
+def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
+    from ops import activation
+
+    calls = []
+    for name in ("normalize_dims", "real"):
+        original = getattr(activation, name)
+        monkeypatch.setattr(
+            activation,
+            name,
+            lambda *a, _f=original, _n=name, **k: calls.append((_n, a[1] if _n == "real" else "dim")) or _f(*a, **k),
+        )
+    x = tape.tensor(np.array([[3.0, 4.0], [1.0, 0.0]]), requires_grad=True)
+    y = ops.normalize(x, p=2.0, dim=1, eps=1e-12)
+    y.backward(np.array([[1.0, 2.0], [0.5, -1.0]]))
+    assert sorted(calls) == [("normalize_dims", "dim"), ("real", "eps"), ("real", "p")], calls
+    np.testing.assert_allclose(y.numpy(), [[0.6, 0.8], [1.0, 0.0]])
+    np.testing.assert_allclose(x.grad.numpy(), [[-0.064, 0.048], [0.0, -1.0]])  # (g - (g.y) y) / ||x||
+
+
+def test_attentions_parameter_list_is_written_once():
+    import inspect
+    import pathlib
+
+    from ops import attention
+
+    source = pathlib.Path(attention.__file__).read_text()
+    assert source.count('causal_alignment="top_left"') == 1, "the attribute list is the forward's signature only"
+    assert list(inspect.signature(ops.scaled_dot_product_attention.forward).parameters)[4:] == [
+        "dropout_p", "is_causal", "scale", "enable_gqa", "key_padding_lengths", "causal_alignment", "rng",
+        "dropout_seed"]  # fmt: skip
