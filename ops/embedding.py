@@ -262,7 +262,7 @@ def _embedding_bag(
     # each bag sums only its members' rows: a matmul with the coefficients would add 0 * NaN (or 0 * inf) of the
     # other bags' rows
     if mode != "max":
-        return np.sum(np.where(member[:, :, None], coefficients[:, :, None] * rows[None], 0), axis=1)
+        return np.sum(np.where(member[:, :, None], rows[None], 0) * coefficients[:, :, None], axis=1)
     choice, filled = _bag_max_choice(rows, member)
     return np.where(filled, np.sum(np.where(choice > 0, rows[None], 0), axis=1), 0)
 
@@ -494,9 +494,8 @@ def _onnx_embedding_bag(g, rec, input, weight, offsets=None, per_sample_weights=
         counts = g.op("ReduceSum", g.op("Cast", member, to=7), g.ints([1]), keepdims=1)
         counts = g.op("Cast", g.op("Max", counts, g.const(np.array(1, np.int64))), to=tensor_type(dtype))
         coefficients = g.op("Div", coefficients, counts)
-    terms = g.op("Mul", g.op("Unsqueeze", coefficients, g.ints([2])), rows)  # (B, n, D); only members count
-    kept = g.op("Where", g.op("Unsqueeze", member, g.ints([2])), terms, scalar(g, 0, dtype))
-    return g.op("ReduceSum", kept, g.ints([1]), keepdims=0)
+    kept = g.op("Where", g.op("Unsqueeze", member, g.ints([2])), rows, scalar(g, 0, dtype))  # (B, n, D)
+    return g.op("ReduceSum", g.op("Mul", kept, g.op("Unsqueeze", coefficients, g.ints([2]))), g.ints([1]), keepdims=0)
 
 
 lowering(embedding_bag, _onnx_embedding_bag)
