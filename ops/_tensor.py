@@ -35,7 +35,7 @@ from .linalg import matmul
 from .movement import flip, tile
 from .reduce import max, min
 from .shape import expand, permute, repeat, reshape
-from .sorting import median, median_dim
+from .sorting import median, median_dim, nanmedian
 from .special import polygamma
 
 
@@ -105,6 +105,11 @@ def _polygamma(self, n):
     return polygamma(n, self)
 
 
+def _nanmedian(self, dim=None, keepdim=False):
+    """torch's Tensor.nanmedian: one value without ``dim`` (the op returns (values, indices) with it)."""
+    return nanmedian(self, dim, keepdim)
+
+
 def _where(self, condition, other):
     """torch's Tensor.where: ``self`` where ``condition`` holds, else ``other`` (ops.where(condition, self,
     other))."""
@@ -164,6 +169,7 @@ def _methods() -> dict:
         "median": _median,
         "where": _where,
         "polygamma": _polygamma,
+        "nanmedian": _nanmedian,
         "scatter": _scatter,
         **{op.name: _shaped(op) for op in (reshape, permute, expand, repeat, tile, flip)},
         "view": _shaped(reshape),

@@ -11,13 +11,15 @@ import numpy as np
 
 from tape.broadcast import unbroadcast
 from tape.onnx import lowering
-from tape.registry import Sample, defop
+from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
 from ._notes import case_law
+from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
-from ._validation import require, require_float
+from ._validation import normalize_dim, real, require, require_float
+from .reduce import _norm_of, _norm_vjp_of
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -1037,9 +1039,9 @@ qr = defop(
 
 
 # -- eigh --------------------------------------------------------------------------------------------------------
-def _check_eigh(A, UPLO="L"):
-    _check_matrices("eigh", A)
-    require(UPLO in ("L", "U"), "eigh", "UPLO", "'L' or 'U'", repr(UPLO))
+def _check_eigh(A, UPLO="L", op="eigh"):
+    _check_matrices(op, A)
+    require(UPLO in ("L", "U"), op, "UPLO", "'L' or 'U'", repr(UPLO))
 
 
 def _eigh(A, UPLO="L"):
@@ -1103,26 +1105,44 @@ eigh = defop(
 def _check_svd(A, full_matrices=True):
     _require_bool("svd", "full_matrices", full_matrices)
     _check_matrices("svd", A, square=False)
-    require(
-        not full_matrices or A.shape[-1] == A.shape[-2],
-        "svd",
-        "full_matrices",
-        f"False for a non-square A (shape {A.shape}): minitape implements only the reduced SVD",
-        full_matrices,
-    )
 
 
 def _svd(A, full_matrices=True):
-    """``torch.linalg.svd(A, full_matrices)`` (reduced) -> (U, S descending, Vh), signs fixed."""
-    u, s, vh = np.linalg.svd(A, full_matrices=False)
+    """``torch.linalg.svd(A, full_matrices)`` -> (U, S descending, Vh), signs fixed; with full_matrices U is
+    (*, m, m) and Vh (*, n, n), the columns of U (rows of Vh) beyond k = min(m, n) an orthonormal basis of the
+    rest, each with its own sign gauge."""
+    u, s, vh = np.linalg.svd(A, full_matrices=bool(full_matrices))
+    k = s.shape[-1]
     signs = _sign_gauge(u)
-    return u * signs, s, vh * _mT(signs)
+    vh_signs = _mT(signs[..., :k])
+    if vh.shape[-2] > k:  # the extra rows of Vh: the gauge of the columns of Vh^T
+        vh_signs = np.concatenate([vh_signs, _mT(_sign_gauge(_mT(vh[..., k:, :])))], axis=-2)
+    return u * signs, s, vh * vh_signs
 
 
 @_quiet
 def _svd_vjp(g, ans, A, full_matrices=True):
+    """The reduced SVD's rule on the first k columns of U and rows of Vh. With full_matrices on a non-square A
+    the extra ones are not functions of A (any orthonormal basis of the rest will do): a cotangent on them has
+    no derivative to meet, so the gradient is NaN there (torch drops that cotangent silently)."""
     gu, gs, gvh = g
     u, s, vh = ans
+    k = s.shape[-1]
+    extra = np.zeros(A.shape[:-2], bool)
+    if gu is not None and u.shape[-1] > k:
+        extra = extra | np.any(_values(gu)[..., k:] != 0, axis=(-2, -1))
+        gu, u = gu[..., :k], u[..., :k]
+    if gvh is not None and vh.shape[-2] > k:
+        extra = extra | np.any(_values(gvh)[..., k:, :] != 0, axis=(-2, -1))
+        gvh = gvh[..., :k, :]
+    if vh.shape[-2] > k:
+        vh = vh[..., :k, :]
+    if u.shape[-1] > k:
+        u = u[..., :k]
+    return _nan_where(_svd_reduced_vjp(gu, gs, gvh, u, s, vh, A), extra)
+
+
+def _svd_reduced_vjp(gu, gs, gvh, u, s, vh, A):
     if gu is None and gvh is None:
         if gs is None:
             return np.zeros(A.shape, A.dtype)
@@ -1160,8 +1180,12 @@ def _svd_vjp(g, ans, A, full_matrices=True):
 
 def _svd_ref(torch, A, full_matrices=True):
     u, s, vh = torch.linalg.svd(A, full_matrices=full_matrices)
+    k = s.shape[-1]
     signs = _torch_sign_gauge(torch, u)
-    return u * signs, s, vh * signs.mT
+    vh_signs = signs[..., :k].mT
+    if vh.shape[-2] > k:
+        vh_signs = torch.cat([vh_signs, _torch_sign_gauge(torch, vh[..., k:, :].mT).mT], dim=-2)
+    return u * signs, s, vh * vh_signs
 
 
 def _svd_samples(rng):
@@ -1196,6 +1220,940 @@ svd = defop(
     torch_ref=_svd_ref,
     notes=case_law(_CASE_LAW, "svd"),
 )
+
+
+# == more of torch.linalg (and torch.logdet, torch.cholesky_solve, torch.cholesky_inverse): appended =================
+def _svd_of(A):
+    """(U, S, Vh), reduced: numpy's on arrays, the svd op on Tensors (recorded). Signs are irrelevant to the
+    products U f(S) Vh the rules below form."""
+    if _is_array(A):
+        return np.linalg.svd(A, full_matrices=False)
+    return svd(A, full_matrices=False)
+
+
+def _eigh_of(A, UPLO="L"):
+    return np.linalg.eigh(A, UPLO=UPLO) if _is_array(A) else eigh(A, UPLO=UPLO)
+
+
+def _require_int(op: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{op}: argument '{name}' expected an int, got {type(value).__name__} {value!r}")
+
+
+# -- matrix_power ------------------------------------------------------------------------------------------------
+def _check_matrix_power(A, n):
+    _require_int("matrix_power", "n", n)
+    _check_matrices("matrix_power", A)
+
+
+def _matrix_power(A, n):
+    """``torch.linalg.matrix_power(A, n)``: A^n for an int n; n = 0 the identity, n < 0 powers of A^-1."""
+    try:
+        return np.linalg.matrix_power(A, int(n))
+    except np.linalg.LinAlgError as e:
+        raise ValueError(
+            f"matrix_power: argument 'A' expected invertible matrices for n = {n} < 0, got a singular one ({e})"
+        ) from None
+
+
+def _matrix_power_vjp(g, ans, A, n):
+    """A^m with m > 0: gA = sum_k (A^T)^k g (A^T)^(m-1-k). n < 0: that with B = A^-1, then gA = -B^T gB B^T."""
+    if n == 0:
+        return np.zeros(A.shape, A.dtype)
+    base = A if n > 0 else _inverse(A)
+    m = abs(int(n))
+    powers = [None, _mT(base)]  # powers[k] = (B^T)^k, k >= 1
+    for _ in range(2, m):
+        powers.append(np.matmul(powers[-1], powers[1]))
+    grad = g if m == 1 else np.matmul(g, powers[m - 1])
+    for k in range(1, m):
+        term = np.matmul(powers[k], g)
+        grad = grad + (term if k == m - 1 else np.matmul(term, powers[m - 1 - k]))
+    if n > 0:
+        return grad
+    return -np.matmul(np.matmul(powers[1], grad), powers[1])
+
+
+matrix_power = defop(
+    "matrix_power",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_matrix_power,
+    vjps=(_matrix_power_vjp,),
+    check=_check_matrix_power,
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 3), -1, 1),), {"n": 3}, "n=3"),
+        Sample((uniform(rng, (2, 2, 2), -1, 1),), {"n": 2}, "batched n=2"),
+        Sample((uniform(rng, (3, 3)),), {"n": 1}, "n=1"),
+        Sample((uniform(rng, (3, 3)),), {"n": 0}, "n=0: identity"),
+        Sample((_well_conditioned(rng, (3, 3)),), {"n": -1}, "n=-1: the inverse"),
+        Sample((_well_conditioned(rng, (2, 3, 3)),), {"n": -3}, "n=-3"),
+        Sample((_non_contiguous(uniform(rng, (2, 3, 3), -1, 1)),), {"n": 4}, "non-contiguous n=4"),
+        Sample((uniform(rng, (0, 2, 2)),), {"n": 2}, "zero-size batch"),
+        Sample((uniform(rng, (0, 0)),), {"n": 3}, "0 x 0"),
+    ],
+    torch_ref=lambda torch, A, n: torch.linalg.matrix_power(A, n),
+    method=True,
+)
+
+
+# -- matrix_exp --------------------------------------------------------------------------------------------------
+_PADE13 = (
+    64764752532480000.0,
+    32382376266240000.0,
+    7771770303897600.0,
+    1187353796428800.0,
+    129060195264000.0,
+    10559470521600.0,
+    670442572800.0,
+    33522128640.0,
+    1323241920.0,
+    40840800.0,
+    960960.0,
+    16380.0,
+    182.0,
+    1.0,
+)
+_PADE13_THETA = 5.371920351148152  # Higham 2005: the [13/13] Pade approximant is accurate to eps for ||A||_1 <= it
+
+
+def _expm(A):
+    """exp(A) by scaling and squaring with the [13/13] Pade approximant (Higham 2005), one scaling per batch."""
+    if A.size == 0:
+        return np.array(A)
+    norm = float(np.max(np.sum(np.abs(A), axis=-2)))
+    s = max(0, int(np.ceil(np.log2(norm / _PADE13_THETA)))) if norm > 0 else 0
+    a = A / 2.0**s
+    b = [np.asarray(c, A.dtype) for c in _PADE13]
+    eye = np.broadcast_to(np.eye(A.shape[-1], dtype=A.dtype), A.shape)
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye
+    r = np.linalg.solve(v - u, v + u)
+    for _ in range(s):
+        r = r @ r
+    return r
+
+
+def _matrix_exp_vjp(g, ans, A):
+    """The adjoint of the Frechet derivative: gA = L(A^T, g), the top-right block of exp([[A^T, g], [0, A^T]])."""
+    n = A.shape[-1]
+    at = _mT(A)
+    zeros = np.zeros(A.shape, A.dtype)
+    block = np.concatenate([np.concatenate([at, g], axis=-1), np.concatenate([zeros, at], axis=-1)], axis=-2)
+    big = _expm(block) if _is_array(block) else matrix_exp(block)
+    return big[..., :n, n:]
+
+
+matrix_exp = defop(
+    "matrix_exp",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_expm,
+    vjps=(_matrix_exp_vjp,),
+    check=_check_square("matrix_exp"),
+    samples=_square_samples(
+        lambda rng, shape: uniform(rng, shape, -1.0, 1.0),
+        [
+            lambda rng: Sample((uniform(rng, (3, 3), -4.0, 4.0),), {}, "norm > theta: squared"),
+            lambda rng: Sample((np.zeros((2, 2)),), {}, "zero: identity"),
+        ],
+    ),
+    torch_ref=lambda torch, A: torch.linalg.matrix_exp(A),
+    method=True,
+)
+
+
+# -- eigvalsh, svdvals -------------------------------------------------------------------------------------------
+def _eigvalsh(A, UPLO="L"):
+    """``torch.linalg.eigvalsh(A, UPLO='L')``: eigenvalues ascending, from one triangle."""
+    return np.linalg.eigvalsh(A, UPLO=UPLO)
+
+
+def _eigvalsh_vjp(g, ans, A, UPLO="L"):
+    """dw_i = v_i^T dA v_i: gA_sym = V diag(g) V^T (no gaps: repeated eigenvalues are fine), folded on the triangle."""
+    _, v = _eigh_of(A, UPLO)
+    return _fold(np.matmul(v * np.expand_dims(g, -2), _mT(v)), lower=UPLO == "L")
+
+
+def _eigvalsh_samples(rng):
+    out = _square_samples(_symmetric_spread)(rng)
+    sym = _symmetric_spread(rng, (2, 3, 3))
+    sym[..., 1, 0] = -4.0
+    out.append(Sample((sym,), {"UPLO": "U"}, "UPLO='U', lower triangle ignored"))
+    return out
+
+
+eigvalsh = defop(
+    "eigvalsh",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_eigvalsh,
+    vjps=(_eigvalsh_vjp,),
+    check=lambda A, UPLO="L": _check_eigh(A, UPLO, "eigvalsh"),
+    samples=_eigvalsh_samples,
+    torch_ref=lambda torch, A, UPLO="L": torch.linalg.eigvalsh(_torch_triangle(torch, A, UPLO == "L"), UPLO=UPLO),
+)
+
+
+def _svdvals_vjp(g, ans, A):
+    """ds_i = u_i^T dA v_i: gA = U diag(g) Vh (no gaps needed)."""
+    u, _, vh = _svd_of(A)
+    return np.matmul(u * np.expand_dims(g, -2), vh)
+
+
+def _svdvals_samples(rng):
+    def a(*shape):
+        return _spread_singular_values(rng, shape)
+
+    return [
+        Sample((a(3, 3),), {}, "3 x 3"),
+        Sample((a(4, 2),), {}, "tall"),
+        Sample((a(2, 1, 2, 3),), {}, "batched wide"),
+        Sample((_non_contiguous(a(2, 4, 3)),), {}, "non-contiguous"),
+        Sample((a(0, 3, 2),), {}, "zero-size batch"),
+        Sample((uniform(rng, (3, 0)),), {}, "no columns"),
+    ]
+
+
+svdvals = defop(
+    "svdvals",
+    family=FAMILY,
+    inputs=("A",),
+    forward=lambda A: np.linalg.svd(A, compute_uv=False),
+    vjps=(_svdvals_vjp,),
+    check=lambda A: _check_matrices("svdvals", A, square=False),
+    samples=_svdvals_samples,
+    torch_ref=lambda torch, A: torch.linalg.svdvals(A),
+)
+
+
+# -- logdet ------------------------------------------------------------------------------------------------------
+@quiet
+def _logdet(input):
+    """``torch.logdet(input)``: log det; NaN where det < 0, -inf where det = 0 (torch's)."""
+    sign, logabsdet = np.linalg.slogdet(input)
+    return np.asarray(np.where(sign < 0, np.nan, logabsdet))
+
+
+@_quiet
+def _logdet_vjp(g, ans, input):
+    """slogdet's gradient; 0 where det < 0 (torch's: log det is NaN there, constant in A)."""
+    sign = np.linalg.slogdet(_values(input))[0]
+    if np.any(sign < 0):
+        g = g * (sign >= 0).astype(input.dtype)
+    return _slogdet_vjp((None, g), (sign, None), input)
+
+
+logdet = defop(
+    "logdet",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_logdet,
+    vjps=(_logdet_vjp,),
+    check=lambda input: _check_matrices("logdet", input, "input"),
+    samples=_square_samples(_well_conditioned),  # det <= 0 (NaN, -inf): tests/test_ops_linalg_products.py
+    torch_ref=lambda torch, input: torch.logdet(input),
+    method=True,
+)
+
+
+# -- cholesky_solve, cholesky_inverse, solve_triangular: one triangle read ----------------------------------------
+def _triangle(A, upper: bool, unit: bool = False):
+    """The triangle of A an op reads (the strict one plus a unit diagonal with ``unit``), recorded on Tensors."""
+    t = np.triu(A, 1 if unit else 0) if upper else np.tril(A, -1 if unit else 0)
+    return t + _eye(A.shape[-1], A.dtype) if unit else t
+
+
+def _check_triangular_rhs(op, A, B, names=("A", "B"), left=True):
+    _check_matrices(op, A, names[0])
+    _check_matrices(op, B, names[1], square=False)
+    _same_dtype(op, names, (A, B))
+    n = A.shape[-1]
+    rows = B.shape[-2] if left else B.shape[-1]
+    require(rows == n, op, names[1], f"{n} {'rows' if left else 'columns'} to match {names[0]} {A.shape}", B.shape)
+    try:
+        np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{op}: argument '{names[1]}' expected batch dims broadcastable with {A.shape[:-2]}, got {B.shape}"
+        ) from None
+
+
+def _check_cholesky_solve(B, L, upper=False):
+    _require_bool("cholesky_solve", "upper", upper)
+    _check_triangular_rhs("cholesky_solve", L, B, ("L", "B"))
+
+
+def _cholesky_solve(B, L, upper=False):
+    """``torch.cholesky_solve(B, L, upper=False)``: X with L L^T X = B (U^T U X = B with upper), L's triangle."""
+    t = _triangle(L, upper)
+    lower = _mT(t) if upper else t
+    return np.linalg.solve(_mT(lower), np.linalg.solve(lower, B))
+
+
+def _cholesky_solve_vjp(g, ans, B, L, *, needs, upper=False):
+    """X = A^-1 B, A = L L^T: gB = A^-1 g (a cholesky_solve); gA = -gB X^T, so gL = tril(-(gB X^T + X gB^T) L)
+    (U: triu(-U (gB X^T + X gB^T))), summed over broadcast batch dims."""
+    gb = _cholesky_solve(g, L, upper) if _is_array(g, L) else cholesky_solve(g, L, upper)
+    gl = None
+    if needs[1]:
+        common = np.matmul(gb, _mT(ans))
+        common = common + _mT(common)
+        t = _triangle(L, upper)
+        gl = unbroadcast(-np.matmul(t, common) if upper else -np.matmul(common, t), L.shape)
+        gl = np.triu(gl) if upper else np.tril(gl)
+    return (unbroadcast(gb, B.shape) if needs[0] else None), gl
+
+
+def _cholesky_factor(rng, shape, upper=False):
+    lower = np.linalg.cholesky(_spd(rng, shape))
+    return _mT(lower) if upper else lower
+
+
+def _cholesky_solve_samples(rng):
+    def u(*shape):
+        return uniform(rng, shape)
+
+    garbage = _cholesky_factor(rng, (3, 3))
+    garbage[0, 2] = 7.0  # ignored: only the lower triangle is read
+    return [
+        Sample((u(3, 2), _cholesky_factor(rng, (3, 3))), {}, "3 x 3"),
+        Sample((u(2, 3, 2), _cholesky_factor(rng, (2, 3, 3))), {}, "batched"),
+        Sample((u(3, 2), _cholesky_factor(rng, (3, 3), True)), {"upper": True}, "upper=True"),
+        Sample((u(2, 1, 3, 1), _cholesky_factor(rng, (4, 3, 3))), {}, "batch broadcast"),
+        Sample((u(3, 2), garbage), {}, "upper triangle ignored"),
+        Sample((transposed(rng, (3, 2)), _non_contiguous(_cholesky_factor(rng, (3, 3)))), {}, "non-contiguous"),
+        Sample((u(3, 0), _cholesky_factor(rng, (3, 3))), {}, "no right-hand sides"),
+        Sample((u(0, 2, 2), _cholesky_factor(rng, (2, 2))), {}, "zero-size batch"),
+    ]
+
+
+cholesky_solve = defop(
+    "cholesky_solve",
+    family=FAMILY,
+    inputs=("B", "L"),
+    forward=_cholesky_solve,
+    joint_vjp=_cholesky_solve_vjp,
+    check=_check_cholesky_solve,
+    samples=_cholesky_solve_samples,
+    torch_ref=lambda torch, B, L, upper=False: torch.cholesky_solve(B, L.triu() if upper else L.tril(), upper),
+    method=True,
+)
+
+
+def _cholesky_inverse(L, upper=False):
+    """``torch.cholesky_inverse(L, upper=False)``: (L L^T)^-1 (or (U^T U)^-1), from L's triangle."""
+    t = _triangle(L, upper)
+    lower = _mT(t) if upper else t
+    inverse = np.linalg.inv(lower)
+    return np.matmul(_mT(inverse), inverse)
+
+
+def _cholesky_inverse_vjp(g, ans, L, upper=False):
+    """X = (L L^T)^-1: gA = -X g X, so gL = tril(-X (g + g^T) X L) (U: triu(-U X (g + g^T) X))."""
+    common = np.matmul(ans, np.matmul(g + _mT(g), ans))
+    t = _triangle(L, upper)
+    return np.triu(-np.matmul(t, common)) if upper else np.tril(-np.matmul(common, t))
+
+
+def _check_cholesky_inverse(L, upper=False):
+    _require_bool("cholesky_inverse", "upper", upper)
+    _check_matrices("cholesky_inverse", L, "L")
+
+
+cholesky_inverse = defop(
+    "cholesky_inverse",
+    family=FAMILY,
+    inputs=("L",),
+    forward=_cholesky_inverse,
+    vjps=(_cholesky_inverse_vjp,),
+    check=_check_cholesky_inverse,
+    samples=lambda rng: [
+        Sample((_cholesky_factor(rng, (3, 3)),), {}, "3 x 3"),
+        Sample((_cholesky_factor(rng, (2, 3, 3)),), {}, "batched"),
+        Sample((_cholesky_factor(rng, (3, 3), True),), {"upper": True}, "upper=True"),
+        Sample((_cholesky_factor(rng, (3, 3)) + np.triu(np.ones((3, 3)), 1),), {}, "upper triangle ignored"),
+        Sample((_non_contiguous(_cholesky_factor(rng, (2, 2, 2))),), {}, "non-contiguous"),
+        Sample((uniform(rng, (0, 2, 2)),), {}, "zero-size batch"),
+    ],
+    torch_ref=lambda torch, L, upper=False: torch.cholesky_inverse(L.triu() if upper else L.tril(), upper),
+    method=True,
+)
+
+
+def _check_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    for name, value in (("upper", upper), ("left", left), ("unitriangular", unitriangular)):
+        _require_bool("solve_triangular", name, value)
+    _check_triangular_rhs("solve_triangular", A, B, left=left)
+
+
+def _solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """``torch.linalg.solve_triangular(A, B, *, upper, left=True, unitriangular=False)``: X with T X = B (or
+    X T = B), T the triangle of A (its diagonal taken as ones with unitriangular). A singular T gives inf/NaN."""
+    t = _triangle(A, upper, unitriangular)
+    try:
+        return _mT(np.linalg.solve(_mT(t), _mT(B))) if not left else np.linalg.solve(t, B)
+    except np.linalg.LinAlgError as e:
+        raise _singular("solve_triangular", e) from None
+
+
+def _solve_triangular_vjp(g, ans, A, B, *, needs, upper, left=True, unitriangular=False):
+    """left: X = T^-1 B, gB = T^-T g, gT = -gB X^T; right: X = B T^-1, gB = g T^-T, gT = -X^T gB; gA is gT on
+    the triangle read (the strict one with unitriangular), summed over broadcast batch dims."""
+    t = _triangle(A, upper, unitriangular)
+    gb = _solve_matrices(_mT(t), g) if left else _mT(_solve_matrices(t, _mT(g)))
+    ga = None
+    if needs[0]:
+        gt = unbroadcast(-np.matmul(gb, _mT(ans)) if left else -np.matmul(_mT(ans), gb), A.shape)
+        k = 1 if unitriangular else 0
+        ga = np.triu(gt, k) if upper else np.tril(gt, -k)
+    return ga, (unbroadcast(gb, B.shape) if needs[1] else None)
+
+
+def _solve_triangular_samples(rng):
+    def t(*shape, upper=False):
+        a = _well_conditioned(rng, shape)
+        return a + 5 * (np.tril(np.ones(shape[-2:]), -1) if upper else np.triu(np.ones(shape[-2:]), 1))  # ignored
+
+    def u(*shape):
+        return uniform(rng, shape)
+
+    cases = [
+        ((t(3, 3), u(3, 2)), {"upper": False}, "lower"),
+        ((t(3, 3, upper=True), u(3, 2)), {"upper": True}, "upper"),
+        ((t(3, 3), u(2, 3)), {"upper": False, "left": False}, "left=False"),
+        ((t(3, 3, upper=True), u(3, 2)), {"upper": True, "unitriangular": True}, "unitriangular"),
+        ((t(2, 1, 3, 3), u(4, 3, 2)), {"upper": False}, "batch broadcast"),
+        ((_non_contiguous(t(2, 3, 3)), transposed(rng, (2, 3, 2))), {"upper": False}, "non-contiguous"),
+        ((t(3, 3), u(3, 0)), {"upper": True}, "no right-hand sides"),
+        ((t(0, 2, 2), u(2, 1)), {"upper": False}, "zero-size batch"),
+    ]
+    return [Sample(inputs, attrs, label) for inputs, attrs, label in cases]
+
+
+solve_triangular = defop(
+    "solve_triangular",
+    family=FAMILY,
+    inputs=("A", "B"),
+    forward=_solve_triangular,
+    joint_vjp=_solve_triangular_vjp,
+    check=_check_solve_triangular,
+    samples=_solve_triangular_samples,
+    torch_ref=lambda torch, A, B, upper, left=True, unitriangular=False: torch.linalg.solve_triangular(
+        A, B, upper=upper, left=left, unitriangular=unitriangular
+    ),
+)
+
+
+# -- matrix_norm, linalg_norm (torch.linalg.matrix_norm / torch.linalg.norm) ---------------------------------------
+_MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf)
+
+
+def _matrix_dims(op, A, ord, dim):
+    number = isinstance(ord, int | float | np.integer | np.floating) and not isinstance(ord, bool)
+    if not ((isinstance(ord, str) or number) and ord in _MATRIX_ORDS):
+        raise ValueError(f"{op}: argument 'ord' expected one of 'fro', 'nuc', 1, -1, 2, -2, inf, -inf, got {ord!r}")
+    require_float(op, "A", A)
+    if not isinstance(dim, tuple | list) or len(dim) != 2:
+        raise TypeError(f"{op}: argument 'dim' expected a pair of dims, got {dim!r}")
+    axes = tuple(normalize_dim(op, d, A.ndim) for d in dim) if A.ndim >= 2 else ()
+    require(A.ndim >= 2 and axes[0] != axes[1], op, "dim", f"two distinct dims of a matrix (A {A.shape})", dim)
+    return axes
+
+
+def _reinsert(x, axes, keepdim):
+    """The result with the two reduced dims back as size 1 at ``axes`` (keepdim)."""
+    return np.expand_dims(x, tuple(sorted(axes))) if keepdim else x
+
+
+def _matrix_norm_last(op, A, ord):
+    """The norm over the last two dims of A (rows -2, columns -1)."""
+    if ord == "fro":
+        return np.sqrt(np.sum(A * A, axis=(-2, -1)))
+    if ord in ("nuc", 2, -2):
+        if A.shape[-1] * A.shape[-2] == 0 and ord != "nuc":
+            raise ValueError(f"{op}: the {ord} norm of an empty matrix has no value (as torch), got shape {A.shape}")
+        s = np.linalg.svd(A, compute_uv=False)
+        return np.sum(s, axis=-1) if ord == "nuc" else (np.max if ord == 2 else np.min)(s, axis=-1)
+    summed = np.sum(np.abs(A), axis=-2 if abs(ord) == 1 else -1)  # column sums (1) or row sums (inf)
+    if summed.shape[-1] == 0:
+        raise ValueError(f"{op}: the {ord} norm of an empty matrix has no value (as torch), got shape {A.shape}")
+    return (np.max if ord > 0 else np.min)(summed, axis=-1)
+
+
+def _shared(values, largest: bool):
+    """(*, k) weights: 1 / (number of ties) at the largest (smallest) of ``values`` (*, k), 0 elsewhere (amax's
+    rule). The extremum is taken from ``values`` themselves: LAPACK's singular values computed with vectors may
+    differ from the forward's (computed without) in the last bit."""
+    v = _values(values)
+    hits = v == (np.max if largest else np.min)(v, axis=-1, keepdims=True)
+    return hits / np.sum(hits, axis=-1, keepdims=True)
+
+
+def _matrix_norm_last_vjp(g, ans, A, ord):
+    if ord == "fro":
+        nonzero = _values(ans) != 0  # torch: gradient 0 at the zero matrix
+        return A * np.expand_dims(np.where(nonzero, g / np.where(nonzero, ans, 1), 0), (-1, -2))
+    if ord in ("nuc", 2, -2):
+        u, s, vh = _svd_of(A)
+        weights = np.expand_dims(g, -1) * (1 if ord == "nuc" else _shared(s, ord == 2).astype(A.dtype))
+        return np.matmul(u * np.expand_dims(weights, -2), vh)
+    axis = -2 if abs(ord) == 1 else -1
+    summed = np.sum(np.abs(A), axis=axis)
+    weights = np.expand_dims(g, -1) * _shared(summed, ord > 0).astype(A.dtype)
+    return np.sign(A) * np.expand_dims(weights, axis)
+
+
+def _matrix_norm_as(op, A, ord, dim, keepdim):
+    axes = _matrix_dims(op, A, ord, dim)
+    _require_bool(op, "keepdim", keepdim)
+    return _reinsert(_matrix_norm_last(op, np.moveaxis(A, axes, (-2, -1)), ord), axes, keepdim)
+
+
+def _matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False):
+    """``torch.linalg.matrix_norm(A, ord='fro', dim=(-2, -1), keepdim=False)``."""
+    return _matrix_norm_as("matrix_norm", A, ord, dim, keepdim)
+
+
+@_quiet
+def _matrix_norm_vjp(g, ans, A, ord="fro", dim=(-2, -1), keepdim=False):
+    axes = _matrix_dims("matrix_norm", A, ord, dim)
+    if keepdim:
+        g, ans = np.squeeze(g, tuple(sorted(axes))), np.squeeze(ans, tuple(sorted(axes)))
+    return np.moveaxis(_matrix_norm_last_vjp(g, ans, np.moveaxis(A, axes, (-2, -1)), ord), (-2, -1), axes)
+
+
+def _matrix_norm_samples(rng):
+    out = []
+    for ord in _MATRIX_ORDS:
+        make = _spread_singular_values if ord in ("nuc", 2, -2) else uniform
+        out += [
+            Sample((make(rng, (3, 4)),), {"ord": ord}, f"ord={ord}"),
+            Sample((make(rng, (2, 4, 3)),), {"ord": ord, "keepdim": True}, f"ord={ord} batched keepdim"),
+        ]
+    out += [
+        Sample((uniform(rng, (3, 2, 4)),), {"ord": 1, "dim": (0, 2)}, "dim=(0, 2)"),
+        Sample((uniform(rng, (3, 2, 4)),), {"ord": np.inf, "dim": (2, 0), "keepdim": True}, "dim=(2, 0) keepdim"),
+        Sample((_spread_singular_values(rng, (4, 3)).T.copy()[None],), {"ord": "nuc", "dim": (-1, -2)}, "dims swapped"),
+        Sample((transposed(rng, (3, 4)),), {}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3, 3)),), {"ord": 2}, "zero-size batch"),
+        Sample((uniform(rng, (3, 0)),), {}, "fro of an empty matrix: 0"),
+        Sample((uniform(rng, (0, 3)),), {"ord": "nuc"}, "nuc of an empty matrix: 0"),
+    ]
+    return out
+
+
+matrix_norm = defop(
+    "matrix_norm",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_matrix_norm,
+    vjps=(_matrix_norm_vjp,),
+    samples=_matrix_norm_samples,
+    torch_ref=lambda torch, A, ord="fro", dim=(-2, -1), keepdim=False: torch.linalg.matrix_norm(
+        A, ord=ord, dim=dim, keepdim=keepdim
+    ),
+)
+
+
+def _norm_kind(A, ord, dim):
+    """torch.linalg.norm's dispatch: ('matrix', ord, dim) or ('vector', ord, dim)."""
+    if isinstance(dim, int | np.integer) and not isinstance(dim, bool):
+        dim = (dim,)
+    if dim is None:
+        if ord is None:
+            return "vector", 2, None
+        require(A.ndim in (1, 2), "linalg_norm", "A", "a 1-D or 2-D tensor when ord is given without dim", A.shape)
+        dim = tuple(range(A.ndim))
+    if not isinstance(dim, tuple | list) or len(dim) not in (1, 2):
+        raise TypeError(f"linalg_norm: argument 'dim' expected None, an int or a pair of ints, got {dim!r}")
+    if len(dim) == 2:
+        return "matrix", "fro" if ord is None else ord, tuple(dim)
+    if isinstance(ord, str):
+        raise ValueError(f"linalg_norm: argument 'ord' {ord!r} needs a matrix (two dims), got dim={dim!r}")
+    return "vector", 2 if ord is None else ord, tuple(dim)
+
+
+def _linalg_norm(A, ord=None, dim=None, keepdim=False):
+    """``torch.linalg.norm(A, ord=None, dim=None, keepdim=False)``: a vector norm over one dim (or every entry
+    with ord and dim None), a matrix norm over two dims (or a 2-D A with ord given and dim None)."""
+    kind, ord, dim = _norm_kind(A, ord, dim)
+    if kind == "matrix":
+        return _matrix_norm_as("linalg_norm", A, ord, dim, keepdim)
+    return _norm_of("linalg_norm", A, ord, dim, keepdim)
+
+
+def _linalg_norm_vjp(g, ans, A, ord=None, dim=None, keepdim=False):
+    kind, ord, dim = _norm_kind(A, ord, dim)
+    if kind == "matrix":
+        return _matrix_norm_vjp(g, ans, A, ord, dim, keepdim)
+    return _norm_vjp_of("linalg_norm", g, ans, A, ord, dim, keepdim)
+
+
+def _linalg_norm_samples(rng):
+    def u(*shape):
+        return uniform(rng, shape, 0.2, 2.0) * rng.choice([-1.0, 1.0], size=shape)
+
+    return [
+        Sample((u(2, 3, 4),), {}, "defaults: 2-norm of every entry"),
+        Sample((u(3, 4),), {"ord": "fro"}, "2-D, ord='fro'"),
+        Sample((u(3, 4),), {"ord": np.inf}, "2-D, ord=inf: matrix norm"),
+        Sample((_spread_singular_values(rng, (3, 4)),), {"ord": "nuc"}, "2-D, ord='nuc'"),
+        Sample((u(5),), {"ord": 3}, "1-D, ord=3"),
+        Sample((u(2, 3, 4),), {"dim": 1, "ord": 1}, "dim=1, ord=1"),
+        Sample((u(2, 3, 4),), {"dim": (0, 2), "ord": -1, "keepdim": True}, "dim=(0, 2), ord=-1, keepdim"),
+        Sample((u(2, 3, 4),), {"dim": (-1,), "keepdim": True}, "dim=(-1,) keepdim"),
+        Sample((transposed(rng, (3, 4)),), {"dim": 0}, "non-contiguous"),
+        Sample((uniform(rng, (0, 3)),), {}, "zero-size"),
+    ]
+
+
+linalg_norm = defop(
+    "linalg_norm",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_linalg_norm,
+    vjps=(_linalg_norm_vjp,),
+    samples=_linalg_norm_samples,
+    torch_ref=lambda torch, A, ord=None, dim=None, keepdim=False: torch.linalg.norm(A, ord, dim, keepdim),
+)
+
+
+# -- pinv, matrix_rank, cond, lstsq ------------------------------------------------------------------------------
+def _check_tolerances(op, A, atol, rtol, hermitian):
+    _check_matrices(op, A, square=hermitian)
+    _require_bool(op, "hermitian", hermitian)
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if value is not None:
+            real(op, name, value, "None or a number")
+            require(bool(value >= 0), op, name, "a number >= 0", value)
+
+
+def _kept_values(values, shape, dtype, atol, rtol):
+    """(*, k) bool: the singular values (or |eigenvalues|) above torch's cutoff max(atol, rtol * largest); rtol
+    defaults to eps * max(m, n) when atol is None or 0, else to 0."""
+    if rtol is None:
+        rtol = np.finfo(dtype).eps * max(shape[-2:]) if not atol else 0.0
+    largest = np.max(values, axis=-1, keepdims=True, initial=0.0)
+    return values > np.maximum(0.0 if atol is None else atol, rtol * largest)
+
+
+def _pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """``torch.linalg.pinv(A, *, atol=None, rtol=None, hermitian=False)``: V diag(1 / s) U^T over the singular
+    values above the cutoff; with hermitian, from eigh of A's lower triangle (the upper one is ignored)."""
+    _check_tolerances("pinv", A, atol, rtol, hermitian)
+    if hermitian:
+        w, v = np.linalg.eigh(A)
+        keep = _kept_values(np.abs(w), A.shape, A.dtype, atol, rtol)
+        inverse = np.where(keep, 1 / np.where(keep, w, 1), 0)
+        return np.matmul(v * np.expand_dims(inverse, -2), _mT(v))
+    u, s, vh = np.linalg.svd(A, full_matrices=False)
+    keep = _kept_values(s, A.shape, A.dtype, atol, rtol)
+    inverse = np.where(keep, 1 / np.where(keep, s, 1), 0)
+    return np.matmul(_mT(vh) * np.expand_dims(inverse, -2), _mT(u))
+
+
+def _pinv_grad(g, p, A):
+    """Golub & Pereyra 1973 (torch's pinv_backward), valid where the rank is locally constant:
+    gA = -P^T g P^T + (I - A P) g^T P P^T + P^T P g^T (I - P A)."""
+    pt, gt = _mT(p), _mT(g)
+    gtp = np.matmul(gt, p)  # g^T P (n x n... m x m)
+    first = -np.matmul(np.matmul(pt, g), pt)
+    second = np.matmul(gtp - np.matmul(A, np.matmul(p, gtp)), pt)  # (I - A P) g^T P P^T
+    third = np.matmul(np.matmul(pt, p), gt - np.matmul(gtp, A))  # P^T P g^T (I - P A)
+    return first + second + third
+
+
+def _pinv_vjp(g, ans, A, *, atol=None, rtol=None, hermitian=False):
+    if not hermitian:
+        return _pinv_grad(g, ans, A)
+    sym = np.tril(A) + _mT(np.tril(A, -1))  # what eigh reads
+    return _fold(_pinv_grad(g, ans, sym), lower=True)
+
+
+def _rank_deficient(rng, shape, rank):
+    m, n = shape[-2:]
+    return _stacked(shape[:-2], lambda: uniform(rng, (m, rank)) @ uniform(rng, (rank, n)))
+
+
+def _pinv_samples(rng):
+    def a(*shape):
+        return _spread_singular_values(rng, shape)
+
+    return [
+        Sample((a(3, 3),), {}, "3 x 3"),
+        Sample((a(4, 2),), {}, "tall"),
+        Sample((a(2, 2, 4),), {}, "batched wide"),
+        Sample((_rank_deficient(rng, (4, 3), 2),), {"atol": 1e-3}, "rank 2 of 3, atol=1e-3"),
+        Sample((_rank_deficient(rng, (3, 4), 1),), {"rtol": 1e-4}, "rank 1, rtol=1e-4"),
+        Sample((_symmetric_spread(rng, (3, 3)),), {"hermitian": True}, "hermitian"),
+        Sample((_non_contiguous(a(2, 3, 3)),), {}, "non-contiguous"),
+        Sample((a(0, 3, 2),), {}, "zero-size batch"),
+        Sample((uniform(rng, (3, 0)),), {}, "no columns"),
+    ]
+
+
+def _torch_pinv(torch, A, atol=None, rtol=None, hermitian=False):
+    if hermitian:
+        A = _torch_triangle(torch, A, True)
+    return torch.linalg.pinv(A, atol=atol, rtol=rtol, hermitian=hermitian)
+
+
+pinv = defop(
+    "pinv",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_pinv,
+    vjps=(_pinv_vjp,),
+    samples=_pinv_samples,
+    torch_ref=_torch_pinv,
+)
+
+
+def _matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
+    """``torch.linalg.matrix_rank(A, *, atol=None, rtol=None, hermitian=False)``: int64, not differentiable."""
+    _check_tolerances("matrix_rank", A, atol, rtol, hermitian)
+    values = np.abs(np.linalg.eigvalsh(A)) if hermitian else np.linalg.svd(A, compute_uv=False)
+    return np.asarray(np.sum(_kept_values(values, A.shape, A.dtype, atol, rtol), axis=-1), np.int64)
+
+
+matrix_rank = defop(
+    "matrix_rank",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_matrix_rank,
+    vjps=(NOT_DIFFERENTIABLE,),
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 3)),), {}, "full rank"),
+        Sample((_rank_deficient(rng, (2, 4, 3), 2),), {}, "rank 2, batched"),
+        Sample((_rank_deficient(rng, (3, 5), 1),), {"atol": 1e-4}, "rank 1, atol"),
+        Sample((_spread_singular_values(rng, (3, 3)),), {"atol": 1.0}, "atol cuts the small ones"),
+        Sample((_spread_singular_values(rng, (4, 3)),), {"rtol": 0.5}, "rtol"),
+        Sample((_symmetric_spread(rng, (3, 3)),), {"hermitian": True}, "hermitian"),
+        Sample((np.zeros((3, 3)),), {}, "zero matrix: rank 0"),
+        Sample((uniform(rng, (0, 3, 2)),), {}, "zero-size batch"),
+    ],
+    torch_ref=lambda torch, A, atol=None, rtol=None, hermitian=False: torch.linalg.matrix_rank(
+        A, atol=atol, rtol=rtol, hermitian=hermitian
+    ),
+)
+
+
+def _check_cond(A, p=None):
+    if p in (None, 2, -2):
+        _check_matrices("cond", A, square=False)
+    else:
+        _check_matrices("cond", A)
+        _matrix_dims("cond", A, p, (-2, -1))
+
+
+def _cond(A, p=None):
+    """``torch.linalg.cond(A, p=None)``: s_max / s_min for p None / 2 (any shape; -2: s_min / s_max), else
+    ||A||_p ||A^-1||_p for square A; a singular A gives inf (numpy's cond, as torch's)."""
+    _check_cond(A, p)
+    if A.size == 0:
+        return np.zeros(A.shape[:-2], A.dtype)
+    return np.asarray(np.linalg.cond(A, p), A.dtype)
+
+
+def _norm_last_of(A, p):
+    return _matrix_norm_last("cond", A, p) if _is_array(A) else matrix_norm(A, p)
+
+
+@_quiet
+def _cond_vjp(g, ans, A, p=None):
+    if p in (None, 2, -2):  # kappa = s_0 / s_-1: d kappa = (ds_0 - kappa ds_-1) / s_-1 (the inverse for -2)
+        u, s, vh = _svd_of(A)
+        kappa = s[..., 0] / s[..., -1]
+        first, last = 1 / s[..., -1], -kappa / s[..., -1]
+        if p == -2:
+            first, last = -first / (kappa * kappa), -last / (kappa * kappa)
+        grad_first = np.expand_dims(g * first, (-1, -2)) * (u[..., :, :1] * vh[..., :1, :])
+        return grad_first + np.expand_dims(g * last, (-1, -2)) * (u[..., :, -1:] * vh[..., -1:, :])
+    inverse = _inverse(A)
+    norm_a, norm_inv = _norm_last_of(A, p), _norm_last_of(inverse, p)
+    g_inv = _matrix_norm_last_vjp(g * norm_a, norm_inv, inverse, p)  # through ||A^-1||: d A^-1 = -X dA X
+    inv_t = _mT(inverse)
+    return _matrix_norm_last_vjp(g * norm_inv, norm_a, A, p) - np.matmul(np.matmul(inv_t, g_inv), inv_t)
+
+
+def _cond_samples(rng):
+    out = [Sample((_spread_singular_values(rng, (3, 3)),), {}, "p=None")]
+    for p in ("fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf):
+        out.append(Sample((_spread_singular_values(rng, (2, 3, 3)),), {"p": p}, f"p={p}"))
+    out += [
+        Sample((_spread_singular_values(rng, (4, 2)),), {}, "tall, p=None"),
+        Sample((_spread_singular_values(rng, (2, 3)),), {"p": -2}, "wide, p=-2"),
+        Sample((_non_contiguous(_spread_singular_values(rng, (3, 3))),), {"p": 1}, "non-contiguous"),
+        Sample((_spread_singular_values(rng, (0, 2, 2)),), {"p": "fro"}, "zero-size batch"),
+    ]
+    return out
+
+
+def _torch_cond(torch, A, p=None):
+    """torch.linalg.cond; for p other than None / +-2 its own formula ||A|| ||A^-1|| spelled out, because torch's
+    backward of cond there fails (an in-place write to inv's output, torch 2.13)."""
+    if p in (None, 2, -2):
+        return torch.linalg.cond(A, p)
+    return torch.linalg.matrix_norm(A, p) * torch.linalg.matrix_norm(torch.linalg.inv(A), p)
+
+
+cond = defop(
+    "cond",
+    family=FAMILY,
+    inputs=("A",),
+    forward=_cond,
+    vjps=(_cond_vjp,),
+    samples=_cond_samples,
+    torch_ref=_torch_cond,
+)
+
+
+_LSTSQ_DRIVERS = (None, "gels", "gelsy", "gelsd", "gelss")
+
+
+def _check_lstsq(A, B, rcond=None, *, driver=None):
+    _check_matrices("lstsq", A, square=False)
+    _same_dtype("lstsq", ("A", "B"), (A, B))
+    require(driver in _LSTSQ_DRIVERS, "lstsq", "driver", f"one of {_LSTSQ_DRIVERS} (CPU drivers)", repr(driver))
+    if rcond is not None:
+        real("lstsq", "rcond", rcond, "None or a number")
+    require(
+        A.ndim - 1 <= B.ndim <= A.ndim,
+        "lstsq",
+        "B",
+        f"{A.ndim} dims (a matrix per A) or {A.ndim - 1} (a vector), as torch (A {A.shape})",
+        f"shape {B.shape}",
+    )
+    vector = B.ndim == A.ndim - 1
+    rows = B.shape[-1] if vector else (B.shape[-2] if B.ndim >= 2 else -1)
+    require(B.ndim >= 1 and rows == A.shape[-2], "lstsq", "B", f"{A.shape[-2]} rows (A {A.shape})", B.shape)
+    try:
+        np.broadcast_shapes(A.shape[:-2], B.shape[:-1] if vector else B.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"lstsq: argument 'B' expected batch dims broadcastable with A's {A.shape}, got {B.shape}"
+        ) from None
+
+
+def _lstsq(A, B, rcond=None, *, driver=None):
+    """``torch.linalg.lstsq(A, B, rcond=None, *, driver=None)`` -> (solution, residuals, rank, singular_values):
+    the minimum-norm least-squares solution (every LAPACK driver's, A of full rank or not), singular values at most
+    rcond * s_max (default eps * max(m, n)) counted as 0. As torch on CPU (driver None is 'gelsy'): residuals (the
+    squared residual norms, (*, k)) only for m > n, with gels always, with gelsd / gelss for a full-rank A; rank
+    for every driver but gels; singular values for gelsd / gelss; the others are empty. A B of A's rank - 1 dims
+    is a (batch of) vector(s). gels (LAPACK's assumes full rank) refuses a rank-deficient A."""
+    _check_lstsq(A, B, rcond, driver=driver)
+    driver = driver or "gelsy"
+    vector = B.ndim == A.ndim - 1
+    b = B[..., None] if vector else B
+    m, n = A.shape[-2:]
+    u, s, vh = np.linalg.svd(A, full_matrices=False)
+    rtol = np.finfo(A.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
+    keep = _kept_values(s, A.shape, A.dtype, None, rtol)
+    inverse = np.where(keep, 1 / np.where(keep, s, 1), 0)
+    x = np.matmul(_mT(vh) * np.expand_dims(inverse, -2), np.matmul(_mT(u), b))
+    rank = np.sum(keep, axis=-1).astype(np.int64)
+    if driver == "gels" and np.any(rank < min(m, n)):  # LAPACK's gels assumes full rank: torch's result is garbage
+        raise ValueError(
+            f"lstsq: driver 'gels' expected A of full rank {min(m, n)}, got rank {rank.min()} (use 'gelsy' / 'gelsd')"
+        )
+    empty = np.zeros((0,), A.dtype)
+    residuals = empty
+    if m > n and (driver == "gels" or (driver != "gelsy" and np.all(rank == n))):  # gels assumes full rank
+        residuals = np.sum(np.square(np.matmul(A, x) - b), axis=-2)
+    return (
+        x[..., 0] if vector else x,
+        residuals,
+        np.asarray(rank) if driver != "gels" else np.zeros((0,), np.int64),
+        s if driver in ("gelsd", "gelss") else empty,
+    )
+
+
+def _lstsq_vjp(g, ans, A, B, *, needs, rcond=None, driver=None):
+    """Through the solution X = pinv(A) B: gB = P^T gX, gA = pinv's rule for gP = gX B^T (P at the cutoff's rank).
+    Through the residuals r = ||A X - B||^2 per column: at the least-squares solution A^T (A X - B) = 0, so the
+    path through X vanishes: gA = 2 R diag(gr) X^T, gB = -2 R diag(gr), R = A X - B."""
+    gx, gr, gs = g[0], g[1], g[3]
+    x = ans[0]
+    vector = B.ndim == A.ndim - 1
+    b = B[..., None] if vector else B
+    x = np.expand_dims(x, -1) if vector else x
+    ga = gb = None
+    if gx is not None:
+        gx = np.expand_dims(gx, -1) if vector else gx
+        rtol = np.finfo(A.dtype).eps * max(A.shape[-2:]) if rcond is None or rcond < 0 else rcond
+        p = _pinv(A, rtol=rtol) if _is_array(A) else pinv(A, rtol=rtol)
+        gb = np.matmul(_mT(p), gx)
+        ga = _pinv_grad(np.matmul(gx, _mT(b)), p, A)
+    if gr is not None and gr.shape[-1:] != (0,) and np.size(gr):
+        r2 = 2 * (np.matmul(A, x) - b) * np.expand_dims(gr, -2)
+        ga = np.matmul(r2, _mT(x)) if ga is None else ga + np.matmul(r2, _mT(x))
+        gb = -r2 if gb is None else gb - r2
+    if gs is not None and gs.shape[-1:] != (0,) and np.size(gs):  # the singular values (gelsd, gelss): svdvals'
+        ga = _svdvals_vjp(gs, None, A) if ga is None else ga + _svdvals_vjp(gs, None, A)
+    ga = np.zeros(A.shape, A.dtype) if ga is None else unbroadcast(ga, A.shape)
+    gb = np.zeros(B.shape, B.dtype) if gb is None else np.reshape(unbroadcast(gb, b.shape), B.shape)
+    return (ga if needs[0] else None), (gb if needs[1] else None)
+
+
+def _lstsq_samples(rng):
+    def a(*shape):
+        return _spread_singular_values(rng, shape)
+
+    def u(*shape):
+        return uniform(rng, shape)
+
+    cases = [
+        ((a(4, 2), u(4, 3)), {}, "tall (gelsy: no residuals)"),
+        ((a(4, 2), u(4, 3)), {"driver": "gels"}, "tall, gels: residuals"),
+        ((a(2, 4, 3), u(2, 4, 2)), {"driver": "gels"}, "batched, gels"),
+        ((a(2, 4), u(2, 3)), {"driver": "gelsy"}, "wide: minimum norm"),
+        ((a(3, 3), u(3)), {}, "vector B"),
+        ((_non_contiguous(a(3, 2)), transposed(rng, (3, 2))), {}, "non-contiguous"),
+        ((a(0, 3, 2), u(0, 3, 1)), {}, "zero-size batch"),
+    ]
+    out = [Sample(inputs, attrs, label) for inputs, attrs, label in cases]
+    # torch's singular_values carry no gradient (its lstsq backward ignores them; here they have svdvals' exact one),
+    # and torch's backward differentiates the full pinv, not the one at rcond's rank: no torch comparison there
+    out += [
+        Sample((a(4, 2), u(4, 3)), {"driver": "gelsd"}, "gelsd: singular values", torch=False),
+        Sample((a(2, 4), u(2, 3)), {"driver": "gelss"}, "wide, gelss", torch=False),
+        Sample((_rank_deficient(rng, (4, 3), 2), u(4, 2)), {"rcond": 1e-3}, "rank 2 of 3, rcond", torch=False),
+    ]
+    return out
+
+
+lstsq = defop(
+    "lstsq",
+    family=FAMILY,
+    inputs=("A", "B"),
+    forward=_lstsq,
+    joint_vjp=_lstsq_vjp,
+    outputs=("solution", "residuals", "rank", "singular_values"),
+    check=_check_lstsq,
+    samples=_lstsq_samples,
+    torch_ref=lambda torch, A, B, rcond=None, driver=None: tuple(torch.linalg.lstsq(A, B, rcond, driver=driver)),
+)
+__all__ += [
+    "matrix_power",
+    "matrix_exp",
+    "eigvalsh",
+    "svdvals",
+    "logdet",
+    "cholesky_solve",
+    "cholesky_inverse",
+    "solve_triangular",
+    "matrix_norm",
+    "linalg_norm",
+    "pinv",
+    "matrix_rank",
+    "cond",
+    "lstsq",
+]
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------

@@ -41,6 +41,8 @@ from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import normalize_dim, real, require_float
+from .binary import maximum, minimum
+from .cast import cast
 from .sorting import _scattered_back
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -169,21 +171,62 @@ def _torch_reduce(name):
     def ref(torch, x, dim=None, keepdim=False, **attrs):
         if dim is None:
             dim = tuple(range(x.ndim))
+        if "dtype" in attrs:
+            attrs["dtype"] = _torch_dtype(torch, attrs["dtype"])
         return getattr(torch, name)(x, dim=dim, keepdim=keepdim, **attrs)
 
     return ref
 
 
 def _torch_moments(name):
-    """torch.var / torch.std, without their UserWarning when N - correction <= 0 (our NaN/inf is silent too)."""
-    ref = _torch_reduce(name)
+    """torch.var / std / var_mean / std_mean in whichever spelling the call used (correction or unbiased), without
+    their UserWarning when N - correction <= 0 (our NaN/inf is silent too)."""
 
-    def run(torch, x, **attrs):
+    def run(torch, x, dim=None, correction=None, keepdim=False, unbiased=None):
+        dim, correction = _moment_args(name, dim, correction, unbiased)
+        if dim is None and x.ndim:
+            dim = tuple(range(x.ndim))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*degrees of freedom", category=UserWarning)
-            return ref(torch, x, **attrs)
+            return getattr(torch, name)(x, dim, correction=correction, keepdim=keepdim)
 
     return run
+
+
+def _cast_for(op: str, x, dtype):
+    """torch's ``dtype=``: the input cast before the reduction (None: as it is)."""
+    if dtype is None:
+        return x
+    try:
+        target = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: argument 'dtype' expected None or a numpy dtype, got {dtype!r}") from None
+    if target.kind not in "fiub":
+        raise TypeError(f"{op}: argument 'dtype' expected a float, int or bool dtype, got {target}")
+    return x.astype(target, copy=False)
+
+
+def _as_dtype(x, dtype):
+    """``x`` in ``dtype``: a copy on arrays, the cast op on Tensors (recorded)."""
+    if x.dtype == np.dtype(dtype):
+        return x
+    return x.astype(dtype) if isinstance(x, np.ndarray) else cast(x, dtype)
+
+
+def _grad_as(g, x):
+    """A gradient computed in the reduction's dtype, back in the input's (recorded as a cast on Tensors)."""
+    if g.dtype == x.dtype:
+        return g
+    return g.astype(x.dtype) if isinstance(g, np.ndarray) else cast(g, x.dtype)
+
+
+def _plain(x):
+    """The values of an array or a Tensor (for masks, not for arithmetic that must be recorded)."""
+    return x if isinstance(x, np.ndarray | np.generic) else np.asarray(x.data)
+
+
+def _torch_dtype(torch, dtype):
+    return None if dtype is None else getattr(torch, np.dtype(dtype).name)
 
 
 def _with_a_0d_input(samples, **attrs):
@@ -215,31 +258,61 @@ def _int64_for_unsigned(x):
 
 # -- sum, mean -------------------------------------------------------------------------------------------------
 @quiet  # inf - inf, overflow: torch's NaN/inf
-def _sum(x, dim=None, keepdim=False):
+def _sum(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = _cast_for("sum", x, dtype)
     return np.add.reduce(x, axis=_axes("sum", dim, x.ndim, keepdim), keepdims=keepdim, dtype=_int64_for_unsigned(x))
 
 
-def _sum_vjp(g, ans, x, dim=None, keepdim=False):
+def _sum_vjp(g, ans, x, dim=None, keepdim=False, *, dtype=None):
     axes = _axes("sum", dim, x.ndim, keepdim)
+    if dtype is not None:
+        g = _grad_as(g, x)
     if isinstance(g, np.ndarray):
         return _spread(g, x, axes, keepdim)
     return np.broadcast_to(_kept(g, x.shape, axes, keepdim), x.shape)  # Tensors (second order): expand
 
 
+def _with_dtype_samples(samples, integers=True):
+    """``samples`` plus torch's ``dtype=``: the input cast before reducing (an int64 input to float64 too)."""
+
+    def generate(rng):
+        out = samples(rng) + [
+            Sample((uniform(rng, (2, 3)),), {"dim": 1, "keepdim": False, "dtype": np.float64}, "dtype=float64"),
+            Sample((uniform(rng, (2, 3)),), {"dim": None, "keepdim": True, "dtype": "float64"}, "dtype by name"),
+        ]
+        if integers:
+            ints = rng.integers(-3, 4, (2, 3))
+            out.append(Sample((ints,), {"dim": 0, "keepdim": False, "dtype": np.float64}, "int64 to float64"))
+        return out
+
+    return generate
+
+
 sum = _reduction(
-    "sum", _sum, _sum_vjp, method=True, numpy={np.sum: _numpy.sum_like("sum", "sum")}, notes=case_law(_CASE_LAW, "sum")
+    "sum",
+    _sum,
+    _sum_vjp,
+    samples=_with_dtype_samples(_with_a_0d_input(reduction_samples())),
+    method=True,
+    numpy={np.sum: _numpy.sum_like("sum", "sum")},
+    notes=case_law(_CASE_LAW, "sum"),
 )
 
 
 @quiet  # also 0 / 0 over no entries: NaN, as in torch
-def _mean(x, dim=None, keepdim=False):
+def _mean(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = _cast_for("mean", x, dtype)
     require_float("mean", "x", x)
     axes = _axes("mean", dim, x.ndim, keepdim)
     return np.add.reduce(x, axis=axes, keepdims=keepdim) / _count(x.shape, axes)
 
 
-def _mean_vjp(g, ans, x, dim=None, keepdim=False):
+def _mean_vjp(g, ans, x, dim=None, keepdim=False, *, dtype=None):
     axes = _axes("mean", dim, x.ndim, keepdim)
+    if dtype is not None:
+        g = _grad_as(g, x)
     n = _count(x.shape, axes)
     if n == 0:  # nothing was averaged: x has a zero-size dim, so its gradient is empty (and g / 0 never runs)
         return np.zeros(x.shape, g.dtype)
@@ -251,14 +324,46 @@ def _mean_vjp(g, ans, x, dim=None, keepdim=False):
 
 
 mean = _reduction(
-    "mean", _mean, _mean_vjp, method=True, numpy={np.mean: _numpy.mean}, notes=case_law(_CASE_LAW, "mean")
+    "mean",
+    _mean,
+    _mean_vjp,
+    samples=_with_dtype_samples(_with_a_0d_input(reduction_samples())),
+    method=True,
+    numpy={np.mean: _numpy.mean},
+    notes=case_law(_CASE_LAW, "mean"),
 )
 
 
 # -- var, std: the forward saves the mean for the backward -----------------------------------------------------
-def _dims_and_dof(op, x, dim, correction, keepdim):
+def _moment_args(op, dim, correction, unbiased):
+    """(dim, correction) from torch's spellings: ``correction`` (None: 1, Bessel's) or ``unbiased`` (True: 1, False:
+    0); a bool where torch's other overload has ``unbiased`` positionally -- var(x, dim, unbiased) or var(x,
+    unbiased) -- is that flag."""
+    if isinstance(dim, bool | np.bool_):  # torch.var(x, unbiased)
+        dim, unbiased = None, _flag_once(op, unbiased, dim)
+    if isinstance(correction, bool | np.bool_):  # torch.var(x, dim, unbiased)
+        correction, unbiased = None, _flag_once(op, unbiased, correction)
+    if unbiased is not None:
+        if not isinstance(unbiased, bool | np.bool_):
+            raise TypeError(f"{op}: argument 'unbiased' expected a bool, got {type(unbiased).__name__} {unbiased!r}")
+        if correction is not None:
+            raise TypeError(
+                f"{op}: pass either 'correction' or 'unbiased', not both (got {correction!r}, {unbiased!r})"
+            )
+        return dim, 1 if unbiased else 0
+    return dim, 1 if correction is None else correction
+
+
+def _flag_once(op, unbiased, flag):
+    if unbiased is not None:
+        raise TypeError(f"{op}: argument 'unbiased' given twice (positionally as {flag!r} and by keyword)")
+    return flag
+
+
+def _dims_and_dof(op, x, dim, correction, keepdim, unbiased=None):
     """(axes, N, degrees of freedom N - correction), validating the arguments."""
     require_float(op, "x", x)
+    dim, correction = _moment_args(op, dim, correction, unbiased)
     real(op, "correction", correction, "a number")  # validated; the value itself is used as given
     if not correction >= 0:
         raise ValueError(f"{op}: argument 'correction' expected a number >= 0, got {correction!r}")
@@ -267,9 +372,9 @@ def _dims_and_dof(op, x, dim, correction, keepdim):
     return axes, n, n - correction
 
 
-def _variance(op, x, dim, correction, keepdim):
+def _variance(op, x, dim, correction, keepdim, unbiased=None):
     """(variance, mean with the reduced dims kept)."""
-    axes, n, dof = _dims_and_dof(op, x, dim, correction, keepdim)
+    axes, n, dof = _dims_and_dof(op, x, dim, correction, keepdim, unbiased)
     mean = np.add.reduce(x, axis=axes, keepdims=True) / n
     if np.count_nonzero(np.isfinite(mean)) != mean.size:  # the sum overflowed (or x holds inf/NaN): sum x / n
         mean = np.add.reduce(x / n, axis=axes, keepdims=True)  # (torch's running mean never overflows)
@@ -279,44 +384,45 @@ def _variance(op, x, dim, correction, keepdim):
 
 
 @quiet
-def _var(x, dim=None, correction=1, keepdim=False):
-    variance, mean = _variance("var", x, dim, correction, keepdim)
+def _var(x, dim=None, correction=None, keepdim=False, *, unbiased=None):
+    variance, mean = _variance("var", x, dim, correction, keepdim, unbiased)
     return variance, {"mean": mean}
 
 
 @quiet
-def _var_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
-    axes, _, dof = _dims_and_dof("var", x, dim, correction, keepdim)
+def _var_vjp(g, ans, x, dim=None, correction=None, keepdim=False, *, unbiased=None, mean=None):
+    axes, _, dof = _dims_and_dof("var", x, dim, correction, keepdim, unbiased)
     return _kept(g, x.shape, axes, keepdim) * (x - mean) * (2 / dof if dof > 0 else math.inf)
 
 
 @quiet
-def _std(x, dim=None, correction=1, keepdim=False):
-    variance, mean = _variance("std", x, dim, correction, keepdim)
+def _std(x, dim=None, correction=None, keepdim=False, *, unbiased=None):
+    variance, mean = _variance("std", x, dim, correction, keepdim, unbiased)
     return np.sqrt(variance), {"mean": mean}
 
 
 @quiet
-def _std_vjp(g, ans, x, dim=None, correction=1, keepdim=False, mean=None):
-    axes, _, dof = _dims_and_dof("std", x, dim, correction, keepdim)
+def _std_vjp(g, ans, x, dim=None, correction=None, keepdim=False, *, unbiased=None, mean=None):
+    axes, _, dof = _dims_and_dof("std", x, dim, correction, keepdim, unbiased)
     std_kept = _kept(ans, x.shape, axes, keepdim)
     nonzero_std = np.where(std_kept == 0, np.inf, std_kept)  # torch: gradient 0 where std == 0
     return _kept(g, x.shape, axes, keepdim) / nonzero_std * (x - mean) * (1 / dof if dof > 0 else math.inf)
 
 
-def _var_composite(x, dim=None, correction=1, keepdim=False):
+def _var_composite(x, dim=None, correction=None, keepdim=False, *, unbiased=None):
     """var with registered ops, for the second order (the first-order rule uses the mean the forward saved)."""
-    _, _, dof = _dims_and_dof("var", x, dim, correction, keepdim)
+    axes, _, dof = _dims_and_dof("var", x, dim, correction, keepdim, unbiased)
+    dim = None if axes is None else axes
     centered = x - mean(x, dim=dim, keepdim=True)
     # scaled before the sum, as torch's backward does: with no entries the cotangent's gradient is then an empty
     # sum (0), not 0 * inf
     return sum(centered * centered * (1 / dof if dof > 0 else math.inf), dim=dim, keepdim=keepdim)
 
 
-def _std_composite(x, dim=None, correction=1, keepdim=False):
+def _std_composite(x, dim=None, correction=None, keepdim=False, *, unbiased=None):
     """sqrt(var), with torch's zero gradient where std is 0: sqrt only sees nonzero variances (the inner where),
     so no inf * 0 reaches the second order."""
-    variance = _var_composite(x, dim, correction, keepdim)
+    variance = _var_composite(x, dim, correction, keepdim, unbiased=unbiased)
     zero = variance == 0
     return np.where(zero, 0, np.sqrt(np.where(zero, 1, variance)))
 
@@ -333,6 +439,10 @@ def _correction_samples(zero_spread):
                 )
             )
         out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "keepdim": True, "correction": 0}, "correction=0 all"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": 1, "unbiased": False}, "unbiased=False"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": (0, 1), "unbiased": True, "keepdim": True}, "unbiased=True"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": 0, "correction": False}, "positional unbiased=False"))
+        out.append(Sample((uniform(rng, (3, 4)),), {"dim": None, "correction": None}, "correction=None"))
         if zero_spread:  # inputs whose variance is 0 (and above: over no entries, NaN)
             out.append(Sample((np.full((2, 3), 0.75),), {"dim": 1, "keepdim": False}, "constant rows (var 0)"))
             out.append(Sample((uniform(rng, ()),), {"dim": -1, "keepdim": True, "correction": 0}, "0-D"))
@@ -449,49 +559,75 @@ def _extremum_dim_samples(rng):
     ]
 
 
-def _max_min(name, ufunc, find, **declaration):
+def _max_min(name, ufunc, find, pair, **declaration):
     """torch.max / torch.min: without ``dim`` the extremum of every entry (ties share the gradient, as torch's);
-    with ``dim`` the named (values, indices) of the first extremum along it (the whole gradient to that index)."""
+    with ``dim`` the named (values, indices) of the first extremum along it (the whole gradient to that index);
+    with a tensor ``other`` -- positionally where dim goes, torch.max(input, other) -- the elementwise ``pair``
+    (ops.maximum / ops.minimum, its rules: ties split evenly)."""
     whole, whole_vjp = _extremum(name, ufunc, nan_shares=True)
     along, along_vjp = _extremum_dim(name, find), _scattered_back(name)
 
-    def forward(input, dim=None, keepdim=False):
+    def forward(input, dim=None, keepdim=False, *, other=None):
+        if other is not None:
+            if dim is not None or keepdim:
+                raise TypeError(f"{name}: a tensor 'other' (torch.{name}(input, other)) takes no dim or keepdim")
+            try:
+                np.broadcast_shapes(input.shape, other.shape)
+            except ValueError:
+                raise ValueError(
+                    f"{name}: argument 'other' expected a shape broadcastable with input's {input.shape}, "
+                    f"got {other.shape}"
+                ) from None
+            return pair.forward(input, other)
         if dim is None:
             if keepdim:
                 raise TypeError(f"{name}: argument 'keepdim' needs a dim (torch.{name} takes it only with one)")
             return whole(input)
         return along(input, dim, keepdim)
 
-    def vjp(g, ans, input, dim=None, keepdim=False):
+    def vjp(g, ans, input, other, dim=None, keepdim=False):
+        if other is not None:
+            return pair.vjps[0](g, ans, input, other)
         return whole_vjp(g, ans, input) if dim is None else along_vjp(g, ans, input, dim=dim, keepdim=keepdim)
+
+    def vjp_other(g, ans, input, other, dim=None, keepdim=False):
+        return pair.vjps[1](g, ans, input, other)
 
     def samples(rng):
         wholes = [Sample(s.inputs, {}, s.label) for s in _EXTREMUM_SAMPLES(rng) if s.attrs["dim"] in (None, ())]
-        return wholes[:2] + _extremum_dim_samples(rng)
+        ones = wholes[:2] + _extremum_dim_samples(rng)
+        pairs = [Sample(s.inputs, {}, f"other: {s.label}") for s in pair.samples(rng)]
+        return [Sample((s.inputs[0], None), s.attrs, s.label, s.torch) for s in ones] + pairs
 
-    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    def torch_ref(torch, input, other=None, dim=None, keepdim=False):
+        if other is not None:
+            return getattr(torch, name)(input, other)
+        return getattr(torch, name)(input) if dim is None else getattr(torch, name)(input, dim, keepdim)
+
+    forward.__name__, vjp.__name__, vjp_other.__name__ = f"_{name}", f"_{name}_vjp", f"_{name}_vjp_other"
     return defop(
         name,
         family="reduce",
-        inputs=("input",),
+        inputs=("input", "other?"),
         forward=forward,
-        vjps=(vjp,),
+        vjps=(vjp, vjp_other),
         outputs=("values", "indices"),
         samples=samples,
-        torch_ref=lambda torch, input, dim=None, keepdim=False: (
-            getattr(torch, name)(input) if dim is None else getattr(torch, name)(input, dim, keepdim)
-        ),
+        torch_ref=torch_ref,
+        retargets={"dim": "other"},
         **declaration,
     )
 
 
-max = _max_min("max", np.maximum, np.argmax, notes=case_law(_CASE_LAW, "max"))
-min = _max_min("min", np.minimum, np.argmin, notes=case_law(_CASE_LAW, "min"))
+max = _max_min("max", np.maximum, np.argmax, maximum, notes=case_law(_CASE_LAW, "max"))
+min = _max_min("min", np.minimum, np.argmin, minimum, notes=case_law(_CASE_LAW, "min"))
 
 
 # -- prod ------------------------------------------------------------------------------------------------------
 @quiet  # overflow, 0 * inf
-def _prod(x, dim=None, keepdim=False):
+def _prod(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = _cast_for("prod", x, dtype)
     return np.multiply.reduce(
         x, axis=_axes("prod", dim, x.ndim, keepdim), keepdims=keepdim, dtype=_int64_for_unsigned(x)
     )
@@ -519,7 +655,9 @@ def _others_product(x: np.ndarray, axes) -> np.ndarray:
 
 
 @quiet
-def _prod_vjp(g, ans, x, dim=None, keepdim=False):
+def _prod_vjp(g, ans, x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None and np.dtype(dtype) != x.dtype:  # the rule in the reduction's dtype, cast back
+        return _grad_as(_prod_vjp(g, ans, _as_dtype(x, dtype), dim, keepdim), x)
     axes = _axes("prod", dim, x.ndim, keepdim)
     g_kept = _kept(g, x.shape, axes, keepdim)
     if np.count_nonzero(ans) == np.size(ans) and np.count_nonzero(np.isfinite(ans)) == np.size(ans):
@@ -531,8 +669,10 @@ def _prod_vjp(g, ans, x, dim=None, keepdim=False):
     return g_kept * np.where(several_zeros, 0, _others_product(x, axes))
 
 
-def _torch_prod(torch, x, dim=None, keepdim=False):
+def _torch_prod(torch, x, dim=None, keepdim=False, dtype=None):
     """torch.prod takes one int dim: reduce a tuple one dim at a time."""
+    if dtype is not None:
+        x = x.to(_torch_dtype(torch, dtype))
     if dim is None or dim == ():
         out = torch.prod(x)
         return out.reshape((1,) * x.ndim) if keepdim else out
@@ -555,10 +695,12 @@ def _prod_samples(rng):
     return out
 
 
-def _prod_composite(x, dim=None, keepdim=False):
+def _prod_composite(x, dim=None, keepdim=False, *, dtype=None):
     """prod with registered ops, for the second order: the reduced dims flattened into one last axis, then
     multiplied pairwise (log2(n) rounds of getitem and mul). Exact at zeros, in every order, like torch's
     double backward (which multiplies exclusive cumulative products)."""
+    if dtype is not None:
+        x = _as_dtype(x, dtype)
     axes = _axes("prod", dim, x.ndim, keepdim)
     reduced = tuple(range(x.ndim)) if axes is None else axes
     kept = tuple(a for a in range(x.ndim) if a not in reduced)
@@ -586,7 +728,7 @@ prod = _reduction(
     "prod",
     _prod,
     _prod_vjp,
-    samples=_prod_samples,
+    samples=_with_dtype_samples(_prod_samples),
     torch_ref=_torch_prod,
     composite=_prod_composite,
     method=True,
@@ -732,9 +874,9 @@ amin = _on_input(
 
 # -- vector_norm, norm -----------------------------------------------------------------------------------------
 def _order(op, ord):
-    ord = real(op, "ord", ord, "a number (0, 1, 2, inf, -inf or p > 0)")
-    if not (ord >= 0 or ord == -math.inf):
-        raise NotImplementedError(f"{op}: argument 'ord' is {ord!r}; minitape supports 0, p > 0, inf and -inf")
+    ord = real(op, "ord", ord, "a number (any p, inf or -inf)")
+    if math.isnan(ord):
+        raise ValueError(f"{op}: argument 'ord' expected a number, got NaN")
     return ord
 
 
@@ -744,12 +886,13 @@ def _norm_of(op, x, ord, dim, keepdim):
     ord = _order(op, ord)
     axes = _axes(op, dim, x.ndim, keepdim)
     magnitude = np.abs(x)
-    if math.isinf(ord):
+    if math.isinf(ord) or ord < 0:
         if _count(x.shape, axes) == 0:
             raise ValueError(
                 f"{op}: cannot compute the {ord} norm of argument of shape {x.shape} over "
                 f"dim={dim!r}: no entries, and the operation has no identity (as torch)"
             )
+    if math.isinf(ord):
         return (np.maximum if ord > 0 else np.minimum).reduce(magnitude, axis=axes, keepdims=keepdim)
     if ord == 0:
         return np.add.reduce(x != 0, axis=axes, keepdims=keepdim, dtype=x.dtype)
@@ -799,7 +942,8 @@ def _norm_samples(attrs_list, full_key):
     def generate(rng):
         out = []
         for attrs in attrs_list:
-            finite = not (isinstance(attrs[full_key], float) and math.isinf(attrs[full_key]))
+            p = attrs[full_key]
+            finite = isinstance(p, str) or (p >= 0 and not math.isinf(p))  # no identity: no empty reductions
             base = reduction_samples(0.2, 2.0, empty_dims=finite)(rng)
             for s in base:
                 x = s.inputs[0] * np.where(uniform(rng, s.inputs[0].shape) < 0, -1.0, 1.0)  # both signs, off 0
@@ -809,7 +953,17 @@ def _norm_samples(attrs_list, full_key):
     return generate
 
 
-_VECTOR_ORDS = [{"ord": 2}, {"ord": 1}, {"ord": math.inf}, {"ord": -math.inf}, {"ord": 3}, {"ord": 0.5}, {"ord": 0}]
+_VECTOR_ORDS = [
+    {"ord": 2},
+    {"ord": 1},
+    {"ord": math.inf},
+    {"ord": -math.inf},
+    {"ord": 3},
+    {"ord": 0.5},
+    {"ord": 0},
+    {"ord": -1},
+    {"ord": -2.5},
+]
 
 
 def _vector_norm_samples(rng):
@@ -854,7 +1008,7 @@ def _norm_vjp(g, ans, input, p="fro", dim=None, keepdim=False):
 def _norm_op_samples(rng):
     out = [
         s
-        for s in _norm_samples([{"p": "fro"}, {"p": 1}, {"p": 2}, {"p": math.inf}], "p")(rng)
+        for s in _norm_samples([{"p": "fro"}, {"p": 1}, {"p": 2}, {"p": math.inf}, {"p": -1.5}], "p")(rng)
         if not (s.attrs["p"] == "fro" and isinstance(s.attrs["dim"], tuple) and len(s.attrs["dim"]) > 2)
     ]
     return out
@@ -933,6 +1087,161 @@ count_nonzero = _on_input(
     lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim),
     method=True,
 )
+
+
+# == appended: var_mean / std_mean, nansum / nanmean, aminmax, nanmedian, quantile / nanquantile, mode ==========
+def _moment_and_mean(name, is_std):
+    """torch.var_mean / torch.std_mean -> (var or std, mean). The rules recompute the mean with np.mean (recorded
+    on Tensors), so both are differentiable twice without a composite."""
+
+    @quiet
+    def forward(input, dim=None, correction=None, keepdim=False, *, unbiased=None):
+        variance, mean = _variance(name, input, dim, correction, keepdim, unbiased)
+        if _dims_and_dof(name, input, dim, correction, keepdim, unbiased)[1] == 0:
+            mean = np.full(variance.shape, np.nan, input.dtype)  # the mean of no entries (not _variance's fallback)
+        return (np.sqrt(variance) if is_std else variance), np.reshape(mean, variance.shape)
+
+    @quiet
+    def vjp(g, ans, input, dim=None, correction=None, keepdim=False, *, unbiased=None):
+        g_stat, g_mean = g
+        axes, n, dof = _dims_and_dof(name, input, dim, correction, keepdim, unbiased)
+        if _count(input.shape, axes) == 0:
+            return np.zeros(input.shape, input.dtype)
+        grad = None
+        if g_stat is not None:
+            centered = input - np.sum(input / n, axis=axes, keepdims=True)  # x / n first: no float32 overflow
+            scale = _kept(g_stat, input.shape, axes, keepdim) * (1 / dof if dof > 0 else math.inf)
+            if is_std:
+                std = _kept(ans[0], input.shape, axes, keepdim)
+                grad = np.where(std == 0, 0, centered * (scale / np.where(std == 0, 1, std)))  # torch: 0 at std 0
+            else:
+                grad = 2 * centered * scale
+        if g_mean is not None:
+            spread = np.broadcast_to(_kept(g_mean, input.shape, axes, keepdim) / n, input.shape)
+            grad = spread if grad is None else grad + spread
+        return grad
+
+    def samples(rng):
+        return _correction_samples(not is_std)(rng)
+
+    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    return defop(
+        name,
+        family="reduce",
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        outputs=2,
+        samples=samples,
+        torch_ref=_torch_moments(name),
+    )
+
+
+var_mean = _moment_and_mean("var_mean", False)
+std_mean = _moment_and_mean("std_mean", True)
+
+
+# -- nansum, nanmean: NaN entries count as absent ------------------------------------------------------------------
+def _nan_reduction(name, average, **declaration):
+    @quiet
+    def forward(input, dim=None, keepdim=False, *, dtype=None):
+        x = _cast_for(name, input, dtype)
+        if average:
+            require_float(name, "x", x)
+        axes = _axes(name, dim, x.ndim, keepdim)
+        present = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
+        total = np.add.reduce(np.where(present, x, 0), axis=axes, keepdims=keepdim)
+        if not average:
+            return total.astype(np.int64) if x.dtype.kind in "biu" else total
+        return total / np.add.reduce(present, axis=axes, keepdims=keepdim, dtype=x.dtype)
+
+    @quiet
+    def vjp(g, ans, input, dim=None, keepdim=False, *, dtype=None):
+        g = _grad_as(g, input)
+        axes = _axes(name, dim, input.ndim, keepdim)
+        present = ~np.isnan(_plain(input))
+        g_kept = _kept(g, input.shape, axes, keepdim)
+        if average:  # an all-NaN slice: g / 0 times the 0 mask, NaN (torch's nansum / count)
+            g_kept = g_kept / np.add.reduce(present, axis=axes, keepdims=True, dtype=input.dtype)
+            return np.broadcast_to(g_kept, input.shape) * present.astype(input.dtype)
+        return np.where(present, np.broadcast_to(g_kept, input.shape), 0)
+
+    def samples(rng):
+        out = _with_a_0d_input(reduction_samples(empty_dims=not average))(rng)
+        x = uniform(rng, (3, 4))
+        x[0, 1] = x[2, 0] = x[2, 3] = np.nan
+        x[1] = np.nan
+        out += [
+            Sample((x,), {"dim": d, "keepdim": k}, f"NaNs dim={d}") for d, k in ((None, False), (1, True), (0, False))
+        ]
+        out.append(Sample((uniform(rng, (2, 3)).astype(np.float32),), {"dim": 1, "dtype": np.float64}, "dtype=float64"))
+        if not average:
+            out.append(Sample((rng.integers(-3, 4, (2, 3)),), {"dim": 0}, "int64"))
+        return out
+
+    def torch_ref(torch, input, dim=None, keepdim=False, dtype=None):
+        dim = tuple(range(input.ndim)) if dim is None and input.ndim else dim
+        return getattr(torch, name)(input, dim=dim, keepdim=keepdim, dtype=_torch_dtype(torch, dtype))
+
+    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    return defop(
+        name,
+        family="reduce",
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        samples=samples,
+        torch_ref=torch_ref,
+        **declaration,
+    )
+
+
+nansum = _nan_reduction("nansum", False, method=True)
+nanmean = _nan_reduction("nanmean", True, method=True)
+
+
+# -- aminmax -----------------------------------------------------------------------------------------------------
+_amin_forward, _amin_vjp = _extremum("aminmax", np.minimum)
+_amax_forward, _amax_vjp = _extremum("aminmax", np.maximum)
+
+
+def _aminmax_dim(input, dim):
+    if dim is not None and not (isinstance(dim, int | np.integer) and not isinstance(dim, bool)):
+        raise TypeError(f"aminmax: argument 'dim' expected None or an int, got {type(dim).__name__} {dim!r}")
+    return dim
+
+
+def _aminmax(input, *, dim=None, keepdim=False):
+    """``torch.aminmax(input, *, dim=None, keepdim=False)`` -> (min, max); ties share the gradient (amin / amax)."""
+    dim = _aminmax_dim(input, dim)
+    return _amin_forward(input, dim, keepdim), _amax_forward(input, dim, keepdim)
+
+
+def _aminmax_vjp(g, ans, input, *, dim=None, keepdim=False):
+    g_min, g_max = g
+    grad = None if g_min is None else _amin_vjp(g_min, ans[0], input, dim, keepdim)
+    if g_max is not None:
+        term = _amax_vjp(g_max, ans[1], input, dim, keepdim)
+        grad = term if grad is None else grad + term
+    return grad
+
+
+aminmax = defop(
+    "aminmax",
+    family="reduce",
+    inputs=("input",),
+    forward=_aminmax,
+    vjps=(_aminmax_vjp,),
+    outputs=("min", "max"),
+    samples=lambda rng: [
+        Sample(s.inputs, {k: v for k, v in s.attrs.items()}, s.label)
+        for s in _EXTREMUM_SAMPLES(rng)
+        if not isinstance(s.attrs.get("dim"), tuple)
+    ],
+    torch_ref=lambda torch, input, dim=None, keepdim=False: tuple(torch.aminmax(input, dim=dim, keepdim=keepdim)),
+    method=True,
+)
+__all__ += ["var_mean", "std_mean", "nansum", "nanmean", "aminmax"]
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------

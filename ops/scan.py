@@ -19,6 +19,7 @@ from ._onnx import axis_of, cast_to, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require_float
 from .indexing import index_select, scatter_add
+from .reduce import _as_dtype, _cast_for, _grad_as, _torch_dtype
 from .shape import _pad, pad
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -114,6 +115,38 @@ def _scatter_add_along(axis: int, index: np.ndarray, src):
 
 
 # -- cumsum ------------------------------------------------------------------------------------------------------
+def _with_dtype(op: str, forward, vjp):
+    """torch's ``dtype=`` on cumsum / cumprod: the input cast before the scan, the gradient cast back."""
+
+    def run(input, dim, *, dtype=None):
+        return forward(input if dtype is None else _cast_for(op, input, dtype), dim)
+
+    def rule(g, ans, input, dim, *, dtype=None):
+        if dtype is None:
+            return vjp(g, ans, input, dim)
+        return _grad_as(vjp(g, ans, _as_dtype(input, dtype), dim), input)
+
+    run.__name__, rule.__name__ = forward.__name__, vjp.__name__
+    return run, rule
+
+
+def _dtype_samples(samples):
+    def generate(rng):
+        return samples(rng) + [
+            Sample((uniform(rng, (2, 3)),), {"dim": 1, "dtype": np.float64}, "dtype=float64"),
+            Sample((rng.integers(-3, 4, (2, 3)),), {"dim": 0, "dtype": "float64"}, "int64 to float64"),
+        ]
+
+    return generate
+
+
+def _torch_scan(name):
+    def ref(torch, input, dim, dtype=None):
+        return getattr(torch, name)(input, dim, dtype=_torch_dtype(torch, dtype))
+
+    return ref
+
+
 def _cumsum(input, dim):
     axis = normalize_dim("cumsum", dim, input.ndim)
     if input.ndim == 0:
@@ -150,15 +183,16 @@ def _scan_samples(low=-2.0, high=2.0, integers=True):
     return generate
 
 
+_cumsum_dtype, _cumsum_dtype_vjp = _with_dtype("cumsum", _cumsum, _cumsum_vjp)
 cumsum = defop(
     "cumsum",
     family=FAMILY,
     inputs=("input",),
-    forward=_cumsum,
-    vjps=(_cumsum_vjp,),
-    check=lambda input, dim: _check_dim("cumsum", input, dim),
-    samples=_scan_samples(),
-    torch_ref=lambda torch, input, dim: torch.cumsum(input, dim),
+    forward=_cumsum_dtype,
+    vjps=(_cumsum_dtype_vjp,),
+    check=lambda input, dim, dtype=None: _check_dim("cumsum", input, dim),
+    samples=_dtype_samples(_scan_samples()),
+    torch_ref=_torch_scan("cumsum"),
     method=True,
     numpy={np.cumsum: _numpy.scan("cumsum")},
     notes=case_law(_CASE_LAW, "cumsum"),
@@ -219,15 +253,16 @@ def _cumprod_samples(rng):
     return out
 
 
+_cumprod_dtype, _cumprod_dtype_vjp = _with_dtype("cumprod", _cumprod, _cumprod_vjp)
 cumprod = defop(
     "cumprod",
     family=FAMILY,
     inputs=("input",),
-    forward=_cumprod,
-    vjps=(_cumprod_vjp,),
-    check=lambda input, dim: _check_dim("cumprod", input, dim),
-    samples=_cumprod_samples,
-    torch_ref=lambda torch, input, dim: torch.cumprod(input, dim),
+    forward=_cumprod_dtype,
+    vjps=(_cumprod_dtype_vjp,),
+    check=lambda input, dim, dtype=None: _check_dim("cumprod", input, dim),
+    samples=_dtype_samples(_cumprod_samples),
+    torch_ref=_torch_scan("cumprod"),
     method=True,
     numpy={np.cumprod: _numpy.scan("cumprod")},
     notes=case_law(_CASE_LAW, "cumprod"),

@@ -24,9 +24,10 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._notes import case_law
+from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim
+from ._validation import normalize_dim, require
 from .indexing import scatter_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -412,7 +413,11 @@ def _check_median_dim(input, dim=-1, keepdim=False):
 
 
 def _median_dim(input, dim=-1, keepdim=False):
-    axis = _check_reduced("median_dim", input, dim, keepdim)
+    return _median_along("median_dim", input, dim, keepdim)
+
+
+def _median_along(op, input, dim, keepdim):
+    axis = _check_reduced(op, input, dim, keepdim)
     if input.ndim == 0:
         return input.copy(), np.zeros((), np.int64)
     n = input.shape[axis]
@@ -490,18 +495,303 @@ def _median_samples(rng):
     ]
 
 
+# == appended: median(input, dim, keepdim) is one op (torch's), nanmedian, mode, quantile, nanquantile ============
+def _values(x):
+    """The values of an array or a Tensor (the quantile weights are constants of the sort)."""
+    return x if isinstance(x, np.ndarray) else np.asarray(x.data)
+
+
+def _whole_or_dim(name, whole, whole_vjp, along, along_vjp):
+    """One op for torch's two forms: without ``dim`` one value of every entry (its rule ``whole_vjp``), with it
+    the named (values, indices) along dim (the gradient to the indices)."""
+
+    def forward(input, dim=None, keepdim=False):
+        if dim is None:
+            _check_flag(name, "keepdim", keepdim)
+            if keepdim:
+                raise TypeError(f"{name}: argument 'keepdim' needs a dim (torch.{name} takes it only with one)")
+            return whole(input)
+        return along(input, dim, keepdim)
+
+    def vjp(g, ans, input, dim=None, keepdim=False):
+        return whole_vjp(g, ans, input) if dim is None else along_vjp(g, ans, input, dim=dim, keepdim=keepdim)
+
+    forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
+    return forward, vjp
+
+
+def _torch_whole_or_dim(name):
+    return lambda torch, input, dim=None, keepdim=False: (
+        getattr(torch, name)(input) if dim is None else tuple(getattr(torch, name)(input, dim, keepdim))
+    )
+
+
+def _median_of_dim(input, dim, keepdim):
+    return _median_along("median", input, dim, keepdim)
+
+
+_median_forward, _median_rule = _whole_or_dim("median", _median, _median_vjp, _median_of_dim, _scattered_back("median"))
 median = defop(
     "median",
     family=FAMILY,
     inputs=("input",),
-    forward=_median,
-    vjps=(_median_vjp,),
-    samples=_median_samples,
-    torch_ref=lambda torch, input: torch.median(input),
+    forward=_median_forward,
+    vjps=(_median_rule,),
+    outputs=("values", "indices"),
+    samples=lambda rng: _median_samples(rng) + _median_dim_samples(rng),
+    torch_ref=_torch_whole_or_dim("median"),
     notes=case_law(
-        _CASE_LAW, "median", "torch.median(input) without dim; median_dim is torch.median(input, dim, keepdim)"
+        _CASE_LAW,
+        "median",
+        "median(input) or median(input, dim, keepdim) -> (values, indices), as torch; median_dim is the latter",
     ),
 )
+
+
+def _nan_position(input, axis):
+    """(kept dim of size 1) the lower median's position among each slice's non-NaN entries (NaN sorts last); 0 for
+    an all-NaN slice (its first NaN)."""
+    valid = np.sum(~np.isnan(input), axis=axis, keepdims=True) if input.dtype.kind == "f" else input.shape[axis]
+    return np.maximum((np.asarray(valid) - 1) // 2, 0) * np.ones((1,) * input.ndim, np.int64)
+
+
+def _nanmedian_all(input):
+    """The lower median of the non-NaN entries; NaN when there is none (torch.nanmedian())."""
+    if input.dtype.kind != "f":
+        return _median(input)
+    flat = input.reshape(-1)
+    kept = flat[~np.isnan(flat)]
+    if kept.size == 0:
+        return np.array(np.nan, input.dtype)
+    middle = (kept.size - 1) // 2
+    return np.array(np.partition(kept, middle)[middle], input.dtype)
+
+
+def _nanmedian_dim(input, dim, keepdim):
+    axis = _check_reduced("nanmedian", input, dim, keepdim)
+    if input.ndim == 0:
+        return input.copy(), np.zeros((), np.int64)
+    return _picked(input, axis, _nan_position(input, axis), keepdim)
+
+
+def _nanmedian_samples(rng):
+    x = np.array([[2.0, np.nan, 1.0, 3.0, 0.0], [0.25, np.nan, -1.0, np.nan, 2.5], [1.5, 0.5, -0.5, 4.0, -2.0]])
+    whole = [s for s in _median_samples(rng) if s.label != "NaN"]
+    along = [s for s in _median_dim_samples(rng) if "NaN" not in s.label]
+    return (
+        whole
+        + along
+        + [
+            Sample((x,), {}, "NaNs ignored"),
+            Sample((x,), {"dim": 1}, "NaNs ignored along dim"),
+            Sample((x.T.copy(),), {"dim": 0, "keepdim": True}, "NaNs ignored along dim 0, keepdim"),
+            Sample((np.full((2, 2), np.nan),), {}, "all NaN: NaN"),
+        ]
+    )
+
+
+_nanmedian_forward, _nanmedian_rule = _whole_or_dim(
+    "nanmedian", _nanmedian_all, _median_vjp, _nanmedian_dim, _scattered_back("nanmedian")
+)
+nanmedian = defop(
+    "nanmedian",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_nanmedian_forward,
+    vjps=(_nanmedian_rule,),
+    outputs=("values", "indices"),
+    samples=_nanmedian_samples,
+    torch_ref=_torch_whole_or_dim("nanmedian"),
+)
+
+
+# -- mode --------------------------------------------------------------------------------------------------------
+def _mode(input, dim=-1, keepdim=False):
+    """``torch.mode(input, dim=-1, keepdim=False)`` -> (values, indices): the most frequent value of each slice
+    (the smallest among equally frequent ones) and the LAST index holding it (torch's CPU kernel). Each slice
+    compares all pairs: O(n^2) per slice."""
+    axis = _check_reduced("mode", input, dim, keepdim)
+    if input.ndim == 0:
+        return input.copy(), np.zeros((), np.int64)
+    x = np.moveaxis(input, axis, -1)
+    counts = np.sum(np.expand_dims(x, -1) == np.expand_dims(x, -2), axis=-1)
+    frequent = counts == np.max(counts, axis=-1, keepdims=True)
+    big = np.inf if x.dtype.kind == "f" else (True if x.dtype.kind == "b" else np.iinfo(x.dtype).max)
+    value = np.min(np.where(frequent, x, big), axis=-1, keepdims=True).astype(x.dtype)
+    last = x.shape[-1] - 1 - np.argmax(np.flip(x == value, -1), axis=-1, keepdims=True)
+    values, indices = np.moveaxis(value, -1, axis), np.moveaxis(last.astype(np.int64), -1, axis)
+    if not keepdim:
+        values, indices = np.squeeze(values, axis), np.squeeze(indices, axis)
+    return values, indices
+
+
+def _mode_samples(rng):
+    """Ties in frequency only in integer samples (values and indices compared with torch): a float mode of several
+    equal entries has no derivative finite differences can check (moving one copy changes the mode). Distinct
+    floats: every value is as frequent, the mode is the smallest."""
+    ties = np.array([[1, 2, 2, 3, 3], [0, -1, 0, 4, -1], [2, 1, 0, -1, 3]])
+    return [
+        Sample((ties,), {"dim": 1}, "ties in frequency: the smallest value, its last index"),
+        Sample((ties.T.copy(),), {"dim": 0, "keepdim": True}, "int64 dim=0 keepdim"),
+        Sample((np.asfortranarray(ties),), {}, "non-contiguous, dim=-1 default"),
+        Sample((rng.permutation(12).reshape(3, 4) * 0.25,), {"dim": 1}, "distinct floats: the smallest"),
+        Sample((rng.permutation(12).reshape(3, 4).T * 0.5,), {"dim": 0, "keepdim": True}, "floats, keepdim"),
+        Sample((uniform(rng, ()),), {"dim": 0}, "0-D"),
+        Sample((uniform(rng, (0, 3)),), {"dim": 1}, "zero-size other dim"),
+    ]
+
+
+mode = defop(
+    "mode",
+    family=FAMILY,
+    inputs=("input",),
+    forward=_mode,
+    vjps=(_scattered_back("mode"),),
+    outputs=("values", "indices"),
+    samples=_mode_samples,
+    torch_ref=lambda torch, input, dim=-1, keepdim=False: tuple(torch.mode(input, dim, keepdim)),
+    method=True,
+)
+
+
+# -- quantile, nanquantile ---------------------------------------------------------------------------------------
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _check_quantile(op, input, q, dim, keepdim, interpolation):
+    if input.dtype.kind != "f":
+        raise TypeError(f"{op}: argument 'input' expected a floating tensor, got dtype {input.dtype}")
+    if q.ndim > 1 or (q.dtype.kind != "f") or q.dtype != input.dtype and q.ndim:
+        raise ValueError(
+            f"{op}: argument 'q' expected a number or a 1-D tensor of input's dtype, got {q.dtype} {q.shape}"
+        )
+    if np.any(~((q >= 0) & (q <= 1))):
+        raise ValueError(f"{op}: argument 'q' expected values in [0, 1], got {q}")
+    _check_flag(op, "keepdim", keepdim)
+    require(interpolation in _INTERPOLATIONS, op, "interpolation", f"one of {_INTERPOLATIONS}", repr(interpolation))
+    if dim is not None:
+        normalize_dim(op, dim, input.ndim)
+    if input.size == 0:  # torch refuses every empty input
+        raise ValueError(f"{op}: argument 'input' expected a non-empty tensor to take quantiles of, got {input.shape}")
+
+
+def _quantile_plan(op, input, q, dim, keepdim, interpolation, ignore_nan):
+    """(weights (Q, *rest, n) at input positions along the reduced dim moved last, NaN slices (*rest, 1), the
+    moved input, the output shape). Each quantile is a weighted sum of two order statistics: the weights are
+    constants of the sort, so the gradient is g times them."""
+    _check_quantile(op, input, q, dim, keepdim, interpolation)
+    if dim is None or input.ndim == 0:
+        x = np.reshape(input, (-1,))
+    else:
+        x = np.moveaxis(input, normalize_dim(op, dim, input.ndim), -1)
+    n = x.shape[-1]
+    order = np.argsort(x, axis=-1, kind="stable")  # NaN last
+    nan = np.isnan(x)
+    valid = n - np.sum(nan, axis=-1, keepdims=True) if ignore_nan else np.full(x.shape[:-1] + (1,), n)
+    qs = np.reshape(np.asarray(q, np.float64), (-1,) + (1,) * x.ndim)  # (Q, 1..., 1)
+    rank = qs * np.maximum(valid - 1, 0)  # (Q, *rest, 1)
+    low, high = np.floor(rank), np.ceil(rank)
+    if interpolation == "linear":
+        w_high = rank - low
+    elif interpolation == "lower":
+        w_high = np.zeros_like(rank)
+    elif interpolation == "higher":
+        w_high = (high > low).astype(np.float64)
+    elif interpolation == "midpoint":
+        w_high = np.where(high > low, 0.5, 0.0)
+    else:  # nearest: torch rounds half to even
+        w_high = (np.round(rank) > low).astype(np.float64)
+    weights = np.zeros(qs.shape[:1] + x.shape, input.dtype)
+    positions = np.broadcast_to(order, weights.shape)
+    for ranks, w in ((low, 1 - w_high), (high, w_high)):
+        index = np.take_along_axis(
+            positions, np.broadcast_to(ranks.astype(np.int64), qs.shape[:1] + x.shape[:-1] + (1,)), -1
+        )
+        current = np.take_along_axis(weights, index, -1)
+        np.put_along_axis(weights, index, current + w.astype(input.dtype), -1)
+    bad = np.any(nan, axis=-1, keepdims=True) if not ignore_nan else valid == 0
+    out_shape = _quantile_shape(input, q, dim, keepdim)
+    return weights, bad, x, out_shape
+
+
+def _quantile_shape(input, q, dim, keepdim):
+    if dim is None:
+        rest = (1,) * input.ndim if keepdim else ()
+    else:
+        axis = normalize_dim("quantile", dim, input.ndim)
+        rest = tuple(1 if a == axis else n for a, n in enumerate(input.shape) if keepdim or a != axis)
+    return (q.shape[0],) + rest if q.ndim else rest
+
+
+def _quantile_of(op, ignore_nan):
+    @quiet
+    def forward(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+        weights, bad, x, shape = _quantile_plan(op, input, q, dim, keepdim, interpolation, ignore_nan)
+        values = np.sum(weights * np.where(np.isnan(x), 0, x), axis=-1)  # (Q, *rest)
+        values = np.where(bad[..., 0], np.nan, values)
+        return np.reshape(values, shape)
+
+    def vjp(g, ans, input, q, dim=None, keepdim=False, *, interpolation="linear"):
+        weights, bad, x, _ = _quantile_plan(op, _values(input), _values(q), dim, keepdim, interpolation, ignore_nan)
+        weights = np.where(bad, np.nan, weights)  # a NaN quantile: NaN gradient for its slice (torch's)
+        g = np.reshape(g, weights.shape[:-1] + (1,))
+        grad = np.sum(g * weights, axis=0)  # (*rest, n), the reduced dim last
+        if dim is None or input.ndim == 0:
+            return np.reshape(grad, input.shape)
+        return np.moveaxis(grad, -1, normalize_dim(op, dim, input.ndim))
+
+    forward.__name__, vjp.__name__ = f"_{op}", f"_{op}_vjp"
+    return forward, quiet(vjp)
+
+
+def _quantile_samples(ignore_nan):
+    def generate(rng):
+        def distinct(*shape):  # no ties: finite differences cannot check a tie
+            return rng.permutation(np.arange(int(np.prod(shape))) * 0.25 - 1.0).reshape(shape)
+
+        qs = np.array([0.1, 0.5, 0.8])
+        out = [Sample((distinct(3, 5), np.array(0.3)), {"dim": 1, "interpolation": m}, f"{m}") for m in _INTERPOLATIONS]
+        out += [
+            Sample((distinct(3, 5), qs), {"dim": 1, "keepdim": True}, "1-D q, keepdim"),
+            Sample((distinct(2, 3, 4), qs), {}, "dim=None: every entry"),
+            Sample((distinct(2, 3, 4), np.array(0.25)), {"dim": None, "keepdim": True}, "dim=None keepdim"),
+            Sample((distinct(4, 3).T, np.array([0.0, 1.0])), {"dim": 0, "interpolation": "nearest"}, "q 0 and 1"),
+            Sample((distinct(5), np.array(0.5)), {"dim": 0, "interpolation": "nearest"}, "nearest, rank 2"),
+            Sample((uniform(rng, ()), np.array(0.5)), {}, "0-D"),
+            Sample((uniform(rng, ()), np.array(0.5)), {"dim": 0, "keepdim": True}, "0-D, dim=0"),
+        ]
+        x = distinct(3, 5)
+        x[0, 1] = x[2, 3] = np.nan
+        x[1] = np.nan
+        if ignore_nan:
+            out.append(Sample((x[[0, 2]], qs), {"dim": 1}, "NaNs ignored"))
+            # an all-NaN row: NaN, and a NaN gradient for its slice here; torch routes its gradient to the first
+            # sorted entry (a finite number for a NaN value): compared in tests/test_ops_linalg_products.py
+            out.append(Sample((x, qs), {"dim": 1}, "an all-NaN row: NaN", torch=False))
+        return out
+
+    return generate
+
+
+def _quantile_op(name, ignore_nan, **declaration):
+    forward, vjp = _quantile_of(name, ignore_nan)
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("input", "q"),
+        forward=forward,
+        vjps=(vjp, NOT_DIFFERENTIABLE),
+        samples=_quantile_samples(ignore_nan),
+        torch_ref=lambda torch, input, q, dim=None, keepdim=False, interpolation="linear": getattr(torch, name)(
+            input, q, dim, keepdim, interpolation=interpolation
+        ),
+        **declaration,
+    )
+
+
+quantile = _quantile_op("quantile", False, method=True)
+nanquantile = _quantile_op("nanquantile", True, method=True)
+__all__ += ["nanmedian", "mode", "quantile", "nanquantile"]
 
 
 # == searching and counting: searchsorted, bucketize, bincount, histc, unique, unique_consecutive ===============

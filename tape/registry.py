@@ -43,7 +43,7 @@ import numpy as np
 
 from . import interop, tensors
 from .state import quiet_inner
-from .tensors import ValuesIndices
+from .tensors import Tensor, ValuesIndices
 
 __all__ = [
     "Grad",
@@ -134,8 +134,12 @@ class Op:
         outputs: int | str | tuple[str, ...] = 1,
         method: bool | str = False,
         numpy: Any = None,
+        retargets: dict[str, str] | None = None,
     ):
         self.name = name
+        # attribute -> tensor input: a tensor given for the attribute is that input (torch.max(input, other) beside
+        # torch.max(input, dim): one positional slot, two meanings, told apart by the value's type)
+        self.retargets = retargets or {}
         self.family = family
         self.input_names = tuple(n.rstrip("?").lstrip("*") for n in inputs)
         self.optional = tuple(n.endswith("?") for n in inputs)
@@ -351,6 +355,12 @@ class Op:
                 if i < len(args):
                     raise TypeError(f"{self.name}: got multiple values for argument '{key}'")
                 values[i] = value
+        for attribute, target in self.retargets.items():
+            i, j = self.param_index[attribute], self.param_index[target]
+            if isinstance(values[i], Tensor | np.ndarray):
+                if values[j] is not None:
+                    raise TypeError(f"{self.name}: got a tensor for '{attribute}' and for '{target}'")
+                values[i], values[j] = self.defaults[i], values[i]
         if any(v is _MISSING for v in values):
             missing = [n for n, v in zip(self.param_names, values) if v is _MISSING]
             raise TypeError(f"{self.name}: missing required argument(s) {missing}; the op is {self.signature}")

@@ -51,6 +51,10 @@ EXCLUDED: dict[str, str] = {
     for name in ("zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "randint_like",
                  "bernoulli")
 }
+# torch 2.13's float64 hardsigmoid backward multiplies by a float32 1/6 (at x = -0.92, g = 0.947: 0.15784683189 where
+# g / 6 = 0.15784682719, 3e-8 relative); a graph adding it to a nearly opposite term turns that into more than the
+# fuzzer's rtol. Ours is g / 6 exactly; its generated tests compare it with torch within their tolerance.
+EXCLUDED["hardsigmoid"] = "torch's float64 backward uses a float32 1/6 (3e-8 relative), beyond the fuzzer's rtol"
 
 
 # -- which ops and samples the fuzzer can use --------------------------------------------------------------

@@ -376,7 +376,7 @@ def t(shape, dtype=np.float64):
     (lambda: ops.solve(tape.tensor(np.eye(3)), t((3,), np.float32)), TypeError, ("solve", "B", "dtype")),
     (lambda: ops.solve(tape.tensor(np.ones((2, 3, 3))), t((4, 3, 1))), ValueError, ("solve", "'B'", "batch")),
     (lambda: ops.solve(tape.tensor(np.eye(3)), t((3,)), left=1), TypeError, ("solve", "'left'", "bool")),
-    (lambda: ops.svd(t((3, 2))), ValueError, ("svd", "'full_matrices'", "reduced")),
+    (lambda: ops.svd(t((3, 2)), full_matrices=1), TypeError, ("svd", "'full_matrices'", "bool")),
     (lambda: ops.qr(t((3, 2)), mode="complete"), ValueError, ("qr", "'mode'", "reduced")),
     (lambda: ops.eigh(t((3, 3)), UPLO="X"), ValueError, ("eigh", "'UPLO'")),
     (lambda: ops.bmm(t((2, 3)), t((2, 3, 4))), ValueError, ("bmm", "'input'", "3-D")),

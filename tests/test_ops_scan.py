@@ -77,7 +77,7 @@ def test_every_scan_is_registered_with_samples_a_torch_reference_and_a_different
         op = tape.get_op(name)
         assert op.family == "scan" and op.samples is not None and op.torch_ref is not None
         assert op.input_states == (Grad.RULE,) and op.second_order is Grad.RULE, name
-        assert op.signature == f"{name}(input, dim)"
+        assert op.signature == f"{name}(input, dim{', dtype' if name in ('cumsum', 'cumprod') else ''})"
     assert tape.get_op("cummax").n_outputs == tape.get_op("cummin").n_outputs == 2
 
 

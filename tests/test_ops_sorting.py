@@ -61,7 +61,10 @@ def test_the_family_is_registered_with_torchs_signatures():
     sorting = {
         "sort": "sort(input, dim, descending, stable)", "argsort": "argsort(input, dim, descending, stable)",
         "topk": "topk(input, k, dim, largest, sorted)", "kthvalue": "kthvalue(input, k, dim, keepdim)",
-        "median_dim": "median_dim(input, dim, keepdim)", "median": "median(input)"}
+        "median_dim": "median_dim(input, dim, keepdim)", "median": "median(input, dim, keepdim)",
+        "nanmedian": "nanmedian(input, dim, keepdim)", "mode": "mode(input, dim, keepdim)",
+        "quantile": "quantile(input, q, dim, keepdim, interpolation)",
+        "nanquantile": "nanquantile(input, q, dim, keepdim, interpolation)"}
     assert signatures == {**sorting, **searching}
     for name in searching:
         op = tape.get_op(name)
@@ -72,7 +75,7 @@ def test_the_family_is_registered_with_torchs_signatures():
         op = tape.get_op(name)
         assert op.samples is not None and op.torch_ref is not None
         assert op.second_order is (Grad.NOT_DIFFERENTIABLE if name == "argsort" else Grad.RULE), name
-        assert op.n_outputs == (1 if name in ("argsort", "median") else 2), name
+        assert op.n_outputs == (1 if name in ("argsort", "quantile", "nanquantile") else 2), name
     assert tape.get_op("argsort").input_states == (Grad.NOT_DIFFERENTIABLE,)
 
 
@@ -248,11 +251,17 @@ def test_median_of_no_entries_is_nan_with_an_empty_gradient_like_torch():
         ops.median(tape.tensor(np.zeros((0,), np.int64)))
 
 
-def test_median_with_a_dim_is_median_dim():
-    with pytest.raises(TypeError, match=r"median: .*median\(input\)"):
-        ops.median(tape.tensor(np.ones(3)), 0)
-    values, indices = ops.median_dim(tape.tensor(np.array([[3.0, 1.0, 2.0]])), 1)
-    assert values.numpy().tolist() == [2.0] and indices.numpy().tolist() == [2]
+def test_median_with_a_dim_is_median_dim_as_torchs_median():
+    x = np.array([[3.0, 1.0, 2.0, 0.5], [1.0, 4.0, -1.0, 2.5]])
+    for dim, keepdim in ((1, False), (0, True), (-1, True)):
+        values, indices = ops.median(tape.tensor(x), dim, keepdim=keepdim)
+        same = ops.median_dim(tape.tensor(x), dim, keepdim)
+        expected = torch.median(torch.from_numpy(x), dim, keepdim)
+        assert values.numpy().tolist() == same.values.numpy().tolist() == expected.values.numpy().tolist()
+        assert indices.numpy().tolist() == same.indices.numpy().tolist() == expected.indices.numpy().tolist()
+    assert_like_torch("median", torch.median, x, dim=1)
+    with pytest.raises(TypeError, match=r"median: argument 'keepdim' needs a dim"):
+        ops.median(tape.tensor(x), keepdim=True)
 
 
 # -- zero-size, 0-D, non-contiguous ------------------------------------------------------------------------

@@ -28,7 +28,7 @@ def test_execution_tape_records_every_application_in_order():
     assert exp_rec.inputs[0].id == x.id and exp_rec.output.id == y.id
     assert exp_rec.output.shape == (2, 3) and exp_rec.output.dtype == np.float64
     assert mul_rec.inputs[0].id == y.id
-    assert sum_rec.attributes == {"dim": 1, "keepdim": False} and sum_rec.output.id == z.id
+    assert sum_rec.attributes == {"dim": 1, "keepdim": False, "dtype": None} and sum_rec.output.id == z.id
 
 
 def test_with_block_pushes_records_and_pops():
