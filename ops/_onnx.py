@@ -9,6 +9,7 @@ from tape.onnx import NotExportable
 
 __all__ = [
     "cast_to",
+    "tensor_type",
     "log1p_graph",
     "elementwise",
     "no_attributes",
@@ -17,6 +18,8 @@ __all__ = [
     "float_only",
     "clip",
     "pnorm",
+    "extremum",
+    "index_map",
     "NotExportable",
 ]
 
@@ -28,6 +31,13 @@ def cast_to(g, name: str, have, want) -> str:
     if np.dtype(have) == np.dtype(want):
         return name
     return g.op("Cast", name, to=helper.np_dtype_to_tensor_dtype(np.dtype(want)))
+
+
+def tensor_type(dtype) -> int:
+    """ONNX's TensorProto type of a numpy dtype (a Cast's ``to``)."""
+    from onnx import helper
+
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
 def no_attributes(rec) -> None:
@@ -99,29 +109,48 @@ def pnorm(g, x, dtype, p: float, axes, keepdims: int = 1) -> str:
     return out if keepdims else g.op("Squeeze", out, axes)
 
 
-def index_map(g, rec, x, fill=None, **overrides) -> str:
-    """An op that only moves, repeats or drops its input's entries, lowered as one Gather: the op's own forward
-    applied to the entries' flat positions says where each output entry comes from. With ``fill`` the forward
-    runs on positions + 1 so that its zeros (padding, off-diagonal entries) are told apart and take ``fill``
-    (``overrides``: attributes the forward takes instead, such as a fill value of 0).
+def index_map(g, rec, *inputs, fill=None, **overrides):
+    """An op that only moves, repeats or drops its inputs' entries, lowered as one Gather per output: the op's
+    own forward applied to the entries' flat positions (numbered across the inputs, in order) says where each
+    output entry comes from. With ``fill`` the forward runs on positions + 1 so that its zeros (padding,
+    off-diagonal entries) are told apart and take ``fill`` (``overrides``: attributes the forward takes instead,
+    such as a fill value of 0). Several inputs are cast to the (first) output's dtype and joined first.
     The positions are constants: every shape is baked in (the export refuses dynamic axes through it)."""
+    from tape.recording import forward_arrays, several_outputs
     from tape.registry import get_op
 
-    spec = rec.inputs[0]
-    size = int(np.prod(spec.shape, dtype=np.int64))
+    op, specs = get_op(rec.op_name), [s for s in rec.inputs if s is not None]
+    if not rec.output_specs:
+        raise NotExportable("a call with no output has no lowering")
+    sizes = [int(np.prod(s.shape, dtype=np.int64)) for s in specs]
     # float64 positions (exact below 2**53) pass the forwards that take floating inputs only
-    positions = np.arange(size, dtype=np.float64).reshape(spec.shape) + (0 if fill is None else 1)
-    moved = get_op(rec.op_name).forward(positions, **{**rec.attributes, **overrides})
-    moved = np.rint(np.asarray(moved[0] if isinstance(moved, tuple) else moved)).astype(np.int64)
+    starts = np.cumsum([0 if fill is None else 1, *sizes[:-1]])
+    positions = iter([np.arange(n, dtype=np.float64).reshape(s.shape) + k for s, n, k in zip(specs, sizes, starts)])
+    arrays = [None if s is None else next(positions) for s in rec.inputs]
+    attrs = {**rec.attributes, **overrides}
+    values = op.bind((), {**dict.fromkeys(op.input_names), **attrs})
+    moved = forward_arrays(op, arrays, attrs, values, rec.seq_lens)
+    moved = moved[0] if op.saves else moved
+    several = several_outputs(op, moved)
+    dtype = rec.output.dtype
+    names = [cast_to(g, x, s.dtype, dtype) for x, s in zip([x for x in inputs if x is not None], specs, strict=True)]
+    flat = [g.op("Reshape", x, g.ints([-1])) for x in names]
+    source = flat[0] if len(flat) == 1 else g.op("Concat", *flat, axis=0)
+    outs = tuple(_gathered(g, source, names[0], m, fill, dtype, sum(sizes)) for m in (moved if several else [moved]))
+    return outs if several else outs[0]
+
+
+def _gathered(g, source, first, moved, fill, dtype, size: int) -> str:
+    """The entries of the flat ``source`` at the positions ``moved`` (see index_map); ``first``: an input."""
+    moved = np.rint(np.asarray(moved)).astype(np.int64)
     if size == 0:
         if moved.size:
             raise NotExportable("filling an empty input has no lowering")
-        return g.op("Reshape", x, g.ints(moved.shape), allowzero=1)  # a 0 is a size, not "copy"
-    flat = g.op("Reshape", x, g.ints([-1]))
+        return g.op("Reshape", first, g.ints(moved.shape), allowzero=1)  # a 0 is a size, not "copy"
     if fill is None:
-        return g.op("Gather", flat, g.const(moved), axis=0)
-    gathered = g.op("Gather", flat, g.const(np.maximum(moved - 1, 0)), axis=0)
-    return g.op("Where", g.const(moved == 0), scalar(g, fill, spec.dtype), gathered)
+        return g.op("Gather", source, g.const(moved), axis=0)
+    gathered = g.op("Gather", source, g.const(np.maximum(moved - 1, 0)), axis=0)
+    return g.op("Where", g.const(moved == 0), scalar(g, fill, dtype), gathered)
 
 
 def extremum(g, op_type: str, x, axes, keepdims: int, dtype) -> str:

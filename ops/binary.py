@@ -67,7 +67,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from . import _numpy
 from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, cast_to, elementwise, log1p_graph, scalar
+from ._onnx import NotExportable, cast_to, elementwise, log1p_graph, scalar, tensor_type
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
 from ._validation import real, require_float
 
@@ -1262,6 +1262,67 @@ lowering(logical_xor, _onnx_logical("Xor"))
 lowering(xlogy, _onnx_xlogy)
 lowering(addcmul, _onnx_three("Mul"))
 lowering(addcdiv, _onnx_three("Div"))
+
+
+def _onnx_logaddexp2(g, rec, input, other):
+    """numpy's logaddexp2: max + log2(1 + 2^-|a - b|) (log1p / ln 2); equal inputs: a + 1."""
+    a, b = _onnx_operands(g, rec, input, other)
+    dtype = rec.output.dtype
+    two = scalar(g, 2, dtype)
+    tail = log1p_graph(g, rec, g.op("Pow", two, g.op("Neg", g.op("Abs", g.op("Sub", a, b)))))
+    tail = g.op("Mul", tail, scalar(g, 1 / _LN2, dtype))
+    return g.op("Where", g.op("Equal", a, b), g.op("Add", a, scalar(g, 1, dtype)), g.op("Add", g.op("Max", a, b), tail))
+
+
+def _onnx_ldexp(g, rec, input, other):
+    """input * 2^other; an integer exponent as two exact halves, so that 2^other alone neither overflows nor
+    vanishes where the product does not (0.75 * 2^1024)."""
+    dtype = rec.output.dtype
+    two = scalar(g, 2, dtype)
+    e = cast_to(g, other, rec.inputs[1].dtype, dtype)
+    if np.dtype(rec.inputs[1].dtype).kind == "f":
+        return g.op("Mul", input, g.op("Pow", two, e))
+    first = g.op("Floor", g.op("Div", e, two))
+    return g.op("Mul", g.op("Mul", input, g.op("Pow", two, first)), g.op("Pow", two, g.op("Sub", e, first)))
+
+
+def _onnx_nan_aware(wins: str):
+    """fmax (wins: GreaterOrEqual) / fmin (LessOrEqual): input where it wins or other is NaN, else other."""
+
+    def lower(g, rec, input, other):
+        a, b = _onnx_operands(g, rec, input, other)
+        taken = g.op(wins, a, b)
+        if np.dtype(rec.output.dtype).kind == "f":
+            taken = g.op("Or", taken, g.op("IsNaN", b))
+        return g.op("Where", taken, a, b)
+
+    return lower
+
+
+def _onnx_rsub(g, rec, input, other):
+    """other - alpha * input, float32 computed in float64 as the forward (rounded once)."""
+    dtype = np.dtype(rec.output.dtype)
+    alpha = rec.attributes.get("alpha", 1)
+    work = np.float64 if dtype == np.float32 and alpha != 1 else dtype
+    a, b = (cast_to(g, n, s.dtype, work) for n, s in zip((input, other), rec.inputs, strict=True))
+    if alpha != 1:
+        a = g.op("Mul", a, g.const(np.array(alpha, work)))
+    return cast_to(g, g.op("Sub", b, a), work, dtype)
+
+
+def _onnx_heaviside(g, rec, input, values):
+    dtype = rec.output.dtype
+    step = g.op("Cast", g.op("Greater", input, scalar(g, 0, dtype)), to=tensor_type(dtype))  # NaN: 0, as torch
+    return g.op("Where", g.op("Equal", input, scalar(g, 0, dtype)), values, step)
+
+
+lowering(logaddexp2, _onnx_logaddexp2)
+lowering(ldexp, _onnx_ldexp)
+lowering(fmax, _onnx_nan_aware("GreaterOrEqual"))
+lowering(fmin, _onnx_nan_aware("LessOrEqual"))
+lowering(rsub, _onnx_rsub)
+lowering(heaviside, _onnx_heaviside)
+lowering(nextafter, not_exportable="ONNX has no nextafter, and no bitcast to step a float's bits")
 lowering(
     atan2, not_exportable="ONNX has no Atan2; Atan(y / x) with quadrant fixes misplaces signed zeros and infinities"
 )

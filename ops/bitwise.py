@@ -25,7 +25,10 @@ __all__ = [
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
+
+from ._onnx import cast_to, scalar, tensor_type
 
 INTEGER_DTYPES = (np.uint8, np.int8, np.int16, np.int32, np.int64)
 
@@ -161,3 +164,57 @@ def _gcd_samples(rng):
 
 gcd = _declare("gcd", _pair_forward("gcd", np.gcd, bools=False), _gcd_samples)
 lcm = _declare("lcm", _pair_forward("lcm", np.lcm, bools=False), _gcd_samples)
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_bitwise(op_type: str, logical: str):
+    """BitwiseAnd / Or / Xor on the operands cast to the output dtype (bools: the logical op)."""
+
+    def lower(g, rec, input, other):
+        want = rec.output.dtype
+        a, b = (cast_to(g, n, s.dtype, want) for n, s in zip((input, other), rec.inputs, strict=True))
+        return g.op(logical if want == np.bool_ else op_type, a, b)
+
+    return lower
+
+
+def _onnx_shift(g, rec, input, other):
+    """ONNX's BitShift takes unsigned integers only: the two's complement bits shifted as the same-width
+    unsigned type (a negative x >> s as ~(~x >> s), the sign filling in), then 0 -- or -1 for a negative x >> --
+    for counts outside [0, bits), as the forward. The choices are made in int64 (ONNX Runtime's Where has no
+    int16 or unsigned kernel)."""
+    dtype = np.dtype(rec.output.dtype)
+    unsigned, wide = np.dtype(f"uint{dtype.itemsize * 8}"), np.dtype(np.int64)
+    x, s = (cast_to(g, n, spec.dtype, dtype) for n, spec in zip((input, other), rec.inputs, strict=True))
+    ux, us = (cast_to(g, v, dtype, unsigned) for v in (x, s))
+    left = rec.op_name == "bitwise_left_shift"
+
+    def back(v):  # unsigned bits -> the dtype's value (two's complement) -> int64
+        return cast_to(g, cast_to(g, v, unsigned, dtype), dtype, wide)
+
+    out = back(g.op("BitShift", ux, us, direction="LEFT" if left else "RIGHT"))
+    past = scalar(g, 0, wide)
+    if dtype.kind == "i" and not left:
+        negative = g.op("Less", x, scalar(g, 0, dtype))
+        flipped = back(g.op("BitwiseNot", g.op("BitShift", g.op("BitwiseNot", ux), us, direction="RIGHT")))
+        out = g.op("Where", negative, flipped, out)
+        past = g.op("Neg", g.op("Cast", negative, to=tensor_type(wide)))
+    s = cast_to(g, s, dtype, wide)
+    inside = g.op(
+        "And", g.op("GreaterOrEqual", s, scalar(g, 0, wide)), g.op("Less", s, scalar(g, dtype.itemsize * 8, wide))
+    )
+    return cast_to(g, g.op("Where", inside, out, past), wide, dtype)
+
+
+def _onnx_bitwise_not(g, rec, input):
+    return g.op("Not" if rec.inputs[0].dtype == np.bool_ else "BitwiseNot", input)
+
+
+lowering(bitwise_and, _onnx_bitwise("BitwiseAnd", "And"))
+lowering(bitwise_or, _onnx_bitwise("BitwiseOr", "Or"))
+lowering(bitwise_xor, _onnx_bitwise("BitwiseXor", "Xor"))
+lowering(bitwise_not, _onnx_bitwise_not)
+for _op in (bitwise_left_shift, bitwise_right_shift):
+    lowering(_op, _onnx_shift)
+for _op in (gcd, lcm):
+    lowering(_op, not_exportable="ONNX has no gcd, and Euclid's steps depend on the values (a Loop is not written)")

@@ -48,7 +48,7 @@ from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
 from ._notes import case_law
-from ._onnx import NotExportable, index_map, scalar
+from ._onnx import NotExportable, index_map, scalar, tensor_type
 from ._samples import uniform
 from ._validation import real, require, require_float, require_integer
 
@@ -2745,6 +2745,7 @@ def _onnx_pool_geometry(rec):
         a.get("padding", 0),
         a.get("dilation", 1),
         a.get("ceil_mode", False),
+        spatial=3 if rec.op_name.endswith("3d") else 2,
     )
     return geo, False
 
@@ -2755,24 +2756,29 @@ def _no_indices(rec) -> None:
 
 
 def _onnx_pool(g, rec, input):
-    """max / avg pooling, 1-D as 2-D over a height of 1: each window lies inside the geometry's padding (the
-    ceil_mode windows included); the average divides the window sums by the forward's own divisors."""
+    """max / avg pooling (2-D, 3-D; 1-D as 2-D over a height of 1): each window lies inside the geometry's padding
+    (the ceil_mode windows included); the average divides the window sums by the forward's own divisors."""
     _no_indices(rec)
     geo, one_d = _onnx_pool_geometry(rec)
-    x, added = _onnx_batched(g, rec, input, 1 if one_d else 2)
+    x, added = _onnx_batched(g, rec, input, 1 if one_d else len(geo.kernel))
     if one_d:
         x = g.op("Unsqueeze", x, g.ints([2]))
     pads = [b for b, _ in geo.pads] + [e for _, e in geo.pads]
     common = {"kernel_shape": list(geo.kernel), "strides": list(geo.stride), "pads": pads}
     if rec.op_name.startswith("max"):
         out = g.op("MaxPool", x, dilations=list(geo.dilation), **common)
+        dtype = rec.inputs[0].dtype
+        if np.dtype(dtype).kind == "f":  # ONNX Runtime's MaxPool skips NaN; the forward's maximum is NaN there
+            nan = g.op("Cast", g.op("IsNaN", x), to=tensor_type(dtype))
+            nan = g.op("MaxPool", nan, dilations=list(geo.dilation), **common)
+            out = g.op("Where", g.op("Greater", nan, scalar(g, 0, dtype)), scalar(g, np.nan, dtype), out)
     else:
         a = rec.attributes
         dtype = rec.inputs[0].dtype
         shape = rec.inputs[0].shape
         shape2 = shape[:-1] + (1,) + shape[-1:] if one_d else shape
         divisor = _avg_divisor(geo, shape2, a.get("count_include_pad", True), a.get("divisor_override"), dtype)
-        area = scalar(g, geo.kernel[0] * geo.kernel[1], dtype)
+        area = scalar(g, math.prod(geo.kernel), dtype)
         sums = g.op("Mul", g.op("AveragePool", x, count_include_pad=1, **common), area)
         out = g.op("Div", sums, g.const(divisor))
     if one_d:
@@ -2806,12 +2812,31 @@ def _onnx_adaptive_max(g, rec, input):
     if 0 in shape or 0 in out_shape:
         raise NotExportable("an empty input or output has no lowering")
     x = input
-    for axis in (len(shape) - 2, len(shape) - 1):
+    for axis in range(len(shape) - (1 if rec.op_name.endswith("1d") else 2), len(shape)):
         start, end = _adaptive_bounds(shape[axis], out_shape[axis])
         longest = int(np.max(end - start))
         positions = np.minimum(start[:, None] + np.arange(longest), end[:, None] - 1)
         x = _onnx_reduce(g, "ReduceMax", g.op("Gather", x, g.const(positions), axis=axis), (axis + 1,), 0, dtype)
     return x
+
+
+def _onnx_lp_pool(g, rec, input):
+    """As the forward: the average pool of x^p (no padding; the forward's divisors) times the window area, to
+    the power 1/p."""
+    dtype = rec.inputs[0].dtype
+    p = float(rec.attributes["norm_type"])
+    geo, _ = _onnx_pool_geometry(rec)
+    mean = _onnx_pool(g, rec, g.op("Pow", input, scalar(g, p, dtype)))
+    return g.op("Pow", g.op("Mul", mean, scalar(g, math.prod(geo.kernel), dtype)), scalar(g, 1 / p, dtype))
+
+
+def _onnx_adaptive_avg3d(g, rec, input):
+    """The forward's einsum with the depth, row and column window-average matrices."""
+    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
+    if 0 in shape:
+        raise NotExportable("an empty input has no lowering")
+    matrices = _adaptive_avg_matrices(np.empty(shape, dtype), rec.attributes["output_size"], dtype)
+    return g.op("Einsum", *(g.const(m) for m in matrices), input, equation="ai,bj,ck,...ijk->...abc")
 
 
 def _onnx_selection(g, rec, input):
@@ -2825,10 +2850,15 @@ lowering(conv2d, _onnx_conv(2))
 lowering(conv3d, _onnx_conv(3))
 lowering(conv_transpose1d, _onnx_conv_transpose(1))
 lowering(conv_transpose2d, _onnx_conv_transpose(2))
-for _op in (max_pool1d, max_pool2d, avg_pool1d, avg_pool2d):
+lowering(conv_transpose3d, _onnx_conv_transpose(3))
+for _op in (max_pool1d, max_pool2d, max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d):
     lowering(_op, _onnx_pool)
+for _op in (lp_pool1d, lp_pool2d):
+    lowering(_op, _onnx_lp_pool)
 lowering(adaptive_avg_pool1d, _onnx_adaptive_avg)
 lowering(adaptive_avg_pool2d, _onnx_adaptive_avg)
+lowering(adaptive_avg_pool3d, _onnx_adaptive_avg3d)
+lowering(adaptive_max_pool1d, _onnx_adaptive_max)
 lowering(adaptive_max_pool2d, _onnx_adaptive_max)
 lowering(unfold, lambda g, rec, input: index_map(g, rec, input, fill=0))
 lowering(upsample2d, _onnx_selection)
@@ -2837,5 +2867,6 @@ lowering(fold, not_exportable="col2im sums overlapping windows; ONNX's Col2Im lo
 lowering(
     max_pool2d_with_indices, not_exportable="MaxPool's Indices count over the whole (N, C, H, W) tensor; not mapped"
 )
-lowering(max_unpool2d, not_exportable="the ScatterElements lowering of the per-plane indices is not written")
+for _op in (max_unpool1d, max_unpool2d):
+    lowering(_op, not_exportable="the ScatterElements lowering of the per-plane indices is not written")
 lowering(adaptive_max_pool2d_with_indices, not_exportable="the separable window maximum gives no argmax; not written")

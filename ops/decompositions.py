@@ -2200,3 +2200,28 @@ lowering(cholesky, not_exportable=_NO_FACTOR.format("Cholesky factorisation"))
 lowering(qr, not_exportable=_NO_FACTOR.format("QR factorisation"))
 lowering(eigh, not_exportable=_NO_FACTOR.format("symmetric eigendecomposition"))
 lowering(svd, not_exportable=_NO_FACTOR.format("singular value decomposition"))
+for _op, _what in (
+    (eigvalsh, "symmetric eigendecomposition"),
+    (svdvals, "singular value decomposition"),
+    (pinv, "singular value decomposition (the pseudo-inverse's)"),
+    (matrix_rank, "singular value decomposition (the rank's)"),
+    (cond, "singular value decomposition (the condition number's)"),
+    (lstsq, "least-squares solve"),
+    (cholesky_solve, "triangular solve"),
+    (cholesky_inverse, "triangular solve"),
+    (solve_triangular, "triangular solve"),
+    (matrix_exp, "matrix exponential"),
+    (logdet, "log-determinant (Det's sign and underflow differ from the forward's slogdet)"),
+):
+    lowering(_op, not_exportable=_NO_FACTOR.format(_what))
+lowering(
+    matrix_power,
+    not_exportable="a negative power needs a matrix inverse (not in ONNX); the positive powers' lowering "
+    "(the forward's squaring order) is not written",
+)
+for _op in (matrix_norm, linalg_norm):
+    lowering(
+        _op,
+        not_exportable="the 2 and nuclear norms need a singular value decomposition (not in ONNX); the other "
+        "orders' lowering is not written",
+    )

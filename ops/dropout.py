@@ -545,4 +545,27 @@ def _onnx_dropout(g, rec, input):
     return g.op("Identity", input)
 
 
+def _onnx_noise_eval(g, rec, input):
+    """dropout1d/2d/3d, alpha_dropout, feature_alpha_dropout: the input itself when nothing is drawn (eval, or
+    p = 0)."""
+    if _drops(rec.attributes.get("p", 0.5), rec.attributes.get("training", False)):
+        raise NotExportable("training mode draws random masks; export the model in eval mode (.eval())")
+    return g.op("Identity", input)
+
+
+def _onnx_rrelu(g, rec, input):
+    """Eval: x times (lower + upper) / 2 where x <= 0, as the forward's slope in x's dtype."""
+    a = rec.attributes
+    if a.get("training", False):
+        raise NotExportable("training mode draws each slope at random; export the model in eval mode (.eval())")
+    dtype = rec.inputs[0].dtype
+    slope = np.asarray((a.get("lower", 1.0 / 8) + a.get("upper", 1.0 / 3)) / 2, dtype)
+    negative = g.op("LessOrEqual", input, g.const(np.zeros((), dtype)))
+    return g.op("Mul", input, g.op("Where", negative, g.const(slope), g.const(np.ones((), dtype))))
+
+
 lowering(dropout, _onnx_dropout)
+for _op in (dropout1d, dropout2d, dropout3d, alpha_dropout, feature_alpha_dropout):
+    lowering(_op, _onnx_noise_eval)
+lowering(rrelu, _onnx_rrelu)
+lowering(gumbel_softmax, not_exportable="it draws Gumbel noise on every call (minitape's generator has no ONNX form)")

@@ -91,7 +91,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from . import _numpy
 from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar
+from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar, tensor_type
 from ._onnx import clip as onnx_clip
 from ._samples import away_from, unary_samples, uniform
 from ._validation import floats_only as float_check
@@ -1502,5 +1502,78 @@ lowering(isinf, _onnx_isinf)
 lowering(isfinite, _onnx_isfinite)
 lowering(logical_not, _onnx_logical_not)
 lowering(logit, _onnx_logit)
+
+
+def _onnx_scaled(factor: float):
+    """deg2rad / rad2deg: x times the constant, in x's dtype (numpy's weak Python float)."""
+
+    def lower(g, rec, x):
+        return g.op("Mul", x, scalar(g, factor, float_only(rec)))
+
+    return lower
+
+
+def _onnx_sgn(g, rec, x):
+    return g.op("Identity", x) if rec.inputs[0].dtype == np.bool_ else elementwise("Sign")(g, rec, x)
+
+
+def _onnx_signed_inf(positive: bool):
+    """isposinf / isneginf (all False for integers and bools)."""
+
+    def lower(g, rec, x):
+        if np.dtype(rec.inputs[0].dtype).kind != "f":
+            return g.op("Not", g.op("Equal", x, x))
+        return g.op("IsInf", x, detect_positive=int(positive), detect_negative=int(not positive))
+
+    return lower
+
+
+def _onnx_frexp(g, rec, x):
+    """exponent = floor(log2 |x|) + 1, then corrected by one where log2 rounded across a power of two, mantissa
+    = x / 2^exponent (exact: a power of two; the division is split in two for exponents past the float's range);
+    (x, 0) for 0, infinities and NaN, as numpy."""
+    dtype = float_only(rec)
+    one, half = scalar(g, 1, dtype), scalar(g, 0.5, dtype)
+    size = g.op("Abs", x)
+    special = g.op("Or", g.op("Equal", size, scalar(g, 0, dtype)), g.op("IsNaN", g.op("Sub", x, x)))
+    # Sub(x, x) is NaN exactly for inf and NaN: "special" holds for 0, inf and NaN
+    safe = g.op("Where", special, one, size)
+    e = g.op("Add", g.op("Floor", g.op("Div", g.op("Log", safe), scalar(g, math.log(2), dtype))), one)
+    for _ in range(2):  # a log2 one off either way: pull the mantissa back into [0.5, 1)
+        m = _onnx_over_power_of_two(g, safe, e, dtype)
+        e = g.op(
+            "Add",
+            e,
+            g.op(
+                "Sub",
+                g.op("Cast", g.op("GreaterOrEqual", m, one), to=tensor_type(dtype)),
+                g.op("Cast", g.op("Less", m, half), to=tensor_type(dtype)),
+            ),
+        )
+    e = g.op("Where", special, scalar(g, 0, dtype), e)
+    mantissa = g.op("Where", special, x, _onnx_over_power_of_two(g, x, e, dtype))
+    return mantissa, g.op("Cast", e, to=6)  # 6: INT32
+
+
+def _onnx_over_power_of_two(g, x, e, dtype):
+    """x / 2^e for a float-valued integer e, as two exact halves (2^e alone can overflow or vanish)."""
+    two = scalar(g, 2, dtype)
+    first = g.op("Floor", g.op("Div", e, two))
+    return g.op("Div", g.op("Div", x, g.op("Pow", two, first)), g.op("Pow", two, g.op("Sub", e, first)))
+
+
+lowering(deg2rad, _onnx_scaled(_DEG))
+lowering(rad2deg, _onnx_scaled(_RAD))
+lowering(sgn, _onnx_sgn)
+lowering(positive, elementwise("Identity"))
+lowering(isposinf, _onnx_signed_inf(True))
+lowering(isneginf, _onnx_signed_inf(False))
+lowering(isreal, lambda g, rec, x: g.op("Expand", g.const(np.array(True)), g.op("Shape", x)))
+lowering(frexp, _onnx_frexp)
+lowering(
+    signbit,
+    not_exportable="a NaN's sign bit cannot be read in ONNX (no bitcast; -NaN compares like NaN), and x86 makes "
+    "-NaN from 0/0 and inf - inf",
+)
 lowering(erfc, not_exportable="ONNX has no Erfc, and 1 - Erf(x) loses every digit for x > 4 (erfc(4) = 1.5e-8)")
 lowering(erfinv, not_exportable="ONNX has no inverse error function (no Erfinv op)")

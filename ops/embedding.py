@@ -16,6 +16,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from tape.tensors import Tensor
 
+from ._onnx import NotExportable, extremum, scalar, tensor_type
 from ._samples import transposed, uniform
 from ._validation import require, require_float, require_integer
 
@@ -258,10 +259,12 @@ def _embedding_bag(
     _, member, rows, coefficients = _bag_parts(
         input, weight, offsets, per_sample_weights, mode, include_last_offset, padding_idx
     )
+    # each bag sums only its members' rows: a matmul with the coefficients would add 0 * NaN (or 0 * inf) of the
+    # other bags' rows
     if mode != "max":
-        return coefficients @ rows
+        return np.sum(np.where(member[:, :, None], rows[None], 0) * coefficients[:, :, None], axis=1)
     choice, filled = _bag_max_choice(rows, member)
-    return np.where(filled, np.sum(choice * rows[None], axis=1), 0)
+    return np.where(filled, np.sum(np.where(choice > 0, rows[None], 0), axis=1), 0)
 
 
 def _embedding_bag_vjp(
@@ -432,3 +435,67 @@ def _onnx_embedding(g, rec, input, weight):
 
 lowering(embedding, _onnx_embedding)
 lowering(embedding_dense_backward, not_exportable="a backward kernel (the export records a forward call for inference)")
+
+
+def _onnx_bag_membership(g, rec, flat, offsets, n: int):
+    """The (B, n) bool membership of _bags: a 2-D input's rows as bags (a constant), a 1-D input's entries in the
+    bag whose start is the last one <= their position (the forward's searchsorted, as a count) and before the
+    end; entries equal to padding_idx in none."""
+    a = rec.attributes
+    shape = rec.inputs[0].shape
+    positions = g.const(np.arange(n, dtype=np.int64))
+    if len(shape) == 2:
+        member = g.const(np.arange(n)[None, :] // shape[1] == np.arange(shape[0])[:, None])
+    else:
+        offsets = g.op("Cast", offsets, to=7)  # 7: INT64
+        count = rec.inputs[2].shape[0]
+        last = bool(a.get("include_last_offset", False))
+        starts = g.op("Slice", offsets, g.ints([0]), g.ints([count - 1 if last else count]), g.ints([0]))
+        before = g.op("LessOrEqual", g.op("Unsqueeze", starts, g.ints([1])), positions)  # (B, n)
+        bag = g.op("Sub", g.op("ReduceSum", g.op("Cast", before, to=7), g.ints([0]), keepdims=1), g.ints([1]))
+        member = g.op("Equal", bag, g.op("Unsqueeze", g.const(np.arange(count - last, dtype=np.int64)), g.ints([1])))
+        if last:
+            end = g.op("Slice", offsets, g.ints([count - 1]), g.ints([count]), g.ints([0]))
+            member = g.op("And", member, g.op("Less", positions, end))
+    padding = _padding_row(rec.inputs[1].shape[0], a.get("padding_idx"))
+    if padding is not None:
+        member = g.op("And", member, g.op("Not", g.op("Equal", flat, g.const(np.array(padding, np.int64)))))
+    return member
+
+
+def _onnx_embedding_bag(g, rec, input, weight, offsets=None, per_sample_weights=None):
+    """sum / mean as the forward's coefficient-weighted sums of each bag's member rows; max as each bag's NaN-keeping
+    maximum over its members (0 for an empty bag)."""
+    a = rec.attributes
+    dtype = rec.inputs[1].dtype
+    n = int(np.prod(rec.inputs[0].shape, dtype=np.int64))
+    if n == 0 or (offsets is not None and rec.inputs[2].shape[0] <= bool(a.get("include_last_offset", False))):
+        raise NotExportable("no indices, or no bags, have no lowering")
+    flat = g.op("Reshape", g.op("Cast", input, to=7), g.ints([-1]))  # 7: INT64
+    member = _onnx_bag_membership(g, rec, flat, offsets, n)
+    rows = g.op("Gather", weight, flat, axis=0)
+    if per_sample_weights is not None:
+        rows = g.op("Mul", rows, g.op("Reshape", per_sample_weights, g.ints([-1, 1])))
+    mode = a.get("mode", "mean")
+    if mode == "max":
+        values = g.op("Where", g.op("Unsqueeze", member, g.ints([2])), rows, scalar(g, -np.inf, dtype))  # (B, n, D)
+        top = extremum(g, "ReduceMax", values, [1], 0, dtype)
+        filled = g.op(
+            "Not",
+            g.op(
+                "Equal",
+                g.op("ReduceMax", g.op("Cast", member, to=6), g.ints([1]), keepdims=1),
+                g.const(np.array(0, np.int32)),
+            ),
+        )
+        return g.op("Where", filled, top, scalar(g, 0, dtype))
+    coefficients = g.op("Cast", member, to=tensor_type(dtype))
+    if mode == "mean":
+        counts = g.op("ReduceSum", g.op("Cast", member, to=7), g.ints([1]), keepdims=1)
+        counts = g.op("Cast", g.op("Max", counts, g.const(np.array(1, np.int64))), to=tensor_type(dtype))
+        coefficients = g.op("Div", coefficients, counts)
+    kept = g.op("Where", g.op("Unsqueeze", member, g.ints([2])), rows, scalar(g, 0, dtype))  # (B, n, D)
+    return g.op("ReduceSum", g.op("Mul", kept, g.op("Unsqueeze", coefficients, g.ints([2]))), g.ints([1]), keepdims=0)
+
+
+lowering(embedding_bag, _onnx_embedding_bag)

@@ -31,6 +31,7 @@ __all__ = [
     "argwhere",
 ]
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -1787,12 +1788,16 @@ def _onnx_axis(rec) -> int:
 
 
 def _onnx_gather(g, rec, input, index):
-    shape = rec.inputs[1].shape
-    if not shape or 0 in shape or not rec.inputs[0].shape:
-        raise NotExportable("a 0-D input, a 0-D index or an empty index has no lowering")
-    axis = _onnx_axis(rec)
-    block = [n if d != axis else rec.inputs[0].shape[axis] for d, n in enumerate(shape)]
-    return g.op("GatherElements", _onnx_block(g, input, block), index, axis=axis)
+    """GatherElements over the index-shaped block; a 0-D input or index counts as 1-D of size 1 (the forward's
+    ``_lift``)."""
+    shape_in, shape = rec.inputs[0].shape or (1,), rec.inputs[1].shape or (1,)
+    if 0 in shape:
+        raise NotExportable("an empty index has no lowering")
+    x, i = (t if spec.shape else g.op("Reshape", t, g.ints([1])) for t, spec in zip((input, index), rec.inputs))
+    axis = axis_of(int(rec.attributes["dim"]), len(shape_in))
+    block = [n if d != axis else shape_in[axis] for d, n in enumerate(shape)]
+    out = g.op("GatherElements", _onnx_block(g, x, block), i, axis=axis)
+    return out if rec.inputs[1].shape else g.op("Reshape", out, g.ints([]))
 
 
 def _onnx_index_select(g, rec, input, index):
@@ -1870,13 +1875,70 @@ def _onnx_index_add(g, rec, input, index, source):
     if not rec.inputs[0].shape or 0 in shape_src:
         raise NotExportable("a 0-D input or an empty source has no lowering")
     axis = _onnx_axis(rec)
-    along = [1] * len(shape_src)
-    along[axis] = -1
-    spread = g.op("Expand", g.op("Reshape", index, g.ints(along)), g.ints(shape_src))
     alpha = rec.attributes.get("alpha", 1)
     if alpha != 1:
         source = g.op("Mul", source, scalar(g, alpha, rec.inputs[2].dtype))
-    return g.op("ScatterElements", input, spread, source, axis=axis, reduction="add")
+    return g.op("ScatterElements", input, _onnx_spread(g, index, axis, shape_src), source, axis=axis, reduction="add")
+
+
+def _onnx_spread(g, index, axis: int, shape) -> str:
+    """The 1-D ``index`` at every position of a ``shape``-d tensor along ``axis`` (the index_* ops' positions
+    as ScatterElements' indices)."""
+    along = [1] * len(shape)
+    along[axis] = -1
+    return g.op("Expand", g.op("Reshape", index, g.ints(along)), g.ints(shape))
+
+
+def _onnx_index_written(g, rec, input, index, source=None):
+    """index_fill (source None: the value) and index_copy: ScatterElements along dim of the source's shape
+    (ONNX takes index_fill's negative positions as counted from the end, as the forward); a 0-D input counts as
+    1-D of size 1."""
+    shape_in = rec.inputs[0].shape or (1,)
+    axis = axis_of(int(rec.attributes["dim"]), len(shape_in))
+    n = int(np.prod(rec.inputs[1].shape, dtype=np.int64))
+    shape = shape_in[:axis] + (n,) + shape_in[axis + 1 :]
+    if 0 in shape:
+        raise NotExportable("an empty index or input has no lowering")
+    dtype = rec.inputs[0].dtype
+    if source is None:
+        source = g.op("Expand", scalar(g, np.asarray(rec.attributes["value"]).astype(dtype), dtype), g.ints(shape))
+    x = input if rec.inputs[0].shape else g.op("Reshape", input, g.ints([1]))
+    source = g.op("Reshape", source, g.ints(shape))
+    out = g.op("ScatterElements", x, _onnx_spread(g, index, axis, shape), source, axis=axis)
+    return out if rec.inputs[0].shape else g.op("Reshape", out, g.ints([]))
+
+
+def _onnx_index_reduce(g, rec, input, index, source):
+    """scatter_reduce's lowering with the index spread over the source's shape (the forward's
+    ``_expanded_index``)."""
+    shape = rec.inputs[2].shape
+    if 0 in shape:
+        raise NotExportable("an empty index has no lowering")
+    spread = _onnx_spread(g, index, _onnx_axis(rec), shape)
+    spread_spec = rec.inputs[1]._replace(shape=shape)
+    return _onnx_scatter_reduce(
+        g, dataclasses.replace(rec, inputs=(rec.inputs[0], spread_spec, rec.inputs[2])), input, spread, source
+    )
+
+
+def _onnx_masked_scatter(g, rec, input, mask, source):
+    """The k-th True position of the broadcast mask (row-major) takes source's k-th entry: the entries of the
+    flat source at (running count of Trues) - 1, kept where the mask holds."""
+    shape = rec.output.shape
+    if 0 in shape:
+        raise NotExportable("an empty result has no lowering")
+    m = g.op("Expand", mask, g.ints(shape))
+    count = g.op("CumSum", g.op("Cast", g.op("Reshape", m, g.ints([-1])), to=7), g.const(np.array(0, np.int64)))
+    at = g.op("Max", g.op("Sub", count, g.const(np.array(1, np.int64))), g.const(np.array(0, np.int64)))  # 7: INT64
+    picked = g.op("Gather", g.op("Reshape", source, g.ints([-1])), at, axis=0)
+    return g.op("Where", m, g.op("Reshape", picked, g.ints(shape), allowzero=1), input)
+
+
+def _onnx_take(g, rec, input, index):
+    """The flat input's entries at index (ONNX's Gather counts negative positions from the end, as take)."""
+    if 0 in rec.inputs[0].shape:
+        raise NotExportable("an empty input has no lowering")
+    return g.op("Gather", g.op("Reshape", input, g.ints([-1])), index, axis=0)
 
 
 def _onnx_one_hot(g, rec, tensor):
@@ -1903,6 +1965,12 @@ lowering(scatter_add, _onnx_scatter_add)
 lowering(scatter_reduce, _onnx_scatter_reduce)
 lowering(index_add, _onnx_index_add)
 lowering(one_hot, _onnx_one_hot)
+lowering(take, _onnx_take)
+for _op in (index_fill, index_copy):
+    lowering(_op, _onnx_index_written)
+lowering(index_reduce, _onnx_index_reduce)
+lowering(masked_scatter, _onnx_masked_scatter)
+lowering(argwhere, not_exportable=_DATA_SIZED)
 lowering(masked_select, not_exportable=_DATA_SIZED)
 lowering(nonzero, not_exportable=_DATA_SIZED)
 lowering(index_put, not_exportable="its indices are recorded as constant arrays; a ScatterND lowering is not written")

@@ -1519,3 +1519,73 @@ lowering(matmul, _onnx_matmul)
 lowering(mm, _onnx_matmul)
 lowering(linear, _onnx_linear)
 lowering(t, _onnx_t)
+
+
+def _onnx_add_product(g, rec, input, a, b):
+    """addmm / addmv / addr / addbmm / baddbmm: alpha * product + beta * input, as _beta_alpha_sum (the product
+    a MatMul, addr's an outer Mul, addbmm's the forward's einsum)."""
+    attrs = rec.attributes
+    beta, alpha = attrs.get("beta", 1), attrs.get("alpha", 1)
+    dtype = rec.inputs[0].dtype
+    if beta == 0:
+        raise NotExportable("beta=0 ignores input (and the export refuses an input no op reads)")
+    if rec.op_name == "addr":
+        product = g.op("Mul", g.op("Unsqueeze", a, g.ints([1])), b)
+    elif rec.op_name == "addbmm":
+        if any(0 in s.shape for s in rec.inputs[1:]):  # ONNX Runtime's Einsum dies (SIGFPE) on an empty operand
+            raise NotExportable("an empty batch has no lowering")
+        product = g.op("Einsum", a, b, equation="bij,bjk->ik")
+    else:
+        product = g.op("MatMul", a, b)
+    if alpha != 1:
+        product = g.op("Mul", product, g.const(np.array(alpha, dtype)))
+    scaled = input if beta == 1 else g.op("Mul", input, g.const(np.array(beta, dtype)))
+    return g.op("Add", product, scaled)
+
+
+def _onnx_inner(g, rec, input, other):
+    """The forward's einsum over the last dims (a 0-D operand multiplies)."""
+    shapes = [s.shape for s in rec.inputs]
+    if not shapes[0] or not shapes[1]:
+        return g.op("Mul", input, other)
+    if any(0 in s for s in shapes):  # ONNX Runtime's Einsum dies (SIGFPE) on an empty operand
+        raise NotExportable("an empty operand has no lowering")
+    a, b, k = _inner_labels(*(np.empty(s) for s in shapes))
+    return g.op("Einsum", input, other, equation=f"{a}{k},{b}{k}->{a}{b}")
+
+
+def _onnx_trace(g, rec, input):
+    n, m = rec.inputs[0].shape
+    diagonal = np.arange(min(n, m), dtype=np.int64) * (m + 1)
+    picked = g.op("Gather", g.op("Reshape", input, g.ints([-1])), g.const(diagonal), axis=0)
+    return g.op("ReduceSum", picked, keepdims=0)
+
+
+def _onnx_cross(g, rec, input, other):
+    """numpy's cross along the op's axis: (a1 b2 - a2 b1, a2 b0 - a0 b2, a0 b1 - a1 b0)."""
+    attrs = rec.attributes
+    empty = [np.empty(s.shape, s.dtype) for s in rec.inputs]
+    axis = _check_cross(
+        rec.op_name, empty[0], empty[1], attrs.get("dim", -1 if rec.op_name == "linalg_cross" else None)
+    )
+    axis = axis % len(np.broadcast_shapes(*(s.shape for s in rec.inputs)))
+
+    def turned(x, order):
+        return g.op("Gather", x, g.const(np.array(order, np.int64)), axis=axis)
+
+    first = g.op("Mul", turned(input, [1, 2, 0]), turned(other, [2, 0, 1]))
+    return g.op("Sub", first, g.op("Mul", turned(input, [2, 0, 1]), turned(other, [1, 2, 0])))
+
+
+for _op in (addmm, addmv, addr, addbmm, baddbmm):
+    lowering(_op, _onnx_add_product)
+for _op in (mv, vdot):
+    lowering(_op, _onnx_matmul)
+lowering(inner, _onnx_inner)
+lowering(trace, _onnx_trace)
+for _op in (cross, linalg_cross):
+    lowering(_op, _onnx_cross)
+for _op in (multi_dot, chain_matmul):
+    lowering(_op, not_exportable="its lowering (MatMuls in the forward's cheapest-chain order) is not written yet")
+for _op in (cdist, pdist, dist, renorm, cov, corrcoef):
+    lowering(_op, not_exportable="its lowering (a decomposition as the forward computes it) is not written yet")

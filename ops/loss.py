@@ -65,7 +65,7 @@ from ._kernels.rowwise import (
 )
 from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, cast_to, extremum, log1p_graph, pnorm, scalar
+from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar
 from ._samples import KINK_GAP, away_from, transposed, uniform
 from ._validation import normalize_dim, real, require, require_float, require_integer
 
@@ -2814,3 +2814,166 @@ lowering(binary_cross_entropy, _onnx_binary_cross_entropy)
 lowering(binary_cross_entropy_with_logits, _onnx_bce_with_logits)
 lowering(kl_div, _onnx_kl_div)
 lowering(margin_ranking_loss, _onnx_margin_ranking)
+
+
+def _onnx_softplus0(g, rec, z, dtype):
+    """numpy's logaddexp(0, z) = max(z, 0) + log1p(exp(-|z|)) (NaN stays NaN)."""
+    top = g.op("Where", g.op("Greater", z, scalar(g, 0, dtype)), z, scalar(g, 0, dtype))
+    return g.op("Add", top, log1p_graph(g, rec, g.op("Exp", g.op("Neg", g.op("Abs", z)))))
+
+
+def _onnx_target(g, rec, target, k: int = 1):
+    """The target (input k) in the input's dtype, as the forwards' _as_input_dtype."""
+    return cast_to(g, target, rec.inputs[k].dtype, rec.inputs[0].dtype)
+
+
+def _onnx_soft_margin(g, rec, input, target):
+    dtype = rec.inputs[0].dtype
+    z = g.op("Mul", g.op("Neg", _onnx_target(g, rec, target)), input)
+    return _onnx_reduced(g, rec, _onnx_softplus0(g, rec, z, dtype))
+
+
+def _onnx_multilabel_soft_margin(g, rec, input, target, weight=None):
+    """(softplus(-x) + (1 - t) x) [* weight], summed over the classes over their number, then reduced."""
+    dtype = rec.inputs[0].dtype
+    one_minus = g.op("Sub", scalar(g, 1, dtype), target)
+    loss = g.op("Add", _onnx_softplus0(g, rec, g.op("Neg", input), dtype), g.op("Mul", one_minus, input))
+    if weight is not None:
+        loss = g.op("Mul", loss, weight)
+    classes = scalar(g, rec.inputs[0].shape[-1], dtype)
+    return _onnx_reduced(g, rec, g.op("Div", g.op("ReduceSum", loss, g.ints([-1]), keepdims=0), classes))
+
+
+def _onnx_hinge_embedding(g, rec, input, target):
+    """max(0, margin - x) where target != 1 plus x where target != -1 (np.maximum keeps NaN)."""
+    dtype, t_dtype = rec.inputs[0].dtype, rec.inputs[1].dtype
+    margin = scalar(g, float(rec.attributes.get("margin", 1.0)), dtype)
+    zero = scalar(g, 0, dtype)
+    hinge = clip(g, g.op("Sub", margin, input), dtype, low=0)
+    loss = g.op(
+        "Add",
+        g.op("Where", g.op("Equal", target, scalar(g, 1, t_dtype)), zero, hinge),
+        g.op("Where", g.op("Equal", target, scalar(g, -1, t_dtype)), zero, input),
+    )
+    return _onnx_reduced(g, rec, loss)
+
+
+def _onnx_cosine_embedding(g, rec, input1, input2, target):
+    """As the forward: cos over the last dim with 1e-12 added to each squared norm, 1 - cos for target 1,
+    max(cos - margin, 0) for -1."""
+    dtype, t_dtype = rec.inputs[0].dtype, rec.inputs[2].dtype
+
+    def total(a, b):
+        return g.op("ReduceSum", g.op("Mul", a, b), g.ints([-1]), keepdims=0)
+
+    eps = scalar(g, _COSINE_EMBEDDING_EPS, dtype)
+    m1, m2 = (g.op("Add", total(x, x), eps) for x in (input1, input2))
+    cos = g.op("Div", total(input1, input2), g.op("Sqrt", g.op("Mul", m1, m2)))
+    zero = scalar(g, 0, dtype)
+    margin = scalar(g, float(rec.attributes.get("margin", 0)), dtype)
+    loss = g.op(
+        "Add",
+        g.op("Where", g.op("Equal", target, scalar(g, 1, t_dtype)), g.op("Sub", scalar(g, 1, dtype), cos), zero),
+        g.op(
+            "Where",
+            g.op("Equal", target, scalar(g, -1, t_dtype)),
+            clip(g, g.op("Sub", cos, margin), dtype, low=0),
+            zero,
+        ),
+    )
+    return _onnx_reduced(g, rec, loss)
+
+
+def _onnx_poisson_nll(g, rec, input, target):
+    """exp(x) - t x (log_input) or x - t log(x + eps), plus Stirling's term where t > 1 with ``full``."""
+    a = rec.attributes
+    dtype = rec.inputs[0].dtype
+    if a.get("log_input", True):
+        loss = g.op("Sub", g.op("Exp", input), g.op("Mul", target, input))
+    else:
+        shifted = g.op("Add", input, scalar(g, float(a.get("eps", 1e-8)), dtype))
+        loss = g.op("Sub", input, g.op("Mul", target, g.op("Log", shifted)))
+    if a.get("full", False):
+        counts = g.op("Greater", target, scalar(g, 1, dtype))
+        t = g.op("Where", counts, target, scalar(g, 2, dtype))
+        two_pi_t = g.op("Mul", scalar(g, 2 * math.pi, dtype), t)
+        term = g.op("Sub", g.op("Mul", t, g.op("Log", t)), t)
+        term = g.op("Add", term, g.op("Mul", scalar(g, 0.5, dtype), g.op("Log", two_pi_t)))
+        loss = g.op("Add", loss, g.op("Where", counts, term, scalar(g, 0, dtype)))
+    return _onnx_reduced(g, rec, loss)
+
+
+def _onnx_gaussian_nll(g, rec, input, target, var):
+    """0.5 (log v + (x - t)^2 / v), v = var + (max(var, eps) - var) as the forward, (+ log(2 pi) / 2 with full)."""
+    a = rec.attributes
+    dtype = rec.inputs[0].dtype
+    shape_in, shape_var = rec.inputs[0].shape, rec.inputs[2].shape
+    if shape_var != shape_in and shape_var == shape_in[:-1]:
+        var = g.op("Unsqueeze", var, g.ints([-1]))
+    v = g.op("Add", var, g.op("Sub", clip(g, var, dtype, low=float(a.get("eps", 1e-6))), var))
+    d = g.op("Sub", input, target)
+    loss = g.op("Mul", scalar(g, 0.5, dtype), g.op("Add", g.op("Log", v), g.op("Div", g.op("Mul", d, d), v)))
+    if a.get("full", False):
+        loss = g.op("Add", loss, scalar(g, 0.5 * math.log(2 * math.pi), dtype))
+    return _onnx_reduced(g, rec, loss)
+
+
+def _onnx_class_rows(g, rec, input, target):
+    """(input as (N, C) rows, the target as int64 of shape (N, k), C) for the margin losses."""
+    c = rec.inputs[0].shape[-1]
+    x = g.op("Reshape", input, g.ints([-1, c]))
+    k = 1 if rec.op_name == "multi_margin_loss" else c
+    return x, g.op("Reshape", g.op("Cast", target, to=7), g.ints([-1, k])), c  # 7: INT64
+
+
+def _onnx_multi_margin(g, rec, input, target, weight=None):
+    """sum over i != y of w_y max(0, margin - x_y + x_i)^p / C, as the forward (z > 0 strictly)."""
+    a = rec.attributes
+    dtype = rec.inputs[0].dtype
+    if 0 in rec.inputs[0].shape:
+        raise NotExportable("an empty input has no lowering")
+    x, y, c = _onnx_class_rows(g, rec, input, target)
+    z = g.op("Add", g.op("Sub", scalar(g, float(a.get("margin", 1.0)), dtype), g.op("GatherElements", x, y, axis=1)), x)
+    others = g.op("Not", g.op("Equal", g.const(np.arange(c, dtype=np.int64)), y))
+    hinge = g.op("Where", g.op("And", g.op("Greater", z, scalar(g, 0, dtype)), others), z, scalar(g, 0, dtype))
+    if int(a.get("p", 1)) == 2:
+        hinge = g.op("Mul", hinge, hinge)
+    if weight is not None:
+        hinge = g.op("Mul", hinge, g.op("Gather", weight, y, axis=0))
+    loss = g.op("Div", g.op("ReduceSum", hinge, g.ints([1]), keepdims=0), scalar(g, c, dtype))
+    return _onnx_reduced(g, rec, g.op("Reshape", loss, g.ints(rec.inputs[1].shape), allowzero=1))
+
+
+def _onnx_multilabel_margin(g, rec, input, target):
+    """sum over listed targets j and non-targets i of max(0, 1 - x_y_j + x_i) / C; a target row ends at its
+    first negative entry (no CumProd in ONNX: a CumSum of the negatives is still 0 before it)."""
+    dtype = rec.inputs[0].dtype
+    if 0 in rec.inputs[0].shape:
+        raise NotExportable("an empty input has no lowering")
+    x, y, c = _onnx_class_rows(g, rec, input, target)
+    negative = g.op("Cast", g.op("Less", y, g.const(np.array(0, np.int64))), to=7)
+    valid = g.op("Equal", g.op("CumSum", negative, g.const(np.array(1, np.int64))), g.const(np.array(0, np.int64)))
+    safe = g.op("Where", valid, y, g.const(np.array(0, np.int64)))
+    column = g.op("Unsqueeze", valid, g.ints([2]))  # (N, J, 1)
+    one_hot = g.op(
+        "And", g.op("Equal", g.op("Unsqueeze", safe, g.ints([2])), g.const(np.arange(c, dtype=np.int64))), column
+    )
+    is_target = g.op("ReduceMax", g.op("Cast", one_hot, to=6), g.ints([1]), keepdims=1)  # (N, 1, C); 6: INT32
+    picked = g.op("Unsqueeze", g.op("GatherElements", x, safe, axis=1), g.ints([2]))
+    z = g.op("Add", g.op("Sub", scalar(g, 1, dtype), picked), g.op("Unsqueeze", x, g.ints([1])))
+    active = g.op("And", column, g.op("Equal", is_target, g.const(np.array(0, np.int32))))
+    active = g.op("And", active, g.op("Greater", z, scalar(g, 0, dtype)))
+    hinge = g.op("Where", active, z, scalar(g, 0, dtype))
+    loss = g.op("Div", g.op("ReduceSum", hinge, g.ints([1, 2]), keepdims=0), scalar(g, c, dtype))
+    return _onnx_reduced(g, rec, g.op("Reshape", loss, g.ints(rec.inputs[0].shape[:-1]), allowzero=1))
+
+
+lowering(multi_margin_loss, _onnx_multi_margin)
+lowering(multilabel_margin_loss, _onnx_multilabel_margin)
+lowering(soft_margin_loss, _onnx_soft_margin)
+lowering(multilabel_soft_margin_loss, _onnx_multilabel_soft_margin)
+lowering(hinge_embedding_loss, _onnx_hinge_embedding)
+lowering(cosine_embedding_loss, _onnx_cosine_embedding)
+lowering(poisson_nll_loss, _onnx_poisson_nll)
+lowering(gaussian_nll_loss, _onnx_gaussian_nll)
+lowering(ctc_loss, not_exportable="its forward-backward recursion over time has no ONNX op (a Loop is not written)")

@@ -78,7 +78,7 @@ from tape.registry import Sample, defop
 
 from . import _numpy
 from ._notes import case_law
-from ._onnx import NotExportable, axis_of, index_map
+from ._onnx import NotExportable, axis_of, cast_to, index_map
 from ._samples import transposed, uniform
 from ._validation import normalize_dim
 from .indexing import _index_add_into, index_add
@@ -1657,7 +1657,42 @@ def _onnx_meshgrid(g, rec, tensors):
     return tuple(out)
 
 
+def _onnx_at_least(g, rec, tensors):
+    """atleast_1d/2d/3d: each tensor reshaped to its recorded output shape."""
+    specs = rec.output_specs
+    out = tuple(g.op("Reshape", t, g.ints(s.shape), allowzero=1) for t, s in zip(tensors, specs, strict=True))
+    return out[0] if len(out) == 1 else out
+
+
+def _onnx_joined(g, rec, tensors):
+    """hstack / vstack / dstack / column_stack / cartesian_prod: one Gather from the joined entries."""
+    return index_map(g, rec, *tensors)
+
+
+def _onnx_kron(g, rec, input, other):
+    sa, sb, out = _kron_shapes(*(np.empty(s.shape, s.dtype) for s in rec.inputs))
+    a, b = (g.op("Reshape", x, g.ints(s), allowzero=1) for x, s in ((input, sa), (other, sb)))
+    return g.op("Reshape", g.op("Mul", a, b), g.ints(out), allowzero=1)
+
+
+def _onnx_vander(g, rec, x):
+    dtype = rec.output.dtype
+    powers = _vander_powers(np.empty(rec.inputs[0].shape), rec.attributes.get("N"), rec.attributes["increasing"])
+    column = g.op("Unsqueeze", cast_to(g, x, rec.inputs[0].dtype, dtype), g.ints([1]))
+    return g.op("Pow", column, g.const(powers.astype(dtype)))
+
+
 lowering(flip, _onnx_flip)
+for _op in (fliplr, flipud, rot90, combinations, tensor_split, hsplit, vsplit, dsplit):
+    lowering(_op, _onnx_gathered)
+lowering(diagonal_scatter, lambda g, rec, input, src: index_map(g, rec, input, src))
+for _op in (atleast_1d, atleast_2d, atleast_3d):
+    lowering(_op, _onnx_at_least)
+for _op in (hstack, vstack, dstack, column_stack, cartesian_prod):
+    lowering(_op, _onnx_joined)
+lowering(block_diag, lambda g, rec, tensors: index_map(g, rec, *tensors, fill=0))
+lowering(kron, _onnx_kron)
+lowering(vander, _onnx_vander)
 for _op in (roll, tile, repeat_interleave, diagonal, unfold_copy):
     lowering(_op, _onnx_gathered)
 lowering(diag_embed, _onnx_filled)

@@ -830,6 +830,28 @@ def _onnx_group_norm(g, rec, input, weight=None, bias=None):
     )
 
 
+def _onnx_local_response_norm(g, rec, input):
+    """As the forward (ONNX's LRN centres an even window on the other side): the channel window sums of x^2 as
+    the zero-padded slices added in order, then x * (k + alpha / size * sums)^-beta."""
+    a = rec.attributes
+    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
+    size = int(a["size"])
+    if 0 in shape:
+        raise NotExportable("an empty input has no lowering")
+    before, after = size // 2, (size - 1) // 2
+    pads = [0] * (2 * len(shape))
+    pads[1], pads[len(shape) + 1] = before, after
+    padded = g.op("Pad", g.op("Mul", input, input), g.ints(pads))
+    c = shape[1]
+    total = g.op("Slice", padded, g.ints([0]), g.ints([c]), g.ints([1]))
+    for o in range(1, before + after + 1):
+        total = g.op("Add", total, g.op("Slice", padded, g.ints([o]), g.ints([o + c]), g.ints([1])))
+    scale = scalar(g, float(a.get("alpha", 1e-4)) / size, dtype)
+    d = g.op("Add", scalar(g, float(a.get("k", 1.0)), dtype), g.op("Mul", scale, total))
+    return g.op("Mul", input, g.op("Pow", d, scalar(g, -float(a.get("beta", 0.75)), dtype)))
+
+
+lowering(local_response_norm, _onnx_local_response_norm)
 lowering(batch_norm, _onnx_batch_norm)
 lowering(instance_norm, _onnx_instance_norm)
 lowering(group_norm, _onnx_group_norm)

@@ -25,6 +25,7 @@ __all__ = [
     "count_nonzero",
 ]
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -32,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from tape.onnx import lowering
+from tape.onnx import lowering, lowering_of
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
 from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
+from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar, tensor_type
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import normalize_dim, real, require_float
 from .binary import maximum, minimum
@@ -1279,7 +1280,9 @@ def _onnx_moment(g, rec, x):
     if 0 in spec.shape:
         raise NotExportable("a variance over an empty tensor has no lowering")
     axes, keep = _onnx_axes(rec)
-    dof = _count(spec.shape, axes) - float(rec.attributes.get("correction", 1))
+    a = rec.attributes
+    correction = _moment_args(rec.op_name, a.get("dim"), a.get("correction"), a.get("unbiased"))[1]
+    dof = _count(spec.shape, axes) - float(correction)
     if not axes:
         centered = g.op("Sub", x, x)
     else:
@@ -1324,7 +1327,13 @@ def _onnx_arg(op_type):
     return lower
 
 
-def _onnx_max_min(g, rec, x):
+def _onnx_max_min(g, rec, x, other=None):
+    if other is not None:  # max(input, other): the elementwise maximum / minimum
+        from .binary import maximum, minimum
+
+        pair = lowering_of(maximum if rec.op_name == "max" else minimum)
+        assert pair is not None  # binary declares both
+        return pair(g, dataclasses.replace(rec, op_name=f"{rec.op_name}imum", attributes={}), x, other)
     spec = rec.inputs[0]
     find, whole = ("ArgMax", "ReduceMax") if rec.op_name == "max" else ("ArgMin", "ReduceMin")
     dim = rec.attributes.get("dim")
@@ -1400,6 +1409,36 @@ def _onnx_truth(g, rec, x):
     return g.op("Equal", total, zero) if rec.op_name == "all" else g.op("Greater", total, zero)
 
 
+def _onnx_nan_reduction(g, rec, x):
+    """nansum / nanmean: NaN entries as 0 and not counted, as the forward."""
+    spec = rec.inputs[0]
+    if 0 in spec.shape or rec.attributes.get("dtype") is not None:
+        raise NotExportable("an empty input or a dtype= cast has no lowering")
+    axes, keep = _onnx_axes(rec)
+    dtype = np.dtype(spec.dtype)
+    if dtype.kind != "f":
+        return _onnx_reduce(g, "ReduceSum", cast_to(g, x, dtype, rec.output.dtype), axes, keep)
+    present = g.op("Not", g.op("IsNaN", x))
+    total = _onnx_reduce(g, "ReduceSum", g.op("Where", present, x, scalar(g, 0, dtype)), axes, keep)
+    if rec.op_name == "nansum":
+        return total
+    count = _onnx_reduce(g, "ReduceSum", g.op("Cast", present, to=tensor_type(dtype)), axes, keep)
+    return g.op("Div", total, count)
+
+
+def _onnx_aminmax(g, rec, x):
+    spec = rec.inputs[0]
+    if 0 in spec.shape:
+        raise NotExportable("an empty input has no lowering")
+    axes, keep = _onnx_axes(rec)
+    return tuple(_onnx_reduce(g, op_type, x, axes, keep, spec.dtype) for op_type in ("ReduceMin", "ReduceMax"))
+
+
+for _op in (nansum, nanmean):
+    lowering(_op, _onnx_nan_reduction)
+lowering(aminmax, _onnx_aminmax)
+for _op in (var_mean, std_mean):
+    lowering(_op, not_exportable="the (moment, mean) pair's lowering is not written (var / std have one)")
 lowering(sum, _onnx_reduction("ReduceSum", empty_ok=True))
 lowering(mean, _onnx_reduction("ReduceMean", empty_ok=True))
 lowering(prod, _onnx_reduction("ReduceProd", empty_ok=True))

@@ -20,9 +20,11 @@ from functools import reduce
 
 import numpy as np
 
+from tape.onnx import lowering
 from tape.registry import Sample, defop
 from tape.tensors import Tensor
 
+from ._onnx import NotExportable, index_map
 from ._samples import transposed, uniform
 from ._validation import require, require_float
 
@@ -460,3 +462,36 @@ grid_sample = defop(
         input, grid, **{"align_corners": False, **{k: v for k, v in attrs.items() if v is not None}}
     ),
 )
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_affine_grid(g, rec, theta):
+    """The base grid (P, k + 1) as a constant times each theta transposed: (N, P, k), reshaped to the grid."""
+    a = rec.attributes
+    spatial = tuple(a["size"][2:])
+    dtype = rec.inputs[0].dtype
+    base = np.reshape(_base_grid(spatial, bool(a.get("align_corners", False)), dtype), (-1, len(spatial) + 1))
+    points = g.op("MatMul", g.const(base), g.op("Transpose", theta, perm=[0, 2, 1]))
+    return g.op("Reshape", points, g.ints(rec.output.shape))
+
+
+def _onnx_grid_sample(g, rec, input, grid):
+    """ONNX's GridSample (opset 20) has torch's modes, paddings and align_corners."""
+    a = rec.attributes
+    if 0 in rec.inputs[0].shape:
+        raise NotExportable("an empty input has no lowering")
+    mode = {"bilinear": "linear", "nearest": "nearest"}[a.get("mode", "bilinear")]
+    return g.op(
+        "GridSample",
+        input,
+        grid,
+        mode=mode,
+        padding_mode=a.get("padding_mode", "zeros"),
+        align_corners=int(bool(a.get("align_corners"))),
+    )
+
+
+for _op in (pixel_shuffle, pixel_unshuffle, channel_shuffle):
+    lowering(_op, lambda g, rec, input: index_map(g, rec, input))
+lowering(affine_grid, _onnx_affine_grid)
+lowering(grid_sample, _onnx_grid_sample)

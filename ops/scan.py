@@ -15,6 +15,7 @@ from tape.registry import Sample, defop
 from . import _numpy
 from ._notes import case_law
 from ._numerics import quiet
+from ._onnx import axis_of, cast_to, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require_float
 from .indexing import index_select, scatter_add
@@ -598,8 +599,6 @@ cumulative_trapezoid = defop(
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
 def _onnx_cumsum(g, rec, input):
-    from ._onnx import axis_of, cast_to
-
     shape = rec.inputs[0].shape
     x = cast_to(g, input, rec.inputs[0].dtype, rec.output.dtype)
     if not shape:
@@ -607,8 +606,48 @@ def _onnx_cumsum(g, rec, input):
     return g.op("CumSum", x, g.const(np.array(axis_of(int(rec.attributes["dim"]), len(shape)), np.int64)))
 
 
+def _onnx_shifted(g, x, axis: int) -> tuple:
+    """(x[1:], x[:-1]) along ``axis``."""
+    big = np.iinfo(np.int64).max
+    return g.op("Slice", x, g.ints([1]), g.ints([big]), g.ints([axis])), g.op(
+        "Slice", x, g.ints([0]), g.ints([-1]), g.ints([axis])
+    )
+
+
+def _onnx_diff(g, rec, input, prepend=None, append=None):
+    """n differences x[1:] - x[:-1] (bool: Xor) of prepend, input and append joined along dim."""
+    axis = axis_of(int(rec.attributes.get("dim", -1)), len(rec.inputs[0].shape))
+    parts = [t for t in (prepend, input, append) if t is not None]
+    x = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis=axis)
+    for _ in range(int(rec.attributes.get("n", 1))):
+        x = g.op("Xor" if rec.inputs[0].dtype == np.bool_ else "Sub", *_onnx_shifted(g, x, axis))
+    return g.op("Identity", x) if x == input else x
+
+
+def _onnx_trapezoid(g, rec, y, x=None):
+    """Each interval's spacing * (y_i + y_{i+1}) / 2, as the forward computes it, then summed (trapezoid) or
+    summed up along dim (cumulative_trapezoid)."""
+    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
+    axis = axis_of(int(rec.attributes.get("dim", -1)), len(shape))
+    if x is None:
+        dx = rec.attributes.get("dx")
+        step = scalar(g, 1.0 if dx is None else float(dx), dtype)
+    else:
+        along = [1] * len(shape)
+        along[axis] = -1
+        aligned = x if rec.inputs[1].shape == shape else g.op("Reshape", x, g.ints(along))
+        step = g.op("Sub", *_onnx_shifted(g, aligned, axis))
+    area = g.op("Div", g.op("Mul", step, g.op("Add", *_onnx_shifted(g, y, axis))), scalar(g, 2, dtype))
+    if rec.op_name == "cumulative_trapezoid":
+        return g.op("CumSum", area, g.const(np.array(axis, np.int64)))
+    return g.op("ReduceSum", area, g.ints([axis]), keepdims=0)
+
+
 _NO_SCAN = "ONNX has no cumulative {} (only CumSum); a Scan loop over the dim is not written"
 lowering(cumsum, _onnx_cumsum)
+lowering(diff, _onnx_diff)
+for _op in (trapezoid, cumulative_trapezoid):
+    lowering(_op, _onnx_trapezoid)
 lowering(cumprod, not_exportable=_NO_SCAN.format("product"))
 lowering(cummax, not_exportable=_NO_SCAN.format("maximum with indices"))
 lowering(cummin, not_exportable=_NO_SCAN.format("minimum with indices"))

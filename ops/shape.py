@@ -1178,8 +1178,8 @@ def _onnx_reshape(g, rec, input):
     for k, n in enumerate(want):
         copying = copying and k < len(have) and have[k] == n and n != 0
         dims.append(0 if copying else n)
-    if 0 in want:
-        raise NotExportable("an empty output shape has no lowering")
+    if 0 in want:  # allowzero: a 0 is a size, not "copy" (the shape is baked)
+        return g.op("Reshape", input, g.ints(want), allowzero=1)
     free = [k for k, d in enumerate(dims) if d != 0]
     if free:
         dims[free[0]] = -1
@@ -1187,18 +1187,16 @@ def _onnx_reshape(g, rec, input):
 
 
 def _onnx_transpose(g, rec, input):
+    """transpose, permute, swapaxes, swapdims, movedim: one Transpose, its perm read off the op's own forward
+    run on an empty array whose dims all have different sizes (2, 3, 4, ...)."""
+    from tape.registry import get_op
+
     ndim = len(rec.inputs[0].shape)
     if ndim == 0:
         return g.op("Identity", input)
-    perm = list(range(ndim))
-    a, b = axis_of(rec.attributes.get("dim0", -2), ndim), axis_of(rec.attributes.get("dim1", -1), ndim)
-    perm[a], perm[b] = perm[b], perm[a]
-    return g.op("Transpose", input, perm=perm)
-
-
-def _onnx_permute(g, rec, input):
-    ndim = len(rec.inputs[0].shape)
-    return g.op("Transpose", input, perm=[axis_of(int(d), ndim) for d in rec.attributes["dims"]])
+    sizes = list(range(2, ndim + 2))
+    moved = get_op(rec.op_name).forward(np.empty(sizes, np.int8), **rec.attributes)
+    return g.op("Transpose", input, perm=[sizes.index(n) for n in moved.shape])
 
 
 def _onnx_squeeze(g, rec, input):
@@ -1212,10 +1210,11 @@ def _onnx_unsqueeze(g, rec, input):
 
 
 def _onnx_concat(g, rec, tensors):
+    """concat (``dim``) and concatenate (``axis``)."""
     ndim = len(rec.output.shape)
     if any(len(s.shape) != ndim or 0 in s.shape for s in rec.inputs):
         raise NotExportable("joining empty tensors has no lowering")
-    return g.op("Concat", *tensors, axis=axis_of(int(rec.attributes.get("dim", 0)), ndim))
+    return g.op("Concat", *tensors, axis=axis_of(int(rec.attributes.get("dim", rec.attributes.get("axis", 0))), ndim))
 
 
 def _onnx_expand(g, rec, input):
@@ -1266,8 +1265,35 @@ def _onnx_repeat(g, rec, input):
     return g.op("Tile", g.op("Reshape", input, g.ints(shape)), g.ints(repeats))
 
 
+def _onnx_reshape_as(g, rec, input, other):
+    """view_as / reshape_as (expand_as: Expand): to ``other``'s shape as ONNX reads it, so any size exports."""
+    shape = g.op("Shape", other)
+    if rec.op_name == "expand_as":
+        return g.op("Expand", input, shape)
+    return g.op("Reshape", input, shape, allowzero=1)
+
+
+def _onnx_broadcast_tensors(g, rec, tensors):
+    return tuple(g.op("Expand", t, g.ints(spec.shape)) for t, spec in zip(tensors, rec.output_specs, strict=True))
+
+
+def _onnx_select(g, rec, input):
+    shape = rec.inputs[0].shape
+    axis = axis_of(int(rec.attributes["dim"]), len(shape))
+    return g.op("Gather", input, g.const(np.int64(int(rec.attributes["index"]) % shape[axis])), axis=axis)
+
+
 lowering(reshape, _onnx_reshape)
 lowering(flatten, _onnx_reshape)
+for _op in (unflatten, ravel):
+    lowering(_op, _onnx_reshape)
+for _op in (view_as, reshape_as, expand_as):
+    lowering(_op, _onnx_reshape_as)
+lowering(broadcast_tensors, _onnx_broadcast_tensors)
+lowering(concatenate, _onnx_concat)
+lowering(select, _onnx_select)
+for _op in (select_scatter, slice_scatter):
+    lowering(_op, lambda g, rec, input, src: index_map(g, rec, input, src))
 lowering(stack, _onnx_stack)
 lowering(narrow, _onnx_narrow)
 lowering(pad, _onnx_pad)
@@ -1276,7 +1302,8 @@ lowering(triu, _onnx_triangle(1))
 lowering(masked_fill, _onnx_masked_fill)
 lowering(repeat, _onnx_repeat)
 lowering(transpose, _onnx_transpose)
-lowering(permute, _onnx_permute)
+for _op in (permute, swapaxes, swapdims, movedim):
+    lowering(_op, _onnx_transpose)
 lowering(squeeze, _onnx_squeeze)
 lowering(unsqueeze, _onnx_unsqueeze)
 lowering(concat, _onnx_concat)

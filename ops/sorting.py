@@ -25,7 +25,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, axis_of
+from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, require
 from .indexing import scatter_add
@@ -1207,6 +1207,8 @@ def _onnx_median_dim(g, rec, input):
 
 
 def _onnx_median(g, rec, input):
+    if rec.attributes.get("dim") is not None:  # median(input, dim): (values, indices), as median_dim
+        return _onnx_median_dim(g, rec, input)
     shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
     size = int(np.prod(shape))
     if size == 0:
@@ -1222,8 +1224,97 @@ def _onnx_median(g, rec, input):
     return g.op("Where", any_nan, g.const(np.array(np.nan, dtype)), middle)
 
 
+def _onnx_before(g, a, b, dtype) -> str:
+    """a < b in numpy's sort order, NaN last (bool)."""
+    less = g.op("Less", a, b)
+    if np.dtype(dtype).kind != "f":
+        return less
+    return g.op("Or", less, g.op("And", g.op("IsNaN", b), g.op("Not", g.op("IsNaN", a))))
+
+
+def _onnx_searchsorted(g, rec, *tensors):
+    """searchsorted (sorted_sequence, input, sorter) and bucketize (input, boundaries): in a sorted row the
+    insertion point is a count -- of the entries before the value (side 'left') or not after it ('right'), in
+    numpy's order (NaN last) -- so one broadcast comparison of every value with its row, summed (memory: values
+    x row length)."""
+    bucketize = rec.op_name == "bucketize"
+    seq, values, sorter = (tensors[1], tensors[0], None) if bucketize else tensors
+    seq_spec, value_spec = (rec.inputs[1], rec.inputs[0]) if bucketize else rec.inputs[:2]
+    a = rec.attributes
+    side = _check_side(rec.op_name, a.get("right", False), a.get("side"), a.get("out_int32", False))
+    dtype = np.result_type(seq_spec.dtype, value_spec.dtype)
+    row, value = cast_to(g, seq, seq_spec.dtype, dtype), cast_to(g, values, value_spec.dtype, dtype)
+    if sorter is not None:
+        row = g.op("GatherElements", row, cast_to(g, sorter, rec.inputs[2].dtype, np.int64), axis=-1)
+    if len(seq_spec.shape) > 1:  # (..., n) rows against (..., m) values: (..., m, n)
+        row = g.op("Unsqueeze", row, g.ints([-2]))
+    value = g.op("Unsqueeze", value, g.ints([-1]))
+    counted = _onnx_before(g, row, value, dtype) if side == "left" else g.op("Not", _onnx_before(g, value, row, dtype))
+    count = g.op("ReduceSum", g.op("Cast", counted, to=7), g.ints([-1]), keepdims=0)  # 7: INT64
+    return g.op("Cast", count, to=6) if a.get("out_int32", False) else count  # 6: INT32
+
+
+def _onnx_linspace(g, low, high, num: int) -> str:
+    """np.linspace(low, high, num) of two float64 0-D names, as numpy computes it (num >= 2)."""
+    div = scalar(g, num - 1, np.float64)
+    ramp = g.const(np.arange(num, dtype=np.float64))
+    delta = g.op("Sub", high, low)
+    step = g.op("Div", delta, div)
+    tiny = g.op("Mul", g.op("Div", ramp, div), delta)  # numpy's branch for a step that underflows to 0
+    y = g.op("Add", g.op("Where", g.op("Equal", step, scalar(g, 0, np.float64)), tiny, g.op("Mul", ramp, step)), low)
+    head = g.op("Slice", y, g.ints([0]), g.ints([num - 1]), g.ints([0]))
+    return g.op("Concat", head, g.op("Unsqueeze", high, g.ints([0])), axis=0)  # the last edge is high itself
+
+
+def _onnx_histc(g, rec, input):
+    """Each entry in [low, high] counted in bin (number of edges <= it) - 1, clipped to the last bin; the range
+    min == max is the data's (widened by 1 each way when it is one value), its edges computed in the graph as
+    numpy's linspace; a NaN or infinite data range gives NaN counts (the forward raises)."""
+    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
+    a = rec.attributes
+    bins, low, high = int(a.get("bins", 100)), float(a.get("min", 0)), float(a.get("max", 0))
+    flat = g.op("Reshape", input, g.ints([-1]))
+    bad = None
+    if low == high and 0 not in shape:
+        lo, hi = (
+            g.op("Cast", extremum(g, op_type, flat, [0], 0, dtype), to=11) for op_type in ("ReduceMin", "ReduceMax")
+        )  # 11: DOUBLE
+        same = g.op("Equal", lo, hi)
+        lo = g.op("Where", same, g.op("Sub", lo, scalar(g, 1, np.float64)), lo)
+        hi = g.op("Where", same, g.op("Add", hi, scalar(g, 1, np.float64)), hi)
+        bad = g.op("Or", g.op("IsNaN", g.op("Sub", hi, lo)), g.op("IsInf", g.op("Sub", hi, lo)))
+        edges = cast_to(g, _onnx_linspace(g, lo, hi, bins + 1), np.float64, dtype)
+        lo, hi = (cast_to(g, v, np.float64, dtype) for v in (lo, hi))
+    else:
+        low, high = (low - 1, high + 1) if low == high else (low, high)
+        edges = g.const(np.linspace(low, high, bins + 1).astype(dtype))
+        lo, hi = scalar(g, low, dtype), scalar(g, high, dtype)
+    x = g.op("Unsqueeze", flat, g.ints([-1]))  # (N, 1)
+    inside = g.op("And", g.op("GreaterOrEqual", x, lo), g.op("LessOrEqual", x, hi))
+    count = g.op("ReduceSum", g.op("Cast", g.op("LessOrEqual", edges, x), to=7), g.ints([-1]), keepdims=1)
+    position = g.op(
+        "Max",
+        g.op("Min", g.op("Sub", count, g.const(np.array(1, np.int64))), g.const(np.array(bins - 1, np.int64))),
+        g.const(np.array(0, np.int64)),
+    )
+    hits = g.op("And", g.op("Equal", position, g.const(np.arange(bins, dtype=np.int64))), inside)  # (N, bins)
+    counts = g.op("ReduceSum", g.op("Cast", hits, to=7), g.ints([0]), keepdims=0)
+    counts = cast_to(g, counts, np.int64, dtype)
+    return counts if bad is None else g.op("Where", bad, scalar(g, np.nan, dtype), counts)
+
+
+_SIZED_BY_VALUES = "its output's size depends on the input's values, and the export records (and bakes) one size"
 for _op in (sort, argsort, topk):
     lowering(_op, _onnx_sorted)
+for _op in (searchsorted, bucketize):
+    lowering(_op, _onnx_searchsorted)
+lowering(histc, _onnx_histc)
+for _op in (bincount, unique, unique_consecutive):
+    lowering(_op, not_exportable=_SIZED_BY_VALUES)
 lowering(kthvalue, _onnx_kthvalue)
 lowering(median_dim, _onnx_median_dim)
 lowering(median, _onnx_median)
+for _op in (quantile, nanquantile, nanmedian, mode):
+    lowering(
+        _op, not_exportable="its lowering (a TopK sort and the forward's interpolation / tie rules) is not written yet"
+    )

@@ -47,9 +47,11 @@ import math
 import numpy as np
 
 from tape.broadcast import unbroadcast
+from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from ._numerics import quiet
+from ._onnx import cast_to, float_only, log1p_graph, scalar
 from ._samples import binary_samples, unary_samples
 from ._validation import floats_only
 from .elementwise import (
@@ -788,3 +790,51 @@ sinc = _special(
 )
 
 gammaln, psi, multigammaln, expit = lgamma, digamma, mvlgamma, sigmoid  # torch.special's aliases
+
+
+# -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
+def _onnx_entr(g, rec, x):
+    """-x log x for x > 0, 0 at 0, -inf below, NaN at NaN, as the forward."""
+    dtype = float_only(rec)
+    positive = g.op("Greater", x, scalar(g, 0, dtype))
+    safe = g.op("Where", positive, x, scalar(g, 1, dtype))
+    rest = g.op("Where", g.op("Equal", x, scalar(g, 0, dtype)), scalar(g, 0, dtype), scalar(g, -np.inf, dtype))
+    out = g.op("Where", positive, g.op("Mul", g.op("Neg", x), g.op("Log", safe)), rest)
+    return g.op("Where", g.op("IsNaN", x), x, out)
+
+
+def _onnx_xlog1py(g, rec, input, other):
+    """input * log1p(other) (elementwise's accurate log1p), 0 where input == 0 and other is not NaN."""
+    dtype = rec.output.dtype
+    x, y = (cast_to(g, n, s.dtype, dtype) for n, s in zip((input, other), rec.inputs, strict=True))
+    product = g.op("Mul", x, log1p_graph(g, rec, y))
+    zero = g.op("And", g.op("Equal", x, scalar(g, 0, dtype)), g.op("Not", g.op("IsNaN", y)))
+    return g.op("Where", zero, scalar(g, 0, dtype), product)
+
+
+def _onnx_sinc(g, rec, x):
+    dtype = float_only(rec)
+    zero = g.op("Equal", x, scalar(g, 0, dtype))
+    safe = g.op("Where", zero, scalar(g, 1, dtype), g.op("Mul", x, scalar(g, np.pi, dtype)))
+    return g.op("Where", zero, scalar(g, 1, dtype), g.op("Div", g.op("Sin", safe), safe))
+
+
+lowering(entr, _onnx_entr)
+lowering(xlog1py, _onnx_xlog1py)
+lowering(sinc, _onnx_sinc)
+_NO_SERIES = "ONNX has no {} op, and the forward's {} (masked branches in float64) is not written as a graph"
+for _op, _how in (
+    (lgamma, "Taylor / Stirling series"),
+    (digamma, "recurrence and asymptotic series"),
+    (polygamma, "Hurwitz zeta series"),
+    (mvlgamma, "sum of lgamma series"),
+    (i0, "Chebyshev expansions"),
+    (i0e, "Chebyshev expansions"),
+    (i1, "Chebyshev expansions"),
+    (i1e, "Chebyshev expansions"),
+    (erfcx, "Cody erfc approximation"),
+    (ndtri, "rational approximations"),
+):
+    lowering(_op, not_exportable=_NO_SERIES.format(_op.name, _how))
+for _op in (ndtr, log_ndtr):  # as erfc's: 1 + Erf(x / sqrt 2) loses every digit in the lower tail
+    lowering(_op, not_exportable=f"ONNX has no Erfc, and 1 + Erf(x / sqrt(2)) loses every digit of {_op.name} below -5")

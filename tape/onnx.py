@@ -406,6 +406,7 @@ def _sample_call(op, sample, dtype):
     def call(*tensors):
         it = iter(tensors)
         args = [None if n is None else (next(it) if n == -1 else [next(it) for _ in range(n)]) for n in layout]
+        args += [None] * (len(op.input_names) - len(args))  # a sample may leave trailing optional inputs out
         return op(**dict(zip(op.input_names, args, strict=True)), **sample.attrs)
 
     call.__name__ = op.name

@@ -317,15 +317,24 @@ NAN_CASES = [("amax", {"dim": 1}), ("amin", {"dim": 0}), ("max", {}), ("min", {"
              ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp_min", {"min": 0.0}),
              ("normalize", {"p": float("inf")}), ("pairwise_distance", {"p": float("-inf")}),
              ("median_dim", {"dim": 1}),
-             ("sort", {"dim": 1, "descending": True}), ("topk", {"k": 2}), ("adaptive_max_pool2d", {"output_size": 2})]
+             ("sort", {"dim": 1, "descending": True}), ("topk", {"k": 2}), ("adaptive_max_pool2d", {"output_size": 2}),
+             ("adaptive_max_pool1d", {"output_size": 2}), ("max_pool1d", {"kernel_size": 2, "stride": 1}),
+             ("max_pool2d", {"kernel_size": 2, "stride": 1}), ("max_pool3d", {"kernel_size": (1, 2, 2), "stride": 1})]
+# the inputs where they are not the rows (or the rows and their transpose): unbatched (C, ...) for the poolings
+NAN_INPUTS = {
+    "adaptive_max_pool2d": (NAN_ROWS[None],),
+    "max_pool2d": (NAN_ROWS[None],),
+    "max_pool3d": (NAN_ROWS[None, None],),
+}
 
 
 @pytest.mark.parametrize("name, attrs", NAN_CASES, ids=lambda c: str(c))
 def test_nan_propagates_as_in_minitape(ort, name, attrs):
     from tape.registry import Sample
 
-    rows = NAN_ROWS[None] if name == "adaptive_max_pool2d" else NAN_ROWS
+    rows = NAN_ROWS
     inputs = (rows, rows.T.copy()) if attrs is None or name == "pairwise_distance" else (rows,)
+    inputs = NAN_INPUTS.get(name, inputs)
     for dtype in (np.float32, np.float64):
         status, detail = check_sample(tape.get_op(name), Sample(inputs, attrs or {}, "NaN"), dtype)
         assert status == "equal", (dtype, detail)

@@ -164,6 +164,22 @@ def test_embedding_padding_row_gets_no_gradient_and_repeats_accumulate(padding_i
     np.testing.assert_array_equal(w.grad.numpy(), np.repeat(counts[:, None], 3, axis=1))
 
 
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 4])
+def test_embedding_bag_keeps_a_non_finite_row_inside_its_bags(torch, mode, padding_idx):
+    """A NaN or inf in one looked-up row reaches only the bags holding it (0 * NaN, 0 * inf must not leak into the
+    others). max: infinities only -- torch's max keeps a NaN only when it comes first in the bag (its kernel
+    compares with >), minitape's is NaN wherever the bag holds one (numpy's argmax)."""
+    weight = np.random.default_rng(0).random((6, 3))
+    weight[4, 1], weight[1, 2] = (-np.inf if mode == "max" else np.nan), np.inf
+    index, offsets = np.array([1, 4, 4, 0, 5, 2, 3]), np.array([0, 2, 2, 5])
+    got = ops.embedding_bag(index, weight, offsets, mode=mode, padding_idx=padding_idx).numpy()
+    want = torch.nn.functional.embedding_bag(
+        torch.tensor(index), torch.tensor(weight), torch.tensor(offsets), mode=mode, padding_idx=padding_idx
+    ).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)  # NaN where torch has NaN, and only there
+
+
 # -- dropout -----------------------------------------------------------------------------------------------
 def test_dropout_backward_reuses_the_forward_mask():
     x = tape.tensor(np.random.default_rng(0).uniform(1, 2, size=(50, 40)), requires_grad=True, dtype=np.float64)
