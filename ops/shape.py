@@ -936,8 +936,9 @@ view_as = defop(
     forward=_reshape_as("view_as"),
     vjps=(_reshape_back, _zero_for_other),
     samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
-    torch_ref=lambda torch, input, other: input.view_as(other),
-    notes="other gives only its shape: its gradient is zero (torch's None)",
+    torch_ref=lambda torch, input, other: input.reshape(other.shape),  # torch's view_as needs a viewable stride
+    notes="other gives only its shape: its gradient is zero (torch's None). A copy, as every view here: it also "
+    "takes a non-contiguous input that torch's view_as refuses (use .reshape there)",
 )
 
 reshape_as = defop(
