@@ -4,17 +4,16 @@ README for the commands and the figures measured.) meta_learning.py's MAML meta-
 torch and against finite differences of the outer loss, and a quick run must adapt on held-out tasks."""
 
 import importlib
-import os
 import sys
 
 import numpy as np
 import pytest
+from paths import EXAMPLES
 
 import tape
 from tape import checkpoint, nn
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-sys.path.insert(0, EXAMPLES)
+sys.path.insert(0, str(EXAMPLES))
 
 QUICK = {
     "reverse": ["--steps", "40", "--batch", "32", "--eval-size", "20", "--length", "5"],

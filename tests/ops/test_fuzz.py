@@ -20,6 +20,11 @@ graphs; a failure prints the graph as a program listing (``note``).
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- tests/ (oracle, paths) on the path when this file runs as a script
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import warnings
 from dataclasses import dataclass, field
 

@@ -11,17 +11,16 @@ import importlib
 import importlib.util
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import EXAMPLES
 
 import ops
 import tape
 from tape import nn, optim
 from tape.onnx import NotExportableError, check_sample, lowering_of
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOWERED = [op for op in tape.registered_ops() if lowering_of(op) is not None and op.samples is not None]
 # the ops the three examples' models record; each must have a lowering
 EXAMPLE_OPS = ("linear", "embedding", "layer_norm", "gelu", "scaled_dot_product_attention", "reshape", "permute",
