@@ -4,7 +4,9 @@ Model: vocab 16, d_model 64, 2 pre-norm layers (LayerNorm, causal 4-head self-at
 projection, GELU MLP of 256), final LayerNorm and linear head, float32; batch 16 x 32 tokens; Adam (lr 1e-3).
 A step is forward + mean cross-entropy of the next-token logits + zero_grad + backward + optimizer update
 (+ ``loss.item()``). The minitape model uses only the public API (``tape.nn``, ``tape.optim``, ``ops.*``,
-``Tensor.backward``); the torch model is the same architecture in ``torch.nn``.
+``Tensor.backward``); the torch model is the same architecture in ``torch.nn``. The second workload runs the
+same step after ``tape.keep_freed_memory()`` (the documented opt-in that stops the large temporaries' page
+faults) in both processes.
 
 Each side runs in its own child process, alternating rounds, with equal thread settings;
 benchmarks/_harness.py does the timing and the statistics (median of all timed steps; spread =
@@ -109,7 +111,20 @@ def workloads(quick=False):
     label = (f"tiny GPT train step (vocab {VOCAB}, d {D_MODEL}, {LAYERS} layers, {HEADS} heads, seq {SEQ}, "
              f"batch {BATCH}, Adam)")
     build = lambda framework: minitape_step() if framework == "minitape" else torch_step()
-    return [_harness.Workload("train-step-gpt", label, build, reps=60, warmup=5)]
+    return [_harness.Workload("train-step-gpt", label, build, reps=60, warmup=5),
+            _harness.Workload("train-step-gpt-kept", "same, both processes after tape.keep_freed_memory()",
+                              _kept(build), reps=60, warmup=5)]
+
+
+def _kept(build):
+    """``build`` in a process whose malloc keeps freed memory (the documented opt-in; torch's CPU allocator is
+    malloc too, so both sides take it)."""
+    def kept_build(framework):
+        from tape.memory import keep_freed_memory
+
+        keep_freed_memory()
+        return build(framework)
+    return kept_build
 
 
 if __name__ == "__main__":

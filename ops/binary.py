@@ -372,7 +372,7 @@ def _pow_samples(rng):
     for e in (2, 3, 0):  # an integer exponent: negative bases are fine, and b takes no gradient
         out.append(Sample((uniform(rng, (2, 3), -2.0, 2.0), np.array(e)), {}, f"x ** int {e}"))
     # a zero base or exponent, with an integer exponent: torch's double backward is NaN at a zero base for a
-    # float exponent and at 0 ** 0 (where minitape's is finite; tests/test_ops_binary.py checks those)
+    # float exponent and at 0 ** 0 (where minitape's is finite; tests/ops/test_binary.py checks those)
     out.append(Sample((np.array([0.0, 0.0, 1.5]), np.array([2, 3, 0])), {}, "zero base or exponent"))
     return out
 
@@ -915,7 +915,7 @@ def _ldexp(input, other):
 
 def _ldexp_samples(rng):
     # torch's gradient for an integer exponent is input's * pow(2, other) in integers: 0 for a negative exponent
-    # and past int64 (torch=False here; gradcheck measures ours, tests/test_ops_math.py pins it)
+    # and past int64 (torch=False here; gradcheck measures ours, tests/ops/test_math_dtypes_and_aliases.py pins it)
     out = binary_samples(-2.0, 2.0, -3.0, 3.0)(rng)
     out.append(Sample((uniform(rng, (2, 3)), rng.integers(-5, 6, size=(3,))), {}, "integer exponent", torch=False))
     out.append(Sample((uniform(rng, (2, 3)), rng.integers(0, 6, size=(3,))), {}, "integer exponent >= 0"))

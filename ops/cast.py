@@ -47,7 +47,8 @@ def _check(input, dtype):
 
 
 def _samples(rng):
-    # no float16 sample: gradcheck cannot compute in it (tests/test_ops_math.py checks its casts against torch)
+    # no float16 sample: gradcheck cannot compute in it (tests/ops/test_math_dtypes_and_aliases.py checks its
+    # casts against torch)
     return [
         Sample((uniform(rng, (2, 3)),), {"dtype": np.float32}, "float64 -> float32"),
         Sample((uniform(rng, (3,)),), {"dtype": np.float64}, "same dtype"),

@@ -864,7 +864,7 @@ def _max_pool_samples(rng):
         Sample((uniform(rng, (1, 5, 5, 2)).transpose(0, 3, 1, 2),), {"kernel_size": 2, "stride": 1}, "non-contiguous"),
         Sample((uniform(rng, (0, 2, 4, 4)),), {"kernel_size": 2}, "empty batch"),
     ]
-    # tied maxima are not differentiable, so finite differences cannot check them: tests/test_ops_conv.py
+    # tied maxima are not differentiable, so finite differences cannot check them: tests/ops/test_conv.py
     # compares the tie choice with torch
 
 

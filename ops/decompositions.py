@@ -1454,7 +1454,7 @@ logdet = defop(
     forward=_logdet,
     vjps=(_logdet_vjp,),
     check=lambda input: _check_matrices("logdet", input, "input"),
-    samples=_square_samples(_well_conditioned),  # det <= 0 (NaN, -inf): tests/test_ops_linalg_products.py
+    samples=_square_samples(_well_conditioned),  # det <= 0 (NaN, -inf): tests/ops/test_linalg_products.py
     torch_ref=lambda torch, input: torch.logdet(input),
     method=True,
 )

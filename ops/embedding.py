@@ -61,7 +61,7 @@ def _embedding_samples(rng):
     weight = uniform(rng, (6, 3))
     # The padding row gets no gradient although the forward reads it (torch's definition), so finite
     # differences cannot agree where it is looked up: samples keep padding_idx out of the indices and
-    # tests/test_ops_nn.py checks the hit against torch.
+    # tests/ops/test_nn.py checks the hit against torch.
     return [
         Sample((np.array([[0, 2, 5], [2, 2, 1]]), weight), {}, "repeated indices"),
         Sample((np.array([1, 3, 3, 0]), weight), {"padding_idx": 2}, "padding_idx set, not looked up"),

@@ -1195,7 +1195,7 @@ def _scatter_reduce_samples(rng):
             )
         )
     out.append(Sample((uniform(rng, ()), np.array(0), uniform(rng, ())), {"dim": -1, "reduce": "mean"}, "mean, 0-D"))
-    # ties (kinks: no finite differences there) are checked against torch in tests/test_ops_indexing.py
+    # ties (kinks: no finite differences there) are checked against torch in tests/ops/test_indexing.py
     zeros = np.array([0.0, 2.0, 0.0, -1.5, 0.0, 0.5, 3.0])
     out += [
         Sample(

@@ -1157,7 +1157,7 @@ def _cdist_samples(rng):
         return uniform(rng, shape)
 
     out = [Sample((u(3, 2), u(4, 2)), {"p": p}, f"p={p}") for p in (2.0, 1.0, 0.0, math.inf, 3.0, 0.5)]
-    # zero distance (a cone's tip: no second derivative, so not a sample here): tests/test_ops_linalg_products.py
+    # zero distance (a cone's tip: no second derivative, so not a sample here): tests/ops/test_linalg_products.py
     out += [
         Sample((u(2, 1, 3, 2), u(4, 2, 2)), {}, "batch broadcast"),
         Sample((transposed(rng, (3, 2)), transposed(rng, (2, 2))), {"p": 1.5}, "non-contiguous, p=1.5"),

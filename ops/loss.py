@@ -708,7 +708,7 @@ def _binary_cross_entropy_samples(rng):
     def probs(*shape, low=0.02, high=0.98):
         return uniform(rng, shape, low, high)
 
-    hard = np.where(rng.integers(0, 2, size=(3, 4)) == 1, 0.999, 1e-3)  # exact 0 and 1: tests/test_ops_loss.py
+    hard = np.where(rng.integers(0, 2, size=(3, 4)) == 1, 0.999, 1e-3)  # exact 0 and 1: tests/ops/test_loss.py
     out = [Sample((probs(3, 4), probs(3, 4, low=0.0, high=1.0), None), {"reduction": r}, r) for r in _REDUCTIONS]
     out += [
         Sample(
@@ -2556,7 +2556,7 @@ def _ctc_samples(rng):
     padded = np.array([[1, 2, 2], [3, 1, 0]])
     lengths = np.array([3, 2])
     # torch's gradient is the one of ctc_loss(log_softmax(x)) in x (it adds exp(log_probs)), not the derivative
-    # in log_probs: these samples compare values only through torch; tests/test_ops_loss.py pins the gradients
+    # in log_probs: these samples compare values only through torch; tests/ops/test_loss.py pins the gradients
     return [
         Sample((lp(6, 2, 4), padded, np.array([6, 5]), lengths), {"reduction": r}, r, torch=False) for r in _REDUCTIONS
     ] + [

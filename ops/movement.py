@@ -9,7 +9,7 @@ unbind, meshgrid. Each op's signature and torch conventions are its notes (``_CA
 
 These rules use np.concatenate / np.stack / np.sum / np.reshape, which trace on Tensors (differentiable twice).
 A 0-D input to split/chunk/unbind is refused, as in torch. A case with no outputs (unbind or ``split(x, [])`` of
-an empty dim) has nothing to differentiate and is checked in tests/test_ops_movement.py.
+an empty dim) has nothing to differentiate and is checked in tests/ops/test_movement.py.
 
 More of torch's movement ops (issue #21), each differentiable twice unless said:
 
@@ -1597,7 +1597,7 @@ vander = defop(
         Sample((uniform(rng, (0,)),), {}, "zero-size"),
     ],
     # torch 2.13's vander raises in backward (its cumprod is written in place), so the oracle is its definition in
-    # torch ops; tests/test_ops_movement.py checks the values against torch.vander itself
+    # torch ops; tests/ops/test_movement.py checks the values against torch.vander itself
     torch_ref=lambda torch, x, N=None, increasing=False: torch.pow(
         x[:, None], torch.from_numpy(_vander_powers(x, N, increasing).copy()).to(x.dtype)
     ),

@@ -103,7 +103,7 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
     def samples(rng):
         x = along_dim_samples(rng)[0].inputs
         return along_dim_samples(rng) + [
-            # (dtype=float32 of a float64 input is in tests/test_ops_nn.py: float64 finite differences cannot check
+            # (dtype=float32 of a float64 input is in tests/ops/test_nn.py: float64 finite differences cannot check
             # a float32 result)
             Sample(x, {"dim": -1, "dtype": np.float64}, "dtype=float64 (cast first)"),
         ]

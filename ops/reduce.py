@@ -478,7 +478,7 @@ var = _moment(
 )
 # std is not differentiable where it is 0 (a cone's tip): finite differences cannot check a gradient there, and
 # torch's double backward gives NaN for the cotangent there and over no entries (where the exact value is 0).
-# tests/test_ops_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
+# tests/ops/test_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
 std = _moment(
     "std",
     _std,
@@ -848,7 +848,7 @@ def _torch_amax_amin(name):
 
 
 def _amax_samples(rng):
-    # ties are not differentiable (finite differences cannot check them): tests/test_ops_reduce.py compares them
+    # ties are not differentiable (finite differences cannot check them): tests/ops/test_reduce.py compares them
     # with torch instead
     return _EXTREMUM_SAMPLES(rng) + [Sample((uniform(rng, (2, 3, 4)),), {"dim": (), "keepdim": True}, "dim=()")]
 

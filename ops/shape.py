@@ -14,7 +14,7 @@ other tensors' shapes. ``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeat
 ``broadcast_to`` is ``expand`` (both take torch's ``size``). The ops with a variable number of outputs (split,
 chunk, unbind, meshgrid, tensor_split, ...) are in ops/movement.py.
 
-torch's other names and forms, each with torch's own parameter names (tests/test_torch_keywords.py calls torch
+torch's other names and forms, each with torch's own parameter names (tests/ops/test_torch_keywords.py calls torch
 by them): ``swapaxes(input, axis0, axis1)`` and ``swapdims(input, dim0, dim1)`` are transpose's kernel and rule;
 ``movedim`` (alias ``moveaxis``), ``unflatten``, ``ravel``; ``view_as`` / ``reshape_as`` / ``expand_as(input,
 other)`` read only other's shape (its gradient is zero, torch's None); ``broadcast_tensors(*tensors)`` (each

@@ -490,7 +490,7 @@ def _median_samples(rng):
         Sample((np.array([[1.0, np.nan], [np.nan, 0.5]]),), {}, "NaN"),
         Sample((rng.permutation(9).reshape(3, 3),), {}, "int64"),
         # torch=False: torch's double backward gives NaN for the cotangent here (0 / 0 in its even share), where
-        # the exact value is 0 (the gradient is empty); tests/test_ops_sorting.py checks value and gradient
+        # the exact value is 0 (the gradient is empty); tests/ops/test_sorting.py checks value and gradient
         Sample((uniform(rng, (0, 3)),), {}, "zero-size: NaN", torch=False),
     ]
 
@@ -766,7 +766,7 @@ def _quantile_samples(ignore_nan):
         if ignore_nan:
             out.append(Sample((x[[0, 2]], qs), {"dim": 1}, "NaNs ignored"))
             # an all-NaN row: NaN, and a NaN gradient for its slice here; torch routes its gradient to the first
-            # sorted entry (a finite number for a NaN value): compared in tests/test_ops_linalg_products.py
+            # sorted entry (a finite number for a NaN value): compared in tests/ops/test_linalg_products.py
             out.append(Sample((x, qs), {"dim": 1}, "an all-NaN row: NaN", torch=False))
         return out
 
@@ -1010,7 +1010,7 @@ histc = defop(
         Sample((np.array([0.25, 1.75, 0.6]),), {"bins": 2, "min": 0, "max": 1}, "one entry past max"),
         Sample((transposed(rng, (3, 4)),), {"bins": 5, "min": -2, "max": 2}, "non-contiguous"),
         Sample((np.zeros(0),), {"bins": 3}, "empty"),
-    ],  # entries on a bin edge (no finite differences there) are checked in tests/test_ops_sorting.py
+    ],  # entries on a bin edge (no finite differences there) are checked in tests/ops/test_sorting.py
     torch_ref=lambda torch, input, bins=100, min=0, max=0: torch.histc(input, bins, min, max),
 )
 

@@ -767,7 +767,7 @@ entr = _special(
     quiet(lambda g, ans, input: g * -(np.log(input) + 1)),
     low=0.05,
     high=3.0,
-    edges=(0.01, 0.5, 1.0, 2.0),  # 0 and subnormals: tests/test_ops_special.py (no finite differences there)
+    edges=(0.01, 0.5, 1.0, 2.0),  # 0 and subnormals: tests/ops/test_special.py (no finite differences there)
 )
 xlog1py = defop(
     "xlog1py",

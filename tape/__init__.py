@@ -35,6 +35,7 @@ from .errors import (
 )
 from .functional import grad, gradients, hessian, hvp, jacobian, value_and_grad, vjp
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .memory import keep_freed_memory
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .recording import Node
 from .registry import (
@@ -55,6 +56,7 @@ from .tapes import ExecutionTape, GradientTape, RecordedOp, TapeGraph, TapeStack
 from .tensors import Tensor, as_tensor, set_library_loader, tensor
 
 __all__ = [
+    "keep_freed_memory",
     "Tensor",
     "Generator",
     "default_generator",

@@ -22,19 +22,12 @@ hand (float32 GEMMs m x n x n, m = 8n, one thread against BLAS's default, altern
 each): the smallest size where the threads win by 20% on it and on the next size up. Switching the thread
 count goes straight to each BLAS library's ``set_num_threads`` (1-2 us, against threadpoolctl's ``limit`` at
 ~10 us), so the guard costs little next to a 50 us GEMM.
-
-``keep_freed_memory()`` is an opt-in, never called by minitape itself: it asks glibc's malloc to keep freed
-memory for reuse (no mmap per large array, no trimming of the heap) instead of returning it to the OS, so a
-training loop that allocates the same large temporaries every step stops faulting their pages in again (the
-tiny GPT step: ~2,100 minor page faults per step to ~0). It changes the allocator of the whole process, for
-every library in it, which is why it is the caller's choice.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import ctypes
 import math
 import os
 import threading
@@ -43,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["run", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover", "keep_freed_memory"]
+__all__ = ["run", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover"]
 
 
 def run(items, work, workers=None):
@@ -207,24 +200,3 @@ def _measure_crossover(guard) -> float:
         if wins[-2:] == [True, True]:
             return 2.0 * 8 * (n // 2) ** 3
     return 2 * 2.0 * 8 * _SIDES[-1] ** 3
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-
-
-def keep_freed_memory(largest_array: int = 64 << 20, kept: int = 512 << 20) -> bool:
-    """Opt-in: glibc's malloc serves arrays up to ``largest_array`` bytes from its heap instead of a fresh mmap
-    each, and returns freed memory to the OS only beyond ``kept`` bytes free at the top of the heap. For the
-    whole process, until it exits. Returns False (and changes nothing) where the C library is not glibc."""
-    if not (0 < largest_array <= kept <= 2**31 - 1):
-        raise ValueError(
-            f"keep_freed_memory: arguments expected 0 < largest_array <= kept <= 2**31 - 1 bytes, "
-            f"got largest_array={largest_array}, kept={kept}"
-        )
-    try:
-        libc = ctypes.CDLL(None)  # the symbols already loaded in this process: its C library's among them
-    except OSError:  # Windows
-        return False
-    if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
-        return False
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, largest_array)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, kept))

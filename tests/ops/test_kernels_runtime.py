@@ -124,9 +124,9 @@ def test_batched_matmul_runs_its_gemms_by_the_size_of_one(monkeypatch):
 KEEP_FREED_MEMORY_CHILD = """
 import resource, sys
 import numpy as np
-from ops._kernels import runtime
+import tape
 if sys.argv[1] == "on":
-    assert runtime.keep_freed_memory()
+    assert tape.keep_freed_memory()
 def step():  # like a training step: many large temporaries live at once, all freed at its end
     live = [np.ones((512, 256), np.float32) for _ in range(16)]  # 512 KiB each: above glibc's mmap threshold
     return float(sum(a[0, 0] for a in live))
@@ -161,9 +161,9 @@ def test_keep_freed_memory_stops_the_page_faults_of_repeated_large_temporaries()
 
 def test_keep_freed_memory_rejects_sizes_it_cannot_set():
     with pytest.raises(ValueError, match="keep_freed_memory: arguments expected .* got largest_array=0"):
-        runtime.keep_freed_memory(largest_array=0)
+        tape.keep_freed_memory(largest_array=0)
     with pytest.raises(ValueError, match="largest_array=2048, kept=1024"):
-        runtime.keep_freed_memory(largest_array=2048, kept=1024)
+        tape.keep_freed_memory(largest_array=2048, kept=1024)
 
 
 @pytest.mark.parametrize(

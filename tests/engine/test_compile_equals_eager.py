@@ -13,11 +13,11 @@ eager's byte for byte (``tobytes``: signed zeros and NaN payloads count), or the
 from __future__ import annotations
 
 import copy
-import os
 import sys
 
 import numpy as np
 import pytest
+from paths import EXAMPLES
 
 import ops
 import tape
@@ -25,8 +25,7 @@ from tape import nn, optim
 from tape.compile import CompileError
 from tape.tools.verify import op_samples
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-sys.path.insert(0, EXAMPLES)
+sys.path.insert(0, str(EXAMPLES))
 
 import common  # noqa: E402
 import padded_classification  # noqa: E402

@@ -16,6 +16,7 @@ import tempfile
 
 import numpy as np
 import pytest
+from paths import EXAMPLES
 
 import ops
 import tape
@@ -23,8 +24,7 @@ from tape import STUB, defop, nn, optim
 from tape.tapes import DEAD_COLOUR, NONFINITE_COLOUR, STUB_COLOUR
 from tape.tools.report import SECTIONS, Recorder, Trace, attention_weights, dag_data
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-sys.path.insert(0, EXAMPLES)
+sys.path.insert(0, str(EXAMPLES))
 
 
 class TwoBranch(nn.Module):

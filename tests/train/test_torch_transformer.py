@@ -5,12 +5,12 @@ padding lengths, grouped-query), GELU MLP, residuals and cross-entropy -- and so
 steps against torch.optim. Each torch mirror below is written with torch's own functional API only.
 """
 
-import os
 import sys
 
 import numpy as np
 import pytest
 from oracle import LazyTorch
+from paths import EXAMPLES
 
 import tape
 from tape import nn, optim
@@ -18,7 +18,7 @@ from tape import nn, optim
 torch = LazyTorch()  # torch imported at first use: the module collects without torch
 F = torch.nn.functional
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+sys.path.insert(0, str(EXAMPLES))
 from common import TinyGPT  # noqa: E402
 
 

@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 from oracle import require_torch
+from paths import REPO
 
 import tape
 from tape.tools import coverage
@@ -24,7 +24,6 @@ from tape.tools.cli import main
 from tape.tools.coverage import ABSENT, FAIL, PASS, WARN
 from tape.tools.verify import op_samples, torch_available
 
-REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "coverage.md"
 REGENERATE = "python -m tape coverage --format markdown --output docs/coverage.md"
 

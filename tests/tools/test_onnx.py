@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import EXAMPLES, REPO
 
 import ops
 import tape
 from tape import nn, optim
 from tape.onnx import NotExportableError, check_sample, declares_lowering, lowering_of, not_exportable_reason
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOWERED = [op for op in tape.registered_ops() if lowering_of(op) is not None and op.samples is not None]
 # the ops the three examples' models record; each must have a lowering
 EXAMPLE_OPS = ("linear", "embedding", "layer_norm", "gelu", "scaled_dot_product_attention", "reshape", "permute",
@@ -55,11 +56,10 @@ def relative_error(got, want) -> float:
 # -- ops --------------------------------------------------------------------------------------------------------
 def test_every_registered_op_declares_its_lowering():
     """One ONNX op, a decomposition, or lowering(op, not_exportable="why") next to the op's declaration."""
-    import inspect
 
     missing = [
         f"{op.name} (add lowering({op.name}, ...) or lowering({op.name}, not_exportable='why') in "
-        f"{Path(inspect.getsourcefile(op.forward) or '?').relative_to(EXAMPLES.parent)})"
+        f"{Path(inspect.getsourcefile(op.forward) or '?').relative_to(REPO)})"
         for op in tape.registered_ops()
         if not declares_lowering(op)
     ]

@@ -1,7 +1,7 @@
 """Shape and indexing ops beyond the generated per-sample checks: joins of any number of tensors (one op,
 sequence input), torch's advanced indexing (placement, accumulation, index immutability), the scatter ops,
 second order through the scatters, zero-size shapes, the Tensor methods that route to shape ops, and bad
-input (split and chunk, now ops of ops/movement.py, are tested in tests/test_ops_movement.py).
+input (split and chunk, now ops of ops/movement.py, are tested in tests/ops/test_movement.py).
 
 ``sequence_op_check`` runs gradcheck, gradgradcheck and torch parity (values, gradients, double backward)
 on a sequence-input op's samples (concat, stack; einsum in test_ops_linalg.py)."""

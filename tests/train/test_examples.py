@@ -4,17 +4,16 @@ README for the commands and the figures measured.) meta_learning.py's MAML meta-
 torch and against finite differences of the outer loss, and a quick run must adapt on held-out tasks."""
 
 import importlib
-import os
 import sys
 
 import numpy as np
 import pytest
+from paths import EXAMPLES
 
 import tape
 from tape import checkpoint, nn
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-sys.path.insert(0, EXAMPLES)
+sys.path.insert(0, str(EXAMPLES))
 
 QUICK = {
     "reverse": ["--steps", "40", "--batch", "32", "--eval-size", "20", "--length", "5"],
@@ -56,7 +55,7 @@ def test_same_seed_same_run_other_seed_other_run(name):
 
 
 def test_save_graph_and_plot_flags(tmp_path, capsys, graphviz_dot):
-    """(Without matplotlib --plot stops before training: tests/test_report.py checks that.)"""
+    """(Without matplotlib --plot stops before training: tests/tools/test_report.py checks that.)"""
     import importlib.util
 
     ckpt, svg, png = tmp_path / "r.npz", tmp_path / "block.svg", tmp_path / "loss.png"

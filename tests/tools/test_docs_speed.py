@@ -6,9 +6,8 @@ timing is asserted here.
 
 import json
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from paths import REPO
 
 
 def test_docs_speed_md_is_what_its_json_renders_to():

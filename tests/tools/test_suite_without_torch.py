@@ -4,13 +4,11 @@ module from collecting. torch comes from the conftest ``torch`` fixture, tests/o
 inside a test, or oracle's ``LazyTorch`` (imported at first use)."""
 
 import ast
-import pathlib
 import sys
 
 import pytest
 from oracle import LazyTorch
-
-TESTS = pathlib.Path(__file__).parent
+from paths import TESTS
 
 
 def _top_level_nodes(tree):
@@ -43,7 +41,7 @@ def _violations(source: str):
     return out
 
 
-@pytest.mark.parametrize("path", sorted(p.name for p in TESTS.glob("*.py")))
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("*.py")))
 def test_no_module_imports_torch_or_requires_it_at_its_top_level(path):
     if path == "oracle.py":
         return  # the one place that imports torch (inside functions)

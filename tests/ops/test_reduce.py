@@ -55,7 +55,7 @@ def test_tensor_methods_call_the_reductions_with_torchs_signatures():
 
 
 
-# -- second order: gradgradcheck and torch's HVP run on every sample in tests/test_ops_generated.py -----------------
+# -- second order: gradgradcheck and torch's HVP run on every sample in tests/ops/test_generated.py -----------------
 def test_every_differentiable_reduction_is_differentiable_twice():
     for op in FAMILY:
         assert op.second_order in (Grad.RULE, Grad.NOT_DIFFERENTIABLE), f"{op.name}: {op.second_order_note}"

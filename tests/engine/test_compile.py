@@ -3,20 +3,19 @@ models with their optimizers, a 200-op chain, ops with several outputs, sequence
 batch); the cache guard re-records or raises; what a plan cannot follow raises CompileError. No timing here:
 benchmarks/bench_compile.py measures the speed."""
 
-import os
 import sys
 
 import numpy as np
 import pytest
 import threadpoolctl
+from paths import EXAMPLES
 
 import ops
 import tape
 from tape import nn, optim
 from tape.compile import CompileError, compile
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-sys.path.insert(0, EXAMPLES)
+sys.path.insert(0, str(EXAMPLES))
 
 import char_lm  # noqa: E402
 import common  # noqa: E402

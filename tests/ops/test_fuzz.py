@@ -15,10 +15,15 @@ is usable when one of its samples has a differentiable float input, a determinis
 and no stubbed rule. Hypothesis runs max(300, 1.75 per usable op) graphs with derandomize=True, so every CI
 run sees the same graphs; a failure prints the graph as a program listing (``note``).
 
-``python tests/test_fuzz.py`` runs the same search and prints the counts (graphs, ops covered, checks).
+``python tests/ops/test_fuzz.py`` runs the same search and prints the counts (graphs, ops covered, checks).
 """
 
 from __future__ import annotations
+
+import sys  # noqa: I001 -- tests/ (oracle, paths) on the path when this file runs as a script
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import math
 import warnings
@@ -44,7 +49,7 @@ FAST_MODE_ABOVE = 200  # total leaf elements above which gradcheck checks random
 SEPARATION = 1e-4  # reused values must keep this far from each other and from 0 (ties and kinks)
 TORCH_RTOL, TORCH_ATOL = 1e-7, 1e-9
 
-# op name -> why the fuzzer leaves it out (ops/ bugs it would only rediscover; see tests/test_bad_input.py)
+# op name -> why the fuzzer leaves it out (ops/ bugs it would only rediscover; see tests/ops/test_bad_input.py)
 EXCLUDED: dict[str, str] = {
     name: "a constructor with a zero gradient (its value does not depend on the input's): a graph through it checks "
     "only that zero, which its generated tests do"

@@ -1,6 +1,6 @@
 """tape.distributed: data-parallel training on MPI ranks.
 
-The MPI tests launch this very file with ``mpiexec -n N python tests/test_distributed.py SCENARIO OUT`` (the
+The MPI tests launch this very file with ``mpiexec -n N python tests/train/test_distributed.py SCENARIO OUT`` (the
 ``__main__`` part at the bottom: each rank writes what it saw to OUT) and compare in the pytest process, where
 the one-process reference runs. They skip with a reason when mpi4py or ``mpiexec`` is missing, and fail instead
 where ``MINITAPE_REQUIRE_MPI=1`` (CI). Sharding and the missing-mpi4py error are tested in-process.
@@ -8,19 +8,22 @@ where ``MINITAPE_REQUIRE_MPI=1`` (CI). Sharding and the missing-mpi4py error are
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- tests/ (oracle, paths) on the path when this file runs as a script
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(REPO / "examples"))
 
 import common  # noqa: E402  -- examples/common.py: TinyGPT, the flagship's model
 
@@ -80,7 +83,7 @@ def mpiexec():
 
 
 def launch(mpiexec, ranks: int, *args, timeout: float = 120, launcher=()):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
     command = [mpiexec, *launcher, "-n", str(ranks), sys.executable, __file__, *map(str, args)]
     start = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
@@ -162,8 +165,8 @@ def test_flagship_trains_on_two_ranks_like_one_process(mpiexec, tmp_path):
     import reverse
 
     flags = ["--steps", "8", "--eval-size", "20", "--quiet"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
-    command = [mpiexec, "-n", "2", sys.executable, str(ROOT / "examples" / "reverse.py"), "--distributed", *flags]
+    env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1")
+    command = [mpiexec, "-n", "2", sys.executable, str(REPO / "examples" / "reverse.py"), "--distributed", *flags]
     done = subprocess.run([*command, "--save", str(tmp_path / "two.npz")], env=env, capture_output=True, text=True,
                           timeout=300)
     ran(done)
@@ -251,7 +254,7 @@ def test_without_mpi4py_tape_imports_and_init_names_the_install(monkeypatch):
     code = ("import sys; sys.modules['mpi4py'] = None; import tape, ops; from tape import distributed\n"
             "try:\n    distributed.init()\nexcept ImportError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert done.returncode == 0, done.stderr
     assert "tape.distributed.init needs mpi4py and an MPI library: pip install 'minitape[mpi]'" in done.stdout
 

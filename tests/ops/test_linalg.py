@@ -6,7 +6,7 @@ composition; zero-size shapes; bad shapes."""
 import numpy as np
 import pytest
 from oracle import LazyTorch
-from test_ops_shape import assert_double_backward_matches_torch, sequence_op_check
+from test_shape import assert_double_backward_matches_torch, sequence_op_check
 
 import ops
 import tape
