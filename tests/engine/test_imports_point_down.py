@@ -5,7 +5,9 @@
 import ast
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from paths import REPO
+
+ROOT = REPO
 OPS = ROOT / "ops"
 # tape/ files above the engine core: the package's face (loads ops, tape.nn ... on first use), the CLI, and
 # tape.distributed (data-parallel training: it saves checkpoints)

@@ -10,13 +10,14 @@ import sys
 
 import numpy as np
 import pytest
+from paths import REPO
 
 import ops
 import tape
 from tape import RegistrationError, interop
 from tape.tensors import OPERATORS, _OpMethod
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = REPO
 CORE = [ROOT / "tape" / name for name in ("tensors.py", "interop.py", "registry.py", "recording.py", "functional.py")]
 
 
