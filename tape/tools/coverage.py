@@ -193,9 +193,16 @@ def _origin(op) -> tuple:
 
 
 def _worker_imports(imports) -> None:
+    """A worker's set-up: the op library, and one BLAS / OpenMP thread -- the workers are the parallelism; on a
+    2-core machine two workers each running 2-thread GEMMs (numpy's and torch's) stall one another."""
     import importlib
+    import os
 
+    import threadpoolctl
+
+    os.environ["OMP_NUM_THREADS"] = "1"  # read by torch when the oracle first imports it, in this worker
     importlib.import_module("ops")
+    threadpoolctl.threadpool_limits(1)  # numpy's BLAS, loaded with ops; kept for the worker's life
     for module in imports:
         importlib.import_module(module)
 
