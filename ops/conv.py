@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 import math
-from functools import reduce
+from functools import partial, reduce
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -1080,9 +1080,7 @@ avg_pool2d = _avg_pool_op(
 
 
 # -- nearest upsampling ------------------------------------------------------------------------------------
-def _resize_plan(op, shape, scale_factor, size):
-    """Per spatial axis: (output size, scale) where scale is 1/scale_factor if given, else in/out -- what
-    torch's nearest kernel uses to map an output index to ``floor(index * scale)``."""
+def _require_size_or_scale(op, size, scale_factor) -> None:
     require(
         (scale_factor is None) != (size is None),
         op,
@@ -1090,6 +1088,12 @@ def _resize_plan(op, shape, scale_factor, size):
         "exactly one of them",
         f"size={size!r}, scale_factor={scale_factor!r}",
     )
+
+
+def _resize_plan(op, shape, scale_factor, size):
+    """Per spatial axis: (output size, scale) where scale is 1/scale_factor if given, else in/out -- what
+    torch's nearest kernel uses to map an output index to ``floor(index * scale)``."""
+    _require_size_or_scale(op, size, scale_factor)
     if size is not None:
         sizes = _ints(op, "size", size, 2, 1)
         return [(out, None) for out in sizes]
@@ -1899,13 +1903,7 @@ def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, reco
         "None or a bool",
         recompute_scale_factor,
     )
-    require(
-        (scale_factor is None) != (size is None),
-        op,
-        "size / scale_factor",
-        "exactly one of them",
-        f"size={size!r}, scale_factor={scale_factor!r}",
-    )
+    _require_size_or_scale(op, size, scale_factor)
     if size is not None:
         require(
             not recompute_scale_factor,
@@ -2018,6 +2016,18 @@ def _interpolation_matrices(input, size, scale_factor, mode, align_corners, reco
     ]
 
 
+def _separable(matrices, x, adjoint: bool):
+    """``x`` under the separable linear map of ``matrices`` (one (out, in) matrix per spatial axis, the last axes of
+    ``x``), or under its adjoint (each matrix transposed: the backward)."""
+    if adjoint:
+        matrices = [m.T for m in matrices]
+    if len(matrices) == 1:
+        return x @ matrices[0].T
+    if len(matrices) == 3:
+        return np.einsum("ai,bj,ck,...ijk->...abc", *matrices, x)
+    return matrices[0] @ x @ matrices[1].T
+
+
 def _interpolate(
     input,
     size=None,
@@ -2030,46 +2040,15 @@ def _interpolate(
     """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact and area (3-D, 4-D or 5-D input),
     linear (3-D), bilinear and bicubic (4-D) and trilinear (5-D): separable, so a matmul with each axis's
     (out, in) weight matrix."""
-    matrices = _interpolation_matrices(
-        input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
-    )
-    if len(matrices) == 1:
-        return input @ matrices[0].T
-    if len(matrices) == 3:
-        return np.einsum("ai,bj,ck,...ijk->...abc", *matrices, input)
-    return matrices[0] @ input @ matrices[1].T
+    options = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    return _separable(_interpolation_matrices(input, *options), input, adjoint=False)
 
 
-def _interpolate_vjp(
-    g,
-    ans,
-    input,
-    size=None,
-    scale_factor=None,
-    mode="nearest",
-    align_corners=None,
-    recompute_scale_factor=None,
-    antialias=False,
-):
-    matrices = _interpolation_matrices(
-        input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
-    )
-    if len(matrices) == 1:
-        return g @ matrices[0]
-    if len(matrices) == 3:
-        return np.einsum("ai,bj,ck,...abc->...ijk", *matrices, g)
-    return matrices[0].T @ g @ matrices[1]
+def _interpolate_vjp(g, ans, input, **options):  # options: the forward's, every one given (the engine fills defaults)
+    return _separable(_interpolation_matrices(input, **options), g, adjoint=True)
 
 
-def _check_interpolate(
-    input,
-    size=None,
-    scale_factor=None,
-    mode="nearest",
-    align_corners=None,
-    recompute_scale_factor=None,
-    antialias=False,
-):
+def _check_interpolate(input, **options):
     require_float("interpolate", "input", input)
     require(
         input.ndim in (3, 4, 5),
@@ -2078,7 +2057,7 @@ def _check_interpolate(
         "a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) tensor",
         f"shape {input.shape}",
     )
-    _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    _interpolate_plan(input.shape, **options)
 
 
 def _interpolate_samples(rng):
@@ -2245,27 +2224,16 @@ _LP_NOTES = (
     "fractional p are NaN, as torch."
 )
 
-lp_pool2d = _pool_op(
-    "lp_pool2d",
-    _lp_pool2d,
-    _lp_pool2d_vjp,
-    _check_lp_pool2d,
-    lambda rng: _lp_samples(rng, 2),
-    saves=True,
-    composite=_lp_pool2d_composite,
-    notes=_LP_NOTES,
-)
 
-lp_pool1d = _pool_op(
-    "lp_pool1d",
-    _lp_pool1d,
-    _lp_pool1d_vjp,
-    _check_lp_pool1d,
-    lambda rng: _lp_samples(rng, 1),
-    saves=True,
-    composite=_lp_pool1d_composite,
-    notes=_LP_NOTES,
-)
+def _lp_pool_op(name, forward, vjp, composite, check, spatial):
+    """Declare lp_pool1d or lp_pool2d: an average pool of x^p, saved for the backward, differentiated again through
+    the composite."""
+    samples = partial(_lp_samples, spatial=spatial)
+    return _pool_op(name, forward, vjp, check, samples, _LP_NOTES, saves=True, composite=composite)
+
+
+lp_pool2d = _lp_pool_op("lp_pool2d", _lp_pool2d, _lp_pool2d_vjp, _lp_pool2d_composite, _check_lp_pool2d, 2)
+lp_pool1d = _lp_pool_op("lp_pool1d", _lp_pool1d, _lp_pool1d_vjp, _lp_pool1d_composite, _check_lp_pool1d, 1)
 
 
 def _adaptive_max_pool1d(input, output_size, return_indices=False):
