@@ -261,18 +261,20 @@ def _hardshrink(input, lambd=0.5):
     return np.where(input >= -lambd, np.where(input <= lambd, 0, input), input)  # torch's: NaN stays NaN
 
 
-_SHRINK_ATTRS = [{}, {"lambd": 1.0}, {"lambd": 0.0}]
-_SHRINK_KINKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+def _shrink(name, forward, **declaration):
+    """Declare hardshrink or softshrink: both pass the gradient where |x| > lambd."""
+    return _elementwise(
+        name,
+        forward,
+        lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
+        attrs=[{}, {"lambd": 1.0}, {"lambd": 0.0}],
+        kinks=(-1.0, -0.5, 0.0, 0.5, 1.0),
+        notes=case_law(_CASE_LAW, name),
+        **declaration,
+    )
 
-hardshrink = _elementwise(
-    "hardshrink",
-    _hardshrink,
-    lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
-    attrs=_SHRINK_ATTRS,
-    kinks=_SHRINK_KINKS,
-    method=True,
-    notes=case_law(_CASE_LAW, "hardshrink"),
-)
+
+hardshrink = _shrink("hardshrink", _hardshrink, method=True)
 
 
 @quiet  # inf * 0 in the branch not taken
@@ -284,14 +286,7 @@ def _softshrink(input, lambd=0.5):
     return np.where(input > lambd, input - lambd, np.where(input < -lambd, input + lambd, input * 0))
 
 
-softshrink = _elementwise(
-    "softshrink",
-    _softshrink,
-    lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
-    attrs=_SHRINK_ATTRS,
-    kinks=_SHRINK_KINKS,
-    notes=case_law(_CASE_LAW, "softshrink"),
-)
+softshrink = _shrink("softshrink", _softshrink)
 
 
 # -- exponential family: selu, celu, logsigmoid, mish ---------------------------------------------------------
