@@ -2554,23 +2554,26 @@ ctc_loss = _loss(
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
-def _onnx_cross_entropy(g, rec, input, target, weight=None):
-    """Class-index targets to ONNX's SoftmaxCrossEntropyLoss (classes on axis 1, ignore_index, class weights, a
-    weighted mean as torch's)."""
-    a = rec.attributes
-    if rec.inputs[1].dtype.kind == "f" or a.get("label_smoothing", 0.0):
-        raise NotExportable("class-probability targets and label smoothing have no lowering")
+def _onnx_class_loss(g, rec, onnx_op: str, input, target, weight):
+    """A class-index loss as ONNX's ``onnx_op`` (classes on axis 1, ignore_index, class weights, a weighted mean
+    as torch's)."""
     if len(rec.inputs[0].shape) < 2 or 0 in rec.inputs[0].shape:
         raise NotExportable("an unbatched (C,) or empty input has no lowering")
+    a = rec.attributes
     target = g.op("Cast", target, to=7)  # 7: int64
-    return g.op(
-        "SoftmaxCrossEntropyLoss",
-        input,
-        target,
-        weight,
-        ignore_index=int(a.get("ignore_index", -100)),
-        reduction=a.get("reduction", "mean"),
-    )
+    ignore_index = int(a.get("ignore_index", -100))
+    return g.op(onnx_op, input, target, weight, ignore_index=ignore_index, reduction=a.get("reduction", "mean"))
+
+
+def _onnx_cross_entropy(g, rec, input, target, weight=None):
+    """Class-index targets to ONNX's SoftmaxCrossEntropyLoss."""
+    if rec.inputs[1].dtype.kind == "f" or rec.attributes.get("label_smoothing", 0.0):
+        raise NotExportable("class-probability targets and label smoothing have no lowering")
+    return _onnx_class_loss(g, rec, "SoftmaxCrossEntropyLoss", input, target, weight)
+
+
+def _onnx_nll_loss(g, rec, input, target, weight=None):
+    return _onnx_class_loss(g, rec, "NegativeLogLikelihoodLoss", input, target, weight)
 
 
 lowering(cross_entropy, _onnx_cross_entropy)
@@ -2616,21 +2619,6 @@ def _onnx_smooth(g, d, dtype, a, key: str, default: float, huber: bool):
     else:
         inside, outside = g.op("Div", half_square, scalar(g, t, dtype)), g.op("Sub", size, scalar(g, 0.5 * t, dtype))
     return g.op("Where", g.op("Less", size, scalar(g, t, dtype)), inside, outside)
-
-
-def _onnx_nll_loss(g, rec, input, target, weight=None):
-    if len(rec.inputs[0].shape) < 2 or 0 in rec.inputs[0].shape:
-        raise NotExportable("an unbatched (C,) or empty input has no lowering")
-    target = g.op("Cast", target, to=7)  # 7: int64
-    a = rec.attributes
-    return g.op(
-        "NegativeLogLikelihoodLoss",
-        input,
-        target,
-        weight,
-        ignore_index=int(a.get("ignore_index", -100)),
-        reduction=a.get("reduction", "mean"),
-    )
 
 
 def _onnx_binary_cross_entropy(g, rec, input, target, weight=None):
