@@ -478,6 +478,14 @@ def _check_ignore_index(op, ignore_index):
         raise TypeError(f"{op}: argument 'ignore_index' expected an int, got {type(ignore_index).__name__}")
 
 
+def _check_class_indices(op, counted, n_classes: int, or_else: str = "") -> None:
+    """Every entry of ``counted`` (the targets that count) is a class index in [0, n_classes)."""
+    if counted.size:
+        low, high = int(counted.min()), int(counted.max())
+        expected = f"class indices in [0, {n_classes - 1}]{or_else}"
+        require(low >= 0 and high < n_classes, op, "target", expected, f"values in [{low}, {high}]")
+
+
 def _check_class_targets(op, input, target, weight, ignore_index, reduction):
     require_float(op, "input", input)
     if target.dtype.kind == "f":
@@ -493,16 +501,7 @@ def _check_class_targets(op, input, target, weight, ignore_index, reduction):
     _check_class_weight(op, input, weight)
     _check_ignore_index(op, ignore_index)
     _check_reduction(op, reduction)
-    counted = target[target != ignore_index]
-    if counted.size:
-        low, high = int(counted.min()), int(counted.max())
-        require(
-            low >= 0 and high < n_classes,
-            op,
-            "target",
-            f"class indices in [0, {n_classes - 1}] (or ignore_index={ignore_index})",
-            f"values in [{low}, {high}]",
-        )
+    _check_class_indices(op, target[target != ignore_index], n_classes, f" (or ignore_index={ignore_index})")
 
 
 def _check_cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
@@ -1876,16 +1875,7 @@ def _check_multi_margin_loss(input, target, weight=None, p=1, margin=1.0, reduct
     ok = target.shape == (input.shape[0],) if input.ndim == 2 else target.shape in ((), (1,))
     expected = f"shape ({input.shape[0]},)" if input.ndim == 2 else "shape () or (1,)"
     require(ok, op, "target", f"{expected} for input of shape {input.shape}", target.shape)
-    n_classes = input.shape[-1]
-    if target.size:
-        low, high = int(target.min()), int(target.max())
-        require(
-            low >= 0 and high < n_classes,
-            op,
-            "target",
-            f"class indices in [0, {n_classes - 1}]",
-            f"values in [{low}, {high}]",
-        )
+    _check_class_indices(op, target, input.shape[-1])
     require(not isinstance(p, bool) and p in (1, 2), op, "p", "1 or 2 (as torch)", p)
     real(op, "margin", margin)
     _check_class_weight(op, input, weight)
