@@ -756,7 +756,7 @@ def _pool_input(op, x, spatial=2):
 
 def _max_pool_index(xb, geo):
     """The (N, C, *out) position, in row-major kernel order, of each window's first maximum in the (N, C, *spatial)
-    batch ``xb`` (a NaN wins, as in torch's CPU kernels), and the windows flattened to (N, C, *out, prod(kernel)).
+    batch ``xb`` (a NaN wins, as in torch's CPU kernels), and that maximum.
     A window whose input cells are all -inf ties with its -inf padding: torch's kernels start from the window's
     first input cell, so that cell (never padding) is the position there."""
     spatial = len(geo.kernel)
@@ -764,10 +764,13 @@ def _max_pool_index(xb, geo):
     windows = _windows(_pad(xb, geo.pads, -np.inf), *view, kernel_last=True)
     flat = windows.reshape(windows.shape[: 2 + spatial] + (math.prod(geo.kernel),))
     index = np.argmax(flat, axis=-1)
+    values = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
+    if not any(before or after for before, after in geo.pads) or not np.isneginf(values).any():
+        return index, values
     inside = _windows(_pad(np.ones((1, 1) + xb.shape[2:], bool), geo.pads, False), *view, kernel_last=True)
     inside = inside.reshape((1, 1) + flat.shape[2:])
     on_padding = ~np.take_along_axis(inside, index[..., None], axis=-1)[..., 0]
-    return np.where(on_padding, np.argmax(inside, axis=-1), index), flat
+    return np.where(on_padding, np.argmax(inside, axis=-1), index), values  # the input cell is -inf too
 
 
 def _flat_input_indices(index, geo, shape):
@@ -786,9 +789,9 @@ def _max_pool(x, geo, return_indices):
     """Max pooling ``geo`` of ``x`` (its last len(geo.kernel) axes): (values, with return_indices=True (values,
     torch's int64 flat indices)), and what the backward needs (the window offsets of the maxima, the geometry)."""
     spatial = len(geo.kernel)
-    index, flat = _max_pool_index(_batched(x, spatial), geo)
-    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0].reshape(x.shape[:-spatial] + geo.out)
-    saved = {"indices": index.astype(np.min_scalar_type(flat.shape[-1])), "geo": geo}
+    index, values = _max_pool_index(_batched(x, spatial), geo)
+    out = values.reshape(x.shape[:-spatial] + geo.out)
+    saved = {"indices": index.astype(np.min_scalar_type(math.prod(geo.kernel))), "geo": geo}
     if return_indices:
         return (out, _flat_input_indices(saved["indices"], geo, x.shape).reshape(out.shape)), saved
     return out, saved
@@ -832,13 +835,14 @@ def _with_return_indices(samples: list) -> list:
 
 
 def _max_pool_vjp(g, ans, input, *, indices, geo, **attrs):
+    """Each output's gradient added at its maximum's flat position in its input plane (volume): one bincount."""
     spatial = len(geo.kernel)
-    gb = _batched(g, spatial)
-    offsets = np.arange(math.prod(geo.kernel), dtype=indices.dtype).reshape(geo.kernel + (1,) * spatial)
-    spread = (slice(None),) * 2 + (None,) * spatial  # (N, C, *out) -> (N, C, *kernel, *out)
-    grad_windows = np.where(indices[spread] == offsets, gb[spread], 0).astype(g.dtype, copy=False)
-    grad = _scatter_windows(grad_windows, gb.shape[:2] + geo.padded, geo.stride, geo.dilation)
-    return _unpad(grad, geo.pads, _batched(input, spatial).shape).reshape(input.shape)
+    size = math.prod(input.shape[-spatial:])
+    planes = math.prod(indices.shape[:2])
+    position = _flat_input_indices(indices, geo, input.shape).reshape(planes, math.prod(geo.out))
+    target = (position + (np.arange(planes) * size)[:, None]).ravel()
+    summed = np.bincount(target, weights=np.reshape(g, -1), minlength=planes * size)
+    return summed.astype(g.dtype, copy=False).reshape(input.shape)
 
 
 def _gather_flat(input, flat, spatial=2):
