@@ -1,8 +1,18 @@
-"""Argument checks shared by the op library: each error names the op, the argument, expected and got."""
+"""Argument checks shared by the op library (each error names the op, the argument, expected and got), and the
+torch reference of an op that is ``torch.nn.functional``'s own."""
 
 import numpy as np
 
-__all__ = ["floats_only", "normalize_dim", "normalize_dims", "real", "require", "require_float", "require_integer"]
+__all__ = [
+    "floats_only",
+    "functional",
+    "normalize_dim",
+    "normalize_dims",
+    "real",
+    "require",
+    "require_float",
+    "require_integer",
+]
 
 
 def require(condition: bool, op: str, argument: str, expected: str, got) -> None:
@@ -72,3 +82,8 @@ def floats_only(op: str, argument: str = "x"):
 def require_integer(op: str, argument: str, array) -> None:
     if array is not None and array.dtype.kind not in "iu":
         raise TypeError(f"{op}: argument '{argument}' expected an integer tensor, got dtype {array.dtype}")
+
+
+def functional(name: str):
+    """The ``torch_ref=`` of an op that is ``torch.nn.functional.<name>``: the tensors in order, then the attributes."""
+    return lambda torch, *tensors, **attrs: getattr(torch.nn.functional, name)(*tensors, **attrs)

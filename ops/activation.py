@@ -38,7 +38,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, clip, float_only, log1p_graph, pnorm, scalar
 from ._samples import along_dim_samples, away_from, transposed, unary_samples, uniform
-from ._validation import floats_only, normalize_dim, normalize_dims, real, require_float
+from ._validation import floats_only, functional, normalize_dim, normalize_dims, real, require_float
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -127,11 +127,6 @@ _SELU_NEGATIVE = _SELU_ALPHA * _SELU_SCALE
 
 
 # -- shared helpers --------------------------------------------------------------------------------------------
-def _functional(name):
-    """The torch reference ``torch.nn.functional.<name>``."""
-    return lambda torch, *tensors, **attrs: getattr(torch.nn.functional, name)(*tensors, **attrs)
-
-
 def _elementwise(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, samples=None, **declaration):
     return defop(
         name,
@@ -141,7 +136,7 @@ def _elementwise(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None
         vjps=(vjp,),
         check=floats_only(name, "input"),
         samples=samples or unary_samples(low, high, attrs, kinks),
-        torch_ref=_functional(name),
+        torch_ref=functional(name),
         **declaration,
     )
 
@@ -266,18 +261,20 @@ def _hardshrink(input, lambd=0.5):
     return np.where(input >= -lambd, np.where(input <= lambd, 0, input), input)  # torch's: NaN stays NaN
 
 
-_SHRINK_ATTRS = [{}, {"lambd": 1.0}, {"lambd": 0.0}]
-_SHRINK_KINKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+def _shrink(name, forward, **declaration):
+    """Declare hardshrink or softshrink: both pass the gradient where |x| > lambd."""
+    return _elementwise(
+        name,
+        forward,
+        lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
+        attrs=[{}, {"lambd": 1.0}, {"lambd": 0.0}],
+        kinks=(-1.0, -0.5, 0.0, 0.5, 1.0),
+        notes=case_law(_CASE_LAW, name),
+        **declaration,
+    )
 
-hardshrink = _elementwise(
-    "hardshrink",
-    _hardshrink,
-    lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
-    attrs=_SHRINK_ATTRS,
-    kinks=_SHRINK_KINKS,
-    method=True,
-    notes=case_law(_CASE_LAW, "hardshrink"),
-)
+
+hardshrink = _shrink("hardshrink", _hardshrink, method=True)
 
 
 @quiet  # inf * 0 in the branch not taken
@@ -289,14 +286,7 @@ def _softshrink(input, lambd=0.5):
     return np.where(input > lambd, input - lambd, np.where(input < -lambd, input + lambd, input * 0))
 
 
-softshrink = _elementwise(
-    "softshrink",
-    _softshrink,
-    lambda g, ans, input, lambd=0.5: _outside(g, input, float(lambd)),
-    attrs=_SHRINK_ATTRS,
-    kinks=_SHRINK_KINKS,
-    notes=case_law(_CASE_LAW, "softshrink"),
-)
+softshrink = _shrink("softshrink", _softshrink)
 
 
 # -- exponential family: selu, celu, logsigmoid, mish ---------------------------------------------------------
@@ -528,7 +518,7 @@ glu = defop(
     vjps=(_glu_vjp,),
     check=_check_glu,
     samples=_glu_samples,
-    torch_ref=_functional("glu"),
+    torch_ref=functional("glu"),
     notes=case_law(_CASE_LAW, "glu"),
 )
 
@@ -597,7 +587,7 @@ prelu = defop(
     vjps=(_prelu_vjp_input, _prelu_vjp_weight),
     check=_check_prelu,
     samples=_prelu_samples,
-    torch_ref=_functional("prelu"),
+    torch_ref=functional("prelu"),
     method=True,
     notes=case_law(_CASE_LAW, "prelu"),
 )
@@ -719,7 +709,7 @@ normalize = defop(
     vjps=(_normalize_vjp,),
     check=_check_normalize,
     samples=_normalize_samples,
-    torch_ref=_functional("normalize"),
+    torch_ref=functional("normalize"),
     notes=case_law(_CASE_LAW, "normalize"),
 )
 

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 import math
-from functools import reduce
+from functools import partial, reduce
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -50,7 +50,7 @@ from tape.tensors import Tensor
 from ._notes import case_law
 from ._onnx import NotExportable, index_map, scalar, tensor_type
 from ._samples import uniform
-from ._validation import real, require, require_float, require_integer
+from ._validation import functional, real, require, require_float, require_integer
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -680,7 +680,7 @@ unfold = defop(
     check=_check_unfold,
     samples=_unfold_samples,
     notes=case_law(_CASE_LAW, "unfold", "Its backward is fold."),
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.unfold(input, **attrs),
+    torch_ref=functional("unfold"),
 )
 
 fold = defop(
@@ -692,7 +692,7 @@ fold = defop(
     check=_check_fold,
     samples=_fold_samples,
     notes=case_law(_CASE_LAW, "fold", "Its backward is unfold."),
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.fold(input, **attrs),
+    torch_ref=functional("fold"),
 )
 
 
@@ -748,27 +748,52 @@ def _require_only_batch_empty(op, x, spatial):
     )
 
 
-def _pool_input(op, x):
-    _check_input_rank(op, x, 2)
-    _require_only_batch_empty(op, x, 2)
-    return _batched(x, 2)
+def _pool_input(op, x, spatial=2):
+    _check_input_rank(op, x, spatial)
+    _require_only_batch_empty(op, x, spatial)
+    return _batched(x, spatial)
 
 
-def _max_pool_index(x4, geo):
-    """The (N, C, OH, OW) position, in row-major (kh, kw) order, of each window's first maximum (a NaN wins,
-    as in torch's CPU kernel), and the windows flattened to (N, C, OH, OW, KH*KW)."""
-    windows = _windows(_pad(x4, geo.pads, -np.inf), geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=True)
-    flat = windows.reshape(windows.shape[:4] + (geo.kernel[0] * geo.kernel[1],))
-    return np.argmax(flat, axis=-1), flat
+def _max_pool_index(xb, geo):
+    """The (N, C, *out) position, in row-major kernel order, of each window's first maximum in the (N, C, *spatial)
+    batch ``xb`` (a NaN wins, as in torch's CPU kernels), and that maximum.
+    A window whose input cells are all -inf ties with its -inf padding: torch's kernels start from the window's
+    first input cell, so that cell (never padding) is the position there."""
+    spatial = len(geo.kernel)
+    view = (geo.kernel, geo.stride, geo.dilation, geo.out)
+    windows = _windows(_pad(xb, geo.pads, -np.inf), *view, kernel_last=True)
+    flat = windows.reshape(windows.shape[: 2 + spatial] + (math.prod(geo.kernel),))
+    index = np.argmax(flat, axis=-1)
+    values = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0]
+    if not any(before or after for before, after in geo.pads) or not np.isneginf(values).any():
+        return index, values
+    inside = _windows(_pad(np.ones((1, 1) + xb.shape[2:], bool), geo.pads, False), *view, kernel_last=True)
+    inside = inside.reshape((1, 1) + flat.shape[2:])
+    on_padding = ~np.take_along_axis(inside, index[..., None], axis=-1)[..., 0]
+    return np.where(on_padding, np.argmax(inside, axis=-1), index), values  # the input cell is -inf too
 
 
-def _max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    index, flat = _max_pool_index(_batched(input, 2), geo)
-    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0].reshape(input.shape[:-2] + geo.out)
-    saved = {"indices": index.astype(np.min_scalar_type(flat.shape[-1])), "geo": geo}
-    if return_indices:  # torch's (values, int64 flat h * W + w indices into each input plane)
-        return (out, _flat_input_indices(saved["indices"], geo, input.shape[-1]).reshape(out.shape)), saved
+def _flat_input_indices(index, geo, shape):
+    """The window positions ``index`` (row-major kernel offsets, (N, C, *out)) as torch's indices: the flat
+    position (``h * W + w``, ``d * H * W + h * W + w``) in the unpadded input plane or volume of ``shape``."""
+    spatial = len(geo.kernel)
+    offsets = np.unravel_index(index.astype(np.int64), geo.kernel)
+    position = 0
+    for axis, (n, offset) in enumerate(zip(shape[-spatial:], offsets)):
+        starts = np.arange(geo.out[axis]) * geo.stride[axis] - geo.pads[axis][0]
+        position = position * n + starts.reshape((-1,) + (1,) * (spatial - 1 - axis)) + offset * geo.dilation[axis]
+    return position
+
+
+def _max_pool(x, geo, return_indices):
+    """Max pooling ``geo`` of ``x`` (its last len(geo.kernel) axes): (values, with return_indices=True (values,
+    torch's int64 flat indices)), and what the backward needs (the window offsets of the maxima, the geometry)."""
+    spatial = len(geo.kernel)
+    index, values = _max_pool_index(_batched(x, spatial), geo)
+    out = values.reshape(x.shape[:-spatial] + geo.out)
+    saved = {"indices": index.astype(np.min_scalar_type(math.prod(geo.kernel))), "geo": geo}
+    if return_indices:
+        return (out, _flat_input_indices(saved["indices"], geo, x.shape).reshape(out.shape)), saved
     return out, saved
 
 
@@ -809,37 +834,87 @@ def _with_return_indices(samples: list) -> list:
     ]
 
 
-def _max_pool2d_vjp(g, ans, input, *, indices, geo, **attrs):
-    g4 = _batched(g, 2)
-    kh, kw = geo.kernel
-    offsets = np.arange(kh * kw, dtype=indices.dtype).reshape(kh, kw, 1, 1)
-    grad_windows = np.where(indices[:, :, None, None] == offsets, g4[:, :, None, None], 0).astype(g.dtype, copy=False)
-    grad = _scatter_windows(grad_windows, g4.shape[:2] + geo.padded, geo.stride, geo.dilation)
-    return _unpad(grad, geo.pads, _batched(input, 2).shape).reshape(input.shape)
+def _max_pool_vjp(g, ans, input, *, indices, geo, **attrs):
+    """Each output's gradient added at its maximum's flat position in its input plane (volume): one bincount."""
+    spatial = len(geo.kernel)
+    size = math.prod(input.shape[-spatial:])
+    planes = math.prod(indices.shape[:2])
+    position = _flat_input_indices(indices, geo, input.shape).reshape(planes, math.prod(geo.out))
+    target = (position + (np.arange(planes) * size)[:, None]).ravel()
+    summed = np.bincount(target, weights=np.reshape(g, -1), minlength=planes * size)
+    return summed.astype(g.dtype, copy=False).reshape(input.shape)
 
 
-def _max_pool2d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    """max_pool2d as a selection from the unfold windows of the forward's argmax (a constant): what its second
-    order differentiates."""
-    from . import reduce  # at call time: the families register in ops/__init__'s order
-    from .binary import where
-    from .shape import reshape, unsqueeze
+def _gather_flat(input, flat, spatial=2):
+    """The entries of (N, C, *spatial) or (C, *spatial) Tensor ``input`` at flat plane (volume) positions ``flat``
+    (an int array of the output's shape), with registered ops (gather, whose backward is scatter_add)."""
+    from .indexing import gather  # at call time: the families register in ops/__init__'s order
+    from .shape import reshape
 
-    geo = _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
-    n, c = x4.shape[:2]
-    k, blocks = geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]
-    windows = reshape(_window_columns(x4, geo), (n, c, k, blocks))
-    index, _ = _max_pool_index(_batched(input.data, 2), geo)
-    chosen = index.reshape(n, c, 1, blocks) == np.arange(k).reshape(1, 1, k, 1)
-    out = reduce.sum(where(chosen, windows, 0), dim=2)
-    return reshape(out, input.shape[:-2] + geo.out)
+    planes = reshape(input, input.shape[:-spatial] + (math.prod(input.shape[-spatial:]),))
+    picked = gather(planes, planes.ndim - 1, flat.reshape(flat.shape[:-spatial] + (math.prod(flat.shape[-spatial:]),)))
+    return reshape(picked, flat.shape)
 
 
-def _check_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    _require_bool("max_pool2d", "return_indices", return_indices)
-    _pool_input("max_pool2d", input)
-    _PoolGeometry("max_pool2d", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
+def _max_pool_selection(input, geo):
+    """A max pool's values with registered ops: the input gathered at the forward's argmax (a constant) -- what
+    its second order differentiates."""
+    spatial = len(geo.kernel)
+    index, _ = _max_pool_index(_batched(input.data, spatial), geo)
+    flat = _flat_input_indices(index, geo, input.shape).reshape(input.shape[:-spatial] + geo.out)
+    return _gather_flat(input, flat, spatial)
+
+
+def _max_pool_nd(op, spatial):
+    """max_pool2d's or max_pool3d's forward, composite and check: one kernel over ``spatial`` axes."""
+
+    def forward(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+        geo = _PoolGeometry(op, input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial)
+        return _max_pool(input, geo, return_indices)
+
+    def composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+        geo = _PoolGeometry(op, input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial)
+        return _max_pool_selection(input, geo)
+
+    def check(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+        _require_bool(op, "return_indices", return_indices)
+        _pool_input(op, input, spatial)
+        _PoolGeometry(op, input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial)
+
+    return forward, composite, check
+
+
+def _pool_op(name, forward, vjp, check, samples, notes, **declaration):
+    """Declare a pooling (or resampling) op of one tensor, ``input``; its torch reference is
+    ``torch.nn.functional.<name>`` unless ``declaration`` (defop's other fields) gives one."""
+    declaration.setdefault("torch_ref", functional(name))
+    return defop(
+        name,
+        family="conv",
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        check=check,
+        samples=samples,
+        notes=notes,
+        **declaration,
+    )
+
+
+def _max_pool_op(name, forward, vjp, composite, check, samples, notes):
+    """Declare a max pool: values, or (values, indices) with return_indices=True (the forward's own indices, a
+    constant, in the composite)."""
+    return _pool_op(
+        name,
+        forward,
+        _values_rule(vjp),
+        check,
+        lambda rng: _with_return_indices(samples(rng)),
+        notes,
+        saves=True,
+        outputs=_VALUES_INDICES,
+        composite=_values_composite(composite, lambda x, **attrs: forward(x, **attrs, return_indices=True)[0][1]),
+    )
 
 
 def _max_pool_samples(rng):
@@ -868,19 +943,14 @@ def _max_pool_samples(rng):
     # compares the tie choice with torch
 
 
-max_pool2d = defop(
+_max_pool2d, _max_pool2d_composite, _check_max_pool2d = _max_pool_nd("max_pool2d", 2)
+max_pool2d = _max_pool_op(
     "max_pool2d",
-    family="conv",
-    inputs=("input",),
-    forward=_max_pool2d,
-    vjps=(_values_rule(_max_pool2d_vjp),),
-    saves=True,
-    outputs=_VALUES_INDICES,
-    composite=_values_composite(
-        _max_pool2d_composite, lambda x, **attrs: _max_pool2d(x, **attrs, return_indices=True)[0][1]
-    ),
-    check=_check_max_pool2d,
-    samples=lambda rng: _with_return_indices(_max_pool_samples(rng)),
+    _max_pool2d,
+    _max_pool_vjp,
+    _max_pool2d_composite,
+    _check_max_pool2d,
+    _max_pool_samples,
     notes=case_law(
         _CASE_LAW,
         "max_pool2d",
@@ -888,12 +958,11 @@ max_pool2d = defop(
         "counting as the maximum -- what torch's CPU kernel does. return_indices=True returns (output, int64 "
         "indices) as torch's; the indices take no gradient.",
     ),
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, **attrs),
 )
 
 
 def _avg_divisor(geo, shape, count_include_pad, divisor_override, dtype):
-    """The (OH, OW) divisor of each window: torch counts padding cells but not cells past the padding
+    """The (*out) divisor of each window: torch counts padding cells but not cells past the padding
     (which only ceil_mode windows reach), or only input cells when ``count_include_pad`` is False."""
     if divisor_override is not None:
         return np.asarray(divisor_override, dtype=dtype)
@@ -907,55 +976,76 @@ def _avg_divisor(geo, shape, count_include_pad, divisor_override, dtype):
     return reduce(np.multiply.outer, counts).astype(dtype)
 
 
-def _avg_pool2d(
-    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
-):
-    geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
-    windows = _windows(
-        _pad(_batched(input, 2), geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=True
-    )
-    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
-    out = np.sum(windows, axis=(-2, -1)) / divisor
-    return out.reshape(input.shape[:-2] + geo.out), {"geo": geo, "divisor": divisor}
-
-
-def _avg_pool2d_vjp(g, ans, input, *, geo, divisor, **attrs):
-    spatial = len(geo.kernel)  # 2, or 3 for avg_pool3d
+def _avg_pool_vjp(g, ans, input, *, geo, divisor, **attrs):
+    spatial = len(geo.kernel)
     gb = _batched(g / divisor, spatial)
     grad_windows = np.broadcast_to(gb[(slice(None),) * 2 + (None,) * spatial], gb.shape[:2] + geo.kernel + geo.out)
     grad = _scatter_windows(grad_windows, gb.shape[:2] + geo.padded, geo.stride, geo.dilation)
     return _unpad(grad, geo.pads, _batched(input, spatial).shape).reshape(input.shape)
 
 
-def _avg_pool2d_composite(
-    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
-):
-    """avg_pool2d as window sums of unfold columns over the divisor: what its second order differentiates."""
-    from . import reduce  # at call time: the families register in ops/__init__'s order
-    from .shape import reshape, unsqueeze
+def _window_sums(input, geo):
+    """The sum of each window of Tensor ``input`` (zero padding) with registered ops: conv1d / conv2d / conv3d of
+    each channel with a kernel of ones."""
+    from .shape import pad, reshape, unsqueeze  # at call time: the families register in ops/__init__'s order
 
-    geo = _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
-    x4 = input if input.ndim == 4 else unsqueeze(input, 0)
-    n, c = x4.shape[:2]
-    k, blocks = geo.kernel[0] * geo.kernel[1], geo.out[0] * geo.out[1]
-    windows = reshape(_window_columns(x4, geo), (n, c, k, blocks))
-    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype).reshape(-1)
-    return reshape(reduce.sum(windows, dim=2) / divisor, input.shape[:-2] + geo.out)
+    spatial = len(geo.kernel)
+    x = input if input.ndim == spatial + 2 else unsqueeze(input, 0)
+    n, c = x.shape[:2]
+    x = pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
+    ones = np.ones((1, 1) + geo.kernel, input.dtype)
+    sums = (conv1d, conv2d, conv3d)[spatial - 1](reshape(x, (n * c, 1) + tuple(x.shape[2:])), ones, None, geo.stride)
+    return reshape(sums, input.shape[:-spatial] + geo.out)
 
 
-def _check_avg_pool2d(
-    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
-):
-    _pool_input("avg_pool2d", input)
-    _PoolGeometry("avg_pool2d", input.shape, kernel_size, stride, padding, 1, ceil_mode)
-    _require_bool("avg_pool2d", "count_include_pad", count_include_pad)
+def _check_divisor_override(op, divisor_override):
     require(
         bool(divisor_override is None or (isinstance(divisor_override, int | np.integer) and divisor_override > 0)),
-        "avg_pool2d",
+        op,
         "divisor_override",
         "None or a positive int",
         divisor_override,
     )
+
+
+def _avg_pool_nd(op, spatial):
+    """avg_pool2d's or avg_pool3d's forward, composite (window sums through a convolution with ones, over the
+    divisor) and check: one kernel over ``spatial`` axes."""
+
+    def forward(
+        input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+    ):
+        geo = _PoolGeometry(op, input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial)
+        windows = _windows(
+            _pad(_batched(input, spatial), geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out, True
+        )
+        divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
+        out = np.sum(windows, axis=tuple(range(-spatial, 0))) / divisor
+        return out.reshape(input.shape[:-spatial] + geo.out), {"geo": geo, "divisor": divisor}
+
+    def composite(
+        input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+    ):
+        geo = _PoolGeometry(op, input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial)
+        return _window_sums(input, geo) / _avg_divisor(
+            geo, input.shape, count_include_pad, divisor_override, input.dtype
+        )
+
+    def check(
+        input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+    ):
+        _pool_input(op, input, spatial)
+        _PoolGeometry(op, input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial)
+        _require_bool(op, "count_include_pad", count_include_pad)
+        _check_divisor_override(op, divisor_override)
+
+    return forward, composite, check
+
+
+def _avg_pool_op(name, forward, vjp, composite, check, samples, notes=None):
+    """Declare an average pool (its notes: the case law's unless given)."""
+    notes = case_law(_CASE_LAW, name) if notes is None else notes
+    return _pool_op(name, forward, vjp, check, samples, notes, saves=True, composite=composite)
 
 
 def _avg_pool_samples(rng):
@@ -987,25 +1077,14 @@ def _avg_pool_samples(rng):
     ]
 
 
-avg_pool2d = defop(
-    "avg_pool2d",
-    family="conv",
-    inputs=("input",),
-    forward=_avg_pool2d,
-    vjps=(_avg_pool2d_vjp,),
-    saves=True,
-    composite=_avg_pool2d_composite,
-    check=_check_avg_pool2d,
-    samples=_avg_pool_samples,
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool2d(input, **attrs),
-    notes=case_law(_CASE_LAW, "avg_pool2d"),
+_avg_pool2d, _avg_pool2d_composite, _check_avg_pool2d = _avg_pool_nd("avg_pool2d", 2)
+avg_pool2d = _avg_pool_op(
+    "avg_pool2d", _avg_pool2d, _avg_pool_vjp, _avg_pool2d_composite, _check_avg_pool2d, _avg_pool_samples
 )
 
 
 # -- nearest upsampling ------------------------------------------------------------------------------------
-def _resize_plan(op, shape, scale_factor, size):
-    """Per spatial axis: (output size, scale) where scale is 1/scale_factor if given, else in/out -- what
-    torch's nearest kernel uses to map an output index to ``floor(index * scale)``."""
+def _require_size_or_scale(op, size, scale_factor) -> None:
     require(
         (scale_factor is None) != (size is None),
         op,
@@ -1013,6 +1092,12 @@ def _resize_plan(op, shape, scale_factor, size):
         "exactly one of them",
         f"size={size!r}, scale_factor={scale_factor!r}",
     )
+
+
+def _resize_plan(op, shape, scale_factor, size):
+    """Per spatial axis: (output size, scale) where scale is 1/scale_factor if given, else in/out -- what
+    torch's nearest kernel uses to map an output index to ``floor(index * scale)``."""
+    _require_size_or_scale(op, size, scale_factor)
     if size is not None:
         sizes = _ints(op, "size", size, 2, 1)
         return [(out, None) for out in sizes]
@@ -1080,14 +1165,12 @@ def _upsample_samples(rng):
     ]
 
 
-upsample2d = defop(
+upsample2d = _pool_op(
     "upsample2d",
-    family="conv",
-    inputs=("input",),
-    forward=_upsample2d,
-    vjps=(_upsample2d_vjp,),
-    check=_check_upsample2d,
-    samples=_upsample_samples,
+    _upsample2d,
+    _upsample2d_vjp,
+    _check_upsample2d,
+    _upsample_samples,
     notes=case_law(_CASE_LAW, "upsample2d", "torch.nn.functional.interpolate(mode='nearest') on (N, C, H, W) input."),
     torch_ref=lambda torch, input, scale_factor=None, size=None: torch.nn.functional.interpolate(
         input, size=size, scale_factor=scale_factor, mode="nearest"
@@ -1315,12 +1398,9 @@ def _max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mod
     kernel, strides, pads, dilations = _pool1d_args("max_pool1d", kernel_size, stride, padding, dilation)
     x2 = input[..., None, :]
     geo = _PoolGeometry("max_pool1d", x2.shape, kernel, strides, pads, dilations, ceil_mode)
-    index, flat = _max_pool_index(_batched(x2, 2), geo)
-    out = np.take_along_axis(flat, index[..., None], axis=-1)[..., 0].reshape(input.shape[:-1] + geo.out[1:])
-    saved = {"indices": index.astype(np.min_scalar_type(flat.shape[-1])), "geo": geo}
-    if return_indices:  # over a height of 1 the flat h * W + w index is the position along the length
-        return (out, _flat_input_indices(saved["indices"], geo, input.shape[-1]).reshape(out.shape)), saved
-    return out, saved
+    out, saved = _max_pool(x2, geo, return_indices)  # over a height of 1, h * W + w is the position along L
+    length = input.shape[:-1] + geo.out[1:]
+    return (tuple(a.reshape(length) for a in out) if return_indices else out.reshape(length)), saved
 
 
 def _on_height_one(rule_2d):
@@ -1368,25 +1448,18 @@ def _pool1d_samples(rng, max_pool):
     ]
 
 
-max_pool1d = defop(
+max_pool1d = _max_pool_op(
     "max_pool1d",
-    family="conv",
-    inputs=("input",),
-    forward=_max_pool1d,
-    vjps=(_values_rule(_on_height_one(_max_pool2d_vjp)),),
-    saves=True,
-    outputs=_VALUES_INDICES,
-    composite=_values_composite(
-        _max_pool1d_composite, lambda x, **attrs: _max_pool1d(x, **attrs, return_indices=True)[0][1]
-    ),
-    check=_check_max_pool1d,
-    samples=lambda rng: _with_return_indices(_pool1d_samples(rng, True)),
+    _max_pool1d,
+    _on_height_one(_max_pool_vjp),
+    _max_pool1d_composite,
+    _check_max_pool1d,
+    lambda rng: _pool1d_samples(rng, True),
     notes=case_law(
         _CASE_LAW,
         "max_pool1d",
         "Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
     ),
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool1d(input, **attrs),
 )
 
 
@@ -1411,52 +1484,27 @@ def _check_avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=Fals
     _require_bool("avg_pool1d", "count_include_pad", count_include_pad)
 
 
-avg_pool1d = defop(
+avg_pool1d = _avg_pool_op(
     "avg_pool1d",
-    family="conv",
-    inputs=("input",),
-    forward=_avg_pool1d,
-    vjps=(_on_height_one(_avg_pool2d_vjp),),
-    saves=True,
-    composite=_avg_pool1d_composite,
-    check=_check_avg_pool1d,
-    samples=lambda rng: _pool1d_samples(rng, False),
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool1d(input, **attrs),
-    notes=case_law(_CASE_LAW, "avg_pool1d"),
+    _avg_pool1d,
+    _on_height_one(_avg_pool_vjp),
+    _avg_pool1d_composite,
+    _check_avg_pool1d,
+    lambda rng: _pool1d_samples(rng, False),
 )
 
 
 # -- max pooling with indices, max unpooling -----------------------------------------------------------------
-def _flat_input_indices(index, geo, width):
-    """The window positions ``index`` (row-major (kh, kw) offsets, (N, C, OH, OW)) as torch's indices: the
-    flat ``h * W + w`` position in the unpadded input plane."""
-    kh, kw = np.divmod(index.astype(np.int64), geo.kernel[1])
-    rows = np.arange(geo.out[0])[:, None] * geo.stride[0] - geo.pads[0][0] + kh * geo.dilation[0]
-    cols = np.arange(geo.out[1]) * geo.stride[1] - geo.pads[1][0] + kw * geo.dilation[1]
-    return rows * width + cols
-
-
-def _gather_flat(input, flat):
-    """The entries of (N, C, H, W) or (C, H, W) Tensor ``input`` at flat plane positions ``flat`` (an int array
-    of the output's shape), with registered ops (gather, whose backward is scatter_add)."""
-    from .indexing import gather  # at call time: the families register in ops/__init__'s order
-    from .shape import reshape
-
-    planes = reshape(input, input.shape[:-2] + (input.shape[-2] * input.shape[-1],))
-    picked = gather(planes, planes.ndim - 1, flat.reshape(flat.shape[:-2] + (flat.shape[-2] * flat.shape[-1],)))
-    return reshape(picked, flat.shape)
-
-
 def _max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     out, saved = _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
-    flat = _flat_input_indices(saved["indices"], saved["geo"], input.shape[-1])
+    flat = _flat_input_indices(saved["indices"], saved["geo"], input.shape)
     return (out, flat.reshape(out.shape)), saved
 
 
 def _max_pool2d_with_indices_vjp(g, ans, input, *, indices, **attrs):
     if g[0] is None:
         return np.zeros_like(input)
-    return _max_pool2d_vjp(g[0], ans[0], input, indices=indices, **attrs)
+    return _max_pool_vjp(g[0], ans[0], input, indices=indices, **attrs)
 
 
 def _max_pool2d_with_indices_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -1471,17 +1519,15 @@ def _check_max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, d
     _PoolGeometry("max_pool2d_with_indices", input.shape, kernel_size, stride, padding, dilation, ceil_mode)
 
 
-max_pool2d_with_indices = defop(
+max_pool2d_with_indices = _pool_op(
     "max_pool2d_with_indices",
-    family="conv",
-    inputs=("input",),
-    forward=_max_pool2d_with_indices,
-    vjps=(_max_pool2d_with_indices_vjp,),
+    _max_pool2d_with_indices,
+    _max_pool2d_with_indices_vjp,
+    _check_max_pool2d_with_indices,
+    _max_pool_samples,
     saves=True,
     outputs=2,
     composite=_max_pool2d_with_indices_composite,
-    check=_check_max_pool2d_with_indices,
-    samples=_max_pool_samples,
     notes=case_law(
         _CASE_LAW,
         "max_pool2d_with_indices",
@@ -1596,7 +1642,7 @@ max_unpool2d = defop(
         "gathers the output gradient there. Repeated indices: the output keeps one of the values (torch "
         "leaves which unspecified), the gradient reaches every one.",
     ),
-    torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool2d(input, indices, **attrs),
+    torch_ref=functional("max_unpool2d"),
 )
 
 
@@ -1685,32 +1731,26 @@ def _adaptive_samples(rng, spatial):
     ]
 
 
-adaptive_avg_pool1d = defop(
+adaptive_avg_pool1d = _pool_op(
     "adaptive_avg_pool1d",
-    family="conv",
-    inputs=("input",),
-    forward=_adaptive_avg_pool1d,
-    vjps=(_adaptive_avg_pool1d_vjp,),
-    check=_adaptive_check("adaptive_avg_pool1d", 1),
-    samples=lambda rng: _adaptive_samples(rng, 1),
+    _adaptive_avg_pool1d,
+    _adaptive_avg_pool1d_vjp,
+    _adaptive_check("adaptive_avg_pool1d", 1),
+    lambda rng: _adaptive_samples(rng, 1),
     notes=case_law(_CASE_LAW, "adaptive_avg_pool1d", "A matmul with the (out, in) window-average matrix."),
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool1d(input, output_size),
 )
 
-adaptive_avg_pool2d = defop(
+adaptive_avg_pool2d = _pool_op(
     "adaptive_avg_pool2d",
-    family="conv",
-    inputs=("input",),
-    forward=_adaptive_avg_pool2d,
-    vjps=(_adaptive_avg_pool2d_vjp,),
-    check=_adaptive_check("adaptive_avg_pool2d", 2),
-    samples=lambda rng: _adaptive_samples(rng, 2),
+    _adaptive_avg_pool2d,
+    _adaptive_avg_pool2d_vjp,
+    _adaptive_check("adaptive_avg_pool2d", 2),
+    lambda rng: _adaptive_samples(rng, 2),
     notes=case_law(
         _CASE_LAW,
         "adaptive_avg_pool2d",
         "Separable: the row and column window-average matrices either side of the input.",
     ),
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool2d(input, output_size),
 )
 
 
@@ -1790,36 +1830,25 @@ _ADAPTIVE_MAX_NOTES = (
     "as the maximum. Windows as torch: [floor(i * in / out), ceil((i + 1) * in / out))."
 )
 
-adaptive_max_pool2d = defop(
+adaptive_max_pool2d = _max_pool_op(
     "adaptive_max_pool2d",
-    family="conv",
-    inputs=("input",),
-    forward=_adaptive_max_pool2d,
-    vjps=(_values_rule(_adaptive_max_pool2d_vjp),),
-    saves=True,
-    outputs=_VALUES_INDICES,
-    composite=_values_composite(
-        _adaptive_max_pool2d_composite, lambda x, output_size: _adaptive_max_pool2d(x, output_size)[1]["flat"]
-    ),
-    check=_adaptive_check("adaptive_max_pool2d", 2),
-    samples=lambda rng: _with_return_indices(_adaptive_max_samples(rng)),
+    _adaptive_max_pool2d,
+    _adaptive_max_pool2d_vjp,
+    _adaptive_max_pool2d_composite,
+    _adaptive_check("adaptive_max_pool2d", 2),
+    lambda rng: _adaptive_max_samples(rng),
     notes=case_law(_CASE_LAW, "adaptive_max_pool2d", _ADAPTIVE_MAX_NOTES),
-    torch_ref=lambda torch, input, output_size, return_indices=False: torch.nn.functional.adaptive_max_pool2d(
-        input, output_size, return_indices
-    ),
 )
 
-adaptive_max_pool2d_with_indices = defop(
+adaptive_max_pool2d_with_indices = _pool_op(
     "adaptive_max_pool2d_with_indices",
-    family="conv",
-    inputs=("input",),
-    forward=_adaptive_max_pool2d_with_indices,
-    vjps=(_adaptive_max_pool2d_with_indices_vjp,),
+    _adaptive_max_pool2d_with_indices,
+    _adaptive_max_pool2d_with_indices_vjp,
+    _adaptive_check("adaptive_max_pool2d_with_indices", 2),
+    _adaptive_max_samples,
     saves=True,
     outputs=2,
     composite=_adaptive_max_pool2d_with_indices_composite,
-    check=_adaptive_check("adaptive_max_pool2d_with_indices", 2),
-    samples=_adaptive_max_samples,
     notes=case_law(
         _CASE_LAW,
         "adaptive_max_pool2d_with_indices",
@@ -1878,13 +1907,7 @@ def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, reco
         "None or a bool",
         recompute_scale_factor,
     )
-    require(
-        (scale_factor is None) != (size is None),
-        op,
-        "size / scale_factor",
-        "exactly one of them",
-        f"size={size!r}, scale_factor={scale_factor!r}",
-    )
+    _require_size_or_scale(op, size, scale_factor)
     if size is not None:
         require(
             not recompute_scale_factor,
@@ -1997,6 +2020,18 @@ def _interpolation_matrices(input, size, scale_factor, mode, align_corners, reco
     ]
 
 
+def _separable(matrices, x, adjoint: bool):
+    """``x`` under the separable linear map of ``matrices`` (one (out, in) matrix per spatial axis, the last axes of
+    ``x``), or under its adjoint (each matrix transposed: the backward)."""
+    if adjoint:
+        matrices = [m.T for m in matrices]
+    if len(matrices) == 1:
+        return x @ matrices[0].T
+    if len(matrices) == 3:
+        return np.einsum("ai,bj,ck,...ijk->...abc", *matrices, x)
+    return matrices[0] @ x @ matrices[1].T
+
+
 def _interpolate(
     input,
     size=None,
@@ -2009,46 +2044,15 @@ def _interpolate(
     """``torch.nn.functional.interpolate`` for modes nearest, nearest-exact and area (3-D, 4-D or 5-D input),
     linear (3-D), bilinear and bicubic (4-D) and trilinear (5-D): separable, so a matmul with each axis's
     (out, in) weight matrix."""
-    matrices = _interpolation_matrices(
-        input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
-    )
-    if len(matrices) == 1:
-        return input @ matrices[0].T
-    if len(matrices) == 3:
-        return np.einsum("ai,bj,ck,...ijk->...abc", *matrices, input)
-    return matrices[0] @ input @ matrices[1].T
+    options = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    return _separable(_interpolation_matrices(input, *options), input, adjoint=False)
 
 
-def _interpolate_vjp(
-    g,
-    ans,
-    input,
-    size=None,
-    scale_factor=None,
-    mode="nearest",
-    align_corners=None,
-    recompute_scale_factor=None,
-    antialias=False,
-):
-    matrices = _interpolation_matrices(
-        input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
-    )
-    if len(matrices) == 1:
-        return g @ matrices[0]
-    if len(matrices) == 3:
-        return np.einsum("ai,bj,ck,...abc->...ijk", *matrices, g)
-    return matrices[0].T @ g @ matrices[1]
+def _interpolate_vjp(g, ans, input, **options):  # options: the forward's, every one given (the engine fills defaults)
+    return _separable(_interpolation_matrices(input, **options), g, adjoint=True)
 
 
-def _check_interpolate(
-    input,
-    size=None,
-    scale_factor=None,
-    mode="nearest",
-    align_corners=None,
-    recompute_scale_factor=None,
-    antialias=False,
-):
+def _check_interpolate(input, **options):
     require_float("interpolate", "input", input)
     require(
         input.ndim in (3, 4, 5),
@@ -2057,7 +2061,7 @@ def _check_interpolate(
         "a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) tensor",
         f"shape {input.shape}",
     )
-    _interpolate_plan(input.shape, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    _interpolate_plan(input.shape, **options)
 
 
 def _interpolate_samples(rng):
@@ -2151,7 +2155,7 @@ def _lp_pool2d_vjp(g, ans, input, norm_type, kernel_size, stride=None, ceil_mode
     p = float(norm_type)
     k = geo.kernel[0] * geo.kernel[1]
     upstream = g * k * ans ** (1 - p)
-    return _avg_pool2d_vjp(upstream, None, input, geo=geo, divisor=divisor) * input ** (p - 1)
+    return _avg_pool_vjp(upstream, None, input, geo=geo, divisor=divisor) * input ** (p - 1)
 
 
 def _lp_pool2d_composite(input, norm_type, kernel_size, stride=None, ceil_mode=False, **saved):
@@ -2224,37 +2228,16 @@ _LP_NOTES = (
     "fractional p are NaN, as torch."
 )
 
-lp_pool2d = defop(
-    "lp_pool2d",
-    family="conv",
-    inputs=("input",),
-    forward=_lp_pool2d,
-    vjps=(_lp_pool2d_vjp,),
-    saves=True,
-    composite=_lp_pool2d_composite,
-    check=_check_lp_pool2d,
-    samples=lambda rng: _lp_samples(rng, 2),
-    notes=_LP_NOTES,
-    torch_ref=lambda torch, input, norm_type, kernel_size, stride=None, ceil_mode=False: torch.nn.functional.lp_pool2d(
-        input, norm_type, kernel_size, stride, ceil_mode
-    ),
-)
 
-lp_pool1d = defop(
-    "lp_pool1d",
-    family="conv",
-    inputs=("input",),
-    forward=_lp_pool1d,
-    vjps=(_lp_pool1d_vjp,),
-    saves=True,
-    composite=_lp_pool1d_composite,
-    check=_check_lp_pool1d,
-    samples=lambda rng: _lp_samples(rng, 1),
-    notes=_LP_NOTES,
-    torch_ref=lambda torch, input, norm_type, kernel_size, stride=None, ceil_mode=False: torch.nn.functional.lp_pool1d(
-        input, norm_type, kernel_size, stride, ceil_mode
-    ),
-)
+def _lp_pool_op(name, forward, vjp, composite, check, spatial):
+    """Declare lp_pool1d or lp_pool2d: an average pool of x^p, saved for the backward, differentiated again through
+    the composite."""
+    samples = partial(_lp_samples, spatial=spatial)
+    return _pool_op(name, forward, vjp, check, samples, _LP_NOTES, saves=True, composite=composite)
+
+
+lp_pool2d = _lp_pool_op("lp_pool2d", _lp_pool2d, _lp_pool2d_vjp, _lp_pool2d_composite, _check_lp_pool2d, 2)
+lp_pool1d = _lp_pool_op("lp_pool1d", _lp_pool1d, _lp_pool1d_vjp, _lp_pool1d_composite, _check_lp_pool1d, 1)
 
 
 def _adaptive_max_pool1d(input, output_size, return_indices=False):
@@ -2277,23 +2260,14 @@ def _adaptive_max_pool1d_composite(input, output_size, **saved):
     return _gather_flat(unsqueeze(input, input.ndim - 1), flat)[..., 0, :]
 
 
-adaptive_max_pool1d = defop(
+adaptive_max_pool1d = _max_pool_op(
     "adaptive_max_pool1d",
-    family="conv",
-    inputs=("input",),
-    forward=_adaptive_max_pool1d,
-    vjps=(_values_rule(_adaptive_max_pool1d_vjp),),
-    saves=True,
-    outputs=_VALUES_INDICES,
-    composite=_values_composite(
-        _adaptive_max_pool1d_composite, lambda x, output_size: _adaptive_max_pool1d(x, output_size, True)[0][1]
-    ),
-    check=_adaptive_check("adaptive_max_pool1d", 1),
-    samples=lambda rng: _with_return_indices(_adaptive_samples(rng, 1)),
+    _adaptive_max_pool1d,
+    _adaptive_max_pool1d_vjp,
+    _adaptive_max_pool1d_composite,
+    _adaptive_check("adaptive_max_pool1d", 1),
+    lambda rng: _adaptive_samples(rng, 1),
     notes=_ADAPTIVE_MAX_NOTES,
-    torch_ref=lambda torch, input, output_size, return_indices=False: torch.nn.functional.adaptive_max_pool1d(
-        input, output_size, return_indices
-    ),
 )
 
 
@@ -2362,7 +2336,7 @@ max_unpool1d = defop(
     check=_check_max_unpool1d,
     samples=_max_unpool1d_samples,
     notes="max_unpool2d over a height of 1; the input gradient gathers the output gradient at the indices.",
-    torch_ref=lambda torch, input, indices, **attrs: torch.nn.functional.max_unpool1d(input, indices, **attrs),
+    torch_ref=functional("max_unpool1d"),
 )
 
 
@@ -2392,16 +2366,13 @@ def _adaptive_avg3d_samples(rng):
     ]
 
 
-adaptive_avg_pool3d = defop(
+adaptive_avg_pool3d = _pool_op(
     "adaptive_avg_pool3d",
-    family="conv",
-    inputs=("input",),
-    forward=_adaptive_avg_pool3d,
-    vjps=(_adaptive_avg_pool3d_vjp,),
-    check=_adaptive_check("adaptive_avg_pool3d", 3),
-    samples=_adaptive_avg3d_samples,
+    _adaptive_avg_pool3d,
+    _adaptive_avg_pool3d_vjp,
+    _adaptive_check("adaptive_avg_pool3d", 3),
+    _adaptive_avg3d_samples,
     notes="Separable: an einsum with the depth, row and column window-average matrices.",
-    torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_avg_pool3d(input, output_size),
 )
 
 
@@ -2493,57 +2464,7 @@ def _conv_transpose3d_samples(rng):
 conv_transpose3d = _conv_transpose_op("conv_transpose3d", 3, _conv_transpose3d_composite, _conv_transpose3d_samples)
 
 
-# -- avg_pool3d / max_pool3d ---------------------------------------------------------------------------------
-def _pool3d_input(op, x):
-    _check_input_rank(op, x, 3)
-    _require_only_batch_empty(op, x, 3)
-    return _batched(x, 3)
-
-
-def _avg_pool3d(
-    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
-):
-    """``torch.nn.functional.avg_pool3d``: window sums of the zero-padded input over torch's divisor."""
-    geo = _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
-    windows = _windows(_pad(_batched(input, 3), geo.pads), geo.kernel, geo.stride, geo.dilation, geo.out, True)
-    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
-    out = np.sum(windows, axis=(-3, -2, -1)) / divisor
-    return out.reshape(input.shape[:-3] + geo.out), {"geo": geo, "divisor": divisor}
-
-
-def _avg_pool3d_composite(
-    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
-):
-    """avg_pool3d with registered ops, for its second order: conv3d of each padded channel volume with a kernel of
-    ones (the window sums) over the divisor."""
-    from .shape import pad, reshape, unsqueeze
-
-    geo = _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
-    x = input if input.ndim == 5 else unsqueeze(input, 0)
-    n, c = x.shape[:2]
-    x = pad(x, tuple(p for pair in reversed(geo.pads) for p in pair))  # torch's order: last axis first
-    sums = conv3d(
-        reshape(x, (n * c, 1) + tuple(x.shape[2:])), np.ones((1, 1) + geo.kernel, input.dtype), None, geo.stride
-    )
-    divisor = _avg_divisor(geo, input.shape, count_include_pad, divisor_override, input.dtype)
-    return reshape(sums / divisor, input.shape[:-3] + geo.out)
-
-
-def _check_avg_pool3d(
-    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
-):
-    _pool3d_input("avg_pool3d", input)
-    _PoolGeometry("avg_pool3d", input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial=3)
-    _require_bool("avg_pool3d", "count_include_pad", count_include_pad)
-    require(
-        bool(divisor_override is None or (isinstance(divisor_override, int | np.integer) and divisor_override > 0)),
-        "avg_pool3d",
-        "divisor_override",
-        "None or a positive int",
-        divisor_override,
-    )
-
-
+# -- avg_pool3d / max_pool3d: the 2-D pools' kernels over three axes ----------------------------------------
 def _pool3d_samples(rng, max_pool):
     extra = {"dilation": 2} if max_pool else {"count_include_pad": False}
     samples = [
@@ -2567,89 +2488,25 @@ def _pool3d_samples(rng, max_pool):
     return samples
 
 
-avg_pool3d = defop(
+_avg_pool3d, _avg_pool3d_composite, _check_avg_pool3d = _avg_pool_nd("avg_pool3d", 3)
+avg_pool3d = _avg_pool_op(
     "avg_pool3d",
-    family="conv",
-    inputs=("input",),
-    forward=_avg_pool3d,
-    vjps=(_avg_pool2d_vjp,),
-    saves=True,
-    composite=_avg_pool3d_composite,
-    check=_check_avg_pool3d,
-    samples=lambda rng: _pool3d_samples(rng, False),
+    _avg_pool3d,
+    _avg_pool_vjp,
+    _avg_pool3d_composite,
+    _check_avg_pool3d,
+    lambda rng: _pool3d_samples(rng, False),
     notes="avg_pool2d's window kernels over three axes; the second order through conv3d with a kernel of ones.",
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.avg_pool3d(input, **attrs),
 )
-
-
-def _max_pool3d_index(input, geo):
-    """Each window's first maximum (a NaN winning, as torch): (values, its flat d * H * W + h * W + w position in
-    the input volume)."""
-    x = _batched(input, 3)
-    windows = _windows(_pad(x, geo.pads, -np.inf), geo.kernel, geo.stride, geo.dilation, geo.out, True)
-    flat = windows.reshape(windows.shape[:5] + (math.prod(geo.kernel),))
-    pick = np.argmax(flat, axis=-1)
-    values = np.take_along_axis(flat, pick[..., None], axis=-1)[..., 0]
-    offsets = np.unravel_index(pick, geo.kernel)
-    position = 0
-    for axis, (n, offset) in enumerate(zip(x.shape[2:], offsets)):
-        starts = (np.arange(geo.out[axis]) * geo.stride[axis] - geo.pads[axis][0]).reshape((-1,) + (1,) * (2 - axis))
-        position = position * n + starts + offset * geo.dilation[axis]
-    shape = input.shape[:-3] + geo.out
-    return values.reshape(shape), np.asarray(position, np.int64).reshape(shape)
-
-
-def _max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """``torch.nn.functional.max_pool3d``; return_indices=True: (values, the flat d * H * W + h * W + w indices)."""
-    geo = _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
-    values, position = _max_pool3d_index(input, geo)
-    return ((values, position) if return_indices else values), {"position": position}
-
-
-def _volumes(shape):
-    return shape[:-3] + (shape[-3] * shape[-2] * shape[-1],)
-
-
-def _max_pool3d_vjp(g, ans, input, *, position, **attrs):
-    planes = int(np.prod(input.shape[:-3], dtype=np.int64))
-    size = input.shape[-3] * input.shape[-2] * input.shape[-1]
-    target = (position.reshape(planes, math.prod(position.shape[-3:])) + (np.arange(planes) * size)[:, None]).ravel()
-    summed = np.bincount(target, weights=np.reshape(g, -1), minlength=planes * size)
-    return summed.astype(g.dtype, copy=False).reshape(input.shape)
-
-
-def _max_pool3d_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, **saved):
-    """The values as a gather of the input volumes at the forward's (constant) argmax: the second order's form."""
-    from .indexing import gather
-    from .shape import reshape
-
-    geo = _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
-    _, position = _max_pool3d_index(input.data, geo)
-    picked = gather(reshape(input, _volumes(input.shape)), input.ndim - 3, position.reshape(_volumes(position.shape)))
-    return reshape(picked, position.shape)
-
-
-def _check_max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    _require_bool("max_pool3d", "return_indices", return_indices)
-    _pool3d_input("max_pool3d", input)
-    _PoolGeometry("max_pool3d", input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=3)
-
-
-max_pool3d = defop(
+_max_pool3d, _max_pool3d_composite, _check_max_pool3d = _max_pool_nd("max_pool3d", 3)
+max_pool3d = _max_pool_op(
     "max_pool3d",
-    family="conv",
-    inputs=("input",),
-    forward=_max_pool3d,
-    vjps=(_values_rule(_max_pool3d_vjp),),
-    saves=True,
-    outputs=_VALUES_INDICES,
-    composite=_values_composite(
-        _max_pool3d_composite, lambda x, **attrs: _max_pool3d(x, **attrs, return_indices=True)[0][1]
-    ),
-    check=_check_max_pool3d,
-    samples=lambda rng: _with_return_indices(_pool3d_samples(rng, True)),
+    _max_pool3d,
+    _max_pool_vjp,
+    _max_pool3d_composite,
+    _check_max_pool3d,
+    lambda rng: _pool3d_samples(rng, True),
     notes="Ties: the first maximum of each window (row-major) gets the gradient, a NaN counting as the maximum.",
-    torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool3d(input, **attrs),
 )
 
 

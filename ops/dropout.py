@@ -327,55 +327,19 @@ def _feature_alpha_dropout(input, p=0.5, training=False, *, rng=None):
     return _noise_forward(input, rng, _alpha_noise(True), _drops, {"p": p, "training": training})
 
 
-dropout1d = _noise_op(
-    "dropout1d",
-    _dropout1d,
-    _dropout_noise(1),
-    _drops,
-    _dropout_check("dropout1d", (3, 2)),
-    _noise_samples([(2, 3, 4), (3, 5)]),
-    _SEEDED,
-    _torch_dropout("dropout1d"),
-)
-dropout2d = _noise_op(
-    "dropout2d",
-    _dropout2d,
-    _dropout_noise(2),
-    _drops,
-    _dropout_check("dropout2d", (4, 3)),
-    _noise_samples([(2, 3, 2, 2), (3, 2, 4)]),
-    _SEEDED,
-    _torch_dropout("dropout2d"),
-)
-dropout3d = _noise_op(
-    "dropout3d",
-    _dropout3d,
-    _dropout_noise(3),
-    _drops,
-    _dropout_check("dropout3d", (5, 4)),
-    _noise_samples([(2, 3, 2, 1, 2), (3, 2, 2, 2)]),
-    _SEEDED,
-    _torch_dropout("dropout3d"),
-)
-alpha_dropout = _noise_op(
-    "alpha_dropout",
-    _alpha_dropout,
-    _alpha_noise(False),
-    _drops,
-    _dropout_check("alpha_dropout", None),
-    _noise_samples([(4, 5), (2, 3, 4)]),
-    _SEEDED,
-    _torch_dropout("alpha_dropout"),
-)
-feature_alpha_dropout = _noise_op(
-    "feature_alpha_dropout",
-    _feature_alpha_dropout,
-    _alpha_noise(True),
-    _drops,
-    _dropout_check("feature_alpha_dropout", None),
-    _noise_samples([(2, 3, 4), (3, 4, 2, 2)]),
-    _SEEDED,
-    _torch_dropout("feature_alpha_dropout"),
+def _dropout_op(name, forward, noise, ranks, shapes):
+    """Declare a dropout variant of ``torch.nn.functional``: (p, training) and a seeded mask, input ranks ``ranks``
+    (None: any of 2 dims or more), samples over ``shapes``."""
+    check = _dropout_check(name, ranks)
+    return _noise_op(name, forward, noise, _drops, check, _noise_samples(shapes), _SEEDED, _torch_dropout(name))
+
+
+dropout1d = _dropout_op("dropout1d", _dropout1d, _dropout_noise(1), (3, 2), [(2, 3, 4), (3, 5)])
+dropout2d = _dropout_op("dropout2d", _dropout2d, _dropout_noise(2), (4, 3), [(2, 3, 2, 2), (3, 2, 4)])
+dropout3d = _dropout_op("dropout3d", _dropout3d, _dropout_noise(3), (5, 4), [(2, 3, 2, 1, 2), (3, 2, 2, 2)])
+alpha_dropout = _dropout_op("alpha_dropout", _alpha_dropout, _alpha_noise(False), None, [(4, 5), (2, 3, 4)])
+feature_alpha_dropout = _dropout_op(
+    "feature_alpha_dropout", _feature_alpha_dropout, _alpha_noise(True), None, [(2, 3, 4), (3, 4, 2, 2)]
 )
 
 

@@ -6,16 +6,10 @@ semantics (the deprecated ``size_average``/``reduce`` arguments are left out):
 - ranking: margin_ranking_loss, triplet_margin_loss;
 - margins: soft_margin_loss, multilabel_soft_margin_loss, multi_margin_loss, multilabel_margin_loss,
   hinge_embedding_loss, cosine_embedding_loss;
-- likelihoods: poisson_nll_loss, gaussian_nll_loss, ctc_loss (the CTC forward/backward recursions vectorised over
-  sequences and labels, one step per time step; its gradient is the derivative in log_probs -- torch's adds
-  exp(log_probs), the gradient of ctc_loss(log_softmax(x)) in x -- so the two agree after a log_softmax);
+- likelihoods: poisson_nll_loss, gaussian_nll_loss, ctc_loss;
 - distances (family "distance"): cosine_similarity, pairwise_distance.
-
-Reductions. ``reduction`` is 'none', 'mean' or 'sum' (kl_div also 'batchmean': the sum over input.shape[0]).
-'mean' divides by the number of loss elements, except: the class losses with class indices divide by the summed
-weights of the counted targets; mse_loss and l1_loss with ``weight`` by sum(weight); huber_loss with ``weight``
-by the number of elements (torch 2.13's own inconsistency, kept). A mean over nothing -- an empty batch, every
-target ignored -- is NaN, as in torch; a 'sum' of nothing is 0.
+``reduction`` is 'none', 'mean' or 'sum'; where an op's 'mean' divides by something else than the number of loss
+elements, and how CTC is computed, are the ops' notes (``_CASE_LAW``, shown in docs/coverage.md).
 """
 
 __all__ = [
@@ -67,10 +61,22 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar
 from ._samples import KINK_GAP, away_from, transposed, uniform
-from ._validation import normalize_dim, real, require, require_float, require_integer
+from ._validation import functional, normalize_dim, real, require, require_float, require_integer
+
+_DISTANCES = ("cosine_similarity", "pairwise_distance")
+_LOSSES = tuple(name for name in __all__ if name not in _DISTANCES)
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
+    (
+        _LOSSES,
+        "Reductions: ``reduction`` is 'none', 'mean' or 'sum' (kl_div also 'batchmean': the sum over "
+        "input.shape[0]). 'mean' divides by the number of loss elements, except: the class losses with class "
+        "indices divide by the summed weights of the counted targets; mse_loss and l1_loss with ``weight`` by "
+        "sum(weight); huber_loss with ``weight`` by the number of elements (torch 2.13's own inconsistency, kept). "
+        "A mean over nothing -- an empty batch, every target ignored -- is NaN, as in torch; a 'sum' of nothing "
+        "is 0.",
+    ),
     (
         ("hinge_embedding_loss", "cosine_embedding_loss", "multi_margin_loss", "multilabel_margin_loss"),
         "At the hinge (loss exactly 0) hinge_embedding_loss and cosine_embedding_loss pass the gradient, as torch's "
@@ -159,6 +165,29 @@ _REDUCTIONS = ("none", "mean", "sum")
 
 
 # -- reductions --------------------------------------------------------------------------------------------
+def _loss(name, inputs, forward, vjps, check, samples, notes, **declaration):
+    """Declare a loss (or, with ``family=DISTANCE``, a distance): its notes are its own then the case law's, its
+    torch reference ``torch.nn.functional.<name>`` unless ``declaration`` (defop's other fields) gives one."""
+    declaration.setdefault("family", FAMILY)
+    declaration.setdefault("torch_ref", functional(name))
+    notes = case_law(_CASE_LAW, name, notes)
+    return defop(
+        name, inputs=inputs, forward=forward, vjps=vjps, check=check, samples=samples, notes=notes, **declaration
+    )
+
+
+def _check_same_ndim(op: str, reference: str, array, others: tuple) -> None:
+    """torch's rule for the pairwise losses: each (name, array) of ``others`` has as many dims as ``array``."""
+    for name, other in others:
+        require(
+            other.ndim == array.ndim,
+            op,
+            name,
+            f"as many dims as {reference} ({array.ndim}, as torch)",
+            f"shape {other.shape}",
+        )
+
+
 def _check_reduction(op: str, reduction, allowed=_REDUCTIONS) -> None:
     if not isinstance(reduction, str) or reduction not in allowed:
         raise ValueError(
@@ -449,6 +478,14 @@ def _check_ignore_index(op, ignore_index):
         raise TypeError(f"{op}: argument 'ignore_index' expected an int, got {type(ignore_index).__name__}")
 
 
+def _check_class_indices(op, counted, n_classes: int, or_else: str = "") -> None:
+    """Every entry of ``counted`` (the targets that count) is a class index in [0, n_classes)."""
+    if counted.size:
+        low, high = int(counted.min()), int(counted.max())
+        expected = f"class indices in [0, {n_classes - 1}]{or_else}"
+        require(low >= 0 and high < n_classes, op, "target", expected, f"values in [{low}, {high}]")
+
+
 def _check_class_targets(op, input, target, weight, ignore_index, reduction):
     require_float(op, "input", input)
     if target.dtype.kind == "f":
@@ -464,16 +501,7 @@ def _check_class_targets(op, input, target, weight, ignore_index, reduction):
     _check_class_weight(op, input, weight)
     _check_ignore_index(op, ignore_index)
     _check_reduction(op, reduction)
-    counted = target[target != ignore_index]
-    if counted.size:
-        low, high = int(counted.min()), int(counted.max())
-        require(
-            low >= 0 and high < n_classes,
-            op,
-            "target",
-            f"class indices in [0, {n_classes - 1}] (or ignore_index={ignore_index})",
-            f"values in [{low}, {high}]",
-        )
+    _check_class_indices(op, target[target != ignore_index], n_classes, f" (or ignore_index={ignore_index})")
 
 
 def _check_cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
@@ -611,39 +639,27 @@ def _probability_target_samples(rng):
     ]
 
 
-cross_entropy = defop(
+cross_entropy = _loss(
     "cross_entropy",
-    family=FAMILY,
-    inputs=("input", "target", "weight?"),
-    forward=_cross_entropy,
-    vjps=(_cross_entropy_vjp, _cross_entropy_target_vjp, NOT_DIFFERENTIABLE),
+    ("input", "target", "weight?"),
+    _cross_entropy,
+    (_cross_entropy_vjp, _cross_entropy_target_vjp, NOT_DIFFERENTIABLE),
+    _check_cross_entropy,
+    lambda rng: _class_target_samples(rng, smoothing=True) + _probability_target_samples(rng),
+    "Class indices or class probabilities (differentiable, as in torch); class weights are not "
+    "differentiable, as in torch.",
     saves=True,
     composite=_cross_entropy_composite,
-    check=_check_cross_entropy,
-    samples=lambda rng: _class_target_samples(rng, smoothing=True) + _probability_target_samples(rng),
-    notes=case_law(
-        _CASE_LAW,
-        "cross_entropy",
-        "Class indices or class probabilities (differentiable, as in torch); class weights are not "
-        "differentiable, as in torch.",
-    ),
-    torch_ref=lambda torch, input, target, weight, **attrs: torch.nn.functional.cross_entropy(
-        input, target, weight, **attrs
-    ),
 )
 
-nll_loss = defop(
+nll_loss = _loss(
     "nll_loss",
-    family=FAMILY,
-    inputs=("input", "target", "weight?"),
-    forward=_nll_loss,
-    vjps=(_nll_loss_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
-    check=_check_nll_loss,
-    samples=lambda rng: _class_target_samples(rng, smoothing=False),
-    notes="Class weights are not differentiable, as in torch.",
-    torch_ref=lambda torch, input, target, weight, **attrs: torch.nn.functional.nll_loss(
-        input, target, weight, **attrs
-    ),
+    ("input", "target", "weight?"),
+    _nll_loss,
+    (_nll_loss_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    _check_nll_loss,
+    lambda rng: _class_target_samples(rng, smoothing=False),
+    "Class weights are not differentiable, as in torch.",
 )
 
 
@@ -731,20 +747,14 @@ def _binary_cross_entropy_samples(rng):
     ]
 
 
-binary_cross_entropy = defop(
+binary_cross_entropy = _loss(
     "binary_cross_entropy",
-    family=FAMILY,
-    inputs=("input", "target", "weight?"),
-    forward=_binary_cross_entropy,
-    vjps=(_bce_probability_input_vjp, _bce_probability_target_vjp, NOT_DIFFERENTIABLE),
-    check=_check_binary_cross_entropy,
-    samples=_binary_cross_entropy_samples,
-    notes=case_law(
-        _CASE_LAW, "binary_cross_entropy", "Logs clamped at -100 as torch; weight is not differentiable, as in torch."
-    ),
-    torch_ref=lambda torch, input, target, weight, reduction="mean": torch.nn.functional.binary_cross_entropy(
-        input, target, weight, reduction=reduction
-    ),
+    ("input", "target", "weight?"),
+    _binary_cross_entropy,
+    (_bce_probability_input_vjp, _bce_probability_target_vjp, NOT_DIFFERENTIABLE),
+    _check_binary_cross_entropy,
+    _binary_cross_entropy_samples,
+    "Logs clamped at -100 as torch; weight is not differentiable, as in torch.",
 )
 
 
@@ -836,18 +846,15 @@ def _bce_samples(rng):
     return out
 
 
-binary_cross_entropy_with_logits = defop(
+binary_cross_entropy_with_logits = _loss(
     "binary_cross_entropy_with_logits",
-    family=FAMILY,
-    inputs=("input", "target", "weight?", "pos_weight?"),
-    forward=_bce_with_logits,
-    vjps=(_bce_input_vjp, _bce_target_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    ("input", "target", "weight?", "pos_weight?"),
+    _bce_with_logits,
+    (_bce_input_vjp, _bce_target_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    _check_bce_with_logits,
+    _bce_samples,
+    "weight and pos_weight are not differentiable, as in torch.",
     composite=_bce_composite,
-    check=_check_bce_with_logits,
-    samples=_bce_samples,
-    notes=case_law(
-        _CASE_LAW, "binary_cross_entropy_with_logits", "weight and pos_weight are not differentiable, as in torch."
-    ),
     torch_ref=lambda torch, input, target, weight, pos_weight, reduction="mean": (
         torch.nn.functional.binary_cross_entropy_with_logits(
             input, target, weight, reduction=reduction, pos_weight=pos_weight
@@ -951,19 +958,14 @@ def _kl_div_samples(rng):
     ]
 
 
-kl_div = defop(
+kl_div = _loss(
     "kl_div",
-    family=FAMILY,
-    inputs=("input", "target"),
-    forward=_kl_div,
-    vjps=(_kl_input_vjp, _kl_target_vjp),
-    check=_check_kl_div,
-    samples=_kl_div_samples,
-    notes=case_law(
-        _CASE_LAW,
-        "kl_div",
-        "reduction 'batchmean' is the KL divergence; 'mean' divides by every element (no warning, unlike torch).",
-    ),
+    ("input", "target"),
+    _kl_div,
+    (_kl_input_vjp, _kl_target_vjp),
+    _check_kl_div,
+    _kl_div_samples,
+    "reduction 'batchmean' is the KL divergence; 'mean' divides by every element (no warning, unlike torch).",
     torch_ref=_quiet_torch(
         lambda torch, input, target, reduction="mean", log_target=False: torch.nn.functional.kl_div(
             input, target, reduction=reduction, log_target=log_target
@@ -1200,7 +1202,9 @@ mse_loss = _pointwise_loss(
     _squared,
     _squared_slope,
     samples=_pointwise_samples(kinks=()),
-    notes="weight (torch 2.13) is differentiable; 'mean' with weight is sum(w l) / sum(w).",
+    notes=case_law(
+        _CASE_LAW, "mse_loss", "weight (torch 2.13) is differentiable; 'mean' with weight is sum(w l) / sum(w)."
+    ),
 )
 l1_loss = _pointwise_loss(
     "l1_loss",
@@ -1386,12 +1390,11 @@ def _pairwise_samples(rng):
     ]
 
 
-pairwise_distance = defop(
+pairwise_distance = _loss(
     "pairwise_distance",
-    family=DISTANCE,
-    inputs=("x1", "x2"),
-    forward=_pairwise_distance,
-    vjps=(
+    ("x1", "x2"),
+    _pairwise_distance,
+    (
         lambda g, ans, x1, x2, p=2.0, eps=1e-6, keepdim=False: unbroadcast(
             _pairwise_grad(g, x1, x2, float(p), float(eps), keepdim), x1.shape
         ),
@@ -1399,10 +1402,10 @@ pairwise_distance = defop(
             -_pairwise_grad(g, x1, x2, float(p), float(eps), keepdim), x2.shape
         ),
     ),
-    check=_check_pairwise_distance,
-    samples=_pairwise_samples,
-    notes=case_law(_CASE_LAW, "pairwise_distance", "Any p (inf, -inf, 0, negative); torch's vector-norm subgradients."),
-    torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.pairwise_distance(x1, x2, **attrs),
+    _check_pairwise_distance,
+    _pairwise_samples,
+    "Any p (inf, -inf, 0, negative); torch's vector-norm subgradients.",
+    family=DISTANCE,
 )
 
 
@@ -1481,23 +1484,18 @@ def _cosine_samples(rng):
     ]
 
 
-cosine_similarity = defop(
+cosine_similarity = _loss(
     "cosine_similarity",
-    family=DISTANCE,
-    inputs=("x1", "x2"),
-    forward=_cosine_similarity,
-    vjps=(
+    ("x1", "x2"),
+    _cosine_similarity,
+    (
         lambda g, ans, x1, x2, dim=1, eps=1e-8: _cosine_grad(g, x1, x2, dim, eps, True),
         lambda g, ans, x1, x2, dim=1, eps=1e-8: _cosine_grad(g, x1, x2, dim, eps, False),
     ),
-    check=_check_cosine_similarity,
-    samples=_cosine_samples,
-    notes=case_law(
-        _CASE_LAW,
-        "cosine_similarity",
-        "Norms clamped at eps as torch 2.13 (the clamp does not enter the gradient, as torch's).",
-    ),
-    torch_ref=lambda torch, x1, x2, **attrs: torch.nn.functional.cosine_similarity(x1, x2, **attrs),
+    _check_cosine_similarity,
+    _cosine_samples,
+    "Norms clamped at eps as torch 2.13 (the clamp does not enter the gradient, as torch's).",
+    family=DISTANCE,
 )
 
 
@@ -1540,14 +1538,7 @@ def _check_margin_ranking_loss(input1, input2, target, margin=0, reduction="mean
     require_float(op, "input1", input1)
     require_float(op, "input2", input2)
     require(target.dtype.kind in "fiu", op, "target", "a real tensor (of 1 and -1)", f"dtype {target.dtype}")
-    for name, array in (("input2", input2), ("target", target)):
-        require(
-            array.ndim == input1.ndim,
-            op,
-            name,
-            f"as many dims as input1 ({input1.ndim}, as torch)",
-            f"shape {array.shape}",
-        )
+    _check_same_ndim(op, "input1", input1, (("input2", input2), ("target", target)))
     _broadcast_shape(op, ("input1", "input2", "target"), input1, input2, target)
     real(op, "margin", margin)
     _check_reduction(op, reduction)
@@ -1576,22 +1567,14 @@ def _margin_ranking_samples(rng):
     ]
 
 
-margin_ranking_loss = defop(
+margin_ranking_loss = _loss(
     "margin_ranking_loss",
-    family=FAMILY,
-    inputs=("input1", "input2", "target"),
-    forward=_margin_ranking_loss,
-    vjps=(_margin_ranking_vjp(0), _margin_ranking_vjp(1), _margin_ranking_vjp(2)),
-    check=_check_margin_ranking_loss,
-    samples=_margin_ranking_samples,
-    notes=case_law(
-        _CASE_LAW,
-        "margin_ranking_loss",
-        "The hinge passes the gradient at 0 (torch's clamp_min); a float target is differentiable, as in torch.",
-    ),
-    torch_ref=lambda torch, input1, input2, target, **attrs: torch.nn.functional.margin_ranking_loss(
-        input1, input2, target, **attrs
-    ),
+    ("input1", "input2", "target"),
+    _margin_ranking_loss,
+    (_margin_ranking_vjp(0), _margin_ranking_vjp(1), _margin_ranking_vjp(2)),
+    _check_margin_ranking_loss,
+    _margin_ranking_samples,
+    "The hinge passes the gradient at 0 (torch's clamp_min); a float target is differentiable, as in torch.",
 )
 
 
@@ -1639,14 +1622,7 @@ def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=
     op = "triplet_margin_loss"
     for name, array in (("anchor", anchor), ("positive", positive), ("negative", negative)):
         require_float(op, name, array)
-    for name, array in (("positive", positive), ("negative", negative)):
-        require(
-            array.ndim == anchor.ndim,
-            op,
-            name,
-            f"as many dims as anchor ({anchor.ndim}, as torch)",
-            f"shape {array.shape}",
-        )
+    _check_same_ndim(op, "anchor", anchor, (("positive", positive), ("negative", negative)))
     margin = real(op, "margin", margin)
     require(margin > 0, op, "margin", "a positive number (as torch)", margin)
     p = _check_norm_order(op, p)
@@ -1693,22 +1669,15 @@ def _triplet_samples(rng):
     ]
 
 
-triplet_margin_loss = defop(
+triplet_margin_loss = _loss(
     "triplet_margin_loss",
-    family=FAMILY,
-    inputs=("anchor", "positive", "negative"),
-    forward=_triplet_margin_loss,
+    ("anchor", "positive", "negative"),
+    _triplet_margin_loss,
+    None,
+    _check_triplet_margin_loss,
+    _triplet_samples,
+    "The hinge passes the gradient at 0; swap ties split evenly (torch's minimum).",
     joint_vjp=_triplet_vjp,
-    check=_check_triplet_margin_loss,
-    samples=_triplet_samples,
-    notes=case_law(
-        _CASE_LAW,
-        "triplet_margin_loss",
-        "The hinge passes the gradient at 0; swap ties split evenly (torch's minimum).",
-    ),
-    torch_ref=lambda torch, anchor, positive, negative, **attrs: torch.nn.functional.triplet_margin_loss(
-        anchor, positive, negative, **attrs
-    ),
 )
 
 
@@ -1763,15 +1732,14 @@ def _soft_margin_samples(rng):
     ]
 
 
-soft_margin_loss = defop(
+soft_margin_loss = _loss(
     "soft_margin_loss",
-    family=FAMILY,
-    inputs=("input", "target"),
-    forward=_soft_margin_loss,
-    vjps=(_soft_margin_vjp, NOT_DIFFERENTIABLE),
-    check=_check_soft_margin_loss,
-    samples=_soft_margin_samples,
-    notes="log1p(exp(-y x)) as softplus: finite for any logits. The target is not differentiable (as torch).",
+    ("input", "target"),
+    _soft_margin_loss,
+    (_soft_margin_vjp, NOT_DIFFERENTIABLE),
+    _check_soft_margin_loss,
+    _soft_margin_samples,
+    "log1p(exp(-y x)) as softplus: finite for any logits. The target is not differentiable (as torch).",
     torch_ref=_quiet_torch(
         lambda torch, input, target, **attrs: torch.nn.functional.soft_margin_loss(input, target, **attrs)
     ),
@@ -1844,18 +1812,14 @@ def _mlsm_samples(rng):
     ]
 
 
-multilabel_soft_margin_loss = defop(
+multilabel_soft_margin_loss = _loss(
     "multilabel_soft_margin_loss",
-    family=FAMILY,
-    inputs=("input", "target", "weight?"),
-    forward=_multilabel_soft_margin_loss,
-    vjps=(_mlsm_input_vjp, _mlsm_target_vjp, _mlsm_weight_vjp),
-    check=_check_multilabel_soft_margin_loss,
-    samples=_mlsm_samples,
-    notes="Softplus form (finite for any logits); target and weight are differentiable, as torch's composite.",
-    torch_ref=lambda torch, input, target, weight=None, **attrs: torch.nn.functional.multilabel_soft_margin_loss(
-        input, target, weight, **attrs
-    ),
+    ("input", "target", "weight?"),
+    _multilabel_soft_margin_loss,
+    (_mlsm_input_vjp, _mlsm_target_vjp, _mlsm_weight_vjp),
+    _check_multilabel_soft_margin_loss,
+    _mlsm_samples,
+    "Softplus form (finite for any logits); target and weight are differentiable, as torch's composite.",
 )
 
 
@@ -1911,16 +1875,7 @@ def _check_multi_margin_loss(input, target, weight=None, p=1, margin=1.0, reduct
     ok = target.shape == (input.shape[0],) if input.ndim == 2 else target.shape in ((), (1,))
     expected = f"shape ({input.shape[0]},)" if input.ndim == 2 else "shape () or (1,)"
     require(ok, op, "target", f"{expected} for input of shape {input.shape}", target.shape)
-    n_classes = input.shape[-1]
-    if target.size:
-        low, high = int(target.min()), int(target.max())
-        require(
-            low >= 0 and high < n_classes,
-            op,
-            "target",
-            f"class indices in [0, {n_classes - 1}]",
-            f"values in [{low}, {high}]",
-        )
+    _check_class_indices(op, target, input.shape[-1])
     require(not isinstance(p, bool) and p in (1, 2), op, "p", "1 or 2 (as torch)", p)
     real(op, "margin", margin)
     _check_class_weight(op, input, weight)
@@ -1952,15 +1907,14 @@ def _multi_margin_samples(rng):
     ]
 
 
-multi_margin_loss = defop(
+multi_margin_loss = _loss(
     "multi_margin_loss",
-    family=FAMILY,
-    inputs=("input", "target", "weight?"),
-    forward=_multi_margin_loss,
-    vjps=(_multi_margin_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
-    check=_check_multi_margin_loss,
-    samples=_multi_margin_samples,
-    notes="The hinge passes no gradient at exactly 0 (torch's kernel tests z > 0); class weights are not "
+    ("input", "target", "weight?"),
+    _multi_margin_loss,
+    (_multi_margin_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    _check_multi_margin_loss,
+    _multi_margin_samples,
+    "The hinge passes no gradient at exactly 0 (torch's kernel tests z > 0); class weights are not "
     "differentiable (as torch). An empty batch's 'sum' is 0, its 'mean' NaN (torch 2.13's are uninitialised).",
     torch_ref=lambda torch, input, target, weight=None, **attrs: torch.nn.functional.multi_margin_loss(
         input, target, weight=weight, **attrs
@@ -2043,17 +1997,15 @@ def _multilabel_margin_samples(rng):
     ]
 
 
-multilabel_margin_loss = defop(
+multilabel_margin_loss = _loss(
     "multilabel_margin_loss",
-    family=FAMILY,
-    inputs=("input", "target"),
-    forward=_multilabel_margin_loss,
-    vjps=(_multilabel_margin_vjp, NOT_DIFFERENTIABLE),
-    check=_check_multilabel_margin_loss,
-    samples=_multilabel_margin_samples,
-    notes="Vectorised over (sample, target, class) triples; the hinge passes no gradient at exactly 0 (torch's "
+    ("input", "target"),
+    _multilabel_margin_loss,
+    (_multilabel_margin_vjp, NOT_DIFFERENTIABLE),
+    _check_multilabel_margin_loss,
+    _multilabel_margin_samples,
+    "Vectorised over (sample, target, class) triples; the hinge passes no gradient at exactly 0 (torch's "
     "kernel). An empty batch's 'mean' is NaN (torch 2.13 returns 0).",
-    torch_ref=lambda torch, input, target, **attrs: torch.nn.functional.multilabel_margin_loss(input, target, **attrs),
 )
 
 
@@ -2101,16 +2053,14 @@ def _hinge_embedding_samples(rng):
     ]
 
 
-hinge_embedding_loss = defop(
+hinge_embedding_loss = _loss(
     "hinge_embedding_loss",
-    family=FAMILY,
-    inputs=("input", "target"),
-    forward=_hinge_embedding_loss,
-    vjps=(_hinge_embedding_vjp, NOT_DIFFERENTIABLE),
-    check=_check_hinge_embedding_loss,
-    samples=_hinge_embedding_samples,
-    notes="The hinge passes the gradient at 0 (torch's clamp_min); the target only selects terms (no gradient).",
-    torch_ref=lambda torch, input, target, **attrs: torch.nn.functional.hinge_embedding_loss(input, target, **attrs),
+    ("input", "target"),
+    _hinge_embedding_loss,
+    (_hinge_embedding_vjp, NOT_DIFFERENTIABLE),
+    _check_hinge_embedding_loss,
+    _hinge_embedding_samples,
+    "The hinge passes the gradient at 0 (torch's clamp_min); the target only selects terms (no gradient).",
 )
 
 _COSINE_EMBEDDING_EPS = 1e-12  # torch's EPSILON, added to each squared norm
@@ -2180,19 +2130,16 @@ def _cosine_embedding_samples(rng):
     ]
 
 
-cosine_embedding_loss = defop(
+cosine_embedding_loss = _loss(
     "cosine_embedding_loss",
-    family=FAMILY,
-    inputs=("input1", "input2", "target"),
-    forward=_cosine_embedding_loss,
+    ("input1", "input2", "target"),
+    _cosine_embedding_loss,
+    None,
+    _check_cosine_embedding_loss,
+    _cosine_embedding_samples,
+    "cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)) as torch; the hinge passes the gradient at 0.",
     joint_vjp=_cosine_embedding_vjp,
     differentiable=(True, True, NOT_DIFFERENTIABLE),
-    check=_check_cosine_embedding_loss,
-    samples=_cosine_embedding_samples,
-    notes="cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)) as torch; the hinge passes the gradient at 0.",
-    torch_ref=lambda torch, input1, input2, target, **attrs: torch.nn.functional.cosine_embedding_loss(
-        input1, input2, target, **attrs
-    ),
 )
 
 
@@ -2259,17 +2206,15 @@ def _poisson_samples(rng):
     ]
 
 
-poisson_nll_loss = defop(
+poisson_nll_loss = _loss(
     "poisson_nll_loss",
-    family=FAMILY,
-    inputs=("input", "target"),
-    forward=_poisson_nll_loss,
-    vjps=(_poisson_input_vjp, _poisson_target_vjp),
-    check=_check_poisson_nll_loss,
-    samples=_poisson_samples,
-    notes="torch's signature without size_average/reduce. Stirling's term counts where target > 1; the target is "
+    ("input", "target"),
+    _poisson_nll_loss,
+    (_poisson_input_vjp, _poisson_target_vjp),
+    _check_poisson_nll_loss,
+    _poisson_samples,
+    "torch's signature without size_average/reduce. Stirling's term counts where target > 1; the target is "
     "differentiable (as torch's composite).",
-    torch_ref=lambda torch, input, target, **attrs: torch.nn.functional.poisson_nll_loss(input, target, **attrs),
 )
 
 
@@ -2343,19 +2288,16 @@ def _gaussian_samples(rng):
     ]
 
 
-gaussian_nll_loss = defop(
+gaussian_nll_loss = _loss(
     "gaussian_nll_loss",
-    family=FAMILY,
-    inputs=("input", "target", "var"),
-    forward=_gaussian_nll_loss,
-    joint_vjp=_gaussian_vjp,
-    check=_check_gaussian_nll_loss,
-    samples=_gaussian_samples,
-    notes="var is clamped at eps as torch does (in place, under no_grad): the gradient in var treats the clamped "
+    ("input", "target", "var"),
+    _gaussian_nll_loss,
+    None,
+    _check_gaussian_nll_loss,
+    _gaussian_samples,
+    "var is clamped at eps as torch does (in place, under no_grad): the gradient in var treats the clamped "
     "value as var itself. A float var is not accepted (pass a tensor).",
-    torch_ref=lambda torch, input, target, var, **attrs: torch.nn.functional.gaussian_nll_loss(
-        input, target, var, **attrs
-    ),
+    joint_vjp=_gaussian_vjp,
 )
 
 
@@ -2587,42 +2529,41 @@ def _ctc_samples(rng):
     ]
 
 
-ctc_loss = defop(
+ctc_loss = _loss(
     "ctc_loss",
-    family=FAMILY,
-    inputs=("log_probs", "targets", "input_lengths", "target_lengths"),
-    forward=_ctc_loss,
-    vjps=(_ctc_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
-    composite=_ctc_composite,
-    check=_check_ctc_loss,
-    samples=_ctc_samples,
-    notes="Forward and backward recursions vectorised over sequences and labels, one step per time step. The "
+    ("log_probs", "targets", "input_lengths", "target_lengths"),
+    _ctc_loss,
+    (_ctc_vjp, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
+    _check_ctc_loss,
+    _ctc_samples,
+    "Forward and backward recursions vectorised over sequences and labels, one step per time step. The "
     "gradient is the derivative in log_probs (torch's adds exp(log_probs): it is ctc_loss(log_softmax(x))'s "
     "gradient in x); after a log_softmax both agree.",
-    torch_ref=lambda torch, log_probs, targets, input_lengths, target_lengths, **attrs: torch.nn.functional.ctc_loss(
-        log_probs, targets, input_lengths, target_lengths, **attrs
-    ),
+    composite=_ctc_composite,
 )
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
-def _onnx_cross_entropy(g, rec, input, target, weight=None):
-    """Class-index targets to ONNX's SoftmaxCrossEntropyLoss (classes on axis 1, ignore_index, class weights, a
-    weighted mean as torch's)."""
-    a = rec.attributes
-    if rec.inputs[1].dtype.kind == "f" or a.get("label_smoothing", 0.0):
-        raise NotExportable("class-probability targets and label smoothing have no lowering")
+def _onnx_class_loss(g, rec, onnx_op: str, input, target, weight):
+    """A class-index loss as ONNX's ``onnx_op`` (classes on axis 1, ignore_index, class weights, a weighted mean
+    as torch's)."""
     if len(rec.inputs[0].shape) < 2 or 0 in rec.inputs[0].shape:
         raise NotExportable("an unbatched (C,) or empty input has no lowering")
+    a = rec.attributes
     target = g.op("Cast", target, to=7)  # 7: int64
-    return g.op(
-        "SoftmaxCrossEntropyLoss",
-        input,
-        target,
-        weight,
-        ignore_index=int(a.get("ignore_index", -100)),
-        reduction=a.get("reduction", "mean"),
-    )
+    ignore_index = int(a.get("ignore_index", -100))
+    return g.op(onnx_op, input, target, weight, ignore_index=ignore_index, reduction=a.get("reduction", "mean"))
+
+
+def _onnx_cross_entropy(g, rec, input, target, weight=None):
+    """Class-index targets to ONNX's SoftmaxCrossEntropyLoss."""
+    if rec.inputs[1].dtype.kind == "f" or rec.attributes.get("label_smoothing", 0.0):
+        raise NotExportable("class-probability targets and label smoothing have no lowering")
+    return _onnx_class_loss(g, rec, "SoftmaxCrossEntropyLoss", input, target, weight)
+
+
+def _onnx_nll_loss(g, rec, input, target, weight=None):
+    return _onnx_class_loss(g, rec, "NegativeLogLikelihoodLoss", input, target, weight)
 
 
 lowering(cross_entropy, _onnx_cross_entropy)
@@ -2668,21 +2609,6 @@ def _onnx_smooth(g, d, dtype, a, key: str, default: float, huber: bool):
     else:
         inside, outside = g.op("Div", half_square, scalar(g, t, dtype)), g.op("Sub", size, scalar(g, 0.5 * t, dtype))
     return g.op("Where", g.op("Less", size, scalar(g, t, dtype)), inside, outside)
-
-
-def _onnx_nll_loss(g, rec, input, target, weight=None):
-    if len(rec.inputs[0].shape) < 2 or 0 in rec.inputs[0].shape:
-        raise NotExportable("an unbatched (C,) or empty input has no lowering")
-    target = g.op("Cast", target, to=7)  # 7: int64
-    a = rec.attributes
-    return g.op(
-        "NegativeLogLikelihoodLoss",
-        input,
-        target,
-        weight,
-        ignore_index=int(a.get("ignore_index", -100)),
-        reduction=a.get("reduction", "mean"),
-    )
 
 
 def _onnx_binary_cross_entropy(g, rec, input, target, weight=None):

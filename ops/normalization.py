@@ -47,9 +47,20 @@ from ._kernels.rowwise import (
     softmax_block,
     softmax_grad_block,
 )
+from ._notes import case_law
 from ._onnx import NotExportable, axis_of, scalar
 from ._samples import along_dim_samples, transposed, uniform
 from ._validation import normalize_dim, require, require_float
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("batch_norm",),
+        "training uses the batch statistics and does not update running_mean/var (tensors are immutable): "
+        "nn.BatchNorm* computes torch's updated values and replaces its buffers",
+    ),
+    (("instance_norm",), "running statistics are read (use_input_stats=False), never updated (tensors are immutable)"),
+)
 
 FAMILY = "normalization"
 
@@ -515,30 +526,35 @@ def _batch_norm_samples(rng):
     return train + _norm_samples({"training": False, "eps": 1e-3}, running=True)(rng)
 
 
-batch_norm = defop(
-    "batch_norm",
-    family=FAMILY,
-    inputs=("input", "running_mean?", "running_var?", "weight?", "bias?"),
-    forward=_batch_norm,
-    joint_vjp=_batch_norm_vjp,
-    differentiable=(True, Grad.NOT_DIFFERENTIABLE, Grad.NOT_DIFFERENTIABLE, True, True),
-    check=_check_batch_norm,
-    samples=_batch_norm_samples,
-    notes="training uses the batch statistics and does not update running_mean/var (tensors are immutable): "
-    "nn.BatchNorm* computes torch's updated values and replaces its buffers",
-    torch_ref=lambda torch, input, running_mean, running_var, weight, bias, training=False, momentum=0.1, eps=1e-5: (
-        torch.nn.functional.batch_norm(
-            input,
-            None if running_mean is None else running_mean.clone(),
-            None if running_var is None else running_var.clone(),
-            weight,
-            bias,
-            training,
-            momentum,
-            eps,
-        )
-    ),
-)
+def _cloned_stats(name):
+    """The torch reference ``torch.nn.functional.<name>`` on copies of running_mean / running_var (torch updates
+    them in place)."""
+
+    def torch_ref(torch, input, running_mean, running_var, weight, bias, **attrs):
+        stats = [None if s is None else s.clone() for s in (running_mean, running_var)]
+        return getattr(torch.nn.functional, name)(input, *stats, weight, bias, **attrs)
+
+    return torch_ref
+
+
+def _running_stats_op(name, forward, joint_vjp, check, samples):
+    """Declare batch_norm or instance_norm: optional running statistics, read and never differentiated (nor
+    updated: tensors are immutable), then the optional affine weight and bias."""
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("input", "running_mean?", "running_var?", "weight?", "bias?"),
+        forward=forward,
+        joint_vjp=joint_vjp,
+        differentiable=(True, Grad.NOT_DIFFERENTIABLE, Grad.NOT_DIFFERENTIABLE, True, True),
+        check=check,
+        samples=samples,
+        notes=case_law(_CASE_LAW, name),
+        torch_ref=_cloned_stats(name),
+    )
+
+
+batch_norm = _running_stats_op("batch_norm", _batch_norm, _batch_norm_vjp, _check_batch_norm, _batch_norm_samples)
 
 
 def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
@@ -636,22 +652,8 @@ def _instance_norm_samples(rng):
     return [Sample((s.inputs[0], None, None) + s.inputs[1:], s.attrs, s.label) for s in samples] + with_stats
 
 
-def _instance_norm_torch(torch, input, running_mean, running_var, weight, bias, use_input_stats=True, **attrs):
-    stats = [None if s is None else s.clone() for s in (running_mean, running_var)]  # torch updates them in place
-    return torch.nn.functional.instance_norm(input, *stats, weight, bias, use_input_stats, **attrs)
-
-
-instance_norm = defop(
-    "instance_norm",
-    family=FAMILY,
-    inputs=("input", "running_mean?", "running_var?", "weight?", "bias?"),
-    forward=_instance_norm,
-    joint_vjp=_instance_norm_vjp,
-    differentiable=(True, Grad.NOT_DIFFERENTIABLE, Grad.NOT_DIFFERENTIABLE, True, True),
-    check=_check_instance_norm,
-    samples=_instance_norm_samples,
-    notes="running statistics are read (use_input_stats=False), never updated (tensors are immutable)",
-    torch_ref=_instance_norm_torch,
+instance_norm = _running_stats_op(
+    "instance_norm", _instance_norm, _instance_norm_vjp, _check_instance_norm, _instance_norm_samples
 )
 
 

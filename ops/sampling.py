@@ -26,7 +26,7 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable, index_map
 from ._samples import transposed, uniform
-from ._validation import require, require_float
+from ._validation import functional, require, require_float
 
 FAMILY = "sampling"
 
@@ -111,26 +111,26 @@ def _pixel_unshuffle_samples(rng):
     ]
 
 
-pixel_shuffle = defop(
-    "pixel_shuffle",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_pixel_shuffle,
-    vjps=(lambda g, ans, input, upscale_factor: _unshuffle(g, int(upscale_factor)),),
-    check=_check_pixel_shuffle,
-    samples=_pixel_shuffle_samples,
-    torch_ref=lambda torch, input, upscale_factor: torch.nn.functional.pixel_shuffle(input, upscale_factor),
-)
+def _pixel_op(name, forward, adjoint, factor, check, samples):
+    """Declare pixel_shuffle or pixel_unshuffle: a permutation whose gradient is the other one's, ``adjoint``, by
+    the same ``factor`` attribute."""
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("input",),
+        forward=forward,
+        vjps=(lambda g, ans, input, **attrs: adjoint(g, int(attrs[factor])),),
+        check=check,
+        samples=samples,
+        torch_ref=functional(name),
+    )
 
-pixel_unshuffle = defop(
-    "pixel_unshuffle",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_pixel_unshuffle,
-    vjps=(lambda g, ans, input, downscale_factor: _shuffle(g, int(downscale_factor)),),
-    check=_check_pixel_unshuffle,
-    samples=_pixel_unshuffle_samples,
-    torch_ref=lambda torch, input, downscale_factor: torch.nn.functional.pixel_unshuffle(input, downscale_factor),
+
+pixel_shuffle = _pixel_op(
+    "pixel_shuffle", _pixel_shuffle, _unshuffle, "upscale_factor", _check_pixel_shuffle, _pixel_shuffle_samples
+)
+pixel_unshuffle = _pixel_op(
+    "pixel_unshuffle", _pixel_unshuffle, _shuffle, "downscale_factor", _check_pixel_unshuffle, _pixel_unshuffle_samples
 )
 
 

@@ -655,3 +655,29 @@ def test_max_pool_indices_feed_max_unpool_as_torchs():
     values, indices = ops.max_pool1d(tape.tensor(x), 2, return_indices=True)
     theirs = F.max_unpool1d(*F.max_pool1d(torch.tensor(x), 2, return_indices=True), 2)
     np.testing.assert_array_equal(ops.max_unpool1d(values, indices, 2).numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("name, shape, kwargs", [
+    ("max_pool1d", (1, 2, 5), dict(kernel_size=2, stride=2, padding=1)),
+    ("max_pool2d", (1, 2, 3, 3), dict(kernel_size=2, stride=2, padding=1)),
+    ("max_pool2d", (2, 3, 3), dict(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=True)),
+    ("max_pool3d", (1, 2, 3, 3, 3), dict(kernel_size=2, stride=2, padding=1)),
+], ids=str)
+def test_max_pool_windows_of_minus_infinity_pick_the_first_input_cell_as_torch(name, shape, kwargs):
+    # a window whose input cells are all -inf ties with its -inf padding: torch's kernels start from the first
+    # input cell and only move on a greater value (or NaN), so index and gradient go to that cell, never padding
+    x = np.full(shape, -np.inf)
+    x.reshape(-1)[::4] = np.arange(x.size)[::4] * 0.5
+    t = tape.tensor(x, requires_grad=True)
+    values, indices = getattr(ops, name)(t, return_indices=True, **kwargs)
+    tx = torch.tensor(x, requires_grad=True)
+    expected, expected_indices = getattr(F, name)(tx, return_indices=True, **kwargs)
+    np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+    np.testing.assert_array_equal(values.numpy(), expected.detach().numpy())
+    upstream = np.random.default_rng(7).standard_normal(values.shape)
+    values.backward(upstream)
+    expected.backward(torch.tensor(upstream))
+    np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=0)  # overlaps: sum order
+    if name == "max_pool2d":
+        v, i = ops.max_pool2d_with_indices(tape.tensor(x), **kwargs)
+        np.testing.assert_array_equal(i.numpy(), expected_indices.numpy())
