@@ -2,34 +2,15 @@
 semantics (names, signatures, argument checks).
 
 Registered ops (family "movement"), each differentiable twice. One output each: flip, roll, tile,
-repeat_interleave, diagonal, diag_embed, diag, unfold_copy. A variable number of outputs (``outputs="variable"``:
-a tuple of Tensors, views of the input as in torch; one backward rule receives every output's gradient, zeros
-standing in for the outputs that got none, so k pieces cost one gradient of the input's size): split, chunk,
-unbind, meshgrid. Each op's signature and torch conventions are its notes (``_CASE_LAW``).
+repeat_interleave, diagonal, diag_embed, diag, unfold_copy, diagonal_scatter, fliplr, flipud, rot90, hstack,
+vstack (row_stack), dstack, column_stack, block_diag, cartesian_prod, combinations, kron, vander. A variable number
+of outputs (``outputs="variable"``: a tuple of Tensors, views of the input as in torch; one backward rule receives
+every output's gradient, zeros standing in for the outputs that got none, so k pieces cost one gradient of the
+input's size): split, chunk, unbind, meshgrid, atleast_1d/2d/3d, tensor_split, hsplit, vsplit, dsplit.
 
-These rules use np.concatenate / np.stack / np.sum / np.reshape, which trace on Tensors (differentiable twice).
-A 0-D input to split/chunk/unbind is refused, as in torch. A case with no outputs (unbind or ``split(x, [])`` of
-an empty dim) has nothing to differentiate and is checked in tests/ops/test_movement.py.
-
-More of torch's movement ops (issue #21), each differentiable twice unless said:
-
-- ``fliplr`` / ``flipud`` / ``rot90(input, k=1, dims=(0, 1))``: flips (rot90 as flips and a swap); the gradient
-  turns back. ``diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)``: diagonal's adjoint into a copy.
-- ``atleast_1d/2d/3d(*tensors)``: one tensor gives a tensor, several a tuple (``atleast_1d([x])`` gives a
-  tensor where torch gives a 1-tuple: the call cannot tell [x] from x). ``hstack``, ``vstack`` (alias
-  ``row_stack``), ``dstack``, ``column_stack(tensors)``: atleast_*d (column_stack: 0-D/1-D as columns), then
-  concat's join and checks.
-- ``tensor_split(input, indices_or_sections, dim=0)``, ``hsplit`` / ``vsplit`` / ``dsplit(input,
-  indices_or_sections)``: views between Python-slice cuts (a cut before the previous one gives an empty piece
-  and the next piece starts back there: pieces overlap, and their gradients add); hsplit/vsplit/dsplit need
-  sections that divide the dim, as torch. torch's parser takes the argument as ``sections=`` or ``indices=``.
-- ``block_diag(*tensors)``, ``cartesian_prod(*tensors)`` (one tensor: itself), ``combinations(input, r=2,
-  with_replacement=False)`` (itertools' order; r=0 gives an empty 1-D tensor), ``kron(input, other)``,
-  ``vander(x, N=None, increasing=False)`` (integer input stays int64; its gradient at 0 is the exact
-  derivative, written with x**max(p - 1, 0)).
-
-None of these ops has a kink: every backward is exact (a permutation, copy or sum of the incoming gradient, or
-for kron and vander a product rule).
+The rules use np.concatenate / np.stack / np.sum / np.reshape, which trace on Tensors (differentiable twice). No op
+has a kink: every backward is exact (a permutation, copy or sum of the incoming gradient; for kron and vander a
+product rule). Each op's signature and torch conventions are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -167,6 +148,50 @@ _CASE_LAW = (
         '``meshgrid(*tensors, indexing="ij")`` (or one list of tensors): 0-D/1-D tensors of sizes n1, n2, ...'
         ' give broadcast views of shape (n1, n2, ...), the k-th varying along dim k; ``"xy"`` swaps the first'
         " two dims. One dtype for all. Backward: each grid's gradient summed over the other dims.",
+    ),
+    (
+        ("split", "chunk", "unbind"),
+        "A 0-D input is refused, as in torch. A case with no outputs (unbind or ``split(x, [])`` of an empty dim) "
+        "has nothing to differentiate and is checked in tests/ops/test_movement.py.",
+    ),
+    (
+        ("fliplr", "flipud", "rot90"),
+        "``fliplr`` / ``flipud`` / ``rot90(input, k=1, dims=(0, 1))``: flips (rot90 as flips and a swap); the "
+        "gradient turns back.",
+    ),
+    (
+        ("diagonal_scatter",),
+        "``diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)``: diagonal's adjoint into a copy.",
+    ),
+    (
+        ("atleast_1d", "atleast_2d", "atleast_3d"),
+        "``atleast_1d/2d/3d(*tensors)``: one tensor gives a tensor, several a tuple (``atleast_1d([x])`` gives a "
+        "tensor where torch gives a 1-tuple: the call cannot tell [x] from x).",
+    ),
+    (
+        ("hstack", "vstack", "dstack", "column_stack"),
+        "``hstack``, ``vstack`` (alias ``row_stack``), ``dstack``, ``column_stack(tensors)``: atleast_*d "
+        "(column_stack: 0-D/1-D as columns), then concat's join and checks.",
+    ),
+    (
+        ("tensor_split", "hsplit", "vsplit", "dsplit"),
+        "``tensor_split(input, indices_or_sections, dim=0)``, ``hsplit`` / ``vsplit`` / ``dsplit(input, "
+        "indices_or_sections)``: views between Python-slice cuts (a cut before the previous one gives an empty "
+        "piece and the next piece starts back there: pieces overlap, and their gradients add); hsplit/vsplit/dsplit "
+        "need sections that divide the dim, as torch. torch's parser takes the argument as ``sections=`` or "
+        "``indices=``.",
+    ),
+    (("block_diag",), "``block_diag(*tensors)``."),
+    (("cartesian_prod",), "``cartesian_prod(*tensors)`` (one tensor: itself)."),
+    (
+        ("combinations",),
+        "``combinations(input, r=2, with_replacement=False)`` (itertools' order; r=0 gives an empty 1-D tensor).",
+    ),
+    (("kron",), "``kron(input, other)``."),
+    (
+        ("vander",),
+        "``vander(x, N=None, increasing=False)`` (integer input stays int64; its gradient at 0 is the exact "
+        "derivative, written with x**max(p - 1, 0)).",
     ),
 )
 
@@ -995,6 +1020,7 @@ def _diagonal_scatter_samples(rng):
 
 diagonal_scatter = defop(
     "diagonal_scatter",
+    notes=case_law(_CASE_LAW, "diagonal_scatter"),
     method=True,
     family="movement",
     inputs=("input", "src"),
@@ -1021,6 +1047,7 @@ def _flip_dim(name, axis, ndim):
     samples = [((3, 4), ""), ((2, 3, 4), "3-D"), ((1, 3), "size-1 dim"), ((0, 3), "zero-size")]
     return defop(
         name,
+        notes=case_law(_CASE_LAW, name),
         family="movement",
         inputs=("input",),
         forward=forward,
@@ -1071,6 +1098,7 @@ def _rot90_vjp(g, ans, input, k=1, dims=(0, 1)):
 
 rot90 = defop(
     "rot90",
+    notes=case_law(_CASE_LAW, "rot90"),
     method=True,
     family="movement",
     inputs=("input",),
@@ -1129,7 +1157,7 @@ def _at_least_op(ndim):
         outputs="variable",
         samples=samples,
         torch_ref=lambda torch, tensors: getattr(torch, name)(*tensors),
-        notes=f"{name}([x]) gives a tensor where torch gives a 1-tuple (the call cannot tell [x] from x)",
+        notes=case_law(_CASE_LAW, name),
     )
 
 
@@ -1182,6 +1210,7 @@ def _stacker(op):
 
     return defop(
         op,
+        notes=case_law(_CASE_LAW, op),
         family="movement",
         inputs=("*tensors",),
         forward=forward,
@@ -1288,6 +1317,7 @@ def _tensor_split_samples(rng):
 _tensor_split, _tensor_split_vjp = _splitter("tensor_split", None, False)
 tensor_split = defop(
     "tensor_split",
+    notes=case_law(_CASE_LAW, "tensor_split"),
     method=True,
     family="movement",
     inputs=("input",),
@@ -1313,6 +1343,7 @@ def _rank_split(op, dim_of, shapes):
 
     return defop(
         op,
+        notes=case_law(_CASE_LAW, op),
         family="movement",
         inputs=("input",),
         forward=forward,
@@ -1385,6 +1416,7 @@ def _block_diag_samples(rng):
 
 block_diag = defop(
     "block_diag",
+    notes=case_law(_CASE_LAW, "block_diag"),
     family="movement",
     inputs=("*tensors",),
     forward=_block_diag,
@@ -1425,6 +1457,7 @@ def _cartesian_prod_vjp(g, ans, tensors, *, needs):
 
 cartesian_prod = defop(
     "cartesian_prod",
+    notes=case_law(_CASE_LAW, "cartesian_prod"),
     family="movement",
     inputs=("*tensors",),
     forward=_cartesian_prod,
@@ -1480,6 +1513,7 @@ def _combinations_vjp(g, ans, input, r=2, with_replacement=False):
 
 combinations = defop(
     "combinations",
+    notes=case_law(_CASE_LAW, "combinations"),
     family="movement",
     inputs=("input",),
     forward=_combinations,
@@ -1535,6 +1569,7 @@ def _kron_vjp(g, ans, input, other, *, needs):
 
 kron = defop(
     "kron",
+    notes=case_law(_CASE_LAW, "kron"),
     method=True,
     family="movement",
     inputs=("input", "other"),
@@ -1583,6 +1618,7 @@ def _vander_vjp(g, ans, x, N=None, increasing=False):
 
 vander = defop(
     "vander",
+    notes=case_law(_CASE_LAW, "vander"),
     family="movement",
     inputs=("x",),
     forward=_vander,

@@ -1,27 +1,14 @@
 """Shape ops: views, rearrangements, joins, slices, pads and tiles, with torch 2.13 semantics. The indexing
-ops (getitem, gather, index_select and the scatters) live in ops/indexing.py.
+ops (getitem, gather, index_select and the scatters) live in ops/indexing.py, the ops with a variable number of
+outputs (split, chunk, unbind, meshgrid, tensor_split, ...) in ops/movement.py.
 
 Every backward routes the gradient back to the positions the forward read it from: a reshape back, a
 broadcast summed, a narrow or constant pad undone by the opposite pad (``pad(g, -pad)``), a tile summed
 over its copies, a reflect/replicate/circular pad *added* back with ``index_add`` (positions read twice
 get both gradients). Each rule is written with numpy functions that map to registered ops or, where it
 scatters, calls the scatter op when given Tensors (``create_graph=True``) and its numpy kernel when given
-arrays, so every op here is differentiable twice.
-
-``concat`` (alias ``cat``) and ``stack`` take any number of tensors as one sequence input, like
-``torch.cat(tensors, dim=0)``; as in torch, ``concat`` skips 1-D empty tensors (shape (0,)) whatever the
-other tensors' shapes. ``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeats`` is a tuple (or one int);
-``broadcast_to`` is ``expand`` (both take torch's ``size``). The ops with a variable number of outputs (split,
-chunk, unbind, meshgrid, tensor_split, ...) are in ops/movement.py.
-
-torch's other names and forms, each with torch's own parameter names (tests/ops/test_torch_keywords.py calls torch
-by them): ``swapaxes(input, axis0, axis1)`` and ``swapdims(input, dim0, dim1)`` are transpose's kernel and rule;
-``movedim`` (alias ``moveaxis``), ``unflatten``, ``ravel``; ``view_as`` / ``reshape_as`` / ``expand_as(input,
-other)`` read only other's shape (its gradient is zero, torch's None); ``broadcast_tensors(*tensors)`` (each
-keeps its dtype); ``concatenate(tensors, axis=0)`` is concat. ``select(input, dim, index)`` and its adjoint
-``select_scatter(input, src, dim, index)``, and ``slice_scatter(input, src, dim=0, start=None, end=None,
-step=1)``, differentiate through each other (select's gradient is a select_scatter into zeros, the scatters'
-gradient for ``src`` is the selection). Views are copies: minitape's tensors are immutable (docs/porting.md).
+arrays, so every op here is differentiable twice. Views are copies: minitape's tensors are immutable
+(docs/porting.md). torch's conventions for each op are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -67,10 +54,39 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._notes import case_law
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
 from ._validation import normalize_dim, normalize_dims
 from .indexing import _index_add_into, index_add
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("concat", "stack", "concatenate"),
+        "Takes any number of tensors as one sequence input, like ``torch.cat(tensors, dim=0)``.",
+    ),
+    (
+        ("concat", "concatenate"),
+        "As in torch, 1-D empty tensors (shape (0,)) are skipped whatever the other tensors' shapes; "
+        "``concat`` is also ``cat``, ``concatenate(tensors, axis=0)`` is concat under numpy's argument name.",
+    ),
+    (("repeat",), "``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeats`` is a tuple (or one int)."),
+    (("expand",), "``broadcast_to`` is ``expand`` (both take torch's ``size``)."),
+    (
+        ("swapaxes", "swapdims"),
+        "``swapaxes(input, axis0, axis1)`` and ``swapdims(input, dim0, dim1)`` are transpose's kernel and rule, "
+        "under torch's own parameter names (tests/ops/test_torch_keywords.py calls torch by them).",
+    ),
+    (("movedim",), "Also ``moveaxis``, the same op."),
+    (("broadcast_tensors",), "``broadcast_tensors(*tensors)``: each tensor keeps its dtype."),
+    (
+        ("select", "select_scatter", "slice_scatter"),
+        "``select(input, dim, index)`` and its adjoint ``select_scatter(input, src, dim, index)``, and "
+        "``slice_scatter(input, src, dim=0, start=None, end=None, step=1)``, differentiate through each other "
+        "(select's gradient is a select_scatter into zeros, the scatters' gradient for ``src`` is the selection).",
+    ),
+)
 
 
 def _ints(op: str, argument: str, value) -> tuple:
@@ -297,6 +313,7 @@ def _expanded_shape(x, shape, op="expand", argument="size") -> tuple:
 
 expand = defop(
     "expand",
+    notes=case_law(_CASE_LAW, "expand"),
     family="shape",
     inputs=("input",),
     forward=lambda input, size: np.broadcast_to(input, _expanded_shape(input, size)),
@@ -404,6 +421,7 @@ def _join_samples(stacking):
 
 concat = defop(
     "concat",
+    notes=case_law(_CASE_LAW, "concat"),
     family="shape",
     inputs=("*tensors",),
     forward=_concat,
@@ -427,6 +445,7 @@ def _stack_vjp(g, ans, tensors, *, needs, dim=0):
 
 stack = defop(
     "stack",
+    notes=case_law(_CASE_LAW, "stack"),
     family="shape",
     inputs=("*tensors",),
     forward=_stack,
@@ -722,6 +741,7 @@ def _repeat(input, repeats):
 
 repeat = defop(
     "repeat",
+    notes=case_law(_CASE_LAW, "repeat"),
     family="shape",
     inputs=("input",),
     forward=_repeat,
@@ -762,33 +782,28 @@ def _swapaxes(input, axis0, axis1):
     return _swap_axes("swapaxes", input, axis0, axis1, ("axis0", "axis1"))
 
 
-swapaxes = defop(
-    "swapaxes",
-    method=True,
-    family="shape",
-    inputs=("input",),
-    forward=_swapaxes,
-    vjps=(lambda g, ans, input, axis0, axis1: _swapaxes(g, axis0, axis1),),
-    samples=_swap_samples(("axis0", "axis1")),
-    torch_ref=lambda torch, input, axis0, axis1: torch.swapaxes(input, axis0, axis1),
-)
-
-
 def _swapdims(input, dim0, dim1):
     """``torch.swapdims(input, dim0, dim1)``: transpose with both dims required."""
     return _swap_axes("swapdims", input, dim0, dim1)
 
 
-swapdims = defop(
-    "swapdims",
-    method=True,
-    family="shape",
-    inputs=("input",),
-    forward=_swapdims,
-    vjps=(lambda g, ans, input, dim0, dim1: _swapdims(g, dim0, dim1),),
-    samples=_swap_samples(("dim0", "dim1")),
-    torch_ref=lambda torch, input, dim0, dim1: torch.swapdims(input, dim0, dim1),
-)
+def _swap_op(name: str, forward, names: tuple):
+    """transpose under another name and argument ``names``: its gradient is the same swap."""
+    return defop(
+        name,
+        notes=case_law(_CASE_LAW, name),
+        method=True,
+        family="shape",
+        inputs=("input",),
+        forward=forward,
+        vjps=(lambda g, ans, input, **dims: forward(g, **dims),),
+        samples=_swap_samples(names),
+        torch_ref=lambda torch, input, **dims: getattr(torch, name)(input, **dims),
+    )
+
+
+swapaxes = _swap_op("swapaxes", _swapaxes, ("axis0", "axis1"))
+swapdims = _swap_op("swapdims", _swapdims, ("dim0", "dim1"))
 
 
 def _moves(input, source, destination) -> tuple:
@@ -822,6 +837,7 @@ def _movedim_vjp(g, ans, input, source, destination):
 
 movedim = defop(
     "movedim",
+    notes=case_law(_CASE_LAW, "movedim"),
     method=True,
     family="shape",
     inputs=("input",),
@@ -1014,6 +1030,7 @@ def _broadcast_tensors_samples(rng):
 
 broadcast_tensors = defop(
     "broadcast_tensors",
+    notes=case_law(_CASE_LAW, "broadcast_tensors"),
     family="shape",
     inputs=("*tensors",),
     forward=_broadcast_tensors,
@@ -1032,6 +1049,7 @@ def _concatenate(tensors, axis=0):
 
 concatenate = defop(
     "concatenate",
+    notes=case_law(_CASE_LAW, "concatenate"),
     family="shape",
     inputs=("*tensors",),
     forward=_concatenate,
@@ -1075,6 +1093,7 @@ def _select_vjp(g, ans, input, dim, index):
 
 select = defop(
     "select",
+    notes=case_law(_CASE_LAW, "select"),
     method=True,
     family="shape",
     inputs=("input",),
@@ -1104,6 +1123,7 @@ def _select_scatter_vjp_input(g, ans, input, src, dim, index):
 
 select_scatter = defop(
     "select_scatter",
+    notes=case_law(_CASE_LAW, "select_scatter"),
     method=True,
     family="shape",
     inputs=("input", "src"),
@@ -1145,6 +1165,7 @@ def _slice_scatter_vjp_input(g, ans, input, src, dim=0, start=None, end=None, st
 
 slice_scatter = defop(
     "slice_scatter",
+    notes=case_law(_CASE_LAW, "slice_scatter"),
     method=True,
     family="shape",
     inputs=("input", "src"),
