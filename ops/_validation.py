@@ -2,7 +2,16 @@
 
 import numpy as np
 
-__all__ = ["floats_only", "normalize_dim", "normalize_dims", "real", "require", "require_float", "require_integer"]
+__all__ = [
+    "floats_only",
+    "normalize_dim",
+    "normalize_dims",
+    "real",
+    "require",
+    "require_float",
+    "require_integer",
+    "require_dtype_of_input",
+]
 
 
 def require(condition: bool, op: str, argument: str, expected: str, got) -> None:
@@ -72,3 +81,11 @@ def floats_only(op: str, argument: str = "x"):
 def require_integer(op: str, argument: str, array) -> None:
     if array is not None and array.dtype.kind not in "iu":
         raise TypeError(f"{op}: argument '{argument}' expected an integer tensor, got dtype {array.dtype}")
+
+
+def require_dtype_of_input(op: str, argument: str, array, input) -> None:
+    """``array`` (the values an op writes into, or joins with, ``input``) must have input's dtype: no silent cast."""
+    if array.dtype != input.dtype:
+        raise TypeError(
+            f"{op}: argument '{argument}' expected dtype {input.dtype} (that of 'input'), got {array.dtype}"
+        )

@@ -61,7 +61,7 @@ from . import _numpy
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, cast_to, index_map
 from ._samples import transposed, uniform
-from ._validation import normalize_dim
+from ._validation import normalize_dim, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 from .shape import _join, _pad, pad
 
@@ -982,10 +982,7 @@ def _diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
         raise ValueError(
             f"diagonal_scatter: argument 'src' expected shape {want} (the diagonal it replaces), got {src.shape}"
         )
-    if src.dtype != input.dtype:
-        raise TypeError(
-            f"diagonal_scatter: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}"
-        )
+    require_dtype_of_input("diagonal_scatter", "src", src, input)
     return _embed_into(input.copy(), src, offset, a1, a2)
 
 
@@ -1536,8 +1533,7 @@ combinations = defop(
 def _kron_shapes(input, other) -> tuple:
     """The shapes input and other take in the product: the lower rank padded with leading 1s, and the dims
     interleaved with 1s, (a0, 1, a1, 1, ...) and (1, b0, 1, b1, ...)."""
-    if input.dtype != other.dtype:
-        raise TypeError(f"kron: argument 'other' expected dtype {input.dtype} (that of 'input'), got {other.dtype}")
+    require_dtype_of_input("kron", "other", other, input)
     n = max(input.ndim, other.ndim)
     a = (1,) * (n - input.ndim) + tuple(input.shape)
     b = (1,) * (n - other.ndim) + tuple(other.shape)

@@ -17,7 +17,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import axis_of, cast_to, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require_float
+from ._validation import normalize_dim, require_dtype_of_input, require_float
 from .indexing import index_select, scatter_add
 from .reduce import _as_dtype, _cast_for, _grad_as, _torch_dtype
 from .shape import _pad, pad
@@ -423,8 +423,7 @@ def _diff_parts(input, prepend, append, n, dim) -> tuple:
             raise ValueError(
                 f"diff: argument '{name}' expected input's shape {input.shape} apart from dim {dim}, got {t.shape}"
             )
-        if t.dtype != input.dtype:
-            raise TypeError(f"diff: argument '{name}' expected dtype {input.dtype} (that of 'input'), got {t.dtype}")
+        require_dtype_of_input("diff", name, t, input)
         parts.insert(0 if name == "prepend" else len(parts), t)
     return axis, parts
 

@@ -57,7 +57,7 @@ from . import _numpy
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, normalize_dims
+from ._validation import normalize_dim, normalize_dims, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -1077,8 +1077,7 @@ def _scatter_into(op, input, src, index):
     want = input[index].shape
     if src.shape != want:
         raise ValueError(f"{op}: argument 'src' expected shape {want} (the part of input it replaces), got {src.shape}")
-    if src.dtype != input.dtype:
-        raise TypeError(f"{op}: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}")
+    require_dtype_of_input(op, "src", src, input)
     out = input.copy()
     out[index] = src
     return out
