@@ -147,6 +147,25 @@ def _torch_scan(name):
     return ref
 
 
+def _dtype_scan(name: str, forward, vjp, samples):
+    """Declare cumsum / cumprod: ``name(input, dim, *, dtype=None)`` (``_with_dtype``), a Tensor method and
+    numpy's ``np.<name>``."""
+    run, rule = _with_dtype(name, forward, vjp)
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("input",),
+        forward=run,
+        vjps=(rule,),
+        check=lambda input, dim, dtype=None: _check_dim(name, input, dim),
+        samples=_dtype_samples(samples),
+        torch_ref=_torch_scan(name),
+        method=True,
+        numpy={getattr(np, name): _numpy.scan(name)},
+        notes=case_law(_CASE_LAW, name),
+    )
+
+
 def _cumsum(input, dim):
     axis = normalize_dim("cumsum", dim, input.ndim)
     if input.ndim == 0:
@@ -183,20 +202,7 @@ def _scan_samples(low=-2.0, high=2.0, integers=True):
     return generate
 
 
-_cumsum_dtype, _cumsum_dtype_vjp = _with_dtype("cumsum", _cumsum, _cumsum_vjp)
-cumsum = defop(
-    "cumsum",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_cumsum_dtype,
-    vjps=(_cumsum_dtype_vjp,),
-    check=lambda input, dim, dtype=None: _check_dim("cumsum", input, dim),
-    samples=_dtype_samples(_scan_samples()),
-    torch_ref=_torch_scan("cumsum"),
-    method=True,
-    numpy={np.cumsum: _numpy.scan("cumsum")},
-    notes=case_law(_CASE_LAW, "cumsum"),
-)
+cumsum = _dtype_scan("cumsum", _cumsum, _cumsum_vjp, _scan_samples())
 
 
 # -- cumprod -----------------------------------------------------------------------------------------------------
@@ -253,20 +259,7 @@ def _cumprod_samples(rng):
     return out
 
 
-_cumprod_dtype, _cumprod_dtype_vjp = _with_dtype("cumprod", _cumprod, _cumprod_vjp)
-cumprod = defop(
-    "cumprod",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_cumprod_dtype,
-    vjps=(_cumprod_dtype_vjp,),
-    check=lambda input, dim, dtype=None: _check_dim("cumprod", input, dim),
-    samples=_dtype_samples(_cumprod_samples),
-    torch_ref=_torch_scan("cumprod"),
-    method=True,
-    numpy={np.cumprod: _numpy.scan("cumprod")},
-    notes=case_law(_CASE_LAW, "cumprod"),
-)
+cumprod = _dtype_scan("cumprod", _cumprod, _cumprod_vjp, _cumprod_samples)
 
 
 # -- cummax / cummin ---------------------------------------------------------------------------------------------

@@ -198,13 +198,26 @@ def _sort_samples(rng):
     return out
 
 
-sort = defop(
+def _values_indices(name, forward, vjp, samples, torch_ref, **declaration):
+    """Declare a one-input op of this family returning ``(values, indices)``, with one rule for ``input`` (it
+    receives both outputs' gradients; the indices' is None)."""
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("input",),
+        forward=forward,
+        vjps=(vjp,),
+        outputs=("values", "indices"),
+        samples=samples,
+        torch_ref=torch_ref,
+        **declaration,
+    )
+
+
+sort = _values_indices(
     "sort",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_sort,
-    vjps=(_sort_vjp,),
-    outputs=("values", "indices"),
+    _sort,
+    _sort_vjp,
     check=_check_sort("sort"),
     samples=_sort_samples,
     torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.sort(
@@ -292,13 +305,10 @@ def _torch_topk(torch, input, k, dim=-1, largest=True, sorted=True):
     return torch.gather(values, dim, order), torch.gather(indices, dim, order)
 
 
-topk = defop(
+topk = _values_indices(
     "topk",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_topk,
-    vjps=(_topk_vjp,),
-    outputs=("values", "indices"),
+    _topk,
+    _topk_vjp,
     check=_check_topk,
     samples=_topk_samples,
     torch_ref=_torch_topk,
@@ -393,13 +403,10 @@ def _kthvalue_samples(rng):
     return out
 
 
-kthvalue = defop(
+kthvalue = _values_indices(
     "kthvalue",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_kthvalue,
-    vjps=(_scattered_back("kthvalue"),),
-    outputs=("values", "indices"),
+    _kthvalue,
+    _scattered_back("kthvalue"),
     check=_check_kthvalue,
     samples=_kthvalue_samples,
     torch_ref=lambda torch, input, k, dim=-1, keepdim=False: torch.kthvalue(input, k, dim, keepdim),
@@ -439,13 +446,10 @@ def _median_dim_samples(rng):
     ]
 
 
-median_dim = defop(
+median_dim = _values_indices(
     "median_dim",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_median_dim,
-    vjps=(_scattered_back("median_dim"),),
-    outputs=("values", "indices"),
+    _median_dim,
+    _scattered_back("median_dim"),
     check=_check_median_dim,
     samples=_median_dim_samples,
     torch_ref=lambda torch, input, dim=-1, keepdim=False: torch.median(input, dim, keepdim),
@@ -531,13 +535,10 @@ def _median_of_dim(input, dim, keepdim):
 
 
 _median_forward, _median_rule = _whole_or_dim("median", _median, _median_vjp, _median_of_dim, _scattered_back("median"))
-median = defop(
+median = _values_indices(
     "median",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_median_forward,
-    vjps=(_median_rule,),
-    outputs=("values", "indices"),
+    _median_forward,
+    _median_rule,
     samples=lambda rng: _median_samples(rng) + _median_dim_samples(rng),
     torch_ref=_torch_whole_or_dim("median"),
     notes=case_law(
@@ -593,13 +594,10 @@ def _nanmedian_samples(rng):
 _nanmedian_forward, _nanmedian_rule = _whole_or_dim(
     "nanmedian", _nanmedian_all, _median_vjp, _nanmedian_dim, _scattered_back("nanmedian")
 )
-nanmedian = defop(
+nanmedian = _values_indices(
     "nanmedian",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_nanmedian_forward,
-    vjps=(_nanmedian_rule,),
-    outputs=("values", "indices"),
+    _nanmedian_forward,
+    _nanmedian_rule,
     samples=_nanmedian_samples,
     torch_ref=_torch_whole_or_dim("nanmedian"),
 )
@@ -641,13 +639,10 @@ def _mode_samples(rng):
     ]
 
 
-mode = defop(
+mode = _values_indices(
     "mode",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_mode,
-    vjps=(_scattered_back("mode"),),
-    outputs=("values", "indices"),
+    _mode,
+    _scattered_back("mode"),
     samples=_mode_samples,
     torch_ref=lambda torch, input, dim=-1, keepdim=False: tuple(torch.mode(input, dim, keepdim)),
     method=True,
@@ -1104,37 +1099,34 @@ def _unique_samples(rng, dims=True):
     return out
 
 
-unique = defop(
+def _unique_op(name, forward, torch_ref):
+    """unique / unique_consecutive: the distinct values (and inverse, counts on request); not differentiable."""
+    return defop(
+        name,
+        method=True,
+        family=FAMILY,
+        inputs=("input",),
+        forward=forward,
+        vjps=(NOT_DIFFERENTIABLE,),
+        outputs="variable",
+        check=lambda input, dim=None, **flags: _check_unique(name, input, flags, dim),
+        samples=_unique_samples,
+        torch_ref=torch_ref,
+    )
+
+
+unique = _unique_op(
     "unique",
-    method=True,
-    family=FAMILY,
-    inputs=("input",),
-    forward=_unique,
-    vjps=(NOT_DIFFERENTIABLE,),
-    outputs="variable",
-    check=lambda input, sorted=True, return_inverse=False, return_counts=False, dim=None: _check_unique(
-        "unique", input, {"sorted": sorted, "return_inverse": return_inverse, "return_counts": return_counts}, dim
-    ),
-    samples=_unique_samples,
-    torch_ref=lambda torch, input, sorted=True, return_inverse=False, return_counts=False, dim=None: torch.unique(
+    _unique,
+    lambda torch, input, sorted=True, return_inverse=False, return_counts=False, dim=None: torch.unique(
         input, sorted, return_inverse, return_counts, dim
     ),
 )
-
-unique_consecutive = defop(
+# torch_ref by keyword: torch 2.13's unique_consecutive misreads positional flags (return_inverse=True gives no inverse)
+unique_consecutive = _unique_op(
     "unique_consecutive",
-    method=True,
-    family=FAMILY,
-    inputs=("input",),
-    forward=_unique_consecutive,
-    vjps=(NOT_DIFFERENTIABLE,),
-    outputs="variable",
-    check=lambda input, return_inverse=False, return_counts=False, dim=None: _check_unique(
-        "unique_consecutive", input, {"return_inverse": return_inverse, "return_counts": return_counts}, dim
-    ),
-    samples=_unique_samples,
-    # by keyword: torch 2.13's unique_consecutive misreads positional flags (return_inverse=True gives no inverse)
-    torch_ref=lambda torch, input, return_inverse=False, return_counts=False, dim=None: torch.unique_consecutive(
+    _unique_consecutive,
+    lambda torch, input, return_inverse=False, return_counts=False, dim=None: torch.unique_consecutive(
         input, return_inverse=return_inverse, return_counts=return_counts, dim=dim
     ),
 )
