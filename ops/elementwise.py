@@ -89,6 +89,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar, tensor_type
@@ -169,12 +170,12 @@ def _unary(
     it: "x", or torch's "input"); the torch reference defaults to ``torch.<name>``."""
     if floats_only:
         declaration.setdefault("check", float_check(name, parameter))
-    return defop(
+    return one_input_op(
         name,
-        family="elementwise",
-        inputs=(parameter,),
-        forward=forward,
-        vjps=(vjp,),
+        "elementwise",
+        forward,
+        vjp,
+        input_name=parameter,
         samples=samples or unary_samples(low, high, attrs, kinks),
         torch_ref=torch_ref or (lambda torch, x, **attrs: getattr(torch, name)(x, **attrs)),
         **declaration,

@@ -58,6 +58,7 @@ from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, cast_to, index_map
 from ._samples import transposed, uniform
@@ -808,18 +809,32 @@ def _split_samples(rng):
     ]
 
 
-split = defop(
+def _pieces_op(name, forward, vjp, samples, torch_ref, parameter="input", **declaration):
+    """Declare a Tensor method cutting its one input (named ``parameter``) into a variable number of pieces, views
+    of it; ``vjp`` is the joint rule receiving every piece's gradient (zeros for those that got none)."""
+    return defop(
+        name,
+        family="movement",
+        inputs=(parameter,),
+        forward=forward,
+        joint_vjp=vjp,
+        outputs="variable",
+        samples=samples,
+        torch_ref=torch_ref,
+        method=True,
+        notes=case_law(_CASE_LAW, name),
+        **declaration,
+    )
+
+
+split = _pieces_op(
     "split",
-    family="movement",
-    inputs=("tensor",),
-    forward=_split,
-    joint_vjp=_split_vjp,
-    outputs="variable",
+    _split,
+    _split_vjp,
+    parameter="tensor",
     check=lambda tensor, split_size_or_sections, dim=0: _split_plan(tensor, split_size_or_sections, dim),
     samples=_split_samples,
     torch_ref=lambda torch, tensor, split_size_or_sections, dim=0: torch.split(tensor, split_size_or_sections, dim),
-    method=True,
-    notes=case_law(_CASE_LAW, "split"),
 )
 
 
@@ -833,13 +848,10 @@ def _chunk_vjp(g, ans, input, *, needs, chunks, dim=0):
     return (_concatenated_back(g, ans, input, dim),)
 
 
-chunk = defop(
+chunk = _pieces_op(
     "chunk",
-    family="movement",
-    inputs=("input",),
-    forward=_chunk,
-    joint_vjp=_chunk_vjp,
-    outputs="variable",
+    _chunk,
+    _chunk_vjp,
     check=lambda input, chunks, dim=0: _chunk_plan(input, chunks, dim),
     samples=lambda rng: [
         Sample((uniform(rng, (5, 2)),), {"chunks": 4}, "fewer pieces than chunks"),
@@ -853,8 +865,6 @@ chunk = defop(
         Sample((uniform(rng, (0, 3)),), {"chunks": 2, "dim": 1}, "zero-size, other dim"),
     ],
     torch_ref=lambda torch, input, chunks, dim=0: torch.chunk(input, chunks, dim),
-    method=True,
-    notes=case_law(_CASE_LAW, "chunk"),
 )
 
 
@@ -868,13 +878,10 @@ def _unbind_vjp(g, ans, input, *, needs, dim=0):
     return (np.stack(_filled(g, ans), axis=dim % np.ndim(input)),)
 
 
-unbind = defop(
+unbind = _pieces_op(
     "unbind",
-    family="movement",
-    inputs=("input",),
-    forward=_unbind,
-    joint_vjp=_unbind_vjp,
-    outputs="variable",
+    _unbind,
+    _unbind_vjp,
     check=lambda input, dim=0: _split_axis("unbind", input, dim, "input"),
     samples=lambda rng: [
         Sample((uniform(rng, (2, 3)),), {}, "rows"),
@@ -887,8 +894,6 @@ unbind = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"dim": 2}, "zero-size, last dim"),
     ],
     torch_ref=lambda torch, input, dim=0: torch.unbind(input, dim),
-    method=True,
-    notes=case_law(_CASE_LAW, "unbind"),
 )
 
 
@@ -1042,13 +1047,12 @@ def _flip_dim(name, axis, ndim):
         return np.flip(input, axis)
 
     samples = [((3, 4), ""), ((2, 3, 4), "3-D"), ((1, 3), "size-1 dim"), ((0, 3), "zero-size")]
-    return defop(
+    return one_input_op(
         name,
+        "movement",
+        forward,
+        lambda g, ans, input: np.flip(g, axis),
         notes=case_law(_CASE_LAW, name),
-        family="movement",
-        inputs=("input",),
-        forward=forward,
-        vjps=(lambda g, ans, input: np.flip(g, axis),),
         samples=lambda rng: (
             [Sample((uniform(rng, s),), {}, label) for s, label in samples]
             + [Sample((transposed(rng, (3, 4)),), {}, "non-contiguous")]
@@ -1312,17 +1316,12 @@ def _tensor_split_samples(rng):
 
 
 _tensor_split, _tensor_split_vjp = _splitter("tensor_split", None, False)
-tensor_split = defop(
+tensor_split = _pieces_op(
     "tensor_split",
-    notes=case_law(_CASE_LAW, "tensor_split"),
-    method=True,
-    family="movement",
-    inputs=("input",),
-    forward=_tensor_split,
-    joint_vjp=_tensor_split_vjp,
-    outputs="variable",
-    samples=_tensor_split_samples,
-    torch_ref=lambda torch, input, indices_or_sections, dim=0: torch.tensor_split(input, indices_or_sections, dim),
+    _tensor_split,
+    _tensor_split_vjp,
+    _tensor_split_samples,
+    lambda torch, input, indices_or_sections, dim=0: torch.tensor_split(input, indices_or_sections, dim),
 )
 
 
@@ -1338,17 +1337,12 @@ def _rank_split(op, dim_of, shapes):
             Sample((uniform(rng, shapes[2]),), {"indices_or_sections": [1]}, "zero-size"),
         ]
 
-    return defop(
+    return _pieces_op(
         op,
-        notes=case_law(_CASE_LAW, op),
-        family="movement",
-        inputs=("input",),
-        forward=forward,
-        joint_vjp=vjp,
-        outputs="variable",
-        samples=samples,
-        torch_ref=lambda torch, input, indices_or_sections: getattr(torch, op)(input, indices_or_sections),
-        method=True,
+        forward,
+        vjp,
+        samples,
+        lambda torch, input, indices_or_sections: getattr(torch, op)(input, indices_or_sections),
     )
 
 

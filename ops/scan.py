@@ -13,6 +13,7 @@ from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op, values_indices_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import axis_of, cast_to, scalar
@@ -151,12 +152,11 @@ def _dtype_scan(name: str, forward, vjp, samples):
     """Declare cumsum / cumprod: ``name(input, dim, *, dtype=None)`` (``_with_dtype``), a Tensor method and
     numpy's ``np.<name>``."""
     run, rule = _with_dtype(name, forward, vjp)
-    return defop(
+    return one_input_op(
         name,
-        family=FAMILY,
-        inputs=("input",),
-        forward=run,
-        vjps=(rule,),
+        FAMILY,
+        run,
+        rule,
         check=lambda input, dim, dtype=None: _check_dim(name, input, dim),
         samples=_dtype_samples(samples),
         torch_ref=_torch_scan(name),
@@ -304,13 +304,11 @@ def _extremum_samples(rng):
 
 def _extremum_op(name, ufunc, **declaration):
     forward, vjp = _running_extremum(name, ufunc)
-    return defop(
+    return values_indices_op(
         name,
-        family=FAMILY,
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
-        outputs=("values", "indices"),
+        FAMILY,
+        forward,
+        vjp,
         check=lambda input, dim: _check_dim(name, input, dim),
         samples=_extremum_samples,
         torch_ref=lambda torch, input, dim: getattr(torch, name)(input, dim),

@@ -54,6 +54,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
@@ -419,17 +420,22 @@ def _join_samples(stacking):
     return generate
 
 
-concat = defop(
-    "concat",
-    notes=case_law(_CASE_LAW, "concat"),
-    family="shape",
-    inputs=("*tensors",),
-    forward=_concat,
-    joint_vjp=_concat_vjp,
-    samples=_join_samples(False),
-    torch_ref=lambda torch, tensors, dim=0: torch.cat(tensors, dim=dim),
-    numpy={np.concatenate: _numpy.concatenate},
-)
+def _join_op(name, forward, vjp, stacking: bool, torch_name: str, numpy: dict):
+    """concat / stack: any number of tensors as one sequence input, joined along ``dim`` (stack: a new one)."""
+    return defop(
+        name,
+        notes=case_law(_CASE_LAW, name),
+        family="shape",
+        inputs=("*tensors",),
+        forward=forward,
+        joint_vjp=vjp,
+        samples=_join_samples(stacking),
+        torch_ref=lambda torch, tensors, dim=0: getattr(torch, torch_name)(tensors, dim=dim),
+        numpy=numpy,
+    )
+
+
+concat = _join_op("concat", _concat, _concat_vjp, False, "cat", {np.concatenate: _numpy.concatenate})
 cat = concat
 
 
@@ -443,17 +449,7 @@ def _stack_vjp(g, ans, tensors, *, needs, dim=0):
     return ([g[(slice(None),) * axis + (i,)] if need else None for i, need in enumerate(needs[0])],)
 
 
-stack = defop(
-    "stack",
-    notes=case_law(_CASE_LAW, "stack"),
-    family="shape",
-    inputs=("*tensors",),
-    forward=_stack,
-    joint_vjp=_stack_vjp,
-    samples=_join_samples(True),
-    torch_ref=lambda torch, tensors, dim=0: torch.stack(tensors, dim=dim),
-    numpy={np.stack: _numpy.stack},
-)
+stack = _join_op("stack", _stack, _stack_vjp, True, "stack", {np.stack: _numpy.stack})
 
 
 # -- narrow ----------------------------------------------------------------------------------------------------
@@ -649,12 +645,11 @@ def _triangle(name, np_fn, **declaration):
             raise TypeError(f"{name}: argument 'diagonal' expected an int, got {type(diagonal).__name__}")
         return np_fn(input, k=diagonal)
 
-    return defop(
+    return one_input_op(
         name,
-        family="shape",
-        inputs=("input",),
-        forward=forward,
-        vjps=(lambda g, ans, input, diagonal=0: np_fn(g, k=diagonal),),
+        "shape",
+        forward,
+        lambda g, ans, input, diagonal=0: np_fn(g, k=diagonal),
         samples=lambda rng: [
             Sample((uniform(rng, (3, 3)),), {}, "square"),
             Sample((uniform(rng, (2, 3, 4)),), {"diagonal": 1}, "batched, above"),
@@ -789,14 +784,13 @@ def _swapdims(input, dim0, dim1):
 
 def _swap_op(name: str, forward, names: tuple):
     """transpose under another name and argument ``names``: its gradient is the same swap."""
-    return defop(
+    return one_input_op(
         name,
+        "shape",
+        forward,
+        lambda g, ans, input, **dims: forward(g, **dims),
         notes=case_law(_CASE_LAW, name),
         method=True,
-        family="shape",
-        inputs=("input",),
-        forward=forward,
-        vjps=(lambda g, ans, input, **dims: forward(g, **dims),),
         samples=_swap_samples(names),
         torch_ref=lambda torch, input, **dims: getattr(torch, name)(input, **dims),
     )

@@ -23,6 +23,7 @@ import numpy as np
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from ._declare import one_input_op, values_indices_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
@@ -198,24 +199,9 @@ def _sort_samples(rng):
     return out
 
 
-def _values_indices(name, forward, vjp, samples, torch_ref, **declaration):
-    """Declare a one-input op of this family returning ``(values, indices)``, with one rule for ``input`` (it
-    receives both outputs' gradients; the indices' is None)."""
-    return defop(
-        name,
-        family=FAMILY,
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
-        outputs=("values", "indices"),
-        samples=samples,
-        torch_ref=torch_ref,
-        **declaration,
-    )
-
-
-sort = _values_indices(
+sort = values_indices_op(
     "sort",
+    FAMILY,
     _sort,
     _sort_vjp,
     check=_check_sort("sort"),
@@ -305,8 +291,9 @@ def _torch_topk(torch, input, k, dim=-1, largest=True, sorted=True):
     return torch.gather(values, dim, order), torch.gather(indices, dim, order)
 
 
-topk = _values_indices(
+topk = values_indices_op(
     "topk",
+    FAMILY,
     _topk,
     _topk_vjp,
     check=_check_topk,
@@ -403,8 +390,9 @@ def _kthvalue_samples(rng):
     return out
 
 
-kthvalue = _values_indices(
+kthvalue = values_indices_op(
     "kthvalue",
+    FAMILY,
     _kthvalue,
     _scattered_back("kthvalue"),
     check=_check_kthvalue,
@@ -446,8 +434,9 @@ def _median_dim_samples(rng):
     ]
 
 
-median_dim = _values_indices(
+median_dim = values_indices_op(
     "median_dim",
+    FAMILY,
     _median_dim,
     _scattered_back("median_dim"),
     check=_check_median_dim,
@@ -535,8 +524,9 @@ def _median_of_dim(input, dim, keepdim):
 
 
 _median_forward, _median_rule = _whole_or_dim("median", _median, _median_vjp, _median_of_dim, _scattered_back("median"))
-median = _values_indices(
+median = values_indices_op(
     "median",
+    FAMILY,
     _median_forward,
     _median_rule,
     samples=lambda rng: _median_samples(rng) + _median_dim_samples(rng),
@@ -594,8 +584,9 @@ def _nanmedian_samples(rng):
 _nanmedian_forward, _nanmedian_rule = _whole_or_dim(
     "nanmedian", _nanmedian_all, _median_vjp, _nanmedian_dim, _scattered_back("nanmedian")
 )
-nanmedian = _values_indices(
+nanmedian = values_indices_op(
     "nanmedian",
+    FAMILY,
     _nanmedian_forward,
     _nanmedian_rule,
     samples=_nanmedian_samples,
@@ -639,8 +630,9 @@ def _mode_samples(rng):
     ]
 
 
-mode = _values_indices(
+mode = values_indices_op(
     "mode",
+    FAMILY,
     _mode,
     _scattered_back("mode"),
     samples=_mode_samples,
@@ -1101,13 +1093,12 @@ def _unique_samples(rng, dims=True):
 
 def _unique_op(name, forward, torch_ref):
     """unique / unique_consecutive: the distinct values (and inverse, counts on request); not differentiable."""
-    return defop(
+    return one_input_op(
         name,
+        FAMILY,
+        forward,
+        NOT_DIFFERENTIABLE,
         method=True,
-        family=FAMILY,
-        inputs=("input",),
-        forward=forward,
-        vjps=(NOT_DIFFERENTIABLE,),
         outputs="variable",
         check=lambda input, dim=None, **flags: _check_unique(name, input, flags, dim),
         samples=_unique_samples,

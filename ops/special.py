@@ -39,6 +39,7 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 
+from ._declare import one_input_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import cast_to, float_only, log1p_graph, scalar
@@ -133,12 +134,11 @@ def _special(name, forward, vjp, *, low=-2.0, high=2.0, edges=(), torch_ref=None
 
     declaration.setdefault("check", floats_only(name, "input"))
     declaration.setdefault("notes", case_law(_CASE_LAW, name))
-    return defop(
+    return one_input_op(
         name,
-        family="special",
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
+        "special",
+        forward,
+        vjp,
         samples=generate,
         torch_ref=torch_ref or (lambda torch, input: getattr(torch.special, name)(input)),
         **declaration,
