@@ -11,6 +11,7 @@ __all__ = [
     "require_float",
     "require_integer",
     "require_dtype_of_input",
+    "require_a_float",
 ]
 
 
@@ -81,6 +82,16 @@ def floats_only(op: str, argument: str = "x"):
 def require_integer(op: str, argument: str, array) -> None:
     if array is not None and array.dtype.kind not in "iu":
         raise TypeError(f"{op}: argument '{argument}' expected an integer tensor, got dtype {array.dtype}")
+
+
+def require_a_float(op: str, input, other, why: str, hint: str = "") -> None:
+    """A binary op computing in floats: at least one of ``input`` and ``other`` must be floating (the result's dtype
+    comes from it; ``why`` says why floats, ``hint`` adds a way out)."""
+    if input.dtype.kind != "f" and other.dtype.kind != "f":
+        raise TypeError(
+            f"{op}: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both integer/bool; {why} and "
+            f"minitape never invents a float dtype: convert one to float32 or float64{hint}"
+        )
 
 
 def require_dtype_of_input(op: str, argument: str, array, input) -> None:
