@@ -804,15 +804,8 @@ argmin = _index_reduction("argmin", np.argmin, method=True, notes=case_law(_CASE
 
 # == amax / amin, norms, any / all / count_nonzero: torch's own parameter names ===============================
 def _on_input(name, forward, vjp, samples, torch_ref, **declaration):
-    return one_input_op(
-        name,
-        "reduce",
-        forward,
-        vjp,
-        samples=samples,
-        torch_ref=torch_ref,
-        **declaration,
-    )
+    """Declare a reduction whose tensor parameter is torch's ``input``."""
+    return one_input_op(name, "reduce", forward, vjp, samples=samples, torch_ref=torch_ref, **declaration)
 
 
 def _amax_amin(name, ufunc) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -1165,15 +1158,7 @@ def _nan_reduction(name, average, **declaration):
         return getattr(torch, name)(input, dim=dim, keepdim=keepdim, dtype=_torch_dtype(torch, dtype))
 
     forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
-    return one_input_op(
-        name,
-        "reduce",
-        forward,
-        vjp,
-        samples=samples,
-        torch_ref=torch_ref,
-        **declaration,
-    )
+    return _on_input(name, forward, vjp, samples, torch_ref, **declaration)
 
 
 nansum = _nan_reduction("nansum", False, method=True)

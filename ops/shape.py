@@ -938,29 +938,32 @@ def _as_samples(pairs, strided):
 
 _RESHAPE_PAIRS = [((2, 6), (3, 4), ""), ((), (1, 1), "0-D"), ((4,), (2, 2), "1-D"), ((0, 3), (3, 0), "zero-size")]
 
-view_as = defop(
-    "view_as",
-    method=True,
-    family="shape",
-    inputs=("input", "other"),
-    forward=_reshape_as("view_as"),
-    vjps=(_reshape_back, _zero_for_other),
-    samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
-    torch_ref=lambda torch, input, other: input.reshape(other.shape),  # torch's view_as needs a viewable stride
-    notes="other gives only its shape: its gradient is zero (torch's None). A copy, as every view here: it also "
-    "takes a non-contiguous input that torch's view_as refuses (use .reshape there)",
-)
 
-reshape_as = defop(
+def _reshape_as_op(name, torch_ref, notes):
+    """view_as / reshape_as: input reshaped to other's shape; other's gradient is zero."""
+    return defop(
+        name,
+        method=True,
+        family="shape",
+        inputs=("input", "other"),
+        forward=_reshape_as(name),
+        vjps=(_reshape_back, _zero_for_other),
+        samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
+        torch_ref=torch_ref,
+        notes=notes,
+    )
+
+
+view_as = _reshape_as_op(
+    "view_as",
+    lambda torch, input, other: input.reshape(other.shape),  # torch's view_as needs a viewable stride
+    "other gives only its shape: its gradient is zero (torch's None). A copy, as every view here: it also takes a "
+    "non-contiguous input that torch's view_as refuses (use .reshape there)",
+)
+reshape_as = _reshape_as_op(
     "reshape_as",
-    method=True,
-    family="shape",
-    inputs=("input", "other"),
-    forward=_reshape_as("reshape_as"),
-    vjps=(_reshape_back, _zero_for_other),
-    samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
-    torch_ref=lambda torch, input, other: input.reshape_as(other),
-    notes="other gives only its shape: its gradient is zero (torch's None)",
+    lambda torch, input, other: input.reshape_as(other),
+    "other gives only its shape: its gradient is zero (torch's None)",
 )
 
 expand_as = defop(
