@@ -12,6 +12,8 @@ __all__ = [
     "require",
     "require_float",
     "require_integer",
+    "require_dtype_of_input",
+    "require_a_float",
 ]
 
 
@@ -87,3 +89,21 @@ def require_integer(op: str, argument: str, array) -> None:
 def functional(name: str):
     """The ``torch_ref=`` of an op that is ``torch.nn.functional.<name>``: the tensors in order, then the attributes."""
     return lambda torch, *tensors, **attrs: getattr(torch.nn.functional, name)(*tensors, **attrs)
+
+
+def require_a_float(op: str, input, other, why: str, hint: str = "") -> None:
+    """A binary op computing in floats: at least one of ``input`` and ``other`` must be floating (the result's dtype
+    comes from it; ``why`` says why floats, ``hint`` adds a way out)."""
+    if input.dtype.kind != "f" and other.dtype.kind != "f":
+        raise TypeError(
+            f"{op}: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both integer/bool; {why} and "
+            f"minitape never invents a float dtype: convert one to float32 or float64{hint}"
+        )
+
+
+def require_dtype_of_input(op: str, argument: str, array, input) -> None:
+    """``array`` (the values an op writes into, or joins with, ``input``) must have input's dtype: no silent cast."""
+    if array.dtype != input.dtype:
+        raise TypeError(
+            f"{op}: argument '{argument}' expected dtype {input.dtype} (that of 'input'), got {array.dtype}"
+        )

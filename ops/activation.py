@@ -34,6 +34,7 @@ from tape.onnx import lowering
 from tape.registry import Sample, defop
 from tape.tensors import Tensor
 
+from ._declare import one_input_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, clip, float_only, log1p_graph, pnorm, scalar
@@ -128,12 +129,11 @@ _SELU_NEGATIVE = _SELU_ALPHA * _SELU_SCALE
 
 # -- shared helpers --------------------------------------------------------------------------------------------
 def _elementwise(name, forward, vjp, *, low=-2.0, high=2.0, kinks=(), attrs=None, samples=None, **declaration):
-    return defop(
+    return one_input_op(
         name,
-        family=FAMILY,
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
+        FAMILY,
+        forward,
+        vjp,
         check=floats_only(name, "input"),
         samples=samples or unary_samples(low, high, attrs, kinks),
         torch_ref=functional(name),

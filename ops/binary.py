@@ -69,7 +69,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, elementwise, log1p_graph, scalar, tensor_type
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
-from ._validation import real, require_float
+from ._validation import real, require_a_float, require_float
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -263,12 +263,9 @@ _trunc_div = _broadcasting("div", _trunc_divide, names=("input", "other"))
 
 def _div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
-        if input.dtype.kind != "f" and other.dtype.kind != "f":
-            raise TypeError(
-                f"div: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both "
-                f"integer/bool; true division gives floats and minitape never invents a float dtype: "
-                f"convert one to float32 or float64 (or pass rounding_mode='trunc' or 'floor')"
-            )
+        require_a_float(
+            "div", input, other, "true division gives floats", " (or pass rounding_mode='trunc' or 'floor')"
+        )
         return _true_divide(input, other)
     if rounding_mode not in ("trunc", "floor"):
         raise ValueError(f"div: argument 'rounding_mode' expected None, 'trunc' or 'floor', got {rounding_mode!r}")
@@ -477,12 +474,7 @@ def _floats(name, ufunc, arithmetic=True):
     run = _broadcasting(name, ufunc, arithmetic=arithmetic, names=("input", "other"))
 
     def forward(input, other):
-        if input.dtype.kind != "f" and other.dtype.kind != "f":
-            raise TypeError(
-                f"{name}: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) are both "
-                f"integer/bool; {name} computes in floats and minitape never invents a float dtype: "
-                f"convert one to float32 or float64"
-            )
+        require_a_float(name, input, other, f"{name} computes in floats")
         return run(input, other)
 
     forward.__name__ = f"_{name}"

@@ -28,6 +28,7 @@ from tape.creation import float_dtype, generator_of, randint_bounds, real_number
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from ._declare import one_input_op
 from ._samples import transposed, uniform
 from ._validation import require, require_float
 
@@ -50,12 +51,11 @@ def _like_samples(**attrs):
 
 
 def _like(name: str, forward, torch_ref, samples, random=False):
-    return defop(
+    return one_input_op(
         name,
-        family="creation",
-        inputs=("input",),
-        forward=forward,
-        vjps=(_zero_vjp,),
+        "creation",
+        forward,
+        _zero_vjp,
         samples=samples,
         torch_ref=None if random else torch_ref,
         notes="the output does not depend on the input's values: the gradient is zero (torch's output requires "

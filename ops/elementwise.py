@@ -89,13 +89,14 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar, tensor_type
 from ._onnx import clip as onnx_clip
 from ._samples import away_from, unary_samples, uniform
 from ._validation import floats_only as float_check
-from ._validation import real
+from ._validation import functional, real
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -169,12 +170,12 @@ def _unary(
     it: "x", or torch's "input"); the torch reference defaults to ``torch.<name>``."""
     if floats_only:
         declaration.setdefault("check", float_check(name, parameter))
-    return defop(
+    return one_input_op(
         name,
-        family="elementwise",
-        inputs=(parameter,),
-        forward=forward,
-        vjps=(vjp,),
+        "elementwise",
+        forward,
+        vjp,
+        input_name=parameter,
         samples=samples or unary_samples(low, high, attrs, kinks),
         torch_ref=torch_ref or (lambda torch, x, **attrs: getattr(torch, name)(x, **attrs)),
         **declaration,
@@ -196,9 +197,13 @@ def _quiet_ufunc(ufunc, parameter="x"):
     return quiet(chosen)
 
 
-def _functional(name):
-    """The torch reference ``torch.nn.functional.<name>``."""
-    return lambda torch, x, **attrs: getattr(torch.nn.functional, name)(x, **attrs)
+def _ufunc(name, ufunc, vjp, low=-2.0, high=2.0, parameter="x", **options):
+    """Declare a one-input ufunc op: its forward is ``ufunc`` quiet about inf/NaN results (``_quiet_ufunc``), and
+    it is a Tensor method and ``ufunc``'s numpy dispatch; samples on [low, high]."""
+    options.setdefault("numpy", ufunc)
+    return _unary(
+        name, _quiet_ufunc(ufunc, parameter), vjp, low=low, high=high, parameter=parameter, method=True, **options
+    )
 
 
 # -- arithmetic ------------------------------------------------------------------------------------------------
@@ -248,39 +253,13 @@ square = _unary(
 
 
 # -- exponentials, logarithms, roots ---------------------------------------------------------------------------
-exp = _unary("exp", _quiet_ufunc(np.exp), lambda g, ans, x: g * ans, method=True, numpy=np.exp)
-expm1 = _unary("expm1", _quiet_ufunc(np.expm1), lambda g, ans, x: g * (ans + 1), method=True, numpy=np.expm1)
-log = _unary("log", _quiet_ufunc(np.log), quiet(lambda g, ans, x: g / x), low=0.1, high=3.0, method=True, numpy=np.log)
-log2 = _unary(
-    "log2",
-    _quiet_ufunc(np.log2),
-    quiet(lambda g, ans, x: g / (x * _LN2)),
-    low=0.1,
-    high=3.0,
-    method=True,
-    numpy=np.log2,
-)
-log10 = _unary(
-    "log10",
-    _quiet_ufunc(np.log10),
-    quiet(lambda g, ans, x: g / (x * _LN10)),
-    low=0.1,
-    high=3.0,
-    method=True,
-    numpy=np.log10,
-)
-log1p = _unary(
-    "log1p",
-    _quiet_ufunc(np.log1p),
-    quiet(lambda g, ans, x: g / (x + 1)),
-    low=-0.9,
-    high=2.0,
-    method=True,
-    numpy=np.log1p,
-)
-sqrt = _unary(
-    "sqrt", _quiet_ufunc(np.sqrt), quiet(lambda g, ans, x: g / (ans * 2)), low=0.1, high=3.0, method=True, numpy=np.sqrt
-)
+exp = _ufunc("exp", np.exp, lambda g, ans, x: g * ans)
+expm1 = _ufunc("expm1", np.expm1, lambda g, ans, x: g * (ans + 1))
+log = _ufunc("log", np.log, quiet(lambda g, ans, x: g / x), 0.1, 3.0)
+log2 = _ufunc("log2", np.log2, quiet(lambda g, ans, x: g / (x * _LN2)), 0.1, 3.0)
+log10 = _ufunc("log10", np.log10, quiet(lambda g, ans, x: g / (x * _LN10)), 0.1, 3.0)
+log1p = _ufunc("log1p", np.log1p, quiet(lambda g, ans, x: g / (x + 1)), -0.9, 2.0)
+sqrt = _ufunc("sqrt", np.sqrt, quiet(lambda g, ans, x: g / (ans * 2)), 0.1, 3.0)
 
 
 @quiet
@@ -292,12 +271,8 @@ rsqrt = _unary("rsqrt", _rsqrt, quiet(lambda g, ans, x: g * (ans * ans * ans) * 
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-sin = _unary(
-    "sin", _quiet_ufunc(np.sin), quiet(lambda g, ans, x: g * np.cos(x)), low=-3.0, high=3.0, method=True, numpy=np.sin
-)
-cos = _unary(
-    "cos", _quiet_ufunc(np.cos), quiet(lambda g, ans, x: g * -np.sin(x)), low=-3.0, high=3.0, method=True, numpy=np.cos
-)
+sin = _ufunc("sin", np.sin, quiet(lambda g, ans, x: g * np.cos(x)), -3.0, 3.0)
+cos = _ufunc("cos", np.cos, quiet(lambda g, ans, x: g * -np.sin(x)), -3.0, 3.0)
 tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1 - ans * ans), method=True, numpy=np.tanh)
 
 
@@ -345,7 +320,7 @@ leaky_relu = _unary(
     _leaky_relu_vjp,
     kinks=(0.0,),
     attrs=[{}, {"negative_slope": 0.2}],
-    torch_ref=_functional("leaky_relu"),
+    torch_ref=functional("leaky_relu"),
     notes=case_law(_CASE_LAW, "leaky_relu"),
 )
 
@@ -366,7 +341,7 @@ elu = _unary(
     _elu_vjp,
     kinks=(0.0,),
     attrs=[{}, {"alpha": 0.5}],
-    torch_ref=_functional("elu"),
+    torch_ref=functional("elu"),
     notes=case_law(_CASE_LAW, "elu"),
 )
 
@@ -611,7 +586,7 @@ gelu = _unary(
     attrs=[{}, {"approximate": "tanh"}],
     saves=True,
     composite=_gelu_composite,
-    torch_ref=_functional("gelu"),
+    torch_ref=functional("gelu"),
     notes=case_law(_CASE_LAW, "gelu"),
 )
 
@@ -636,7 +611,7 @@ silu = _unary(
     high=4.0,
     saves=True,
     composite=lambda x: x * sigmoid(x),
-    torch_ref=_functional("silu"),
+    torch_ref=functional("silu"),
     notes=case_law(_CASE_LAW, "silu"),
 )
 
@@ -667,7 +642,7 @@ softplus = _unary(
     _softplus_vjp,
     kinks=(1.5,),
     attrs=[{}, {"beta": 2.0, "threshold": 3.0}],
-    torch_ref=_functional("softplus"),
+    torch_ref=functional("softplus"),
     notes=case_law(_CASE_LAW, "softplus"),
 )
 
@@ -779,8 +754,9 @@ def _on_input(name, forward, vjp, **options):
     return _unary(name, forward, vjp, parameter="input", **options)
 
 
-def _quiet_on_input(ufunc):
-    return _quiet_ufunc(ufunc, parameter="input")
+def _ufunc_on_input(name, ufunc, vjp, low=-2.0, high=2.0, **options):
+    """Declare a one-input ufunc op (``_ufunc``) whose tensor parameter is torch's ``input``."""
+    return _ufunc(name, ufunc, vjp, low, high, parameter="input", **options)
 
 
 def _with_edges(samples, *values):
@@ -793,88 +769,16 @@ def _with_edges(samples, *values):
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-tan = _on_input(
-    "tan",
-    _quiet_on_input(np.tan),
-    lambda g, ans, input: g * (ans * ans + 1),
-    low=-1.2,
-    high=1.2,
-    method=True,
-    numpy=np.tan,
-)
-asin = _on_input(
-    "asin",
-    _quiet_on_input(np.arcsin),
-    quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)),
-    low=-0.9,
-    high=0.9,
-    method=True,
-    numpy=np.arcsin,
-)
-acos = _on_input(
-    "acos",
-    _quiet_on_input(np.arccos),
-    quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)),
-    low=-0.9,
-    high=0.9,
-    method=True,
-    numpy=np.arccos,
-)
-atan = _on_input(
-    "atan",
-    np.arctan,
-    quiet(lambda g, ans, input: g / (input * input + 1)),
-    low=-3.0,
-    high=3.0,
-    method=True,
-    numpy=np.arctan,
-)
-sinh = _on_input(
-    "sinh",
-    _quiet_on_input(np.sinh),
-    quiet(lambda g, ans, input: g * np.cosh(input)),
-    low=-3.0,
-    high=3.0,
-    method=True,
-    numpy=np.sinh,
-)
-cosh = _on_input(
-    "cosh",
-    _quiet_on_input(np.cosh),
-    quiet(lambda g, ans, input: g * np.sinh(input)),
-    low=-3.0,
-    high=3.0,
-    method=True,
-    numpy=np.cosh,
-)
-asinh = _on_input(
-    "asinh",
-    np.arcsinh,
-    quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)),
-    low=-3.0,
-    high=3.0,
-    method=True,
-    numpy=np.arcsinh,
-)
+tan = _ufunc_on_input("tan", np.tan, lambda g, ans, input: g * (ans * ans + 1), -1.2, 1.2)
+asin = _ufunc_on_input("asin", np.arcsin, quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)), -0.9, 0.9)
+acos = _ufunc_on_input("acos", np.arccos, quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)), -0.9, 0.9)
+atan = _ufunc_on_input("atan", np.arctan, quiet(lambda g, ans, input: g / (input * input + 1)), -3.0, 3.0)
+sinh = _ufunc_on_input("sinh", np.sinh, quiet(lambda g, ans, input: g * np.cosh(input)), -3.0, 3.0)
+cosh = _ufunc_on_input("cosh", np.cosh, quiet(lambda g, ans, input: g * np.sinh(input)), -3.0, 3.0)
+asinh = _ufunc_on_input("asinh", np.arcsinh, quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)), -3.0, 3.0)
 # torch's formula, g / sqrt(x^2 - 1): finite for x < -1 too (outside the domain, where the value is NaN)
-acosh = _on_input(
-    "acosh",
-    _quiet_on_input(np.arccosh),
-    quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)),
-    low=1.1,
-    high=3.0,
-    method=True,
-    numpy=np.arccosh,
-)
-atanh = _on_input(
-    "atanh",
-    _quiet_on_input(np.arctanh),
-    quiet(lambda g, ans, input: g / (1 - input * input)),
-    low=-0.9,
-    high=0.9,
-    method=True,
-    numpy=np.arctanh,
-)
+acosh = _ufunc_on_input("acosh", np.arccosh, quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)), 1.1, 3.0)
+atanh = _ufunc_on_input("atanh", np.arctanh, quiet(lambda g, ans, input: g / (1 - input * input)), -0.9, 0.9)
 
 
 # -- erfinv ----------------------------------------------------------------------------------------------------
@@ -933,7 +837,7 @@ erfinv = _on_input(
 
 
 # -- exponentials, reciprocal ----------------------------------------------------------------------------------
-exp2 = _on_input("exp2", _quiet_on_input(np.exp2), lambda g, ans, input: g * (ans * _LN2), method=True, numpy=np.exp2)
+exp2 = _ufunc_on_input("exp2", np.exp2, lambda g, ans, input: g * (ans * _LN2))
 
 
 def _reciprocal_samples(rng):
@@ -942,13 +846,8 @@ def _reciprocal_samples(rng):
     return out
 
 
-reciprocal = _on_input(
-    "reciprocal",
-    _quiet_on_input(np.reciprocal),
-    quiet(lambda g, ans, input: g * -(ans * ans)),
-    samples=_reciprocal_samples,
-    method=True,
-    numpy=np.reciprocal,
+reciprocal = _ufunc_on_input(
+    "reciprocal", np.reciprocal, quiet(lambda g, ans, input: g * -(ans * ans)), samples=_reciprocal_samples
 )
 
 
@@ -1085,14 +984,14 @@ def _special_samples(rng):
     return out
 
 
-def _classifier(name, ufunc, finite):
-    return _on_input(name, _classify(name, ufunc, finite), NOT_DIFFERENTIABLE, floats_only=False,
-                     samples=_special_samples, method=True, numpy=ufunc)  # fmt: skip
+def _value_test(name, forward, samples=_special_samples, **options):
+    """Declare a test of values on ``input``: a bool output, not differentiable, any dtype, a Tensor method."""
+    return _on_input(name, forward, NOT_DIFFERENTIABLE, floats_only=False, samples=samples, method=True, **options)
 
 
-isinf = _classifier("isinf", np.isinf, False)
-isnan = _classifier("isnan", np.isnan, False)
-isfinite = _classifier("isfinite", np.isfinite, True)
+isinf = _value_test("isinf", _classify("isinf", np.isinf, False), numpy=np.isinf)
+isnan = _value_test("isnan", _classify("isnan", np.isnan, False), numpy=np.isnan)
+isfinite = _value_test("isfinite", _classify("isfinite", np.isfinite, True), numpy=np.isfinite)
 
 
 def _logical_not_samples(rng):
@@ -1103,15 +1002,7 @@ def _logical_not_samples(rng):
     return out
 
 
-logical_not = _on_input(
-    "logical_not",
-    np.logical_not,
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_logical_not_samples,
-    method=True,
-    numpy=np.logical_not,
-)
+logical_not = _value_test("logical_not", np.logical_not, _logical_not_samples, numpy=np.logical_not)
 
 
 # -- clamp_min / clamp_max / logit / clone ------------------------------------------------------------------
@@ -1190,9 +1081,8 @@ sgn = _on_input(
     floats_only=False,
     kinks=(0.0,),
     samples=unary_samples(kinks=(0.0,)),
-    torch_ref=lambda torch, input: torch.sign(
-        input
-    ),  # torch.sgn's backward gives a ZeroTensor numpy cannot read, method=True
+    torch_ref=lambda torch, input: torch.sign(input),  # torch.sgn's backward gives a ZeroTensor numpy cannot read
+    method=True,
 )
 
 
@@ -1212,39 +1102,15 @@ def _sign_samples(rng):
     return out
 
 
-signbit = _on_input(
+signbit = _value_test(
     "signbit",
     lambda input: np.signbit(input) if input.dtype.kind != "b" else np.zeros(input.shape, bool),
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_sign_samples,
-    method=True,
+    _sign_samples,
     numpy=np.signbit,
 )
-isposinf = _on_input(
-    "isposinf",
-    _classify("isposinf", np.isposinf, False),
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_special_samples,
-    method=True,
-)
-isneginf = _on_input(
-    "isneginf",
-    _classify("isneginf", np.isneginf, False),
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_special_samples,
-    method=True,
-)
-isreal = _on_input(  # minitape has no complex dtype: every entry is real
-    "isreal",
-    lambda input: np.ones(input.shape, bool),
-    NOT_DIFFERENTIABLE,
-    floats_only=False,
-    samples=_special_samples,
-    method=True,
-)
+isposinf = _value_test("isposinf", _classify("isposinf", np.isposinf, False))
+isneginf = _value_test("isneginf", _classify("isneginf", np.isneginf, False))
+isreal = _value_test("isreal", lambda input: np.ones(input.shape, bool))  # no complex dtype: every entry is real
 
 
 def _frexp(input):

@@ -46,7 +46,7 @@ from . import _numpy
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require_integer
+from ._validation import normalize_dim, require_dtype_of_input, require_integer
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -330,10 +330,7 @@ def _check_index_put(input, values, indices, accumulate=False):
             f"index_put: argument 'accumulate' expected a bool, got {type(accumulate).__name__} {accumulate!r}"
         )
     resolved = _index_put_resolved(input.shape, indices)
-    if values.dtype != input.dtype:
-        raise TypeError(
-            f"index_put: argument 'values' expected dtype {input.dtype} (that of 'input'), got {values.dtype}"
-        )
+    require_dtype_of_input("index_put", "values", values, input)
     target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
     try:
         fits = np.broadcast_shapes(values.shape, target) == target
@@ -502,11 +499,13 @@ getitem = defop(
 
 
 # -- gather / scatter_add ----------------------------------------------------------------------------------
-def _check_index_values(op, index, size, dim, argument="index"):
-    if index.size and (index.min() < 0 or index.max() >= size):
-        bad = index.min() if index.min() < 0 else index.max()
+def _check_index_values(op, index, size, dim, argument="index", low=0):
+    """Every entry of ``index`` in [low, size - 1] (``low`` is 0, or -size where negative positions wrap)."""
+    if index.size and (index.min() < low or index.max() >= size):
+        bad = index.min() if index.min() < low else index.max()
         raise IndexError(
-            f"{op}: argument '{argument}' expected values in [0, {size - 1}] for dim {dim} of size {size}, got {bad}"
+            f"{op}: argument '{argument}' expected values in [{low}, {size - 1}] for dim {dim} of size {size}, "
+            f"got {bad}"
         )
 
 
@@ -533,8 +532,7 @@ def _check_along(op, input, index, dim, *, src=None):
                 f"{op}: argument 'src' expected {index.ndim} dims, each no smaller than index "
                 f"{index.shape}, got shape {src.shape}"
             )
-        if src.dtype != input.dtype:
-            raise TypeError(f"{op}: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}")
+        require_dtype_of_input(op, "src", src, input)
     _check_index_values(op, index, input.shape[axis], dim)
     return axis
 
@@ -661,19 +659,33 @@ scatter_add = defop(
 
 
 # -- index_select / index_add ------------------------------------------------------------------------------
-def _check_index_select(input, index, dim):
-    require_integer("index_select", "index", index)
-    axis = normalize_dim("index_select", dim, input.ndim)
+def _along_index(op, input, index, dim, wrap=False, one_for_0d=False) -> tuple:
+    """(axis, the index as 1-D non-negative positions) for the index_* ops: index 0-D or 1-D, integer, in range
+    (``wrap``: negative positions count from the end, as index_fill's); a 0-D input counts as 1-D of size 1
+    (``one_for_0d``: indexed by exactly one position, as index_select's and index_add's)."""
+    require_integer(op, "index", index)
+    axis = normalize_dim(op, dim, input.ndim)
     if index.ndim > 1:
-        raise ValueError(f"index_select: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
-    _check_scalar_index("index_select", input, index)
-    _check_index_values("index_select", index, _lift(input).shape[axis], dim)
-
-
-def _check_scalar_index(op, input, index):
-    """torch reads a 0-D input as 1-D of size 1, indexed by exactly one position."""
-    if input.ndim == 0 and index.size != 1:
+        raise ValueError(f"{op}: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
+    if one_for_0d and input.ndim == 0 and index.size != 1:
         raise ValueError(f"{op}: argument 'index' expected one position for a 0-D input, got shape {index.shape}")
+    size = input.shape[axis] if input.ndim else 1
+    _check_index_values(op, index, size, dim, low=-size if wrap else 0)
+    return axis, np.reshape(index, (-1,)) % max(size, 1)
+
+
+def _check_source(op, input, source, expected, dim, length=""):
+    """index_add's, index_copy's and index_reduce's source: shape ``expected`` and input's dtype."""
+    if source.shape != expected:
+        raise ValueError(
+            f"{op}: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} of the "
+            f"index's length{length}), got {source.shape}"
+        )
+    require_dtype_of_input(op, "source", source, input)
+
+
+def _check_index_select(input, index, dim):
+    _along_index("index_select", input, index, dim, one_for_0d=True)
 
 
 def _index_select(input, dim, index):
@@ -681,6 +693,10 @@ def _index_select(input, dim, index):
     input: its one entry, 0-D)."""
     out = np.take(_lift(input), index.reshape(-1), axis=normalize_dim("index_select", dim, input.ndim))
     return out.reshape(input.shape) if input.ndim == 0 else out
+
+
+def _source_shape(shape, axis, n):
+    return shape[:axis] + (n,) + shape[axis + 1 :]
 
 
 def _index_add_into(out, axis, index, source):
@@ -722,24 +738,11 @@ index_select = defop(
 
 
 def _check_index_add(input, index, source, dim, alpha=1):
-    require_integer("index_add", "index", index)
-    axis = normalize_dim("index_add", dim, input.ndim)
-    if index.ndim > 1:
-        raise ValueError(f"index_add: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
-    _check_scalar_index("index_add", input, index)
-    expected = input.shape[:axis] + (index.size,) + input.shape[axis + 1 :] if input.ndim else ()
-    if source.shape != expected:
-        raise ValueError(
-            f"index_add: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} "
-            f"of the index's length {index.size}), got {source.shape}"
-        )
-    if source.dtype != input.dtype:
-        raise TypeError(
-            f"index_add: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
-        )
+    axis, _ = _along_index("index_add", input, index, dim, one_for_0d=True)
+    expected = _source_shape(input.shape, axis, index.size) if input.ndim else ()
+    _check_source("index_add", input, source, expected, dim, f" {index.size}")
     if isinstance(alpha, bool) or np.ndim(alpha) != 0 or np.asarray(alpha).dtype.kind not in "iuf":
         raise TypeError(f"index_add: argument 'alpha' expected a number, got {alpha!r}")
-    _check_index_values("index_add", index, _lift(input).shape[axis], dim)
 
 
 def _index_add(input, dim, index, source, alpha=1):
@@ -1428,23 +1431,6 @@ take = defop(
 )
 
 
-def _along_index(op, input, index, dim, wrap=False) -> tuple:
-    """(axis, the index as 1-D non-negative positions) for the index_* ops: index 0-D or 1-D, integer, in range
-    (``wrap``: negative positions count from the end, as index_fill's); a 0-D input counts as 1-D of size 1."""
-    require_integer(op, "index", index)
-    if index.ndim > 1:
-        raise ValueError(f"{op}: argument 'index' expected a 0-D or 1-D tensor, got shape {index.shape}")
-    axis = normalize_dim(op, dim, input.ndim)
-    size = input.shape[axis] if input.ndim else 1
-    low = -size if wrap else 0
-    if index.size and (index.min() < low or index.max() >= size):
-        bad = index.min() if index.min() < low else index.max()
-        raise IndexError(
-            f"{op}: argument 'index' expected values in [{low}, {size - 1}] for dim {dim} of size {size}, got {bad}"
-        )
-    return axis, np.reshape(index, (-1,)) % max(size, 1)
-
-
 def _check_index_fill(input, index, dim, value):
     _along_index("index_fill", input, index, dim, wrap=True)
     if isinstance(value, bool) or np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "iuf":
@@ -1508,22 +1494,10 @@ index_fill = defop(
 )
 
 
-def _source_shape(shape, axis, n):
-    return shape[:axis] + (n,) + shape[axis + 1 :]
-
-
 def _check_index_copy(input, index, source, dim):
     axis, positions = _along_index("index_copy", input, index, dim)
     expected = _source_shape(input.shape, axis, positions.size) if input.ndim else index.shape
-    if source.shape != expected:
-        raise ValueError(
-            f"index_copy: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} of the "
-            f"index's length), got {source.shape}"
-        )
-    if source.dtype != input.dtype:
-        raise TypeError(
-            f"index_copy: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
-        )
+    _check_source("index_copy", input, source, expected, dim)
     if len(np.unique(positions)) != positions.size:
         raise ValueError(
             "index_copy: argument 'index' repeats a position (torch leaves which value lands undefined); "
@@ -1588,16 +1562,7 @@ def _check_index_reduce(input, index, source, dim, reduce, include_self=True):
     if input.ndim == 0:
         raise ValueError("index_reduce: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis, positions = _along_index("index_reduce", input, index, dim)
-    expected = _source_shape(input.shape, axis, positions.size)
-    if source.shape != expected:
-        raise ValueError(
-            f"index_reduce: argument 'source' expected shape {expected} (input {input.shape} with dim {dim} of the "
-            f"index's length), got {source.shape}"
-        )
-    if source.dtype != input.dtype:
-        raise TypeError(
-            f"index_reduce: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
-        )
+    _check_source("index_reduce", input, source, _source_shape(input.shape, axis, positions.size), dim)
 
 
 def _index_reduce(input, dim, index, source, reduce, include_self=True):
@@ -1670,10 +1635,7 @@ def _check_masked_scatter(input, mask, source):
             f"masked_scatter: argument 'source' expected at least {count} entries (the True entries of mask), got "
             f"{source.size} (shape {source.shape})"
         )
-    if source.dtype != input.dtype:
-        raise TypeError(
-            f"masked_scatter: argument 'source' expected dtype {input.dtype} (that of 'input'), got {source.dtype}"
-        )
+    require_dtype_of_input("masked_scatter", "source", source, input)
 
 
 def _masked_scatter(input, mask, source):

@@ -4,12 +4,6 @@ matmul and linear sit on the training hot path: when a batched operand meets a p
 dims are folded into the rows so one GEMM does the work (no batched loop and no broadcast-then-sum of
 the weight gradient).
 
-einsum is torch's ``einsum(equation, *operands)`` (the operands may also come as one list): one op with a
-sequence input, any number of operands. The VJP of an einsum is an einsum of the output gradient with the
-other operands; labels an operand sums alone are broadcast back, repeated labels ('ii->i', traces) put the
-gradient on the diagonal (in place on arrays; as an einsum with a 0/1 delta on Tensors, so it records), and
-labelled or '...' dims of size 1 that were broadcast are summed back to size 1.
-
 Every rule is written with numpy functions that map to registered ops, so all three are differentiable
 twice (``create_graph=True``). Zero-size operands work as in torch: a contraction over an empty label
 gives zeros.
@@ -463,6 +457,11 @@ def _einsum_samples(rng):
 
 einsum = defop(
     "einsum",
+    notes="torch's ``einsum(equation, *operands)`` (the operands may also come as one list): one op with a sequence "
+    "input, any number of operands. The VJP is an einsum of the output gradient with the other operands; labels an "
+    "operand sums alone are broadcast back, repeated labels ('ii->i', traces) put the gradient on the diagonal (in "
+    "place on arrays; as an einsum with a 0/1 delta on Tensors, so it records), and labelled or '...' dims of size 1 "
+    "that were broadcast are summed back to size 1.",
     family="linalg",
     inputs=("*operands",),
     forward=_einsum,

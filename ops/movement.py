@@ -2,34 +2,15 @@
 semantics (names, signatures, argument checks).
 
 Registered ops (family "movement"), each differentiable twice. One output each: flip, roll, tile,
-repeat_interleave, diagonal, diag_embed, diag, unfold_copy. A variable number of outputs (``outputs="variable"``:
-a tuple of Tensors, views of the input as in torch; one backward rule receives every output's gradient, zeros
-standing in for the outputs that got none, so k pieces cost one gradient of the input's size): split, chunk,
-unbind, meshgrid. Each op's signature and torch conventions are its notes (``_CASE_LAW``).
+repeat_interleave, diagonal, diag_embed, diag, unfold_copy, diagonal_scatter, fliplr, flipud, rot90, hstack,
+vstack (row_stack), dstack, column_stack, block_diag, cartesian_prod, combinations, kron, vander. A variable number
+of outputs (``outputs="variable"``: a tuple of Tensors, views of the input as in torch; one backward rule receives
+every output's gradient, zeros standing in for the outputs that got none, so k pieces cost one gradient of the
+input's size): split, chunk, unbind, meshgrid, atleast_1d/2d/3d, tensor_split, hsplit, vsplit, dsplit.
 
-These rules use np.concatenate / np.stack / np.sum / np.reshape, which trace on Tensors (differentiable twice).
-A 0-D input to split/chunk/unbind is refused, as in torch. A case with no outputs (unbind or ``split(x, [])`` of
-an empty dim) has nothing to differentiate and is checked in tests/ops/test_movement.py.
-
-More of torch's movement ops (issue #21), each differentiable twice unless said:
-
-- ``fliplr`` / ``flipud`` / ``rot90(input, k=1, dims=(0, 1))``: flips (rot90 as flips and a swap); the gradient
-  turns back. ``diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)``: diagonal's adjoint into a copy.
-- ``atleast_1d/2d/3d(*tensors)``: one tensor gives a tensor, several a tuple (``atleast_1d([x])`` gives a
-  tensor where torch gives a 1-tuple: the call cannot tell [x] from x). ``hstack``, ``vstack`` (alias
-  ``row_stack``), ``dstack``, ``column_stack(tensors)``: atleast_*d (column_stack: 0-D/1-D as columns), then
-  concat's join and checks.
-- ``tensor_split(input, indices_or_sections, dim=0)``, ``hsplit`` / ``vsplit`` / ``dsplit(input,
-  indices_or_sections)``: views between Python-slice cuts (a cut before the previous one gives an empty piece
-  and the next piece starts back there: pieces overlap, and their gradients add); hsplit/vsplit/dsplit need
-  sections that divide the dim, as torch. torch's parser takes the argument as ``sections=`` or ``indices=``.
-- ``block_diag(*tensors)``, ``cartesian_prod(*tensors)`` (one tensor: itself), ``combinations(input, r=2,
-  with_replacement=False)`` (itertools' order; r=0 gives an empty 1-D tensor), ``kron(input, other)``,
-  ``vander(x, N=None, increasing=False)`` (integer input stays int64; its gradient at 0 is the exact
-  derivative, written with x**max(p - 1, 0)).
-
-None of these ops has a kink: every backward is exact (a permutation, copy or sum of the incoming gradient, or
-for kron and vander a product rule).
+The rules use np.concatenate / np.stack / np.sum / np.reshape, which trace on Tensors (differentiable twice). No op
+has a kink: every backward is exact (a permutation, copy or sum of the incoming gradient; for kron and vander a
+product rule). Each op's signature and torch conventions are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -77,10 +58,11 @@ from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, cast_to, index_map
 from ._samples import transposed, uniform
-from ._validation import normalize_dim
+from ._validation import normalize_dim, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 from .shape import _join, _pad, pad
 
@@ -167,6 +149,50 @@ _CASE_LAW = (
         '``meshgrid(*tensors, indexing="ij")`` (or one list of tensors): 0-D/1-D tensors of sizes n1, n2, ...'
         ' give broadcast views of shape (n1, n2, ...), the k-th varying along dim k; ``"xy"`` swaps the first'
         " two dims. One dtype for all. Backward: each grid's gradient summed over the other dims.",
+    ),
+    (
+        ("split", "chunk", "unbind"),
+        "A 0-D input is refused, as in torch. A case with no outputs (unbind or ``split(x, [])`` of an empty dim) "
+        "has nothing to differentiate and is checked in tests/ops/test_movement.py.",
+    ),
+    (
+        ("fliplr", "flipud", "rot90"),
+        "``fliplr`` / ``flipud`` / ``rot90(input, k=1, dims=(0, 1))``: flips (rot90 as flips and a swap); the "
+        "gradient turns back.",
+    ),
+    (
+        ("diagonal_scatter",),
+        "``diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)``: diagonal's adjoint into a copy.",
+    ),
+    (
+        ("atleast_1d", "atleast_2d", "atleast_3d"),
+        "``atleast_1d/2d/3d(*tensors)``: one tensor gives a tensor, several a tuple (``atleast_1d([x])`` gives a "
+        "tensor where torch gives a 1-tuple: the call cannot tell [x] from x).",
+    ),
+    (
+        ("hstack", "vstack", "dstack", "column_stack"),
+        "``hstack``, ``vstack`` (alias ``row_stack``), ``dstack``, ``column_stack(tensors)``: atleast_*d "
+        "(column_stack: 0-D/1-D as columns), then concat's join and checks.",
+    ),
+    (
+        ("tensor_split", "hsplit", "vsplit", "dsplit"),
+        "``tensor_split(input, indices_or_sections, dim=0)``, ``hsplit`` / ``vsplit`` / ``dsplit(input, "
+        "indices_or_sections)``: views between Python-slice cuts (a cut before the previous one gives an empty "
+        "piece and the next piece starts back there: pieces overlap, and their gradients add); hsplit/vsplit/dsplit "
+        "need sections that divide the dim, as torch. torch's parser takes the argument as ``sections=`` or "
+        "``indices=``.",
+    ),
+    (("block_diag",), "``block_diag(*tensors)``."),
+    (("cartesian_prod",), "``cartesian_prod(*tensors)`` (one tensor: itself)."),
+    (
+        ("combinations",),
+        "``combinations(input, r=2, with_replacement=False)`` (itertools' order; r=0 gives an empty 1-D tensor).",
+    ),
+    (("kron",), "``kron(input, other)``."),
+    (
+        ("vander",),
+        "``vander(x, N=None, increasing=False)`` (integer input stays int64; its gradient at 0 is the exact "
+        "derivative, written with x**max(p - 1, 0)).",
     ),
 )
 
@@ -783,18 +809,32 @@ def _split_samples(rng):
     ]
 
 
-split = defop(
+def _pieces_op(name, forward, vjp, samples, torch_ref, parameter="input", **declaration):
+    """Declare a Tensor method cutting its one input (named ``parameter``) into a variable number of pieces, views
+    of it; ``vjp`` is the joint rule receiving every piece's gradient (zeros for those that got none)."""
+    return defop(
+        name,
+        family="movement",
+        inputs=(parameter,),
+        forward=forward,
+        joint_vjp=vjp,
+        outputs="variable",
+        samples=samples,
+        torch_ref=torch_ref,
+        method=True,
+        notes=case_law(_CASE_LAW, name),
+        **declaration,
+    )
+
+
+split = _pieces_op(
     "split",
-    family="movement",
-    inputs=("tensor",),
-    forward=_split,
-    joint_vjp=_split_vjp,
-    outputs="variable",
+    _split,
+    _split_vjp,
+    parameter="tensor",
     check=lambda tensor, split_size_or_sections, dim=0: _split_plan(tensor, split_size_or_sections, dim),
     samples=_split_samples,
     torch_ref=lambda torch, tensor, split_size_or_sections, dim=0: torch.split(tensor, split_size_or_sections, dim),
-    method=True,
-    notes=case_law(_CASE_LAW, "split"),
 )
 
 
@@ -808,13 +848,10 @@ def _chunk_vjp(g, ans, input, *, needs, chunks, dim=0):
     return (_concatenated_back(g, ans, input, dim),)
 
 
-chunk = defop(
+chunk = _pieces_op(
     "chunk",
-    family="movement",
-    inputs=("input",),
-    forward=_chunk,
-    joint_vjp=_chunk_vjp,
-    outputs="variable",
+    _chunk,
+    _chunk_vjp,
     check=lambda input, chunks, dim=0: _chunk_plan(input, chunks, dim),
     samples=lambda rng: [
         Sample((uniform(rng, (5, 2)),), {"chunks": 4}, "fewer pieces than chunks"),
@@ -828,8 +865,6 @@ chunk = defop(
         Sample((uniform(rng, (0, 3)),), {"chunks": 2, "dim": 1}, "zero-size, other dim"),
     ],
     torch_ref=lambda torch, input, chunks, dim=0: torch.chunk(input, chunks, dim),
-    method=True,
-    notes=case_law(_CASE_LAW, "chunk"),
 )
 
 
@@ -843,13 +878,10 @@ def _unbind_vjp(g, ans, input, *, needs, dim=0):
     return (np.stack(_filled(g, ans), axis=dim % np.ndim(input)),)
 
 
-unbind = defop(
+unbind = _pieces_op(
     "unbind",
-    family="movement",
-    inputs=("input",),
-    forward=_unbind,
-    joint_vjp=_unbind_vjp,
-    outputs="variable",
+    _unbind,
+    _unbind_vjp,
     check=lambda input, dim=0: _split_axis("unbind", input, dim, "input"),
     samples=lambda rng: [
         Sample((uniform(rng, (2, 3)),), {}, "rows"),
@@ -862,8 +894,6 @@ unbind = defop(
         Sample((uniform(rng, (2, 0, 3)),), {"dim": 2}, "zero-size, last dim"),
     ],
     torch_ref=lambda torch, input, dim=0: torch.unbind(input, dim),
-    method=True,
-    notes=case_law(_CASE_LAW, "unbind"),
 )
 
 
@@ -957,10 +987,7 @@ def _diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
         raise ValueError(
             f"diagonal_scatter: argument 'src' expected shape {want} (the diagonal it replaces), got {src.shape}"
         )
-    if src.dtype != input.dtype:
-        raise TypeError(
-            f"diagonal_scatter: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}"
-        )
+    require_dtype_of_input("diagonal_scatter", "src", src, input)
     return _embed_into(input.copy(), src, offset, a1, a2)
 
 
@@ -995,6 +1022,7 @@ def _diagonal_scatter_samples(rng):
 
 diagonal_scatter = defop(
     "diagonal_scatter",
+    notes=case_law(_CASE_LAW, "diagonal_scatter"),
     method=True,
     family="movement",
     inputs=("input", "src"),
@@ -1019,12 +1047,12 @@ def _flip_dim(name, axis, ndim):
         return np.flip(input, axis)
 
     samples = [((3, 4), ""), ((2, 3, 4), "3-D"), ((1, 3), "size-1 dim"), ((0, 3), "zero-size")]
-    return defop(
+    return one_input_op(
         name,
-        family="movement",
-        inputs=("input",),
-        forward=forward,
-        vjps=(lambda g, ans, input: np.flip(g, axis),),
+        "movement",
+        forward,
+        lambda g, ans, input: np.flip(g, axis),
+        notes=case_law(_CASE_LAW, name),
         samples=lambda rng: (
             [Sample((uniform(rng, s),), {}, label) for s, label in samples]
             + [Sample((transposed(rng, (3, 4)),), {}, "non-contiguous")]
@@ -1071,6 +1099,7 @@ def _rot90_vjp(g, ans, input, k=1, dims=(0, 1)):
 
 rot90 = defop(
     "rot90",
+    notes=case_law(_CASE_LAW, "rot90"),
     method=True,
     family="movement",
     inputs=("input",),
@@ -1129,7 +1158,7 @@ def _at_least_op(ndim):
         outputs="variable",
         samples=samples,
         torch_ref=lambda torch, tensors: getattr(torch, name)(*tensors),
-        notes=f"{name}([x]) gives a tensor where torch gives a 1-tuple (the call cannot tell [x] from x)",
+        notes=case_law(_CASE_LAW, name),
     )
 
 
@@ -1182,6 +1211,7 @@ def _stacker(op):
 
     return defop(
         op,
+        notes=case_law(_CASE_LAW, op),
         family="movement",
         inputs=("*tensors",),
         forward=forward,
@@ -1286,16 +1316,12 @@ def _tensor_split_samples(rng):
 
 
 _tensor_split, _tensor_split_vjp = _splitter("tensor_split", None, False)
-tensor_split = defop(
+tensor_split = _pieces_op(
     "tensor_split",
-    method=True,
-    family="movement",
-    inputs=("input",),
-    forward=_tensor_split,
-    joint_vjp=_tensor_split_vjp,
-    outputs="variable",
-    samples=_tensor_split_samples,
-    torch_ref=lambda torch, input, indices_or_sections, dim=0: torch.tensor_split(input, indices_or_sections, dim),
+    _tensor_split,
+    _tensor_split_vjp,
+    _tensor_split_samples,
+    lambda torch, input, indices_or_sections, dim=0: torch.tensor_split(input, indices_or_sections, dim),
 )
 
 
@@ -1311,16 +1337,12 @@ def _rank_split(op, dim_of, shapes):
             Sample((uniform(rng, shapes[2]),), {"indices_or_sections": [1]}, "zero-size"),
         ]
 
-    return defop(
+    return _pieces_op(
         op,
-        family="movement",
-        inputs=("input",),
-        forward=forward,
-        joint_vjp=vjp,
-        outputs="variable",
-        samples=samples,
-        torch_ref=lambda torch, input, indices_or_sections: getattr(torch, op)(input, indices_or_sections),
-        method=True,
+        forward,
+        vjp,
+        samples,
+        lambda torch, input, indices_or_sections: getattr(torch, op)(input, indices_or_sections),
     )
 
 
@@ -1385,6 +1407,7 @@ def _block_diag_samples(rng):
 
 block_diag = defop(
     "block_diag",
+    notes=case_law(_CASE_LAW, "block_diag"),
     family="movement",
     inputs=("*tensors",),
     forward=_block_diag,
@@ -1425,6 +1448,7 @@ def _cartesian_prod_vjp(g, ans, tensors, *, needs):
 
 cartesian_prod = defop(
     "cartesian_prod",
+    notes=case_law(_CASE_LAW, "cartesian_prod"),
     family="movement",
     inputs=("*tensors",),
     forward=_cartesian_prod,
@@ -1480,6 +1504,7 @@ def _combinations_vjp(g, ans, input, r=2, with_replacement=False):
 
 combinations = defop(
     "combinations",
+    notes=case_law(_CASE_LAW, "combinations"),
     family="movement",
     inputs=("input",),
     forward=_combinations,
@@ -1502,8 +1527,7 @@ combinations = defop(
 def _kron_shapes(input, other) -> tuple:
     """The shapes input and other take in the product: the lower rank padded with leading 1s, and the dims
     interleaved with 1s, (a0, 1, a1, 1, ...) and (1, b0, 1, b1, ...)."""
-    if input.dtype != other.dtype:
-        raise TypeError(f"kron: argument 'other' expected dtype {input.dtype} (that of 'input'), got {other.dtype}")
+    require_dtype_of_input("kron", "other", other, input)
     n = max(input.ndim, other.ndim)
     a = (1,) * (n - input.ndim) + tuple(input.shape)
     b = (1,) * (n - other.ndim) + tuple(other.shape)
@@ -1535,6 +1559,7 @@ def _kron_vjp(g, ans, input, other, *, needs):
 
 kron = defop(
     "kron",
+    notes=case_law(_CASE_LAW, "kron"),
     method=True,
     family="movement",
     inputs=("input", "other"),
@@ -1583,6 +1608,7 @@ def _vander_vjp(g, ans, x, N=None, increasing=False):
 
 vander = defop(
     "vander",
+    notes=case_law(_CASE_LAW, "vander"),
     family="movement",
     inputs=("x",),
     forward=_vander,

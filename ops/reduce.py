@@ -37,6 +37,7 @@ from tape.onnx import lowering, lowering_of
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar, tensor_type
@@ -240,12 +241,12 @@ def _with_a_0d_input(samples, **attrs):
 
 
 def _reduction(name, forward, vjp, samples=None, torch_ref=None, **declaration):
-    return defop(
+    return one_input_op(
         name,
-        family="reduce",
-        inputs=("x",),
-        forward=forward,
-        vjps=(vjp,),
+        "reduce",
+        forward,
+        vjp,
+        input_name="x",
         samples=samples or _with_a_0d_input(reduction_samples()),
         torch_ref=torch_ref or _torch_reduce(name),
         **declaration,
@@ -452,8 +453,9 @@ def _correction_samples(zero_spread):
     return generate
 
 
-def _moment(name, forward, vjp, composite, zero_spread, **declaration):
-    """var or std: the forward saves the mean for its rule; the composite serves the second order."""
+def _moment(name, forward, vjp, composite, zero_spread):
+    """var or std, a Tensor method and ``np.<name>``: the forward saves the mean for its rule; the composite serves
+    the second order."""
     return _reduction(
         name,
         forward,
@@ -462,33 +464,17 @@ def _moment(name, forward, vjp, composite, zero_spread, **declaration):
         saves=True,
         composite=composite,
         torch_ref=_torch_moments(name),
-        **declaration,
+        method=True,
+        numpy={getattr(np, name): _numpy.moments(name)},
+        notes=case_law(_CASE_LAW, name),
     )
 
 
-var = _moment(
-    "var",
-    _var,
-    _var_vjp,
-    _var_composite,
-    True,
-    method=True,
-    numpy={np.var: _numpy.moments("var")},
-    notes=case_law(_CASE_LAW, "var"),
-)
+var = _moment("var", _var, _var_vjp, _var_composite, True)
 # std is not differentiable where it is 0 (a cone's tip): finite differences cannot check a gradient there, and
 # torch's double backward gives NaN for the cotangent there and over no entries (where the exact value is 0).
 # tests/ops/test_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
-std = _moment(
-    "std",
-    _std,
-    _std_vjp,
-    _std_composite,
-    False,
-    method=True,
-    numpy={np.std: _numpy.moments("std")},
-    notes=case_law(_CASE_LAW, "std"),
-)
+std = _moment("std", _std, _std_vjp, _std_composite, False)
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------
@@ -818,16 +804,8 @@ argmin = _index_reduction("argmin", np.argmin, method=True, notes=case_law(_CASE
 
 # == amax / amin, norms, any / all / count_nonzero: torch's own parameter names ===============================
 def _on_input(name, forward, vjp, samples, torch_ref, **declaration):
-    return defop(
-        name,
-        family="reduce",
-        inputs=(declaration.pop("input_name", "input"),),
-        forward=forward,
-        vjps=(vjp,),
-        samples=samples,
-        torch_ref=torch_ref,
-        **declaration,
-    )
+    """Declare a reduction whose tensor parameter is torch's ``input``."""
+    return one_input_op(name, "reduce", forward, vjp, samples=samples, torch_ref=torch_ref, **declaration)
 
 
 def _amax_amin(name, ufunc) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -853,24 +831,20 @@ def _amax_samples(rng):
     return _EXTREMUM_SAMPLES(rng) + [Sample((uniform(rng, (2, 3, 4)),), {"dim": (), "keepdim": True}, "dim=()")]
 
 
-amax = _on_input(
-    "amax",
-    *_amax_amin("amax", np.maximum),
-    _amax_samples,
-    _torch_amax_amin("amax"),
-    method=True,
-    numpy={np.max: _numpy.max_like("amax", "max"), np.amax: _numpy.max_like("amax", "amax")},
-    notes=case_law(_CASE_LAW, "amax"),
-)
-amin = _on_input(
-    "amin",
-    *_amax_amin("amin", np.minimum),
-    _amax_samples,
-    _torch_amax_amin("amin"),
-    method=True,
-    numpy={np.min: _numpy.max_like("amin", "min"), np.amin: _numpy.max_like("amin", "amin")},
-    notes=case_law(_CASE_LAW, "amin"),
-)
+def _amax_amin_op(name: str, ufunc, numpy_names: tuple):
+    return _on_input(
+        name,
+        *_amax_amin(name, ufunc),
+        _amax_samples,
+        _torch_amax_amin(name),
+        method=True,
+        numpy={getattr(np, n): _numpy.max_like(name, n) for n in numpy_names},
+        notes=case_law(_CASE_LAW, name),
+    )
+
+
+amax = _amax_amin_op("amax", np.maximum, ("max", "amax"))
+amin = _amax_amin_op("amin", np.minimum, ("min", "amin"))
 
 
 # -- vector_norm, norm -----------------------------------------------------------------------------------------
@@ -1126,12 +1100,11 @@ def _moment_and_mean(name, is_std):
         return _correction_samples(not is_std)(rng)
 
     forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
-    return defop(
+    return one_input_op(
         name,
-        family="reduce",
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
+        "reduce",
+        forward,
+        vjp,
         outputs=2,
         samples=samples,
         torch_ref=_torch_moments(name),
@@ -1185,16 +1158,7 @@ def _nan_reduction(name, average, **declaration):
         return getattr(torch, name)(input, dim=dim, keepdim=keepdim, dtype=_torch_dtype(torch, dtype))
 
     forward.__name__, vjp.__name__ = f"_{name}", f"_{name}_vjp"
-    return defop(
-        name,
-        family="reduce",
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
-        samples=samples,
-        torch_ref=torch_ref,
-        **declaration,
-    )
+    return _on_input(name, forward, vjp, samples, torch_ref, **declaration)
 
 
 nansum = _nan_reduction("nansum", False, method=True)

@@ -13,11 +13,12 @@ from tape.onnx import lowering
 from tape.registry import Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op, values_indices_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import axis_of, cast_to, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require_float
+from ._validation import normalize_dim, require_dtype_of_input, require_float
 from .indexing import index_select, scatter_add
 from .reduce import _as_dtype, _cast_for, _grad_as, _torch_dtype
 from .shape import _pad, pad
@@ -147,6 +148,24 @@ def _torch_scan(name):
     return ref
 
 
+def _dtype_scan(name: str, forward, vjp, samples):
+    """Declare cumsum / cumprod: ``name(input, dim, *, dtype=None)`` (``_with_dtype``), a Tensor method and
+    numpy's ``np.<name>``."""
+    run, rule = _with_dtype(name, forward, vjp)
+    return one_input_op(
+        name,
+        FAMILY,
+        run,
+        rule,
+        check=lambda input, dim, dtype=None: _check_dim(name, input, dim),
+        samples=_dtype_samples(samples),
+        torch_ref=_torch_scan(name),
+        method=True,
+        numpy={getattr(np, name): _numpy.scan(name)},
+        notes=case_law(_CASE_LAW, name),
+    )
+
+
 def _cumsum(input, dim):
     axis = normalize_dim("cumsum", dim, input.ndim)
     if input.ndim == 0:
@@ -183,20 +202,7 @@ def _scan_samples(low=-2.0, high=2.0, integers=True):
     return generate
 
 
-_cumsum_dtype, _cumsum_dtype_vjp = _with_dtype("cumsum", _cumsum, _cumsum_vjp)
-cumsum = defop(
-    "cumsum",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_cumsum_dtype,
-    vjps=(_cumsum_dtype_vjp,),
-    check=lambda input, dim, dtype=None: _check_dim("cumsum", input, dim),
-    samples=_dtype_samples(_scan_samples()),
-    torch_ref=_torch_scan("cumsum"),
-    method=True,
-    numpy={np.cumsum: _numpy.scan("cumsum")},
-    notes=case_law(_CASE_LAW, "cumsum"),
-)
+cumsum = _dtype_scan("cumsum", _cumsum, _cumsum_vjp, _scan_samples())
 
 
 # -- cumprod -----------------------------------------------------------------------------------------------------
@@ -253,20 +259,7 @@ def _cumprod_samples(rng):
     return out
 
 
-_cumprod_dtype, _cumprod_dtype_vjp = _with_dtype("cumprod", _cumprod, _cumprod_vjp)
-cumprod = defop(
-    "cumprod",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_cumprod_dtype,
-    vjps=(_cumprod_dtype_vjp,),
-    check=lambda input, dim, dtype=None: _check_dim("cumprod", input, dim),
-    samples=_dtype_samples(_cumprod_samples),
-    torch_ref=_torch_scan("cumprod"),
-    method=True,
-    numpy={np.cumprod: _numpy.scan("cumprod")},
-    notes=case_law(_CASE_LAW, "cumprod"),
-)
+cumprod = _dtype_scan("cumprod", _cumprod, _cumprod_vjp, _cumprod_samples)
 
 
 # -- cummax / cummin ---------------------------------------------------------------------------------------------
@@ -311,13 +304,11 @@ def _extremum_samples(rng):
 
 def _extremum_op(name, ufunc, **declaration):
     forward, vjp = _running_extremum(name, ufunc)
-    return defop(
+    return values_indices_op(
         name,
-        family=FAMILY,
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
-        outputs=("values", "indices"),
+        FAMILY,
+        forward,
+        vjp,
         check=lambda input, dim: _check_dim(name, input, dim),
         samples=_extremum_samples,
         torch_ref=lambda torch, input, dim: getattr(torch, name)(input, dim),
@@ -423,8 +414,7 @@ def _diff_parts(input, prepend, append, n, dim) -> tuple:
             raise ValueError(
                 f"diff: argument '{name}' expected input's shape {input.shape} apart from dim {dim}, got {t.shape}"
             )
-        if t.dtype != input.dtype:
-            raise TypeError(f"diff: argument '{name}' expected dtype {input.dtype} (that of 'input'), got {t.dtype}")
+        require_dtype_of_input("diff", name, t, input)
         parts.insert(0 if name == "prepend" else len(parts), t)
     return axis, parts
 

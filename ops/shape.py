@@ -1,27 +1,14 @@
 """Shape ops: views, rearrangements, joins, slices, pads and tiles, with torch 2.13 semantics. The indexing
-ops (getitem, gather, index_select and the scatters) live in ops/indexing.py.
+ops (getitem, gather, index_select and the scatters) live in ops/indexing.py, the ops with a variable number of
+outputs (split, chunk, unbind, meshgrid, tensor_split, ...) in ops/movement.py.
 
 Every backward routes the gradient back to the positions the forward read it from: a reshape back, a
 broadcast summed, a narrow or constant pad undone by the opposite pad (``pad(g, -pad)``), a tile summed
 over its copies, a reflect/replicate/circular pad *added* back with ``index_add`` (positions read twice
 get both gradients). Each rule is written with numpy functions that map to registered ops or, where it
 scatters, calls the scatter op when given Tensors (``create_graph=True``) and its numpy kernel when given
-arrays, so every op here is differentiable twice.
-
-``concat`` (alias ``cat``) and ``stack`` take any number of tensors as one sequence input, like
-``torch.cat(tensors, dim=0)``; as in torch, ``concat`` skips 1-D empty tensors (shape (0,)) whatever the
-other tensors' shapes. ``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeats`` is a tuple (or one int);
-``broadcast_to`` is ``expand`` (both take torch's ``size``). The ops with a variable number of outputs (split,
-chunk, unbind, meshgrid, tensor_split, ...) are in ops/movement.py.
-
-torch's other names and forms, each with torch's own parameter names (tests/ops/test_torch_keywords.py calls torch
-by them): ``swapaxes(input, axis0, axis1)`` and ``swapdims(input, dim0, dim1)`` are transpose's kernel and rule;
-``movedim`` (alias ``moveaxis``), ``unflatten``, ``ravel``; ``view_as`` / ``reshape_as`` / ``expand_as(input,
-other)`` read only other's shape (its gradient is zero, torch's None); ``broadcast_tensors(*tensors)`` (each
-keeps its dtype); ``concatenate(tensors, axis=0)`` is concat. ``select(input, dim, index)`` and its adjoint
-``select_scatter(input, src, dim, index)``, and ``slice_scatter(input, src, dim=0, start=None, end=None,
-step=1)``, differentiate through each other (select's gradient is a select_scatter into zeros, the scatters'
-gradient for ``src`` is the selection). Views are copies: minitape's tensors are immutable (docs/porting.md).
+arrays, so every op here is differentiable twice. Views are copies: minitape's tensors are immutable
+(docs/porting.md). torch's conventions for each op are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -67,10 +54,40 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
+from ._declare import one_input_op
+from ._notes import case_law
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, normalize_dims
+from ._validation import normalize_dim, normalize_dims, require_dtype_of_input
 from .indexing import _index_add_into, index_add
+
+# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("concat", "stack", "concatenate"),
+        "Takes any number of tensors as one sequence input, like ``torch.cat(tensors, dim=0)``.",
+    ),
+    (
+        ("concat", "concatenate"),
+        "As in torch, 1-D empty tensors (shape (0,)) are skipped whatever the other tensors' shapes; "
+        "``concat`` is also ``cat``, ``concatenate(tensors, axis=0)`` is concat under numpy's argument name.",
+    ),
+    (("repeat",), "``repeat(input, repeats)`` is ``Tensor.repeat``: ``repeats`` is a tuple (or one int)."),
+    (("expand",), "``broadcast_to`` is ``expand`` (both take torch's ``size``)."),
+    (
+        ("swapaxes", "swapdims"),
+        "``swapaxes(input, axis0, axis1)`` and ``swapdims(input, dim0, dim1)`` are transpose's kernel and rule, "
+        "under torch's own parameter names (tests/ops/test_torch_keywords.py calls torch by them).",
+    ),
+    (("movedim",), "Also ``moveaxis``, the same op."),
+    (("broadcast_tensors",), "``broadcast_tensors(*tensors)``: each tensor keeps its dtype."),
+    (
+        ("select", "select_scatter", "slice_scatter"),
+        "``select(input, dim, index)`` and its adjoint ``select_scatter(input, src, dim, index)``, and "
+        "``slice_scatter(input, src, dim=0, start=None, end=None, step=1)``, differentiate through each other "
+        "(select's gradient is a select_scatter into zeros, the scatters' gradient for ``src`` is the selection).",
+    ),
+)
 
 
 def _ints(op: str, argument: str, value) -> tuple:
@@ -297,6 +314,7 @@ def _expanded_shape(x, shape, op="expand", argument="size") -> tuple:
 
 expand = defop(
     "expand",
+    notes=case_law(_CASE_LAW, "expand"),
     family="shape",
     inputs=("input",),
     forward=lambda input, size: np.broadcast_to(input, _expanded_shape(input, size)),
@@ -402,16 +420,22 @@ def _join_samples(stacking):
     return generate
 
 
-concat = defop(
-    "concat",
-    family="shape",
-    inputs=("*tensors",),
-    forward=_concat,
-    joint_vjp=_concat_vjp,
-    samples=_join_samples(False),
-    torch_ref=lambda torch, tensors, dim=0: torch.cat(tensors, dim=dim),
-    numpy={np.concatenate: _numpy.concatenate},
-)
+def _join_op(name, forward, vjp, stacking: bool, torch_name: str, numpy: dict):
+    """concat / stack: any number of tensors as one sequence input, joined along ``dim`` (stack: a new one)."""
+    return defop(
+        name,
+        notes=case_law(_CASE_LAW, name),
+        family="shape",
+        inputs=("*tensors",),
+        forward=forward,
+        joint_vjp=vjp,
+        samples=_join_samples(stacking),
+        torch_ref=lambda torch, tensors, dim=0: getattr(torch, torch_name)(tensors, dim=dim),
+        numpy=numpy,
+    )
+
+
+concat = _join_op("concat", _concat, _concat_vjp, False, "cat", {np.concatenate: _numpy.concatenate})
 cat = concat
 
 
@@ -425,16 +449,7 @@ def _stack_vjp(g, ans, tensors, *, needs, dim=0):
     return ([g[(slice(None),) * axis + (i,)] if need else None for i, need in enumerate(needs[0])],)
 
 
-stack = defop(
-    "stack",
-    family="shape",
-    inputs=("*tensors",),
-    forward=_stack,
-    joint_vjp=_stack_vjp,
-    samples=_join_samples(True),
-    torch_ref=lambda torch, tensors, dim=0: torch.stack(tensors, dim=dim),
-    numpy={np.stack: _numpy.stack},
-)
+stack = _join_op("stack", _stack, _stack_vjp, True, "stack", {np.stack: _numpy.stack})
 
 
 # -- narrow ----------------------------------------------------------------------------------------------------
@@ -630,12 +645,11 @@ def _triangle(name, np_fn, **declaration):
             raise TypeError(f"{name}: argument 'diagonal' expected an int, got {type(diagonal).__name__}")
         return np_fn(input, k=diagonal)
 
-    return defop(
+    return one_input_op(
         name,
-        family="shape",
-        inputs=("input",),
-        forward=forward,
-        vjps=(lambda g, ans, input, diagonal=0: np_fn(g, k=diagonal),),
+        "shape",
+        forward,
+        lambda g, ans, input, diagonal=0: np_fn(g, k=diagonal),
         samples=lambda rng: [
             Sample((uniform(rng, (3, 3)),), {}, "square"),
             Sample((uniform(rng, (2, 3, 4)),), {"diagonal": 1}, "batched, above"),
@@ -722,6 +736,7 @@ def _repeat(input, repeats):
 
 repeat = defop(
     "repeat",
+    notes=case_law(_CASE_LAW, "repeat"),
     family="shape",
     inputs=("input",),
     forward=_repeat,
@@ -762,33 +777,27 @@ def _swapaxes(input, axis0, axis1):
     return _swap_axes("swapaxes", input, axis0, axis1, ("axis0", "axis1"))
 
 
-swapaxes = defop(
-    "swapaxes",
-    method=True,
-    family="shape",
-    inputs=("input",),
-    forward=_swapaxes,
-    vjps=(lambda g, ans, input, axis0, axis1: _swapaxes(g, axis0, axis1),),
-    samples=_swap_samples(("axis0", "axis1")),
-    torch_ref=lambda torch, input, axis0, axis1: torch.swapaxes(input, axis0, axis1),
-)
-
-
 def _swapdims(input, dim0, dim1):
     """``torch.swapdims(input, dim0, dim1)``: transpose with both dims required."""
     return _swap_axes("swapdims", input, dim0, dim1)
 
 
-swapdims = defop(
-    "swapdims",
-    method=True,
-    family="shape",
-    inputs=("input",),
-    forward=_swapdims,
-    vjps=(lambda g, ans, input, dim0, dim1: _swapdims(g, dim0, dim1),),
-    samples=_swap_samples(("dim0", "dim1")),
-    torch_ref=lambda torch, input, dim0, dim1: torch.swapdims(input, dim0, dim1),
-)
+def _swap_op(name: str, forward, names: tuple):
+    """transpose under another name and argument ``names``: its gradient is the same swap."""
+    return one_input_op(
+        name,
+        "shape",
+        forward,
+        lambda g, ans, input, **dims: forward(g, **dims),
+        notes=case_law(_CASE_LAW, name),
+        method=True,
+        samples=_swap_samples(names),
+        torch_ref=lambda torch, input, **dims: getattr(torch, name)(input, **dims),
+    )
+
+
+swapaxes = _swap_op("swapaxes", _swapaxes, ("axis0", "axis1"))
+swapdims = _swap_op("swapdims", _swapdims, ("dim0", "dim1"))
 
 
 def _moves(input, source, destination) -> tuple:
@@ -822,6 +831,7 @@ def _movedim_vjp(g, ans, input, source, destination):
 
 movedim = defop(
     "movedim",
+    notes=case_law(_CASE_LAW, "movedim"),
     method=True,
     family="shape",
     inputs=("input",),
@@ -928,29 +938,32 @@ def _as_samples(pairs, strided):
 
 _RESHAPE_PAIRS = [((2, 6), (3, 4), ""), ((), (1, 1), "0-D"), ((4,), (2, 2), "1-D"), ((0, 3), (3, 0), "zero-size")]
 
-view_as = defop(
-    "view_as",
-    method=True,
-    family="shape",
-    inputs=("input", "other"),
-    forward=_reshape_as("view_as"),
-    vjps=(_reshape_back, _zero_for_other),
-    samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
-    torch_ref=lambda torch, input, other: input.reshape(other.shape),  # torch's view_as needs a viewable stride
-    notes="other gives only its shape: its gradient is zero (torch's None). A copy, as every view here: it also "
-    "takes a non-contiguous input that torch's view_as refuses (use .reshape there)",
-)
 
-reshape_as = defop(
+def _reshape_as_op(name, torch_ref, notes):
+    """view_as / reshape_as: input reshaped to other's shape; other's gradient is zero."""
+    return defop(
+        name,
+        method=True,
+        family="shape",
+        inputs=("input", "other"),
+        forward=_reshape_as(name),
+        vjps=(_reshape_back, _zero_for_other),
+        samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
+        torch_ref=torch_ref,
+        notes=notes,
+    )
+
+
+view_as = _reshape_as_op(
+    "view_as",
+    lambda torch, input, other: input.reshape(other.shape),  # torch's view_as needs a viewable stride
+    "other gives only its shape: its gradient is zero (torch's None). A copy, as every view here: it also takes a "
+    "non-contiguous input that torch's view_as refuses (use .reshape there)",
+)
+reshape_as = _reshape_as_op(
     "reshape_as",
-    method=True,
-    family="shape",
-    inputs=("input", "other"),
-    forward=_reshape_as("reshape_as"),
-    vjps=(_reshape_back, _zero_for_other),
-    samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
-    torch_ref=lambda torch, input, other: input.reshape_as(other),
-    notes="other gives only its shape: its gradient is zero (torch's None)",
+    lambda torch, input, other: input.reshape_as(other),
+    "other gives only its shape: its gradient is zero (torch's None)",
 )
 
 expand_as = defop(
@@ -1014,6 +1027,7 @@ def _broadcast_tensors_samples(rng):
 
 broadcast_tensors = defop(
     "broadcast_tensors",
+    notes=case_law(_CASE_LAW, "broadcast_tensors"),
     family="shape",
     inputs=("*tensors",),
     forward=_broadcast_tensors,
@@ -1032,6 +1046,7 @@ def _concatenate(tensors, axis=0):
 
 concatenate = defop(
     "concatenate",
+    notes=case_law(_CASE_LAW, "concatenate"),
     family="shape",
     inputs=("*tensors",),
     forward=_concatenate,
@@ -1059,8 +1074,7 @@ def _scatter_into(op, input, src, index):
     want = input[index].shape
     if src.shape != want:
         raise ValueError(f"{op}: argument 'src' expected shape {want} (the part of input it replaces), got {src.shape}")
-    if src.dtype != input.dtype:
-        raise TypeError(f"{op}: argument 'src' expected dtype {input.dtype} (that of 'input'), got {src.dtype}")
+    require_dtype_of_input(op, "src", src, input)
     out = input.copy()
     out[index] = src
     return out
@@ -1075,6 +1089,7 @@ def _select_vjp(g, ans, input, dim, index):
 
 select = defop(
     "select",
+    notes=case_law(_CASE_LAW, "select"),
     method=True,
     family="shape",
     inputs=("input",),
@@ -1104,6 +1119,7 @@ def _select_scatter_vjp_input(g, ans, input, src, dim, index):
 
 select_scatter = defop(
     "select_scatter",
+    notes=case_law(_CASE_LAW, "select_scatter"),
     method=True,
     family="shape",
     inputs=("input", "src"),
@@ -1145,6 +1161,7 @@ def _slice_scatter_vjp_input(g, ans, input, src, dim=0, start=None, end=None, st
 
 slice_scatter = defop(
     "slice_scatter",
+    notes=case_law(_CASE_LAW, "slice_scatter"),
     method=True,
     family="shape",
     inputs=("input", "src"),

@@ -23,6 +23,7 @@ import numpy as np
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
+from ._declare import one_input_op, values_indices_op
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
@@ -198,13 +199,11 @@ def _sort_samples(rng):
     return out
 
 
-sort = defop(
+sort = values_indices_op(
     "sort",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_sort,
-    vjps=(_sort_vjp,),
-    outputs=("values", "indices"),
+    FAMILY,
+    _sort,
+    _sort_vjp,
     check=_check_sort("sort"),
     samples=_sort_samples,
     torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.sort(
@@ -292,13 +291,11 @@ def _torch_topk(torch, input, k, dim=-1, largest=True, sorted=True):
     return torch.gather(values, dim, order), torch.gather(indices, dim, order)
 
 
-topk = defop(
+topk = values_indices_op(
     "topk",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_topk,
-    vjps=(_topk_vjp,),
-    outputs=("values", "indices"),
+    FAMILY,
+    _topk,
+    _topk_vjp,
     check=_check_topk,
     samples=_topk_samples,
     torch_ref=_torch_topk,
@@ -393,13 +390,11 @@ def _kthvalue_samples(rng):
     return out
 
 
-kthvalue = defop(
+kthvalue = values_indices_op(
     "kthvalue",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_kthvalue,
-    vjps=(_scattered_back("kthvalue"),),
-    outputs=("values", "indices"),
+    FAMILY,
+    _kthvalue,
+    _scattered_back("kthvalue"),
     check=_check_kthvalue,
     samples=_kthvalue_samples,
     torch_ref=lambda torch, input, k, dim=-1, keepdim=False: torch.kthvalue(input, k, dim, keepdim),
@@ -439,13 +434,11 @@ def _median_dim_samples(rng):
     ]
 
 
-median_dim = defop(
+median_dim = values_indices_op(
     "median_dim",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_median_dim,
-    vjps=(_scattered_back("median_dim"),),
-    outputs=("values", "indices"),
+    FAMILY,
+    _median_dim,
+    _scattered_back("median_dim"),
     check=_check_median_dim,
     samples=_median_dim_samples,
     torch_ref=lambda torch, input, dim=-1, keepdim=False: torch.median(input, dim, keepdim),
@@ -531,13 +524,11 @@ def _median_of_dim(input, dim, keepdim):
 
 
 _median_forward, _median_rule = _whole_or_dim("median", _median, _median_vjp, _median_of_dim, _scattered_back("median"))
-median = defop(
+median = values_indices_op(
     "median",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_median_forward,
-    vjps=(_median_rule,),
-    outputs=("values", "indices"),
+    FAMILY,
+    _median_forward,
+    _median_rule,
     samples=lambda rng: _median_samples(rng) + _median_dim_samples(rng),
     torch_ref=_torch_whole_or_dim("median"),
     notes=case_law(
@@ -593,13 +584,11 @@ def _nanmedian_samples(rng):
 _nanmedian_forward, _nanmedian_rule = _whole_or_dim(
     "nanmedian", _nanmedian_all, _median_vjp, _nanmedian_dim, _scattered_back("nanmedian")
 )
-nanmedian = defop(
+nanmedian = values_indices_op(
     "nanmedian",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_nanmedian_forward,
-    vjps=(_nanmedian_rule,),
-    outputs=("values", "indices"),
+    FAMILY,
+    _nanmedian_forward,
+    _nanmedian_rule,
     samples=_nanmedian_samples,
     torch_ref=_torch_whole_or_dim("nanmedian"),
 )
@@ -641,13 +630,11 @@ def _mode_samples(rng):
     ]
 
 
-mode = defop(
+mode = values_indices_op(
     "mode",
-    family=FAMILY,
-    inputs=("input",),
-    forward=_mode,
-    vjps=(_scattered_back("mode"),),
-    outputs=("values", "indices"),
+    FAMILY,
+    _mode,
+    _scattered_back("mode"),
     samples=_mode_samples,
     torch_ref=lambda torch, input, dim=-1, keepdim=False: tuple(torch.mode(input, dim, keepdim)),
     method=True,
@@ -1104,37 +1091,33 @@ def _unique_samples(rng, dims=True):
     return out
 
 
-unique = defop(
+def _unique_op(name, forward, torch_ref):
+    """unique / unique_consecutive: the distinct values (and inverse, counts on request); not differentiable."""
+    return one_input_op(
+        name,
+        FAMILY,
+        forward,
+        NOT_DIFFERENTIABLE,
+        method=True,
+        outputs="variable",
+        check=lambda input, dim=None, **flags: _check_unique(name, input, flags, dim),
+        samples=_unique_samples,
+        torch_ref=torch_ref,
+    )
+
+
+unique = _unique_op(
     "unique",
-    method=True,
-    family=FAMILY,
-    inputs=("input",),
-    forward=_unique,
-    vjps=(NOT_DIFFERENTIABLE,),
-    outputs="variable",
-    check=lambda input, sorted=True, return_inverse=False, return_counts=False, dim=None: _check_unique(
-        "unique", input, {"sorted": sorted, "return_inverse": return_inverse, "return_counts": return_counts}, dim
-    ),
-    samples=_unique_samples,
-    torch_ref=lambda torch, input, sorted=True, return_inverse=False, return_counts=False, dim=None: torch.unique(
+    _unique,
+    lambda torch, input, sorted=True, return_inverse=False, return_counts=False, dim=None: torch.unique(
         input, sorted, return_inverse, return_counts, dim
     ),
 )
-
-unique_consecutive = defop(
+# torch_ref by keyword: torch 2.13's unique_consecutive misreads positional flags (return_inverse=True gives no inverse)
+unique_consecutive = _unique_op(
     "unique_consecutive",
-    method=True,
-    family=FAMILY,
-    inputs=("input",),
-    forward=_unique_consecutive,
-    vjps=(NOT_DIFFERENTIABLE,),
-    outputs="variable",
-    check=lambda input, return_inverse=False, return_counts=False, dim=None: _check_unique(
-        "unique_consecutive", input, {"return_inverse": return_inverse, "return_counts": return_counts}, dim
-    ),
-    samples=_unique_samples,
-    # by keyword: torch 2.13's unique_consecutive misreads positional flags (return_inverse=True gives no inverse)
-    torch_ref=lambda torch, input, return_inverse=False, return_counts=False, dim=None: torch.unique_consecutive(
+    _unique_consecutive,
+    lambda torch, input, return_inverse=False, return_counts=False, dim=None: torch.unique_consecutive(
         input, return_inverse=return_inverse, return_counts=return_counts, dim=dim
     ),
 )

@@ -5,19 +5,8 @@ formula per element with boolean masks; no per-element Python. Names follow the 
 namespaced functions (``vector_norm`` for torch.linalg.vector_norm): torch.special.i0e is ``i0e``; the aliases
 torch.special has (gammaln, psi, multigammaln, expit) are the same ops under a second name.
 
-Algorithms and edges, as PyTorch 2.13:
-- lgamma: a Taylor series of lgamma(1 + z) in the zeta values on |z| <= 1/2 (so lgamma keeps its relative
-  accuracy at its zeros 1 and 2), the recurrence down into [1.5, 2.5] below 12, Stirling's series from 12,
-  the reflection formula below -1/2. +inf at the poles 0, -1, -2, ... and at +-inf.
-- digamma: torch's algorithm (Cephes): the recurrence up to 10 in ten masked steps, then the asymptotic
-  series; reflection for negative input. digamma(+-0) = -+inf, NaN at negative integers.
-- polygamma(n >= 1) = (-1)^(n+1) n! zeta(n + 1, x) with Cephes' Hurwitz zeta (Euler-Maclaurin after shifting q
-  past 9). torch's own trigamma (n = 1) is a shorter series, accurate to ~1e-9 relative; ours to ~1e-15.
-- i0, i0e, i1, i1e: Cephes' Chebyshev expansions (torch's). ndtri: Cephes' rational approximations.
-- erfcx, ndtr, log_ndtr: from W. J. Cody's erfc approximations (ops/elementwise.py), whose middle and tail
-  branches compute erfc(x) exp(x^2) directly, so erfcx keeps its accuracy where erfc underflows.
-- Gradients are torch's formulas, each written with registered ops so it is differentiable again:
-  lgamma' = digamma, digamma' = polygamma(1), polygamma(n)' = polygamma(n + 1), i0' = i1, ...
+Gradients are torch's formulas, each written with registered ops so it is differentiable again. Each op's
+algorithm and edges, as PyTorch 2.13's, are its notes (``_CASE_LAW``).
 """
 
 __all__ = [
@@ -50,6 +39,8 @@ from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 
+from ._declare import one_input_op
+from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import cast_to, float_only, log1p_graph, scalar
 from ._samples import binary_samples, unary_samples
@@ -67,6 +58,35 @@ from .elementwise import (
     _erfc64,
     _normal_cdf64,
     sigmoid,
+)
+
+# the algorithms and edges, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+_CASE_LAW = (
+    (
+        ("lgamma",),
+        "A Taylor series of lgamma(1 + z) in the zeta values on |z| <= 1/2 (so lgamma keeps its relative accuracy "
+        "at its zeros 1 and 2), the recurrence down into [1.5, 2.5] below 12, Stirling's series from 12, the "
+        "reflection formula below -1/2. +inf at the poles 0, -1, -2, ... and at +-inf. Gradient: digamma.",
+    ),
+    (
+        ("digamma",),
+        "torch's algorithm (Cephes): the recurrence up to 10 in ten masked steps, then the asymptotic series; "
+        "reflection for negative input. digamma(+-0) = -+inf, NaN at negative integers. Gradient: polygamma(1).",
+    ),
+    (
+        ("polygamma",),
+        "polygamma(n >= 1) = (-1)^(n+1) n! zeta(n + 1, x) with Cephes' Hurwitz zeta (Euler-Maclaurin after "
+        "shifting q past 9). torch's own trigamma (n = 1) is a shorter series, accurate to ~1e-9 relative; ours "
+        "to ~1e-15. Gradient: polygamma(n + 1).",
+    ),
+    (("i0", "i0e", "i1", "i1e"), "Cephes' Chebyshev expansions (torch's)."),
+    (("i0",), "Gradient: i1."),
+    (("ndtri",), "Cephes' rational approximations."),
+    (
+        ("erfcx", "ndtr", "log_ndtr"),
+        "From W. J. Cody's erfc approximations (ops/elementwise.py), whose middle and tail branches compute "
+        "erfc(x) exp(x^2) directly, so erfcx keeps its accuracy where erfc underflows.",
+    ),
 )
 
 _EULER_GAMMA = 0.57721566490153286061
@@ -113,12 +133,12 @@ def _special(name, forward, vjp, *, low=-2.0, high=2.0, edges=(), torch_ref=None
         return out
 
     declaration.setdefault("check", floats_only(name, "input"))
-    return defop(
+    declaration.setdefault("notes", case_law(_CASE_LAW, name))
+    return one_input_op(
         name,
-        family="special",
-        inputs=("input",),
-        forward=forward,
-        vjps=(vjp,),
+        "special",
+        forward,
+        vjp,
         samples=generate,
         torch_ref=torch_ref or (lambda torch, input: getattr(torch.special, name)(input)),
         **declaration,
@@ -683,6 +703,7 @@ def _polygamma_samples(rng):
 
 polygamma = defop(
     "polygamma",
+    notes=case_law(_CASE_LAW, "polygamma"),
     family="special",
     inputs=("input",),
     forward=_polygamma,

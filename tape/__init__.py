@@ -4,27 +4,11 @@ Import ``tape`` for the engine and ``ops`` for the op library (``import ops`` lo
 operator or op method used loads ``ops`` too).
 """
 
-from . import random, state  # noqa: F401  -- tape.state: the per-thread modes; tape.random: the generators
+from . import creation, random, state  # noqa: F401  -- tape.state: the per-thread modes; tape.random: the generators
 from .autodiff import backward
 from .broadcast import unbroadcast
 from .compile import CompiledStep, CompileError, compile
-from .creation import (
-    arange,
-    empty,
-    eye,
-    full,
-    linspace,
-    logspace,
-    normal,
-    ones,
-    rand,
-    randint,
-    randn,
-    randperm,
-    tril_indices,
-    triu_indices,
-    zeros,
-)
+from .creation import *  # noqa: F403  -- torch's constructors, listed in creation.__all__
 from .errors import (
     AnomalyError,
     BackwardNotImplementedError,
@@ -36,7 +20,7 @@ from .errors import (
 from .functional import grad, gradients, hessian, hvp, jacobian, value_and_grad, vjp
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .memory import keep_freed_memory
-from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .random import *  # noqa: F403  -- the generators and torch's seeding functions, listed in random.__all__
 from .recording import Node
 from .registry import (
     NOT_DIFFERENTIABLE,
@@ -58,30 +42,10 @@ from .tensors import Tensor, as_tensor, set_library_loader, tensor
 __all__ = [
     "keep_freed_memory",
     "Tensor",
-    "Generator",
-    "default_generator",
-    "manual_seed",
-    "seed",
-    "initial_seed",
-    "get_rng_state",
-    "set_rng_state",
+    *random.__all__,
     "tensor",
     "as_tensor",
-    "arange",
-    "zeros",
-    "ones",
-    "full",
-    "empty",
-    "eye",
-    "tril_indices",
-    "triu_indices",
-    "linspace",
-    "logspace",
-    "rand",
-    "randn",
-    "randint",
-    "randperm",
-    "normal",
+    *creation.__all__,
     "ExecutionTape",
     "GradientTape",
     "TapeStack",

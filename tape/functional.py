@@ -14,7 +14,7 @@ outermost level -- results, values and aux included, are plain constants and no 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -111,6 +111,16 @@ def _perturbed(args, nums, who: str) -> tuple[list, list[Tensor]]:
     return args, own
 
 
+def _call_at(fn: Callable, args, nums, who: str) -> tuple[bool, list[Tensor], Any]:
+    """``fn`` called, gradients on, with the arguments in ``nums`` replaced by this level's own tensors
+    (``_perturbed``): whether gradients were on outside, the own tensors and ``fn``'s result."""
+    outer = is_grad_enabled()
+    call, own = _perturbed(args, nums, who)
+    with enable_grad():
+        result = fn(*call)
+    return outer, own, result
+
+
 def _reaches_outside(roots, own: list[Tensor]) -> bool:
     """Whether the graphs of ``roots`` (Tensors, or anything else: ignored) reach a tensor that needs a gradient
     other than this level's fresh leaves ``own`` -- something an enclosing computation may differentiate."""
@@ -178,11 +188,7 @@ def value_and_grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
     ``((value, aux), grads)``; ``grads`` is one Tensor, or a tuple when ``argnums`` is a tuple."""
 
     def wrapped(*args):
-        nums = _argnums(argnums, len(args), "grad")
-        outer = is_grad_enabled()
-        call, own = _perturbed(args, nums, "grad")
-        with enable_grad():
-            result = fn(*call)
+        outer, own, result = _call_at(fn, args, _argnums(argnums, len(args), "grad"), "grad")
         if has_aux and not (isinstance(result, tuple | list) and len(result) == 2):
             raise TypeError(f"grad: with has_aux=True fn must return (value, aux), got {type(result).__name__}")
         value, aux = result if has_aux else (result, None)
@@ -213,10 +219,7 @@ def grad(fn: Callable, argnums=0, has_aux: bool = False) -> Callable:
 def vjp(fn: Callable, *primals):
     """``(fn(*primals), vjp_fn)``: ``vjp_fn(cotangent)`` returns the vector-Jacobian product for every primal
     (a tuple). The cotangent may require grad: the products are then differentiable in it too."""
-    outer = is_grad_enabled()
-    args, own = _perturbed(primals, tuple(range(len(primals))), "vjp")
-    with enable_grad():
-        out = fn(*args)
+    outer, own, out = _call_at(fn, primals, tuple(range(len(primals))), "vjp")
     if not isinstance(out, Tensor) or out.dtype.kind != "f":
         raise TypeError(f"vjp: fn must return a floating Tensor, got {type(out).__name__}")
     reaches = _reaches_outside([out], own)
@@ -290,11 +293,7 @@ def jacobian(fn: Callable, argnums=0) -> Callable:
     output, and ``fn`` returning a tuple of Tensors gives a tuple (one entry per output)."""
 
     def wrapped(*args):
-        nums = _argnums(argnums, len(args), "jacobian")
-        outer = is_grad_enabled()
-        call, own = _perturbed(args, nums, "jacobian")
-        with enable_grad():
-            out = fn(*call)
+        outer, own, out = _call_at(fn, args, _argnums(argnums, len(args), "jacobian"), "jacobian")
         outs = out if isinstance(out, tuple) else (out,)
         for k, o in enumerate(outs):
             if not isinstance(o, Tensor) or o.dtype.kind != "f":

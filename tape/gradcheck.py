@@ -21,6 +21,15 @@ class GradcheckError(AssertionError):
     """The analytical gradient disagrees with finite differences."""
 
 
+def _grad_inputs(name: str, inputs) -> tuple[list, list[bool]]:
+    """The inputs as a list and, for each, whether it is a Tensor with requires_grad=True (at least one must be)."""
+    inputs = list(inputs)
+    needs_grad = [isinstance(x, Tensor) and x.requires_grad for x in inputs]
+    if not any(needs_grad):
+        raise ValueError(f"{name}: no input is a Tensor with requires_grad=True; nothing to check")
+    return inputs, needs_grad
+
+
 def _evaluate(fn, inputs, arrays, needs_grad):
     values = []
     for x, a, need in zip(inputs, arrays, needs_grad):
@@ -47,10 +56,7 @@ def gradcheck(
     ``inputs`` may mix Tensors and other arguments (passed through unchanged). Float32 inputs are
     refused: finite differences in float32 cannot tell a right gradient from a wrong one.
     """
-    inputs = list(inputs)
-    needs_grad = [isinstance(x, Tensor) and x.requires_grad for x in inputs]
-    if not any(needs_grad):
-        raise ValueError("gradcheck: no input is a Tensor with requires_grad=True; nothing to check")
+    inputs, needs_grad = _grad_inputs("gradcheck", inputs)
     for i, (x, need) in enumerate(zip(inputs, needs_grad)):
         if need and x.dtype != np.float64:
             raise TypeError(f"gradcheck: input {i} is {x.dtype}; finite differences need float64 inputs")
@@ -158,10 +164,7 @@ def gradgradcheck(
     """
     from .functional import gradients
 
-    inputs = list(inputs)
-    needs_grad = [isinstance(x, Tensor) and x.requires_grad for x in inputs]
-    if not any(needs_grad):
-        raise ValueError("gradgradcheck: no input is a Tensor with requires_grad=True; nothing to check")
+    inputs, needs_grad = _grad_inputs("gradgradcheck", inputs)
     rng = np.random.default_rng(seed)
     out = fn(*inputs)  # with gradients on: fn may take a gradient inside
     if not isinstance(out, Tensor):
@@ -186,13 +189,4 @@ def gradgradcheck(
             total = (cotangent * 0).sum()
         return total
 
-    return gradcheck(
-        projected_vjp,
-        inputs + [u],
-        eps=eps,
-        atol=atol,
-        rtol=rtol,
-        fast_mode=fast_mode,
-        seed=seed,
-        raise_exception=raise_exception,
-    )
+    return gradcheck(projected_vjp, inputs + [u], eps, atol, rtol, fast_mode, seed, raise_exception=raise_exception)

@@ -26,8 +26,7 @@ __all__ = [
     "initial_seed",
     "get_rng_state",
     "set_rng_state",
-    "as_generator",
-]
+]  # and as_generator, the ``generator=`` argument's reader for the ops and layers
 
 _SEED_RANGE = (-(2**63), 2**64)  # torch's: a long long or an unsigned one; negatives wrap modulo 2**64
 

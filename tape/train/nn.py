@@ -552,7 +552,52 @@ def _copied(p: Parameter, memo: dict) -> Parameter:
     return memo[id(p)]
 
 
-class ModuleList(Module):
+class _Registered:
+    """Container methods over one of a Module's registries, the dict that ``_store`` names: a list view
+    (``_Listed``, keys '0', '1', ...) or a mapping view (``_Keyed``)."""
+
+    _store = "_modules"
+
+    def _entries(self) -> dict:
+        return self.__dict__[self._store]
+
+    def __len__(self) -> int:
+        return len(self._entries())
+
+
+class _Listed(_Registered):
+    def __getitem__(self, index: int):
+        return list(self._entries().values())[index]
+
+    def __iter__(self) -> Iterator:
+        return iter(list(self._entries().values()))
+
+
+class _Keyed(_Registered):
+    def __getitem__(self, key: str):
+        return self._entries()[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._entries()))
+
+    def keys(self):
+        return self._entries().keys()
+
+    def values(self):
+        return self._entries().values()
+
+    def items(self):
+        return self._entries().items()
+
+
+def _as_parameter(value) -> Parameter:
+    return value if isinstance(value, Parameter) else Parameter(value)
+
+
+class ModuleList(_Listed, Module):
     """A list of modules, registered under the names '0', '1', ..."""
 
     def __init__(self, modules=()):
@@ -565,15 +610,6 @@ class ModuleList(Module):
             raise TypeError(f"ModuleList: expected a Module, got {type(module).__name__}")
         self._modules[str(len(self._modules))] = module
         return self
-
-    def __getitem__(self, index: int) -> Module:
-        return list(self._modules.values())[index]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(list(self._modules.values()))
 
 
 class Sequential(ModuleList):
@@ -588,7 +624,7 @@ class Sequential(ModuleList):
         return x
 
 
-class ModuleDict(Module):
+class ModuleDict(_Keyed, Module):
     """Modules registered under string keys, in insertion order (torch.nn.ModuleDict)."""
 
     def __init__(self, modules=None):
@@ -601,30 +637,11 @@ class ModuleDict(Module):
             raise TypeError(f"ModuleDict: expected a Module for key {key!r}, got {type(module).__name__}")
         setattr(self, key, module)
 
-    def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
 
-    def __contains__(self, key) -> bool:
-        return key in self._modules
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._modules))
-
-    def keys(self):
-        return self._modules.keys()
-
-    def values(self):
-        return self._modules.values()
-
-    def items(self):
-        return self._modules.items()
-
-
-class ParameterList(Module):
+class ParameterList(_Listed, Module):
     """Parameters registered under '0', '1', ... (torch.nn.ParameterList); arrays and Tensors become Parameters."""
+
+    _store = "_parameters"
 
     def __init__(self, values=()):
         super().__init__()
@@ -632,21 +649,14 @@ class ParameterList(Module):
             self.append(v)
 
     def append(self, value) -> ParameterList:
-        self._parameters[str(len(self._parameters))] = value if isinstance(value, Parameter) else Parameter(value)
+        self._parameters[str(len(self._parameters))] = _as_parameter(value)
         return self
 
-    def __getitem__(self, index: int) -> Parameter:
-        return list(self._parameters.values())[index]
 
-    def __len__(self) -> int:
-        return len(self._parameters)
-
-    def __iter__(self) -> Iterator[Parameter]:
-        return iter(list(self._parameters.values()))
-
-
-class ParameterDict(Module):
+class ParameterDict(_Keyed, Module):
     """Parameters registered under string keys (torch.nn.ParameterDict)."""
+
+    _store = "_parameters"
 
     def __init__(self, parameters=None):
         super().__init__()
@@ -654,28 +664,7 @@ class ParameterDict(Module):
             self[key] = value
 
     def __setitem__(self, key: str, value) -> None:
-        setattr(self, key, value if isinstance(value, Parameter) else Parameter(value))
-
-    def __getitem__(self, key: str) -> Parameter:
-        return self._parameters[key]
-
-    def __contains__(self, key) -> bool:
-        return key in self._parameters
-
-    def __len__(self) -> int:
-        return len(self._parameters)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._parameters))
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def values(self):
-        return self._parameters.values()
-
-    def items(self):
-        return self._parameters.items()
+        setattr(self, key, _as_parameter(value))
 
 
 class Identity(Module):
@@ -693,6 +682,19 @@ def _uniform(rng, bound: float, shape, dtype) -> np.ndarray:
     return rng.uniform(-bound, bound, size=shape).astype(dtype)
 
 
+def _bound(fan_in: int) -> float:
+    """torch's default init bound 1/sqrt(fan_in) (0 for an empty layer)."""
+    return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+
+
+def _weight_and_bias(module: Module, rng, fan_in: int, weight_shape: tuple, bias_size: int | None, dtype) -> None:
+    """``module.weight`` then ``module.bias`` (None when ``bias_size`` is None), both U(-bound, bound) with
+    ``_bound(fan_in)``, drawn from ``rng`` in that order."""
+    bound = _bound(fan_in)
+    module.weight = Parameter(_uniform(rng, bound, weight_shape, dtype))
+    module.bias = None if bias_size is None else Parameter(_uniform(rng, bound, (bias_size,), dtype))
+
+
 class Linear(Module):
     """``y = x @ weight.T + bias`` with weight (out_features, in_features), initialised as torch does:
     U(-1/sqrt(in_features), 1/sqrt(in_features)) for both weight and bias."""
@@ -700,10 +702,9 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32, rng=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        rng = _rng(rng)
-        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        self.weight = Parameter(_uniform(rng, bound, (out_features, in_features), dtype))
-        self.bias = Parameter(_uniform(rng, bound, (out_features,), dtype)) if bias else None
+        _weight_and_bias(
+            self, _rng(rng), in_features, (out_features, in_features), out_features if bias else None, dtype
+        )
 
     def forward(self, x):
         return ops.linear(x, self.weight, self.bias)
@@ -1005,6 +1006,15 @@ def _tuple(value, n: int) -> tuple:
     return tuple(value) if isinstance(value, list | tuple) else (value,) * n
 
 
+def _conv_attributes(module, in_channels: int, out_channels: int, kernel_size, stride, dilation, groups: int) -> None:
+    """The attributes a convolution and a transposed one share, each size a tuple of ``module._dims`` ints."""
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(f"{type(module).__name__}: in_channels and out_channels must be multiples of groups")
+    n = module._dims
+    module.in_channels, module.out_channels, module.kernel_size = in_channels, out_channels, _tuple(kernel_size, n)
+    module.stride, module.dilation, module.groups = _tuple(stride, n), _tuple(dilation, n), groups
+
+
 class _ConvNd(Module):
     """torch's Conv1d/2d/3d: weight (out, in / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) as torch's
     default initialisation (kaiming_uniform_ with a = sqrt(5))."""
@@ -1025,17 +1035,11 @@ class _ConvNd(Module):
         rng=None,
     ):
         super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"{type(self).__name__}: in_channels and out_channels must be multiples of groups")
-        n = self._dims
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _tuple(kernel_size, n)
-        self.stride, self.dilation, self.groups = _tuple(stride, n), _tuple(dilation, n), groups
-        self.padding = padding if isinstance(padding, str) else _tuple(padding, n)
-        rng = _rng(rng)
+        _conv_attributes(self, in_channels, out_channels, kernel_size, stride, dilation, groups)
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, self._dims)
         fan_in = in_channels // groups * math.prod(self.kernel_size)
-        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-        self.weight = Parameter(_uniform(rng, bound, (out_channels, in_channels // groups) + self.kernel_size, dtype))
-        self.bias = Parameter(_uniform(rng, bound, (out_channels,), dtype)) if bias else None
+        weight_shape = (out_channels, in_channels // groups) + self.kernel_size
+        _weight_and_bias(self, _rng(rng), fan_in, weight_shape, out_channels if bias else None, dtype)
 
     def forward(self, x):
         conv = (ops.conv1d, ops.conv2d, ops.conv3d)[self._dims - 1]
@@ -1081,22 +1085,11 @@ class _ConvTransposeNd(Module):
         rng=None,
     ):
         super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"{type(self).__name__}: in_channels and out_channels must be multiples of groups")
-        n = self._dims
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _tuple(kernel_size, n)
-        self.stride, self.padding, self.output_padding = (
-            _tuple(stride, n),
-            _tuple(padding, n),
-            _tuple(output_padding, n),
-        )
-        self.groups, self.dilation = groups, _tuple(dilation, n)
-        rng = _rng(rng)
+        _conv_attributes(self, in_channels, out_channels, kernel_size, stride, dilation, groups)
+        self.padding, self.output_padding = _tuple(padding, self._dims), _tuple(output_padding, self._dims)
         fan_in = out_channels // groups * math.prod(self.kernel_size)
-        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-        shape = (in_channels, out_channels // groups) + self.kernel_size
-        self.weight = Parameter(_uniform(rng, bound, shape, dtype))
-        self.bias = Parameter(_uniform(rng, bound, (out_channels,), dtype)) if bias else None
+        weight_shape = (in_channels, out_channels // groups) + self.kernel_size
+        _weight_and_bias(self, _rng(rng), fan_in, weight_shape, out_channels if bias else None, dtype)
 
     def forward(self, x):
         conv = ops.conv_transpose1d if self._dims == 1 else ops.conv_transpose2d

@@ -148,6 +148,13 @@ class Optimizer:
     def _update(self, p: np.ndarray, grad: np.ndarray, state: dict, group: dict) -> np.ndarray:
         raise NotImplementedError
 
+    def _first_state(self, state: dict, p: np.ndarray, group: dict, fill: float = 0.0) -> None:
+        """On a parameter's first step (``state`` empty), the entries of ``_state_layout``: counts 0, buffers of
+        ``p``'s shape and dtype filled with ``fill``."""
+        if not state:
+            for name, kind in self._state_layout(group).items():
+                state[name] = 0 if kind == "count" else np.full_like(p, fill)
+
     # -- state ---------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, np.ndarray]:
         """Everything a resumed run needs, as {name: new numpy array} (a snapshot: later steps do not change it).
@@ -268,6 +275,11 @@ def _group_numbering_problem(key: str, saved, g: int, first: int, count: int) ->
     return None
 
 
+def _l2(grad: np.ndarray, p: np.ndarray, weight_decay: float) -> np.ndarray:
+    """The gradient with torch's coupled (L2) weight decay ``weight_decay * p`` added."""
+    return grad + weight_decay * p if weight_decay else grad
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum (heavy-ball or Nesterov), dampening and L2 weight
     decay, exactly as ``torch.optim.SGD``."""
@@ -294,8 +306,7 @@ class SGD(Optimizer):
         return {"momentum_buffer": "param"} if group["momentum"] else {}
 
     def _update(self, p, grad, state, group):
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p
+        grad = _l2(grad, p, group["weight_decay"])
         momentum = group["momentum"]
         if momentum:
             buf = state.get("momentum_buffer")
@@ -340,17 +351,11 @@ class Adam(Optimizer):
 
     def _update(self, p, grad, state, group):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if wd:
-            if self.decoupled_weight_decay:
-                p = p * (1 - lr * wd)
-            else:
-                grad = grad + wd * p
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = np.zeros_like(p)
-            state["exp_avg_sq"] = np.zeros_like(p)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = np.zeros_like(p)
+        if wd and self.decoupled_weight_decay:
+            p = p * (1 - lr * wd)
+        elif wd:
+            grad = _l2(grad, p, wd)
+        self._first_state(state, p, group)
         state["step"] += 1
         t = state["step"]
         m, v = state["exp_avg"], state["exp_avg_sq"]
@@ -424,13 +429,8 @@ class RMSprop(Optimizer):
 
     def _update(self, p, grad, state, group):
         alpha, eps, momentum = group["alpha"], group["eps"], group["momentum"]
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p
-        if not state:
-            state["step"] = 0
-            for name in self._state_layout(group):
-                if name != "step":
-                    state[name] = np.zeros_like(p)
+        grad = _l2(grad, p, group["weight_decay"])
+        self._first_state(state, p, group)
         state["step"] += 1
         square_avg = state["square_avg"]
         square_avg *= alpha
@@ -480,12 +480,9 @@ class Adagrad(Optimizer):
         return {"step": "count", "sum": "param"}
 
     def _update(self, p, grad, state, group):
-        if not state:
-            state["step"] = 0
-            state["sum"] = np.full_like(p, group["initial_accumulator_value"])
+        self._first_state(state, p, group, fill=group["initial_accumulator_value"])
         state["step"] += 1
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p
+        grad = _l2(grad, p, group["weight_decay"])
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         state["sum"] += grad * grad
         return p - clr * (grad / (np.sqrt(state["sum"]) + group["eps"]))
@@ -662,15 +659,12 @@ class LRScheduler:
     def get_last_lr(self) -> list[float]:
         return [group["lr"] for group in self.optimizer.param_groups]
 
-    def _current(self) -> list[float]:
-        return [group["lr"] for group in self.optimizer.param_groups]
-
     def state_dict(self) -> dict[str, np.ndarray]:
         """``last_epoch``, ``base_lrs`` and the groups' current ``lrs`` (flat numeric arrays)."""
         return {
             "last_epoch": np.array(self.last_epoch, dtype=np.int64),
             "base_lrs": np.array(self.base_lrs, dtype=np.float64),
-            "lrs": np.array(self._current(), dtype=np.float64),
+            "lrs": np.array(self.get_last_lr(), dtype=np.float64),
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -700,8 +694,8 @@ class StepLR(LRScheduler):
 
     def _lrs(self):
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
-            return self._current()
-        return [lr * self.gamma for lr in self._current()]
+            return self.get_last_lr()
+        return [lr * self.gamma for lr in self.get_last_lr()]
 
 
 class MultiStepLR(LRScheduler):
@@ -714,7 +708,7 @@ class MultiStepLR(LRScheduler):
 
     def _lrs(self):
         count = self.milestones.count(self.last_epoch)
-        return [lr * self.gamma**count for lr in self._current()] if count else self._current()
+        return [lr * self.gamma**count for lr in self.get_last_lr()] if count else self.get_last_lr()
 
 
 class ExponentialLR(LRScheduler):
@@ -723,7 +717,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer)
 
     def _lrs(self):
-        return self._current() if self.last_epoch == 0 else [lr * self.gamma for lr in self._current()]
+        return self.get_last_lr() if self.last_epoch == 0 else [lr * self.gamma for lr in self.get_last_lr()]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -736,13 +730,14 @@ class CosineAnnealingLR(LRScheduler):
     def _lrs(self):
         e, t, low = self.last_epoch, self.T_max, self.eta_min
         if e == 0:
-            return self._current()
+            return self.get_last_lr()
         if (e - 1 - t) % (2 * t) == 0:
             return [
-                lr + (base - low) * (1 - math.cos(math.pi / t)) / 2 for lr, base in zip(self._current(), self.base_lrs)
+                lr + (base - low) * (1 - math.cos(math.pi / t)) / 2
+                for lr, base in zip(self.get_last_lr(), self.base_lrs)
             ]
         ratio = (1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
-        return [ratio * (lr - low) + low for lr in self._current()]
+        return [ratio * (lr - low) + low for lr in self.get_last_lr()]
 
 
 class LambdaLR(LRScheduler):

@@ -11,14 +11,12 @@ every parameter, drawn from the layer's generator.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 import ops
 
 from ..tensors import Tensor
-from .nn import Module, Parameter, _rng, _uniform
+from .nn import Module, Parameter, _bound, _rng, _uniform
 
 __all__ = ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
 
@@ -51,7 +49,7 @@ def _mode(name: str, nonlinearity: str) -> str:
 
 def _weights(module, suffix: str, input_size: int, hidden_size: int, bias: bool, dtype, rng) -> None:
     """weight_ih, weight_hh (and bias_ih, bias_hh) with ``suffix``, in torch's order, each U(-k, k)."""
-    rows, k = _GATES[module.mode] * hidden_size, 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
+    rows, k = _GATES[module.mode] * hidden_size, _bound(hidden_size)
     shapes: dict[str, tuple] = {"weight_ih": (rows, input_size), "weight_hh": (rows, hidden_size)}
     if bias:
         shapes.update(bias_ih=(rows,), bias_hh=(rows,))

@@ -563,3 +563,10 @@ def test_value_tests_give_bools_for_any_dtype_like_torch():
 def test_torch_named_float_ops_refuse_integer_tensors_naming_op_and_argument(name):
     with pytest.raises(TypeError, match=rf"^{name}: argument 'input' expected a floating tensor.*int64"):
         tape.get_op(name)(tape.tensor(np.array([1, 2])))
+
+
+def test_sgn_is_a_tensor_method_as_in_torch():
+    # its declaration's method=True had slipped into a comment, so x.sgn() raised AttributeError
+    values = np.array([-2.5, -0.0, 0.0, 3.0, np.nan])
+    got = tape.tensor(values).sgn()
+    np.testing.assert_array_equal(got.data, torch.tensor(values).sgn().numpy())
