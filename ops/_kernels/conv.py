@@ -1,0 +1,201 @@
+"""Convolution kernels over any number of spatial axes (ops/conv.py's conv1d / conv2d / conv3d and, as their
+adjoints, the transposed convolutions): the forward and the input and weight gradients of a grouped, strided,
+dilated, zero-padded convolution of an (N, C, *spatial) batch with an (O, C/G, *kernel) weight, by im2col over
+blocks of images.
+
+A block is a few whole images, or for an image whose columns exceed ``BLOCK_BYTES`` a band of its first output
+axis, so its column matrix (C*prod(kernel), the block's output positions) stays in cache between the copy that
+fills it and the GEMMs that read it. The columns are filled by one strided copy per kernel offset (a "tap") of
+the input region that offset sees and added back (col2im) by one strided add per tap; the padding is never
+materialised: the column entries that fall in it are the zeros a reused buffer keeps. Per block:
+
+- forward: out[block] = W (G, O/G, C/G*K) @ columns (G, C/G*K, L), written straight into the (N, O, *out) output
+  (no transpose of the result) with the bias added while the block is in cache;
+- backward: dW = sum over blocks of g[block] @ columns^T, the columns filled again from the input (cheaper than
+  keeping the forward's, which are prod(kernel) times the input's size); dcolumns = W^T @ g[block], added into
+  dx tap by tap (one image's bands in order, so no two threads add into the same rows).
+
+The blocks run on the worker pool (``runtime.run``: one BLAS thread each, so the copies and adds run in parallel
+too) when the convolution's GEMM work reaches the measured crossover ``runtime.gemm_crossover()``, on as many
+threads as BLAS was given; otherwise in order on the calling thread, BLAS threaded by size (``runtime.blas_for``).
+Each block's weight gradient is its own partial, summed in block order, so no result depends on which thread ran
+which block. The column buffers are kept per thread between calls (a training step reuses them instead of
+faulting fresh pages in), up to ``KEEP_BYTES`` each.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+
+import numpy as np
+
+from . import runtime
+
+__all__ = ["BLOCK_BYTES", "KEEP_BYTES", "forward", "backward"]
+
+BLOCK_BYTES = 1 << 21  # a block's column matrix: about the L2 cache of one core
+KEEP_BYTES = 8 << 20  # larger buffers (one output row of a huge image) are not kept between calls
+_EVERY = (slice(None), slice(None))  # the batch and channel axes
+
+
+def _taps(geo, in_spatial: tuple, lo: int, hi: int) -> list:
+    """(offset, out_region, in_region) for every kernel offset that sees any input from the band [lo, hi) of the
+    first output axis: the output positions (counted from lo on that axis) whose window's ``offset`` tap lies
+    inside the input, and the input positions it lies on."""
+    axes = []
+    for axis, (k, s, d, (before, _), n_in, n_out) in enumerate(
+        zip(geo.kernel, geo.stride, geo.dilation, geo.pads, in_spatial, geo.out)
+    ):
+        a, b = (lo, hi) if axis == 0 else (0, n_out)
+        per_tap = []
+        for t in range(k):
+            shift = t * d - before  # the input index output 0's tap t meets
+            first, stop = max(a, -(shift // s)), min(b, (n_in - 1 - shift) // s + 1)
+            if first < stop:
+                per_tap.append((t, slice(first - a, stop - a), slice(first * s + shift, (stop - 1) * s + shift + 1, s)))
+        axes.append(per_tap)
+    return [tuple(zip(*combo)) for combo in itertools.product(*axes)]
+
+
+def _plan(n: int, image_bytes: int, out0: int, workers: int, whole_images: bool) -> list:
+    """The blocks: (image slice, bands [(lo, hi)] of the first output axis). Whole images, several per block up
+    to BLOCK_BYTES of columns (and at least ``workers`` blocks when there are that many images); an image larger
+    than that in bands of output rows, all of an image's bands in one block when ``whole_images``."""
+    if image_bytes <= BLOCK_BYTES:
+        per_block = max(1, min(BLOCK_BYTES // max(image_bytes, 1), -(-n // workers)))
+        return [(slice(i, min(i + per_block, n)), [(0, out0)]) for i in range(0, n, per_block)]
+    rows = -(-out0 // -(-image_bytes // BLOCK_BYTES))  # the fewest bands of at most ~BLOCK_BYTES, even sizes
+    bands = [(lo, min(lo + rows, out0)) for lo in range(0, out0, rows)]
+    if whole_images:
+        return [(slice(i, i + 1), bands) for i in range(n)]
+    return [(slice(i, i + 1), [band]) for i in range(n) for band in bands]
+
+
+def _workers(flops: int) -> int:
+    """Threads for a convolution of ``flops`` GEMM operations: BLAS's thread count (what the caller gave numpy)
+    from the measured crossover on, else 1."""
+    guard = runtime.single_threaded_blas()
+    if guard is None or flops < runtime.gemm_crossover():
+        return 1
+    return max(1, min(runtime.cpu_count(), guard.threads()))
+
+
+_LOCAL = threading.local()
+
+
+def _buffer(name: str, shape: tuple, dtype, zero_layout=None) -> np.ndarray:
+    """This thread's reusable ``shape`` array ``name``. With ``zero_layout`` (a description of which entries the
+    caller writes), every entry the caller does not write is 0: the buffer is zeroed when the layout changes."""
+    store = _LOCAL.__dict__.setdefault("buffers", {})
+    size = math.prod(shape)
+    flat, layout = store.get(name, (None, None))
+    if flat is None or flat.dtype != dtype or flat.size < size or flat.nbytes > KEEP_BYTES:
+        flat, layout = np.zeros(max(size, 1), dtype), zero_layout
+    elif zero_layout is not None and layout != zero_layout:
+        flat[:size] = 0
+    if flat.nbytes <= KEEP_BYTES:
+        store[name] = (flat, zero_layout)
+    return flat[:size].reshape(shape)
+
+
+def _columns(x: np.ndarray, geo, band: tuple, dtype) -> np.ndarray:
+    """This thread's (B, C, *kernel, *band's out) column buffer filled from the (B, C, *spatial) images ``x``
+    (zeros where a window reaches into the padding)."""
+    lo, hi = band
+    taps = _taps(geo, x.shape[2:], lo, hi)
+    shape = x.shape[:2] + tuple(geo.kernel) + (hi - lo,) + tuple(geo.out[1:])
+    layout = (shape, [(offset, tuple((r.start, r.stop) for r in out)) for offset, out, _ in taps])
+    cols = _buffer("columns", shape, dtype, layout)
+    for offset, out_region, in_region in taps:
+        cols[_EVERY + offset + out_region] = x[_EVERY + in_region]
+    return cols
+
+
+def _add_columns(dx: np.ndarray, d_cols: np.ndarray, geo, band: tuple) -> None:
+    """col2im: add the (B, C, *kernel, *band's out) column gradients into the (B, C, *spatial) ``dx``."""
+    for offset, out_region, in_region in _taps(geo, dx.shape[2:], *band):
+        dx[_EVERY + in_region] += d_cols[_EVERY + offset + out_region]
+
+
+def _band(a: np.ndarray, band: tuple, groups: int) -> np.ndarray:
+    """The (B, G, rows/G, positions) view of the band [lo, hi) of the first spatial axis of (B, rows, *spatial)
+    ``a`` (a view, never a copy: the bands of the first axis keep the later axes whole)."""
+    part = a[:, :, band[0] : band[1]]
+    return np.reshape(part, (a.shape[0], groups, a.shape[1] // groups, -1), copy=False)
+
+
+def _gemm(a, b, out=None):
+    with runtime.blas_for(2 * a.shape[-2] * a.shape[-1] * b.shape[-1] * math.prod(b.shape[:-2])):
+        return np.matmul(a, b, out=out)
+
+
+def _weight_grad(x: np.ndarray, g_band: np.ndarray, geo, band: tuple, dtype) -> np.ndarray:
+    """(G, C/G*K, O/G): the transposed weight gradient from the band of the (B, C, *spatial) images ``x`` and
+    its (B, G, O/G, L) output gradient, as columns @ g^T (the faster orientation of this GEMM in OpenBLAS)."""
+    cols = _columns(x, geo, band, dtype)
+    cols = np.reshape(cols, g_band.shape[:2] + (-1, g_band.shape[3]), copy=False)
+    return _gemm(cols, g_band.swapaxes(-1, -2)).sum(axis=0)
+
+
+def _input_grad(dx: np.ndarray, g_band: np.ndarray, w_t: np.ndarray, geo, band: tuple) -> None:
+    """Add the band's share of the input gradient into the (B, C, *spatial) ``dx``: column gradients
+    (G, C/G*K, O/G) @ (B, G, O/G, L), then col2im."""
+    shape = g_band.shape[:2] + (w_t.shape[1], g_band.shape[3])
+    d_cols = _gemm(w_t, g_band, out=_buffer("column_grads", shape, dx.dtype))
+    _add_columns(dx, d_cols.reshape(dx.shape[:2] + tuple(geo.kernel) + (band[1] - band[0],) + geo.out[1:]), geo, band)
+
+
+def forward(x: np.ndarray, w: np.ndarray, bias, geo, groups: int) -> np.ndarray:
+    """The (N, O, *out) convolution of the (N, C, *spatial) batch ``x`` with the (O, C/G, *kernel) weight plus
+    the (O,) ``bias`` (None: none)."""
+    n, channels = x.shape[:2]
+    dtype = np.result_type(x.dtype, w.dtype)
+    out_channels, taps, positions = w.shape[0], math.prod(geo.kernel), math.prod(geo.out)
+    w_groups = np.ascontiguousarray(w, dtype).reshape(groups, out_channels // groups, -1)
+    out = np.empty((n, out_channels) + tuple(geo.out), dtype)
+    flops = 2 * n * out_channels * channels // groups * taps * positions
+    workers = _workers(flops)
+    blocks = _plan(n, channels * taps * positions * dtype.itemsize, geo.out[0], workers, whole_images=False)
+
+    def work(worker, block):
+        images, bands = block
+        for band in bands:
+            cols = _columns(x[images], geo, band, dtype)
+            target = _band(out[images], band, groups)
+            _gemm(w_groups, np.reshape(cols, target.shape[:2] + (-1, target.shape[3]), copy=False), out=target)
+            if bias is not None:
+                target += np.reshape(bias, (groups, -1, 1))
+
+    runtime.run(blocks, work, workers)
+    return out
+
+
+def backward(g: np.ndarray, x, w: np.ndarray, geo, groups: int, needs: tuple, x_shape: tuple):
+    """(dx, dw) of the convolution for its (N, O, *out) output gradient ``g``: the (N, C, *spatial) input's
+    gradient when ``needs[0]`` and the weight's when ``needs[1]`` (else None; ``x`` is read only for dw)."""
+    n, channels = x_shape[:2]
+    out_channels, taps, positions = w.shape[0], math.prod(geo.kernel), math.prod(geo.out)
+    dtype = np.result_type(g.dtype, w.dtype, *(() if x is None else (x.dtype,)))
+    w_groups = np.ascontiguousarray(w, dtype).reshape(groups, out_channels // groups, -1)
+    w_t = w_groups.transpose(0, 2, 1)
+    dx = np.zeros(x_shape, dtype) if needs[0] else None
+    flops = 2 * n * out_channels * channels // groups * taps * positions * (bool(needs[0]) + bool(needs[1]))
+    workers = _workers(flops)
+    image_bytes = channels * taps * positions * dtype.itemsize
+    blocks = _plan(n, image_bytes, geo.out[0], workers, whole_images=bool(needs[0]))
+    partials = np.zeros((len(blocks),) + w_t.shape, dtype) if needs[1] else None
+
+    def work(worker, item):
+        k, (images, bands) = item
+        for band in bands:
+            g_band = _band(g[images], band, groups)  # (B, G, O/G, L)
+            if partials is not None:
+                partials[k] += _weight_grad(x[images], g_band, geo, band, dtype)
+            if dx is not None:
+                _input_grad(dx[images], g_band, w_t, geo, band)
+
+    runtime.run(list(enumerate(blocks)), work, workers)
+    dw = None if partials is None else partials.sum(axis=0).transpose(0, 2, 1).reshape(w.shape)
+    return dx, dw
