@@ -1,7 +1,8 @@
 """The convolution kernels (ops/_kernels/conv.py) on every path they take, against PyTorch in float64: images in
 blocks of several, an image in bands of output rows (a block smaller than one image), the blocks on the worker
-pool; column buffers reused across calls of other geometries (their padding entries must be zeros again);
-inf and NaN in the input, the weight and the upstream gradient; and the same result on every run."""
+pool, the forward's GEMM split over the first kernel axis; column buffers reused across calls of other
+geometries (their padding entries must be zeros again); inf and NaN in the input, the weight and the upstream
+gradient; and the same result on every run."""
 
 import warnings
 
@@ -27,6 +28,8 @@ PATHS = {
     "bands of rows": dict(block_bytes=64),
     "pool": dict(workers=2),
     "pool, bands": dict(workers=2, block_bytes=64),
+    "rows split": dict(split_rows=1),
+    "rows split, pool, bands": dict(split_rows=1, workers=2, block_bytes=64),
 }
 
 
@@ -51,7 +54,9 @@ def arrays(name, x_shape, w_shape, attrs, seed=0):
     return x, w, rng.standard_normal(out_channels)
 
 
-def force(monkeypatch, block_bytes=None, workers=None):
+def force(monkeypatch, block_bytes=None, workers=None, split_rows=None):
+    if split_rows is not None:
+        monkeypatch.setattr(conv_kernels, "SPLIT_ROWS", split_rows)
     if block_bytes is not None:
         monkeypatch.setattr(conv_kernels, "BLOCK_BYTES", block_bytes)
     if workers is not None:
@@ -71,19 +76,21 @@ def test_every_blocking_and_the_pool_match_torch(torch, monkeypatch, path, name,
 
 
 def test_a_reused_column_buffer_has_zeros_in_the_padding_again(torch):
-    """The same column shape (1, 2, 3, 3, 3, 3) first without padding (every entry an input value), then with
-    padding 1 on a smaller input: the padding entries of the reused buffer must read 0, not the last values."""
+    """Column buffers of 3x3 windows over 3x3 outputs: two images without padding (every entry an input value),
+    then one image and then two with padding 1 on a smaller input -- the same taps as the one-image call but
+    a second image's entries the first call filled: every padding entry must read 0, never an earlier value."""
     rng = np.random.default_rng(2)
     w = rng.standard_normal((3, 2, 3, 3))
-    for x, padding in ((rng.standard_normal((1, 2, 5, 5)) + 10, 0), (rng.standard_normal((1, 2, 3, 3)), 1)):
-        b = np.zeros(3)
-        upstream = rng.standard_normal((1, 3, 3, 3))
-        ours, theirs = run_both(torch, "conv2d", x, w, b, upstream, dict(padding=padding))
+    calls = [((2, 2, 5, 5), 0), ((1, 2, 3, 3), 1), ((2, 2, 3, 3), 1)]
+    for shape, padding in calls:
+        x = rng.standard_normal(shape) + 10
+        upstream = rng.standard_normal((shape[0], 3, 3, 3))
+        ours, theirs = run_both(torch, "conv2d", x, w, np.zeros(3), upstream, dict(padding=padding))
         for what, a, e in zip(("output", "dx", "dw"), ours, theirs):
-            np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-12, err_msg=f"padding {padding}: {what}")
+            np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-12, err_msg=f"{shape}, padding {padding}: {what}")
 
 
-@pytest.mark.parametrize("path", ["whole images", "pool, bands"])
+@pytest.mark.parametrize("path", ["whole images", "pool, bands", "rows split"])
 def test_inf_and_nan_propagate_as_in_torch(torch, monkeypatch, path):
     force(monkeypatch, **PATHS[path])
     x, w, b = arrays("conv2d", (2, 3, 6, 5), (4, 3, 3, 3), {}, seed=3)
