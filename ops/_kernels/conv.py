@@ -72,6 +72,8 @@ class _Band:
         self.taps = _taps(geo, in_spatial, lo, hi)
         self.shape = tuple(geo.kernel) + (hi - lo,) + tuple(geo.out[1:])
         self.layout = (self.shape, [(offset, tuple((r.start, r.stop) for r in out)) for offset, out, _ in self.taps])
+        # per tap: (the column entries, the input region) as indices of the (B, C, ...) arrays
+        self.pairs = [(_EVERY + offset + out, _EVERY + region) for offset, out, region in self.taps]
 
 
 def _plan(make_band, out0: int, n: int, image_bytes: int, workers: int, whole_images: bool) -> list:
@@ -125,15 +127,15 @@ def _columns(x: np.ndarray, band: _Band, dtype) -> np.ndarray:
     """This thread's (B, C, *kernel, *band's out) column buffer filled from the (B, C, *spatial) images ``x``
     (zeros where a window reaches into the padding)."""
     cols = _buffer("columns", x.shape[:2] + band.shape, dtype, (x.shape[:2], band.layout))
-    for offset, out_region, in_region in band.taps:
-        cols[_EVERY + offset + out_region] = x[_EVERY + in_region]
+    for entries, region in band.pairs:
+        cols[entries] = x[region]
     return cols
 
 
 def _add_columns(dx: np.ndarray, d_cols: np.ndarray, band: _Band) -> None:
     """col2im: add the (B, C, *kernel, *band's out) column gradients into the (B, C, *spatial) ``dx``."""
-    for offset, out_region, in_region in band.taps:
-        dx[_EVERY + in_region] += d_cols[_EVERY + offset + out_region]
+    for entries, region in band.pairs:
+        dx[region] += d_cols[entries]
 
 
 def _grouped(a: np.ndarray, band: _Band, groups: int) -> np.ndarray:
