@@ -123,10 +123,10 @@ def _buffer(name: str, shape: tuple, dtype, zero_layout=None) -> np.ndarray:
     return flat[:size].reshape(shape)
 
 
-def _columns(x: np.ndarray, band: _Band, dtype) -> np.ndarray:
-    """This thread's (B, C, *kernel, *band's out) column buffer filled from the (B, C, *spatial) images ``x``
-    (zeros where a window reaches into the padding)."""
-    cols = _buffer("columns", x.shape[:2] + band.shape, dtype, (x.shape[:2], band.layout))
+def _columns(x: np.ndarray, band: _Band, dtype, name: str = "columns") -> np.ndarray:
+    """This thread's (B, C, *kernel, *band's out) column buffer ``name`` filled from the (B, C, *spatial) images
+    ``x`` (zeros where a window reaches into the padding)."""
+    cols = _buffer(name, x.shape[:2] + band.shape, dtype, (x.shape[:2], band.layout))
     for entries, region in band.pairs:
         cols[entries] = x[region]
     return cols
@@ -223,7 +223,7 @@ def forward(x: np.ndarray, w: np.ndarray, bias, geo, groups: int) -> np.ndarray:
     def work(worker, block):
         _, images, bands = block
         for band in bands:
-            cols = _columns(x[images], band, dtype)
+            cols = _columns(x[images], band, dtype, "forward_columns")  # not the backward's: no re-zeroing by turns
             rows = out[images, :, band.lo : band.hi - extent]
             target: np.ndarray = np.reshape(rows, rows.shape[:1] + (groups, out_channels // groups, -1), copy=False)
             if split:
