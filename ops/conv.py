@@ -47,6 +47,7 @@ from tape.onnx import lowering
 from tape.registry import Grad, Sample, defop
 from tape.tensors import Tensor
 
+from ._kernels import conv as conv_kernels
 from ._notes import case_law
 from ._onnx import NotExportable, index_map, scalar, tensor_type
 from ._samples import uniform
@@ -248,46 +249,17 @@ class _ConvGeometry:
         self.out = tuple((p - e) // s + 1 for p, e, s in zip(self.padded, effective, self.stride))
 
 
-def _im2col(x, geo, groups):
-    """(G, C/G*prod(kernel), N*prod(out)) columns: every receptive field of the (N, C, *spatial) batch as one
-    column (a single copy), so each group's convolution is one GEMM over the whole batch."""
-    n_axes = len(geo.kernel)
-    xp = _pad(x, geo.pads).swapaxes(0, 1)  # channel-major, so the rows are (C, *kernel)
-    windows = _windows(xp, geo.kernel, geo.stride, geo.dilation, geo.out, kernel_last=False)  # (C, N, *K, *O)
-    rows = x.shape[1] // groups * math.prod(geo.kernel)
-    order = (0, *range(2, 2 + n_axes), 1, *range(2 + n_axes, 2 + 2 * n_axes))  # (C, *K, N, *O)
-    return windows.transpose(order).reshape(groups, rows, x.shape[0] * math.prod(geo.out))
-
-
 def _conv_forward(x, w, bias, geo, groups):
     """The (N, O, *out) convolution of the (N, C, *spatial) batch ``x`` with the (O, C/G, *kernel) weight."""
-    n, out_channels = x.shape[0], w.shape[0]
-    out = np.matmul(w.reshape(groups, out_channels // groups, -1), _im2col(x, geo, groups))  # (G, O/G, N*L)
-    out = out.reshape(out_channels, n * math.prod(geo.out))
-    if bias is not None:
-        out += bias[:, None]
-    return np.ascontiguousarray(out.reshape(out_channels, n, *geo.out).swapaxes(0, 1))
+    return conv_kernels.forward(x, w, bias, geo, groups)
 
 
 def _conv_backward(g, x, w, geo, groups, needs, x_shape=None):
     """Input, weight and bias gradients of conv for the (N, O, *out) output gradient ``g`` (``x_shape`` stands
     for ``x.shape`` when only the input gradient is needed; ``x`` may then be None)."""
     x_shape = x.shape if x_shape is None else x_shape
-    n, channels = x_shape[:2]
-    out_channels, n_axes = w.shape[0], len(geo.kernel)
-    g_cols = g.swapaxes(0, 1).reshape(groups, out_channels // groups, n * math.prod(geo.out))
-    dx = dw = db = None
-    if needs[0]:
-        w_groups = w.reshape(groups, out_channels // groups, -1)
-        d_cols = np.matmul(w_groups.transpose(0, 2, 1), g_cols)  # (G, C/G*prod(K), N*L)
-        order = (0, 1 + n_axes, *range(1, 1 + n_axes), *range(2 + n_axes, 2 + 2 * n_axes))  # (C, N, *K, *O)
-        d_windows = d_cols.reshape(channels, *geo.kernel, n, *geo.out).transpose(order)
-        d_padded = _scatter_windows(d_windows, (channels, n) + geo.padded, geo.stride, geo.dilation)
-        dx = _unpad(d_padded.swapaxes(0, 1), geo.pads, x_shape)
-    if needs[1]:
-        dw = np.matmul(g_cols, _im2col(x, geo, groups).transpose(0, 2, 1)).reshape(w.shape)
-    if len(needs) > 2 and needs[2]:
-        db = np.sum(g, axis=(0, *range(2, g.ndim)))
+    dx, dw = conv_kernels.backward(g, x, w, geo, groups, (bool(needs[0]), bool(needs[1])), tuple(x_shape))
+    db = np.sum(g, axis=(0, *range(2, g.ndim))) if len(needs) > 2 and needs[2] else None
     return dx, dw, db
 
 
