@@ -34,6 +34,7 @@ __all__ = [
     "row_sums",
     "row_dots",
     "subtract_row_max",
+    "exp_into",
     "short_row_length",
     "softmax_block",
     "log_softmax_block",
@@ -188,6 +189,21 @@ def _max_across(x, column):
     np.maximum.reduce(np.ascontiguousarray(x.T), axis=0, out=column[:, 0])
 
 
+_LOG2E32 = np.float32(1 / np.log(2.0))
+
+
+def exp_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = exp(a)`` (returns ``out``, which may be ``a``) for values that only enter a sum taken the log of
+    (log_softmax's logsumexp). float32 goes through exp2(a log2 e): numpy's float32 exp2 runs at twice the speed
+    of its exp (256x1000: 67 against 122 us, the multiplication included), but the product rounds once more, a
+    relative error of up to |a| 2^-24 in each term -- the terms near the row max (a ~ 0), which make the sum,
+    keep their accuracy, but a softmax's small probabilities would not (np.exp there). Other dtypes: np.exp."""
+    if a.dtype == np.float32:
+        np.multiply(a, _LOG2E32, out=out)
+        return np.exp2(out, out=out)
+    return np.exp(a, out=out)
+
+
 # -- softmax / log_softmax -----------------------------------------------------------------------------------
 def softmax_block(x: np.ndarray, out: np.ndarray) -> None:
     """``out = softmax(x)`` over each row: exp(x - max) times the reciprocal of its sum (as torch)."""
@@ -200,7 +216,7 @@ def log_softmax_block(x: np.ndarray, out: np.ndarray) -> None:
     """``out = log_softmax(x)`` over each row, as (x - max) - log(sum(exp(x - max))): subtracting logsumexp(x) in
     one step would round at |x| ~ 1e4."""
     subtract_row_max(x, out=out)
-    out -= np.log(row_sums(np.exp(out)))
+    out -= np.log(row_sums(exp_into(out, np.empty_like(out))))
 
 
 def softmax_grad_block(g: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
