@@ -1,4 +1,5 @@
-"""Op library speed: matmul, softmax, layer_norm, conv2d and cross_entropy, forward + backward, float32.
+"""Op library speed: matmul, softmax, log_softmax, layer_norm, rms_norm, conv2d, cross_entropy and gelu (exact and
+tanh), at general shapes and at the tiny GPT's (``-gpt``), forward + backward, float32.
 
 Each step builds the graph from leaf tensors that require grad (made once, outside the timed step; their
 gradients are cleared at the start of each step) and runs the backward with a fixed upstream gradient
@@ -25,8 +26,23 @@ CASES = {  # name: (label, input shapes (all require grad), fn(lib, functional, 
                lambda T, F, x, w, b: F.conv2d(x, w, b, padding=1)),
     "cross_entropy": ("cross_entropy 4096x1000 (mean)", [(4096, 1000)],
                       lambda T, F, x, targets: F.cross_entropy(x, targets)),
+    "log_softmax": ("log_softmax 64x1024 (dim -1)", [(64, 1024)], lambda T, F, x: T.log_softmax(x, dim=-1)),
+    "rms_norm": ("rms_norm 4096x512 (weight)", [(4096, 512), (512,)], lambda T, F, x, w: F.rms_norm(x, (512,), w)),
+    "gelu": ("gelu 4096x512 (exact)", [(4096, 512)], lambda T, F, x: F.gelu(x)),
+    "gelu-tanh": ("gelu 4096x512 (tanh)", [(4096, 512)], lambda T, F, x: F.gelu(x, approximate="tanh")),
+    # the tiny GPT's shapes (bench_train_step.py: batch 16, seq 32, d 64, 4 heads, MLP 256, vocab 16)
+    "softmax-gpt": ("softmax 16x4x32x32 (dim -1)", [(16, 4, 32, 32)], lambda T, F, x: T.softmax(x, dim=-1)),
+    "layer_norm-gpt": ("layer_norm 16x32x64 (affine)", [(16, 32, 64), (64,), (64,)],
+                       lambda T, F, x, w, b: F.layer_norm(x, (64,), w, b)),
+    "gelu-gpt": ("gelu 16x32x256 (exact)", [(16, 32, 256)], lambda T, F, x: F.gelu(x)),
+    "gelu-tanh-gpt": ("gelu 16x32x256 (tanh)", [(16, 32, 256)], lambda T, F, x: F.gelu(x, approximate="tanh")),
+    "cross_entropy-gpt": ("cross_entropy 512x16 (mean)", [(512, 16)],
+                          lambda T, F, x, targets: F.cross_entropy(x, targets)),
 }
-TARGETS = {"cross_entropy": lambda: [np.random.default_rng(0).integers(0, 1000, size=4096)]}
+TARGETS = {
+    "cross_entropy": lambda: [np.random.default_rng(0).integers(0, 1000, size=4096)],
+    "cross_entropy-gpt": lambda: [np.random.default_rng(0).integers(0, 16, size=512)],
+}
 
 
 def build(name, framework):

@@ -304,6 +304,9 @@ def _class_weights(weight, input):
 
 
 def _picked(input, safe):
+    """Each target's own entry of ``input`` (its class ``safe`` along the class axis)."""
+    if input.ndim == 2:  # (N, C): one fancy index, without take_along_axis's index arrays (~3x faster at N = 512)
+        return input[np.arange(input.shape[0]), safe]
     axis = _class_axis(input)
     return np.squeeze(np.take_along_axis(input, np.expand_dims(safe, axis), axis), axis)
 
@@ -403,6 +406,9 @@ def _cross_entropy_vjp(
     smooth = smooth_scale[..., None] if label_smoothing > 0 else None
     blockwise(partial(cross_entropy_grad_block, weight), exps, row_total[..., None] / row_sum, smooth, grad)
     grad = from_last(grad, axis)
+    if grad.ndim == 2:  # (N, C): the targets are distinct (row, class) pairs, so one fancy subtraction
+        grad[np.arange(grad.shape[0]), safe] -= on_target
+        return grad
     index = np.expand_dims(safe, axis)
     np.put_along_axis(grad, index, np.take_along_axis(grad, index, axis) - np.expand_dims(on_target, axis), axis)
     return grad

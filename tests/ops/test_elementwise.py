@@ -137,6 +137,31 @@ def test_gelu_matches_torch_over_a_wide_range(approximate, dtype, rtol, atol):
     assert_matches_torch(ops.gelu, F.gelu, x, rtol=rtol, atol=atol, approximate=approximate)
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("shape", [(1031, 517), (300, 401)])  # many blocks (on the worker pool); a transposed view
+def test_gelu_over_many_blocks_matches_torch_and_each_element_alone(approximate, shape):
+    # float32 gelu runs over flat blocks of rows (rowwise.flat_blockwise), several threads at this size: every
+    # element gets the value and slope it gets alone, and torch's within float32 rounding
+    x = (np.random.default_rng(3).standard_normal(shape) * 2).astype(np.float32)
+    x = x if shape[0] > 1000 else x.T
+    # atol: torch's float32 erf is 1.1e-6 off near x = -3 (ours 4.7e-7, against float64); the tanh form's slope is
+    # grouped as in torch's forward, not its backward (1.2e-6 apart at worst here)
+    assert_matches_torch(ops.gelu, F.gelu, x, rtol=2e-6, atol=2e-6, approximate=approximate)
+    exact = ops.gelu(tape.tensor(x.astype(np.float64)), approximate=approximate).numpy()
+    np.testing.assert_allclose(ops.gelu(tape.tensor(x), approximate=approximate).numpy(), exact, rtol=1e-6, atol=6e-7)
+
+    def value_and_slope(a):
+        t = tape.tensor(a, requires_grad=True)
+        y = ops.gelu(t, approximate=approximate)
+        y.backward(np.ones(y.shape, y.dtype))
+        return y.numpy().reshape(-1), t.grad.numpy().reshape(-1)
+
+    value, slope = value_and_slope(x)
+    for k in np.random.default_rng(4).integers(0, x.size, 50):
+        alone = value_and_slope(x.reshape(-1)[k : k + 1].copy())
+        assert (value[k], slope[k]) == (alone[0][0], alone[1][0])
+
+
 def test_exact_gelu_keeps_relative_accuracy_in_both_tails():
     x = np.array([-30.0, -12.0, -6.0, -1.0, -1e-8, 0.0, 1e-8, 0.4, 0.5, 3.9, 4.1, 6.0, 30.0])
     expected = np.array([v * 0.5 * math.erfc(-v / math.sqrt(2)) for v in x])

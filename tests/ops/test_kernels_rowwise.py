@@ -98,3 +98,34 @@ def test_several_blocks_at_the_real_block_size(dtype, torch):
         np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=rtol, atol=atol)
         for leaf, torch_leaf in zip(leaves, torch_leaves):
             np.testing.assert_allclose(leaf.grad.numpy(), torch_leaf.grad.numpy(), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "cross_entropy"])
+@pytest.mark.parametrize("n", [1, 5, 16, 200])
+def test_short_rows_take_their_max_across_a_transposed_copy_with_the_same_values(name, n, monkeypatch, torch):
+    """Rows of at most ``short_row_length()`` take their maximum over a transposed copy: the same values (edge
+    values included) as np.max along the rows, and torch's."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 37, n)).astype(np.float32) * 4
+    edges = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e4, -1e4], np.float32)
+    x.reshape(-1)[rng.integers(0, x.size, 40)] = np.resize(edges, 40)
+    target = rng.integers(0, n, (3, 37)) if name == "cross_entropy" else None
+
+    def run(longest):
+        monkeypatch.setattr(rowwise, "_SHORT_ROW", [longest])
+        t = tape.tensor(x.transpose(0, 2, 1) if name == "cross_entropy" else x, requires_grad=True)
+        y = ops.cross_entropy(t, target, reduction="none") if name == "cross_entropy" else getattr(ops, name)(t, -1)
+        y.backward(np.ones(y.shape, np.float32))
+        return y.numpy(), t.grad.numpy()
+
+    across, along = run(10**9), run(0)
+    for a, b in zip(across, along):
+        np.testing.assert_array_equal(a, b)
+    tx = torch.tensor(x.transpose(0, 2, 1) if name == "cross_entropy" else x, requires_grad=True)
+    if name == "cross_entropy":
+        ty = torch.nn.functional.cross_entropy(tx, torch.tensor(target), reduction="none")
+    else:
+        ty = getattr(torch, name)(tx, -1)
+    ty.backward(torch.ones_like(ty))
+    np.testing.assert_allclose(across[0], ty.detach().numpy(), rtol=2e-6, atol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(across[1], tx.grad.numpy(), rtol=2e-6, atol=1e-6, equal_nan=True)
