@@ -99,10 +99,7 @@ def _plan(make_band, out0: int, n: int, image_bytes: int, workers: int, whole_im
 def _workers(flops: int) -> int:
     """Threads for a convolution of ``flops`` GEMM operations: BLAS's thread count (what the caller gave numpy)
     from the measured crossover on, else 1."""
-    guard = runtime.single_threaded_blas()
-    if guard is None or flops < runtime.gemm_crossover():
-        return 1
-    return max(1, min(runtime.cpu_count(), guard.threads()))
+    return 1 if flops < runtime.gemm_crossover() else runtime.threads()
 
 
 _LOCAL = threading.local()

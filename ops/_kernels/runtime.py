@@ -36,14 +36,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["run", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover"]
+__all__ = ["run", "threads", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover"]
 
 
 def run(items, work, workers=None):
-    """Call ``work(worker, item)`` for every item, on ``workers`` threads (None: ``cpu_count()``) each taking the
+    """Call ``work(worker, item)`` for every item, on ``workers`` threads (None: ``threads()``) each taking the
     next item as it frees up, with BLAS single-threaded meanwhile; in order on this thread when one worker
     suffices or no BLAS can be switched. ``worker`` is the thread's index in [0, workers)."""
-    workers = min(workers or cpu_count(), len(items))
+    workers = min(workers or threads(), len(items))
     blas = single_threaded_blas() if workers > 1 else None
     if blas is None:
         for item in items:
@@ -65,6 +65,14 @@ def run(items, work, workers=None):
         futures = [pool.submit(contextvars.copy_context().run, loop, w) for w in range(workers)]
         for f in futures:
             f.result()
+
+
+def threads() -> int:
+    """The threads the kernels may use: the CPUs this process may run on, capped by the thread count numpy's BLAS
+    has now -- the user's budget (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, threadpoolctl's limits; 1 inside
+    ``single_threaded_blas``, so a block never starts a pool of its own). 1 without a BLAS that can be switched."""
+    blas = single_threaded_blas()
+    return 1 if blas is None else max(1, min(cpu_count(), blas.threads()))
 
 
 def cpu_count():

@@ -35,6 +35,31 @@ def crossover(monkeypatch):
     return set_to
 
 
+def test_the_pool_keeps_to_the_threads_the_user_gave_blas(two_blas_threads, monkeypatch):
+    """A user who limits numpy's BLAS to one thread (OMP_NUM_THREADS=1, threadpoolctl) gets single-threaded
+    kernels: the pool's default width is BLAS's thread count, not the CPU count (it used to be the CPU count)."""
+    import threading
+    import time
+
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 4)
+
+    def threads_used():
+        seen = set()
+        def work(worker, item):
+            seen.add((worker, threading.get_ident()))
+            time.sleep(0.02)  # long enough that every worker takes an item
+
+        runtime.run(list(range(8)), work)
+        return seen
+
+    assert len(threads_used()) == 2  # two BLAS threads, four CPUs: two workers
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        assert runtime.threads() == 1
+        assert threads_used() == {(0, threading.get_ident())}  # in order, on the calling thread
+    with runtime.single_threaded_blas():  # inside a block: no pool of its own
+        assert runtime.threads() == 1
+
+
 def test_small_gemms_run_single_threaded_and_large_ones_keep_the_threads(two_blas_threads, crossover):
     crossover(1e6)
     with runtime.blas_for(1e6 - 1):
