@@ -71,15 +71,15 @@ _CASE_LAW = (
             "interpolate",
         ),
         "Convolutions use im2col over any number of spatial axes (conv1d, conv2d and conv3d are one "
-        "declaration each): a strided view of the padded input gathers every receptive field into one column "
-        "matrix (a single copy), and one batched matmul per group does the rest. Their joint backward shares "
-        "that column matrix between the weight gradient and the input gradient; the input gradient scatters "
-        "back (col2im) with one vectorised add per kernel offset (prod(kernel) adds, never a loop over output"
-        " positions). A transposed convolution is conv's adjoint: its forward is conv's input-gradient "
-        "kernel, its input gradient conv's forward. Pooling works on windows of the padded input the same way"
-        " (1-D pooling runs the 2-D kernels on a height of 1). The forwards resolve their geometry once and "
-        "hand it to the backward. Adaptive average pooling and interpolate are separable linear maps: a "
-        "matmul with one (out, in) weight matrix per spatial axis, whose transposes are the backward.",
+        "declaration each; the kernel is ops/_kernels/conv.py): over blocks of whole images (or bands of one), "
+        "one strided copy per kernel offset fills a reused column buffer (the padding is never built), one GEMM "
+        "per group writes the block's output; the backward fills the columns again for the weight gradient and"
+        " adds the input gradient back (col2im) with one strided add per kernel offset (prod(kernel) adds, never "
+        "a loop over output positions or np.add.at). A transposed convolution is conv's adjoint: its forward "
+        "is conv's input-gradient kernel, its input gradient conv's forward. Pooling works on windows of the "
+        "padded input (one n-d kernel for 1-D, 2-D and 3-D max and average pools). The forwards resolve their "
+        "geometry once and hand it to the backward. Adaptive average pooling and interpolate are separable "
+        "linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose transposes are the backward.",
     ),
     (
         ("max_pool2d", "max_pool2d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices"),
