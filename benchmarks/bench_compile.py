@@ -28,7 +28,7 @@ def _chain(framework):
 
 
 def workloads(quick=False):
-    (gpt,) = bench_train_step.workloads(quick)
+    gpt = bench_train_step.workloads(quick)[0]
     (chain,) = bench_overhead.workloads(quick)
     return [
         _harness.Workload("compiled-train-step-gpt", gpt.label.replace("train step", "train step, compiled"), _gpt,

@@ -45,8 +45,17 @@ from typing import Any
 import numpy as np
 
 from .autodiff import HOOKS, add_gradients, input_gradients
-from .recording import Node, ResolvedAttributes, _coerce, bind_call, forward_arrays, run_op, several_outputs
-from .state import STATE, enable_grad
+from .recording import (
+    Node,
+    ResolvedAttributes,
+    _coerce,
+    _scalar_constant,
+    bind_call,
+    forward_arrays,
+    run_op,
+    several_outputs,
+)
+from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, _ids, _readonly
 
 __all__ = ["compile", "CompiledStep", "CompileError"]
@@ -143,20 +152,13 @@ def _checked_loss(loss):
 
 # -- placeholders ---------------------------------------------------------------------------------------------------
 _DATA, _NODE = Tensor.__dict__["_data"], Tensor.__dict__["_node"]  # the slots themselves
-
-
-class _Spec:
-    """What a placeholder holds in its ``_data`` slot until it has a value."""
-
-    __slots__ = ("shape", "dtype", "trace", "slot")
-
-    def __init__(self, shape, dtype, trace, slot):
-        self.shape, self.dtype, self.trace, self.slot = shape, dtype, trace, slot
+# A placeholder's ``_data`` slot holds its spec until it has a value: (shape, dtype, cell, slot); ``cell`` is its
+# trace's one-item list [trace], emptied ([None]) when the call ends.
 
 
 def _materialize(t) -> None:
     if type(t) is _Pending:
-        trace = _DATA.__get__(t, Tensor).trace
+        trace = _DATA.__get__(t, Tensor)[2][0]
         if trace is None:
             raise CompileError("compile: this tensor was computed in a compiled step that raised; it has no value")
         trace.materialize()
@@ -186,20 +188,26 @@ class _Pending(Tensor):
 
     _data = property(_get_data, _set_data)
     _node = property(_get_node, _set_node)
-    shape = property(lambda self: _DATA.__get__(self, Tensor).shape)
-    dtype = property(lambda self: _DATA.__get__(self, Tensor).dtype)
-    ndim = property(lambda self: len(_DATA.__get__(self, Tensor).shape))
+    shape = property(lambda self: _DATA.__get__(self, Tensor)[0])
+    dtype = property(lambda self: _DATA.__get__(self, Tensor)[1])
+    ndim = property(lambda self: len(_DATA.__get__(self, Tensor)[0]))
 
     def numel(self) -> int:  # (``size()``, ``dim()`` read ``shape``/``ndim`` above; anything else materializes)
-        return math.prod(_DATA.__get__(self, Tensor).shape)
+        return math.prod(_DATA.__get__(self, Tensor)[0])
 
 
-def _placeholder(trace, slot, shape, dtype, requires_grad) -> _Pending:
-    p = _Pending.__new__(_Pending)
-    _DATA.__set__(p, _Spec(shape, dtype, trace, slot))
-    _NODE.__set__(p, None)
-    p._requires_grad, p._grad, p.id, p._version, p.name = requires_grad, None, next(_ids), 0, None
-    return p
+_NEW, _SET_DATA, _SET_NODE = _Pending.__new__, _DATA.__set__, _NODE.__set__
+
+
+def _placeholders(cell, first, out_specs) -> list:
+    outs = []
+    for m, (shape, dtype, requires_grad) in enumerate(out_specs):
+        p = _NEW(_Pending)
+        _SET_DATA(p, (shape, dtype, cell, first + m))
+        _SET_NODE(p, None)
+        p._requires_grad, p._grad, p.id, p._version, p.name = requires_grad, None, next(_ids), 0, None
+        outs.append(p)
+    return outs
 
 
 def _become(p, array, node, requires_grad) -> None:
@@ -216,7 +224,7 @@ def _coerce_traced(op, inputs, seq_lens):
     shown = []
     for x in inputs:
         if type(x) is _Pending:
-            dtype = _DATA.__get__(x, Tensor).dtype
+            dtype = _DATA.__get__(x, Tensor)[1]
             x = _STANDINS.get(dtype)
             if x is None:
                 x = _STANDINS[dtype] = Tensor._wrap(np.empty(0, dtype))
@@ -226,34 +234,72 @@ def _coerce_traced(op, inputs, seq_lens):
 
 
 # -- the trace --------------------------------------------------------------------------------------------------
-class _Entry:
-    """One traced op call: what was bound, the captured input arrays (or slots), the placeholder outputs."""
-
-    op: Any
-    tensors: list
-    attrs: dict
-    values: Any
-    seq_lens: tuple
-    inputs: list
-    captured: list
-    grad_enabled: bool
-    outs: list
-    result: Any
+# One traced op call, an "entry": (op, tensors, attrs, values, seq_lens, inputs, captured, outs, result) -- what was
+# bound; per tensor input its output slot or captured array (None when absent); (tensor, array, version) of each
+# outside tensor read; the placeholder outputs, and what fn got (one of them, a tuple or the op's result type).
 
 
 class _Trace:
-    """The op calls of one run of ``fn`` while they match a plan; then (materialized) an eager recording."""
+    """The op calls of one run of ``fn`` while they match a plan; then (materialized) an eager recording. Call k is
+    matched against entry k of the first candidate plan by its ``fast`` signature (positional tensors and floats:
+    identity and shape tests, no binding), else bound and keyed as eager binds it (``_slow``)."""
 
     def __init__(self, step):
         self.step = step
         self.candidates = list(step._plans)
-        self.entries: list[_Entry] = []
-        self.n_slots = 0
+        self.calls = self.candidates[0].calls if self.candidates else ()
+        self.entries: list[tuple] = []
+        self.cell: list = [self]
         self.eager = False
         self.recorder = _Recorder()
-        self.swapped: list = []
 
     def apply(self, op, args, kwargs):
+        k = len(self.entries)
+        if kwargs or k >= len(self.calls):
+            return self._slow(op, args, kwargs, k)
+        call = self.calls[k]
+        sig = call.fast
+        state = STATE
+        if call.op is not op or sig is None or len(args) != len(sig) or state.grad_enabled is not call.grad_enabled:
+            return self._slow(op, args, kwargs, k)
+        if state.recording_tapes or state.anomaly:
+            return self._slow(op, args, kwargs, k)
+        cell, tensors, inputs = self.cell, args, []
+        captured: tuple = ()
+        for i, s in enumerate(sig):
+            a, kind = args[i], type(s)
+            if kind is int:  # an earlier output of this trace
+                if type(a) is not _Pending or (spec := _DATA.__get__(a, Tensor))[2] is not cell or spec[3] != s:
+                    return self._slow(op, args, kwargs, k)
+                inputs.append(s)
+            elif kind is tuple:  # an outside tensor without a graph: (shape, dtype, requires_grad)
+                if type(a) is _Pending or not isinstance(a, Tensor) or a._node is not None:
+                    return self._slow(op, args, kwargs, k)
+                d = a._data
+                if d.shape != s[0] or d.dtype != s[1] or a._requires_grad is not s[2]:
+                    return self._slow(op, args, kwargs, k)
+                inputs.append(d)
+                captured += ((a, d, a._version),)
+            else:  # a Python float, as the shared constant of dtype ``s`` (as eager coerces it)
+                if type(a) is not float:
+                    return self._slow(op, args, kwargs, k)
+                if tensors is args:
+                    tensors = list(args)
+                tensors[i] = c = _scalar_constant(a, s)
+                inputs.append(c._data)
+        if len(self.candidates) > 1:
+            self.candidates = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == call.key]
+        if not call.single:
+            return self._enter(op, tensors, op.attr_defaults, None, (), inputs, captured, call)
+        p = _NEW(_Pending)
+        _SET_DATA(p, (call.shape, call.dtype, cell, call.first))
+        _SET_NODE(p, None)
+        p._requires_grad, p._grad, p.id, p._version, p.name = call.requires_grad, None, next(_ids), 0, None
+        self.entries.append((op, tensors, op.attr_defaults, None, (), inputs, captured, (p,), p))
+        return p
+
+    def _slow(self, op, args, kwargs, k):
+        """The call bound and coerced as eager does, keyed, matched against the candidates' entry k."""
         tensors, attrs, values, seq_lens = bind_call(op, args, kwargs, _coerce_traced)
         if self.eager:  # binding read a placeholder's values (a tensor attribute): eager from here
             return run_op(op, tensors, attrs, values, seq_lens)
@@ -263,8 +309,8 @@ class _Trace:
             if t is None:
                 keys.append(None)
                 inputs.append(None)
-            elif type(t) is _Pending and _DATA.__get__(t, Tensor).trace is self:
-                keys.append(_DATA.__get__(t, Tensor).slot)
+            elif type(t) is _Pending and _DATA.__get__(t, Tensor)[2] is self.cell:
+                keys.append(_DATA.__get__(t, Tensor)[3])
                 inputs.append(keys[-1])
             elif t._node is not None:  # a graph made outside fn: gradients must flow beyond it, as eager sends them
                 return self._eager_from_here(op, args, kwargs, None)
@@ -274,24 +320,25 @@ class _Trace:
                 inputs.append(array)
         attr_key = _attr_key(attrs)
         key = (op, seq_lens, attr_key, tuple(keys), STATE.grad_enabled)
-        k = len(self.entries)
         matching = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == key]
         if attr_key is None or not matching or STATE.recording_tapes or STATE.anomaly or _draws(attrs):
             return self._eager_from_here(op, args, kwargs, key)
         self.candidates = matching
-        call = matching[0].calls[k]
-        e = _Entry()
-        e.op, e.tensors, e.attrs, e.values, e.seq_lens, e.inputs = op, tensors, attrs, values, seq_lens, inputs
-        e.captured = [(t, t._data, t._version) for t, x in zip(tensors, inputs) if x is not None and type(x) is not int]
-        e.grad_enabled = STATE.grad_enabled
-        e.outs = [_placeholder(self, self.n_slots + m, *spec) for m, spec in enumerate(call.out_specs)]
-        self.n_slots += len(e.outs)
+        self.calls = matching[0].calls
+        call = self.calls[k]
+        if values is None and not seq_lens and not kwargs:
+            call.fast = _fast_signature(args, tensors, keys)
+        captured = tuple((t, x, t._version) for t, x in zip(tensors, inputs) if x is not None and type(x) is not int)
+        return self._enter(op, tensors, attrs, values, seq_lens, inputs, captured, call)
+
+    def _enter(self, op, tensors, attrs, values, seq_lens, inputs, captured, call):
+        outs = tuple(_placeholders(self.cell, call.first, call.out_specs))
         if call.single:
-            e.result = e.outs[0]
+            result = outs[0]
         else:
-            e.result = tuple(e.outs) if op.result_type is None else op.result_type(*e.outs)
-        self.entries.append(e)
-        return e.result
+            result = outs if op.result_type is None else op.result_type(*outs)
+        self.entries.append((op, tensors, attrs, values, seq_lens, inputs, captured, outs, result))
+        return result
 
     def _eager_from_here(self, op, args, kwargs, key):
         step = self.step
@@ -313,40 +360,40 @@ class _Trace:
         state = STATE
         state.tracer = None
         try:
-            for e in self.entries:
-                self._run_eagerly(e)
+            for e, call in zip(self.entries, self.calls):
+                self._run_eagerly(e, call.grad_enabled)
         finally:
             state.recording_tapes.append(self.recorder)  # the rest of fn records as it runs
 
-    def _run_eagerly(self, e) -> None:
-        restore = [(t, t._data, t._version) for t, a, v in e.captured if t._data is not a or t._version != v]
-        for t, a, v in e.captured:  # as eager saw them when the op was called (a later ``p.data = ...`` aside)
+    def _run_eagerly(self, entry, grad_enabled) -> None:
+        op, tensors, attrs, values, seq_lens, _inputs, captured, outs, result = entry
+        restore = [(t, t._data, t._version) for t, a, v in captured if t._data is not a or t._version != v]
+        for t, a, v in captured:  # as eager saw them when the op was called (a later ``p.data = ...`` aside)
             t._data, t._version = a, v
         previous = STATE.grad_enabled
-        STATE.grad_enabled = e.grad_enabled
+        STATE.grad_enabled = grad_enabled
         STATE.recording_tapes.append(self.recorder)  # records what eager records (resolved attributes included)
         try:
-            result = run_op(e.op, e.tensors, e.attrs, e.values, e.seq_lens)
+            real = run_op(op, tensors, attrs, values, seq_lens)
         finally:
             STATE.recording_tapes.remove(self.recorder)
             STATE.grad_enabled = previous
             for t, a, v in restore:
                 t._data, t._version = a, v
-        real = (result,) if isinstance(result, Tensor) else tuple(result)
-        for p, r in zip(e.outs, real):
+        for p, r in zip(outs, (real,) if isinstance(real, Tensor) else tuple(real)):
             _become(p, r._data, r._node, r._requires_grad)
             if r._node is not None:
                 r._node.out_id = p.id
-        self.recorder.records[-1][3] = e.result  # the placeholders are the tensors fn holds
+        self.recorder.records[-1][3] = result  # the placeholders are the tensors fn holds
 
     def finished(self, loss):
         """The plan this complete trace matches (with ``loss`` its loss and no captured input changed since), or
         None."""
-        if type(loss) is not _Pending or _DATA.__get__(loss, Tensor).trace is not self:
+        if type(loss) is not _Pending or _DATA.__get__(loss, Tensor)[2] is not self.cell:
             return None
-        slot = _DATA.__get__(loss, Tensor).slot
+        slot = _DATA.__get__(loss, Tensor)[3]
         for e in self.entries:
-            for t, a, v in e.captured:
+            for t, a, v in e[6]:
                 if t._data is not a or t._version != v or (HOOKS and t.id in HOOKS):  # hooks run in eager's walk
                     return None
         for plan in self.candidates:
@@ -359,10 +406,22 @@ class _Trace:
         tapes = STATE.recording_tapes
         if self.recorder in tapes:
             tapes.remove(self.recorder)
-        for e in self.entries:
-            for p in e.outs:
-                if type(p) is _Pending:
-                    _DATA.__get__(p, Tensor).trace = None
+        self.cell[0] = None
+
+
+def _fast_signature(args, tensors, keys):
+    """What a later call's positional ``args`` must be to match without binding: per argument an output slot, an
+    outside tensor's (shape, dtype, requires_grad), or for a Python float the dtype of the shared constant eager
+    made of it; None when an argument is anything else."""
+    sig = []
+    for a, t, key in zip(args, tensors, keys):
+        if isinstance(a, Tensor) and key is not None:
+            sig.append(key)
+        elif type(a) is float and t._data.dtype.kind == "f" and _scalar_constant(a, t._data.dtype) is t:
+            sig.append(t._data.dtype)
+        else:
+            return None
+    return tuple(sig)
 
 
 class _Recorder:
@@ -429,15 +488,27 @@ def _difference(key, had) -> str:
 
 
 # -- plans ------------------------------------------------------------------------------------------------------
+# -- plans ------------------------------------------------------------------------------------------------------
 class _Call:
-    """One op call of a plan: its key, output specs, first output slot, a Node naming it in messages."""
+    """One op call of a plan: its key (and ``fast`` signature, set when a trace first matches it by binding), output
+    specs and first output slot, a Node naming it in messages, and what its run reads, worked out once."""
 
+    op: Any
     key: Any
+    fast: tuple | None
+    grad_enabled: bool
     out_specs: tuple
     single: bool
     first: int
     site: Node
     resolved: dict
+    simple: bool
+    shape: tuple
+    dtype: np.dtype
+    requires_grad: bool
+    check: Callable | None
+    forward: Callable
+    quiet: bool
 
 
 _RANDOM = (np.random.Generator, np.random.RandomState)  # an attribute drawn from: such a call always runs eagerly
@@ -450,39 +521,49 @@ class _Plan:
         self.calls, self.reverse, self.loss_slot, self.loss_needs = calls, reverse, loss_slot, loss_needs
 
     def run(self, trace):
+        """Each op's forward, then the reverse pass's rule calls; the placeholders get their values."""
         vals: list = []
-        ran = []
-        for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
-            arrays = [vals[x] if type(x) is int else x for x in e.inputs]
-            out = forward_arrays(e.op, arrays, e.attrs, e.values, e.seq_lens)
-            saved = None
-            if e.op.saves:
-                out, saved = out
-                if any(
-                    _key_or_none(saved[n]) != _key_or_none(call.resolved.get(n, e.attrs[n]))
-                    for n in e.attrs
-                    if n in saved
-                ):
-                    call.key = None  # traced eagerly from now on
-                    raise CompileError(
-                        f"compile: op #{k} '{e.op.name}' resolved its attributes to other values than when recorded "
-                        f"(it drew randomness, after fn's Python had run on); the next call runs it eagerly"
-                    )
-            several = several_outputs(e.op, out)
-            outs = tuple(np.asarray(o) for o in out) if several else (np.asarray(out),)
-            if several == call.single or [(o.shape, o.dtype) for o in outs] != [s[:2] for s in call.out_specs]:
-                call.key = None  # traced eagerly from now on
-                raise CompileError(
-                    f"compile: op #{k} '{e.op.name}' gave output(s) {[(o.shape, o.dtype.name) for o in outs]} where "
-                    f"the plan has {[(s[0], s[1].name) for s in call.out_specs]}: its shape depends on the data (a "
-                    f"boolean mask?), and fn may have used the planned shape; the next call runs it eagerly"
-                )
-            vals.extend(outs)
-            ran.append((arrays, outs if several else outs[0], saved))
+        ran: list = []
+        token = None  # set while numpy's warnings are off (a run of quiet forwards)
+        try:
+            for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
+                arrays = []
+                for x in e[5]:
+                    arrays.append(vals[x] if type(x) is int else x)
+                if not call.simple or e[3] is not None:
+                    if token is not None:
+                        numpy_errors_reset(token)
+                        token = None
+                    _run_general(k, call, e, arrays, vals, ran)
+                    continue
+                if call.check is not None:  # apply's short path, with the facts known when the plan was built
+                    if token is not None:
+                        numpy_errors_reset(token)
+                        token = None
+                    call.check(*arrays, **e[2])
+                if call.quiet is not (token is not None):  # numpy's warnings off for a quiet forward, on after
+                    if token is None:
+                        token = numpy_errors_set(NUMPY_QUIET)
+                    else:
+                        numpy_errors_reset(token)
+                        token = None
+                out = call.forward(*arrays)
+                if type(out) is not np.ndarray:
+                    out = np.asarray(out)
+                if out.shape != call.shape or out.dtype != call.dtype:
+                    _unplanned(k, call, e, (out,))
+                vals.append(out)
+                ran.append((arrays, out, None))
+        finally:
+            if token is not None:
+                numpy_errors_reset(token)
         self._backward(trace, vals, ran)
-        for e in trace.entries:
-            for p in e.outs:
-                _become(p, _readonly(vals[_DATA.__get__(p, Tensor).slot]), None, False)
+        for call, e in zip(self.calls, trace.entries):
+            slot = call.first
+            for p in e[7]:
+                p.__class__ = Tensor  # (``_become``: a constant holding the plan's value)
+                p._data, p._requires_grad = _readonly(vals[slot]), False
+                slot += 1
         return vals[self.loss_slot]
 
     def _backward(self, trace, vals, ran) -> None:
@@ -492,27 +573,65 @@ class _Plan:
             loss = vals[self.loss_slot]
             grads[self.loss_slot] = np.ones(loss.shape, dtype=loss.dtype)
         delivered: dict = {}
+        calls, entries = self.calls, trace.entries
         for index, needs, dests in self.reverse:
-            call, e = self.calls[index], trace.entries[index]
-            slots = range(call.first, call.first + len(call.out_specs))
-            g = grads[call.first] if call.single else tuple(grads[s] for s in slots)
-            for s in slots:
-                grads[s] = None
-            if g is None or (not call.single and all(x is None for x in g)):
-                continue
+            call = calls[index]
+            first = call.first
+            if call.single:
+                g = grads[first]
+                grads[first] = None
+                if g is None:
+                    continue
+            else:
+                g = tuple(grads[first : first + len(call.out_specs)])
+                grads[first : first + len(call.out_specs)] = [None] * len(call.out_specs)
+                if all(x is None for x in g):
+                    continue
+            e = entries[index]
             arrays, ans, saved = ran[index]
-            attrs = e.attrs if saved is None else {**e.attrs, **saved}
+            attrs = e[2] if saved is None else {**e[2], **saved}
             results = input_gradients(call.site, g, ans, arrays, attrs, needs)
             for i, dest in dests:
                 grad = results[i]
                 if dest >= 0:
                     grads[dest] = grad if grads[dest] is None else add_gradients(grads[dest], grad)
                 else:
-                    leaf = e.tensors[i]
+                    leaf = e[1][i]
                     old = delivered.get(id(leaf), (leaf, None if leaf.grad is None else leaf.grad._data))[1]
                     delivered[id(leaf)] = (leaf, grad if old is None else add_gradients(old, grad))
         for leaf, grad in delivered.values():
             leaf.grad = Tensor._wrap(grad)
+
+
+def _run_general(k, call, e, arrays, vals, ran) -> None:
+    """One op call of a plan through ``recording.forward_arrays`` (attributes, sequences, saved values, several
+    outputs), its outputs checked against the plan's."""
+    op, attrs = e[0], e[2]
+    out = forward_arrays(op, arrays, attrs, e[3], e[4])
+    saved = None
+    if op.saves:
+        out, saved = out
+        if any(_key_or_none(saved[n]) != _key_or_none(call.resolved.get(n, attrs[n])) for n in attrs if n in saved):
+            call.key = call.fast = None  # traced eagerly from now on
+            raise CompileError(
+                f"compile: op #{k} '{op.name}' resolved its attributes to other values than when recorded "
+                f"(it drew randomness, after fn's Python had run on); the next call runs it eagerly"
+            )
+    several = several_outputs(op, out)
+    outs = tuple(np.asarray(o) for o in out) if several else (np.asarray(out),)
+    if several == call.single or [(o.shape, o.dtype) for o in outs] != [s[:2] for s in call.out_specs]:
+        _unplanned(k, call, e, outs)
+    vals.extend(outs)
+    ran.append((arrays, outs if several else outs[0], saved))
+
+
+def _unplanned(k, call, e, outs):
+    call.key = call.fast = None  # traced eagerly from now on
+    raise CompileError(
+        f"compile: op #{k} '{e[0].name}' gave output(s) {[(o.shape, o.dtype.name) for o in outs]} where "
+        f"the plan has {[(s[0], s[1].name) for s in call.out_specs]}: its shape depends on the data (a "
+        f"boolean mask?), and fn may have used the planned shape; the next call runs it eagerly"
+    )
 
 
 def _build(records, loss):
@@ -535,6 +654,7 @@ def _build(records, loss):
         call.resolved = {k: v for k, v in attrs.items() if k in given and _key_or_none(v) != _key_or_none(given[k])}
         attr_key = None if any(isinstance(v, _RANDOM) for v in given.values()) else _attr_key(given)
         call.key = None if attr_key is None else (op, seq_lens, attr_key, tuple(keys), grad_enabled)
+        call.op, call.fast, call.grad_enabled = op, None, grad_enabled
         call.single = isinstance(result, Tensor)
         results = (result,) if call.single else tuple(result)
         call.out_specs = tuple((r.shape, r.dtype, r._requires_grad) for r in results)
@@ -543,11 +663,24 @@ def _build(records, loss):
             slot_of[r.id] = len(slot_of)
         call.site = site = Node()
         site.op, site.seq_lens = op, seq_lens
+        _run_facts(call, op, tensors, seq_lens, results[0])
         calls.append(call)
     if loss.id not in slot_of:
         return None
     reverse = _reverse(records, calls, slot_of, slot_of[loss.id], loss._node is not None)
     return None if reverse is None else _Plan(calls, reverse, slot_of[loss.id], loss._node is not None)
+
+
+def _run_facts(call, op, tensors, seq_lens, out) -> None:
+    """What ``_Plan.run`` reads of a call with one output, its attributes at their defaults (``apply``'s short path
+    facts): the check (not called when it is declared to pass for these floating inputs), the forward and whether
+    numpy's warnings are off around it."""
+    call.simple = call.single and op.n_outputs == 1 and not op.saves and not seq_lens
+    call.shape, call.dtype, call.requires_grad = out.shape, out.dtype, out._requires_grad
+    floats = all(t is not None and t.dtype.kind == "f" for t in tensors)
+    call.check = None if op.check is None or (op.check_passes_floats and floats) else op.check
+    call.quiet = op.quiet_forward is not None
+    call.forward = op.quiet_forward if call.quiet else op.forward
 
 
 def _reverse(records, calls, slot_of, loss_slot, loss_needs):
