@@ -204,10 +204,10 @@ class _Trace:
         k = len(self.entries)
         call: Any = self.calls[k] if k < len(self.calls) else None
         sig = None if call is None or call.op is not op or kwargs else call.fast
-        state = STATE
-        if sig is None or len(args) != len(sig) or state.grad_enabled is not call.grad_enabled:
+        state = STATE.__dict__  # (this thread's state, read as ``apply`` reads it)
+        if sig is None or len(args) != len(sig) or state["grad_enabled"] is not call.grad_enabled:
             return self._slow(op, args, kwargs, k)
-        if state.recording_tapes or state.anomaly:
+        if state["recording_tapes"] or state["anomaly"]:
             return self._slow(op, args, kwargs, k)
         cell, tensors, inputs = self.cell, args, []
         captured: tuple = ()
@@ -471,7 +471,7 @@ class _Plan:
                 out = short[1](*arrays)
                 if type(out) is not np.ndarray:
                     out = np.asarray(out)
-                if out.shape != call.out_specs[0][0] or out.dtype != call.out_specs[0][1]:
+                if out.shape != short[3] or (out.dtype is not short[4] and out.dtype != short[4]):
                     _unplanned(k, call, e, (out,))
                 vals.append(out)
                 ran.append((arrays, out, None))
@@ -582,7 +582,8 @@ def _build(records, loss):
         if call.single and op.n_outputs == 1 and not op.saves and not seq_lens:  # apply's short path facts
             floats = all(t is not None and t.dtype.kind == "f" for t in tensors)
             check = None if op.check_passes_floats and floats else op.check
-            call.short = (check, op.forward, False) if op.quiet_forward is None else (check, op.quiet_forward, True)
+            forward = (op.forward, False) if op.quiet_forward is None else (op.quiet_forward, True)
+            call.short = (check, *forward, *call.out_specs[0][:2])
         calls.append(call)
     if loss.id not in slot_of:
         return None
