@@ -472,10 +472,42 @@ def input_gradients(node, g, ans, arrays, attrs, needs) -> list:
     its rules for the inputs in ``needs`` with the saved values in ``attrs``, every result validated (an array of
     its input's shape and dtype, else GradientError naming the op and the input). ``node`` names the application
     (its op and sequence lengths). ``_first_order_walk`` inlines this for ops with direct rules."""
+    rules = node.op.direct_rules
+    if rules is not None:
+        return _direct_input_gradients(node, rules, g, ans, arrays, attrs, needs)
     results = _call_rules(node.op, node, g, ans, arrays, needs, attrs)
     for i, grad in enumerate(results):
         if needs[i]:
             results[i] = _checked_result(node, i, grad, arrays[i])
+    return results
+
+
+def _direct_input_gradients(node, rules, g, ans, arrays, attrs, needs) -> list:
+    """``input_gradients`` for an op with ``direct_rules``: each rule called as ``_first_order_walk`` calls it (numpy's
+    warnings off around a quiet one), its result validated."""
+    results: list = [None] * len(needs)
+    token = None
+    try:
+        for i in range(len(needs)):
+            if needs[i]:
+                rule, quiet = rules[i]
+                if quiet is not (token is not None):
+                    if token is not None:
+                        numpy_errors_reset(token)
+                    token = numpy_errors_set(NUMPY_QUIET) if quiet else None
+                try:
+                    grad = rule(g, ans, *arrays, **attrs) if attrs else rule(g, ans, *arrays)
+                except (GradientError, BackwardNotImplementedError):
+                    raise
+                except Exception as e:
+                    raise _rule_failed(node, needs, e) from e
+                expected = arrays[i]
+                if type(grad) is not np.ndarray or grad.shape != expected.shape or grad.dtype != expected.dtype:
+                    grad = _checked_result(node, i, grad, expected)
+                results[i] = grad
+    finally:
+        if token is not None:
+            numpy_errors_reset(token)
     return results
 
 

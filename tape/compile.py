@@ -1,52 +1,34 @@
-"""A compiled training step: ``fn`` runs on every call; its ops are traced cheaply and, when the trace matches a
-plan, run as a flat program through the engine's own lowered op calls. The result is eager's, bit for bit, or an
-error.
+"""A compiled training step (docs/compile.md says what a plan depends on): ``fn`` runs on every call; its ops are
+traced cheaply and, when the trace matches a plan, run as a flat program through the engine's own op calls. The
+result is eager's, bit for bit, or an error.
 
     step = tape.compile(loss_fn, model.parameters())   # loss_fn(*batch) -> a scalar loss Tensor, through ops
-    for tokens, targets in batches:
-        optimizer.zero_grad()
-        loss, grads = step(tokens, targets)             # loss: a constant Tensor; grads: [p.grad for p in params]
-        optimizer.step()                                # reads p.grad, as after loss.backward()
+    loss, grads = step(tokens, targets)                 # loss: a constant Tensor; grads: [p.grad for p in params]
 
-**Every call runs fn.** Its Python -- ``zero_grad``, counters, reads of ``model.training``, ``Dropout.p``, a config
-number, submodule replacement -- happens as in eager, by construction. While ``fn`` runs, ``apply`` hands each op
-call to the step's trace: the call is bound and coerced as eager does (closed-over arrays and Python numbers become
-constant tensors, copied now; an attribute array is copied now), and matched against entry k of the cached plans:
-the same op object, attributes equal by value (floats by their bits, arrays by dtype, shape and bytes), each tensor
-input the same slot (an earlier op's output, or an outside tensor of the same shape, dtype and requires_grad, whose
-array is captured at this moment), the same grad mode. A match returns placeholder outputs: Tensors with the
-recorded shape and dtype and no data yet.
-
-**A plan runs** when ``fn`` returns, if the whole trace matched one plan and the loss is its loss: each op's
-forward through ``recording.forward_arrays`` (the op's check and forward, as eager: index ranges and class ids are
-checked on this call's data), then the rules in the reverse pass's order through ``autodiff.input_gradients``
-(validated), the gradients summed in the reverse pass's order into the leaves' ``.grad``. The placeholders then
-hold their values (as constants: no graph). An output whose shape or dtype differs from the plan's (a boolean
-mask) raises CompileError -- fn's Python may have used the planned shape -- and that op is traced eagerly from
-then on.
-
-**Anything else runs eagerly.** On a mismatch, or when ``fn`` reads a placeholder's values (``.item()``,
-``float()``, ``bool()``, ``.data``, ``.numpy()``, ``np.asarray``, ``.grad_fn``, a numpy function without an op),
-the trace is *materialized*: every op so far runs through eager ``recording.run_op`` in order, on the arrays
-captured when it was called (the values and Nodes eager makes), and ``fn`` continues eagerly; the call ends with
-``loss.backward()`` and its recording becomes a new plan (at most ``max_plans``, newest first). Ops whose forward
-draws randomness (dropout with a Generator: ``recording.ResolvedAttributes``) and tensors with a graph made
-outside ``fn`` are always materialized; so is a call whose inputs have tensor hooks (``register_hook``,
-``retain_grad``: a placeholder materializes when one is registered on it), so that the hooks run as in eager.
-Plain eager, no trace, while a tape records or under ``detect_anomaly()``.
+While ``fn`` runs, ``apply`` hands each op call to the step's ``_Trace``, which matches it against entry k of the
+cached plans (the same op, attributes by value, each tensor input the same slot or an outside tensor of the same
+shape/dtype/requires_grad, whose array is captured now, the same grad mode) and returns placeholders (``_Pending``:
+shape and dtype, no values). When ``fn`` returns and the whole trace matched, ``_Plan.run`` makes the forward calls
+(``apply``'s short path or ``recording.forward_arrays``) and the reverse pass's rule calls
+(``autodiff.input_gradients``) in eager's order. Anything else -- a mismatch, ``fn`` reading a placeholder's values,
+randomness drawn in a forward, a graph made outside ``fn``, tensor hooks -- *materializes* the trace: every op so
+far runs through eager ``recording.run_op`` on its captured arrays, ``fn`` continues eagerly, the call ends with
+``loss.backward()`` and its recording becomes a new plan. Plain eager while a tape records or under anomaly mode.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
-from .autodiff import HOOKS, add_gradients, input_gradients
-from .recording import Node, ResolvedAttributes, _coerce, bind_call, forward_arrays, run_op, several_outputs
-from .state import STATE, enable_grad
+from . import recording
+from .autodiff import HOOKS, _direct_input_gradients, add_gradients, input_gradients
+from .recording import Node, ResolvedAttributes, _scalar_constant, bind_call, forward_arrays, run_op
+from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, _ids, _readonly
 
 __all__ = ["compile", "CompiledStep", "CompileError"]
@@ -92,46 +74,35 @@ class CompiledStep:
 
     def __call__(self, *args, **kwargs):
         if STATE.recording_tapes or STATE.anomaly or STATE.tracer is not None:
-            return self._eager(args, kwargs)
-        trace = _Trace(self)
-        STATE.tracer = trace
+            with enable_grad():
+                loss = _checked_loss(self.fn(*args, **kwargs))
+            if loss._node is not None:
+                loss.backward()
+            return Tensor._wrap(loss._data), [p.grad for p in self.params]
+        trace = STATE.tracer = _Trace(self)
         try:
-            loss = self._call_fn(trace, args, kwargs)
-            if not trace.eager:
-                plan = trace.finished(loss)
-                if plan is not None:
-                    value = plan.run(trace)
-                    self.replays += 1
-                    return Tensor._wrap(value), [p.grad for p in self.params]
-                trace.materialize()
+            try:
+                with enable_grad():
+                    loss = _checked_loss(self.fn(*args, **kwargs))
+            except Exception:
+                trace.materialize()  # an op traced before the error may fail its check: eager raised that first
+                raise
+            plan = None if trace.eager else trace.finished(loss)
+            if plan is not None:
+                value = plan.run(trace)
+                self.replays += 1
+                return Tensor._wrap(value), [p.grad for p in self.params]
+            trace.materialize()
             if loss._node is not None:
                 loss.backward()
             self.records += 1
-            self._remember(_build(trace.recorder.records, loss))
+            plan = _build(trace.recorder.records, loss)
+            if plan is not None:
+                self._plans.insert(0, plan)
+                del self._plans[self.max_plans :]
             return Tensor._wrap(loss._data), [p.grad for p in self.params]
         finally:
             trace.close()
-
-    def _eager(self, args, kwargs):
-        with enable_grad():
-            loss = _checked_loss(self.fn(*args, **kwargs))
-        if loss._node is not None:
-            loss.backward()
-        return Tensor._wrap(loss._data), [p.grad for p in self.params]
-
-    def _call_fn(self, trace, args, kwargs):
-        try:
-            with enable_grad():
-                return _checked_loss(self.fn(*args, **kwargs))
-        except Exception:
-            if not trace.eager:  # an op traced before the error may fail its check: eager raised that first
-                trace.materialize()
-            raise
-
-    def _remember(self, plan) -> None:
-        if plan is not None:
-            self._plans.insert(0, plan)
-            del self._plans[self.max_plans :]
 
 
 def _checked_loss(loss):
@@ -141,22 +112,15 @@ def _checked_loss(loss):
     return loss
 
 
-# -- placeholders ---------------------------------------------------------------------------------------------------
+# -- placeholders: a ``_Pending``'s ``_data`` slot holds (shape, dtype, cell, slot) until it has a value; ``cell``
+# is its trace's one-item list [trace], emptied when the call ends ------------------------------------------------
 _DATA, _NODE = Tensor.__dict__["_data"], Tensor.__dict__["_node"]  # the slots themselves
-
-
-class _Spec:
-    """What a placeholder holds in its ``_data`` slot until it has a value."""
-
-    __slots__ = ("shape", "dtype", "trace", "slot")
-
-    def __init__(self, shape, dtype, trace, slot):
-        self.shape, self.dtype, self.trace, self.slot = shape, dtype, trace, slot
+_SPEC, _SET_DATA, _SET_NODE = _DATA.__get__, _DATA.__set__, _NODE.__set__
 
 
 def _materialize(t) -> None:
     if type(t) is _Pending:
-        trace = _DATA.__get__(t, Tensor).trace
+        trace = _SPEC(t, Tensor)[2][0]
         if trace is None:
             raise CompileError("compile: this tensor was computed in a compiled step that raised; it has no value")
         trace.materialize()
@@ -170,11 +134,11 @@ class _Pending(Tensor):
 
     def _get_data(self):
         _materialize(self)
-        return _DATA.__get__(self, Tensor)
+        return _SPEC(self, Tensor)
 
     def _set_data(self, value):
         _materialize(self)
-        _DATA.__set__(self, value)
+        _SET_DATA(self, value)
 
     def _get_node(self):
         _materialize(self)
@@ -182,32 +146,27 @@ class _Pending(Tensor):
 
     def _set_node(self, value):
         _materialize(self)
-        _NODE.__set__(self, value)
+        _SET_NODE(self, value)
 
     _data = property(_get_data, _set_data)
     _node = property(_get_node, _set_node)
-    shape = property(lambda self: _DATA.__get__(self, Tensor).shape)
-    dtype = property(lambda self: _DATA.__get__(self, Tensor).dtype)
-    ndim = property(lambda self: len(_DATA.__get__(self, Tensor).shape))
+    shape = property(lambda self: _SPEC(self, Tensor)[0])
+    dtype = property(lambda self: _SPEC(self, Tensor)[1])
+    ndim = property(lambda self: len(_SPEC(self, Tensor)[0]))
 
     def numel(self) -> int:  # (``size()``, ``dim()`` read ``shape``/``ndim`` above; anything else materializes)
-        return math.prod(_DATA.__get__(self, Tensor).shape)
+        return math.prod(_SPEC(self, Tensor)[0])
 
 
-def _placeholder(trace, slot, shape, dtype, requires_grad) -> _Pending:
-    p = _Pending.__new__(_Pending)
-    _DATA.__set__(p, _Spec(shape, dtype, trace, slot))
-    _NODE.__set__(p, None)
-    p._requires_grad, p._grad, p.id, p._version, p.name = requires_grad, None, next(_ids), 0, None
+def _placeholder(cell, slot, spec) -> _Pending:
+    p = _NEW(_Pending)
+    _SET_DATA(p, (spec[0], spec[1], cell, slot))
+    _SET_NODE(p, None)
+    p._requires_grad, p._grad, p.id, p._version, p.name = spec[2], None, next(_ids), 0, None
     return p
 
 
-def _become(p, array, node, requires_grad) -> None:
-    """A placeholder turned into the Tensor eager would have made (or a constant holding a plan's value)."""
-    p.__class__ = Tensor
-    p._data, p._node, p._requires_grad = array, node, requires_grad
-
-
+_NEW = _Pending.__new__
 _STANDINS: dict = {}
 
 
@@ -216,82 +175,113 @@ def _coerce_traced(op, inputs, seq_lens):
     shown = []
     for x in inputs:
         if type(x) is _Pending:
-            dtype = _DATA.__get__(x, Tensor).dtype
+            dtype = _SPEC(x, Tensor)[1]
             x = _STANDINS.get(dtype)
             if x is None:
                 x = _STANDINS[dtype] = Tensor._wrap(np.empty(0, dtype))
         shown.append(x)
-    out = _coerce(op, shown, seq_lens)
-    return [x if type(x) is _Pending else o for x, o in zip(inputs, out)]
+    return [x if type(x) is _Pending else o for x, o in zip(inputs, recording._coerce(op, shown, seq_lens))]
 
 
-# -- the trace --------------------------------------------------------------------------------------------------
-class _Entry:
-    """One traced op call: what was bound, the captured input arrays (or slots), the placeholder outputs."""
-
-    op: Any
-    tensors: list
-    attrs: dict
-    values: Any
-    seq_lens: tuple
-    inputs: list
-    captured: list
-    grad_enabled: bool
-    outs: list
-    result: Any
-
-
+# -- the trace: entry k is (op, tensors, attrs, values, seq_lens, inputs, captured, outs, result) -- the bound call;
+# per tensor input its output slot or captured array (None when absent); (tensor, array, version) per outside tensor
+# read; the placeholder outputs and what fn got ---------------------------------------------------------------------
 class _Trace:
-    """The op calls of one run of ``fn`` while they match a plan; then (materialized) an eager recording."""
+    """The op calls of one run of ``fn`` while they match a plan; then (materialized) an eager recording. Call k is
+    matched against entry k of the first candidate plan by its ``fast`` signature (positional tensors and floats:
+    identity and shape tests, no binding), else bound and keyed as eager binds it (``_slow``)."""
 
     def __init__(self, step):
         self.step = step
         self.candidates = list(step._plans)
-        self.entries: list[_Entry] = []
-        self.n_slots = 0
+        self.calls = self.candidates[0].calls if self.candidates else ()
+        self.entries: list = []
+        self.cell: list = [self]
         self.eager = False
         self.recorder = _Recorder()
-        self.swapped: list = []
 
     def apply(self, op, args, kwargs):
+        k = len(self.entries)
+        call: Any = self.calls[k] if k < len(self.calls) else None
+        sig = None if call is None or call.op is not op or kwargs else call.fast
+        state = STATE.__dict__  # (this thread's state, read as ``apply`` reads it)
+        if sig is None or len(args) != len(sig) or state["grad_enabled"] is not call.grad_enabled:
+            return self._slow(op, args, kwargs, k)
+        if state["recording_tapes"] or state["anomaly"]:
+            return self._slow(op, args, kwargs, k)
+        cell, tensors, inputs = self.cell, args, []
+        captured: tuple = ()
+        for i, s in enumerate(sig):
+            a, kind = args[i], type(s)
+            if kind is int:  # an earlier output of this trace
+                if type(a) is not _Pending or (spec := _SPEC(a, Tensor))[2] is not cell or spec[3] != s:
+                    return self._slow(op, args, kwargs, k)
+                inputs.append(s)
+            elif kind is tuple:  # an outside tensor without a graph: (shape, dtype, requires_grad)
+                if type(a) is _Pending or not isinstance(a, Tensor) or a._node is not None:
+                    return self._slow(op, args, kwargs, k)
+                d = a._data
+                if d.shape != s[0] or d.dtype != s[1] or a._requires_grad is not s[2]:
+                    return self._slow(op, args, kwargs, k)
+                inputs.append(d)
+                captured += ((a, d, a._version),)
+            else:  # a Python float, as the shared constant of dtype ``s`` eager makes of it
+                if type(a) is not float:
+                    return self._slow(op, args, kwargs, k)
+                if tensors is args:
+                    tensors = list(args)
+                tensors[i] = c = _scalar_constant(a, s)
+                inputs.append(c._data)
+        if len(self.candidates) > 1:
+            self.candidates = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == call.key]
+        if not call.single:
+            return self._enter(op, tensors, op.attr_defaults, None, (), inputs, captured, call)
+        shape, dtype, requires_grad = call.out_specs[0]
+        p = _NEW(_Pending)  # ``_placeholder``, inline
+        _SET_DATA(p, (shape, dtype, cell, call.first))
+        _SET_NODE(p, None)
+        p._requires_grad, p._grad, p.id, p._version, p.name = requires_grad, None, next(_ids), 0, None
+        self.entries.append((op, tensors, op.attr_defaults, None, (), inputs, captured, (p,), p))
+        return p
+
+    def _slow(self, op, args, kwargs, k):
+        """The call bound and coerced as eager does, keyed, matched against the candidates' entry k."""
         tensors, attrs, values, seq_lens = bind_call(op, args, kwargs, _coerce_traced)
         if self.eager:  # binding read a placeholder's values (a tensor attribute): eager from here
             return run_op(op, tensors, attrs, values, seq_lens)
         keys: list = []
         inputs: list = []
         for t in tensors:
-            if t is None:
-                keys.append(None)
-                inputs.append(None)
-            elif type(t) is _Pending and _DATA.__get__(t, Tensor).trace is self:
-                keys.append(_DATA.__get__(t, Tensor).slot)
+            if type(t) is _Pending and _SPEC(t, Tensor)[2] is self.cell:
+                keys.append(_SPEC(t, Tensor)[3])
                 inputs.append(keys[-1])
-            elif t._node is not None:  # a graph made outside fn: gradients must flow beyond it, as eager sends them
+            elif t is not None and t._node is not None:  # a graph made outside fn: gradients flow beyond it
                 return self._eager_from_here(op, args, kwargs, None)
             else:
-                array = t._data
-                keys.append((array.shape, array.dtype, t._requires_grad))
-                inputs.append(array)
+                keys.append(None if t is None else (t._data.shape, t._data.dtype, t._requires_grad))
+                inputs.append(None if t is None else t._data)
         attr_key = _attr_key(attrs)
         key = (op, seq_lens, attr_key, tuple(keys), STATE.grad_enabled)
-        k = len(self.entries)
         matching = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == key]
-        if attr_key is None or not matching or STATE.recording_tapes or STATE.anomaly or _draws(attrs):
+        if attr_key is None or not matching or STATE.recording_tapes or STATE.anomaly:
             return self._eager_from_here(op, args, kwargs, key)
-        self.candidates = matching
-        call = matching[0].calls[k]
-        e = _Entry()
-        e.op, e.tensors, e.attrs, e.values, e.seq_lens, e.inputs = op, tensors, attrs, values, seq_lens, inputs
-        e.captured = [(t, t._data, t._version) for t, x in zip(tensors, inputs) if x is not None and type(x) is not int]
-        e.grad_enabled = STATE.grad_enabled
-        e.outs = [_placeholder(self, self.n_slots + m, *spec) for m, spec in enumerate(call.out_specs)]
-        self.n_slots += len(e.outs)
+        self.candidates, self.calls = matching, matching[0].calls
+        call = self.calls[k]
+        if values is None and not seq_lens and not kwargs:
+            call.fast = _fast_signature(args, tensors, keys)
+        captured = tuple((t, x, t._version) for t, x in zip(tensors, inputs) if x is not None and type(x) is not int)
+        return self._enter(op, tensors, attrs, values, seq_lens, inputs, captured, call)
+
+    def _enter(self, op, tensors, attrs, values, seq_lens, inputs, captured, call):
+        result: Any
         if call.single:
-            e.result = e.outs[0]
+            result = _placeholder(self.cell, call.first, call.out_specs[0])
+            outs: tuple = (result,)
         else:
-            e.result = tuple(e.outs) if op.result_type is None else op.result_type(*e.outs)
-        self.entries.append(e)
-        return e.result
+            outs = tuple(_placeholder(self.cell, call.first + m, s) for m, s in enumerate(call.out_specs))
+            result = outs if op.result_type is None else op.result_type(*outs)
+        self.entries.append((op, tensors, attrs, values, seq_lens, inputs, captured, outs, result))
+        return result
 
     def _eager_from_here(self, op, args, kwargs, key):
         step = self.step
@@ -310,59 +300,66 @@ class _Trace:
         if self.eager:
             return
         self.eager = True
-        state = STATE
-        state.tracer = None
+        STATE.tracer = None
         try:
-            for e in self.entries:
-                self._run_eagerly(e)
+            for e, call in zip(self.entries, self.calls):
+                self._run_eagerly(e, call.grad_enabled)
         finally:
-            state.recording_tapes.append(self.recorder)  # the rest of fn records as it runs
+            STATE.recording_tapes.append(self.recorder)  # the rest of fn records as it runs
 
-    def _run_eagerly(self, e) -> None:
-        restore = [(t, t._data, t._version) for t, a, v in e.captured if t._data is not a or t._version != v]
-        for t, a, v in e.captured:  # as eager saw them when the op was called (a later ``p.data = ...`` aside)
+    def _run_eagerly(self, entry, grad_enabled) -> None:
+        op, tensors, attrs, values, seq_lens, _inputs, captured, outs, result = entry
+        restore = [(t, t._data, t._version) for t, a, v in captured if t._data is not a or t._version != v]
+        for t, a, v in captured:  # as eager saw them when the op was called (a later ``p.data = ...`` aside)
             t._data, t._version = a, v
-        previous = STATE.grad_enabled
-        STATE.grad_enabled = e.grad_enabled
+        previous, STATE.grad_enabled = STATE.grad_enabled, grad_enabled
         STATE.recording_tapes.append(self.recorder)  # records what eager records (resolved attributes included)
         try:
-            result = run_op(e.op, e.tensors, e.attrs, e.values, e.seq_lens)
+            real = run_op(op, tensors, attrs, values, seq_lens)
         finally:
             STATE.recording_tapes.remove(self.recorder)
             STATE.grad_enabled = previous
             for t, a, v in restore:
                 t._data, t._version = a, v
-        real = (result,) if isinstance(result, Tensor) else tuple(result)
-        for p, r in zip(e.outs, real):
-            _become(p, r._data, r._node, r._requires_grad)
+        for p, r in zip(outs, (real,) if isinstance(real, Tensor) else tuple(real)):
+            p.__class__ = Tensor  # the placeholder becomes the Tensor eager made
+            p._data, p._node, p._requires_grad = r._data, r._node, r._requires_grad
             if r._node is not None:
                 r._node.out_id = p.id
-        self.recorder.records[-1][3] = e.result  # the placeholders are the tensors fn holds
+        self.recorder.records[-1][3] = result  # the placeholders are the tensors fn holds
 
     def finished(self, loss):
         """The plan this complete trace matches (with ``loss`` its loss and no captured input changed since), or
         None."""
-        if type(loss) is not _Pending or _DATA.__get__(loss, Tensor).trace is not self:
+        if type(loss) is not _Pending or _SPEC(loss, Tensor)[2] is not self.cell:
             return None
-        slot = _DATA.__get__(loss, Tensor).slot
         for e in self.entries:
-            for t, a, v in e.captured:
+            for t, a, v in e[6]:
                 if t._data is not a or t._version != v or (HOOKS and t.id in HOOKS):  # hooks run in eager's walk
                     return None
-        for plan in self.candidates:
-            if len(plan.calls) == len(self.entries) and plan.loss_slot == slot:
-                return plan
-        return None
+        slot = _SPEC(loss, Tensor)[3]
+        return next((p for p in self.candidates if len(p.calls) == len(self.entries) and p.loss_slot == slot), None)
 
     def close(self) -> None:
         STATE.tracer = None
-        tapes = STATE.recording_tapes
-        if self.recorder in tapes:
-            tapes.remove(self.recorder)
-        for e in self.entries:
-            for p in e.outs:
-                if type(p) is _Pending:
-                    _DATA.__get__(p, Tensor).trace = None
+        if self.recorder in STATE.recording_tapes:
+            STATE.recording_tapes.remove(self.recorder)
+        self.cell[0] = None
+
+
+def _fast_signature(args, tensors, keys):
+    """What a later call's positional ``args`` must be to match without binding: per argument an output slot, an
+    outside tensor's (shape, dtype, requires_grad), or for a Python float the dtype of the shared constant eager
+    made of it; None when an argument is anything else."""
+    sig = []
+    for a, t, key in zip(args, tensors, keys):
+        if isinstance(a, Tensor) and key is not None:
+            sig.append(key)
+        elif type(a) is float and t._data.dtype.kind == "f" and _scalar_constant(a, t._data.dtype) is t:
+            sig.append(t._data.dtype)
+        else:
+            return None
+    return tuple(sig)
 
 
 class _Recorder:
@@ -375,9 +372,12 @@ class _Recorder:
         self.records.append([op, tensors, attrs, result, node, seq_lens, STATE.grad_enabled])
 
 
+_RANDOM = (np.random.Generator, np.random.RandomState)  # an attribute drawn from: such a call always runs eagerly
+
+
 def _attr_key(attrs):
-    """Attributes as a comparable value (floats by their bits, arrays by dtype, shape and bytes, a Generator by its
-    type: the plan calls the forward with this call's own); None when one cannot be compared safely."""
+    """Attributes as a comparable value (floats by their bits, arrays by dtype, shape and bytes); None when one
+    cannot be compared safely (a Generator among them: such a call always runs eagerly)."""
     try:
         return tuple((name, _value_key(v)) for name, v in attrs.items())
     except TypeError:
@@ -393,20 +393,12 @@ def _value_key(v):
     if kind is np.ndarray:  # an index array's values do not shape the output (the plan checks that it does not)
         return (np.ndarray, v.dtype.str, v.shape, None if v.dtype.kind in "iu" else v.tobytes())
     if kind is tuple or kind is list or kind is slice:
-        items = (v.start, v.stop, v.step) if kind is slice else v
-        return (kind, tuple(_value_key(x) for x in items))
+        return (kind, tuple(_value_key(x) for x in ((v.start, v.stop, v.step) if kind is slice else v)))
     if isinstance(v, np.generic):
         return (kind, v.tobytes())
     if v is Ellipsis:
         return (kind,)
     raise TypeError(kind)
-
-
-def _draws(attrs) -> bool:
-    for v in attrs.values():
-        if isinstance(v, _RANDOM):
-            return True
-    return False
 
 
 def _key_or_none(v):
@@ -422,25 +414,27 @@ def _difference(key, had) -> str:
     if key is None:
         return "it reads a tensor with a graph made outside fn"
     names = ("the op", "its sequence lengths", "its attributes", "its tensor inputs", "grad mode")
-    for name, a, b in zip(names, key, had):
-        if a != b:
-            return f"{name} differ: {a!r} now, {b!r} in the plan"
-    return "it draws randomness in its forward"
+    found = (f"{n} differ: {a!r} now, {b!r} in the plan" for n, a, b in zip(names, key, had) if a != b)
+    return next(found, "it draws randomness in its forward")
 
 
 # -- plans ------------------------------------------------------------------------------------------------------
 class _Call:
-    """One op call of a plan: its key, output specs, first output slot, a Node naming it in messages."""
+    """One op call of a plan: its key (and ``fast`` signature, set when a trace first matches it by binding), grad
+    mode, output specs (shape, dtype, requires_grad) and first slot, a Node naming it in messages, the attributes
+    its forward resolved (``resolved``), and ``short``: (check or None, forward, quiet?) for a one-output call of
+    ``apply``'s short path, facts fixed when the plan was built."""
 
+    op: Any
     key: Any
+    fast: tuple | None
+    grad_enabled: bool
     out_specs: tuple
     single: bool
     first: int
     site: Node
     resolved: dict
-
-
-_RANDOM = (np.random.Generator, np.random.RandomState)  # an attribute drawn from: such a call always runs eagerly
+    short: tuple | None
 
 
 class _Plan:
@@ -448,71 +442,118 @@ class _Plan:
 
     def __init__(self, calls, reverse, loss_slot, loss_needs):
         self.calls, self.reverse, self.loss_slot, self.loss_needs = calls, reverse, loss_slot, loss_needs
+        self.unreached = sorted(set(range(len(calls))) - {index for index, _, _ in reverse})
 
     def run(self, trace):
+        """Each op's forward, then the reverse pass's rule calls; the placeholders get their values first."""
         vals: list = []
-        ran = []
-        for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
-            arrays = [vals[x] if type(x) is int else x for x in e.inputs]
-            out = forward_arrays(e.op, arrays, e.attrs, e.values, e.seq_lens)
-            saved = None
-            if e.op.saves:
-                out, saved = out
-                if any(
-                    _key_or_none(saved[n]) != _key_or_none(call.resolved.get(n, e.attrs[n]))
-                    for n in e.attrs
-                    if n in saved
-                ):
-                    call.key = None  # traced eagerly from now on
-                    raise CompileError(
-                        f"compile: op #{k} '{e.op.name}' resolved its attributes to other values than when recorded "
-                        f"(it drew randomness, after fn's Python had run on); the next call runs it eagerly"
-                    )
-            several = several_outputs(e.op, out)
-            outs = tuple(np.asarray(o) for o in out) if several else (np.asarray(out),)
-            if several == call.single or [(o.shape, o.dtype) for o in outs] != [s[:2] for s in call.out_specs]:
-                call.key = None  # traced eagerly from now on
-                raise CompileError(
-                    f"compile: op #{k} '{e.op.name}' gave output(s) {[(o.shape, o.dtype.name) for o in outs]} where "
-                    f"the plan has {[(s[0], s[1].name) for s in call.out_specs]}: its shape depends on the data (a "
-                    f"boolean mask?), and fn may have used the planned shape; the next call runs it eagerly"
-                )
-            vals.extend(outs)
-            ran.append((arrays, outs if several else outs[0], saved))
-        self._backward(trace, vals, ran)
-        for e in trace.entries:
-            for p in e.outs:
-                _become(p, _readonly(vals[_DATA.__get__(p, Tensor).slot]), None, False)
-        return vals[self.loss_slot]
+        ran: list = []
+        token = None  # set while numpy's warnings are off (a run of quiet forwards)
+        try:
+            for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
+                arrays = []
+                for x in e[5]:
+                    arrays.append(vals[x] if type(x) is int else x)
+                short = call.short if e[3] is None else None
+                if short is None or short[0] is not None:  # forward_arrays / the check: under the caller's warnings
+                    if token is not None:
+                        numpy_errors_reset(token)
+                        token = None
+                    if short is None:
+                        _run_general(k, call, e, arrays, vals, ran)
+                        continue
+                    short[0](*arrays, **e[2])
+                if short[2] and token is None:  # numpy's warnings off for a quiet forward (as apply), on after
+                    token = numpy_errors_set(NUMPY_QUIET)
+                elif token is not None and not short[2]:
+                    numpy_errors_reset(token)
+                    token = None
+                out = short[1](*arrays)
+                if type(out) is not np.ndarray:
+                    out = np.asarray(out)
+                if out.shape != short[3] or (out.dtype is not short[4] and out.dtype != short[4]):
+                    _unplanned(k, call, e, (out,))
+                vals.append(out)
+                ran.append((arrays, out, None))
+        finally:
+            if token is not None:
+                numpy_errors_reset(token)
+        for p, value in zip(chain.from_iterable(e[7] for e in trace.entries), vals):  # (the outputs in slot order)
+            p.__class__ = Tensor  # a constant holding the plan's value
+            p._data, p._requires_grad = _readonly(value), False
+        loss, n = vals[self.loss_slot], len(vals)
+        del vals  # the values live on in the placeholders fn keeps, and in ``ran`` until their rule ran (as eager's)
+        entries, trace.entries = trace.entries, []
+        self._backward(entries, n, loss, ran)
+        return loss
 
-    def _backward(self, trace, vals, ran) -> None:
-        """The reverse pass's rule calls, sums and ``.grad`` deliveries, in its order."""
-        grads: list = [None] * len(vals)
+    def _backward(self, entries, n, loss, ran) -> None:
+        """The reverse pass's rule calls, sums and ``.grad`` deliveries, in its order; each call's entry and saved
+        arrays released once its rules ran (at once when it gets no gradient)."""
+        for index in self.unreached:
+            entries[index] = ran[index] = None
+        grads: list = [None] * n
         if self.loss_needs:
-            loss = vals[self.loss_slot]
             grads[self.loss_slot] = np.ones(loss.shape, dtype=loss.dtype)
         delivered: dict = {}
         for index, needs, dests in self.reverse:
-            call, e = self.calls[index], trace.entries[index]
-            slots = range(call.first, call.first + len(call.out_specs))
-            g = grads[call.first] if call.single else tuple(grads[s] for s in slots)
-            for s in slots:
-                grads[s] = None
+            call = self.calls[index]
+            first, count = call.first, len(call.out_specs)
+            if call.single:
+                g, grads[first] = grads[first], None
+            else:
+                g, grads[first : first + count] = tuple(grads[first : first + count]), [None] * count
+            e, (arrays, ans, saved) = entries[index], ran[index]
+            entries[index] = ran[index] = None
             if g is None or (not call.single and all(x is None for x in g)):
                 continue
-            arrays, ans, saved = ran[index]
-            attrs = e.attrs if saved is None else {**e.attrs, **saved}
-            results = input_gradients(call.site, g, ans, arrays, attrs, needs)
+            attrs = e[2] if saved is None else {**e[2], **saved}
+            rules = call.site.op.direct_rules  # (``input_gradients``'s own dispatch, one frame fewer)
+            if rules is None:
+                results = input_gradients(call.site, g, ans, arrays, attrs, needs)
+            else:
+                results = _direct_input_gradients(call.site, rules, g, ans, arrays, attrs, needs)
             for i, dest in dests:
                 grad = results[i]
                 if dest >= 0:
                     grads[dest] = grad if grads[dest] is None else add_gradients(grads[dest], grad)
                 else:
-                    leaf = e.tensors[i]
+                    leaf = e[1][i]
                     old = delivered.get(id(leaf), (leaf, None if leaf.grad is None else leaf.grad._data))[1]
                     delivered[id(leaf)] = (leaf, grad if old is None else add_gradients(old, grad))
         for leaf, grad in delivered.values():
             leaf.grad = Tensor._wrap(grad)
+
+
+def _run_general(k, call, e, arrays, vals, ran) -> None:
+    """One op call of a plan through ``recording.forward_arrays`` (attributes, sequences, saved values, several
+    outputs), its outputs checked against the plan's."""
+    op, attrs = e[0], e[2]
+    out = forward_arrays(op, arrays, attrs, e[3], e[4])
+    saved = None
+    if op.saves:
+        out, saved = out
+        if any(_key_or_none(saved[n]) != _key_or_none(call.resolved.get(n, attrs[n])) for n in attrs if n in saved):
+            call.key = call.fast = None  # traced eagerly from now on
+            raise CompileError(
+                f"compile: op #{k} '{op.name}' resolved its attributes to other values than when recorded "
+                f"(it drew randomness, after fn's Python had run on); the next call runs it eagerly"
+            )
+    several = recording.several_outputs(op, out)
+    outs = tuple(np.asarray(o) for o in out) if several else (np.asarray(out),)
+    if several == call.single or [(o.shape, o.dtype) for o in outs] != [s[:2] for s in call.out_specs]:
+        _unplanned(k, call, e, outs)
+    vals.extend(outs)
+    ran.append((arrays, outs if several else outs[0], saved))
+
+
+def _unplanned(k, call, e, outs):
+    call.key = call.fast = None  # traced eagerly from now on
+    raise CompileError(
+        f"compile: op #{k} '{e[0].name}' gave output(s) {[(o.shape, o.dtype.name) for o in outs]} where "
+        f"the plan has {[(s[0], s[1].name) for s in call.out_specs]}: its shape depends on the data (a "
+        f"boolean mask?), and fn may have used the planned shape; the next call runs it eagerly"
+    )
 
 
 def _build(records, loss):
@@ -522,27 +563,27 @@ def _build(records, loss):
     for op, tensors, attrs, result, _node, seq_lens, grad_enabled in records:
         keys: list = []
         for t in tensors:
-            if t is None:
-                keys.append(None)
-            elif t.id in slot_of:
-                keys.append(slot_of[t.id])
-            elif t._node is not None:
+            if t is not None and t.id not in slot_of and t._node is not None:
                 return None
-            else:
-                keys.append((t.shape, t.dtype, t._requires_grad))
+            keys.append(None if t is None else slot_of.get(t.id, (t.shape, t.dtype, t._requires_grad)))
         call = _Call()
         given = attrs.given if isinstance(attrs, ResolvedAttributes) else attrs
         call.resolved = {k: v for k, v in attrs.items() if k in given and _key_or_none(v) != _key_or_none(given[k])}
         attr_key = None if any(isinstance(v, _RANDOM) for v in given.values()) else _attr_key(given)
         call.key = None if attr_key is None else (op, seq_lens, attr_key, tuple(keys), grad_enabled)
-        call.single = isinstance(result, Tensor)
+        call.op, call.fast, call.grad_enabled, call.single = op, None, grad_enabled, isinstance(result, Tensor)
         results = (result,) if call.single else tuple(result)
         call.out_specs = tuple((r.shape, r.dtype, r._requires_grad) for r in results)
         call.first = len(slot_of)
-        for r in results:
-            slot_of[r.id] = len(slot_of)
+        slot_of.update((r.id, call.first + m) for m, r in enumerate(results))
         call.site = site = Node()
         site.op, site.seq_lens = op, seq_lens
+        call.short = None
+        if call.single and op.n_outputs == 1 and not op.saves and not seq_lens:  # apply's short path facts
+            floats = all(t is not None and t.dtype.kind == "f" for t in tensors)
+            check = None if op.check_passes_floats and floats else op.check
+            forward = (op.forward, False) if op.quiet_forward is None else (op.quiet_forward, True)
+            call.short = (check, *forward, *call.out_specs[0][:2])
         calls.append(call)
     if loss.id not in slot_of:
         return None
@@ -557,22 +598,19 @@ def _reverse(records, calls, slot_of, loss_slot, loss_needs):
     reverse = []
     for index in range(len(calls) - 1, -1, -1):
         call, result = calls[index], records[index][3]
-        results = (result,) if call.single else tuple(result)
-        nodes = [r._node for r in results]
+        nodes = [r._node for r in ((result,) if call.single else tuple(result))]
         if not any(n is not None and call.first + m in receives for m, n in enumerate(nodes)):
             continue
         node = next(n for n in nodes if n is not None)
         dests = []
         for i, need in enumerate(node._needs):
             parent, leaf = node.parents[i], node.leaves[i]
-            if not need:
-                continue
-            if parent is not None:
+            if need and parent is not None:
                 if parent.out_id not in slot_of:
                     return None
                 dests.append((i, slot_of[parent.out_id]))
                 receives.add(slot_of[parent.out_id])
-            elif leaf is not None and leaf._requires_grad:
+            elif need and leaf is not None and leaf._requires_grad:
                 dests.append((i, -1))
         reverse.append((index, node._needs, dests))
     return reverse

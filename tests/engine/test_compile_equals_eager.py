@@ -397,6 +397,41 @@ def test_elementwise_chain_with_signed_zero_arguments():
     assert step.replays > 0
 
 
+def test_arguments_changing_kind_between_calls():
+    """A traced call matches its plan entry by its positional arguments' kinds without binding (tape/compile.py's
+    fast signature): every change of kind -- a float becoming a tensor, an int, a numpy scalar, a bool; an outside
+    tensor's dtype or requires_grad; operands swapped; another earlier output -- must still give eager's bits."""
+
+    def body(world, a, b, swap):
+        y = ops.tanh(world.w * a) + b
+        z = ops.mul(y, world.w) if not swap else ops.mul(world.w, y)
+        return ops.sum(ops.mul(z, a) + (y if world.config["scale"] > 0 else z))
+
+    data = np.array([[0.5, -1.0, 0.0], [2.0, -0.0, 1.0]], np.float32)
+    t32 = lambda v, rg=False: tape.tensor(np.float32(v), requires_grad=rg)  # noqa: E731
+    args = [
+        ("floats", (1.5, 0.25, False)), ("floats again", (-0.0, 2.0, False)),
+        ("a tensor for a", (t32(1.5), 0.25, False)), ("floats", (1.5, 0.25, False)),
+        ("an int", (2, 0.25, False)), ("a numpy scalar", (np.float32(1.5), 0.25, False)),
+        ("a bool", (True, 0.25, False)), ("floats", (0.5, 0.25, False)),
+        ("a tensor for b", (0.5, t32(0.25), False)), ("b requires grad", (0.5, t32(0.25, True), False)),
+        ("b float64", (0.5, tape.tensor(np.float64(0.25)), False)), ("operands swapped", (0.5, 0.25, True)),
+        ("floats", (0.5, 0.25, False)), ("another earlier output", (0.5, 0.25, False)), ("floats", (0.75, 1.0, False)),
+    ]
+    changes = []
+    for name, a in args:
+        scale = -1.0 if name == "another earlier output" else 1.5
+        changes.append((name, setter(("config", "scale"), scale), lambda w, a=a: a))
+    detach = lambda w: setattr(w, "w", tape.tensor(w.w.numpy(), requires_grad=False))  # noqa: E731
+    attach = lambda w: setattr(w, "w", tape.tensor(w.w.numpy(), requires_grad=True))  # noqa: E731
+    b = t32(1.0, True)  # (the loss keeps a graph while w has none)
+    changes += [("w with grad", nothing, lambda w: (0.5, b, False)), ("again", nothing, lambda w: (0.75, b, False)),
+                ("w without grad", detach, lambda w: (0.75, b, False)), ("again", nothing, lambda w: (0.5, b, False)),
+                ("w with grad", attach, lambda w: (0.75, b, False)), ("again", nothing, lambda w: (0.5, b, False))]
+    step = run_twins(lambda: ChainWorld(body, data, {}), changes)
+    assert step.replays >= 6
+
+
 @pytest.mark.parametrize("which", ["embedding", "gather", "getitem", "take_along", "cross_entropy"])
 def test_indices_read_by_a_replayed_step_are_checked(which):
     def body(world):
