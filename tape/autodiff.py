@@ -20,15 +20,15 @@ walk, after every contribution was summed -- before it flows on or is accumulate
 from __future__ import annotations
 
 import operator
-import weakref
 
 import numpy as np
 
+from .anomaly import check_backward_result
 from .errors import BackwardNotImplementedError, GradientError, GraphFreedError, InPlaceModificationError
+from .hooks import HOOKS, hook_result
 from .recording import (
     _ZERO_VERSIONS_1,
     _ZERO_VERSIONS_2,
-    check_backward_result,
     flat_states,
     input_name,
     next_node_index,
@@ -39,7 +39,7 @@ from .registry import Grad, Op
 from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, as_tensor
 
-__all__ = ["backward", "reverse_pass", "seed_gradients", "register_hook", "retain_grad", "HOOKS"]
+__all__ = ["backward", "reverse_pass", "seed_gradients"]
 
 
 def backward(roots, grads=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
@@ -234,7 +234,7 @@ class _Pass:
             given = g if isinstance(g, Tensor) else Tensor._wrap(g)
             result = fn(given)
             if result is not None:
-                g = _hook_result(fn, result, given, self.create_graph)
+                g = hook_result(fn, result, given, self.create_graph)
         retained = entry.retained() if entry.retained is not None else None
         if retained is not None:
             self._accumulate(retained, g)
@@ -581,81 +581,3 @@ def _second_order_stub(op):
         stub.second_order_of = op
         stub = _STUBS[op.name] = stub
     return lambda t, g, value: stub(t, g, value=value)
-
-
-# -- tensor hooks ---------------------------------------------------------------------------------------------
-class _Hooks:
-    """One tensor's hooks: ``fns`` {handle id: fn} in registration order, ``retained`` a weak reference to the
-    tensor when it retains its gradient."""
-
-    __slots__ = ("fns", "retained")
-
-    def __init__(self):
-        self.fns: dict = {}
-        self.retained = None
-
-
-HOOKS: dict[int, _Hooks] = {}  # {tensor id: its hooks}; an entry goes with its leaf tensor, or a non-leaf's node
-_handle_ids = iter(range(1, 2**62))
-
-
-class RemovableHandle:
-    """What ``register_hook`` returns: ``remove()`` takes the hook off (again: nothing happens), as torch's."""
-
-    def __init__(self, tid: int, key: int):
-        self.tid, self.key = tid, key
-
-    def remove(self) -> None:
-        entry = HOOKS.get(self.tid)
-        if entry is not None:
-            entry.fns.pop(self.key, None)
-            if not entry.fns and entry.retained is None:
-                del HOOKS[self.tid]
-
-
-def _entry(tensor, who: str) -> _Hooks:
-    if not tensor._requires_grad:
-        raise RuntimeError(
-            f"Tensor.{who}: cannot register a hook on a tensor that does not require grad (shape {tensor.shape}, "
-            f"dtype {tensor.dtype}); set requires_grad=True on it or on the inputs it is computed from"
-        )
-    entry = HOOKS.get(tensor.id)
-    if entry is None:
-        entry = HOOKS[tensor.id] = _Hooks()
-        # a non-leaf's hooks live as long as its node (the graph), as torch's: the tensor may be dropped before backward
-        weakref.finalize(tensor if tensor._node is None else tensor._node, HOOKS.pop, tensor.id, None)
-    return entry
-
-
-def register_hook(tensor, fn) -> RemovableHandle:
-    """``fn(grad)`` called with ``tensor``'s total gradient in every reverse pass that reaches it; a Tensor it returns
-    (same shape and dtype) replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
-    if not callable(fn):
-        raise TypeError(f"Tensor.register_hook: argument 'hook' expected a callable, got {type(fn).__name__}")
-    tensor._node  # noqa: B018 -- a compiled step's placeholder materializes here: its hooks then run eagerly
-    key = next(_handle_ids)
-    _entry(tensor, "register_hook").fns[key] = fn
-    return RemovableHandle(tensor.id, key)
-
-
-def retain_grad(tensor) -> None:
-    """A non-leaf tensor keeps its gradient in ``.grad`` (accumulated, after its hooks ran); a leaf already does."""
-    if tensor._node is None and tensor._requires_grad:
-        return
-    _entry(tensor, "retain_grad").retained = weakref.ref(tensor)
-
-
-def _hook_result(fn, result, given, create_graph: bool):
-    """A hook's replacement gradient, checked: a Tensor of the gradient's shape and dtype."""
-    name = getattr(fn, "__qualname__", type(fn).__name__)
-    if not isinstance(result, Tensor):
-        raise TypeError(
-            f"Tensor.register_hook: hook '{name}' returned {type(result).__name__}; expected None or a Tensor of "
-            f"shape {given.shape} and dtype {given.dtype}"
-        )
-    if result.shape != given.shape or result.dtype != given.dtype:
-        raise ValueError(
-            f"Tensor.register_hook: hook '{name}' returned shape {result.shape} dtype {result.dtype}; expected the "
-            f"gradient's shape {given.shape} and dtype {given.dtype}"
-        )
-    return result if create_graph else result._data

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .recording import user_frame
+from .anomaly import user_frame
 from .state import no_grad
 from .tapes import ExecutionTape, RecordedOp
 from .tensors import Tensor, as_tensor

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import traceback
 
 import numpy as np
 
-from .errors import AnomalyError
+from .anomaly import check_forward, user_frame
+from .dtypes import FLOAT16, FLOATS
 from .registry import Grad, Op, bind_apply
 from .state import (
     NUMPY_QUIET,
@@ -30,7 +29,7 @@ from .state import (
     numpy_errors_reset,
     numpy_errors_set,
 )
-from .tensors import _FLOATS, FLOAT16, Tensor, as_tensor
+from .tensors import Tensor, as_tensor
 
 __all__ = ["Node", "apply", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly"]
 
@@ -147,7 +146,7 @@ def _coerce(op, inputs, seq_lens=()) -> list:
     for x in inputs:
         if isinstance(x, Tensor):
             dt = x._data.dtype
-            if dt in _FLOATS:
+            if dt in FLOATS:
                 if float_dtype is None:
                     float_dtype = dt
                 elif dt != float_dtype:
@@ -182,7 +181,7 @@ def _coerce(op, inputs, seq_lens=()) -> list:
                     f"{op.name}: argument '{input_name(op, i, seq_lens)}' expected a Tensor or a real "
                     f"array-like, got {type(x).__name__}: {e}"
                 ) from None
-            if t._data.dtype in _FLOATS and float_dtype is not None and t._data.dtype != float_dtype:
+            if t._data.dtype in FLOATS and float_dtype is not None and t._data.dtype != float_dtype:
                 _mixed_dtypes(op, inputs)
             out.append(t)
     return out
@@ -454,7 +453,7 @@ def _observe(op, tensors, attrs, result, node, arrays, seq_lens) -> None:
     if state.anomaly:
         if node is not None:
             node.trace = user_frame()
-        _check_forward(op, result, arrays)
+        check_forward(op, result, arrays)
     for tape in state.recording_tapes:
         tape._record(op, tensors, attrs, result, node, seq_lens)
 
@@ -577,7 +576,7 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
         nodes.append(node)
         results.append(result)
         if state.anomaly:
-            _check_forward(op, result, arrays)
+            check_forward(op, result, arrays)
     first = next((node for node in nodes if node is not None), None)
     outputs = tuple(results) if op.result_type is None else op.result_type(*results)
     for tape in state.recording_tapes:
@@ -586,34 +585,3 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
 
 
 bind_apply(apply)
-
-
-# -- anomaly detection -------------------------------------------------------------------------------------
-_ENGINE_DIRS = (os.path.dirname(__file__), os.path.join(os.path.dirname(os.path.dirname(__file__)), "ops"))
-
-
-def user_frame() -> str:
-    """'file:line in function: source' of the innermost stack frame outside tape/ and ops/."""
-    for frame in reversed(traceback.extract_stack()):
-        if not os.path.dirname(os.path.abspath(frame.filename)).startswith(_ENGINE_DIRS):
-            return f"{frame.filename}:{frame.lineno} in {frame.name}: {frame.line}"
-    return "<unknown>"
-
-
-def _check_forward(op, result, arrays):
-    where = user_frame()
-    data = result._data
-    if data.dtype.kind == "f" and not np.isfinite(data).all():
-        bad = "NaN" if np.isnan(data).any() else "inf"
-        inputs_ok = all(a is None or a.dtype.kind != "f" or np.isfinite(a).all() for a in arrays)
-        origin = "from finite inputs" if inputs_ok else "(an input already held NaN/inf)"
-        raise AnomalyError(f"anomaly: forward of op '{op.name}' produced {bad} {origin}; recorded at {where}")
-
-
-def check_backward_result(node, input_name, grad):
-    if grad.dtype.kind == "f" and not np.isfinite(grad).all():
-        bad = "NaN" if np.isnan(grad).any() else "inf"
-        raise AnomalyError(
-            f"anomaly: backward of op '{node.op.name}' produced {bad} in the gradient for input "
-            f"'{input_name}'; the op was recorded at {node.trace or '<recorded before detect_anomaly>'}"
-        )

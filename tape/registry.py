@@ -36,14 +36,15 @@ import collections
 import enum
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import interop, tensors
+from . import interop, tensor_api
+from .samples import Sample
 from .state import quiet_inner
-from .tensors import Tensor, ValuesIndices
+from .tensor_api import ValuesIndices
+from .tensors import Tensor
 
 __all__ = [
     "Grad",
@@ -77,28 +78,6 @@ STUB = Grad.STUB
 
 class RegistrationError(ValueError):
     """An op declaration is inconsistent (wrong rule count, duplicate name, bad marker)."""
-
-
-@dataclass
-class Sample:
-    """One set of arguments for an op: tensor arrays (in ``inputs`` order; ``None`` for an absent optional
-    tensor, a list for a sequence parameter) and attributes. ``call_args`` gives them by parameter name."""
-
-    inputs: tuple
-    attrs: dict = field(default_factory=dict)
-    label: str = ""
-    torch: bool = True  # False when torch's reference does not support this particular sample
-
-    def __repr__(self) -> str:
-        def describe(a):
-            if a is None:
-                return "None"
-            if isinstance(a, list | tuple):
-                return "[" + ", ".join(describe(x) for x in a) + "]"
-            return f"{getattr(a, 'dtype', type(a).__name__)}{list(getattr(a, 'shape', ()))}"
-
-        label = f" {self.label}" if self.label else ""
-        return f"Sample({', '.join(describe(a) for a in self.inputs)}; {self.attrs}){label}"
 
 
 _MISSING = inspect.Parameter.empty
@@ -404,17 +383,15 @@ def defop(name: str, **declaration) -> Op:
     _check_face(op)
     _REGISTRY[name] = op
     if op.method is not None:
-        tensors.add_method(op.method, tensors._OpMethod(op))
+        tensor_api.add_method(op.method, tensor_api._OpMethod(op))
     interop.map_numpy(op)
     return op
 
 
 def _check_face(op: Op) -> None:
     """Refuse a method name Tensor already has and a numpy callable another op already stands for."""
-    if op.method is not None and op.method in vars(tensors.Tensor):
-        existing = vars(tensors.Tensor)[op.method]
-        if not getattr(existing, "_until_loaded", False):
-            raise RegistrationError(f"op '{op.name}': method='{op.method}': Tensor already has '{op.method}'")
+    if op.method is not None and tensor_api.own_attribute(op.method) is not None:
+        raise RegistrationError(f"op '{op.name}': method='{op.method}': Tensor already has '{op.method}'")
     taken = [f"{getattr(f, '__name__', f)}" for f in op.numpy if interop.mapped(f) is not None]
     if taken:
         raise RegistrationError(f"op '{op.name}': numpy=: {taken} already dispatch to another op")
@@ -436,9 +413,9 @@ def unregister_op(name: str) -> None:
     """Remove an op (meant for tests that register throwaway ops), with its Tensor method and numpy entries."""
     op = _REGISTRY.pop(name, None)
     if op is not None:
-        current = vars(tensors.Tensor).get(op.method or "")
-        if isinstance(current, tensors._OpMethod) and current.op is op:
-            tensors.remove_method(op.method, current)
+        current = vars(Tensor).get(op.method or "")
+        if isinstance(current, tensor_api._OpMethod) and current.op is op:
+            tensor_api.remove_method(op.method, current)
         interop.unmap_numpy(op)
 
 

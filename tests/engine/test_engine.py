@@ -7,7 +7,7 @@ import pytest
 import ops
 import tape
 from tape import NOT_DIFFERENTIABLE, STUB, Sample, defop
-from tape.tensors import ValuesIndices, _OpMethod
+from tape.tensor_api import ValuesIndices, _OpMethod
 from tape.tools.verify import call, flat_leaves, joined, op_samples, sample_tensors
 
 

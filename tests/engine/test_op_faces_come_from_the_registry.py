@@ -15,10 +15,13 @@ from paths import REPO
 import ops
 import tape
 from tape import RegistrationError, interop
-from tape.tensors import OPERATORS, _OpMethod
+from tape.tensor_api import OPERATORS, _OpMethod
 
 ROOT = REPO
-CORE = [ROOT / "tape" / name for name in ("tensors.py", "interop.py", "registry.py", "recording.py", "functional.py")]
+CORE = [
+    ROOT / "tape" / name
+    for name in ("tensors.py", "tensor_api.py", "interop.py", "registry.py", "recording.py", "functional.py")
+]
 
 
 @pytest.fixture
