@@ -1,20 +1,9 @@
 """The reverse pass: one iterative walk shared by ``Tensor.backward`` and ``GradientTape.compute_gradients``.
 
-Nodes reachable from the roots are visited in decreasing application index (a reverse topological
-order, no recursion); the gradient arriving at a node is complete when it is visited, because every
-consumer of its output was applied later. Each rule's result is validated: ``None``, a non-array, or
-a wrong shape or dtype raises ``GradientError`` naming the op and the input; a stub raises
-``BackwardNotImplementedError``. Without ``retain_graph`` the visited nodes' saved arrays are freed.
-
-With ``create_graph=True`` the same walk runs on Tensors: each rule is called on the op's input and output
-tensors, under grad mode, so the gradients it returns are recorded and can be differentiated again (see
-tape/registry.py for how a rule becomes differentiable; ops with a ``composite`` are differentiated through
-it, and an op whose second order is a stub yields a gradient whose own backward raises when reached).
-
-Tensor hooks (``Tensor.register_hook``, ``retain_grad``) run in one place, ``_Pass.hooked``: when a tensor's total
-gradient is known -- a non-leaf's when its node is taken from the walk, a leaf's (or a source's) at the end of the
-walk, after every contribution was summed -- before it flows on or is accumulated. Hooks are kept by tensor id
-(``HOOKS``); a walk with any hook registered takes the general path (``_Pass.visit`` for every node).
+Nodes are visited in decreasing application index (a reverse topological order): the gradient arriving at a node
+is complete when it is visited. Every rule's result is validated (``GradientError`` naming the op and the input); a
+stub raises ``BackwardNotImplementedError``. ``create_graph=True`` runs the same rules on Tensors, recorded. How
+the walk, hooks and the second order fit together: docs/engine.md.
 """
 
 from __future__ import annotations
@@ -24,17 +13,10 @@ import operator
 import numpy as np
 
 from .anomaly import check_backward_result
+from .arguments import flat_states, input_name, regroup, slot_sizes
 from .errors import BackwardNotImplementedError, GradientError, GraphFreedError, InPlaceModificationError
 from .hooks import HOOKS, hook_result
-from .recording import (
-    _ZERO_VERSIONS_1,
-    _ZERO_VERSIONS_2,
-    flat_states,
-    input_name,
-    next_node_index,
-    regroup,
-    slot_sizes,
-)
+from .recording import _ZERO_VERSIONS_1, _ZERO_VERSIONS_2, next_node_index
 from .registry import Grad, Op
 from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, as_tensor

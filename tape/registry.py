@@ -1,33 +1,7 @@
-"""The op registry: every op minitape can record, declared once.
-
-An op declaration holds, in one place: the op's name and family, its forward (numpy in, numpy out) whose
-own signature is the op's public one, which of its parameters are tensors, one backward rule (VJP) per
-tensor parameter -- or the explicit state ``Grad.NOT_DIFFERENTIABLE`` or ``Grad.STUB`` -- its sample inputs
-for the generated tests, and optionally a PyTorch reference used as a test oracle.
-
-Tensor parameters are named in ``inputs``: ``"weight?"`` is an optional tensor (may be None), ``"*tensors"``
-a sequence of tensors (concat, stack, einsum). Every other parameter of the forward is an attribute.
-
-A VJP has the signature ``rule(g, ans, *tensors, **attrs) -> array``: ``g`` is the gradient flowing into
-the op's output, ``ans`` its forward output, ``tensors`` the tensor arguments in ``inputs`` order (a list for
-a sequence parameter) and ``attrs`` the attributes, defaults completed, plus whatever the forward chose to
-save (``saves=True``: the forward returns ``(out, {name: value})``, resolved once). It returns the gradient
-for one input (a list of them for a sequence parameter), in that input's shape and dtype. Ops whose inputs
-share most of the backward work declare one ``joint_vjp(g, ans, *tensors, needs=..., **attrs) -> tuple``.
-
-Rules are written over the numpy API and so serve both orders: the first-order pass calls them on arrays;
-``create_graph=True`` calls them on Tensors, whose ``__array_ufunc__``/``__array_function__`` send every
-numpy call to the registered op, so the backward is recorded and can be differentiated again. A rule that
-needs values the forward saved, or in-place numpy, cannot be traced that way: such an op declares a
-``composite`` (the same function written with registered ops), which the second-order pass differentiates
-instead, or ``second_order=Grad.STUB``.
-
-An op also declares its faces: ``method=True`` makes it a Tensor method (``t.cumsum(1)``; a string where torch's
-method name is not the op's), ``numpy=`` the numpy ufuncs and functions that run it on Tensors (``numpy=np.exp``,
-or ``{np.cumsum: handler}`` where numpy's signature or meaning differs; ops/_numpy.py holds those handlers).
-Tensor's op methods and the numpy dispatch tables (tape/interop.py) are filled from here as ops register.
-
-Dispatch is a lookup on the ``Op`` object; there is no switch over op-name strings anywhere.
+"""The op registry: ``defop`` declares an op once -- name, family, forward (its signature is the op's public one),
+which parameters are tensors (``"weight?"`` optional, ``"*tensors"`` a sequence), one backward rule per tensor input
+(or ``Grad.NOT_DIFFERENTIABLE`` / ``Grad.STUB``) or one ``joint_vjp``, samples, faces (``method=``, ``numpy=``) --
+and ``Op`` derives once what the engine needs to call it. How to write one: docs/defining-ops.md.
 """
 
 from __future__ import annotations
