@@ -44,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from .arguments import coerce as _coerce
 from .autodiff import HOOKS, add_gradients, input_gradients
-from .recording import Node, ResolvedAttributes, _coerce, bind_call, forward_arrays, run_op, several_outputs
+from .recording import Node, ResolvedAttributes, bind_call, forward_arrays, run_op, several_outputs
 from .state import STATE, enable_grad
 from .tensors import Tensor, _ids, _readonly
 
