@@ -33,20 +33,16 @@ def backward(roots, grads=None, retain_graph: bool | None = None, create_graph: 
                 "op, so there is nothing to differentiate (set requires_grad=True on the inputs, "
                 "and do not compute it under no_grad)"
             )
-    if retain_graph is None:
-        retain_graph = create_graph
+    seeds = seed_gradients(roots, grads, "backward", create_graph)
     reverse_pass(
-        roots,
-        seed_gradients(roots, grads, "backward", create_graph),
-        retain_graph=retain_graph,
-        create_graph=create_graph,
+        roots, seeds, retain_graph=create_graph if retain_graph is None else retain_graph, create_graph=create_graph
     )
 
 
 def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
     """The gradient each root starts with: 1 for a single-element root, else the one the caller gave (a copy:
     the caller's array is neither frozen nor shared). Tensors with ``create_graph``, else arrays."""
-    seeds = []
+    seeds: list = []
     for k, root in enumerate(roots):
         g = None if grads is None else grads[k]
         if g is None:
@@ -55,13 +51,8 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
                     f"{who}: output {k} has shape {root.shape}; only a single-element output gets "
                     f"an implicit gradient of 1, pass its gradient explicitly for the others"
                 )
-            seeds.append(
-                Tensor._wrap(np.ones(root.shape, dtype=root.dtype))
-                if create_graph
-                else np.ones(root.shape, dtype=root.dtype)
-            )
-            continue
-        if create_graph and isinstance(g, Tensor):
+            array = np.ones(root.shape, dtype=root.dtype)
+        elif create_graph and isinstance(g, Tensor):
             if g.dtype != root.dtype or g.shape != root.shape:
                 raise ValueError(
                     f"{who}: gradient {k} has shape {g.shape} dtype {g.dtype} but its output has "
@@ -69,14 +60,15 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
                 )
             seeds.append(g)  # may itself require grad: the result is then differentiable in it too
             continue
-        array = np.asarray(g._data if isinstance(g, Tensor) else g)
-        if array.dtype.kind not in "fiub":
-            raise TypeError(f"{who}: gradient {k} must hold real numbers, got dtype {array.dtype}")
-        if array.dtype.kind == "f" and array.dtype != root.dtype:
-            raise TypeError(f"{who}: gradient {k} has dtype {array.dtype} but its output is {root.dtype}")
-        if array.shape != root.shape:
-            raise ValueError(f"{who}: gradient {k} has shape {array.shape} but its output has shape {root.shape}")
-        array = np.array(array, dtype=root.dtype, copy=True)  # never alias the caller's array
+        else:
+            array = np.asarray(g._data if isinstance(g, Tensor) else g)
+            if array.dtype.kind not in "fiub":
+                raise TypeError(f"{who}: gradient {k} must hold real numbers, got dtype {array.dtype}")
+            if array.dtype.kind == "f" and array.dtype != root.dtype:
+                raise TypeError(f"{who}: gradient {k} has dtype {array.dtype} but its output is {root.dtype}")
+            if array.shape != root.shape:
+                raise ValueError(f"{who}: gradient {k} has shape {array.shape} but its output has shape {root.shape}")
+            array = np.array(array, dtype=root.dtype, copy=True)  # never alias the caller's array
         seeds.append(Tensor._wrap(array) if create_graph else array)
     return seeds
 
@@ -174,14 +166,13 @@ class _Pass:
     def deliver(self, leaf, g) -> None:
         """A gradient reaching a tensor without a node: into its ``.grad``, or ``found`` when it is a source (held
         until the walk ends when the tensor has hooks: they get its total gradient)."""
-        if self.hooks and leaf.id in HOOKS and (self.source_ids is None or leaf.id in self.source_ids):
-            held = self.held.get(leaf.id)
-            self.held[leaf.id] = (leaf, g if held is None else add_gradients(held[1], g))
-        elif self.source_ids is None:
-            if leaf._requires_grad:
-                self._accumulate(leaf, g)
-        elif leaf.id in self.source_ids:
-            self._found(leaf.id, g)
+        if self.source_ids is not None:
+            if leaf.id in self.source_ids:
+                self._found(leaf.id, g)
+        elif self.hooks and leaf.id in HOOKS:
+            self._hold(leaf.id, leaf, g)
+        elif leaf._requires_grad:
+            self._accumulate(leaf, g)
 
     def _accumulate(self, t, g) -> None:
         if self.create_graph:
@@ -192,10 +183,13 @@ class _Pass:
     def _found(self, tid, g) -> None:
         found = self.found
         if self.hooks and tid in HOOKS:
-            held = self.held.get(tid)
-            self.held[tid] = (None, g if held is None else add_gradients(held[1], g))
+            self._hold(tid, None, g)
         else:
             found[tid] = g if tid not in found else add_gradients(found[tid], g)
+
+    def _hold(self, tid, leaf, g) -> None:
+        held = self.held.get(tid)
+        self.held[tid] = (leaf, g if held is None else add_gradients(held[1], g))
 
     def finish(self) -> None:
         """The held gradients, now totals, through their tensors' hooks and on to ``.grad`` or ``found``."""

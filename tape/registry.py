@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import interop, tensor_api
+from .errors import RegistrationError
 from .samples import Sample
 from .state import quiet_inner
 from .tensor_api import ValuesIndices
@@ -48,10 +49,6 @@ class Grad(enum.Enum):
 
 NOT_DIFFERENTIABLE = Grad.NOT_DIFFERENTIABLE
 STUB = Grad.STUB
-
-
-class RegistrationError(ValueError):
-    """An op declaration is inconsistent (wrong rule count, duplicate name, bad marker)."""
 
 
 _MISSING = inspect.Parameter.empty
@@ -99,18 +96,21 @@ class Op:
         self.sequence = tuple(n.startswith("*") for n in inputs)
         self.has_sequence = any(self.sequence)
         self.n_inputs = len(self.input_names)
-        self.forward = forward
-        self.joint_vjp = joint_vjp
-        self.samples = samples
-        self.torch_ref = torch_ref
-        self.saves = saves
+        self.forward, self.joint_vjp, self.check, self.saves, self.composite = (
+            forward,
+            joint_vjp,
+            check,
+            saves,
+            composite,
+        )
         self.casts = casts  # a dtype conversion (ops.cast): the one op that takes float16, a storage dtype
-        self.check = check
-        self.notes = notes
+        self.samples, self.torch_ref, self.notes = samples, torch_ref, notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
-        self.composite = composite
         self.n_outputs = self._declare_outputs(outputs)
-        self.method, self.numpy = self._declare_face(method, numpy)
+        if not (method is False or method is True or (isinstance(method, str) and method.isidentifier())):
+            raise RegistrationError(f"op '{name}': method= must be True, False or a method name, got {method!r}")
+        self.method = name if method is True else method or None  # torch's method name, where it is not the op's
+        self.numpy = interop.numpy_entries(name, numpy)
         self.input_states = self._declare_backward(vjps, joint_vjp, differentiable)
         self.has_stub = Grad.STUB in self.input_states
         self.second_order, self.second_order_note = self._declare_second_order(second_order, second_order_note)
@@ -137,24 +137,6 @@ class Op:
             )
         return outputs
 
-    def _declare_face(self, method, numpy) -> tuple[str | None, dict]:
-        """The op's Tensor method name (``method=True``: the op's name; a string where torch's method name is not
-        the op's) and the numpy callables it stands for: ``numpy=`` a ufunc or numpy function (called with the
-        op's arguments), a dict {numpy callable: handler with numpy's own signature}, or a tuple of those."""
-        if not (method is False or method is True or (isinstance(method, str) and method.isidentifier())):
-            raise RegistrationError(f"op '{self.name}': method= must be True, False or a method name, got {method!r}")
-        entries: dict = {}
-        for entry in numpy if isinstance(numpy, tuple) else (() if numpy is None else (numpy,)):
-            pairs = entry.items() if isinstance(entry, dict) else [(entry, None)]
-            for func, handler in pairs:
-                if not callable(func) or not (handler is None or callable(handler)) or func in entries:
-                    raise RegistrationError(
-                        f"op '{self.name}': numpy= expected ufuncs / numpy functions, or a dict of them to their "
-                        f"handlers, each once; got {entry!r}"
-                    )
-                entries[func] = handler
-        return (self.name if method is True else method or None), entries
-
     def _declare_backward(self, vjps, joint_vjp, differentiable) -> tuple[Grad, ...]:
         """``vjps`` (None for a joint backward) and each tensor input's backward state."""
         name, n = self.name, self.n_inputs
@@ -177,7 +159,13 @@ class Op:
                 )
             self.vjps = tuple(vjps)
             states = [Grad.RULE if callable(v) else v for v in vjps]
-        return tuple(_state_of(name, self.input_names[i], s) for i, s in enumerate(states))
+        for input_name, state in zip(self.input_names, states):
+            if not isinstance(state, Grad):
+                raise RegistrationError(
+                    f"op '{name}': the backward entry for input '{input_name}' must be a callable rule, "
+                    f"Grad.NOT_DIFFERENTIABLE or Grad.STUB; got {state!r}"
+                )
+        return tuple(states)
 
     def _declare_second_order(self, second_order, note) -> tuple[Grad, str]:
         """The second-order state: a stub when the rules use saved values and no composite is given, not
@@ -192,27 +180,25 @@ class Op:
         return second_order, note
 
     def _hot_path_facts(self) -> None:
-        """Facts the engine's hot paths read instead of re-deriving them at every call (tape/recording.py,
-        tape/autodiff.py). Computed once here from the declaration; nothing is skipped that the general paths
-        check, it is only known in advance."""
-        # ``apply``'s short path takes a call of one or two tensors, positionally, with one output and no saved
-        # values: the number of positional arguments of such a call (-1: the op has none)
+        """Facts the engine's short paths read instead of re-deriving them at every call (docs/engine.md): nothing
+        is skipped that the general paths check, it is only known in advance."""
+        # ``apply``'s short path: one or two tensors, positionally, one output, no aux (-1: the op has none)
         short = self.tensors_only_call and self.n_outputs == 1 and not self.saves
         self.short_path_arity = self.n_inputs if short and 1 <= self.n_inputs <= 2 else -1
-        # every tensor input can receive a gradient (no NOT_DIFFERENTIABLE refusal to make when recording)
-        self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states
-        # a check that declares (``check.passes_floats = True``) it passes whenever every tensor input is floating:
-        # ``apply``'s short path does not call it for floating inputs (one Python call fewer per elementwise op)
+        self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states  # nothing to refuse when recording
+        # a check declaring ``passes_floats = True`` passes whenever every tensor input is floating: not called then
         self.check_passes_floats = getattr(self.check, "passes_floats", False) is True
-        # a forward wrapped in ops' ``quiet`` (numpy's warnings off): the function itself, called by ``apply``
-        # between its own set/reset of numpy's error state (one Python frame fewer)
+        # a ``quiet`` forward unwrapped: ``apply`` switches numpy's warnings off around it itself (one frame fewer)
         self.quiet_forward = quiet_inner(self.forward)
-        # one rule per input, no stub, no sequence, one output: the first-order reverse pass calls them directly,
-        # each as (function, quiet?) -- a ``quiet`` rule unwrapped, the reverse pass switching numpy's warnings off
-        # around it itself (autodiff._first_order_walk)
+        # one rule per input, no stub, no sequence, one output: ``_first_order_walk`` calls them directly, each as
+        # (function, quiet?) -- a ``quiet`` rule unwrapped, numpy's warnings switched off around it by the walk
         self.direct_rules = None
         if self.vjps is not None and not self.has_stub and not self.has_sequence and self.n_outputs == 1:
-            self.direct_rules = tuple(_direct_rule(rule) for rule in self.vjps)
+            quiet = [quiet_inner(rule) if callable(rule) else None for rule in self.vjps]
+            self.direct_rules = tuple(
+                (None, False) if not callable(rule) else (rule, False) if inner is None else (inner, True)
+                for rule, inner in zip(self.vjps, quiet)
+            )
 
     def _bind_signature(self, forward: Callable) -> None:
         """Resolve, once, where each tensor parameter sits in the forward's signature."""
@@ -251,12 +237,11 @@ class Op:
         self.attr_defaults = {
             self.param_names[i]: (None if self.defaults[i] is _MISSING else self.defaults[i]) for i in self.attr_pos
         }
-        self.tensors_first = self.tensor_pos == tuple(range(self.n_inputs))
         # a call with just the tensors, positionally, needs no binding (the hot path); an op with a required
         # attribute (cumsum's dim) always goes through ``bind``, which names what is missing
         self.tensors_only_call = (
-            self.tensors_first
-            and not any(self.sequence)
+            self.tensor_pos == tuple(range(self.n_inputs))
+            and not self.has_sequence
             and self.var_positional is None
             and all(self.defaults[i] is not _MISSING for i in self.attr_pos)
         )
@@ -323,23 +308,6 @@ class Op:
         raise ImportError("tape.recording is not loaded; import tape")
 
 
-def _direct_rule(rule) -> tuple:
-    """(the function to call, whether numpy's warnings must be off around it) for one entry of ``vjps``."""
-    if not callable(rule):
-        return (None, False)
-    inner = quiet_inner(rule)
-    return (rule, False) if inner is None else (inner, True)
-
-
-def _state_of(op_name: str, input_name: str, entry) -> Grad:
-    if isinstance(entry, Grad):
-        return entry
-    raise RegistrationError(
-        f"op '{op_name}': the backward entry for input '{input_name}' must be a callable rule, "
-        f"Grad.NOT_DIFFERENTIABLE or Grad.STUB; got {entry!r}"
-    )
-
-
 _REGISTRY: dict[str, Op] = {}
 
 
@@ -354,21 +322,13 @@ def defop(name: str, **declaration) -> Op:
     if name in _REGISTRY:
         raise RegistrationError(f"an op named '{name}' is already registered ({_REGISTRY[name]!r})")
     op = Op(name, **declaration)
-    _check_face(op)
+    if op.method is not None and tensor_api.own_attribute(op.method) is not None:
+        raise RegistrationError(f"op '{name}': method='{op.method}': Tensor already has '{op.method}'")
+    interop.map_numpy(op)  # refuses a numpy callable another op already stands for
     _REGISTRY[name] = op
     if op.method is not None:
         tensor_api.add_method(op.method, tensor_api._OpMethod(op))
-    interop.map_numpy(op)
     return op
-
-
-def _check_face(op: Op) -> None:
-    """Refuse a method name Tensor already has and a numpy callable another op already stands for."""
-    if op.method is not None and tensor_api.own_attribute(op.method) is not None:
-        raise RegistrationError(f"op '{op.name}': method='{op.method}': Tensor already has '{op.method}'")
-    taken = [f"{getattr(f, '__name__', f)}" for f in op.numpy if interop.mapped(f) is not None]
-    if taken:
-        raise RegistrationError(f"op '{op.name}': numpy=: {taken} already dispatch to another op")
 
 
 def get_op(name: str) -> Op:

@@ -28,41 +28,34 @@ STATE = _ThreadState()
 
 
 @contextlib.contextmanager
-def _grad_mode(enabled: bool):
-    state = STATE
-    previous = state.grad_enabled
-    state.grad_enabled = enabled
+def _switch(name: str, value: bool):
+    """This thread's switch ``name`` set to ``value`` inside the block, restored after it."""
+    previous = getattr(STATE, name)
+    setattr(STATE, name, value)
     try:
         yield
     finally:
-        state.grad_enabled = previous
+        setattr(STATE, name, previous)
 
 
 def no_grad():
     """Context manager: ops run but record nothing for the reverse pass (tapes still list them)."""
-    return _grad_mode(False)
+    return _switch("grad_enabled", False)
 
 
 def enable_grad():
     """Context manager: re-enable recording inside a ``no_grad`` block."""
-    return _grad_mode(True)
+    return _switch("grad_enabled", True)
 
 
 def is_grad_enabled() -> bool:
     return STATE.grad_enabled
 
 
-@contextlib.contextmanager
 def detect_anomaly():
-    """Check every forward output and every backward result for NaN/inf; raise naming the op and the
-    line of user code that recorded it."""
-    state = STATE
-    previous = state.anomaly
-    state.anomaly = True
-    try:
-        yield
-    finally:
-        state.anomaly = previous
+    """Context manager: check every forward output and every backward result for NaN/inf; raise naming the op and
+    the line of user code that recorded it."""
+    return _switch("anomaly", True)
 
 
 def needs_grad(t) -> bool:
