@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .dtypes import FLOAT16, FLOATS
+from .errors import GradientError
 from .state import needs_grad
 from .tensors import Tensor, as_tensor
 
@@ -159,6 +160,22 @@ def regroup(op, flat, seq_lens):
             out.append(flat[k])
             k += 1
     return out
+
+
+def flat_gradients(op, results, seq_lens) -> list:
+    """A backward's results, one per tensor parameter (a list for a sequence), as one per flat input."""
+    flat = []
+    for result, is_seq, n in zip(results, op.sequence, slot_sizes(op, seq_lens)):
+        if is_seq:
+            result = [None] * n if result is None else list(result)
+            if len(result) != n:
+                raise GradientError(
+                    f"op '{op.name}': the backward rule for a sequence of {n} tensors returned {len(result)} gradients"
+                )
+            flat.extend(result)
+        else:
+            flat.append(result)
+    return flat
 
 
 def input_name(op, k, seq_lens=()) -> str:

@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from .anomaly import check_backward_result
-from .arguments import flat_states, input_name, regroup, slot_sizes
+from .arguments import flat_gradients, flat_states, input_name, regroup
 from .errors import BackwardNotImplementedError, GradientError, GraphFreedError, InPlaceModificationError
 from .hooks import HOOKS, hook_result
 from .recording import _ZERO_VERSIONS_1, _ZERO_VERSIONS_2, next_node_index
@@ -348,16 +348,13 @@ def _checked_result(node, i, grad, expected):
             grad = np.asarray(grad)
     if not kind_ok:
         got = "None" if grad is None else type(grad).__name__
-        raise _bad_result(node, i, f"{got}, expected an array of shape {expected.shape} and dtype {expected.dtype}")
-    if grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
-        got = f"shape {grad.shape} dtype {grad.dtype}"
-        raise _bad_result(node, i, f"{got}, expected shape {expected.shape} dtype {expected.dtype}")
-    return grad
-
-
-def _bad_result(node, i, what: str) -> GradientError:
+        what = f"{got}, expected an array of shape {expected.shape} and dtype {expected.dtype}"
+    elif grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
+        what = f"shape {grad.shape} dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}"
+    else:
+        return grad
     name = input_name(node.op, i, node.seq_lens)
-    return GradientError(f"op '{node.op.name}': the backward rule for input '{name}' returned {what}")
+    raise GradientError(f"op '{node.op.name}': the backward rule for input '{name}' returned {what}")
 
 
 def _check_node(node, needs) -> None:
@@ -420,20 +417,7 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
         raise
     except Exception as e:  # a bug in a rule: say which op and which inputs, keep the original as the cause
         raise _rule_failed(node, needs, e) from e
-    if not seq_lens:
-        return list(results)
-    flat = []
-    for result, is_seq, n in zip(results, op.sequence, slot_sizes(op, seq_lens)):
-        if is_seq:
-            result = [None] * n if result is None else list(result)
-            if len(result) != n:
-                raise GradientError(
-                    f"op '{op.name}': the backward rule for a sequence of {n} tensors returned {len(result)} gradients"
-                )
-            flat.extend(result)
-        else:
-            flat.append(result)
-    return flat
+    return flat_gradients(op, results, seq_lens) if seq_lens else list(results)
 
 
 def _input_gradients(node, g, needs) -> list:
@@ -509,16 +493,9 @@ def _through_composite(node, g, needs) -> list:
         hooks=False,
     )
     results: list[Tensor | None] = []
-    seen = set()
-    for t, need in zip(inputs, needs):
-        if not need:
-            results.append(None)
-        elif t.id in seen:  # the same tensor in two slots: its whole gradient went to the first one
-            results.append(Tensor._wrap(np.zeros(t.shape, t.dtype)))
-        else:
-            seen.add(t.id)
-            grad = found.get(t.id)
-            results.append(Tensor._wrap(np.zeros(t.shape, t.dtype)) if grad is None else grad)
+    for t, need in zip(inputs, needs):  # the same tensor in two slots: its whole gradient goes to the first one
+        grad = found.pop(t.id, None) if need else None
+        results.append(grad if grad is not None or not need else Tensor._wrap(np.zeros(t.shape, t.dtype)))
     return results
 
 

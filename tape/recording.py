@@ -26,7 +26,7 @@ from .arguments import (
     scalar_constant,
     storage_only,
 )
-from .registry import Grad, Op, bind_apply
+from .registry import Grad, Op
 from .state import NUMPY_QUIET, STATE, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor
 
@@ -158,11 +158,9 @@ def _needs_of(op, tensors, seq_lens, watched):
 
 
 def apply(op, *args, **kwargs):
-    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor: this is
-    ``Op.__call__`` (``registry.bind_apply``). One or two tensors (or a tensor and a float) positionally, for an op
-    with ``short_path_arity``, take the short path here (``_apply``'s steps, in order, facts resolved at
-    ``defop``); other calls go to ``_apply``, and every call under a compiled step's trace (tape/compile.py) to the
-    trace."""
+    """``Op.__call__``: run ``op`` on a call's arguments, record it, return the output Tensor. A call of
+    ``short_path_arity`` positional tensors (or a tensor and a float) takes the short path here, ``_apply``'s steps
+    inline (docs/engine.md); other calls go to ``_apply``, a compiled step's traced calls to its trace."""
     state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
     if state["tracer"] is not None:
         return state["tracer"].apply(op, args, kwargs)
@@ -170,8 +168,10 @@ def apply(op, *args, **kwargs):
     if n != op.short_path_arity or kwargs:
         return _apply(op, args, kwargs)
     a = args[0]
-    if type(a) is not Tensor:
-        return _scalar_first(op, args)
+    if type(a) is not Tensor:  # ``1.0 - x``: the float as the shared constant, then the two-tensor short path
+        if n == 2 and type(a) is float and type(args[1]) is Tensor and args[1].dtype.kind == "f":
+            return apply(op, scalar_constant(a, args[1].dtype), args[1])
+        return _apply(op, args, kwargs)
     if n == 2:
         b = args[1]
         da = a._data.dtype
@@ -214,14 +214,6 @@ def apply(op, *args, **kwargs):
     if state["anomaly"] or state["recording_tapes"]:
         _observe(op, tensors, attrs, result, node, arrays, ())
     return result
-
-
-def _scalar_first(op, args):
-    """``apply``'s short path for ``op(float, tensor)`` (``1.0 - x``): the float as the shared constant, then the
-    two-tensor short path; any other call goes to ``_apply``."""
-    if len(args) == 2 and type(args[0]) is float and type(args[1]) is Tensor and args[1].dtype.kind == "f":
-        return apply(op, scalar_constant(args[0], args[1].dtype), args[1])
-    return _apply(op, args, {})
 
 
 def _observe(op, tensors, attrs, result, node, arrays, seq_lens) -> None:
@@ -361,4 +353,5 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     return outputs
 
 
-bind_apply(apply)
+# calling an op is ``apply`` itself: one Python frame, not two
+Op.__call__ = apply  # type: ignore[method-assign,assignment]

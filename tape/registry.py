@@ -304,17 +304,11 @@ class Op:
             raise TypeError(f"{self.name}: missing required argument(s) {missing}; the op is {self.signature}")
         return values
 
-    def __call__(self, *args, **kwargs):  # replaced by ``tape.recording.apply`` (see ``bind_apply``)
+    def __call__(self, *args, **kwargs):  # replaced by ``tape.recording.apply`` when tape/recording.py loads
         raise ImportError("tape.recording is not loaded; import tape")
 
 
 _REGISTRY: dict[str, Op] = {}
-
-
-def bind_apply(apply: Callable) -> None:
-    """The one binding of op application, made by ``tape.recording`` at import: ``apply(op, *args, **kwargs)``
-    becomes ``Op.__call__`` itself, so calling an op costs one Python frame, not two."""
-    Op.__call__ = apply  # type: ignore[method-assign]
 
 
 def defop(name: str, **declaration) -> Op:

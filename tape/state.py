@@ -68,12 +68,9 @@ def needs_grad(t) -> bool:
 
 
 # -- numpy's floating-point warnings, off for the ops' ``quiet`` forwards and rules ----------------------------------
-# ``ops._numerics.quiet`` wraps a function so that numpy's warnings are off while it runs (ops return inf/NaN
-# silently where torch does). The wrapper carries ``(wrapper, function)`` under QUIET_MARK (naming itself, so that
-# a functools.wraps copy of its attributes onto another function is not taken for it): the engine's hot paths
-# (apply, the reverse pass) call it directly between their own ``numpy_errors_set(NUMPY_QUIET)`` and
-# ``numpy_errors_reset(token)`` -- the same switch, one Python frame fewer, and in the reverse pass once for a run
-# of quiet rules. Like np.errstate, this is numpy's context variable: per thread and per asyncio task.
+# ``ops._numerics.quiet`` marks its wrapper with ``(wrapper, function)`` under QUIET_MARK (naming itself: a
+# functools.wraps copy is not taken for it); the hot paths call the function between their own
+# ``numpy_errors_set(NUMPY_QUIET)`` / ``numpy_errors_reset(token)``: np.errstate's context variable, one frame fewer.
 QUIET_MARK = "__minitape_quiet__"
 NUMPY_QUIET: Any
 numpy_errors_set: Callable[[Any], Any]
