@@ -244,7 +244,7 @@ class _Pass:
         if not self.retain_graph:
             for freed in node.siblings or (node,):
                 if freed is not None:
-                    freed.saved = freed.inputs = None
+                    freed.residuals = freed.inputs = None
 
     def _siblings_step(self, node, g):
         """(every output's gradient, the inputs needed) for a node of an op with several outputs; (None, ()) when
@@ -276,14 +276,14 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
             continue
         if g is None:
             continue
-        needs, saved, versions = node._needs, node.saved, node.versions
-        if saved is None or (  # apply's short path shares the all-zero versions: identity tests, then ints
+        needs, residuals, versions = node._needs, node.residuals, node.versions
+        if residuals is None or (  # apply's short path shares the all-zero versions: identity tests, then ints
             (versions is not _ZERO_VERSIONS_1 and (versions is not _ZERO_VERSIONS_2 or node.inputs[1]._version))
             or node.inputs[0]._version
         ):
             _check_node(node, needs)  # raises GraphFreedError / InPlaceModificationError, or passes
-        arrays, ans, extra = saved
-        attrs = node.attrs if extra is None else {**node.attrs, **extra}
+        arrays, ans, aux = residuals
+        attrs = node.attrs if aux is None else {**node.attrs, **aux}
         parents = node.parents
         to_leaves = token = None  # token: set while numpy's warnings are off (for a run of quiet rules)
         try:
@@ -323,7 +323,7 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
         for leaf, grad in to_leaves or ():
             deliver(leaf, grad)
         if not retain_graph:
-            node.saved = node.inputs = None
+            node.residuals = node.inputs = None
 
 
 def _rule_failed(node, needs, error: Exception) -> GradientError:
@@ -360,7 +360,7 @@ def _checked_result(node, i, grad, expected):
 def _check_node(node, needs) -> None:
     """Before any rule runs: the saved values still exist, no input was reassigned, no stub is reached."""
     op = node.op
-    if node.saved is None:
+    if node.residuals is None:
         raise GraphFreedError(
             f"backward reached op '{op.name}' (node #{node.index}) whose saved values were freed by an earlier "
             f"backward; pass retain_graph=True to the first backward (or persistent=True to the GradientTape) "
@@ -423,13 +423,13 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
 def _input_gradients(node, g, needs) -> list:
     """Call the op's rules for the inputs in ``needs`` and validate what they return."""
     _check_node(node, needs)
-    arrays, ans, saved = node.saved
-    return input_gradients(node, g, ans, arrays, node.attrs if saved is None else {**node.attrs, **saved}, needs)
+    arrays, ans, aux = node.residuals
+    return input_gradients(node, g, ans, arrays, node.attrs if aux is None else {**node.attrs, **aux}, needs)
 
 
 def input_gradients(node, g, ans, arrays, attrs, needs) -> list:
     """THE backward call of an op application on arrays, shared by the reverse pass and a compiled step's plan:
-    its rules for the inputs in ``needs`` with the saved values in ``attrs``, every result validated (an array of
+    its rules for the inputs in ``needs`` with the forward's aux in ``attrs``, every result validated (an array of
     its input's shape and dtype, else GradientError naming the op and the input). ``node`` names the application
     (its op and sequence lengths). ``_first_order_walk`` inlines this for ops with direct rules."""
     results = _call_rules(node.op, node, g, ans, arrays, needs, attrs)
@@ -461,8 +461,8 @@ def _output_tensors(node):
     recorded as a use of the node), whether or not the tensor the forward returned still exists. For several
     outputs a tuple of them (constants for outputs without a node)."""
     if node.siblings is None:
-        return Tensor._wrap(node.saved[1], node)
-    return tuple(Tensor._wrap(array, sib) for sib, array in zip(node.siblings, node.saved[1]))
+        return Tensor._wrap(node.residuals[1], node)
+    return tuple(Tensor._wrap(array, sib) for sib, array in zip(node.siblings, node.residuals[1]))
 
 
 def _through_composite(node, g, needs) -> list:
@@ -503,8 +503,8 @@ def _stubbed_second_order(node, g, needs) -> list:
     """First-order values, attached to a node whose own backward raises: differentiating them again is an
     error naming the op, never a silent zero."""
     op = node.op
-    arrays, ans, saved = node.saved
-    attrs = node.attrs if saved is None else {**node.attrs, **saved}
+    arrays, ans, aux = node.residuals
+    attrs = node.attrs if aux is None else {**node.attrs, **aux}
     if isinstance(g, tuple):
         g_arrays = tuple(None if x is None else x._data for x in g)
         g_any = next(x for x in g if x is not None)

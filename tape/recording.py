@@ -46,7 +46,7 @@ def next_node_index() -> int:
 class Node:
     """One recorded op application (made by ``_node_for`` only, which sets every field). ``parents[i]``: the Node
     that produced input i (None for a leaf or constant); ``leaves[i]``: input i when it is a leaf that needs a
-    gradient; ``saved``: (input arrays, output array(s), aux) until a backward frees it, with ``inputs``;
+    gradient; ``residuals``: (input arrays, output array(s), aux) until a backward frees them, with ``inputs``;
     ``versions``: the inputs' versions when recorded; ``index`` grows with every application (a topological
     order); ``siblings``: the nodes of all outputs of an op with several."""
 
@@ -57,7 +57,7 @@ class Node:
     leaves: tuple | list
     inputs: tuple | list | None
     versions: tuple | list
-    saved: tuple | None
+    residuals: tuple | None
     out_id: int
     index: int
     trace: str | None
@@ -81,13 +81,13 @@ class ResolvedAttributes(dict):
 
     __slots__ = ("given",)
 
-    def __init__(self, given: dict, saved: dict):
+    def __init__(self, given: dict, aux: dict):
         super().__init__(given)
-        self.update((k, v) for k, v in saved.items() if k in given)
+        self.update((k, v) for k, v in aux.items() if k in given)
         self.given = given
 
 
-def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, watched):
+def _node_for(op, attrs, tensors, arrays, out, aux, seq_lens, watched):
     """THE constructor of a Node: the one recording this (floating-output) application, or None when no input needing
     a gradient can receive one. One or two tensors of an op without NOT_DIFFERENTIABLE inputs (``apply``'s short path)
     are worked out inline, with shared tuples where they fit (fewer objects for the garbage collector to scan); any
@@ -128,9 +128,9 @@ def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, watched):
     node._needs = needs
     node.parents = parents
     node.leaves = leaves
-    node.inputs = tensors  # the input tensors, to check their versions; released with ``saved``
+    node.inputs = tensors  # the input tensors, to check their versions; released with ``residuals``
     node.versions = versions
-    node.saved = (arrays, out, saved)
+    node.residuals = (arrays, out, aux)
     node.seq_lens = seq_lens
     node.siblings = None
     node.trace = None
@@ -268,7 +268,7 @@ def bind_call(op, args, kwargs, coerce=coerce):
 def forward_arrays(op, arrays, attrs, values, seq_lens):
     """THE calling convention of an op on arrays, shared by eager ``run_op`` and a compiled step's plan: the op's
     check, then its forward (``values``: the bound arguments, None for tensors-only calls; filled in here). Returns
-    what the forward returns ((out, saved) for ``saves``). ``apply``'s short path inlines this for its calls."""
+    what the forward returns ((out, aux) for ``saves``). ``apply``'s short path inlines this for its calls."""
     slot_arrays = regroup(op, arrays, seq_lens) if seq_lens else arrays
     if op.check is not None:
         op.check(*slot_arrays, **attrs)
@@ -299,20 +299,20 @@ def run_op(op, tensors, attrs, values, seq_lens):
     if not op.casts and any(a is not None and a.dtype is FLOAT16 for a in arrays):
         storage_only(op, arrays, seq_lens)
     out = forward_arrays(op, arrays, attrs, values, seq_lens)
-    saved = None
+    aux = None
     if op.saves:
-        out, saved = out
-        if saved.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
-            attrs = ResolvedAttributes(attrs, saved)  # record what it really used
+        out, aux = out
+        if aux.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
+            attrs = ResolvedAttributes(attrs, aux)  # record what it really used
     if several_outputs(op, out):
-        return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
+        return _apply_several(op, tensors, attrs, arrays, out, aux, seq_lens)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
 
     state = STATE
     node = None
     if state.grad_enabled and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
-        node = _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, state.watched)
+        node = _node_for(op, attrs, tensors, arrays, out, aux, seq_lens, state.watched)
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
@@ -321,7 +321,7 @@ def run_op(op, tensors, attrs, values, seq_lens):
     return result
 
 
-def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
+def _apply_several(op, tensors, attrs, arrays, outs, aux, seq_lens):
     """An op with several outputs (split, topk, max with a dim): one Node per floating output, all sharing the
     application (``node.siblings``); the reverse pass calls the op's rules once, with every output's gradient."""
     if not isinstance(outs, tuple | list) or (op.n_outputs != "variable" and len(outs) != op.n_outputs):
@@ -335,7 +335,7 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     for out in outs:
         node = None
         if state.grad_enabled and out.dtype.kind == "f":
-            node = _node_for(op, attrs, tensors, arrays, outs, saved, seq_lens, state.watched)
+            node = _node_for(op, attrs, tensors, arrays, outs, aux, seq_lens, state.watched)
         result = Tensor._wrap(out, node)
         if node is not None:
             node.out_id = result.id
