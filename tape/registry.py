@@ -96,13 +96,8 @@ class Op:
         self.sequence = tuple(n.startswith("*") for n in inputs)
         self.has_sequence = any(self.sequence)
         self.n_inputs = len(self.input_names)
-        self.forward, self.joint_vjp, self.check, self.saves, self.composite = (
-            forward,
-            joint_vjp,
-            check,
-            saves,
-            composite,
-        )
+        self.forward, self.joint_vjp, self.check, self.composite = forward, joint_vjp, check, composite
+        self.saves = saves  # the forward returns (out, aux): values computed once, handed to the rules
         self.casts = casts  # a dtype conversion (ops.cast): the one op that takes float16, a storage dtype
         self.samples, self.torch_ref, self.notes = samples, torch_ref, notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}

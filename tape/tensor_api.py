@@ -80,6 +80,8 @@ class TensorAPI:
                 f"{who}: only leaf tensors (made by the user, not by an op) can be copied; call "
                 f".detach() first to copy the values"
             )
+        from .tensors import _unpickle
+
         return _unpickle(array, self._requires_grad, self.name, None)
 
     def __copy__(self) -> Tensor:
@@ -100,6 +102,8 @@ class TensorAPI:
             raise RuntimeError(
                 "pickle: only leaf tensors (made by the user, not by an op) can be pickled; call .detach() first"
             )
+        from .tensors import _unpickle  # where pickles made before TensorAPI existed name it too
+
         return (_unpickle, (np.array(self._data), self._requires_grad, self.name, self.grad))
 
     # -- Python numbers and lists ---------------------------------------------------------------------------
@@ -277,18 +281,6 @@ class _SizeMethod:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
     __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __neg__ = _refuse
     __hash__ = None  # type: ignore[assignment]
-
-
-def _unpickle(array, requires_grad, name, grad) -> Tensor:
-    """A pickled (or copied) tensor comes back as a new leaf: its own identity and version counter, a read-only
-    array."""
-    from .tensors import Tensor
-
-    t = Tensor._wrap(array)
-    t._requires_grad = requires_grad
-    t.name = name
-    t.grad = grad
-    return t
 
 
 def _shape_args(args: tuple):

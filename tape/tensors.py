@@ -195,6 +195,13 @@ class Tensor(TensorAPI):
     __hash__ = object.__hash__
 
 
+def _unpickle(array, requires_grad, name, grad) -> Tensor:
+    """A pickled (or copied) tensor comes back as a new leaf: its own id and version counter, a read-only array."""
+    t = Tensor._wrap(array)
+    t._requires_grad, t.name, t.grad = requires_grad, name, grad
+    return t
+
+
 from . import interop  # noqa: E402,I001  -- numpy's protocols on Tensor; interop reads Tensor from this module
 
 
