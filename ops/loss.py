@@ -617,7 +617,7 @@ cross_entropy = defop(
     inputs=("input", "target", "weight?"),
     forward=_cross_entropy,
     vjps=(_cross_entropy_vjp, _cross_entropy_target_vjp, NOT_DIFFERENTIABLE),
-    saves=True,
+    returns_aux=True,
     composite=_cross_entropy_composite,
     check=_check_cross_entropy,
     samples=lambda rng: _class_target_samples(rng, smoothing=True) + _probability_target_samples(rng),

@@ -268,7 +268,7 @@ def bind_call(op, args, kwargs, coerce=coerce):
 def forward_arrays(op, arrays, attrs, values, seq_lens):
     """THE calling convention of an op on arrays, shared by eager ``run_op`` and a compiled step's plan: the op's
     check, then its forward (``values``: the bound arguments, None for tensors-only calls; filled in here). Returns
-    what the forward returns ((out, aux) for ``saves``). ``apply``'s short path inlines this for its calls."""
+    what the forward returns ((out, aux) for ``returns_aux``). ``apply``'s short path inlines this for its calls."""
     slot_arrays = regroup(op, arrays, seq_lens) if seq_lens else arrays
     if op.check is not None:
         op.check(*slot_arrays, **attrs)
@@ -300,7 +300,7 @@ def run_op(op, tensors, attrs, values, seq_lens):
         storage_only(op, arrays, seq_lens)
     out = forward_arrays(op, arrays, attrs, values, seq_lens)
     aux = None
-    if op.saves:
+    if op.returns_aux:
         out, aux = out
         if aux.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
             attrs = ResolvedAttributes(attrs, aux)  # record what it really used

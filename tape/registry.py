@@ -73,7 +73,7 @@ class Op:
         differentiable: tuple | None = None,
         samples: Callable | None = None,
         torch_ref: Callable | None = None,
-        saves: bool = False,
+        returns_aux: bool = False,
         casts: bool = False,
         check: Callable | None = None,
         notes: str = "",
@@ -97,7 +97,7 @@ class Op:
         self.has_sequence = any(self.sequence)
         self.n_inputs = len(self.input_names)
         self.forward, self.joint_vjp, self.check, self.composite = forward, joint_vjp, check, composite
-        self.saves = saves  # the forward returns (out, aux): values computed once, handed to the rules
+        self.returns_aux = returns_aux  # the forward returns (out, aux): values computed once, handed to the rules
         self.casts = casts  # a dtype conversion (ops.cast): the one op that takes float16, a storage dtype
         self.samples, self.torch_ref, self.notes = samples, torch_ref, notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
@@ -167,7 +167,7 @@ class Op:
         differentiable when no input is."""
         if not isinstance(second_order, Grad):
             raise RegistrationError(f"op '{self.name}': second_order= must be a Grad state, got {second_order!r}")
-        if second_order is Grad.RULE and self.saves and self.composite is None:
+        if second_order is Grad.RULE and self.returns_aux and self.composite is None:
             second_order = Grad.STUB
             note = note or "its rules use values the forward saved; declare a composite= to differentiate them"
         if Grad.RULE not in self.input_states:
@@ -178,7 +178,7 @@ class Op:
         """Facts the engine's short paths read instead of re-deriving them at every call (docs/engine.md): nothing
         is skipped that the general paths check, it is only known in advance."""
         # ``apply``'s short path: one or two tensors, positionally, one output, no aux (-1: the op has none)
-        short = self.tensors_only_call and self.n_outputs == 1 and not self.saves
+        short = self.tensors_only_call and self.n_outputs == 1 and not self.returns_aux
         self.short_path_arity = self.n_inputs if short and 1 <= self.n_inputs <= 2 else -1
         self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states  # nothing to refuse when recording
         # a check declaring ``passes_floats = True`` passes whenever every tensor input is floating: not called then
