@@ -457,7 +457,7 @@ class _Plan:
             arrays = [vals[x] if type(x) is int else x for x in e.inputs]
             out = forward_arrays(e.op, arrays, e.attrs, e.values, e.seq_lens)
             saved = None
-            if e.op.saves:
+            if e.op.returns_aux:
                 out, saved = out
                 if any(
                     _key_or_none(saved[n]) != _key_or_none(call.resolved.get(n, e.attrs[n]))
