@@ -130,7 +130,7 @@ def index_map(g, rec, *inputs, fill=None, **overrides):
     attrs = {**rec.attributes, **overrides}
     values = op.bind((), {**dict.fromkeys(op.input_names), **attrs})
     moved = forward_arrays(op, arrays, attrs, values, rec.seq_lens)
-    moved = moved[0] if op.saves else moved
+    moved = moved[0] if op.returns_aux else moved
     several = several_outputs(op, moved)
     dtype = rec.output.dtype
     names = [cast_to(g, x, s.dtype, dtype) for x, s in zip([x for x in inputs if x is not None], specs, strict=True)]

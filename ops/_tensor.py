@@ -4,7 +4,8 @@ names no op; the ops that are Tensor methods as they are declare ``method=`` (ta
 
 import numpy as np
 
-from tape.tensors import OPERATORS, Tensor, _OpMethod, _shape_args, add_method
+from tape.tensor_api import OPERATORS, _OpMethod, _shape_args, add_method
+from tape.tensors import Tensor
 
 from .binary import (
     add,

@@ -359,7 +359,7 @@ def _declare_conv(name, forward, joint_vjp, check, composite, samples, notes="")
         inputs=("input", "weight", "bias?"),
         forward=forward,
         joint_vjp=joint_vjp,
-        saves=True,
+        returns_aux=True,
         composite=composite,
         check=check,
         samples=samples,
@@ -883,7 +883,7 @@ def _max_pool_op(name, forward, vjp, composite, check, samples, notes):
         check,
         lambda rng: _with_return_indices(samples(rng)),
         notes,
-        saves=True,
+        returns_aux=True,
         outputs=_VALUES_INDICES,
         composite=_values_composite(composite, lambda x, **attrs: forward(x, **attrs, return_indices=True)[0][1]),
     )
@@ -1017,7 +1017,7 @@ def _avg_pool_nd(op, spatial):
 def _avg_pool_op(name, forward, vjp, composite, check, samples, notes=None):
     """Declare an average pool (its notes: the case law's unless given)."""
     notes = case_law(_CASE_LAW, name) if notes is None else notes
-    return _pool_op(name, forward, vjp, check, samples, notes, saves=True, composite=composite)
+    return _pool_op(name, forward, vjp, check, samples, notes, returns_aux=True, composite=composite)
 
 
 def _avg_pool_samples(rng):
@@ -1497,7 +1497,7 @@ max_pool2d_with_indices = _pool_op(
     _max_pool2d_with_indices_vjp,
     _check_max_pool2d_with_indices,
     _max_pool_samples,
-    saves=True,
+    returns_aux=True,
     outputs=2,
     composite=_max_pool2d_with_indices_composite,
     notes=case_law(
@@ -1818,7 +1818,7 @@ adaptive_max_pool2d_with_indices = _pool_op(
     _adaptive_max_pool2d_with_indices_vjp,
     _adaptive_check("adaptive_max_pool2d_with_indices", 2),
     _adaptive_max_samples,
-    saves=True,
+    returns_aux=True,
     outputs=2,
     composite=_adaptive_max_pool2d_with_indices_composite,
     notes=case_law(
@@ -2205,7 +2205,7 @@ def _lp_pool_op(name, forward, vjp, composite, check, spatial):
     """Declare lp_pool1d or lp_pool2d: an average pool of x^p, saved for the backward, differentiated again through
     the composite."""
     samples = partial(_lp_samples, spatial=spatial)
-    return _pool_op(name, forward, vjp, check, samples, _LP_NOTES, saves=True, composite=composite)
+    return _pool_op(name, forward, vjp, check, samples, _LP_NOTES, returns_aux=True, composite=composite)
 
 
 lp_pool2d = _lp_pool_op("lp_pool2d", _lp_pool2d, _lp_pool2d_vjp, _lp_pool2d_composite, _check_lp_pool2d, 2)

@@ -654,7 +654,7 @@ cross_entropy = _loss(
     lambda rng: _class_target_samples(rng, smoothing=True) + _probability_target_samples(rng),
     "Class indices or class probabilities (differentiable, as in torch); class weights are not "
     "differentiable, as in torch.",
-    saves=True,
+    returns_aux=True,
     composite=_cross_entropy_composite,
 )
 

@@ -461,7 +461,7 @@ def _moment(name, forward, vjp, composite, zero_spread):
         forward,
         vjp,
         samples=_correction_samples(zero_spread),
-        saves=True,
+        returns_aux=True,
         composite=composite,
         torch_ref=_torch_moments(name),
         method=True,

@@ -37,7 +37,8 @@ from .registry import (
 )
 from .state import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .tapes import ExecutionTape, GradientTape, RecordedOp, TapeGraph, TapeStack, TensorSpec, tape_stack
-from .tensors import Tensor, as_tensor, set_library_loader, tensor
+from .tensor_api import set_library_loader
+from .tensors import Tensor, as_tensor, tensor
 
 __all__ = [
     "keep_freed_memory",

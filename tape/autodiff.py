@@ -1,45 +1,27 @@
 """The reverse pass: one iterative walk shared by ``Tensor.backward`` and ``GradientTape.compute_gradients``.
 
-Nodes reachable from the roots are visited in decreasing application index (a reverse topological
-order, no recursion); the gradient arriving at a node is complete when it is visited, because every
-consumer of its output was applied later. Each rule's result is validated: ``None``, a non-array, or
-a wrong shape or dtype raises ``GradientError`` naming the op and the input; a stub raises
-``BackwardNotImplementedError``. Without ``retain_graph`` the visited nodes' saved arrays are freed.
-
-With ``create_graph=True`` the same walk runs on Tensors: each rule is called on the op's input and output
-tensors, under grad mode, so the gradients it returns are recorded and can be differentiated again (see
-tape/registry.py for how a rule becomes differentiable; ops with a ``composite`` are differentiated through
-it, and an op whose second order is a stub yields a gradient whose own backward raises when reached).
-
-Tensor hooks (``Tensor.register_hook``, ``retain_grad``) run in one place, ``_Pass.hooked``: when a tensor's total
-gradient is known -- a non-leaf's when its node is taken from the walk, a leaf's (or a source's) at the end of the
-walk, after every contribution was summed -- before it flows on or is accumulated. Hooks are kept by tensor id
-(``HOOKS``); a walk with any hook registered takes the general path (``_Pass.visit`` for every node).
+Nodes are visited in decreasing application index (a reverse topological order): the gradient arriving at a node
+is complete when it is visited. Every rule's result is validated (``GradientError`` naming the op and the input); a
+stub raises ``BackwardNotImplementedError``. ``create_graph=True`` runs the same rules on Tensors, recorded. How
+the walk, hooks and the second order fit together: docs/engine.md.
 """
 
 from __future__ import annotations
 
 import operator
-import weakref
 
 import numpy as np
 
+from .anomaly import check_backward_result
+from .arguments import flat_gradients, flat_states, input_name, regroup
 from .errors import BackwardNotImplementedError, GradientError, GraphFreedError, InPlaceModificationError
-from .recording import (
-    _ZERO_VERSIONS_1,
-    _ZERO_VERSIONS_2,
-    check_backward_result,
-    flat_states,
-    input_name,
-    next_node_index,
-    regroup,
-    slot_sizes,
-)
+from .hooks import HOOKS, hook_result
+from .recording import _ZERO_VERSIONS_1, _ZERO_VERSIONS_2, next_node_index
 from .registry import Grad, Op
 from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, as_tensor
 
-__all__ = ["backward", "reverse_pass", "seed_gradients", "register_hook", "retain_grad", "HOOKS"]
+__all__ = ["backward", "reverse_pass", "seed_gradients"]
 
 
 def backward(roots, grads=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
@@ -51,20 +33,16 @@ def backward(roots, grads=None, retain_graph: bool | None = None, create_graph: 
                 "op, so there is nothing to differentiate (set requires_grad=True on the inputs, "
                 "and do not compute it under no_grad)"
             )
-    if retain_graph is None:
-        retain_graph = create_graph
+    seeds = seed_gradients(roots, grads, "backward", create_graph)
     reverse_pass(
-        roots,
-        seed_gradients(roots, grads, "backward", create_graph),
-        retain_graph=retain_graph,
-        create_graph=create_graph,
+        roots, seeds, retain_graph=create_graph if retain_graph is None else retain_graph, create_graph=create_graph
     )
 
 
 def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
     """The gradient each root starts with: 1 for a single-element root, else the one the caller gave (a copy:
     the caller's array is neither frozen nor shared). Tensors with ``create_graph``, else arrays."""
-    seeds = []
+    seeds: list = []
     for k, root in enumerate(roots):
         g = None if grads is None else grads[k]
         if g is None:
@@ -73,13 +51,8 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
                     f"{who}: output {k} has shape {root.shape}; only a single-element output gets "
                     f"an implicit gradient of 1, pass its gradient explicitly for the others"
                 )
-            seeds.append(
-                Tensor._wrap(np.ones(root.shape, dtype=root.dtype))
-                if create_graph
-                else np.ones(root.shape, dtype=root.dtype)
-            )
-            continue
-        if create_graph and isinstance(g, Tensor):
+            array = np.ones(root.shape, dtype=root.dtype)
+        elif create_graph and isinstance(g, Tensor):
             if g.dtype != root.dtype or g.shape != root.shape:
                 raise ValueError(
                     f"{who}: gradient {k} has shape {g.shape} dtype {g.dtype} but its output has "
@@ -87,14 +60,15 @@ def seed_gradients(roots, grads, who: str, create_graph: bool = False) -> list:
                 )
             seeds.append(g)  # may itself require grad: the result is then differentiable in it too
             continue
-        array = np.asarray(g._data if isinstance(g, Tensor) else g)
-        if array.dtype.kind not in "fiub":
-            raise TypeError(f"{who}: gradient {k} must hold real numbers, got dtype {array.dtype}")
-        if array.dtype.kind == "f" and array.dtype != root.dtype:
-            raise TypeError(f"{who}: gradient {k} has dtype {array.dtype} but its output is {root.dtype}")
-        if array.shape != root.shape:
-            raise ValueError(f"{who}: gradient {k} has shape {array.shape} but its output has shape {root.shape}")
-        array = np.array(array, dtype=root.dtype, copy=True)  # never alias the caller's array
+        else:
+            array = np.asarray(g._data if isinstance(g, Tensor) else g)
+            if array.dtype.kind not in "fiub":
+                raise TypeError(f"{who}: gradient {k} must hold real numbers, got dtype {array.dtype}")
+            if array.dtype.kind == "f" and array.dtype != root.dtype:
+                raise TypeError(f"{who}: gradient {k} has dtype {array.dtype} but its output is {root.dtype}")
+            if array.shape != root.shape:
+                raise ValueError(f"{who}: gradient {k} has shape {array.shape} but its output has shape {root.shape}")
+            array = np.array(array, dtype=root.dtype, copy=True)  # never alias the caller's array
         seeds.append(Tensor._wrap(array) if create_graph else array)
     return seeds
 
@@ -192,14 +166,13 @@ class _Pass:
     def deliver(self, leaf, g) -> None:
         """A gradient reaching a tensor without a node: into its ``.grad``, or ``found`` when it is a source (held
         until the walk ends when the tensor has hooks: they get its total gradient)."""
-        if self.hooks and leaf.id in HOOKS and (self.source_ids is None or leaf.id in self.source_ids):
-            held = self.held.get(leaf.id)
-            self.held[leaf.id] = (leaf, g if held is None else add_gradients(held[1], g))
-        elif self.source_ids is None:
-            if leaf._requires_grad:
-                self._accumulate(leaf, g)
-        elif leaf.id in self.source_ids:
-            self._found(leaf.id, g)
+        if self.source_ids is not None:
+            if leaf.id in self.source_ids:
+                self._found(leaf.id, g)
+        elif self.hooks and leaf.id in HOOKS:
+            self._hold(leaf.id, leaf, g)
+        elif leaf._requires_grad:
+            self._accumulate(leaf, g)
 
     def _accumulate(self, t, g) -> None:
         if self.create_graph:
@@ -210,10 +183,13 @@ class _Pass:
     def _found(self, tid, g) -> None:
         found = self.found
         if self.hooks and tid in HOOKS:
-            held = self.held.get(tid)
-            self.held[tid] = (None, g if held is None else add_gradients(held[1], g))
+            self._hold(tid, None, g)
         else:
             found[tid] = g if tid not in found else add_gradients(found[tid], g)
+
+    def _hold(self, tid, leaf, g) -> None:
+        held = self.held.get(tid)
+        self.held[tid] = (leaf, g if held is None else add_gradients(held[1], g))
 
     def finish(self) -> None:
         """The held gradients, now totals, through their tensors' hooks and on to ``.grad`` or ``found``."""
@@ -234,7 +210,7 @@ class _Pass:
             given = g if isinstance(g, Tensor) else Tensor._wrap(g)
             result = fn(given)
             if result is not None:
-                g = _hook_result(fn, result, given, self.create_graph)
+                g = hook_result(fn, result, given, self.create_graph)
         retained = entry.retained() if entry.retained is not None else None
         if retained is not None:
             self._accumulate(retained, g)
@@ -268,7 +244,7 @@ class _Pass:
         if not self.retain_graph:
             for freed in node.siblings or (node,):
                 if freed is not None:
-                    freed.saved = freed.inputs = None
+                    freed.residuals = freed.inputs = None
 
     def _siblings_step(self, node, g):
         """(every output's gradient, the inputs needed) for a node of an op with several outputs; (None, ()) when
@@ -300,14 +276,14 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
             continue
         if g is None:
             continue
-        needs, saved, versions = node._needs, node.saved, node.versions
-        if saved is None or (  # apply's short path shares the all-zero versions: identity tests, then ints
+        needs, residuals, versions = node._needs, node.residuals, node.versions
+        if residuals is None or (  # apply's short path shares the all-zero versions: identity tests, then ints
             (versions is not _ZERO_VERSIONS_1 and (versions is not _ZERO_VERSIONS_2 or node.inputs[1]._version))
             or node.inputs[0]._version
         ):
             _check_node(node, needs)  # raises GraphFreedError / InPlaceModificationError, or passes
-        arrays, ans, extra = saved
-        attrs = node.attrs if extra is None else {**node.attrs, **extra}
+        arrays, ans, aux = residuals
+        attrs = node.attrs if aux is None else {**node.attrs, **aux}
         parents = node.parents
         to_leaves = token = None  # token: set while numpy's warnings are off (for a run of quiet rules)
         try:
@@ -347,7 +323,7 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
         for leaf, grad in to_leaves or ():
             deliver(leaf, grad)
         if not retain_graph:
-            node.saved = node.inputs = None
+            node.residuals = node.inputs = None
 
 
 def _rule_failed(node, needs, error: Exception) -> GradientError:
@@ -372,22 +348,19 @@ def _checked_result(node, i, grad, expected):
             grad = np.asarray(grad)
     if not kind_ok:
         got = "None" if grad is None else type(grad).__name__
-        raise _bad_result(node, i, f"{got}, expected an array of shape {expected.shape} and dtype {expected.dtype}")
-    if grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
-        got = f"shape {grad.shape} dtype {grad.dtype}"
-        raise _bad_result(node, i, f"{got}, expected shape {expected.shape} dtype {expected.dtype}")
-    return grad
-
-
-def _bad_result(node, i, what: str) -> GradientError:
+        what = f"{got}, expected an array of shape {expected.shape} and dtype {expected.dtype}"
+    elif grad.shape != expected.shape or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype):
+        what = f"shape {grad.shape} dtype {grad.dtype}, expected shape {expected.shape} dtype {expected.dtype}"
+    else:
+        return grad
     name = input_name(node.op, i, node.seq_lens)
-    return GradientError(f"op '{node.op.name}': the backward rule for input '{name}' returned {what}")
+    raise GradientError(f"op '{node.op.name}': the backward rule for input '{name}' returned {what}")
 
 
 def _check_node(node, needs) -> None:
     """Before any rule runs: the saved values still exist, no input was reassigned, no stub is reached."""
     op = node.op
-    if node.saved is None:
+    if node.residuals is None:
         raise GraphFreedError(
             f"backward reached op '{op.name}' (node #{node.index}) whose saved values were freed by an earlier "
             f"backward; pass retain_graph=True to the first backward (or persistent=True to the GradientTape) "
@@ -444,32 +417,19 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
         raise
     except Exception as e:  # a bug in a rule: say which op and which inputs, keep the original as the cause
         raise _rule_failed(node, needs, e) from e
-    if not seq_lens:
-        return list(results)
-    flat = []
-    for result, is_seq, n in zip(results, op.sequence, slot_sizes(op, seq_lens)):
-        if is_seq:
-            result = [None] * n if result is None else list(result)
-            if len(result) != n:
-                raise GradientError(
-                    f"op '{op.name}': the backward rule for a sequence of {n} tensors returned {len(result)} gradients"
-                )
-            flat.extend(result)
-        else:
-            flat.append(result)
-    return flat
+    return flat_gradients(op, results, seq_lens) if seq_lens else list(results)
 
 
 def _input_gradients(node, g, needs) -> list:
     """Call the op's rules for the inputs in ``needs`` and validate what they return."""
     _check_node(node, needs)
-    arrays, ans, saved = node.saved
-    return input_gradients(node, g, ans, arrays, node.attrs if saved is None else {**node.attrs, **saved}, needs)
+    arrays, ans, aux = node.residuals
+    return input_gradients(node, g, ans, arrays, node.attrs if aux is None else {**node.attrs, **aux}, needs)
 
 
 def input_gradients(node, g, ans, arrays, attrs, needs) -> list:
     """THE backward call of an op application on arrays, shared by the reverse pass and a compiled step's plan:
-    its rules for the inputs in ``needs`` with the saved values in ``attrs``, every result validated (an array of
+    its rules for the inputs in ``needs`` with the forward's aux in ``attrs``, every result validated (an array of
     its input's shape and dtype, else GradientError naming the op and the input). ``node`` names the application
     (its op and sequence lengths). ``_first_order_walk`` inlines this for ops with direct rules."""
     rules = node.op.direct_rules
@@ -533,8 +493,8 @@ def _output_tensors(node):
     recorded as a use of the node), whether or not the tensor the forward returned still exists. For several
     outputs a tuple of them (constants for outputs without a node)."""
     if node.siblings is None:
-        return Tensor._wrap(node.saved[1], node)
-    return tuple(Tensor._wrap(array, sib) for sib, array in zip(node.siblings, node.saved[1]))
+        return Tensor._wrap(node.residuals[1], node)
+    return tuple(Tensor._wrap(array, sib) for sib, array in zip(node.siblings, node.residuals[1]))
 
 
 def _through_composite(node, g, needs) -> list:
@@ -565,16 +525,9 @@ def _through_composite(node, g, needs) -> list:
         hooks=False,
     )
     results: list[Tensor | None] = []
-    seen = set()
-    for t, need in zip(inputs, needs):
-        if not need:
-            results.append(None)
-        elif t.id in seen:  # the same tensor in two slots: its whole gradient went to the first one
-            results.append(Tensor._wrap(np.zeros(t.shape, t.dtype)))
-        else:
-            seen.add(t.id)
-            grad = found.get(t.id)
-            results.append(Tensor._wrap(np.zeros(t.shape, t.dtype)) if grad is None else grad)
+    for t, need in zip(inputs, needs):  # the same tensor in two slots: its whole gradient goes to the first one
+        grad = found.pop(t.id, None) if need else None
+        results.append(grad if grad is not None or not need else Tensor._wrap(np.zeros(t.shape, t.dtype)))
     return results
 
 
@@ -582,8 +535,8 @@ def _stubbed_second_order(node, g, needs) -> list:
     """First-order values, attached to a node whose own backward raises: differentiating them again is an
     error naming the op, never a silent zero."""
     op = node.op
-    arrays, ans, saved = node.saved
-    attrs = node.attrs if saved is None else {**node.attrs, **saved}
+    arrays, ans, aux = node.residuals
+    attrs = node.attrs if aux is None else {**node.attrs, **aux}
     if isinstance(g, tuple):
         g_arrays = tuple(None if x is None else x._data for x in g)
         g_any = next(x for x in g if x is not None)
@@ -613,81 +566,3 @@ def _second_order_stub(op):
         stub.second_order_of = op
         stub = _STUBS[op.name] = stub
     return lambda t, g, value: stub(t, g, value=value)
-
-
-# -- tensor hooks ---------------------------------------------------------------------------------------------
-class _Hooks:
-    """One tensor's hooks: ``fns`` {handle id: fn} in registration order, ``retained`` a weak reference to the
-    tensor when it retains its gradient."""
-
-    __slots__ = ("fns", "retained")
-
-    def __init__(self):
-        self.fns: dict = {}
-        self.retained = None
-
-
-HOOKS: dict[int, _Hooks] = {}  # {tensor id: its hooks}; an entry goes with its leaf tensor, or a non-leaf's node
-_handle_ids = iter(range(1, 2**62))
-
-
-class RemovableHandle:
-    """What ``register_hook`` returns: ``remove()`` takes the hook off (again: nothing happens), as torch's."""
-
-    def __init__(self, tid: int, key: int):
-        self.tid, self.key = tid, key
-
-    def remove(self) -> None:
-        entry = HOOKS.get(self.tid)
-        if entry is not None:
-            entry.fns.pop(self.key, None)
-            if not entry.fns and entry.retained is None:
-                del HOOKS[self.tid]
-
-
-def _entry(tensor, who: str) -> _Hooks:
-    if not tensor._requires_grad:
-        raise RuntimeError(
-            f"Tensor.{who}: cannot register a hook on a tensor that does not require grad (shape {tensor.shape}, "
-            f"dtype {tensor.dtype}); set requires_grad=True on it or on the inputs it is computed from"
-        )
-    entry = HOOKS.get(tensor.id)
-    if entry is None:
-        entry = HOOKS[tensor.id] = _Hooks()
-        # a non-leaf's hooks live as long as its node (the graph), as torch's: the tensor may be dropped before backward
-        weakref.finalize(tensor if tensor._node is None else tensor._node, HOOKS.pop, tensor.id, None)
-    return entry
-
-
-def register_hook(tensor, fn) -> RemovableHandle:
-    """``fn(grad)`` called with ``tensor``'s total gradient in every reverse pass that reaches it; a Tensor it returns
-    (same shape and dtype) replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
-    if not callable(fn):
-        raise TypeError(f"Tensor.register_hook: argument 'hook' expected a callable, got {type(fn).__name__}")
-    tensor._node  # noqa: B018 -- a compiled step's placeholder materializes here: its hooks then run eagerly
-    key = next(_handle_ids)
-    _entry(tensor, "register_hook").fns[key] = fn
-    return RemovableHandle(tensor.id, key)
-
-
-def retain_grad(tensor) -> None:
-    """A non-leaf tensor keeps its gradient in ``.grad`` (accumulated, after its hooks ran); a leaf already does."""
-    if tensor._node is None and tensor._requires_grad:
-        return
-    _entry(tensor, "retain_grad").retained = weakref.ref(tensor)
-
-
-def _hook_result(fn, result, given, create_graph: bool):
-    """A hook's replacement gradient, checked: a Tensor of the gradient's shape and dtype."""
-    name = getattr(fn, "__qualname__", type(fn).__name__)
-    if not isinstance(result, Tensor):
-        raise TypeError(
-            f"Tensor.register_hook: hook '{name}' returned {type(result).__name__}; expected None or a Tensor of "
-            f"shape {given.shape} and dtype {given.dtype}"
-        )
-    if result.shape != given.shape or result.dtype != given.dtype:
-        raise ValueError(
-            f"Tensor.register_hook: hook '{name}' returned shape {result.shape} dtype {result.dtype}; expected the "
-            f"gradient's shape {given.shape} and dtype {given.dtype}"
-        )
-    return result if create_graph else result._data

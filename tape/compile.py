@@ -25,9 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from . import recording
-from .autodiff import HOOKS, _direct_input_gradients, add_gradients, input_gradients
-from .recording import Node, ResolvedAttributes, _scalar_constant, bind_call, forward_arrays, run_op
+from . import arguments, recording
+from .arguments import scalar_constant
+from .autodiff import _direct_input_gradients, add_gradients, input_gradients
+from .hooks import HOOKS
+from .recording import Node, ResolvedAttributes, bind_call, forward_arrays, run_op
 from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
 from .tensors import Tensor, _ids, _readonly
 
@@ -171,7 +173,7 @@ _STANDINS: dict = {}
 
 
 def _coerce_traced(op, inputs, seq_lens):
-    """``recording._coerce`` on a traced call: placeholders are shown to it as empty tensors of their dtype."""
+    """``arguments.coerce`` on a traced call: placeholders are shown to it as empty tensors of their dtype."""
     shown = []
     for x in inputs:
         if type(x) is _Pending:
@@ -180,7 +182,7 @@ def _coerce_traced(op, inputs, seq_lens):
             if x is None:
                 x = _STANDINS[dtype] = Tensor._wrap(np.empty(0, dtype))
         shown.append(x)
-    return [x if type(x) is _Pending else o for x, o in zip(inputs, recording._coerce(op, shown, seq_lens))]
+    return [x if type(x) is _Pending else o for x, o in zip(inputs, arguments.coerce(op, shown, seq_lens))]
 
 
 # -- the trace: entry k is (op, tensors, attrs, values, seq_lens, inputs, captured, outs, result) -- the bound call;
@@ -230,7 +232,7 @@ class _Trace:
                     return self._slow(op, args, kwargs, k)
                 if tensors is args:
                     tensors = list(args)
-                tensors[i] = c = _scalar_constant(a, s)
+                tensors[i] = c = scalar_constant(a, s)
                 inputs.append(c._data)
         if len(self.candidates) > 1:
             self.candidates = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == call.key]
@@ -355,7 +357,7 @@ def _fast_signature(args, tensors, keys):
     for a, t, key in zip(args, tensors, keys):
         if isinstance(a, Tensor) and key is not None:
             sig.append(key)
-        elif type(a) is float and t._data.dtype.kind == "f" and _scalar_constant(a, t._data.dtype) is t:
+        elif type(a) is float and t._data.dtype.kind == "f" and scalar_constant(a, t._data.dtype) is t:
             sig.append(t._data.dtype)
         else:
             return None
@@ -503,11 +505,11 @@ class _Plan:
                 g, grads[first] = grads[first], None
             else:
                 g, grads[first : first + count] = tuple(grads[first : first + count]), [None] * count
-            e, (arrays, ans, saved) = entries[index], ran[index]
+            e, (arrays, ans, aux) = entries[index], ran[index]
             entries[index] = ran[index] = None
             if g is None or (not call.single and all(x is None for x in g)):
                 continue
-            attrs = e[2] if saved is None else {**e[2], **saved}
+            attrs = e[2] if aux is None else {**e[2], **aux}
             rules = call.site.op.direct_rules  # (``input_gradients``'s own dispatch, one frame fewer)
             if rules is None:
                 results = input_gradients(call.site, g, ans, arrays, attrs, needs)
@@ -530,10 +532,10 @@ def _run_general(k, call, e, arrays, vals, ran) -> None:
     outputs), its outputs checked against the plan's."""
     op, attrs = e[0], e[2]
     out = forward_arrays(op, arrays, attrs, e[3], e[4])
-    saved = None
-    if op.saves:
-        out, saved = out
-        if any(_key_or_none(saved[n]) != _key_or_none(call.resolved.get(n, attrs[n])) for n in attrs if n in saved):
+    aux = None
+    if op.returns_aux:
+        out, aux = out
+        if any(_key_or_none(aux[n]) != _key_or_none(call.resolved.get(n, attrs[n])) for n in attrs if n in aux):
             call.key = call.fast = None  # traced eagerly from now on
             raise CompileError(
                 f"compile: op #{k} '{op.name}' resolved its attributes to other values than when recorded "
@@ -544,7 +546,7 @@ def _run_general(k, call, e, arrays, vals, ran) -> None:
     if several == call.single or [(o.shape, o.dtype) for o in outs] != [s[:2] for s in call.out_specs]:
         _unplanned(k, call, e, outs)
     vals.extend(outs)
-    ran.append((arrays, outs if several else outs[0], saved))
+    ran.append((arrays, outs if several else outs[0], aux))
 
 
 def _unplanned(k, call, e, outs):
@@ -579,7 +581,7 @@ def _build(records, loss):
         call.site = site = Node()
         site.op, site.seq_lens = op, seq_lens
         call.short = None
-        if call.single and op.n_outputs == 1 and not op.saves and not seq_lens:  # apply's short path facts
+        if call.single and op.n_outputs == 1 and not op.returns_aux and not seq_lens:  # apply's short path facts
             floats = all(t is not None and t.dtype.kind == "f" for t in tensors)
             check = None if op.check_passes_floats and floats else op.check
             forward = (op.forward, False) if op.quiet_forward is None else (op.quiet_forward, True)

@@ -7,6 +7,7 @@ __all__ = [
     "AnomalyError",
     "ReplayError",
     "InPlaceModificationError",
+    "RegistrationError",
 ]
 
 
@@ -32,3 +33,7 @@ class AnomalyError(FloatingPointError):
 
 class ReplayError(RuntimeError):
     """A recorded op could not be re-executed (op no longer registered, missing input value)."""
+
+
+class RegistrationError(ValueError):
+    """An op declaration is inconsistent (wrong rule count, duplicate name, bad marker)."""

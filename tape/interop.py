@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import tensors
+from .errors import RegistrationError
 from .state import needs_grad
 
 __all__ = ["array_ufunc", "array_function", "UFUNC_OPS", "FUNCTION_OPS", "LOGICAL_UFUNCS", "map_numpy", "unmap_numpy"]
@@ -50,9 +51,28 @@ LOGICAL_UFUNCS = {
 }
 
 
+def numpy_entries(op_name: str, numpy) -> dict:
+    """An op's ``numpy=`` as {numpy callable: handler, or None for the op itself}: a ufunc or numpy function (called
+    with the op's arguments), a dict {numpy callable: handler with numpy's own signature}, or a tuple of those."""
+    entries: dict = {}
+    for entry in numpy if isinstance(numpy, tuple) else (() if numpy is None else (numpy,)):
+        pairs = entry.items() if isinstance(entry, dict) else [(entry, None)]
+        for func, handler in pairs:
+            if not callable(func) or not (handler is None or callable(handler)) or func in entries:
+                raise RegistrationError(
+                    f"op '{op_name}': numpy= expected ufuncs / numpy functions, or a dict of them to their "
+                    f"handlers, each once; got {entry!r}"
+                )
+            entries[func] = handler
+    return entries
+
+
 def map_numpy(op) -> None:
-    """Enter the numpy ufuncs and functions ``op`` declares (``op.numpy``: numpy callable -> handler, or None for
-    the op itself) in the tables."""
+    """Enter the numpy ufuncs and functions ``op`` declares (``op.numpy``) in the tables; none when one of them
+    already dispatches to another op."""
+    taken = [f"{getattr(f, '__name__', f)}" for f in op.numpy if mapped(f) is not None]
+    if taken:
+        raise RegistrationError(f"op '{op.name}': numpy=: {taken} already dispatch to another op")
     for func, handler in op.numpy.items():
         (UFUNC_OPS if isinstance(func, np.ufunc) else FUNCTION_OPS)[func] = op if handler is None else handler
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .recording import user_frame
+from .anomaly import user_frame
 from .state import no_grad
 from .tapes import ExecutionTape, RecordedOp
 from .tensors import Tensor, as_tensor
@@ -259,7 +259,7 @@ def _trace(fn_or_module, inputs: list, in_names: list[str], helper, numpy_helper
         outputs = _outputs_of(fn_or_module(*inputs), getattr(fn_or_module, "__name__", type(fn_or_module).__name__))
     g = Graph(helper, numpy_helper)
     names = {t.id: name for t, name in zip(inputs, in_names, strict=True)}
-    # a Tensor passed as an op's attribute is recorded as its own array (recording._kept)
+    # a Tensor passed as an op's attribute is recorded as its own array (arguments.kept)
     attribute_inputs = {id(t._data): name for t, name in zip(inputs, in_names, strict=True)}
     constant_names = _constant_names(fn_or_module)
     for k, (tid, t) in enumerate((tid, t) for tid, t in recorder._externals.items() if tid not in names):

@@ -1,38 +1,36 @@
-"""Applying an op: input coercion, the forward call, and recording.
-
-``apply`` is the single entry point every op call goes through. When any input needs a gradient it
-creates a ``Node`` -- the recorded application the reverse pass walks -- and attaches it to the output
-tensor; every ExecutionTape that is recording also gets the application appended to its list.
-
-The per-thread switches it reads -- grad mode (``no_grad`` / ``enable_grad``), anomaly detection
-(``detect_anomaly``), the recording tapes and numpy's error state -- live in tape/state.py (re-exported here).
+"""Applying an op: ``apply`` (``Op.__call__``) runs the forward on the arguments' arrays and, when an input needs a
+gradient, records a ``Node`` -- what the reverse pass walks -- on the output; recording tapes get the application
+too. Its per-thread switches are in tape/state.py, the arguments' coercion in tape/arguments.py.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-import os
-import traceback
 
 import numpy as np
 
-from .errors import AnomalyError
-from .registry import Grad, Op, bind_apply
-from .state import (
-    NUMPY_QUIET,
-    STATE,
-    detect_anomaly,
-    enable_grad,
-    is_grad_enabled,
-    needs_grad,
-    no_grad,
-    numpy_errors_reset,
-    numpy_errors_set,
+from .anomaly import check_forward, user_frame
+from .arguments import (
+    CONSTANTS_32,
+    CONSTANTS_64,
+    F32,
+    FLOAT16,
+    coerce,
+    flat_states,
+    flatten,
+    input_name,
+    kept,
+    mixed_dtypes,
+    not_differentiable,
+    regroup,
+    scalar_constant,
+    storage_only,
 )
-from .tensors import _FLOATS, FLOAT16, Tensor, as_tensor
+from .registry import Grad, Op
+from .state import NUMPY_QUIET, STATE, numpy_errors_reset, numpy_errors_set
+from .tensors import Tensor
 
-__all__ = ["Node", "apply", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly"]
+__all__ = ["Node", "apply"]
 
 _node_counter = itertools.count()
 _NEED_ONE, _NEED_BOTH, _NEED_FIRST, _NEED_SECOND = (True,), (True, True), (True, False), (False, True)
@@ -46,37 +44,11 @@ def next_node_index() -> int:
 
 
 class Node:
-    """One recorded op application: what the reverse pass needs to send gradients to the op's inputs.
-
-    ``parents[i]`` is the Node that produced input i (None for a leaf or a constant), ``leaves[i]`` the
-    input tensor when it is a leaf that needs a gradient, ``needs[i]`` whether input i needs one at all.
-    ``saved`` is (input arrays, output array, aux) until a backward without retain_graph frees it;
-    ``versions`` are the inputs' versions when recorded (a later ``t.data = ...`` makes backward raise).
-    ``index`` grows with every application, so sorting by it is a topological order. ``inputs`` are the input
-    tensors (their versions are checked), released with ``saved``; ``out_id`` the output tensor's id;
-    ``seq_lens`` the lengths of sequence parameters, when the op has any; ``siblings`` for an op with several
-    outputs, the nodes of all its outputs in output order.
-
-    Made by ``_node_for`` only, which sets every field: ``Node()`` has no ``__init__``, the cheapest
-    instantiation there is, on the path every recorded op takes.
-    """
-
-    __slots__ = (
-        "op",
-        "attrs",
-        "_needs",
-        "parents",
-        "leaves",
-        "inputs",
-        "versions",
-        "saved",
-        "out_id",
-        "index",
-        "trace",
-        "seq_lens",
-        "siblings",
-        "__weakref__",
-    )
+    """One recorded op application (made by ``_node_for`` only, which sets every field). ``parents[i]``: the Node
+    that produced input i (None for a leaf or constant); ``leaves[i]``: input i when it is a leaf that needs a
+    gradient; ``residuals``: (input arrays, output array(s), aux) until a backward frees them, with ``inputs``;
+    ``versions``: the inputs' versions when recorded; ``index`` grows with every application (a topological
+    order); ``siblings``: the nodes of all outputs of an op with several."""
 
     op: Op
     attrs: dict
@@ -85,12 +57,13 @@ class Node:
     leaves: tuple | list
     inputs: tuple | list | None
     versions: tuple | list
-    saved: tuple | None
+    residuals: tuple | None
     out_id: int
     index: int
     trace: str | None
     seq_lens: tuple
     siblings: list | None
+    __slots__ = (*__annotations__, "__weakref__")
 
     @property
     def needs(self) -> list[bool]:
@@ -108,187 +81,13 @@ class ResolvedAttributes(dict):
 
     __slots__ = ("given",)
 
-    def __init__(self, given: dict, saved: dict):
+    def __init__(self, given: dict, aux: dict):
         super().__init__(given)
-        self.update((k, v) for k, v in saved.items() if k in given)
+        self.update((k, v) for k, v in aux.items() if k in given)
         self.given = given
 
 
-_SCALARS: dict = {}
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_CONSTANTS_32: dict[float, Tensor] = {}  # the floats' own caches, keyed by value alone: ``apply`` reads them inline
-_CONSTANTS_64: dict[float, Tensor] = {}
-_BY_VALUE = {_F32: _CONSTANTS_32, _F64: _CONSTANTS_64}
-
-
-def _scalar_constant(value, dtype) -> Tensor:
-    """A shared read-only constant tensor for a Python scalar (scalars recur: 0.5, 1e-5, 2.0, ...). A float meeting
-    float32/float64 is keyed by its value; signed zeros and NaN (whose keys would collide or never match), ints,
-    bools and other dtypes by (type, value, sign, dtype)."""
-    cache: dict | None = _BY_VALUE.get(dtype) if type(value) is float and value == value and value != 0.0 else None
-    if cache is None:
-        cache = _SCALARS
-        key = (type(value), value, math.copysign(1.0, value) if type(value) is float else 1.0, dtype)
-    else:
-        key = value
-    t = cache.get(key)
-    if t is None:
-        if len(cache) > 512:
-            cache.clear()
-        # an int is wrapped into a narrower integer dtype (two's complement, as torch), not refused as numpy does
-        array = np.asarray(value).astype(dtype) if type(value) is int else np.asarray(value, dtype=dtype)
-        t = cache[key] = Tensor._wrap(array)
-    return t
-
-
-def _coerce(op, inputs, seq_lens=()) -> list:
-    """Inputs as Tensors (None kept for absent optional inputs); float dtypes must agree."""
-    float_dtype = None
-    for x in inputs:
-        if isinstance(x, Tensor):
-            dt = x._data.dtype
-            if dt in _FLOATS:
-                if float_dtype is None:
-                    float_dtype = dt
-                elif dt != float_dtype:
-                    _mixed_dtypes(op, inputs)
-    out: list[Tensor | None] = []
-    for i, x in enumerate(inputs):
-        if isinstance(x, Tensor):
-            out.append(x)
-        elif x is None:
-            if seq_lens or not op.optional[i]:
-                raise TypeError(f"{op.name}: argument '{input_name(op, i, seq_lens)}' expected a Tensor, got None")
-            out.append(None)
-        elif float_dtype is not None and isinstance(x, np.float16 | np.float32 | np.float64):
-            out.append(_scalar_constant(float(x), float_dtype))  # a numpy float scalar acts as a Python float
-        elif type(x) in (bool, int, float):
-            if type(x) is int and not _INT64_MIN <= x <= _INT64_MAX:
-                raise ValueError(
-                    f"{op.name}: argument '{input_name(op, i, seq_lens)}' is the Python int {x}, "
-                    f"outside int64; minitape computes in int64, float32 or float64"
-                )
-            if float_dtype is not None and type(x) is not bool:
-                out.append(_scalar_constant(x, float_dtype))
-            elif type(x) is int and (int_dtype := _integer_dtype(inputs)) is not None:
-                out.append(_scalar_constant(x, int_dtype))  # torch: the tensors' integer dtype, wrapped
-            else:
-                out.append(as_tensor(x))
-        else:
-            try:
-                t = as_tensor(x)
-            except (TypeError, ValueError) as e:
-                raise TypeError(
-                    f"{op.name}: argument '{input_name(op, i, seq_lens)}' expected a Tensor or a real "
-                    f"array-like, got {type(x).__name__}: {e}"
-                ) from None
-            if t._data.dtype in _FLOATS and float_dtype is not None and t._data.dtype != float_dtype:
-                _mixed_dtypes(op, inputs)
-            out.append(t)
-    return out
-
-
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-def _integer_dtype(inputs):
-    """The promoted dtype of the integer tensors and arrays among ``inputs`` (None without any): what a Python int
-    operand takes, as torch's weak scalars do (int8 tensor + 300 is int8, 300 wrapped to 44)."""
-    dtypes = [x.dtype for x in inputs if isinstance(x, Tensor | np.ndarray) and x.dtype.kind in "iu"]
-    return np.result_type(*dtypes) if dtypes else None
-
-
-def _not_differentiable(op, name, why="the op is not differentiable with respect to it (declared NOT_DIFFERENTIABLE)"):
-    raise TypeError(
-        f"{op.name}: argument '{name}' requires grad, but {why}; pass it detached (x.detach()) -- minitape will not "
-        f"drop a gradient silently"
-    )
-
-
-def _storage_only(op, arrays, seq_lens):
-    """float16 is a storage dtype: an op other than cast refuses it, naming itself and the argument."""
-    i = next(i for i, a in enumerate(arrays) if a is not None and a.dtype is FLOAT16)
-    raise TypeError(
-        f"{op.name}: argument '{input_name(op, i, seq_lens)}' has dtype float16, a storage dtype in minitape: "
-        f"convert it to compute (t.float() or ops.cast(t, float32)), and back with t.half() (torch's CPU kernels "
-        f"compute float16 in ways numpy does not reproduce, so minitape does not compute in it)"
-    )
-
-
-def _mixed_dtypes(op, inputs):
-    got = ", ".join(
-        f"{name}={getattr(getattr(x, 'dtype', None), 'name', type(x).__name__)}"
-        for name, x in zip(op.input_names, inputs)
-    )
-    raise TypeError(
-        f"{op.name}: floating inputs must share one dtype (float32 or float64), got {got}; "
-        f"convert one explicitly (minitape never casts silently)"
-    )
-
-
-def _flatten(op, values):
-    """The tensor arguments as one flat list (sequence parameters spread out) and the sequences' lengths."""
-    flat: list = []
-    lens = []
-    for value, is_seq, name in zip(values, op.sequence, op.input_names):
-        if is_seq:
-            if not isinstance(value, list | tuple):
-                raise TypeError(
-                    f"{op.name}: argument '{name}' expected a sequence of tensors, got {type(value).__name__}"
-                )
-            if not value:
-                raise ValueError(f"{op.name}: argument '{name}' expected at least one tensor, got an empty sequence")
-            flat.extend(value)
-            lens.append(len(value))
-        else:
-            flat.append(value)
-    return flat, tuple(lens)
-
-
-def regroup(op, flat, seq_lens):
-    """The inverse of ``_flatten``: one entry per tensor parameter (a list for a sequence parameter)."""
-    if not seq_lens:
-        return list(flat)
-    out = []
-    k = 0
-    lens = iter(seq_lens)
-    for is_seq in op.sequence:
-        if is_seq:
-            n = next(lens)
-            out.append(list(flat[k : k + n]))
-            k += n
-        else:
-            out.append(flat[k])
-            k += 1
-    return out
-
-
-def input_name(op, k, seq_lens=()) -> str:
-    """The parameter name of flat input ``k`` (``tensors[2]`` inside a sequence): how every message names it."""
-    if not seq_lens:
-        return op.input_names[k]
-    pos = 0
-    for name, n, is_seq in zip(op.input_names, slot_sizes(op, seq_lens), op.sequence):
-        if k < pos + n:
-            return f"{name}[{k - pos}]" if is_seq else name
-        pos += n
-    return str(k)
-
-
-def slot_sizes(op, seq_lens) -> list[int]:
-    """How many flat inputs each tensor parameter holds (a sequence's length, else 1)."""
-    lens = iter(seq_lens)
-    return [next(lens) if is_seq else 1 for is_seq in op.sequence]
-
-
-def flat_states(op, seq_lens) -> tuple | list:
-    """Each flat input's backward state (a sequence parameter's state once for each of its tensors)."""
-    if not seq_lens:
-        return op.input_states
-    return [s for s, n in zip(op.input_states, slot_sizes(op, seq_lens)) for _ in range(n)]
-
-
-def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, watched):
+def _node_for(op, attrs, tensors, arrays, out, aux, seq_lens, watched):
     """THE constructor of a Node: the one recording this (floating-output) application, or None when no input needing
     a gradient can receive one. One or two tensors of an op without NOT_DIFFERENTIABLE inputs (``apply``'s short path)
     are worked out inline, with shared tuples where they fit (fewer objects for the garbage collector to scan); any
@@ -329,9 +128,9 @@ def _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, watched):
     node._needs = needs
     node.parents = parents
     node.leaves = leaves
-    node.inputs = tensors  # the input tensors, to check their versions; released with ``saved``
+    node.inputs = tensors  # the input tensors, to check their versions; released with ``residuals``
     node.versions = versions
-    node.saved = (arrays, out, saved)
+    node.residuals = (arrays, out, aux)
     node.seq_lens = seq_lens
     node.siblings = None
     node.trace = None
@@ -348,7 +147,7 @@ def _needs_of(op, tensors, seq_lens, watched):
         need = t is not None and (t._requires_grad or (bool(watched) and t.id in watched))
         if need and state_k is Grad.NOT_DIFFERENTIABLE:
             if t._requires_grad:
-                _not_differentiable(op, input_name(op, k, seq_lens))
+                not_differentiable(op, input_name(op, k, seq_lens))
             need = False
         needs.append(need)
     if True not in needs:
@@ -358,35 +157,10 @@ def _needs_of(op, tensors, seq_lens, watched):
     return tuple(needs), parents, leaves, [0 if t is None else t._version for t in tensors]
 
 
-def _kept(op, name, value):
-    """An attribute as the op keeps it: arrays copied and frozen, tensors as their (read-only) arrays, inside
-    tuples and lists too -- so a caller refilling an index or lengths buffer cannot move a recorded gradient."""
-    kind = type(value)
-    if kind is np.ndarray:
-        return _frozen_copy(value)
-    if kind is tuple or kind is list:
-        return kind(_kept(op, name, v) for v in value)
-    if isinstance(value, Tensor):
-        if needs_grad(value):
-            _not_differentiable(
-                op, name, "it is an attribute of the op, not a tensor input: no gradient can flow to it"
-            )
-        return value._data
-    return value
-
-
-def _frozen_copy(array):
-    array = array.copy()
-    array.setflags(write=False)
-    return array
-
-
 def apply(op, *args, **kwargs):
-    """Run ``op`` on a call's arguments (the forward's own signature), record it, return the output Tensor: this is
-    ``Op.__call__`` (``registry.bind_apply``). One or two tensors (or a tensor and a float) positionally, for an op
-    with ``short_path_arity``, take the short path here (``_apply``'s steps, in order, facts resolved at
-    ``defop``); other calls go to ``_apply``, and every call under a compiled step's trace (tape/compile.py) to the
-    trace."""
+    """``Op.__call__``: run ``op`` on a call's arguments, record it, return the output Tensor. A call of
+    ``short_path_arity`` positional tensors (or a tensor and a float) takes the short path here, ``_apply``'s steps
+    inline (docs/engine.md); other calls go to ``_apply``, a compiled step's traced calls to its trace."""
     state = STATE.__dict__  # this thread's state (a threading.local's own dict): one lookup, then plain reads
     if state["tracer"] is not None:
         return state["tracer"].apply(op, args, kwargs)
@@ -394,24 +168,26 @@ def apply(op, *args, **kwargs):
     if n != op.short_path_arity or kwargs:
         return _apply(op, args, kwargs)
     a = args[0]
-    if type(a) is not Tensor:
-        return _scalar_first(op, args)
+    if type(a) is not Tensor:  # ``1.0 - x``: the float as the shared constant, then the two-tensor short path
+        if n == 2 and type(a) is float and type(args[1]) is Tensor and args[1].dtype.kind == "f":
+            return apply(op, scalar_constant(a, args[1].dtype), args[1])
+        return _apply(op, args, kwargs)
     if n == 2:
         b = args[1]
         da = a._data.dtype
         if type(b) is Tensor:
             db = b._data.dtype
             if db is not da and db.kind == "f" and da.kind == "f" and db != da:
-                _mixed_dtypes(op, args)
-        elif type(b) is float and da.kind == "f":  # the shared constant (``_scalar_constant``), looked up inline
-            c = _CONSTANTS_32.get(b) if da is _F32 else _CONSTANTS_64.get(b)
-            b = _scalar_constant(b, da) if c is None else c
+                mixed_dtypes(op, args)
+        elif type(b) is float and da.kind == "f":  # the shared constant (``scalar_constant``), looked up inline
+            c = CONSTANTS_32.get(b) if da is F32 else CONSTANTS_64.get(b)
+            b = scalar_constant(b, da) if c is None else c
         else:
             return _apply(op, args, kwargs)
     tensors: tuple = (a, b) if n == 2 else (a,)
     arrays: tuple = (a._data, b._data) if n == 2 else (a._data,)
     if (arrays[0].dtype is FLOAT16 or (n == 2 and arrays[1].dtype is FLOAT16)) and not op.casts:
-        _storage_only(op, arrays, ())
+        storage_only(op, arrays, ())
     attrs = op.attr_defaults
     check = op.check
     if check is not None and not (  # a check declared to pass for floating inputs need not run for them
@@ -440,21 +216,13 @@ def apply(op, *args, **kwargs):
     return result
 
 
-def _scalar_first(op, args):
-    """``apply``'s short path for ``op(float, tensor)`` (``1.0 - x``): the float as the shared constant, then the
-    two-tensor short path; any other call goes to ``_apply``."""
-    if len(args) == 2 and type(args[0]) is float and type(args[1]) is Tensor and args[1].dtype.kind == "f":
-        return apply(op, _scalar_constant(args[0], args[1].dtype), args[1])
-    return _apply(op, args, {})
-
-
 def _observe(op, tensors, attrs, result, node, arrays, seq_lens) -> None:
     """What anomaly mode and the recording tapes see of a one-output application (off the hot path)."""
     state = STATE
     if state.anomaly:
         if node is not None:
             node.trace = user_frame()
-        _check_forward(op, result, arrays)
+        check_forward(op, result, arrays)
     for tape in state.recording_tapes:
         tape._record(op, tensors, attrs, result, node, seq_lens)
 
@@ -465,7 +233,7 @@ def _apply(op, args, kwargs):
     return run_op(op, tensors, attrs, values, seq_lens)
 
 
-def bind_call(op, args, kwargs, coerce=_coerce):
+def bind_call(op, args, kwargs, coerce=coerce):
     """A call's tensor inputs (flat, coerced by ``coerce``), attributes (kept), bound values (None on the fast call)
     and sequence lengths: what ``run_op`` takes (eager ``_apply``, ``ExecutionTape.replay``, a compiled step's
     trace)."""
@@ -478,10 +246,10 @@ def bind_call(op, args, kwargs, coerce=_coerce):
         inputs = [values[i] for i in op.tensor_pos]
         attrs = {}
         for i in op.attr_pos:  # the forward, the checks and the rules all see the kept (frozen) values
-            values[i] = attrs[op.param_names[i]] = _kept(op, op.param_names[i], values[i])
+            values[i] = attrs[op.param_names[i]] = kept(op, op.param_names[i], values[i])
     seq_lens = ()
     if op.has_sequence:
-        inputs, seq_lens = _flatten(op, inputs)
+        inputs, seq_lens = flatten(op, inputs)
     tensors = inputs
     float_dtype = None
     for t in inputs:
@@ -493,14 +261,14 @@ def bind_call(op, args, kwargs, coerce=_coerce):
             if float_dtype is None:
                 float_dtype = dt
             elif dt is not float_dtype and dt != float_dtype:
-                _mixed_dtypes(op, inputs)
+                mixed_dtypes(op, inputs)
     return tensors, attrs, values, seq_lens
 
 
 def forward_arrays(op, arrays, attrs, values, seq_lens):
     """THE calling convention of an op on arrays, shared by eager ``run_op`` and a compiled step's plan: the op's
     check, then its forward (``values``: the bound arguments, None for tensors-only calls; filled in here). Returns
-    what the forward returns ((out, saved) for ``saves``). ``apply``'s short path inlines this for its calls."""
+    what the forward returns ((out, aux) for ``returns_aux``). ``apply``'s short path inlines this for its calls."""
     slot_arrays = regroup(op, arrays, seq_lens) if seq_lens else arrays
     if op.check is not None:
         op.check(*slot_arrays, **attrs)
@@ -529,22 +297,22 @@ def run_op(op, tensors, attrs, values, seq_lens):
     """Apply ``op`` to coerced tensors: the forward on their arrays, the Node, the output Tensor(s), the tapes."""
     arrays = [None if t is None else t._data for t in tensors]
     if not op.casts and any(a is not None and a.dtype is FLOAT16 for a in arrays):
-        _storage_only(op, arrays, seq_lens)
+        storage_only(op, arrays, seq_lens)
     out = forward_arrays(op, arrays, attrs, values, seq_lens)
-    saved = None
-    if op.saves:
-        out, saved = out
-        if saved.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
-            attrs = ResolvedAttributes(attrs, saved)  # record what it really used
+    aux = None
+    if op.returns_aux:
+        out, aux = out
+        if aux.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
+            attrs = ResolvedAttributes(attrs, aux)  # record what it really used
     if several_outputs(op, out):
-        return _apply_several(op, tensors, attrs, arrays, out, saved, seq_lens)
+        return _apply_several(op, tensors, attrs, arrays, out, aux, seq_lens)
     if type(out) is not np.ndarray:
         out = np.asarray(out)
 
     state = STATE
     node = None
     if state.grad_enabled and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
-        node = _node_for(op, attrs, tensors, arrays, out, saved, seq_lens, state.watched)
+        node = _node_for(op, attrs, tensors, arrays, out, aux, seq_lens, state.watched)
     result = Tensor._wrap(out, node)
     if node is not None:
         node.out_id = result.id
@@ -553,7 +321,7 @@ def run_op(op, tensors, attrs, values, seq_lens):
     return result
 
 
-def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
+def _apply_several(op, tensors, attrs, arrays, outs, aux, seq_lens):
     """An op with several outputs (split, topk, max with a dim): one Node per floating output, all sharing the
     application (``node.siblings``); the reverse pass calls the op's rules once, with every output's gradient."""
     if not isinstance(outs, tuple | list) or (op.n_outputs != "variable" and len(outs) != op.n_outputs):
@@ -567,7 +335,7 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     for out in outs:
         node = None
         if state.grad_enabled and out.dtype.kind == "f":
-            node = _node_for(op, attrs, tensors, arrays, outs, saved, seq_lens, state.watched)
+            node = _node_for(op, attrs, tensors, arrays, outs, aux, seq_lens, state.watched)
         result = Tensor._wrap(out, node)
         if node is not None:
             node.out_id = result.id
@@ -577,7 +345,7 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
         nodes.append(node)
         results.append(result)
         if state.anomaly:
-            _check_forward(op, result, arrays)
+            check_forward(op, result, arrays)
     first = next((node for node in nodes if node is not None), None)
     outputs = tuple(results) if op.result_type is None else op.result_type(*results)
     for tape in state.recording_tapes:
@@ -585,35 +353,5 @@ def _apply_several(op, tensors, attrs, arrays, outs, saved, seq_lens):
     return outputs
 
 
-bind_apply(apply)
-
-
-# -- anomaly detection -------------------------------------------------------------------------------------
-_ENGINE_DIRS = (os.path.dirname(__file__), os.path.join(os.path.dirname(os.path.dirname(__file__)), "ops"))
-
-
-def user_frame() -> str:
-    """'file:line in function: source' of the innermost stack frame outside tape/ and ops/."""
-    for frame in reversed(traceback.extract_stack()):
-        if not os.path.dirname(os.path.abspath(frame.filename)).startswith(_ENGINE_DIRS):
-            return f"{frame.filename}:{frame.lineno} in {frame.name}: {frame.line}"
-    return "<unknown>"
-
-
-def _check_forward(op, result, arrays):
-    where = user_frame()
-    data = result._data
-    if data.dtype.kind == "f" and not np.isfinite(data).all():
-        bad = "NaN" if np.isnan(data).any() else "inf"
-        inputs_ok = all(a is None or a.dtype.kind != "f" or np.isfinite(a).all() for a in arrays)
-        origin = "from finite inputs" if inputs_ok else "(an input already held NaN/inf)"
-        raise AnomalyError(f"anomaly: forward of op '{op.name}' produced {bad} {origin}; recorded at {where}")
-
-
-def check_backward_result(node, input_name, grad):
-    if grad.dtype.kind == "f" and not np.isfinite(grad).all():
-        bad = "NaN" if np.isnan(grad).any() else "inf"
-        raise AnomalyError(
-            f"anomaly: backward of op '{node.op.name}' produced {bad} in the gradient for input "
-            f"'{input_name}'; the op was recorded at {node.trace or '<recorded before detect_anomaly>'}"
-        )
+# calling an op is ``apply`` itself: one Python frame, not two
+Op.__call__ = apply  # type: ignore[method-assign,assignment]

@@ -1,33 +1,7 @@
-"""The op registry: every op minitape can record, declared once.
-
-An op declaration holds, in one place: the op's name and family, its forward (numpy in, numpy out) whose
-own signature is the op's public one, which of its parameters are tensors, one backward rule (VJP) per
-tensor parameter -- or the explicit state ``Grad.NOT_DIFFERENTIABLE`` or ``Grad.STUB`` -- its sample inputs
-for the generated tests, and optionally a PyTorch reference used as a test oracle.
-
-Tensor parameters are named in ``inputs``: ``"weight?"`` is an optional tensor (may be None), ``"*tensors"``
-a sequence of tensors (concat, stack, einsum). Every other parameter of the forward is an attribute.
-
-A VJP has the signature ``rule(g, ans, *tensors, **attrs) -> array``: ``g`` is the gradient flowing into
-the op's output, ``ans`` its forward output, ``tensors`` the tensor arguments in ``inputs`` order (a list for
-a sequence parameter) and ``attrs`` the attributes, defaults completed, plus whatever the forward chose to
-save (``saves=True``: the forward returns ``(out, {name: value})``, resolved once). It returns the gradient
-for one input (a list of them for a sequence parameter), in that input's shape and dtype. Ops whose inputs
-share most of the backward work declare one ``joint_vjp(g, ans, *tensors, needs=..., **attrs) -> tuple``.
-
-Rules are written over the numpy API and so serve both orders: the first-order pass calls them on arrays;
-``create_graph=True`` calls them on Tensors, whose ``__array_ufunc__``/``__array_function__`` send every
-numpy call to the registered op, so the backward is recorded and can be differentiated again. A rule that
-needs values the forward saved, or in-place numpy, cannot be traced that way: such an op declares a
-``composite`` (the same function written with registered ops), which the second-order pass differentiates
-instead, or ``second_order=Grad.STUB``.
-
-An op also declares its faces: ``method=True`` makes it a Tensor method (``t.cumsum(1)``; a string where torch's
-method name is not the op's), ``numpy=`` the numpy ufuncs and functions that run it on Tensors (``numpy=np.exp``,
-or ``{np.cumsum: handler}`` where numpy's signature or meaning differs; ops/_numpy.py holds those handlers).
-Tensor's op methods and the numpy dispatch tables (tape/interop.py) are filled from here as ops register.
-
-Dispatch is a lookup on the ``Op`` object; there is no switch over op-name strings anywhere.
+"""The op registry: ``defop`` declares an op once -- name, family, forward (its signature is the op's public one),
+which parameters are tensors (``"weight?"`` optional, ``"*tensors"`` a sequence), one backward rule per tensor input
+(or ``Grad.NOT_DIFFERENTIABLE`` / ``Grad.STUB``) or one ``joint_vjp``, samples, faces (``method=``, ``numpy=``) --
+and ``Op`` derives once what the engine needs to call it. How to write one: docs/defining-ops.md.
 """
 
 from __future__ import annotations
@@ -36,14 +10,16 @@ import collections
 import enum
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import interop, tensors
+from . import interop, tensor_api
+from .errors import RegistrationError
+from .samples import Sample
 from .state import quiet_inner
-from .tensors import Tensor, ValuesIndices
+from .tensor_api import ValuesIndices
+from .tensors import Tensor
 
 __all__ = [
     "Grad",
@@ -75,32 +51,6 @@ NOT_DIFFERENTIABLE = Grad.NOT_DIFFERENTIABLE
 STUB = Grad.STUB
 
 
-class RegistrationError(ValueError):
-    """An op declaration is inconsistent (wrong rule count, duplicate name, bad marker)."""
-
-
-@dataclass
-class Sample:
-    """One set of arguments for an op: tensor arrays (in ``inputs`` order; ``None`` for an absent optional
-    tensor, a list for a sequence parameter) and attributes. ``call_args`` gives them by parameter name."""
-
-    inputs: tuple
-    attrs: dict = field(default_factory=dict)
-    label: str = ""
-    torch: bool = True  # False when torch's reference does not support this particular sample
-
-    def __repr__(self) -> str:
-        def describe(a):
-            if a is None:
-                return "None"
-            if isinstance(a, list | tuple):
-                return "[" + ", ".join(describe(x) for x in a) + "]"
-            return f"{getattr(a, 'dtype', type(a).__name__)}{list(getattr(a, 'shape', ()))}"
-
-        label = f" {self.label}" if self.label else ""
-        return f"Sample({', '.join(describe(a) for a in self.inputs)}; {self.attrs}){label}"
-
-
 _MISSING = inspect.Parameter.empty
 
 
@@ -123,7 +73,7 @@ class Op:
         differentiable: tuple | None = None,
         samples: Callable | None = None,
         torch_ref: Callable | None = None,
-        saves: bool = False,
+        returns_aux: bool = False,
         casts: bool = False,
         check: Callable | None = None,
         notes: str = "",
@@ -146,18 +96,16 @@ class Op:
         self.sequence = tuple(n.startswith("*") for n in inputs)
         self.has_sequence = any(self.sequence)
         self.n_inputs = len(self.input_names)
-        self.forward = forward
-        self.joint_vjp = joint_vjp
-        self.samples = samples
-        self.torch_ref = torch_ref
-        self.saves = saves
+        self.forward, self.joint_vjp, self.check, self.composite = forward, joint_vjp, check, composite
+        self.returns_aux = returns_aux  # the forward returns (out, aux): values computed once, handed to the rules
         self.casts = casts  # a dtype conversion (ops.cast): the one op that takes float16, a storage dtype
-        self.check = check
-        self.notes = notes
+        self.samples, self.torch_ref, self.notes = samples, torch_ref, notes
         self.gradcheck_tolerance = gradcheck_tolerance or {}
-        self.composite = composite
         self.n_outputs = self._declare_outputs(outputs)
-        self.method, self.numpy = self._declare_face(method, numpy)
+        if not (method is False or method is True or (isinstance(method, str) and method.isidentifier())):
+            raise RegistrationError(f"op '{name}': method= must be True, False or a method name, got {method!r}")
+        self.method = name if method is True else method or None  # torch's method name, where it is not the op's
+        self.numpy = interop.numpy_entries(name, numpy)
         self.input_states = self._declare_backward(vjps, joint_vjp, differentiable)
         self.has_stub = Grad.STUB in self.input_states
         self.second_order, self.second_order_note = self._declare_second_order(second_order, second_order_note)
@@ -184,24 +132,6 @@ class Op:
             )
         return outputs
 
-    def _declare_face(self, method, numpy) -> tuple[str | None, dict]:
-        """The op's Tensor method name (``method=True``: the op's name; a string where torch's method name is not
-        the op's) and the numpy callables it stands for: ``numpy=`` a ufunc or numpy function (called with the
-        op's arguments), a dict {numpy callable: handler with numpy's own signature}, or a tuple of those."""
-        if not (method is False or method is True or (isinstance(method, str) and method.isidentifier())):
-            raise RegistrationError(f"op '{self.name}': method= must be True, False or a method name, got {method!r}")
-        entries: dict = {}
-        for entry in numpy if isinstance(numpy, tuple) else (() if numpy is None else (numpy,)):
-            pairs = entry.items() if isinstance(entry, dict) else [(entry, None)]
-            for func, handler in pairs:
-                if not callable(func) or not (handler is None or callable(handler)) or func in entries:
-                    raise RegistrationError(
-                        f"op '{self.name}': numpy= expected ufuncs / numpy functions, or a dict of them to their "
-                        f"handlers, each once; got {entry!r}"
-                    )
-                entries[func] = handler
-        return (self.name if method is True else method or None), entries
-
     def _declare_backward(self, vjps, joint_vjp, differentiable) -> tuple[Grad, ...]:
         """``vjps`` (None for a joint backward) and each tensor input's backward state."""
         name, n = self.name, self.n_inputs
@@ -224,14 +154,20 @@ class Op:
                 )
             self.vjps = tuple(vjps)
             states = [Grad.RULE if callable(v) else v for v in vjps]
-        return tuple(_state_of(name, self.input_names[i], s) for i, s in enumerate(states))
+        for input_name, state in zip(self.input_names, states):
+            if not isinstance(state, Grad):
+                raise RegistrationError(
+                    f"op '{name}': the backward entry for input '{input_name}' must be a callable rule, "
+                    f"Grad.NOT_DIFFERENTIABLE or Grad.STUB; got {state!r}"
+                )
+        return tuple(states)
 
     def _declare_second_order(self, second_order, note) -> tuple[Grad, str]:
         """The second-order state: a stub when the rules use saved values and no composite is given, not
         differentiable when no input is."""
         if not isinstance(second_order, Grad):
             raise RegistrationError(f"op '{self.name}': second_order= must be a Grad state, got {second_order!r}")
-        if second_order is Grad.RULE and self.saves and self.composite is None:
+        if second_order is Grad.RULE and self.returns_aux and self.composite is None:
             second_order = Grad.STUB
             note = note or "its rules use values the forward saved; declare a composite= to differentiate them"
         if Grad.RULE not in self.input_states:
@@ -239,27 +175,25 @@ class Op:
         return second_order, note
 
     def _hot_path_facts(self) -> None:
-        """Facts the engine's hot paths read instead of re-deriving them at every call (tape/recording.py,
-        tape/autodiff.py). Computed once here from the declaration; nothing is skipped that the general paths
-        check, it is only known in advance."""
-        # ``apply``'s short path takes a call of one or two tensors, positionally, with one output and no saved
-        # values: the number of positional arguments of such a call (-1: the op has none)
-        short = self.tensors_only_call and self.n_outputs == 1 and not self.saves
+        """Facts the engine's short paths read instead of re-deriving them at every call (docs/engine.md): nothing
+        is skipped that the general paths check, it is only known in advance."""
+        # ``apply``'s short path: one or two tensors, positionally, one output, no aux (-1: the op has none)
+        short = self.tensors_only_call and self.n_outputs == 1 and not self.returns_aux
         self.short_path_arity = self.n_inputs if short and 1 <= self.n_inputs <= 2 else -1
-        # every tensor input can receive a gradient (no NOT_DIFFERENTIABLE refusal to make when recording)
-        self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states
-        # a check that declares (``check.passes_floats = True``) it passes whenever every tensor input is floating:
-        # ``apply``'s short path does not call it for floating inputs (one Python call fewer per elementwise op)
+        self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states  # nothing to refuse when recording
+        # a check declaring ``passes_floats = True`` passes whenever every tensor input is floating: not called then
         self.check_passes_floats = getattr(self.check, "passes_floats", False) is True
-        # a forward wrapped in ops' ``quiet`` (numpy's warnings off): the function itself, called by ``apply``
-        # between its own set/reset of numpy's error state (one Python frame fewer)
+        # a ``quiet`` forward unwrapped: ``apply`` switches numpy's warnings off around it itself (one frame fewer)
         self.quiet_forward = quiet_inner(self.forward)
-        # one rule per input, no stub, no sequence, one output: the first-order reverse pass calls them directly,
-        # each as (function, quiet?) -- a ``quiet`` rule unwrapped, the reverse pass switching numpy's warnings off
-        # around it itself (autodiff._first_order_walk)
+        # one rule per input, no stub, no sequence, one output: ``_first_order_walk`` calls them directly, each as
+        # (function, quiet?) -- a ``quiet`` rule unwrapped, numpy's warnings switched off around it by the walk
         self.direct_rules = None
         if self.vjps is not None and not self.has_stub and not self.has_sequence and self.n_outputs == 1:
-            self.direct_rules = tuple(_direct_rule(rule) for rule in self.vjps)
+            quiet = [quiet_inner(rule) if callable(rule) else None for rule in self.vjps]
+            self.direct_rules = tuple(
+                (None, False) if not callable(rule) else (rule, False) if inner is None else (inner, True)
+                for rule, inner in zip(self.vjps, quiet)
+            )
 
     def _bind_signature(self, forward: Callable) -> None:
         """Resolve, once, where each tensor parameter sits in the forward's signature."""
@@ -298,12 +232,11 @@ class Op:
         self.attr_defaults = {
             self.param_names[i]: (None if self.defaults[i] is _MISSING else self.defaults[i]) for i in self.attr_pos
         }
-        self.tensors_first = self.tensor_pos == tuple(range(self.n_inputs))
         # a call with just the tensors, positionally, needs no binding (the hot path); an op with a required
         # attribute (cumsum's dim) always goes through ``bind``, which names what is missing
         self.tensors_only_call = (
-            self.tensors_first
-            and not any(self.sequence)
+            self.tensor_pos == tuple(range(self.n_inputs))
+            and not self.has_sequence
             and self.var_positional is None
             and all(self.defaults[i] is not _MISSING for i in self.attr_pos)
         )
@@ -366,34 +299,11 @@ class Op:
             raise TypeError(f"{self.name}: missing required argument(s) {missing}; the op is {self.signature}")
         return values
 
-    def __call__(self, *args, **kwargs):  # replaced by ``tape.recording.apply`` (see ``bind_apply``)
+    def __call__(self, *args, **kwargs):  # replaced by ``tape.recording.apply`` when tape/recording.py loads
         raise ImportError("tape.recording is not loaded; import tape")
 
 
-def _direct_rule(rule) -> tuple:
-    """(the function to call, whether numpy's warnings must be off around it) for one entry of ``vjps``."""
-    if not callable(rule):
-        return (None, False)
-    inner = quiet_inner(rule)
-    return (rule, False) if inner is None else (inner, True)
-
-
-def _state_of(op_name: str, input_name: str, entry) -> Grad:
-    if isinstance(entry, Grad):
-        return entry
-    raise RegistrationError(
-        f"op '{op_name}': the backward entry for input '{input_name}' must be a callable rule, "
-        f"Grad.NOT_DIFFERENTIABLE or Grad.STUB; got {entry!r}"
-    )
-
-
 _REGISTRY: dict[str, Op] = {}
-
-
-def bind_apply(apply: Callable) -> None:
-    """The one binding of op application, made by ``tape.recording`` at import: ``apply(op, *args, **kwargs)``
-    becomes ``Op.__call__`` itself, so calling an op costs one Python frame, not two."""
-    Op.__call__ = apply  # type: ignore[method-assign]
 
 
 def defop(name: str, **declaration) -> Op:
@@ -401,23 +311,13 @@ def defop(name: str, **declaration) -> Op:
     if name in _REGISTRY:
         raise RegistrationError(f"an op named '{name}' is already registered ({_REGISTRY[name]!r})")
     op = Op(name, **declaration)
-    _check_face(op)
+    if op.method is not None and tensor_api.own_attribute(op.method) is not None:
+        raise RegistrationError(f"op '{name}': method='{op.method}': Tensor already has '{op.method}'")
+    interop.map_numpy(op)  # refuses a numpy callable another op already stands for
     _REGISTRY[name] = op
     if op.method is not None:
-        tensors.add_method(op.method, tensors._OpMethod(op))
-    interop.map_numpy(op)
+        tensor_api.add_method(op.method, tensor_api._OpMethod(op))
     return op
-
-
-def _check_face(op: Op) -> None:
-    """Refuse a method name Tensor already has and a numpy callable another op already stands for."""
-    if op.method is not None and op.method in vars(tensors.Tensor):
-        existing = vars(tensors.Tensor)[op.method]
-        if not getattr(existing, "_until_loaded", False):
-            raise RegistrationError(f"op '{op.name}': method='{op.method}': Tensor already has '{op.method}'")
-    taken = [f"{getattr(f, '__name__', f)}" for f in op.numpy if interop.mapped(f) is not None]
-    if taken:
-        raise RegistrationError(f"op '{op.name}': numpy=: {taken} already dispatch to another op")
 
 
 def get_op(name: str) -> Op:
@@ -436,9 +336,9 @@ def unregister_op(name: str) -> None:
     """Remove an op (meant for tests that register throwaway ops), with its Tensor method and numpy entries."""
     op = _REGISTRY.pop(name, None)
     if op is not None:
-        current = vars(tensors.Tensor).get(op.method or "")
-        if isinstance(current, tensors._OpMethod) and current.op is op:
-            tensors.remove_method(op.method, current)
+        current = vars(Tensor).get(op.method or "")
+        if isinstance(current, tensor_api._OpMethod) and current.op is op:
+            tensor_api.remove_method(op.method, current)
         interop.unmap_numpy(op)
 
 

@@ -28,41 +28,34 @@ STATE = _ThreadState()
 
 
 @contextlib.contextmanager
-def _grad_mode(enabled: bool):
-    state = STATE
-    previous = state.grad_enabled
-    state.grad_enabled = enabled
+def _switch(name: str, value: bool):
+    """This thread's switch ``name`` set to ``value`` inside the block, restored after it."""
+    previous = getattr(STATE, name)
+    setattr(STATE, name, value)
     try:
         yield
     finally:
-        state.grad_enabled = previous
+        setattr(STATE, name, previous)
 
 
 def no_grad():
     """Context manager: ops run but record nothing for the reverse pass (tapes still list them)."""
-    return _grad_mode(False)
+    return _switch("grad_enabled", False)
 
 
 def enable_grad():
     """Context manager: re-enable recording inside a ``no_grad`` block."""
-    return _grad_mode(True)
+    return _switch("grad_enabled", True)
 
 
 def is_grad_enabled() -> bool:
     return STATE.grad_enabled
 
 
-@contextlib.contextmanager
 def detect_anomaly():
-    """Check every forward output and every backward result for NaN/inf; raise naming the op and the
-    line of user code that recorded it."""
-    state = STATE
-    previous = state.anomaly
-    state.anomaly = True
-    try:
-        yield
-    finally:
-        state.anomaly = previous
+    """Context manager: check every forward output and every backward result for NaN/inf; raise naming the op and
+    the line of user code that recorded it."""
+    return _switch("anomaly", True)
 
 
 def needs_grad(t) -> bool:
@@ -75,12 +68,9 @@ def needs_grad(t) -> bool:
 
 
 # -- numpy's floating-point warnings, off for the ops' ``quiet`` forwards and rules ----------------------------------
-# ``ops._numerics.quiet`` wraps a function so that numpy's warnings are off while it runs (ops return inf/NaN
-# silently where torch does). The wrapper carries ``(wrapper, function)`` under QUIET_MARK (naming itself, so that
-# a functools.wraps copy of its attributes onto another function is not taken for it): the engine's hot paths
-# (apply, the reverse pass) call it directly between their own ``numpy_errors_set(NUMPY_QUIET)`` and
-# ``numpy_errors_reset(token)`` -- the same switch, one Python frame fewer, and in the reverse pass once for a run
-# of quiet rules. Like np.errstate, this is numpy's context variable: per thread and per asyncio task.
+# ``ops._numerics.quiet`` marks its wrapper with ``(wrapper, function)`` under QUIET_MARK (naming itself: a
+# functools.wraps copy is not taken for it); the hot paths call the function between their own
+# ``numpy_errors_set(NUMPY_QUIET)`` / ``numpy_errors_reset(token)``: np.errstate's context variable, one frame fewer.
 QUIET_MARK = "__minitape_quiet__"
 NUMPY_QUIET: Any
 numpy_errors_set: Callable[[Any], Any]

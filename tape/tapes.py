@@ -576,7 +576,7 @@ class GradientTape(ExecutionTape):
             others = [t for t in list(_LIVE_GRADIENT_TAPES) if t is not self and not t._used]
             for node in self._nodes:
                 if not any(node in t._nodes for t in others):
-                    node.saved = node.inputs = None
+                    node.residuals = node.inputs = None
         self._nodes = set()
         for rec in self._ops:
             rec.node = None

@@ -7,7 +7,7 @@ import pytest
 import ops
 import tape
 from tape import NOT_DIFFERENTIABLE, STUB, Sample, defop
-from tape.tensors import ValuesIndices, _OpMethod
+from tape.tensor_api import ValuesIndices, _OpMethod
 from tape.tools.verify import call, flat_leaves, joined, op_samples, sample_tensors
 
 
@@ -217,9 +217,9 @@ def test_saved_values_are_released_after_backward():
     y = ops.exp(x)
     z = y.sum()
     node = y.grad_fn
-    assert node.saved is not None
+    assert node.residuals is not None
     z.backward()
-    assert node.saved is None and z.grad_fn.saved is None
+    assert node.residuals is None and z.grad_fn.residuals is None
 
 
 def test_no_grad_records_nothing_and_enable_grad_reenables():

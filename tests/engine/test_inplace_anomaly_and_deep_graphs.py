@@ -110,7 +110,7 @@ def test_anomaly_in_a_forward_names_the_op_and_the_recording_line():
     message = str(info.value)
     assert "op 'log'" in message and "NaN" in message and "from finite inputs" in message
     assert f"{__file__}:{line}" in message
-    assert not tape.recording.STATE.anomaly  # the context manager restored the switch
+    assert not tape.state.STATE.anomaly  # the context manager restored the switch
 
 
 def test_anomaly_in_a_backward_names_the_op_and_the_recording_line():

@@ -15,10 +15,13 @@ from paths import REPO
 import ops
 import tape
 from tape import RegistrationError, interop
-from tape.tensors import OPERATORS, _OpMethod
+from tape.tensor_api import OPERATORS, _OpMethod
 
 ROOT = REPO
-CORE = [ROOT / "tape" / name for name in ("tensors.py", "interop.py", "registry.py", "recording.py", "functional.py")]
+CORE = [
+    ROOT / "tape" / name
+    for name in ("tensors.py", "tensor_api.py", "interop.py", "registry.py", "recording.py", "functional.py")
+]
 
 
 @pytest.fixture
@@ -75,6 +78,15 @@ def test_clashing_declarations_are_refused_naming_the_op(throwaway):
         throwaway("clash_d", forward=np.exp, vjps=(lambda g, ans, x: g,), numpy={np.exp: "not callable"})
     assert "clash_a" not in [op.name for op in tape.registered_ops()]
     assert interop.UFUNC_OPS[np.exp] is ops.exp
+
+
+@pytest.mark.parametrize("name", ["numel", "size", "item", "tolist", "new_zeros", "register_hook", "__repr__"])
+def test_a_method_name_tensor_inherits_is_refused_too(throwaway, name):
+    """Tensor's torch-porting methods sit on its base class TensorAPI: an op's method= may not shadow them either."""
+    before = getattr(tape.Tensor, name)
+    with pytest.raises(RegistrationError, match=f"method='{name}'.*already has"):
+        throwaway(f"clash_{name.strip('_')}", forward=np.exp, vjps=(lambda g, ans, x: g,), method=name)
+    assert getattr(tape.Tensor, name) is before and name not in vars(tape.Tensor)
 
 
 def test_tensors_op_methods_and_numpy_tables_are_exactly_what_the_registry_declares():

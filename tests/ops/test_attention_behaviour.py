@@ -187,7 +187,7 @@ def test_forward_saves_only_the_row_statistics_besides_inputs_and_output():
     q, k, v = (tape.tensor(rng.standard_normal(s), requires_grad=True) for s in ((2, 3, 8, 4), (2, 3, 9, 4),
                                                                                  (2, 3, 9, 5)))
     out = SDPA(q, k, v, is_causal=True)
-    arrays, ans, aux = out._node.saved
+    arrays, ans, aux = out._node.residuals
     # the saved arrays are the tensors' own memory, not copies
     assert np.shares_memory(ans, out.data) and all(np.shares_memory(a, b.data) for a, b in zip(arrays[:3], (q, k, v)))
     assert sorted(aux) == ["dropout_seed", "options", "row_log_sum", "row_max"]  # options: resolved once

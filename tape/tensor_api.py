@@ -1,0 +1,380 @@
+"""``TensorAPI``, the part of Tensor that is torch's porting surface rather than the engine: conversions to Python
+numbers (``item``, ``float()``, ``__index__``), ``size()``/``numel``/``dim``/``tolist``, ``new_full``/``new_zeros``/
+``new_ones``, copies and pickling, ``__repr__``, hooks; and how Tensor reaches the op library without importing it
+(``OPERATORS``, ``add_method``, the op methods ``_OpMethod``, the library loader). ``Tensor`` (tape/tensors.py)
+inherits it; nothing here holds state of its own.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import sys
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from .state import needs_grad
+
+if TYPE_CHECKING:
+    from .recording import Node
+    from .tensors import Tensor
+
+__all__ = ["TensorAPI", "ValuesIndices", "OPERATORS", "add_method", "remove_method", "set_library_loader"]
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+class ValuesIndices(NamedTuple):
+    """(values, indices), as torch's max / min / median along a dim, sort, topk, kthvalue, cummax and cummin
+    return them (torch.return_types): unpack it, index it or read ``.values`` and ``.indices``. The ops that
+    declare ``outputs=("values", "indices")`` return it (tape/registry.py), and so do their Tensor methods."""
+
+    values: Tensor
+    indices: Tensor
+
+
+class _OpMethod:
+    """A Tensor method that *is* a registered op applied to the tensor: ``t.cumsum(1)`` calls ``ops.cumsum(t, 1)``,
+    with the same arguments, so no method re-implements its op. Made for each op that declares ``method=``."""
+
+    def __init__(self, op):
+        self.op = op
+        self.op_name = op.name
+        self.__doc__ = f"The op {op.signature} with this tensor as its first argument."
+
+    def __get__(self, tensor, owner=None) -> Any:
+        if tensor is None:
+            return self
+        return functools.partial(self.op, tensor)
+
+
+class TensorAPI:
+    """Tensor's torch-porting methods (see the module docstring); every one reads the tensor through its fields."""
+
+    __slots__ = ()
+    if TYPE_CHECKING:
+        _data: np.ndarray
+        _requires_grad: bool
+        _node: Node | None
+        id: int
+        name: str | None
+        grad: Tensor | None
+
+        @property
+        def shape(self) -> tuple: ...
+        @property
+        def dtype(self) -> np.dtype: ...
+        @property
+        def ndim(self) -> int: ...
+        @property
+        def requires_grad(self) -> bool: ...
+        @requires_grad.setter
+        def requires_grad(self, flag: bool) -> None: ...
+        def __getitem__(self, index) -> Tensor: ...
+
+    # -- copies and pickling: a new leaf with its own identity and version counter --------------------------
+    def _copy_leaf(self, array, who: str) -> Tensor:
+        if self._node is not None:
+            raise RuntimeError(
+                f"{who}: only leaf tensors (made by the user, not by an op) can be copied; call "
+                f".detach() first to copy the values"
+            )
+        from .tensors import _unpickle
+
+        return _unpickle(array, self._requires_grad, self.name, None)
+
+    def __copy__(self) -> Tensor:
+        """A new leaf with its own identity and version counter, sharing the read-only array."""
+        t = self._copy_leaf(self._data, "copy.copy")
+        t.grad = self.grad
+        return t
+
+    def __deepcopy__(self, memo) -> Tensor:
+        """A new leaf with its own identity, version counter and a read-only copy of the array (and grad)."""
+        t = self._copy_leaf(self._data.copy(), "copy.deepcopy")
+        memo[id(self)] = t
+        t.grad = None if self.grad is None else self.grad.__deepcopy__(memo)
+        return t
+
+    def __reduce__(self):
+        if self._node is not None:
+            raise RuntimeError(
+                "pickle: only leaf tensors (made by the user, not by an op) can be pickled; call .detach() first"
+            )
+        from .tensors import _unpickle  # where pickles made before TensorAPI existed name it too
+
+        return (_unpickle, (np.array(self._data), self._requires_grad, self.name, self.grad))
+
+    # -- Python numbers and lists ---------------------------------------------------------------------------
+    def item(self):
+        """The one value as a Python number: an explicit exit from the graph, as torch's."""
+        return self._scalar("item").item()
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:  # numpy's and torch's rule: the truth of several (or no) values is ambiguous
+            raise ValueError(f"bool() of a Tensor with {self._data.size} values is ambiguous; use .any() or .all()")
+        return bool(self._scalar("bool"))
+
+    def _scalar(self, who: str) -> np.ndarray:
+        """The one value of a one-element tensor of any rank, as 0-d (torch's float(), int(), bool(), item())."""
+        if self._data.size != 1:
+            raise ValueError(
+                f"{who}() of a Tensor: only one-element tensors convert to a Python scalar, got shape {self.shape}"
+            )
+        frame = sys._getframe(2)  # numpy reads ``arr[i] = t`` through float()/int(); a user's float(t) is a call
+        if needs_grad(self) and frame is not None and frame.f_code.co_code[frame.f_lasti] == _STORE_SUBSCR:
+            raise TypeError(
+                "this Tensor requires grad, and assigning it into a numpy array (arr[i] = t) would silently drop "
+                "its gradient. Build the result with ops (ops.stack, ops.index_put, ops.where), or assign the "
+                "value explicitly: arr[i] = t.item()"
+            )
+        return self._data.reshape(())
+
+    def __index__(self) -> int:
+        """A 0-d integer tensor used as a Python int (``range(t)``, ``seq[t]``). torch takes any one-element
+        integer tensor; minitape only 0-d ones: numpy indexes an array with anything that has ``__index__`` as
+        a scalar, so ``array[t]`` for a shape-(1,) ``t`` would silently lose its axis."""
+        if self._data.dtype.kind not in "iu" or self._data.ndim != 0:
+            raise TypeError(
+                f"Tensor.__index__: only 0-d integer tensors can be used as an index (take t.reshape(()) or "
+                f"t.item() of a one-element tensor), got shape {self.shape} of dtype {self.dtype}"
+            )
+        return int(self._data.reshape(()))
+
+    def tolist(self):
+        """The values as (nested) Python numbers: an explicit exit from the graph, as torch's."""
+        return self._data.tolist()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    # -- torch's shape queries -------------------------------------------------------------------------------
+    @property
+    def size(self) -> _SizeMethod:
+        """torch's method: ``t.size()`` is the shape (a tuple), ``t.size(dim)`` one extent. Numpy's element count
+        is ``t.numel()``; using ``t.size`` uncalled as a number raises (see ``_SizeMethod``)."""
+        return _SizeMethod(self)
+
+    def numel(self) -> int:
+        """The number of elements (numpy's ``array.size``)."""
+        return self._data.size
+
+    def dim(self) -> int:
+        """The number of dimensions (``ndim``), as torch's."""
+        return self.ndim
+
+    ndimension = dim
+
+    def contiguous(self) -> Tensor:
+        """The tensor itself: minitape has no memory layout to make contiguous (torch returns ``self`` when it
+        already is)."""
+        return self  # type: ignore[return-value]
+
+    def __pos__(self):
+        return self
+
+    # -- new leaves ------------------------------------------------------------------------------------------
+    def new_full(self, size, fill_value, *, dtype=None, requires_grad: bool = False) -> Tensor:
+        """A new leaf of shape ``size`` filled with ``fill_value``, of this tensor's dtype unless ``dtype``
+        says otherwise (torch's; the new tensor is not in the graph)."""
+        from .tensors import Tensor
+
+        array = np.full(_shape_of("Tensor.new_full", size), fill_value, dtype=self.dtype if dtype is None else dtype)
+        return Tensor(array, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, requires_grad: bool = False) -> Tensor:
+        """``new_full(size, 0)``; the size as separate ints or one sequence, as torch's."""
+        return self.new_full(_shape_args(size), 0, dtype=dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad: bool = False) -> Tensor:
+        """``new_full(size, 1)``; the size as separate ints or one sequence, as torch's."""
+        return self.new_full(_shape_args(size), 1, dtype=dtype, requires_grad=requires_grad)
+
+    # -- gradient conveniences -------------------------------------------------------------------------------
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` and return the tensor, as torch's."""
+        self.requires_grad = requires_grad
+        return self  # type: ignore[return-value]
+
+    def register_hook(self, hook):
+        """``hook(grad)`` is called with this tensor's total gradient whenever a reverse pass reaches it, before the
+        gradient flows on or is accumulated into ``.grad``; a Tensor it returns replaces the gradient. Returns a
+        handle whose ``remove()`` unregisters the hook (torch's)."""
+        from .hooks import register_hook
+
+        return register_hook(self, hook)
+
+    def retain_grad(self) -> None:
+        """Keep the gradient of this non-leaf tensor in ``.grad`` after backward (a leaf already does), as torch's."""
+        from .hooks import retain_grad
+
+        retain_grad(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether ``retain_grad()`` was called on this non-leaf tensor."""
+        from .hooks import HOOKS
+
+        entry = HOOKS.get(self.id)
+        return entry is not None and entry.retained is not None
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", precision=4, threshold=20, edgeitems=2)
+        extra = f", dtype={self._data.dtype}"
+        if self._node is not None:
+            extra += f", grad_fn={self._node.op.name}"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    def __getattr__(self, name: str) -> Any:
+        """Called only for an attribute Tensor lacks. Its op methods (``t.sum()``) and the methods whose torch
+        signature is not one op's (``t.reshape(2, 3)``) come from the op library, loaded on first use."""
+        if not name.startswith("_") and _load_library():
+            return getattr(self, name)
+        raise AttributeError(f"'Tensor' object has no attribute '{name}'{_missing_hint(name)}")
+
+
+class _SizeMethod:
+    """``t.size`` uncalled: torch's method, bound to ``t``. Calling it gives the shape or one extent. Every use
+    as a number (``t.size == 0``, ``if t.size``, ``n * t.size``, ``range(t.size)``) raises: code written for
+    numpy's meaning (the element count) would otherwise compare a method with a number and be silently wrong."""
+
+    __slots__ = ("_tensor",)
+
+    def __init__(self, tensor: TensorAPI):
+        self._tensor = tensor
+
+    def __call__(self, dim: int | None = None):
+        shape = self._tensor.shape
+        if dim is None:
+            return shape
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
+            raise TypeError(f"Tensor.size: argument 'dim' expected an int or None, got {type(dim).__name__}")
+        if not -len(shape) <= dim < len(shape):
+            raise IndexError(
+                f"Tensor.size: argument 'dim' expected a dim in [{-len(shape)}, {len(shape) - 1}] for a tensor of "
+                f"shape {shape} (a 0-d tensor has none), got {dim}"
+            )
+        return shape[dim]
+
+    def __repr__(self) -> str:
+        return f"<Tensor.size method of a tensor of shape {self._tensor.shape}>"
+
+    def _refuse(self, *args):
+        raise TypeError(
+            "Tensor.size is torch's method: call t.size() for the shape or t.size(dim) for one extent; the "
+            "element count (numpy's array.size) is t.numel()"
+        )
+
+    __bool__ = __int__ = __index__ = __float__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __neg__ = _refuse
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _shape_args(args: tuple):
+    """``t.reshape(2, 3)`` and ``t.reshape((2, 3))`` both mean the shape (2, 3)."""
+    return args[0] if len(args) == 1 and not isinstance(args[0], int) else args
+
+
+def _shape_of(who: str, size) -> tuple:
+    """``size`` (an int or a sequence of ints) as a shape, or a TypeError naming ``who``."""
+    shape = (size,) if isinstance(size, int | np.integer) else size
+    ok = isinstance(shape, tuple | list) or (isinstance(shape, np.ndarray) and shape.ndim == 1)
+    if ok and all(isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 0 for n in shape):
+        return tuple(int(n) for n in shape)
+    raise TypeError(f"{who}: argument 'size' expected an int or a sequence of non-negative ints, got {size!r}")
+
+
+# -- the op library's side of Tensor -----------------------------------------------------------------------------
+# Python's operator protocol: the op library gives each its op (ops/_tensor.py); until it is loaded, each loads it
+OPERATORS = (
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__pow__", "__rpow__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__matmul__", "__rmatmul__",
+    "__neg__", "__abs__", "__getitem__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__",
+    "__lshift__", "__rlshift__", "__rshift__", "__rrshift__",
+)  # fmt: skip
+_library: dict[str, Any] = {"load": None, "loaded": False}
+
+
+def set_library_loader(load) -> None:
+    """How Tensor reaches the op library without importing it: ``load()`` imports it (set by ``tape/__init__``,
+    which loads the layers above the engine core on first use)."""
+    _library["load"] = load
+
+
+def _load_library() -> bool:
+    """Load the op library once; True when this call loaded it (so an attribute may now exist)."""
+    if _library["loaded"] or _library["load"] is None:
+        return False
+    _library["loaded"] = True
+    _library["load"]()
+    return True
+
+
+def _missing_hint(name: str) -> str:
+    if not _library["loaded"]:
+        return " (the op library, which gives Tensor its op methods, is not loaded: import ops)"
+    return " (Tensor's op methods are the registered ops that declare method=; python -m tape ops lists the ops)"
+
+
+def _until_loaded(name: str):
+    """Python's operator ``name`` before the op library has installed its own: loads the library, then runs it."""
+
+    def operator(self, *args):
+        _load_library()
+        method = getattr(type(self), name)
+        if method is operator:
+            raise TypeError(f"Tensor operator {name}: the op library (import ops) has not installed it")
+        return method(self, *args)
+
+    operator.__name__ = name
+    return operator
+
+
+def own_attribute(name: str):
+    """Tensor's own attribute ``name`` (its class's or ``TensorAPI``'s), or None; the operator stand-ins above are
+    not Tensor's own."""
+    from .tensors import Tensor
+
+    current = next((vars(c)[name] for c in Tensor.__mro__[:-1] if name in vars(c)), None)
+    return None if getattr(current, "_until_loaded", False) else current
+
+
+def add_method(name: str, method) -> None:
+    """Give Tensor the method or operator ``name`` (a function, property or ``_OpMethod``): the op library's
+    (``defop(..., method=...)`` and ops/_tensor.py). A name Tensor has of its own is refused."""
+    from .tensors import Tensor
+
+    current = own_attribute(name)
+    if current is not None:
+        raise ValueError(f"Tensor already has '{name}' ({current!r}); an op's method needs a name of its own")
+    if callable(method) and hasattr(method, "__code__"):  # a plain function: help() and tracebacks say Tensor.name
+        method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    setattr(Tensor, name, method)
+
+
+def remove_method(name: str, method) -> None:
+    """Undo ``add_method(name, method)`` (for ops unregistered again); another owner's ``name`` is left alone."""
+    from .tensors import Tensor
+
+    if Tensor.__dict__.get(name) is method:
+        delattr(Tensor, name)
+
+
+for _name in OPERATORS:
+    _stub = _until_loaded(_name)
+    _stub._until_loaded = True
+    setattr(TensorAPI, _name, _stub)
