@@ -4,10 +4,9 @@ slope in training) and gumbel_softmax.
 
 The mask is a pure function of an integer seed. ``rng`` is where the seed comes from: an int is the seed
 itself; a ``tape.Generator`` or ``np.random.Generator`` (None: ``tape.default_generator``, seeded by
-``tape.manual_seed``) gives a fresh seed on each call, drawn in the forward.
-The forward saves the seed it used under the attribute's own name, ``rng``, so the backward,
-a replay of the tape and the second-order pass regenerate the same mask from the recorded attribute
-instead of drawing a new one. Not training, or ``p == 0``, is the identity and draws nothing.
+``tape.manual_seed``) gives a fresh seed on each call, drawn in the forward. The forward returns the seed it used
+under the attribute's own name, ``rng``, so the backward, a replay of the tape and the second-order pass
+regenerate the same mask from the recorded attribute. Not training, or ``p == 0``, is the identity.
 
 The variants follow the same policy through one helper: each draws a constant (scale, shift) pair from the seed
 (rrelu's slopes, a channel's keep mask, alpha dropout's affine map of kept and dropped units), the forward is
