@@ -277,7 +277,7 @@ def _keys_major_copy(a):
     return np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2)
 
 
-def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, keys_major=False):
+def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, keys_major=False, out=None):
     """Output, row max m and log row sum log l of one block of queries against keys [0, n).
 
     q (..., groups, G, rows, E) unscaled queries; kg (..., groups, n, E); v_ext (..., groups, n, Ev), with
@@ -285,7 +285,8 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, key
     unnormalised output and the row sums in one product; keys-major scores sum their rows faster on their
     own). ``hide(scores)`` applies the masks in place to scores shaped (..., heads, rows, n); ``keep``: the
     dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``.
-    Returns o (..., heads, rows, Ev) and m, log l (..., heads, rows); 0, 0, 0 on rows that see no key.
+    Returns o (..., heads, rows, Ev) (written into ``out`` when given) and m, log l (..., heads, rows); 0, 0, 0
+    on rows that see no key.
     """
     *lead, groups, G, t, E = q.shape
     q_blk = np.multiply(q, scale, dtype=q.dtype).reshape(*lead, groups, G * t, E)
@@ -320,7 +321,7 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, key
         if empty.any():
             denominator = np.where(empty, 1, denominator)
             row_sum = np.where(empty, 1, row_sum)
-    return np.divide(o, denominator), m[..., 0], np.log(row_sum[..., 0])
+    return np.divide(o, denominator, out=out), m[..., 0], np.log(row_sum[..., 0])
 
 
 def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, dropout_p, needs):
@@ -587,8 +588,11 @@ def attention_forward(
         keys_major = lay.S <= (pb.tune.keys_major_keys if pb.tune.keys_major_keys is not None else keys_major_limit())
         keep = pb.whole_keep(keys_major) if dropout_p else None
         v_ext = vg if dropout_p or keys_major else _augmented(vg, 1)
+        # the output laid out (..., L, heads, Ev): merging the heads back ((B, L, H * Ev), what attention layers
+        # do next) is then a view, not a copy
+        out = np.empty(lay.batch_shape + (lay.L, lay.heads, lay.Ev), q.dtype).swapaxes(-2, -3)
         out, row_max, row_log_sum = _forward_block(
-            qg, kg, v_ext, pb.whole_hide(keys_major), keep, keys_major=keys_major, **options
+            qg, kg, v_ext, pb.whole_hide(keys_major), keep, keys_major=keys_major, out=out, **options
         )
         return out.reshape(lay.out_shape), row_max, row_log_sum
 
