@@ -17,6 +17,7 @@ dtype and ``KEPT_BYTES`` in all, so the memory kept is bounded: past those, ``em
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 
@@ -54,16 +55,16 @@ def _free_count() -> int:
 _FREE = _free_count()
 
 
-def empty(shape: tuple, dtype) -> np.ndarray:
-    """A writable C-contiguous array of ``shape`` and ``dtype`` with arbitrary contents: one this module made
+def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """``shape`` a tuple of ints. A writable C-contiguous array of ``shape`` and ``dtype`` with arbitrary contents: one this module made
     before and nothing else refers to any more, or a new one (kept for reuse when large enough and within the
     bounds)."""
     global _kept_bytes
     dtype = np.dtype(dtype)
-    nbytes = dtype.itemsize * int(np.prod(shape))
+    nbytes = dtype.itemsize * math.prod(shape)
     if nbytes < SMALLEST:
         return np.empty(shape, dtype)
-    key = (tuple(shape), dtype)
+    key = (shape, dtype)
     with _LOCK:
         kept = _KEPT.setdefault(key, [])
         array = _unreferenced(kept, _FREE)
