@@ -56,9 +56,9 @@ _FREE = _free_count()
 
 
 def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
-    """``shape`` a tuple of ints. A writable C-contiguous array of ``shape`` and ``dtype`` with arbitrary contents: one this module made
-    before and nothing else refers to any more, or a new one (kept for reuse when large enough and within the
-    bounds)."""
+    """A writable C-contiguous array of ``shape`` (a tuple of ints) and ``dtype``, contents arbitrary: one this
+    module made before that nothing else refers to any more, or a new one (kept for reuse when large enough and
+    within the bounds)."""
     global _kept_bytes
     dtype = np.dtype(dtype)
     nbytes = dtype.itemsize * math.prod(shape)

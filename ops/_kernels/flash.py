@@ -344,11 +344,12 @@ def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, 
     go = go.reshape(*rows, Ev)
     if k_ones is not None:  # [q*scale, -lse] @ [k, 1]^T = S - lse
         q_blk = _augmented(q, -(m + log_l), scale).reshape(*rows, E + 1)
-        p, p4 = _scores(q_blk, k_ones, G, False)
+        p = np.matmul(q_blk, k_ones.swapaxes(-1, -2))
         q_blk = q_blk[..., :E]
     else:
-        q_blk = np.multiply(q, scale, dtype=q.dtype).reshape(*lead, groups, G * t, E)
-        p, p4 = _scores(q_blk, kg, G, False)
+        q_blk = np.multiply(q, scale, dtype=dtype).reshape(*rows, E)
+        p = np.matmul(q_blk, kg.swapaxes(-1, -2))
+    p4 = p.reshape(p.shape[:-3] + (groups * G, t, n))
     hide(p4)
     if k_ones is None:  # (S - m) - log l: exact even when a finite fill makes S and m huge
         p4 -= m.reshape(*scores, 1)
@@ -362,7 +363,8 @@ def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, 
             dropped *= keep_scale
             dv = np.matmul(dropped.reshape(p.shape).swapaxes(-1, -2), go)
             del dropped
-        ds, ds4 = _scores(go, vg, G, False)
+        ds = np.matmul(go, vg.swapaxes(-1, -2))
+        ds4 = ds.reshape(ds.shape[:-3] + (groups * G, t, n))
         ds4 *= keep
         ds4 *= keep_scale
         ds4 -= delta.reshape(*scores, 1)
@@ -370,9 +372,9 @@ def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, 
         if need_v:
             dv = np.matmul(p.swapaxes(-1, -2), go)
         if v_ones is not None:  # [dO, -D] @ [V, 1]^T = dP - D
-            ds, ds4 = _scores(_augmented(go, -delta.reshape(rows)), v_ones, G, False)
+            ds = np.matmul(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2))
         else:
-            ds, ds4 = _scores(go, vg, G, False)
+            ds = np.matmul(go, vg.swapaxes(-1, -2))
             ds -= delta.reshape(*rows, 1)
     ds *= p  # dS = P * (dP - D)
     dq = dk = None
@@ -382,7 +384,7 @@ def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, 
         dq *= scale
     if need_k:  # dK = scale * dS^T Q = dS^T (scale * Q)
         dk = np.matmul(ds.swapaxes(-1, -2), q_blk)
-    return dq, dk, dv, ds4
+    return dq, dk, dv, ds.reshape(ds.shape[:-3] + (groups * G, t, n))
 
 
 # -- the problem ------------------------------------------------------------------------------------------
