@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import runtime
+from . import buffers, runtime
 
 __all__ = [
     "Tuning",
@@ -259,7 +259,7 @@ def _scores(x, y, G, keys_major):
         return s, s.reshape(s.shape[:-3] + (s.shape[-3] * G, s.shape[-2] // G, s.shape[-1]))
     *lead, groups, rows, _ = np.broadcast_shapes(x.shape, y.shape[:-2] + (1, 1))
     n = y.shape[-2]
-    buffer = np.empty((n, *lead, groups, rows), dtype=np.result_type(x, y))
+    buffer = buffers.empty((n, *lead, groups, rows), np.result_type(x, y))
     last = buffer.ndim - 1
     np.matmul(y, np.ascontiguousarray(x.swapaxes(-1, -2)), out=buffer.transpose(*range(1, last), 0, last))
     s4 = buffer.reshape((n, *lead, groups * G, rows // G)).transpose(*range(1, last + 1), 0)
@@ -591,7 +591,7 @@ def attention_forward(
         v_ext = vg if dropout_p or keys_major else _augmented(vg, 1)
         # the output laid out (..., L, heads, Ev): merging the heads back ((B, L, H * Ev), what attention layers
         # do next) is then a view, not a copy
-        out = np.empty(lay.batch_shape + (lay.L, lay.heads, lay.Ev), q.dtype).swapaxes(-2, -3)
+        out = buffers.empty(lay.batch_shape + (lay.L, lay.heads, lay.Ev), q.dtype).swapaxes(-2, -3)
         out, row_max, row_log_sum = _forward_block(
             qg, kg, v_ext, pb.whole_hide(keys_major), keep, keys_major=keys_major, out=out, **options
         )
