@@ -25,7 +25,7 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
-from ._kernels import runtime
+from ._kernels import buffers, runtime
 from ._numerics import quiet
 from ._onnx import NotExportable, no_attributes
 from ._samples import transposed, uniform
@@ -179,9 +179,12 @@ def _rows(x):
 
 
 def _gemm(a, b):
-    """``a @ b`` for matrices, BLAS single-threaded when the product is small (``runtime.blas_for``)."""
+    """``a @ b`` for matrices, BLAS single-threaded when the product is small (``runtime.blas_for``); on arrays,
+    into one of ``buffers``' reused arrays (a step's products are the same large arrays every step)."""
     with runtime.blas_for(2 * a.shape[0] * a.shape[1] * b.shape[-1]):
-        return a @ b
+        if type(a) is not np.ndarray or type(b) is not np.ndarray:  # Tensors (create_graph): the registered op
+            return a @ b
+        return np.matmul(a, b, out=buffers.empty((a.shape[0], b.shape[-1]), np.result_type(a, b)))
 
 
 def _linear(input, weight, bias=None):

@@ -99,6 +99,13 @@ class Tensor(TensorAPI):
         self._data = _readonly(array)
         self._version += 1
 
+    def _adopt(self, array: np.ndarray) -> None:
+        """``data = array`` without its copy, for an array the caller made and gives away (an optimizer's new
+        parameter value): of this tensor's shape and dtype, owning its memory, referred to by nothing else."""
+        assert array.shape == self._data.shape and array.dtype == self._data.dtype and array.base is None
+        self._data = _readonly(array)
+        self._version += 1
+
     def numpy(self) -> np.ndarray:
         """The read-only array (copy it with ``np.array(t)`` to get a writable one)."""
         return self._data.view()

@@ -36,11 +36,12 @@ import contextvars
 import dataclasses
 import math
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import runtime
+from . import buffers, runtime
 
 __all__ = [
     "Tuning",
@@ -71,11 +72,14 @@ class Tuning:
     whole_problem_scores: int = 1 << 20
     """Problems with at most this many scores (batch elements x heads x L x S) run as one block over every
     batch element and head, without threads; larger ones are tiled. 0 always tiles."""
+    keys_major_keys: int | None = None
+    """The whole-problem forward lays its scores out keys-major (``_scores``) when S is at most this; None = the
+    crossover measured on this machine at first use (``keys_major_limit``); 0 never."""
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value, optional = getattr(self, field.name), field.default is None
-            least = 0 if field.name == "whole_problem_scores" else 1
+            least = 0 if field.name in ("whole_problem_scores", "keys_major_keys") else 1
             if not (value is None and optional) and not (type(value) is int and value >= least):
                 allowed = f"an int >= {least}" + (" or None" if optional else "")
                 raise ValueError(f"tuning: {field.name} must be {allowed}, got {value!r}")
@@ -242,27 +246,64 @@ def _keep_flags(seed, first_head, n_heads, rows, keys, L, S, p) -> np.ndarray:
 
 
 # -- the math of one block, shared by the tiles and the whole-problem path ----------------------------------
-def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty):
+def _scores(x, y, G, keys_major):
+    """(s, s4): x @ y^T for x (..., groups, G * t, d) and y (..., groups, n, d), as s (..., groups, G * t, n) and
+    the same array as s4 (..., groups * G, t, n). ``keys_major``: both are views of one array whose first axis is
+    the key, so that the scores of one row lie a whole key's worth of rows apart and reductions over the keys run
+    as elementwise passes over every row at once (numpy reduces many short contiguous rows one at a time, over
+    10x slower at n = 32); the masks and dropout flags are then given in that order too (``_keys_major_copy``).
+    Its matmul is y @ x^T with x^T made contiguous: OpenBLAS's small-matrix kernels run a transposed operand
+    about 2x slower than the copy costs."""
+    if not keys_major:
+        s = np.matmul(x, y.swapaxes(-1, -2))
+        return s, s.reshape(s.shape[:-3] + (s.shape[-3] * G, s.shape[-2] // G, s.shape[-1]))
+    *lead, groups, rows, _ = np.broadcast_shapes(x.shape, y.shape[:-2] + (1, 1))
+    n = y.shape[-2]
+    buffer = buffers.empty((n, *lead, groups, rows), np.result_type(x, y))
+    last = buffer.ndim - 1
+    np.matmul(y, np.ascontiguousarray(x.swapaxes(-1, -2)), out=buffer.transpose(*range(1, last), 0, last))
+    s4 = buffer.reshape((n, *lead, groups * G, rows // G)).transpose(*range(1, last + 1), 0)
+    return buffer.transpose(*range(1, last + 1), 0), s4
+
+
+def _is_keys_major(s):
+    """Whether scores s (..., rows, keys) lie keys-major (``_scores``): a key's rows closer than a row's keys."""
+    return s.shape[-1] > 1 and s.shape[-2] > 1 and abs(s.strides[-1]) > abs(s.strides[-2])
+
+
+def _keys_major_copy(a):
+    """``a`` (..., rows, keys) as an array of the same shape laid out like ``_scores``' keys-major ones (rows
+    contiguous), so that elementwise passes combining the two walk both in memory order."""
+    return np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2)
+
+
+def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, keys_major=False, out=None):
     """Output, row max m and log row sum log l of one block of queries against keys [0, n).
 
     q (..., groups, G, rows, E) unscaled queries; kg (..., groups, n, E); v_ext (..., groups, n, Ev), with
-    a column of ones appended when there is no dropout (P @ [V, 1] gives the unnormalised output and the
-    row sums in one product). ``hide(scores)`` applies the masks in place to scores shaped
-    (..., heads, rows, n); ``keep``: the dropout flags in that shape, or None. Leading dims broadcast.
-    Returns o (..., heads, rows, Ev) and m, log l (..., heads, rows); 0, 0, 0 on rows that see no key.
+    a column of ones appended when there is no dropout and not ``keys_major`` (P @ [V, 1] gives the
+    unnormalised output and the row sums in one product; keys-major scores sum their rows faster on their
+    own). ``hide(scores)`` applies the masks in place to scores shaped (..., heads, rows, n); ``keep``: the
+    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``.
+    Returns o (..., heads, rows, Ev) (written into ``out`` when given) and m, log l (..., heads, rows); 0, 0, 0
+    on rows that see no key.
     """
     *lead, groups, G, t, E = q.shape
-    n = kg.shape[-2]
     q_blk = np.multiply(q, scale, dtype=q.dtype).reshape(*lead, groups, G * t, E)
-    s = np.matmul(q_blk, kg.swapaxes(-1, -2))
-    s4 = s.reshape(s.shape[:-3] + (groups * G, t, n))
+    s, s4 = _scores(q_blk, kg, G, keys_major)
     hide(s4)
     m = s4.max(axis=-1, keepdims=True)
     if may_empty:
         m[np.isneginf(m)] = 0
     s4 -= m
     np.exp(s4, out=s4)
-    if dropout_p:
+    if keys_major and not dropout_p:
+        Ev = v_ext.shape[-1]
+        row_sum = s4.sum(axis=-1, keepdims=True)
+        o = np.matmul(s, v_ext)
+        o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
+        denominator = row_sum
+    elif dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
         s4 *= keep
@@ -280,7 +321,7 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty):
         if empty.any():
             denominator = np.where(empty, 1, denominator)
             row_sum = np.where(empty, 1, row_sum)
-    return np.divide(o, denominator), m[..., 0], np.log(row_sum[..., 0])
+    return np.divide(o, denominator, out=out), m[..., 0], np.log(row_sum[..., 0])
 
 
 def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, dropout_p, needs):
@@ -431,6 +472,8 @@ class _Problem:
                 start = j0  # a short visible prefix: the whole (contiguous) width runs faster than a strided part
             if start < j1:  # hidden above the diagonal: key j > i + offset
                 above = np.arange(start, j1)[None, :] > (np.arange(i0, i1) + self.causal_offset)[:, None]
+                if _is_keys_major(s):
+                    above = _keys_major_copy(above)
                 if start == j0:  # adding -inf there and 0 elsewhere is exact, and faster than a masked copy
                     s += np.where(above, s.dtype.type(-np.inf), s.dtype.type(0))
                 else:
@@ -441,11 +484,13 @@ class _Problem:
         mask = None if tile.batch.mask is None else _mask_tile(tile.batch.mask, tile)
         return lambda s: self.mask_scores(s, mask, (tile.i0, tile.i1), (tile.j0, tile.j1))
 
-    def whole_hide(self):
-        """``mask_scores`` for the whole problem's scores (the lengths as a (batch..., 1, 1, S) bool mask)."""
+    def whole_hide(self, keys_major=False):
+        """``mask_scores`` for the whole problem's scores (the lengths as a (batch..., 1, 1, S) bool mask); the
+        mask laid out keys-major for keys-major scores (``_scores``)."""
         lay = self.lay
         padded = None if self.lengths is None else np.arange(lay.S) >= self.lengths[..., None, None, None]
-        return lambda s: self.mask_scores(s, self.hidden, (0, lay.L), (0, lay.S), padded)
+        hidden = self.hidden if self.hidden is None or not keys_major else _keys_major_copy(self.hidden)
+        return lambda s: self.mask_scores(s, hidden, (0, lay.L), (0, lay.S), padded)
 
     def keep(self, tile):
         """The dropout keep flags of a tile, (heads, rows, keys)."""
@@ -461,13 +506,15 @@ class _Problem:
             self.dropout_p,
         )
 
-    def whole_keep(self):
-        """The dropout keep flags of the whole problem, (batch..., heads, L, S): the tiles' flags."""
+    def whole_keep(self, keys_major=False):
+        """The dropout keep flags of the whole problem, (batch..., heads, L, S): the tiles' flags (laid out
+        keys-major for keys-major scores)."""
         lay = self.lay
         flags = _keep_flags(
             self.seed, 0, math.prod(lay.batch_shape) * lay.heads, (0, lay.L), (0, lay.S), lay.L, lay.S, self.dropout_p
         )
-        return flags.reshape(lay.batch_shape + (lay.heads, lay.L, lay.S))
+        flags = flags.reshape(lay.batch_shape + (lay.heads, lay.L, lay.S))
+        return _keys_major_copy(flags) if keys_major else flags
 
 
 def _augmented(a, column, scale=1.0):
@@ -476,6 +523,46 @@ def _augmented(a, column, scale=1.0):
     np.multiply(a, scale, out=out[..., :-1])
     out[..., -1] = column
     return out
+
+
+# -- the keys-major crossover, measured once per process --------------------------------------------------
+_KEYS_MAJOR: list[int] = []  # [the measured limit], once
+_KEYS_MAJOR_LOCK = threading.Lock()
+_MEASURED_KEYS = (16, 32, 64, 128, 256)
+
+
+def keys_major_limit() -> int:
+    """The longest key count S (of those measured) up to which the whole-problem forward runs faster with
+    keys-major scores on this machine: measured at first use on causal float32 problems of 2^16 scores, S x S
+    per head, E = 32, both layouts alternating, best of 5 each after a warm-up; the largest S where keys-major
+    wins by 5% (0 when it never does: a loss at a short S is not taken as the end, since on a busy machine one
+    timing may lose by chance and short rows are where keys-major gains most); cached for the process."""
+    with _KEYS_MAJOR_LOCK:
+        if not _KEYS_MAJOR:
+            _KEYS_MAJOR.append(_measure_keys_major())
+        return _KEYS_MAJOR[0]
+
+
+def _measure_keys_major() -> int:
+    rng = np.random.default_rng(0)
+    limit = 0
+    for n in _MEASURED_KEYS:
+        q, k, v = (rng.standard_normal((max(1, (1 << 16) // (n * n)), 1, n, 32), dtype=np.float32) for _ in "qkv")
+        pb = _Problem(q, k, v, None, scale=0.2, causal_offset=0, lengths=None, dropout_p=0.0, seed=0, enable_gqa=False)
+        qg, kg, vg = pb.whole_operands()
+        runs = {True: (vg, pb.whole_hide(True)), False: (_augmented(vg, 1), pb.whole_hide(False))}
+        best = dict.fromkeys(runs, math.inf)
+        for rep in range(6):  # the first round warms up (first calls, pages): not counted
+            for keys_major, (v_ext, hide) in runs.items():
+                start = time.perf_counter()
+                _forward_block(
+                    qg, kg, v_ext, hide, None, scale=0.2, dropout_p=0.0, may_empty=True, keys_major=keys_major
+                )
+                if rep:
+                    best[keys_major] = min(best[keys_major], time.perf_counter() - start)
+        if best[True] < 0.95 * best[False]:
+            limit = n
+    return limit
 
 
 # -- the passes -------------------------------------------------------------------------------------------
@@ -499,9 +586,14 @@ def attention_forward(
     options = dict(scale=scale, dropout_p=dropout_p, may_empty=pb.may_empty)
     if pb.whole:
         qg, kg, vg = pb.whole_operands()
-        keep = pb.whole_keep() if dropout_p else None
+        keys_major = lay.S <= (pb.tune.keys_major_keys if pb.tune.keys_major_keys is not None else keys_major_limit())
+        keep = pb.whole_keep(keys_major) if dropout_p else None
+        v_ext = vg if dropout_p or keys_major else _augmented(vg, 1)
+        # the output laid out (..., L, heads, Ev): merging the heads back ((B, L, H * Ev), what attention layers
+        # do next) is then a view, not a copy
+        out = buffers.empty(lay.batch_shape + (lay.L, lay.heads, lay.Ev), q.dtype).swapaxes(-2, -3)
         out, row_max, row_log_sum = _forward_block(
-            qg, kg, vg if dropout_p else _augmented(vg, 1), pb.whole_hide(), keep, **options
+            qg, kg, v_ext, pb.whole_hide(keys_major), keep, keys_major=keys_major, out=out, **options
         )
         return out.reshape(lay.out_shape), row_max, row_log_sum
 

@@ -50,6 +50,22 @@ __all__ = [
 ]
 
 
+def _assign(p: Tensor, new: np.ndarray, state: dict) -> None:
+    """``p.data = new`` -- without the copy when ``new`` is a fresh array of p's shape and dtype that owns its
+    memory and is none of the optimizer's state arrays (what the update rules return; anything else is copied)."""
+    if (
+        type(new) is np.ndarray
+        and new.base is None
+        and new.flags.owndata
+        and new.shape == p.shape
+        and new.dtype == p.dtype
+        and not any(new is value for value in state.values())
+    ):
+        p._adopt(new)
+    else:
+        p.data = new
+
+
 class Optimizer:
     """Base class: holds the parameter groups, the per-parameter state and ``zero_grad``/``step``.
 
@@ -142,7 +158,8 @@ class Optimizer:
                             f"{type(self).__name__}.step: gradient of shape {grad.shape} {grad.dtype} "
                             f"for a parameter of shape {p.shape} {p.dtype}"
                         )
-                    p.data = self._update(p.data, grad, self.state.setdefault(id(p), {}), group)
+                    state = self.state.setdefault(id(p), {})
+                    _assign(p, self._update(p.data, grad, state, group), state)
         self.steps_taken += 1
 
     def _update(self, p: np.ndarray, grad: np.ndarray, state: dict, group: dict) -> np.ndarray:

@@ -21,11 +21,13 @@ WHOLE, TILED = "whole", "tiled"
 TOLERANCE = {np.float64: (1e-12, 1e-14), np.float32: (1e-5, 1e-6)}  # rtol, atol (atol scaled by the values)
 
 
-def use_path(path, small_tiles=False):
+def use_path(path, small_tiles=False, keys_major=False):
     """The kernels' tuning for a path (a context manager). Small tiles: rows, keys and heads split, tile sizes
-    that divide nothing, two threads."""
+    that divide nothing, two threads. ``keys_major``: the whole-problem forward lays its scores out keys-major
+    (else rows-major), whatever the crossover measured on this machine says."""
     small = dict(block_rows=3, block_keys=4, tile_elements=3 * 9, workers=2) if small_tiles else {}
-    return flash.tuning(whole_problem_scores=1 << 40 if path == WHOLE else 0, **small)
+    layout = dict(keys_major_keys=1 << 30 if keys_major else 0)
+    return flash.tuning(whole_problem_scores=1 << 40 if path == WHOLE else 0, **small, **layout)
 
 
 def forward_backward(q, k, v, mask, mask_grad, dtype, options):
@@ -105,15 +107,16 @@ CASES = {
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("keys_major", [False, True], ids=["whole rows-major", "whole keys-major"])
 @pytest.mark.parametrize("small_tiles", [False, True], ids=["default tiles", "small tiles"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_whole_problem_and_tiled_paths_agree(name, small_tiles, dtype):
+def test_whole_problem_and_tiled_paths_agree(name, small_tiles, keys_major, dtype):
     shapes, make_mask, mask_grad, options = CASES[name]
     rng = np.random.default_rng(sorted(CASES).index(name))
     q, k, v = qkv(rng, *shapes)
     mask = None if make_mask is None else make_mask(rng)
     options = {key: np.array(value) if key == "key_padding_lengths" else value for key, value in options.items()}
-    with use_path(WHOLE):
+    with use_path(WHOLE, keys_major=keys_major):
         whole = forward_backward(q, k, v, mask, mask_grad, dtype, dict(options))
     with use_path(TILED, small_tiles):
         tiled = forward_backward(q, k, v, mask, mask_grad, dtype, dict(options))
@@ -174,7 +177,8 @@ def test_tuning_is_scoped_to_the_block_and_the_thread():
 
 
 @pytest.mark.parametrize("changes", [dict(block_rows=0), dict(workers=-1), dict(tile_elements=None),
-                                     dict(whole_problem_scores=1.5), dict(block_cols=4)])
+                                     dict(whole_problem_scores=1.5), dict(block_cols=4),
+                                     dict(keys_major_keys=-1)])
 def test_tuning_rejects_bad_settings(changes):
     with pytest.raises((ValueError, TypeError)):
         with flash.tuning(**changes):
@@ -195,3 +199,23 @@ def test_the_training_examples_attention_runs_whole():
     problem = flash._Problem(q, q, q, None, scale=1.0, causal_offset=0, lengths=None, dropout_p=0.0, seed=0,
                              enable_gqa=False)
     assert problem.whole and problem.tiles == []
+
+
+def test_the_keys_major_crossover_is_measured_once_and_the_setting_overrides_it(monkeypatch):
+    """The whole-problem forward lays its scores out keys-major when S is at most the crossover measured at first
+    use (once per process), or at most ``keys_major_keys`` when that is set."""
+    measured = []
+    monkeypatch.setattr(flash, "_KEYS_MAJOR", [])
+    monkeypatch.setattr(flash, "_measure_keys_major", lambda: measured.append(1) or 8)
+    layouts = []
+    forward_block = flash._forward_block
+    monkeypatch.setattr(flash, "_forward_block", lambda *a, keys_major, **k: (layouts.append(keys_major),
+                                                                              forward_block(*a, keys_major=keys_major,
+                                                                                            **k))[1])
+    rng = np.random.default_rng(0)
+    for s in (8, 9):
+        q, k, v = qkv(rng, (2, 3, 5, 4), (2, 3, s, 4), (2, 3, s, 4))
+        forward_backward(q, k, v, None, False, np.float64, {})
+    with flash.tuning(keys_major_keys=9):
+        forward_backward(q, k, v, None, False, np.float64, {})
+    assert measured == [1] and layouts == [True, False, True]

@@ -439,3 +439,32 @@ def test_schedule_state_dict_round_trip_and_validation():
                             {"params": [tape.tensor(np.ones(2), requires_grad=True)]}], lr=0.1)
     with pytest.raises(ValueError, match=r"'base_lrs' has 1 learning rate\(s\); the optimizer has 2 parameter group"):
         optim.WarmupCosineLR(two_groups, 1, 2).load_state_dict(state)
+
+
+def test_a_step_takes_the_rules_fresh_arrays_as_they_are_and_copies_anything_else():
+    """The new value a rule returns becomes the parameter's read-only array without a copy when it is a fresh
+    array; a rule returning one of its own state arrays (or a view) gets a copy, so the parameter never aliases
+    the optimizer's private, mutable state."""
+
+    class Returns(optim.Optimizer):
+        def __init__(self, params, what):
+            super().__init__(params, {"lr": 0.1})
+            self.what = what
+
+        def _update(self, p, grad, state, group):
+            state.setdefault("buf", np.zeros_like(p))
+            state["buf"] += grad
+            return {"fresh": p - state["buf"], "state": state["buf"], "view": (p - state["buf"])[...]}[self.what]
+
+    for what in ("fresh", "state", "view"):
+        p = tape.tensor(np.ones(3), requires_grad=True)
+        opt = Returns([p], what)
+        for _ in range(2):
+            p.grad = tape.tensor(np.full(3, 0.5))
+            version = p._version
+            opt.step()
+            assert p._version == version + 1 and not p.data.flags.writeable
+        buf = opt.state[id(p)]["buf"]
+        assert not np.shares_memory(p.data, buf), what
+        expected = np.ones(3) if what == "state" else np.full(3, -0.5)  # 1 - 0.5, then - (0.5 + 0.5)
+        np.testing.assert_array_equal(p.data, expected)

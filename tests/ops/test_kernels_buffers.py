@@ -1,0 +1,102 @@
+"""The kernels' reused output buffers (``ops._kernels.buffers``): an array is handed out again only when nothing
+else can reach it -- not while a Tensor, a view, a saved value, a gradient or a buffer export holds it -- and
+linear's products come from them, so a training step stops faulting fresh pages in every step."""
+
+import gc
+import resource
+
+import numpy as np
+import pytest
+
+import ops
+import tape
+from ops._kernels import buffers
+
+SHAPE = (256, 128)  # 128 KiB of float32: kept
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """An empty set of kept arrays for the test (the process's own are back after)."""
+    monkeypatch.setattr(buffers, "_KEPT", {})
+    monkeypatch.setattr(buffers, "_kept_bytes", 0)
+
+
+def test_an_array_comes_back_only_once_nothing_else_refers_to_it(fresh):
+    a = buffers.empty(SHAPE, np.float32)
+    first = id(a)
+    held = [buffers.empty(SHAPE, np.float32)]
+    assert id(held[0]) != first  # `a` is still referred to
+    view = a.reshape(-1)
+    del a
+    assert id(buffers.empty(SHAPE, np.float32)) != first  # a view refers to its base
+    exported = memoryview(view)
+    del view
+    assert id(buffers.empty(SHAPE, np.float32)) != first  # a buffer export refers to it
+    del exported
+    gc.collect()
+    again = buffers.empty(SHAPE, np.float32)
+    assert id(again) == first and again.flags.writeable and again.flags.c_contiguous
+
+
+def test_a_tensor_and_its_saved_values_keep_the_array(fresh):
+    """y's buffer is not handed out while y lives, nor while only the node that saved it does."""
+    rng = np.random.default_rng(0)
+    x = tape.tensor(rng.standard_normal((256, 64)), requires_grad=True)
+    w = tape.tensor(rng.standard_normal((64, 64)), requires_grad=True)
+    y = ops.linear(x, w)
+    expected = x.data @ w.data.T
+    z = ops.sin(y)  # sin saves its input y for the backward
+    del y
+    for _ in range(3):  # products of the same shape meanwhile: never into y's memory
+        buffers.empty((256, 64), np.float64)[...] = np.nan
+    z.backward(np.ones(z.shape))
+    np.testing.assert_allclose(x.grad.data, np.cos(expected) @ w.data, rtol=1e-12)
+
+
+def test_small_arrays_and_the_bounds_are_not_kept(fresh, monkeypatch):
+    buffers.empty((4, 4), np.float32)
+    assert buffers._KEPT == {}
+    monkeypatch.setattr(buffers, "PER_SHAPE", 2)
+    held = [buffers.empty(SHAPE, np.float32) for _ in range(4)]
+    assert len(buffers._KEPT[(SHAPE, np.dtype(np.float32))]) == 2 and len({id(a) for a in held}) == 4
+
+
+def test_linear_results_are_right_when_their_buffers_are_reused(fresh):
+    """The same products in a loop (buffers reused from the second step on) equal numpy's, step after step."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((512, 64))
+    w = rng.standard_normal((192, 64))
+    b = rng.standard_normal(192)
+    for step in range(3):
+        xt, wt, bt = (tape.tensor(a * (step + 1), requires_grad=True) for a in (x, w, b))
+        y = ops.linear(xt, wt, bt)
+        g = rng.standard_normal(y.shape)
+        y.backward(g)
+        np.testing.assert_allclose(y.data, (x * (step + 1)) @ (w * (step + 1)).T + b * (step + 1), rtol=1e-12)
+        np.testing.assert_allclose(xt.grad.data, g @ (w * (step + 1)), rtol=1e-12)
+        np.testing.assert_allclose(wt.grad.data, g.T @ (x * (step + 1)), rtol=1e-12)
+    assert buffers._KEPT  # the products went through the kept buffers
+
+
+def test_a_training_loop_of_linears_stops_faulting_pages_in():
+    """Each step allocates the same large arrays (products, tanh's output, gradients: ~5 MiB); with the products
+    kept, malloc keeps the memory around them too and nothing is faulted in again (fresh products: ~990 minor
+    page faults a step, when this test runs in a process of its own; in a busy test process malloc may keep the
+    memory anyway, and the test then passes either way)."""
+    rng = np.random.default_rng(3)
+    x = tape.tensor(rng.standard_normal((2048, 64)).astype(np.float32))
+    w1 = tape.tensor(rng.standard_normal((128, 64)).astype(np.float32), requires_grad=True)
+    w2 = tape.tensor(rng.standard_normal((64, 128)).astype(np.float32), requires_grad=True)
+
+    def step():
+        w1.grad = w2.grad = None
+        ops.linear(ops.tanh(ops.linear(x, w1)), w2).sum().backward()
+
+    for _ in range(3):
+        step()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        step()
+    per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10
+    assert per_step < 100, per_step
