@@ -24,6 +24,7 @@ import sys  # noqa: I001 -- tests/ (oracle, paths) on the path when this file ru
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository first: tests/ops must not hide ops/
 
 import math
 import warnings
