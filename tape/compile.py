@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from itertools import chain
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -224,7 +225,15 @@ class _Trace:
                 inputs.append(c._data)
         if len(self.candidates) > 1:
             self.candidates = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == call.key]
-        return self._enter(op, tensors, op.attr_defaults, None, (), inputs, captured, call)
+        if not call.single:
+            return self._enter(op, tensors, op.attr_defaults, None, (), inputs, captured, call)
+        shape, dtype, requires_grad = call.out_specs[0]
+        p = _NEW(_Pending)  # ``_placeholder``, inline
+        _SET_DATA(p, (shape, dtype, cell, call.first))
+        _SET_NODE(p, None)
+        p._requires_grad, p._grad, p.id, p._version, p.name = requires_grad, None, next(_ids), 0, None
+        self.entries.append((op, tensors, op.attr_defaults, None, (), inputs, captured, (p,), p))
+        return p
 
     def _slow(self, op, args, kwargs, k):
         """The call bound and coerced as eager does, keyed, matched against the candidates' entry k."""
@@ -330,9 +339,8 @@ class _Trace:
 
 
 def _fast_signature(args, tensors, keys):
-    """What a later call's positional ``args`` must be to match without binding: per argument an output slot, an
-    outside tensor's (shape, dtype, requires_grad), or for a Python float the dtype of the shared constant eager
-    made of it; None when an argument is anything else."""
+    """Per positional argument an output slot, an outside tensor's (shape, dtype, requires_grad) or a Python float's
+    constant dtype; None when an argument is anything else."""
     sig = []
     for a, t, key in zip(args, tensors, keys):
         if isinstance(a, Tensor) and key is not None:
@@ -401,22 +409,11 @@ def _difference(key, had) -> str:
 
 
 # -- plans ------------------------------------------------------------------------------------------------------
-class _Call:
-    """One op call of a plan: its key (and ``fast`` signature, set when a trace first matches it by binding), grad
-    mode, output specs (shape, dtype, requires_grad) and first slot, a Node naming it in messages, the attributes
-    its forward resolved (``resolved``), and ``short``: (check or None, forward, quiet?) for a one-output call of
-    ``apply``'s short path, facts fixed when the plan was built."""
-
-    op: Any
-    key: Any
-    fast: tuple | None
-    grad_enabled: bool
-    out_specs: tuple
-    single: bool
-    first: int
-    site: Node
-    resolved: dict
-    short: tuple | None
+class _Call(SimpleNamespace):
+    """One op call of a plan (its fields set by ``_build``): ``op``, ``key``, ``fast`` (its signature, set at the first
+    bound match), ``grad_enabled``, ``out_specs`` ((shape, dtype, requires_grad) per output) from slot ``first``,
+    ``single`` (one Tensor result), ``site`` (a Node naming it), ``resolved`` (the attributes its forward resolved),
+    ``short`` ((check or None, forward, quiet?, shape, dtype) for a call of ``apply``'s short path, else None)."""
 
 
 class _Plan:
@@ -433,7 +430,7 @@ class _Plan:
         token = None  # set while numpy's warnings are off (a run of quiet forwards)
         try:
             for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
-                arrays = []
+                arrays = []  # (a loop: a comprehension is a call of its own on Python 3.11)
                 for x in e[5]:
                     arrays.append(vals[x] if type(x) is int else x)
                 short = call.short if e[3] is None else None
