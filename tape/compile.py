@@ -9,6 +9,7 @@ story: what a trace is matched by, what a plan depends on, when a call runs eage
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from itertools import chain
@@ -159,19 +160,12 @@ def _placeholder(cell, slot, spec) -> _Pending:
 
 
 _NEW = _Pending.__new__
-_STANDINS: dict = {}
+_standin = functools.cache(lambda dtype: Tensor._wrap(np.empty(0, dtype)))  # an empty tensor of a dtype, shared
 
 
 def _coerce_traced(op, inputs, seq_lens):
     """``arguments.coerce`` on a traced call: placeholders are shown to it as empty tensors of their dtype."""
-    shown = []
-    for x in inputs:
-        if type(x) is _Pending:
-            dtype = _SPEC(x, Tensor)[1]
-            x = _STANDINS.get(dtype)
-            if x is None:
-                x = _STANDINS[dtype] = Tensor._wrap(np.empty(0, dtype))
-        shown.append(x)
+    shown = [_standin(_SPEC(x, Tensor)[1]) if type(x) is _Pending else x for x in inputs]
     return [x if type(x) is _Pending else o for x, o in zip(inputs, arguments.coerce(op, shown, seq_lens))]
 
 
