@@ -1,26 +1,19 @@
-"""A compiled training step (docs/compile.md says what a plan depends on): ``fn`` runs on every call; its ops are
-traced cheaply and, when the trace matches a plan, run as a flat program through the engine's own op calls. The
-result is eager's, bit for bit, or an error.
+"""A compiled training step: ``fn`` runs on every call, its ops traced cheaply (placeholders, no values); a trace
+that matches a plan runs as a flat program through the engine's own op and rule calls, anything else runs (and is
+recorded as a new plan) eagerly. The result is eager's, bit for bit, or a CompileError. docs/compile.md has the full
+story: what a trace is matched by, what a plan depends on, when a call runs eagerly.
 
     step = tape.compile(loss_fn, model.parameters())   # loss_fn(*batch) -> a scalar loss Tensor, through ops
     loss, grads = step(tokens, targets)                 # loss: a constant Tensor; grads: [p.grad for p in params]
-
-While ``fn`` runs, ``apply`` hands each op call to the step's ``_Trace``, which matches it against entry k of the
-cached plans (the same op, attributes by value, each tensor input the same slot or an outside tensor of the same
-shape/dtype/requires_grad, whose array is captured now, the same grad mode) and returns placeholders (``_Pending``:
-shape and dtype, no values). When ``fn`` returns and the whole trace matched, ``_Plan.run`` makes the forward calls
-(``apply``'s short path or ``recording.forward_arrays``) and the reverse pass's rule calls
-(``autodiff.input_gradients``) in eager's order. Anything else -- a mismatch, ``fn`` reading a placeholder's values,
-randomness drawn in a forward, a graph made outside ``fn``, tensor hooks -- *materializes* the trace: every op so
-far runs through eager ``recording.run_op`` on its captured arrays, ``fn`` continues eagerly, the call ends with
-``loss.backward()`` and its recording becomes a new plan. Plain eager while a tape records or under anomaly mode.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from itertools import chain
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -75,12 +68,10 @@ class CompiledStep:
         )
 
     def __call__(self, *args, **kwargs):
-        if STATE.recording_tapes or STATE.anomaly or STATE.tracer is not None:
+        if STATE.recording_tapes or STATE.anomaly or STATE.tracer is not None:  # plain eager
             with enable_grad():
                 loss = _checked_loss(self.fn(*args, **kwargs))
-            if loss._node is not None:
-                loss.backward()
-            return Tensor._wrap(loss._data), [p.grad for p in self.params]
+            return self._eager_result(loss)
         trace = STATE.tracer = _Trace(self)
         try:
             try:
@@ -95,16 +86,20 @@ class CompiledStep:
                 self.replays += 1
                 return Tensor._wrap(value), [p.grad for p in self.params]
             trace.materialize()
-            if loss._node is not None:
-                loss.backward()
+            result = self._eager_result(loss)
             self.records += 1
             plan = _build(trace.recorder.records, loss)
             if plan is not None:
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
-            return Tensor._wrap(loss._data), [p.grad for p in self.params]
+            return result
         finally:
             trace.close()
+
+    def _eager_result(self, loss):
+        if loss._node is not None:
+            loss.backward()
+        return Tensor._wrap(loss._data), [p.grad for p in self.params]
 
 
 def _checked_loss(loss):
@@ -128,30 +123,26 @@ def _materialize(t) -> None:
         trace.materialize()
 
 
+def _materializing(slot):
+    """A property for a Tensor slot that materializes the trace first (then reads or sets the slot itself)."""
+
+    def get(t):
+        _materialize(t)
+        return slot.__get__(t, Tensor)
+
+    def set_(t, value):
+        _materialize(t)
+        slot.__set__(t, value)
+
+    return property(get, set_)
+
+
 class _Pending(Tensor):
     """An op output of a trace: shape and dtype known, values not yet. Reading its values (or graph) materializes
     the trace; it then becomes a plain Tensor (``__class__`` reassigned)."""
 
     __slots__ = ()
-
-    def _get_data(self):
-        _materialize(self)
-        return _SPEC(self, Tensor)
-
-    def _set_data(self, value):
-        _materialize(self)
-        _SET_DATA(self, value)
-
-    def _get_node(self):
-        _materialize(self)
-        return _NODE.__get__(self, Tensor)
-
-    def _set_node(self, value):
-        _materialize(self)
-        _SET_NODE(self, value)
-
-    _data = property(_get_data, _set_data)
-    _node = property(_get_node, _set_node)
+    _data, _node = _materializing(_DATA), _materializing(_NODE)
     shape = property(lambda self: _SPEC(self, Tensor)[0])
     dtype = property(lambda self: _SPEC(self, Tensor)[1])
     ndim = property(lambda self: len(_SPEC(self, Tensor)[0]))
@@ -169,29 +160,21 @@ def _placeholder(cell, slot, spec) -> _Pending:
 
 
 _NEW = _Pending.__new__
-_STANDINS: dict = {}
+_standin = functools.cache(lambda dtype: Tensor._wrap(np.empty(0, dtype)))  # an empty tensor of a dtype, shared
 
 
 def _coerce_traced(op, inputs, seq_lens):
     """``arguments.coerce`` on a traced call: placeholders are shown to it as empty tensors of their dtype."""
-    shown = []
-    for x in inputs:
-        if type(x) is _Pending:
-            dtype = _SPEC(x, Tensor)[1]
-            x = _STANDINS.get(dtype)
-            if x is None:
-                x = _STANDINS[dtype] = Tensor._wrap(np.empty(0, dtype))
-        shown.append(x)
+    shown = [_standin(_SPEC(x, Tensor)[1]) if type(x) is _Pending else x for x in inputs]
     return [x if type(x) is _Pending else o for x, o in zip(inputs, arguments.coerce(op, shown, seq_lens))]
 
 
-# -- the trace: entry k is (op, tensors, attrs, values, seq_lens, inputs, captured, outs, result) -- the bound call;
-# per tensor input its output slot or captured array (None when absent); (tensor, array, version) per outside tensor
-# read; the placeholder outputs and what fn got ---------------------------------------------------------------------
+# -- the trace: entry k is (op, tensors, attrs, values, seq_lens, inputs, captured, outs, result): the bound call,
+# per tensor input its slot or captured array (None when absent), (tensor, array, version) per outside tensor read,
+# the placeholder outputs and what fn got -----------------------------------------------------------------------
 class _Trace:
-    """The op calls of one run of ``fn`` while they match a plan; then (materialized) an eager recording. Call k is
-    matched against entry k of the first candidate plan by its ``fast`` signature (positional tensors and floats:
-    identity and shape tests, no binding), else bound and keyed as eager binds it (``_slow``)."""
+    """The op calls of one run of ``fn`` while they match a plan (call k against entry k of the candidates: by its
+    ``fast`` signature, else bound and keyed as eager binds it); then (materialized) an eager recording."""
 
     def __init__(self, step):
         self.step = step
@@ -350,9 +333,8 @@ class _Trace:
 
 
 def _fast_signature(args, tensors, keys):
-    """What a later call's positional ``args`` must be to match without binding: per argument an output slot, an
-    outside tensor's (shape, dtype, requires_grad), or for a Python float the dtype of the shared constant eager
-    made of it; None when an argument is anything else."""
+    """Per positional argument an output slot, an outside tensor's (shape, dtype, requires_grad) or a Python float's
+    constant dtype; None when an argument is anything else."""
     sig = []
     for a, t, key in zip(args, tensors, keys):
         if isinstance(a, Tensor) and key is not None:
@@ -421,22 +403,11 @@ def _difference(key, had) -> str:
 
 
 # -- plans ------------------------------------------------------------------------------------------------------
-class _Call:
-    """One op call of a plan: its key (and ``fast`` signature, set when a trace first matches it by binding), grad
-    mode, output specs (shape, dtype, requires_grad) and first slot, a Node naming it in messages, the attributes
-    its forward resolved (``resolved``), and ``short``: (check or None, forward, quiet?) for a one-output call of
-    ``apply``'s short path, facts fixed when the plan was built."""
-
-    op: Any
-    key: Any
-    fast: tuple | None
-    grad_enabled: bool
-    out_specs: tuple
-    single: bool
-    first: int
-    site: Node
-    resolved: dict
-    short: tuple | None
+class _Call(SimpleNamespace):
+    """One op call of a plan (its fields set by ``_build``): ``op``, ``key``, ``fast`` (its signature, set at the first
+    bound match), ``grad_enabled``, ``out_specs`` ((shape, dtype, requires_grad) per output) from slot ``first``,
+    ``single`` (one Tensor result), ``site`` (a Node naming it), ``resolved`` (the attributes its forward resolved),
+    ``short`` ((check or None, forward, quiet?, shape, dtype) for a call of ``apply``'s short path, else None)."""
 
 
 class _Plan:
@@ -453,7 +424,7 @@ class _Plan:
         token = None  # set while numpy's warnings are off (a run of quiet forwards)
         try:
             for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
-                arrays = []
+                arrays = []  # (a loop: a comprehension is a call of its own on Python 3.11)
                 for x in e[5]:
                     arrays.append(vals[x] if type(x) is int else x)
                 short = call.short if e[3] is None else None
