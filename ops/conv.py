@@ -37,6 +37,7 @@ __all__ = [
     "max_pool3d",
 ]
 
+import functools
 import math
 from functools import partial, reduce
 
@@ -1272,13 +1273,17 @@ def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, o
     return squeeze(out, -2)
 
 
+def _conv_transpose_sample(rng, x_shape, w_shape, bias, label, groups=1, **attrs):
+    """One transposed-convolution sample: input, weight (in, out/groups, *kernel), a bias of out channels or None."""
+    return Sample(
+        (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[1] * groups,)) if bias else None),
+        dict(attrs, groups=groups),
+        label,
+    )
+
+
 def _conv_transpose2d_samples(rng):
-    def s(x_shape, w_shape, bias, label, groups=1, **attrs):
-        return Sample(
-            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[1] * groups,)) if bias else None),
-            dict(attrs, groups=groups),
-            label,
-        )
+    s = functools.partial(_conv_transpose_sample, rng)
 
     return [
         s((1, 2, 3, 3), (2, 3, 3, 3), True, "plain with bias"),
@@ -1305,12 +1310,7 @@ def _conv_transpose2d_samples(rng):
 
 
 def _conv_transpose1d_samples(rng):
-    def s(x_shape, w_shape, bias, label, groups=1, **attrs):
-        return Sample(
-            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[1] * groups,)) if bias else None),
-            dict(attrs, groups=groups),
-            label,
-        )
+    s = functools.partial(_conv_transpose_sample, rng)
 
     return [
         s((2, 3, 5), (3, 4, 3), True, "plain with bias"),
@@ -2403,12 +2403,7 @@ def _conv_transpose3d_composite(input, weight, bias=None, stride=1, padding=0, o
 
 
 def _conv_transpose3d_samples(rng):
-    def s(x_shape, w_shape, bias, label, groups=1, **attrs):
-        return Sample(
-            (uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, (w_shape[1] * groups,)) if bias else None),
-            dict(attrs, groups=groups),
-            label,
-        )
+    s = functools.partial(_conv_transpose_sample, rng)
 
     return [
         s((1, 2, 2, 3, 2), (2, 2, 2, 2, 2), True, "plain with bias"),
