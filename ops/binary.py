@@ -862,6 +862,7 @@ def _away_from_zero(a: np.ndarray, gap: float = 0.2) -> np.ndarray:
 def _declare_three(name, combine, vjps):
     return defop(
         name,
+        method=True,
         family="binary",
         inputs=("input", "tensor1", "tensor2"),
         forward=_three(name, combine),

@@ -154,6 +154,7 @@ def _check_bernoulli(input, p=None, *, generator=None):
 
 bernoulli = defop(
     "bernoulli",
+    method=True,
     family="creation",
     inputs=("input",),
     forward=_bernoulli,
@@ -211,6 +212,7 @@ def _check_multinomial(input, num_samples, replacement=False, *, generator=None)
 
 multinomial = defop(
     "multinomial",
+    method=True,
     family="creation",
     inputs=("input",),
     forward=_multinomial,

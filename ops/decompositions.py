@@ -838,6 +838,7 @@ def _slogdet_vjp(g, ans, A):
 
 slogdet = defop(
     "slogdet",
+    method=True,
     family=FAMILY,
     inputs=("A",),
     forward=_slogdet,

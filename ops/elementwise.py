@@ -1040,6 +1040,7 @@ clamp_min = _on_input(
     kinks=(-0.5, 0.25),
     floats_only=False,
     attrs=[{"min": -0.5}, {"min": 0.25}],
+    method=True,
 )
 clamp_max = _on_input(
     "clamp_max",
@@ -1048,6 +1049,7 @@ clamp_max = _on_input(
     kinks=(-0.5, 0.25),
     floats_only=False,
     attrs=[{"max": -0.5}, {"max": 0.25}],
+    method=True,
 )
 
 
@@ -1076,6 +1078,7 @@ logit = _on_input(
     _logit_vjp,
     samples=_with_edges(unary_samples(0.05, 0.95, [{}, {"eps": 0.1}], kinks=(0.1, 0.9)), 0.0, 1.0, 1.5, -0.5),
     torch_ref=lambda torch, input, eps=None: torch.logit(input, eps),
+    method=True,
 )
 clone = _on_input(
     "clone",

@@ -504,6 +504,7 @@ def _mm_samples(rng):
 
 mm = defop(
     "mm",
+    method=True,
     family="linalg",
     inputs=("input", "mat2"),
     forward=_mm,
@@ -524,6 +525,7 @@ def _t(input):
 
 t = defop(
     "t",
+    method=True,
     family="linalg",
     inputs=("input",),
     forward=_t,
@@ -1405,6 +1407,7 @@ def _cov_grad(g, input, fweights, aweights, correction):
 
 cov = defop(
     "cov",
+    method=True,
     family="linalg",
     inputs=("input", "fweights?", "aweights?"),
     forward=_cov,
@@ -1468,6 +1471,7 @@ def _corrcoef_vjp(g, ans, input):
 
 corrcoef = defop(
     "corrcoef",
+    method=True,
     family="linalg",
     inputs=("input",),
     forward=_corrcoef,
