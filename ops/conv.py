@@ -80,7 +80,10 @@ _CASE_LAW = (
         "is conv's input-gradient kernel, its input gradient conv's forward. Pooling works on windows of the "
         "padded input (one n-d kernel for 1-D, 2-D and 3-D max and average pools). The forwards resolve their "
         "geometry once and hand it to the backward. Adaptive average pooling and interpolate are separable "
-        "linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose transposes are the backward.",
+        "linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose transposes are the backward. "
+        "An inf or NaN input reaches only the outputs whose weight for it is nonzero (a plain matmul would spread "
+        "0 * inf = NaN over the row). Known difference: torch's linear modes also multiply the neighbour of weight "
+        "exactly 0 at an output on an input grid point, so torch gives NaN there next to an inf; ours is the value.",
     ),
     (
         ("max_pool2d", "max_pool2d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices"),
@@ -1648,27 +1651,19 @@ def _adaptive_avg_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
 
 
 def _adaptive_avg_pool1d(input, output_size):
-    (out,) = _adaptive_sizes("adaptive_avg_pool1d", input.shape, output_size, 1)
-    return input @ _adaptive_avg_matrix(input.shape[-1], out, input.dtype).T
+    return _separable(_adaptive_avg_matrices("adaptive_avg_pool1d", input, output_size, 1), input, adjoint=False)
 
 
 def _adaptive_avg_pool1d_vjp(g, ans, input, output_size):
-    (out,) = _adaptive_sizes("adaptive_avg_pool1d", input.shape, output_size, 1)
-    return g @ _adaptive_avg_matrix(input.shape[-1], out, input.dtype)
+    return _separable(_adaptive_avg_matrices("adaptive_avg_pool1d", input, output_size, 1), g, adjoint=True)
 
 
 def _adaptive_avg_pool2d(input, output_size):
-    out = _adaptive_sizes("adaptive_avg_pool2d", input.shape, output_size, 2)
-    rows = _adaptive_avg_matrix(input.shape[-2], out[0], input.dtype)
-    cols = _adaptive_avg_matrix(input.shape[-1], out[1], input.dtype)
-    return rows @ input @ cols.T
+    return _separable(_adaptive_avg_matrices("adaptive_avg_pool2d", input, output_size, 2), input, adjoint=False)
 
 
 def _adaptive_avg_pool2d_vjp(g, ans, input, output_size):
-    out = _adaptive_sizes("adaptive_avg_pool2d", input.shape, output_size, 2)
-    rows = _adaptive_avg_matrix(input.shape[-2], out[0], input.dtype)
-    cols = _adaptive_avg_matrix(input.shape[-1], out[1], input.dtype)
-    return rows.T @ g @ cols
+    return _separable(_adaptive_avg_matrices("adaptive_avg_pool2d", input, output_size, 2), g, adjoint=True)
 
 
 def _adaptive_check(op, spatial):
@@ -1994,14 +1989,39 @@ def _interpolation_matrices(input, size, scale_factor, mode, align_corners, reco
 
 def _separable(matrices, x, adjoint: bool):
     """``x`` under the separable linear map of ``matrices`` (one (out, in) matrix per spatial axis, the last axes of
-    ``x``), or under its adjoint (each matrix transposed: the backward)."""
+    ``x``), or under its adjoint (each matrix transposed: the backward). An output sees an inf or NaN of ``x`` only
+    where its weight for it is nonzero, as a sum over its window would (a matmul would add 0 * inf = NaN into
+    every output of the row)."""
     if adjoint:
         matrices = [m.T for m in matrices]
+    if not np.isfinite(x).all():
+        for k, m in enumerate(matrices):
+            x = _nonfinite_axis_map(m, x, k - len(matrices))
+        return x
     if len(matrices) == 1:
         return x @ matrices[0].T
     if len(matrices) == 3:
         return np.einsum("ai,bj,ck,...ijk->...abc", *matrices, x)
     return matrices[0] @ x @ matrices[1].T
+
+
+def _nonfinite_axis_map(m, x, axis):
+    """``m`` (out, in) applied along ``axis`` of an ``x`` holding inf or NaN, with IEEE sums over the nonzero
+    weights only: the finite part by a matmul, then +inf / -inf where positive-signed infinite terms (weight sign
+    times inf sign) meet, NaN where a NaN or both signs meet."""
+
+    def apply(weights, values):
+        return np.moveaxis(np.tensordot(weights, values.astype(x.dtype), axes=([1], [axis])), 0, axis)
+
+    finite = np.isfinite(x)
+    out = apply(m, np.where(finite, x, 0))
+    positive, negative = m > 0, m < 0
+    up = apply(positive, x == np.inf) + apply(negative, x == -np.inf)
+    down = apply(positive, x == -np.inf) + apply(negative, x == np.inf)
+    out[up > 0] = np.inf
+    out[down > 0] = -np.inf
+    out[((up > 0) & (down > 0)) | (apply(m != 0, np.isnan(x)) > 0)] = np.nan
+    return out
 
 
 def _interpolate(
@@ -2312,20 +2332,20 @@ max_unpool1d = defop(
 )
 
 
-def _adaptive_avg_matrices(input, output_size, dtype):
-    out = _adaptive_sizes("adaptive_avg_pool3d", input.shape, output_size, 3)
-    return [_adaptive_avg_matrix(n, o, dtype) for n, o in zip(input.shape[-3:], out)]
+def _adaptive_avg_matrices(name, input, output_size, n):
+    """One window-average (out, in) matrix per spatial axis of ``input``'s last ``n`` (adaptive average pooling is
+    separable)."""
+    out = _adaptive_sizes(name, input.shape, output_size, n)
+    return [_adaptive_avg_matrix(size, o, input.dtype) for size, o in zip(input.shape[-n:], out)]
 
 
 def _adaptive_avg_pool3d(input, output_size):
     """``torch.nn.functional.adaptive_avg_pool3d``: separable, one window-average matrix per spatial axis."""
-    d, h, w = _adaptive_avg_matrices(input, output_size, input.dtype)
-    return np.einsum("ai,bj,ck,...ijk->...abc", d, h, w, input)
+    return _separable(_adaptive_avg_matrices("adaptive_avg_pool3d", input, output_size, 3), input, adjoint=False)
 
 
 def _adaptive_avg_pool3d_vjp(g, ans, input, output_size):
-    d, h, w = _adaptive_avg_matrices(input, output_size, input.dtype)
-    return np.einsum("ai,bj,ck,...abc->...ijk", d, h, w, g)
+    return _separable(_adaptive_avg_matrices("adaptive_avg_pool3d", input, output_size, 3), g, adjoint=True)
 
 
 def _adaptive_avg3d_samples(rng):
@@ -2659,7 +2679,7 @@ def _onnx_adaptive_avg3d(g, rec, input):
     shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
     if 0 in shape:
         raise NotExportable("an empty input has no lowering")
-    matrices = _adaptive_avg_matrices(np.empty(shape, dtype), rec.attributes["output_size"], dtype)
+    matrices = _adaptive_avg_matrices("adaptive_avg_pool3d", np.empty(shape, dtype), rec.attributes["output_size"], 3)
     return g.op("Einsum", *(g.const(m) for m in matrices), input, equation="ai,bj,ck,...ijk->...abc")
 
 

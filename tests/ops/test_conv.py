@@ -681,3 +681,47 @@ def test_max_pool_windows_of_minus_infinity_pick_the_first_input_cell_as_torch(n
     if name == "max_pool2d":
         v, i = ops.max_pool2d_with_indices(tape.tensor(x), **kwargs)
         np.testing.assert_array_equal(i.numpy(), expected_indices.numpy())
+
+
+def _with_nonfinite(rng, shape):
+    x = rng.standard_normal(shape)
+    hit = rng.random(shape) < 0.15
+    x[hit] = rng.choice([np.inf, -np.inf, np.nan], size=hit.sum())
+    return x
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_adaptive_avg_pools_keep_an_inf_or_nan_inside_its_windows_as_torch(seed):
+    # the pools are separable matmuls: a plain matmul added 0 * inf = NaN into every output of the row (all NaN
+    # where torch gives finite averages); only the windows that hold the inf or NaN may see it
+    rng = np.random.default_rng(seed)
+    nd = 1 + seed % 3
+    x = _with_nonfinite(rng, (2, 2) + tuple(int(n) for n in rng.integers(1, 7, size=nd)))
+    size = tuple(int(n) for n in rng.integers(1, 6, size=nd))
+    name = f"adaptive_avg_pool{nd}d"
+    ours = getattr(ops, name)(tape.tensor(x), size).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = getattr(torch.nn.functional, name)(torch.tensor(x), size).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_linear_interpolation_sees_an_inf_or_nan_only_through_its_nonzero_weights(seed, align_corners):
+    # Known difference, torch's artifact: torch's kernels also multiply the neighbour whose weight is exactly 0
+    # (an output on an input's grid point), so 0 * inf makes NaN there; ours is that grid point's value. Wherever
+    # torch's result is not NaN, ours is torch's; ours is NaN only where torch's is.
+    rng = np.random.default_rng(seed)
+    nd = 1 + seed % 3
+    x = _with_nonfinite(rng, (2, 2) + tuple(int(n) for n in rng.integers(1, 7, size=nd)))
+    size = tuple(int(n) for n in rng.integers(1, 6, size=nd))
+    mode = ("linear", "bilinear", "trilinear")[nd - 1]
+    ours = ops.interpolate(tape.tensor(x), size=size, mode=mode, align_corners=align_corners).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode, align_corners=align_corners)
+    theirs = theirs.numpy()
+    defined = ~np.isnan(theirs)
+    np.testing.assert_allclose(ours[defined], theirs[defined], rtol=1e-12, atol=1e-12)
+    assert not np.isnan(ours[defined]).any()
