@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 
 import numpy as np
 
@@ -52,18 +53,31 @@ __all__ = [
 
 def _assign(p: Tensor, new: np.ndarray, state: dict) -> None:
     """``p.data = new`` -- without the copy when ``new`` is a fresh array of p's shape and dtype that owns its
-    memory and is none of the optimizer's state arrays (what the update rules return; anything else is copied)."""
+    memory and that nothing else refers to (what the update rules return: not a state array, not the gradient,
+    not a buffer a custom ``_update`` reuses; anything else is copied)."""
     if (
         type(new) is np.ndarray
+        and sys.getrefcount(new) <= _FRESH
         and new.base is None
         and new.flags.owndata
         and new.shape == p.shape
         and new.dtype == p.dtype
-        and not any(new is value for value in state.values())
     ):
         p._adopt(new)
     else:
         p.data = new
+
+
+def _fresh_refcount() -> int:
+    """The reference count ``_assign`` sees for an array only its call refers to, measured the same way."""
+
+    def probe(p, new, state):
+        return sys.getrefcount(new)
+
+    return probe(None, np.empty(1), None)
+
+
+_FRESH = _fresh_refcount()
 
 
 class Optimizer:

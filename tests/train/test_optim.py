@@ -468,3 +468,34 @@ def test_a_step_takes_the_rules_fresh_arrays_as_they_are_and_copies_anything_els
         assert not np.shares_memory(p.data, buf), what
         expected = np.ones(3) if what == "state" else np.full(3, -0.5)  # 1 - 0.5, then - (0.5 + 0.5)
         np.testing.assert_array_equal(p.data, expected)
+
+
+def test_an_update_that_returns_an_array_it_keeps_is_copied_not_adopted():
+    # the optimizer takes a fresh update result as the parameter's array without a copy; an array the rule
+    # still refers to (a buffer it reuses, the gradient itself) must be copied, or the next parameter's update
+    # would write into this one's values (or fail on the array the parameter froze)
+    class Reusing(optim.SGD):
+        kept: dict = {}
+
+        def _update(self, p, grad, state, group):
+            buf = self.kept.setdefault(p.shape, np.empty_like(p))
+            np.subtract(p, group["lr"] * grad, out=buf)
+            return buf
+
+    class ReturnsGradient(optim.SGD):
+        def _update(self, p, grad, state, group):
+            return grad
+
+    a = tape.tensor(np.ones(3), requires_grad=True)
+    b = tape.tensor(np.full(3, 5.0), requires_grad=True)
+    opt = Reusing([a, b], lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        (a.sum() + 2 * b.sum()).backward()
+        opt.step()
+    np.testing.assert_array_equal(a.numpy(), [0.8] * 3)
+    np.testing.assert_array_equal(b.numpy(), [4.6] * 3)
+    c = tape.tensor(np.ones(2), requires_grad=True)
+    (3 * c.sum()).backward()
+    ReturnsGradient([c], lr=0.1).step()
+    assert not np.shares_memory(c.numpy(), c.grad.numpy())
