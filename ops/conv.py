@@ -1994,15 +1994,20 @@ def _separable(matrices, x, adjoint: bool):
     every output of the row)."""
     if adjoint:
         matrices = [m.T for m in matrices]
-    if not np.isfinite(x).all():
-        for k, m in enumerate(matrices):
-            x = _nonfinite_axis_map(m, x, k - len(matrices))
-        return x
-    if len(matrices) == 1:
-        return x @ matrices[0].T
-    if len(matrices) == 3:
-        return np.einsum("ai,bj,ck,...ijk->...abc", *matrices, x)
-    return matrices[0] @ x @ matrices[1].T
+    with np.errstate(invalid="ignore"):  # 0 * inf in the product of a non-finite x, mapped again below
+        if len(matrices) == 1:
+            out = x @ matrices[0].T
+        elif len(matrices) == 3:
+            out = np.einsum("ai,bj,ck,...ijk->...abc", *matrices, x)
+        else:
+            out = matrices[0] @ x @ matrices[1].T
+    # every output sums over a whole row of x, so an inf or NaN in x leaves the product non-finite: only then
+    # (and not for a finite x whose sums overflowed) is x mapped again, axis by axis
+    if np.isfinite(out).all() or np.isfinite(x).all():
+        return out
+    for k, m in enumerate(matrices):
+        x = _nonfinite_axis_map(m, x, k - len(matrices))
+    return x
 
 
 def _nonfinite_axis_map(m, x, axis):
