@@ -34,9 +34,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import math
 import threading
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -551,16 +551,17 @@ def _measure_keys_major() -> int:
         pb = _Problem(q, k, v, None, scale=0.2, causal_offset=0, lengths=None, dropout_p=0.0, seed=0, enable_gqa=False)
         qg, kg, vg = pb.whole_operands()
         runs = {True: (vg, pb.whole_hide(True)), False: (_augmented(vg, 1), pb.whole_hide(False))}
-        best = dict.fromkeys(runs, math.inf)
-        for rep in range(6):  # the first round warms up (first calls, pages): not counted
-            for keys_major, (v_ext, hide) in runs.items():
-                start = time.perf_counter()
-                _forward_block(
-                    qg, kg, v_ext, hide, None, scale=0.2, dropout_p=0.0, may_empty=True, keys_major=keys_major
+        keys_major, rows_major = runtime.best_seconds(
+            [
+                functools.partial(
+                    _forward_block, qg, kg, v_ext, hide, None, scale=0.2, dropout_p=0.0, may_empty=True, keys_major=km
                 )
-                if rep:
-                    best[keys_major] = min(best[keys_major], time.perf_counter() - start)
-        if best[True] < 0.95 * best[False]:
+                for km, (v_ext, hide) in runs.items()
+            ],
+            reps=5,
+            warmup=1,
+        )
+        if keys_major < 0.95 * rows_major:
             limit = n
     return limit
 

@@ -18,7 +18,7 @@ float32 rounding is that of a few running sums (relative ~1e-7 on rows of 1000, 
 use them stay differentiable.
 """
 
-import time
+import functools
 
 import numpy as np
 
@@ -123,15 +123,9 @@ def flat_block_elements() -> int:
                     t *= np.float32(-0.5)
                 np.exp2(t, out=t)
 
-        best = min(_FLAT_SIZES, key=lambda block: min(_seconds(passes, block) for _ in range(3)))
-        _FLAT_BLOCK.append(best)
+        seconds = runtime.best_seconds([functools.partial(passes, block) for block in _FLAT_SIZES], reps=3)
+        _FLAT_BLOCK.append(_FLAT_SIZES[seconds.index(min(seconds))])
     return _FLAT_BLOCK[0]
-
-
-def _seconds(fn, *args) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start
 
 
 def row_sums(a):
@@ -172,8 +166,9 @@ def short_row_length() -> int:
         for n in _ROW_LENGTHS:
             x = np.random.default_rng(0).standard_normal(((1 << 16) // n, n)).astype(np.float32)
             column = np.empty((x.shape[0], 1), np.float32)
-            along = min(_seconds(_max_along, x, column) for _ in range(5))
-            across = min(_seconds(_max_across, x, column) for _ in range(5))
+            along, across = runtime.best_seconds(
+                [functools.partial(_max_along, x, column), functools.partial(_max_across, x, column)], reps=5
+            )
             if across > 0.9 * along:
                 break
             longest = n

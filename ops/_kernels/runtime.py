@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import os
 import threading
@@ -36,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["run", "threads", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover"]
+__all__ = ["run", "threads", "best_seconds", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover"]
 
 
 def run(items, work, workers=None):
@@ -179,19 +180,26 @@ def gemm_crossover() -> float:
         return _CROSSOVER[0]
 
 
-def _best_times(guard, a, b, reps=5):
-    """The fastest of ``reps`` runs of ``a @ b`` with BLAS's threads and with one thread, seconds; the two
-    alternate, so that both see the same load."""
-    threaded = single = math.inf
-    for _ in range(reps):
-        start = time.perf_counter()
-        a @ b
-        threaded = min(threaded, time.perf_counter() - start)
-        with guard:
+def best_seconds(runs, reps: int, warmup: int = 0) -> list[float]:
+    """The fastest of ``reps`` timed calls of each function in ``runs``, in seconds. The calls alternate (each
+    round calls every function once), so all of them see the same load; the first ``warmup`` rounds are not
+    counted (first calls, pages touched). The one timing loop of the kernels' measured-at-first-use choices."""
+    best = [math.inf] * len(runs)
+    for round_ in range(warmup + reps):
+        for i, run in enumerate(runs):
             start = time.perf_counter()
-            a @ b
-            single = min(single, time.perf_counter() - start)
-    return threaded, single
+            run()
+            if round_ >= warmup:
+                best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
+def _single_threaded(guard, fn):
+    def run():
+        with guard:
+            fn()
+
+    return run
 
 
 def _measure_crossover(guard) -> float:
@@ -205,7 +213,8 @@ def _measure_crossover(guard) -> float:
         a = rng.standard_normal((8 * n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
         a @ b  # warm-up: BLAS's threads started, pages touched
-        threaded, single = _best_times(guard, a, b)
+        product = functools.partial(np.matmul, a, b)
+        threaded, single = best_seconds([product, _single_threaded(guard, product)], reps=5)
         wins.append(threaded < 0.8 * single)
         if wins[-2:] == [True, True]:
             return 2.0 * 8 * (n // 2) ** 3
