@@ -52,6 +52,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import _targets
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python benchmarks/x.py` from a checkout: use that checkout's minitape
     sys.path.insert(0, str(ROOT))
@@ -59,6 +61,7 @@ if str(ROOT) not in sys.path:  # run as `python benchmarks/x.py` from a checkout
 FRAMEWORKS = ("minitape", "torch")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SLOW_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # can slow numpy's BLAS: reported when set
+KERNEL_VARIABLES = SLOW_BLAS_VARIABLES + ("NPY_DISABLE_CPU_FEATURES", "ATEN_CPU_CAPABILITY")  # the kernel choice
 RESULT_MARK = "@@minitape-bench@@ "
 FORMAT = "minitape-speed/1"
 MiB = 2.0**20
@@ -151,6 +154,19 @@ def _threadpools() -> list[dict] | str:
             for pool in threadpool_info()]
 
 
+def _simd(framework: str) -> str:
+    """The vector kernels this child's framework dispatches to: numpy's highest CPU feature groups, torch's
+    ATen capability (both follow NPY_DISABLE_CPU_FEATURES / ATEN_CPU_CAPABILITY)."""
+    if framework == "torch":
+        import torch
+
+        return f"ATen {torch.backends.cpu.get_cpu_capability()}"
+    import numpy as np
+
+    found = np.show_config(mode="dicts").get("SIMD Extensions", {}).get("found", [])
+    return "numpy " + (", ".join(found[-3:]) or "baseline only")
+
+
 def _worker(workload: Workload, framework: str, reps: int, warmup: int, threads: int, profile: bool) -> None:
     import numpy as np
 
@@ -195,7 +211,8 @@ def _worker(workload: Workload, framework: str, reps: int, warmup: int, threads:
         report["torch_threads"] = {"get_num_threads": torch.get_num_threads(),
                                    "get_num_interop_threads": torch.get_num_interop_threads()}
     report["torch_loaded"] = "torch" in sys.modules
-    report["env"] = {name: os.environ.get(name) for name in THREAD_VARIABLES + SLOW_BLAS_VARIABLES}
+    report["env"] = {name: os.environ.get(name) for name in THREAD_VARIABLES + KERNEL_VARIABLES}
+    report["simd"] = _simd(framework)
     print(RESULT_MARK + json.dumps(report), flush=True)
 
 
@@ -375,6 +392,7 @@ def document(results: list[dict], command: str, rounds: int, threads: int, quick
                "torch_threadpools": first.get("torch", {}).get("threadpools"),
                "torch_threads": first.get("torch", {}).get("torch_threads"),
                "child_env": first.get("minitape", {}).get("env"),
+               "simd": {framework: first.get(framework, {}).get("simd") for framework in FRAMEWORKS},
                "load_average_before": load_before, "load_average_after": _loadavg()}
     return {"format": FORMAT, "command": command, "quick": quick, "rounds": rounds, "threads": threads,
             "started_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
@@ -455,7 +473,8 @@ def render_markdown(results_json) -> str:
     threshold = doc.get("contended", CONTENDED)
     by_name = {r["name"]: r for r in results}
     env = machine.get("child_env") or {}
-    slow = {k: v for k, v in env.items() if k in SLOW_BLAS_VARIABLES and v is not None}
+    slow = {k: v for k, v in env.items() if k in KERNEL_VARIABLES and v is not None}
+    simd = machine.get("simd") or {}
     torch_threads = machine.get("torch_threads") or {}
     lines = [
         "# Speed: minitape against PyTorch (CPU)",
@@ -470,6 +489,8 @@ def render_markdown(results_json) -> str:
         f"- Machine: {machine['cpu']}, {machine['cores']} cores ({machine['usable_cores']} usable); "
         f"Python {machine['python']}, numpy {machine['numpy']}, torch {machine['torch']}",
         f"- numpy's BLAS (threadpoolctl in the minitape child): {_blas(machine.get('minitape_threadpools'))}",
+        *([f"- Vector kernels: {simd.get('minitape')} (minitape child); {simd.get('torch')} (torch child)"]
+          if simd.get("minitape") else []),
         f"- Threads: {doc['threads']} per side; the children ran with "
         + ", ".join(f"{k}={env.get(k)}" for k in THREAD_VARIABLES)
         + f"; the torch child called `torch.set_num_threads({doc['threads']})` and reports "
@@ -492,6 +513,7 @@ def render_markdown(results_json) -> str:
     lines.append("")
     lines.append("Timed steps per child: " + ", ".join(f"{r['name']} {r['reps']} (+{r['warmup']} warm-up)"
                                                          for r in results) + ".")
+    lines += _targets.render(by_name)
     with_flops = [r for r in results if r["flops"]]
     if with_flops:
         lines += ["", "## Throughput", "",

@@ -33,3 +33,34 @@ def test_run_all_lists_every_benchmark_workload_once():
     assert len(names) == len(set(names))
     assert {f"ops-{case}" for case in bench_ops.CASES} <= set(names)
     assert {"train-step-gpt", "compiled-train-step-gpt"} <= set(names)
+
+
+def _benchmarks_module(name):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def test_every_target_reads_workloads_that_run_all_runs():
+    # a target naming a workload run_all does not run would silently drop out of docs/speed.md's Targets table
+    targets, run_all = _benchmarks_module("_targets"), _benchmarks_module("run_all")
+    names = {workload.name for _, workload in run_all.jobs(quick=False, only="")}
+    for text, needed, _ in targets.TARGETS:
+        assert set(needed) <= names, (text, set(needed) - names)
+
+
+def test_a_target_is_met_or_not_by_its_figure():
+    targets = _benchmarks_module("_targets")
+
+    def result(ratio, faults=0.0):
+        side = {"median": 1.0, "minor_faults_per_step": faults}
+        return {"ratio": ratio, "sides": {"minitape": side, "torch": dict(side)}}
+
+    assert targets.render({}) == []
+    met = targets.render({"ops-conv2d": result(1.49)})
+    missed = targets.render({"ops-conv2d": result(1.51)})
+    assert met[-1] == "| #22 conv2d fwd+bwd <= 1.5x torch | 1.49 | met |"
+    assert missed[-1] == "| #22 conv2d fwd+bwd <= 1.5x torch | 1.51 | **not met** |"
+    assert "**not met**" in targets.render({"train-step-gpt": result(1.0, faults=501.0)})[-1]
