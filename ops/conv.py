@@ -83,7 +83,9 @@ _CASE_LAW = (
         "linear maps: a matmul with one (out, in) weight matrix per spatial axis, whose transposes are the backward. "
         "An inf or NaN input reaches only the outputs whose weight for it is nonzero (a plain matmul would spread "
         "0 * inf = NaN over the row). Known difference: torch's linear modes also multiply the neighbour of weight "
-        "exactly 0 at an output on an input grid point, so torch gives NaN there next to an inf; ours is the value.",
+        "exactly 0 at an output on an input grid point, so torch gives NaN there next to an inf; ours is the value. "
+        "Bicubic too, and there torch also weighs a border cell once per clamped tap (weights of both signs), so "
+        "inf * w1 + inf * w2 gives NaN where the cell's total weight is nonzero and ours is +-inf.",
     ),
     (
         ("max_pool2d", "max_pool2d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices"),
