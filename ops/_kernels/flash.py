@@ -69,6 +69,9 @@ class Tuning:
     """Scores per tile the automatic choices aim at (one float32 tile: 1 MiB)."""
     min_rows: int = 256
     """Fewest query rows per tile (when L has them): taller tiles make the key-side matmuls (dK, dV) run faster."""
+    diagonal_rows: int = 64
+    """Causal backward: a row block's diagonal square is halved (its masked upper-right quarter skipped) while it
+    has more rows than this."""
     whole_problem_scores: int = 1 << 20
     """Problems with at most this many scores (batch elements x heads x L x S) run as one block over every
     batch element and head, without threads; larger ones are tiled. 0 always tiles."""
@@ -173,14 +176,33 @@ def _sum_heads(grouped, n_heads):
     return grouped.reshape(grouped.shape[:-3] + (n_heads, groups // n_heads) + grouped.shape[-2:]).sum(axis=-3)
 
 
-def _row_blocks(L, n_keys, causal_offset, rows):
-    """(i0, i1, kmax) per block of query rows: keys [0, kmax) are visible to some row of the block (causal);
-    blocks that see no key are skipped."""
-    for i0 in range(0, L, rows):
-        i1 = min(L, i0 + rows)
-        kmax = n_keys if causal_offset is None else min(n_keys, i1 + causal_offset)
-        if kmax > 0:
-            yield i0, i1, kmax
+def _pieces(i0, i1, n_keys, causal_offset, chunk, smallest):
+    """(i0, i1, j0, j1) pieces covering the keys [0, n_keys) that rows [i0, i1) see: chunks of at most ``chunk``
+    keys; under the causal limit (key j seen by row i when j <= i + offset) the chunks of the keys every row sees,
+    then the diagonal square (``_diagonal``). Nothing for rows that see no key."""
+    visible = n_keys if causal_offset is None else min(n_keys, i0 + causal_offset)  # seen by every row
+    for j0 in range(0, max(0, visible), chunk):
+        yield i0, i1, j0, min(visible, j0 + chunk)
+    if causal_offset is not None:
+        yield from _diagonal(i0, i1, n_keys, causal_offset, smallest)
+
+
+def _diagonal(a, b, n_keys, offset, smallest):
+    """Pieces covering the keys [a + offset, b + offset) that some row of [a, b) sees: the square halved while
+    it is taller than ``smallest`` rows -- its lower-left quarter is seen by every row of it and computed
+    unmasked, its upper-right quarter by none and skipped, its two diagonal quarters split again."""
+    j0, j1 = max(0, a + offset), min(n_keys, b + offset)
+    if j0 >= j1:
+        return
+    if b - a <= smallest:
+        yield a, b, j0, j1
+        return
+    mid = (a + b) // 2
+    yield from _diagonal(a, mid, n_keys, offset, smallest)
+    lower_left = max(0, a + offset), min(n_keys, mid + offset)
+    if lower_left[0] < lower_left[1]:
+        yield (mid, b, *lower_left)
+    yield from _diagonal(mid, b, n_keys, offset, smallest)
 
 
 def _tile_shape(lay: Layout, n_keys, tune: Tuning):
@@ -193,6 +215,17 @@ def _tile_shape(lay: Layout, n_keys, tune: Tuning):
     rows = tune.block_rows or max(1, min(lay.L, max(tune.min_rows, elements // (4 * keys * group))))
     groups = max(1, min(lay.kv_groups, elements // (rows * keys * group)))
     return rows, groups
+
+
+def _group_tiles(batch, piece, groups, lay: Layout, elements):
+    """The tiles of one (i0, i1, j0, j1) piece over the K/V groups, in blocks of ``groups`` or, for a piece
+    smaller than a tile (a diagonal one), of as many as fit ``elements`` scores: fewer, larger matmul batches."""
+    G = max(1, lay.group_size)
+    i0, i1, j0, j1 = piece
+    groups = max(groups, min(lay.kv_groups, elements // ((i1 - i0) * (j1 - j0) * G)))
+    for g0 in range(0, lay.kv_groups, groups):
+        g1 = min(lay.kv_groups, g0 + groups)
+        yield _Tile(batch, g0, g1, g0 * lay.group_size, g1 * lay.group_size, *piece)
 
 
 @dataclass(frozen=True)
@@ -399,7 +432,7 @@ class _Problem:
     """Inputs promoted to one rank, the masks, the tuning in force, and -- unless the problem is small enough to
     run whole (see ``Tuning.whole_problem_scores``) -- one ``_Batch`` per batch element and the list of tiles."""
 
-    def __init__(self, q, k, v, mask, *, scale, causal_offset, lengths, dropout_p, seed, enable_gqa, split_keys=False):
+    def __init__(self, q, k, v, mask, *, scale, causal_offset, lengths, dropout_p, seed, enable_gqa, backward=False):
         self.tune = _TUNING.get()
         self.lay = lay = layout(q, k, v, enable_gqa)
         rank = len(lay.batch_shape) + 3
@@ -416,23 +449,27 @@ class _Problem:
         self.whole = 0 < n_scores <= self.tune.whole_problem_scores
         self.batches, self.tiles = [], []
         if not self.whole:
-            self._make_tiles(split_keys)
+            self._make_tiles(backward)
 
-    def _make_tiles(self, split_keys):
+    def _make_tiles(self, backward):
+        """The tiles: per batch element, block of query rows and block of K/V groups, the backward's cover the
+        keys the rows see in pieces (``_pieces``), the forward's take all of them at once (keys [0, kmax)).
+        Largest first, so that the threads run out of work together."""
         lay, hidden, G, tune = self.lay, self.hidden, self.lay.group_size, self.tune
         for flat, b in enumerate(np.ndindex(*lay.batch_shape)):
             n_keys = lay.S if self.lengths is None else int(self.lengths[b])
             batch = _Batch(flat, b, n_keys, None if hidden is None else hidden[_own_index(hidden.shape[:-3], b)])
             self.batches.append(batch)
             rows, groups = _tile_shape(lay, n_keys, tune)
-            chunk = (tune.block_keys or max(tune.min_rows, tune.tile_elements // (rows * G))) if split_keys else lay.S
-            for i0, i1, kmax in _row_blocks(lay.L, n_keys, self.causal_offset, rows):
-                for g0 in range(0, lay.kv_groups, groups):
-                    g1 = min(lay.kv_groups, g0 + groups)
-                    for j0 in range(0, kmax, chunk):
-                        self.tiles.append(_Tile(batch, g0, g1, g0 * G, g1 * G, i0, i1, j0, min(kmax, j0 + chunk)))
-        # largest tiles first, so that the threads run out of work together
-        self.tiles.sort(key=lambda tile: (tile.i0 - tile.i1) * (tile.j1 - tile.j0))
+            chunk = tune.block_keys or max(tune.min_rows, tune.tile_elements // (rows * G))
+            for i0 in range(0, lay.L, rows):
+                i1 = min(lay.L, i0 + rows)
+                pieces = list(_pieces(i0, i1, n_keys, self.causal_offset, chunk, tune.diagonal_rows))
+                if not backward and pieces:  # the forward takes every key the block sees at once
+                    pieces = [(i0, i1, 0, max(piece[3] for piece in pieces))]
+                for piece in pieces:
+                    self.tiles.extend(_group_tiles(batch, piece, groups, lay, tune.tile_elements))
+        self.tiles.sort(key=lambda tile: -(tile.i1 - tile.i0) * (tile.j1 - tile.j0))
 
     def setup(self, batch, fused):
         """Per batch element: grouped queries and grouped K, V (with a ones column when ``fused``)."""
@@ -653,7 +690,7 @@ def attention_backward(
         dropout_p=dropout_p,
         seed=seed,
         enable_gqa=enable_gqa,
-        split_keys=True,
+        backward=True,
     )
     lay = pb.lay
     need_q, need_k, need_v, need_mask = needs
