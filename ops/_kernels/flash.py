@@ -7,12 +7,14 @@ past a padding length) are never touched. The query heads of a GQA group are sta
 against their one K/V head, so the group's dK/dV contributions are summed by the matmul itself.
 
 The forward keeps the output and the row log-sum-exp as its two terms ``row_max`` (m) and
-``row_log_sum`` (log l), lse = m + log l: kept apart, a row whose scores are all a large finite fill
-(-1e9) still recomputes P = exp((S - m) - log l) = 1/S exactly in float32, where exp(S - lse) would
-round to 1. The backward never stores P: with the lse known, P = exp(S - lse) of any tile is exact on
-its own, so backward tiles also split the keys; D = rowsum(dO * O), dS = P * (dP - D). Without a float
-mask, lse (resp. D) rides along in the score (resp. dP) matmul as one extra column:
-[q*scale, -lse] @ [k, 1]^T = S - lse.
+``row_log_sum`` (log l), lse = m + log l, in the problem's ``_Units``: scores times log2(e) with exp2 and log2
+(numpy's float32 exp2 runs about twice as fast as its exp), natural ones with a float mask. Kept apart, a
+row whose scores are all a large finite fill (-1e9) still recomputes P = exp((S - m) - log l) = 1/S exactly
+in float32, where exp(S - lse) would round to 1. The backward never stores P: with the lse known,
+P = exp(S - lse) of any tile is exact on its own, so backward tiles also split the keys (under the causal
+limit they cover the diagonal in halved squares, skipping their masked quarters: ``_pieces``);
+D = rowsum(dO * O), dS = P * (dP - D). Without a float mask, lse (resp. D) rides along in the score (resp.
+dP) matmul as one extra column: [q*scale, -lse] @ [k, 1]^T = S - lse.
 
 Dropout masks come from a counter-based generator (Philox) addressed by (seed, head, query row, key),
 so the backward regenerates exactly the forward's mask, whatever the tiling. Tiles run on the worker pool
@@ -38,6 +40,7 @@ import functools
 import math
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -53,6 +56,20 @@ __all__ = [
     "attention_backward",
     "dropout_keep_mask",
 ]
+
+
+class _Units(NamedTuple):
+    """The units the kernels keep scores and row statistics in: scores times ``factor``, exponentiated by ``exp``,
+    row sums logged by ``log``."""
+
+    factor: float
+    exp: np.ufunc
+    log: np.ufunc
+
+
+# numpy's float32 exp2 runs about twice as fast as its exp: scores are kept times log2(e) -- except with a float
+# mask, added in natural units like torch's (a -1e9 fill rounds the scores as there) and exponentiated with exp
+BASE_2, BASE_E = _Units(1 / math.log(2), np.exp2, np.log2), _Units(1.0, np.exp, np.log)
 
 
 @dataclass(frozen=True)
@@ -310,7 +327,7 @@ def _keys_major_copy(a):
     return np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2)
 
 
-def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, keys_major=False, out=None):
+def _forward_block(q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_empty, keys_major=False, out=None):
     """Output, row max m and log row sum log l of one block of queries against keys [0, n).
 
     q (..., groups, G, rows, E) unscaled queries; kg (..., groups, n, E); v_ext (..., groups, n, Ev), with
@@ -322,14 +339,14 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, key
     on rows that see no key.
     """
     *lead, groups, G, t, E = q.shape
-    q_blk = np.multiply(q, scale, dtype=q.dtype).reshape(*lead, groups, G * t, E)
+    q_blk = np.multiply(q, scale * units.factor, dtype=q.dtype).reshape(*lead, groups, G * t, E)
     s, s4 = _scores(q_blk, kg, G, keys_major)
     hide(s4)
     m = s4.max(axis=-1, keepdims=True)
     if may_empty:
         m[np.isneginf(m)] = 0
     s4 -= m
-    np.exp(s4, out=s4)
+    units.exp(s4, out=s4)
     if keys_major and not dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
@@ -354,10 +371,12 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, key
         if empty.any():
             denominator = np.where(empty, 1, denominator)
             row_sum = np.where(empty, 1, row_sum)
-    return np.divide(o, denominator, out=out), m[..., 0], np.log(row_sum[..., 0])
+    return np.divide(o, denominator, out=out), m[..., 0], units.log(row_sum[..., 0])
 
 
-def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, dropout_p, needs):
+def _backward_block(
+    q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, units, dropout_p, needs
+):
     """(dq, dk, dv, ds) of one block of queries against keys [j0, j1); None where ``needs`` (dq, dk, dv) is
     False.
 
@@ -376,18 +395,18 @@ def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, 
     scores = (*lead, groups * G, t)
     go = go.reshape(*rows, Ev)
     if k_ones is not None:  # [q*scale, -lse] @ [k, 1]^T = S - lse
-        q_blk = _augmented(q, -(m + log_l), scale).reshape(*rows, E + 1)
+        q_blk = _augmented(q, -(m + log_l), scale * units.factor).reshape(*rows, E + 1)
         p = np.matmul(q_blk, k_ones.swapaxes(-1, -2))
         q_blk = q_blk[..., :E]
     else:
-        q_blk = np.multiply(q, scale, dtype=dtype).reshape(*rows, E)
+        q_blk = np.multiply(q, scale * units.factor, dtype=dtype).reshape(*rows, E)
         p = np.matmul(q_blk, kg.swapaxes(-1, -2))
     p4 = p.reshape(p.shape[:-3] + (groups * G, t, n))
     hide(p4)
     if k_ones is None:  # (S - m) - log l: exact even when a finite fill makes S and m huge
         p4 -= m.reshape(*scores, 1)
         p4 -= log_l.reshape(*scores, 1)
-    np.exp(p4, out=p4)
+    units.exp(p4, out=p4)
     dv = None
     if dropout_p:
         keep_scale = 1 / (1 - dropout_p)
@@ -415,8 +434,10 @@ def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, 
         dq = np.matmul(ds, kg)
         dq = dq.reshape(dq.shape[:-3] + (groups * G, t, E))
         dq *= scale
-    if need_k:  # dK = scale * dS^T Q = dS^T (scale * Q)
+    if need_k:  # dK = scale * dS^T Q = dS^T (scale * factor * Q) / factor
         dk = np.matmul(ds.swapaxes(-1, -2), q_blk)
+        if units.factor != 1:
+            dk *= 1 / units.factor
     return dq, dk, dv, ds.reshape(ds.shape[:-3] + (groups * G, t, n))
 
 
@@ -445,6 +466,7 @@ class _Problem:
         self.lengths = None if lengths is None else np.broadcast_to(lengths, lay.batch_shape)
         # bool masks are applied as "hidden" flags
         self.hidden = ~self.mask if self.mask_is_bool and self.mask is not None else self.mask
+        self.units = BASE_E if self.float_mask else BASE_2
         n_scores = math.prod(lay.batch_shape) * lay.heads * lay.L * lay.S
         self.whole = 0 < n_scores <= self.tune.whole_problem_scores
         self.batches, self.tiles = [], []
@@ -591,7 +613,17 @@ def _measure_keys_major() -> int:
         keys_major, rows_major = runtime.best_seconds(
             [
                 functools.partial(
-                    _forward_block, qg, kg, v_ext, hide, None, scale=0.2, dropout_p=0.0, may_empty=True, keys_major=km
+                    _forward_block,
+                    qg,
+                    kg,
+                    v_ext,
+                    hide,
+                    None,
+                    scale=0.2,
+                    units=BASE_2,
+                    dropout_p=0.0,
+                    may_empty=True,
+                    keys_major=km,
                 )
                 for km, (v_ext, hide) in runs.items()
             ],
@@ -621,7 +653,7 @@ def attention_forward(
         enable_gqa=enable_gqa,
     )
     lay = pb.lay
-    options = dict(scale=scale, dropout_p=dropout_p, may_empty=pb.may_empty)
+    options = dict(scale=scale, units=pb.units, dropout_p=dropout_p, may_empty=pb.may_empty)
     if pb.whole:
         qg, kg, vg = pb.whole_operands()
         keys_major = lay.S <= (pb.tune.keys_major_keys if pb.tune.keys_major_keys is not None else keys_major_limit())
@@ -698,7 +730,7 @@ def attention_backward(
     full = lay.batch_shape + (lay.heads, lay.L, lay.Ev)
     g = g.reshape(full)
     out = out.reshape(full)
-    options = dict(scale=scale, dropout_p=dropout_p, needs=(need_q, need_k, need_v))
+    options = dict(scale=scale, units=pb.units, dropout_p=dropout_p, needs=(need_q, need_k, need_v))
     if pb.whole:
         grads = _whole_backward(pb, g, out, row_max, row_log_sum, need_mask, options)
     else:
