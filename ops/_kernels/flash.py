@@ -296,7 +296,7 @@ def _keep_flags(seed, first_head, n_heads, rows, keys, L, S, p) -> np.ndarray:
 
 
 # -- the math of one block, shared by the tiles and the whole-problem path ----------------------------------
-def _scores(x, y, G, keys_major):
+def _scores(x, y, G, keys_major, take=None):
     """(s, s4): x @ y^T for x (..., groups, G * t, d) and y (..., groups, n, d), as s (..., groups, G * t, n) and
     the same array as s4 (..., groups * G, t, n). ``keys_major``: both are views of one array whose first axis is
     the key, so that the scores of one row lie a whole key's worth of rows apart and reductions over the keys run
@@ -305,7 +305,7 @@ def _scores(x, y, G, keys_major):
     Its matmul is y @ x^T with x^T made contiguous: OpenBLAS's small-matrix kernels run a transposed operand
     about 2x slower than the copy costs."""
     if not keys_major:
-        s = np.matmul(x, y.swapaxes(-1, -2))
+        s = _product(x, y.swapaxes(-1, -2), take, "s")
         return s, s.reshape(s.shape[:-3] + (s.shape[-3] * G, s.shape[-2] // G, s.shape[-1]))
     *lead, groups, rows, _ = np.broadcast_shapes(x.shape, y.shape[:-2] + (1, 1))
     n = y.shape[-2]
@@ -327,20 +327,23 @@ def _keys_major_copy(a):
     return np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2)
 
 
-def _forward_block(q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_empty, keys_major=False, out=None):
+def _forward_block(
+    q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_empty, keys_major=False, out=None, take=None
+):
     """Output, row max m and log row sum log l of one block of queries against keys [0, n).
 
     q (..., groups, G, rows, E) unscaled queries; kg (..., groups, n, E); v_ext (..., groups, n, Ev), with
     a column of ones appended when there is no dropout and not ``keys_major`` (P @ [V, 1] gives the
     unnormalised output and the row sums in one product; keys-major scores sum their rows faster on their
     own). ``hide(scores)`` applies the masks in place to scores shaped (..., heads, rows, n); ``keep``: the
-    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``.
+    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``. ``take``: a
+    ``_Scratch`` the products are written into (the tiles), or None (fresh arrays).
     Returns o (..., heads, rows, Ev) (written into ``out`` when given) and m, log l (..., heads, rows); 0, 0, 0
     on rows that see no key.
     """
     *lead, groups, G, t, E = q.shape
     q_blk = np.multiply(q, scale * units.factor, dtype=q.dtype).reshape(*lead, groups, G * t, E)
-    s, s4 = _scores(q_blk, kg, G, keys_major)
+    s, s4 = _scores(q_blk, kg, G, keys_major, take)
     hide(s4)
     m = s4.max(axis=-1, keepdims=True)
     if may_empty:
@@ -350,19 +353,19 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_emp
     if keys_major and not dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
-        o = np.matmul(s, v_ext)
+        o = _product(s, v_ext, take, "o")
         o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
         denominator = row_sum
     elif dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
         s4 *= keep
-        o = np.matmul(s, v_ext)
+        o = _product(s, v_ext, take, "o")
         o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
         denominator = row_sum * (1 - dropout_p)
     else:
         Ev = v_ext.shape[-1] - 1
-        ol = np.matmul(s, v_ext)
+        ol = _product(s, v_ext, take, "o")
         ol = ol.reshape(ol.shape[:-3] + (groups * G, t, Ev + 1))
         o, row_sum = ol[..., :Ev], ol[..., Ev:]
         denominator = row_sum
@@ -375,7 +378,7 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_emp
 
 
 def _backward_block(
-    q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, units, dropout_p, needs
+    q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, units, dropout_p, needs, take=None
 ):
     """(dq, dk, dv, ds) of one block of queries against keys [j0, j1); None where ``needs`` (dq, dk, dv) is
     False.
@@ -383,7 +386,8 @@ def _backward_block(
     q (..., groups, G, rows, E) unscaled; kg, vg (..., groups, n, E / Ev) the block's keys and values;
     go (..., groups, G, rows, Ev) the output gradient; m, log_l, delta (..., groups, G, rows) the row
     statistics and D = rowsum(dO * O). ``hide`` and ``keep`` as in ``_forward_block``. With ``k_ones``,
-    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column.
+    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column. ``take`` as in
+    ``_forward_block`` (the results are then views of it: used before the worker's next tile).
     Returns dq (..., heads, rows, E) and ds (..., heads, rows, n) by query head, dk, dv (..., groups, n, d)
     by K/V group (a group's heads summed by the matmul). Leading dims broadcast.
     """
@@ -396,11 +400,11 @@ def _backward_block(
     go = go.reshape(*rows, Ev)
     if k_ones is not None:  # [q*scale, -lse] @ [k, 1]^T = S - lse
         q_blk = _augmented(q, -(m + log_l), scale * units.factor).reshape(*rows, E + 1)
-        p = np.matmul(q_blk, k_ones.swapaxes(-1, -2))
+        p = _product(q_blk, k_ones.swapaxes(-1, -2), take, "p")
         q_blk = q_blk[..., :E]
     else:
         q_blk = np.multiply(q, scale * units.factor, dtype=dtype).reshape(*rows, E)
-        p = np.matmul(q_blk, kg.swapaxes(-1, -2))
+        p = _product(q_blk, kg.swapaxes(-1, -2), take, "p")
     p4 = p.reshape(p.shape[:-3] + (groups * G, t, n))
     hide(p4)
     if k_ones is None:  # (S - m) - log l: exact even when a finite fill makes S and m huge
@@ -413,29 +417,29 @@ def _backward_block(
         if need_v:
             dropped = np.multiply(p4, keep, dtype=dtype)
             dropped *= keep_scale
-            dv = np.matmul(dropped.reshape(p.shape).swapaxes(-1, -2), go)
+            dv = _product(dropped.reshape(p.shape).swapaxes(-1, -2), go, take, "dv")
             del dropped
-        ds = np.matmul(go, vg.swapaxes(-1, -2))
+        ds = _product(go, vg.swapaxes(-1, -2), take, "ds")
         ds4 = ds.reshape(ds.shape[:-3] + (groups * G, t, n))
         ds4 *= keep
         ds4 *= keep_scale
         ds4 -= delta.reshape(*scores, 1)
     else:
         if need_v:
-            dv = np.matmul(p.swapaxes(-1, -2), go)
+            dv = _product(p.swapaxes(-1, -2), go, take, "dv")
         if v_ones is not None:  # [dO, -D] @ [V, 1]^T = dP - D
-            ds = np.matmul(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2))
+            ds = _product(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2), take, "ds")
         else:
-            ds = np.matmul(go, vg.swapaxes(-1, -2))
+            ds = _product(go, vg.swapaxes(-1, -2), take, "ds")
             ds -= delta.reshape(*rows, 1)
     ds *= p  # dS = P * (dP - D)
     dq = dk = None
     if need_q:
-        dq = np.matmul(ds, kg)
+        dq = _product(ds, kg, take, "dq")
         dq = dq.reshape(dq.shape[:-3] + (groups * G, t, E))
         dq *= scale
     if need_k:  # dK = scale * dS^T Q = dS^T (scale * factor * Q) / factor
-        dk = np.matmul(ds.swapaxes(-1, -2), q_blk)
+        dk = _product(ds.swapaxes(-1, -2), q_blk, take, "dk")
         if units.factor != 1:
             dk *= 1 / units.factor
     return dq, dk, dv, ds.reshape(ds.shape[:-3] + (groups * G, t, n))
@@ -576,6 +580,43 @@ class _Problem:
         return _keys_major_copy(flags) if keys_major else flags
 
 
+def _product(a, b, take=None, name=""):
+    """a @ b (matmul's broadcasting): into ``take(name, shape)`` when given (``_Scratch``), else a fresh array."""
+    if take is None:
+        return np.matmul(a, b)
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    return np.matmul(a, b, out=take(name, shape))
+
+
+class _Scratch:
+    """One worker's arrays that its tiles' products are written into during one call, one per product name, as
+    views shaped like each tile's: pages faulted in once per call rather than once per tile. The first tile is
+    the largest (the tiles are sorted), so an array rarely grows."""
+
+    def __init__(self, dtype):
+        self.dtype, self.flat = dtype, {}
+
+    def __call__(self, name, shape):
+        n = math.prod(shape)
+        flat = self.flat.get(name)
+        if flat is None or flat.size < n:
+            flat = self.flat[name] = np.empty(n, self.dtype)
+        return flat[:n].reshape(shape)
+
+
+def _scratches(pb):
+    """worker -> its ``_Scratch`` for the tiles of ``pb``, made at the worker's first tile."""
+    made: dict[int, _Scratch] = {}
+    return lambda worker: made.get(worker) or made.setdefault(worker, _Scratch(pb.q.dtype))
+
+
+def _zeros(shape, dtype):
+    """``np.zeros`` from ``buffers`` (an output or gradient of the last call, when no one holds it any more)."""
+    a = buffers.empty(shape, dtype)
+    a.fill(0)
+    return a
+
+
 def _augmented(a, column, scale=1.0):
     """[scale * a, column] along the last axis (column broadcast to a's rows)."""
     out = np.empty(a.shape[:-1] + (a.shape[-1] + 1,), dtype=a.dtype)
@@ -667,24 +708,27 @@ def attention_forward(
         )
         return out.reshape(lay.out_shape), row_max, row_log_sum
 
-    out = np.zeros(lay.batch_shape + (lay.heads, lay.L, lay.Ev), q.dtype)
-    row_max = np.zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
-    row_log_sum = np.zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
+    out = _zeros(lay.batch_shape + (lay.heads, lay.L, lay.Ev), q.dtype)
+    row_max = _zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
+    row_log_sum = _zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
     for batch in pb.batches:
         pb.setup(batch, fused=not dropout_p)
 
+    scratch = _scratches(pb)
+
     def tile_forward(worker, tile):
         batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), slice(0, tile.j1)
-        o, m, log_l = _forward_block(
+        heads = slice(tile.h0, tile.h1)
+        _, m, log_l = _forward_block(
             batch.q[groups, :, rows],
             batch.kg[groups, keys],
             (batch.vg if dropout_p else batch.v_ones)[groups, keys],
             pb.tile_hide(tile),
             pb.keep(tile) if dropout_p else None,
+            out=out[batch.index][heads, rows],
+            take=scratch(worker),
             **options,
         )
-        heads = slice(tile.h0, tile.h1)
-        out[batch.index][heads, rows] = o
         row_max[batch.index][heads, rows] = m
         row_log_sum[batch.index][heads, rows] = log_l
 
@@ -784,8 +828,9 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
         pb.v.shape if need_v else None,
         pb.mask.shape if need_mask else None,
     )
-    dq, dk, dv, dmask = (None if shape is None else np.zeros(shape, pb.q.dtype) for shape in shapes)
+    dq, dk, dv, dmask = (None if shape is None else _zeros(shape, pb.q.dtype) for shape in shapes)
     locks = [threading.Lock() for _ in range(4)]  # tiles of different workers may add into the same rows
+    scratch = _scratches(pb)
 
     def tile_backward(worker, tile):
         batch, groups, rows, keys = (
@@ -807,6 +852,7 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
             pb.keep(tile) if pb.dropout_p else None,
             k_ones=batch.k_ones[groups, keys] if fused else None,
             v_ones=batch.v_ones[groups, keys] if fused else None,
+            take=scratch(worker),
             **options,
         )
         if dv_blk is not None:
