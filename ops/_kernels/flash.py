@@ -8,7 +8,7 @@ against their one K/V head, so the group's dK/dV contributions are summed by the
 
 The forward keeps the output and the row log-sum-exp as its two terms ``row_max`` (m) and
 ``row_log_sum`` (log l), lse = m + log l, in the problem's ``_Units``: scores times log2(e) with exp2 and log2
-(numpy's float32 exp2 runs about twice as fast as its exp), natural ones with a float mask. Kept apart, a
+(numpy's float32 exp2 runs about twice as fast as its exp) without masks, natural ones with any. Kept apart, a
 row whose scores are all a large finite fill (-1e9) still recomputes P = exp((S - m) - log l) = 1/S exactly
 in float32, where exp(S - lse) would round to 1. The backward never stores P: with the lse known,
 P = exp(S - lse) of any tile is exact on its own, so backward tiles also split the keys (under the causal
@@ -67,8 +67,10 @@ class _Units(NamedTuple):
     log: np.ufunc
 
 
-# numpy's float32 exp2 runs about twice as fast as its exp: scores are kept times log2(e) -- except with a float
-# mask, added in natural units like torch's (a -1e9 fill rounds the scores as there) and exponentiated with exp
+# numpy's float32 exp2 runs about twice as fast as its exp on arguments in its normal range (0.2 against 0.4 ns),
+# but 5-7x slower than exp where its result underflows (the -inf of a mask, the causal limit, padding): problems
+# without any masking keep their scores times log2(e) and use exp2; masked ones use exp (a float mask is then also
+# added in natural units like torch's, so that a -1e9 fill rounds float64 scores as torch's do)
 BASE_2, BASE_E = _Units(1 / math.log(2), np.exp2, np.log2), _Units(1.0, np.exp, np.log)
 
 
@@ -328,7 +330,7 @@ def _keys_major_copy(a):
 
 
 def _forward_block(
-    q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_empty, keys_major=False, out=None, take=None
+    q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_empty, keys_major=False, out=None, take=None, shift=True
 ):
     """Output, row max m and log row sum log l of one block of queries against keys [0, n).
 
@@ -337,7 +339,8 @@ def _forward_block(
     unnormalised output and the row sums in one product; keys-major scores sum their rows faster on their
     own). ``hide(scores)`` applies the masks in place to scores shaped (..., heads, rows, n); ``keep``: the
     dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``. ``take``: a
-    ``_Scratch`` the products are written into (the tiles), or None (fresh arrays).
+    ``_Scratch`` the products are written into (the tiles), or None (fresh arrays). Not ``shift``: the row max is
+    taken as 0 (no max pass and no subtraction), for scores known to be small (``_bounded``).
     Returns o (..., heads, rows, Ev) (written into ``out`` when given) and m, log l (..., heads, rows); 0, 0, 0
     on rows that see no key.
     """
@@ -345,10 +348,13 @@ def _forward_block(
     q_blk = np.multiply(q, scale * units.factor, dtype=q.dtype).reshape(*lead, groups, G * t, E)
     s, s4 = _scores(q_blk, kg, G, keys_major, take)
     hide(s4)
-    m = s4.max(axis=-1, keepdims=True)
-    if may_empty:
-        m[np.isneginf(m)] = 0
-    s4 -= m
+    if shift:
+        m = s4.max(axis=-1, keepdims=True)
+        if may_empty:
+            m[np.isneginf(m)] = 0
+        s4 -= m
+    else:  # |scores| within _bounded's bound: exp cannot overflow, nor the row sums underflow
+        m = np.zeros(s4.shape[:-1] + (1,), s4.dtype)
     units.exp(s4, out=s4)
     if keys_major and not dropout_p:
         Ev = v_ext.shape[-1]
@@ -470,7 +476,7 @@ class _Problem:
         self.lengths = None if lengths is None else np.broadcast_to(lengths, lay.batch_shape)
         # bool masks are applied as "hidden" flags
         self.hidden = ~self.mask if self.mask_is_bool and self.mask is not None else self.mask
-        self.units = BASE_E if self.float_mask else BASE_2
+        self.units = BASE_E if self.may_empty else BASE_2  # may_empty: some mask, causal limit or padding
         n_scores = math.prod(lay.batch_shape) * lay.heads * lay.L * lay.S
         self.whole = 0 < n_scores <= self.tune.whole_problem_scores
         self.batches, self.tiles = [], []
@@ -617,6 +623,16 @@ def _zeros(shape, dtype):
     return a
 
 
+def _bounded(q, k, scale) -> bool:
+    """Whether every score scale * q_i . k_j is bounded, by Cauchy-Schwarz, by a quarter of the largest exponent
+    of q's dtype (32 in float32): exp2 of the scores then neither overflows nor, summed over a row, underflows,
+    and the forward skips its row max (and its subtraction). Finite inputs only (a NaN or inf bound is False)."""
+    if not q.size or not k.size:
+        return True
+    norms = [np.sqrt(np.max(np.einsum("...d,...d->...", a, a))) for a in (q, k)]
+    return bool(abs(scale) * norms[0] * norms[1] <= np.finfo(q.dtype).maxexp / 4)
+
+
 def _augmented(a, column, scale=1.0):
     """[scale * a, column] along the last axis (column broadcast to a's rows)."""
     out = np.empty(a.shape[:-1] + (a.shape[-1] + 1,), dtype=a.dtype)
@@ -694,7 +710,9 @@ def attention_forward(
         enable_gqa=enable_gqa,
     )
     lay = pb.lay
-    options = dict(scale=scale, units=pb.units, dropout_p=dropout_p, may_empty=pb.may_empty)
+    # the bound costs two passes over q and k: tiled problems only (the whole problem's row max is cheap there)
+    shift = pb.whole or pb.float_mask or not _bounded(pb.q, pb.k, scale * pb.units.factor)
+    options = dict(scale=scale, units=pb.units, dropout_p=dropout_p, may_empty=pb.may_empty, shift=shift)
     if pb.whole:
         qg, kg, vg = pb.whole_operands()
         keys_major = lay.S <= (pb.tune.keys_major_keys if pb.tune.keys_major_keys is not None else keys_major_limit())

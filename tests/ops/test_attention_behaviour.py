@@ -338,3 +338,21 @@ def test_a_later_call_never_writes_into_results_still_held():
         forward_backward(*second[:3], None, is_causal=True)
     for held, copy in zip([results[0]] + list(results[1]), copies):
         np.testing.assert_array_equal(held, copy)
+
+
+@pytest.mark.parametrize("scale", [0.1, 3.0, 30.0, 300.0])
+@pytest.mark.parametrize("path", [dict(whole_problem_scores=1 << 40), dict(whole_problem_scores=0)],
+                         ids=["whole", "tiled"])
+def test_scores_small_or_large_give_the_float64_softmax_in_float32(scale, path):
+    """The forward skips its row max when the scores are bounded (``flash._bounded``): from small scores to ones
+    whose exp overflows float32 (scale 300: scores up to ~1e4), the output is float64's softmax(S) V, and
+    the gradients are finite."""
+    rng = np.random.default_rng(13)
+    q, k, v = (rng.standard_normal((2, 2, 40, 8)) for _ in range(3))
+    scores = scale * q @ np.swapaxes(k, -1, -2)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    expected = (weights / weights.sum(axis=-1, keepdims=True)) @ v
+    with flash.tuning(**path):
+        out, grads, _ = forward_backward(*(a.astype(np.float32) for a in (q, k, v)), scale=scale)
+    np.testing.assert_allclose(out, expected, rtol=2e-3, atol=2e-4 * np.abs(expected).max())
+    assert all(np.isfinite(g).all() for g in grads)

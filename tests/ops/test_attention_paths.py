@@ -103,6 +103,7 @@ CASES = {
     "mask with batch dims that q and k lack": (((1, 2, L, 3), (1, 2, S, 3), (3, 2, S, 2)),
                                                lambda r: r.standard_normal((3, 1, L, S)), True, {}),
     "scale 0": (BASE, None, False, dict(scale=0.0, is_causal=True)),
+    "large scores (the forward takes the row max)": (BASE, None, False, dict(scale=3.0, is_causal=True)),
     "negative scale": (BASE, lambda r: r.random((L, S)) < 0.7, False, dict(scale=-0.6)),
 }
 
