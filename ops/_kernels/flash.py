@@ -623,14 +623,19 @@ def _zeros(shape, dtype):
     return a
 
 
-def _bounded(q, k, scale) -> bool:
-    """Whether every score scale * q_i . k_j is bounded, by Cauchy-Schwarz, by a quarter of the largest exponent
-    of q's dtype (32 in float32): exp2 of the scores then neither overflows nor, summed over a row, underflows,
-    and the forward skips its row max (and its subtraction). Finite inputs only (a NaN or inf bound is False)."""
+def _bounded(q, k, v, scale) -> bool:
+    """Whether the forward may skip its row max (and its subtraction): every score scale * q_i . k_j is, by
+    Cauchy-Schwarz, at most 2^b in exp's units with b a quarter of the largest exponent of q's dtype (32 in
+    float32), so exp of the scores neither overflows nor, summed over a row, underflows; and S 2^b max |v|
+    stays finite, so P @ V cannot overflow either. False for non-finite inputs (a NaN or inf bound)."""
     if not q.size or not k.size:
         return True
     norms = [np.sqrt(np.max(np.einsum("...d,...d->...", a, a))) for a in (q, k)]
-    return bool(abs(scale) * norms[0] * norms[1] <= np.finfo(q.dtype).maxexp / 4)
+    exponent = abs(scale) / math.log(2) * norms[0] * norms[1]  # in powers of 2, whatever exp's base
+    largest = max(np.max(v), -np.min(v)) if v.size else 0
+    top = np.finfo(q.dtype).maxexp
+    with np.errstate(divide="ignore"):
+        return bool(exponent <= top / 4 and exponent + math.log2(k.shape[-2] or 1) + np.log2(largest) <= top - 2)
 
 
 def _augmented(a, column, scale=1.0):
@@ -711,7 +716,7 @@ def attention_forward(
     )
     lay = pb.lay
     # the bound costs two passes over q and k: tiled problems only (the whole problem's row max is cheap there)
-    shift = pb.whole or pb.float_mask or not _bounded(pb.q, pb.k, scale * pb.units.factor)
+    shift = pb.whole or pb.float_mask or not _bounded(pb.q, pb.k, pb.v, scale)
     options = dict(scale=scale, units=pb.units, dropout_p=dropout_p, may_empty=pb.may_empty, shift=shift)
     if pb.whole:
         qg, kg, vg = pb.whole_operands()

@@ -356,3 +356,19 @@ def test_scores_small_or_large_give_the_float64_softmax_in_float32(scale, path):
         out, grads, _ = forward_backward(*(a.astype(np.float32) for a in (q, k, v)), scale=scale)
     np.testing.assert_allclose(out, expected, rtol=2e-3, atol=2e-4 * np.abs(expected).max())
     assert all(np.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_huge_values_with_scores_at_the_bound_give_a_finite_output(dtype):
+    """Scores at the forward's bound for skipping the row max (``flash._bounded``: all equal, q = k) with values
+    of 1e30 (float32) / 1e290 (float64): exp of the unshifted scores times V would overflow, so the bound counts
+    V too; the output is V's mean."""
+    E, n = 8, 40
+    big = 1e30 if dtype == np.float32 else 1e290
+    exponent = np.finfo(dtype).maxexp / 4 * 0.95  # just inside the bound on the scores alone
+    scale = exponent / (E * np.log2(np.e))
+    q = np.ones((1, 1, n, E), dtype)
+    v = np.full((1, 1, n, 3), big, dtype) * np.linspace(0.5, 1.5, n, dtype=dtype)[:, None]
+    with tiled():
+        out, _, _ = forward_backward(q, q.copy(), v, scale=scale)
+    np.testing.assert_allclose(out, np.broadcast_to(v.mean(axis=-2, keepdims=True), out.shape), rtol=1e-5)
