@@ -7,12 +7,14 @@ past a padding length) are never touched. The query heads of a GQA group are sta
 against their one K/V head, so the group's dK/dV contributions are summed by the matmul itself.
 
 The forward keeps the output and the row log-sum-exp as its two terms ``row_max`` (m) and
-``row_log_sum`` (log l), lse = m + log l: kept apart, a row whose scores are all a large finite fill
-(-1e9) still recomputes P = exp((S - m) - log l) = 1/S exactly in float32, where exp(S - lse) would
-round to 1. The backward never stores P: with the lse known, P = exp(S - lse) of any tile is exact on
-its own, so backward tiles also split the keys; D = rowsum(dO * O), dS = P * (dP - D). Without a float
-mask, lse (resp. D) rides along in the score (resp. dP) matmul as one extra column:
-[q*scale, -lse] @ [k, 1]^T = S - lse.
+``row_log_sum`` (log l), lse = m + log l, in the problem's ``_Units``: scores times log2(e) with exp2 and log2
+(numpy's float32 exp2 runs about twice as fast as its exp) without masks, natural ones with any. Kept apart, a
+row whose scores are all a large finite fill (-1e9) still recomputes P = exp((S - m) - log l) = 1/S exactly
+in float32, where exp(S - lse) would round to 1. The backward never stores P: with the lse known,
+P = exp(S - lse) of any tile is exact on its own, so backward tiles also split the keys (under the causal
+limit they cover the diagonal in halved squares, skipping their masked quarters: ``_pieces``);
+D = rowsum(dO * O), dS = P * (dP - D). Without a float mask, lse (resp. D) rides along in the score (resp.
+dP) matmul as one extra column: [q*scale, -lse] @ [k, 1]^T = S - lse.
 
 Dropout masks come from a counter-based generator (Philox) addressed by (seed, head, query row, key),
 so the backward regenerates exactly the forward's mask, whatever the tiling. Tiles run on the worker pool
@@ -38,6 +40,7 @@ import functools
 import math
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -55,6 +58,22 @@ __all__ = [
 ]
 
 
+class _Units(NamedTuple):
+    """The units the kernels keep scores and row statistics in: scores times ``factor``, exponentiated by ``exp``,
+    row sums logged by ``log``."""
+
+    factor: float
+    exp: np.ufunc
+    log: np.ufunc
+
+
+# numpy's float32 exp2 runs about twice as fast as its exp on arguments in its normal range (0.2 against 0.4 ns),
+# but 5-7x slower than exp where its result underflows (the -inf of a mask, the causal limit, padding): problems
+# without any masking keep their scores times log2(e) and use exp2; masked ones use exp (a float mask is then also
+# added in natural units like torch's, so that a -1e9 fill rounds float64 scores as torch's do)
+BASE_2, BASE_E = _Units(1 / math.log(2), np.exp2, np.log2), _Units(1.0, np.exp, np.log)
+
+
 @dataclass(frozen=True)
 class Tuning:
     """How the kernels cut a problem into tiles and run them. Defaults are the tuned values (docs/attention.md)."""
@@ -69,6 +88,9 @@ class Tuning:
     """Scores per tile the automatic choices aim at (one float32 tile: 1 MiB)."""
     min_rows: int = 256
     """Fewest query rows per tile (when L has them): taller tiles make the key-side matmuls (dK, dV) run faster."""
+    diagonal_rows: int = 64
+    """Causal backward: a row block's diagonal square is halved (its masked upper-right quarter skipped) while it
+    has more rows than this."""
     whole_problem_scores: int = 1 << 20
     """Problems with at most this many scores (batch elements x heads x L x S) run as one block over every
     batch element and head, without threads; larger ones are tiled. 0 always tiles."""
@@ -173,14 +195,33 @@ def _sum_heads(grouped, n_heads):
     return grouped.reshape(grouped.shape[:-3] + (n_heads, groups // n_heads) + grouped.shape[-2:]).sum(axis=-3)
 
 
-def _row_blocks(L, n_keys, causal_offset, rows):
-    """(i0, i1, kmax) per block of query rows: keys [0, kmax) are visible to some row of the block (causal);
-    blocks that see no key are skipped."""
-    for i0 in range(0, L, rows):
-        i1 = min(L, i0 + rows)
-        kmax = n_keys if causal_offset is None else min(n_keys, i1 + causal_offset)
-        if kmax > 0:
-            yield i0, i1, kmax
+def _pieces(i0, i1, n_keys, causal_offset, chunk, smallest):
+    """(i0, i1, j0, j1) pieces covering the keys [0, n_keys) that rows [i0, i1) see: chunks of at most ``chunk``
+    keys; under the causal limit (key j seen by row i when j <= i + offset) the chunks of the keys every row sees,
+    then the diagonal square (``_diagonal``). Nothing for rows that see no key."""
+    visible = n_keys if causal_offset is None else min(n_keys, i0 + causal_offset)  # seen by every row
+    for j0 in range(0, max(0, visible), chunk):
+        yield i0, i1, j0, min(visible, j0 + chunk)
+    if causal_offset is not None:
+        yield from _diagonal(i0, i1, n_keys, causal_offset, smallest)
+
+
+def _diagonal(a, b, n_keys, offset, smallest):
+    """Pieces covering the keys [a + offset, b + offset) that some row of [a, b) sees: the square halved while
+    it is taller than ``smallest`` rows -- its lower-left quarter is seen by every row of it and computed
+    unmasked, its upper-right quarter by none and skipped, its two diagonal quarters split again."""
+    j0, j1 = max(0, a + offset), min(n_keys, b + offset)
+    if j0 >= j1:
+        return
+    if b - a <= smallest:
+        yield a, b, j0, j1
+        return
+    mid = (a + b) // 2
+    yield from _diagonal(a, mid, n_keys, offset, smallest)
+    lower_left = max(0, a + offset), min(n_keys, mid + offset)
+    if lower_left[0] < lower_left[1]:
+        yield (mid, b, *lower_left)
+    yield from _diagonal(mid, b, n_keys, offset, smallest)
 
 
 def _tile_shape(lay: Layout, n_keys, tune: Tuning):
@@ -193,6 +234,17 @@ def _tile_shape(lay: Layout, n_keys, tune: Tuning):
     rows = tune.block_rows or max(1, min(lay.L, max(tune.min_rows, elements // (4 * keys * group))))
     groups = max(1, min(lay.kv_groups, elements // (rows * keys * group)))
     return rows, groups
+
+
+def _group_tiles(batch, piece, groups, lay: Layout, elements):
+    """The tiles of one (i0, i1, j0, j1) piece over the K/V groups, in blocks of ``groups`` or, for a piece
+    smaller than a tile (a diagonal one), of as many as fit ``elements`` scores: fewer, larger matmul batches."""
+    G = max(1, lay.group_size)
+    i0, i1, j0, j1 = piece
+    groups = max(groups, min(lay.kv_groups, elements // ((i1 - i0) * (j1 - j0) * G)))
+    for g0 in range(0, lay.kv_groups, groups):
+        g1 = min(lay.kv_groups, g0 + groups)
+        yield _Tile(batch, g0, g1, g0 * lay.group_size, g1 * lay.group_size, *piece)
 
 
 @dataclass(frozen=True)
@@ -246,7 +298,7 @@ def _keep_flags(seed, first_head, n_heads, rows, keys, L, S, p) -> np.ndarray:
 
 
 # -- the math of one block, shared by the tiles and the whole-problem path ----------------------------------
-def _scores(x, y, G, keys_major):
+def _scores(x, y, G, keys_major, take=None):
     """(s, s4): x @ y^T for x (..., groups, G * t, d) and y (..., groups, n, d), as s (..., groups, G * t, n) and
     the same array as s4 (..., groups * G, t, n). ``keys_major``: both are views of one array whose first axis is
     the key, so that the scores of one row lie a whole key's worth of rows apart and reductions over the keys run
@@ -255,7 +307,7 @@ def _scores(x, y, G, keys_major):
     Its matmul is y @ x^T with x^T made contiguous: OpenBLAS's small-matrix kernels run a transposed operand
     about 2x slower than the copy costs."""
     if not keys_major:
-        s = np.matmul(x, y.swapaxes(-1, -2))
+        s = _product(x, y.swapaxes(-1, -2), take, "s")
         return s, s.reshape(s.shape[:-3] + (s.shape[-3] * G, s.shape[-2] // G, s.shape[-1]))
     *lead, groups, rows, _ = np.broadcast_shapes(x.shape, y.shape[:-2] + (1, 1))
     n = y.shape[-2]
@@ -277,42 +329,49 @@ def _keys_major_copy(a):
     return np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2)
 
 
-def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, keys_major=False, out=None):
+def _forward_block(
+    q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_empty, keys_major=False, out=None, take=None, shift=True
+):
     """Output, row max m and log row sum log l of one block of queries against keys [0, n).
 
     q (..., groups, G, rows, E) unscaled queries; kg (..., groups, n, E); v_ext (..., groups, n, Ev), with
     a column of ones appended when there is no dropout and not ``keys_major`` (P @ [V, 1] gives the
     unnormalised output and the row sums in one product; keys-major scores sum their rows faster on their
     own). ``hide(scores)`` applies the masks in place to scores shaped (..., heads, rows, n); ``keep``: the
-    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``.
+    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``. ``take``: a
+    ``_Scratch`` the products are written into (the tiles), or None (fresh arrays). Not ``shift``: the row max is
+    taken as 0 (no max pass and no subtraction), for scores known to be small (``_bounded``).
     Returns o (..., heads, rows, Ev) (written into ``out`` when given) and m, log l (..., heads, rows); 0, 0, 0
     on rows that see no key.
     """
     *lead, groups, G, t, E = q.shape
-    q_blk = np.multiply(q, scale, dtype=q.dtype).reshape(*lead, groups, G * t, E)
-    s, s4 = _scores(q_blk, kg, G, keys_major)
+    q_blk = np.multiply(q, scale * units.factor, dtype=q.dtype).reshape(*lead, groups, G * t, E)
+    s, s4 = _scores(q_blk, kg, G, keys_major, take)
     hide(s4)
-    m = s4.max(axis=-1, keepdims=True)
-    if may_empty:
-        m[np.isneginf(m)] = 0
-    s4 -= m
-    np.exp(s4, out=s4)
+    if shift:
+        m = s4.max(axis=-1, keepdims=True)
+        if may_empty:
+            m[np.isneginf(m)] = 0
+        s4 -= m
+    else:  # |scores| within _bounded's bound: exp cannot overflow, nor the row sums underflow
+        m = np.zeros(s4.shape[:-1] + (1,), s4.dtype)
+    units.exp(s4, out=s4)
     if keys_major and not dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
-        o = np.matmul(s, v_ext)
+        o = _product(s, v_ext, take, "o")
         o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
         denominator = row_sum
     elif dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
         s4 *= keep
-        o = np.matmul(s, v_ext)
+        o = _product(s, v_ext, take, "o")
         o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
         denominator = row_sum * (1 - dropout_p)
     else:
         Ev = v_ext.shape[-1] - 1
-        ol = np.matmul(s, v_ext)
+        ol = _product(s, v_ext, take, "o")
         ol = ol.reshape(ol.shape[:-3] + (groups * G, t, Ev + 1))
         o, row_sum = ol[..., :Ev], ol[..., Ev:]
         denominator = row_sum
@@ -321,17 +380,20 @@ def _forward_block(q, kg, v_ext, hide, keep, *, scale, dropout_p, may_empty, key
         if empty.any():
             denominator = np.where(empty, 1, denominator)
             row_sum = np.where(empty, 1, row_sum)
-    return np.divide(o, denominator, out=out), m[..., 0], np.log(row_sum[..., 0])
+    return np.divide(o, denominator, out=out), m[..., 0], units.log(row_sum[..., 0])
 
 
-def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, dropout_p, needs):
+def _backward_block(
+    q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, units, dropout_p, needs, take=None
+):
     """(dq, dk, dv, ds) of one block of queries against keys [j0, j1); None where ``needs`` (dq, dk, dv) is
     False.
 
     q (..., groups, G, rows, E) unscaled; kg, vg (..., groups, n, E / Ev) the block's keys and values;
     go (..., groups, G, rows, Ev) the output gradient; m, log_l, delta (..., groups, G, rows) the row
     statistics and D = rowsum(dO * O). ``hide`` and ``keep`` as in ``_forward_block``. With ``k_ones``,
-    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column.
+    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column. ``take`` as in
+    ``_forward_block`` (the results are then views of it: used before the worker's next tile).
     Returns dq (..., heads, rows, E) and ds (..., heads, rows, n) by query head, dk, dv (..., groups, n, d)
     by K/V group (a group's heads summed by the matmul). Leading dims broadcast.
     """
@@ -343,47 +405,49 @@ def _backward_block(q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, 
     scores = (*lead, groups * G, t)
     go = go.reshape(*rows, Ev)
     if k_ones is not None:  # [q*scale, -lse] @ [k, 1]^T = S - lse
-        q_blk = _augmented(q, -(m + log_l), scale).reshape(*rows, E + 1)
-        p = np.matmul(q_blk, k_ones.swapaxes(-1, -2))
+        q_blk = _augmented(q, -(m + log_l), scale * units.factor).reshape(*rows, E + 1)
+        p = _product(q_blk, k_ones.swapaxes(-1, -2), take, "p")
         q_blk = q_blk[..., :E]
     else:
-        q_blk = np.multiply(q, scale, dtype=dtype).reshape(*rows, E)
-        p = np.matmul(q_blk, kg.swapaxes(-1, -2))
+        q_blk = np.multiply(q, scale * units.factor, dtype=dtype).reshape(*rows, E)
+        p = _product(q_blk, kg.swapaxes(-1, -2), take, "p")
     p4 = p.reshape(p.shape[:-3] + (groups * G, t, n))
     hide(p4)
     if k_ones is None:  # (S - m) - log l: exact even when a finite fill makes S and m huge
         p4 -= m.reshape(*scores, 1)
         p4 -= log_l.reshape(*scores, 1)
-    np.exp(p4, out=p4)
+    units.exp(p4, out=p4)
     dv = None
     if dropout_p:
         keep_scale = 1 / (1 - dropout_p)
         if need_v:
             dropped = np.multiply(p4, keep, dtype=dtype)
             dropped *= keep_scale
-            dv = np.matmul(dropped.reshape(p.shape).swapaxes(-1, -2), go)
+            dv = _product(dropped.reshape(p.shape).swapaxes(-1, -2), go, take, "dv")
             del dropped
-        ds = np.matmul(go, vg.swapaxes(-1, -2))
+        ds = _product(go, vg.swapaxes(-1, -2), take, "ds")
         ds4 = ds.reshape(ds.shape[:-3] + (groups * G, t, n))
         ds4 *= keep
         ds4 *= keep_scale
         ds4 -= delta.reshape(*scores, 1)
     else:
         if need_v:
-            dv = np.matmul(p.swapaxes(-1, -2), go)
+            dv = _product(p.swapaxes(-1, -2), go, take, "dv")
         if v_ones is not None:  # [dO, -D] @ [V, 1]^T = dP - D
-            ds = np.matmul(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2))
+            ds = _product(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2), take, "ds")
         else:
-            ds = np.matmul(go, vg.swapaxes(-1, -2))
+            ds = _product(go, vg.swapaxes(-1, -2), take, "ds")
             ds -= delta.reshape(*rows, 1)
     ds *= p  # dS = P * (dP - D)
     dq = dk = None
     if need_q:
-        dq = np.matmul(ds, kg)
+        dq = _product(ds, kg, take, "dq")
         dq = dq.reshape(dq.shape[:-3] + (groups * G, t, E))
         dq *= scale
-    if need_k:  # dK = scale * dS^T Q = dS^T (scale * Q)
-        dk = np.matmul(ds.swapaxes(-1, -2), q_blk)
+    if need_k:  # dK = scale * dS^T Q = dS^T (scale * factor * Q) / factor
+        dk = _product(ds.swapaxes(-1, -2), q_blk, take, "dk")
+        if units.factor != 1:
+            dk *= 1 / units.factor
     return dq, dk, dv, ds.reshape(ds.shape[:-3] + (groups * G, t, n))
 
 
@@ -399,7 +463,7 @@ class _Problem:
     """Inputs promoted to one rank, the masks, the tuning in force, and -- unless the problem is small enough to
     run whole (see ``Tuning.whole_problem_scores``) -- one ``_Batch`` per batch element and the list of tiles."""
 
-    def __init__(self, q, k, v, mask, *, scale, causal_offset, lengths, dropout_p, seed, enable_gqa, split_keys=False):
+    def __init__(self, q, k, v, mask, *, scale, causal_offset, lengths, dropout_p, seed, enable_gqa, backward=False):
         self.tune = _TUNING.get()
         self.lay = lay = layout(q, k, v, enable_gqa)
         rank = len(lay.batch_shape) + 3
@@ -412,27 +476,32 @@ class _Problem:
         self.lengths = None if lengths is None else np.broadcast_to(lengths, lay.batch_shape)
         # bool masks are applied as "hidden" flags
         self.hidden = ~self.mask if self.mask_is_bool and self.mask is not None else self.mask
+        self.units = BASE_E if self.may_empty else BASE_2  # may_empty: some mask, causal limit or padding
         n_scores = math.prod(lay.batch_shape) * lay.heads * lay.L * lay.S
         self.whole = 0 < n_scores <= self.tune.whole_problem_scores
         self.batches, self.tiles = [], []
         if not self.whole:
-            self._make_tiles(split_keys)
+            self._make_tiles(backward)
 
-    def _make_tiles(self, split_keys):
+    def _make_tiles(self, backward):
+        """The tiles: per batch element, block of query rows and block of K/V groups, the backward's cover the
+        keys the rows see in pieces (``_pieces``), the forward's take all of them at once (keys [0, kmax)).
+        Largest first, so that the threads run out of work together."""
         lay, hidden, G, tune = self.lay, self.hidden, self.lay.group_size, self.tune
         for flat, b in enumerate(np.ndindex(*lay.batch_shape)):
             n_keys = lay.S if self.lengths is None else int(self.lengths[b])
             batch = _Batch(flat, b, n_keys, None if hidden is None else hidden[_own_index(hidden.shape[:-3], b)])
             self.batches.append(batch)
             rows, groups = _tile_shape(lay, n_keys, tune)
-            chunk = (tune.block_keys or max(tune.min_rows, tune.tile_elements // (rows * G))) if split_keys else lay.S
-            for i0, i1, kmax in _row_blocks(lay.L, n_keys, self.causal_offset, rows):
-                for g0 in range(0, lay.kv_groups, groups):
-                    g1 = min(lay.kv_groups, g0 + groups)
-                    for j0 in range(0, kmax, chunk):
-                        self.tiles.append(_Tile(batch, g0, g1, g0 * G, g1 * G, i0, i1, j0, min(kmax, j0 + chunk)))
-        # largest tiles first, so that the threads run out of work together
-        self.tiles.sort(key=lambda tile: (tile.i0 - tile.i1) * (tile.j1 - tile.j0))
+            chunk = tune.block_keys or max(tune.min_rows, tune.tile_elements // (rows * G))
+            for i0 in range(0, lay.L, rows):
+                i1 = min(lay.L, i0 + rows)
+                pieces = list(_pieces(i0, i1, n_keys, self.causal_offset, chunk, tune.diagonal_rows))
+                if not backward and pieces:  # the forward takes every key the block sees at once
+                    pieces = [(i0, i1, 0, max(piece[3] for piece in pieces))]
+                for piece in pieces:
+                    self.tiles.extend(_group_tiles(batch, piece, groups, lay, tune.tile_elements))
+        self.tiles.sort(key=lambda tile: -(tile.i1 - tile.i0) * (tile.j1 - tile.j0))
 
     def setup(self, batch, fused):
         """Per batch element: grouped queries and grouped K, V (with a ones column when ``fused``)."""
@@ -517,6 +586,58 @@ class _Problem:
         return _keys_major_copy(flags) if keys_major else flags
 
 
+def _product(a, b, take=None, name=""):
+    """a @ b (matmul's broadcasting): into ``take(name, shape)`` when given (``_Scratch``), else a fresh array."""
+    if take is None:
+        return np.matmul(a, b)
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    return np.matmul(a, b, out=take(name, shape))
+
+
+class _Scratch:
+    """One worker's arrays that its tiles' products are written into during one call, one per product name, as
+    views shaped like each tile's: pages faulted in once per call rather than once per tile. The first tile is
+    the largest (the tiles are sorted), so an array rarely grows."""
+
+    def __init__(self, dtype):
+        self.dtype, self.flat = dtype, {}
+
+    def __call__(self, name, shape):
+        n = math.prod(shape)
+        flat = self.flat.get(name)
+        if flat is None or flat.size < n:
+            flat = self.flat[name] = np.empty(n, self.dtype)
+        return flat[:n].reshape(shape)
+
+
+def _scratches(pb):
+    """worker -> its ``_Scratch`` for the tiles of ``pb``, made at the worker's first tile."""
+    made: dict[int, _Scratch] = {}
+    return lambda worker: made.get(worker) or made.setdefault(worker, _Scratch(pb.q.dtype))
+
+
+def _zeros(shape, dtype):
+    """``np.zeros`` from ``buffers`` (an output or gradient of the last call, when no one holds it any more)."""
+    a = buffers.empty(shape, dtype)
+    a.fill(0)
+    return a
+
+
+def _bounded(q, k, v, scale) -> bool:
+    """Whether the forward may skip its row max (and its subtraction): every score scale * q_i . k_j is, by
+    Cauchy-Schwarz, at most 2^b in exp's units with b a quarter of the largest exponent of q's dtype (32 in
+    float32), so exp of the scores neither overflows nor, summed over a row, underflows; and S 2^b max |v|
+    stays finite, so P @ V cannot overflow either. False for non-finite inputs (a NaN or inf bound)."""
+    if not q.size or not k.size:
+        return True
+    norms = [np.sqrt(np.max(np.einsum("...d,...d->...", a, a))) for a in (q, k)]
+    exponent = abs(scale) / math.log(2) * norms[0] * norms[1]  # in powers of 2, whatever exp's base
+    largest = max(np.max(v), -np.min(v)) if v.size else 0
+    top = np.finfo(q.dtype).maxexp
+    with np.errstate(divide="ignore"):
+        return bool(exponent <= top / 4 and exponent + math.log2(k.shape[-2] or 1) + np.log2(largest) <= top - 2)
+
+
 def _augmented(a, column, scale=1.0):
     """[scale * a, column] along the last axis (column broadcast to a's rows)."""
     out = np.empty(a.shape[:-1] + (a.shape[-1] + 1,), dtype=a.dtype)
@@ -554,7 +675,17 @@ def _measure_keys_major() -> int:
         keys_major, rows_major = runtime.best_seconds(
             [
                 functools.partial(
-                    _forward_block, qg, kg, v_ext, hide, None, scale=0.2, dropout_p=0.0, may_empty=True, keys_major=km
+                    _forward_block,
+                    qg,
+                    kg,
+                    v_ext,
+                    hide,
+                    None,
+                    scale=0.2,
+                    units=BASE_2,
+                    dropout_p=0.0,
+                    may_empty=True,
+                    keys_major=km,
                 )
                 for km, (v_ext, hide) in runs.items()
             ],
@@ -584,7 +715,9 @@ def attention_forward(
         enable_gqa=enable_gqa,
     )
     lay = pb.lay
-    options = dict(scale=scale, dropout_p=dropout_p, may_empty=pb.may_empty)
+    # the bound costs two passes over q and k: tiled problems only (the whole problem's row max is cheap there)
+    shift = pb.whole or pb.float_mask or not _bounded(pb.q, pb.k, pb.v, scale)
+    options = dict(scale=scale, units=pb.units, dropout_p=dropout_p, may_empty=pb.may_empty, shift=shift)
     if pb.whole:
         qg, kg, vg = pb.whole_operands()
         keys_major = lay.S <= (pb.tune.keys_major_keys if pb.tune.keys_major_keys is not None else keys_major_limit())
@@ -598,24 +731,27 @@ def attention_forward(
         )
         return out.reshape(lay.out_shape), row_max, row_log_sum
 
-    out = np.zeros(lay.batch_shape + (lay.heads, lay.L, lay.Ev), q.dtype)
-    row_max = np.zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
-    row_log_sum = np.zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
+    out = _zeros(lay.batch_shape + (lay.heads, lay.L, lay.Ev), q.dtype)
+    row_max = _zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
+    row_log_sum = _zeros(lay.batch_shape + (lay.heads, lay.L), q.dtype)
     for batch in pb.batches:
         pb.setup(batch, fused=not dropout_p)
 
+    scratch = _scratches(pb)
+
     def tile_forward(worker, tile):
         batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), slice(0, tile.j1)
-        o, m, log_l = _forward_block(
+        heads = slice(tile.h0, tile.h1)
+        _, m, log_l = _forward_block(
             batch.q[groups, :, rows],
             batch.kg[groups, keys],
             (batch.vg if dropout_p else batch.v_ones)[groups, keys],
             pb.tile_hide(tile),
             pb.keep(tile) if dropout_p else None,
+            out=out[batch.index][heads, rows],
+            take=scratch(worker),
             **options,
         )
-        heads = slice(tile.h0, tile.h1)
-        out[batch.index][heads, rows] = o
         row_max[batch.index][heads, rows] = m
         row_log_sum[batch.index][heads, rows] = log_l
 
@@ -653,7 +789,7 @@ def attention_backward(
         dropout_p=dropout_p,
         seed=seed,
         enable_gqa=enable_gqa,
-        split_keys=True,
+        backward=True,
     )
     lay = pb.lay
     need_q, need_k, need_v, need_mask = needs
@@ -661,7 +797,7 @@ def attention_backward(
     full = lay.batch_shape + (lay.heads, lay.L, lay.Ev)
     g = g.reshape(full)
     out = out.reshape(full)
-    options = dict(scale=scale, dropout_p=dropout_p, needs=(need_q, need_k, need_v))
+    options = dict(scale=scale, units=pb.units, dropout_p=dropout_p, needs=(need_q, need_k, need_v))
     if pb.whole:
         grads = _whole_backward(pb, g, out, row_max, row_log_sum, need_mask, options)
     else:
@@ -715,8 +851,9 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
         pb.v.shape if need_v else None,
         pb.mask.shape if need_mask else None,
     )
-    dq, dk, dv, dmask = (None if shape is None else np.zeros(shape, pb.q.dtype) for shape in shapes)
+    dq, dk, dv, dmask = (None if shape is None else _zeros(shape, pb.q.dtype) for shape in shapes)
     locks = [threading.Lock() for _ in range(4)]  # tiles of different workers may add into the same rows
+    scratch = _scratches(pb)
 
     def tile_backward(worker, tile):
         batch, groups, rows, keys = (
@@ -738,6 +875,7 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
             pb.keep(tile) if pb.dropout_p else None,
             k_ones=batch.k_ones[groups, keys] if fused else None,
             v_ones=batch.v_ones[groups, keys] if fused else None,
+            take=scratch(worker),
             **options,
         )
         if dv_blk is not None:

@@ -324,3 +324,51 @@ def test_dropout_drawn_from_a_generator_is_recorded_and_replayed_with_the_same_m
     np.testing.assert_array_equal(replayed, out.numpy())
     (g,) = tape.gradients((out * out).sum(), [q], create_graph=True)  # the composite regenerates the same mask
     np.testing.assert_allclose(g.numpy(), tape.gradients((out * out).sum(), [q])[0].numpy(), rtol=1e-10)
+
+
+def test_a_later_call_never_writes_into_results_still_held():
+    """The tiled path takes its output and gradients from ``buffers`` (reused once nothing refers to them): the
+    results of a first call, still held, keep their values through a second call on other inputs."""
+    rng = np.random.default_rng(12)
+    shape = (1, 2, 300, 8)  # 4 tiles a pass; output and gradients of 19 KiB.. above buffers.SMALLEST when float64
+    first, second = ([rng.standard_normal(shape) for _ in range(4)] for _ in range(2))
+    with tiled(block_rows=150, block_keys=150):
+        results = forward_backward(*first[:3], None, is_causal=True)
+        copies = [results[0].copy()] + [g.copy() for g in results[1]]
+        forward_backward(*second[:3], None, is_causal=True)
+    for held, copy in zip([results[0]] + list(results[1]), copies):
+        np.testing.assert_array_equal(held, copy)
+
+
+@pytest.mark.parametrize("scale", [0.1, 3.0, 30.0, 300.0])
+@pytest.mark.parametrize("path", [dict(whole_problem_scores=1 << 40), dict(whole_problem_scores=0)],
+                         ids=["whole", "tiled"])
+def test_scores_small_or_large_give_the_float64_softmax_in_float32(scale, path):
+    """The forward skips its row max when the scores are bounded (``flash._bounded``): from small scores to ones
+    whose exp overflows float32 (scale 300: scores up to ~1e4), the output is float64's softmax(S) V, and
+    the gradients are finite."""
+    rng = np.random.default_rng(13)
+    q, k, v = (rng.standard_normal((2, 2, 40, 8)) for _ in range(3))
+    scores = scale * q @ np.swapaxes(k, -1, -2)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    expected = (weights / weights.sum(axis=-1, keepdims=True)) @ v
+    with flash.tuning(**path):
+        out, grads, _ = forward_backward(*(a.astype(np.float32) for a in (q, k, v)), scale=scale)
+    np.testing.assert_allclose(out, expected, rtol=2e-3, atol=2e-4 * np.abs(expected).max())
+    assert all(np.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_huge_values_with_scores_at_the_bound_give_a_finite_output(dtype):
+    """Scores at the forward's bound for skipping the row max (``flash._bounded``: all equal, q = k) with values
+    of 1e30 (float32) / 1e290 (float64): exp of the unshifted scores times V would overflow, so the bound counts
+    V too; the output is V's mean."""
+    E, n = 8, 40
+    big = 1e30 if dtype == np.float32 else 1e290
+    exponent = np.finfo(dtype).maxexp / 4 * 0.95  # just inside the bound on the scores alone
+    scale = exponent / (E * np.log2(np.e))
+    q = np.ones((1, 1, n, E), dtype)
+    v = np.full((1, 1, n, 3), big, dtype) * np.linspace(0.5, 1.5, n, dtype=dtype)[:, None]
+    with tiled():
+        out, _, _ = forward_backward(q, q.copy(), v, scale=scale)
+    np.testing.assert_allclose(out, np.broadcast_to(v.mean(axis=-2, keepdims=True), out.shape), rtol=1e-5)

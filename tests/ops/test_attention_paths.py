@@ -23,9 +23,10 @@ TOLERANCE = {np.float64: (1e-12, 1e-14), np.float32: (1e-5, 1e-6)}  # rtol, atol
 
 def use_path(path, small_tiles=False, keys_major=False):
     """The kernels' tuning for a path (a context manager). Small tiles: rows, keys and heads split, tile sizes
-    that divide nothing, two threads. ``keys_major``: the whole-problem forward lays its scores out keys-major
-    (else rows-major), whatever the crossover measured on this machine says."""
-    small = dict(block_rows=3, block_keys=4, tile_elements=3 * 9, workers=2) if small_tiles else {}
+    that divide nothing, causal diagonal squares split down to single rows, two threads. ``keys_major``: the
+    whole-problem forward lays its scores out keys-major (else rows-major), whatever the crossover measured on this
+    machine says."""
+    small = dict(block_rows=3, block_keys=4, tile_elements=3 * 9, workers=2, diagonal_rows=1) if small_tiles else {}
     layout = dict(keys_major_keys=1 << 30 if keys_major else 0)
     return flash.tuning(whole_problem_scores=1 << 40 if path == WHOLE else 0, **small, **layout)
 
@@ -102,6 +103,7 @@ CASES = {
     "mask with batch dims that q and k lack": (((1, 2, L, 3), (1, 2, S, 3), (3, 2, S, 2)),
                                                lambda r: r.standard_normal((3, 1, L, S)), True, {}),
     "scale 0": (BASE, None, False, dict(scale=0.0, is_causal=True)),
+    "large scores (the forward takes the row max)": (BASE, None, False, dict(scale=3.0, is_causal=True)),
     "negative scale": (BASE, lambda r: r.random((L, S)) < 0.7, False, dict(scale=-0.6)),
 }
 
@@ -219,3 +221,30 @@ def test_the_keys_major_crossover_is_measured_once_and_the_setting_overrides_it(
     with flash.tuning(keys_major_keys=9):
         forward_backward(q, k, v, None, False, np.float64, {})
     assert measured == [1] and layouts == [True, False, True]
+
+
+@pytest.mark.parametrize("L,n_keys,offset", [(64, 64, 0), (37, 64, 0), (64, 37, 0), (50, 61, 11), (61, 50, -11),
+                                              (40, 40, None), (40, 23, None), (9, 0, 0), (20, 30, -25)])
+@pytest.mark.parametrize("rows,chunk,smallest", [(16, 16, 4), (13, 7, 1), (64, 64, 64), (5, 100, 2)])
+def test_the_backward_pieces_cover_every_visible_score_once(L, n_keys, offset, rows, chunk, smallest):
+    """The backward's pieces of all row blocks cover each score that a row sees (key j < n_keys, and j <= i +
+    offset when causal) exactly once and nothing else but the diagonal squares' masked parts: none with one-row
+    squares (smallest=1); no piece lies wholly where no row of it sees a key; no piece is longer than chunk
+    keys outside the diagonal."""
+    i, j = np.arange(L)[:, None], np.arange(n_keys)[None, :]
+    visible = np.ones((L, n_keys), bool) if offset is None else j <= i + offset
+    count = np.zeros((L, n_keys), int)
+    for i0 in range(0, L, rows):
+        i1 = min(L, i0 + rows)
+        for a, b, j0, j1 in flash._pieces(i0, i1, n_keys, offset, chunk, smallest):
+            assert i0 <= a < b <= i1 and 0 <= j0 < j1 <= n_keys
+            assert visible[a:b, j0:j1].any()
+            count[a:b, j0:j1] += 1
+            if visible[a:b, j0:j1].all():
+                assert j1 - j0 <= max(chunk, smallest)
+    assert (count[visible] == 1).all() and count.max(initial=0) <= 1
+    if smallest == 1:
+        assert (count == visible).all()
+    else:  # the masked scores computed lie within a diagonal square of at most `smallest` rows
+        hidden_done = np.argwhere(count > visible)
+        assert all(j - i - offset <= smallest for i, j in hidden_done)
