@@ -351,7 +351,8 @@ def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mea
         log_probs = np.zeros_like(input)  # in input's layout
         if input.size:
             blockwise(log_softmax_block, along_last(input, axis), along_last(log_probs, axis))
-        loss = -np.sum(log_probs * _smoothed_probabilities(input, target, weight, label_smoothing), axis=axis)
+        with np.errstate(invalid="ignore"):  # a 0 probability at a -inf logit: 0 * -inf, NaN as in torch
+            loss = -np.sum(log_probs * _smoothed_probabilities(input, target, weight, label_smoothing), axis=axis)
         # torch: 'mean' over an empty input (also N > 0 with C = 0) is NaN
         return _reduce(loss, reduction, None if input.size else 0), {"log_probs": log_probs}
     valid, safe, w_target = _targets(input, target, weight, ignore_index)
@@ -365,7 +366,8 @@ def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mea
     shifted_total = np.empty_like(row_max) if label_smoothing > 0 else None  # sum_c w_c (x_c - max)
     blockwise(partial(exp_shifted_block, weight), x, exps, row_max, row_sum, shifted_total)
     log_sum = np.log(row_sum[..., 0])
-    loss = -w_target * ((_picked(input, safe) - row_max[..., 0]) - log_sum)
+    with np.errstate(invalid="ignore"):  # inf - inf where a row's max is +-inf: NaN as in torch
+        loss = -w_target * ((_picked(input, safe) - row_max[..., 0]) - log_sum)
     if shifted_total is not None:  # smoothing: -sum_c w_c log p_c = sum_c(w_c) log_sum - sum_c w_c (x_c - max)
         class_total = input.shape[axis] if weight is None else np.sum(weight)
         smooth = np.where(valid, class_total * log_sum - shifted_total[..., 0], 0)

@@ -140,7 +140,8 @@ def row_dots(a, b):
 
 def subtract_row_max(x: np.ndarray, out: np.ndarray, row_max: np.ndarray | None = None) -> np.ndarray:
     """``out = x - max(x)`` over each row (every exp of it is at most 1, so nothing overflows); returns the max
-    (kept as a size-1 axis; written into ``row_max`` when given)."""
+    (kept as a size-1 axis; written into ``row_max`` when given). A row whose max is +inf or -inf (all -inf)
+    becomes NaN without a warning, as in torch."""
     if row_max is None:
         row_max = np.empty(x.shape[:-1] + (1,), x.dtype)
     if x.ndim >= 2 and 0 < x.shape[-1] <= short_row_length():
@@ -149,7 +150,8 @@ def subtract_row_max(x: np.ndarray, out: np.ndarray, row_max: np.ndarray | None 
         np.maximum.reduce(np.ascontiguousarray(np.moveaxis(x, -1, 0)), axis=0, out=row_max[..., 0])
     else:
         np.max(x, axis=-1, keepdims=True, out=row_max)
-    np.subtract(x, row_max, out=out)
+    with np.errstate(invalid="ignore"):  # inf - inf where a row's max is +-inf: the NaN row torch gives too
+        np.subtract(x, row_max, out=out)
     return row_max
 
 

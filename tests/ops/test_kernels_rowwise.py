@@ -7,6 +7,8 @@ gradcheck must still hold, and a result must not depend on which thread took whi
 also run at the real block size (several blocks of a realistic row length).
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from oracle import run_torch_parity
@@ -129,3 +131,68 @@ def test_short_rows_take_their_max_across_a_transposed_copy_with_the_same_values
     ty.backward(torch.ones_like(ty))
     np.testing.assert_allclose(across[0], ty.detach().numpy(), rtol=2e-6, atol=1e-6, equal_nan=True)
     np.testing.assert_allclose(across[1], tx.grad.numpy(), rtol=2e-6, atol=1e-6, equal_nan=True)
+
+
+def _rows_with_infinities(n: int) -> np.ndarray:
+    """Rows of ``n`` logits: finite; -inf beside finite values; all -inf; one +inf; two +inf; +inf and -inf; NaN."""
+    rows = np.tile(np.linspace(-1.0, 2.0, n), (7, 1))
+    rows[1, 0] = rows[2] = rows[5, 1] = -np.inf
+    rows[3, 0] = rows[4, :2] = rows[5, 0] = np.inf
+    rows[6, 0] = np.nan
+    return rows
+
+
+_INF_CASES = [
+    ("softmax", {"dim": -1}),
+    ("softmax", {"dim": 0}),
+    ("log_softmax", {"dim": -1}),
+    ("log_softmax", {"dim": 0}),
+    ("cross_entropy", {}),
+    ("cross_entropy", {"label_smoothing": 0.1}),
+    ("cross_entropy", {"weight": True}),
+    ("cross_entropy", {"probabilities": True}),
+    ("cross_entropy", {"probabilities": True, "weight": True}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("n", [3, 300])
+@pytest.mark.parametrize(("name", "attrs"), _INF_CASES, ids=[f"{n}-{sorted(a)}" for n, a in _INF_CASES])
+def test_rows_holding_infinities_give_torch_values_without_numpy_warnings(name, attrs, n, dtype, torch):
+    """A row whose maximum is +-inf is NaN in torch (inf - inf), a row with -inf beside finite values is finite
+    (0 probability); a 0 target probability at a -inf logit is NaN (0 * -inf). The ops compute those values
+    without a numpy RuntimeWarning escaping from inside them, forward or backward (short and long rows)."""
+    x = _rows_with_infinities(n).astype(dtype)
+    attrs = dict(attrs)
+    if attrs.get("dim") == 0:
+        x = x.T.copy()
+    torch_kwargs = {}
+    if attrs.pop("weight", False):
+        attrs["weight"] = np.linspace(0.5, 2.0, n).astype(dtype)
+        torch_kwargs["weight"] = torch.tensor(attrs["weight"])
+    if name == "cross_entropy":
+        if attrs.pop("probabilities", False):
+            target = np.zeros_like(x)
+            target[:, 1:] = 1 / (n - 1)  # 0 at the first class, where some rows hold -inf
+        else:
+            target = np.arange(7) % n
+        torch_kwargs.update({k: v for k, v in attrs.items() if k != "weight"}, reduction="none")
+        attrs["reduction"] = "none"
+        args, torch_args = (target,), (torch.tensor(target),)
+        torch_fn = torch.nn.functional.cross_entropy
+    else:
+        args, torch_args, torch_kwargs = (), (), dict(attrs)
+        torch_fn = getattr(torch, name)
+    t = tape.tensor(x, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = getattr(ops, name)(t, *args, **attrs)
+        upstream = np.linspace(0.5, 1.5, y.numel()).reshape(y.shape).astype(dtype)
+        y.backward(upstream)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch_fn(tx, *torch_args, **torch_kwargs)
+    ty.backward(torch.tensor(upstream))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+    finite_row = y.numpy()[:, 0] if attrs.get("dim") == 0 else y.numpy()[0]
+    assert np.isfinite(finite_row).all()
