@@ -203,10 +203,40 @@ def exp_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 # -- softmax / log_softmax -----------------------------------------------------------------------------------
 def softmax_block(x: np.ndarray, out: np.ndarray) -> None:
-    """``out = softmax(x)`` over each row: exp(x - max) times the reciprocal of its sum (as torch)."""
-    subtract_row_max(x, out=out)
-    np.exp(out, out=out)
-    out *= 1 / row_sums(out)
+    """``out = softmax(x)`` over each row: exp(x) times the reciprocal of its sum, without the shift by the row
+    max where that sum lies in [1, sqrt(max float)] -- exp(x) / sum exp(x) is the same softmax, rounded once less
+    than exp(x - max) (no x - max), and no exp there under- or overflows where exp(x - max) would not (the row
+    max is at least -log n, at most half the dtype's largest exponent; 1 / sum stays a normal number). The
+    other rows (logits beyond that range, +-inf, NaN) are computed as torch does, from exp(x - max) times the
+    reciprocal of its sum. Rows of a few dozen take one reduction instead of two (numpy pays per row). Rows of
+    one are exactly 1 (NaN at +-inf, NaN), as torch's."""
+    if x.shape[-1] == 1:
+        with np.errstate(invalid="ignore"):
+            np.subtract(x, x, out=out)
+        np.exp(out, out=out)
+        return
+    with np.errstate(over="ignore"):  # rows with a huge logit: exp overflows, and they are redone below
+        np.exp(x, out=out)
+    sums = row_sums(out)
+    low, high = sums.min(initial=1.0), sums.max(initial=1.0)
+    if not (low >= 1 and high <= _SAFE_SUM[x.dtype.char]):  # NaN sums fail too
+        _softmax_shifted_rows(x, out, sums)
+    out *= 1 / sums
+
+
+def _softmax_shifted_rows(x: np.ndarray, out: np.ndarray, sums: np.ndarray) -> None:
+    """``out = softmax(x)`` as exp(x - max) / sum in the rows whose sum in ``sums`` (exp(x) unshifted) lies
+    outside [1, sqrt(max float)], their ``sums`` set to 1."""
+    redo = ~((sums >= 1) & (sums <= _SAFE_SUM[x.dtype.char]))[..., 0]
+    rows = np.empty_like(x[redo])
+    subtract_row_max(x[redo], out=rows)
+    np.exp(rows, out=rows)
+    rows *= 1 / row_sums(rows)
+    out[redo] = rows
+    sums[redo] = 1
+
+
+_SAFE_SUM = {t: np.sqrt(np.finfo(t).max) for t in "efdg"}
 
 
 def log_softmax_block(x: np.ndarray, out: np.ndarray) -> None:

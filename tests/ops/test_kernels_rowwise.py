@@ -196,3 +196,28 @@ def test_rows_holding_infinities_give_torch_values_without_numpy_warnings(name, 
     np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
     finite_row = y.numpy()[:, 0] if attrs.get("dim") == 0 else y.numpy()[0]
     assert np.isfinite(finite_row).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("n", [1, 4, 32, 1000])
+def test_softmax_matches_torch_on_rows_on_both_sides_of_its_unshifted_range(n, dtype, torch):
+    """softmax takes exp(x) unshifted where a row's sum of exps lies in [1, sqrt(max float)] and exp(x - max)
+    elsewhere: rows whose max sits at either end of that range, beyond it, or far beyond (one block, every row
+    its own case) match torch to rounding, tiny probabilities included, forward and backward; 1-D too."""
+    rng = np.random.default_rng(7)
+    tops = [-1e4, -200.0, -50.0, -np.log(n) - 0.01, -np.log(n) + 0.01, 0.0, 5.0, 43.0, 45.0, 88.0, 89.0, 700.0, 1e4]
+    x = rng.uniform(-30.0, 0.0, (len(tops), n)) + np.array(tops)[:, None]
+    x[:, 0] = tops  # each row's max
+    rtol, atol = (1e-13, 1e-300) if dtype == np.float64 else (3e-6, 1e-37)
+    grad_atol = 1e-14 if dtype == np.float64 else 1e-6  # y (g - sum(g y)) cancels: rounding relative to g ~ 1
+    for rows in (x, x[5], x[-1]):
+        rows = rows.astype(dtype)
+        t, tx = tape.tensor(rows, requires_grad=True), torch.tensor(rows, requires_grad=True)
+        y, ty = ops.softmax(t, dim=-1), torch.softmax(tx, -1)
+        upstream = rng.standard_normal(rows.shape).astype(dtype)
+        y.backward(upstream)
+        ty.backward(torch.tensor(upstream))
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=10 * rtol, atol=grad_atol)
+        if n == 1:
+            assert np.array_equal(y.numpy(), np.ones_like(rows)), "a row of one is exactly 1, as in torch"
