@@ -147,7 +147,8 @@ def subtract_row_max(x: np.ndarray, out: np.ndarray, row_max: np.ndarray | None 
     if x.ndim >= 2 and 0 < x.shape[-1] <= short_row_length():
         # short rows: numpy reduces each row in a call of its own; across a transposed copy the maximum runs
         # over long contiguous runs instead (the same values: a maximum is exact)
-        np.maximum.reduce(np.ascontiguousarray(np.moveaxis(x, -1, 0)), axis=0, out=row_max[..., 0])
+        rows_last = x.transpose((x.ndim - 1,) + tuple(range(x.ndim - 1)))  # np.moveaxis(x, -1, 0), without its checks
+        np.maximum.reduce(np.ascontiguousarray(rows_last), axis=0, out=row_max[..., 0])
     else:
         np.max(x, axis=-1, keepdims=True, out=row_max)
     with np.errstate(invalid="ignore"):  # inf - inf where a row's max is +-inf: the NaN row torch gives too
