@@ -56,6 +56,7 @@ from ._kernels.rowwise import (
     exp_shifted_block,
     from_last,
     log_softmax_block,
+    owned_like,
 )
 from ._notes import case_law
 from ._numerics import quiet
@@ -361,7 +362,7 @@ def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mea
         return _reduce(np.zeros(target.shape, input.dtype), reduction, total_weight), {}
     # classes last: exps = exp(x - max), kept for the backward (the probabilities are exps / row_sum)
     x = along_last(input, axis)
-    exps = np.empty_like(x)
+    exps = owned_like(x)
     row_max = np.empty(x.shape[:-1] + (1,), x.dtype)  # columns: one value per row
     row_sum = np.empty_like(row_max)
     shifted_total = np.empty_like(row_max) if label_smoothing > 0 else None  # sum_c w_c (x_c - max)
@@ -413,7 +414,7 @@ def _cross_entropy_vjp(
         row_total = on_target + smooth_scale * (n_classes if weight is None else np.sum(weight))
         smooth = smooth_scale[..., None]
     # classes last: p * sum_c(q_nc) - (s/C) w_c with p = exps / row_sum, then each target class's own term
-    grad = np.empty_like(exps)
+    grad = owned_like(exps)
     blockwise(partial(cross_entropy_grad_block, weight), exps, row_total[..., None] / row_sum, smooth, grad)
     grad = from_last(grad, axis)
     if grad.ndim == 2:  # (N, C): the targets are distinct (row, class) pairs, so one fancy subtraction

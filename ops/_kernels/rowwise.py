@@ -22,12 +22,13 @@ import functools
 
 import numpy as np
 
-from . import runtime
+from . import buffers, runtime
 
 __all__ = [
     "BLOCK_ELEMENTS",
     "flat_blockwise",
     "flat_block_elements",
+    "owned_like",
     "along_last",
     "from_last",
     "blockwise",
@@ -47,6 +48,13 @@ __all__ = [
 ]
 
 BLOCK_ELEMENTS = 1 << 18  # 1 MiB of float32 per array: a block stays in (L2 or L3) cache between its passes
+
+
+def owned_like(a: np.ndarray) -> np.ndarray:
+    """An uninitialised array of ``a``'s shape and dtype for a kernel to fill completely: a reused one of
+    ``buffers.empty`` (no fresh pages to fault in every step) when ``a`` is C-contiguous, else ``np.empty_like``
+    (which keeps ``a``'s memory layout, so rows the kernel walks stay contiguous)."""
+    return buffers.empty(a.shape, a.dtype) if a.flags.c_contiguous else np.empty_like(a)
 
 
 def along_last(a, axis: int):
