@@ -106,14 +106,14 @@ def _row_ops_step(x, w, b, targets):
     """One step of the row ops on leaves made from ``x``, ``w``, ``b``: their values and gradients."""
     leaves = [tape.tensor(a, requires_grad=True) for a in (x, w, b)]
     xt, wt, bt = leaves
-    h = ops.layer_norm(xt, (x.shape[1],), wt, bt)
+    h = ops.gelu(ops.layer_norm(xt, (x.shape[1],), wt, bt), approximate="tanh" if x.dtype == np.float64 else "none")
     loss = ops.cross_entropy(ops.log_softmax(ops.softmax(h, dim=-1) * 4.0, dim=-1), targets)
     loss.backward()
     return [loss.data.copy()] + [leaf.grad.data.copy() for leaf in leaves]
 
 
 def test_row_ops_results_are_right_when_their_buffers_are_reused(fresh, monkeypatch):
-    """softmax, log_softmax, layer_norm and cross_entropy give the same values and gradients, bit for bit, step
+    """softmax, log_softmax, layer_norm, gelu and cross_entropy give the same values and gradients, bit for bit, step
     after step with their buffers reused as with fresh arrays (nothing kept)."""
     rng = np.random.default_rng(4)
     x, w, b = rng.standard_normal((256, 96)), rng.standard_normal(96), rng.standard_normal(96)
@@ -128,7 +128,7 @@ def test_row_ops_results_are_right_when_their_buffers_are_reused(fresh, monkeypa
 
 
 def test_a_training_loop_of_row_ops_stops_faulting_pages_in():
-    """layer_norm, softmax, log_softmax and cross_entropy at 4096 x 512 float32 (8 MiB arrays, which malloc maps
+    """layer_norm, gelu, softmax, log_softmax and cross_entropy at 4096 x 512 float32 (8 MiB arrays, which malloc maps
     fresh and returns to the OS): with their outputs and gradients kept, a step faults few pages in (fresh
     arrays: ~2,500 minor page faults a step in a process of its own, 0 with them kept)."""
     rng = np.random.default_rng(5)
