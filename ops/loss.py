@@ -360,21 +360,23 @@ def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mea
     total_weight = w_target.sum()
     if input.size == 0:  # an empty batch: no exp/max over it
         return _reduce(np.zeros(target.shape, input.dtype), reduction, total_weight), {}
-    # classes last: exps = exp(x - max), kept for the backward (the probabilities are exps / row_sum)
+    # classes last: exps = exp(x - shift), kept for the backward (the probabilities are exps / row_sum); the
+    # shift is each row's target logit (its max where that overflows: exp_shifted_block)
     x = along_last(input, axis)
     exps = owned_like(x)
-    row_max = np.empty(x.shape[:-1] + (1,), x.dtype)  # columns: one value per row
-    row_sum = np.empty_like(row_max)
-    shifted_total = np.empty_like(row_max) if label_smoothing > 0 else None  # sum_c w_c (x_c - max)
-    blockwise(partial(exp_shifted_block, weight), x, exps, row_max, row_sum, shifted_total)
+    picked = _picked(input, safe)
+    shift = picked[..., None].copy()  # columns: one value per row
+    row_sum = np.empty_like(shift)
+    shifted_total = np.empty_like(shift) if label_smoothing > 0 else None  # sum_c w_c (x_c - shift)
+    blockwise(partial(exp_shifted_block, weight), x, shift, exps, row_sum, shifted_total)
     log_sum = np.log(row_sum[..., 0])
-    # loss_n = w_y (log_sum - (x_y - max)), the same rounding as torch's -w_y ((x_y - max) - log_sum)
-    loss = _picked(input, safe)
+    # loss_n = w_y (log_sum - (x_y - shift)), as torch's -w_y ((x_y - max) - log_sum) where the shift is the max
+    loss = picked
     with np.errstate(invalid="ignore"):  # inf - inf where a row's max is +-inf: NaN as in torch
-        loss -= row_max[..., 0]
+        loss -= shift[..., 0]
     np.subtract(log_sum, loss, out=loss)
     loss *= w_target
-    if shifted_total is not None:  # smoothing: -sum_c w_c log p_c = sum_c(w_c) log_sum - sum_c w_c (x_c - max)
+    if shifted_total is not None:  # smoothing: -sum_c w_c log p_c = sum_c(w_c) log_sum - sum_c w_c (x_c - shift)
         class_total = input.shape[axis] if weight is None else np.sum(weight)
         smooth = np.where(valid, class_total * log_sum - shifted_total[..., 0], 0)
         loss = (1 - label_smoothing) * loss + (label_smoothing / input.shape[axis]) * smooth

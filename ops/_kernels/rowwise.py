@@ -310,14 +310,27 @@ def normalize_grad_block(weight, need_weight: bool, need_bias: bool, subtract_me
 
 
 # -- cross_entropy: classes last; ``weight`` is the class weights or None (all 1) ------------------------------
-def exp_shifted_block(weight, x, exps, row_max, row_sum, shifted_total) -> None:
-    """``exps = exp(x - max)`` over each row, and the columns ``row_max``, ``row_sum`` (of exps) and, unless None,
-    ``shifted_total`` = sum_c w_c (x_c - max): the pieces of cross_entropy's log_softmax."""
-    subtract_row_max(x, out=exps, row_max=row_max)
-    if shifted_total is not None:
-        shifted_total[...] = row_sums(exps) if weight is None else row_dots(exps, weight)
-    np.exp(exps, out=exps)
+def exp_shifted_block(weight, x, shift, exps, row_sum, shifted_total) -> None:
+    """``exps = exp(x - shift)`` over each row, the column ``row_sum`` of its sums and, unless None,
+    ``shifted_total`` = sum_c w_c (x_c - shift): the pieces of cross_entropy's log_softmax, for any shift. The
+    caller's ``shift`` is each row's target logit x_y (so log_sum is the loss itself, rounded once, and no row
+    max is needed); rows where that overflows (x_y far below the others) or is not finite are done again with
+    their max as the shift (written into ``shift``), as torch shifts every row."""
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite or far-off targets: redone below
+        np.subtract(x, shift, out=exps)
+        if shifted_total is not None:
+            shifted_total[...] = row_sums(exps) if weight is None else row_dots(exps, weight)
+        np.exp(exps, out=exps)
     row_sum[...] = row_sums(exps)
+    if not row_sum.max(initial=1.0) <= _SAFE_SUM[x.dtype.char]:  # NaN fails too
+        redo = ~(row_sum <= _SAFE_SUM[x.dtype.char])[..., 0]
+        rows = np.empty_like(x[redo])
+        shift[redo] = subtract_row_max(x[redo], out=rows)
+        if shifted_total is not None:
+            shifted_total[redo] = row_sums(rows) if weight is None else row_dots(rows, weight)
+        np.exp(rows, out=rows)
+        row_sum[redo] = row_sums(rows)
+        exps[redo] = rows
 
 
 def cross_entropy_grad_block(weight, exps, scale, smooth, out) -> None:

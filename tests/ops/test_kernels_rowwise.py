@@ -221,3 +221,37 @@ def test_softmax_matches_torch_on_rows_on_both_sides_of_its_unshifted_range(n, d
         np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=10 * rtol, atol=grad_atol)
         if n == 1:
             assert np.array_equal(y.numpy(), np.ones_like(rows)), "a row of one is exactly 1, as in torch"
+
+
+_CE_ATTRS = [{}, {"label_smoothing": 0.2}, {"weight": True}, {"ignore_index": 2}]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("attrs", _CE_ATTRS, ids=["plain", "smooth", "w", "ignore"])
+def test_cross_entropy_matches_torch_whatever_the_target_logits_distance_from_the_max(attrs, dtype, torch):
+    """cross_entropy shifts each row by its target logit (the loss is then log(sum exp(x - x_y)), rounded once)
+    and by the row max where that overflows: targets at the max, near it, 40, 50, 100, 1000 and 1e4 below it
+    match torch's values and gradients in every layout ((N, C), (C,), (N, C, d)), an ignored target included."""
+    rng = np.random.default_rng(11)
+    gaps = np.array([0.0, 0.5, 3.0, 40.0, 50.0, 100.0, 1000.0, 1e4])
+    n_classes = 5
+    x = rng.uniform(-2.0, 2.0, (len(gaps), n_classes))
+    target = np.arange(len(gaps)) % n_classes
+    x[np.arange(len(gaps)), target] = x.max(axis=1) - gaps
+    attrs = dict(attrs)
+    torch_attrs = {k: v for k, v in attrs.items() if k != "weight"}
+    if attrs.pop("weight", False):
+        attrs["weight"] = np.linspace(0.5, 2.0, n_classes).astype(dtype)
+        torch_attrs["weight"] = torch.tensor(attrs["weight"])
+    rtol, atol = (1e-12, 1e-14) if dtype == np.float64 else (2e-6, 1e-6)
+    layouts = [(x, target), (x[3], target[3]), (x.reshape(2, 4, n_classes).transpose(0, 2, 1), target.reshape(2, 4))]
+    for inputs, targets in layouts:
+        inputs = np.ascontiguousarray(inputs, dtype)
+        t, tx = tape.tensor(inputs, requires_grad=True), torch.tensor(inputs, requires_grad=True)
+        y = ops.cross_entropy(t, targets, reduction="none", **attrs)
+        ty = torch.nn.functional.cross_entropy(tx, torch.tensor(targets), reduction="none", **torch_attrs)
+        upstream = np.linspace(0.5, 1.5, y.numel()).reshape(y.shape).astype(dtype)
+        y.backward(upstream)
+        ty.backward(torch.tensor(upstream))
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=rtol, atol=atol)
