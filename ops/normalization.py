@@ -3,8 +3,10 @@ over the trailing ``normalized_shape`` dims.
 
 The arithmetic is the row kernels of ops/_kernels/rowwise.py: each op views its reduced dims as the last
 axis of rows and runs over blocks of rows that stay in cache (on the worker pool when there are several),
-writing into fresh arrays it owns. softmax / log_softmax are computed from ``x - max(x)``, so logits of +-1e4
-give finite values and gradients; their rules, written again for Tensors, are traced for the second order.
+writing into arrays it owns (reused from step to step: rowwise.owned_like). softmax / log_softmax are computed
+from ``x - max(x)``, so logits of +-1e4 give finite values and gradients (softmax from exp(x) unshifted in the
+rows where that cannot under- or overflow: rowwise.softmax_block); their rules, written again for Tensors, are
+traced for the second order.
 layer_norm saves its normalised rows and each row's 1/std, rms_norm only the 1/std (its backward recomputes
 the rows block by block); their second order is taken through ``composite=`` versions written with registered
 ops (mean, rsqrt, mul, add).

@@ -127,10 +127,11 @@ def test_row_ops_results_are_right_when_their_buffers_are_reused(fresh, monkeypa
             assert np.array_equal(a, e)
 
 
-def test_a_training_loop_of_row_ops_stops_faulting_pages_in():
-    """layer_norm, gelu, softmax, log_softmax and cross_entropy at 4096 x 512 float32 (8 MiB arrays, which malloc maps
-    fresh and returns to the OS): with their outputs and gradients kept, a step faults few pages in (fresh
-    arrays: ~2,500 minor page faults a step in a process of its own, 0 with them kept)."""
+def test_a_training_loop_of_row_ops_stops_faulting_pages_in(fresh):
+    """layer_norm, gelu, softmax, log_softmax and cross_entropy at 4096 x 512 float32 (8 MiB arrays, which malloc
+    maps fresh and returns to the OS): with their outputs and gradients kept, a step faults few pages in (fresh
+    arrays: ~2,500 minor page faults a step in a process of its own; 0 kept). It starts from an empty set of kept
+    arrays: in a long test process earlier tests may have filled the bound on the memory kept."""
     rng = np.random.default_rng(5)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((4096, 512), (512,), (512,)))
     targets = rng.integers(0, 512, 4096)
