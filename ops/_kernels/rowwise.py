@@ -214,8 +214,8 @@ def exp_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
 def softmax_block(x: np.ndarray, out: np.ndarray) -> None:
     """``out = softmax(x)`` over each row: exp(x) times the reciprocal of its sum, without the shift by the row
     max where that sum lies in [1, sqrt(max float)] -- exp(x) / sum exp(x) is the same softmax, rounded once less
-    than exp(x - max) (no x - max), and no exp there under- or overflows where exp(x - max) would not (the row
-    max is at least -log n, at most half the dtype's largest exponent; 1 / sum stays a normal number). The
+    than exp(x - max) (no x - max): nothing overflows there, 1 / sum is a normal number, and an exp(x) that
+    underflows belongs to a probability (exp(x) / sum, sum >= 1) below the smallest normal number anyway. The
     other rows (logits beyond that range, +-inf, NaN) are computed as torch does, from exp(x - max) times the
     reciprocal of its sum. Rows of a few dozen take one reduction instead of two (numpy pays per row). Rows of
     one are exactly 1 (NaN at +-inf, NaN), as torch's."""
