@@ -90,7 +90,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
 from ._declare import one_input_op
-from ._kernels.rowwise import flat_blockwise
+from ._kernels.rowwise import flat_blockwise, owned_like
 from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar, tensor_type
@@ -514,7 +514,7 @@ def _gelu_tanh_block(x, out, slope, u, du, t, a) -> None:
 def _gelu_blocks(kernel, scratch, x):
     """(gelu, slope) of ``x`` (any shape) by the block ``kernel`` over flat blocks (rowwise.flat_blockwise)."""
     flat = x.reshape(-1)  # a copy only when x is not contiguous
-    out, slope = np.empty_like(flat), np.empty_like(flat)
+    out, slope = owned_like(flat), owned_like(flat)
     flat_blockwise(kernel, scratch, flat, out, slope)
     return out.reshape(x.shape), slope.reshape(x.shape)
 
@@ -593,6 +593,8 @@ def _gelu(x, approximate="none"):
 
 
 def _gelu_vjp(g, ans, x, approximate="none", saved=None):
+    if isinstance(g, np.ndarray) and g.shape == saved.shape and g.dtype == saved.dtype:
+        return np.multiply(g, saved, out=owned_like(saved))
     return g * saved
 
 

@@ -56,6 +56,7 @@ from ._kernels.rowwise import (
     exp_shifted_block,
     from_last,
     log_softmax_block,
+    owned_like,
 )
 from ._notes import case_law
 from ._numerics import quiet
@@ -351,26 +352,35 @@ def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mea
         log_probs = np.zeros_like(input)  # in input's layout
         if input.size:
             blockwise(log_softmax_block, along_last(input, axis), along_last(log_probs, axis))
-        loss = -np.sum(log_probs * _smoothed_probabilities(input, target, weight, label_smoothing), axis=axis)
+        with np.errstate(invalid="ignore"):  # a 0 probability at a -inf logit: 0 * -inf, NaN as in torch
+            loss = -np.sum(log_probs * _smoothed_probabilities(input, target, weight, label_smoothing), axis=axis)
         # torch: 'mean' over an empty input (also N > 0 with C = 0) is NaN
         return _reduce(loss, reduction, None if input.size else 0), {"log_probs": log_probs}
     valid, safe, w_target = _targets(input, target, weight, ignore_index)
+    total_weight = w_target.sum()
     if input.size == 0:  # an empty batch: no exp/max over it
-        return _reduce(np.zeros(target.shape, input.dtype), reduction, np.sum(w_target)), {}
-    # classes last: exps = exp(x - max), kept for the backward (the probabilities are exps / row_sum)
+        return _reduce(np.zeros(target.shape, input.dtype), reduction, total_weight), {}
+    # classes last: exps = exp(x - shift), kept for the backward (the probabilities are exps / row_sum); the
+    # shift is each row's target logit (its max where that overflows: exp_shifted_block)
     x = along_last(input, axis)
-    exps = np.empty_like(x)
-    row_max = np.empty(x.shape[:-1] + (1,), x.dtype)  # columns: one value per row
-    row_sum = np.empty_like(row_max)
-    shifted_total = np.empty_like(row_max) if label_smoothing > 0 else None  # sum_c w_c (x_c - max)
-    blockwise(partial(exp_shifted_block, weight), x, exps, row_max, row_sum, shifted_total)
+    exps = owned_like(x)
+    picked = _picked(input, safe)
+    shift = picked[..., None].copy()  # columns: one value per row
+    row_sum = np.empty_like(shift)
+    shifted_total = np.empty_like(shift) if label_smoothing > 0 else None  # sum_c w_c (x_c - shift)
+    blockwise(partial(exp_shifted_block, weight), x, shift, exps, row_sum, shifted_total)
     log_sum = np.log(row_sum[..., 0])
-    loss = -w_target * ((_picked(input, safe) - row_max[..., 0]) - log_sum)
-    if shifted_total is not None:  # smoothing: -sum_c w_c log p_c = sum_c(w_c) log_sum - sum_c w_c (x_c - max)
+    # loss_n = w_y (log_sum - (x_y - shift)), as torch's -w_y ((x_y - max) - log_sum) where the shift is the max
+    loss = picked
+    with np.errstate(invalid="ignore"):  # inf - inf where a row's max is +-inf: NaN as in torch
+        loss -= shift[..., 0]
+    np.subtract(log_sum, loss, out=loss)
+    loss *= w_target
+    if shifted_total is not None:  # smoothing: -sum_c w_c log p_c = sum_c(w_c) log_sum - sum_c w_c (x_c - shift)
         class_total = input.shape[axis] if weight is None else np.sum(weight)
         smooth = np.where(valid, class_total * log_sum - shifted_total[..., 0], 0)
         loss = (1 - label_smoothing) * loss + (label_smoothing / input.shape[axis]) * smooth
-    return _reduce(loss, reduction, np.sum(w_target)), {"exps": exps, "row_sum": row_sum}
+    return _reduce(loss, reduction, total_weight), {"exps": exps, "row_sum": row_sum}
 
 
 def _probability_scale(g, input, reduction):
@@ -393,17 +403,20 @@ def _cross_entropy_vjp(
     # loss_n = -sum_c q_nc log p_nc with q = (1-s) w_y [c = y] + (s/C) w_c, so dloss_n/dx = p * sum_c(q_nc) - q_n
     n_classes = input.shape[axis]
     valid, safe, w_target = _targets(input, target, weight, ignore_index)
-    scale = _reduction_grad(g, reduction, w_target.shape, np.sum(w_target))
+    scale = _loss_scale(g, reduction, w_target)
     # ignored targets get exactly 0, also when 'mean' divides by a zero total weight (torch's convention)
     with np.errstate(invalid="ignore"):  # inf * 0 there: masked
-        on_target = np.where(valid, scale * w_target * (1 - label_smoothing), 0)
+        on_target = scale * w_target if label_smoothing == 0 else scale * w_target * (1 - label_smoothing)
+        if not valid.all():
+            on_target[~valid] = 0
     row_total = on_target
+    smooth = None
     if label_smoothing > 0:
         smooth_scale = np.where(valid, scale * (label_smoothing / n_classes), 0)
         row_total = on_target + smooth_scale * (n_classes if weight is None else np.sum(weight))
+        smooth = smooth_scale[..., None]
     # classes last: p * sum_c(q_nc) - (s/C) w_c with p = exps / row_sum, then each target class's own term
-    grad = np.empty_like(exps)
-    smooth = smooth_scale[..., None] if label_smoothing > 0 else None
+    grad = owned_like(exps)
     blockwise(partial(cross_entropy_grad_block, weight), exps, row_total[..., None] / row_sum, smooth, grad)
     grad = from_last(grad, axis)
     if grad.ndim == 2:  # (N, C): the targets are distinct (row, class) pairs, so one fancy subtraction
@@ -412,6 +425,15 @@ def _cross_entropy_vjp(
     index = np.expand_dims(safe, axis)
     np.put_along_axis(grad, index, np.take_along_axis(grad, index, axis) - np.expand_dims(on_target, axis), axis)
     return grad
+
+
+def _loss_scale(g, reduction: str, w_target):
+    """The gradient reaching each target's loss from ``g``: g itself per target ('none'), or one number, g or
+    g / (the summed weights) for 'mean' (inf or NaN when that is 0: the caller masks the ignored targets)."""
+    if reduction != "mean":
+        return g
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return g / w_target.sum()
 
 
 def _cross_entropy_target_vjp(g, ans, input, target, weight, *, ignore_index, reduction, label_smoothing, log_probs):
@@ -507,6 +529,8 @@ def _check_class_targets(op, input, target, weight, ignore_index, reduction):
     _check_class_weight(op, input, weight)
     _check_ignore_index(op, ignore_index)
     _check_reduction(op, reduction)
+    if target.size and 0 <= target.min() and target.max() < n_classes:
+        return  # the common call: every target a class index, none to leave out first
     _check_class_indices(op, target[target != ignore_index], n_classes, f" (or ignore_index={ignore_index})")
 
 

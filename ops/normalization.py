@@ -3,8 +3,10 @@ over the trailing ``normalized_shape`` dims.
 
 The arithmetic is the row kernels of ops/_kernels/rowwise.py: each op views its reduced dims as the last
 axis of rows and runs over blocks of rows that stay in cache (on the worker pool when there are several),
-writing into fresh arrays it owns. softmax / log_softmax are computed from ``x - max(x)``, so logits of +-1e4
-give finite values and gradients; their rules, written again for Tensors, are traced for the second order.
+writing into arrays it owns (reused from step to step: rowwise.owned_like). softmax / log_softmax are computed
+from ``x - max(x)``, so logits of +-1e4 give finite values and gradients (softmax from exp(x) unshifted in the
+rows where that cannot under- or overflow: rowwise.softmax_block); their rules, written again for Tensors, are
+traced for the second order.
 layer_norm saves its normalised rows and each row's 1/std, rms_norm only the 1/std (its backward recomputes
 the rows block by block); their second order is taken through ``composite=`` versions written with registered
 ops (mean, rsqrt, mul, add).
@@ -42,6 +44,7 @@ from ._kernels.rowwise import (
     log_softmax_grad_block,
     normalize_block,
     normalize_grad_block,
+    owned_like,
     row_dots,
     row_sums,
     softmax_block,
@@ -86,7 +89,7 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
     def forward(input, dim=-1, *, dtype=None):
         axis = normalize_dim(op, dim, input.ndim)
         x = input if dtype is None else input.astype(float_dtype(op, dtype), copy=False)
-        out = np.empty_like(x)
+        out = owned_like(x)
         if out.size:
             blockwise(block, _rows(x, axis), _rows(out, axis))
         return out
@@ -99,7 +102,7 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
             from .cast import cast  # at call time: the families register in ops/__init__'s order
 
             return dx if dx.dtype == input.dtype else cast(dx, input.dtype)
-        dx = np.empty_like(ans)
+        dx = owned_like(ans)
         blockwise(grad_block, g_rows, y, _rows(dx, axis))
         return dx.astype(input.dtype, copy=False)
 
@@ -193,9 +196,9 @@ def _normalize(input, normalized_shape, weight, bias, eps, subtract_mean: bool):
     which recomputes them from its input, "rstd": 1/std, a column})."""
     x = _as_rows(input, normalized_shape)
     rstd = np.zeros((x.shape[0], 1), x.dtype)
-    out = np.empty_like(x)
+    out = owned_like(x)
     affine = weight is not None or bias is not None
-    xhat = np.empty_like(x) if subtract_mean and affine else out
+    xhat = owned_like(x) if subtract_mean and affine else out
     if x.size:  # no rows, or no features: nothing to normalise (and no 0/0)
         kernel = partial(normalize_block, _flat(weight), _flat(bias), eps, subtract_mean)
         blockwise(kernel, x, xhat, out, rstd)
@@ -206,7 +209,7 @@ def _normalize_vjp(g, input, weight, bias, needs, normalized_shape, xhat, rstd):
     """The joint rule of layer_norm and rms_norm (``bias`` None; ``xhat`` None: recomputed from the input)."""
     x = _as_rows(input, normalized_shape)
     need_weight, need_bias = needs[1], bias is not None and needs[2]
-    dx = np.empty_like(x) if needs[0] else None  # every element is written
+    dx = owned_like(x) if needs[0] else None  # every element is written
     if np.size(x) == 0:
         sums = [(np.zeros(x.shape[1], x.dtype), np.zeros(x.shape[1], x.dtype))]
     else:

@@ -22,12 +22,13 @@ import functools
 
 import numpy as np
 
-from . import runtime
+from . import buffers, runtime
 
 __all__ = [
     "BLOCK_ELEMENTS",
     "flat_blockwise",
     "flat_block_elements",
+    "owned_like",
     "along_last",
     "from_last",
     "blockwise",
@@ -47,6 +48,13 @@ __all__ = [
 ]
 
 BLOCK_ELEMENTS = 1 << 18  # 1 MiB of float32 per array: a block stays in (L2 or L3) cache between its passes
+
+
+def owned_like(a: np.ndarray) -> np.ndarray:
+    """An uninitialised array of ``a``'s shape and dtype for a kernel to fill completely: a reused one of
+    ``buffers.empty`` (no fresh pages to fault in every step) when ``a`` is C-contiguous, else ``np.empty_like``
+    (which keeps ``a``'s memory layout, so rows the kernel walks stay contiguous)."""
+    return buffers.empty(a.shape, a.dtype) if a.flags.c_contiguous else np.empty_like(a)
 
 
 def along_last(a, axis: int):
@@ -140,16 +148,19 @@ def row_dots(a, b):
 
 def subtract_row_max(x: np.ndarray, out: np.ndarray, row_max: np.ndarray | None = None) -> np.ndarray:
     """``out = x - max(x)`` over each row (every exp of it is at most 1, so nothing overflows); returns the max
-    (kept as a size-1 axis; written into ``row_max`` when given)."""
+    (kept as a size-1 axis; written into ``row_max`` when given). A row whose max is +inf or -inf (all -inf)
+    becomes NaN without a warning, as in torch."""
     if row_max is None:
         row_max = np.empty(x.shape[:-1] + (1,), x.dtype)
     if x.ndim >= 2 and 0 < x.shape[-1] <= short_row_length():
         # short rows: numpy reduces each row in a call of its own; across a transposed copy the maximum runs
         # over long contiguous runs instead (the same values: a maximum is exact)
-        np.maximum.reduce(np.ascontiguousarray(np.moveaxis(x, -1, 0)), axis=0, out=row_max[..., 0])
+        rows_last = x.transpose((x.ndim - 1,) + tuple(range(x.ndim - 1)))  # np.moveaxis(x, -1, 0), without its checks
+        np.maximum.reduce(np.ascontiguousarray(rows_last), axis=0, out=row_max[..., 0])
     else:
         np.max(x, axis=-1, keepdims=True, out=row_max)
-    np.subtract(x, row_max, out=out)
+    with np.errstate(invalid="ignore"):  # inf - inf where a row's max is +-inf: the NaN row torch gives too
+        np.subtract(x, row_max, out=out)
     return row_max
 
 
@@ -201,10 +212,40 @@ def exp_into(a: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 # -- softmax / log_softmax -----------------------------------------------------------------------------------
 def softmax_block(x: np.ndarray, out: np.ndarray) -> None:
-    """``out = softmax(x)`` over each row: exp(x - max) times the reciprocal of its sum (as torch)."""
-    subtract_row_max(x, out=out)
-    np.exp(out, out=out)
-    out *= 1 / row_sums(out)
+    """``out = softmax(x)`` over each row: exp(x) times the reciprocal of its sum, without the shift by the row
+    max where that sum lies in [1, sqrt(max float)] -- exp(x) / sum exp(x) is the same softmax, rounded once less
+    than exp(x - max) (no x - max): nothing overflows there, 1 / sum is a normal number, and an exp(x) that
+    underflows belongs to a probability (exp(x) / sum, sum >= 1) below the smallest normal number anyway. The
+    other rows (logits beyond that range, +-inf, NaN) are computed as torch does, from exp(x - max) times the
+    reciprocal of its sum. Rows of a few dozen take one reduction instead of two (numpy pays per row). Rows of
+    one are exactly 1 (NaN at +-inf, NaN), as torch's."""
+    if x.shape[-1] == 1:
+        with np.errstate(invalid="ignore"):
+            np.subtract(x, x, out=out)
+        np.exp(out, out=out)
+        return
+    with np.errstate(over="ignore"):  # rows with a huge logit: exp overflows, and they are redone below
+        np.exp(x, out=out)
+    sums = row_sums(out)
+    low, high = sums.min(initial=1.0), sums.max(initial=1.0)
+    if not (low >= 1 and high <= _SAFE_SUM[x.dtype.char]):  # NaN sums fail too
+        _softmax_shifted_rows(x, out, sums)
+    out *= 1 / sums
+
+
+def _softmax_shifted_rows(x: np.ndarray, out: np.ndarray, sums: np.ndarray) -> None:
+    """``out = softmax(x)`` as exp(x - max) / sum in the rows whose sum in ``sums`` (exp(x) unshifted) lies
+    outside [1, sqrt(max float)], their ``sums`` set to 1."""
+    redo = ~((sums >= 1) & (sums <= _SAFE_SUM[x.dtype.char]))[..., 0]
+    rows = np.empty_like(x[redo])
+    subtract_row_max(x[redo], out=rows)
+    np.exp(rows, out=rows)
+    rows *= 1 / row_sums(rows)
+    out[redo] = rows
+    sums[redo] = 1
+
+
+_SAFE_SUM = {t: np.sqrt(np.finfo(t).max) for t in "efdg"}
 
 
 def log_softmax_block(x: np.ndarray, out: np.ndarray) -> None:
@@ -269,14 +310,27 @@ def normalize_grad_block(weight, need_weight: bool, need_bias: bool, subtract_me
 
 
 # -- cross_entropy: classes last; ``weight`` is the class weights or None (all 1) ------------------------------
-def exp_shifted_block(weight, x, exps, row_max, row_sum, shifted_total) -> None:
-    """``exps = exp(x - max)`` over each row, and the columns ``row_max``, ``row_sum`` (of exps) and, unless None,
-    ``shifted_total`` = sum_c w_c (x_c - max): the pieces of cross_entropy's log_softmax."""
-    subtract_row_max(x, out=exps, row_max=row_max)
-    if shifted_total is not None:
-        shifted_total[...] = row_sums(exps) if weight is None else row_dots(exps, weight)
-    np.exp(exps, out=exps)
+def exp_shifted_block(weight, x, shift, exps, row_sum, shifted_total) -> None:
+    """``exps = exp(x - shift)`` over each row, the column ``row_sum`` of its sums and, unless None,
+    ``shifted_total`` = sum_c w_c (x_c - shift): the pieces of cross_entropy's log_softmax, for any shift. The
+    caller's ``shift`` is each row's target logit x_y (so log_sum is the loss itself, rounded once, and no row
+    max is needed); rows where that overflows (x_y far below the others) or is not finite are done again with
+    their max as the shift (written into ``shift``), as torch shifts every row."""
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite or far-off targets: redone below
+        np.subtract(x, shift, out=exps)
+        if shifted_total is not None:
+            shifted_total[...] = row_sums(exps) if weight is None else row_dots(exps, weight)
+        np.exp(exps, out=exps)
     row_sum[...] = row_sums(exps)
+    if not row_sum.max(initial=1.0) <= _SAFE_SUM[x.dtype.char]:  # NaN fails too
+        redo = ~(row_sum <= _SAFE_SUM[x.dtype.char])[..., 0]
+        rows = np.empty_like(x[redo])
+        shift[redo] = subtract_row_max(x[redo], out=rows)
+        if shifted_total is not None:
+            shifted_total[redo] = row_sums(rows) if weight is None else row_dots(rows, weight)
+        np.exp(rows, out=rows)
+        row_sum[redo] = row_sums(rows)
+        exps[redo] = rows
 
 
 def cross_entropy_grad_block(weight, exps, scale, smooth, out) -> None:

@@ -108,13 +108,17 @@ print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) /
 """
 
 
-def _faults_per_step(products: str) -> float:
-    # glibc's thresholds pinned (trim the heap top past 128 KiB free, mmap nothing below 32 MiB): left dynamic, they
-    # move with the sizes freed before (BLAS's crossover measurement, import), and fresh products then fault in
-    # again in one process and not in another
-    env = dict(os.environ, PYTHONPATH=str(REPO), MALLOC_TRIM_THRESHOLD_="131072", MALLOC_MMAP_THRESHOLD_="33554432")
-    done = subprocess.run([sys.executable, "-c", _LINEARS_LOOP, products], env=env, capture_output=True, text=True,
-                          timeout=120, check=True)
+def _faults_per_step(loop: str, arrays: str, pinned_malloc: bool = False) -> float:
+    """Minor page faults per step of ``loop`` run in a fresh process (one BLAS thread: no crossover measured at first
+    use, so malloc's history is the loop's own), with ``arrays`` "fresh" or "kept". ``pinned_malloc`` fixes glibc's
+    thresholds (trim the heap top past 128 KiB free, mmap nothing below 32 MiB), which otherwise follow the sizes
+    freed before."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    if pinned_malloc:
+        env.update(MALLOC_TRIM_THRESHOLD_="131072", MALLOC_MMAP_THRESHOLD_="33554432")
+    done = subprocess.run(
+        [sys.executable, "-c", loop, arrays], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -123,5 +127,63 @@ def test_a_training_loop_of_linears_stops_faulting_pages_in():
     fresh process with glibc's thresholds pinned, fresh products are faulted in again every step (480 minor page
     faults a step: glibc trims the top of its heap each time); kept, none are. (Run in the test process, the count
     depended on what earlier code had freed: 480 or 0 with tanh between the linears, whose output is fresh.)"""
-    assert _faults_per_step("fresh") > 200  # the measure sees fresh products
-    assert _faults_per_step("kept") < 50
+    assert _faults_per_step(_LINEARS_LOOP, "fresh", pinned_malloc=True) > 200  # the measure sees fresh products
+    assert _faults_per_step(_LINEARS_LOOP, "kept", pinned_malloc=True) < 50
+
+
+def _row_ops_step(x, w, b, targets):
+    """One step of the row ops on leaves made from ``x``, ``w``, ``b``: their values and gradients."""
+    leaves = [tape.tensor(a, requires_grad=True) for a in (x, w, b)]
+    xt, wt, bt = leaves
+    h = ops.gelu(ops.layer_norm(xt, (x.shape[1],), wt, bt), approximate="tanh" if x.dtype == np.float64 else "none")
+    loss = ops.cross_entropy(ops.log_softmax(ops.softmax(h, dim=-1) * 4.0, dim=-1), targets)
+    loss.backward()
+    return [loss.data.copy()] + [leaf.grad.data.copy() for leaf in leaves]
+
+
+def test_row_ops_results_are_right_when_their_buffers_are_reused(fresh, monkeypatch):
+    """softmax, log_softmax, layer_norm, gelu and cross_entropy give the same values and gradients, bit for bit, step
+    after step with their buffers reused as with fresh arrays (nothing kept)."""
+    rng = np.random.default_rng(4)
+    x, w, b = rng.standard_normal((256, 96)), rng.standard_normal(96), rng.standard_normal(96)
+    targets = rng.integers(0, 96, 256)
+    reused = [_row_ops_step(x * (step + 1), w, b, targets) for step in range(3)]
+    assert buffers._KEPT  # the row ops went through the kept buffers
+    monkeypatch.setattr(buffers, "SMALLEST", 1 << 60)
+    fresh_arrays = [_row_ops_step(x * (step + 1), w, b, targets) for step in range(3)]
+    for got, expected in zip(reused, fresh_arrays):
+        for a, e in zip(got, expected):
+            assert np.array_equal(a, e)
+
+
+_ROW_OPS_LOOP = """
+import json, resource, sys
+import numpy as np
+import ops, tape
+from ops._kernels import buffers
+if sys.argv[1] == "fresh":
+    buffers.SMALLEST = 1 << 62
+rng = np.random.default_rng(5)
+x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((4096, 512), (512,), (512,)))
+targets = rng.integers(0, 512, 4096)
+
+def step():
+    xt, wt, bt = (tape.tensor(a, requires_grad=True) for a in (x, w, b))
+    h = ops.gelu(ops.layer_norm(xt, (512,), wt, bt))
+    ops.cross_entropy(ops.log_softmax(ops.softmax(h, dim=-1) * 4.0, dim=-1), targets).backward()
+
+for _ in range(3):
+    step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    step()
+print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5))
+"""
+
+
+def test_a_training_loop_of_row_ops_stops_faulting_pages_in():
+    """layer_norm, gelu, softmax, log_softmax and cross_entropy at 4096 x 512 float32 (8 MiB arrays): fresh, every
+    step faults its outputs and gradients in again (5,600-6,900 minor page faults a step); kept, none (the ops'
+    temporaries inside a step still come and go: with glibc's thresholds pinned low they are faulted in too)."""
+    assert _faults_per_step(_ROW_OPS_LOOP, "fresh") > 1000  # the measure sees fresh arrays
+    assert _faults_per_step(_ROW_OPS_LOOP, "kept") < 500
