@@ -397,20 +397,19 @@ def _conv2d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1,
     return reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + geo.out)
 
 
-def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """conv1d as conv2d's composite over a height of 1, for its second order."""
+def _over_unit_height(composite_2d, input, weight, bias, groups, **per_axis):
+    """A 1-D convolution as the 2-D one's composite over a height of 1 (there stride and dilation 1, paddings 0),
+    for its second order."""
     from .shape import squeeze, unsqueeze  # at call time: the families register in ops/__init__'s order
 
-    out = _conv2d_composite(
-        unsqueeze(input, -2),
-        unsqueeze(weight, -2),
-        bias,
-        _with_unit_axis(stride, 1),
-        _with_unit_axis(padding, 0),
-        _with_unit_axis(dilation, 1),
-        groups,
+    spread = {k: _with_unit_axis(v, 1 if k in ("stride", "dilation") else 0) for k, v in per_axis.items()}
+    return squeeze(composite_2d(unsqueeze(input, -2), unsqueeze(weight, -2), bias, groups=groups, **spread), -2)
+
+
+def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _over_unit_height(
+        _conv2d_composite, input, weight, bias, groups, stride=stride, padding=padding, dilation=dilation
     )
-    return squeeze(out, -2)
 
 
 def _conv3d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -1077,22 +1076,27 @@ def _resize_plan(op, shape, scale_factor, size):
     if size is not None:
         sizes = _ints(op, "size", size, 2, 1)
         return [(out, None) for out in sizes]
-    factors = (scale_factor,) * 2 if isinstance(scale_factor, int | float | np.number) else scale_factor
-    ok = (
-        isinstance(factors, tuple | list)
-        and len(factors) == 2
-        and all(isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors)
+    return [(out, 1.0 / f) for out, f in _scaled_sizes(op, shape, scale_factor, 2, "an output of at least 1x1")]
+
+
+def _scaled_sizes(op, shape, scale_factor, spatial: int, at_least: str) -> list[tuple[int, float]]:
+    """Per spatial axis (the last ``spatial`` of ``shape``): (``floor(in * factor)``, factor) for a positive
+    scale_factor (one number or one per axis), each size at least 1. The factor is a Python float first, as
+    torch's: float32(0.7) * 10 is 7 in float32 but 6.99999988 in double."""
+    factors = tuple(scale_factor) if isinstance(scale_factor, tuple | list) else (scale_factor,) * spatial
+    ok = len(factors) == spatial and all(
+        isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors
     )
-    require(ok, op, "scale_factor", "a positive number or a tuple of 2", scale_factor)
-    plan = [(math.floor(n * float(f)), 1.0 / float(f)) for n, f in zip(shape[-2:], factors)]
+    require(ok, op, "scale_factor", f"a positive number or a tuple of {spatial}", scale_factor)
+    sizes = [(math.floor(n * float(f)), float(f)) for n, f in zip(shape[len(shape) - spatial :], factors)]
     require(
-        all(out >= 1 for out, _ in plan),
+        all(out >= 1 for out, _ in sizes),
         op,
         "scale_factor",
-        f"a factor giving an output of at least 1x1 from input {shape}",
+        f"a factor giving {at_least} from input {shape}",
         scale_factor,
     )
-    return plan
+    return sizes
 
 
 def _source_indices(n_in: int, n_out: int, scale) -> np.ndarray:
@@ -1260,20 +1264,17 @@ def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, o
 
 
 def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    """conv_transpose1d as conv_transpose2d's composite over a height of 1, for its second order."""
-    from .shape import squeeze, unsqueeze  # at call time: the families register in ops/__init__'s order
-
-    out = _conv_transpose2d_composite(
-        unsqueeze(input, -2),
-        unsqueeze(weight, -2),
+    return _over_unit_height(
+        _conv_transpose2d_composite,
+        input,
+        weight,
         bias,
-        _with_unit_axis(stride, 1),
-        _with_unit_axis(padding, 0),
-        _with_unit_axis(output_padding, 0),
         groups,
-        _with_unit_axis(dilation, 1),
+        stride=stride,
+        padding=padding,
+        output_padding=output_padding,
+        dilation=dilation,
     )
-    return squeeze(out, -2)
 
 
 def _conv_transpose_sample(rng, x_shape, w_shape, bias, label, groups=1, **attrs):
@@ -1886,23 +1887,8 @@ def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, reco
         sizes = size if isinstance(size, tuple | list) else (size,) * spatial
         require(len(sizes) == spatial, op, "size", f"an int or a tuple of {spatial} ints", size)
         return [(out, None) for out in _ints(op, "size", tuple(sizes), spatial, 1)]
-    factors = tuple(scale_factor) if isinstance(scale_factor, tuple | list) else (scale_factor,) * spatial
-    ok = len(factors) == spatial and all(
-        isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors
-    )
-    require(ok, op, "scale_factor", f"a positive number or a tuple of {spatial}", scale_factor)
-    plan = [
-        (math.floor(float(n * f)), None if recompute_scale_factor else float(f))
-        for n, f in zip(input_shape[2:], factors)
-    ]
-    require(
-        all(out >= 1 for out, _ in plan),
-        op,
-        "scale_factor",
-        f"a factor giving outputs of at least 1 from input {input_shape}",
-        scale_factor,
-    )
-    return plan
+    plan = _scaled_sizes(op, input_shape, scale_factor, spatial, "outputs of at least 1")
+    return [(out, None if recompute_scale_factor else f) for out, f in plan]
 
 
 def _interpolation_matrix(
