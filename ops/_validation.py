@@ -4,6 +4,7 @@ torch reference of an op that is ``torch.nn.functional``'s own."""
 import numpy as np
 
 __all__ = [
+    "broadcast_or_fail",
     "floats_only",
     "functional",
     "normalize_dim",
@@ -20,6 +21,18 @@ __all__ = [
 def require(condition: bool, op: str, argument: str, expected: str, got) -> None:
     if not condition:
         raise ValueError(f"{op}: argument '{argument}' expected {expected}, got {got}")
+
+
+def broadcast_or_fail(op: str, argument: str, shapes, expected: str, got, to: tuple | None = None) -> tuple:
+    """The shape ``shapes`` broadcast together to -- with ``to``, it must be ``to`` itself (the others broadcast
+    to it one way) -- else the one refusal of shapes that do not broadcast, naming ``argument``."""
+    try:
+        shape: tuple = np.broadcast_shapes(*shapes)
+        fits = to is None or shape == to
+    except ValueError:
+        shape, fits = (), False
+    require(fits, op, argument, expected, got)
+    return shape
 
 
 def real(op: str, argument: str, value, expected: str = "a real number", hint: str = "") -> float:

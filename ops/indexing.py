@@ -46,7 +46,7 @@ from . import _numpy
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require_dtype_of_input, require_integer
+from ._validation import broadcast_or_fail, normalize_dim, require_dtype_of_input, require_integer
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -332,15 +332,14 @@ def _check_index_put(input, values, indices, accumulate=False):
     resolved = _index_put_resolved(input.shape, indices)
     require_dtype_of_input("index_put", "values", values, input)
     target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
-    try:
-        fits = np.broadcast_shapes(values.shape, target) == target
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"index_put: argument 'values' expected a shape broadcastable to the indexed shape "
-            f"{target}, got {values.shape}"
-        )
+    broadcast_or_fail(
+        "index_put",
+        "values",
+        (values.shape, target),
+        f"a shape broadcastable to the indexed shape {target}",
+        values.shape,
+        to=target,
+    )
     if not accumulate:
         positions = _flat_positions(resolved, input.shape).reshape(-1)
         if np.unique(positions).size != positions.size:
@@ -1247,12 +1246,13 @@ scatter_reduce = defop(
 def _check_masked_select(input, mask):
     if mask.dtype != np.bool_:
         raise TypeError(f"masked_select: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
-    try:
-        np.broadcast_shapes(input.shape, mask.shape)
-    except ValueError:
-        raise ValueError(
-            f"masked_select: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
-        ) from None
+    broadcast_or_fail(
+        "masked_select",
+        "mask",
+        (input.shape, mask.shape),
+        f"a shape broadcastable with input {input.shape}",
+        mask.shape,
+    )
 
 
 def _masked_select(input, mask):
@@ -1623,12 +1623,13 @@ index_reduce = defop(
 def _check_masked_scatter(input, mask, source):
     if mask.dtype != np.bool_:
         raise TypeError(f"masked_scatter: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
-    try:
-        shape = np.broadcast_shapes(input.shape, mask.shape)
-    except ValueError:
-        raise ValueError(
-            f"masked_scatter: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
-        ) from None
+    shape = broadcast_or_fail(
+        "masked_scatter",
+        "mask",
+        (input.shape, mask.shape),
+        f"a shape broadcastable with input {input.shape}",
+        mask.shape,
+    )
     count = int(np.count_nonzero(np.broadcast_to(mask, shape)))
     if source.size < count:
         raise ValueError(

@@ -61,7 +61,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar
 from ._samples import KINK_GAP, away_from, transposed, uniform
-from ._validation import functional, normalize_dim, real, require, require_float, require_integer
+from ._validation import broadcast_or_fail, functional, normalize_dim, real, require, require_float, require_integer
 
 _DISTANCES = ("cosine_similarity", "pairwise_distance")
 _LOSSES = tuple(name for name in __all__ if name not in _DISTANCES)
@@ -230,13 +230,13 @@ def _constant(x) -> np.ndarray:
 
 
 def _broadcast_shape(op: str, names: tuple, *arrays) -> tuple:
-    try:
-        return np.broadcast_shapes(*(a.shape for a in arrays))
-    except ValueError:
-        got = ", ".join(f"{n} {a.shape}" for n, a in zip(names, arrays))
-        raise ValueError(
-            f"{op}: argument '{names[-1]}' expected a shape that broadcasts with {' and '.join(names[:-1])}, got {got}"
-        ) from None
+    return broadcast_or_fail(
+        op,
+        names[-1],
+        [a.shape for a in arrays],
+        f"a shape that broadcasts with {' and '.join(names[:-1])}",
+        ", ".join(f"{n} {a.shape}" for n, a in zip(names, arrays)),
+    )
 
 
 def _check_bool(op: str, argument: str, value) -> None:
@@ -708,11 +708,14 @@ def _check_probability_range(op, argument, array):
 def _check_weight_fits(op, name, param, input):
     if param is not None:
         require_float(op, name, param)
-        try:
-            fits = np.broadcast_shapes(param.shape, input.shape) == input.shape
-        except ValueError:
-            fits = False
-        require(fits, op, name, f"a shape that broadcasts to the input's {input.shape}", param.shape)
+        broadcast_or_fail(
+            op,
+            name,
+            (param.shape, input.shape),
+            f"a shape that broadcasts to the input's {input.shape}",
+            param.shape,
+            to=input.shape,
+        )
 
 
 def _check_binary_cross_entropy(input, target, weight=None, reduction="mean"):
@@ -1640,13 +1643,9 @@ def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=
     if swap:
         _check_pairwise_shapes(op, ("positive", "negative"), positive, negative, p)
     distances = [np.broadcast_shapes(anchor.shape, other.shape)[:-1] for other in (positive, negative)]
-    try:
-        np.broadcast_shapes(*distances)
-    except ValueError:
-        raise ValueError(
-            f"{op}: argument 'negative' expected distances that broadcast with the positive "
-            f"ones {distances[0]}, got {distances[1]}"
-        ) from None
+    broadcast_or_fail(
+        op, "negative", distances, f"distances that broadcast with the positive ones {distances[0]}", distances[1]
+    )
 
 
 def _triplet_samples(rng):

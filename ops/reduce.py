@@ -42,7 +42,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar, tensor_type
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
-from ._validation import normalize_dim, real, require_float
+from ._validation import broadcast_or_fail, normalize_dim, real, require_float
 from .binary import maximum, minimum
 from .cast import cast
 from .sorting import _scattered_back
@@ -558,13 +558,13 @@ def _max_min(name, ufunc, find, pair, **declaration):
         if other is not None:
             if dim is not None or keepdim:
                 raise TypeError(f"{name}: a tensor 'other' (torch.{name}(input, other)) takes no dim or keepdim")
-            try:
-                np.broadcast_shapes(input.shape, other.shape)
-            except ValueError:
-                raise ValueError(
-                    f"{name}: argument 'other' expected a shape broadcastable with input's {input.shape}, "
-                    f"got {other.shape}"
-                ) from None
+            broadcast_or_fail(
+                name,
+                "other",
+                (input.shape, other.shape),
+                f"a shape broadcastable with input's {input.shape}",
+                other.shape,
+            )
             return pair.forward(input, other)
         if dim is None:
             if keepdim:

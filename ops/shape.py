@@ -58,7 +58,7 @@ from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, normalize_dims, require_dtype_of_input
+from ._validation import broadcast_or_fail, normalize_dim, normalize_dims, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -671,12 +671,9 @@ triu = _triangle("triu", np.triu, method=True, numpy={np.triu: _numpy.triangle("
 def _check_masked_fill(input, mask, value):
     if mask.dtype != np.bool_:
         raise TypeError(f"masked_fill: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
-    try:
-        np.broadcast_shapes(input.shape, mask.shape)
-    except ValueError:
-        raise ValueError(
-            f"masked_fill: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
-        ) from None
+    broadcast_or_fail(
+        "masked_fill", "mask", (input.shape, mask.shape), f"a shape broadcastable with input {input.shape}", mask.shape
+    )
     if getattr(value, "requires_grad", False):
         raise TypeError(
             "masked_fill: argument 'value' is a constant; it got a tensor that requires grad, whose "
@@ -988,12 +985,8 @@ expand_as = defop(
 
 
 def _broadcast_shape(tensors) -> tuple:
-    try:
-        return np.broadcast_shapes(*(t.shape for t in tensors))
-    except ValueError:
-        raise ValueError(
-            f"broadcast_tensors: argument 'tensors' expected broadcastable shapes, got {[t.shape for t in tensors]}"
-        ) from None
+    shapes = [t.shape for t in tensors]
+    return broadcast_or_fail("broadcast_tensors", "tensors", shapes, "broadcastable shapes", shapes)
 
 
 def _broadcast_tensors(*tensors):

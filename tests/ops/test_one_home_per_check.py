@@ -72,6 +72,40 @@ def test_there_is_one_number_coercer_in_the_op_library():
     assert defined == ["_validation.py"], defined
 
 
+BROADCAST_CASES = [  # shapes that do not broadcast: (call, op, argument)
+    (lambda: ops.index_put(_f((3, 4)), (np.array([0, 1]),), _f((3,))), "index_put", "values"),
+    (lambda: ops.masked_select(_f((3, 4)), np.ones((2, 4), bool)), "masked_select", "mask"),
+    (lambda: ops.masked_scatter(_f((3, 4)), np.ones((2, 4), bool), _f((12,))), "masked_scatter", "mask"),
+    (lambda: ops.matmul(_f((2, 3, 4)), _f((3, 4, 5))), "matmul", "other"),
+    (lambda: ops.addmm(_f((3, 4)), _f((2, 3)), _f((3, 5))), "addmm", "input"),
+    (lambda: ops.cross(_f((2, 3)), _f((4, 3))), "cross", "other"),
+    (lambda: ops.dist(_f((2, 3)), _f((4, 3))), "dist", "other"),
+    (lambda: ops.cdist(_f((2, 3, 4)), _f((3, 5, 4))), "cdist", "x2"),
+    (lambda: ops.solve(_f((2, 3, 3)) + np.eye(3), _f((4, 3, 1))), "solve", "B"),
+]
+
+
+@pytest.mark.parametrize("case", BROADCAST_CASES, ids=lambda c: c[1])
+def test_shapes_that_do_not_broadcast_are_refused_in_one_form(case):
+    call, op, argument = case
+    with pytest.raises(ValueError) as error:
+        call()
+    message = str(error.value)
+    assert message.startswith(f"{op}: argument '{argument}' expected ") and " broadcastable " in message, message
+
+
+def test_there_is_one_broadcast_refusal_in_the_op_library():
+    import pathlib
+    import re
+
+    root = pathlib.Path(ops.__file__).parent
+    caught = re.compile(r"try:\n\s+[^\n]*np\.broadcast_shapes\(")
+    # binary.py names both operands of an elementwise op (docs/reliability.md); indexing.py's index arrays raise
+    # IndexError as numpy's; attention.py's batch dims belong to the attention check
+    found = sorted(p.name for p in root.glob("*.py") if caught.search(p.read_text()))
+    assert found == ["_validation.py", "attention.py", "binary.py", "indexing.py"], found
+
+
 def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
     from ops import activation
 
