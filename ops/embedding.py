@@ -10,6 +10,8 @@ gradients of any order stay exact. Empty index arrays give empty outputs and zer
 
 __all__ = ["embedding", "embedding_dense_backward", "embedding_bag"]
 
+import types
+
 import numpy as np
 
 from tape.onnx import lowering
@@ -315,20 +317,9 @@ def _check_bag_offsets(op, input, offsets, include_last_offset):
     )
 
 
-def _check_embedding_bag(
-    input,
-    weight,
-    offsets=None,
-    per_sample_weights=None,
-    max_norm=None,
-    norm_type=2,
-    scale_grad_by_freq=False,
-    mode="mean",
-    sparse=False,
-    include_last_offset=False,
-    padding_idx=None,
-):
+def _check_embedding_bag(input, weight, offsets=None, per_sample_weights=None, **attributes):
     op = "embedding_bag"
+    a = types.SimpleNamespace(**{**embedding_bag.attr_defaults, **attributes})  # the parameter list is the forward's
     require_integer(op, "input", input)
     require(input.ndim in (1, 2), op, "input", "a 1-D (with offsets) or 2-D (B, L) tensor of indices", input.shape)
     require_float(op, "weight", weight)
@@ -337,20 +328,14 @@ def _check_embedding_bag(
     if input.size:
         low, high = int(input.min()), int(input.max())
         require(low >= 0 and high < n, op, "input", f"indices in [0, {n - 1}]", f"values in [{low}, {high}]")
-    _check_bag_offsets(op, input, offsets, include_last_offset)
-    for name, flag in (
-        ("scale_grad_by_freq", scale_grad_by_freq),
-        ("sparse", sparse),
-        ("include_last_offset", include_last_offset),
-    ):
+    _check_bag_offsets(op, input, offsets, a.include_last_offset)
+    for name in ("scale_grad_by_freq", "sparse", "include_last_offset"):
+        flag = getattr(a, name)
         if not isinstance(flag, bool | np.bool_):
             raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(flag).__name__} {flag!r}")
-    require(isinstance(mode, str) and mode in _BAG_MODES, op, "mode", "'sum', 'mean' or 'max'", repr(mode))
-    for name, value, supported in (
-        ("max_norm", max_norm, None),
-        ("scale_grad_by_freq", scale_grad_by_freq, False),
-        ("sparse", sparse, False),
-    ):
+    require(isinstance(a.mode, str) and a.mode in _BAG_MODES, op, "mode", "'sum', 'mean' or 'max'", repr(a.mode))
+    for name, supported in (("max_norm", None), ("scale_grad_by_freq", False), ("sparse", False)):
+        value = getattr(a, name)
         require(
             value is supported or value == supported,
             op,
@@ -359,7 +344,7 @@ def _check_embedding_bag(
             value,
         )
     if per_sample_weights is not None:
-        require(mode == "sum", op, "per_sample_weights", "None unless mode='sum' (as torch)", f"mode={mode!r}")
+        require(a.mode == "sum", op, "per_sample_weights", "None unless mode='sum' (as torch)", f"mode={a.mode!r}")
         require_float(op, "per_sample_weights", per_sample_weights)
         require(
             per_sample_weights.shape == input.shape,
@@ -368,13 +353,15 @@ def _check_embedding_bag(
             f"the input's shape {input.shape}",
             per_sample_weights.shape,
         )
-    if padding_idx is not None:
+    if a.padding_idx is not None:
         require(
-            isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
+            isinstance(a.padding_idx, int | np.integer)
+            and not isinstance(a.padding_idx, bool)
+            and -n <= a.padding_idx < n,
             op,
             "padding_idx",
             f"None or an int in [{-n}, {n - 1}]",
-            padding_idx,
+            a.padding_idx,
         )
 
 
