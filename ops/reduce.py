@@ -1000,14 +1000,6 @@ norm = _on_input(
 
 
 # -- any, all, count_nonzero: not differentiable ---------------------------------------------------------------
-def _logical_reduction(name, ufunc):
-    def forward(input, dim=None, keepdim=False):
-        return ufunc.reduce(input != 0, axis=_axes(name, dim, input.ndim, keepdim), keepdims=keepdim)
-
-    forward.__name__ = f"_{name}"
-    return forward
-
-
 def _truth_samples(rng):
     out = _with_a_0d_input(reduction_samples())(rng)
     x = np.array([[0.0, 0.0, 1.5], [0.0, -0.0, 0.0], [np.nan, 2.0, -1.0]])
@@ -1017,32 +1009,24 @@ def _truth_samples(rng):
     return out
 
 
-def _torch_truth(name):
+def _truth_reduction(name, ufunc):
+    """Declare any or all: ``ufunc`` reduces the truth (non-zero) of the entries over ``dim`` (None: all of them)."""
+
+    def forward(input, dim=None, keepdim=False):
+        return ufunc.reduce(input != 0, axis=_axes(name, dim, input.ndim, keepdim), keepdims=keepdim)
+
     def ref(torch, input, dim=None, keepdim=False):
         if dim is None or dim == ():
             out = getattr(torch, name)(input)
             return out.reshape((1,) * input.ndim) if keepdim else out
         return getattr(torch, name)(input, dim=dim, keepdim=keepdim)
 
-    return ref
+    forward.__name__ = f"_{name}"
+    return _on_input(name, forward, NOT_DIFFERENTIABLE, _truth_samples, ref, method=True)
 
 
-any = _on_input(
-    "any",
-    _logical_reduction("any", np.logical_or),
-    NOT_DIFFERENTIABLE,
-    _truth_samples,
-    _torch_truth("any"),
-    method=True,
-)
-all = _on_input(
-    "all",
-    _logical_reduction("all", np.logical_and),
-    NOT_DIFFERENTIABLE,
-    _truth_samples,
-    _torch_truth("all"),
-    method=True,
-)
+any = _truth_reduction("any", np.logical_or)
+all = _truth_reduction("all", np.logical_and)
 
 
 def _count_nonzero(input, dim=None):
