@@ -199,19 +199,22 @@ def _sort_samples(rng):
     return out
 
 
-sort = values_indices_op(
-    "sort",
-    FAMILY,
-    _sort,
-    _sort_vjp,
-    check=_check_sort("sort"),
-    samples=_sort_samples,
-    torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.sort(
-        input, dim=dim, descending=descending, stable=stable
-    ),
-    method=True,
-    notes=case_law(_CASE_LAW, "sort"),
-)
+def _as_sort(name) -> dict:
+    """The declaration sort and argsort share (their attributes are the same: dim, descending, stable)."""
+
+    def torch_ref(torch, input, dim=-1, descending=False, stable=False):
+        return getattr(torch, name)(input, dim=dim, descending=descending, stable=stable)
+
+    return dict(
+        check=_check_sort(name),
+        samples=_sort_samples,
+        torch_ref=torch_ref,
+        method=True,
+        notes=case_law(_CASE_LAW, name),
+    )
+
+
+sort = values_indices_op("sort", FAMILY, _sort, _sort_vjp, **_as_sort("sort"))
 
 
 def _argsort(input, dim=-1, descending=False, stable=False):
@@ -227,13 +230,7 @@ argsort = defop(
     inputs=("input",),
     forward=_argsort,
     vjps=(NOT_DIFFERENTIABLE,),
-    check=_check_sort("argsort"),
-    samples=_sort_samples,
-    torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.argsort(
-        input, dim=dim, descending=descending, stable=stable
-    ),
-    method=True,
-    notes=case_law(_CASE_LAW, "argsort"),
+    **_as_sort("argsort"),
 )
 
 
