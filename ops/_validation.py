@@ -7,6 +7,7 @@ __all__ = [
     "broadcast_or_fail",
     "floats_only",
     "functional",
+    "integer",
     "normalize_dim",
     "normalize_dims",
     "real",
@@ -42,10 +43,20 @@ def real(op: str, argument: str, value, expected: str = "a real number", hint: s
     return float(value)
 
 
+def integer(op: str, argument: str, value, at_least: int | None = None) -> int:
+    """An int attribute as a Python int: bools and non-integers are refused (TypeError), and with ``at_least``
+    an int below it (ValueError)."""
+    expected = "an int" if at_least is None else f"an int >= {at_least}"
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{op}: argument '{argument}' expected {expected}, got {type(value).__name__} {value!r}")
+    if at_least is not None and value < at_least:
+        raise ValueError(f"{op}: argument '{argument}' expected {expected}, got {value}")
+    return int(value)
+
+
 def normalize_dim(op: str, dim, ndim: int, argument: str = "dim") -> int:
     """``dim`` as a non-negative axis of an ``ndim``-dimensional input (negative dims count from the end)."""
-    if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
-        raise TypeError(f"{op}: argument '{argument}' expected an int, got {type(dim).__name__} {dim!r}")
+    integer(op, argument, dim)
     low, high = (-max(ndim, 1), max(ndim, 1) - 1)
     if not low <= dim <= high:
         raise ValueError(

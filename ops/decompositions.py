@@ -18,7 +18,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, normalize_dim, real, require, require_float
+from ._validation import broadcast_or_fail, integer, normalize_dim, real, require, require_float
 from .reduce import _norm_of, _norm_vjp_of
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -1233,14 +1233,9 @@ def _eigh_of(A, UPLO="L"):
     return np.linalg.eigh(A, UPLO=UPLO) if _is_array(A) else eigh(A, UPLO=UPLO)
 
 
-def _require_int(op: str, name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{op}: argument '{name}' expected an int, got {type(value).__name__} {value!r}")
-
-
 # -- matrix_power ------------------------------------------------------------------------------------------------
 def _check_matrix_power(A, n):
-    _require_int("matrix_power", "n", n)
+    integer("matrix_power", "n", n)
     _check_matrices("matrix_power", A)
 
 

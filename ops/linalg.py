@@ -29,7 +29,7 @@ from ._kernels import buffers, runtime
 from ._numerics import quiet
 from ._onnx import NotExportable, no_attributes
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, normalize_dim, real
+from ._validation import broadcast_or_fail, integer, normalize_dim, real
 from .reduce import _norm_of, _norm_vjp_of, vector_norm
 
 
@@ -1345,8 +1345,7 @@ __all__ += ["cross", "linalg_cross", "cdist", "pdist", "dist", "renorm"]
 
 # -- cov, corrcoef -----------------------------------------------------------------------------------------------
 def _check_cov(input, fweights=None, aweights=None, *, correction=1):
-    if isinstance(correction, bool) or not isinstance(correction, int | np.integer):
-        raise TypeError(f"cov: argument 'correction' expected an int, got {type(correction).__name__} {correction!r}")
+    integer("cov", "correction", correction)
     if input.ndim > 2 or input.dtype.kind != "f":
         raise ValueError(
             f"cov: argument 'input' expected a floating tensor of at most 2 dims, got {input.dtype} {input.shape}"

@@ -61,7 +61,16 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar
 from ._samples import KINK_GAP, away_from, transposed, uniform
-from ._validation import broadcast_or_fail, functional, normalize_dim, real, require, require_float, require_integer
+from ._validation import (
+    broadcast_or_fail,
+    functional,
+    integer,
+    normalize_dim,
+    real,
+    require,
+    require_float,
+    require_integer,
+)
 
 _DISTANCES = ("cosine_similarity", "pairwise_distance")
 _LOSSES = tuple(name for name in __all__ if name not in _DISTANCES)
@@ -480,8 +489,7 @@ def _check_class_weight(op, input, weight):
 
 
 def _check_ignore_index(op, ignore_index):
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int | np.integer):
-        raise TypeError(f"{op}: argument 'ignore_index' expected an int, got {type(ignore_index).__name__}")
+    integer(op, "ignore_index", ignore_index)
 
 
 def _check_class_indices(op, counted, n_classes: int, or_else: str = "") -> None:

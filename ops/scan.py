@@ -18,7 +18,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import axis_of, cast_to, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require_dtype_of_input, require_float
+from ._validation import integer, normalize_dim, require_dtype_of_input, require_float
 from .indexing import index_select, scatter_add
 from .reduce import _as_dtype, _cast_for, _grad_as, _torch_dtype
 from .shape import _pad, pad
@@ -404,8 +404,7 @@ def _diff_parts(input, prepend, append, n, dim) -> tuple:
     if input.ndim == 0:
         raise ValueError("diff: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("diff", dim, input.ndim)
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"diff: argument 'n' expected a non-negative int, got {n!r}")
+    integer("diff", "n", n, at_least=0)
     parts = [input]
     for name, t in (("prepend", prepend), ("append", append)):
         if t is None:

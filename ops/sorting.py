@@ -28,7 +28,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require
+from ._validation import integer, normalize_dim, require
 from .indexing import scatter_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -105,8 +105,7 @@ def _check_flag(op: str, argument: str, value) -> None:
 
 
 def _check_k(op: str, k, size: int, low: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int | np.integer):
-        raise TypeError(f"{op}: argument 'k' expected an int, got {type(k).__name__} {k!r}")
+    integer(op, "k", k)
     if not low <= k <= size:
         raise ValueError(f"{op}: argument 'k' expected an int in [{low}, {size}] (the size of dim), got {k}")
 
@@ -914,8 +913,7 @@ def _check_bincount(input, weights=None, minlength=0):
         raise ValueError(f"bincount: argument 'input' expected non-negative values, got {input.min()}")
     if weights is not None and weights.shape != input.shape:
         raise ValueError(f"bincount: argument 'weights' expected input's shape {input.shape}, got {weights.shape}")
-    if isinstance(minlength, bool) or not isinstance(minlength, int | np.integer) or minlength < 0:
-        raise ValueError(f"bincount: argument 'minlength' expected a non-negative int, got {minlength!r}")
+    integer("bincount", "minlength", minlength, at_least=0)
 
 
 def _bincount(input, weights=None, minlength=0):
@@ -949,8 +947,7 @@ bincount = defop(
 def _histc_range(input, bins, min, max) -> tuple:
     if input.dtype.kind != "f":
         raise TypeError(f"histc: argument 'input' expected a floating tensor (as torch), got dtype {input.dtype}")
-    if isinstance(bins, bool) or not isinstance(bins, int | np.integer) or bins <= 0:
-        raise ValueError(f"histc: argument 'bins' expected a positive int, got {bins!r}")
+    integer("histc", "bins", bins, at_least=1)
     for name, v in (("min", min), ("max", max)):
         if isinstance(v, bool) or np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":
             raise TypeError(f"histc: argument '{name}' expected a number, got {type(v).__name__} {v!r}")

@@ -106,6 +106,56 @@ def test_there_is_one_broadcast_refusal_in_the_op_library():
     assert found == ["_validation.py", "attention.py", "binary.py", "indexing.py"], found
 
 
+INT_CASES = [  # an int attribute given 1.5: (call, op, argument, the bound the message states)
+    (lambda: ops.rot90(_f(), 1.5), "rot90", "k", ""),
+    (lambda: ops.swapaxes(_f(), 1.5, 0), "swapaxes", "axis0", ""),
+    (lambda: ops.matrix_power(_f((2, 2)), 1.5), "matrix_power", "n", ""),
+    (lambda: ops.round(_f(), decimals=1.5), "round", "decimals", ""),
+    (lambda: ops.cov(_f(), correction=1.5), "cov", "correction", ""),
+    (lambda: ops.cross_entropy(_f(), np.array([0, 1]), ignore_index=1.5), "cross_entropy", "ignore_index", ""),
+    (lambda: ops.tril(_f(), 1.5), "tril", "diagonal", ""),
+    (lambda: ops.topk(_f(), 1.5), "topk", "k", ""),
+    (lambda: ops.polygamma(1.5, _f()), "polygamma", "n", " >= 0"),
+    (lambda: ops.mvlgamma(_f() + 2, 1.5), "mvlgamma", "p", " >= 1"),
+    (lambda: ops.diff(_f(), n=1.5), "diff", "n", " >= 0"),
+    (lambda: ops.bincount(np.array([0, 1]), minlength=1.5), "bincount", "minlength", " >= 0"),
+    (lambda: ops.multinomial(_f((3,)), 1.5), "multinomial", "num_samples", " >= 1"),
+    (lambda: ops.pixel_shuffle(_f((1, 4, 2, 2)), 1.5), "pixel_shuffle", "upscale_factor", " >= 1"),
+    (lambda: ops.histc(_f(), bins=1.5), "histc", "bins", " >= 1"),
+]
+
+
+@pytest.mark.parametrize("case", INT_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
+def test_int_attributes_are_checked_by_one_function_with_one_message(case):
+    call, op, argument, bound = case
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == f"{op}: argument '{argument}' expected an int{bound}, got float 1.5", str(error.value)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ops.diff(_f(), n=-1), "diff: argument 'n' expected an int >= 0, got -1"),
+    (lambda: ops.bincount(np.array([0, 1]), minlength=-1),
+     "bincount: argument 'minlength' expected an int >= 0, got -1"),
+    (lambda: ops.polygamma(-1, _f()), "polygamma: argument 'n' expected an int >= 0, got -1"),
+])  # fmt: skip
+def test_an_int_below_its_bound_is_a_value_error_in_the_same_words(call, message):
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value) == message
+
+
+def test_there_is_one_int_coercer_in_the_op_library():
+    import pathlib
+    import re
+
+    root = pathlib.Path(ops.__file__).parent
+    refusal = re.compile(r"isinstance\((\w+), bool\) or not isinstance\(\1, (int \| np\.integer|numbers\.Integral)\)")
+    found = sorted(p.name for p in root.glob("*.py") if refusal.search(p.read_text()))
+    # the entries of a sequence: shape.py's ints of a shape and tensordot's dims lists name the sequence too
+    assert found == ["_validation.py", "decompositions.py", "shape.py"], found
+
+
 def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
     from ops import activation
 
