@@ -14,6 +14,7 @@ __all__ = [
     "require",
     "require_float",
     "require_integer",
+    "require_indices",
     "require_dtype_of_input",
     "require_a_float",
 ]
@@ -108,6 +109,14 @@ def floats_only(op: str, argument: str = "x"):
 def require_integer(op: str, argument: str, array) -> None:
     if array is not None and array.dtype.kind not in "iu":
         raise TypeError(f"{op}: argument '{argument}' expected an integer tensor, got dtype {array.dtype}")
+
+
+def require_indices(op: str, argument: str, array, low: int, high: int, expected: str) -> None:
+    """Every entry of the integer tensor ``array`` in [low, high) -- an empty one passes -- else the refusal
+    says ``expected`` and the range of values got."""
+    if array.size:
+        least, most = int(array.min()), int(array.max())
+        require(least >= low and most < high, op, argument, expected, f"values in [{least}, {most}]")
 
 
 def functional(name: str):

@@ -52,7 +52,7 @@ from ._kernels import conv as conv_kernels
 from ._notes import case_law
 from ._onnx import NotExportable, index_map, scalar, tensor_type
 from ._samples import uniform
-from ._validation import functional, real, require, require_float, require_integer
+from ._validation import functional, real, require, require_float, require_indices, require_integer
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -1565,15 +1565,8 @@ def _check_max_unpool2d(input, indices, kernel_size, stride=None, padding=0, out
     require_integer(op, "indices", indices)
     require(indices.shape == input.shape, op, "indices", f"the input's shape {input.shape}", indices.shape)
     size = _unpool_size(op, input.shape, kernel_size, stride, padding, output_size)
-    if indices.size:
-        low, high = int(indices.min()), int(indices.max())
-        require(
-            low >= 0 and high < size[0] * size[1],
-            op,
-            "indices",
-            f"values in [0, {size[0] * size[1]}) for an output of {size}",
-            f"values in [{low}, {high}]",
-        )
+    n = size[0] * size[1]
+    require_indices(op, "indices", indices, 0, n, f"values in [0, {n}) for an output of {size}")
 
 
 def _max_unpool2d_samples(rng):
@@ -2281,15 +2274,7 @@ def _check_max_unpool1d(input, indices, kernel_size, stride=None, padding=0, out
     require(indices.shape == input.shape, op, "indices", f"the input's shape {input.shape}", indices.shape)
     args = _unpool1d_args(op, kernel_size, stride, padding, output_size)
     (_, length) = _unpool_size(op, input[..., None, :].shape, *args)
-    if indices.size:
-        low, high = int(indices.min()), int(indices.max())
-        require(
-            low >= 0 and high < length,
-            op,
-            "indices",
-            f"values in [0, {length}) for an output of length {length}",
-            f"values in [{low}, {high}]",
-        )
+    require_indices(op, "indices", indices, 0, length, f"values in [0, {length}) for an output of length {length}")
 
 
 def _max_unpool1d_samples(rng):

@@ -20,7 +20,7 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable, extremum, scalar, tensor_type
 from ._samples import transposed, uniform
-from ._validation import require, require_float, require_integer
+from ._validation import require, require_float, require_indices, require_integer
 
 
 def _indices(t):
@@ -46,9 +46,7 @@ def _check_embedding(input, weight, padding_idx=None):
     require_float("embedding", "weight", weight)
     require(weight.ndim == 2, "embedding", "weight", "a 2-D (num_embeddings, embedding_dim) tensor", weight.shape)
     n = weight.shape[0]
-    if input.size:
-        low, high = int(input.min()), int(input.max())
-        require(low >= 0 and high < n, "embedding", "input", f"indices in [0, {n - 1}]", f"values in [{low}, {high}]")
+    require_indices("embedding", "input", input, 0, n, f"indices in [0, {n - 1}]")
     if padding_idx is not None:
         require(
             isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
@@ -141,15 +139,7 @@ def _check_dense_backward(grad_output, indices, num_weights, padding_idx=None):
         f"shape indices.shape + (embedding_dim,) = {indices.shape} + (dim,)",
         grad_output.shape,
     )
-    if indices.size:
-        low, high = int(indices.min()), int(indices.max())
-        require(
-            low >= 0 and high < num_weights,
-            op,
-            "indices",
-            f"indices in [0, {num_weights - 1}]",
-            f"values in [{low}, {high}]",
-        )
+    require_indices(op, "indices", indices, 0, num_weights, f"indices in [0, {num_weights - 1}]")
     if padding_idx is not None:
         require(
             isinstance(padding_idx, int | np.integer)
@@ -325,9 +315,7 @@ def _check_embedding_bag(input, weight, offsets=None, per_sample_weights=None, *
     require_float(op, "weight", weight)
     require(weight.ndim == 2, op, "weight", "a 2-D (num_embeddings, embedding_dim) tensor", weight.shape)
     n = weight.shape[0]
-    if input.size:
-        low, high = int(input.min()), int(input.max())
-        require(low >= 0 and high < n, op, "input", f"indices in [0, {n - 1}]", f"values in [{low}, {high}]")
+    require_indices(op, "input", input, 0, n, f"indices in [0, {n - 1}]")
     _check_bag_offsets(op, input, offsets, a.include_last_offset)
     for name in ("scale_grad_by_freq", "sparse", "include_last_offset"):
         flag = getattr(a, name)

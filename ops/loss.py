@@ -69,6 +69,7 @@ from ._validation import (
     real,
     require,
     require_float,
+    require_indices,
     require_integer,
 )
 
@@ -494,10 +495,7 @@ def _check_ignore_index(op, ignore_index):
 
 def _check_class_indices(op, counted, n_classes: int, or_else: str = "") -> None:
     """Every entry of ``counted`` (the targets that count) is a class index in [0, n_classes)."""
-    if counted.size:
-        low, high = int(counted.min()), int(counted.max())
-        expected = f"class indices in [0, {n_classes - 1}]{or_else}"
-        require(low >= 0 and high < n_classes, op, "target", expected, f"values in [{low}, {high}]")
+    require_indices(op, "target", counted, 0, n_classes, f"class indices in [0, {n_classes - 1}]{or_else}")
 
 
 def _check_class_targets(op, input, target, weight, ignore_index, reduction):
@@ -1970,15 +1968,8 @@ def _check_multilabel_margin_loss(input, target, reduction="mean"):
     op = "multilabel_margin_loss"
     _check_class_rows(op, input, target, None)
     require(target.shape == input.shape, op, "target", f"the input's shape {input.shape}", target.shape)
-    if target.size:
-        low, high = int(target.min()), int(target.max())
-        require(
-            low >= -1 and high < input.shape[-1],
-            op,
-            "target",
-            f"class indices in [0, {input.shape[-1] - 1}] padded with -1",
-            f"values in [{low}, {high}]",
-        )
+    n = input.shape[-1]
+    require_indices(op, "target", target, -1, n, f"class indices in [0, {n - 1}] padded with -1")
     _check_reduction(op, reduction)
 
 
