@@ -41,20 +41,25 @@ def _embedding_vjp(g, ans, input, weight, padding_idx=None):
     return _dense_backward(g, _indices(input), weight.shape[0], _padding_row(weight.shape[0], padding_idx))
 
 
+def _check_padding_idx(op, padding_idx, n: int) -> None:
+    """padding_idx: None or a row of the n-row weight, counted from the end when negative."""
+    if padding_idx is not None:
+        require(
+            isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
+            op,
+            "padding_idx",
+            f"None or an int in [{-n}, {n - 1}]",
+            padding_idx,
+        )
+
+
 def _check_embedding(input, weight, padding_idx=None):
     require_integer("embedding", "input", input)
     require_float("embedding", "weight", weight)
     require(weight.ndim == 2, "embedding", "weight", "a 2-D (num_embeddings, embedding_dim) tensor", weight.shape)
     n = weight.shape[0]
     require_indices("embedding", "input", input, 0, n, f"indices in [0, {n - 1}]")
-    if padding_idx is not None:
-        require(
-            isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
-            "embedding",
-            "padding_idx",
-            f"None or an int in [{-n}, {n - 1}]",
-            padding_idx,
-        )
+    _check_padding_idx("embedding", padding_idx, n)
 
 
 def _embedding_samples(rng):
@@ -140,16 +145,7 @@ def _check_dense_backward(grad_output, indices, num_weights, padding_idx=None):
         grad_output.shape,
     )
     require_indices(op, "indices", indices, 0, num_weights, f"indices in [0, {num_weights - 1}]")
-    if padding_idx is not None:
-        require(
-            isinstance(padding_idx, int | np.integer)
-            and not isinstance(padding_idx, bool)
-            and -num_weights <= padding_idx < num_weights,
-            op,
-            "padding_idx",
-            f"None or an int in [{-num_weights}, {num_weights - 1}]",
-            padding_idx,
-        )
+    _check_padding_idx(op, padding_idx, num_weights)
 
 
 def _dense_backward_samples(rng):
@@ -341,16 +337,7 @@ def _check_embedding_bag(input, weight, offsets=None, per_sample_weights=None, *
             f"the input's shape {input.shape}",
             per_sample_weights.shape,
         )
-    if a.padding_idx is not None:
-        require(
-            isinstance(a.padding_idx, int | np.integer)
-            and not isinstance(a.padding_idx, bool)
-            and -n <= a.padding_idx < n,
-            op,
-            "padding_idx",
-            f"None or an int in [{-n}, {n - 1}]",
-            a.padding_idx,
-        )
+    _check_padding_idx(op, a.padding_idx, n)
 
 
 def _embedding_bag_samples(rng):
