@@ -45,7 +45,11 @@ def _check_padding_idx(op, padding_idx, n: int) -> None:
     """padding_idx: None or a row of the n-row weight, counted from the end when negative."""
     if padding_idx is not None:
         require(
-            isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
+            bool(
+                isinstance(padding_idx, int | np.integer)
+                and not isinstance(padding_idx, bool)
+                and -n <= padding_idx < n
+            ),
             op,
             "padding_idx",
             f"None or an int in [{-n}, {n - 1}]",
