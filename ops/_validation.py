@@ -17,6 +17,7 @@ __all__ = [
     "require_indices",
     "require_dtype_of_input",
     "require_a_float",
+    "require_bool",
 ]
 
 
@@ -104,6 +105,12 @@ def floats_only(op: str, argument: str = "x"):
 
     check.passes_floats = True  # type: ignore[attr-defined]
     return check
+
+
+def require_bool(op: str, argument: str, value) -> None:
+    """A flag attribute: a Python or numpy bool (an int or a string is refused, not read as true or false)."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{op}: argument '{argument}' expected a bool, got {type(value).__name__} {value!r}")
 
 
 def require_integer(op: str, argument: str, array) -> None:

@@ -52,7 +52,7 @@ from ._kernels import conv as conv_kernels
 from ._notes import case_law
 from ._onnx import NotExportable, index_map, scalar, tensor_type
 from ._samples import uniform
-from ._validation import functional, real, require, require_float, require_indices, require_integer
+from ._validation import functional, real, require, require_bool, require_float, require_indices, require_integer
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -151,11 +151,6 @@ def _ints(op: str, name: str, value, n: int, minimum: int) -> tuple:
     )
     require(ok, op, name, f"an int >= {minimum} or a tuple of {n} such ints", value)
     return tuple(int(v) for v in values)
-
-
-def _require_bool(op: str, name: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(value).__name__} {value!r}")
 
 
 _LAYOUTS = {1: "(C, L) or (N, C, L)", 2: "(C, H, W) or (N, C, H, W)", 3: "(C, D, H, W) or (N, C, D, H, W)"}
@@ -683,7 +678,7 @@ class _PoolGeometry:
         )
         padding = _ints(op, "padding", padding, spatial, 0)
         self.dilation = _ints(op, "dilation", dilation, spatial, 1)
-        _require_bool(op, "ceil_mode", ceil_mode)
+        require_bool(op, "ceil_mode", ceil_mode)
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
         require(
             all(2 * p <= e for p, e in zip(padding, effective)),
@@ -852,7 +847,7 @@ def _max_pool_nd(op, spatial):
         return _max_pool_selection(input, geo)
 
     def check(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-        _require_bool(op, "return_indices", return_indices)
+        require_bool(op, "return_indices", return_indices)
         _pool_input(op, input, spatial)
         _PoolGeometry(op, input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial)
 
@@ -1011,7 +1006,7 @@ def _avg_pool_nd(op, spatial):
     ):
         _pool_input(op, input, spatial)
         _PoolGeometry(op, input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial)
-        _require_bool(op, "count_include_pad", count_include_pad)
+        require_bool(op, "count_include_pad", count_include_pad)
         _check_divisor_override(op, divisor_override)
 
     return forward, composite, check
@@ -1398,7 +1393,7 @@ def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1
 
 
 def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    _require_bool("max_pool1d", "return_indices", return_indices)
+    require_bool("max_pool1d", "return_indices", return_indices)
     _check_pool1d_input("max_pool1d", input)
     _PoolGeometry(
         "max_pool1d",
@@ -1457,7 +1452,7 @@ def _check_avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=Fals
     _check_pool1d_input("avg_pool1d", input)
     kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
     _PoolGeometry("avg_pool1d", input[..., None, :].shape, kernel, strides, pads, 1, ceil_mode)
-    _require_bool("avg_pool1d", "count_include_pad", count_include_pad)
+    require_bool("avg_pool1d", "count_include_pad", count_include_pad)
 
 
 avg_pool1d = _avg_pool_op(
@@ -1662,7 +1657,7 @@ def _adaptive_avg_pool2d_vjp(g, ans, input, output_size):
 
 def _adaptive_check(op, spatial):
     def check(input, output_size, return_indices=False):
-        _require_bool(op, "return_indices", return_indices)
+        require_bool(op, "return_indices", return_indices)
         _check_input_rank(op, input, spatial)
         require(min(input.shape[-spatial:]) >= 1, op, "input", "non-empty spatial dims", f"shape {input.shape}")
         _adaptive_sizes(op, input.shape, output_size, spatial)

@@ -29,7 +29,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._declare import one_input_op
 from ._samples import transposed, uniform
-from ._validation import integer, require, require_float
+from ._validation import integer, require, require_bool, require_float
 
 
 # -- ops with a tensor input --------------------------------------------------------------------------------
@@ -188,8 +188,7 @@ def _check_multinomial(input, num_samples, replacement=False, *, generator=None)
     require(input.ndim in (1, 2), "multinomial", "input", "a 1-D or 2-D tensor of weights", f"{input.ndim}-D")
     require_float("multinomial", "input", input)
     integer("multinomial", "num_samples", num_samples, at_least=1)
-    if not isinstance(replacement, bool | np.bool_):
-        raise TypeError(f"multinomial: argument 'replacement' expected a bool, got {type(replacement).__name__}")
+    require_bool("multinomial", "replacement", replacement)
     require(
         bool(replacement) or int(num_samples) <= input.shape[-1],
         "multinomial",

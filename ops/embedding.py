@@ -20,7 +20,7 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable, extremum, scalar, tensor_type
 from ._samples import transposed, uniform
-from ._validation import require, require_float, require_indices, require_integer
+from ._validation import require, require_bool, require_float, require_indices, require_integer
 
 
 def _indices(t):
@@ -318,9 +318,7 @@ def _check_embedding_bag(input, weight, offsets=None, per_sample_weights=None, *
     require_indices(op, "input", input, 0, n, f"indices in [0, {n - 1}]")
     _check_bag_offsets(op, input, offsets, a.include_last_offset)
     for name in ("scale_grad_by_freq", "sparse", "include_last_offset"):
-        flag = getattr(a, name)
-        if not isinstance(flag, bool | np.bool_):
-            raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(flag).__name__} {flag!r}")
+        require_bool(op, name, getattr(a, name))
     require(isinstance(a.mode, str) and a.mode in _BAG_MODES, op, "mode", "'sum', 'mean' or 'max'", repr(a.mode))
     for name, supported in (("max_norm", None), ("scale_grad_by_freq", False), ("sparse", False)):
         value = getattr(a, name)

@@ -68,6 +68,7 @@ from ._validation import (
     normalize_dim,
     real,
     require,
+    require_bool,
     require_float,
     require_indices,
     require_integer,
@@ -247,11 +248,6 @@ def _broadcast_shape(op: str, names: tuple, *arrays) -> tuple:
         f"a shape that broadcasts with {' and '.join(names[:-1])}",
         ", ".join(f"{n} {a.shape}" for n, a in zip(names, arrays)),
     )
-
-
-def _check_bool(op: str, argument: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{op}: argument '{argument}' expected a bool, got {type(value).__name__} {value!r}")
 
 
 def _quiet_torch(fn):
@@ -941,7 +937,7 @@ def _check_kl_div(input, target, reduction="mean", log_target=False):
     require_float(op, "target", target)
     _broadcast_shape(op, ("input", "target"), input, target)
     _check_reduction(op, reduction, _KL_REDUCTIONS)
-    _check_bool(op, "log_target", log_target)
+    require_bool(op, "log_target", log_target)
 
 
 def _kl_div_samples(rng):
@@ -1370,7 +1366,7 @@ def _check_pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     require_float(op, "x2", x2)
     p = _check_norm_order(op, p)
     real(op, "eps", eps)
-    _check_bool(op, "keepdim", keepdim)
+    require_bool(op, "keepdim", keepdim)
     _check_pairwise_shapes(op, ("x1", "x2"), x1, x2, p)
 
 
@@ -1642,7 +1638,7 @@ def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=
     require(margin > 0, op, "margin", "a positive number (as torch)", margin)
     p = _check_norm_order(op, p)
     real(op, "eps", eps)
-    _check_bool(op, "swap", swap)
+    require_bool(op, "swap", swap)
     _check_reduction(op, reduction)
     _check_pairwise_shapes(op, ("anchor", "positive"), anchor, positive, p)
     _check_pairwise_shapes(op, ("anchor", "negative"), anchor, negative, p)
@@ -2183,8 +2179,8 @@ def _check_poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8,
     _check_same_float_dtype(op, ("input", "target"), input, target)
     require_float(op, "target", target)
     _broadcast_shape(op, ("input", "target"), input, target)
-    _check_bool(op, "log_input", log_input)
-    _check_bool(op, "full", full)
+    require_bool(op, "log_input", log_input)
+    require_bool(op, "full", full)
     real(op, "eps", eps)
     _check_reduction(op, reduction)
 
@@ -2271,7 +2267,7 @@ def _check_gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction
         var.shape,
     )
     require(not np.any(var < 0), op, "var", "non-negative variances", "a negative entry")
-    _check_bool(op, "full", full)
+    require_bool(op, "full", full)
     real(op, "eps", eps)
     _check_reduction(op, reduction)
 
@@ -2478,7 +2474,7 @@ def _check_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, 
         blank,
     )
     _check_reduction(op, reduction)
-    _check_bool(op, "zero_infinity", zero_infinity)
+    require_bool(op, "zero_infinity", zero_infinity)
     _, _, _, lengths, _ = _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes)
     if targets.size:
         ext = _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes)[0][:, 1::2]

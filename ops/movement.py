@@ -62,7 +62,7 @@ from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, cast_to, index_map
 from ._samples import transposed, uniform
-from ._validation import integer, normalize_dim, require_dtype_of_input
+from ._validation import integer, normalize_dim, require_bool, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 from .shape import _join, _pad, pad
 
@@ -1470,10 +1470,8 @@ def _combination_positions(n: int, r: int, with_replacement: bool) -> np.ndarray
 def _check_combinations(input, r=2, with_replacement=False):
     if input.ndim != 1:
         raise ValueError(f"combinations: argument 'input' expected a 1-D tensor, got shape {input.shape}")
-    if integer("combinations", "r", r) < 0:
-        raise ValueError(f"combinations: argument 'r' expected a non-negative int, got {r}")
-    if not isinstance(with_replacement, bool | np.bool_):
-        raise TypeError(f"combinations: argument 'with_replacement' expected a bool, got {with_replacement!r}")
+    integer("combinations", "r", r, at_least=0)
+    require_bool("combinations", "with_replacement", with_replacement)
 
 
 def _combinations(input, r=2, with_replacement=False):
@@ -1576,11 +1574,8 @@ kron = defop(
 def _vander_powers(x, N, increasing) -> np.ndarray:
     if x.ndim != 1:
         raise ValueError(f"vander: argument 'x' expected a 1-D tensor, got shape {x.shape}")
-    n = x.shape[0] if N is None else integer("vander", "N", N)
-    if n < 0:
-        raise ValueError(f"vander: argument 'N' expected a non-negative int, got {N}")
-    if not isinstance(increasing, bool | np.bool_):
-        raise TypeError(f"vander: argument 'increasing' expected a bool, got {increasing!r}")
+    n = x.shape[0] if N is None else integer("vander", "N", N, at_least=0)
+    require_bool("vander", "increasing", increasing)
     powers = np.arange(n)
     return powers if increasing else powers[::-1]
 

@@ -42,7 +42,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar, tensor_type
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
-from ._validation import broadcast_or_fail, normalize_dim, real, require_float
+from ._validation import broadcast_or_fail, normalize_dim, real, require_bool, require_float
 from .binary import maximum, minimum
 from .cast import cast
 from .sorting import _scattered_back
@@ -127,8 +127,7 @@ def _axes(op: str, dim, ndim: int, keepdim):
 
 
 def _check_keepdim(op: str, keepdim) -> None:
-    if keepdim is not False and keepdim is not True and not isinstance(keepdim, np.bool_):
-        raise TypeError(f"{op}: argument 'keepdim' expected a bool, got {type(keepdim).__name__} {keepdim!r}")
+    require_bool(op, "keepdim", keepdim)
 
 
 def _count(shape: tuple, axes) -> int:
@@ -346,8 +345,7 @@ def _moment_args(op, dim, correction, unbiased):
     if isinstance(correction, bool | np.bool_):  # torch.var(x, dim, unbiased)
         correction, unbiased = None, _flag_once(op, unbiased, correction)
     if unbiased is not None:
-        if not isinstance(unbiased, bool | np.bool_):
-            raise TypeError(f"{op}: argument 'unbiased' expected a bool, got {type(unbiased).__name__} {unbiased!r}")
+        require_bool(op, "unbiased", unbiased)
         if correction is not None:
             raise TypeError(
                 f"{op}: pass either 'correction' or 'unbiased', not both (got {correction!r}, {unbiased!r})"

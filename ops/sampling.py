@@ -25,7 +25,7 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable, index_map
 from ._samples import transposed, uniform
-from ._validation import functional, integer, require, require_float
+from ._validation import functional, integer, require, require_bool, require_float
 
 FAMILY = "sampling"
 
@@ -218,8 +218,7 @@ def _check_affine_grid(theta, size, align_corners=False):
     k = len(size) - 2
     expected = (size[0], k, k + 1)
     require(theta.shape == expected, op, "theta", f"shape {expected} for size {tuple(size)}", theta.shape)
-    if not isinstance(align_corners, bool | np.bool_):
-        raise TypeError(f"{op}: argument 'align_corners' expected a bool, got {type(align_corners).__name__}")
+    require_bool(op, "align_corners", align_corners)
 
 
 def _affine_grid_samples(rng):

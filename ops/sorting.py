@@ -28,7 +28,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import transposed, uniform
-from ._validation import integer, normalize_dim, require
+from ._validation import integer, normalize_dim, require, require_bool
 from .indexing import scatter_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -99,11 +99,6 @@ FAMILY = "sorting"
 
 
 # -- shared helpers ----------------------------------------------------------------------------------------------
-def _check_flag(op: str, argument: str, value) -> None:
-    if value is not True and value is not False and not isinstance(value, np.bool_):
-        raise TypeError(f"{op}: argument '{argument}' expected a bool, got {type(value).__name__} {value!r}")
-
-
 def _check_k(op: str, k, size: int, low: int) -> None:
     integer(op, "k", k)
     if not low <= k <= size:
@@ -140,9 +135,9 @@ def _put_along(shape: tuple, axis: int, index: np.ndarray, src):
 def _check_sort(op):
     def check(input, dim=-1, descending=False, stable=False):
         normalize_dim(op, dim, input.ndim)
-        _check_flag(op, "descending", descending)
+        require_bool(op, "descending", descending)
         if stable is not None:  # torch takes None for its default
-            _check_flag(op, "stable", stable)
+            require_bool(op, "stable", stable)
 
     return check
 
@@ -237,8 +232,8 @@ argsort = defop(
 def _check_topk(input, k, dim=-1, largest=True, sorted=True):
     axis = normalize_dim("topk", dim, input.ndim)
     _check_k("topk", k, _size(input, axis), 0)
-    _check_flag("topk", "largest", largest)
-    _check_flag("topk", "sorted", sorted)
+    require_bool("topk", "largest", largest)
+    require_bool("topk", "sorted", sorted)
 
 
 def _topk(input, k, dim=-1, largest=True, sorted=True):
@@ -334,7 +329,7 @@ def _scattered_back(name):
 
 def _check_reduced(op, input, dim, keepdim):
     axis = normalize_dim(op, dim, input.ndim)
-    _check_flag(op, "keepdim", keepdim)
+    require_bool(op, "keepdim", keepdim)
     if input.ndim and input.shape[axis] == 0:
         raise ValueError(
             f"{op}: argument 'input' expected a non-empty dim {dim} to select from, got shape {input.shape}"
@@ -496,7 +491,7 @@ def _whole_or_dim(name, whole, whole_vjp, along, along_vjp):
 
     def forward(input, dim=None, keepdim=False):
         if dim is None:
-            _check_flag(name, "keepdim", keepdim)
+            require_bool(name, "keepdim", keepdim)
             if keepdim:
                 raise TypeError(f"{name}: argument 'keepdim' needs a dim (torch.{name} takes it only with one)")
             return whole(input)
@@ -650,7 +645,7 @@ def _check_quantile(op, input, q, dim, keepdim, interpolation):
         )
     if np.any(~((q >= 0) & (q <= 1))):
         raise ValueError(f"{op}: argument 'q' expected values in [0, 1], got {q}")
-    _check_flag(op, "keepdim", keepdim)
+    require_bool(op, "keepdim", keepdim)
     require(interpolation in _INTERPOLATIONS, op, "interpolation", f"one of {_INTERPOLATIONS}", repr(interpolation))
     if dim is not None:
         normalize_dim(op, dim, input.ndim)
@@ -782,8 +777,8 @@ __all__ += ["nanmedian", "mode", "quantile", "nanquantile"]
 # counts get a zero one (piecewise constant); bincount's weights and unique's values, whose gradients torch does
 # not define, refuse a tensor that requires grad (pass it detached).
 def _check_side(op, right, side, out_int32) -> str:
-    _check_flag(op, "right", right)
-    _check_flag(op, "out_int32", out_int32)
+    require_bool(op, "right", right)
+    require_bool(op, "out_int32", out_int32)
     if side not in (None, "left", "right"):
         raise ValueError(f"{op}: argument 'side' expected None, 'left' or 'right', got {side!r}")
     if side is not None and (side == "right") != bool(right) and right:
@@ -998,7 +993,7 @@ histc = defop(
 
 def _check_unique(op, input, flags, dim) -> None:
     for name, value in flags.items():
-        _check_flag(op, name, value)
+        require_bool(op, name, value)
     if dim is not None:
         if input.ndim == 0:
             raise ValueError(f"{op}: argument 'dim' expected None for a 0-D input, got {dim}")

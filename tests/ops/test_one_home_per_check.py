@@ -156,6 +156,41 @@ def test_there_is_one_int_coercer_in_the_op_library():
     assert found == ["_validation.py", "decompositions.py", "shape.py"], found
 
 
+BOOL_CASES = [  # a flag given the string "yes": (call, op, argument)
+    (lambda: ops.isclose(_f(), _f(), equal_nan="yes"), "isclose", "equal_nan"),
+    (lambda: ops.max_pool2d(_f((1, 1, 2, 2)), 2, ceil_mode="yes"), "max_pool2d", "ceil_mode"),
+    (lambda: ops.multinomial(_f((3,)), 1, "yes"), "multinomial", "replacement"),
+    (lambda: ops.dropout(_f(), 0.5, "yes"), "dropout", "training"),
+    (lambda: ops.index_put(_f(), (np.array([0]),), _f((3,)), "yes"), "index_put", "accumulate"),
+    (lambda: ops.nonzero(_f(), as_tuple="yes"), "nonzero", "as_tuple"),
+    (lambda: ops.combinations(_f((3,)), 2, "yes"), "combinations", "with_replacement"),
+    (lambda: ops.vander(_f((3,)), increasing="yes"), "vander", "increasing"),
+    (lambda: ops.batch_norm(_f((2, 3)), training="yes"), "batch_norm", "training"),
+    (lambda: ops.instance_norm(_f((1, 2, 3)), use_input_stats="yes"), "instance_norm", "use_input_stats"),
+    (lambda: ops.sum(_f(), 0, keepdim="yes"), "sum", "keepdim"),
+    (lambda: ops.sort(_f(), stable="yes"), "sort", "stable"),
+    (lambda: ops.kl_div(_f(), _f(), log_target="yes"), "kl_div", "log_target"),
+    (lambda: ops.affine_grid(_f((1, 2, 3)), (1, 1, 2, 2), align_corners="yes"), "affine_grid", "align_corners"),
+]
+
+
+@pytest.mark.parametrize("case", BOOL_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
+def test_flags_are_checked_by_one_function_with_one_message(case):
+    call, op, argument = case
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == f"{op}: argument '{argument}' expected a bool, got str 'yes'", str(error.value)
+
+
+def test_there_is_one_flag_refusal_in_the_op_library():
+    import pathlib
+
+    root = pathlib.Path(ops.__file__).parent
+    # _numpy.py words numpy's own keywords in numpy's form (np.<name>: ...)
+    worded = sorted(p.name for p in root.glob("*.py") if "expected a bool, got" in p.read_text())
+    assert worded == ["_numpy.py", "_validation.py"], worded
+
+
 def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
     from ops import activation
 
