@@ -1639,20 +1639,18 @@ def _adaptive_avg_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
     return np.where(inside, 1 / (end - start)[:, None], 0).astype(dtype)
 
 
-def _adaptive_avg_pool1d(input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool1d", input, output_size, 1), input, adjoint=False)
+def _adaptive_avg(op, spatial):
+    """The forward and rule of adaptive average pooling over the last ``spatial`` axes: separable, one
+    window-average matrix per axis either side of the input (its transpose for the gradient)."""
 
+    def forward(input, output_size):
+        return _separable(_adaptive_avg_matrices(op, input, output_size, spatial), input, adjoint=False)
 
-def _adaptive_avg_pool1d_vjp(g, ans, input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool1d", input, output_size, 1), g, adjoint=True)
+    def vjp(g, ans, input, output_size):
+        return _separable(_adaptive_avg_matrices(op, input, output_size, spatial), g, adjoint=True)
 
-
-def _adaptive_avg_pool2d(input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool2d", input, output_size, 2), input, adjoint=False)
-
-
-def _adaptive_avg_pool2d_vjp(g, ans, input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool2d", input, output_size, 2), g, adjoint=True)
+    forward.__name__, vjp.__name__ = f"_{op}", f"_{op}_vjp"
+    return forward, vjp
 
 
 def _adaptive_check(op, spatial):
@@ -1687,6 +1685,7 @@ def _adaptive_samples(rng, spatial):
     ]
 
 
+_adaptive_avg_pool1d, _adaptive_avg_pool1d_vjp = _adaptive_avg("adaptive_avg_pool1d", 1)
 adaptive_avg_pool1d = _pool_op(
     "adaptive_avg_pool1d",
     _adaptive_avg_pool1d,
@@ -1696,6 +1695,7 @@ adaptive_avg_pool1d = _pool_op(
     notes=case_law(_CASE_LAW, "adaptive_avg_pool1d", "A matmul with the (out, in) window-average matrix."),
 )
 
+_adaptive_avg_pool2d, _adaptive_avg_pool2d_vjp = _adaptive_avg("adaptive_avg_pool2d", 2)
 adaptive_avg_pool2d = _pool_op(
     "adaptive_avg_pool2d",
     _adaptive_avg_pool2d,
@@ -2310,15 +2310,6 @@ def _adaptive_avg_matrices(name, input, output_size, n):
     return [_adaptive_avg_matrix(size, o, input.dtype) for size, o in zip(input.shape[-n:], out)]
 
 
-def _adaptive_avg_pool3d(input, output_size):
-    """``torch.nn.functional.adaptive_avg_pool3d``: separable, one window-average matrix per spatial axis."""
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool3d", input, output_size, 3), input, adjoint=False)
-
-
-def _adaptive_avg_pool3d_vjp(g, ans, input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool3d", input, output_size, 3), g, adjoint=True)
-
-
 def _adaptive_avg3d_samples(rng):
     return [
         Sample((uniform(rng, (2, 2, 5, 4, 3)),), {"output_size": 2}, "uneven windows"),
@@ -2329,6 +2320,7 @@ def _adaptive_avg3d_samples(rng):
     ]
 
 
+_adaptive_avg_pool3d, _adaptive_avg_pool3d_vjp = _adaptive_avg("adaptive_avg_pool3d", 3)
 adaptive_avg_pool3d = _pool_op(
     "adaptive_avg_pool3d",
     _adaptive_avg_pool3d,
