@@ -4,22 +4,38 @@ torch reference of an op that is ``torch.nn.functional``'s own."""
 import numpy as np
 
 __all__ = [
+    "broadcast_or_fail",
     "floats_only",
     "functional",
+    "integer",
     "normalize_dim",
     "normalize_dims",
     "real",
     "require",
     "require_float",
     "require_integer",
+    "require_indices",
     "require_dtype_of_input",
     "require_a_float",
+    "require_bool",
 ]
 
 
 def require(condition: bool, op: str, argument: str, expected: str, got) -> None:
     if not condition:
         raise ValueError(f"{op}: argument '{argument}' expected {expected}, got {got}")
+
+
+def broadcast_or_fail(op: str, argument: str, shapes, expected: str, got, to: tuple | None = None) -> tuple:
+    """The shape ``shapes`` broadcast together to -- with ``to``, it must be ``to`` itself (the others broadcast
+    to it one way) -- else the one refusal of shapes that do not broadcast, naming ``argument``."""
+    try:
+        shape: tuple = np.broadcast_shapes(*shapes)
+        fits = to is None or shape == to
+    except ValueError:
+        shape, fits = (), False
+    require(fits, op, argument, expected, got)
+    return shape
 
 
 def real(op: str, argument: str, value, expected: str = "a real number", hint: str = "") -> float:
@@ -29,10 +45,20 @@ def real(op: str, argument: str, value, expected: str = "a real number", hint: s
     return float(value)
 
 
+def integer(op: str, argument: str, value, at_least: int | None = None) -> int:
+    """An int attribute as a Python int: bools and non-integers are refused (TypeError), and with ``at_least``
+    an int below it (ValueError)."""
+    expected = "an int" if at_least is None else f"an int >= {at_least}"
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{op}: argument '{argument}' expected {expected}, got {type(value).__name__} {value!r}")
+    if at_least is not None and value < at_least:
+        raise ValueError(f"{op}: argument '{argument}' expected {expected}, got {value}")
+    return int(value)
+
+
 def normalize_dim(op: str, dim, ndim: int, argument: str = "dim") -> int:
     """``dim`` as a non-negative axis of an ``ndim``-dimensional input (negative dims count from the end)."""
-    if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
-        raise TypeError(f"{op}: argument '{argument}' expected an int, got {type(dim).__name__} {dim!r}")
+    integer(op, argument, dim)
     low, high = (-max(ndim, 1), max(ndim, 1) - 1)
     if not low <= dim <= high:
         raise ValueError(
@@ -81,9 +107,23 @@ def floats_only(op: str, argument: str = "x"):
     return check
 
 
+def require_bool(op: str, argument: str, value) -> None:
+    """A flag attribute: a Python or numpy bool (an int or a string is refused, not read as true or false)."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{op}: argument '{argument}' expected a bool, got {type(value).__name__} {value!r}")
+
+
 def require_integer(op: str, argument: str, array) -> None:
     if array is not None and array.dtype.kind not in "iu":
         raise TypeError(f"{op}: argument '{argument}' expected an integer tensor, got dtype {array.dtype}")
+
+
+def require_indices(op: str, argument: str, array, low: int, high: int, expected: str) -> None:
+    """Every entry of the integer tensor ``array`` in [low, high) -- an empty one passes -- else the refusal
+    says ``expected`` and the range of values got."""
+    if array.size:
+        least, most = int(array.min()), int(array.max())
+        require(least >= low and most < high, op, argument, expected, f"values in [{least}, {most}]")
 
 
 def functional(name: str):

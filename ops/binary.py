@@ -69,7 +69,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, elementwise, log1p_graph, scalar, tensor_type
 from ._samples import BROADCAST_PAIRS, binary_samples, comparison_samples, transposed, uniform, where_samples
-from ._validation import real, require_a_float, require_float
+from ._validation import real, require_a_float, require_bool, require_float
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -677,8 +677,7 @@ _ISCLOSE_EQUAL = _broadcasting("isclose", np.equal, arithmetic=False, names=("in
 @quiet
 def _isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     rtol, atol = _tolerance("rtol", rtol), _tolerance("atol", atol)
-    if not isinstance(equal_nan, bool | np.bool_):
-        raise TypeError(f"isclose: argument 'equal_nan' expected a bool, got {type(equal_nan).__name__} {equal_nan!r}")
+    require_bool("isclose", "equal_nan", equal_nan)
     if input.dtype != other.dtype:
         raise TypeError(
             f"isclose: arguments 'input' ({input.dtype}) and 'other' ({other.dtype}) must have the "

@@ -52,7 +52,7 @@ from ._kernels import conv as conv_kernels
 from ._notes import case_law
 from ._onnx import NotExportable, index_map, scalar, tensor_type
 from ._samples import uniform
-from ._validation import functional, real, require, require_float, require_integer
+from ._validation import functional, real, require, require_bool, require_float, require_indices, require_integer
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -153,11 +153,6 @@ def _ints(op: str, name: str, value, n: int, minimum: int) -> tuple:
     )
     require(ok, op, name, f"an int >= {minimum} or a tuple of {n} such ints", value)
     return tuple(int(v) for v in values)
-
-
-def _require_bool(op: str, name: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(value).__name__} {value!r}")
 
 
 _LAYOUTS = {1: "(C, L) or (N, C, L)", 2: "(C, H, W) or (N, C, H, W)", 3: "(C, D, H, W) or (N, C, D, H, W)"}
@@ -399,20 +394,19 @@ def _conv2d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1,
     return reshape(out, input.shape[: input.ndim - 3] + (out_channels,) + geo.out)
 
 
-def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """conv1d as conv2d's composite over a height of 1, for its second order."""
+def _over_unit_height(composite_2d, input, weight, bias, groups, **per_axis):
+    """A 1-D convolution as the 2-D one's composite over a height of 1 (there stride and dilation 1, paddings 0),
+    for its second order."""
     from .shape import squeeze, unsqueeze  # at call time: the families register in ops/__init__'s order
 
-    out = _conv2d_composite(
-        unsqueeze(input, -2),
-        unsqueeze(weight, -2),
-        bias,
-        _with_unit_axis(stride, 1),
-        _with_unit_axis(padding, 0),
-        _with_unit_axis(dilation, 1),
-        groups,
+    spread = {k: _with_unit_axis(v, 1 if k in ("stride", "dilation") else 0) for k, v in per_axis.items()}
+    return squeeze(composite_2d(unsqueeze(input, -2), unsqueeze(weight, -2), bias, groups=groups, **spread), -2)
+
+
+def _conv1d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _over_unit_height(
+        _conv2d_composite, input, weight, bias, groups, stride=stride, padding=padding, dilation=dilation
     )
-    return squeeze(out, -2)
 
 
 def _conv3d_composite(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -686,7 +680,7 @@ class _PoolGeometry:
         )
         padding = _ints(op, "padding", padding, spatial, 0)
         self.dilation = _ints(op, "dilation", dilation, spatial, 1)
-        _require_bool(op, "ceil_mode", ceil_mode)
+        require_bool(op, "ceil_mode", ceil_mode)
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
         require(
             all(2 * p <= e for p, e in zip(padding, effective)),
@@ -855,7 +849,7 @@ def _max_pool_nd(op, spatial):
         return _max_pool_selection(input, geo)
 
     def check(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-        _require_bool(op, "return_indices", return_indices)
+        require_bool(op, "return_indices", return_indices)
         _pool_input(op, input, spatial)
         _PoolGeometry(op, input.shape, kernel_size, stride, padding, dilation, ceil_mode, spatial)
 
@@ -1014,7 +1008,7 @@ def _avg_pool_nd(op, spatial):
     ):
         _pool_input(op, input, spatial)
         _PoolGeometry(op, input.shape, kernel_size, stride, padding, 1, ceil_mode, spatial)
-        _require_bool(op, "count_include_pad", count_include_pad)
+        require_bool(op, "count_include_pad", count_include_pad)
         _check_divisor_override(op, divisor_override)
 
     return forward, composite, check
@@ -1079,22 +1073,27 @@ def _resize_plan(op, shape, scale_factor, size):
     if size is not None:
         sizes = _ints(op, "size", size, 2, 1)
         return [(out, None) for out in sizes]
-    factors = (scale_factor,) * 2 if isinstance(scale_factor, int | float | np.number) else scale_factor
-    ok = (
-        isinstance(factors, tuple | list)
-        and len(factors) == 2
-        and all(isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors)
+    return [(out, 1.0 / f) for out, f in _scaled_sizes(op, shape, scale_factor, 2, "an output of at least 1x1")]
+
+
+def _scaled_sizes(op, shape, scale_factor, spatial: int, at_least: str) -> list[tuple[int, float]]:
+    """Per spatial axis (the last ``spatial`` of ``shape``): (``floor(in * factor)``, factor) for a positive
+    scale_factor (one number or one per axis), each size at least 1. The factor is a Python float first, as
+    torch's: float32(0.7) * 10 is 7 in float32 but 6.99999988 in double."""
+    factors = tuple(scale_factor) if isinstance(scale_factor, tuple | list) else (scale_factor,) * spatial
+    ok = len(factors) == spatial and all(
+        isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors
     )
-    require(ok, op, "scale_factor", "a positive number or a tuple of 2", scale_factor)
-    plan = [(math.floor(n * float(f)), 1.0 / float(f)) for n, f in zip(shape[-2:], factors)]
+    require(ok, op, "scale_factor", f"a positive number or a tuple of {spatial}", scale_factor)
+    sizes = [(math.floor(n * float(f)), float(f)) for n, f in zip(shape[len(shape) - spatial :], factors)]
     require(
-        all(out >= 1 for out, _ in plan),
+        all(out >= 1 for out, _ in sizes),
         op,
         "scale_factor",
-        f"a factor giving an output of at least 1x1 from input {shape}",
+        f"a factor giving {at_least} from input {shape}",
         scale_factor,
     )
-    return plan
+    return sizes
 
 
 def _source_indices(n_in: int, n_out: int, scale) -> np.ndarray:
@@ -1262,20 +1261,17 @@ def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, o
 
 
 def _conv_transpose1d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    """conv_transpose1d as conv_transpose2d's composite over a height of 1, for its second order."""
-    from .shape import squeeze, unsqueeze  # at call time: the families register in ops/__init__'s order
-
-    out = _conv_transpose2d_composite(
-        unsqueeze(input, -2),
-        unsqueeze(weight, -2),
+    return _over_unit_height(
+        _conv_transpose2d_composite,
+        input,
+        weight,
         bias,
-        _with_unit_axis(stride, 1),
-        _with_unit_axis(padding, 0),
-        _with_unit_axis(output_padding, 0),
         groups,
-        _with_unit_axis(dilation, 1),
+        stride=stride,
+        padding=padding,
+        output_padding=output_padding,
+        dilation=dilation,
     )
-    return squeeze(out, -2)
 
 
 def _conv_transpose_sample(rng, x_shape, w_shape, bias, label, groups=1, **attrs):
@@ -1399,7 +1395,7 @@ def _max_pool1d_composite(input, kernel_size, stride=None, padding=0, dilation=1
 
 
 def _check_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    _require_bool("max_pool1d", "return_indices", return_indices)
+    require_bool("max_pool1d", "return_indices", return_indices)
     _check_pool1d_input("max_pool1d", input)
     _PoolGeometry(
         "max_pool1d",
@@ -1458,7 +1454,7 @@ def _check_avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=Fals
     _check_pool1d_input("avg_pool1d", input)
     kernel, strides, pads, _ = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
     _PoolGeometry("avg_pool1d", input[..., None, :].shape, kernel, strides, pads, 1, ceil_mode)
-    _require_bool("avg_pool1d", "count_include_pad", count_include_pad)
+    require_bool("avg_pool1d", "count_include_pad", count_include_pad)
 
 
 avg_pool1d = _avg_pool_op(
@@ -1566,15 +1562,8 @@ def _check_max_unpool2d(input, indices, kernel_size, stride=None, padding=0, out
     require_integer(op, "indices", indices)
     require(indices.shape == input.shape, op, "indices", f"the input's shape {input.shape}", indices.shape)
     size = _unpool_size(op, input.shape, kernel_size, stride, padding, output_size)
-    if indices.size:
-        low, high = int(indices.min()), int(indices.max())
-        require(
-            low >= 0 and high < size[0] * size[1],
-            op,
-            "indices",
-            f"values in [0, {size[0] * size[1]}) for an output of {size}",
-            f"values in [{low}, {high}]",
-        )
+    n = size[0] * size[1]
+    require_indices(op, "indices", indices, 0, n, f"values in [0, {n}) for an output of {size}")
 
 
 def _max_unpool2d_samples(rng):
@@ -1652,25 +1641,23 @@ def _adaptive_avg_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
     return np.where(inside, 1 / (end - start)[:, None], 0).astype(dtype)
 
 
-def _adaptive_avg_pool1d(input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool1d", input, output_size, 1), input, adjoint=False)
+def _adaptive_avg(op, spatial):
+    """The forward and rule of adaptive average pooling over the last ``spatial`` axes: separable, one
+    window-average matrix per axis either side of the input (its transpose for the gradient)."""
 
+    def forward(input, output_size):
+        return _separable(_adaptive_avg_matrices(op, input, output_size, spatial), input, adjoint=False)
 
-def _adaptive_avg_pool1d_vjp(g, ans, input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool1d", input, output_size, 1), g, adjoint=True)
+    def vjp(g, ans, input, output_size):
+        return _separable(_adaptive_avg_matrices(op, input, output_size, spatial), g, adjoint=True)
 
-
-def _adaptive_avg_pool2d(input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool2d", input, output_size, 2), input, adjoint=False)
-
-
-def _adaptive_avg_pool2d_vjp(g, ans, input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool2d", input, output_size, 2), g, adjoint=True)
+    forward.__name__, vjp.__name__ = f"_{op}", f"_{op}_vjp"
+    return forward, vjp
 
 
 def _adaptive_check(op, spatial):
     def check(input, output_size, return_indices=False):
-        _require_bool(op, "return_indices", return_indices)
+        require_bool(op, "return_indices", return_indices)
         _check_input_rank(op, input, spatial)
         require(min(input.shape[-spatial:]) >= 1, op, "input", "non-empty spatial dims", f"shape {input.shape}")
         _adaptive_sizes(op, input.shape, output_size, spatial)
@@ -1700,6 +1687,7 @@ def _adaptive_samples(rng, spatial):
     ]
 
 
+_adaptive_avg_pool1d, _adaptive_avg_pool1d_vjp = _adaptive_avg("adaptive_avg_pool1d", 1)
 adaptive_avg_pool1d = _pool_op(
     "adaptive_avg_pool1d",
     _adaptive_avg_pool1d,
@@ -1709,6 +1697,7 @@ adaptive_avg_pool1d = _pool_op(
     notes=case_law(_CASE_LAW, "adaptive_avg_pool1d", "A matmul with the (out, in) window-average matrix."),
 )
 
+_adaptive_avg_pool2d, _adaptive_avg_pool2d_vjp = _adaptive_avg("adaptive_avg_pool2d", 2)
 adaptive_avg_pool2d = _pool_op(
     "adaptive_avg_pool2d",
     _adaptive_avg_pool2d,
@@ -1888,23 +1877,8 @@ def _interpolate_plan(input_shape, size, scale_factor, mode, align_corners, reco
         sizes = size if isinstance(size, tuple | list) else (size,) * spatial
         require(len(sizes) == spatial, op, "size", f"an int or a tuple of {spatial} ints", size)
         return [(out, None) for out in _ints(op, "size", tuple(sizes), spatial, 1)]
-    factors = tuple(scale_factor) if isinstance(scale_factor, tuple | list) else (scale_factor,) * spatial
-    ok = len(factors) == spatial and all(
-        isinstance(f, int | float | np.number) and not isinstance(f, bool) and f > 0 for f in factors
-    )
-    require(ok, op, "scale_factor", f"a positive number or a tuple of {spatial}", scale_factor)
-    plan = [
-        (math.floor(float(n * f)), None if recompute_scale_factor else float(f))
-        for n, f in zip(input_shape[2:], factors)
-    ]
-    require(
-        all(out >= 1 for out, _ in plan),
-        op,
-        "scale_factor",
-        f"a factor giving outputs of at least 1 from input {input_shape}",
-        scale_factor,
-    )
-    return plan
+    plan = _scaled_sizes(op, input_shape, scale_factor, spatial, "outputs of at least 1")
+    return [(out, None if recompute_scale_factor else f) for out, f in plan]
 
 
 def _interpolation_matrix(
@@ -2297,15 +2271,7 @@ def _check_max_unpool1d(input, indices, kernel_size, stride=None, padding=0, out
     require(indices.shape == input.shape, op, "indices", f"the input's shape {input.shape}", indices.shape)
     args = _unpool1d_args(op, kernel_size, stride, padding, output_size)
     (_, length) = _unpool_size(op, input[..., None, :].shape, *args)
-    if indices.size:
-        low, high = int(indices.min()), int(indices.max())
-        require(
-            low >= 0 and high < length,
-            op,
-            "indices",
-            f"values in [0, {length}) for an output of length {length}",
-            f"values in [{low}, {high}]",
-        )
+    require_indices(op, "indices", indices, 0, length, f"values in [0, {length}) for an output of length {length}")
 
 
 def _max_unpool1d_samples(rng):
@@ -2346,15 +2312,6 @@ def _adaptive_avg_matrices(name, input, output_size, n):
     return [_adaptive_avg_matrix(size, o, input.dtype) for size, o in zip(input.shape[-n:], out)]
 
 
-def _adaptive_avg_pool3d(input, output_size):
-    """``torch.nn.functional.adaptive_avg_pool3d``: separable, one window-average matrix per spatial axis."""
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool3d", input, output_size, 3), input, adjoint=False)
-
-
-def _adaptive_avg_pool3d_vjp(g, ans, input, output_size):
-    return _separable(_adaptive_avg_matrices("adaptive_avg_pool3d", input, output_size, 3), g, adjoint=True)
-
-
 def _adaptive_avg3d_samples(rng):
     return [
         Sample((uniform(rng, (2, 2, 5, 4, 3)),), {"output_size": 2}, "uneven windows"),
@@ -2365,6 +2322,7 @@ def _adaptive_avg3d_samples(rng):
     ]
 
 
+_adaptive_avg_pool3d, _adaptive_avg_pool3d_vjp = _adaptive_avg("adaptive_avg_pool3d", 3)
 adaptive_avg_pool3d = _pool_op(
     "adaptive_avg_pool3d",
     _adaptive_avg_pool3d,

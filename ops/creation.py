@@ -20,7 +20,6 @@ __all__ = [
     "multinomial",
 ]
 
-import numbers
 
 import numpy as np
 
@@ -30,7 +29,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._declare import one_input_op
 from ._samples import transposed, uniform
-from ._validation import require, require_float
+from ._validation import integer, require, require_bool, require_float
 
 
 # -- ops with a tensor input --------------------------------------------------------------------------------
@@ -188,11 +187,8 @@ def _multinomial(input, num_samples, replacement=False, *, generator=None):
 def _check_multinomial(input, num_samples, replacement=False, *, generator=None):
     require(input.ndim in (1, 2), "multinomial", "input", "a 1-D or 2-D tensor of weights", f"{input.ndim}-D")
     require_float("multinomial", "input", input)
-    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
-        raise TypeError(f"multinomial: argument 'num_samples' expected an int, got {type(num_samples).__name__}")
-    require(int(num_samples) > 0, "multinomial", "num_samples", "a positive number of samples", num_samples)
-    if not isinstance(replacement, bool | np.bool_):
-        raise TypeError(f"multinomial: argument 'replacement' expected a bool, got {type(replacement).__name__}")
+    integer("multinomial", "num_samples", num_samples, at_least=1)
+    require_bool("multinomial", "replacement", replacement)
     require(
         bool(replacement) or int(num_samples) <= input.shape[-1],
         "multinomial",

@@ -18,7 +18,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, real, require, require_float
+from ._validation import broadcast_or_fail, integer, normalize_dim, real, require, require_bool, require_float
 from .reduce import _norm_of, _norm_vjp_of
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -193,11 +193,6 @@ def _check_matrices(op: str, A, name: str = "A", square: bool = True) -> None:
     require(A.ndim >= 2, op, name, "a matrix or a batch of matrices (at least 2 dims)", f"shape {A.shape}")
     if square:
         require(A.shape[-1] == A.shape[-2], op, name, "square matrices (*, n, n)", f"shape {A.shape}")
-
-
-def _require_bool(op: str, name: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(value).__name__} {value!r}")
 
 
 def _eye(n: int, dtype):
@@ -664,7 +659,7 @@ def _vector_rhs(A_shape, B_shape) -> bool:
 
 
 def _check_solve(A, B, *, left=True):
-    _require_bool("solve", "left", left)
+    require_bool("solve", "left", left)
     _check_matrices("solve", A)
     _same_dtype("solve", ("A", "B"), (A, B))
     require(B.ndim >= 1, "solve", "B", "a vector or a matrix (or batches of them)", f"shape {B.shape}")
@@ -688,12 +683,9 @@ def _check_solve(A, B, *, left=True):
             f"shape {B.shape}",
         )
     batch_b = B.shape[:-1] if vector else B.shape[:-2]
-    try:
-        np.broadcast_shapes(A.shape[:-2], batch_b)
-    except ValueError:
-        raise ValueError(
-            f"solve: argument 'B' expected batch dims broadcastable with A's {A.shape[:-2]}, got shape {B.shape}"
-        ) from None
+    broadcast_or_fail(
+        "solve", "B", (A.shape[:-2], batch_b), f"batch dims broadcastable with A's {A.shape[:-2]}", f"shape {B.shape}"
+    )
 
 
 def _solve(A, B, *, left=True):
@@ -859,7 +851,7 @@ slogdet = defop(
 
 # -- cholesky ----------------------------------------------------------------------------------------------------
 def _check_cholesky(A, *, upper=False):
-    _require_bool("cholesky", "upper", upper)
+    require_bool("cholesky", "upper", upper)
     _check_matrices("cholesky", A)
 
 
@@ -1104,7 +1096,7 @@ eigh = defop(
 
 # -- svd ---------------------------------------------------------------------------------------------------------
 def _check_svd(A, full_matrices=True):
-    _require_bool("svd", "full_matrices", full_matrices)
+    require_bool("svd", "full_matrices", full_matrices)
     _check_matrices("svd", A, square=False)
 
 
@@ -1236,14 +1228,9 @@ def _eigh_of(A, UPLO="L"):
     return np.linalg.eigh(A, UPLO=UPLO) if _is_array(A) else eigh(A, UPLO=UPLO)
 
 
-def _require_int(op: str, name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{op}: argument '{name}' expected an int, got {type(value).__name__} {value!r}")
-
-
 # -- matrix_power ------------------------------------------------------------------------------------------------
 def _check_matrix_power(A, n):
-    _require_int("matrix_power", "n", n)
+    integer("matrix_power", "n", n)
     _check_matrices("matrix_power", A)
 
 
@@ -1475,16 +1462,13 @@ def _check_triangular_rhs(op, A, B, names=("A", "B"), left=True):
     n = A.shape[-1]
     rows = B.shape[-2] if left else B.shape[-1]
     require(rows == n, op, names[1], f"{n} {'rows' if left else 'columns'} to match {names[0]} {A.shape}", B.shape)
-    try:
-        np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"{op}: argument '{names[1]}' expected batch dims broadcastable with {A.shape[:-2]}, got {B.shape}"
-        ) from None
+    broadcast_or_fail(
+        op, names[1], (A.shape[:-2], B.shape[:-2]), f"batch dims broadcastable with {A.shape[:-2]}", B.shape
+    )
 
 
 def _check_cholesky_solve(B, L, upper=False):
-    _require_bool("cholesky_solve", "upper", upper)
+    require_bool("cholesky_solve", "upper", upper)
     _check_triangular_rhs("cholesky_solve", L, B, ("L", "B"))
 
 
@@ -1561,7 +1545,7 @@ def _cholesky_inverse_vjp(g, ans, L, upper=False):
 
 
 def _check_cholesky_inverse(L, upper=False):
-    _require_bool("cholesky_inverse", "upper", upper)
+    require_bool("cholesky_inverse", "upper", upper)
     _check_matrices("cholesky_inverse", L, "L")
 
 
@@ -1587,7 +1571,7 @@ cholesky_inverse = defop(
 
 def _check_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     for name, value in (("upper", upper), ("left", left), ("unitriangular", unitriangular)):
-        _require_bool("solve_triangular", name, value)
+        require_bool("solve_triangular", name, value)
     _check_triangular_rhs("solve_triangular", A, B, left=left)
 
 
@@ -1710,7 +1694,7 @@ def _matrix_norm_last_vjp(g, ans, A, ord):
 
 def _matrix_norm_as(op, A, ord, dim, keepdim):
     axes = _matrix_dims(op, A, ord, dim)
-    _require_bool(op, "keepdim", keepdim)
+    require_bool(op, "keepdim", keepdim)
     return _reinsert(_matrix_norm_last(op, np.moveaxis(A, axes, (-2, -1)), ord), axes, keepdim)
 
 
@@ -1826,7 +1810,7 @@ linalg_norm = defop(
 # -- pinv, matrix_rank, cond, lstsq ------------------------------------------------------------------------------
 def _check_tolerances(op, A, atol, rtol, hermitian):
     _check_matrices(op, A, square=hermitian)
-    _require_bool(op, "hermitian", hermitian)
+    require_bool(op, "hermitian", hermitian)
     for name, value in (("atol", atol), ("rtol", rtol)):
         if value is not None:
             real(op, name, value, "None or a number")
@@ -2032,12 +2016,13 @@ def _check_lstsq(A, B, rcond=None, *, driver=None):
     vector = B.ndim == A.ndim - 1
     rows = B.shape[-1] if vector else (B.shape[-2] if B.ndim >= 2 else -1)
     require(B.ndim >= 1 and rows == A.shape[-2], "lstsq", "B", f"{A.shape[-2]} rows (A {A.shape})", B.shape)
-    try:
-        np.broadcast_shapes(A.shape[:-2], B.shape[:-1] if vector else B.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"lstsq: argument 'B' expected batch dims broadcastable with A's {A.shape}, got {B.shape}"
-        ) from None
+    broadcast_or_fail(
+        "lstsq",
+        "B",
+        (A.shape[:-2], B.shape[:-1] if vector else B.shape[:-2]),
+        f"batch dims broadcastable with A's {A.shape}",
+        B.shape,
+    )
 
 
 def _lstsq(A, B, rcond=None, *, driver=None):

@@ -37,7 +37,7 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable
 from ._samples import away_from, transposed, uniform
-from ._validation import normalize_dim, require, require_float
+from ._validation import normalize_dim, require, require_bool, require_float
 
 _SEEDS = 2**63 - 1
 
@@ -99,11 +99,6 @@ def _check_probability(op: str, p) -> None:
     require(0 <= float(p) <= 1, op, "p", "a probability in [0, 1]", p)
 
 
-def _check_flag(op: str, name: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(value).__name__} {value!r}")
-
-
 def _check_rng(op: str, rng) -> None:
     if not (
         rng is None
@@ -121,7 +116,7 @@ def _check_rng(op: str, rng) -> None:
 def _check_dropout(input, p=0.5, training=True, *, rng=None):
     require_float("dropout", "input", input)
     _check_probability("dropout", p)
-    _check_flag("dropout", "training", training)
+    require_bool("dropout", "training", training)
     _check_rng("dropout", rng)
 
 
@@ -259,7 +254,7 @@ def _dropout_check(op: str, ranks: tuple | None):
         else:
             _check_feature_input(op, input, ranks)
         _check_probability(op, p)
-        _check_flag(op, "training", training)
+        require_bool(op, "training", training)
         _check_rng(op, rng)
 
     return check
@@ -370,7 +365,7 @@ def _check_rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, *, rng=Non
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"{op}: argument '{name}' expected a float, got {type(value).__name__} {value!r}")
     require(float(lower) <= float(upper), op, "upper", f"a bound >= lower ({lower})", upper)
-    _check_flag(op, "training", training)
+    require_bool(op, "training", training)
     _check_rng(op, rng)
 
 
@@ -464,7 +459,7 @@ def _check_gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=N
     if isinstance(tau, bool) or not isinstance(tau, numbers.Real):
         raise TypeError(f"{op}: argument 'tau' expected a number, got {type(tau).__name__} {tau!r}")
     require(float(tau) != 0, op, "tau", "a non-zero temperature", tau)
-    _check_flag(op, "hard", hard)
+    require_bool(op, "hard", hard)
     normalize_dim(op, dim, logits.ndim)
     _check_rng(op, rng)
 

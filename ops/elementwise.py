@@ -97,7 +97,7 @@ from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar, tensor
 from ._onnx import clip as onnx_clip
 from ._samples import away_from, unary_samples, uniform
 from ._validation import floats_only as float_check
-from ._validation import functional, real
+from ._validation import functional, integer, real
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -913,8 +913,7 @@ trunc = _rounding("trunc", np.trunc)
 
 @quiet  # x * 10^d may overflow: inf, as torch
 def _round(input, *, decimals=0):
-    if isinstance(decimals, bool) or not isinstance(decimals, int | np.integer):
-        raise TypeError(f"round: argument 'decimals' expected an int, got {type(decimals).__name__} {decimals!r}")
+    integer("round", "decimals", decimals)
     if input.dtype.kind == "b":
         raise TypeError("round: argument 'input' expected a number tensor, got dtype bool")
     if input.dtype.kind in "iu":

@@ -10,6 +10,8 @@ gradients of any order stay exact. Empty index arrays give empty outputs and zer
 
 __all__ = ["embedding", "embedding_dense_backward", "embedding_bag"]
 
+import types
+
 import numpy as np
 
 from tape.onnx import lowering
@@ -18,7 +20,7 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable, extremum, scalar, tensor_type
 from ._samples import transposed, uniform
-from ._validation import require, require_float, require_integer
+from ._validation import require, require_bool, require_float, require_indices, require_integer
 
 
 def _indices(t):
@@ -39,22 +41,29 @@ def _embedding_vjp(g, ans, input, weight, padding_idx=None):
     return _dense_backward(g, _indices(input), weight.shape[0], _padding_row(weight.shape[0], padding_idx))
 
 
+def _check_padding_idx(op, padding_idx, n: int) -> None:
+    """padding_idx: None or a row of the n-row weight, counted from the end when negative."""
+    if padding_idx is not None:
+        require(
+            bool(
+                isinstance(padding_idx, int | np.integer)
+                and not isinstance(padding_idx, bool)
+                and -n <= padding_idx < n
+            ),
+            op,
+            "padding_idx",
+            f"None or an int in [{-n}, {n - 1}]",
+            padding_idx,
+        )
+
+
 def _check_embedding(input, weight, padding_idx=None):
     require_integer("embedding", "input", input)
     require_float("embedding", "weight", weight)
     require(weight.ndim == 2, "embedding", "weight", "a 2-D (num_embeddings, embedding_dim) tensor", weight.shape)
     n = weight.shape[0]
-    if input.size:
-        low, high = int(input.min()), int(input.max())
-        require(low >= 0 and high < n, "embedding", "input", f"indices in [0, {n - 1}]", f"values in [{low}, {high}]")
-    if padding_idx is not None:
-        require(
-            isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
-            "embedding",
-            "padding_idx",
-            f"None or an int in [{-n}, {n - 1}]",
-            padding_idx,
-        )
+    require_indices("embedding", "input", input, 0, n, f"indices in [0, {n - 1}]")
+    _check_padding_idx("embedding", padding_idx, n)
 
 
 def _embedding_samples(rng):
@@ -139,25 +148,8 @@ def _check_dense_backward(grad_output, indices, num_weights, padding_idx=None):
         f"shape indices.shape + (embedding_dim,) = {indices.shape} + (dim,)",
         grad_output.shape,
     )
-    if indices.size:
-        low, high = int(indices.min()), int(indices.max())
-        require(
-            low >= 0 and high < num_weights,
-            op,
-            "indices",
-            f"indices in [0, {num_weights - 1}]",
-            f"values in [{low}, {high}]",
-        )
-    if padding_idx is not None:
-        require(
-            isinstance(padding_idx, int | np.integer)
-            and not isinstance(padding_idx, bool)
-            and -num_weights <= padding_idx < num_weights,
-            op,
-            "padding_idx",
-            f"None or an int in [{-num_weights}, {num_weights - 1}]",
-            padding_idx,
-        )
+    require_indices(op, "indices", indices, 0, num_weights, f"indices in [0, {num_weights - 1}]")
+    _check_padding_idx(op, padding_idx, num_weights)
 
 
 def _dense_backward_samples(rng):
@@ -315,42 +307,21 @@ def _check_bag_offsets(op, input, offsets, include_last_offset):
     )
 
 
-def _check_embedding_bag(
-    input,
-    weight,
-    offsets=None,
-    per_sample_weights=None,
-    max_norm=None,
-    norm_type=2,
-    scale_grad_by_freq=False,
-    mode="mean",
-    sparse=False,
-    include_last_offset=False,
-    padding_idx=None,
-):
+def _check_embedding_bag(input, weight, offsets=None, per_sample_weights=None, **attributes):
     op = "embedding_bag"
+    a = types.SimpleNamespace(**{**embedding_bag.attr_defaults, **attributes})  # the parameter list is the forward's
     require_integer(op, "input", input)
     require(input.ndim in (1, 2), op, "input", "a 1-D (with offsets) or 2-D (B, L) tensor of indices", input.shape)
     require_float(op, "weight", weight)
     require(weight.ndim == 2, op, "weight", "a 2-D (num_embeddings, embedding_dim) tensor", weight.shape)
     n = weight.shape[0]
-    if input.size:
-        low, high = int(input.min()), int(input.max())
-        require(low >= 0 and high < n, op, "input", f"indices in [0, {n - 1}]", f"values in [{low}, {high}]")
-    _check_bag_offsets(op, input, offsets, include_last_offset)
-    for name, flag in (
-        ("scale_grad_by_freq", scale_grad_by_freq),
-        ("sparse", sparse),
-        ("include_last_offset", include_last_offset),
-    ):
-        if not isinstance(flag, bool | np.bool_):
-            raise TypeError(f"{op}: argument '{name}' expected a bool, got {type(flag).__name__} {flag!r}")
-    require(isinstance(mode, str) and mode in _BAG_MODES, op, "mode", "'sum', 'mean' or 'max'", repr(mode))
-    for name, value, supported in (
-        ("max_norm", max_norm, None),
-        ("scale_grad_by_freq", scale_grad_by_freq, False),
-        ("sparse", sparse, False),
-    ):
+    require_indices(op, "input", input, 0, n, f"indices in [0, {n - 1}]")
+    _check_bag_offsets(op, input, offsets, a.include_last_offset)
+    for name in ("scale_grad_by_freq", "sparse", "include_last_offset"):
+        require_bool(op, name, getattr(a, name))
+    require(isinstance(a.mode, str) and a.mode in _BAG_MODES, op, "mode", "'sum', 'mean' or 'max'", repr(a.mode))
+    for name, supported in (("max_norm", None), ("scale_grad_by_freq", False), ("sparse", False)):
+        value = getattr(a, name)
         require(
             value is supported or value == supported,
             op,
@@ -359,7 +330,7 @@ def _check_embedding_bag(
             value,
         )
     if per_sample_weights is not None:
-        require(mode == "sum", op, "per_sample_weights", "None unless mode='sum' (as torch)", f"mode={mode!r}")
+        require(a.mode == "sum", op, "per_sample_weights", "None unless mode='sum' (as torch)", f"mode={a.mode!r}")
         require_float(op, "per_sample_weights", per_sample_weights)
         require(
             per_sample_weights.shape == input.shape,
@@ -368,14 +339,7 @@ def _check_embedding_bag(
             f"the input's shape {input.shape}",
             per_sample_weights.shape,
         )
-    if padding_idx is not None:
-        require(
-            isinstance(padding_idx, int | np.integer) and not isinstance(padding_idx, bool) and -n <= padding_idx < n,
-            op,
-            "padding_idx",
-            f"None or an int in [{-n}, {n - 1}]",
-            padding_idx,
-        )
+    _check_padding_idx(op, a.padding_idx, n)
 
 
 def _embedding_bag_samples(rng):

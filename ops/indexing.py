@@ -46,7 +46,7 @@ from . import _numpy
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require_dtype_of_input, require_integer
+from ._validation import broadcast_or_fail, normalize_dim, require_bool, require_dtype_of_input, require_integer
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -325,22 +325,18 @@ def _index_put_resolved(input_shape, indices) -> _Resolved:
 
 
 def _check_index_put(input, values, indices, accumulate=False):
-    if not isinstance(accumulate, bool | np.bool_):
-        raise TypeError(
-            f"index_put: argument 'accumulate' expected a bool, got {type(accumulate).__name__} {accumulate!r}"
-        )
+    require_bool("index_put", "accumulate", accumulate)
     resolved = _index_put_resolved(input.shape, indices)
     require_dtype_of_input("index_put", "values", values, input)
     target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
-    try:
-        fits = np.broadcast_shapes(values.shape, target) == target
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"index_put: argument 'values' expected a shape broadcastable to the indexed shape "
-            f"{target}, got {values.shape}"
-        )
+    broadcast_or_fail(
+        "index_put",
+        "values",
+        (values.shape, target),
+        f"a shape broadcastable to the indexed shape {target}",
+        values.shape,
+        to=target,
+    )
     if not accumulate:
         positions = _flat_positions(resolved, input.shape).reshape(-1)
         if np.unique(positions).size != positions.size:
@@ -1028,11 +1024,7 @@ _REDUCE_UFUNC = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.
 def _check_scatter_reduce(input, index, src, dim, reduce, include_self=True):
     if reduce not in _REDUCES:
         raise ValueError(f"scatter_reduce: argument 'reduce' expected one of {_REDUCES}, got {reduce!r}")
-    if not isinstance(include_self, bool | np.bool_):
-        raise TypeError(
-            f"scatter_reduce: argument 'include_self' expected a bool, got {type(include_self).__name__} "
-            f"{include_self!r}"
-        )
+    require_bool("scatter_reduce", "include_self", include_self)
     _check_along("scatter_reduce", input, index, dim, src=src)
     if reduce == "mean" and input.dtype == np.bool_:
         raise TypeError(
@@ -1247,12 +1239,13 @@ scatter_reduce = defop(
 def _check_masked_select(input, mask):
     if mask.dtype != np.bool_:
         raise TypeError(f"masked_select: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
-    try:
-        np.broadcast_shapes(input.shape, mask.shape)
-    except ValueError:
-        raise ValueError(
-            f"masked_select: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
-        ) from None
+    broadcast_or_fail(
+        "masked_select",
+        "mask",
+        (input.shape, mask.shape),
+        f"a shape broadcastable with input {input.shape}",
+        mask.shape,
+    )
 
 
 def _masked_select(input, mask):
@@ -1297,8 +1290,7 @@ masked_select = defop(
 
 
 def _check_nonzero(input, as_tuple=False):
-    if not isinstance(as_tuple, bool | np.bool_):
-        raise TypeError(f"nonzero: argument 'as_tuple' expected a bool, got {type(as_tuple).__name__} {as_tuple!r}")
+    require_bool("nonzero", "as_tuple", as_tuple)
 
 
 def _nonzero(input, as_tuple=False):
@@ -1555,8 +1547,7 @@ def _expanded_index(input, index, source, dim):
 def _check_index_reduce(input, index, source, dim, reduce, include_self=True):
     if reduce not in _INDEX_REDUCES:
         raise ValueError(f"index_reduce: argument 'reduce' expected one of {_INDEX_REDUCES}, got {reduce!r}")
-    if not isinstance(include_self, bool | np.bool_):
-        raise TypeError(f"index_reduce: argument 'include_self' expected a bool, got {include_self!r}")
+    require_bool("index_reduce", "include_self", include_self)
     if reduce == "mean" and input.dtype == np.bool_:
         raise TypeError("index_reduce: argument 'input' expected a numeric tensor for reduce='mean', got dtype bool")
     if input.ndim == 0:
@@ -1623,12 +1614,13 @@ index_reduce = defop(
 def _check_masked_scatter(input, mask, source):
     if mask.dtype != np.bool_:
         raise TypeError(f"masked_scatter: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
-    try:
-        shape = np.broadcast_shapes(input.shape, mask.shape)
-    except ValueError:
-        raise ValueError(
-            f"masked_scatter: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
-        ) from None
+    shape = broadcast_or_fail(
+        "masked_scatter",
+        "mask",
+        (input.shape, mask.shape),
+        f"a shape broadcastable with input {input.shape}",
+        mask.shape,
+    )
     count = int(np.count_nonzero(np.broadcast_to(mask, shape)))
     if source.size < count:
         raise ValueError(

@@ -29,7 +29,7 @@ from ._kernels import buffers, runtime
 from ._numerics import quiet
 from ._onnx import NotExportable, no_attributes
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, real
+from ._validation import broadcast_or_fail, integer, normalize_dim, real
 from .reduce import _norm_of, _norm_vjp_of, vector_norm
 
 
@@ -53,13 +53,13 @@ def _check_matmul(input, other):
             f"matmul: argument 'other' expected {k_a} rows to match the last dim of input "
             f"{input.shape}, got shape {other.shape}"
         )
-    try:
-        np.broadcast_shapes(input.shape[:-2], other.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"matmul: argument 'other' expected batch dims broadcastable with input's "
-            f"{input.shape[:-2]}, got shape {other.shape}"
-        ) from None
+    broadcast_or_fail(
+        "matmul",
+        "other",
+        (input.shape[:-2], other.shape[:-2]),
+        f"batch dims broadcastable with input's {input.shape[:-2]}",
+        f"shape {other.shape}",
+    )
     _same_dtype("matmul", ("input", "other"), (input, other))
 
 
@@ -581,14 +581,14 @@ def _check_add_product(op, names, input, a, b, ndims, product_shape, beta, alpha
     if (op != "addr" and inner_a != inner_b) or (a.ndim == 3 and b.ndim == 3 and a.shape[0] != b.shape[0]):
         raise ValueError(f"{op}: argument '{names[2]}' of shape {b.shape} does not match '{names[1]}' {a.shape}")
     product_shape = product_shape(a, b)
-    try:
-        ok = np.broadcast_shapes(input.shape, product_shape) == product_shape
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"{op}: argument 'input' expected a shape broadcastable to the product's {product_shape}, got {input.shape}"
-        )
+    broadcast_or_fail(
+        op,
+        "input",
+        (input.shape, product_shape),
+        f"a shape broadcastable to the product's {product_shape}",
+        input.shape,
+        to=product_shape,
+    )
 
 
 def _input_vjp(g, ans, input, a, b, *, beta=1, alpha=1):
@@ -994,12 +994,9 @@ def _check_cross(op, input, other, dim):
         raise ValueError(
             f"{op}: argument 'other' expected {input.ndim} dims (as input {input.shape}), got {other.shape}"
         )
-    try:
-        np.broadcast_shapes(input.shape, other.shape)
-    except ValueError:
-        raise ValueError(
-            f"{op}: argument 'other' of shape {other.shape} does not broadcast with {input.shape}"
-        ) from None
+    broadcast_or_fail(
+        op, "other", (input.shape, other.shape), f"a shape broadcastable with input {input.shape}", other.shape
+    )
     if dim is None:
         if 3 not in input.shape:
             raise ValueError(f"{op}: argument 'input' expected a dim of size 3 (dim=None), got shape {input.shape}")
@@ -1130,7 +1127,13 @@ def _check_cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessar
             raise ValueError(f"cdist: argument '{name}' expected at least 2 dims (*, rows, M), got shape {x.shape}")
     if x1.shape[-1] != x2.shape[-1]:
         raise ValueError(f"cdist: argument 'x2' expected last dim {x1.shape[-1]} (as x1 {x1.shape}), got {x2.shape}")
-    np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    broadcast_or_fail(
+        "cdist",
+        "x2",
+        (x1.shape[:-2], x2.shape[:-2]),
+        f"batch dims broadcastable with x1's {x1.shape[:-2]}",
+        f"shape {x2.shape}",
+    )
     modes = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
     if compute_mode not in modes:
         raise ValueError(f"cdist: argument 'compute_mode' expected one of {modes}, got {compute_mode!r}")
@@ -1230,12 +1233,9 @@ pdist = defop(
 def _check_dist(input, other, p):
     _require_number("dist", "p", p)
     _require_float_same("dist", ("input", "other"), (input, other))
-    try:
-        np.broadcast_shapes(input.shape, other.shape)
-    except ValueError:
-        raise ValueError(
-            f"dist: argument 'other' of shape {other.shape} does not broadcast with {input.shape}"
-        ) from None
+    broadcast_or_fail(
+        "dist", "other", (input.shape, other.shape), f"a shape broadcastable with input {input.shape}", other.shape
+    )
 
 
 def _dist(input, other, p=2):
@@ -1345,8 +1345,7 @@ __all__ += ["cross", "linalg_cross", "cdist", "pdist", "dist", "renorm"]
 
 # -- cov, corrcoef -----------------------------------------------------------------------------------------------
 def _check_cov(input, fweights=None, aweights=None, *, correction=1):
-    if isinstance(correction, bool) or not isinstance(correction, int | np.integer):
-        raise TypeError(f"cov: argument 'correction' expected an int, got {type(correction).__name__} {correction!r}")
+    integer("cov", "correction", correction)
     if input.ndim > 2 or input.dtype.kind != "f":
         raise ValueError(
             f"cov: argument 'input' expected a floating tensor of at most 2 dims, got {input.dtype} {input.shape}"

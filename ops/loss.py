@@ -62,7 +62,18 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar
 from ._samples import KINK_GAP, away_from, transposed, uniform
-from ._validation import functional, normalize_dim, real, require, require_float, require_integer
+from ._validation import (
+    broadcast_or_fail,
+    functional,
+    integer,
+    normalize_dim,
+    real,
+    require,
+    require_bool,
+    require_float,
+    require_indices,
+    require_integer,
+)
 
 _DISTANCES = ("cosine_similarity", "pairwise_distance")
 _LOSSES = tuple(name for name in __all__ if name not in _DISTANCES)
@@ -231,18 +242,13 @@ def _constant(x) -> np.ndarray:
 
 
 def _broadcast_shape(op: str, names: tuple, *arrays) -> tuple:
-    try:
-        return np.broadcast_shapes(*(a.shape for a in arrays))
-    except ValueError:
-        got = ", ".join(f"{n} {a.shape}" for n, a in zip(names, arrays))
-        raise ValueError(
-            f"{op}: argument '{names[-1]}' expected a shape that broadcasts with {' and '.join(names[:-1])}, got {got}"
-        ) from None
-
-
-def _check_bool(op: str, argument: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{op}: argument '{argument}' expected a bool, got {type(value).__name__} {value!r}")
+    return broadcast_or_fail(
+        op,
+        names[-1],
+        [a.shape for a in arrays],
+        f"a shape that broadcasts with {' and '.join(names[:-1])}",
+        ", ".join(f"{n} {a.shape}" for n, a in zip(names, arrays)),
+    )
 
 
 def _quiet_torch(fn):
@@ -502,16 +508,12 @@ def _check_class_weight(op, input, weight):
 
 
 def _check_ignore_index(op, ignore_index):
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int | np.integer):
-        raise TypeError(f"{op}: argument 'ignore_index' expected an int, got {type(ignore_index).__name__}")
+    integer(op, "ignore_index", ignore_index)
 
 
 def _check_class_indices(op, counted, n_classes: int, or_else: str = "") -> None:
     """Every entry of ``counted`` (the targets that count) is a class index in [0, n_classes)."""
-    if counted.size:
-        low, high = int(counted.min()), int(counted.max())
-        expected = f"class indices in [0, {n_classes - 1}]{or_else}"
-        require(low >= 0 and high < n_classes, op, "target", expected, f"values in [{low}, {high}]")
+    require_indices(op, "target", counted, 0, n_classes, f"class indices in [0, {n_classes - 1}]{or_else}")
 
 
 def _check_class_targets(op, input, target, weight, ignore_index, reduction):
@@ -732,11 +734,14 @@ def _check_probability_range(op, argument, array):
 def _check_weight_fits(op, name, param, input):
     if param is not None:
         require_float(op, name, param)
-        try:
-            fits = np.broadcast_shapes(param.shape, input.shape) == input.shape
-        except ValueError:
-            fits = False
-        require(fits, op, name, f"a shape that broadcasts to the input's {input.shape}", param.shape)
+        broadcast_or_fail(
+            op,
+            name,
+            (param.shape, input.shape),
+            f"a shape that broadcasts to the input's {input.shape}",
+            param.shape,
+            to=input.shape,
+        )
 
 
 def _check_binary_cross_entropy(input, target, weight=None, reduction="mean"):
@@ -956,7 +961,7 @@ def _check_kl_div(input, target, reduction="mean", log_target=False):
     require_float(op, "target", target)
     _broadcast_shape(op, ("input", "target"), input, target)
     _check_reduction(op, reduction, _KL_REDUCTIONS)
-    _check_bool(op, "log_target", log_target)
+    require_bool(op, "log_target", log_target)
 
 
 def _kl_div_samples(rng):
@@ -1385,7 +1390,7 @@ def _check_pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     require_float(op, "x2", x2)
     p = _check_norm_order(op, p)
     real(op, "eps", eps)
-    _check_bool(op, "keepdim", keepdim)
+    require_bool(op, "keepdim", keepdim)
     _check_pairwise_shapes(op, ("x1", "x2"), x1, x2, p)
 
 
@@ -1657,20 +1662,16 @@ def _check_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=
     require(margin > 0, op, "margin", "a positive number (as torch)", margin)
     p = _check_norm_order(op, p)
     real(op, "eps", eps)
-    _check_bool(op, "swap", swap)
+    require_bool(op, "swap", swap)
     _check_reduction(op, reduction)
     _check_pairwise_shapes(op, ("anchor", "positive"), anchor, positive, p)
     _check_pairwise_shapes(op, ("anchor", "negative"), anchor, negative, p)
     if swap:
         _check_pairwise_shapes(op, ("positive", "negative"), positive, negative, p)
     distances = [np.broadcast_shapes(anchor.shape, other.shape)[:-1] for other in (positive, negative)]
-    try:
-        np.broadcast_shapes(*distances)
-    except ValueError:
-        raise ValueError(
-            f"{op}: argument 'negative' expected distances that broadcast with the positive "
-            f"ones {distances[0]}, got {distances[1]}"
-        ) from None
+    broadcast_or_fail(
+        op, "negative", distances, f"distances that broadcast with the positive ones {distances[0]}", distances[1]
+    )
 
 
 def _triplet_samples(rng):
@@ -1987,15 +1988,8 @@ def _check_multilabel_margin_loss(input, target, reduction="mean"):
     op = "multilabel_margin_loss"
     _check_class_rows(op, input, target, None)
     require(target.shape == input.shape, op, "target", f"the input's shape {input.shape}", target.shape)
-    if target.size:
-        low, high = int(target.min()), int(target.max())
-        require(
-            low >= -1 and high < input.shape[-1],
-            op,
-            "target",
-            f"class indices in [0, {input.shape[-1] - 1}] padded with -1",
-            f"values in [{low}, {high}]",
-        )
+    n = input.shape[-1]
+    require_indices(op, "target", target, -1, n, f"class indices in [0, {n - 1}] padded with -1")
     _check_reduction(op, reduction)
 
 
@@ -2209,8 +2203,8 @@ def _check_poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8,
     _check_same_float_dtype(op, ("input", "target"), input, target)
     require_float(op, "target", target)
     _broadcast_shape(op, ("input", "target"), input, target)
-    _check_bool(op, "log_input", log_input)
-    _check_bool(op, "full", full)
+    require_bool(op, "log_input", log_input)
+    require_bool(op, "full", full)
     real(op, "eps", eps)
     _check_reduction(op, reduction)
 
@@ -2297,7 +2291,7 @@ def _check_gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction
         var.shape,
     )
     require(not np.any(var < 0), op, "var", "non-negative variances", "a negative entry")
-    _check_bool(op, "full", full)
+    require_bool(op, "full", full)
     real(op, "eps", eps)
     _check_reduction(op, reduction)
 
@@ -2504,7 +2498,7 @@ def _check_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, 
         blank,
     )
     _check_reduction(op, reduction)
-    _check_bool(op, "zero_infinity", zero_infinity)
+    require_bool(op, "zero_infinity", zero_infinity)
     _, _, _, lengths, _ = _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes)
     if targets.size:
         ext = _ctc_labels(targets, input_lengths, target_lengths, blank, n_classes)[0][:, 1::2]

@@ -62,7 +62,7 @@ from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, cast_to, index_map
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require_dtype_of_input
+from ._validation import integer, normalize_dim, require_bool, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 from .shape import _join, _pad, pad
 
@@ -198,12 +198,6 @@ _CASE_LAW = (
 
 
 # -- argument helpers --------------------------------------------------------------------------------------
-def _int(op: str, argument: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{op}: argument '{argument}' expected an int, got {type(value).__name__} {value!r}")
-    return int(value)
-
-
 def _int_tuple(op: str, argument: str, value) -> tuple:
     """``value`` (an int or a sequence of ints) as a tuple of Python ints."""
     if isinstance(value, int | np.integer) and not isinstance(value, bool):
@@ -212,7 +206,7 @@ def _int_tuple(op: str, argument: str, value) -> tuple:
         raise TypeError(
             f"{op}: argument '{argument}' expected an int or a sequence of ints, got {type(value).__name__} {value!r}"
         )
-    return tuple(_int(op, argument, v) for v in value)
+    return tuple(integer(op, argument, v) for v in value)
 
 
 def _dim_of(axis: int, key) -> tuple:
@@ -409,7 +403,7 @@ def _check_repeat_interleave(input, repeats, dim=None, output_size=None):
     axis, size, counts = _repeat_plan(input, repeats, dim)
     if output_size is not None:
         total = size * counts if isinstance(counts, int) else int(counts.sum())
-        if _int("repeat_interleave", "output_size", output_size) != total:
+        if integer("repeat_interleave", "output_size", output_size) != total:
             raise ValueError(
                 f"repeat_interleave: argument 'output_size' expected {total} (the repeated length), got {output_size}"
             )
@@ -483,7 +477,7 @@ repeat_interleave = defop(
 
 # -- diagonal / diag_embed / diag --------------------------------------------------------------------------
 def _diagonal_axes(op, ndim, offset, dim1, dim2) -> tuple:
-    _int(op, "offset", offset)
+    integer(op, "offset", offset)
     a1, a2 = normalize_dim(op, dim1, ndim, "dim1"), normalize_dim(op, dim2, ndim, "dim2")
     if a1 == a2:
         raise ValueError(
@@ -594,7 +588,7 @@ diag_embed = defop(
 
 
 def _check_diag(input, diagonal=0):
-    _int("diag", "diagonal", diagonal)
+    integer("diag", "diagonal", diagonal)
     if input.ndim not in (1, 2):
         raise ValueError(f"diag: argument 'input' expected a 1-D or 2-D tensor, got shape {input.shape}")
 
@@ -644,7 +638,7 @@ diag = defop(
 # -- unfold_copy (Tensor.unfold) --------------------------------------------------------------------------
 def _unfold_plan(input, dimension, size, step) -> tuple:
     """(axis, windows): the dim the windows slide along and how many there are (axis None for a 0-D input)."""
-    size, step = _int("unfold_copy", "size", size), _int("unfold_copy", "step", step)
+    size, step = integer("unfold_copy", "size", size), integer("unfold_copy", "step", step)
     axis = normalize_dim("unfold_copy", dimension, input.ndim, "dimension")
     length = input.shape[axis] if input.ndim else 1
     if size < 0:
@@ -753,7 +747,7 @@ def _split_plan(tensor, split_size_or_sections, dim) -> tuple:
 def _chunk_plan(input, chunks, dim) -> tuple:
     """(axis, sizes of the pieces): ceil(size / chunks) entries each, so possibly fewer than ``chunks`` pieces;
     an empty dim gives ``chunks`` empty pieces."""
-    chunks = _int("chunk", "chunks", chunks)
+    chunks = integer("chunk", "chunks", chunks)
     if chunks <= 0:
         raise ValueError(f"chunk: argument 'chunks' expected a positive int, got {chunks}")
     axis, size = _split_axis("chunk", input, dim, "input")
@@ -1068,7 +1062,7 @@ flipud = _flip_dim("flipud", 0, 1)  # torch.flipud(input): dim 0 reversed, input
 
 
 def _rot90_axes(input, k, dims) -> tuple:
-    _int("rot90", "k", k)
+    integer("rot90", "k", k)
     dims = _int_tuple("rot90", "dims", dims)
     if len(dims) != 2:
         raise ValueError(f"rot90: argument 'dims' expected 2 dims, got {dims}")
@@ -1476,10 +1470,8 @@ def _combination_positions(n: int, r: int, with_replacement: bool) -> np.ndarray
 def _check_combinations(input, r=2, with_replacement=False):
     if input.ndim != 1:
         raise ValueError(f"combinations: argument 'input' expected a 1-D tensor, got shape {input.shape}")
-    if _int("combinations", "r", r) < 0:
-        raise ValueError(f"combinations: argument 'r' expected a non-negative int, got {r}")
-    if not isinstance(with_replacement, bool | np.bool_):
-        raise TypeError(f"combinations: argument 'with_replacement' expected a bool, got {with_replacement!r}")
+    integer("combinations", "r", r, at_least=0)
+    require_bool("combinations", "with_replacement", with_replacement)
 
 
 def _combinations(input, r=2, with_replacement=False):
@@ -1582,11 +1574,8 @@ kron = defop(
 def _vander_powers(x, N, increasing) -> np.ndarray:
     if x.ndim != 1:
         raise ValueError(f"vander: argument 'x' expected a 1-D tensor, got shape {x.shape}")
-    n = x.shape[0] if N is None else _int("vander", "N", N)
-    if n < 0:
-        raise ValueError(f"vander: argument 'N' expected a non-negative int, got {N}")
-    if not isinstance(increasing, bool | np.bool_):
-        raise TypeError(f"vander: argument 'increasing' expected a bool, got {increasing!r}")
+    n = x.shape[0] if N is None else integer("vander", "N", N, at_least=0)
+    require_bool("vander", "increasing", increasing)
     powers = np.arange(n)
     return powers if increasing else powers[::-1]
 

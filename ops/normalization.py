@@ -53,7 +53,7 @@ from ._kernels.rowwise import (
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, scalar
 from ._samples import along_dim_samples, transposed, uniform
-from ._validation import normalize_dim, require, require_float
+from ._validation import normalize_dim, require, require_bool, require_float
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -498,8 +498,7 @@ def _check_batch_norm(
     input, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
 ):
     _check_norm_input("batch_norm", input, weight, bias)
-    if not isinstance(training, bool | np.bool_):
-        raise TypeError(f"batch_norm: argument 'training' expected a bool, got {type(training).__name__}")
+    require_bool("batch_norm", "training", training)
     for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
         if stat is not None:
             require_float("batch_norm", name, stat)
@@ -630,10 +629,7 @@ def _check_instance_norm(
 ):
     _check_norm_input("instance_norm", input, weight, bias)
     require(input.ndim >= 3, "instance_norm", "input", "a tensor of shape (N, C, L, *)", f"shape {input.shape}")
-    if not isinstance(use_input_stats, bool | np.bool_):
-        raise TypeError(
-            f"instance_norm: argument 'use_input_stats' expected a bool, got {type(use_input_stats).__name__}"
-        )
+    require_bool("instance_norm", "use_input_stats", use_input_stats)
     if not use_input_stats:
         require(
             running_mean is not None and running_var is not None,

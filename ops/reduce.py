@@ -42,7 +42,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar, tensor_type
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
-from ._validation import normalize_dim, real, require_float
+from ._validation import broadcast_or_fail, normalize_dim, real, require_bool, require_float
 from .binary import maximum, minimum
 from .cast import cast
 from .sorting import _scattered_back
@@ -127,8 +127,7 @@ def _axes(op: str, dim, ndim: int, keepdim):
 
 
 def _check_keepdim(op: str, keepdim) -> None:
-    if keepdim is not False and keepdim is not True and not isinstance(keepdim, np.bool_):
-        raise TypeError(f"{op}: argument 'keepdim' expected a bool, got {type(keepdim).__name__} {keepdim!r}")
+    require_bool(op, "keepdim", keepdim)
 
 
 def _count(shape: tuple, axes) -> int:
@@ -346,8 +345,7 @@ def _moment_args(op, dim, correction, unbiased):
     if isinstance(correction, bool | np.bool_):  # torch.var(x, dim, unbiased)
         correction, unbiased = None, _flag_once(op, unbiased, correction)
     if unbiased is not None:
-        if not isinstance(unbiased, bool | np.bool_):
-            raise TypeError(f"{op}: argument 'unbiased' expected a bool, got {type(unbiased).__name__} {unbiased!r}")
+        require_bool(op, "unbiased", unbiased)
         if correction is not None:
             raise TypeError(
                 f"{op}: pass either 'correction' or 'unbiased', not both (got {correction!r}, {unbiased!r})"
@@ -558,13 +556,13 @@ def _max_min(name, ufunc, find, pair, **declaration):
         if other is not None:
             if dim is not None or keepdim:
                 raise TypeError(f"{name}: a tensor 'other' (torch.{name}(input, other)) takes no dim or keepdim")
-            try:
-                np.broadcast_shapes(input.shape, other.shape)
-            except ValueError:
-                raise ValueError(
-                    f"{name}: argument 'other' expected a shape broadcastable with input's {input.shape}, "
-                    f"got {other.shape}"
-                ) from None
+            broadcast_or_fail(
+                name,
+                "other",
+                (input.shape, other.shape),
+                f"a shape broadcastable with input's {input.shape}",
+                other.shape,
+            )
             return pair.forward(input, other)
         if dim is None:
             if keepdim:
@@ -1000,14 +998,6 @@ norm = _on_input(
 
 
 # -- any, all, count_nonzero: not differentiable ---------------------------------------------------------------
-def _logical_reduction(name, ufunc):
-    def forward(input, dim=None, keepdim=False):
-        return ufunc.reduce(input != 0, axis=_axes(name, dim, input.ndim, keepdim), keepdims=keepdim)
-
-    forward.__name__ = f"_{name}"
-    return forward
-
-
 def _truth_samples(rng):
     out = _with_a_0d_input(reduction_samples())(rng)
     x = np.array([[0.0, 0.0, 1.5], [0.0, -0.0, 0.0], [np.nan, 2.0, -1.0]])
@@ -1017,32 +1007,24 @@ def _truth_samples(rng):
     return out
 
 
-def _torch_truth(name):
+def _truth_reduction(name, ufunc):
+    """Declare any or all: ``ufunc`` reduces the truth (non-zero) of the entries over ``dim`` (None: all of them)."""
+
+    def forward(input, dim=None, keepdim=False):
+        return ufunc.reduce(input != 0, axis=_axes(name, dim, input.ndim, keepdim), keepdims=keepdim)
+
     def ref(torch, input, dim=None, keepdim=False):
         if dim is None or dim == ():
             out = getattr(torch, name)(input)
             return out.reshape((1,) * input.ndim) if keepdim else out
         return getattr(torch, name)(input, dim=dim, keepdim=keepdim)
 
-    return ref
+    forward.__name__ = f"_{name}"
+    return _on_input(name, forward, NOT_DIFFERENTIABLE, _truth_samples, ref, method=True)
 
 
-any = _on_input(
-    "any",
-    _logical_reduction("any", np.logical_or),
-    NOT_DIFFERENTIABLE,
-    _truth_samples,
-    _torch_truth("any"),
-    method=True,
-)
-all = _on_input(
-    "all",
-    _logical_reduction("all", np.logical_and),
-    NOT_DIFFERENTIABLE,
-    _truth_samples,
-    _torch_truth("all"),
-    method=True,
-)
+any = _truth_reduction("any", np.logical_or)
+all = _truth_reduction("all", np.logical_and)
 
 
 def _count_nonzero(input, dim=None):

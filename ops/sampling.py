@@ -15,7 +15,6 @@ unnormalisation, border clip or reflection, so the second order is recorded.
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "affine_grid", "grid_sample"]
 
-import numbers
 from functools import reduce
 
 import numpy as np
@@ -26,15 +25,9 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable, index_map
 from ._samples import transposed, uniform
-from ._validation import functional, require, require_float
+from ._validation import functional, integer, require, require_bool, require_float
 
 FAMILY = "sampling"
-
-
-def _positive_int(op: str, argument: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{op}: argument '{argument}' expected a positive int, got {type(value).__name__} {value!r}")
-    return int(value)
 
 
 # -- pixel_shuffle / pixel_unshuffle -------------------------------------------------------------------------
@@ -68,7 +61,7 @@ def _pixel_unshuffle(input, downscale_factor):
 
 def _check_pixel_shuffle(input, upscale_factor):
     op = "pixel_shuffle"
-    r = _positive_int(op, "upscale_factor", upscale_factor)
+    r = integer(op, "upscale_factor", upscale_factor, at_least=1)
     require(input.ndim >= 3, op, "input", "a tensor of shape (*, C, H, W)", input.shape)
     c = input.shape[-3]
     require(c % (r * r) == 0, op, "input", f"a channel count divisible by upscale_factor^2 = {r * r}", c)
@@ -76,7 +69,7 @@ def _check_pixel_shuffle(input, upscale_factor):
 
 def _check_pixel_unshuffle(input, downscale_factor):
     op = "pixel_unshuffle"
-    r = _positive_int(op, "downscale_factor", downscale_factor)
+    r = integer(op, "downscale_factor", downscale_factor, at_least=1)
     require(input.ndim >= 3, op, "input", "a tensor of shape (*, C, H, W)", input.shape)
     h, w = input.shape[-2:]
     require(
@@ -153,7 +146,7 @@ def _channel_shuffle_vjp(g, ans, input, groups):
 
 def _check_channel_shuffle(input, groups):
     op = "channel_shuffle"
-    groups = _positive_int(op, "groups", groups)
+    groups = integer(op, "groups", groups, at_least=1)
     require(input.ndim >= 3, op, "input", "a tensor of shape (N, C, *) with at least one spatial dim", input.shape)
     require(input.shape[1] % groups == 0, op, "input", f"a channel count divisible by groups={groups}", input.shape[1])
 
@@ -225,8 +218,7 @@ def _check_affine_grid(theta, size, align_corners=False):
     k = len(size) - 2
     expected = (size[0], k, k + 1)
     require(theta.shape == expected, op, "theta", f"shape {expected} for size {tuple(size)}", theta.shape)
-    if not isinstance(align_corners, bool | np.bool_):
-        raise TypeError(f"{op}: argument 'align_corners' expected a bool, got {type(align_corners).__name__}")
+    require_bool(op, "align_corners", align_corners)
 
 
 def _affine_grid_samples(rng):

@@ -18,7 +18,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import axis_of, cast_to, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require_dtype_of_input, require_float
+from ._validation import integer, normalize_dim, require_dtype_of_input, require_float
 from .indexing import index_select, scatter_add
 from .reduce import _as_dtype, _cast_for, _grad_as, _torch_dtype
 from .shape import _pad, pad
@@ -404,8 +404,7 @@ def _diff_parts(input, prepend, append, n, dim) -> tuple:
     if input.ndim == 0:
         raise ValueError("diff: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("diff", dim, input.ndim)
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"diff: argument 'n' expected a non-negative int, got {n!r}")
+    integer("diff", "n", n, at_least=0)
     parts = [input]
     for name, t in (("prepend", prepend), ("append", append)):
         if t is None:
@@ -558,33 +557,27 @@ def _trapezoid_samples(rng):
     ]
 
 
-trapezoid = defop(
-    "trapezoid",
-    family=FAMILY,
-    inputs=("y", "x?"),
-    forward=_trapezoid,
-    joint_vjp=_trapezoid_vjp,
-    check=lambda y, x=None, dx=None, dim=-1: _trapezoid_plan("trapezoid", y, x, dx, dim),
-    samples=_trapezoid_samples,
-    torch_ref=lambda torch, y, x=None, dx=None, dim=-1: (
-        torch.trapezoid(y, dx=dx if dx is not None else 1, dim=dim) if x is None else torch.trapezoid(y, x, dim=dim)
-    ),
-)
+def _trapezoid_op(name, forward, joint_vjp):
+    """Declare trapezoid or cumulative_trapezoid: the integral of y over x (or a spacing dx, 1 by default)."""
 
-cumulative_trapezoid = defop(
-    "cumulative_trapezoid",
-    family=FAMILY,
-    inputs=("y", "x?"),
-    forward=_cumulative_trapezoid,
-    joint_vjp=_cumulative_trapezoid_vjp,
-    check=lambda y, x=None, dx=None, dim=-1: _trapezoid_plan("cumulative_trapezoid", y, x, dx, dim),
-    samples=_trapezoid_samples,
-    torch_ref=lambda torch, y, x=None, dx=None, dim=-1: (
-        torch.cumulative_trapezoid(y, dx=dx if dx is not None else 1, dim=dim)
-        if x is None
-        else torch.cumulative_trapezoid(y, x, dim=dim)
-    ),
-)
+    def torch_ref(torch, y, x=None, dx=None, dim=-1):
+        integrate = getattr(torch, name)
+        return integrate(y, dx=dx if dx is not None else 1, dim=dim) if x is None else integrate(y, x, dim=dim)
+
+    return defop(
+        name,
+        family=FAMILY,
+        inputs=("y", "x?"),
+        forward=forward,
+        joint_vjp=joint_vjp,
+        check=lambda y, x=None, dx=None, dim=-1: _trapezoid_plan(name, y, x, dx, dim),
+        samples=_trapezoid_samples,
+        torch_ref=torch_ref,
+    )
+
+
+trapezoid = _trapezoid_op("trapezoid", _trapezoid, _trapezoid_vjp)
+cumulative_trapezoid = _trapezoid_op("cumulative_trapezoid", _cumulative_trapezoid, _cumulative_trapezoid_vjp)
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------

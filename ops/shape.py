@@ -58,7 +58,7 @@ from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, normalize_dims, require_dtype_of_input
+from ._validation import broadcast_or_fail, integer, normalize_dim, normalize_dims, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -641,8 +641,7 @@ def _triangle(name, np_fn, **declaration):
     def forward(input, diagonal=0):
         if input.ndim < 2:
             raise ValueError(f"{name}: argument 'input' expected at least 2 dims, got shape {input.shape}")
-        if isinstance(diagonal, bool) or not isinstance(diagonal, int | np.integer):
-            raise TypeError(f"{name}: argument 'diagonal' expected an int, got {type(diagonal).__name__}")
+        integer(name, "diagonal", diagonal)
         return np_fn(input, k=diagonal)
 
     return one_input_op(
@@ -671,12 +670,9 @@ triu = _triangle("triu", np.triu, method=True, numpy={np.triu: _numpy.triangle("
 def _check_masked_fill(input, mask, value):
     if mask.dtype != np.bool_:
         raise TypeError(f"masked_fill: argument 'mask' expected a bool tensor, got dtype {mask.dtype}")
-    try:
-        np.broadcast_shapes(input.shape, mask.shape)
-    except ValueError:
-        raise ValueError(
-            f"masked_fill: argument 'mask' expected a shape broadcastable with input {input.shape}, got {mask.shape}"
-        ) from None
+    broadcast_or_fail(
+        "masked_fill", "mask", (input.shape, mask.shape), f"a shape broadcastable with input {input.shape}", mask.shape
+    )
     if getattr(value, "requires_grad", False):
         raise TypeError(
             "masked_fill: argument 'value' is a constant; it got a tensor that requires grad, whose "
@@ -756,12 +752,6 @@ repeat = defop(
 
 # -- torch's other names and forms of the ops above: swapaxes, swapdims, movedim, unflatten, ravel,
 # view_as / reshape_as / expand_as, broadcast_to, broadcast_tensors, concatenate, select and the scatters ------
-def _int(op: str, argument: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{op}: argument '{argument}' expected an int, got {type(value).__name__} {value!r}")
-    return int(value)
-
-
 def _swap_samples(names):
     def generate(rng):
         return [
@@ -988,12 +978,8 @@ expand_as = defop(
 
 
 def _broadcast_shape(tensors) -> tuple:
-    try:
-        return np.broadcast_shapes(*(t.shape for t in tensors))
-    except ValueError:
-        raise ValueError(
-            f"broadcast_tensors: argument 'tensors' expected broadcastable shapes, got {[t.shape for t in tensors]}"
-        ) from None
+    shapes = [t.shape for t in tensors]
+    return broadcast_or_fail("broadcast_tensors", "tensors", shapes, "broadcastable shapes", shapes)
 
 
 def _broadcast_tensors(*tensors):
@@ -1061,7 +1047,7 @@ def _selected(op, input, dim, index) -> tuple:
     if input.ndim == 0:
         raise ValueError(f"{op}: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim(op, dim, input.ndim)
-    index, size = _int(op, "index", index), input.shape[axis]
+    index, size = integer(op, "index", index), input.shape[axis]
     if not -size <= index < size:
         raise IndexError(
             f"{op}: argument 'index' expected an int in [{-size}, {size - 1}] for dim {dim} of size {size}, got {index}"
@@ -1140,8 +1126,8 @@ def _sliced(input, dim, start, end, step) -> tuple:
     if input.ndim == 0:
         raise ValueError("slice_scatter: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("slice_scatter", dim, input.ndim)
-    bounds = [None if v is None else _int("slice_scatter", name, v) for name, v in (("start", start), ("end", end))]
-    if _int("slice_scatter", "step", step) < 1:
+    bounds = [None if v is None else integer("slice_scatter", name, v) for name, v in (("start", start), ("end", end))]
+    if integer("slice_scatter", "step", step) < 1:
         raise ValueError(f"slice_scatter: argument 'step' expected a positive int, got {step}")
     return (slice(None),) * axis + (slice(bounds[0], bounds[1], step),)
 

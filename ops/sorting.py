@@ -28,7 +28,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import transposed, uniform
-from ._validation import normalize_dim, require
+from ._validation import integer, normalize_dim, require, require_bool
 from .indexing import scatter_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -99,14 +99,8 @@ FAMILY = "sorting"
 
 
 # -- shared helpers ----------------------------------------------------------------------------------------------
-def _check_flag(op: str, argument: str, value) -> None:
-    if value is not True and value is not False and not isinstance(value, np.bool_):
-        raise TypeError(f"{op}: argument '{argument}' expected a bool, got {type(value).__name__} {value!r}")
-
-
 def _check_k(op: str, k, size: int, low: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int | np.integer):
-        raise TypeError(f"{op}: argument 'k' expected an int, got {type(k).__name__} {k!r}")
+    integer(op, "k", k)
     if not low <= k <= size:
         raise ValueError(f"{op}: argument 'k' expected an int in [{low}, {size}] (the size of dim), got {k}")
 
@@ -141,9 +135,9 @@ def _put_along(shape: tuple, axis: int, index: np.ndarray, src):
 def _check_sort(op):
     def check(input, dim=-1, descending=False, stable=False):
         normalize_dim(op, dim, input.ndim)
-        _check_flag(op, "descending", descending)
+        require_bool(op, "descending", descending)
         if stable is not None:  # torch takes None for its default
-            _check_flag(op, "stable", stable)
+            require_bool(op, "stable", stable)
 
     return check
 
@@ -199,19 +193,22 @@ def _sort_samples(rng):
     return out
 
 
-sort = values_indices_op(
-    "sort",
-    FAMILY,
-    _sort,
-    _sort_vjp,
-    check=_check_sort("sort"),
-    samples=_sort_samples,
-    torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.sort(
-        input, dim=dim, descending=descending, stable=stable
-    ),
-    method=True,
-    notes=case_law(_CASE_LAW, "sort"),
-)
+def _as_sort(name) -> dict:
+    """The declaration sort and argsort share (their attributes are the same: dim, descending, stable)."""
+
+    def torch_ref(torch, input, dim=-1, descending=False, stable=False):
+        return getattr(torch, name)(input, dim=dim, descending=descending, stable=stable)
+
+    return dict(
+        check=_check_sort(name),
+        samples=_sort_samples,
+        torch_ref=torch_ref,
+        method=True,
+        notes=case_law(_CASE_LAW, name),
+    )
+
+
+sort = values_indices_op("sort", FAMILY, _sort, _sort_vjp, **_as_sort("sort"))
 
 
 def _argsort(input, dim=-1, descending=False, stable=False):
@@ -227,13 +224,7 @@ argsort = defop(
     inputs=("input",),
     forward=_argsort,
     vjps=(NOT_DIFFERENTIABLE,),
-    check=_check_sort("argsort"),
-    samples=_sort_samples,
-    torch_ref=lambda torch, input, dim=-1, descending=False, stable=False: torch.argsort(
-        input, dim=dim, descending=descending, stable=stable
-    ),
-    method=True,
-    notes=case_law(_CASE_LAW, "argsort"),
+    **_as_sort("argsort"),
 )
 
 
@@ -241,8 +232,8 @@ argsort = defop(
 def _check_topk(input, k, dim=-1, largest=True, sorted=True):
     axis = normalize_dim("topk", dim, input.ndim)
     _check_k("topk", k, _size(input, axis), 0)
-    _check_flag("topk", "largest", largest)
-    _check_flag("topk", "sorted", sorted)
+    require_bool("topk", "largest", largest)
+    require_bool("topk", "sorted", sorted)
 
 
 def _topk(input, k, dim=-1, largest=True, sorted=True):
@@ -338,7 +329,7 @@ def _scattered_back(name):
 
 def _check_reduced(op, input, dim, keepdim):
     axis = normalize_dim(op, dim, input.ndim)
-    _check_flag(op, "keepdim", keepdim)
+    require_bool(op, "keepdim", keepdim)
     if input.ndim and input.shape[axis] == 0:
         raise ValueError(
             f"{op}: argument 'input' expected a non-empty dim {dim} to select from, got shape {input.shape}"
@@ -500,7 +491,7 @@ def _whole_or_dim(name, whole, whole_vjp, along, along_vjp):
 
     def forward(input, dim=None, keepdim=False):
         if dim is None:
-            _check_flag(name, "keepdim", keepdim)
+            require_bool(name, "keepdim", keepdim)
             if keepdim:
                 raise TypeError(f"{name}: argument 'keepdim' needs a dim (torch.{name} takes it only with one)")
             return whole(input)
@@ -654,7 +645,7 @@ def _check_quantile(op, input, q, dim, keepdim, interpolation):
         )
     if np.any(~((q >= 0) & (q <= 1))):
         raise ValueError(f"{op}: argument 'q' expected values in [0, 1], got {q}")
-    _check_flag(op, "keepdim", keepdim)
+    require_bool(op, "keepdim", keepdim)
     require(interpolation in _INTERPOLATIONS, op, "interpolation", f"one of {_INTERPOLATIONS}", repr(interpolation))
     if dim is not None:
         normalize_dim(op, dim, input.ndim)
@@ -786,8 +777,8 @@ __all__ += ["nanmedian", "mode", "quantile", "nanquantile"]
 # counts get a zero one (piecewise constant); bincount's weights and unique's values, whose gradients torch does
 # not define, refuse a tensor that requires grad (pass it detached).
 def _check_side(op, right, side, out_int32) -> str:
-    _check_flag(op, "right", right)
-    _check_flag(op, "out_int32", out_int32)
+    require_bool(op, "right", right)
+    require_bool(op, "out_int32", out_int32)
     if side not in (None, "left", "right"):
         raise ValueError(f"{op}: argument 'side' expected None, 'left' or 'right', got {side!r}")
     if side is not None and (side == "right") != bool(right) and right:
@@ -917,8 +908,7 @@ def _check_bincount(input, weights=None, minlength=0):
         raise ValueError(f"bincount: argument 'input' expected non-negative values, got {input.min()}")
     if weights is not None and weights.shape != input.shape:
         raise ValueError(f"bincount: argument 'weights' expected input's shape {input.shape}, got {weights.shape}")
-    if isinstance(minlength, bool) or not isinstance(minlength, int | np.integer) or minlength < 0:
-        raise ValueError(f"bincount: argument 'minlength' expected a non-negative int, got {minlength!r}")
+    integer("bincount", "minlength", minlength, at_least=0)
 
 
 def _bincount(input, weights=None, minlength=0):
@@ -952,8 +942,7 @@ bincount = defop(
 def _histc_range(input, bins, min, max) -> tuple:
     if input.dtype.kind != "f":
         raise TypeError(f"histc: argument 'input' expected a floating tensor (as torch), got dtype {input.dtype}")
-    if isinstance(bins, bool) or not isinstance(bins, int | np.integer) or bins <= 0:
-        raise ValueError(f"histc: argument 'bins' expected a positive int, got {bins!r}")
+    integer("histc", "bins", bins, at_least=1)
     for name, v in (("min", min), ("max", max)):
         if isinstance(v, bool) or np.ndim(v) != 0 or np.asarray(v).dtype.kind not in "iuf":
             raise TypeError(f"histc: argument '{name}' expected a number, got {type(v).__name__} {v!r}")
@@ -1004,7 +993,7 @@ histc = defop(
 
 def _check_unique(op, input, flags, dim) -> None:
     for name, value in flags.items():
-        _check_flag(op, name, value)
+        require_bool(op, name, value)
     if dim is not None:
         if input.ndim == 0:
             raise ValueError(f"{op}: argument 'dim' expected None for a 0-D input, got {dim}")

@@ -44,7 +44,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import cast_to, float_only, log1p_graph, scalar
 from ._samples import binary_samples, unary_samples
-from ._validation import floats_only
+from ._validation import floats_only, integer
 from .elementwise import (
     _ERF_A,
     _ERF_B,
@@ -342,11 +342,7 @@ _digamma = _in_float64(_digamma64)
 
 # -- polygamma -------------------------------------------------------------------------------------------------
 def _order(op, n):
-    if isinstance(n, bool) or not isinstance(n, int | np.integer):
-        raise TypeError(f"{op}: argument 'n' expected an int >= 0, got {type(n).__name__} {n!r}")
-    if n < 0:
-        raise ValueError(f"{op}: argument 'n' expected an int >= 0, got {n}")
-    return int(n)
+    return integer(op, "n", n, at_least=0)
 
 
 def _polygamma64(n, x):
@@ -369,11 +365,7 @@ def _polygamma_of(n, x):
 
 # -- mvlgamma --------------------------------------------------------------------------------------------------
 def _dimension(p):
-    if isinstance(p, bool) or not isinstance(p, int | np.integer):
-        raise TypeError(f"mvlgamma: argument 'p' expected an int >= 1, got {type(p).__name__} {p!r}")
-    if p < 1:
-        raise ValueError(f"mvlgamma: argument 'p' expected an int >= 1, got {p}")
-    return int(p)
+    return integer("mvlgamma", "p", p, at_least=1)
 
 
 def _mvlgamma_check(input, p):

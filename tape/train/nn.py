@@ -1015,6 +1015,13 @@ def _conv_attributes(module, in_channels: int, out_channels: int, kernel_size, s
     module.stride, module.dilation, module.groups = _tuple(stride, n), _tuple(dilation, n), groups
 
 
+def _conv_repr(module) -> str:
+    return (
+        f"{module.in_channels}, {module.out_channels}, kernel_size={module.kernel_size}, stride={module.stride}, "
+        f"padding={module.padding}"
+    )
+
+
 class _ConvNd(Module):
     """torch's Conv1d/2d/3d: weight (out, in / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) as torch's
     default initialisation (kaiming_uniform_ with a = sqrt(5))."""
@@ -1046,10 +1053,7 @@ class _ConvNd(Module):
         return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-            f"padding={self.padding}"
-        )
+        return _conv_repr(self)
 
 
 class Conv1d(_ConvNd):
@@ -1098,10 +1102,7 @@ class _ConvTransposeNd(Module):
         )
 
     def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-            f"padding={self.padding}, output_padding={self.output_padding}"
-        )
+        return f"{_conv_repr(self)}, output_padding={self.output_padding}"
 
 
 class ConvTranspose1d(_ConvTransposeNd):

@@ -471,6 +471,16 @@ def test_interpolate_index_arithmetic_matches_torch(dtype, mode, align_corners):
                                        **TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("name", ["interpolate", "upsample2d"])
+@pytest.mark.parametrize("factor", [np.float32(0.7), np.float32(0.3), np.float16(1.1), (np.float32(0.7), 1.3)],
+                         ids=repr)
+def test_numpy_scale_factors_size_the_output_as_torch(name, factor):
+    # torch sizes an output floor(in * double(factor)): 10 * float32(0.7) is 7 in float32 but 6.99999988 in double
+    x = np.random.default_rng(33).standard_normal((1, 2, 10, 20))
+    expected = F.interpolate(torch.tensor(x), scale_factor=factor).numpy()
+    np.testing.assert_array_equal(getattr(ops, name)(x, scale_factor=factor).numpy(), expected)
+
+
 @pytest.mark.parametrize("attrs", [dict(scale_factor=1.7, mode="bilinear"),
                                    dict(size=(5, 13), mode="bilinear", align_corners=True),
                                    dict(scale_factor=(2, 0.5), mode="nearest"),

@@ -72,6 +72,125 @@ def test_there_is_one_number_coercer_in_the_op_library():
     assert defined == ["_validation.py"], defined
 
 
+BROADCAST_CASES = [  # shapes that do not broadcast: (call, op, argument)
+    (lambda: ops.index_put(_f((3, 4)), (np.array([0, 1]),), _f((3,))), "index_put", "values"),
+    (lambda: ops.masked_select(_f((3, 4)), np.ones((2, 4), bool)), "masked_select", "mask"),
+    (lambda: ops.masked_scatter(_f((3, 4)), np.ones((2, 4), bool), _f((12,))), "masked_scatter", "mask"),
+    (lambda: ops.matmul(_f((2, 3, 4)), _f((3, 4, 5))), "matmul", "other"),
+    (lambda: ops.addmm(_f((3, 4)), _f((2, 3)), _f((3, 5))), "addmm", "input"),
+    (lambda: ops.cross(_f((2, 3)), _f((4, 3))), "cross", "other"),
+    (lambda: ops.dist(_f((2, 3)), _f((4, 3))), "dist", "other"),
+    (lambda: ops.cdist(_f((2, 3, 4)), _f((3, 5, 4))), "cdist", "x2"),
+    (lambda: ops.solve(_f((2, 3, 3)) + np.eye(3), _f((4, 3, 1))), "solve", "B"),
+]
+
+
+@pytest.mark.parametrize("case", BROADCAST_CASES, ids=lambda c: c[1])
+def test_shapes_that_do_not_broadcast_are_refused_in_one_form(case):
+    call, op, argument = case
+    with pytest.raises(ValueError) as error:
+        call()
+    message = str(error.value)
+    assert message.startswith(f"{op}: argument '{argument}' expected ") and " broadcastable " in message, message
+
+
+def test_there_is_one_broadcast_refusal_in_the_op_library():
+    import pathlib
+    import re
+
+    root = pathlib.Path(ops.__file__).parent
+    caught = re.compile(r"try:\n\s+[^\n]*np\.broadcast_shapes\(")
+    # binary.py names both operands of an elementwise op (docs/reliability.md); indexing.py's index arrays raise
+    # IndexError as numpy's; attention.py's batch dims belong to the attention check
+    found = sorted(p.name for p in root.glob("*.py") if caught.search(p.read_text()))
+    assert found == ["_validation.py", "attention.py", "binary.py", "indexing.py"], found
+
+
+INT_CASES = [  # an int attribute given 1.5: (call, op, argument, the bound the message states)
+    (lambda: ops.rot90(_f(), 1.5), "rot90", "k", ""),
+    (lambda: ops.swapaxes(_f(), 1.5, 0), "swapaxes", "axis0", ""),
+    (lambda: ops.matrix_power(_f((2, 2)), 1.5), "matrix_power", "n", ""),
+    (lambda: ops.round(_f(), decimals=1.5), "round", "decimals", ""),
+    (lambda: ops.cov(_f(), correction=1.5), "cov", "correction", ""),
+    (lambda: ops.cross_entropy(_f(), np.array([0, 1]), ignore_index=1.5), "cross_entropy", "ignore_index", ""),
+    (lambda: ops.tril(_f(), 1.5), "tril", "diagonal", ""),
+    (lambda: ops.topk(_f(), 1.5), "topk", "k", ""),
+    (lambda: ops.polygamma(1.5, _f()), "polygamma", "n", " >= 0"),
+    (lambda: ops.mvlgamma(_f() + 2, 1.5), "mvlgamma", "p", " >= 1"),
+    (lambda: ops.diff(_f(), n=1.5), "diff", "n", " >= 0"),
+    (lambda: ops.bincount(np.array([0, 1]), minlength=1.5), "bincount", "minlength", " >= 0"),
+    (lambda: ops.multinomial(_f((3,)), 1.5), "multinomial", "num_samples", " >= 1"),
+    (lambda: ops.pixel_shuffle(_f((1, 4, 2, 2)), 1.5), "pixel_shuffle", "upscale_factor", " >= 1"),
+    (lambda: ops.histc(_f(), bins=1.5), "histc", "bins", " >= 1"),
+]
+
+
+@pytest.mark.parametrize("case", INT_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
+def test_int_attributes_are_checked_by_one_function_with_one_message(case):
+    call, op, argument, bound = case
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == f"{op}: argument '{argument}' expected an int{bound}, got float 1.5", str(error.value)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ops.diff(_f(), n=-1), "diff: argument 'n' expected an int >= 0, got -1"),
+    (lambda: ops.bincount(np.array([0, 1]), minlength=-1),
+     "bincount: argument 'minlength' expected an int >= 0, got -1"),
+    (lambda: ops.polygamma(-1, _f()), "polygamma: argument 'n' expected an int >= 0, got -1"),
+])  # fmt: skip
+def test_an_int_below_its_bound_is_a_value_error_in_the_same_words(call, message):
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value) == message
+
+
+def test_there_is_one_int_coercer_in_the_op_library():
+    import pathlib
+    import re
+
+    root = pathlib.Path(ops.__file__).parent
+    refusal = re.compile(r"isinstance\((\w+), bool\) or not isinstance\(\1, (int \| np\.integer|numbers\.Integral)\)")
+    found = sorted(p.name for p in root.glob("*.py") if refusal.search(p.read_text()))
+    # the entries of a sequence: shape.py's ints of a shape and tensordot's dims lists name the sequence too
+    assert found == ["_validation.py", "decompositions.py", "shape.py"], found
+
+
+BOOL_CASES = [  # a flag given the string "yes": (call, op, argument)
+    (lambda: ops.isclose(_f(), _f(), equal_nan="yes"), "isclose", "equal_nan"),
+    (lambda: ops.max_pool2d(_f((1, 1, 2, 2)), 2, ceil_mode="yes"), "max_pool2d", "ceil_mode"),
+    (lambda: ops.multinomial(_f((3,)), 1, "yes"), "multinomial", "replacement"),
+    (lambda: ops.dropout(_f(), 0.5, "yes"), "dropout", "training"),
+    (lambda: ops.index_put(_f(), (np.array([0]),), _f((3,)), "yes"), "index_put", "accumulate"),
+    (lambda: ops.nonzero(_f(), as_tuple="yes"), "nonzero", "as_tuple"),
+    (lambda: ops.combinations(_f((3,)), 2, "yes"), "combinations", "with_replacement"),
+    (lambda: ops.vander(_f((3,)), increasing="yes"), "vander", "increasing"),
+    (lambda: ops.batch_norm(_f((2, 3)), training="yes"), "batch_norm", "training"),
+    (lambda: ops.instance_norm(_f((1, 2, 3)), use_input_stats="yes"), "instance_norm", "use_input_stats"),
+    (lambda: ops.sum(_f(), 0, keepdim="yes"), "sum", "keepdim"),
+    (lambda: ops.sort(_f(), stable="yes"), "sort", "stable"),
+    (lambda: ops.kl_div(_f(), _f(), log_target="yes"), "kl_div", "log_target"),
+    (lambda: ops.affine_grid(_f((1, 2, 3)), (1, 1, 2, 2), align_corners="yes"), "affine_grid", "align_corners"),
+]
+
+
+@pytest.mark.parametrize("case", BOOL_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
+def test_flags_are_checked_by_one_function_with_one_message(case):
+    call, op, argument = case
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == f"{op}: argument '{argument}' expected a bool, got str 'yes'", str(error.value)
+
+
+def test_there_is_one_flag_refusal_in_the_op_library():
+    import pathlib
+
+    root = pathlib.Path(ops.__file__).parent
+    # _numpy.py words numpy's own keywords in numpy's form (np.<name>: ...)
+    worded = sorted(p.name for p in root.glob("*.py") if "expected a bool, got" in p.read_text())
+    assert worded == ["_numpy.py", "_validation.py"], worded
+
+
 def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
     from ops import activation
 
