@@ -245,7 +245,7 @@ class _Trace:
             else:
                 keys.append(None if t is None else (t._data.shape, t._data.dtype, t._requires_grad))
                 inputs.append(None if t is None else t._data)
-        attr_key = _attr_key(attrs)
+        attr_key = _key_or_none(attrs)
         key = (op, seq_lens, attr_key, tuple(keys), STATE.grad_enabled)
         matching = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == key]
         if attr_key is None or not matching or STATE.recording_tapes or STATE.anomaly:
@@ -356,19 +356,9 @@ class _Recorder:
         self.records.append([op, tensors, attrs, result, node, seq_lens, STATE.grad_enabled])
 
 
-_RANDOM = (np.random.Generator, np.random.RandomState)  # an attribute drawn from: such a call always runs eagerly
-
-
-def _attr_key(attrs):
-    """Attributes as a comparable value (floats by their bits, arrays by dtype, shape and bytes); None when one
-    cannot be compared safely (a Generator among them: such a call always runs eagerly)."""
-    try:
-        return tuple((name, _value_key(v)) for name, v in attrs.items())
-    except TypeError:
-        return None
-
-
 def _value_key(v):
+    """A value as a comparable key (floats by their bits, arrays by dtype, shape and bytes); TypeError for one that
+    cannot be compared safely (a Generator: such a call always runs eagerly)."""
     kind = type(v)
     if kind is float:
         return (float, v.hex())
@@ -376,6 +366,8 @@ def _value_key(v):
         return (kind, v)
     if kind is np.ndarray:  # an index array's values do not shape the output (the plan checks that it does not)
         return (np.ndarray, v.dtype.str, v.shape, None if v.dtype.kind in "iu" else v.tobytes())
+    if kind is dict:  # a call's attributes
+        return (dict, tuple((name, _value_key(x)) for name, x in v.items()))
     if kind is tuple or kind is list or kind is slice:
         return (kind, tuple(_value_key(x) for x in ((v.start, v.stop, v.step) if kind is slice else v)))
     if isinstance(v, np.generic):
@@ -542,7 +534,7 @@ def _build(records, loss):
         call = _Call()
         given = attrs.given if isinstance(attrs, ResolvedAttributes) else attrs
         call.resolved = {k: v for k, v in attrs.items() if k in given and _key_or_none(v) != _key_or_none(given[k])}
-        attr_key = None if any(isinstance(v, _RANDOM) for v in given.values()) else _attr_key(given)
+        attr_key = _key_or_none(given)
         call.key = None if attr_key is None else (op, seq_lens, attr_key, tuple(keys), grad_enabled)
         call.op, call.fast, call.grad_enabled, call.single = op, None, grad_enabled, isinstance(result, Tensor)
         results = (result,) if call.single else tuple(result)
