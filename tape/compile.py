@@ -547,8 +547,7 @@ def _build(records, loss):
         if call.single and op.n_outputs == 1 and not op.returns_aux and not seq_lens:  # apply's short path facts
             floats = all(t is not None and t.dtype.kind == "f" for t in tensors)
             check = None if op.check_passes_floats and floats else op.check
-            forward = (op.forward, False) if op.quiet_forward is None else (op.quiet_forward, True)
-            call.short = (check, *forward, *call.out_specs[0][:2])
+            call.short = (check, *op.forward_call, *call.out_specs[0][:2])
         calls.append(call)
     if loss.id not in slot_of:
         return None
