@@ -88,7 +88,7 @@ class CompiledStep:
             trace.materialize()
             result = self._eager_result(loss)
             self.records += 1
-            plan = _build(trace.recorder.records, loss)
+            plan = _build(trace.records, loss)
             if plan is not None:
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
@@ -183,7 +183,7 @@ class _Trace:
         self.entries: list = []
         self.cell: list = [self]
         self.eager = False
-        self.recorder = _Recorder()
+        self.records: list = []  # an eager call's op applications, recorded as a tape records them: its plan
 
     def apply(self, op, args, kwargs):
         k = len(self.entries)
@@ -290,7 +290,7 @@ class _Trace:
             for e, call in zip(self.entries, self.calls):
                 self._run_eagerly(e, call.grad_enabled)
         finally:
-            STATE.recording_tapes.append(self.recorder)  # the rest of fn records as it runs
+            STATE.recording_tapes.append(self)  # the rest of fn records as it runs
 
     def _run_eagerly(self, entry, grad_enabled) -> None:
         op, tensors, attrs, values, seq_lens, _inputs, captured, outs, result = entry
@@ -298,11 +298,11 @@ class _Trace:
         for t, a, v in captured:  # as eager saw them when the op was called (a later ``p.data = ...`` aside)
             t._data, t._version = a, v
         previous, STATE.grad_enabled = STATE.grad_enabled, grad_enabled
-        STATE.recording_tapes.append(self.recorder)  # records what eager records (resolved attributes included)
+        STATE.recording_tapes.append(self)  # records what eager records (resolved attributes included)
         try:
             real = run_op(op, tensors, attrs, values, seq_lens)
         finally:
-            STATE.recording_tapes.remove(self.recorder)
+            STATE.recording_tapes.remove(self)
             STATE.grad_enabled = previous
             for t, a, v in restore:
                 t._data, t._version = a, v
@@ -311,7 +311,7 @@ class _Trace:
             p._data, p._node, p._requires_grad = r._data, r._node, r._requires_grad
             if r._node is not None:
                 r._node.out_id = p.id
-        self.recorder.records[-1][3] = result  # the placeholders are the tensors fn holds
+        self.records[-1][3] = result  # the placeholders are the tensors fn holds
 
     def finished(self, loss):
         """The plan this complete trace matches (with ``loss`` its loss and no captured input changed since), or
@@ -325,10 +325,13 @@ class _Trace:
         slot = _SPEC(loss, Tensor)[3]
         return next((p for p in self.candidates if len(p.calls) == len(self.entries) and p.loss_slot == slot), None)
 
+    def _record(self, op, tensors, attrs, result, node, seq_lens):
+        self.records.append([op, tensors, attrs, result, node, seq_lens, STATE.grad_enabled])
+
     def close(self) -> None:
         STATE.tracer = None
-        if self.recorder in STATE.recording_tapes:
-            STATE.recording_tapes.remove(self.recorder)
+        if self in STATE.recording_tapes:
+            STATE.recording_tapes.remove(self)
         self.cell[0] = None
 
 
@@ -344,16 +347,6 @@ def _fast_signature(args, tensors, keys):
         else:
             return None
     return tuple(sig)
-
-
-class _Recorder:
-    """Collects an eager call's op applications (as a recording tape would) to make its plan."""
-
-    def __init__(self):
-        self.records: list = []
-
-    def _record(self, op, tensors, attrs, result, node, seq_lens):
-        self.records.append([op, tensors, attrs, result, node, seq_lens, STATE.grad_enabled])
 
 
 def _value_key(v):
