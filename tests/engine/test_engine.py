@@ -512,3 +512,19 @@ def test_second_order_through_a_composite_returning_an_input_as_one_of_its_outpu
     x.grad = None
     grad.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0 + 6.0), rtol=1e-12)
+
+
+def test_a_wrong_dtype_rule_result_is_refused_under_create_graph_for_a_stubbed_second_order(throwaway_ops):
+    """An op whose second order is a stub still validates its first-order values under create_graph: a rule returning
+    float32 for a float64 input raises GradientError (it was cast silently to float64)."""
+    op = throwaway_ops(
+        "stub2_wrong_dtype",
+        family="test",
+        inputs=("x",),
+        forward=lambda x: x * 2.0,
+        vjps=(lambda g, ans, x: (g * 2.0).astype(np.float32),),
+        second_order=STUB,
+    )
+    x = leaf((3,))
+    with pytest.raises(tape.GradientError, match=r"stub2_wrong_dtype.*input 'x'.*float32"):
+        op(x).sum().backward(create_graph=True)
