@@ -506,20 +506,15 @@ def _through_composite(node, g, needs) -> list:
     start = next_node_index()
     out = op.composite(**dict(zip(op.input_names, slot_inputs)), **node.attrs)
     outs, gs = (tuple(out), tuple(g)) if isinstance(out, tuple | list) else ((out,), (g,))
-    passed = {id(o): x for o, x in zip(outs, gs) if x is not None and o._node is None}  # an input returned as is
-    roots = [(o, x) for o, x in zip(outs, gs) if x is not None and o._node is not None]
-    if not roots:
-        return [
-            (passed.get(id(t)) if id(t) in passed else Tensor._wrap(np.zeros(t.shape, t.dtype))) if need else None
-            for t, need in zip(inputs, needs)
-        ]
-    composite_nodes = {n for n in _reachable([o._node for o, _ in roots], None) if n.index > start}
-    sources = [t for t, need in zip(inputs, needs) if need]
+    roots = [(o, x) for o, x in zip(outs, gs) if x is not None]  # an input returned as is: delivered to it as a source
+    composite_nodes = {
+        n for n in _reachable([o._node for o, _ in roots if o._node is not None], None) if n.index > start
+    }
     found = reverse_pass(
         [o for o, _ in roots],
         [x for _, x in roots],
         retain_graph=True,
-        sources=sources,
+        sources=[t for t, need in zip(inputs, needs) if need],
         allowed=composite_nodes,
         create_graph=True,
         hooks=False,
@@ -534,29 +529,20 @@ def _through_composite(node, g, needs) -> list:
 def _stubbed_second_order(node, g, needs) -> list:
     """First-order values, attached to a node whose own backward raises: differentiating them again is an
     error naming the op, never a silent zero."""
-    op = node.op
-    arrays, ans, aux = node.residuals
-    attrs = node.attrs if aux is None else {**node.attrs, **aux}
-    if isinstance(g, tuple):
-        g_arrays = tuple(None if x is None else x._data for x in g)
-        g_any = next(x for x in g if x is not None)
-    else:
-        g_arrays, g_any = g._data, g
-    values = _call_rules(op, node, g_arrays, ans, arrays, needs, attrs)
-    stub = _second_order_stub(op)
-    results = []
-    for t, need, value in zip(node.inputs, needs, values):
-        results.append(stub(t, g_any, np.asarray(value, dtype=t.dtype)) if need else None)
-    return results
+    several = isinstance(g, tuple)
+    values = _input_gradients(node, tuple(None if x is None else x._data for x in g) if several else g._data, needs)
+    g_any = next(x for x in g if x is not None) if several else g
+    stub = _second_order_stub(node.op)
+    return [stub(t, g_any, value=value) if need else None for t, need, value in zip(node.inputs, needs, values)]
 
 
 _STUBS: dict = {}
 
 
-def _second_order_stub(op):
+def _second_order_stub(op) -> Op:
     stub = _STUBS.get(op.name)
     if stub is None:
-        stub = Op(
+        stub = _STUBS[op.name] = Op(
             f"{op.name}_backward",
             family=op.family,
             inputs=("input", "grad"),
@@ -564,5 +550,4 @@ def _second_order_stub(op):
             vjps=(Grad.STUB, Grad.STUB),
         )
         stub.second_order_of = op
-        stub = _STUBS[op.name] = stub
-    return lambda t, g, value: stub(t, g, value=value)
+    return stub

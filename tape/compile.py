@@ -88,7 +88,7 @@ class CompiledStep:
             trace.materialize()
             result = self._eager_result(loss)
             self.records += 1
-            plan = _build(trace.recorder.records, loss)
+            plan = _build(trace.records, loss)
             if plan is not None:
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
@@ -183,7 +183,7 @@ class _Trace:
         self.entries: list = []
         self.cell: list = [self]
         self.eager = False
-        self.recorder = _Recorder()
+        self.records: list = []  # an eager call's op applications, recorded as a tape records them: its plan
 
     def apply(self, op, args, kwargs):
         k = len(self.entries)
@@ -245,7 +245,7 @@ class _Trace:
             else:
                 keys.append(None if t is None else (t._data.shape, t._data.dtype, t._requires_grad))
                 inputs.append(None if t is None else t._data)
-        attr_key = _attr_key(attrs)
+        attr_key = _key_or_none(attrs)
         key = (op, seq_lens, attr_key, tuple(keys), STATE.grad_enabled)
         matching = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == key]
         if attr_key is None or not matching or STATE.recording_tapes or STATE.anomaly:
@@ -290,7 +290,7 @@ class _Trace:
             for e, call in zip(self.entries, self.calls):
                 self._run_eagerly(e, call.grad_enabled)
         finally:
-            STATE.recording_tapes.append(self.recorder)  # the rest of fn records as it runs
+            STATE.recording_tapes.append(self)  # the rest of fn records as it runs
 
     def _run_eagerly(self, entry, grad_enabled) -> None:
         op, tensors, attrs, values, seq_lens, _inputs, captured, outs, result = entry
@@ -298,11 +298,11 @@ class _Trace:
         for t, a, v in captured:  # as eager saw them when the op was called (a later ``p.data = ...`` aside)
             t._data, t._version = a, v
         previous, STATE.grad_enabled = STATE.grad_enabled, grad_enabled
-        STATE.recording_tapes.append(self.recorder)  # records what eager records (resolved attributes included)
+        STATE.recording_tapes.append(self)  # records what eager records (resolved attributes included)
         try:
             real = run_op(op, tensors, attrs, values, seq_lens)
         finally:
-            STATE.recording_tapes.remove(self.recorder)
+            STATE.recording_tapes.remove(self)
             STATE.grad_enabled = previous
             for t, a, v in restore:
                 t._data, t._version = a, v
@@ -311,7 +311,7 @@ class _Trace:
             p._data, p._node, p._requires_grad = r._data, r._node, r._requires_grad
             if r._node is not None:
                 r._node.out_id = p.id
-        self.recorder.records[-1][3] = result  # the placeholders are the tensors fn holds
+        self.records[-1][3] = result  # the placeholders are the tensors fn holds
 
     def finished(self, loss):
         """The plan this complete trace matches (with ``loss`` its loss and no captured input changed since), or
@@ -325,10 +325,13 @@ class _Trace:
         slot = _SPEC(loss, Tensor)[3]
         return next((p for p in self.candidates if len(p.calls) == len(self.entries) and p.loss_slot == slot), None)
 
+    def _record(self, op, tensors, attrs, result, node, seq_lens):
+        self.records.append([op, tensors, attrs, result, node, seq_lens, STATE.grad_enabled])
+
     def close(self) -> None:
         STATE.tracer = None
-        if self.recorder in STATE.recording_tapes:
-            STATE.recording_tapes.remove(self.recorder)
+        if self in STATE.recording_tapes:
+            STATE.recording_tapes.remove(self)
         self.cell[0] = None
 
 
@@ -346,29 +349,9 @@ def _fast_signature(args, tensors, keys):
     return tuple(sig)
 
 
-class _Recorder:
-    """Collects an eager call's op applications (as a recording tape would) to make its plan."""
-
-    def __init__(self):
-        self.records: list = []
-
-    def _record(self, op, tensors, attrs, result, node, seq_lens):
-        self.records.append([op, tensors, attrs, result, node, seq_lens, STATE.grad_enabled])
-
-
-_RANDOM = (np.random.Generator, np.random.RandomState)  # an attribute drawn from: such a call always runs eagerly
-
-
-def _attr_key(attrs):
-    """Attributes as a comparable value (floats by their bits, arrays by dtype, shape and bytes); None when one
-    cannot be compared safely (a Generator among them: such a call always runs eagerly)."""
-    try:
-        return tuple((name, _value_key(v)) for name, v in attrs.items())
-    except TypeError:
-        return None
-
-
 def _value_key(v):
+    """A value as a comparable key (floats by their bits, arrays by dtype, shape and bytes); TypeError for one that
+    cannot be compared safely (a Generator: such a call always runs eagerly)."""
     kind = type(v)
     if kind is float:
         return (float, v.hex())
@@ -376,6 +359,8 @@ def _value_key(v):
         return (kind, v)
     if kind is np.ndarray:  # an index array's values do not shape the output (the plan checks that it does not)
         return (np.ndarray, v.dtype.str, v.shape, None if v.dtype.kind in "iu" else v.tobytes())
+    if kind is dict:  # a call's attributes
+        return (dict, tuple((name, _value_key(x)) for name, x in v.items()))
     if kind is tuple or kind is list or kind is slice:
         return (kind, tuple(_value_key(x) for x in ((v.start, v.stop, v.step) if kind is slice else v)))
     if isinstance(v, np.generic):
@@ -542,7 +527,7 @@ def _build(records, loss):
         call = _Call()
         given = attrs.given if isinstance(attrs, ResolvedAttributes) else attrs
         call.resolved = {k: v for k, v in attrs.items() if k in given and _key_or_none(v) != _key_or_none(given[k])}
-        attr_key = None if any(isinstance(v, _RANDOM) for v in given.values()) else _attr_key(given)
+        attr_key = _key_or_none(given)
         call.key = None if attr_key is None else (op, seq_lens, attr_key, tuple(keys), grad_enabled)
         call.op, call.fast, call.grad_enabled, call.single = op, None, grad_enabled, isinstance(result, Tensor)
         results = (result,) if call.single else tuple(result)
@@ -555,8 +540,7 @@ def _build(records, loss):
         if call.single and op.n_outputs == 1 and not op.returns_aux and not seq_lens:  # apply's short path facts
             floats = all(t is not None and t.dtype.kind == "f" for t in tensors)
             check = None if op.check_passes_floats and floats else op.check
-            forward = (op.forward, False) if op.quiet_forward is None else (op.quiet_forward, True)
-            call.short = (check, *forward, *call.out_specs[0][:2])
+            call.short = (check, *op.forward_call, *call.out_specs[0][:2])
         calls.append(call)
     if loss.id not in slot_of:
         return None

@@ -92,7 +92,7 @@ def _node_for(op, attrs, tensors, arrays, out, aux, seq_lens, watched):
     a gradient can receive one. One or two tensors of an op without NOT_DIFFERENTIABLE inputs (``apply``'s short path)
     are worked out inline, with shared tuples where they fit (fewer objects for the garbage collector to scan); any
     other call by ``_needs_of``. ``watched``: this thread's watched tensor ids. ``out_id`` is set once the output
-    Tensor exists, ``siblings`` by ``_apply_several``."""
+    Tensor exists, ``siblings`` by ``run_op``."""
     needs: tuple
     parents: tuple | list
     leaves: tuple | list
@@ -212,19 +212,22 @@ def apply(op, *args, **kwargs):
     if node is not None:
         node.out_id = result.id
     if state["anomaly"] or state["recording_tapes"]:
-        _observe(op, tensors, attrs, result, node, arrays, ())
+        _observe(op, tensors, attrs, result, (node,), arrays, ())
     return result
 
 
-def _observe(op, tensors, attrs, result, node, arrays, seq_lens) -> None:
-    """What anomaly mode and the recording tapes see of a one-output application (off the hot path)."""
+def _observe(op, tensors, attrs, output, nodes, arrays, seq_lens) -> None:
+    """What anomaly mode and the recording tapes see of an application (off the hot path); ``nodes``: one per
+    output (None for an output without one)."""
     state = STATE
     if state.anomaly:
-        if node is not None:
-            node.trace = user_frame()
-        check_forward(op, result, arrays)
+        for node, result in zip(nodes, (output,) if isinstance(output, Tensor) else output):
+            if node is not None:
+                node.trace = user_frame()
+            check_forward(op, result, arrays)
+    first = next((node for node in nodes if node is not None), None)
     for tape in state.recording_tapes:
-        tape._record(op, tensors, attrs, result, node, seq_lens)
+        tape._record(op, tensors, attrs, output, first, seq_lens)
 
 
 def _apply(op, args, kwargs):
@@ -294,7 +297,9 @@ def several_outputs(op, out) -> bool:
 
 
 def run_op(op, tensors, attrs, values, seq_lens):
-    """Apply ``op`` to coerced tensors: the forward on their arrays, the Node, the output Tensor(s), the tapes."""
+    """Apply ``op`` to coerced tensors: the forward on their arrays, the Node(s), the output Tensor(s), the tapes. An
+    op with several outputs (split, topk, max with a dim) gets one Node per floating output, all sharing the
+    application (``node.siblings``): the reverse pass calls the op's rules once, with every output's gradient."""
     arrays = [None if t is None else t._data for t in tensors]
     if not op.casts and any(a is not None and a.dtype is FLOAT16 for a in arrays):
         storage_only(op, arrays, seq_lens)
@@ -304,53 +309,32 @@ def run_op(op, tensors, attrs, values, seq_lens):
         out, aux = out
         if aux.keys() & attrs.keys():  # the forward resolved an attribute (dropout's rng -> the seed it drew):
             attrs = ResolvedAttributes(attrs, aux)  # record what it really used
-    if several_outputs(op, out):
-        return _apply_several(op, tensors, attrs, arrays, out, aux, seq_lens)
-    if type(out) is not np.ndarray:
-        out = np.asarray(out)
-
-    state = STATE
-    node = None
-    if state.grad_enabled and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
-        node = _node_for(op, attrs, tensors, arrays, out, aux, seq_lens, state.watched)
-    result = Tensor._wrap(out, node)
-    if node is not None:
-        node.out_id = result.id
-    if state.anomaly or state.recording_tapes:
-        _observe(op, tensors, attrs, result, node, arrays, seq_lens)
-    return result
-
-
-def _apply_several(op, tensors, attrs, arrays, outs, aux, seq_lens):
-    """An op with several outputs (split, topk, max with a dim): one Node per floating output, all sharing the
-    application (``node.siblings``); the reverse pass calls the op's rules once, with every output's gradient."""
-    if not isinstance(outs, tuple | list) or (op.n_outputs != "variable" and len(outs) != op.n_outputs):
+    several = several_outputs(op, out)
+    if several and (not isinstance(out, tuple | list) or (op.n_outputs != "variable" and len(out) != op.n_outputs)):
         raise TypeError(
-            f"op '{op.name}': its forward must return a tuple of {op.n_outputs} outputs, got {type(outs).__name__}"
+            f"op '{op.name}': its forward must return a tuple of {op.n_outputs} outputs, got {type(out).__name__}"
         )
-    outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in outs)
+    if several:
+        outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
+    else:
+        outs = (out if type(out) is np.ndarray else np.asarray(out),)
     state = STATE
-    results = []
     nodes: list = []
-    for out in outs:
+    results = []
+    for o in outs:
         node = None
-        if state.grad_enabled and out.dtype.kind == "f":
-            node = _node_for(op, attrs, tensors, arrays, outs, aux, seq_lens, state.watched)
-        result = Tensor._wrap(out, node)
+        if state.grad_enabled and o.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
+            node = _node_for(op, attrs, tensors, arrays, outs if several else o, aux, seq_lens, state.watched)
+        result = Tensor._wrap(o, node)
         if node is not None:
             node.out_id = result.id
-            node.siblings = nodes
-            if state.anomaly:
-                node.trace = user_frame()
+            node.siblings = nodes if several else None
         nodes.append(node)
         results.append(result)
-        if state.anomaly:
-            check_forward(op, result, arrays)
-    first = next((node for node in nodes if node is not None), None)
-    outputs = tuple(results) if op.result_type is None else op.result_type(*results)
-    for tape in state.recording_tapes:
-        tape._record(op, tensors, attrs, outputs, first, seq_lens)
-    return outputs
+    output = results[0] if not several else tuple(results) if op.result_type is None else op.result_type(*results)
+    if state.anomaly or state.recording_tapes:
+        _observe(op, tensors, attrs, output, nodes, arrays, seq_lens)
+    return output
 
 
 # calling an op is ``apply`` itself: one Python frame, not two

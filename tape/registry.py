@@ -17,7 +17,7 @@ import numpy as np
 from . import interop, tensor_api
 from .errors import RegistrationError
 from .samples import Sample
-from .state import quiet_inner
+from .state import unwrapped
 from .tensor_api import ValuesIndices
 from .tensors import Tensor
 
@@ -137,30 +137,22 @@ class Op:
         name, n = self.name, self.n_inputs
         if (vjps is None) == (joint_vjp is None):
             raise RegistrationError(f"op '{name}': declare exactly one of vjps= (one rule per input) or joint_vjp=")
-        if vjps is None:  # so joint_vjp is given (exactly one of the two is, checked above)
-            entries = tuple(differentiable) if differentiable is not None else (Grad.RULE,) * n
-            if len(entries) != n:
-                raise RegistrationError(
-                    f"op '{name}': differentiable= has {len(entries)} entries but the op has {n} tensor inputs "
-                    f"{self.input_names}"
-                )
-            self.vjps = None
-            states = [Grad.RULE if e is True else e for e in entries]
-        else:
-            if len(vjps) != n:
-                raise RegistrationError(
-                    f"op '{name}': {len(vjps)} backward rules declared but the forward takes {n} tensor inputs "
-                    f"{self.input_names}; give one rule (or NOT_DIFFERENTIABLE / STUB) per input"
-                )
-            self.vjps = tuple(vjps)
-            states = [Grad.RULE if callable(v) else v for v in vjps]
+        entries: tuple = tuple(vjps if vjps is not None else differentiable or (Grad.RULE,) * n)
+        self.vjps = entries if vjps is not None else None
+        if len(entries) != n:
+            raise RegistrationError(
+                f"op '{name}': {'vjps' if vjps is not None else 'differentiable'}= has {len(entries)} entries but "
+                f"the forward takes {n} tensor inputs {self.input_names}; give one (a rule, or NOT_DIFFERENTIABLE / "
+                f"STUB) per input"
+            )
+        states = tuple(Grad.RULE if (callable(e) if vjps is not None else e is True) else e for e in entries)
         for input_name, state in zip(self.input_names, states):
             if not isinstance(state, Grad):
                 raise RegistrationError(
                     f"op '{name}': the backward entry for input '{input_name}' must be a callable rule, "
                     f"Grad.NOT_DIFFERENTIABLE or Grad.STUB; got {state!r}"
                 )
-        return tuple(states)
+        return states
 
     def _declare_second_order(self, second_order, note) -> tuple[Grad, str]:
         """The second-order state: a stub when the rules use saved values and no composite is given, not
@@ -183,17 +175,13 @@ class Op:
         self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states  # nothing to refuse when recording
         # a check declaring ``passes_floats = True`` passes whenever every tensor input is floating: not called then
         self.check_passes_floats = getattr(self.check, "passes_floats", False) is True
-        # a ``quiet`` forward unwrapped: ``apply`` switches numpy's warnings off around it itself (one frame fewer)
-        self.quiet_forward = quiet_inner(self.forward)
-        # one rule per input, no stub, no sequence, one output: ``_first_order_walk`` calls them directly, each as
-        # (function, quiet?) -- a ``quiet`` rule unwrapped, numpy's warnings switched off around it by the walk
-        self.direct_rules = None
-        if self.vjps is not None and not self.has_stub and not self.has_sequence and self.n_outputs == 1:
-            quiet = [quiet_inner(rule) if callable(rule) else None for rule in self.vjps]
-            self.direct_rules = tuple(
-                (None, False) if not callable(rule) else (rule, False) if inner is None else (inner, True)
-                for rule, inner in zip(self.vjps, quiet)
-            )
+        # the forward and the rules as (function, quiet?): a ``quiet`` one unwrapped, numpy's warnings switched off
+        # around it by ``apply`` / ``_first_order_walk`` themselves (one frame fewer)
+        self.forward_call = unwrapped(self.forward)
+        self.quiet_forward = self.forward_call[0] if self.forward_call[1] else None  # (``apply`` reads it so)
+        # one rule per input, no stub, no sequence, one output: ``_first_order_walk`` calls them directly
+        direct = self.vjps is not None and not self.has_stub and not self.has_sequence and self.n_outputs == 1
+        self.direct_rules = tuple(map(unwrapped, self.vjps or ())) if direct else None
 
     def _bind_signature(self, forward: Callable) -> None:
         """Resolve, once, where each tensor parameter sits in the forward's signature."""

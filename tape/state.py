@@ -86,7 +86,8 @@ else:
     numpy_errors_set, numpy_errors_reset = _extobj_contextvar.set, _extobj_contextvar.reset
 
 
-def quiet_inner(fn):
-    """The function a ``quiet`` wrapper runs, when ``fn`` is such a wrapper; else None."""
+def unwrapped(fn) -> tuple:
+    """``(the function a quiet wrapper runs, True)`` when ``fn`` is such a wrapper, else ``(fn, False)``: what the hot
+    paths call, switching numpy's warnings off themselves around a quiet one."""
     mark = getattr(fn, QUIET_MARK, None)
-    return mark[1] if type(mark) is tuple and len(mark) == 2 and mark[0] is fn else None
+    return (mark[1], True) if type(mark) is tuple and len(mark) == 2 and mark[0] is fn else (fn, False)

@@ -28,7 +28,37 @@ __all__ = ["main", "build_parser"]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tape", description="minitape: a small, exact autodiff engine.")
     commands = parser.add_subparsers(dest="command", metavar="<command>")
+    _add_coverage_command(commands)
 
+    listing = commands.add_parser(
+        "ops",
+        help="list the registered ops and the backward state of their inputs",
+        description="List the registered ops: name, family, tensor inputs, backward.",
+    )
+    listing.add_argument("--family", nargs="+", metavar="F", help="only the ops of these families")
+    _add_import_option(listing)
+    listing.set_defaults(run=_ops_command, parser=listing)
+
+    export = commands.add_parser(
+        "export",
+        help="write an example's trained checkpoint as an ONNX model",
+        description="Rebuild an example's model (its exported(state) hook), load the checkpoint into it and "
+        "write it with tape.onnx.export: parameters as named initializers, named inputs and outputs.",
+    )
+    export.add_argument("example", metavar="EXAMPLE.py", help="the example that trained the checkpoint")
+    export.add_argument("checkpoint", metavar="CHECKPOINT", help="the .npz its --save wrote")
+    export.add_argument("--output", "-o", metavar="FILE", required=True, help="the .onnx file to write")
+    export.add_argument(
+        "--dynamic-batch", action="store_true", help="leave axis 0 of every input and output free (any batch size)"
+    )
+    export.add_argument("--opset", type=int, default=23, help="the ONNX opset (default 23)")
+    _add_import_option(export)
+    export.set_defaults(run=_export_command, parser=export)
+    return parser
+
+
+def _add_coverage_command(commands) -> None:
+    """``python -m tape coverage``: its options."""
     cov = commands.add_parser(
         "coverage",
         help="the op coverage matrix, measured now (forward, backward, gradcheck, torch parity)",
@@ -71,32 +101,6 @@ def build_parser() -> argparse.ArgumentParser:
     cov.add_argument("--output", "-o", metavar="FILE", help="write the matrix to FILE instead of stdout")
     _add_import_option(cov)
     cov.set_defaults(run=_coverage_command, parser=cov)
-
-    listing = commands.add_parser(
-        "ops",
-        help="list the registered ops and the backward state of their inputs",
-        description="List the registered ops: name, family, tensor inputs, backward.",
-    )
-    listing.add_argument("--family", nargs="+", metavar="F", help="only the ops of these families")
-    _add_import_option(listing)
-    listing.set_defaults(run=_ops_command, parser=listing)
-
-    export = commands.add_parser(
-        "export",
-        help="write an example's trained checkpoint as an ONNX model",
-        description="Rebuild an example's model (its exported(state) hook), load the checkpoint into it and "
-        "write it with tape.onnx.export: parameters as named initializers, named inputs and outputs.",
-    )
-    export.add_argument("example", metavar="EXAMPLE.py", help="the example that trained the checkpoint")
-    export.add_argument("checkpoint", metavar="CHECKPOINT", help="the .npz its --save wrote")
-    export.add_argument("--output", "-o", metavar="FILE", required=True, help="the .onnx file to write")
-    export.add_argument(
-        "--dynamic-batch", action="store_true", help="leave axis 0 of every input and output free (any batch size)"
-    )
-    export.add_argument("--opset", type=int, default=23, help="the ONNX opset (default 23)")
-    _add_import_option(export)
-    export.set_defaults(run=_export_command, parser=export)
-    return parser
 
 
 def _add_import_option(parser) -> None:

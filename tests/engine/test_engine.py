@@ -477,3 +477,54 @@ def test_tensor_methods_read_like_torchs(name, data, args, kwargs, torch):
         sum(ops.sum(o * w) for (o, _), w in zip(floats, u)).backward()
         sum((e * torch.tensor(w)).sum() for (_, e), w in zip(floats, u)).backward()
         np.testing.assert_allclose(x.grad.numpy(), reference.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_second_order_through_a_composite_returning_an_input_as_one_of_its_outputs(throwaway_ops):
+    """A composite may return an input itself as one output (no node of its own) beside computed ones: the gradient
+    arriving at that output flows to the input in the second-order pass too (it was dropped when another output
+    had a node: d/dx of sum(g0 * x + g1 * 3x^2) lost its g0 term)."""
+
+    def forward(x):
+        return x.copy(), 3.0 * x * x
+
+    def vjp(g, ans, x):
+        g0, g1 = g
+        total = np.zeros_like(x)
+        if g0 is not None:
+            total = total + g0
+        if g1 is not None:
+            total = total + 6.0 * x * g1
+        return total
+
+    op = throwaway_ops(
+        "passthrough_pair",
+        family="test",
+        inputs=("x",),
+        forward=forward,
+        vjps=(vjp,),
+        outputs=2,
+        composite=lambda x: (x, ops.mul(ops.mul(x, x), 3.0)),
+    )
+    x = leaf((3,))
+    first, second = op(x)
+    (first * first + second).sum().backward(create_graph=True)  # dL/dx = 2x + 6x
+    grad = x.grad
+    x.grad = None
+    grad.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0 + 6.0), rtol=1e-12)
+
+
+def test_a_wrong_dtype_rule_result_is_refused_under_create_graph_for_a_stubbed_second_order(throwaway_ops):
+    """An op whose second order is a stub still validates its first-order values under create_graph: a rule returning
+    float32 for a float64 input raises GradientError (it was cast silently to float64)."""
+    op = throwaway_ops(
+        "stub2_wrong_dtype",
+        family="test",
+        inputs=("x",),
+        forward=lambda x: x * 2.0,
+        vjps=(lambda g, ans, x: (g * 2.0).astype(np.float32),),
+        second_order=STUB,
+    )
+    x = leaf((3,))
+    with pytest.raises(tape.GradientError, match=r"stub2_wrong_dtype.*input 'x'.*float32"):
+        op(x).sum().backward(create_graph=True)
