@@ -323,7 +323,7 @@ def _check_embedding_bag(input, weight, offsets=None, per_sample_weights=None, *
     for name, supported in (("max_norm", None), ("scale_grad_by_freq", False), ("sparse", False)):
         value = getattr(a, name)
         require(
-            value is supported or value == supported,
+            value is supported,  # the flags are bools by now; max_norm's only supported value is None
             op,
             name,
             f"{supported} (tensors are immutable here: no renormalisation in place, no sparse gradients)",

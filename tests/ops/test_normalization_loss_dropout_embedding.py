@@ -600,3 +600,12 @@ def test_softmax_dtype_casts_first_as_torch(name, source, target):
 def test_softmax_dtype_refuses_a_non_float_dtype():
     with pytest.raises(TypeError, match="softmax: argument 'dtype' expected a floating dtype"):
         ops.softmax(tape.tensor(np.ones(3)), 0, dtype=np.int64)
+
+
+@pytest.mark.parametrize("max_norm", [np.ones(8), [1.0, 2.0], 2.0])
+def test_embedding_bag_refuses_a_max_norm_naming_the_op_and_argument(max_norm):
+    # torch's 4th positional parameter is max_norm: per_sample_weights passed there was an array compared with None
+    # by ==, and numpy's "truth value of an array is ambiguous" came out naming no op
+    weight = tape.tensor(np.random.default_rng(0).standard_normal((10, 3)))
+    with pytest.raises(ValueError, match=r"embedding_bag: argument 'max_norm' expected None"):
+        ops.embedding_bag(np.array([1, 2, 4, 5, 4, 3, 2, 9]), weight, np.array([0, 4]), max_norm)
