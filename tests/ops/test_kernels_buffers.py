@@ -3,14 +3,10 @@ else can reach it -- not while a Tensor, a view, a saved value, a gradient or a 
 linear's products come from them, so a training step stops faulting fresh pages in every step."""
 
 import gc
-import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from paths import REPO
+from page_faults import faults_per_step
 
 import ops
 import tape
@@ -84,7 +80,7 @@ def test_linear_results_are_right_when_their_buffers_are_reused(fresh):
 
 
 _LINEARS_LOOP = """
-import json, resource, sys
+import sys
 import numpy as np
 import ops, tape
 from ops._kernels import buffers
@@ -99,27 +95,7 @@ def step():
     w1.grad = w2.grad = None
     ops.linear(ops.linear(x, w1), w2).sum().backward()
 
-for _ in range(3):
-    step()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(10):
-    step()
-print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10))
 """
-
-
-def _faults_per_step(loop: str, arrays: str, pinned_malloc: bool = False) -> float:
-    """Minor page faults per step of ``loop`` run in a fresh process (one BLAS thread: no crossover measured at first
-    use, so malloc's history is the loop's own), with ``arrays`` "fresh" or "kept". ``pinned_malloc`` fixes glibc's
-    thresholds (trim the heap top past 128 KiB free, mmap nothing below 32 MiB), which otherwise follow the sizes
-    freed before."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    if pinned_malloc:
-        env.update(MALLOC_TRIM_THRESHOLD_="131072", MALLOC_MMAP_THRESHOLD_="33554432")
-    done = subprocess.run(
-        [sys.executable, "-c", loop, arrays], env=env, capture_output=True, text=True, timeout=120, check=True
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_a_training_loop_of_linears_stops_faulting_pages_in():
@@ -127,8 +103,8 @@ def test_a_training_loop_of_linears_stops_faulting_pages_in():
     fresh process with glibc's thresholds pinned, fresh products are faulted in again every step (480 minor page
     faults a step: glibc trims the top of its heap each time); kept, none are. (Run in the test process, the count
     depended on what earlier code had freed: 480 or 0 with tanh between the linears, whose output is fresh.)"""
-    assert _faults_per_step(_LINEARS_LOOP, "fresh", pinned_malloc=True) > 200  # the measure sees fresh products
-    assert _faults_per_step(_LINEARS_LOOP, "kept", pinned_malloc=True) < 50
+    assert faults_per_step(_LINEARS_LOOP, "fresh", pinned_malloc=True) > 200  # the measure sees fresh products
+    assert faults_per_step(_LINEARS_LOOP, "kept", pinned_malloc=True) < 50
 
 
 def _row_ops_step(x, w, b, targets):
@@ -157,7 +133,7 @@ def test_row_ops_results_are_right_when_their_buffers_are_reused(fresh, monkeypa
 
 
 _ROW_OPS_LOOP = """
-import json, resource, sys
+import sys
 import numpy as np
 import ops, tape
 from ops._kernels import buffers
@@ -172,12 +148,6 @@ def step():
     h = ops.gelu(ops.layer_norm(xt, (512,), wt, bt))
     ops.cross_entropy(ops.log_softmax(ops.softmax(h, dim=-1) * 4.0, dim=-1), targets).backward()
 
-for _ in range(3):
-    step()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(5):
-    step()
-print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5))
 """
 
 
@@ -185,5 +155,5 @@ def test_a_training_loop_of_row_ops_stops_faulting_pages_in():
     """layer_norm, gelu, softmax, log_softmax and cross_entropy at 4096 x 512 float32 (8 MiB arrays): fresh, every
     step faults its outputs and gradients in again (5,600-6,900 minor page faults a step); kept, none (the ops'
     temporaries inside a step still come and go: with glibc's thresholds pinned low they are faulted in too)."""
-    assert _faults_per_step(_ROW_OPS_LOOP, "fresh") > 1000  # the measure sees fresh arrays
-    assert _faults_per_step(_ROW_OPS_LOOP, "kept") < 500
+    assert faults_per_step(_ROW_OPS_LOOP, "fresh", steps=5) > 1000  # the measure sees fresh arrays
+    assert faults_per_step(_ROW_OPS_LOOP, "kept", steps=5) < 500
