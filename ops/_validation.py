@@ -18,6 +18,7 @@ __all__ = [
     "require_dtype_of_input",
     "require_a_float",
     "require_bool",
+    "one_of",
 ]
 
 
@@ -36,6 +37,15 @@ def broadcast_or_fail(op: str, argument: str, shapes, expected: str, got, to: tu
         shape, fits = (), False
     require(fits, op, argument, expected, got)
     return shape
+
+
+def one_of(op: str, argument: str, value, choices: tuple, expected: str | None = None):
+    """``value`` when it is one of ``choices`` (strings, numbers, None), else the refusal naming ``argument``. Only a
+    value of those kinds is compared, so an array is refused by name, not by numpy's ambiguous truth value."""
+    kind = isinstance(value, str | int | float | np.integer | np.floating | type(None)) and not isinstance(value, bool)
+    if kind and value in choices:
+        return value
+    raise ValueError(f"{op}: argument '{argument}' expected {expected or f'one of {choices}'}, got {value!r}")
 
 
 def real(op: str, argument: str, value, expected: str = "a real number", hint: str = "") -> float:

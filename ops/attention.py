@@ -22,6 +22,7 @@ from tape.registry import Grad, Sample, defop
 from ._kernels.flash import attention_backward, attention_forward, dropout_keep_mask
 from ._onnx import NotExportable
 from ._samples import uniform
+from ._validation import one_of
 
 OP = "scaled_dot_product_attention"
 ALIGNMENTS = ("top_left", "bottom_right")
@@ -235,8 +236,7 @@ def _check(query, key, value, attn_mask=None, **attributes):
     for flag, value in (("is_causal", o.is_causal), ("enable_gqa", o.enable_gqa)):
         if not isinstance(value, bool | np.bool_):
             _fail(flag, "a bool", repr(value), TypeError)
-    if o.causal_alignment not in ALIGNMENTS:
-        _fail("causal_alignment", f"one of {ALIGNMENTS}", repr(o.causal_alignment))
+    one_of(OP, "causal_alignment", o.causal_alignment, ALIGNMENTS)
     if o.dropout_seed is not None and (
         isinstance(o.dropout_seed, bool) or not isinstance(o.dropout_seed, numbers.Integral) or o.dropout_seed < 0
     ):

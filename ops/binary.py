@@ -867,6 +867,7 @@ def _declare_three(name, combine, vjps):
         forward=_three(name, combine),
         vjps=vjps,
         samples=_three_samples(),
+        check=lambda input, tensor1, tensor2, value=1: real(name, "value", value),
         torch_ref=lambda torch, input, tensor1, tensor2, value=1: getattr(torch, name)(
             input, tensor1, tensor2, value=value
         ),

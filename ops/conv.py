@@ -200,6 +200,11 @@ def _scatter_windows(grad_windows: np.ndarray, padded_shape: tuple, stride: tupl
     return grad
 
 
+def _no_stride(stride) -> bool:
+    """A pool's stride left to its default (None, or torch's empty tuple / list): the kernel size."""
+    return stride is None or (isinstance(stride, tuple | list) and len(stride) == 0)
+
+
 def _pad(x: np.ndarray, pads: tuple, value=0) -> np.ndarray:
     """Pad the spatial axes of (A, B, *spatial) ``x`` by ``pads``, one (before, after) pair per spatial axis."""
     if not any(before or after for before, after in pads):
@@ -675,9 +680,7 @@ class _PoolGeometry:
 
     def __init__(self, op, shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=2):
         self.kernel = _ints(op, "kernel_size", kernel_size, spatial, 1)
-        self.stride = (
-            self.kernel if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, spatial, 1)
-        )
+        self.stride = self.kernel if _no_stride(stride) else _ints(op, "stride", stride, spatial, 1)
         padding = _ints(op, "padding", padding, spatial, 0)
         self.dilation = _ints(op, "dilation", dilation, spatial, 1)
         require_bool(op, "ceil_mode", ceil_mode)
@@ -1356,7 +1359,7 @@ conv_transpose1d = _conv_transpose_op(
 def _pool1d_args(op, kernel_size, stride, padding, dilation=1) -> tuple[tuple, tuple, tuple, tuple]:
     """1-D pooling arguments as the 2-D ones of a height-1 pooling."""
     k = _ints(op, "kernel_size", kernel_size, 1, 1)[0]
-    s = k if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, 1, 1)[0]
+    s = k if _no_stride(stride) else _ints(op, "stride", stride, 1, 1)[0]
     p = _ints(op, "padding", padding, 1, 0)[0]
     d = _ints(op, "dilation", dilation, 1, 1)[0]
     return (1, k), (1, s), (0, p), (1, d)
@@ -1516,7 +1519,7 @@ def _unpool_size(op, shape, kernel_size, stride, padding, output_size):
     (as (H, W) or an (N, C, H, W) shape whose last two entries are used), less than a stride from that default,
     as torch."""
     kernel = _ints(op, "kernel_size", kernel_size, 2, 1)
-    strides = kernel if stride is None or stride == () or stride == [] else _ints(op, "stride", stride, 2, 1)
+    strides = kernel if _no_stride(stride) else _ints(op, "stride", stride, 2, 1)
     pads = _ints(op, "padding", padding, 2, 0)
     default = tuple((n - 1) * s - 2 * p + k for n, s, p, k in zip(shape[-2:], strides, pads, kernel))
     if output_size is None:

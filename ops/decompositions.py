@@ -18,7 +18,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, integer, normalize_dim, real, require, require_bool, require_float
+from ._validation import broadcast_or_fail, integer, normalize_dim, one_of, real, require, require_bool, require_float
 from .reduce import _norm_of, _norm_vjp_of
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -1928,6 +1928,7 @@ matrix_rank = defop(
 
 
 def _check_cond(A, p=None):
+    one_of("cond", "p", p, (None, "fro", "nuc", np.inf, -np.inf, 1, -1, 2, -2))
     if p in (None, 2, -2):
         _check_matrices("cond", A, square=False)
     else:
@@ -2003,7 +2004,7 @@ _LSTSQ_DRIVERS = (None, "gels", "gelsy", "gelsd", "gelss")
 def _check_lstsq(A, B, rcond=None, *, driver=None):
     _check_matrices("lstsq", A, square=False)
     _same_dtype("lstsq", ("A", "B"), (A, B))
-    require(driver in _LSTSQ_DRIVERS, "lstsq", "driver", f"one of {_LSTSQ_DRIVERS} (CPU drivers)", repr(driver))
+    one_of("lstsq", "driver", driver, _LSTSQ_DRIVERS, f"one of {_LSTSQ_DRIVERS} (CPU drivers)")
     if rcond is not None:
         real("lstsq", "rcond", rcond, "None or a number")
     require(

@@ -46,7 +46,7 @@ from . import _numpy
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, scalar
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, normalize_dim, require_bool, require_dtype_of_input, require_integer
+from ._validation import broadcast_or_fail, normalize_dim, one_of, require_bool, require_dtype_of_input, require_integer
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -1022,8 +1022,7 @@ _REDUCE_UFUNC = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.
 
 
 def _check_scatter_reduce(input, index, src, dim, reduce, include_self=True):
-    if reduce not in _REDUCES:
-        raise ValueError(f"scatter_reduce: argument 'reduce' expected one of {_REDUCES}, got {reduce!r}")
+    one_of("scatter_reduce", "reduce", reduce, _REDUCES)
     require_bool("scatter_reduce", "include_self", include_self)
     _check_along("scatter_reduce", input, index, dim, src=src)
     if reduce == "mean" and input.dtype == np.bool_:
@@ -1545,8 +1544,7 @@ def _expanded_index(input, index, source, dim):
 
 
 def _check_index_reduce(input, index, source, dim, reduce, include_self=True):
-    if reduce not in _INDEX_REDUCES:
-        raise ValueError(f"index_reduce: argument 'reduce' expected one of {_INDEX_REDUCES}, got {reduce!r}")
+    one_of("index_reduce", "reduce", reduce, _INDEX_REDUCES)
     require_bool("index_reduce", "include_self", include_self)
     if reduce == "mean" and input.dtype == np.bool_:
         raise TypeError("index_reduce: argument 'input' expected a numeric tensor for reduce='mean', got dtype bool")

@@ -959,19 +959,20 @@ vector_norm = _on_input(
 
 def _p_of(p):
     """torch.norm's p as vector_norm's ord: 'fro' is the 2-norm over the given dims (torch: at most 2 of them)."""
-    if p == "fro":
+    if isinstance(p, str) and p == "fro":
         return 2.0
     if isinstance(p, str):
         raise NotImplementedError(
             f"norm: argument 'p' is {p!r}; minitape supports 'fro' and numbers (for the nuclear norm use svd)"
         )
-    return p
+    return real("norm", "p", p, "'fro' or a number")
 
 
 def _norm(input, p="fro", dim=None, keepdim=False):
+    ord = _p_of(p)
     if p == "fro" and isinstance(dim, tuple | list) and len(dim) > 2:
         raise ValueError(f"norm: p='fro' takes at most 2 dims (torch's matrix norm), got dim={dim!r}")
-    return _norm_of("norm", input, _p_of(p), dim, keepdim)
+    return _norm_of("norm", input, ord, dim, keepdim)
 
 
 def _norm_vjp(g, ans, input, p="fro", dim=None, keepdim=False):

@@ -25,7 +25,7 @@ from tape.tensors import Tensor
 
 from ._onnx import NotExportable, index_map
 from ._samples import transposed, uniform
-from ._validation import functional, integer, require, require_bool, require_float
+from ._validation import functional, integer, one_of, require, require_bool, require_float
 
 FAMILY = "sampling"
 
@@ -391,8 +391,8 @@ def _check_grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align
         "non-empty channel and spatial dims",
         f"shape {input.shape}",
     )
-    require(mode in _GRID_MODES, op, "mode", "'bilinear' or 'nearest' ('bicubic' is not supported yet)", repr(mode))
-    require(padding_mode in _GRID_PADDINGS, op, "padding_mode", "'zeros', 'border' or 'reflection'", repr(padding_mode))
+    one_of(op, "mode", mode, _GRID_MODES, "'bilinear' or 'nearest' ('bicubic' is not supported yet)")
+    one_of(op, "padding_mode", padding_mode, _GRID_PADDINGS, "'zeros', 'border' or 'reflection'")
     if align_corners is not None and not isinstance(align_corners, bool | np.bool_):
         raise TypeError(f"{op}: argument 'align_corners' expected None or a bool, got {type(align_corners).__name__}")
 

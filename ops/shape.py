@@ -58,7 +58,7 @@ from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, integer, normalize_dim, normalize_dims, require_dtype_of_input
+from ._validation import broadcast_or_fail, integer, normalize_dim, normalize_dims, real, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -572,7 +572,7 @@ def _pad(input, pad, mode="constant", value=None):
         for axis, before, after in widths:
             crop[axis] = slice(max(-before, 0), x.shape[axis] - max(-after, 0))
             grow[axis] = (max(before, 0), max(after, 0))
-        fill = 0 if value is None else value
+        fill = 0 if value is None else real("pad", "value", value)
         return np.pad(x[tuple(crop)], grow, constant_values=np.asarray(fill).astype(x.dtype))
     for axis, before, after in widths:
         x = np.take(x, _source_positions(x.shape[axis], before, after, mode), axis=axis)

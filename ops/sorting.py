@@ -28,7 +28,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import transposed, uniform
-from ._validation import integer, normalize_dim, require, require_bool
+from ._validation import integer, normalize_dim, one_of, require_bool
 from .indexing import scatter_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -646,7 +646,7 @@ def _check_quantile(op, input, q, dim, keepdim, interpolation):
     if np.any(~((q >= 0) & (q <= 1))):
         raise ValueError(f"{op}: argument 'q' expected values in [0, 1], got {q}")
     require_bool(op, "keepdim", keepdim)
-    require(interpolation in _INTERPOLATIONS, op, "interpolation", f"one of {_INTERPOLATIONS}", repr(interpolation))
+    one_of(op, "interpolation", interpolation, _INTERPOLATIONS)
     if dim is not None:
         normalize_dim(op, dim, input.ndim)
     if input.size == 0:  # torch refuses every empty input
