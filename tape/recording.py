@@ -194,9 +194,9 @@ def apply(op, *args, **kwargs):
         op.check_passes_floats and arrays[0].dtype.kind == "f" and (n == 1 or arrays[1].dtype.kind == "f")
     ):
         check(*arrays, **attrs)
-    forward = op.quiet_forward
-    if forward is None:
-        out = op.forward(*arrays)
+    forward, quiet = op.forward_call
+    if not quiet:
+        out = forward(*arrays)
     else:  # what the ``quiet`` wrapper does, without its frame
         token = numpy_errors_set(NUMPY_QUIET)
         try:

@@ -178,7 +178,6 @@ class Op:
         # the forward and the rules as (function, quiet?): a ``quiet`` one unwrapped, numpy's warnings switched off
         # around it by ``apply`` / ``_first_order_walk`` themselves (one frame fewer)
         self.forward_call = unwrapped(self.forward)
-        self.quiet_forward = self.forward_call[0] if self.forward_call[1] else None  # (``apply`` reads it so)
         # one rule per input, no stub, no sequence, one output: ``_first_order_walk`` calls them directly
         direct = self.vjps is not None and not self.has_stub and not self.has_sequence and self.n_outputs == 1
         self.direct_rules = tuple(map(unwrapped, self.vjps or ())) if direct else None
