@@ -113,17 +113,7 @@ def _inputs_leading_to(nodes_descending, source_ids, allowed) -> dict:
     return leading
 
 
-def reverse_pass(
-    roots,
-    seeds,
-    *,
-    retain_graph: bool,
-    sources=None,
-    allowed=None,
-    create_graph: bool = False,
-    hooks: bool = True,
-    nodes=None,
-):
+def reverse_pass(roots, seeds, *, retain_graph, sources=None, allowed=None, create_graph=False, hooks=True, nodes=None):
     """Propagate ``seeds`` from ``roots`` back through the recorded nodes.
 
     With ``sources=None`` the gradients accumulate into ``.grad`` of the leaves that require grad. With a
@@ -295,41 +285,34 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
         arrays, ans, aux = residuals
         attrs = node.attrs if aux is None else {**node.attrs, **aux}
         parents = node.parents
-        to_leaves = token = None  # token: set while numpy's warnings are off (for a run of quiet rules)
-        try:
-            for i in range(len(needs)):  # (indices rather than zip: fewer temporary objects per node)
-                if needs[i]:
-                    rule, quiet = rules[i]
-                    if quiet is not (token is not None):  # numpy's warnings off for a quiet rule, back on after
-                        if token is not None:
-                            numpy_errors_reset(token)
-                        token = numpy_errors_set(NUMPY_QUIET) if quiet else None
-                    try:
-                        grad = rule(g, ans, *arrays, **attrs) if attrs else rule(g, ans, *arrays)
-                    except (GradientError, BackwardNotImplementedError):
-                        raise
-                    except Exception as e:  # a bug in a rule: name the op and the inputs, keep the original as cause
-                        raise _rule_failed(node, needs, e) from e
-                    expected = arrays[i]
-                    if (
-                        type(grad) is not np.ndarray
-                        or grad.shape != expected.shape
-                        or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype)
-                    ):
-                        grad = _checked_result(node, i, grad, expected)
-                    parent = parents[i]
-                    if parent is None:
-                        to_leaves = [*(to_leaves or ()), (node.leaves[i], grad)]
-                    elif (previous := get(parent)) is None:
-                        grads[parent] = grad
-                    else:
-                        if token is not None:
-                            numpy_errors_reset(token)
-                            token = None
-                        grads[parent] = add_gradients(previous, grad)
-        finally:
-            if token is not None:
-                numpy_errors_reset(token)
+        to_leaves = None
+        for i in range(len(needs)):  # (indices rather than zip: fewer temporary objects per node)
+            if needs[i]:
+                rule, quiet = rules[i]
+                token = numpy_errors_set(NUMPY_QUIET) if quiet else None  # numpy's warnings off for a quiet rule
+                try:
+                    grad = rule(g, ans, *arrays, **attrs) if attrs else rule(g, ans, *arrays)
+                except (GradientError, BackwardNotImplementedError):
+                    raise
+                except Exception as e:  # a bug in a rule: name the op and the inputs, keep the original as cause
+                    raise _rule_failed(node, needs, e) from e
+                finally:
+                    if token is not None:
+                        numpy_errors_reset(token)
+                expected = arrays[i]
+                if (
+                    type(grad) is not np.ndarray
+                    or grad.shape != expected.shape
+                    or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype)
+                ):
+                    grad = _checked_result(node, i, grad, expected)
+                parent = parents[i]
+                if parent is None:
+                    to_leaves = [*(to_leaves or ()), (node.leaves[i], grad)]
+                elif (previous := get(parent)) is None:
+                    grads[parent] = grad
+                else:
+                    grads[parent] = add_gradients(previous, grad)
         for leaf, grad in to_leaves or ():
             deliver(leaf, grad)
         if not retain_graph:

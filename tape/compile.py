@@ -226,15 +226,7 @@ class _Trace:
                 tensors[i] = scalar_constant(a, s)
         if len(self.candidates) > 1:
             self.candidates = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == call.key]
-        if not call.single:
-            return self._enter(op, tensors, op.attr_defaults, None, (), captured, call)
-        shape, dtype, requires_grad = call.out_specs[0]
-        p = _NEW(_Pending)  # ``_placeholder``, inline
-        _SET_DATA(p, (shape, dtype, cell, call.first))
-        _SET_NODE(p, None)
-        p._requires_grad, p._grad, p.id, p._version, p.name = requires_grad, None, next(_ids), 0, None
-        self.entries.append((op, tensors, op.attr_defaults, None, (), captured, (p,), p))
-        return p
+        return self._enter(op, tensors, op.attr_defaults, None, (), captured, call)
 
     def _slow(self, op, args, kwargs, k):
         """The call bound and coerced as eager does, keyed, matched against the candidates' entry k."""
@@ -391,44 +383,37 @@ class _Plan:
         Nodes made, last first."""
         watched = STATE.watched
         made: list = []
-        token = None  # set while numpy's warnings are off (a run of quiet forwards)
-        try:
-            for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
-                short = call.short if e[3] is None else None
-                if short is None or short[0] is not None:  # the check, run_op: under the caller's warnings
-                    if token is not None:
-                        numpy_errors_reset(token)
-                        token = None
-                    if short is None:
-                        made.extend(_run_traced(k, call, e, trace))
-                        continue
-                arrays = []  # (a loop: a comprehension is a call of its own on Python 3.11)
-                for t in e[1]:
-                    arrays.append(t._data)
-                if short[0] is not None:
-                    short[0](*arrays, **e[2])
-                if short[2] and token is None:  # numpy's warnings off for a quiet forward (as apply), on after
-                    token = numpy_errors_set(NUMPY_QUIET)
-                elif token is not None and not short[2]:
+        for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
+            if call.short is None or e[3] is not None:
+                made.extend(_run_traced(k, call, e, trace))
+                continue
+            check, forward, quiet, shape, dtype = call.short
+            arrays = []  # (a loop: a comprehension is a call of its own on Python 3.11)
+            for t in e[1]:
+                arrays.append(t._data)
+            if check is not None:
+                check(*arrays, **e[2])
+            if not quiet:
+                out = forward(*arrays)
+            else:  # numpy's warnings off around a quiet forward, as apply
+                token = numpy_errors_set(NUMPY_QUIET)
+                try:
+                    out = forward(*arrays)
+                finally:
                     numpy_errors_reset(token)
-                    token = None
-                out = short[1](*arrays)
-                if type(out) is not np.ndarray:
-                    out = np.asarray(out)
-                if out.shape != short[3] or (out.dtype is not short[4] and out.dtype != short[4]):
-                    _unplanned(k, call, e, (out,), trace)
-                node = None
-                if call.grad_enabled and out.dtype.kind == "f":
-                    node = _node_for(call.op, e[2], e[1], arrays, out, None, (), watched)
-                p = e[6][0]
-                p.__class__ = Tensor  # the Tensor eager makes (``Tensor._wrap``), in the placeholder fn holds
-                p._data, p._node, p._requires_grad = _readonly(out), node, node is not None
-                if node is not None:
-                    node.out_id = p.id
-                    made.append(node)
-        finally:
-            if token is not None:
-                numpy_errors_reset(token)
+            if type(out) is not np.ndarray:
+                out = np.asarray(out)
+            if out.shape != shape or (out.dtype is not dtype and out.dtype != dtype):
+                _unplanned(k, call, e, (out,), trace)
+            node = None
+            if call.grad_enabled and out.dtype.kind == "f":
+                node = _node_for(call.op, e[2], e[1], arrays, out, None, (), watched)
+            p = e[6][0]
+            p.__class__ = Tensor  # the Tensor eager makes (``Tensor._wrap``), in the placeholder fn holds
+            p._data, p._node, p._requires_grad = _readonly(out), node, node is not None
+            if node is not None:
+                node.out_id = p.id
+                made.append(node)
         trace.entries = []
         made.reverse()
         return made
