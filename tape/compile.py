@@ -20,8 +20,8 @@ import numpy as np
 from . import arguments
 from .arguments import scalar_constant
 from .autodiff import reverse_pass, seed_gradients
-from .recording import ResolvedAttributes, _node_for, bind_call, run_op
-from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
+from .recording import ResolvedAttributes, _node_for, bind_call, run_op, short_forward
+from .state import STATE, enable_grad
 from .tensors import Tensor, _ids, _readonly
 
 __all__ = ["compile", "CompiledStep", "CompileError"]
@@ -393,16 +393,7 @@ class _Plan:
                 arrays.append(t._data)
             if check is not None:
                 check(*arrays, **e[2])
-            if not quiet:
-                out = forward(*arrays)
-            else:  # numpy's warnings off around a quiet forward, as apply
-                token = numpy_errors_set(NUMPY_QUIET)
-                try:
-                    out = forward(*arrays)
-                finally:
-                    numpy_errors_reset(token)
-            if type(out) is not np.ndarray:
-                out = np.asarray(out)
+            out = short_forward(forward, quiet, arrays)
             if out.shape != shape or (out.dtype is not dtype and out.dtype != dtype):
                 _unplanned(k, call, e, (out,), trace)
             node = None

@@ -345,10 +345,13 @@ def test_an_output_shape_that_differs_from_the_plan_gives_eagers_result_when_fn_
     assert (step.records, step.replays) == (1, 3)  # the plan ran with the data's shapes: values from the data
 
 
-def test_an_output_shape_fn_read_from_the_plan_is_refused_when_the_data_gives_another():
+@pytest.mark.parametrize(
+    "read", [lambda y: y.shape[0], lambda y: y.size(0), lambda y: y.numel(), lambda y: y.ndim * y.dim() * 4]
+)
+def test_an_output_shape_fn_read_from_the_plan_is_refused_when_the_data_gives_another(read):
     def fn(x, repeats):
         y = ops.repeat_interleave(x, repeats)
-        return ops.sum(y) * float(y.shape[0])  # fn reads the planned shape
+        return ops.sum(y) * float(read(y))  # fn reads the planned shape
 
     step = compile(fn)
     x = np.arange(3, dtype=np.float32)
@@ -356,6 +359,17 @@ def test_an_output_shape_fn_read_from_the_plan_is_refused_when_the_data_gives_an
     with pytest.raises(CompileError, match="'repeat_interleave' gave output"):
         step(x, np.array([2, 2, 2]))
     assert step(x, np.array([2, 2, 2]))[0].item() == fn(tape.tensor(x), np.array([2, 2, 2])).item()
+
+
+def test_len_reads_the_values_so_the_datas_shape():
+    def fn(x, repeats):
+        y = ops.repeat_interleave(x, repeats)
+        return ops.sum(y) * float(len(y))  # len reads y's values: the trace runs eagerly from there
+
+    step = compile(fn)
+    x = np.arange(3, dtype=np.float32)
+    for repeats in ([1, 2, 1], [2, 1, 1], [2, 2, 2]):
+        assert step(x, np.array(repeats))[0].item() == fn(tape.tensor(x), np.array(repeats)).item()
 
 
 def test_a_planned_shape_read_before_the_trace_turned_eager_is_refused():
