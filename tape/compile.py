@@ -52,6 +52,7 @@ class CompiledStep:
             raise ValueError(f"compile: max_plans must be >= 1, got {max_plans}")
         self.recompile, self.max_plans = recompile, max_plans
         self._plans: list[_Plan] = []
+        self._eager_at: set = set()  # (index, op) of calls whose output shape fn read and the data changed
         self.records = self.replays = 0
 
     def reset(self) -> None:
@@ -88,7 +89,7 @@ class CompiledStep:
             trace.close()  # the recording is complete: the backward is not part of it
             result = self._result(loss)
             self.records += 1
-            plan = _build(trace.records, loss)
+            plan = _build(trace.records, loss, self._eager_at)
             if plan is not None:
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
@@ -355,8 +356,6 @@ def _key_or_none(v):
 def _difference(key, call) -> str:
     if call is None:
         return "the plan has no op there"
-    if call.key is None:
-        return "it runs eagerly at every call (it draws randomness in its forward, or shapes its output by the data)"
     if key is None:
         return "it reads a tensor with a graph made outside fn"
     names = ("the op", "its sequence lengths", "its attributes", "its tensor inputs", "grad mode")
@@ -395,7 +394,7 @@ class _Plan:
                 check(*arrays, **e[2])
             out = short_forward(forward, quiet, arrays)
             if out.shape != shape or (out.dtype is not dtype and out.dtype != dtype):
-                _unplanned(k, call, e, (out,), trace)
+                _check_outputs(k, call, e, (out,), trace)
             node = None
             if call.grad_enabled and out.dtype.kind == "f":
                 node = _node_for(call.op, e[2], e[1], arrays, out, None, (), watched)
@@ -430,10 +429,7 @@ def _run_traced(k, call, e, trace, record=False) -> list:
         for t, a, v in restore:
             t._data, t._version = a, v
     reals = (real,) if isinstance(real, Tensor) else tuple(real)
-    if isinstance(real, Tensor) != call.single or [(r.shape, r.dtype) for r in reals] != [
-        s[:2] for s in call.out_specs
-    ]:
-        _unplanned(k, call, e, [r._data for r in reals], trace)
+    _check_outputs(k, call, e, [r._data for r in reals], trace)
     for p, r in zip(outs, reals):  # the placeholders become the Tensors eager made
         p.__class__ = Tensor
         p._data, p._node, p._requires_grad = r._data, r._node, r._requires_grad
@@ -444,14 +440,18 @@ def _run_traced(k, call, e, trace, record=False) -> list:
     return [r._node for r in reals if r._node is not None]
 
 
-def _unplanned(k, call, e, outs, trace) -> None:
-    """Outputs of other shapes than the plan's (the data shapes them: a boolean mask, repeats): eager's values all
-    the same, unless fn read a planned shape of them (or the dtypes or the count differ): CompileError then."""
+def _check_outputs(k, call, e, outs, trace) -> None:
+    """A call's outputs against the plan's: other shapes (the data shapes them: a boolean mask, repeats) are eager's
+    values all the same, unless fn read a planned shape of them; that, or other dtypes or counts: CompileError."""
     specs = call.out_specs
     if len(outs) == len(specs) and all(o.dtype == s[1] for o, s in zip(outs, specs)):
-        if not any(call.first + m in trace.shapes_read for m in range(len(specs))):
+        if all(o.shape == s[0] for o, s in zip(outs, specs)) or not any(
+            call.first + m in trace.shapes_read for m in range(len(specs))
+        ):
             return
-    call.key = call.fast = None  # traced eagerly from now on
+    step = trace.step  # this call runs eagerly from now on: no plan is kept with it
+    step._eager_at.add((k, call.op))
+    step._plans = [p for p in step._plans if all(c is not call for c in p.calls)]
     raise CompileError(
         f"compile: op #{k} '{e[0].name}' gave output(s) {[(o.shape, o.dtype.name) for o in outs]} where "
         f"the plan has {[(s[0], s[1].name) for s in specs]}: its shape depends on the data (a boolean mask?), and "
@@ -459,9 +459,10 @@ def _unplanned(k, call, e, outs, trace) -> None:
     )
 
 
-def _build(records, loss):
-    """The plan of an eager call's recording, or None when a trace could never match it safely (it reads a graph
-    made outside fn, or its loss is not one of its ops' outputs)."""
+def _build(records, loss, eager_at):
+    """The plan of an eager call's recording, or None when a trace could never match it (it reads a graph made
+    outside fn, its loss is not one of its ops' outputs, or a call runs eagerly every time: one that draws in its
+    forward or has an attribute without a key, or one in ``eager_at``)."""
     slot_of: dict[int, int] = {}
     calls = []
     for op, tensors, attrs, result, _node, seq_lens, grad_enabled in records:
@@ -474,7 +475,9 @@ def _build(records, loss):
         given = attrs.given if isinstance(attrs, ResolvedAttributes) else attrs
         draws = any(_key_or_none(v) != _key_or_none(given[k]) for k, v in attrs.items() if k in given)
         attr_key = None if draws else _key_or_none(given)  # a draw runs eagerly: in eager's order with fn's own
-        call.key = None if attr_key is None else (op, seq_lens, attr_key, tuple(keys), grad_enabled)
+        if attr_key is None or (len(calls), op) in eager_at:
+            return None
+        call.key = (op, seq_lens, attr_key, tuple(keys), grad_enabled)
         call.op, call.fast, call.grad_enabled, call.single = op, None, grad_enabled, isinstance(result, Tensor)
         results = (result,) if call.single else tuple(result)
         call.out_specs = tuple((r.shape, r.dtype, r._requires_grad) for r in results)

@@ -358,7 +358,10 @@ def test_an_output_shape_fn_read_from_the_plan_is_refused_when_the_data_gives_an
     step(x, np.array([1, 2, 1])), step(x, np.array([2, 1, 1]))
     with pytest.raises(CompileError, match="'repeat_interleave' gave output"):
         step(x, np.array([2, 2, 2]))
-    assert step(x, np.array([2, 2, 2]))[0].item() == fn(tape.tensor(x), np.array([2, 2, 2])).item()
+    replays = step.replays
+    for repeats in ([2, 2, 2], [1, 1, 1], [3, 1, 2], [1, 1, 1]):  # eager from then on: no plan, no other error
+        assert step(x, np.array(repeats))[0].item() == fn(tape.tensor(x), np.array(repeats)).item()
+    assert step.replays == replays and "0 plan(s)" in repr(step)
 
 
 def test_len_reads_the_values_so_the_datas_shape():
@@ -412,7 +415,7 @@ def test_an_op_drawing_randomness_runs_eagerly_at_every_call():
         eager.backward()
         assert loss.item() == eager.item() and np.array_equal(grad, x.grad.numpy())
         x.grad = None
-    assert step.replays == 0
+    assert step.replays == 0 and "0 plan(s)" in repr(step)  # a plan that can never replay is not kept
 
 
 def test_bad_results_and_arguments():
