@@ -87,8 +87,10 @@ def _forward(
     """
     options = _options(query, key, locals())  # the forward's own parameters, each by name
     out, row_max, row_log_sum = attention_forward(query, key, value, attn_mask, **options)
-    # dropout_seed: the seed actually drawn is recorded as the attribute, so replay and the composite reuse it
-    return out, {"row_max": row_max, "row_log_sum": row_log_sum, "options": options, "dropout_seed": options["seed"]}
+    aux = {"row_max": row_max, "row_log_sum": row_log_sum, "options": options}
+    if dropout_seed is None and dropout_p:  # a drawn seed is recorded as the attribute (replay, the composite)
+        aux["dropout_seed"] = options["seed"]
+    return out, aux
 
 
 def _joint_vjp(g, ans, query, key, value, attn_mask=None, *, needs, row_max, row_log_sum, options, **attributes):

@@ -113,15 +113,14 @@ def _inputs_leading_to(nodes_descending, source_ids, allowed) -> dict:
     return leading
 
 
-def reverse_pass(
-    roots, seeds, *, retain_graph: bool, sources=None, allowed=None, create_graph: bool = False, hooks: bool = True
-):
+def reverse_pass(roots, seeds, *, retain_graph, sources=None, allowed=None, create_graph=False, hooks=True, nodes=None):
     """Propagate ``seeds`` from ``roots`` back through the recorded nodes.
 
     With ``sources=None`` the gradients accumulate into ``.grad`` of the leaves that require grad. With a
     list of source tensors only the paths leading to them are computed and ``{tensor id: array}`` is
     returned. ``allowed`` restricts the walk to a tape's own nodes (others count as constants). ``hooks=False``
-    (an inner pass of the engine's own, through a composite) runs no tensor hooks.
+    (an inner pass of the engine's own, through a composite) runs no tensor hooks. ``nodes``: every node the roots
+    can reach, in decreasing index, when the caller made them all (a compiled step's plan): not searched for again.
     """
     walk = _Pass(sources, allowed, retain_graph, create_graph, hooks and bool(HOOKS))
     grads = walk.grads
@@ -131,7 +130,8 @@ def reverse_pass(
             walk.deliver(root, seed)
         else:
             grads[node] = seed if node not in grads else add_gradients(grads[node], seed)
-    nodes = _reachable(list(grads), allowed)
+    if nodes is None:
+        nodes = _reachable(list(grads), allowed)
     if walk.source_ids is not None:
         walk.leading = _inputs_leading_to(nodes, walk.source_ids, allowed)
     if create_graph or walk.anomaly or walk.source_ids is not None or allowed is not None or walk.hooks:
@@ -285,41 +285,34 @@ def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
         arrays, ans, aux = residuals
         attrs = node.attrs if aux is None else {**node.attrs, **aux}
         parents = node.parents
-        to_leaves = token = None  # token: set while numpy's warnings are off (for a run of quiet rules)
-        try:
-            for i in range(len(needs)):  # (indices rather than zip: fewer temporary objects per node)
-                if needs[i]:
-                    rule, quiet = rules[i]
-                    if quiet is not (token is not None):  # numpy's warnings off for a quiet rule, back on after
-                        if token is not None:
-                            numpy_errors_reset(token)
-                        token = numpy_errors_set(NUMPY_QUIET) if quiet else None
-                    try:
-                        grad = rule(g, ans, *arrays, **attrs) if attrs else rule(g, ans, *arrays)
-                    except (GradientError, BackwardNotImplementedError):
-                        raise
-                    except Exception as e:  # a bug in a rule: name the op and the inputs, keep the original as cause
-                        raise _rule_failed(node, needs, e) from e
-                    expected = arrays[i]
-                    if (
-                        type(grad) is not np.ndarray
-                        or grad.shape != expected.shape
-                        or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype)
-                    ):
-                        grad = _checked_result(node, i, grad, expected)
-                    parent = parents[i]
-                    if parent is None:
-                        to_leaves = [*(to_leaves or ()), (node.leaves[i], grad)]
-                    elif (previous := get(parent)) is None:
-                        grads[parent] = grad
-                    else:
-                        if token is not None:
-                            numpy_errors_reset(token)
-                            token = None
-                        grads[parent] = add_gradients(previous, grad)
-        finally:
-            if token is not None:
-                numpy_errors_reset(token)
+        to_leaves = None
+        for i in range(len(needs)):  # (indices rather than zip: fewer temporary objects per node)
+            if needs[i]:
+                rule, quiet = rules[i]
+                token = numpy_errors_set(NUMPY_QUIET) if quiet else None  # numpy's warnings off for a quiet rule
+                try:
+                    grad = rule(g, ans, *arrays, **attrs) if attrs else rule(g, ans, *arrays)
+                except (GradientError, BackwardNotImplementedError):
+                    raise
+                except Exception as e:  # a bug in a rule: name the op and the inputs, keep the original as cause
+                    raise _rule_failed(node, needs, e) from e
+                finally:
+                    if token is not None:
+                        numpy_errors_reset(token)
+                expected = arrays[i]
+                if (
+                    type(grad) is not np.ndarray
+                    or grad.shape != expected.shape
+                    or (grad.dtype is not expected.dtype and grad.dtype != expected.dtype)
+                ):
+                    grad = _checked_result(node, i, grad, expected)
+                parent = parents[i]
+                if parent is None:
+                    to_leaves = [*(to_leaves or ()), (node.leaves[i], grad)]
+                elif (previous := get(parent)) is None:
+                    grads[parent] = grad
+                else:
+                    grads[parent] = add_gradients(previous, grad)
         for leaf, grad in to_leaves or ():
             deliver(leaf, grad)
         if not retain_graph:
@@ -421,53 +414,16 @@ def _call_rules(op, node, g, ans, inputs, needs, attrs) -> list:
 
 
 def _input_gradients(node, g, needs) -> list:
-    """Call the op's rules for the inputs in ``needs`` and validate what they return."""
+    """THE backward call of an op application on arrays: its rules for the inputs in ``needs`` (the forward's aux
+    with the attributes), every result validated (an array of its input's shape and dtype, else GradientError
+    naming the op and the input). ``_first_order_walk`` inlines this for ops with direct rules."""
     _check_node(node, needs)
     arrays, ans, aux = node.residuals
-    return input_gradients(node, g, ans, arrays, node.attrs if aux is None else {**node.attrs, **aux}, needs)
-
-
-def input_gradients(node, g, ans, arrays, attrs, needs) -> list:
-    """THE backward call of an op application on arrays, shared by the reverse pass and a compiled step's plan:
-    its rules for the inputs in ``needs`` with the forward's aux in ``attrs``, every result validated (an array of
-    its input's shape and dtype, else GradientError naming the op and the input). ``node`` names the application
-    (its op and sequence lengths). ``_first_order_walk`` inlines this for ops with direct rules."""
-    rules = node.op.direct_rules
-    if rules is not None:
-        return _direct_input_gradients(node, rules, g, ans, arrays, attrs, needs)
+    attrs = node.attrs if aux is None else {**node.attrs, **aux}
     results = _call_rules(node.op, node, g, ans, arrays, needs, attrs)
     for i, grad in enumerate(results):
         if needs[i]:
             results[i] = _checked_result(node, i, grad, arrays[i])
-    return results
-
-
-def _direct_input_gradients(node, rules, g, ans, arrays, attrs, needs) -> list:
-    """``input_gradients`` for an op with ``direct_rules``: each rule called as ``_first_order_walk`` calls it (numpy's
-    warnings off around a quiet one), its result validated."""
-    results: list = [None] * len(needs)
-    token = None
-    try:
-        for i in range(len(needs)):
-            if needs[i]:
-                rule, quiet = rules[i]
-                if quiet is not (token is not None):
-                    if token is not None:
-                        numpy_errors_reset(token)
-                    token = numpy_errors_set(NUMPY_QUIET) if quiet else None
-                try:
-                    grad = rule(g, ans, *arrays, **attrs) if attrs else rule(g, ans, *arrays)
-                except (GradientError, BackwardNotImplementedError):
-                    raise
-                except Exception as e:
-                    raise _rule_failed(node, needs, e) from e
-                expected = arrays[i]
-                if type(grad) is not np.ndarray or grad.shape != expected.shape or grad.dtype != expected.dtype:
-                    grad = _checked_result(node, i, grad, expected)
-                results[i] = grad
-    finally:
-        if token is not None:
-            numpy_errors_reset(token)
     return results
 
 

@@ -12,18 +12,16 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable
-from itertools import chain
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from . import arguments, recording
+from . import arguments
 from .arguments import scalar_constant
-from .autodiff import _direct_input_gradients, add_gradients, input_gradients
-from .hooks import HOOKS
-from .recording import Node, ResolvedAttributes, bind_call, forward_arrays, run_op
-from .state import NUMPY_QUIET, STATE, enable_grad, numpy_errors_reset, numpy_errors_set
+from .autodiff import reverse_pass, seed_gradients
+from .recording import ResolvedAttributes, _node_for, bind_call, run_op, short_forward
+from .state import STATE, enable_grad
 from .tensors import Tensor, _ids, _readonly
 
 __all__ = ["compile", "CompiledStep", "CompileError"]
@@ -54,6 +52,7 @@ class CompiledStep:
             raise ValueError(f"compile: max_plans must be >= 1, got {max_plans}")
         self.recompile, self.max_plans = recompile, max_plans
         self._plans: list[_Plan] = []
+        self._eager_at: set = set()  # (index, op) of calls whose output shape fn read and the data changed
         self.records = self.replays = 0
 
     def reset(self) -> None:
@@ -61,7 +60,7 @@ class CompiledStep:
         self._plans.clear()
 
     def __repr__(self) -> str:
-        ops = "/".join(f"{len(p.calls)} ops, {len(p.reverse)} rule calls" for p in self._plans)
+        ops = "/".join(f"{len(p.calls)} ops" for p in self._plans)
         return (
             f"<compiled {getattr(self.fn, '__qualname__', self.fn)}: {len(self._plans)} plan(s)"
             f"{' (' + ops + ')' if ops else ''}, {self.records} recorded and {self.replays} replayed calls>"
@@ -71,7 +70,7 @@ class CompiledStep:
         if STATE.recording_tapes or STATE.anomaly or STATE.tracer is not None:  # plain eager
             with enable_grad():
                 loss = _checked_loss(self.fn(*args, **kwargs))
-            return self._eager_result(loss)
+            return self._result(loss)
         trace = STATE.tracer = _Trace(self)
         try:
             try:
@@ -80,15 +79,17 @@ class CompiledStep:
             except Exception:
                 trace.materialize()  # an op traced before the error may fail its check: eager raised that first
                 raise
+            STATE.tracer = None  # fn has returned: the plan, the backward and its hooks run as eager code
             plan = None if trace.eager else trace.finished(loss)
             if plan is not None:
-                value = plan.run(trace)
+                made = plan.run(trace)
                 self.replays += 1
-                return Tensor._wrap(value), [p.grad for p in self.params]
+                return self._result(loss, made)
             trace.materialize()
-            result = self._eager_result(loss)
+            trace.close()  # the recording is complete: the backward is not part of it
+            result = self._result(loss)
             self.records += 1
-            plan = _build(trace.records, loss)
+            plan = _build(trace.records, loss, self._eager_at)
             if plan is not None:
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
@@ -96,9 +97,11 @@ class CompiledStep:
         finally:
             trace.close()
 
-    def _eager_result(self, loss):
+    def _result(self, loss, nodes=None):
+        """(the loss as a constant, the params' grads) after ``loss.backward()`` -- over ``nodes``, when a plan made
+        every node the loss reaches."""
         if loss._node is not None:
-            loss.backward()
+            reverse_pass([loss], seed_gradients([loss], None, "backward"), retain_graph=False, nodes=nodes)
         return Tensor._wrap(loss._data), [p.grad for p in self.params]
 
 
@@ -137,18 +140,26 @@ def _materializing(slot):
     return property(get, set_)
 
 
+def _planned_shape(p) -> tuple:
+    """A placeholder's shape as the plan has it, noted as read by fn: the data may not give it another then."""
+    spec = _SPEC(p, Tensor)
+    if spec[2][0] is not None:
+        spec[2][0].shapes_read.add(spec[3])
+    return spec[0]
+
+
 class _Pending(Tensor):
     """An op output of a trace: shape and dtype known, values not yet. Reading its values (or graph) materializes
     the trace; it then becomes a plain Tensor (``__class__`` reassigned)."""
 
     __slots__ = ()
     _data, _node = _materializing(_DATA), _materializing(_NODE)
-    shape = property(lambda self: _SPEC(self, Tensor)[0])
+    shape = property(_planned_shape)
     dtype = property(lambda self: _SPEC(self, Tensor)[1])
-    ndim = property(lambda self: len(_SPEC(self, Tensor)[0]))
+    ndim = property(lambda self: len(_planned_shape(self)))
 
     def numel(self) -> int:  # (``size()``, ``dim()`` read ``shape``/``ndim`` above; anything else materializes)
-        return math.prod(_SPEC(self, Tensor)[0])
+        return math.prod(_planned_shape(self))
 
 
 def _placeholder(cell, slot, spec) -> _Pending:
@@ -169,9 +180,8 @@ def _coerce_traced(op, inputs, seq_lens):
     return [x if type(x) is _Pending else o for x, o in zip(inputs, arguments.coerce(op, shown, seq_lens))]
 
 
-# -- the trace: entry k is (op, tensors, attrs, values, seq_lens, inputs, captured, outs, result): the bound call,
-# per tensor input its slot or captured array (None when absent), (tensor, array, version) per outside tensor read,
-# the placeholder outputs and what fn got -----------------------------------------------------------------------
+# -- the trace: entry k is (op, tensors, attrs, values, seq_lens, captured, outs, result): the bound call,
+# (tensor, array, version) per outside tensor read, the placeholder outputs and what fn got -----------------------
 class _Trace:
     """The op calls of one run of ``fn`` while they match a plan (call k against entry k of the candidates: by its
     ``fast`` signature, else bound and keyed as eager binds it); then (materialized) an eager recording."""
@@ -184,6 +194,7 @@ class _Trace:
         self.cell: list = [self]
         self.eager = False
         self.records: list = []  # an eager call's op applications, recorded as a tape records them: its plan
+        self.shapes_read: set = set()  # the slots of the placeholders whose (planned) shape fn read
 
     def apply(self, op, args, kwargs):
         k = len(self.entries)
@@ -194,40 +205,29 @@ class _Trace:
             return self._slow(op, args, kwargs, k)
         if state["recording_tapes"] or state["anomaly"]:
             return self._slow(op, args, kwargs, k)
-        cell, tensors, inputs = self.cell, args, []
+        cell, tensors = self.cell, args
         captured: tuple = ()
         for i, s in enumerate(sig):
             a, kind = args[i], type(s)
             if kind is int:  # an earlier output of this trace
                 if type(a) is not _Pending or (spec := _SPEC(a, Tensor))[2] is not cell or spec[3] != s:
                     return self._slow(op, args, kwargs, k)
-                inputs.append(s)
             elif kind is tuple:  # an outside tensor without a graph: (shape, dtype, requires_grad)
                 if type(a) is _Pending or not isinstance(a, Tensor) or a._node is not None:
                     return self._slow(op, args, kwargs, k)
                 d = a._data
                 if d.shape != s[0] or d.dtype != s[1] or a._requires_grad is not s[2]:
                     return self._slow(op, args, kwargs, k)
-                inputs.append(d)
                 captured += ((a, d, a._version),)
             else:  # a Python float, as the shared constant of dtype ``s`` eager makes of it
                 if type(a) is not float:
                     return self._slow(op, args, kwargs, k)
                 if tensors is args:
                     tensors = list(args)
-                tensors[i] = c = scalar_constant(a, s)
-                inputs.append(c._data)
+                tensors[i] = scalar_constant(a, s)
         if len(self.candidates) > 1:
             self.candidates = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == call.key]
-        if not call.single:
-            return self._enter(op, tensors, op.attr_defaults, None, (), inputs, captured, call)
-        shape, dtype, requires_grad = call.out_specs[0]
-        p = _NEW(_Pending)  # ``_placeholder``, inline
-        _SET_DATA(p, (shape, dtype, cell, call.first))
-        _SET_NODE(p, None)
-        p._requires_grad, p._grad, p.id, p._version, p.name = requires_grad, None, next(_ids), 0, None
-        self.entries.append((op, tensors, op.attr_defaults, None, (), inputs, captured, (p,), p))
-        return p
+        return self._enter(op, tensors, op.attr_defaults, None, (), captured, call)
 
     def _slow(self, op, args, kwargs, k):
         """The call bound and coerced as eager does, keyed, matched against the candidates' entry k."""
@@ -235,16 +235,13 @@ class _Trace:
         if self.eager:  # binding read a placeholder's values (a tensor attribute): eager from here
             return run_op(op, tensors, attrs, values, seq_lens)
         keys: list = []
-        inputs: list = []
         for t in tensors:
             if type(t) is _Pending and _SPEC(t, Tensor)[2] is self.cell:
                 keys.append(_SPEC(t, Tensor)[3])
-                inputs.append(keys[-1])
             elif t is not None and t._node is not None:  # a graph made outside fn: gradients flow beyond it
                 return self._eager_from_here(op, args, kwargs, None)
             else:
                 keys.append(None if t is None else (t._data.shape, t._data.dtype, t._requires_grad))
-                inputs.append(None if t is None else t._data)
         attr_key = _key_or_none(attrs)
         key = (op, seq_lens, attr_key, tuple(keys), STATE.grad_enabled)
         matching = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == key]
@@ -254,10 +251,10 @@ class _Trace:
         call = self.calls[k]
         if values is None and not seq_lens and not kwargs:
             call.fast = _fast_signature(args, tensors, keys)
-        captured = tuple((t, x, t._version) for t, x in zip(tensors, inputs) if x is not None and type(x) is not int)
-        return self._enter(op, tensors, attrs, values, seq_lens, inputs, captured, call)
+        captured = tuple((t, t._data, t._version) for t, key in zip(tensors, keys) if type(key) is tuple)
+        return self._enter(op, tensors, attrs, values, seq_lens, captured, call)
 
-    def _enter(self, op, tensors, attrs, values, seq_lens, inputs, captured, call):
+    def _enter(self, op, tensors, attrs, values, seq_lens, captured, call):
         result: Any
         if call.single:
             result = _placeholder(self.cell, call.first, call.out_specs[0])
@@ -265,7 +262,7 @@ class _Trace:
         else:
             outs = tuple(_placeholder(self.cell, call.first + m, s) for m, s in enumerate(call.out_specs))
             result = outs if op.result_type is None else op.result_type(*outs)
-        self.entries.append((op, tensors, attrs, values, seq_lens, inputs, captured, outs, result))
+        self.entries.append((op, tensors, attrs, values, seq_lens, captured, outs, result))
         return result
 
     def _eager_from_here(self, op, args, kwargs, key):
@@ -273,7 +270,7 @@ class _Trace:
         if not step.recompile and step._plans:
             k = len(self.entries)
             plan = self.candidates[0] if self.candidates else step._plans[0]
-            had = plan.calls[k].key if k < len(plan.calls) else None
+            had = plan.calls[k] if k < len(plan.calls) else None
             raise CompileError(
                 f"compile: op #{k} '{op.name}' fits no recorded plan (recompile=False): {_difference(key, had)}"
             )
@@ -287,31 +284,10 @@ class _Trace:
         self.eager = True
         STATE.tracer = None
         try:
-            for e, call in zip(self.entries, self.calls):
-                self._run_eagerly(e, call.grad_enabled)
+            for k, (e, call) in enumerate(zip(self.entries, self.calls)):
+                _run_traced(k, call, e, self, record=True)
         finally:
             STATE.recording_tapes.append(self)  # the rest of fn records as it runs
-
-    def _run_eagerly(self, entry, grad_enabled) -> None:
-        op, tensors, attrs, values, seq_lens, _inputs, captured, outs, result = entry
-        restore = [(t, t._data, t._version) for t, a, v in captured if t._data is not a or t._version != v]
-        for t, a, v in captured:  # as eager saw them when the op was called (a later ``p.data = ...`` aside)
-            t._data, t._version = a, v
-        previous, STATE.grad_enabled = STATE.grad_enabled, grad_enabled
-        STATE.recording_tapes.append(self)  # records what eager records (resolved attributes included)
-        try:
-            real = run_op(op, tensors, attrs, values, seq_lens)
-        finally:
-            STATE.recording_tapes.remove(self)
-            STATE.grad_enabled = previous
-            for t, a, v in restore:
-                t._data, t._version = a, v
-        for p, r in zip(outs, (real,) if isinstance(real, Tensor) else tuple(real)):
-            p.__class__ = Tensor  # the placeholder becomes the Tensor eager made
-            p._data, p._node, p._requires_grad = r._data, r._node, r._requires_grad
-            if r._node is not None:
-                r._node.out_id = p.id
-        self.records[-1][3] = result  # the placeholders are the tensors fn holds
 
     def finished(self, loss):
         """The plan this complete trace matches (with ``loss`` its loss and no captured input changed since), or
@@ -319,8 +295,8 @@ class _Trace:
         if type(loss) is not _Pending or _SPEC(loss, Tensor)[2] is not self.cell:
             return None
         for e in self.entries:
-            for t, a, v in e[6]:
-                if t._data is not a or t._version != v or (HOOKS and t.id in HOOKS):  # hooks run in eager's walk
+            for t, a, v in e[5]:
+                if t._data is not a or t._version != v:
                     return None
         slot = _SPEC(loss, Tensor)[3]
         return next((p for p in self.candidates if len(p.calls) == len(self.entries) and p.loss_slot == slot), None)
@@ -377,145 +353,116 @@ def _key_or_none(v):
         return None
 
 
-def _difference(key, had) -> str:
-    if had is None:
+def _difference(key, call) -> str:
+    if call is None:
         return "the plan has no op there"
     if key is None:
         return "it reads a tensor with a graph made outside fn"
     names = ("the op", "its sequence lengths", "its attributes", "its tensor inputs", "grad mode")
-    found = (f"{n} differ: {a!r} now, {b!r} in the plan" for n, a, b in zip(names, key, had) if a != b)
-    return next(found, "it draws randomness in its forward")
+    return next(f"{n} differ: {a!r} now, {b!r} in the plan" for n, a, b in zip(names, key, call.key) if a != b)
 
 
 # -- plans ------------------------------------------------------------------------------------------------------
 class _Call(SimpleNamespace):
     """One op call of a plan (its fields set by ``_build``): ``op``, ``key``, ``fast`` (its signature, set at the first
     bound match), ``grad_enabled``, ``out_specs`` ((shape, dtype, requires_grad) per output) from slot ``first``,
-    ``single`` (one Tensor result), ``site`` (a Node naming it), ``resolved`` (the attributes its forward resolved),
-    ``short`` ((check or None, forward, quiet?, shape, dtype) for a call of ``apply``'s short path, else None)."""
+    ``single`` (one Tensor result), ``short`` ((check or None, forward, quiet?, shape, dtype) for a call of
+    ``apply``'s short path, else None)."""
 
 
 class _Plan:
-    """A recorded call: each op call's key and output specs, and the reverse pass's rule calls in order."""
+    """A recorded call: each op call's key, output specs and short-path facts, and the loss's slot."""
 
-    def __init__(self, calls, reverse, loss_slot, loss_needs):
-        self.calls, self.reverse, self.loss_slot, self.loss_needs = calls, reverse, loss_slot, loss_needs
-        self.unreached = sorted(set(range(len(calls))) - {index for index, _, _ in reverse})
+    def __init__(self, calls, loss_slot):
+        self.calls, self.loss_slot = calls, loss_slot
 
-    def run(self, trace):
-        """Each op's forward, then the reverse pass's rule calls; the placeholders get their values first."""
-        vals: list = []
-        ran: list = []
-        token = None  # set while numpy's warnings are off (a run of quiet forwards)
-        try:
-            for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
-                arrays = []  # (a loop: a comprehension is a call of its own on Python 3.11)
-                for x in e[5]:
-                    arrays.append(vals[x] if type(x) is int else x)
-                short = call.short if e[3] is None else None
-                if short is None or short[0] is not None:  # forward_arrays / the check: under the caller's warnings
-                    if token is not None:
-                        numpy_errors_reset(token)
-                        token = None
-                    if short is None:
-                        _run_general(k, call, e, arrays, vals, ran)
-                        continue
-                    short[0](*arrays, **e[2])
-                if short[2] and token is None:  # numpy's warnings off for a quiet forward (as apply), on after
-                    token = numpy_errors_set(NUMPY_QUIET)
-                elif token is not None and not short[2]:
-                    numpy_errors_reset(token)
-                    token = None
-                out = short[1](*arrays)
-                if type(out) is not np.ndarray:
-                    out = np.asarray(out)
-                if out.shape != short[3] or (out.dtype is not short[4] and out.dtype != short[4]):
-                    _unplanned(k, call, e, (out,))
-                vals.append(out)
-                ran.append((arrays, out, None))
-        finally:
-            if token is not None:
-                numpy_errors_reset(token)
-        for p, value in zip(chain.from_iterable(e[7] for e in trace.entries), vals):  # (the outputs in slot order)
-            p.__class__ = Tensor  # a constant holding the plan's value
-            p._data, p._requires_grad = _readonly(value), False
-        loss, n = vals[self.loss_slot], len(vals)
-        del vals  # the values live on in the placeholders fn keeps, and in ``ran`` until their rule ran (as eager's)
-        entries, trace.entries = trace.entries, []
-        self._backward(entries, n, loss, ran)
-        return loss
-
-    def _backward(self, entries, n, loss, ran) -> None:
-        """The reverse pass's rule calls, sums and ``.grad`` deliveries, in its order; each call's entry and saved
-        arrays released once its rules ran (at once when it gets no gradient)."""
-        for index in self.unreached:
-            entries[index] = ran[index] = None
-        grads: list = [None] * n
-        if self.loss_needs:
-            grads[self.loss_slot] = np.ones(loss.shape, dtype=loss.dtype)
-        delivered: dict = {}
-        for index, needs, dests in self.reverse:
-            call = self.calls[index]
-            first, count = call.first, len(call.out_specs)
-            if call.single:
-                g, grads[first] = grads[first], None
-            else:
-                g, grads[first : first + count] = tuple(grads[first : first + count]), [None] * count
-            e, (arrays, ans, aux) = entries[index], ran[index]
-            entries[index] = ran[index] = None
-            if g is None or (not call.single and all(x is None for x in g)):
+    def run(self, trace) -> list:
+        """Each traced call as eager runs it -- ``apply``'s short-path steps or ``recording.run_op``'s, making the
+        same Nodes -- its outputs checked against the plan's and given to the placeholders fn holds. Returns the
+        Nodes made, last first."""
+        watched = STATE.watched
+        made: list = []
+        for k, (call, e) in enumerate(zip(self.calls, trace.entries)):
+            if call.short is None or e[3] is not None:
+                made.extend(_run_traced(k, call, e, trace))
                 continue
-            attrs = e[2] if aux is None else {**e[2], **aux}
-            rules = call.site.op.direct_rules  # (``input_gradients``'s own dispatch, one frame fewer)
-            if rules is None:
-                results = input_gradients(call.site, g, ans, arrays, attrs, needs)
-            else:
-                results = _direct_input_gradients(call.site, rules, g, ans, arrays, attrs, needs)
-            for i, dest in dests:
-                grad = results[i]
-                if dest >= 0:
-                    grads[dest] = grad if grads[dest] is None else add_gradients(grads[dest], grad)
-                else:
-                    leaf = e[1][i]
-                    old = delivered.get(id(leaf), (leaf, None if leaf.grad is None else leaf.grad._data))[1]
-                    delivered[id(leaf)] = (leaf, grad if old is None else add_gradients(old, grad))
-        for leaf, grad in delivered.values():
-            leaf.grad = Tensor._wrap(grad)
+            check, forward, quiet, shape, dtype = call.short
+            arrays = []  # (a loop: a comprehension is a call of its own on Python 3.11)
+            for t in e[1]:
+                arrays.append(t._data)
+            if check is not None:
+                check(*arrays, **e[2])
+            out = short_forward(forward, quiet, arrays)
+            if out.shape != shape or (out.dtype is not dtype and out.dtype != dtype):
+                _check_outputs(k, call, e, (out,), trace)
+            node = None
+            if call.grad_enabled and out.dtype.kind == "f":
+                node = _node_for(call.op, e[2], e[1], arrays, out, None, (), watched)
+            p = e[6][0]
+            p.__class__ = Tensor  # the Tensor eager makes (``Tensor._wrap``), in the placeholder fn holds
+            p._data, p._node, p._requires_grad = _readonly(out), node, node is not None
+            if node is not None:
+                node.out_id = p.id
+                made.append(node)
+        trace.entries = []
+        made.reverse()
+        return made
 
 
-def _run_general(k, call, e, arrays, vals, ran) -> None:
-    """One op call of a plan through ``recording.forward_arrays`` (attributes, sequences, saved values, several
-    outputs), its outputs checked against the plan's."""
-    op, attrs = e[0], e[2]
-    out = forward_arrays(op, arrays, attrs, e[3], e[4])
-    aux = None
-    if op.returns_aux:
-        out, aux = out
-        if any(_key_or_none(aux[n]) != _key_or_none(call.resolved.get(n, attrs[n])) for n in attrs if n in aux):
-            call.key = call.fast = None  # traced eagerly from now on
-            raise CompileError(
-                f"compile: op #{k} '{op.name}' resolved its attributes to other values than when recorded "
-                f"(it drew randomness, after fn's Python had run on); the next call runs it eagerly"
-            )
-    several = recording.several_outputs(op, out)
-    outs = tuple(np.asarray(o) for o in out) if several else (np.asarray(out),)
-    if several == call.single or [(o.shape, o.dtype) for o in outs] != [s[:2] for s in call.out_specs]:
-        _unplanned(k, call, e, outs)
-    vals.extend(outs)
-    ran.append((arrays, outs if several else outs[0], aux))
+def _run_traced(k, call, e, trace, record=False) -> list:
+    """Traced call k through eager's ``run_op`` -- on the arrays fn gave it (a later ``p.data = ...`` aside), in its
+    grad mode, recorded into ``trace`` with ``record`` -- its outputs checked against the plan's and given to the
+    placeholders fn holds. Returns the Nodes it made."""
+    op, tensors, attrs, values, seq_lens, captured, outs, result = e
+    restore = [(t, t._data, t._version) for t, a, v in captured if t._data is not a or t._version != v]
+    for t, a, v in captured:
+        t._data, t._version = a, v
+    previous, STATE.grad_enabled = STATE.grad_enabled, call.grad_enabled
+    if record:
+        STATE.recording_tapes.append(trace)  # records what eager records (resolved attributes included)
+    try:
+        real = run_op(op, tensors, attrs, values, seq_lens)
+    finally:
+        if record:
+            STATE.recording_tapes.remove(trace)
+        STATE.grad_enabled = previous
+        for t, a, v in restore:
+            t._data, t._version = a, v
+    reals = (real,) if isinstance(real, Tensor) else tuple(real)
+    _check_outputs(k, call, e, [r._data for r in reals], trace)
+    for p, r in zip(outs, reals):  # the placeholders become the Tensors eager made
+        p.__class__ = Tensor
+        p._data, p._node, p._requires_grad = r._data, r._node, r._requires_grad
+        if r._node is not None:
+            r._node.out_id = p.id
+    if record:
+        trace.records[-1][3] = result  # the placeholders are the tensors fn holds
+    return [r._node for r in reals if r._node is not None]
 
 
-def _unplanned(k, call, e, outs):
-    call.key = call.fast = None  # traced eagerly from now on
+def _check_outputs(k, call, e, outs, trace) -> None:
+    """A call's outputs against the plan's: other shapes (the data shapes them: a boolean mask, repeats) are eager's
+    values all the same, unless fn read a planned shape of them; that, or other dtypes or counts: CompileError."""
+    specs = call.out_specs
+    if len(outs) == len(specs) and all(o.dtype == s[1] for o, s in zip(outs, specs)):
+        if all(o.shape == s[0] for o, s in zip(outs, specs)) or not any(
+            call.first + m in trace.shapes_read for m in range(len(specs))
+        ):
+            return
+    step = trace.step  # this call runs eagerly from now on: no plan is kept with it
+    step._eager_at.add((k, call.op))
+    step._plans = [p for p in step._plans if all(c is not call for c in p.calls)]
     raise CompileError(
         f"compile: op #{k} '{e[0].name}' gave output(s) {[(o.shape, o.dtype.name) for o in outs]} where "
-        f"the plan has {[(s[0], s[1].name) for s in call.out_specs]}: its shape depends on the data (a "
-        f"boolean mask?), and fn may have used the planned shape; the next call runs it eagerly"
+        f"the plan has {[(s[0], s[1].name) for s in specs]}: its shape depends on the data (a boolean mask?), and "
+        f"fn read the planned shape; the next call runs it eagerly"
     )
 
 
-def _build(records, loss):
-    """The plan of an eager call's recording, or None when a trace could never match it safely."""
+def _build(records, loss, eager_at):
+    """The plan of an eager call's recording, or None when a trace could never match it (it reads a graph made
+    outside fn, its loss is not one of its ops' outputs, or a call runs eagerly every time: one that draws in its
+    forward or has an attribute without a key, or one in ``eager_at``)."""
     slot_of: dict[int, int] = {}
     calls = []
     for op, tensors, attrs, result, _node, seq_lens, grad_enabled in records:
@@ -526,48 +473,20 @@ def _build(records, loss):
             keys.append(None if t is None else slot_of.get(t.id, (t.shape, t.dtype, t._requires_grad)))
         call = _Call()
         given = attrs.given if isinstance(attrs, ResolvedAttributes) else attrs
-        call.resolved = {k: v for k, v in attrs.items() if k in given and _key_or_none(v) != _key_or_none(given[k])}
-        attr_key = _key_or_none(given)
-        call.key = None if attr_key is None else (op, seq_lens, attr_key, tuple(keys), grad_enabled)
+        draws = any(_key_or_none(v) != _key_or_none(given[k]) for k, v in attrs.items() if k in given)
+        attr_key = None if draws else _key_or_none(given)  # a draw runs eagerly: in eager's order with fn's own
+        if attr_key is None or (len(calls), op) in eager_at:
+            return None
+        call.key = (op, seq_lens, attr_key, tuple(keys), grad_enabled)
         call.op, call.fast, call.grad_enabled, call.single = op, None, grad_enabled, isinstance(result, Tensor)
         results = (result,) if call.single else tuple(result)
         call.out_specs = tuple((r.shape, r.dtype, r._requires_grad) for r in results)
         call.first = len(slot_of)
         slot_of.update((r.id, call.first + m) for m, r in enumerate(results))
-        call.site = site = Node()
-        site.op, site.seq_lens = op, seq_lens
         call.short = None
-        if call.single and op.n_outputs == 1 and not op.returns_aux and not seq_lens:  # apply's short path facts
-            floats = all(t is not None and t.dtype.kind == "f" for t in tensors)
+        if call.single and op.n_outputs == 1 and not op.returns_aux and not seq_lens and None not in keys:
+            floats = all(t.dtype.kind == "f" for t in tensors)  # apply's short path facts
             check = None if op.check_passes_floats and floats else op.check
             call.short = (check, *op.forward_call, *call.out_specs[0][:2])
         calls.append(call)
-    if loss.id not in slot_of:
-        return None
-    reverse = _reverse(records, calls, slot_of, slot_of[loss.id], loss._node is not None)
-    return None if reverse is None else _Plan(calls, reverse, slot_of[loss.id], loss._node is not None)
-
-
-def _reverse(records, calls, slot_of, loss_slot, loss_needs):
-    """(call index, needs, [(input, destination slot or -1 for the input's own .grad)]) per rule call, in the order
-    the reverse pass makes them: decreasing application order, from the calls whose outputs receive a gradient."""
-    receives = {loss_slot} if loss_needs else set()
-    reverse = []
-    for index in range(len(calls) - 1, -1, -1):
-        call, result = calls[index], records[index][3]
-        nodes = [r._node for r in ((result,) if call.single else tuple(result))]
-        if not any(n is not None and call.first + m in receives for m, n in enumerate(nodes)):
-            continue
-        node = next(n for n in nodes if n is not None)
-        dests = []
-        for i, need in enumerate(node._needs):
-            parent, leaf = node.parents[i], node.leaves[i]
-            if need and parent is not None:
-                if parent.out_id not in slot_of:
-                    return None
-                dests.append((i, slot_of[parent.out_id]))
-                receives.add(slot_of[parent.out_id])
-            elif need and leaf is not None and leaf._requires_grad:
-                dests.append((i, -1))
-        reverse.append((index, node._needs, dests))
-    return reverse
+    return _Plan(calls, slot_of[loss.id]) if loss.id in slot_of else None

@@ -195,16 +195,7 @@ def apply(op, *args, **kwargs):
     ):
         check(*arrays, **attrs)
     forward, quiet = op.forward_call
-    if not quiet:
-        out = forward(*arrays)
-    else:  # what the ``quiet`` wrapper does, without its frame
-        token = numpy_errors_set(NUMPY_QUIET)
-        try:
-            out = forward(*arrays)
-        finally:
-            numpy_errors_reset(token)
-    if type(out) is not np.ndarray:
-        out = np.asarray(out)
+    out = short_forward(forward, quiet, arrays)
     node = None
     if state["grad_enabled"] and out.dtype.kind == "f":  # integer and bool outputs carry no gradient (as torch)
         node = _node_for(op, attrs, tensors, arrays, out, None, (), state["watched"])
@@ -214,6 +205,20 @@ def apply(op, *args, **kwargs):
     if state["anomaly"] or state["recording_tapes"]:
         _observe(op, tensors, attrs, result, (node,), arrays, ())
     return result
+
+
+def short_forward(forward, quiet, arrays) -> np.ndarray:
+    """An op's forward (``Op.forward_call``) on arrays as ``apply``'s short path and a compiled plan call it: numpy's
+    warnings off around a quiet one (what the ``quiet`` wrapper does, without its frame), the result an array."""
+    if not quiet:
+        out = forward(*arrays)
+    else:
+        token = numpy_errors_set(NUMPY_QUIET)
+        try:
+            out = forward(*arrays)
+        finally:
+            numpy_errors_reset(token)
+    return out if type(out) is np.ndarray else np.asarray(out)
 
 
 def _observe(op, tensors, attrs, output, nodes, arrays, seq_lens) -> None:
