@@ -83,7 +83,7 @@ def main(argv=None) -> dict:
     print(f"text: {len(text):,} characters, {len(chars)} distinct; model: {model.num_parameters():,} parameters")
 
     losses = []
-    train = common.Trainer(model.loss, model, optimizer, schedule, eager=args.eager)
+    train = common.Trainer(model.loss, model, optimizer, schedule, compiled=args.compile)
     bar = common.ProgressBar(args.steps, unit="char", enabled=not args.quiet)
     for step in range(1, args.steps + 1):
         starts = rng.integers(0, len(train_ids) - args.context - 1, size=args.batch)

@@ -39,8 +39,8 @@ def example_parser(description: str, steps: int, seed: int = 0) -> argparse.Argu
     parser.add_argument("--plot", metavar="PNG", help="plot the training loss curve to this file (needs matplotlib)")
     parser.add_argument("--graph", metavar="SVG", help="render one attention block's recorded DAG with Graphviz")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (nor its log lines)")
-    parser.add_argument("--eager", action="store_true",
-                        help="run every step eagerly instead of replaying the compiled step (tape.compile)")
+    parser.add_argument("--compile", action="store_true",
+                        help="replay the step with tape.compile (eager's numbers bit for bit; not faster yet)")
     return parser
 
 
@@ -113,20 +113,20 @@ class ProgressBar:
 class Trainer:
     """One update per call: the loss of a batch and its gradients, clipping, optimizer and schedule step.
 
-    By default the loss and its backward are compiled (``tape.compile``): the first call of a batch shape
-    records the step, later calls replay it as a flat program with the same numbers as eager mode. ``eager=True``
-    runs every step through the tape instead. ``on_gradients()`` (e.g. ``tape.report.Recorder.gradients``) is
-    called after the backward, before the gradients are clipped. ``distributed=True`` (after
+    By default every step runs eagerly; ``compiled=True`` replays it with ``tape.compile`` (the same numbers bit for
+    bit; a few percent slower, since a plan does eager's work after re-tracing: docs/compile.md).
+    ``on_gradients()`` (e.g. ``tape.report.Recorder.gradients``) is called after the backward, before the gradients
+    are clipped. ``distributed=True`` (after
     ``tape.distributed.init()``): each rank passes its shard of the batch, the gradients are averaged over the
     ranks before clipping, and the returned loss is the mean over the ranks -- the whole batch's loss."""
 
-    def __init__(self, loss_fn, model: nn.Module, optimizer, schedule, *, eager: bool = False,
+    def __init__(self, loss_fn, model: nn.Module, optimizer, schedule, *, compiled: bool = False,
                  max_grad_norm: float = 1.0, on_gradients=None, distributed: bool = False):
         self.loss_fn, self.model, self.optimizer, self.schedule = loss_fn, model, optimizer, schedule
         self.max_grad_norm = max_grad_norm
         self.on_gradients = on_gradients
         self.distributed = distributed
-        self.compiled = None if eager else tape.compile(loss_fn, model.parameters())
+        self.compiled = tape.compile(loss_fn, model.parameters()) if compiled else None
 
     def __call__(self, *batch) -> float:
         self.optimizer.zero_grad()

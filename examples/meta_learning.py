@@ -126,22 +126,22 @@ def query_loss_curve(params, tasks: Tasks, steps: int, inner_lr: float) -> list[
     ]
 
 
-def fit(objective, params, args, eager: bool) -> tuple[list[float], float]:
+def fit(objective, params, args, compiled: bool) -> tuple[list[float], float]:
     """Adam on ``objective(params, tasks)`` over ``args.steps`` batches of ``args.meta_batch`` training tasks
     (the same stream for every method); returns the per-step losses and the seconds it took."""
     rng = np.random.default_rng([args.seed, 2])
     optimizer = optim.Adam(params, lr=args.meta_lr)
-    compiled = None if eager else tape.compile(lambda *arrays: objective(params, Tasks(*arrays)), params)
+    compiled_step = tape.compile(lambda *arrays: objective(params, Tasks(*arrays)), params) if compiled else None
     losses = []
     bar = common.ProgressBar(args.steps, unit="task", enabled=not args.quiet)
     for step in range(1, args.steps + 1):
         tasks = sample_tasks(rng, args.meta_batch, args.k, args.k)
         optimizer.zero_grad()
-        if compiled is None:
+        if compiled_step is None:
             loss = objective(params, tasks)
             loss.backward()
         else:
-            loss, _ = compiled(*tasks)
+            loss, _ = compiled_step(*tasks)
         optimizer.step()
         losses.append(loss.item())
         bar.update(step, losses[-1], args.meta_batch)
@@ -191,7 +191,7 @@ def main(argv=None) -> dict:
 
     maml = lambda first_order: lambda params, tasks: maml_loss(params, tasks, k, args.inner_lr, first_order)
     # name: (objective, compilable). FOMAML's inner gradients are constants computed from each batch's data,
-    # which a compiled step cannot replay (tape.compile refuses it), so FOMAML always runs eagerly.
+    # which a compiled step cannot replay (tape.compile refuses it), so FOMAML runs eagerly even with --compile.
     methods = {"MAML": (maml(False), True), "joint baseline": (joint_loss, True)}
     if args.first_order:
         methods = {"FOMAML": (maml(True), False), **methods}
@@ -201,7 +201,7 @@ def main(argv=None) -> dict:
             print(f"training {name}")
         models[name] = copy.deepcopy(initial)
         params = list(models[name].parameters())
-        losses[name], seconds[name] = fit(objective, params, args, eager=args.eager or not compilable)
+        losses[name], seconds[name] = fit(objective, params, args, compiled=args.compile and compilable)
         curves[name] = query_loss_curve(params, held_out, args.eval_steps, args.inner_lr)
 
     print(f"held-out tasks ({args.eval_tasks}, K={args.k}): mean query MSE after n SGD steps at lr {args.inner_lr}")

@@ -92,7 +92,7 @@ def main(argv=None) -> dict:
 
     losses = []
     train = common.Trainer(lambda tokens, lengths, labels: ops.cross_entropy(
-        model(tokens, lengths if use_mask else None), labels), model, optimizer, schedule, eager=args.eager)
+        model(tokens, lengths if use_mask else None), labels), model, optimizer, schedule, compiled=args.compile)
     bar = common.ProgressBar(args.steps, unit="seq", enabled=not args.quiet)
     for step in range(1, args.steps + 1):
         tokens, lengths, labels = make_batch(rng, args.batch, args.min_length, args.max_length)

@@ -133,7 +133,7 @@ def main(argv=None) -> dict:
     losses = []
     bar = common.ProgressBar(args.steps, enabled=not args.quiet)
     report = Report(model, held_out, args) if args.report else None
-    train = common.Trainer(model.loss, model, optimizer, schedule, eager=args.eager,
+    train = common.Trainer(model.loss, model, optimizer, schedule, compiled=args.compile,
                            on_gradients=report.recorder.gradients if report else None, distributed=args.distributed)
     for step in range(1, args.steps + 1):
         x, inputs, targets = make_batch(rng, args.batch + 8, args.length, args.letters)
