@@ -266,7 +266,7 @@ class _Pass:
 
 def _first_order_walk(nodes, grads, retain_graph, deliver, visit) -> None:
     """``reverse_pass``'s loop for a plain first-order backward: a node with ``Op.direct_rules`` is stepped here
-    (``_check_node`` and ``input_gradients`` inline, in order; leaves get theirs once all rules succeeded)."""
+    (``_check_node`` and ``_input_gradients`` inline, in order; leaves get theirs once all rules succeeded)."""
     pop, get = grads.pop, grads.get
     for node in nodes:
         g = pop(node, None)

@@ -1,6 +1,6 @@
 """A compiled training step: ``fn`` runs on every call, its ops traced cheaply (placeholders, no values); a trace
-that matches a plan runs as a flat program through the engine's own op and rule calls, anything else runs (and is
-recorded as a new plan) eagerly. The result is eager's, bit for bit, or a CompileError. docs/compile.md has the full
+that matches a plan runs its calls through eager's own steps and then eager's reverse pass, anything else runs (and
+is recorded as a new plan) eagerly. The result is eager's, bit for bit, or a CompileError. docs/compile.md has the full
 story: what a trace is matched by, what a plan depends on, when a call runs eagerly.
 
     step = tape.compile(loss_fn, model.parameters())   # loss_fn(*batch) -> a scalar loss Tensor, through ops
