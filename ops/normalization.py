@@ -1,18 +1,11 @@
 """Normalisations, as in ``torch.nn.functional``: softmax / log_softmax along a dim, layer_norm and rms_norm
-over the trailing ``normalized_shape`` dims.
+over the trailing ``normalized_shape`` dims, batch_norm / group_norm / instance_norm over the channels (with
+optional running statistics, read and never updated) and local_response_norm across neighbouring channels.
 
-The arithmetic is the row kernels of ops/_kernels/rowwise.py: each op views its reduced dims as the last
-axis of rows and runs over blocks of rows that stay in cache (on the worker pool when there are several),
-writing into arrays it owns (reused from step to step: rowwise.owned_like). softmax / log_softmax are computed
-from ``x - max(x)``, so logits of +-1e4 give finite values and gradients (softmax from exp(x) unshifted in the
-rows where that cannot under- or overflow: rowwise.softmax_block); their rules, written again for Tensors, are
-traced for the second order.
-layer_norm saves its normalised rows and each row's 1/std, rms_norm only the 1/std (its backward recomputes
-the rows block by block); their second order is taken through ``composite=`` versions written with registered
-ops (mean, rsqrt, mul, add).
-
-Empty shapes work as in torch: a softmax over an empty dim, or a norm of zero rows or zero features,
-gives an empty output and empty (or zero) gradients.
+softmax, log_softmax, layer_norm and rms_norm run on the row kernels of ops/_kernels/rowwise.py: each views its
+reduced dims as the last axis of rows and runs over blocks of rows that stay in cache (on the worker pool when
+there are several), writing into arrays it owns (reused from step to step: rowwise.owned_like). What each op
+saves, how its second order is taken and what it does at the edges is in its ``notes=`` (docs/coverage.md).
 """
 
 __all__ = [
@@ -55,8 +48,29 @@ from ._onnx import NotExportable, axis_of, scalar
 from ._samples import along_dim_samples, transposed, uniform
 from ._validation import normalize_dim, require, require_bool, require_float
 
-# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+# torch's case law and what each op saves, op by op: each entry joins the notes= of the ops it names (shown in
+# docs/coverage.md)
 _CASE_LAW = (
+    (
+        ("softmax", "log_softmax"),
+        "Computed from x - max(x), so logits of +-1e4 give finite values and gradients; the rule, written again for "
+        "Tensors, is traced for the second order. Over an empty dim: an empty output and gradient, as torch.",
+    ),
+    (("softmax",), "exp(x) is taken unshifted in the rows where it cannot under- or overflow (rowwise.softmax_block)."),
+    (
+        ("layer_norm",),
+        "Saves its normalised rows and each row's 1/std; the second order is taken through a composite= version "
+        "written with registered ops (mean, rsqrt, mul, add).",
+    ),
+    (
+        ("rms_norm",),
+        "Saves each row's 1/std only (its backward recomputes the rows block by block); the second order is taken "
+        "through a composite= version written with registered ops.",
+    ),
+    (
+        ("layer_norm", "rms_norm"),
+        "Zero rows or zero features give an empty output and empty (or zero) gradients, as torch.",
+    ),
     (
         ("batch_norm",),
         "training uses the batch statistics and does not update running_mean/var (tensors are immutable): "
@@ -134,6 +148,7 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
         check=check,
         samples=samples,
         torch_ref=torch_ref,
+        notes=case_law(_CASE_LAW, op),
         **declaration,
     )
 
@@ -298,6 +313,7 @@ layer_norm = defop(
     composite=_layer_norm_composite,
     check=_check_layer_norm,
     samples=_layer_norm_samples,
+    notes=case_law(_CASE_LAW, "layer_norm"),
     torch_ref=lambda torch, input, weight, bias, normalized_shape, eps=1e-5: torch.nn.functional.layer_norm(
         input, _shape_tuple(normalized_shape), weight, bias, eps
     ),
@@ -363,6 +379,7 @@ rms_norm = defop(
     composite=_rms_norm_composite,
     check=_check_rms_norm,
     samples=_rms_norm_samples,
+    notes=case_law(_CASE_LAW, "rms_norm"),
     torch_ref=lambda torch, input, weight, normalized_shape, eps=None: torch.nn.functional.rms_norm(
         input, _shape_tuple(normalized_shape), weight, eps
     ),
