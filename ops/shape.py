@@ -1077,25 +1077,42 @@ select = defop(
 )
 
 
+def _basic_scatter(name: str, forward, where, samples, torch_ref):
+    """Declare select_scatter or slice_scatter: ``forward`` writes ``src`` into a copy of ``input`` at the basic
+    index ``where(input, **attributes)``. Their gradients: ``input``'s is g with zeros written there (Tensors:
+    through the op itself, recorded), ``src``'s is g read there."""
+
+    def vjp_input(g, ans, input, src, **attributes):
+        zeros = np.zeros(src.shape, g.dtype)
+        return forward(g, zeros, **attributes) if isinstance(g, np.ndarray) else op(g, zeros, **attributes)
+
+    def vjp_src(g, ans, input, src, **attributes):
+        return g[where(input, **attributes)]
+
+    op = defop(
+        name,
+        notes=case_law(_CASE_LAW, name),
+        method=True,
+        family="shape",
+        inputs=("input", "src"),
+        forward=forward,
+        vjps=(vjp_input, vjp_src),
+        samples=samples,
+        torch_ref=torch_ref,
+    )
+    return op
+
+
 def _select_scatter(input, src, dim, index):
     """``torch.select_scatter(input, src, dim, index)``: a copy of ``input`` with ``src`` as its slice
     ``select(dim, index)``."""
     return _scatter_into("select_scatter", input, src, _selected("select_scatter", input, dim, index))
 
 
-def _select_scatter_vjp_input(g, ans, input, src, dim, index):
-    zeros = np.zeros(src.shape, g.dtype)
-    return _select_scatter(g, zeros, dim, index) if isinstance(g, np.ndarray) else select_scatter(g, zeros, dim, index)
-
-
-select_scatter = defop(
+select_scatter = _basic_scatter(
     "select_scatter",
-    notes=case_law(_CASE_LAW, "select_scatter"),
-    method=True,
-    family="shape",
-    inputs=("input", "src"),
-    forward=_select_scatter,
-    vjps=(_select_scatter_vjp_input, lambda g, ans, input, src, dim, index: g[_selected("select", input, dim, index)]),
+    _select_scatter,
+    lambda input, dim, index: _selected("select_scatter", input, dim, index),
     samples=lambda rng: [
         Sample((uniform(rng, (3, 4)), uniform(rng, (4,))), {"dim": 0, "index": 1}),
         Sample((uniform(rng, (2, 3, 4)), uniform(rng, (2, 3))), {"dim": -1, "index": -2}, "negative"),
@@ -1107,7 +1124,7 @@ select_scatter = defop(
 )
 
 
-def _sliced(input, dim, start, end, step) -> tuple:
+def _sliced(input, dim=0, start=None, end=None, step=1) -> tuple:
     if input.ndim == 0:
         raise ValueError("slice_scatter: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("slice_scatter", dim, input.ndim)
@@ -1123,24 +1140,10 @@ def _slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     return _scatter_into("slice_scatter", input, src, _sliced(input, dim, start, end, step))
 
 
-def _slice_scatter_vjp_input(g, ans, input, src, dim=0, start=None, end=None, step=1):
-    zeros = np.zeros(src.shape, g.dtype)
-    if isinstance(g, np.ndarray):
-        return _slice_scatter(g, zeros, dim, start, end, step)
-    return slice_scatter(g, zeros, dim, start, end, step)
-
-
-slice_scatter = defop(
+slice_scatter = _basic_scatter(
     "slice_scatter",
-    notes=case_law(_CASE_LAW, "slice_scatter"),
-    method=True,
-    family="shape",
-    inputs=("input", "src"),
-    forward=_slice_scatter,
-    vjps=(
-        _slice_scatter_vjp_input,
-        lambda g, ans, input, src, dim=0, start=None, end=None, step=1: g[_sliced(input, dim, start, end, step)],
-    ),
+    _slice_scatter,
+    _sliced,
     samples=lambda rng: [
         Sample((uniform(rng, (5, 3)), uniform(rng, (2, 3))), {"start": 1, "end": 3}),
         Sample((uniform(rng, (2, 7)), uniform(rng, (2, 3))), {"dim": -1, "start": 1, "step": 2}, "step"),
