@@ -51,7 +51,7 @@ import numpy as np
 
 from tape.broadcast import unbroadcast
 from tape.onnx import lowering
-from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
+from tape.registry import NOT_DIFFERENTIABLE, Sample, defop, get_op
 
 from . import _numpy
 from ._declare import one_input_op
@@ -1077,30 +1077,19 @@ select = defop(
 )
 
 
-def _basic_scatter(name: str, forward, where, samples, torch_ref):
-    """Declare select_scatter or slice_scatter: ``forward`` writes ``src`` into a copy of ``input`` at the basic
-    index ``where(input, **attributes)``. Their gradients: ``input``'s is g with zeros written there (Tensors:
+def _basic_scatter_rules(name: str, forward, where) -> tuple:
+    """The rules of select_scatter or slice_scatter, whose ``forward`` writes ``src`` into a copy of ``input`` at
+    the basic index ``where(input, **attributes)``: ``input``'s gradient is g with zeros written there (Tensors:
     through the op itself, recorded), ``src``'s is g read there."""
 
     def vjp_input(g, ans, input, src, **attributes):
         zeros = np.zeros(src.shape, g.dtype)
-        return forward(g, zeros, **attributes) if isinstance(g, np.ndarray) else op(g, zeros, **attributes)
+        return forward(g, zeros, **attributes) if isinstance(g, np.ndarray) else get_op(name)(g, zeros, **attributes)
 
     def vjp_src(g, ans, input, src, **attributes):
         return g[where(input, **attributes)]
 
-    op = defop(
-        name,
-        notes=case_law(_CASE_LAW, name),
-        method=True,
-        family="shape",
-        inputs=("input", "src"),
-        forward=forward,
-        vjps=(vjp_input, vjp_src),
-        samples=samples,
-        torch_ref=torch_ref,
-    )
-    return op
+    return vjp_input, vjp_src
 
 
 def _select_scatter(input, src, dim, index):
@@ -1109,10 +1098,16 @@ def _select_scatter(input, src, dim, index):
     return _scatter_into("select_scatter", input, src, _selected("select_scatter", input, dim, index))
 
 
-select_scatter = _basic_scatter(
+select_scatter = defop(
     "select_scatter",
-    _select_scatter,
-    lambda input, dim, index: _selected("select_scatter", input, dim, index),
+    notes=case_law(_CASE_LAW, "select_scatter"),
+    method=True,
+    family="shape",
+    inputs=("input", "src"),
+    forward=_select_scatter,
+    vjps=_basic_scatter_rules(
+        "select_scatter", _select_scatter, lambda input, dim, index: _selected("select_scatter", input, dim, index)
+    ),
     samples=lambda rng: [
         Sample((uniform(rng, (3, 4)), uniform(rng, (4,))), {"dim": 0, "index": 1}),
         Sample((uniform(rng, (2, 3, 4)), uniform(rng, (2, 3))), {"dim": -1, "index": -2}, "negative"),
@@ -1140,10 +1135,14 @@ def _slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     return _scatter_into("slice_scatter", input, src, _sliced(input, dim, start, end, step))
 
 
-slice_scatter = _basic_scatter(
+slice_scatter = defop(
     "slice_scatter",
-    _slice_scatter,
-    _sliced,
+    notes=case_law(_CASE_LAW, "slice_scatter"),
+    method=True,
+    family="shape",
+    inputs=("input", "src"),
+    forward=_slice_scatter,
+    vjps=_basic_scatter_rules("slice_scatter", _slice_scatter, _sliced),
     samples=lambda rng: [
         Sample((uniform(rng, (5, 3)), uniform(rng, (2, 3))), {"start": 1, "end": 3}),
         Sample((uniform(rng, (2, 7)), uniform(rng, (2, 3))), {"dim": -1, "start": 1, "step": 2}, "step"),
