@@ -7,6 +7,7 @@ import numpy as np
 from tape.checks import integer, ints, require, require_bool
 
 __all__ = [
+    "batch_dims_or_fail",
     "broadcast_or_fail",
     "floats_only",
     "functional",
@@ -36,6 +37,14 @@ def broadcast_or_fail(op: str, argument: str, shapes, expected: str, got, to: tu
         shape, fits = (), False
     require(fits, op, argument, expected, got)
     return shape
+
+
+def batch_dims_or_fail(op: str, argument: str, shape: tuple, batch: tuple, first: str, first_batch: tuple) -> tuple:
+    """The batch dims ``batch`` of argument ``argument`` (of shape ``shape``) broadcast with those of ``first``
+    (``first_batch``), else the one refusal of the matrix ops' batch dims; returns the broadcast batch shape."""
+    return broadcast_or_fail(
+        op, argument, (first_batch, batch), f"batch dims broadcastable with {first}'s {first_batch}", f"shape {shape}"
+    )
 
 
 def one_of(op: str, argument: str, value, choices: tuple, expected: str | None = None):

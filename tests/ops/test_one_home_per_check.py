@@ -94,6 +94,32 @@ def test_shapes_that_do_not_broadcast_are_refused_in_one_form(case):
     assert message.startswith(f"{op}: argument '{argument}' expected ") and " broadcastable " in message, message
 
 
+def _lower(shape):
+    return tape.tensor(np.broadcast_to(np.tril(np.ones(shape[-2:])) + 2 * np.eye(shape[-1]), shape).copy())
+
+
+BATCH_CASES = [  # matrix operands whose batch dims do not broadcast: (call, the message)
+    (lambda: ops.matmul(_f((2, 3, 4)), _f((3, 4, 5))), "matmul", "other", "input's (2,), got shape (3, 4, 5)"),
+    (lambda: ops.cdist(_f((2, 3, 4)), _f((3, 5, 4))), "cdist", "x2", "x1's (2,), got shape (3, 5, 4)"),
+    (lambda: ops.solve(_lower((2, 3, 3)), _f((4, 3, 1))), "solve", "B", "A's (2,), got shape (4, 3, 1)"),
+    (lambda: ops.lstsq(_lower((2, 3, 3)), _f((4, 3, 1))), "lstsq", "B", "A's (2,), got shape (4, 3, 1)"),
+    (lambda: ops.solve_triangular(_lower((2, 3, 3)), _f((4, 3, 1)), upper=False), "solve_triangular", "B",
+     "A's (2,), got shape (4, 3, 1)"),
+    (lambda: ops.cholesky_solve(_f((4, 3, 1)), _lower((2, 3, 3))), "cholesky_solve", "B",
+     "L's (2,), got shape (4, 3, 1)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BATCH_CASES, ids=lambda c: c[1])
+def test_matrix_batch_dims_that_do_not_broadcast_are_refused_in_one_message(case):
+    """Before: lstsq showed A's whole shape as its batch dims, solve_triangular and cholesky_solve named no operand
+    and no 'shape'."""
+    call, op, argument, rest = case
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value) == f"{op}: argument '{argument}' expected batch dims broadcastable with {rest}"
+
+
 def test_there_is_one_broadcast_refusal_in_the_op_library():
     import pathlib
     import re
