@@ -511,24 +511,25 @@ def _batch_norm_vjp(g, ans, input, running_mean, running_var, weight, bias, *, n
     return _running_stats_vjp("batch", g, input, running_mean, running_var, weight, needs, not training, eps)
 
 
+def _check_running_stats(op, input, running_mean, running_var, used: bool, when: str) -> None:
+    """batch_norm's and instance_norm's optional running statistics: floating tensors of shape (C,), both given
+    when the op normalises with them (``used``; ``when`` says by which attribute)."""
+    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+        if stat is not None:
+            require_float(op, name, stat)
+            require(stat.shape == (input.shape[1],), op, name, f"shape ({input.shape[1]},)", stat.shape)
+    if used:
+        both = running_mean is not None and running_var is not None
+        require(both, op, "running_mean", f"running_mean and running_var when {when}", "None")
+
+
 def _check_batch_norm(
     input, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
 ):
     _check_norm_input("batch_norm", input, weight, bias)
     require_bool("batch_norm", "training", training)
-    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
-        if stat is not None:
-            require_float("batch_norm", name, stat)
-            require(stat.shape == (input.shape[1],), "batch_norm", name, f"shape ({input.shape[1]},)", stat.shape)
-    if not training:
-        require(
-            running_mean is not None and running_var is not None,
-            "batch_norm",
-            "running_mean",
-            "running_mean and running_var when training=False",
-            "None",
-        )
-    else:
+    _check_running_stats("batch_norm", input, running_mean, running_var, not training, "training=False")
+    if training:
         require(
             input.size // input.shape[1] > 1 or input.size == 0,
             "batch_norm",
@@ -647,18 +648,8 @@ def _check_instance_norm(
     _check_norm_input("instance_norm", input, weight, bias)
     require(input.ndim >= 3, "instance_norm", "input", "a tensor of shape (N, C, L, *)", f"shape {input.shape}")
     require_bool("instance_norm", "use_input_stats", use_input_stats)
-    if not use_input_stats:
-        require(
-            running_mean is not None and running_var is not None,
-            "instance_norm",
-            "running_mean",
-            "running_mean and running_var when use_input_stats=False",
-            "None",
-        )
-    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
-        if stat is not None:
-            require_float("instance_norm", name, stat)
-            require(stat.shape == (input.shape[1],), "instance_norm", name, f"shape ({input.shape[1]},)", stat.shape)
+    stats = (running_mean, running_var)
+    _check_running_stats("instance_norm", input, *stats, not use_input_stats, "use_input_stats=False")
     _check_eps("instance_norm", eps)
 
 
