@@ -611,7 +611,10 @@ def test_embedding_bag_refuses_a_max_norm_naming_the_op_and_argument(max_norm):
         ops.embedding_bag(np.array([1, 2, 4, 5, 4, 3, 2, 9]), weight, np.array([0, 4]), max_norm)
 
 
-@pytest.mark.parametrize("op, flag", [("batch_norm", dict(training=False)), ("instance_norm", dict(use_input_stats=False))])
+RUNNING_FLAGS = [("batch_norm", {"training": False}), ("instance_norm", {"use_input_stats": False})]
+
+
+@pytest.mark.parametrize("op, flag", RUNNING_FLAGS)
 def test_running_statistics_are_checked_in_one_form(op, flag):
     x, stat = tape.tensor(np.ones((2, 3, 4))), tape.tensor(np.ones(3))
     (name, value), = flag.items()
