@@ -1,13 +1,18 @@
 """Argument checks shared by the op library (each error names the op, the argument, expected and got), and the
-torch reference of an op that is ``torch.nn.functional``'s own."""
+torch reference of an op that is ``torch.nn.functional``'s own. ``require``, ``integer``, ``ints`` and
+``require_bool`` are tape/checks.py's, the engine core's too: one wording for every layer."""
 
 import numpy as np
 
+from tape.checks import integer, ints, require, require_bool
+
 __all__ = [
+    "batch_dims_or_fail",
     "broadcast_or_fail",
     "floats_only",
     "functional",
     "integer",
+    "ints",
     "normalize_dim",
     "normalize_dims",
     "real",
@@ -22,11 +27,6 @@ __all__ = [
 ]
 
 
-def require(condition: bool, op: str, argument: str, expected: str, got) -> None:
-    if not condition:
-        raise ValueError(f"{op}: argument '{argument}' expected {expected}, got {got}")
-
-
 def broadcast_or_fail(op: str, argument: str, shapes, expected: str, got, to: tuple | None = None) -> tuple:
     """The shape ``shapes`` broadcast together to -- with ``to``, it must be ``to`` itself (the others broadcast
     to it one way) -- else the one refusal of shapes that do not broadcast, naming ``argument``."""
@@ -37,6 +37,14 @@ def broadcast_or_fail(op: str, argument: str, shapes, expected: str, got, to: tu
         shape, fits = (), False
     require(fits, op, argument, expected, got)
     return shape
+
+
+def batch_dims_or_fail(op: str, argument: str, shape: tuple, batch: tuple, first: str, first_batch: tuple) -> tuple:
+    """The batch dims ``batch`` of argument ``argument`` (of shape ``shape``) broadcast with those of ``first``
+    (``first_batch``), else the one refusal of the matrix ops' batch dims; returns the broadcast batch shape."""
+    return broadcast_or_fail(
+        op, argument, (first_batch, batch), f"batch dims broadcastable with {first}'s {first_batch}", f"shape {shape}"
+    )
 
 
 def one_of(op: str, argument: str, value, choices: tuple, expected: str | None = None):
@@ -53,17 +61,6 @@ def real(op: str, argument: str, value, expected: str = "a real number", hint: s
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise TypeError(f"{op}: argument '{argument}' expected {expected}, got {type(value).__name__} {value!r}{hint}")
     return float(value)
-
-
-def integer(op: str, argument: str, value, at_least: int | None = None) -> int:
-    """An int attribute as a Python int: bools and non-integers are refused (TypeError), and with ``at_least``
-    an int below it (ValueError)."""
-    expected = "an int" if at_least is None else f"an int >= {at_least}"
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{op}: argument '{argument}' expected {expected}, got {type(value).__name__} {value!r}")
-    if at_least is not None and value < at_least:
-        raise ValueError(f"{op}: argument '{argument}' expected {expected}, got {value}")
-    return int(value)
 
 
 def normalize_dim(op: str, dim, ndim: int, argument: str = "dim") -> int:
@@ -115,12 +112,6 @@ def floats_only(op: str, argument: str = "x"):
 
     check.passes_floats = True  # type: ignore[attr-defined]
     return check
-
-
-def require_bool(op: str, argument: str, value) -> None:
-    """A flag attribute: a Python or numpy bool (an int or a string is refused, not read as true or false)."""
-    if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{op}: argument '{argument}' expected a bool, got {type(value).__name__} {value!r}")
 
 
 def require_integer(op: str, argument: str, array) -> None:

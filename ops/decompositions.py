@@ -18,7 +18,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, integer, normalize_dim, one_of, real, require, require_bool, require_float
+from ._validation import batch_dims_or_fail, integer, normalize_dim, one_of, real, require, require_bool, require_float
 from .reduce import _norm_of, _norm_vjp_of
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -683,9 +683,7 @@ def _check_solve(A, B, *, left=True):
             f"shape {B.shape}",
         )
     batch_b = B.shape[:-1] if vector else B.shape[:-2]
-    broadcast_or_fail(
-        "solve", "B", (A.shape[:-2], batch_b), f"batch dims broadcastable with A's {A.shape[:-2]}", f"shape {B.shape}"
-    )
+    batch_dims_or_fail("solve", "B", B.shape, batch_b, "A", A.shape[:-2])
 
 
 def _solve(A, B, *, left=True):
@@ -1462,9 +1460,7 @@ def _check_triangular_rhs(op, A, B, names=("A", "B"), left=True):
     n = A.shape[-1]
     rows = B.shape[-2] if left else B.shape[-1]
     require(rows == n, op, names[1], f"{n} {'rows' if left else 'columns'} to match {names[0]} {A.shape}", B.shape)
-    broadcast_or_fail(
-        op, names[1], (A.shape[:-2], B.shape[:-2]), f"batch dims broadcastable with {A.shape[:-2]}", B.shape
-    )
+    batch_dims_or_fail(op, names[1], B.shape, B.shape[:-2], names[0], A.shape[:-2])
 
 
 def _check_cholesky_solve(B, L, upper=False):
@@ -2017,13 +2013,7 @@ def _check_lstsq(A, B, rcond=None, *, driver=None):
     vector = B.ndim == A.ndim - 1
     rows = B.shape[-1] if vector else (B.shape[-2] if B.ndim >= 2 else -1)
     require(B.ndim >= 1 and rows == A.shape[-2], "lstsq", "B", f"{A.shape[-2]} rows (A {A.shape})", B.shape)
-    broadcast_or_fail(
-        "lstsq",
-        "B",
-        (A.shape[:-2], B.shape[:-1] if vector else B.shape[:-2]),
-        f"batch dims broadcastable with A's {A.shape}",
-        B.shape,
-    )
+    batch_dims_or_fail("lstsq", "B", B.shape, B.shape[:-1] if vector else B.shape[:-2], "A", A.shape[:-2])
 
 
 def _lstsq(A, B, rcond=None, *, driver=None):

@@ -29,7 +29,7 @@ from ._kernels import buffers, runtime
 from ._numerics import quiet
 from ._onnx import NotExportable, no_attributes
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, integer, normalize_dim, real
+from ._validation import batch_dims_or_fail, broadcast_or_fail, integer, normalize_dim, real
 from .reduce import _norm_of, _norm_vjp_of, vector_norm
 
 
@@ -53,13 +53,7 @@ def _check_matmul(input, other):
             f"matmul: argument 'other' expected {k_a} rows to match the last dim of input "
             f"{input.shape}, got shape {other.shape}"
         )
-    broadcast_or_fail(
-        "matmul",
-        "other",
-        (input.shape[:-2], other.shape[:-2]),
-        f"batch dims broadcastable with input's {input.shape[:-2]}",
-        f"shape {other.shape}",
-    )
+    batch_dims_or_fail("matmul", "other", other.shape, other.shape[:-2], "input", input.shape[:-2])
     _same_dtype("matmul", ("input", "other"), (input, other))
 
 
@@ -1127,13 +1121,7 @@ def _check_cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessar
             raise ValueError(f"cdist: argument '{name}' expected at least 2 dims (*, rows, M), got shape {x.shape}")
     if x1.shape[-1] != x2.shape[-1]:
         raise ValueError(f"cdist: argument 'x2' expected last dim {x1.shape[-1]} (as x1 {x1.shape}), got {x2.shape}")
-    broadcast_or_fail(
-        "cdist",
-        "x2",
-        (x1.shape[:-2], x2.shape[:-2]),
-        f"batch dims broadcastable with x1's {x1.shape[:-2]}",
-        f"shape {x2.shape}",
-    )
+    batch_dims_or_fail("cdist", "x2", x2.shape, x2.shape[:-2], "x1", x1.shape[:-2])
     modes = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
     if compute_mode not in modes:
         raise ValueError(f"cdist: argument 'compute_mode' expected one of {modes}, got {compute_mode!r}")

@@ -1050,25 +1050,22 @@ def _huber_slope(d, delta):
     return np.where(np.abs(d) < delta, d, delta * np.sign(d))
 
 
+def _pointwise_denominator(weight, reduction, weighted_mean):
+    """What a pointwise loss's 'mean' divides by: sum(weight) for a weighted mean (0/0 is NaN over nothing or zero
+    weights, as torch's), else None (the number of elements)."""
+    return np.sum(weight) if weight is not None and weighted_mean and reduction == "mean" else None
+
+
 def _pointwise_forward(value, input, target, weight, reduction, param, weighted_mean):
     loss = value(input - target, param)
     if weight is not None:
         loss = loss * weight
-    if reduction == "none":
-        return loss
-    total = np.sum(loss)
-    if reduction == "sum":
-        return total
-    with np.errstate(invalid="ignore", divide="ignore"):  # a mean of nothing (or of zero weights) is NaN
-        return total / (np.sum(weight) if weight is not None and weighted_mean else np.size(loss))
+    return _reduce(loss, reduction, _pointwise_denominator(weight, reduction, weighted_mean))
 
 
 def _pointwise_scale(g, shape, weight, reduction, weighted_mean):
-    """The upstream gradient per loss element; for a weighted mean, g / sum(weight)."""
-    if weight is not None and weighted_mean and reduction == "mean":
-        with np.errstate(invalid="ignore", divide="ignore"):  # sum(w) = 0 over nothing: 0/0 as torch's
-            return np.broadcast_to(g / np.sum(weight), shape)
-    return _reduction_grad(g, reduction, shape)
+    """The upstream gradient per loss element."""
+    return _reduction_grad(g, reduction, shape, _pointwise_denominator(weight, reduction, weighted_mean))
 
 
 def _pointwise_diff_grad(g, input, target, weight, reduction, slope, param, weighted_mean):

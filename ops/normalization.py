@@ -1,18 +1,11 @@
 """Normalisations, as in ``torch.nn.functional``: softmax / log_softmax along a dim, layer_norm and rms_norm
-over the trailing ``normalized_shape`` dims.
+over the trailing ``normalized_shape`` dims, batch_norm / group_norm / instance_norm over the channels (with
+optional running statistics, read and never updated) and local_response_norm across neighbouring channels.
 
-The arithmetic is the row kernels of ops/_kernels/rowwise.py: each op views its reduced dims as the last
-axis of rows and runs over blocks of rows that stay in cache (on the worker pool when there are several),
-writing into arrays it owns (reused from step to step: rowwise.owned_like). softmax / log_softmax are computed
-from ``x - max(x)``, so logits of +-1e4 give finite values and gradients (softmax from exp(x) unshifted in the
-rows where that cannot under- or overflow: rowwise.softmax_block); their rules, written again for Tensors, are
-traced for the second order.
-layer_norm saves its normalised rows and each row's 1/std, rms_norm only the 1/std (its backward recomputes
-the rows block by block); their second order is taken through ``composite=`` versions written with registered
-ops (mean, rsqrt, mul, add).
-
-Empty shapes work as in torch: a softmax over an empty dim, or a norm of zero rows or zero features,
-gives an empty output and empty (or zero) gradients.
+softmax, log_softmax, layer_norm and rms_norm run on the row kernels of ops/_kernels/rowwise.py: each views its
+reduced dims as the last axis of rows and runs over blocks of rows that stay in cache (on the worker pool when
+there are several), writing into arrays it owns (reused from step to step: rowwise.owned_like). What each op
+saves, how its second order is taken and what it does at the edges is in its ``notes=`` (docs/coverage.md).
 """
 
 __all__ = [
@@ -55,8 +48,29 @@ from ._onnx import NotExportable, axis_of, scalar
 from ._samples import along_dim_samples, transposed, uniform
 from ._validation import normalize_dim, require, require_bool, require_float
 
-# torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
+# torch's case law and what each op saves, op by op: each entry joins the notes= of the ops it names (shown in
+# docs/coverage.md)
 _CASE_LAW = (
+    (
+        ("softmax", "log_softmax"),
+        "Computed from x - max(x), so logits of +-1e4 give finite values and gradients; the rule, written again for "
+        "Tensors, is traced for the second order. Over an empty dim: an empty output and gradient, as torch.",
+    ),
+    (("softmax",), "exp(x) is taken unshifted in the rows where it cannot under- or overflow (rowwise.softmax_block)."),
+    (
+        ("layer_norm",),
+        "Saves its normalised rows and each row's 1/std; the second order is taken through a composite= version "
+        "written with registered ops (mean, rsqrt, mul, add).",
+    ),
+    (
+        ("rms_norm",),
+        "Saves each row's 1/std only (its backward recomputes the rows block by block); the second order is taken "
+        "through a composite= version written with registered ops.",
+    ),
+    (
+        ("layer_norm", "rms_norm"),
+        "Zero rows or zero features give an empty output and empty (or zero) gradients, as torch.",
+    ),
     (
         ("batch_norm",),
         "training uses the batch statistics and does not update running_mean/var (tensors are immutable): "
@@ -134,6 +148,7 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
         check=check,
         samples=samples,
         torch_ref=torch_ref,
+        notes=case_law(_CASE_LAW, op),
         **declaration,
     )
 
@@ -298,6 +313,7 @@ layer_norm = defop(
     composite=_layer_norm_composite,
     check=_check_layer_norm,
     samples=_layer_norm_samples,
+    notes=case_law(_CASE_LAW, "layer_norm"),
     torch_ref=lambda torch, input, weight, bias, normalized_shape, eps=1e-5: torch.nn.functional.layer_norm(
         input, _shape_tuple(normalized_shape), weight, bias, eps
     ),
@@ -363,6 +379,7 @@ rms_norm = defop(
     composite=_rms_norm_composite,
     check=_check_rms_norm,
     samples=_rms_norm_samples,
+    notes=case_law(_CASE_LAW, "rms_norm"),
     torch_ref=lambda torch, input, weight, normalized_shape, eps=None: torch.nn.functional.rms_norm(
         input, _shape_tuple(normalized_shape), weight, eps
     ),
@@ -494,24 +511,25 @@ def _batch_norm_vjp(g, ans, input, running_mean, running_var, weight, bias, *, n
     return _running_stats_vjp("batch", g, input, running_mean, running_var, weight, needs, not training, eps)
 
 
+def _check_running_stats(op, input, running_mean, running_var, used: bool, when: str) -> None:
+    """batch_norm's and instance_norm's optional running statistics: floating tensors of shape (C,), both given
+    when the op normalises with them (``used``; ``when`` says by which attribute)."""
+    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+        if stat is not None:
+            require_float(op, name, stat)
+            require(stat.shape == (input.shape[1],), op, name, f"shape ({input.shape[1]},)", stat.shape)
+    if used:
+        both = running_mean is not None and running_var is not None
+        require(both, op, "running_mean", f"running_mean and running_var when {when}", "None")
+
+
 def _check_batch_norm(
     input, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
 ):
     _check_norm_input("batch_norm", input, weight, bias)
     require_bool("batch_norm", "training", training)
-    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
-        if stat is not None:
-            require_float("batch_norm", name, stat)
-            require(stat.shape == (input.shape[1],), "batch_norm", name, f"shape ({input.shape[1]},)", stat.shape)
-    if not training:
-        require(
-            running_mean is not None and running_var is not None,
-            "batch_norm",
-            "running_mean",
-            "running_mean and running_var when training=False",
-            "None",
-        )
-    else:
+    _check_running_stats("batch_norm", input, running_mean, running_var, not training, "training=False")
+    if training:
         require(
             input.size // input.shape[1] > 1 or input.size == 0,
             "batch_norm",
@@ -630,18 +648,8 @@ def _check_instance_norm(
     _check_norm_input("instance_norm", input, weight, bias)
     require(input.ndim >= 3, "instance_norm", "input", "a tensor of shape (N, C, L, *)", f"shape {input.shape}")
     require_bool("instance_norm", "use_input_stats", use_input_stats)
-    if not use_input_stats:
-        require(
-            running_mean is not None and running_var is not None,
-            "instance_norm",
-            "running_mean",
-            "running_mean and running_var when use_input_stats=False",
-            "None",
-        )
-    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
-        if stat is not None:
-            require_float("instance_norm", name, stat)
-            require(stat.shape == (input.shape[1],), "instance_norm", name, f"shape ({input.shape[1]},)", stat.shape)
+    stats = (running_mean, running_var)
+    _check_running_stats("instance_norm", input, *stats, not use_input_stats, "use_input_stats=False")
     _check_eps("instance_norm", eps)
 
 

@@ -51,14 +51,14 @@ import numpy as np
 
 from tape.broadcast import unbroadcast
 from tape.onnx import lowering
-from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
+from tape.registry import NOT_DIFFERENTIABLE, Sample, defop, get_op
 
 from . import _numpy
 from ._declare import one_input_op
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, integer, normalize_dim, normalize_dims, real, require_dtype_of_input
+from ._validation import broadcast_or_fail, integer, ints, normalize_dim, normalize_dims, real, require_dtype_of_input
 from .indexing import _index_add_into, index_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -90,28 +90,13 @@ _CASE_LAW = (
 )
 
 
-def _ints(op: str, argument: str, value) -> tuple:
-    """``value`` (an int or a sequence of ints) as a tuple of Python ints."""
-    items = (value,) if isinstance(value, int | np.integer) else value
-    try:
-        items = tuple(items)
-    except TypeError:
-        raise TypeError(
-            f"{op}: argument '{argument}' expected an int or a sequence of ints, got {type(value).__name__} {value!r}"
-        ) from None
-    for v in items:
-        if isinstance(v, bool) or not isinstance(v, int | np.integer):
-            raise TypeError(f"{op}: argument '{argument}' expected ints, got {type(v).__name__} {v!r} in {value!r}")
-    return tuple(int(v) for v in items)
-
-
 def _reshape_back(g, ans, input, *args, **attrs):
     return np.reshape(g, input.shape)
 
 
 # -- reshape / flatten / squeeze / unsqueeze ---------------------------------------------------------------
 def _reshape(input, shape):
-    shape = _ints("reshape", "shape", shape)
+    shape = ints("reshape", "shape", shape)
     try:
         return input.reshape(shape)
     except ValueError:
@@ -135,7 +120,7 @@ reshape = defop(
         Sample((uniform(rng, (1, 3)),), {"shape": 3}, "int shape"),
         Sample((uniform(rng, (0, 3)),), {"shape": (3, 0, 1)}, "zero-size"),
     ],
-    torch_ref=lambda torch, input, shape: torch.reshape(input, _ints("reshape", "shape", shape)),
+    torch_ref=lambda torch, input, shape: torch.reshape(input, ints("reshape", "shape", shape)),
     numpy={np.reshape: _numpy.reshape},
 )
 
@@ -176,7 +161,7 @@ flatten = defop(
 
 
 def _squeeze(input, dim=None):
-    dims = normalize_dims("squeeze", None if dim is None else _ints("squeeze", "dim", dim), input.ndim)
+    dims = normalize_dims("squeeze", None if dim is None else ints("squeeze", "dim", dim), input.ndim)
     return np.squeeze(input, axis=tuple(d for d in dims if input.shape[d] == 1))
 
 
@@ -265,7 +250,7 @@ transpose = defop(
 
 
 def _permutation(x, dims):
-    dims = tuple(normalize_dim("permute", d, x.ndim, "dims") for d in _ints("permute", "dims", dims))
+    dims = tuple(normalize_dim("permute", d, x.ndim, "dims") for d in ints("permute", "dims", dims))
     if sorted(dims) != list(range(x.ndim)):
         raise ValueError(f"permute: argument 'dims' expected a permutation of {x.ndim} dims, got {dims}")
     return dims
@@ -291,7 +276,7 @@ permute = defop(
 # -- expand / broadcast_to ---------------------------------------------------------------------------------
 def _expanded_shape(x, shape, op="expand", argument="size") -> tuple:
     """torch's expand: new leading dims of any size; -1 keeps a dim; a dim may only grow from size 1."""
-    shape = _ints(op, argument, shape)
+    shape = ints(op, argument, shape)
     lead = len(shape) - x.ndim
     if lead < 0:
         raise ValueError(
@@ -328,7 +313,7 @@ expand = defop(
         Sample((uniform(rng, (1, 3)),), {"size": (0, 3)}, "size-1 dim to 0"),
         Sample((uniform(rng, (0, 1)),), {"size": (2, 0, 4)}, "zero-size"),
     ],
-    torch_ref=lambda torch, input, size: input.expand(*_ints("expand", "size", size)),
+    torch_ref=lambda torch, input, size: input.expand(*ints("expand", "size", size)),
     numpy={np.broadcast_to: _numpy.broadcast_to, np.full_like: _numpy.full_like},
 )
 broadcast_to = expand  # torch.broadcast_to(input, size) is Tensor.expand(size): the same signature
@@ -458,7 +443,7 @@ def _narrow_index(x, dim, start, length) -> tuple:
         raise ValueError("narrow: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("narrow", dim, x.ndim)
     size = x.shape[axis]
-    start, length = _ints("narrow", "start", start), _ints("narrow", "length", length)
+    start, length = ints("narrow", "start", start), ints("narrow", "length", length)
     if len(start) != 1 or not -size <= start[0] <= size:
         raise ValueError(
             f"narrow: argument 'start' expected an int in [{-size}, {size}] for dim {dim} of size {size}, got {start}"
@@ -509,7 +494,7 @@ _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 def _pad_widths(x, pad, mode) -> list:
     """[(axis, before, after)] from torch's pad tuple (last dim first), validated as torch does."""
-    pad = _ints("pad", "pad", pad)
+    pad = ints("pad", "pad", pad)
     if mode not in _PAD_MODES:
         raise ValueError(f"pad: argument 'mode' expected one of {_PAD_MODES}, got {mode!r}")
     pairs = len(pad) // 2
@@ -586,7 +571,7 @@ def _pad_vjp(g, ans, input, pad, mode="constant", value=None):
 def _pad_back(g, input, pads, mode):
     widths = _pad_widths(input, pads, mode)
     if mode == "constant":  # the opposite pad crops what was added and puts zeros where it cropped
-        opposite = tuple(-p for p in _ints("pad", "pad", pads))
+        opposite = tuple(-p for p in ints("pad", "pad", pads))
         return _pad(g, opposite) if isinstance(g, np.ndarray) else pad(g, opposite)
     for axis, before, after in reversed(widths):  # undo the forward's takes, last first, adding repeats
         size = input.shape[axis]
@@ -707,7 +692,7 @@ masked_fill = defop(
 
 # -- repeat ------------------------------------------------------------------------------------------------
 def _repeat_shapes(x, repeats):
-    repeats = _ints("repeat", "repeats", repeats)
+    repeats = ints("repeat", "repeats", repeats)
     if len(repeats) < x.ndim or any(r < 0 for r in repeats):
         raise ValueError(
             f"repeat: argument 'repeats' expected at least {x.ndim} non-negative counts for input "
@@ -746,7 +731,7 @@ repeat = defop(
         Sample((uniform(rng, (3,)),), {"repeats": 2}, "one int"),
         Sample((uniform(rng, (0, 2)),), {"repeats": (2, 3)}, "zero-size"),
     ],
-    torch_ref=lambda torch, input, repeats: input.repeat(*_ints("repeat", "repeats", repeats)),
+    torch_ref=lambda torch, input, repeats: input.repeat(*ints("repeat", "repeats", repeats)),
 )
 
 
@@ -792,7 +777,7 @@ swapdims = _swap_op("swapdims", _swapdims, ("dim0", "dim1"))
 
 def _moves(input, source, destination) -> tuple:
     """(source axes, destination axes) of movedim, validated as torch does."""
-    src, dst = _ints("movedim", "source", source), _ints("movedim", "destination", destination)
+    src, dst = ints("movedim", "source", source), ints("movedim", "destination", destination)
     if len(src) != len(dst):
         raise ValueError(
             f"movedim: arguments 'source' and 'destination' expected the same number of dims, got source "
@@ -849,7 +834,7 @@ def _unflattened(input, dim, sizes) -> tuple:
         raise TypeError(
             f"unflatten: argument 'sizes' expected a sequence of ints, got {type(sizes).__name__} {sizes!r}"
         )
-    sizes = _ints("unflatten", "sizes", sizes)
+    sizes = ints("unflatten", "sizes", sizes)
     size, known = input.shape[axis], math.prod(s for s in sizes if s != -1)
     inferred = sizes.count(-1) == 1 and known != 0 and size % known == 0
     if not sizes or any(s < -1 for s in sizes) or (-1 in sizes and not inferred) or (-1 not in sizes and known != size):
@@ -1092,15 +1077,25 @@ select = defop(
 )
 
 
+def _basic_scatter_rules(name: str, forward, where) -> tuple:
+    """The rules of select_scatter or slice_scatter, whose ``forward`` writes ``src`` into a copy of ``input`` at
+    the basic index ``where(input, **attributes)``: ``input``'s gradient is g with zeros written there (Tensors:
+    through the op itself, recorded), ``src``'s is g read there."""
+
+    def vjp_input(g, ans, input, src, **attributes):
+        zeros = np.zeros(src.shape, g.dtype)
+        return forward(g, zeros, **attributes) if isinstance(g, np.ndarray) else get_op(name)(g, zeros, **attributes)
+
+    def vjp_src(g, ans, input, src, **attributes):
+        return g[where(input, **attributes)]
+
+    return vjp_input, vjp_src
+
+
 def _select_scatter(input, src, dim, index):
     """``torch.select_scatter(input, src, dim, index)``: a copy of ``input`` with ``src`` as its slice
     ``select(dim, index)``."""
     return _scatter_into("select_scatter", input, src, _selected("select_scatter", input, dim, index))
-
-
-def _select_scatter_vjp_input(g, ans, input, src, dim, index):
-    zeros = np.zeros(src.shape, g.dtype)
-    return _select_scatter(g, zeros, dim, index) if isinstance(g, np.ndarray) else select_scatter(g, zeros, dim, index)
 
 
 select_scatter = defop(
@@ -1110,7 +1105,9 @@ select_scatter = defop(
     family="shape",
     inputs=("input", "src"),
     forward=_select_scatter,
-    vjps=(_select_scatter_vjp_input, lambda g, ans, input, src, dim, index: g[_selected("select", input, dim, index)]),
+    vjps=_basic_scatter_rules(
+        "select_scatter", _select_scatter, lambda input, dim, index: _selected("select_scatter", input, dim, index)
+    ),
     samples=lambda rng: [
         Sample((uniform(rng, (3, 4)), uniform(rng, (4,))), {"dim": 0, "index": 1}),
         Sample((uniform(rng, (2, 3, 4)), uniform(rng, (2, 3))), {"dim": -1, "index": -2}, "negative"),
@@ -1122,7 +1119,7 @@ select_scatter = defop(
 )
 
 
-def _sliced(input, dim, start, end, step) -> tuple:
+def _sliced(input, dim=0, start=None, end=None, step=1) -> tuple:
     if input.ndim == 0:
         raise ValueError("slice_scatter: argument 'input' expected a tensor with at least 1 dim, got a 0-D tensor")
     axis = normalize_dim("slice_scatter", dim, input.ndim)
@@ -1138,13 +1135,6 @@ def _slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     return _scatter_into("slice_scatter", input, src, _sliced(input, dim, start, end, step))
 
 
-def _slice_scatter_vjp_input(g, ans, input, src, dim=0, start=None, end=None, step=1):
-    zeros = np.zeros(src.shape, g.dtype)
-    if isinstance(g, np.ndarray):
-        return _slice_scatter(g, zeros, dim, start, end, step)
-    return slice_scatter(g, zeros, dim, start, end, step)
-
-
 slice_scatter = defop(
     "slice_scatter",
     notes=case_law(_CASE_LAW, "slice_scatter"),
@@ -1152,10 +1142,7 @@ slice_scatter = defop(
     family="shape",
     inputs=("input", "src"),
     forward=_slice_scatter,
-    vjps=(
-        _slice_scatter_vjp_input,
-        lambda g, ans, input, src, dim=0, start=None, end=None, step=1: g[_sliced(input, dim, start, end, step)],
-    ),
+    vjps=_basic_scatter_rules("slice_scatter", _slice_scatter, _sliced),
     samples=lambda rng: [
         Sample((uniform(rng, (5, 3)), uniform(rng, (2, 3))), {"start": 1, "end": 3}),
         Sample((uniform(rng, (2, 7)), uniform(rng, (2, 3))), {"dim": -1, "start": 1, "step": 2}, "step"),

@@ -131,6 +131,27 @@ def _put_along(shape: tuple, axis: int, index: np.ndarray, src):
     return out
 
 
+def _scattered_back(name, reduces=True):
+    """The rule of a (values, indices) op: the values' gradient written back at the indices' positions along
+    ``dim``, zeros elsewhere. ``reduces``: the op drops ``dim`` unless keepdim (kthvalue, median, mode); else its
+    indices have the input's rank (sort, topk)."""
+
+    def vjp(g, ans, input, *args, dim=-1, keepdim=False, **attrs):
+        g_values = g[0]
+        if g_values is None:
+            return np.zeros(input.shape, input.dtype)
+        if input.ndim == 0:
+            return g_values
+        axis = normalize_dim(name, dim, input.ndim)
+        indices = np.asarray(ans[1])
+        if reduces and not keepdim:
+            g_values, indices = np.expand_dims(g_values, axis), np.expand_dims(indices, axis)
+        return _put_along(input.shape, axis, indices, g_values)
+
+    vjp.__name__ = f"_{name}_vjp"
+    return vjp
+
+
 # -- sort / argsort ----------------------------------------------------------------------------------------------
 def _check_sort(op):
     def check(input, dim=-1, descending=False, stable=False):
@@ -148,22 +169,6 @@ def _sort(input, dim=-1, descending=False, stable=False):
         return input.copy(), np.zeros((), np.int64)
     indices = _stable_order(input, axis, bool(descending))
     return np.take_along_axis(input, indices, axis), indices
-
-
-def _sort_vjp(g, ans, input, dim=-1, descending=False, stable=False):
-    g_values = g[0]
-    if g_values is None:
-        return np.zeros(input.shape, input.dtype)
-    if input.ndim == 0:
-        return g_values
-    axis = normalize_dim("sort", dim, input.ndim)
-    indices = np.asarray(ans[1])
-    if isinstance(g_values, np.ndarray):
-        out = np.empty(input.shape, g_values.dtype)
-        np.put_along_axis(out, indices, g_values, axis)
-        return out
-    # Tensors: gather through the inverse permutation (the sort of the indices), recorded
-    return np.take_along_axis(g_values, np.argsort(indices, axis=axis, kind="stable"), axis)
 
 
 def _sort_samples(rng):
@@ -208,7 +213,7 @@ def _as_sort(name) -> dict:
     )
 
 
-sort = values_indices_op("sort", FAMILY, _sort, _sort_vjp, **_as_sort("sort"))
+sort = values_indices_op("sort", FAMILY, _sort, _scattered_back("sort", reduces=False), **_as_sort("sort"))
 
 
 def _argsort(input, dim=-1, descending=False, stable=False):
@@ -245,15 +250,6 @@ def _topk(input, k, dim=-1, largest=True, sorted=True):
     return np.take_along_axis(input, indices, axis), indices
 
 
-def _topk_vjp(g, ans, input, k, dim=-1, largest=True, sorted=True):
-    g_values = g[0]
-    if g_values is None:
-        return np.zeros(input.shape, input.dtype)
-    if input.ndim == 0:
-        return g_values
-    return _put_along(input.shape, normalize_dim("topk", dim, input.ndim), np.asarray(ans[1]), g_values)
-
-
 def _topk_samples(rng):
     nan = np.array([[2.0, np.nan, 1.0, 3.0, -0.5, 0.0], [0.25, 0.5, -1.0, 4.0, 2.5, np.nan]])
     return [
@@ -286,7 +282,7 @@ topk = values_indices_op(
     "topk",
     FAMILY,
     _topk,
-    _topk_vjp,
+    _scattered_back("topk", reduces=False),
     check=_check_topk,
     samples=_topk_samples,
     torch_ref=_torch_topk,
@@ -308,23 +304,6 @@ def _picked(input, axis, position, keepdim):
     if not keepdim:
         values, indices = np.squeeze(values, axis), np.squeeze(indices, axis)
     return values, indices
-
-
-def _scattered_back(name):
-    def vjp(g, ans, input, *args, dim=-1, keepdim=False, **attrs):
-        g_values = g[0]
-        if g_values is None:
-            return np.zeros(input.shape, input.dtype)
-        if input.ndim == 0:
-            return g_values
-        axis = normalize_dim(name, dim, input.ndim)
-        indices = np.asarray(ans[1])
-        if not keepdim:
-            g_values, indices = np.expand_dims(g_values, axis), np.expand_dims(indices, axis)
-        return _put_along(input.shape, axis, indices, g_values)
-
-    vjp.__name__ = f"_{name}_vjp"
-    return vjp
 
 
 def _check_reduced(op, input, dim, keepdim):

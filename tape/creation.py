@@ -34,14 +34,9 @@ import numbers
 
 import numpy as np
 
+from .checks import integer, ints, require, require_bool
 from .random import Generator, as_generator
 from .tensors import Tensor
-
-
-def require(condition: bool, where: str, argument: str, expected: str, got) -> None:
-    if not condition:
-        raise ValueError(f"{where}: argument '{argument}' expected {expected}, got {got}")
-
 
 _DTYPES = (np.float32, np.float64, np.int64, np.int32, np.bool_)
 DEFAULT_FLOAT = np.dtype(np.float32)
@@ -69,13 +64,7 @@ def float_dtype(where: str, dtype, default=DEFAULT_FLOAT) -> np.dtype:
 
 def size_tuple(where: str, size) -> tuple:
     """torch's ``*size``: ints, or one sequence of ints (``zeros(2, 3)``, ``zeros((2, 3))``)."""
-    if len(size) == 1 and isinstance(size[0], list | tuple):
-        size = tuple(size[0])
-    for n in size:
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-            raise TypeError(f"{where}: argument 'size' expected ints, got {type(n).__name__} {n!r}")
-        require(int(n) >= 0, where, "size", "non-negative dimension sizes", tuple(size))
-    return tuple(int(n) for n in size)
+    return ints(where, "size", size[0] if len(size) == 1 and isinstance(size[0], list | tuple) else size, at_least=0)
 
 
 def real_number(where: str, name: str, value):
@@ -94,6 +83,7 @@ def generator_of(where: str, generator) -> np.random.Generator:
 
 
 def _leaf(where: str, array: np.ndarray, requires_grad: bool) -> Tensor:
+    require_bool(where, "requires_grad", requires_grad)
     if requires_grad and array.dtype.kind != "f":
         raise TypeError(f"{where}: argument 'requires_grad' needs a floating dtype, got dtype {array.dtype}")
     return Tensor(array, requires_grad=bool(requires_grad), dtype=array.dtype)
@@ -150,19 +140,18 @@ def full(size, fill_value, *, dtype=None, requires_grad=False) -> Tensor:
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False) -> Tensor:
-    n, m = size_tuple("eye", (n, n if m is None else m))
+    n = integer("eye", "n", n, at_least=0)
+    m = n if m is None else integer("eye", "m", m, at_least=0)
     return _leaf("eye", np.eye(n, m, dtype=resolve_dtype("eye", dtype, DEFAULT_FLOAT)), requires_grad)
 
 
 def _triangle_indices(where: str, row, col, offset, dtype) -> Tensor:
-    for name, value in (("row", row), ("col", col), ("offset", offset)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{where}: argument '{name}' expected an int, got {type(value).__name__} {value!r}")
-        require(name == "offset" or int(value) >= 0, where, name, "a non-negative int", value)
+    row, col = integer(where, "row", row, at_least=0), integer(where, "col", col, at_least=0)
+    offset = integer(where, "offset", offset)
     out_dtype = resolve_dtype(where, dtype, np.int64)
     require(out_dtype.kind in "iu", where, "dtype", "an integer dtype (torch: int32 or int64)", out_dtype)
     pick = np.tril_indices if where == "tril_indices" else np.triu_indices
-    return _leaf(where, np.stack(pick(row, int(offset), col)).astype(out_dtype).reshape(2, -1), False)
+    return _leaf(where, np.stack(pick(row, offset, col)).astype(out_dtype).reshape(2, -1), False)
 
 
 def tril_indices(row, col, offset=0, *, dtype=None) -> Tensor:
@@ -181,7 +170,7 @@ def _linspace(where: str, start, end, steps, dtype) -> np.ndarray:
     each a fused multiply-add (one rounding: computed in long double, then rounded to the output's float dtype;
     float64 for integer outputs, then truncated). One step gives ``start``."""
     start, end = real_number(where, "start", start), real_number(where, "end", end)
-    (steps,) = size_tuple(where, (steps,))
+    steps = integer(where, "steps", steps, at_least=0)
     work = dtype if dtype.kind == "f" else np.dtype(np.float64)
     a, b = work.type(start), work.type(end)
     step = np.longdouble((b - a) / work.type(max(steps - 1, 1)))
@@ -221,11 +210,9 @@ def randn(*size, generator=None, dtype=None, requires_grad=False) -> Tensor:
 
 def randint_bounds(where: str, low, high) -> tuple:
     low, high = real_number(where, "low", low), real_number(where, "high", high)
-    for name, v in (("low", low), ("high", high)):
-        if not isinstance(v, numbers.Integral):
-            raise TypeError(f"{where}: argument '{name}' expected an int, got {type(v).__name__} {v!r}")
+    low, high = integer(where, "low", low), integer(where, "high", high)
     require(low < high, where, "high", f"a bound above low={low} (sampling [low, high))", high)
-    return int(low), int(high)
+    return low, high
 
 
 def randint(*args, size=None, generator=None, dtype=None, requires_grad=False) -> Tensor:
@@ -242,7 +229,7 @@ def randint(*args, size=None, generator=None, dtype=None, requires_grad=False) -
 
 def randperm(n, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
     """A random permutation of 0..n-1, int64."""
-    (n,) = size_tuple("randperm", (n,))
+    n = integer("randperm", "n", n, at_least=0)
     values = generator_of("randperm", generator).permutation(n).astype(resolve_dtype("randperm", dtype, np.int64))
     return _leaf("randperm", values, requires_grad)
 

@@ -145,22 +145,14 @@ def _elementwise_failures(projected, arrays, grads, eps, atol, rtol) -> list[str
     return failures
 
 
-def gradgradcheck(
-    fn,
-    inputs,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    fast_mode: bool = False,
-    seed: int = 0,
-    raise_exception: bool = True,
-) -> bool:
+def gradgradcheck(fn, inputs, seed: int = 0, **options) -> bool:
     """Check second derivatives: float64 finite differences of the vector-Jacobian product, as PyTorch's.
 
-    For a random output cotangent ``u`` and random directions ``v``, the scalar ``sum_i <VJP_i(x, u), v_i>``
-    -- computed by a ``create_graph=True`` backward -- is gradchecked with respect to every grad-requiring
-    input and to ``u``. A rule whose recorded backward is wrong (or a saved value wrongly treated as a
-    constant) fails here even when its first-order values are right.
+    For a random output cotangent ``u`` and random directions ``v`` (drawn from ``seed``), the scalar
+    ``sum_i <VJP_i(x, u), v_i>`` -- computed by a ``create_graph=True`` backward -- is gradchecked with respect
+    to every grad-requiring input and to ``u``; ``options`` are gradcheck's (eps, atol, rtol, fast_mode,
+    n_directions, raise_exception). A rule whose recorded backward is wrong (or a saved value wrongly treated
+    as a constant) fails here even when its first-order values are right.
     """
     from .functional import gradients
 
@@ -189,4 +181,4 @@ def gradgradcheck(
             total = (cotangent * 0).sum()
         return total
 
-    return gradcheck(projected_vjp, inputs + [u], eps, atol, rtol, fast_mode, seed, raise_exception=raise_exception)
+    return gradcheck(projected_vjp, inputs + [u], seed=seed, **options)

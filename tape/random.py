@@ -14,9 +14,10 @@ attention's dropout seed and the creation functions of ops/creation.py. ``manual
 from __future__ import annotations
 
 import copy
-import numbers
 
 import numpy as np
+
+from .checks import integer, require
 
 __all__ = [
     "Generator",
@@ -32,11 +33,9 @@ _SEED_RANGE = (-(2**63), 2**64)  # torch's: a long long or an unsigned one; nega
 
 
 def _seed_value(where: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{where}: argument 'seed' expected an int, got {type(value).__name__} {value!r}")
-    if not _SEED_RANGE[0] <= int(value) < _SEED_RANGE[1]:
-        raise ValueError(f"{where}: argument 'seed' expected an int in [-2**63, 2**64), got {value}")
-    return int(value) % 2**64
+    value = integer(where, "seed", value)
+    require(_SEED_RANGE[0] <= value < _SEED_RANGE[1], where, "seed", "an int in [-2**63, 2**64)", value)
+    return value % 2**64
 
 
 class Generator(np.random.Generator):

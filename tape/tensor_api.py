@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from .checks import integer, ints, require_bool
 from .state import needs_grad
 
 if TYPE_CHECKING:
@@ -189,8 +190,11 @@ class TensorAPI:
         says otherwise (torch's; the new tensor is not in the graph)."""
         from .tensors import Tensor
 
-        array = np.full(_shape_of("Tensor.new_full", size), fill_value, dtype=self.dtype if dtype is None else dtype)
-        return Tensor(array, requires_grad=requires_grad)
+        require_bool("Tensor.new_full", "requires_grad", requires_grad)
+        shape = ints("Tensor.new_full", "size", size, at_least=0)
+        return Tensor(
+            np.full(shape, fill_value, dtype=self.dtype if dtype is None else dtype), requires_grad=requires_grad
+        )
 
     def new_zeros(self, *size, dtype=None, requires_grad: bool = False) -> Tensor:
         """``new_full(size, 0)``; the size as separate ints or one sequence, as torch's."""
@@ -203,6 +207,7 @@ class TensorAPI:
     # -- gradient conveniences -------------------------------------------------------------------------------
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` and return the tensor, as torch's."""
+        require_bool("Tensor.requires_grad_", "requires_grad", requires_grad)
         self.requires_grad = requires_grad
         return self  # type: ignore[return-value]
 
@@ -259,8 +264,7 @@ class _SizeMethod:
         shape = self._tensor.shape
         if dim is None:
             return shape
-        if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
-            raise TypeError(f"Tensor.size: argument 'dim' expected an int or None, got {type(dim).__name__}")
+        dim = integer("Tensor.size", "dim", dim)
         if not -len(shape) <= dim < len(shape):
             raise IndexError(
                 f"Tensor.size: argument 'dim' expected a dim in [{-len(shape)}, {len(shape) - 1}] for a tensor of "
@@ -286,15 +290,6 @@ class _SizeMethod:
 def _shape_args(args: tuple):
     """``t.reshape(2, 3)`` and ``t.reshape((2, 3))`` both mean the shape (2, 3)."""
     return args[0] if len(args) == 1 and not isinstance(args[0], int) else args
-
-
-def _shape_of(who: str, size) -> tuple:
-    """``size`` (an int or a sequence of ints) as a shape, or a TypeError naming ``who``."""
-    shape = (size,) if isinstance(size, int | np.integer) else size
-    ok = isinstance(shape, tuple | list) or (isinstance(shape, np.ndarray) and shape.ndim == 1)
-    if ok and all(isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 0 for n in shape):
-        return tuple(int(n) for n in shape)
-    raise TypeError(f"{who}: argument 'size' expected an int or a sequence of non-negative ints, got {size!r}")
 
 
 # -- the op library's side of Tensor -----------------------------------------------------------------------------

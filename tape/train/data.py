@@ -19,6 +19,7 @@ import numpy as np
 import ops
 
 from .. import random
+from ..checks import integer, require_bool
 from ..tensors import Tensor
 
 __all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]
@@ -97,8 +98,10 @@ class DataLoader:
         collate_fn=None,
         generator=None,
     ):
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-            raise ValueError(f"DataLoader: argument 'batch_size' expected a positive int or None, got {batch_size!r}")
+        if batch_size is not None:
+            batch_size = integer("DataLoader", "batch_size", batch_size, at_least=1)
+        require_bool("DataLoader", "shuffle", shuffle)
+        require_bool("DataLoader", "drop_last", drop_last)
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, bool(shuffle), drop_last
         self.collate_fn = default_collate if collate_fn is None else collate_fn
         self.generator = generator

@@ -943,21 +943,27 @@ class InstanceNorm2d(_InstanceNorm):
 
 
 # -- activations and losses: modules over the ops of the same name -----------------------------------------
+def _bound_arguments(class_name: str, fields: tuple, defaults: tuple, args: tuple, kwargs: dict) -> dict:
+    """A constructor's arguments as torch binds them: ``args`` by position onto ``fields``, then ``kwargs`` by
+    name, the rest from ``defaults``."""
+    if len(args) > len(fields):
+        raise TypeError(f"{class_name}: takes at most {len(fields)} arguments {fields}, got {len(args)}")
+    twice = set(fields[: len(args)]) & set(kwargs)
+    if twice:
+        raise TypeError(f"{class_name}: got multiple values for argument(s) {sorted(twice)}")
+    unknown = set(kwargs) - set(fields)
+    if unknown:
+        raise TypeError(f"{class_name}: unknown argument(s) {sorted(unknown)}; accepted: {list(fields)}")
+    return {**dict(zip(fields, defaults)), **dict(zip(fields, args)), **kwargs}
+
+
 def _op_module(class_name: str, op_name: str, fields: tuple = (), defaults: tuple = ()) -> type:
     """A Module whose forward is ``ops.<op_name>(*inputs, **fields)``; ``fields`` are its constructor's arguments
     (torch's names and defaults)."""
 
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
-        if len(args) > len(fields):
-            raise TypeError(f"{class_name}: takes at most {len(fields)} arguments {fields}, got {len(args)}")
-        values = dict(zip(fields, defaults))
-        values.update(zip(fields, args))
-        unknown = set(kwargs) - set(fields)
-        if unknown:
-            raise TypeError(f"{class_name}: unknown argument(s) {sorted(unknown)}; accepted: {list(fields)}")
-        values.update(kwargs)
-        for name, value in values.items():
+        for name, value in _bound_arguments(class_name, fields, defaults, args, kwargs).items():
             setattr(self, name, value)
 
     def forward(self, *inputs):
@@ -1006,54 +1012,51 @@ def _tuple(value, n: int) -> tuple:
     return tuple(value) if isinstance(value, list | tuple) else (value,) * n
 
 
-def _conv_attributes(module, in_channels: int, out_channels: int, kernel_size, stride, dilation, groups: int) -> None:
-    """The attributes a convolution and a transposed one share, each size a tuple of ``module._dims`` ints."""
-    if in_channels % groups or out_channels % groups:
-        raise ValueError(f"{type(module).__name__}: in_channels and out_channels must be multiples of groups")
-    n = module._dims
-    module.in_channels, module.out_channels, module.kernel_size = in_channels, out_channels, _tuple(kernel_size, n)
-    module.stride, module.dilation, module.groups = _tuple(stride, n), _tuple(dilation, n), groups
-
-
-def _conv_repr(module) -> str:
-    return (
-        f"{module.in_channels}, {module.out_channels}, kernel_size={module.kernel_size}, stride={module.stride}, "
-        f"padding={module.padding}"
-    )
-
-
 class _ConvNd(Module):
-    """torch's Conv1d/2d/3d: weight (out, in / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) as torch's
-    default initialisation (kaiming_uniform_ with a = sqrt(5))."""
+    """torch's Conv1d/2d/3d and ConvTranspose1d/2d: weight (out, in / groups, *kernel), or (in, out / groups,
+    *kernel) when transposed, and bias, both U(-1/sqrt(fan_in), +) with torch's fan_in of that weight,
+    (in or out) / groups * prod(kernel) (kaiming_uniform_ with a = sqrt(5)).
+
+    The arguments after ``kernel_size`` are ``_fields`` in torch's order (a transposed convolution's differs),
+    each size a tuple of ``_dims`` ints; the forward is ``ops.<_op>`` with them in that order."""
 
     _dims = 0
+    _op = "conv"
+    _fields: tuple = ("stride", "padding", "dilation", "groups", "bias", "dtype", "rng")
+    _defaults: tuple = (1, 0, 1, 1, True, np.float32, None)
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups: int = 1,
-        bias: bool = True,
-        dtype=np.float32,
-        rng=None,
-    ):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, *args, **kwargs):
         super().__init__()
-        _conv_attributes(self, in_channels, out_channels, kernel_size, stride, dilation, groups)
-        self.padding = padding if isinstance(padding, str) else _tuple(padding, self._dims)
-        fan_in = in_channels // groups * math.prod(self.kernel_size)
-        weight_shape = (out_channels, in_channels // groups) + self.kernel_size
-        _weight_and_bias(self, _rng(rng), fan_in, weight_shape, out_channels if bias else None, dtype)
+        name, transposed = type(self).__name__, self._op == "conv_transpose"
+        options = _bound_arguments(name, self._fields, self._defaults, args, kwargs)
+        groups, n = options["groups"], self._dims
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels and out_channels must be multiples of groups")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _tuple(kernel_size, n)
+        for field in self._sizes():
+            value = options[field]
+            setattr(self, field, value if field == "groups" or isinstance(value, str) else _tuple(value, n))
+        first, second = (out_channels, in_channels) if transposed else (in_channels, out_channels)
+        fan_in = first // groups * math.prod(self.kernel_size)
+        weight_shape = (second, first // groups) + self.kernel_size
+        bias_size = out_channels if options["bias"] else None
+        _weight_and_bias(self, _rng(options["rng"]), fan_in, weight_shape, bias_size, options["dtype"])
+
+    @classmethod
+    def _sizes(cls) -> tuple:
+        """The op's arguments after the bias, in its order."""
+        return tuple(f for f in cls._fields if f not in ("bias", "dtype", "rng"))
 
     def forward(self, x):
-        conv = (ops.conv1d, ops.conv2d, ops.conv3d)[self._dims - 1]
-        return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        conv = getattr(ops, f"{self._op}{self._dims}d")
+        return conv(x, self.weight, self.bias, *(getattr(self, f) for f in self._sizes()))
 
     def extra_repr(self) -> str:
-        return _conv_repr(self)
+        output_padding = f", output_padding={self.output_padding}" if "output_padding" in self._fields else ""
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"padding={self.padding}{output_padding}"
+        )
 
 
 class Conv1d(_ConvNd):
@@ -1068,41 +1071,10 @@ class Conv3d(_ConvNd):
     _dims = 3
 
 
-class _ConvTransposeNd(Module):
-    """torch's ConvTranspose1d/2d: weight (in, out / groups, *kernel) and bias, both U(-1/sqrt(fan_in), +) with
-    torch's fan_in of that weight, (out / groups) * prod(kernel) (kaiming_uniform_ with a = sqrt(5))."""
-
-    _dims = 0
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        output_padding=0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation=1,
-        dtype=np.float32,
-        rng=None,
-    ):
-        super().__init__()
-        _conv_attributes(self, in_channels, out_channels, kernel_size, stride, dilation, groups)
-        self.padding, self.output_padding = _tuple(padding, self._dims), _tuple(output_padding, self._dims)
-        fan_in = out_channels // groups * math.prod(self.kernel_size)
-        weight_shape = (in_channels, out_channels // groups) + self.kernel_size
-        _weight_and_bias(self, _rng(rng), fan_in, weight_shape, out_channels if bias else None, dtype)
-
-    def forward(self, x):
-        conv = ops.conv_transpose1d if self._dims == 1 else ops.conv_transpose2d
-        return conv(
-            x, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups, self.dilation
-        )
-
-    def extra_repr(self) -> str:
-        return f"{_conv_repr(self)}, output_padding={self.output_padding}"
+class _ConvTransposeNd(_ConvNd):
+    _op = "conv_transpose"
+    _fields = ("stride", "padding", "output_padding", "groups", "bias", "dilation", "dtype", "rng")
+    _defaults = (1, 0, 0, 1, True, 1, np.float32, None)
 
 
 class ConvTranspose1d(_ConvTransposeNd):

@@ -350,12 +350,8 @@ class SGD(Optimizer):
         return p - group["lr"] * grad
 
 
-class Adam(Optimizer):
-    """Adam (Kingma & Ba 2015) with bias correction; ``weight_decay`` adds an L2 term to the gradient (as in
-    ``torch.optim.Adam``); ``amsgrad`` keeps the running maximum of the second moment."""
-
-    _nonnegative = (*Optimizer._nonnegative, "eps")
-    decoupled_weight_decay = False
+def _adam_init(weight_decay_default: float):
+    """Adam's and AdamW's constructor, torch's signature for each: they differ only in weight_decay's default."""
 
     def __init__(
         self,
@@ -363,10 +359,24 @@ class Adam(Optimizer):
         lr: float = 1e-3,
         betas: tuple = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = weight_decay_default,
         amsgrad: bool = False,
     ):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
+        Optimizer.__init__(
+            self, params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
+        )
+
+    return __init__
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba 2015) with bias correction; ``weight_decay`` adds an L2 term to the gradient (as in
+    ``torch.optim.Adam``); ``amsgrad`` keeps the running maximum of the second moment."""
+
+    _nonnegative = (*Optimizer._nonnegative, "eps")
+    decoupled_weight_decay = False
+
+    __init__ = _adam_init(weight_decay_default=0.0)
 
     def _check_group(self, group):
         super()._check_group(group)
@@ -417,16 +427,7 @@ class AdamW(Adam):
 
     decoupled_weight_decay = True
 
-    def __init__(
-        self,
-        params,
-        lr: float = 1e-3,
-        betas: tuple = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-        amsgrad: bool = False,
-    ):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
+    __init__ = _adam_init(weight_decay_default=1e-2)
 
 
 class RMSprop(Optimizer):

@@ -15,6 +15,7 @@ import numpy as np
 
 import ops
 
+from ..checks import integer
 from ..tensors import Tensor
 from .nn import Module, Parameter, _bound, _rng, _uniform
 
@@ -145,8 +146,7 @@ class _RNNBase(Module):
     ):
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"{name}: argument 'num_layers' expected an int >= 1, got {num_layers!r}")
+        num_layers = integer(name, "num_layers", num_layers, at_least=1)
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{name}: argument 'dropout' expected a probability in [0, 1], got {dropout}")
         self.input_size, self.hidden_size, self.num_layers, self.bias = input_size, hidden_size, num_layers, bias

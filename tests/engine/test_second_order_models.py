@@ -398,3 +398,10 @@ def test_gradcheck_of_a_function_that_differentiates_inside(torch):
 
     with pytest.raises(tape.GradcheckError):
         tape.gradcheck(detached_inner, [tape.tensor(x, requires_grad=True)])
+    # gradgradcheck takes gradcheck's options (before: n_directions was refused) and catches the constant inner
+    # gradient one order up: its recorded backward is a constant, the finite differences of it are not
+    for options in (dict(), dict(fast_mode=True, n_directions=2)):
+        assert tape.gradgradcheck(detached_inner, [tape.tensor(x, requires_grad=True)], raise_exception=False,
+                                  **options) is False
+        with pytest.raises(tape.GradcheckError):
+            tape.gradgradcheck(detached_inner, [tape.tensor(x, requires_grad=True)], **options)

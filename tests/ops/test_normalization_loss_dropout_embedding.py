@@ -609,3 +609,21 @@ def test_embedding_bag_refuses_a_max_norm_naming_the_op_and_argument(max_norm):
     weight = tape.tensor(np.random.default_rng(0).standard_normal((10, 3)))
     with pytest.raises(ValueError, match=r"embedding_bag: argument 'max_norm' expected None"):
         ops.embedding_bag(np.array([1, 2, 4, 5, 4, 3, 2, 9]), weight, np.array([0, 4]), max_norm)
+
+
+RUNNING_FLAGS = [("batch_norm", {"training": False}), ("instance_norm", {"use_input_stats": False})]
+
+
+@pytest.mark.parametrize("op, flag", RUNNING_FLAGS)
+def test_running_statistics_are_checked_in_one_form(op, flag):
+    x, stat = tape.tensor(np.ones((2, 3, 4))), tape.tensor(np.ones(3))
+    (name, value), = flag.items()
+    with pytest.raises(ValueError) as error:
+        getattr(ops, op)(x, None, None, **flag)
+    expected = f"running_mean and running_var when {name}={value}"
+    assert str(error.value) == f"{op}: argument 'running_mean' expected {expected}, got None"
+    with pytest.raises(ValueError) as error:
+        getattr(ops, op)(x, stat, tape.tensor(np.ones(4)), **flag)
+    assert str(error.value) == f"{op}: argument 'running_var' expected shape (3,), got (4,)"
+    with pytest.raises(TypeError, match=f"{op}: argument 'running_mean' expected a floating tensor"):
+        getattr(ops, op)(x, tape.tensor(np.ones(3, np.int64)), stat, **flag)

@@ -94,6 +94,32 @@ def test_shapes_that_do_not_broadcast_are_refused_in_one_form(case):
     assert message.startswith(f"{op}: argument '{argument}' expected ") and " broadcastable " in message, message
 
 
+def _lower(shape):
+    return tape.tensor(np.broadcast_to(np.tril(np.ones(shape[-2:])) + 2 * np.eye(shape[-1]), shape).copy())
+
+
+BATCH_CASES = [  # matrix operands whose batch dims do not broadcast: (call, the message)
+    (lambda: ops.matmul(_f((2, 3, 4)), _f((3, 4, 5))), "matmul", "other", "input's (2,), got shape (3, 4, 5)"),
+    (lambda: ops.cdist(_f((2, 3, 4)), _f((3, 5, 4))), "cdist", "x2", "x1's (2,), got shape (3, 5, 4)"),
+    (lambda: ops.solve(_lower((2, 3, 3)), _f((4, 3, 1))), "solve", "B", "A's (2,), got shape (4, 3, 1)"),
+    (lambda: ops.lstsq(_lower((2, 3, 3)), _f((4, 3, 1))), "lstsq", "B", "A's (2,), got shape (4, 3, 1)"),
+    (lambda: ops.solve_triangular(_lower((2, 3, 3)), _f((4, 3, 1)), upper=False), "solve_triangular", "B",
+     "A's (2,), got shape (4, 3, 1)"),
+    (lambda: ops.cholesky_solve(_f((4, 3, 1)), _lower((2, 3, 3))), "cholesky_solve", "B",
+     "L's (2,), got shape (4, 3, 1)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BATCH_CASES, ids=lambda c: c[1])
+def test_matrix_batch_dims_that_do_not_broadcast_are_refused_in_one_message(case):
+    """Before: lstsq showed A's whole shape as its batch dims, solve_triangular and cholesky_solve named no operand
+    and no 'shape'."""
+    call, op, argument, rest = case
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value) == f"{op}: argument '{argument}' expected batch dims broadcastable with {rest}"
+
+
 def test_there_is_one_broadcast_refusal_in_the_op_library():
     import pathlib
     import re
@@ -152,8 +178,9 @@ def test_there_is_one_int_coercer_in_the_op_library():
     root = pathlib.Path(ops.__file__).parent
     refusal = re.compile(r"isinstance\((\w+), bool\) or not isinstance\(\1, (int \| np\.integer|numbers\.Integral)\)")
     found = sorted(p.name for p in root.glob("*.py") if refusal.search(p.read_text()))
-    # the entries of a sequence: shape.py's ints of a shape and tensordot's dims lists name the sequence too
-    assert found == ["_validation.py", "decompositions.py", "shape.py"], found
+    # the home is tape/checks.py (_validation.integer and .ints are its functions); tensordot's dims lists name
+    # the list they are in
+    assert found == ["decompositions.py"], found
 
 
 BOOL_CASES = [  # a flag given the string "yes": (call, op, argument)
@@ -186,9 +213,10 @@ def test_there_is_one_flag_refusal_in_the_op_library():
     import pathlib
 
     root = pathlib.Path(ops.__file__).parent
-    # _numpy.py words numpy's own keywords in numpy's form (np.<name>: ...)
+    # the home is tape/checks.py (_validation.require_bool is its function); _numpy.py words numpy's own keywords
+    # in numpy's form (np.<name>: ...)
     worded = sorted(p.name for p in root.glob("*.py") if "expected a bool, got" in p.read_text())
-    assert worded == ["_numpy.py", "_validation.py"], worded
+    assert worded == ["_numpy.py"], worded
 
 
 def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
@@ -221,3 +249,78 @@ def test_attentions_parameter_list_is_written_once():
     assert list(inspect.signature(ops.scaled_dot_product_attention.forward).parameters)[4:] == [
         "dropout_p", "is_causal", "scale", "enable_gqa", "key_padding_lengths", "causal_alignment", "rng",
         "dropout_seed"]  # fmt: skip
+
+
+# -- the engine core and the training stack word their int and flag refusals in tape/checks.py too -------------
+def _nn():
+    from tape import nn
+
+    return nn
+
+
+TAPE_INT_CASES = [  # (call, the message): an int argument given 1.5, or an int below its bound
+    (lambda: tape.tril_indices(1.5, 3), "tril_indices: argument 'row' expected an int >= 0, got float 1.5"),
+    (lambda: tape.triu_indices(3, 3, 1.5), "triu_indices: argument 'offset' expected an int, got float 1.5"),
+    (lambda: tape.randint(1.5, 4, (2,)), "randint: argument 'low' expected an int, got float 1.5"),
+    (lambda: tape.Generator(1.5), "Generator: argument 'seed' expected an int, got float 1.5"),
+    (lambda: tape.zeros(2).size(1.5), "Tensor.size: argument 'dim' expected an int, got float 1.5"),
+    (lambda: _nn().GRU(3, 4, num_layers=1.5), "GRU: argument 'num_layers' expected an int >= 1, got float 1.5"),
+    (lambda: _nn().GRU(3, 4, num_layers=True), "GRU: argument 'num_layers' expected an int >= 1, got bool True"),
+    (lambda: tape.tril_indices(-1, 3), "tril_indices: argument 'row' expected an int >= 0, got -1"),
+    (lambda: _nn().LSTM(3, 4, num_layers=0), "LSTM: argument 'num_layers' expected an int >= 1, got 0"),
+    # the argument named is the one given (before: 'size' for each of these)
+    (lambda: tape.linspace(0, 1, -1), "linspace: argument 'steps' expected an int >= 0, got -1"),
+    (lambda: tape.randperm(-2), "randperm: argument 'n' expected an int >= 0, got -2"),
+    (lambda: tape.eye(2, -1), "eye: argument 'm' expected an int >= 0, got -1"),
+    # sizes: one form, the entry and the whole sequence
+    (lambda: tape.zeros(2, 1.5), "zeros: argument 'size' expected ints >= 0, got float 1.5 in (2, 1.5)"),
+    (lambda: tape.ones((2, -1)), "ones: argument 'size' expected ints >= 0, got -1 in (2, -1)"),
+    (lambda: tape.zeros(2).new_zeros(2, -1), "Tensor.new_full: argument 'size' expected ints >= 0, got -1 in (2, -1)"),
+    (lambda: ops.reshape(_f(), (2, 1.5)), "reshape: argument 'shape' expected ints, got float 1.5 in (2, 1.5)"),
+]
+
+
+@pytest.mark.parametrize("case", TAPE_INT_CASES, ids=lambda c: c[1].split(":")[0])
+def test_the_engine_cores_int_arguments_are_refused_in_the_op_librarys_words(case):
+    call, message = case
+    with pytest.raises((TypeError, ValueError)) as error:
+        call()
+    assert str(error.value) == message
+    assert error.type is (ValueError if message.split("got ")[-1].lstrip("-").split(" ")[0].isdigit() else TypeError)
+
+
+TAPE_FLAG_CASES = [  # a flag given the string "yes" (before: read as True, silently)
+    (lambda: tape.zeros(2, requires_grad="yes"), "zeros"),
+    (lambda: tape.rand(2, requires_grad="yes"), "rand"),
+    (lambda: tape.arange(3.0, requires_grad="yes"), "arange"),
+    (lambda: tape.zeros(2).new_zeros(3, requires_grad="yes"), "Tensor.new_full"),
+    (lambda: tape.zeros(2).requires_grad_("yes"), "Tensor.requires_grad_"),
+]
+
+
+@pytest.mark.parametrize("case", TAPE_FLAG_CASES, ids=lambda c: c[1])
+def test_the_engine_cores_flags_are_refused_in_the_op_librarys_words(case):
+    call, where = case
+    with pytest.raises(TypeError) as error:
+        call()
+    assert str(error.value) == f"{where}: argument 'requires_grad' expected a bool, got str 'yes'"
+
+
+def test_the_int_and_flag_checks_have_one_home_for_every_layer():
+    import pathlib
+    import re
+
+    from ops import _validation
+    from tape import checks
+
+    assert (_validation.require, _validation.integer, _validation.ints, _validation.require_bool) == (
+        checks.require, checks.integer, checks.ints, checks.require_bool)  # fmt: skip
+    root = pathlib.Path(tape.__file__).parent
+    refusal = re.compile(r"isinstance\((\w+), bool\) or not isinstance\(\1, (int \| np\.integer|numbers\.Integral)\)")
+    worded = re.compile(r"expected (an int|ints|a bool)\b[^\"']*, got")
+    found = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if refusal.search(p.read_text()) or worded.search(p.read_text())
+    )
+    assert found == ["checks.py"], found

@@ -104,8 +104,14 @@ def test_a_custom_dataset_collate_and_unbatched_loading(torch):
 def test_bad_input_is_refused_with_the_argument_named():
     with pytest.raises(ValueError, match=r"TensorDataset: every tensor must have the same first dimension, got shapes"):
         TensorDataset(np.zeros(3), np.zeros(4))
-    with pytest.raises(ValueError, match="DataLoader: argument 'batch_size' expected a positive int or None, got 0"):
+    with pytest.raises(ValueError, match="DataLoader: argument 'batch_size' expected an int >= 1, got 0"):
         DataLoader(TensorDataset(np.zeros(3)), batch_size=0)
+    # before: batch_size=True gave batches of 1, shuffle="no" shuffled (the flags were read as truthy)
+    with pytest.raises(TypeError, match="DataLoader: argument 'batch_size' expected an int >= 1, got bool True"):
+        DataLoader(TensorDataset(np.zeros(3)), batch_size=True)
+    for flag in ("shuffle", "drop_last"):
+        with pytest.raises(TypeError, match=f"DataLoader: argument '{flag}' expected a bool, got str 'no'"):
+            DataLoader(TensorDataset(np.zeros(3)), **{flag: "no"})
     with pytest.raises(TypeError, match="default_collate: a batch must hold .*got object"):
         default_collate([object()])
     with pytest.raises(NotImplementedError, match="Dataset does not implement __len__"):

@@ -187,6 +187,33 @@ def test_conv_modules_equal_torch_and_initialise_within_torchs_bound(torch, cls,
     _compare(torch, ours, theirs, {"x": x}, lambda m, lib, x: m(x))
 
 
+@pytest.mark.parametrize(
+    "cls,args",
+    [
+        ("Conv2d", (4, 6, (2, 3), (2, 1), (0, 1), (1, 2), 2, False)),  # stride, padding, dilation, groups, bias
+        ("ConvTranspose2d", (4, 6, (2, 3), (2, 1), (0, 1), (1, 0), 2, False, (1, 2))),  # output_padding, dilation
+    ],
+)
+def test_conv_modules_take_torchs_arguments_by_position(torch, cls, args):
+    theirs, ours = getattr(torch.nn, cls)(*args).double(), getattr(nn, cls)(*args, dtype=np.float64)
+    for name in ("stride", "padding", "dilation", "groups", "kernel_size") + ("output_padding",) * ("Transpose" in cls):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.bias is None and repr(ours).startswith(f"{cls}(4, 6, kernel_size=(2, 3), stride=(2, 1), padding=(0, 1)")
+    _load_torch_weights(ours, theirs)
+    x = np.random.default_rng(6).standard_normal((2, 4, 5, 6))
+    _compare(torch, ours, theirs, {"x": x}, lambda m, lib, x: m(x))
+
+
+def test_a_module_argument_given_by_position_and_by_name_is_refused():
+    """Before: the keyword silently won (LeakyReLU(0.1, negative_slope=0.2) had slope 0.2)."""
+    with pytest.raises(TypeError, match=r"LeakyReLU: got multiple values for argument\(s\) \['negative_slope'\]"):
+        nn.LeakyReLU(0.1, negative_slope=0.2)
+    with pytest.raises(TypeError, match=r"Conv2d: got multiple values for argument\(s\) \['stride'\]"):
+        nn.Conv2d(2, 2, 3, 1, stride=2)
+    with pytest.raises(TypeError, match=r"ConvTranspose1d: unknown argument\(s\) \['strides'\]"):
+        nn.ConvTranspose1d(2, 2, 3, strides=2)
+
+
 def test_pool_and_reshape_modules_equal_torch(torch):
     rng = np.random.default_rng(5)
     x4, x3 = rng.standard_normal((2, 3, 7, 6)), rng.standard_normal((2, 3, 10))

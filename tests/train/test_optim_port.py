@@ -2,6 +2,7 @@
 parameters, gradients and hyper-parameters for several steps give parameters equal in float64 to 1e-12 and the
 same learning rates (and momenta, for OneCycleLR) at every step."""
 
+import inspect
 import math
 
 import numpy as np
@@ -129,3 +130,13 @@ def test_scheduler_state_round_trip_and_refusals():
             one.step()
     with pytest.raises(ValueError, match="RMSprop: alpha must be >= 0"):
         optim.RMSprop([p], alpha=-1.0)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+def test_optimizers_take_torchs_arguments_in_torchs_order_with_torchs_defaults(torch, name):
+    ours = list(inspect.signature(getattr(optim, name)).parameters.values())
+    theirs = list(inspect.signature(getattr(torch.optim, name)).parameters.values())[: len(ours)]
+    assert [p.name for p in ours] == [p.name for p in theirs]
+    for p, q in zip(ours[1:], theirs[1:]):
+        default = q.default.item() if hasattr(q.default, "item") else q.default  # torch's lr may be a Tensor
+        assert p.default == default, (name, p.name)

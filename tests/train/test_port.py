@@ -385,13 +385,15 @@ def test_size_misused_as_numpys_count_raises_and_bad_dims_are_named():
         t.size(2)
     with pytest.raises(IndexError, match=r"a 0-d tensor has none\), got 0"):
         tape.tensor(1.0).size(0)
-    with pytest.raises(TypeError, match="Tensor.size: argument 'dim' expected an int or None, got float"):
+    with pytest.raises(TypeError, match="Tensor.size: argument 'dim' expected an int, got float"):
         t.size(1.0)
     for bad in (tape.tensor([2]), tape.tensor(2.0), tape.tensor(True)):
         with pytest.raises(TypeError, match="Tensor.__index__: only 0-d integer tensors"):
             [1, 2, 3][bad]
-    with pytest.raises(TypeError, match="Tensor.new_full: argument 'size' expected an int or a sequence"):
-        t.new_full((2, -1), 0.0)
+    with pytest.raises(ValueError, match=r"Tensor.new_full: argument 'size' expected ints >= 0, got -1 in \(2, -1\)"):
+        t.new_full((2, -1), 0.0)  # a negative size is a ValueError, as tape.zeros(2, -1)'s
+    with pytest.raises(TypeError, match="Tensor.new_full: argument 'size' expected an int or a sequence of ints"):
+        t.new_full(None, 0.0)
 
 
 def test_clone_stays_in_the_graph_and_requires_grad_returns_the_tensor():
