@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .checks import require_bool
 from .dtypes import array_from, check_dtype
 from .state import needs_grad
 from .tensor_api import TensorAPI
@@ -164,7 +165,7 @@ class Tensor(TensorAPI):
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
-        flag = bool(flag)
+        require_bool("Tensor", "requires_grad", flag)  # a string or an int is refused, not read as truthy
         if flag and self._data.dtype.kind != "f":
             raise TypeError(
                 f"requires_grad=True needs a floating tensor (float32 or float64); this tensor is {self._data.dtype}"
@@ -173,7 +174,7 @@ class Tensor(TensorAPI):
             raise ValueError(
                 "requires_grad cannot be switched off on a tensor computed by a recorded op; use .detach()"
             )
-        self._requires_grad = flag
+        self._requires_grad = bool(flag)
 
     @property
     def is_leaf(self) -> bool:

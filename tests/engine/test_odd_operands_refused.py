@@ -37,3 +37,14 @@ def test_negative_zero_scalars_keep_their_sign():
 def test_int64_bounds_are_accepted():
     x = tape.tensor(np.array([1], dtype=np.int64))
     assert (x + (2**63 - 1) - 1).numpy().tolist() == [2**63 - 1]
+
+
+@pytest.mark.parametrize("flag", ["no", 0, 1, None, [True]])
+def test_requires_grad_takes_a_bool_only(flag):
+    """requires_grad='no' was read as True (bool('no')), silently making a leaf that collects gradients."""
+    with pytest.raises(TypeError, match=r"Tensor: argument 'requires_grad' expected a bool"):
+        tape.tensor(np.ones(3), requires_grad=flag)
+    t = tape.tensor(np.ones(3))
+    with pytest.raises(TypeError, match=r"Tensor: argument 'requires_grad' expected a bool"):
+        t.requires_grad = flag
+    assert t.requires_grad is False and tape.tensor(np.ones(3), requires_grad=np.bool_(True)).requires_grad is True
