@@ -1,18 +1,14 @@
-"""Output buffers the kernels own and reuse: ``empty(shape, dtype)`` is ``np.empty`` that hands back one of its own
-earlier arrays of that shape and dtype once nothing else refers to it.
+"""The arrays the kernels own and reuse, in two kinds:
 
-A training step allocates the same large arrays every step (the linears' outputs and gradients). Allocated
-fresh, glibc's malloc returns them to the OS when the step frees them (it trims the top of its heap once about
-twice its largest recent array lies free there) and the next step faults every page in again: the tiny GPT step
-of benchmarks/bench_train_step.py took over 1,000 minor page faults a step so. Kept here, they stay mapped and
-the next step writes into them. This does not change malloc's settings (``tape.keep_freed_memory`` is the
-process-wide opt-in that does): only arrays made by ``empty`` are kept.
+- ``empty(shape, dtype)``: a kernel's output (a Tensor's data, a gradient), ``np.empty`` that hands back one of
+  its own earlier arrays of that shape and dtype once its reference count shows nothing else refers to it. At
+  most ``PER_SHAPE`` arrays per shape and dtype and ``KEPT_BYTES`` in all; arrays below ``SMALLEST`` bytes are
+  not kept.
+- ``scratch(name, shape, dtype)``: a kernel's temporaries (column matrices, score tiles, a block's passes), one
+  array per name and dtype per thread, kept for the thread's life. The caller uses it until its next request of
+  that name on the same thread; two threads never share one. ``SCRATCH_BYTES`` bounds each thread's total.
 
-An array is handed out again only when its reference count shows that only this module holds it: any Tensor,
-view (a view refers to its base), saved value, gradient, buffer export or user variable that can still reach the
-memory holds a reference, so no one can see the array being overwritten. Arrays below ``SMALLEST`` bytes are
-not kept (malloc reuses small chunks without faults anyway); at most ``PER_SHAPE`` arrays are kept per shape and
-dtype and ``KEPT_BYTES`` in all, so the memory kept is bounded: past those, ``empty`` allocates as numpy does.
+Why keep them, and the lifetime rules: docs/kernels.md.
 """
 
 from __future__ import annotations
@@ -23,11 +19,12 @@ import threading
 
 import numpy as np
 
-__all__ = ["empty", "SMALLEST", "PER_SHAPE", "KEPT_BYTES"]
+__all__ = ["empty", "scratch", "SMALLEST", "PER_SHAPE", "KEPT_BYTES", "SCRATCH_BYTES"]
 
 SMALLEST = 64 << 10  # bytes: smaller arrays are not kept
 PER_SHAPE = 16  # arrays kept per (shape, dtype)
 KEPT_BYTES = 64 << 20  # bytes kept in all
+SCRATCH_BYTES = 32 << 20  # scratch bytes kept per thread; a larger array is made for its one use
 
 _KEPT: dict[tuple, list[np.ndarray]] = {}
 _LOCK = threading.Lock()
@@ -76,3 +73,52 @@ def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
             kept.append(array)
             _kept_bytes += nbytes
         return array
+
+
+class _Scratch:
+    """One thread's scratch: (name, dtype) -> [flat array, (shape, zeros) of the request it is zeroed for, or
+    None], least recently used first."""
+
+    def __init__(self):
+        self.arrays: dict[tuple, list] = {}
+        self.nbytes = 0
+
+    def keep(self, key, entry) -> None:
+        """Keep ``entry`` under ``key`` as the most recently used, dropping the least recently used ones while
+        the total would exceed ``SCRATCH_BYTES`` (their users hold references to what they still use)."""
+        nbytes = entry[0].nbytes
+        if nbytes > SCRATCH_BYTES:
+            return
+        while self.arrays and self.nbytes + nbytes > SCRATCH_BYTES:
+            self.nbytes -= self.arrays.pop(next(iter(self.arrays)))[0].nbytes
+        self.arrays[key] = entry
+        self.nbytes += nbytes
+
+
+_THREAD = threading.local()
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype, zeros=None) -> np.ndarray:
+    """This thread's C-contiguous ``shape`` array ``name`` of ``dtype``: the one its last request of ``name`` and
+    ``dtype`` got when it is large enough (that array's contents are the caller's until the next request of the
+    same name on this thread), else a new one. Contents arbitrary, except with ``zeros`` (a hashable description
+    of which entries the caller writes): every other entry is 0 -- the array is zeroed whenever ``zeros`` differs
+    from the last request's. Kept while the thread lives, within ``SCRATCH_BYTES`` per thread."""
+    store = getattr(_THREAD, "scratch", None)
+    if store is None:
+        store = _THREAD.scratch = _Scratch()
+    key, size = (name, np.dtype(dtype)), math.prod(shape)
+    written = None if zeros is None else (shape, zeros)  # what the zeros are known for
+    entry = store.arrays.pop(key, None)
+    if entry is not None:
+        store.nbytes -= entry[0].nbytes
+    if entry is None or entry[0].size < size:
+        entry = None  # the old array goes before the new one comes (unless the caller still holds it)
+        entry = [(np.empty if zeros is None else np.zeros)(max(size, 1), key[1]), written]
+    elif written is not None and entry[1] != written:
+        entry[0][:size] = 0
+        entry[1] = written
+    else:
+        entry[1] = written  # None: the caller may write anywhere, so no entry is known to be 0 any more
+    store.keep(key, entry)
+    return entry[0][:size].reshape(shape)

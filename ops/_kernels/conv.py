@@ -30,17 +30,15 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 
 import numpy as np
 
-from . import runtime
+from . import buffers, runtime
 
-__all__ = ["BLOCK_BYTES", "KEEP_BYTES", "forward", "backward"]
+__all__ = ["BLOCK_BYTES", "forward", "backward"]
 
 BLOCK_BYTES = 1 << 21  # a block's column matrix: about the L2 cache of one core
 SPLIT_ROWS = 64  # the fewest GEMM rows per tap for which the forward splits the first kernel axis
-KEEP_BYTES = 8 << 20  # larger buffers (one output row of a huge image) are not kept between calls
 _EVERY = (slice(None), slice(None))  # the batch and channel axes
 
 
@@ -102,28 +100,10 @@ def _workers(flops: int) -> int:
     return 1 if flops < runtime.gemm_crossover() else runtime.threads()
 
 
-_LOCAL = threading.local()
-
-
-def _buffer(name: str, shape: tuple, dtype, zero_layout=None) -> np.ndarray:
-    """This thread's reusable ``shape`` array ``name``. With ``zero_layout`` (a description of which entries the
-    caller writes), every entry the caller does not write is 0: the buffer is zeroed when the layout changes."""
-    store = _LOCAL.__dict__.setdefault("buffers", {})
-    size = math.prod(shape)
-    flat, layout = store.get(name, (None, None))
-    if flat is None or flat.dtype != dtype or flat.size < size or flat.nbytes > KEEP_BYTES:
-        flat, layout = np.zeros(max(size, 1), dtype), zero_layout
-    elif zero_layout is not None and layout != zero_layout:
-        flat[:size] = 0
-    if flat.nbytes <= KEEP_BYTES:
-        store[name] = (flat, zero_layout)
-    return flat[:size].reshape(shape)
-
-
-def _columns(x: np.ndarray, band: _Band, dtype, name: str = "columns") -> np.ndarray:
+def _columns(x: np.ndarray, band: _Band, dtype, name: str = "conv.columns") -> np.ndarray:
     """This thread's (B, C, *kernel, *band's out) column buffer ``name`` filled from the (B, C, *spatial) images
     ``x`` (zeros where a window reaches into the padding)."""
-    cols = _buffer(name, x.shape[:2] + band.shape, dtype, (x.shape[:2], band.layout))
+    cols = buffers.scratch(name, x.shape[:2] + band.shape, dtype, zeros=band.layout)
     for entries, region in band.pairs:
         cols[entries] = x[region]
     return cols
@@ -153,7 +133,7 @@ def _input_grad(dx: np.ndarray, g_band: np.ndarray, w_t: np.ndarray, band: _Band
     """Add the band's share of the input gradient into the (B, C, *spatial) ``dx``: column gradients
     (G, C/G*K, O/G) @ (B, G, O/G, L), then col2im."""
     shape = g_band.shape[:2] + (w_t.shape[1], g_band.shape[3])
-    d_cols = np.matmul(w_t, g_band, out=_buffer("column_grads", shape, dx.dtype))
+    d_cols = np.matmul(w_t, g_band, out=buffers.scratch("conv.column_grads", shape, dx.dtype))
     _add_columns(dx, d_cols.reshape(dx.shape[:2] + band.shape), band)
 
 
@@ -187,7 +167,7 @@ def _sum_row_taps(w_taps: list, cols: np.ndarray, geo, target: np.ndarray) -> No
     row columns (B, C, 1, *K', rows, *out') from row t * dilation on (a view: one GEMM operand per tap)."""
     rows, step = target.shape[3] // math.prod(geo.out[1:]), geo.dilation[0]
     lead = (slice(None), slice(None), 0) + (slice(None),) * (len(geo.kernel) - 1)
-    partial = _buffer("row_products", target.shape, target.dtype) if len(w_taps) > 1 else None
+    partial = buffers.scratch("conv.row_products", target.shape, target.dtype) if len(w_taps) > 1 else None
     for t, w_tap in enumerate(w_taps):
         part = np.reshape(
             cols[lead + (slice(t * step, t * step + rows),)], target.shape[:2] + (-1, target.shape[3]), copy=False
@@ -220,7 +200,9 @@ def forward(x: np.ndarray, w: np.ndarray, bias, geo, groups: int) -> np.ndarray:
     def work(worker, block):
         _, images, bands = block
         for band in bands:
-            cols = _columns(x[images], band, dtype, "forward_columns")  # not the backward's: no re-zeroing by turns
+            cols = _columns(
+                x[images], band, dtype, "conv.forward_columns"
+            )  # not the backward's: no re-zeroing by turns
             rows = out[images, :, band.lo : band.hi - extent]
             target: np.ndarray = np.reshape(rows, rows.shape[:1] + (groups, out_channels // groups, -1), copy=False)
             if split:

@@ -298,7 +298,7 @@ def _keep_flags(seed, first_head, n_heads, rows, keys, L, S, p) -> np.ndarray:
 
 
 # -- the math of one block, shared by the tiles and the whole-problem path ----------------------------------
-def _scores(x, y, G, keys_major, take=None):
+def _scores(x, y, G, keys_major, scratch=False):
     """(s, s4): x @ y^T for x (..., groups, G * t, d) and y (..., groups, n, d), as s (..., groups, G * t, n) and
     the same array as s4 (..., groups * G, t, n). ``keys_major``: both are views of one array whose first axis is
     the key, so that the scores of one row lie a whole key's worth of rows apart and reductions over the keys run
@@ -307,7 +307,7 @@ def _scores(x, y, G, keys_major, take=None):
     Its matmul is y @ x^T with x^T made contiguous: OpenBLAS's small-matrix kernels run a transposed operand
     about 2x slower than the copy costs."""
     if not keys_major:
-        s = _product(x, y.swapaxes(-1, -2), take, "s")
+        s = _product(x, y.swapaxes(-1, -2), scratch, _S)
         return s, s.reshape(s.shape[:-3] + (s.shape[-3] * G, s.shape[-2] // G, s.shape[-1]))
     *lead, groups, rows, _ = np.broadcast_shapes(x.shape, y.shape[:-2] + (1, 1))
     n = y.shape[-2]
@@ -330,7 +330,20 @@ def _keys_major_copy(a):
 
 
 def _forward_block(
-    q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_empty, keys_major=False, out=None, take=None, shift=True
+    q,
+    kg,
+    v_ext,
+    hide,
+    keep,
+    *,
+    scale,
+    units,
+    dropout_p,
+    may_empty,
+    keys_major=False,
+    out=None,
+    scratch=False,
+    shift=True,
 ):
     """Output, row max m and log row sum log l of one block of queries against keys [0, n).
 
@@ -338,15 +351,16 @@ def _forward_block(
     a column of ones appended when there is no dropout and not ``keys_major`` (P @ [V, 1] gives the
     unnormalised output and the row sums in one product; keys-major scores sum their rows faster on their
     own). ``hide(scores)`` applies the masks in place to scores shaped (..., heads, rows, n); ``keep``: the
-    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``. ``take``: a
-    ``_Scratch`` the products are written into (the tiles), or None (fresh arrays). Not ``shift``: the row max is
-    taken as 0 (no max pass and no subtraction), for scores known to be small (``_bounded``).
+    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``.
+    ``scratch``: the products are written into this thread's ``buffers.scratch`` (the tiles), else fresh arrays.
+    Not ``shift``: the row max is taken as 0 (no max pass and no subtraction), for scores known to be small
+    (``_bounded``).
     Returns o (..., heads, rows, Ev) (written into ``out`` when given) and m, log l (..., heads, rows); 0, 0, 0
     on rows that see no key.
     """
     *lead, groups, G, t, E = q.shape
     q_blk = np.multiply(q, scale * units.factor, dtype=q.dtype).reshape(*lead, groups, G * t, E)
-    s, s4 = _scores(q_blk, kg, G, keys_major, take)
+    s, s4 = _scores(q_blk, kg, G, keys_major, scratch)
     hide(s4)
     if shift:
         m = s4.max(axis=-1, keepdims=True)
@@ -359,19 +373,19 @@ def _forward_block(
     if keys_major and not dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
-        o = _product(s, v_ext, take, "o")
+        o = _product(s, v_ext, scratch, _O)
         o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
         denominator = row_sum
     elif dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
         s4 *= keep
-        o = _product(s, v_ext, take, "o")
+        o = _product(s, v_ext, scratch, _O)
         o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
         denominator = row_sum * (1 - dropout_p)
     else:
         Ev = v_ext.shape[-1] - 1
-        ol = _product(s, v_ext, take, "o")
+        ol = _product(s, v_ext, scratch, _O)
         ol = ol.reshape(ol.shape[:-3] + (groups * G, t, Ev + 1))
         o, row_sum = ol[..., :Ev], ol[..., Ev:]
         denominator = row_sum
@@ -384,7 +398,23 @@ def _forward_block(
 
 
 def _backward_block(
-    q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, units, dropout_p, needs, take=None
+    q,
+    kg,
+    vg,
+    go,
+    m,
+    log_l,
+    delta,
+    hide,
+    keep,
+    *,
+    k_ones=None,
+    v_ones=None,
+    scale,
+    units,
+    dropout_p,
+    needs,
+    scratch=False,
 ):
     """(dq, dk, dv, ds) of one block of queries against keys [j0, j1); None where ``needs`` (dq, dk, dv) is
     False.
@@ -392,8 +422,8 @@ def _backward_block(
     q (..., groups, G, rows, E) unscaled; kg, vg (..., groups, n, E / Ev) the block's keys and values;
     go (..., groups, G, rows, Ev) the output gradient; m, log_l, delta (..., groups, G, rows) the row
     statistics and D = rowsum(dO * O). ``hide`` and ``keep`` as in ``_forward_block``. With ``k_ones``,
-    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column. ``take`` as in
-    ``_forward_block`` (the results are then views of it: used before the worker's next tile).
+    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column. ``scratch`` as in
+    ``_forward_block`` (the results are then views of it: used before the thread's next tile).
     Returns dq (..., heads, rows, E) and ds (..., heads, rows, n) by query head, dk, dv (..., groups, n, d)
     by K/V group (a group's heads summed by the matmul). Leading dims broadcast.
     """
@@ -406,11 +436,11 @@ def _backward_block(
     go = go.reshape(*rows, Ev)
     if k_ones is not None:  # [q*scale, -lse] @ [k, 1]^T = S - lse
         q_blk = _augmented(q, -(m + log_l), scale * units.factor).reshape(*rows, E + 1)
-        p = _product(q_blk, k_ones.swapaxes(-1, -2), take, "p")
+        p = _product(q_blk, k_ones.swapaxes(-1, -2), scratch, _P)
         q_blk = q_blk[..., :E]
     else:
         q_blk = np.multiply(q, scale * units.factor, dtype=dtype).reshape(*rows, E)
-        p = _product(q_blk, kg.swapaxes(-1, -2), take, "p")
+        p = _product(q_blk, kg.swapaxes(-1, -2), scratch, _P)
     p4 = p.reshape(p.shape[:-3] + (groups * G, t, n))
     hide(p4)
     if k_ones is None:  # (S - m) - log l: exact even when a finite fill makes S and m huge
@@ -423,29 +453,29 @@ def _backward_block(
         if need_v:
             dropped = np.multiply(p4, keep, dtype=dtype)
             dropped *= keep_scale
-            dv = _product(dropped.reshape(p.shape).swapaxes(-1, -2), go, take, "dv")
+            dv = _product(dropped.reshape(p.shape).swapaxes(-1, -2), go, scratch, _DV)
             del dropped
-        ds = _product(go, vg.swapaxes(-1, -2), take, "ds")
+        ds = _product(go, vg.swapaxes(-1, -2), scratch, _DS)
         ds4 = ds.reshape(ds.shape[:-3] + (groups * G, t, n))
         ds4 *= keep
         ds4 *= keep_scale
         ds4 -= delta.reshape(*scores, 1)
     else:
         if need_v:
-            dv = _product(p.swapaxes(-1, -2), go, take, "dv")
+            dv = _product(p.swapaxes(-1, -2), go, scratch, _DV)
         if v_ones is not None:  # [dO, -D] @ [V, 1]^T = dP - D
-            ds = _product(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2), take, "ds")
+            ds = _product(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2), scratch, _DS)
         else:
-            ds = _product(go, vg.swapaxes(-1, -2), take, "ds")
+            ds = _product(go, vg.swapaxes(-1, -2), scratch, _DS)
             ds -= delta.reshape(*rows, 1)
     ds *= p  # dS = P * (dP - D)
     dq = dk = None
     if need_q:
-        dq = _product(ds, kg, take, "dq")
+        dq = _product(ds, kg, scratch, _DQ)
         dq = dq.reshape(dq.shape[:-3] + (groups * G, t, E))
         dq *= scale
     if need_k:  # dK = scale * dS^T Q = dS^T (scale * factor * Q) / factor
-        dk = _product(ds.swapaxes(-1, -2), q_blk, take, "dk")
+        dk = _product(ds.swapaxes(-1, -2), q_blk, scratch, _DK)
         if units.factor != 1:
             dk *= 1 / units.factor
     return dq, dk, dv, ds.reshape(ds.shape[:-3] + (groups * G, t, n))
@@ -586,34 +616,22 @@ class _Problem:
         return _keys_major_copy(flags) if keys_major else flags
 
 
-def _product(a, b, take=None, name=""):
-    """a @ b (matmul's broadcasting): into ``take(name, shape)`` when given (``_Scratch``), else a fresh array."""
-    if take is None:
+# Where the tiles' products go (``_product``): part ``index`` of ``count`` of this thread's scratch array ``name``.
+# The backward's P and dS are the two parts of the array that holds the forward's scores, and its dQ takes the
+# forward's output rows: the forward's scratch, kept for the thread, serves the backward rather than adding to it.
+_S, _P, _DS = ("flash.scores", 0, 1), ("flash.scores", 0, 2), ("flash.scores", 1, 2)
+_O, _DQ = ("flash.rows", 0, 1), ("flash.rows", 0, 1)
+_DV, _DK = ("flash.dv", 0, 1), ("flash.dk", 0, 1)
+
+
+def _product(a, b, scratch=False, part=_S):
+    """a @ b (matmul's broadcasting): into ``part`` (above) of this thread's ``buffers.scratch`` when ``scratch``
+    (the tiles: their pages faulted in once, not once per tile), else a fresh array."""
+    if not scratch:
         return np.matmul(a, b)
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    return np.matmul(a, b, out=take(name, shape))
-
-
-class _Scratch:
-    """One worker's arrays that its tiles' products are written into during one call, one per product name, as
-    views shaped like each tile's: pages faulted in once per call rather than once per tile. The first tile is
-    the largest (the tiles are sorted), so an array rarely grows."""
-
-    def __init__(self, dtype):
-        self.dtype, self.flat = dtype, {}
-
-    def __call__(self, name, shape):
-        n = math.prod(shape)
-        flat = self.flat.get(name)
-        if flat is None or flat.size < n:
-            flat = self.flat[name] = np.empty(n, self.dtype)
-        return flat[:n].reshape(shape)
-
-
-def _scratches(pb):
-    """worker -> its ``_Scratch`` for the tiles of ``pb``, made at the worker's first tile."""
-    made: dict[int, _Scratch] = {}
-    return lambda worker: made.get(worker) or made.setdefault(worker, _Scratch(pb.q.dtype))
+    name, index, count = part
+    return np.matmul(a, b, out=buffers.scratch(name, (count,) + shape, np.result_type(a, b))[index])
 
 
 def _zeros(shape, dtype):
@@ -698,22 +716,12 @@ def _measure_keys_major() -> int:
 
 
 # -- the passes -------------------------------------------------------------------------------------------
-def attention_forward(
-    q, k, v, mask=None, *, scale, causal_offset=None, lengths=None, dropout_p=0.0, seed=0, enable_gqa=False
-):
-    """Output, row_max and row_log_sum (lse = row_max + row_log_sum; 0 and 0 on rows that see no key)."""
-    pb = _Problem(
-        q,
-        k,
-        v,
-        mask,
-        scale=scale,
-        causal_offset=causal_offset,
-        lengths=lengths,
-        dropout_p=dropout_p,
-        seed=seed,
-        enable_gqa=enable_gqa,
-    )
+def attention_forward(q, k, v, mask=None, **problem):
+    """Output, row_max and row_log_sum (lse = row_max + row_log_sum; 0 and 0 on rows that see no key).
+    ``problem``: ``_Problem``'s keywords (``scale``, ``causal_offset``, ``lengths``, ``dropout_p``, ``seed``,
+    ``enable_gqa``: what ops/attention.py's ``_options`` gives)."""
+    pb = _Problem(q, k, v, mask, **problem)
+    scale, dropout_p = pb.scale, pb.dropout_p
     lay = pb.lay
     # the bound costs two passes over q and k: tiled problems only (the whole problem's row max is cheap there)
     shift = pb.whole or pb.float_mask or not _bounded(pb.q, pb.k, pb.v, scale)
@@ -737,8 +745,6 @@ def attention_forward(
     for batch in pb.batches:
         pb.setup(batch, fused=not dropout_p)
 
-    scratch = _scratches(pb)
-
     def tile_forward(worker, tile):
         batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), slice(0, tile.j1)
         heads = slice(tile.h0, tile.h1)
@@ -749,7 +755,7 @@ def attention_forward(
             pb.tile_hide(tile),
             pb.keep(tile) if dropout_p else None,
             out=out[batch.index][heads, rows],
-            take=scratch(worker),
+            scratch=True,
             **options,
         )
         row_max[batch.index][heads, rows] = m
@@ -759,38 +765,11 @@ def attention_forward(
     return out.reshape(lay.out_shape), row_max, row_log_sum
 
 
-def attention_backward(
-    g,
-    out,
-    q,
-    k,
-    v,
-    mask=None,
-    *,
-    row_max,
-    row_log_sum,
-    needs=(True, True, True, True),
-    scale,
-    causal_offset=None,
-    lengths=None,
-    dropout_p=0.0,
-    seed=0,
-    enable_gqa=False,
-):
-    """(dq, dk, dv, dmask) for the output gradient g; None where ``needs`` is False."""
-    pb = _Problem(
-        q,
-        k,
-        v,
-        mask,
-        scale=scale,
-        causal_offset=causal_offset,
-        lengths=lengths,
-        dropout_p=dropout_p,
-        seed=seed,
-        enable_gqa=enable_gqa,
-        backward=True,
-    )
+def attention_backward(g, out, q, k, v, mask=None, *, row_max, row_log_sum, needs=(True, True, True, True), **problem):
+    """(dq, dk, dv, dmask) for the output gradient g; None where ``needs`` is False. ``problem``: the forward's
+    (``attention_forward``)."""
+    pb = _Problem(q, k, v, mask, backward=True, **problem)
+    scale, dropout_p = pb.scale, pb.dropout_p
     lay = pb.lay
     need_q, need_k, need_v, need_mask = needs
     need_mask = need_mask and pb.float_mask
@@ -853,7 +832,6 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
     )
     dq, dk, dv, dmask = (None if shape is None else _zeros(shape, pb.q.dtype) for shape in shapes)
     locks = [threading.Lock() for _ in range(4)]  # tiles of different workers may add into the same rows
-    scratch = _scratches(pb)
 
     def tile_backward(worker, tile):
         batch, groups, rows, keys = (
@@ -875,7 +853,7 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
             pb.keep(tile) if pb.dropout_p else None,
             k_ones=batch.k_ones[groups, keys] if fused else None,
             v_ones=batch.v_ones[groups, keys] if fused else None,
-            take=scratch(worker),
+            scratch=True,
             **options,
         )
         if dv_blk is not None:

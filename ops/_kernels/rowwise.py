@@ -89,19 +89,18 @@ def flat_blockwise(kernel, scratch: tuple, *arrays) -> None:
     """``kernel(*blocks, *scratch_blocks)`` over consecutive blocks of ``flat_block_elements()`` elements of the
     equal-sized 1-D ``arrays`` (inputs and the outputs the caller owns), so that the many in-place passes of an
     elementwise kernel read and write a block in L1/L2 cache rather than memory. ``scratch`` is the dtypes of
-    the kernel's temporaries: each thread allocates them once and reuses them for all its blocks. The blocks
+    the kernel's temporaries: each thread's ``buffers.scratch`` arrays, reused for all its blocks. The blocks
     go to the worker pool when there are at least ``POOL_BLOCKS`` of them (below, the hand-off costs more
     than the second thread gains, and a busy machine may deschedule it); every element's arithmetic is the
     same whichever block and thread computes it."""
     size, step = arrays[0].size, flat_block_elements()
     starts = list(range(0, size, step))
-    buffers: dict = {}
+    names = [f"rowwise.flat{i}" for i in range(len(scratch))]
 
     def work(worker, start):
-        if worker not in buffers:  # each worker's own; the pool hands one worker's blocks to one thread
-            buffers[worker] = [np.empty(min(step, size), dtype) for dtype in scratch]
         stop = min(start + step, size)
-        kernel(*(a[start:stop] for a in arrays), *(b[: stop - start] for b in buffers[worker]))
+        temporaries = (buffers.scratch(name, (stop - start,), dtype) for name, dtype in zip(names, scratch))
+        kernel(*(a[start:stop] for a in arrays), *temporaries)
 
     if len(starts) < POOL_BLOCKS:
         for start in starts:
