@@ -4,11 +4,11 @@
   its own earlier arrays of that shape and dtype once its reference count shows nothing else refers to it. At
   most ``PER_SHAPE`` arrays per shape and dtype and ``KEPT_BYTES`` in all; arrays below ``SMALLEST`` bytes are
   not kept.
-- ``scratch(name, shape, dtype)``: a kernel's temporaries (column matrices, score tiles, a block's passes), one
-  array per name and dtype per thread, kept for the thread's life. The caller uses it until its next request of
-  that name on the same thread; two threads never share one. ``SCRATCH_BYTES`` bounds each thread's total.
+- ``Scratch()``: one kernel call's temporaries (column matrices, score tiles, a block's passes), one array per
+  name and dtype per thread, reused by the thread's blocks of the call and gone with the call. Two threads never
+  share one, nor two calls. ``SCRATCH_BYTES`` bounds what one thread keeps in one call.
 
-Why keep them, and the lifetime rules: docs/kernels.md.
+Why outputs are kept across calls and scratch is not: docs/kernels.md.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import threading
 
 import numpy as np
 
-__all__ = ["empty", "scratch", "SMALLEST", "PER_SHAPE", "KEPT_BYTES", "SCRATCH_BYTES"]
+__all__ = ["empty", "Scratch", "SMALLEST", "PER_SHAPE", "KEPT_BYTES", "SCRATCH_BYTES"]
 
 SMALLEST = 64 << 10  # bytes: smaller arrays are not kept
 PER_SHAPE = 16  # arrays kept per (shape, dtype)
 KEPT_BYTES = 64 << 20  # bytes kept in all
-SCRATCH_BYTES = 32 << 20  # scratch bytes kept per thread; a larger array is made for its one use
+SCRATCH_BYTES = 32 << 20  # scratch bytes one thread keeps in one call; a larger array is made for its one use
 
 _KEPT: dict[tuple, list[np.ndarray]] = {}
 _LOCK = threading.Lock()
@@ -75,17 +75,54 @@ def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
         return array
 
 
-class _Scratch:
-    """One thread's scratch: (name, dtype) -> [flat array, (shape, zeros) of the request it is zeroed for, or
-    None], least recently used first."""
+class Scratch:
+    """One kernel call's temporaries (column matrices, score tiles, a block's passes): ``scratch(name, shape,
+    dtype)`` is the calling thread's array ``name`` of that dtype for this call -- the one its last request got
+    when it is large enough (its contents are the caller's until that thread's next request of the name), else
+    a new one. Threads never share an array; all of them go with the object, at the end of the call. Past
+    ``SCRATCH_BYTES`` on one thread the least recently used arrays are dropped (whoever still uses one keeps it
+    by its reference), and a larger array is made for its one use."""
+
+    def __init__(self):
+        self.threads: dict[int, _ThreadArrays] = {}
+
+    def __call__(self, name: str, shape: tuple[int, ...], dtype, zeros=None) -> np.ndarray:
+        """The calling thread's C-contiguous ``shape`` array ``name`` of ``dtype``, contents arbitrary -- except with
+        ``zeros`` (a hashable description of which entries the caller writes): every other entry is 0, the array
+        being zeroed whenever (shape, zeros) differs from its last request's."""
+        ident = threading.get_ident()
+        arrays = self.threads.get(ident) or self.threads.setdefault(ident, _ThreadArrays())
+        return arrays.get((name, np.dtype(dtype)), shape, zeros)
+
+
+class _ThreadArrays:
+    """One thread's arrays of a ``Scratch``: (name, dtype) -> [flat array, (shape, zeros) of the request it is
+    zeroed for, or None], least recently used first."""
 
     def __init__(self):
         self.arrays: dict[tuple, list] = {}
         self.nbytes = 0
 
-    def keep(self, key, entry) -> None:
-        """Keep ``entry`` under ``key`` as the most recently used, dropping the least recently used ones while
-        the total would exceed ``SCRATCH_BYTES`` (their users hold references to what they still use)."""
+    def get(self, key: tuple, shape: tuple[int, ...], zeros) -> np.ndarray:
+        size = math.prod(shape)
+        written = None if zeros is None else (shape, zeros)  # what the zeros are known for
+        entry = self.arrays.pop(key, None)
+        if entry is not None:
+            self.nbytes -= entry[0].nbytes
+        if entry is None or entry[0].size < size:
+            entry = None  # the old array goes before the new one comes (unless the caller still holds it)
+            entry = [(np.empty if zeros is None else np.zeros)(max(size, 1), key[1]), written]
+        elif written is not None and entry[1] != written:
+            entry[0][:size] = 0
+            entry[1] = written
+        else:
+            entry[1] = written  # None: the caller may write anywhere, so no entry is known to be 0 any more
+        self.keep(key, entry)
+        return entry[0][:size].reshape(shape)
+
+    def keep(self, key: tuple, entry: list) -> None:
+        """Keep ``entry`` as the most recently used, dropping the least recently used ones while the total
+        would exceed ``SCRATCH_BYTES``; an array larger than that is not kept."""
         nbytes = entry[0].nbytes
         if nbytes > SCRATCH_BYTES:
             return
@@ -93,32 +130,3 @@ class _Scratch:
             self.nbytes -= self.arrays.pop(next(iter(self.arrays)))[0].nbytes
         self.arrays[key] = entry
         self.nbytes += nbytes
-
-
-_THREAD = threading.local()
-
-
-def scratch(name: str, shape: tuple[int, ...], dtype, zeros=None) -> np.ndarray:
-    """This thread's C-contiguous ``shape`` array ``name`` of ``dtype``: the one its last request of ``name`` and
-    ``dtype`` got when it is large enough (that array's contents are the caller's until the next request of the
-    same name on this thread), else a new one. Contents arbitrary, except with ``zeros`` (a hashable description
-    of which entries the caller writes): every other entry is 0 -- the array is zeroed whenever ``zeros`` differs
-    from the last request's. Kept while the thread lives, within ``SCRATCH_BYTES`` per thread."""
-    store = getattr(_THREAD, "scratch", None)
-    if store is None:
-        store = _THREAD.scratch = _Scratch()
-    key, size = (name, np.dtype(dtype)), math.prod(shape)
-    written = None if zeros is None else (shape, zeros)  # what the zeros are known for
-    entry = store.arrays.pop(key, None)
-    if entry is not None:
-        store.nbytes -= entry[0].nbytes
-    if entry is None or entry[0].size < size:
-        entry = None  # the old array goes before the new one comes (unless the caller still holds it)
-        entry = [(np.empty if zeros is None else np.zeros)(max(size, 1), key[1]), written]
-    elif written is not None and entry[1] != written:
-        entry[0][:size] = 0
-        entry[1] = written
-    else:
-        entry[1] = written  # None: the caller may write anywhere, so no entry is known to be 0 any more
-    store.keep(key, entry)
-    return entry[0][:size].reshape(shape)

@@ -1,29 +1,14 @@
 """Convolution kernels over any number of spatial axes (ops/conv.py's conv1d / conv2d / conv3d and, as their
-adjoints, the transposed convolutions): the forward and the input and weight gradients of a grouped, strided,
-dilated, zero-padded convolution of an (N, C, *spatial) batch with an (O, C/G, *kernel) weight, by im2col over
-blocks of images.
+adjoints, the transposed convolutions): ``forward`` and ``backward`` (the input and weight gradients) of a
+grouped, strided, dilated, zero-padded convolution of an (N, C, *spatial) batch with an (O, C/G, *kernel) weight.
 
-A block is a few whole images, or for an image whose columns exceed ``BLOCK_BYTES`` a band of its first output
-axis, so its column matrix (C*prod(kernel), the block's output positions) stays in cache between the copy that
-fills it and the GEMMs that read it. The columns are filled by one strided copy per kernel offset (a "tap") of
-the input region that offset sees and added back (col2im) by one strided add per tap; the padding is never
-materialised: the column entries that fall in it are the zeros a reused buffer keeps. Per block:
-
-- forward: out[block] = W (G, O/G, C/G*K) @ columns (G, C/G*K, L), written straight into the (N, O, *out) output
-  (no transpose of the result) with the bias added while the block is in cache. With stride 1 on the first
-  spatial axis the columns leave that kernel axis out (kernel[0] times less to copy): each of its taps is a row
-  offset into them, so the product is one GEMM per tap of that axis, summed (``SPLIT_ROWS``: measured 5% faster
-  than the one deep GEMM for conv2d 8x32x32x32 -> 64, 3x3, its copy included);
-- backward: dW = sum over blocks of g[block] @ columns^T, the columns filled again from the input (cheaper than
-  keeping the forward's, which are prod(kernel) times the input's size); dcolumns = W^T @ g[block], added into
-  dx tap by tap (one image's bands in order, so no two threads add into the same rows).
-
-The blocks run on the worker pool (``runtime.run``: one BLAS thread each, so the copies and adds run in parallel
-too) when the convolution's GEMM work reaches the measured crossover ``runtime.gemm_crossover()``, on as many
-threads as BLAS was given; otherwise in order on the calling thread, BLAS threaded by size (``runtime.blas_for``).
-Each block's weight gradient is its own partial, summed in block order, so no result depends on which thread ran
-which block. The column buffers are kept per thread between calls (a training step reuses them instead of
-faulting fresh pages in), up to ``KEEP_BYTES`` each.
+By im2col over blocks of a few whole images, or bands of one image's first output axis, of about ``BLOCK_BYTES``
+of columns: one strided copy per kernel offset (tap) fills a block's columns from the input, one GEMM per group
+(per tap of the first kernel axis with stride 1 there: ``SPLIT_ROWS``) writes its output, and the backward fills
+the columns again for dW and adds dcolumns back tap by tap (col2im). The padding is never built: the column
+buffers are ``buffers.Scratch`` arrays whose unwritten entries stay 0. Blocks run on the worker pool from the
+measured GEMM crossover on; each block's weight gradient is summed in block order, so no result depends on which
+thread ran which block. The design and its measurements: docs/kernels.md.
 """
 
 from __future__ import annotations
@@ -100,10 +85,10 @@ def _workers(flops: int) -> int:
     return 1 if flops < runtime.gemm_crossover() else runtime.threads()
 
 
-def _columns(x: np.ndarray, band: _Band, dtype, name: str = "conv.columns") -> np.ndarray:
+def _columns(x: np.ndarray, band: _Band, dtype, scratch: buffers.Scratch) -> np.ndarray:
     """This thread's (B, C, *kernel, *band's out) column buffer ``name`` filled from the (B, C, *spatial) images
     ``x`` (zeros where a window reaches into the padding)."""
-    cols = buffers.scratch(name, x.shape[:2] + band.shape, dtype, zeros=band.layout)
+    cols = scratch("columns", x.shape[:2] + band.shape, dtype, zeros=band.layout)
     for entries, region in band.pairs:
         cols[entries] = x[region]
     return cols
@@ -122,18 +107,18 @@ def _grouped(a: np.ndarray, band: _Band, groups: int) -> np.ndarray:
     return np.reshape(part, (a.shape[0], groups, a.shape[1] // groups, -1), copy=False)
 
 
-def _weight_grad(x: np.ndarray, g_band: np.ndarray, band: _Band, dtype) -> np.ndarray:
+def _weight_grad(x: np.ndarray, g_band: np.ndarray, band: _Band, dtype, scratch: buffers.Scratch) -> np.ndarray:
     """(G, C/G*K, O/G): the transposed weight gradient from the band of the (B, C, *spatial) images ``x`` and
     its (B, G, O/G, L) output gradient, as columns @ g^T (the faster orientation of this GEMM in OpenBLAS)."""
-    cols = np.reshape(_columns(x, band, dtype), g_band.shape[:2] + (-1, g_band.shape[3]), copy=False)
+    cols = np.reshape(_columns(x, band, dtype, scratch), g_band.shape[:2] + (-1, g_band.shape[3]), copy=False)
     return np.matmul(cols, g_band.swapaxes(-1, -2)).sum(axis=0)
 
 
-def _input_grad(dx: np.ndarray, g_band: np.ndarray, w_t: np.ndarray, band: _Band) -> None:
+def _input_grad(dx: np.ndarray, g_band: np.ndarray, w_t: np.ndarray, band: _Band, scratch: buffers.Scratch) -> None:
     """Add the band's share of the input gradient into the (B, C, *spatial) ``dx``: column gradients
     (G, C/G*K, O/G) @ (B, G, O/G, L), then col2im."""
     shape = g_band.shape[:2] + (w_t.shape[1], g_band.shape[3])
-    d_cols = np.matmul(w_t, g_band, out=buffers.scratch("conv.column_grads", shape, dx.dtype))
+    d_cols = np.matmul(w_t, g_band, out=scratch("column_grads", shape, dx.dtype))
     _add_columns(dx, d_cols.reshape(dx.shape[:2] + band.shape), band)
 
 
@@ -162,12 +147,12 @@ def _row_split(geo, rows: int) -> bool:
     return geo.kernel[0] > 1 and geo.stride[0] == 1 and rows >= SPLIT_ROWS
 
 
-def _sum_row_taps(w_taps: list, cols: np.ndarray, geo, target: np.ndarray) -> None:
+def _sum_row_taps(w_taps: list, cols: np.ndarray, geo, target: np.ndarray, scratch: buffers.Scratch) -> None:
     """target (B, G, O/G, L) = the sum over the first kernel axis's taps t of w_taps[t] (G, O/G, C/G*K') @ the
     row columns (B, C, 1, *K', rows, *out') from row t * dilation on (a view: one GEMM operand per tap)."""
     rows, step = target.shape[3] // math.prod(geo.out[1:]), geo.dilation[0]
     lead = (slice(None), slice(None), 0) + (slice(None),) * (len(geo.kernel) - 1)
-    partial = buffers.scratch("conv.row_products", target.shape, target.dtype) if len(w_taps) > 1 else None
+    partial = scratch("row_products", target.shape, target.dtype) if len(w_taps) > 1 else None
     for t, w_tap in enumerate(w_taps):
         part = np.reshape(
             cols[lead + (slice(t * step, t * step + rows),)], target.shape[:2] + (-1, target.shape[3]), copy=False
@@ -197,16 +182,16 @@ def forward(x: np.ndarray, w: np.ndarray, bias, geo, groups: int) -> np.ndarray:
     image_bytes = channels * math.prod(fill.kernel) * math.prod(fill.out) * dtype.itemsize
     blocks = _plan(lambda lo, hi: _Band(fill, x.shape[2:], lo, hi + extent), geo.out[0], n, image_bytes, workers, False)
 
+    scratch = buffers.Scratch()
+
     def work(worker, block):
         _, images, bands = block
         for band in bands:
-            cols = _columns(
-                x[images], band, dtype, "conv.forward_columns"
-            )  # not the backward's: no re-zeroing by turns
+            cols = _columns(x[images], band, dtype, scratch)
             rows = out[images, :, band.lo : band.hi - extent]
             target: np.ndarray = np.reshape(rows, rows.shape[:1] + (groups, out_channels // groups, -1), copy=False)
             if split:
-                _sum_row_taps(w_taps, cols, geo, target)
+                _sum_row_taps(w_taps, cols, geo, target, scratch)
             else:
                 np.matmul(w_groups, np.reshape(cols, target.shape[:2] + (-1, target.shape[-1]), copy=False), out=target)
             if bias_column is not None:
@@ -231,14 +216,16 @@ def backward(g: np.ndarray, x, w: np.ndarray, geo, groups: int, needs: tuple, x_
     blocks = _plan(lambda lo, hi: _Band(geo, spatial, lo, hi), geo.out[0], n, image_bytes, workers, bool(needs[0]))
     partials = np.zeros((len(blocks),) + w_t.shape, dtype) if needs[1] else None
 
+    scratch = buffers.Scratch()
+
     def work(worker, block):
         k, images, bands = block
         for band in bands:
             g_band = _grouped(g[images], band, groups)  # (B, G, O/G, L)
             if partials is not None:
-                partials[k] += _weight_grad(x[images], g_band, band, dtype)
+                partials[k] += _weight_grad(x[images], g_band, band, dtype, scratch)
             if dx is not None:
-                _input_grad(dx[images], g_band, w_t, band)
+                _input_grad(dx[images], g_band, w_t, band, scratch)
 
     _run(blocks, work, workers, image_flops * (blocks[0][1].stop - blocks[0][1].start) if blocks else 0)
     dw = None if partials is None else partials.sum(axis=0).transpose(0, 2, 1).reshape(w.shape)

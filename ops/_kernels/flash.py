@@ -1,34 +1,16 @@
-"""Tiled numpy kernels for scaled dot-product attention (FlashAttention-2 style, Dao 2023).
+"""Tiled numpy kernels for scaled dot-product attention (FlashAttention-2 style, Dao 2023): ``attention_forward``
+(the output and the row log-sum-exp as its two terms, row_max and row_log_sum) and ``attention_backward`` (dQ,
+dK, dV and a float mask's gradient together, recomputing P tile by tile from those two terms), and
+``dropout_keep_mask`` (Philox draws addressed by seed, head, query row and key, so any tiling regenerates the
+forward's mask).
 
-A tile is a block of query rows of a few heads of one batch element. In the forward it takes every key
-the block can see at once -- the prefix ``[0, kmax)`` left by the causal limit and the key-padding
-length -- so its softmax is exact with a plain row max; keys past ``kmax`` (above the causal diagonal,
-past a padding length) are never touched. The query heads of a GQA group are stacked as extra rows
-against their one K/V head, so the group's dK/dV contributions are summed by the matmul itself.
-
-The forward keeps the output and the row log-sum-exp as its two terms ``row_max`` (m) and
-``row_log_sum`` (log l), lse = m + log l, in the problem's ``_Units``: scores times log2(e) with exp2 and log2
-(numpy's float32 exp2 runs about twice as fast as its exp) without masks, natural ones with any. Kept apart, a
-row whose scores are all a large finite fill (-1e9) still recomputes P = exp((S - m) - log l) = 1/S exactly
-in float32, where exp(S - lse) would round to 1. The backward never stores P: with the lse known,
-P = exp(S - lse) of any tile is exact on its own, so backward tiles also split the keys (under the causal
-limit they cover the diagonal in halved squares, skipping their masked quarters: ``_pieces``);
-D = rowsum(dO * O), dS = P * (dP - D). Without a float mask, lse (resp. D) rides along in the score (resp.
-dP) matmul as one extra column: [q*scale, -lse] @ [k, 1]^T = S - lse.
-
-Dropout masks come from a counter-based generator (Philox) addressed by (seed, head, query row, key),
-so the backward regenerates exactly the forward's mask, whatever the tiling. Tiles run on the worker pool
-of ``runtime`` (with numpy's BLAS single-threaded meanwhile); this file holds only the math.
-
-Small problems (at most ``whole_problem_scores`` scores over all batch elements and heads) skip the tiles
-and the threads: the whole problem is one block, its batched matmuls spanning every batch element and
-head, key-padding lengths applied as a (batch..., 1, 1, S) bool mask. Both paths run the same block
-math (``_forward_block``, ``_backward_block``, ``_Problem.mask_scores``) and draw the same dropout mask.
-
-How a problem is cut into tiles and run is a ``Tuning``, read once at the start of each call. It changes
-only for a block of code and only in the current thread / context, through the ``tuning`` context manager:
-``with tuning(block_rows=4, block_keys=4, workers=1, whole_problem_scores=0): ...``.
-See docs/attention.md for the derivation.
+A tile is a block of query rows of a few K/V groups of one batch element (a GQA group's query heads stacked as
+rows against their one K/V head); the forward takes every key the block sees at once, the backward also splits
+the keys (``_pieces``). Small problems (``Tuning.whole_problem_scores``) run as one block over every batch
+element and head. Both paths share the block math (``_forward_block``, ``_backward_block``,
+``_Problem.mask_scores``). Tiles run on ``runtime``'s pool, writing their products into a ``buffers.Scratch``.
+How a problem is cut and run is a ``Tuning``, changed per block of code and thread by ``tuning(...)``.
+The derivation, the numerics and the measurements: docs/attention.md.
 """
 
 from __future__ import annotations
@@ -298,7 +280,7 @@ def _keep_flags(seed, first_head, n_heads, rows, keys, L, S, p) -> np.ndarray:
 
 
 # -- the math of one block, shared by the tiles and the whole-problem path ----------------------------------
-def _scores(x, y, G, keys_major, scratch=False):
+def _scores(x, y, G, keys_major, take=None):
     """(s, s4): x @ y^T for x (..., groups, G * t, d) and y (..., groups, n, d), as s (..., groups, G * t, n) and
     the same array as s4 (..., groups * G, t, n). ``keys_major``: both are views of one array whose first axis is
     the key, so that the scores of one row lie a whole key's worth of rows apart and reductions over the keys run
@@ -307,7 +289,7 @@ def _scores(x, y, G, keys_major, scratch=False):
     Its matmul is y @ x^T with x^T made contiguous: OpenBLAS's small-matrix kernels run a transposed operand
     about 2x slower than the copy costs."""
     if not keys_major:
-        s = _product(x, y.swapaxes(-1, -2), scratch, _S)
+        s = _product(x, y.swapaxes(-1, -2), take, "s")
         return s, s.reshape(s.shape[:-3] + (s.shape[-3] * G, s.shape[-2] // G, s.shape[-1]))
     *lead, groups, rows, _ = np.broadcast_shapes(x.shape, y.shape[:-2] + (1, 1))
     n = y.shape[-2]
@@ -330,20 +312,7 @@ def _keys_major_copy(a):
 
 
 def _forward_block(
-    q,
-    kg,
-    v_ext,
-    hide,
-    keep,
-    *,
-    scale,
-    units,
-    dropout_p,
-    may_empty,
-    keys_major=False,
-    out=None,
-    scratch=False,
-    shift=True,
+    q, kg, v_ext, hide, keep, *, scale, units, dropout_p, may_empty, keys_major=False, out=None, take=None, shift=True
 ):
     """Output, row max m and log row sum log l of one block of queries against keys [0, n).
 
@@ -352,7 +321,7 @@ def _forward_block(
     unnormalised output and the row sums in one product; keys-major scores sum their rows faster on their
     own). ``hide(scores)`` applies the masks in place to scores shaped (..., heads, rows, n); ``keep``: the
     dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``.
-    ``scratch``: the products are written into this thread's ``buffers.scratch`` (the tiles), else fresh arrays.
+    ``take``: the tiles' ``buffers.Scratch`` the products are written into, or None (fresh arrays).
     Not ``shift``: the row max is taken as 0 (no max pass and no subtraction), for scores known to be small
     (``_bounded``).
     Returns o (..., heads, rows, Ev) (written into ``out`` when given) and m, log l (..., heads, rows); 0, 0, 0
@@ -360,7 +329,7 @@ def _forward_block(
     """
     *lead, groups, G, t, E = q.shape
     q_blk = np.multiply(q, scale * units.factor, dtype=q.dtype).reshape(*lead, groups, G * t, E)
-    s, s4 = _scores(q_blk, kg, G, keys_major, scratch)
+    s, s4 = _scores(q_blk, kg, G, keys_major, take)
     hide(s4)
     if shift:
         m = s4.max(axis=-1, keepdims=True)
@@ -373,19 +342,19 @@ def _forward_block(
     if keys_major and not dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
-        o = _product(s, v_ext, scratch, _O)
+        o = _product(s, v_ext, take, "o")
         o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
         denominator = row_sum
     elif dropout_p:
         Ev = v_ext.shape[-1]
         row_sum = s4.sum(axis=-1, keepdims=True)
         s4 *= keep
-        o = _product(s, v_ext, scratch, _O)
+        o = _product(s, v_ext, take, "o")
         o = o.reshape(o.shape[:-3] + (groups * G, t, Ev))
         denominator = row_sum * (1 - dropout_p)
     else:
         Ev = v_ext.shape[-1] - 1
-        ol = _product(s, v_ext, scratch, _O)
+        ol = _product(s, v_ext, take, "o")
         ol = ol.reshape(ol.shape[:-3] + (groups * G, t, Ev + 1))
         o, row_sum = ol[..., :Ev], ol[..., Ev:]
         denominator = row_sum
@@ -398,23 +367,7 @@ def _forward_block(
 
 
 def _backward_block(
-    q,
-    kg,
-    vg,
-    go,
-    m,
-    log_l,
-    delta,
-    hide,
-    keep,
-    *,
-    k_ones=None,
-    v_ones=None,
-    scale,
-    units,
-    dropout_p,
-    needs,
-    scratch=False,
+    q, kg, vg, go, m, log_l, delta, hide, keep, *, k_ones=None, v_ones=None, scale, units, dropout_p, needs, take=None
 ):
     """(dq, dk, dv, ds) of one block of queries against keys [j0, j1); None where ``needs`` (dq, dk, dv) is
     False.
@@ -422,7 +375,7 @@ def _backward_block(
     q (..., groups, G, rows, E) unscaled; kg, vg (..., groups, n, E / Ev) the block's keys and values;
     go (..., groups, G, rows, Ev) the output gradient; m, log_l, delta (..., groups, G, rows) the row
     statistics and D = rowsum(dO * O). ``hide`` and ``keep`` as in ``_forward_block``. With ``k_ones``,
-    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column. ``scratch`` as in
+    ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column. ``take`` as in
     ``_forward_block`` (the results are then views of it: used before the thread's next tile).
     Returns dq (..., heads, rows, E) and ds (..., heads, rows, n) by query head, dk, dv (..., groups, n, d)
     by K/V group (a group's heads summed by the matmul). Leading dims broadcast.
@@ -436,11 +389,11 @@ def _backward_block(
     go = go.reshape(*rows, Ev)
     if k_ones is not None:  # [q*scale, -lse] @ [k, 1]^T = S - lse
         q_blk = _augmented(q, -(m + log_l), scale * units.factor).reshape(*rows, E + 1)
-        p = _product(q_blk, k_ones.swapaxes(-1, -2), scratch, _P)
+        p = _product(q_blk, k_ones.swapaxes(-1, -2), take, "p")
         q_blk = q_blk[..., :E]
     else:
         q_blk = np.multiply(q, scale * units.factor, dtype=dtype).reshape(*rows, E)
-        p = _product(q_blk, kg.swapaxes(-1, -2), scratch, _P)
+        p = _product(q_blk, kg.swapaxes(-1, -2), take, "p")
     p4 = p.reshape(p.shape[:-3] + (groups * G, t, n))
     hide(p4)
     if k_ones is None:  # (S - m) - log l: exact even when a finite fill makes S and m huge
@@ -453,29 +406,29 @@ def _backward_block(
         if need_v:
             dropped = np.multiply(p4, keep, dtype=dtype)
             dropped *= keep_scale
-            dv = _product(dropped.reshape(p.shape).swapaxes(-1, -2), go, scratch, _DV)
+            dv = _product(dropped.reshape(p.shape).swapaxes(-1, -2), go, take, "dv")
             del dropped
-        ds = _product(go, vg.swapaxes(-1, -2), scratch, _DS)
+        ds = _product(go, vg.swapaxes(-1, -2), take, "ds")
         ds4 = ds.reshape(ds.shape[:-3] + (groups * G, t, n))
         ds4 *= keep
         ds4 *= keep_scale
         ds4 -= delta.reshape(*scores, 1)
     else:
         if need_v:
-            dv = _product(p.swapaxes(-1, -2), go, scratch, _DV)
+            dv = _product(p.swapaxes(-1, -2), go, take, "dv")
         if v_ones is not None:  # [dO, -D] @ [V, 1]^T = dP - D
-            ds = _product(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2), scratch, _DS)
+            ds = _product(_augmented(go, -delta.reshape(rows)), v_ones.swapaxes(-1, -2), take, "ds")
         else:
-            ds = _product(go, vg.swapaxes(-1, -2), scratch, _DS)
+            ds = _product(go, vg.swapaxes(-1, -2), take, "ds")
             ds -= delta.reshape(*rows, 1)
     ds *= p  # dS = P * (dP - D)
     dq = dk = None
     if need_q:
-        dq = _product(ds, kg, scratch, _DQ)
+        dq = _product(ds, kg, take, "dq")
         dq = dq.reshape(dq.shape[:-3] + (groups * G, t, E))
         dq *= scale
     if need_k:  # dK = scale * dS^T Q = dS^T (scale * factor * Q) / factor
-        dk = _product(ds.swapaxes(-1, -2), q_blk, scratch, _DK)
+        dk = _product(ds.swapaxes(-1, -2), q_blk, take, "dk")
         if units.factor != 1:
             dk *= 1 / units.factor
     return dq, dk, dv, ds.reshape(ds.shape[:-3] + (groups * G, t, n))
@@ -616,22 +569,13 @@ class _Problem:
         return _keys_major_copy(flags) if keys_major else flags
 
 
-# Where the tiles' products go (``_product``): part ``index`` of ``count`` of this thread's scratch array ``name``.
-# The backward's P and dS are the two parts of the array that holds the forward's scores, and its dQ takes the
-# forward's output rows: the forward's scratch, kept for the thread, serves the backward rather than adding to it.
-_S, _P, _DS = ("flash.scores", 0, 1), ("flash.scores", 0, 2), ("flash.scores", 1, 2)
-_O, _DQ = ("flash.rows", 0, 1), ("flash.rows", 0, 1)
-_DV, _DK = ("flash.dv", 0, 1), ("flash.dk", 0, 1)
-
-
-def _product(a, b, scratch=False, part=_S):
-    """a @ b (matmul's broadcasting): into ``part`` (above) of this thread's ``buffers.scratch`` when ``scratch``
-    (the tiles: their pages faulted in once, not once per tile), else a fresh array."""
-    if not scratch:
+def _product(a, b, take=None, name=""):
+    """a @ b (matmul's broadcasting): into ``take(name, shape, dtype)`` when given (the tiles' ``buffers.Scratch``:
+    their pages faulted in once a call, not once a tile), else a fresh array."""
+    if take is None:
         return np.matmul(a, b)
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    name, index, count = part
-    return np.matmul(a, b, out=buffers.scratch(name, (count,) + shape, np.result_type(a, b))[index])
+    return np.matmul(a, b, out=take(name, shape, np.result_type(a, b)))
 
 
 def _zeros(shape, dtype):
@@ -745,6 +689,8 @@ def attention_forward(q, k, v, mask=None, **problem):
     for batch in pb.batches:
         pb.setup(batch, fused=not dropout_p)
 
+    scratch = buffers.Scratch()
+
     def tile_forward(worker, tile):
         batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), slice(0, tile.j1)
         heads = slice(tile.h0, tile.h1)
@@ -755,7 +701,7 @@ def attention_forward(q, k, v, mask=None, **problem):
             pb.tile_hide(tile),
             pb.keep(tile) if dropout_p else None,
             out=out[batch.index][heads, rows],
-            scratch=True,
+            take=scratch,
             **options,
         )
         row_max[batch.index][heads, rows] = m
@@ -833,6 +779,8 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
     dq, dk, dv, dmask = (None if shape is None else _zeros(shape, pb.q.dtype) for shape in shapes)
     locks = [threading.Lock() for _ in range(4)]  # tiles of different workers may add into the same rows
 
+    scratch = buffers.Scratch()
+
     def tile_backward(worker, tile):
         batch, groups, rows, keys = (
             tile.batch,
@@ -853,7 +801,7 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
             pb.keep(tile) if pb.dropout_p else None,
             k_ones=batch.k_ones[groups, keys] if fused else None,
             v_ones=batch.v_ones[groups, keys] if fused else None,
-            scratch=True,
+            take=scratch,
             **options,
         )
         if dv_blk is not None:

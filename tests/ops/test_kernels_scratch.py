@@ -1,8 +1,8 @@
-"""The kernels' per-thread scratch (``ops._kernels.buffers.scratch``) and the kernels that use it: one array per
-name and dtype per thread, handed back to the same thread's next request, never to another thread; ``zeros``
-keeps the entries a caller does not write at 0; a thread's total stays within ``SCRATCH_BYTES``. Two user
-threads running the same kernels at once (SDPA's tiles, softmax's blocks, conv2d's columns, gelu's flat
-blocks) each get the result they get alone."""
+"""The kernels' scratch (``ops._kernels.buffers.Scratch``, one per kernel call) and the kernels that use it: one
+array per name and dtype per thread, handed back to the same thread's next request, never to another thread nor
+another call; ``zeros`` keeps the entries a caller does not write at 0; a thread's total stays within
+``SCRATCH_BYTES``. Two user threads running the same kernels at once (SDPA's tiles, softmax's blocks, conv2d's
+columns, gelu's flat blocks) each get the result they get alone."""
 
 import threading
 
@@ -14,12 +14,7 @@ import tape
 from ops._kernels import buffers, flash, rowwise
 from ops._kernels import conv as conv_kernels
 
-
-@pytest.fixture
-def fresh(monkeypatch):
-    """This thread's scratch empty for the test (the thread's own is back after)."""
-    monkeypatch.setattr(buffers._THREAD, "scratch", buffers._Scratch(), raising=False)
-    return buffers._THREAD.scratch
+F64 = np.dtype(np.float64)
 
 
 def in_thread(fn):
@@ -40,51 +35,54 @@ def in_thread(fn):
     return box["result"]
 
 
-def test_a_thread_gets_its_array_back_and_another_thread_never_does(fresh):
-    a = buffers.scratch("test.a", (4, 8), np.float32)
+def test_a_thread_gets_its_array_back_and_no_other_thread_or_call_does():
+    scratch = buffers.Scratch()
+    a = scratch("a", (4, 8), np.float32)
     assert a.shape == (4, 8) and a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
-    assert np.shares_memory(buffers.scratch("test.a", (2, 16), np.float32), a)  # same size: the same memory
-    assert np.shares_memory(buffers.scratch("test.a", (3,), np.float32), a)  # smaller: a part of it
-    assert not np.shares_memory(buffers.scratch("test.b", (4, 8), np.float32), a)  # another name
-    assert not np.shares_memory(buffers.scratch("test.a", (4, 8), np.float64), a)  # another dtype
-    other = in_thread(lambda: buffers.scratch("test.a", (4, 8), np.float32))
-    assert not np.shares_memory(other, a)
-    bigger = buffers.scratch("test.a", (5, 8), np.float32)  # larger: a new array, kept from now on
-    assert bigger.shape == (5, 8) and np.shares_memory(buffers.scratch("test.a", (5, 8), np.float32), bigger)
+    assert np.shares_memory(scratch("a", (2, 16), np.float32), a)  # same size: the same memory
+    assert np.shares_memory(scratch("a", (3,), np.float32), a)  # smaller: a part of it
+    assert not np.shares_memory(scratch("b", (4, 8), np.float32), a)  # another name
+    assert not np.shares_memory(scratch("a", (4, 8), np.float64), a)  # another dtype
+    assert not np.shares_memory(in_thread(lambda: scratch("a", (4, 8), np.float32)), a)  # another thread
+    assert not np.shares_memory(buffers.Scratch()("a", (4, 8), np.float32), a)  # another call's
+    bigger = scratch("a", (5, 8), np.float32)  # larger: a new array, handed back from now on
+    assert bigger.shape == (5, 8) and np.shares_memory(scratch("a", (5, 8), np.float32), bigger)
 
 
-def test_zeros_hold_for_the_entries_the_caller_does_not_write(fresh):
+def test_zeros_hold_for_the_entries_the_caller_does_not_write():
     """With ``zeros``, every entry the caller has not written since the array was zeroed for that request is 0:
     the same request keeps what the caller wrote (it writes it again), another one or a request without
     ``zeros`` in between zeroes it again."""
-    a = buffers.scratch("test.z", (3, 4), np.float64, zeros="diagonal")
+    scratch = buffers.Scratch()
+    a = scratch("z", (3, 4), np.float64, zeros="diagonal")
     assert not a.any()
     np.fill_diagonal(a, 7.0)
-    again = buffers.scratch("test.z", (3, 4), np.float64, zeros="diagonal")
+    again = scratch("z", (3, 4), np.float64, zeros="diagonal")
     assert np.shares_memory(again, a) and np.array_equal(again, np.eye(3, 4) * 7)
-    assert not buffers.scratch("test.z", (3, 4), np.float64, zeros="first row").any()  # another layout
-    buffers.scratch("test.z", (3, 4), np.float64)[...] = 5.0  # no zeros asked: the caller may write anywhere
-    assert not buffers.scratch("test.z", (3, 4), np.float64, zeros="first row").any()
-    buffers.scratch("test.z", (3, 4), np.float64, zeros="first row")[0] = 1.0
-    smaller = buffers.scratch("test.z", (2, 4), np.float64, zeros="first row")  # same key, another shape
+    assert not scratch("z", (3, 4), np.float64, zeros="first row").any()  # another layout
+    scratch("z", (3, 4), np.float64)[...] = 5.0  # no zeros asked: the caller may write anywhere
+    assert not scratch("z", (3, 4), np.float64, zeros="first row").any()
+    scratch("z", (3, 4), np.float64, zeros="first row")[0] = 1.0
+    smaller = scratch("z", (2, 4), np.float64, zeros="first row")  # the same key for another shape
     assert np.shares_memory(smaller, a) and not smaller.any()
 
 
-def test_a_threads_scratch_stays_within_its_bound(fresh, monkeypatch):
+def test_a_threads_scratch_stays_within_its_bound(monkeypatch):
     """Past ``SCRATCH_BYTES`` the least recently used arrays are dropped; an array larger than the bound is
     made for its one use and not kept."""
     monkeypatch.setattr(buffers, "SCRATCH_BYTES", 1000)
-    a = buffers.scratch("test.a", (50,), np.float64)  # 400 bytes
-    b = buffers.scratch("test.b", (50,), np.float64)
-    assert np.shares_memory(buffers.scratch("test.a", (50,), np.float64), a)  # a: used last
-    buffers.scratch("test.c", (50,), np.float64)  # 1200 bytes in all: b, the least recently used, goes
-    f64 = np.dtype(np.float64)
-    assert fresh.nbytes == 800 and list(fresh.arrays) == [("test.a", f64), ("test.c", f64)]
-    assert not np.shares_memory(buffers.scratch("test.b", (50,), np.float64), b)  # a new b; a goes
-    assert fresh.nbytes == 800 and list(fresh.arrays) == [("test.c", f64), ("test.b", f64)]
-    huge = buffers.scratch("test.huge", (200,), np.float64)  # 1600 bytes: never kept
-    assert not np.shares_memory(buffers.scratch("test.huge", (200,), np.float64), huge)
-    assert fresh.nbytes == 800 and ("test.huge", f64) not in fresh.arrays
+    scratch = buffers.Scratch()
+    a = scratch("a", (50,), np.float64)  # 400 bytes
+    b = scratch("b", (50,), np.float64)
+    assert np.shares_memory(scratch("a", (50,), np.float64), a)  # a: used last
+    kept = scratch.threads[threading.get_ident()]
+    scratch("c", (50,), np.float64)  # 1200 bytes in all: b, the least recently used, goes
+    assert kept.nbytes == 800 and list(kept.arrays) == [("a", F64), ("c", F64)]
+    assert not np.shares_memory(scratch("b", (50,), np.float64), b)  # a new b; a goes
+    assert kept.nbytes == 800 and list(kept.arrays) == [("c", F64), ("b", F64)]
+    huge = scratch("huge", (200,), np.float64)  # 1600 bytes: never kept
+    assert not np.shares_memory(scratch("huge", (200,), np.float64), huge)
+    assert kept.nbytes == 800 and ("huge", F64) not in kept.arrays
 
 
 # -- two user threads in the same kernels at once -----------------------------------------------------------
