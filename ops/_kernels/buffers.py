@@ -4,11 +4,12 @@
   its own earlier arrays of that shape and dtype once its reference count shows nothing else refers to it. At
   most ``PER_SHAPE`` arrays per shape and dtype and ``KEPT_BYTES`` in all; arrays below ``SMALLEST`` bytes are
   not kept.
-- ``Scratch()``: one kernel call's temporaries (column matrices, score tiles, a block's passes), one array per
-  name and dtype per thread, reused by the thread's blocks of the call and gone with the call. Two threads never
-  share one, nor two calls. ``SCRATCH_BYTES`` bounds what one thread keeps in one call.
+- ``Scratch()``: a kernel's temporaries (column matrices, score tiles, a block's passes), one array per name and
+  dtype per thread, reused by the thread's later requests while the thread and the object live; two threads
+  never share one. The kernel holds one per call (attention, flat blocks) or one for the process (conv).
+  ``SCRATCH_BYTES`` bounds what one thread keeps in one object.
 
-Why outputs are kept across calls and scratch is not: docs/kernels.md.
+Why they are kept, and the measurements behind each kernel's choice: docs/kernels.md.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ __all__ = ["empty", "Scratch", "SMALLEST", "PER_SHAPE", "KEPT_BYTES", "SCRATCH_B
 SMALLEST = 64 << 10  # bytes: smaller arrays are not kept
 PER_SHAPE = 16  # arrays kept per (shape, dtype)
 KEPT_BYTES = 64 << 20  # bytes kept in all
-SCRATCH_BYTES = 32 << 20  # scratch bytes one thread keeps in one call; a larger array is made for its one use
+SCRATCH_BYTES = 32 << 20  # bytes one thread keeps in one Scratch; a larger array is made for its one use
 
 _KEPT: dict[tuple, list[np.ndarray]] = {}
 _LOCK = threading.Lock()
@@ -76,22 +77,23 @@ def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
 
 
 class Scratch:
-    """One kernel call's temporaries (column matrices, score tiles, a block's passes): ``scratch(name, shape,
-    dtype)`` is the calling thread's array ``name`` of that dtype for this call -- the one its last request got
-    when it is large enough (its contents are the caller's until that thread's next request of the name), else
-    a new one. Threads never share an array; all of them go with the object, at the end of the call. Past
-    ``SCRATCH_BYTES`` on one thread the least recently used arrays are dropped (whoever still uses one keeps it
-    by its reference), and a larger array is made for its one use."""
+    """A kernel's temporaries (column matrices, score tiles, a block's passes): ``scratch(name, shape, dtype)`` is
+    the calling thread's array ``name`` of that dtype -- the one its last request got when it is large enough
+    (its contents are the caller's until that thread's next request of the name), else a new one. Threads never
+    share an array. An array lives while both its thread and this object do: a kernel holds one object per call
+    or one for the process (docs/kernels.md). Past ``SCRATCH_BYTES`` on one thread the least recently used arrays
+    are dropped (whoever still uses one keeps it by its reference), and a larger array is made for its one use."""
 
     def __init__(self):
-        self.threads: dict[int, _ThreadArrays] = {}
+        self.local = threading.local()  # .arrays: this thread's _ThreadArrays
 
     def __call__(self, name: str, shape: tuple[int, ...], dtype, zeros=None) -> np.ndarray:
         """The calling thread's C-contiguous ``shape`` array ``name`` of ``dtype``, contents arbitrary -- except with
         ``zeros`` (a hashable description of which entries the caller writes): every other entry is 0, the array
         being zeroed whenever (shape, zeros) differs from its last request's."""
-        ident = threading.get_ident()
-        arrays = self.threads.get(ident) or self.threads.setdefault(ident, _ThreadArrays())
+        arrays = getattr(self.local, "arrays", None)
+        if arrays is None:
+            arrays = self.local.arrays = _ThreadArrays()
         return arrays.get((name, np.dtype(dtype)), shape, zeros)
 
 

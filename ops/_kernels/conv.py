@@ -25,6 +25,9 @@ __all__ = ["BLOCK_BYTES", "forward", "backward"]
 BLOCK_BYTES = 1 << 21  # a block's column matrix: about the L2 cache of one core
 SPLIT_ROWS = 64  # the fewest GEMM rows per tap for which the forward splits the first kernel axis
 _EVERY = (slice(None), slice(None))  # the batch and channel axes
+# the column buffers, kept per thread between calls: made per call, they faulted ~2,150 pages in per conv2d
+# 8x32x32x32 -> 64 fwd + bwd step (malloc returned them), 14.3 -> 19.6 ms (docs/kernels.md)
+_SCRATCH = buffers.Scratch()
 
 
 def _taps(geo, in_spatial: tuple, lo: int, hi: int) -> list:
@@ -85,10 +88,10 @@ def _workers(flops: int) -> int:
     return 1 if flops < runtime.gemm_crossover() else runtime.threads()
 
 
-def _columns(x: np.ndarray, band: _Band, dtype, scratch: buffers.Scratch) -> np.ndarray:
+def _columns(x: np.ndarray, band: _Band, dtype, name: str = "columns") -> np.ndarray:
     """This thread's (B, C, *kernel, *band's out) column buffer ``name`` filled from the (B, C, *spatial) images
     ``x`` (zeros where a window reaches into the padding)."""
-    cols = scratch("columns", x.shape[:2] + band.shape, dtype, zeros=band.layout)
+    cols = _SCRATCH(name, x.shape[:2] + band.shape, dtype, zeros=band.layout)
     for entries, region in band.pairs:
         cols[entries] = x[region]
     return cols
@@ -107,18 +110,18 @@ def _grouped(a: np.ndarray, band: _Band, groups: int) -> np.ndarray:
     return np.reshape(part, (a.shape[0], groups, a.shape[1] // groups, -1), copy=False)
 
 
-def _weight_grad(x: np.ndarray, g_band: np.ndarray, band: _Band, dtype, scratch: buffers.Scratch) -> np.ndarray:
+def _weight_grad(x: np.ndarray, g_band: np.ndarray, band: _Band, dtype) -> np.ndarray:
     """(G, C/G*K, O/G): the transposed weight gradient from the band of the (B, C, *spatial) images ``x`` and
     its (B, G, O/G, L) output gradient, as columns @ g^T (the faster orientation of this GEMM in OpenBLAS)."""
-    cols = np.reshape(_columns(x, band, dtype, scratch), g_band.shape[:2] + (-1, g_band.shape[3]), copy=False)
+    cols = np.reshape(_columns(x, band, dtype), g_band.shape[:2] + (-1, g_band.shape[3]), copy=False)
     return np.matmul(cols, g_band.swapaxes(-1, -2)).sum(axis=0)
 
 
-def _input_grad(dx: np.ndarray, g_band: np.ndarray, w_t: np.ndarray, band: _Band, scratch: buffers.Scratch) -> None:
+def _input_grad(dx: np.ndarray, g_band: np.ndarray, w_t: np.ndarray, band: _Band) -> None:
     """Add the band's share of the input gradient into the (B, C, *spatial) ``dx``: column gradients
     (G, C/G*K, O/G) @ (B, G, O/G, L), then col2im."""
     shape = g_band.shape[:2] + (w_t.shape[1], g_band.shape[3])
-    d_cols = np.matmul(w_t, g_band, out=scratch("column_grads", shape, dx.dtype))
+    d_cols = np.matmul(w_t, g_band, out=_SCRATCH("column_grads", shape, dx.dtype))
     _add_columns(dx, d_cols.reshape(dx.shape[:2] + band.shape), band)
 
 
@@ -147,12 +150,12 @@ def _row_split(geo, rows: int) -> bool:
     return geo.kernel[0] > 1 and geo.stride[0] == 1 and rows >= SPLIT_ROWS
 
 
-def _sum_row_taps(w_taps: list, cols: np.ndarray, geo, target: np.ndarray, scratch: buffers.Scratch) -> None:
+def _sum_row_taps(w_taps: list, cols: np.ndarray, geo, target: np.ndarray) -> None:
     """target (B, G, O/G, L) = the sum over the first kernel axis's taps t of w_taps[t] (G, O/G, C/G*K') @ the
     row columns (B, C, 1, *K', rows, *out') from row t * dilation on (a view: one GEMM operand per tap)."""
     rows, step = target.shape[3] // math.prod(geo.out[1:]), geo.dilation[0]
     lead = (slice(None), slice(None), 0) + (slice(None),) * (len(geo.kernel) - 1)
-    partial = scratch("row_products", target.shape, target.dtype) if len(w_taps) > 1 else None
+    partial = _SCRATCH("row_products", target.shape, target.dtype) if len(w_taps) > 1 else None
     for t, w_tap in enumerate(w_taps):
         part = np.reshape(
             cols[lead + (slice(t * step, t * step + rows),)], target.shape[:2] + (-1, target.shape[3]), copy=False
@@ -182,16 +185,14 @@ def forward(x: np.ndarray, w: np.ndarray, bias, geo, groups: int) -> np.ndarray:
     image_bytes = channels * math.prod(fill.kernel) * math.prod(fill.out) * dtype.itemsize
     blocks = _plan(lambda lo, hi: _Band(fill, x.shape[2:], lo, hi + extent), geo.out[0], n, image_bytes, workers, False)
 
-    scratch = buffers.Scratch()
-
     def work(worker, block):
         _, images, bands = block
         for band in bands:
-            cols = _columns(x[images], band, dtype, scratch)
+            cols = _columns(x[images], band, dtype, "forward_columns")  # not the backward's: no re-zeroing by turns
             rows = out[images, :, band.lo : band.hi - extent]
             target: np.ndarray = np.reshape(rows, rows.shape[:1] + (groups, out_channels // groups, -1), copy=False)
             if split:
-                _sum_row_taps(w_taps, cols, geo, target, scratch)
+                _sum_row_taps(w_taps, cols, geo, target)
             else:
                 np.matmul(w_groups, np.reshape(cols, target.shape[:2] + (-1, target.shape[-1]), copy=False), out=target)
             if bias_column is not None:
@@ -216,16 +217,14 @@ def backward(g: np.ndarray, x, w: np.ndarray, geo, groups: int, needs: tuple, x_
     blocks = _plan(lambda lo, hi: _Band(geo, spatial, lo, hi), geo.out[0], n, image_bytes, workers, bool(needs[0]))
     partials = np.zeros((len(blocks),) + w_t.shape, dtype) if needs[1] else None
 
-    scratch = buffers.Scratch()
-
     def work(worker, block):
         k, images, bands = block
         for band in bands:
             g_band = _grouped(g[images], band, groups)  # (B, G, O/G, L)
             if partials is not None:
-                partials[k] += _weight_grad(x[images], g_band, band, dtype, scratch)
+                partials[k] += _weight_grad(x[images], g_band, band, dtype)
             if dx is not None:
-                _input_grad(dx[images], g_band, w_t, band, scratch)
+                _input_grad(dx[images], g_band, w_t, band)
 
     _run(blocks, work, workers, image_flops * (blocks[0][1].stop - blocks[0][1].start) if blocks else 0)
     dw = None if partials is None else partials.sum(axis=0).transpose(0, 2, 1).reshape(w.shape)

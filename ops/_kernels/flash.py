@@ -689,7 +689,7 @@ def attention_forward(q, k, v, mask=None, **problem):
     for batch in pb.batches:
         pb.setup(batch, fused=not dropout_p)
 
-    scratch = buffers.Scratch()
+    scratch = buffers.Scratch()  # this call's: kept longer, the score tiles sat under the backward's peak
 
     def tile_forward(worker, tile):
         batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), slice(0, tile.j1)

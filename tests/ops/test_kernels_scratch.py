@@ -1,8 +1,8 @@
-"""The kernels' scratch (``ops._kernels.buffers.Scratch``, one per kernel call) and the kernels that use it: one
-array per name and dtype per thread, handed back to the same thread's next request, never to another thread nor
-another call; ``zeros`` keeps the entries a caller does not write at 0; a thread's total stays within
-``SCRATCH_BYTES``. Two user threads running the same kernels at once (SDPA's tiles, softmax's blocks, conv2d's
-columns, gelu's flat blocks) each get the result they get alone."""
+"""The kernels' scratch (``ops._kernels.buffers.Scratch``) and the kernels that use it: one array per name and
+dtype per thread, handed back to the same thread's next request, never to another thread nor another Scratch;
+``zeros`` keeps the entries a caller does not write at 0; a thread's total stays within ``SCRATCH_BYTES``. Two
+user threads running the same kernels at once (SDPA's tiles, softmax's blocks, conv2d's columns, gelu's flat
+blocks) each get the result they get alone."""
 
 import threading
 
@@ -35,7 +35,7 @@ def in_thread(fn):
     return box["result"]
 
 
-def test_a_thread_gets_its_array_back_and_no_other_thread_or_call_does():
+def test_a_thread_gets_its_array_back_and_no_other_thread_or_scratch_does():
     scratch = buffers.Scratch()
     a = scratch("a", (4, 8), np.float32)
     assert a.shape == (4, 8) and a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
@@ -44,7 +44,7 @@ def test_a_thread_gets_its_array_back_and_no_other_thread_or_call_does():
     assert not np.shares_memory(scratch("b", (4, 8), np.float32), a)  # another name
     assert not np.shares_memory(scratch("a", (4, 8), np.float64), a)  # another dtype
     assert not np.shares_memory(in_thread(lambda: scratch("a", (4, 8), np.float32)), a)  # another thread
-    assert not np.shares_memory(buffers.Scratch()("a", (4, 8), np.float32), a)  # another call's
+    assert not np.shares_memory(buffers.Scratch()("a", (4, 8), np.float32), a)  # another Scratch's
     bigger = scratch("a", (5, 8), np.float32)  # larger: a new array, handed back from now on
     assert bigger.shape == (5, 8) and np.shares_memory(scratch("a", (5, 8), np.float32), bigger)
 
@@ -75,7 +75,7 @@ def test_a_threads_scratch_stays_within_its_bound(monkeypatch):
     a = scratch("a", (50,), np.float64)  # 400 bytes
     b = scratch("b", (50,), np.float64)
     assert np.shares_memory(scratch("a", (50,), np.float64), a)  # a: used last
-    kept = scratch.threads[threading.get_ident()]
+    kept = scratch.local.arrays  # this thread's
     scratch("c", (50,), np.float64)  # 1200 bytes in all: b, the least recently used, goes
     assert kept.nbytes == 800 and list(kept.arrays) == [("a", F64), ("c", F64)]
     assert not np.shares_memory(scratch("b", (50,), np.float64), b)  # a new b; a goes
