@@ -91,36 +91,41 @@ class Scratch:
         """The calling thread's C-contiguous ``shape`` array ``name`` of ``dtype``, contents arbitrary -- except with
         ``zeros`` (a hashable description of which entries the caller writes): every other entry is 0, the array
         being zeroed whenever (shape, zeros) differs from its last request's."""
-        arrays = getattr(self.local, "arrays", None)
-        if arrays is None:
+        try:
+            arrays = self.local.arrays
+        except AttributeError:
             arrays = self.local.arrays = _ThreadArrays()
-        return arrays.get((name, np.dtype(dtype)), shape, zeros)
+        return arrays.get((name, dtype), shape, zeros)
 
 
 class _ThreadArrays:
     """One thread's arrays of a ``Scratch``: (name, dtype) -> [flat array, (shape, zeros) of the request it is
-    zeroed for, or None], least recently used first."""
+    zeroed for or None, the last view handed out], least recently used first."""
 
     def __init__(self):
         self.arrays: dict[tuple, list] = {}
         self.nbytes = 0
 
     def get(self, key: tuple, shape: tuple[int, ...], zeros) -> np.ndarray:
-        size = math.prod(shape)
         written = None if zeros is None else (shape, zeros)  # what the zeros are known for
         entry = self.arrays.pop(key, None)
+        if entry is not None and entry[2].shape == shape and entry[1] == written:  # the last request's again
+            self.arrays[key] = entry
+            return entry[2]
         if entry is not None:
             self.nbytes -= entry[0].nbytes
+        size = math.prod(shape)
         if entry is None or entry[0].size < size:
             entry = None  # the old array goes before the new one comes (unless the caller still holds it)
-            entry = [(np.empty if zeros is None else np.zeros)(max(size, 1), key[1]), written]
+            entry = [(np.empty if zeros is None else np.zeros)(max(size, 1), key[1]), written, None]
         elif written is not None and entry[1] != written:
             entry[0][:size] = 0
             entry[1] = written
         else:
             entry[1] = written  # None: the caller may write anywhere, so no entry is known to be 0 any more
+        entry[2] = entry[0][:size].reshape(shape)
         self.keep(key, entry)
-        return entry[0][:size].reshape(shape)
+        return entry[2]
 
     def keep(self, key: tuple, entry: list) -> None:
         """Keep ``entry`` as the most recently used, dropping the least recently used ones while the total
