@@ -1,47 +1,33 @@
 """Convolution kernels over any number of spatial axes (ops/conv.py's conv1d / conv2d / conv3d and, as their
-adjoints, the transposed convolutions): the forward and the input and weight gradients of a grouped, strided,
-dilated, zero-padded convolution of an (N, C, *spatial) batch with an (O, C/G, *kernel) weight, by im2col over
-blocks of images.
+adjoints, the transposed convolutions): ``forward`` and ``backward`` (the input and weight gradients) of a
+grouped, strided, dilated, zero-padded convolution of an (N, C, *spatial) batch with an (O, C/G, *kernel) weight.
 
-A block is a few whole images, or for an image whose columns exceed ``BLOCK_BYTES`` a band of its first output
-axis, so its column matrix (C*prod(kernel), the block's output positions) stays in cache between the copy that
-fills it and the GEMMs that read it. The columns are filled by one strided copy per kernel offset (a "tap") of
-the input region that offset sees and added back (col2im) by one strided add per tap; the padding is never
-materialised: the column entries that fall in it are the zeros a reused buffer keeps. Per block:
-
-- forward: out[block] = W (G, O/G, C/G*K) @ columns (G, C/G*K, L), written straight into the (N, O, *out) output
-  (no transpose of the result) with the bias added while the block is in cache. With stride 1 on the first
-  spatial axis the columns leave that kernel axis out (kernel[0] times less to copy): each of its taps is a row
-  offset into them, so the product is one GEMM per tap of that axis, summed (``SPLIT_ROWS``: measured 5% faster
-  than the one deep GEMM for conv2d 8x32x32x32 -> 64, 3x3, its copy included);
-- backward: dW = sum over blocks of g[block] @ columns^T, the columns filled again from the input (cheaper than
-  keeping the forward's, which are prod(kernel) times the input's size); dcolumns = W^T @ g[block], added into
-  dx tap by tap (one image's bands in order, so no two threads add into the same rows).
-
-The blocks run on the worker pool (``runtime.run``: one BLAS thread each, so the copies and adds run in parallel
-too) when the convolution's GEMM work reaches the measured crossover ``runtime.gemm_crossover()``, on as many
-threads as BLAS was given; otherwise in order on the calling thread, BLAS threaded by size (``runtime.blas_for``).
-Each block's weight gradient is its own partial, summed in block order, so no result depends on which thread ran
-which block. The column buffers are kept per thread between calls (a training step reuses them instead of
-faulting fresh pages in), up to ``KEEP_BYTES`` each.
+By im2col over blocks of a few whole images, or bands of one image's first output axis, of about ``BLOCK_BYTES``
+of columns: one strided copy per kernel offset (tap) fills a block's columns from the input, one GEMM per group
+(per tap of the first kernel axis with stride 1 there: ``SPLIT_ROWS``) writes its output, and the backward fills
+the columns again for dW and adds dcolumns back tap by tap (col2im). The padding is never built: the column
+buffers are ``buffers.Scratch`` arrays whose unwritten entries stay 0. Blocks run on the worker pool from the
+measured GEMM crossover on; each block's weight gradient is summed in block order, so no result depends on which
+thread ran which block. The design and its measurements: docs/kernels.md.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import threading
 
 import numpy as np
 
-from . import runtime
+from . import buffers, runtime
 
-__all__ = ["BLOCK_BYTES", "KEEP_BYTES", "forward", "backward"]
+__all__ = ["BLOCK_BYTES", "forward", "backward"]
 
 BLOCK_BYTES = 1 << 21  # a block's column matrix: about the L2 cache of one core
 SPLIT_ROWS = 64  # the fewest GEMM rows per tap for which the forward splits the first kernel axis
-KEEP_BYTES = 8 << 20  # larger buffers (one output row of a huge image) are not kept between calls
 _EVERY = (slice(None), slice(None))  # the batch and channel axes
+# the column buffers, kept per thread between calls: made per call, they faulted ~2,150 pages in per conv2d
+# 8x32x32x32 -> 64 fwd + bwd step (malloc returned them), 14.3 -> 19.6 ms (docs/kernels.md)
+_SCRATCH = buffers.Scratch()
 
 
 def _taps(geo, in_spatial: tuple, lo: int, hi: int) -> list:
@@ -102,28 +88,10 @@ def _workers(flops: int) -> int:
     return 1 if flops < runtime.gemm_crossover() else runtime.threads()
 
 
-_LOCAL = threading.local()
-
-
-def _buffer(name: str, shape: tuple, dtype, zero_layout=None) -> np.ndarray:
-    """This thread's reusable ``shape`` array ``name``. With ``zero_layout`` (a description of which entries the
-    caller writes), every entry the caller does not write is 0: the buffer is zeroed when the layout changes."""
-    store = _LOCAL.__dict__.setdefault("buffers", {})
-    size = math.prod(shape)
-    flat, layout = store.get(name, (None, None))
-    if flat is None or flat.dtype != dtype or flat.size < size or flat.nbytes > KEEP_BYTES:
-        flat, layout = np.zeros(max(size, 1), dtype), zero_layout
-    elif zero_layout is not None and layout != zero_layout:
-        flat[:size] = 0
-    if flat.nbytes <= KEEP_BYTES:
-        store[name] = (flat, zero_layout)
-    return flat[:size].reshape(shape)
-
-
 def _columns(x: np.ndarray, band: _Band, dtype, name: str = "columns") -> np.ndarray:
     """This thread's (B, C, *kernel, *band's out) column buffer ``name`` filled from the (B, C, *spatial) images
     ``x`` (zeros where a window reaches into the padding)."""
-    cols = _buffer(name, x.shape[:2] + band.shape, dtype, (x.shape[:2], band.layout))
+    cols = _SCRATCH(name, x.shape[:2] + band.shape, dtype, zeros=band.layout)
     for entries, region in band.pairs:
         cols[entries] = x[region]
     return cols
@@ -153,7 +121,7 @@ def _input_grad(dx: np.ndarray, g_band: np.ndarray, w_t: np.ndarray, band: _Band
     """Add the band's share of the input gradient into the (B, C, *spatial) ``dx``: column gradients
     (G, C/G*K, O/G) @ (B, G, O/G, L), then col2im."""
     shape = g_band.shape[:2] + (w_t.shape[1], g_band.shape[3])
-    d_cols = np.matmul(w_t, g_band, out=_buffer("column_grads", shape, dx.dtype))
+    d_cols = np.matmul(w_t, g_band, out=_SCRATCH("column_grads", shape, dx.dtype))
     _add_columns(dx, d_cols.reshape(dx.shape[:2] + band.shape), band)
 
 
@@ -187,7 +155,7 @@ def _sum_row_taps(w_taps: list, cols: np.ndarray, geo, target: np.ndarray) -> No
     row columns (B, C, 1, *K', rows, *out') from row t * dilation on (a view: one GEMM operand per tap)."""
     rows, step = target.shape[3] // math.prod(geo.out[1:]), geo.dilation[0]
     lead = (slice(None), slice(None), 0) + (slice(None),) * (len(geo.kernel) - 1)
-    partial = _buffer("row_products", target.shape, target.dtype) if len(w_taps) > 1 else None
+    partial = _SCRATCH("row_products", target.shape, target.dtype) if len(w_taps) > 1 else None
     for t, w_tap in enumerate(w_taps):
         part = np.reshape(
             cols[lead + (slice(t * step, t * step + rows),)], target.shape[:2] + (-1, target.shape[3]), copy=False

@@ -1,34 +1,16 @@
-"""Tiled numpy kernels for scaled dot-product attention (FlashAttention-2 style, Dao 2023).
+"""Tiled numpy kernels for scaled dot-product attention (FlashAttention-2 style, Dao 2023): ``attention_forward``
+(the output and the row log-sum-exp as its two terms, row_max and row_log_sum) and ``attention_backward`` (dQ,
+dK, dV and a float mask's gradient together, recomputing P tile by tile from those two terms), and
+``dropout_keep_mask`` (Philox draws addressed by seed, head, query row and key, so any tiling regenerates the
+forward's mask).
 
-A tile is a block of query rows of a few heads of one batch element. In the forward it takes every key
-the block can see at once -- the prefix ``[0, kmax)`` left by the causal limit and the key-padding
-length -- so its softmax is exact with a plain row max; keys past ``kmax`` (above the causal diagonal,
-past a padding length) are never touched. The query heads of a GQA group are stacked as extra rows
-against their one K/V head, so the group's dK/dV contributions are summed by the matmul itself.
-
-The forward keeps the output and the row log-sum-exp as its two terms ``row_max`` (m) and
-``row_log_sum`` (log l), lse = m + log l, in the problem's ``_Units``: scores times log2(e) with exp2 and log2
-(numpy's float32 exp2 runs about twice as fast as its exp) without masks, natural ones with any. Kept apart, a
-row whose scores are all a large finite fill (-1e9) still recomputes P = exp((S - m) - log l) = 1/S exactly
-in float32, where exp(S - lse) would round to 1. The backward never stores P: with the lse known,
-P = exp(S - lse) of any tile is exact on its own, so backward tiles also split the keys (under the causal
-limit they cover the diagonal in halved squares, skipping their masked quarters: ``_pieces``);
-D = rowsum(dO * O), dS = P * (dP - D). Without a float mask, lse (resp. D) rides along in the score (resp.
-dP) matmul as one extra column: [q*scale, -lse] @ [k, 1]^T = S - lse.
-
-Dropout masks come from a counter-based generator (Philox) addressed by (seed, head, query row, key),
-so the backward regenerates exactly the forward's mask, whatever the tiling. Tiles run on the worker pool
-of ``runtime`` (with numpy's BLAS single-threaded meanwhile); this file holds only the math.
-
-Small problems (at most ``whole_problem_scores`` scores over all batch elements and heads) skip the tiles
-and the threads: the whole problem is one block, its batched matmuls spanning every batch element and
-head, key-padding lengths applied as a (batch..., 1, 1, S) bool mask. Both paths run the same block
-math (``_forward_block``, ``_backward_block``, ``_Problem.mask_scores``) and draw the same dropout mask.
-
-How a problem is cut into tiles and run is a ``Tuning``, read once at the start of each call. It changes
-only for a block of code and only in the current thread / context, through the ``tuning`` context manager:
-``with tuning(block_rows=4, block_keys=4, workers=1, whole_problem_scores=0): ...``.
-See docs/attention.md for the derivation.
+A tile is a block of query rows of a few K/V groups of one batch element (a GQA group's query heads stacked as
+rows against their one K/V head); the forward takes every key the block sees at once, the backward also splits
+the keys (``_pieces``). Small problems (``Tuning.whole_problem_scores``) run as one block over every batch
+element and head. Both paths share the block math (``_forward_block``, ``_backward_block``,
+``_Problem.mask_scores``). Tiles run on ``runtime``'s pool, writing their products into a ``buffers.Scratch``.
+How a problem is cut and run is a ``Tuning``, changed per block of code and thread by ``tuning(...)``.
+The derivation, the numerics and the measurements: docs/attention.md.
 """
 
 from __future__ import annotations
@@ -338,9 +320,10 @@ def _forward_block(
     a column of ones appended when there is no dropout and not ``keys_major`` (P @ [V, 1] gives the
     unnormalised output and the row sums in one product; keys-major scores sum their rows faster on their
     own). ``hide(scores)`` applies the masks in place to scores shaped (..., heads, rows, n); ``keep``: the
-    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``. ``take``: a
-    ``_Scratch`` the products are written into (the tiles), or None (fresh arrays). Not ``shift``: the row max is
-    taken as 0 (no max pass and no subtraction), for scores known to be small (``_bounded``).
+    dropout flags in that shape, or None. Leading dims broadcast. ``keys_major``: see ``_scores``.
+    ``take``: the tiles' ``buffers.Scratch`` the products are written into, or None (fresh arrays).
+    Not ``shift``: the row max is taken as 0 (no max pass and no subtraction), for scores known to be small
+    (``_bounded``).
     Returns o (..., heads, rows, Ev) (written into ``out`` when given) and m, log l (..., heads, rows); 0, 0, 0
     on rows that see no key.
     """
@@ -393,7 +376,7 @@ def _backward_block(
     go (..., groups, G, rows, Ev) the output gradient; m, log_l, delta (..., groups, G, rows) the row
     statistics and D = rowsum(dO * O). ``hide`` and ``keep`` as in ``_forward_block``. With ``k_ones``,
     ``v_ones`` ([K, 1] and [V, 1]), lse and D ride along in the matmuls as an extra column. ``take`` as in
-    ``_forward_block`` (the results are then views of it: used before the worker's next tile).
+    ``_forward_block`` (the results are then views of it: used before the thread's next tile).
     Returns dq (..., heads, rows, E) and ds (..., heads, rows, n) by query head, dk, dv (..., groups, n, d)
     by K/V group (a group's heads summed by the matmul). Leading dims broadcast.
     """
@@ -587,33 +570,12 @@ class _Problem:
 
 
 def _product(a, b, take=None, name=""):
-    """a @ b (matmul's broadcasting): into ``take(name, shape)`` when given (``_Scratch``), else a fresh array."""
+    """a @ b (matmul's broadcasting): into ``take(name, shape, dtype)`` when given (the tiles' ``buffers.Scratch``:
+    their pages faulted in once a call, not once a tile), else a fresh array."""
     if take is None:
         return np.matmul(a, b)
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    return np.matmul(a, b, out=take(name, shape))
-
-
-class _Scratch:
-    """One worker's arrays that its tiles' products are written into during one call, one per product name, as
-    views shaped like each tile's: pages faulted in once per call rather than once per tile. The first tile is
-    the largest (the tiles are sorted), so an array rarely grows."""
-
-    def __init__(self, dtype):
-        self.dtype, self.flat = dtype, {}
-
-    def __call__(self, name, shape):
-        n = math.prod(shape)
-        flat = self.flat.get(name)
-        if flat is None or flat.size < n:
-            flat = self.flat[name] = np.empty(n, self.dtype)
-        return flat[:n].reshape(shape)
-
-
-def _scratches(pb):
-    """worker -> its ``_Scratch`` for the tiles of ``pb``, made at the worker's first tile."""
-    made: dict[int, _Scratch] = {}
-    return lambda worker: made.get(worker) or made.setdefault(worker, _Scratch(pb.q.dtype))
+    return np.matmul(a, b, out=take(name, shape, np.result_type(a, b)))
 
 
 def _zeros(shape, dtype):
@@ -698,22 +660,12 @@ def _measure_keys_major() -> int:
 
 
 # -- the passes -------------------------------------------------------------------------------------------
-def attention_forward(
-    q, k, v, mask=None, *, scale, causal_offset=None, lengths=None, dropout_p=0.0, seed=0, enable_gqa=False
-):
-    """Output, row_max and row_log_sum (lse = row_max + row_log_sum; 0 and 0 on rows that see no key)."""
-    pb = _Problem(
-        q,
-        k,
-        v,
-        mask,
-        scale=scale,
-        causal_offset=causal_offset,
-        lengths=lengths,
-        dropout_p=dropout_p,
-        seed=seed,
-        enable_gqa=enable_gqa,
-    )
+def attention_forward(q, k, v, mask=None, **problem):
+    """Output, row_max and row_log_sum (lse = row_max + row_log_sum; 0 and 0 on rows that see no key).
+    ``problem``: ``_Problem``'s keywords (``scale``, ``causal_offset``, ``lengths``, ``dropout_p``, ``seed``,
+    ``enable_gqa``: what ops/attention.py's ``_options`` gives)."""
+    pb = _Problem(q, k, v, mask, **problem)
+    scale, dropout_p = pb.scale, pb.dropout_p
     lay = pb.lay
     # the bound costs two passes over q and k: tiled problems only (the whole problem's row max is cheap there)
     shift = pb.whole or pb.float_mask or not _bounded(pb.q, pb.k, pb.v, scale)
@@ -737,7 +689,7 @@ def attention_forward(
     for batch in pb.batches:
         pb.setup(batch, fused=not dropout_p)
 
-    scratch = _scratches(pb)
+    scratch = buffers.Scratch()  # this call's: kept longer, the score tiles sat under the backward's peak
 
     def tile_forward(worker, tile):
         batch, groups, rows, keys = tile.batch, slice(tile.g0, tile.g1), slice(tile.i0, tile.i1), slice(0, tile.j1)
@@ -749,7 +701,7 @@ def attention_forward(
             pb.tile_hide(tile),
             pb.keep(tile) if dropout_p else None,
             out=out[batch.index][heads, rows],
-            take=scratch(worker),
+            take=scratch,
             **options,
         )
         row_max[batch.index][heads, rows] = m
@@ -759,38 +711,11 @@ def attention_forward(
     return out.reshape(lay.out_shape), row_max, row_log_sum
 
 
-def attention_backward(
-    g,
-    out,
-    q,
-    k,
-    v,
-    mask=None,
-    *,
-    row_max,
-    row_log_sum,
-    needs=(True, True, True, True),
-    scale,
-    causal_offset=None,
-    lengths=None,
-    dropout_p=0.0,
-    seed=0,
-    enable_gqa=False,
-):
-    """(dq, dk, dv, dmask) for the output gradient g; None where ``needs`` is False."""
-    pb = _Problem(
-        q,
-        k,
-        v,
-        mask,
-        scale=scale,
-        causal_offset=causal_offset,
-        lengths=lengths,
-        dropout_p=dropout_p,
-        seed=seed,
-        enable_gqa=enable_gqa,
-        backward=True,
-    )
+def attention_backward(g, out, q, k, v, mask=None, *, row_max, row_log_sum, needs=(True, True, True, True), **problem):
+    """(dq, dk, dv, dmask) for the output gradient g; None where ``needs`` is False. ``problem``: the forward's
+    (``attention_forward``)."""
+    pb = _Problem(q, k, v, mask, backward=True, **problem)
+    scale, dropout_p = pb.scale, pb.dropout_p
     lay = pb.lay
     need_q, need_k, need_v, need_mask = needs
     need_mask = need_mask and pb.float_mask
@@ -853,7 +778,8 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
     )
     dq, dk, dv, dmask = (None if shape is None else _zeros(shape, pb.q.dtype) for shape in shapes)
     locks = [threading.Lock() for _ in range(4)]  # tiles of different workers may add into the same rows
-    scratch = _scratches(pb)
+
+    scratch = buffers.Scratch()
 
     def tile_backward(worker, tile):
         batch, groups, rows, keys = (
@@ -875,7 +801,7 @@ def _tiled_backward(pb, g, out, row_max, row_log_sum, need_mask, options):
             pb.keep(tile) if pb.dropout_p else None,
             k_ones=batch.k_ones[groups, keys] if fused else None,
             v_ones=batch.v_ones[groups, keys] if fused else None,
-            take=scratch(worker),
+            take=scratch,
             **options,
         )
         if dv_blk is not None:

@@ -1,21 +1,11 @@
 """Row kernels of softmax / log_softmax, cross_entropy and layer_norm / rms_norm (ops/normalization.py,
 ops/loss.py): every one works over the last axis of arrays that the caller views with that axis last
-(``along_last``), writing into buffers the caller owns. ``flat_blockwise`` runs multi-pass elementwise kernels
-(gelu's, ops/elementwise.py) the same way over blocks of flat arrays, with per-thread scratch buffers.
-
-``blockwise`` runs a kernel over consecutive blocks of rows of about ``BLOCK_ELEMENTS`` elements, so that the
-several passes a kernel makes over a block (max, subtract, exp, sum, scale) read it from cache rather than
-from memory, and hands the blocks to the worker pool (``runtime.run``) when there are several. A row is never
-split, and every row's arithmetic is the same whichever block and thread computes it; a kernel's per-block
-results (column sums) are returned in block order, so every result is the same from run to run.
-
-Row sums are einsums: on float32 rows of ~1000 they read memory at about three times the speed of np.sum
-(numpy's pairwise sum) and, unlike BLAS's gemv (``a @ ones``), never hand a call to BLAS threads that a busy
-machine may have descheduled: the row sums of a 4096x512 float32 matrix took a median 7.9 ms as ``a @ ones``
-with OpenBLAS's 2 threads on the 2-core test machine, 0.23 ms with one thread, 0.27 ms as an einsum. Their
-float32 rounding is that of a few running sums (relative ~1e-7 on rows of 1000, ~1e-6 on rows of 1e5).
-``row_sums`` and ``row_dots`` also take Tensors (einsum and indexing are registered ops), so the rules that
-use them stay differentiable.
+(``along_last``), writing into buffers the caller owns (``owned_like``). ``blockwise`` runs such a kernel over
+blocks of whole rows of about ``BLOCK_ELEMENTS`` elements (cache-sized, on the worker pool when there are
+several; per-block results in block order, so every result is the same from run to run). ``flat_blockwise``
+runs multi-pass elementwise kernels (gelu's, ops/elementwise.py) the same way over blocks of flat arrays, with
+each thread's temporaries from a ``buffers.Scratch``. ``row_sums`` / ``row_dots`` are the row reductions
+(einsums). Why blocks, and why einsum: docs/kernels.md.
 """
 
 import functools
@@ -89,19 +79,18 @@ def flat_blockwise(kernel, scratch: tuple, *arrays) -> None:
     """``kernel(*blocks, *scratch_blocks)`` over consecutive blocks of ``flat_block_elements()`` elements of the
     equal-sized 1-D ``arrays`` (inputs and the outputs the caller owns), so that the many in-place passes of an
     elementwise kernel read and write a block in L1/L2 cache rather than memory. ``scratch`` is the dtypes of
-    the kernel's temporaries: each thread allocates them once and reuses them for all its blocks. The blocks
+    the kernel's temporaries: each thread's arrays of one ``buffers.Scratch``, reused for all its blocks. The blocks
     go to the worker pool when there are at least ``POOL_BLOCKS`` of them (below, the hand-off costs more
     than the second thread gains, and a busy machine may deschedule it); every element's arithmetic is the
     same whichever block and thread computes it."""
     size, step = arrays[0].size, flat_block_elements()
     starts = list(range(0, size, step))
-    buffers: dict = {}
+    temporaries = buffers.Scratch()
 
     def work(worker, start):
-        if worker not in buffers:  # each worker's own; the pool hands one worker's blocks to one thread
-            buffers[worker] = [np.empty(min(step, size), dtype) for dtype in scratch]
         stop = min(start + step, size)
-        kernel(*(a[start:stop] for a in arrays), *(b[: stop - start] for b in buffers[worker]))
+        blocks = (temporaries(str(i), (stop - start,), dtype) for i, dtype in enumerate(scratch))
+        kernel(*(a[start:stop] for a in arrays), *blocks)
 
     if len(starts) < POOL_BLOCKS:
         for start in starts:

@@ -1,27 +1,15 @@
 """The process runtime the kernels share: a worker pool that runs independent blocks on threads, and a guard
 that makes numpy's BLAS single-threaded while it does.
 
-``run(items, work, workers)`` calls ``work(worker, item)`` for every item on ``workers`` threads (None = the
-CPUs this process may use). numpy releases the GIL inside BLAS calls and ufuncs, so each thread keeps a core
-busy; BLAS runs single-threaded meanwhile -- its own per-call threading is what the pool replaces, and on a
-busy machine it waits on descheduled threads. The pool is created once and grows when a call asks for more
-threads. Each worker runs in a copy of the caller's context, so context variables (such as the attention
-kernels' tuning) read the same inside a block as in the caller.
+- ``run(items, work, workers)``: ``work(worker, item)`` for every item on the pool's threads (``worker``: an index
+  of this call only), BLAS single-threaded meanwhile; in order on the calling thread when one worker suffices or
+  no BLAS can be switched (threadpoolctl finds it). ``threads()``: the threads the kernels may use.
+- ``single_threaded_blas()``: the guard, counted across nested and concurrent users.
+- ``blas_for(flops)``: the context one GEMM runs in -- BLAS single-threaded below ``gemm_crossover()``, the size
+  from which BLAS's own threads win, measured once per process at first use.
+- ``best_seconds``: the one timing loop of the kernels' measured-at-first-use choices.
 
-The BLAS guard uses threadpoolctl rather than calling into OpenBLAS through ctypes: it is a maintained library
-that finds whichever BLAS numpy actually loaded (OpenBLAS under any of its symbol prefixes, MKL, BLIS, on any
-platform) and knows how to switch each one's thread count; the ctypes lookup it replaces only recognised
-OpenBLAS builds listed in Linux's /proc/self/maps. Without a BLAS whose thread count can be switched, ``run``
-runs the blocks in order on the calling thread.
-
-``blas_for(flops)`` is the context one GEMM of ``flops`` floating-point operations runs in: BLAS
-single-threaded below ``gemm_crossover()``, unchanged above it. Small GEMMs (the tiny GPT's linears: 512 x 64
-x 256) lose to BLAS's own threads -- the hand-off costs more than the work, and on a busy machine a descheduled
-BLAS thread stalls the call 2-10x. The crossover is measured once per process, at first use, on the machine in
-hand (float32 GEMMs m x n x n, m = 8n, one thread against BLAS's default, alternating, best of a few runs
-each): the smallest size where the threads win by 20% on it and on the next size up. Switching the thread
-count goes straight to each BLAS library's ``set_num_threads`` (1-2 us, against threadpoolctl's ``limit`` at
-~10 us), so the guard costs little next to a 50 us GEMM.
+Why a pool rather than BLAS's threads, threadpoolctl, and how the crossover is measured: docs/kernels.md.
 """
 
 from __future__ import annotations
