@@ -464,7 +464,7 @@ def _build(records, loss, eager_at):
     outside fn, its loss is not one of its ops' outputs, or a call runs eagerly every time: one that draws in its
     forward or has an attribute without a key, or one in ``eager_at``)."""
     slot_of: dict[int, int] = {}
-    calls = []
+    calls: list[_Call] = []
     for op, tensors, attrs, result, _node, seq_lens, grad_enabled in records:
         keys: list = []
         for t in tensors:
