@@ -8,29 +8,10 @@ their own GradientTapes.
 import threading
 
 import numpy as np
+from threads import run_in_threads
 
 import ops
 import tape
-
-
-def _run_in_threads(*targets):
-    errors = []
-
-    def wrap(fn):
-        def run():
-            try:
-                fn()
-            except BaseException as e:  # noqa: BLE001 -- reported to the test below
-                errors.append(e)
-        return run
-
-    threads = [threading.Thread(target=wrap(fn)) for fn in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    if errors:
-        raise errors[0]
 
 
 def test_no_grad_in_one_thread_does_not_drop_gradients_in_another():
@@ -49,7 +30,7 @@ def test_no_grad_in_one_thread_does_not_drop_gradients_in_another():
         result["grad_fn"] = y.grad_fn
         barrier.wait()
 
-    _run_in_threads(quiet, train)
+    run_in_threads(quiet, train)
     assert result["grad_fn"] is not None
 
 
@@ -71,7 +52,7 @@ def test_overlapping_no_grad_blocks_restore_grad_mode_everywhere():
             assert tape.is_grad_enabled()
         return run
 
-    _run_in_threads(block(True), block(False))
+    run_in_threads(block(True), block(False))
     assert tape.is_grad_enabled()
 
 
@@ -107,7 +88,7 @@ def test_two_threads_training_with_gradient_tapes_get_what_each_gets_alone():
     alone = [_train_alone(1, 5), _train_alone(2, 5)]
     barrier = threading.Barrier(2, timeout=30)
     together = {}
-    _run_in_threads(lambda: together.update(a=_train_alone(1, 5, barrier)),
+    run_in_threads(lambda: together.update(a=_train_alone(1, 5, barrier)),
                     lambda: together.update(b=_train_alone(2, 5, barrier)))
     for mine, theirs in zip(alone, (together["a"], together["b"])):
         for g1, g2 in zip(mine, theirs):
@@ -130,7 +111,7 @@ def test_watch_in_one_thread_does_not_make_another_threads_tensor_differentiable
         seen["node"] = ops.exp(x).grad_fn
         barrier.wait()
 
-    _run_in_threads(watcher, other)
+    run_in_threads(watcher, other)
     assert seen["node"] is None
 
 
@@ -148,5 +129,5 @@ def test_anomaly_mode_is_per_thread():
         seen["out"] = ops.log(tape.tensor(np.array([-1.0]))).numpy().copy()  # NaN, no AnomalyError here
         barrier.wait()
 
-    _run_in_threads(detecting, plain)
+    run_in_threads(detecting, plain)
     assert np.isnan(seen["out"]).all()

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from threads import run_in_threads
 
 import ops
 import tape
@@ -172,23 +173,13 @@ def test_two_threads_in_the_same_kernel_each_get_their_own_result(torch, many_bl
             np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-12)
     barrier = threading.Barrier(2, timeout=30)
     seen: list[list] = [[], []]
-    errors = []
 
     def worker(i):
-        try:
-            barrier.wait()
-            for _ in range(8):
-                seen[i].append(steps[i][0]())
-        except BaseException as e:  # noqa: BLE001 -- raised below
-            errors.append(e)
+        barrier.wait()
+        for _ in range(8):
+            seen[i].append(steps[i][0]())
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    if errors:
-        raise errors[0]
+    run_in_threads(lambda: worker(0), lambda: worker(1))
     exact = "pool" not in kernel
     for i in range(2):
         assert len(seen[i]) == 8
