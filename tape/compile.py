@@ -354,12 +354,11 @@ def _key_or_none(v):
 
 
 def _difference(key, call) -> str:
-    if call is None:
-        return "the plan has no op there"
-    if key is None:
-        return "it reads a tensor with a graph made outside fn"
+    if call is None or key is None:
+        return "the plan has no op there" if call is None else "it reads a tensor with a graph made outside fn"
     names = ("the op", "its sequence lengths", "its attributes", "its tensor inputs", "grad mode")
-    return next(f"{n} differ: {a!r} now, {b!r} in the plan" for n, a, b in zip(names, key, call.key) if a != b)
+    found = (f"{n} differ: {a!r} now, {b!r} in the plan" for n, a, b in zip(names, key, call.key) if a != b)
+    return next(found, "a tape records it or anomaly mode is on, which always run eagerly")
 
 
 # -- plans ------------------------------------------------------------------------------------------------------

@@ -418,6 +418,21 @@ def test_an_op_drawing_randomness_runs_eagerly_at_every_call():
     assert step.replays == 0 and "0 plan(s)" in repr(step)  # a plan that can never replay is not kept
 
 
+def test_recompile_false_says_why_a_call_inside_a_recording_tape_fits_no_plan():
+    """A GradientTape recording inside fn makes its ops run eagerly: with recompile=False that is a CompileError
+    saying so (a bare StopIteration escaped before: the key equals the plan's, no part of it differs)."""
+    w = tape.tensor(np.ones(3), requires_grad=True)
+
+    def fn(x):
+        with tape.GradientTape():
+            return ops.sum(x * w)
+
+    step = compile(fn, [w], recompile=False)
+    step(tape.tensor(np.ones(3)))
+    with pytest.raises(CompileError, match="a tape records it or anomaly mode is on"):
+        step(tape.tensor(np.ones(3)))
+
+
 def test_bad_results_and_arguments():
     with pytest.raises(TypeError, match="single-element floating loss"):
         compile(lambda x: x * 2.0)(np.ones(3, np.float32))
