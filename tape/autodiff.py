@@ -119,8 +119,8 @@ def reverse_pass(roots, seeds, *, retain_graph, sources=None, allowed=None, crea
     With ``sources=None`` the gradients accumulate into ``.grad`` of the leaves that require grad. With a
     list of source tensors only the paths leading to them are computed and ``{tensor id: array}`` is
     returned. ``allowed`` restricts the walk to a tape's own nodes (others count as constants). ``hooks=False``
-    (an inner pass of the engine's own, through a composite) runs no tensor hooks. ``nodes``: every node the roots
-    can reach, in decreasing index, when the caller made them all (a compiled step's plan): not searched for again.
+    (an inner pass of the engine's own, through a composite) runs no tensor hooks. ``nodes``: those to walk, by
+    decreasing index, from a caller that made every node the roots reach (a compiled plan's own): not searched for.
     """
     walk = _Pass(sources, allowed, retain_graph, create_graph, hooks and bool(HOOKS))
     grads = walk.grads
