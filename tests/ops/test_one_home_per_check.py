@@ -1,12 +1,18 @@
 """One home for each check and message (issue #20 item 4): every op refusing a non-floating tensor says so in the
 same words, worded once in ops/_validation.py."""
 
+import pathlib
+import re
+
 import numpy as np
 import pytest
 
 import ops
 import tape
 
+OPS_DIR = pathlib.Path(ops.__file__).parent
+# an int refusal written out: where a bool is not an int (the form tape/checks.integer has)
+INT_REFUSAL = re.compile(r"isinstance\((\w+), bool\) or not isinstance\(\1, (int \| np\.integer|numbers\.Integral)\)")
 FLOAT_ONLY = "expected a floating tensor (float32 or float64), got dtype int64; convert it explicitly"
 
 
@@ -16,6 +22,19 @@ def _int(shape=(2, 3)):
 
 def _f(shape=(2, 3)):
     return tape.tensor(np.ones(shape))
+
+
+def _refusal(call, kind=TypeError) -> str:
+    """The message of the ``kind`` error ``call()`` raises (the test fails if it raises none)."""
+    with pytest.raises(kind) as error:
+        call()
+    return str(error.value)
+
+
+def _files_in_ops(found) -> list:
+    """The names of the op library's modules whose source ``found`` (a string or a compiled regex) is in, sorted."""
+    hit = found.search if isinstance(found, re.Pattern) else (lambda text: found in text)
+    return sorted(p.name for p in OPS_DIR.glob("*.py") if hit(p.read_text()))
 
 
 CASES = [  # (op call on an integer tensor, the argument the message names)
@@ -36,16 +55,12 @@ CASES = [  # (op call on an integer tensor, the argument the message names)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1]}-{c[2]}")
 def test_float_only_refusals_share_one_message(case):
     call, op, argument = case
-    with pytest.raises(TypeError) as error:
-        call()
-    assert str(error.value).startswith(f"{op}: argument '{argument}' {FLOAT_ONLY}"), str(error.value)
+    message = _refusal(call)
+    assert message.startswith(f"{op}: argument '{argument}' {FLOAT_ONLY}"), message
 
 
 def test_there_is_one_float_check_in_the_op_library():
-    import pathlib
-
-    root = pathlib.Path(ops.__file__).parent
-    worded = [p.name for p in root.glob("*.py") if "expected a floating tensor (float32 or float64)" in p.read_text()]
+    worded = _files_in_ops("expected a floating tensor (float32 or float64)")
     assert worded == ["_validation.py"], worded
 
 
@@ -59,16 +74,12 @@ REAL_CASES = [  # a number attribute given a string: (call, op, argument)
 @pytest.mark.parametrize("case", REAL_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
 def test_number_attributes_are_coerced_by_one_function_with_one_message(case):
     call, op, argument = case
-    with pytest.raises(TypeError) as error:
-        call()
-    assert str(error.value) == f"{op}: argument '{argument}' expected a real number, got str '1'", str(error.value)
+    message = _refusal(call)
+    assert message == f"{op}: argument '{argument}' expected a real number, got str '1'", message
 
 
 def test_there_is_one_number_coercer_in_the_op_library():
-    import pathlib
-
-    root = pathlib.Path(ops.__file__).parent
-    defined = [p.name for p in root.glob("*.py") if "int | float | np.integer | np.floating):" in p.read_text()]
+    defined = _files_in_ops("int | float | np.integer | np.floating):")
     assert defined == ["_validation.py"], defined
 
 
@@ -88,9 +99,7 @@ BROADCAST_CASES = [  # shapes that do not broadcast: (call, op, argument)
 @pytest.mark.parametrize("case", BROADCAST_CASES, ids=lambda c: c[1])
 def test_shapes_that_do_not_broadcast_are_refused_in_one_form(case):
     call, op, argument = case
-    with pytest.raises(ValueError) as error:
-        call()
-    message = str(error.value)
+    message = _refusal(call, ValueError)
     assert message.startswith(f"{op}: argument '{argument}' expected ") and " broadcastable " in message, message
 
 
@@ -115,20 +124,13 @@ def test_matrix_batch_dims_that_do_not_broadcast_are_refused_in_one_message(case
     """Before: lstsq showed A's whole shape as its batch dims, solve_triangular and cholesky_solve named no operand
     and no 'shape'."""
     call, op, argument, rest = case
-    with pytest.raises(ValueError) as error:
-        call()
-    assert str(error.value) == f"{op}: argument '{argument}' expected batch dims broadcastable with {rest}"
+    assert _refusal(call, ValueError) == f"{op}: argument '{argument}' expected batch dims broadcastable with {rest}"
 
 
 def test_there_is_one_broadcast_refusal_in_the_op_library():
-    import pathlib
-    import re
-
-    root = pathlib.Path(ops.__file__).parent
-    caught = re.compile(r"try:\n\s+[^\n]*np\.broadcast_shapes\(")
     # binary.py names both operands of an elementwise op (docs/reliability.md); indexing.py's index arrays raise
     # IndexError as numpy's; attention.py's batch dims belong to the attention check
-    found = sorted(p.name for p in root.glob("*.py") if caught.search(p.read_text()))
+    found = _files_in_ops(re.compile(r"try:\n\s+[^\n]*np\.broadcast_shapes\("))
     assert found == ["_validation.py", "attention.py", "binary.py", "indexing.py"], found
 
 
@@ -154,9 +156,8 @@ INT_CASES = [  # an int attribute given 1.5: (call, op, argument, the bound the 
 @pytest.mark.parametrize("case", INT_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
 def test_int_attributes_are_checked_by_one_function_with_one_message(case):
     call, op, argument, bound = case
-    with pytest.raises(TypeError) as error:
-        call()
-    assert str(error.value) == f"{op}: argument '{argument}' expected an int{bound}, got float 1.5", str(error.value)
+    message = _refusal(call)
+    assert message == f"{op}: argument '{argument}' expected an int{bound}, got float 1.5", message
 
 
 @pytest.mark.parametrize("call, message", [
@@ -166,18 +167,11 @@ def test_int_attributes_are_checked_by_one_function_with_one_message(case):
     (lambda: ops.polygamma(-1, _f()), "polygamma: argument 'n' expected an int >= 0, got -1"),
 ])  # fmt: skip
 def test_an_int_below_its_bound_is_a_value_error_in_the_same_words(call, message):
-    with pytest.raises(ValueError) as error:
-        call()
-    assert str(error.value) == message
+    assert _refusal(call, ValueError) == message
 
 
 def test_there_is_one_int_coercer_in_the_op_library():
-    import pathlib
-    import re
-
-    root = pathlib.Path(ops.__file__).parent
-    refusal = re.compile(r"isinstance\((\w+), bool\) or not isinstance\(\1, (int \| np\.integer|numbers\.Integral)\)")
-    found = sorted(p.name for p in root.glob("*.py") if refusal.search(p.read_text()))
+    found = _files_in_ops(INT_REFUSAL)
     # the home is tape/checks.py (_validation.integer and .ints are its functions); tensordot's dims lists name
     # the list they are in
     assert found == ["decompositions.py"], found
@@ -204,18 +198,14 @@ BOOL_CASES = [  # a flag given the string "yes": (call, op, argument)
 @pytest.mark.parametrize("case", BOOL_CASES, ids=lambda c: f"{c[1]}-{c[2]}")
 def test_flags_are_checked_by_one_function_with_one_message(case):
     call, op, argument = case
-    with pytest.raises(TypeError) as error:
-        call()
-    assert str(error.value) == f"{op}: argument '{argument}' expected a bool, got str 'yes'", str(error.value)
+    message = _refusal(call)
+    assert message == f"{op}: argument '{argument}' expected a bool, got str 'yes'", message
 
 
 def test_there_is_one_flag_refusal_in_the_op_library():
-    import pathlib
-
-    root = pathlib.Path(ops.__file__).parent
     # the home is tape/checks.py (_validation.require_bool is its function); _numpy.py words numpy's own keywords
     # in numpy's form (np.<name>: ...)
-    worded = sorted(p.name for p in root.glob("*.py") if "expected a bool, got" in p.read_text())
+    worded = _files_in_ops("expected a bool, got")
     assert worded == ["_numpy.py"], worded
 
 
@@ -240,7 +230,6 @@ def test_normalize_validates_its_attributes_once_in_its_check(monkeypatch):
 
 def test_attentions_parameter_list_is_written_once():
     import inspect
-    import pathlib
 
     from ops import attention
 
@@ -301,26 +290,20 @@ TAPE_FLAG_CASES = [  # a flag given the string "yes" (before: read as True, sile
 @pytest.mark.parametrize("case", TAPE_FLAG_CASES, ids=lambda c: c[1])
 def test_the_engine_cores_flags_are_refused_in_the_op_librarys_words(case):
     call, where = case
-    with pytest.raises(TypeError) as error:
-        call()
-    assert str(error.value) == f"{where}: argument 'requires_grad' expected a bool, got str 'yes'"
+    assert _refusal(call) == f"{where}: argument 'requires_grad' expected a bool, got str 'yes'"
 
 
 def test_the_int_and_flag_checks_have_one_home_for_every_layer():
-    import pathlib
-    import re
-
     from ops import _validation
     from tape import checks
 
     assert (_validation.require, _validation.integer, _validation.ints, _validation.require_bool) == (
         checks.require, checks.integer, checks.ints, checks.require_bool)  # fmt: skip
     root = pathlib.Path(tape.__file__).parent
-    refusal = re.compile(r"isinstance\((\w+), bool\) or not isinstance\(\1, (int \| np\.integer|numbers\.Integral)\)")
     worded = re.compile(r"expected (an int|ints|a bool)\b[^\"']*, got")
     found = sorted(
         str(p.relative_to(root))
         for p in root.rglob("*.py")
-        if refusal.search(p.read_text()) or worded.search(p.read_text())
+        if INT_REFUSAL.search(p.read_text()) or worded.search(p.read_text())
     )
     assert found == ["checks.py"], found
