@@ -24,7 +24,7 @@ from ._validation import require, require_bool, require_float, require_indices, 
 
 
 def _indices(t):
-    return t.data if isinstance(t, Tensor) else t
+    return t._data if isinstance(t, Tensor) else t
 
 
 def _padding_row(num_weights, padding_idx):

@@ -12,6 +12,7 @@ integer dtype; torch wants int64) with values in range. Each op's torch conventi
 
 __all__ = [
     "getitem",
+    "setitem",
     "gather",
     "index_select",
     "scatter_add",
@@ -142,7 +143,10 @@ class _Resolved:
     advanced: tuple | None
 
     def apply(self, x):
-        out = x[self.basic]
+        basic = self.basic
+        if Ellipsis not in basic and isinstance(x, np.ndarray):
+            basic = (*basic, Ellipsis)  # a view even when every dim is taken by an int (numpy: a scalar copy)
+        out = x[basic]
         return out if self.advanced is None else out[self.advanced]
 
 
@@ -491,6 +495,78 @@ getitem = defop(
     samples=_getitem_samples,
     torch_ref=lambda torch, input, index: input[_torch_index(torch, index)],
     notes=case_law(_CASE_LAW, "getitem"),
+)
+
+
+# -- setitem: ``x[index] = values`` ---------------------------------------------------------------------------------
+def _setitem(input, values, index):
+    """A copy of ``input`` with ``values`` (broadcast) written at ``input[index]``: ``x[index] = values`` as an op
+    (Tensor.__setitem__ runs it in place), every index form getitem takes."""
+    return _put(input.copy(), _resolve("setitem", index, input.shape), values, False)
+
+
+def _check_setitem(input, values, index):
+    resolved = _resolve("setitem", index, input.shape)
+    require_dtype_of_input("setitem", "values", values, input)
+    target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
+    broadcast_or_fail(
+        "setitem", "values", (values.shape, target), f"a shape broadcastable to {target}", values.shape, to=target
+    )
+    if resolved.advanced is not None:
+        positions = _flat_positions(resolved, input.shape).reshape(-1)
+        if np.unique(positions).size != positions.size:
+            raise ValueError(
+                f"setitem: index {_describe(index)} writes one position twice; which value lands there is undefined "
+                f"(torch leaves it unspecified): index each position once"
+            )
+
+
+def _setitem_vjp_input(g, ans, input, values, index):
+    if isinstance(g, np.ndarray):
+        return _put(g.copy(), _resolve("setitem", index, input.shape), 0, False)
+    return setitem(g, np.zeros((), g.dtype), index)
+
+
+def _setitem_vjp_values(g, ans, input, values, index):
+    if isinstance(g, np.ndarray):
+        picked = np.asarray(_resolve("setitem", index, input.shape).apply(g))
+    else:
+        picked = getitem(g, index)
+    return unbroadcast(picked, values.shape)
+
+
+def _setitem_samples(rng):
+    samples = []
+    for s in _getitem_samples(rng):
+        (x,), index = s.inputs, s.attrs["index"]
+        try:
+            _check_setitem(x, np.zeros(()), index)
+        except ValueError:  # getitem's repeated positions: a write there is refused
+            continue
+        shape = np.shape(_resolve("setitem", index, x.shape).apply(x))
+        samples.append(Sample((x, uniform(rng, shape)), {"index": index}, s.label))
+        if shape:
+            samples.append(Sample((x, uniform(rng, shape[-1:])), {"index": index}, s.label + ", broadcast"))
+    return samples
+
+
+def _torch_setitem(torch, input, values, index):
+    out = input.clone()
+    out[_torch_index(torch, index)] = values
+    return out
+
+
+setitem = defop(
+    "setitem",
+    family="shape",
+    inputs=("input", "values"),
+    forward=_setitem,
+    vjps=(_setitem_vjp_input, _setitem_vjp_values),
+    check=_check_setitem,
+    samples=_setitem_samples,
+    torch_ref=_torch_setitem,
+    notes="``x[index] = values`` as an op, with getitem's index forms; Tensor.__setitem__ runs it in place. A write "
+    "of one position twice (repeated integer indices) is refused.",
 )
 
 

@@ -9,6 +9,7 @@ import itertools
 
 import numpy as np
 
+from . import inplace
 from .anomaly import check_forward, user_frame
 from .arguments import (
     CONSTANTS_32,
@@ -218,7 +219,11 @@ def short_forward(forward, quiet, arrays) -> np.ndarray:
             out = forward(*arrays)
         finally:
             numpy_errors_reset(token)
-    return out if type(out) is np.ndarray else np.asarray(out)
+    if type(out) is not np.ndarray:
+        return np.asarray(out)
+    if out.base is not None or out is arrays[0] or out is arrays[-1]:  # only torch's views share an input's memory
+        return _owned(out, arrays)
+    return out
 
 
 def _observe(op, tensors, attrs, output, nodes, arrays, seq_lens) -> None:
@@ -323,6 +328,8 @@ def run_op(op, tensors, attrs, values, seq_lens):
         outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
     else:
         outs = (out if type(out) is np.ndarray else np.asarray(out),)
+    if not op.view:
+        outs = tuple(o if o.base is None and not any(o is a for a in arrays) else _owned(o, arrays) for o in outs)
     state = STATE
     nodes: list = []
     results = []
@@ -336,10 +343,30 @@ def run_op(op, tensors, attrs, values, seq_lens):
             node.siblings = nodes if several else None
         nodes.append(node)
         results.append(result)
+    if op.view:
+        _link_views(tensors, results)
     output = results[0] if not several else tuple(results) if op.result_type is None else op.result_type(*results)
     if state.anomaly or state.recording_tapes:
         _observe(op, tensors, attrs, output, nodes, arrays, seq_lens)
     return output
+
+
+def _owned(out: np.ndarray, arrays) -> np.ndarray:
+    """``out``, or a copy of it when it shares memory with an input: an op that is not one of torch's views never
+    hands out an input's memory, so an in-place change of one tensor cannot reach another unseen."""
+    for a in arrays:
+        if a is not None and np.may_share_memory(out, a):
+            return out.copy()
+    return out
+
+
+def _link_views(tensors, results) -> None:
+    """The outputs of a torch view that share an input's memory share its versions too (tape/inplace.py)."""
+    for r in results:
+        for t in tensors:
+            if t is not None and np.may_share_memory(r._data, t._data):
+                inplace.link(t, r)
+                break
 
 
 # calling an op is ``apply`` itself: one Python frame, not two

@@ -487,6 +487,8 @@ class GradientTape(ExecutionTape):
     non-persistent tape lets go of its recorded nodes after the first call; a second call raises.
     """
 
+    records_inplace = True  # its nodes are what it differentiates: an in-place op's node is one of them
+
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
         super().__init__()
         self.persistent = persistent

@@ -80,7 +80,7 @@ def _as_array(part: str, name, value) -> np.ndarray:
         raise TypeError(f"checkpoint.save: {part} entry names must be strings, got {type(name).__name__} {name!r}")
     if not name:
         raise ValueError(f"checkpoint.save: {part} entry names must be non-empty strings, got {name!r}")
-    array = value.data if isinstance(value, Tensor) else np.asarray(value)
+    array = value._data if isinstance(value, Tensor) else np.asarray(value)
     if array.dtype.kind not in "fiub" or array.dtype.fields is not None:
         raise TypeError(
             f"checkpoint.save: {part} entry '{name}' has dtype {array.dtype}; only numeric and bool arrays "
