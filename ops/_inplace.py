@@ -5,6 +5,7 @@ moves onto the new node. Which ops are torch's views (their outputs share the in
 """
 
 import operator
+from collections.abc import Callable
 
 import numpy as np
 
@@ -13,9 +14,9 @@ from tape.inplace import apply_inplace
 from tape.registry import get_op
 from tape.tensors import Tensor
 
+from .binary import where
 from .cast import cast
 from .indexing import setitem
-from .shape import expand
 
 # torch's view ops among ours: their outputs share memory with the input (numpy's view, where it is one)
 TORCH_VIEWS = (
@@ -91,8 +92,12 @@ def _setitem(self, index, value):
     apply_inplace(setitem, self, (self, _values_of(self, value, "Tensor.__setitem__")), {"index": index}, "setitem")
 
 
+_FALSE = Tensor._wrap(np.array(False))
+
+
 def _copied(old, src):
-    return expand(src, old.shape)
+    """``src`` broadcast to ``old``'s shape, as a function of both: ``old`` gets a zero gradient, as in torch."""
+    return where(_FALSE, old, src)
 
 
 def copy_(self, src, non_blocking=False):
@@ -113,20 +118,27 @@ def zero_(self):
     return fill_(self, 0)
 
 
+def detach_(self):
+    """Cut this tensor from the graph in place (torch's ``detach_``): it becomes a leaf that needs no gradient."""
+    self._node = None
+    self._requires_grad = False
+    return self
+
+
 def _drawn(who: str, draw):
-    """A method writing values drawn from the generator (torch's ``normal_``, ``uniform_`` ...): history cut, as
-    a constant overwrite."""
+    """A method writing values drawn from the generator (torch's ``normal_``, ``uniform_`` ...); the old values get
+    a zero gradient, as in torch."""
 
     def method(self, *args, generator=None):
         rng = creation.generator_of(f"Tensor.{who}", generator)
         values = Tensor._wrap(np.asarray(draw(rng, self.shape, *args)).astype(self.dtype))
-        return apply_inplace(lambda old: values, self, (self,), {}, f"Tensor.{who}")
+        return apply_inplace(_copied, self, (self, values), {}, f"Tensor.{who}")
 
     method.__name__ = who
     return method
 
 
-_DRAWS = {
+_DRAWS: dict[str, Callable] = {
     "normal_": lambda rng, shape, mean=0.0, std=1.0: rng.normal(mean, std, shape),
     "uniform_": lambda rng, shape, a=0.0, b=1.0: rng.uniform(a, b, shape),
     "bernoulli_": lambda rng, shape, p=0.5: rng.random(shape) < np.asarray(p),
@@ -145,7 +157,7 @@ def methods() -> dict:
     table = {f"{name}_": _method_inplace(name) for name in INPLACE}
     table.update({name: _augmented(name, fn) for name, fn in AUGMENTED.items()})
     table.update({f"{who}": _drawn(who, draw) for who, draw in _DRAWS.items()})
-    table.update({"__setitem__": _setitem, "copy_": copy_, "fill_": fill_, "zero_": zero_})
+    table.update({"__setitem__": _setitem, "copy_": copy_, "fill_": fill_, "zero_": zero_, "detach_": detach_})
     return table
 
 

@@ -363,7 +363,7 @@ def _check_node(node, needs) -> None:
         if t is not None and t._version != version:
             name = input_name(op, next(j for j, x in enumerate(node.inputs) if x is t), node.seq_lens)
             raise InPlaceModificationError(
-                f"op '{op.name}': input '{name}' (tensor #{t.id}, shape {t.shape}) was modified in place (or given a new value) after the op "
+                f"op '{op.name}': input '{name}' (tensor #{t.id}, shape {t.shape}) was modified in place after the op "
                 f"recorded it (version {version} -> {t._version}); the gradients would be for values that no longer "
                 f"exist. Run the forward again after the update"
             )

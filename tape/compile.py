@@ -184,10 +184,9 @@ def _coerce_traced(op, inputs, seq_lens):
 # (tensor, array, version) per outside tensor read, the placeholder outputs and what fn got -----------------------
 class _Trace:
     """The op calls of one run of ``fn`` while they match a plan (call k against entry k of the candidates: by its
-    ``fast`` signature, else bound and keyed as eager binds it); then (materialized) an eager recording. An in-place op
-    materializes it and keeps no plan of the call (``keep_plan``; tape/inplace.py)."""
+    ``fast`` signature, else bound and keyed as eager binds it); then (materialized) an eager recording."""
 
-    records_inplace = True
+    records_inplace = True  # an in-place op materializes the trace and keeps no plan (tape/inplace.py)
 
     def __init__(self, step):
         self.keep_plan = True

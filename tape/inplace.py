@@ -24,7 +24,7 @@ import numpy as np
 
 from .state import STATE, needs_grad
 
-__all__ = ["Storage", "link", "write", "apply_inplace", "check_target"]
+__all__ = ["Storage", "link", "exported", "write", "set_data", "apply_inplace", "check_target"]
 
 
 class Storage:
@@ -39,7 +39,11 @@ class Storage:
 
     def add(self, t) -> None:
         key, refs = id(t), self.refs
-        refs[key] = weakref.ref(t, lambda _, key=key, refs=refs: refs.pop(key, None))
+
+        def forget(_) -> None:
+            refs.pop(key, None)
+
+        refs[key] = weakref.ref(t, forget)
 
     def discard(self, t) -> None:
         self.refs.pop(id(t), None)
@@ -58,11 +62,18 @@ def group(t) -> Storage:
     return storage
 
 
-def link(base, view) -> None:
-    """``view`` shares ``base``'s memory from now on (a view, a detached copy, ``.data``)."""
+def link(base, view):
+    """``view`` shares ``base``'s memory from now on (a view, a detached copy, ``.data``); returns ``view``."""
     storage = group(base)
     storage.add(view)
     view._aliases = storage
+    return view
+
+
+def exported(t) -> np.ndarray:
+    """A read-only numpy view of ``t``'s memory, handed out: in-place ops on ``t`` then write into that memory."""
+    group(t).exported = True
+    return t._data.view()
 
 
 def unlink(t) -> None:
@@ -165,10 +176,10 @@ def apply_inplace(op, t, args: tuple, kwargs: dict, who: str, position: int = 0)
     written into ``t``; when it recorded a node, ``t``'s history moves onto it (torch's rebase). Returns ``t``."""
     check_target(t, who)
     for tape in STATE.recording_tapes:
-        if not getattr(tape, "records_inplace", False):
+        if not getattr(tape, "records_inplace", False) and tape.has_seen(t):
             raise RuntimeError(
-                f"{who}: an ExecutionTape is recording, and a recorded op list cannot replay an in-place change of "
-                f"tensor #{t.id}; use the out-of-place op while recording"
+                f"{who}: an ExecutionTape is recording tensor #{t.id}, and a recorded op list cannot replay an "
+                f"in-place change of it; use the out-of-place op while recording"
             )
     tracer = STATE.tracer
     if tracer is not None:  # a compiled step: run the rest of fn eagerly, and keep no plan of it
@@ -221,3 +232,59 @@ def _is_tensor(x) -> bool:
     from .tensors import Tensor
 
     return isinstance(x, Tensor)
+
+
+def set_data(t, value) -> None:
+    """``Tensor.data = value``: a Tensor's memory shared from now on, its dtype and shape taken (torch's; a gradient
+    is cast along); an array or a Python number copied, of t's dtype and shape, and written as an in-place op."""
+    from .dtypes import check_dtype
+    from .tensors import Tensor
+
+    if not isinstance(value, Tensor):
+        dtype = t._data.dtype
+        array = np.array(value, copy=True)
+        if isinstance(value, np.ndarray | np.generic) and array.dtype != dtype:
+            raise TypeError(
+                f"Tensor.data: expected an array of dtype {dtype}, got {array.dtype}; convert it explicitly "
+                f"(minitape never casts silently)"
+            )
+        check_dtype("Tensor.data", "value", array, value)
+        if array.shape != t._data.shape:
+            raise ValueError(f"Tensor.data: expected shape {t._data.shape}, got {array.shape}")
+        write(t, array.astype(dtype, copy=False))
+        return
+    array = value._data
+    if t._requires_grad and array.dtype.kind != "f":
+        raise TypeError(f"Tensor.data: a tensor that requires grad must stay floating, got {array.dtype}")
+    grad = t._grad
+    if grad is not None and grad.shape != array.shape:
+        raise ValueError(
+            f"Tensor.data: the new shape {array.shape} differs from .grad's {grad.shape}; set .grad = None"
+        )
+    if grad is not None and grad.dtype != array.dtype:
+        t._grad = Tensor._wrap(grad._data.astype(array.dtype))
+    if array is not t._data:
+        unlink(t)
+        t._data = array
+        link(value, t)
+    t._version += 1
+
+
+def owned(out: np.ndarray, arrays) -> np.ndarray:
+    """``out``, or a copy of it when it shares memory with an input array: an op that is not one of torch's views
+    never hands out an input's memory, so an in-place change of one tensor cannot reach another unseen."""
+    if out.base is None and not any(out is a for a in arrays):
+        return out
+    for a in arrays:
+        if a is not None and np.may_share_memory(out, a):
+            return out.copy()
+    return out
+
+
+def link_views(tensors, results) -> None:
+    """The outputs of a torch view that share an input's memory share its versions too."""
+    for r in results:
+        for t in tensors:
+            if t is not None and np.may_share_memory(r._data, t._data):
+                link(t, r)
+                break

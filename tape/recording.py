@@ -219,11 +219,9 @@ def short_forward(forward, quiet, arrays) -> np.ndarray:
             out = forward(*arrays)
         finally:
             numpy_errors_reset(token)
-    if type(out) is not np.ndarray:
-        return np.asarray(out)
-    if out.base is not None or out is arrays[0] or out is arrays[-1]:  # only torch's views share an input's memory
-        return _owned(out, arrays)
-    return out
+    out = out if type(out) is np.ndarray else np.asarray(out)
+    shared = out.base is not None or out is arrays[0] or out is arrays[-1]  # only torch's views share inputs' memory
+    return inplace.owned(out, arrays) if shared else out
 
 
 def _observe(op, tensors, attrs, output, nodes, arrays, seq_lens) -> None:
@@ -329,7 +327,7 @@ def run_op(op, tensors, attrs, values, seq_lens):
     else:
         outs = (out if type(out) is np.ndarray else np.asarray(out),)
     if not op.view:
-        outs = tuple(o if o.base is None and not any(o is a for a in arrays) else _owned(o, arrays) for o in outs)
+        outs = tuple(inplace.owned(o, arrays) for o in outs)
     state = STATE
     nodes: list = []
     results = []
@@ -344,29 +342,11 @@ def run_op(op, tensors, attrs, values, seq_lens):
         nodes.append(node)
         results.append(result)
     if op.view:
-        _link_views(tensors, results)
+        inplace.link_views(tensors, results)
     output = results[0] if not several else tuple(results) if op.result_type is None else op.result_type(*results)
     if state.anomaly or state.recording_tapes:
         _observe(op, tensors, attrs, output, nodes, arrays, seq_lens)
     return output
-
-
-def _owned(out: np.ndarray, arrays) -> np.ndarray:
-    """``out``, or a copy of it when it shares memory with an input: an op that is not one of torch's views never
-    hands out an input's memory, so an in-place change of one tensor cannot reach another unseen."""
-    for a in arrays:
-        if a is not None and np.may_share_memory(out, a):
-            return out.copy()
-    return out
-
-
-def _link_views(tensors, results) -> None:
-    """The outputs of a torch view that share an input's memory share its versions too (tape/inplace.py)."""
-    for r in results:
-        for t in tensors:
-            if t is not None and np.may_share_memory(r._data, t._data):
-                inplace.link(t, r)
-                break
 
 
 # calling an op is ``apply`` itself: one Python frame, not two

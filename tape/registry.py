@@ -109,14 +109,12 @@ class Op:
         self.input_states = self._declare_backward(vjps, joint_vjp, differentiable)
         self.has_stub = Grad.STUB in self.input_states
         self.second_order, self.second_order_note = self._declare_second_order(second_order, second_order_note)
-        self.view = False  # torch returns a view: an output sharing an input's memory shares its versions (declare_view)
+        self.view = False  # torch returns a view: outputs sharing an input's memory share its versions
         self._bind_signature(forward)
         self._hot_path_facts()
 
     def declare_view(self) -> None:
-        """torch's op returns a view of its input: an output that shares an input's memory (numpy's view) is linked to
-        it, so an in-place change of either is seen by the other and moves both versions, as in torch
-        (tape/inplace.py). Any other op's output that shares an input's memory is copied."""
+        """torch's op returns a view: an output sharing an input's memory shares its versions (tape/inplace.py)."""
         self.view = True
         self._hot_path_facts()
 

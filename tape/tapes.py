@@ -116,6 +116,10 @@ class ExecutionTape:
     def _on_stop(self):
         pass
 
+    def has_seen(self, t) -> bool:
+        """Whether a recorded op produced or read tensor ``t`` (an in-place change of it could not be replayed)."""
+        return t.id in self._produced or t.id in self._externals
+
     def _record(self, op, tensors, attrs, result, node, seq_lens=()) -> None:
         for t in tensors:
             if t is not None and t.id not in self._produced and t.id not in self._externals:

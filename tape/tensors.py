@@ -1,10 +1,9 @@
 """Tensor: a numpy array plus the bookkeeping the reverse pass needs.
 
-A tensor's array is read-only at rest: only an in-place op (tape/inplace.py) changes its values, and every change
-moves the version of each tensor sharing that memory; a backward through an op that recorded an older version
-raises instead of returning a gradient for values that no longer exist. ``.data`` and ``detach()`` share memory
-with the tensor, as torch's. Dtype rules: tape/dtypes.py; torch's porting surface (``size()``, ``item()``, copies,
-pickling, the op methods): ``TensorAPI`` in tape/tensor_api.py.
+A tensor's array is read-only at rest: only an in-place op (tape/inplace.py) changes it, moving the version of every
+tensor sharing that memory (views, ``.data``, ``detach()``); a backward through an op that recorded an older version
+raises. Dtype rules: tape/dtypes.py; torch's porting surface (``size()``, ``item()``, copies, pickling, the op
+methods): ``TensorAPI`` in tape/tensor_api.py.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .checks import require_bool
-from .dtypes import array_from, check_dtype
+from .dtypes import array_from
 from .state import needs_grad
 from .tensor_api import TensorAPI
 
@@ -81,62 +80,21 @@ class Tensor(TensorAPI):
     # -- value -------------------------------------------------------------------------------------------------
     @property
     def data(self) -> Tensor:
-        """This tensor's values as a tensor outside the graph that shares its memory (torch's ``.data``): an in-place
-        op on it changes this tensor (``p.data -= lr * g``) and, unlike torch, moves the version of both."""
-        alias = Tensor._wrap(self._data)
-        inplace.link(self, alias)
-        return alias
+        """``detach()`` (torch's ``.data``): ``p.data -= lr * g`` changes p and, unlike torch, moves its version."""
+        return self.detach()
 
     @data.setter
     def data(self, value) -> None:
-        """``t.data = new``: a Tensor's memory is shared from now on, and its dtype and shape taken (torch's; how
-        ``Module.to`` casts a parameter in place); an array or a Python number is copied, of t's dtype and shape."""
-        if isinstance(value, Tensor):
-            array = value._data
-            if self._requires_grad and array.dtype.kind != "f":
-                raise TypeError(f"Tensor.data: a tensor that requires grad must stay floating, got {array.dtype}")
-            grad = self._grad
-            if grad is not None and (grad.shape != array.shape or grad.dtype != array.dtype):
-                if grad.shape != array.shape:
-                    raise ValueError(
-                        f"Tensor.data: the new shape {array.shape} differs from .grad's {grad.shape}; set .grad = None "
-                        f"first"
-                    )
-                self._grad = Tensor._wrap(grad._data.astype(array.dtype))
-            if array is not self._data:
-                inplace.unlink(self)
-                self._data = array
-                inplace.link(value, self)
-            self._version += 1
-            return
-        dtype = self._data.dtype
-        if isinstance(value, np.ndarray | np.generic):
-            array = np.array(value, copy=True)
-            if array.dtype != dtype:
-                raise TypeError(
-                    f"Tensor.data: expected an array of dtype {dtype}, got {array.dtype}; convert it "
-                    f"explicitly (minitape never casts silently)"
-                )
-        else:  # Python scalars and lists take the tensor's dtype, as in tensor()
-            array = np.array(value, copy=True)
-            check_dtype("Tensor.data", "value", array, value)
-            array = array.astype(dtype)
-        if array.shape != self._data.shape:
-            raise ValueError(f"Tensor.data: expected shape {self._data.shape}, got {array.shape}")
-        self._adopt(array)
+        inplace.set_data(self, value)  # a Tensor's memory, dtype and shape taken (torch's); anything else copied
 
     def _adopt(self, array: np.ndarray) -> None:
-        """Take the values of ``array`` (this tensor's shape and dtype, made by the caller and given away: an
-        optimizer's new parameter value), as an in-place op does: into the shared memory when other tensors see
-        it, else the array itself (tape/inplace.py ``write``)."""
+        """Take the values of ``array`` (of this shape and dtype, given away: an optimizer's update) in place."""
         assert array.shape == self._data.shape and array.dtype == self._data.dtype
         inplace.write(self, array)
 
     def numpy(self) -> np.ndarray:
-        """A read-only view of the values: it follows this tensor's in-place changes, as torch's shares memory (copy
-        it with ``np.array(t)`` to get a writable one)."""
-        inplace.group(self).exported = True
-        return self._data.view()
+        """A read-only view that follows in-place changes, as torch's (``np.array(t)`` copies)."""
+        return inplace.exported(self)
 
     def __array__(self, dtype=None, copy=None):
         if needs_grad(self):
@@ -149,10 +107,7 @@ class Tensor(TensorAPI):
             if copy is False:  # numpy's protocol: copy=False promises no copy, and a cast is one
                 raise ValueError(f"Tensor.__array__: dtype {np.dtype(dtype)} needs a copy of the {self.dtype} values")
             return self._data.astype(dtype)
-        if copy:
-            return self._data.copy()
-        inplace.group(self).exported = True
-        return self._data.view()
+        return self._data.copy() if copy else self.numpy()
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return interop.array_ufunc(ufunc, method, inputs, kwargs)
@@ -216,11 +171,8 @@ class Tensor(TensorAPI):
         return self._node
 
     def detach(self) -> Tensor:
-        """The same values, cut from the graph: shares this tensor's memory (an in-place change of one is seen by the
-        other) and version counter, as torch's."""
-        alias = Tensor._wrap(self._data)
-        inplace.link(self, alias)
-        return alias
+        """The same values, cut from the graph, sharing memory and versions with this tensor, as torch's."""
+        return inplace.link(self, Tensor._wrap(self._data))
 
     def backward(self, grad=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad. With ``create_graph`` the

@@ -25,6 +25,7 @@ reaching past the end of the file, a compressed or duplicated member, or a CRC m
 
 from __future__ import annotations
 
+import copy
 import errno
 import math
 import os
@@ -330,7 +331,7 @@ def load(path: str | os.PathLike, model=None, optimizer=None, schedule=None, *, 
                 f"checkpoint.load: {os.fspath(path)} holds no {part} state (it was saved without {part}=...)"
             )
         targets.append((obj, state))
-    backups = [obj.state_dict() for obj, _ in targets]
+    backups = [copy.deepcopy(obj.state_dict()) for obj, _ in targets]  # snapshots: state dicts share memory
     loaded = []
     try:
         for obj, state in targets:

@@ -154,7 +154,7 @@ class Module:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
         params, modules = self.__dict__["_parameters"], self.__dict__["_modules"]
         buffers = self.__dict__.get("_buffers", {})
-        if name in buffers:  # assigning to a buffer replaces its tensor (tensors are immutable)
+        if name in buffers:  # assigning to a buffer replaces its tensor (an in-place op changes it)
             buffers[name] = _buffer_tensor(type(self).__name__, name, value)
             return
         params.pop(name, None)
@@ -197,8 +197,8 @@ class Module:
 
     def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
         """A non-learnable tensor of the module (running statistics, ...): reached by ``name``, listed by
-        ``buffers()``, saved in ``state_dict()`` when ``persistent``, cast by ``to(dtype)``. Tensors are immutable:
-        assigning ``self.name = new`` replaces it."""
+        ``buffers()``, saved in ``state_dict()`` when ``persistent``, cast in place by ``to(dtype)``; assigning
+        ``self.name = new`` replaces it, an in-place op (``self.name.copy_(new)``) changes it."""
         if not isinstance(name, str) or not name.isidentifier() or "." in name:
             raise KeyError(
                 f"{type(self).__name__}.register_buffer: argument 'name' expected an identifier, got {name!r}"
@@ -380,7 +380,8 @@ class Module:
         state = dict(self.__dict__)
         state["_parameters"] = {name: _copied(p, memo) for name, p in self._parameters.items()}
         state["_modules"] = {name: m._copy_tree(memo) for name, m in self._modules.items()}
-        state["_buffers"] = dict(self._buffers)  # tensors are immutable: sharing them is safe
+        # buffers are copied too: an in-place update of the copy's running statistics must not reach this module
+        state["_buffers"] = {name: None if b is None else copy.deepcopy(b, memo) for name, b in self._buffers.items()}
         state["_non_persistent"] = set(self._non_persistent)
         if "_hooks" in state:  # the copy's own tables: a hook registered on one is not registered on the other
             state["_hooks"] = {kind: dict(table) for kind, table in self._hooks.items()}

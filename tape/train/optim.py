@@ -521,10 +521,16 @@ class Adagrad(Optimizer):
 
 
 def zero_grads(params, set_to_none: bool = True) -> None:
-    """``p.grad = None`` for every parameter (torch's default), or zeros of its shape with ``set_to_none=False``
-    (a parameter without a gradient keeps none, as in torch)."""
+    """``p.grad = None`` for every parameter (torch's default), or with ``set_to_none=False`` its gradient zeroed in
+    place, as torch's (a parameter without a gradient keeps none; one computed with create_graph leaves its graph)."""
     for p in params:
-        p.grad = None if set_to_none or p.grad is None else Tensor(np.zeros_like(p.grad._data))
+        if set_to_none or p.grad is None:
+            p.grad = None
+        else:
+            if p.grad._node is not None:
+                p.grad = p.grad.detach()
+            with no_grad():
+                p.grad.zero_()
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
@@ -565,10 +571,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
                 f"and scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
             )
         coef = np.minimum(dtype.type(float(max_norm)) / (total + dtype.type(1e-6)), dtype.type(1.0))  # keeps a nan
-        for p in params:
-            if p.grad is not None:
-                g = p.grad._data
-                p.grad = as_tensor(g * coef.astype(g.dtype))
+        with no_grad():
+            for p in params:
+                if p.grad is not None:  # in place, as torch's: the gradient tensors keep their identity
+                    p.grad._adopt(p.grad._data * coef.astype(p.grad.dtype))
     return as_tensor(total)
 
 
