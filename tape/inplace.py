@@ -18,6 +18,7 @@ docs/porting.md says why and what to write instead.
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
@@ -31,10 +32,11 @@ class Storage:
     """The tensors sharing one memory (weakly held, by identity: a Tensor's ``==`` is elementwise), and whether numpy
     arrays of it were handed out."""
 
-    __slots__ = ("refs", "exported", "__weakref__")
+    __slots__ = ("refs", "views", "exported", "__weakref__")
 
     def __init__(self):
         self.refs: dict = {}  # id(tensor) -> weakref to it
+        self.views: set = set()  # ids of the members a torch view op made (the others: the base, detached aliases)
         self.exported = False
 
     def add(self, t) -> None:
@@ -42,11 +44,13 @@ class Storage:
 
         def forget(_) -> None:
             refs.pop(key, None)
+            self.views.discard(key)
 
         refs[key] = weakref.ref(t, forget)
 
     def discard(self, t) -> None:
         self.refs.pop(id(t), None)
+        self.views.discard(id(t))
 
     @property
     def members(self) -> list:
@@ -62,12 +66,15 @@ def group(t) -> Storage:
     return storage
 
 
-def link(base, view):
-    """``view`` shares ``base``'s memory from now on (a view, a detached copy, ``.data``); returns ``view``."""
+def link(base, alias, is_view: bool = False):
+    """``alias`` shares ``base``'s memory from now on (a torch view's output when ``is_view``, else a detached
+    alias: ``detach()``, ``.data``); returns ``alias``."""
     storage = group(base)
-    storage.add(view)
-    view._aliases = storage
-    return view
+    storage.add(alias)
+    if is_view:
+        storage.views.add(id(alias))
+    alias._aliases = storage
+    return alias
 
 
 def exported(t) -> np.ndarray:
@@ -156,19 +163,63 @@ def check_target(t, who: str) -> None:
         )
 
 
-def _refuse_aliased_history(t, who: str) -> None:
-    """A recorded in-place op on ``t`` while another tensor of its memory has a history or requires grad."""
+def _refuse_a_view_in_the_graph(t, who: str) -> None:
+    """A recorded in-place op on ``t``, a torch view, while another tensor of its memory is not a detached alias: torch
+    would rebuild that tensor's history (CopySlices); minitape refuses."""
     storage = t._aliases
-    if storage is None:
+    if storage is None or id(t) not in storage.views:
         return
     for m in storage.members:
-        if m is not t and (m._node is not None or needs_grad(m)):
+        if m is not t and (id(m) in storage.views or m._node is not None or needs_grad(m) or m is _base_of(t)):
             raise RuntimeError(
-                f"{who}: tensor #{t.id} (shape {t.shape}) shares memory with tensor #{m.id} (shape {m.shape}), which "
-                f"{'has an autograd history' if m._node is not None else 'requires grad'}: writing one in place "
-                f"while grad mode is on would leave the other's history stale (torch rebuilds it; minitape refuses). "
-                f"Write to the tensor itself (x[idx] = v, x.index_put_), work on a .clone(), or update under no_grad"
+                f"{who}: tensor #{t.id} (shape {t.shape}) is a view sharing memory with tensor #{m.id} (shape "
+                f"{m.shape}); a recorded in-place op on it would change #{m.id} without giving it a history (torch "
+                f"rebuilds it; minitape refuses). Write to the base itself (base[idx] = v), work on a .clone(), or "
+                f"update under no_grad"
             )
+
+
+@functools.cache
+def _stale_op():
+    """The op of a stale view's node: its version check (-1 recorded) always raises, naming it and the tensor."""
+    from .registry import Op
+
+    def unreachable(g, ans, view):  # pragma: no cover -- the node's version check raises before any rule runs
+        raise AssertionError("a stale view's node was differentiated")
+
+    return Op(
+        "view_changed_by_an_inplace_write (recompute it after the in-place op; torch regenerates its history)",
+        family="engine",
+        inputs=("view",),
+        forward=lambda view: view,
+        vjps=(unreachable,),
+    )
+
+
+def _base_of(t):
+    """The tensor a view ``t`` was made from, when its node still says so (None otherwise)."""
+    node = t._node
+    return None if node is None or not node.inputs else node.inputs[0]
+
+
+def _stale_views(t) -> None:
+    """After a recorded write into ``t``'s memory, the other torch views of it and the members with a history hold
+    values their history no longer computes: each gets a node that raises if a backward reaches it (its uses
+    recorded before the write keep their own node). Detached aliases stay constants, as in torch."""
+    from .recording import Node, next_node_index
+    from .tensors import Tensor
+
+    storage = t._aliases
+    for m in storage.members:
+        if m is t or not (id(m) in storage.views or m._node is not None):
+            continue
+        stand_in = Tensor._wrap(np.broadcast_to(np.empty((), m.dtype), m.shape))
+        stand_in.id = m.id
+        node = Node()
+        node.op, node.attrs, node._needs, node.parents, node.leaves = _stale_op(), {}, (True,), (None,), (None,)
+        node.inputs, node.versions, node.residuals = (stand_in,), (-1,), ((stand_in._data,), stand_in._data, None)
+        node.seq_lens, node.siblings, node.trace, node.out_id, node.index = (), None, None, m.id, next_node_index()
+        m._node, m._requires_grad = node, True
 
 
 def apply_inplace(op, t, args: tuple, kwargs: dict, who: str, position: int = 0):
@@ -190,7 +241,7 @@ def apply_inplace(op, t, args: tuple, kwargs: dict, who: str, position: int = 0)
     )
     old = t
     if recording:
-        _refuse_aliased_history(t, who)
+        _refuse_a_view_in_the_graph(t, who)
         old = _snapshot(t)
     call = [old if a is t else a for a in args]  # t read twice (``y.mul_(y)``): both are its old value
     call[position] = old
@@ -206,6 +257,8 @@ def apply_inplace(op, t, args: tuple, kwargs: dict, who: str, position: int = 0)
             f"{who}: result type {array.dtype} can't be cast to the desired output type {t.dtype} of tensor #{t.id}"
         )
     write(t, array.copy() if result._aliases is not None else array)  # a view's values, never its memory
+    if recording and shared(t):
+        _stale_views(t)
     if recording and result._node is not None:
         node = result._node
         node.out_id = t.id
@@ -286,5 +339,5 @@ def link_views(tensors, results) -> None:
     for r in results:
         for t in tensors:
             if t is not None and np.may_share_memory(r._data, t._data):
-                link(t, r)
+                link(t, r, is_view=True)
                 break
