@@ -20,6 +20,7 @@ __all__ = [
 ]
 
 import math
+import warnings
 from functools import partial, reduce
 
 import numpy as np
@@ -529,6 +530,13 @@ def _check_batch_norm(
     _check_norm_input("batch_norm", input, weight, bias)
     require_bool("batch_norm", "training", training)
     _check_running_stats("batch_norm", input, running_mean, running_var, not training, "training=False")
+    if training and (running_mean is not None or running_var is not None):
+        warnings.warn(
+            "batch_norm: training=True with running_mean/running_var given: minitape's functional batch_norm does not "
+            "update them (torch's writes into them); use nn.BatchNorm*d, which does, or update them yourself",
+            UserWarning,
+            stacklevel=2,
+        )
     if training:
         require(
             input.size // input.shape[1] > 1 or input.size == 0,

@@ -241,3 +241,11 @@ def test_a_view_read_around_a_write_into_its_base_raises_at_backward_never_stale
     h = x * 2
     h[0] = h[1].detach().exp()  # what to write instead: the read as a constant, or clone() it first
     (h * h).sum().backward()
+
+
+def test_functional_batch_norm_in_training_with_running_statistics_warns_that_it_does_not_update_them():
+    x = tape.tensor(np.random.default_rng(0).standard_normal((4, 3)))
+    mean, var = tape.zeros(3, dtype=np.float64), tape.ones(3, dtype=np.float64)
+    with pytest.warns(UserWarning, match="does not update them"):
+        ops.batch_norm(x, mean, var, training=True)
+    np.testing.assert_array_equal(mean.numpy(), np.zeros(3))  # as the warning says
