@@ -328,27 +328,28 @@ def _index_put_resolved(input_shape, indices) -> _Resolved:
     return _resolve("index_put", tuple(indices), input_shape)
 
 
-def _check_index_put(input, values, indices, accumulate=False):
-    require_bool("index_put", "accumulate", accumulate)
-    resolved = _index_put_resolved(input.shape, indices)
-    require_dtype_of_input("index_put", "values", values, input)
+def _check_put(op: str, resolved: _Resolved, input, values, repeats: str | None) -> None:
+    """index_put's and setitem's checks: values of input's dtype, broadcastable to the indexed shape; with
+    ``repeats`` (the refusal), no position written twice."""
+    require_dtype_of_input(op, "values", values, input)
     target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
     broadcast_or_fail(
-        "index_put",
-        "values",
-        (values.shape, target),
-        f"a shape broadcastable to the indexed shape {target}",
-        values.shape,
+        op, "values", (values.shape, target), f"a shape broadcastable to the indexed shape {target}", values.shape,
         to=target,
-    )
-    if not accumulate:
+    )  # fmt: skip
+    if repeats is not None and resolved.advanced is not None:
         positions = _flat_positions(resolved, input.shape).reshape(-1)
         if np.unique(positions).size != positions.size:
-            raise ValueError(
-                "index_put: argument 'indices' repeats a position while accumulate=False; which value "
-                "lands there is undefined (torch leaves it unspecified): pass accumulate=True to add "
-                "them, or unique indices"
-            )
+            raise ValueError(repeats)
+
+
+def _check_index_put(input, values, indices, accumulate=False):
+    require_bool("index_put", "accumulate", accumulate)
+    repeats = (
+        "index_put: argument 'indices' repeats a position while accumulate=False; which value lands there is "
+        "undefined (torch leaves it unspecified): pass accumulate=True to add them, or unique indices"
+    )
+    _check_put("index_put", _index_put_resolved(input.shape, indices), input, values, None if accumulate else repeats)
 
 
 def _put(out, resolved: _Resolved, values, accumulate: bool):
@@ -506,19 +507,11 @@ def _setitem(input, values, index):
 
 
 def _check_setitem(input, values, index):
-    resolved = _resolve("setitem", index, input.shape)
-    require_dtype_of_input("setitem", "values", values, input)
-    target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
-    broadcast_or_fail(
-        "setitem", "values", (values.shape, target), f"a shape broadcastable to {target}", values.shape, to=target
+    repeats = (
+        f"setitem: index {_describe(index)} writes one position twice; which value lands there is undefined (torch "
+        f"leaves it unspecified): index each position once"
     )
-    if resolved.advanced is not None:
-        positions = _flat_positions(resolved, input.shape).reshape(-1)
-        if np.unique(positions).size != positions.size:
-            raise ValueError(
-                f"setitem: index {_describe(index)} writes one position twice; which value lands there is undefined "
-                f"(torch leaves it unspecified): index each position once"
-            )
+    _check_put("setitem", _resolve("setitem", index, input.shape), input, values, repeats)
 
 
 def _setitem_vjp_input(g, ans, input, values, index):
