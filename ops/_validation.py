@@ -2,6 +2,11 @@
 torch reference of an op that is ``torch.nn.functional``'s own. ``require``, ``integer``, ``ints`` and
 ``require_bool`` are tape/checks.py's, the engine core's too: one wording for every layer."""
 
+import os
+import sys
+import warnings
+from types import FrameType
+
 import numpy as np
 
 from tape.checks import integer, ints, require, require_bool
@@ -148,3 +153,33 @@ def require_dtype_of_input(op: str, argument: str, array, input) -> None:
         raise TypeError(
             f"{op}: argument '{argument}' expected dtype {input.dtype} (that of 'input'), got {array.dtype}"
         )
+
+
+def implicit_dim(op: str, dim, ndim: int, warn: bool = False) -> int:
+    """``dim``, or torch's implicit choice when it is None (dim 0 for 0-, 1- and 3-D input, else 1), with torch's
+    UserWarning when ``warn`` (the forward; the rule and the check resolve it again quietly)."""
+    if dim is not None:
+        return dim
+    chosen = 0 if ndim in (0, 1, 3) else 1
+    if warn:
+        warnings.warn(
+            f"Implicit dimension choice for {op} has been deprecated. Change the call to include dim=X as an "
+            f"argument (torch's rule chose dim={chosen} for this {ndim}-D input).",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+    return chosen
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by its caller point at the first frame outside minitape."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_LIBRARY = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d, "") for d in ("ops", "tape")
+)

@@ -39,7 +39,7 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import NotExportable, axis_of, clip, float_only, log1p_graph, pnorm, scalar
 from ._samples import along_dim_samples, away_from, transposed, unary_samples, uniform
-from ._validation import floats_only, functional, normalize_dim, normalize_dims, real, require_float
+from ._validation import floats_only, functional, implicit_dim, normalize_dim, normalize_dims, real, require_float
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -430,8 +430,8 @@ def _as_1d(x):
 
 
 @quiet  # a row of +inf: -inf - (-inf) = NaN, as torch's softmin
-def _softmin(input, dim):
-    axis = normalize_dim("softmin", dim, input.ndim)
+def _softmin(input, dim=None):
+    axis = normalize_dim("softmin", implicit_dim("softmin", dim, input.ndim, warn=True), input.ndim)
     if np.size(input) == 0:
         return input.copy()
     z = -_as_1d(input)
@@ -440,16 +440,16 @@ def _softmin(input, dim):
     return e.reshape(input.shape)
 
 
-def _softmin_vjp(g, ans, input, dim):
+def _softmin_vjp(g, ans, input, dim=None):
     # softmin(x) = softmax(-x): the negated softmax backward, y (sum(g y) - g)
-    axis = normalize_dim("softmin", dim, input.ndim)
+    axis = normalize_dim("softmin", implicit_dim("softmin", dim, input.ndim), input.ndim)
     y, g1 = _as_1d(ans), _as_1d(g)
     return np.reshape(y * (np.sum(g1 * y, axis=axis, keepdims=True) - g1), input.shape)
 
 
-def _check_softmin(input, dim):
+def _check_softmin(input, dim=None):
     require_float("softmin", "input", input)
-    normalize_dim("softmin", dim, input.ndim)
+    normalize_dim("softmin", implicit_dim("softmin", dim, input.ndim), input.ndim)
 
 
 softmin = defop(
@@ -460,7 +460,7 @@ softmin = defop(
     vjps=(_softmin_vjp,),
     check=_check_softmin,
     samples=along_dim_samples,
-    torch_ref=lambda torch, input, dim: torch.nn.functional.softmin(input, dim=dim),
+    torch_ref=lambda torch, input, dim=None: torch.nn.functional.softmin(input, dim=dim),
 )
 
 
@@ -816,7 +816,8 @@ def _onnx_softmin(g, rec, x):
     ndim = len(rec.inputs[0].shape)
     if ndim == 0:
         raise NotExportable("a 0-D input has no lowering")
-    return g.op("Softmax", g.op("Neg", x), axis=axis_of(int(rec.attributes["dim"]), ndim))
+    dim = implicit_dim("softmin", rec.attributes.get("dim"), ndim)
+    return g.op("Softmax", g.op("Neg", x), axis=axis_of(int(dim), ndim))
 
 
 def _onnx_glu(g, rec, x):

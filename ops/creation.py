@@ -23,7 +23,7 @@ __all__ = [
 
 import numpy as np
 
-from tape.creation import float_dtype, generator_of, randint_bounds, real_number, resolve_dtype
+from tape.creation import filled, float_dtype, generator_of, randint_bounds, real_number, resolve_dtype
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
@@ -91,9 +91,8 @@ empty_like = _like(
 
 
 def _full_like(input, fill_value, *, dtype=None):
-    return np.full(
-        input.shape, real_number("full_like", "fill_value", fill_value), _like_dtype("full_like", input, dtype)
-    )
+    value = real_number("full_like", "fill_value", fill_value)
+    return filled("full_like", input.shape, value, _like_dtype("full_like", input, dtype))
 
 
 full_like = _like(

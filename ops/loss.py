@@ -73,6 +73,7 @@ from ._validation import (
     require_float,
     require_indices,
     require_integer,
+    user_stacklevel,
 )
 
 _DISTANCES = ("cosine_similarity", "pairwise_distance")
@@ -1087,6 +1088,13 @@ def _check_pointwise(name, input, target, weight, reduction):
     require_float(name, "input", input)
     require_float(name, "target", target)
     _broadcast_shape(name, ("input", "target"), input, target)
+    if target.shape != input.shape:  # torch's warning, word for word (the broadcast is rarely what was meant)
+        warnings.warn(
+            f"{name}: Using a target size ({target.shape}) that is different to the input size ({input.shape}). This "
+            f"will likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
     if weight is not None:
         require_float(name, "weight", weight)
         require(

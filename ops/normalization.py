@@ -47,7 +47,7 @@ from ._kernels.rowwise import (
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, scalar
 from ._samples import along_dim_samples, transposed, uniform
-from ._validation import normalize_dim, require, require_bool, require_float
+from ._validation import implicit_dim, normalize_dim, require, require_bool, require_float
 
 # torch's case law and what each op saves, op by op: each entry joins the notes= of the ops it names (shown in
 # docs/coverage.md)
@@ -101,16 +101,16 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
     traced for create_graph); y is the op's output. ``dtype`` casts the input first, as torch (the output has that
     dtype, the gradient is cast back to the input's). Results are fresh arrays in the layout of the input."""
 
-    def forward(input, dim=-1, *, dtype=None):
-        axis = normalize_dim(op, dim, input.ndim)
+    def forward(input, dim=None, *, dtype=None):
+        axis = normalize_dim(op, implicit_dim(op, dim, input.ndim, warn=True), input.ndim)
         x = input if dtype is None else input.astype(float_dtype(op, dtype), copy=False)
         out = owned_like(x)
         if out.size:
             blockwise(block, _rows(x, axis), _rows(out, axis))
         return out
 
-    def rule(g, ans, input, dim=-1, *, dtype=None):
-        axis = normalize_dim(op, dim, input.ndim)
+    def rule(g, ans, input, dim=None, *, dtype=None):
+        axis = normalize_dim(op, implicit_dim(op, dim, input.ndim), input.ndim)
         g_rows, y = _rows(g, axis), _rows(ans, axis)
         if isinstance(g, Tensor):
             dx = _unrows(traced_grad(g_rows, y), axis, input.shape)
@@ -121,13 +121,13 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
         blockwise(grad_block, g_rows, y, _rows(dx, axis))
         return dx.astype(input.dtype, copy=False)
 
-    def check(input, dim=-1, *, dtype=None):
+    def check(input, dim=None, *, dtype=None):
         if dtype is None:
             require_float(op, "input", input)
         else:
             float_dtype(op, dtype)
             require(input.dtype.kind in "fiub", op, "input", "a real tensor", f"dtype {input.dtype}")
-        normalize_dim(op, dim, input.ndim)
+        normalize_dim(op, implicit_dim(op, dim, input.ndim), input.ndim)
 
     def samples(rng):
         x = along_dim_samples(rng)[0].inputs
@@ -137,8 +137,9 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
             Sample(x, {"dim": -1, "dtype": np.float64}, "dtype=float64 (cast first)"),
         ]
 
-    def torch_ref(torch, input, dim=-1, dtype=None):
-        return getattr(torch, op)(input, dim=dim, dtype=None if dtype is None else getattr(torch, np.dtype(dtype).name))
+    def torch_ref(torch, input, dim=None, dtype=None):
+        torch_dtype = None if dtype is None else getattr(torch, np.dtype(dtype).name)
+        return getattr(torch.nn.functional, op)(input, dim=dim, dtype=torch_dtype)
 
     return defop(
         op,
@@ -761,7 +762,8 @@ def _onnx_along_dim(op_type):
         dtype = rec.attributes.get("dtype")
         if dtype is not None:  # dtype=: cast first, as the forward (ONNX's codes: 1 float, 11 double)
             input = g.op("Cast", input, to={"float32": 1, "float64": 11}[np.dtype(dtype).name])
-        return g.op(op_type, input, axis=axis_of(rec.attributes.get("dim", -1), ndim))
+        dim = implicit_dim(rec.op_name, rec.attributes.get("dim"), ndim)
+        return g.op(op_type, input, axis=axis_of(int(dim), ndim))
 
     return lower
 

@@ -422,12 +422,17 @@ def _diff(input, n=1, dim=-1, prepend=None, append=None):
     """``torch.diff(input, n=1, dim=-1, prepend=None, append=None)``: the n-th forward difference along ``dim``
     of prepend, input and append joined there (bool: logical xor, as torch)."""
     axis, parts = _diff_parts(input, prepend, append, n, dim)
+    if n == 0:  # the input itself, prepend and append unused (torch's and numpy's)
+        return np.array(input, copy=True)
     joined = np.concatenate(parts, axis=axis) if len(parts) > 1 else input
     return np.diff(joined, n, axis=axis)
 
 
 def _diff_vjp(g, ans, input, prepend, append, *, needs, n=1, dim=-1):
     axis, parts = _diff_parts(input, prepend, append, n, dim)
+    if n == 0:
+        unused = (np.zeros(np.shape(t), g.dtype) if t is not None else None for t in (prepend, append))
+        return tuple(grad if need else None for grad, need in zip((g, *unused), needs))
     for _ in range(n):  # the adjoint of one difference y_i = x_{i+1} - x_i: g shifted down minus g
         g = _pad_along(g, axis, 1, 0) - _pad_along(g, axis, 0, 1)
     grads, start = {}, 0

@@ -16,6 +16,7 @@ __all__ = [
     "unique_consecutive",
 ]
 
+import math
 from typing import Any
 
 import numpy as np
@@ -791,16 +792,28 @@ def _searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=
     (torch documents the values as ``values``; its parser takes them as ``input``): for each value, the position
     in its row of ``sorted_sequence`` (the last dim; a 1-D sequence serves every value) where it would be inserted
     keeping the order: before equal entries (``side='left'``) or after them (``right=True`` / ``side='right'``).
-    A NaN value goes last (a NaN in the sequence: torch's binary search gives no defined answer); ``sorter``
-    sorts an unsorted sequence."""
+    ``sorter`` sorts an unsorted sequence. torch's binary search itself, vectorised (one step per bit of the
+    length): a NaN value goes last, and a NaN in the sequence answers as torch's does (every comparison with it
+    false)."""
     how: Any = _check_side("searchsorted", right, side, out_int32)
     seq = sorted_sequence if sorter is None else np.take_along_axis(sorted_sequence, sorter.astype(np.intp), -1)
     dtype = np.int32 if out_int32 else np.int64
-    if seq.ndim == 1:
-        return np.searchsorted(seq, input, side=how).astype(dtype)
-    rows, n = seq.reshape(-1, seq.shape[-1]), input.shape[-1]
-    found = [np.searchsorted(row, v, side=how) for row, v in zip(rows, input.reshape(-1, n))]  # one per row
-    return np.array(found, dtype).reshape(input.shape)
+    n = seq.shape[-1]
+    lead = math.prod(seq.shape[:-1])
+    rows = seq.reshape(lead, n)
+    values = input.reshape(1, input.size) if seq.ndim == 1 else input.reshape(lead, input.shape[-1])
+    lo = np.zeros(values.shape, np.intp)
+    hi = np.full(values.shape, n, np.intp)
+    for _ in range(n.bit_length() + 1):
+        active = lo < hi
+        if not active.any():
+            break
+        mid = (lo + hi) // 2
+        entry = np.take_along_axis(rows, np.minimum(mid, n - 1), -1)
+        after = ~(values < entry) if how == "right" else ~(values <= entry)  # torch's comparisons, NaN included
+        lo = np.where(active & after, mid + 1, lo)
+        hi = np.where(active & ~after, mid, hi)
+    return lo.astype(dtype).reshape(input.shape)
 
 
 def _searchsorted_samples(rng):
@@ -1002,7 +1015,7 @@ def _slices(input, dim):
     if dim is None:
         return np.reshape(input, (-1, 1))
     moved = np.moveaxis(input, normalize_dim("unique", dim, input.ndim), 0)
-    return moved.reshape(moved.shape[0], -1)
+    return moved.reshape(moved.shape[0], math.prod(moved.shape[1:]))  # (an empty dim: no rows, not -1)
 
 
 def _unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):

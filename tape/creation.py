@@ -55,6 +55,26 @@ def resolve_dtype(where: str, dtype, default) -> np.dtype:
     return resolved
 
 
+def number_dtype(where: str, dtype, default) -> np.dtype:
+    """``resolve_dtype`` for a range of numbers (arange, linspace): bool is refused, as torch refuses it."""
+    resolved = resolve_dtype(where, dtype, default)
+    if resolved.kind == "b":
+        raise TypeError(f"{where}: argument 'dtype' expected a numeric dtype (a range of bools is undefined), got bool")
+    return resolved
+
+
+def filled(where: str, shape, value, dtype: np.dtype) -> np.ndarray:
+    """``np.full(shape, value, dtype)`` for a real ``value`` that ``dtype`` holds (torch refuses one that overflows
+    an integer dtype: "value cannot be converted to type int8 without overflow")."""
+    if dtype.kind in "iu" and not isinstance(value, bool) and math.isfinite(value):
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise RuntimeError(f"{where}: value {value!r} cannot be converted to type {dtype} without overflow")
+    elif dtype.kind in "iu" and not isinstance(value, bool):
+        raise RuntimeError(f"{where}: value {value!r} cannot be converted to type {dtype} without overflow")
+    return np.full(shape, value, dtype=dtype)
+
+
 def float_dtype(where: str, dtype, default=DEFAULT_FLOAT) -> np.dtype:
     resolved = resolve_dtype(where, dtype, default)
     if resolved.kind != "f":
@@ -96,7 +116,7 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False) -> Tenso
         start, end = 0, start
     start, end, step = (real_number("arange", n, v) for n, v in (("start", start), ("end", end), ("step", step)))
     integral = all(isinstance(v, numbers.Integral) for v in (start, end, step))
-    out_dtype = resolve_dtype("arange", dtype, np.int64 if integral else DEFAULT_FLOAT)
+    out_dtype = number_dtype("arange", dtype, np.int64 if integral else DEFAULT_FLOAT)
     require(step != 0, "arange", "step", "a nonzero step", step)
     require((end - start) * step >= 0, "arange", "end", f"a bound reachable from start={start} by step={step}", end)
     count = int(math.ceil((end - start) / step)) if not integral else max(0, -((start - end) // step))
@@ -136,7 +156,7 @@ def full(size, fill_value, *, dtype=None, requires_grad=False) -> Tensor:
     """``torch.full``: the dtype follows ``fill_value`` (bool, int64, float32) unless given."""
     fill_value = real_number("full", "fill_value", fill_value)
     resolved = resolve_dtype("full", dtype, _fill_dtype(fill_value))
-    return _leaf("full", np.full(size_tuple("full", (size,)), fill_value, dtype=resolved), requires_grad)
+    return _leaf("full", filled("full", size_tuple("full", (size,)), fill_value, resolved), requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False) -> Tensor:
@@ -182,7 +202,7 @@ def _linspace(where: str, start, end, steps, dtype) -> np.ndarray:
 
 
 def linspace(start, end, steps, *, dtype=None, requires_grad=False) -> Tensor:
-    resolved = resolve_dtype("linspace", dtype, DEFAULT_FLOAT)
+    resolved = number_dtype("linspace", dtype, DEFAULT_FLOAT)
     return _leaf("linspace", _linspace("linspace", start, end, steps, resolved).astype(resolved), requires_grad)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dis
 import functools
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -58,9 +59,9 @@ class TensorAPI:
         _data: np.ndarray
         _requires_grad: bool
         _node: Node | None
+        _grad: Tensor | None
         id: int
         name: str | None
-        grad: Tensor | None
 
         @property
         def shape(self) -> tuple: ...
@@ -206,6 +207,34 @@ class TensorAPI:
         return self.new_full(_shape_args(size), 1, dtype=dtype, requires_grad=requires_grad)
 
     # -- gradient conveniences -------------------------------------------------------------------------------
+    @property
+    def grad(self):
+        """The accumulated gradient (a Tensor of this tensor's shape and dtype), or None. Read on a non-leaf that
+        does not ``retain_grad()``, it warns as torch does: a backward never fills it."""
+        if self._node is not None and not self.retains_grad:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute "
+                "won't be populated during backward(). If you indeed want the .grad field to be populated for a "
+                "non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+                "mistake, make sure you access the leaf Tensor instead.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        from .tensors import Tensor
+
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"Tensor.grad: expected a Tensor or None, got {type(value).__name__}")
+            if value.shape != self._data.shape:
+                raise ValueError(f"Tensor.grad: expected shape {self._data.shape}, got {value.shape}")
+            if value.dtype != self._data.dtype:
+                raise TypeError(f"Tensor.grad: expected dtype {self._data.dtype}, got {value.dtype}")
+        self._grad = value  # type: ignore[misc]  # a slot of Tensor, the class that has this setter
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` and return the tensor, as torch's."""
         require_bool("Tensor.requires_grad_", "requires_grad", requires_grad)

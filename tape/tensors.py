@@ -129,22 +129,6 @@ class Tensor(TensorAPI):
 
     # -- autograd --------------------------------------------------------------------------------------------
     @property
-    def grad(self):
-        """The accumulated gradient (a Tensor of this tensor's shape and dtype), or None."""
-        return self._grad
-
-    @grad.setter
-    def grad(self, value) -> None:
-        if value is not None:
-            if not isinstance(value, Tensor):
-                raise TypeError(f"Tensor.grad: expected a Tensor or None, got {type(value).__name__}")
-            if value.shape != self._data.shape:
-                raise ValueError(f"Tensor.grad: expected shape {self._data.shape}, got {value.shape}")
-            if value.dtype != self._data.dtype:
-                raise TypeError(f"Tensor.grad: expected dtype {self._data.dtype}, got {value.dtype}")
-        self._grad = value
-
-    @property
     def requires_grad(self) -> bool:
         return self._requires_grad
 

@@ -438,7 +438,7 @@ X = np.array([[0.5, -1.5], [2.0, 0.25]])
     (lambda: ops.hardshrink(tape.tensor(X), None), TypeError, ["hardshrink", "lambd"]),
     (lambda: ops.threshold(tape.tensor(X), 0.5, "zero"), TypeError, ["threshold", "value"]),
     (lambda: ops.threshold(tape.tensor(X), 0.5), TypeError, ["threshold", "value"]),
-    (lambda: ops.softmin(tape.tensor(X)), TypeError, ["softmin", "dim"]),
+    (lambda: ops.softmin(tape.tensor(X), dim=1.5), TypeError, ["softmin", "dim", "int", "1.5"]),
     (lambda: ops.softmin(tape.tensor(X), dim=2), ValueError, ["softmin", "dim"]),
     (lambda: ops.glu(tape.tensor(np.ones((2, 3)))), ValueError, ["glu", "input", "even"]),
     (lambda: ops.glu(tape.tensor(np.array(1.0)), dim=0), ValueError, ["glu", "input", "0-d"]),

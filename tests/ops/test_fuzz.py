@@ -198,6 +198,25 @@ def _well_separated(values: np.ndarray) -> bool:
             and (flat.size < 2 or bool(np.min(np.diff(flat)) > SEPARATION)))
 
 
+_REUSABLE: dict = {}  # (op name, id(sample), position) -> Builder.reusable's answer
+
+
+def _probes(low: float, high: float, n: int) -> tuple:
+    """n values strictly inside (low, high), rising and falling (cell midpoints: never the ends themselves)."""
+    rising = low + (high - low) * (np.arange(n) + 0.5) / n
+    return rising, rising[::-1]
+
+
+def _finite_with(op, sample, i, values) -> bool:
+    inputs = list(sample.inputs)
+    inputs[i] = values
+    try:
+        out = _forward(op, Sample(tuple(inputs), sample.attrs))
+    except Exception:  # noqa: BLE001 -- a forward that refuses these values cannot take the range either
+        return False
+    return bool(np.isfinite(out.numpy()).all())
+
+
 class Builder:
     """Draws a program step by step, evaluating it eagerly (to pick reusable values and keep domains)."""
 
@@ -212,7 +231,7 @@ class Builder:
             op = tape.get_op(name)
             for k, sample in enumerate(samples):
                 for i in differentiable_positions(op, sample):
-                    if self.reuse_range(sample.inputs[i]) is not None:
+                    if self.reusable(op, sample, i):
                         self.by_shape.setdefault(np.shape(sample.inputs[i]), []).append((name, k, i))
 
     def _array(self, arg):
@@ -250,6 +269,20 @@ class Builder:
             return None
         return float(array.min()), float(array.max())
 
+    @staticmethod
+    def reusable(op, sample, i) -> bool:
+        """Whether input ``i`` of ``sample`` may take other values of its range: the range is usable and the
+        forward stays finite at values spread across it in both orders. A sample whose inputs are coupled
+        fails it (xlogy's 'input 0 (and 0 log 0)': input 0 exactly where other is 0, else log 0 = -inf)."""
+        key = (op.name, id(sample), i)
+        if key not in _REUSABLE:
+            array = np.asarray(sample.inputs[i])
+            value_range = Builder.reuse_range(array)
+            _REUSABLE[key] = value_range is not None and all(
+                _finite_with(op, sample, i, probe.reshape(array.shape))
+                for probe in _probes(*value_range, array.size))
+        return _REUSABLE[key]
+
     def squash(self, ref, low, high) -> tuple:
         """mid + half * tanh(value): strictly inside (low, high), monotone (keeps values distinct)."""
         mid, half = np.float64((low + high) / 2), np.float64((high - low) / 2 * 0.98)
@@ -271,7 +304,7 @@ class Builder:
         """An earlier value or leaf of the right shape (drawn), else a fresh leaf with the sample's values."""
         array = np.asarray(sample.inputs[i])
         candidates = [ref for ref, v in self.pool.items() if v.shape == array.shape and v.dtype == np.float64]
-        if candidates and self.reuse_range(array) is not None and self.draw(st.booleans()):
+        if candidates and self.reusable(op, sample, i) and self.draw(st.booleans()):
             ref = self.fit(self.draw(st.sampled_from(candidates)), array)
             if ref is not None:
                 return ref
@@ -411,6 +444,16 @@ def test_random_graphs_match_finite_differences_and_torch():
     # draws follow shape compatibility, not uniform: some ops are rare; every op has its own generated tests
     assert len(missed) <= len(usable) // 3, f"ops never drawn in {stats['graphs']} graphs: {missed}"
     assert stats["torch_graphs"] >= stats["graphs"] // 2
+
+
+def test_inputs_coupled_in_a_sample_keep_their_own_values():
+    # CI found it: xlogy's 'input 0 (and 0 log 0)' pairs input 0 with other 0; another value of input's range
+    # there is x log 0 = -inf, which the search reported as a step leaving its sample's range
+    xlogy = tape.get_op("xlogy")
+    by_label = {s.label: s for s in fuzzable_samples(xlogy)}
+    assert not Builder.reusable(xlogy, by_label["input 0 (and 0 log 0)"], 0)
+    assert Builder.reusable(xlogy, by_label["input 0 (and 0 log 0)"], 1)  # other's values may move: x log y
+    assert Builder.reusable(xlogy, by_label["input 0"], 1)
 
 
 def test_the_fuzzer_finds_a_wrong_rule():

@@ -221,8 +221,9 @@ def test_weighted_pointwise_losses_match_torch(name, attrs, reduction):
     x, y, w = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.uniform(0.1, 2.0, size=(3, 4))
     assert_like_torch(name, [x, y, w], [True, True, True], reduction=reduction, **attrs)
     assert_hvp_like_torch(name, [x, y, w], reduction=reduction, **attrs)
-    # a target larger than the input: the weight has the input's shape, as torch requires
-    assert_like_torch(name, [x[0], y, w[0]], [True, True, True], reduction=reduction, **attrs)
+    # a target larger than the input: the weight has the input's shape, as torch requires; torch warns, as we do
+    with pytest.warns(UserWarning, match=f"{name}: Using a target size"):
+        assert_like_torch(name, [x[0], y, w[0]], [True, True, True], reduction=reduction, **attrs)
 
 
 def test_weighted_means_divide_as_torch_2_13():
@@ -236,10 +237,12 @@ def test_weighted_means_divide_as_torch_2_13():
 
 
 @pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
-def test_pointwise_losses_broadcast_without_warning(name):
+def test_pointwise_losses_broadcast_with_torchs_warning(name):
     rng = np.random.default_rng(5)
-    assert_like_torch(name, [rng.normal(size=(2, 3)), rng.normal(size=(3,))], [True, True])
-    assert_like_torch(name, [rng.normal(size=(3, 1)), rng.normal(size=(1, 4))], [True, True], reduction="none")
+    with pytest.warns(UserWarning, match=f"{name}: Using a target size"):
+        assert_like_torch(name, [rng.normal(size=(2, 3)), rng.normal(size=(3,))], [True, True])
+    with pytest.warns(UserWarning, match=f"{name}: Using a target size"):
+        assert_like_torch(name, [rng.normal(size=(3, 1)), rng.normal(size=(1, 4))], [True, True], reduction="none")
 
 
 # -- kl_div ------------------------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ def test_known_values(ort, tmp_path):
     """A small graph against values worked by hand: (x * 2 + 1)[1:], softmax of equal entries, x[..., -1]."""
     x = tape.tensor(np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], np.float32))
     path = tmp_path / "known.onnx"
-    tape.onnx.export(lambda x: ((x * 2 + 1)[1:], ops.softmax(x * 0), x[..., -1]), (x,), path)
+    tape.onnx.export(lambda x: ((x * 2 + 1)[1:], ops.softmax(x * 0, dim=-1), x[..., -1]), (x,), path)
     a, b, c = session(ort, path).run(None, {"input_0": x.numpy()})
     np.testing.assert_array_equal(a, [[5.0, 7.0], [9.0, 11.0]])
     np.testing.assert_array_equal(b, np.full((3, 2), 0.5, np.float32))
