@@ -8,7 +8,8 @@ Latency: per size, three ways of summing a float32 buffer over the ranks, each t
 ``--reps`` calls after a barrier and 3 warm-up calls: MPI's own ``Allreduce`` (in place, blocking), what
 ``tape.distributed`` does (a reduce-scatter then an all-gather, non-blocking, waited on with the deadline: each
 element is summed on one rank and its bytes copied to all), and ``allreduce_gradients`` on one parameter of that
-size (adds the layout check and packing the gradient).
+size (adds the layout check and packing the gradient). Also the agreement check every collective makes first
+(an all-gather of three int64s: call count, collective, shapes/dtypes) alone, and ``allreduce`` (check, copy, sum).
 
 Flagship: the TinyGPT of examples/reverse.py (float32), the compiled step on this rank's shard of a global batch
 of 64 sequences, then ``allreduce_gradients``, clipping and AdamW. Per step: the whole step, its all-reduce part
@@ -62,6 +63,8 @@ def latency(sizes_mb: list[float], reps: int) -> None:
         rows = {
             "MPI Allreduce (in place)": _timed(partial(comm.Allreduce, MPI.IN_PLACE, buffer, op=MPI.SUM), count),
             "tape.distributed's sum": _timed(partial(dist._reduce_in_place, buffer, "bench"), count),
+            "agreement check alone": _timed(partial(dist._agree, "bench", f"{buffer.dtype.str}{buffer.shape}"), count),
+            "allreduce (check + sum)": _timed(partial(dist.allreduce, buffer), count),
             "allreduce_gradients": _timed(partial(_gradients, param, grad), count),
         }
         if dist.rank() == 0:

@@ -19,7 +19,8 @@ import numpy as np
 
 from . import arguments
 from .arguments import scalar_constant
-from .autodiff import reverse_pass, seed_gradients
+from .autodiff import backward, reverse_pass, seed_gradients
+from .compile_guards import difference, fails
 from .recording import ResolvedAttributes, _node_for, bind_call, run_op, short_forward
 from .state import STATE, enable_grad
 from .tensors import Tensor, _ids, _readonly
@@ -34,7 +35,8 @@ class CompileError(RuntimeError):
 def compile(fn: Callable, params: Iterable[Tensor] = (), *, recompile: bool = True, max_plans: int = 8) -> CompiledStep:
     """Compile ``fn(*args, **kwargs) -> scalar loss Tensor`` into a step returning ``(loss, grads)``; see the module
     docstring. ``params``: the tensors whose ``.grad`` is returned, in order (every leaf that requires grad gets its
-    ``.grad`` as after ``backward()`` anyway). ``recompile=False``: a call that fits no plan raises CompileError."""
+    ``.grad`` as after ``backward()`` anyway; given, a loss needing no grad raises as there). ``recompile=False``: a
+    call that fits no plan raises CompileError."""
     return CompiledStep(fn, params, recompile=recompile, max_plans=max_plans)
 
 
@@ -100,7 +102,9 @@ class CompiledStep:
     def _result(self, loss, nodes=None):
         """(the loss as a constant, the params' grads) after ``loss.backward()`` -- over ``nodes``, when a plan made
         every node the loss reaches."""
-        if loss._node is not None:
+        if loss._node is None and self.params:  # eager's ``loss.backward()`` raises: every parameter is frozen
+            backward([loss], retain_graph=False)
+        elif loss._node is not None:
             reverse_pass([loss], seed_gradients([loss], None, "backward"), retain_graph=False, nodes=nodes)
         return Tensor._wrap(loss._data), [p.grad for p in self.params]
 
@@ -255,6 +259,10 @@ class _Trace:
         if values is None and not seq_lens and not kwargs:
             call.fast = _fast_signature(args, tensors, keys)
         captured = tuple((t, t._data, t._version) for t, key in zip(tensors, keys) if type(key) is tuple)
+        shown = [_SPEC(t, Tensor)[:2] if type(t) is _Pending else None if t is None else t._data for t in tensors]
+        if fails(op, shown, attrs, values, seq_lens):  # it raises on its indices: here, where eager raises
+            self.materialize()
+            return op(*args, **kwargs)
         return self._enter(op, tensors, attrs, values, seq_lens, captured, call)
 
     def _enter(self, op, tensors, attrs, values, seq_lens, captured, call):
@@ -275,7 +283,7 @@ class _Trace:
             plan = self.candidates[0] if self.candidates else step._plans[0]
             had = plan.calls[k] if k < len(plan.calls) else None
             raise CompileError(
-                f"compile: op #{k} '{op.name}' fits no recorded plan (recompile=False): {_difference(key, had)}"
+                f"compile: op #{k} '{op.name}' fits no recorded plan (recompile=False): {difference(key, had)}"
             )
         self.materialize()
         return op(*args, **kwargs)
@@ -319,8 +327,8 @@ def _fast_signature(args, tensors, keys):
     constant dtype; None when an argument is anything else."""
     sig = []
     for a, t, key in zip(args, tensors, keys):
-        if isinstance(a, Tensor) and key is not None:
-            sig.append(key)
+        if isinstance(a, Tensor) and key is not None and not (type(key) is tuple and key[1].kind in "iu"):
+            sig.append(key)  # (an integer array stays on the bound path: ``compile_guards.fails`` tries the call)
         elif type(a) is float and t._data.dtype.kind == "f" and scalar_constant(a, t._data.dtype) is t:
             sig.append(t._data.dtype)
         else:
@@ -354,14 +362,6 @@ def _key_or_none(v):
         return _value_key(v)
     except TypeError:
         return None
-
-
-def _difference(key, call) -> str:
-    if call is None or key is None:
-        return "the plan has no op there" if call is None else "it reads a tensor with a graph made outside fn"
-    names = ("the op", "its sequence lengths", "its attributes", "its tensor inputs", "grad mode")
-    found = (f"{n} differ: {a!r} now, {b!r} in the plan" for n, a, b in zip(names, key, call.key) if a != b)
-    return next(found, "a tape records it or anomaly mode is on, which always run eagerly")
 
 
 # -- plans ------------------------------------------------------------------------------------------------------

@@ -81,6 +81,7 @@ class _World:
     comm: Any = None
     MPI: Any = None
     timeout = DEFAULT_TIMEOUT
+    calls = 0  # collectives run so far on this rank (part of each call's signature: the same order on every rank)
 
 
 def init(timeout: float | None = None) -> None:
@@ -156,7 +157,9 @@ def _wait(requests: list, what: str) -> None:
 
 def barrier() -> None:
     """Wait until every rank has reached this call (with the collectives' deadline)."""
-    _wait([_comm("barrier").Ibarrier()], "barrier")
+    _comm("barrier")
+    _agree("barrier", "")
+    _wait([_World.comm.Ibarrier()], "barrier")
 
 
 # -- parameters and buckets ----------------------------------------------------------------------------------
@@ -187,18 +190,31 @@ def _buckets(params: list[Tensor], bucket_bytes: int) -> list[list[int]]:
 
 
 def _check_layout(where: str, params: list[Tensor]) -> None:
-    """Every rank must pass the same parameters in the same order: compare a fingerprint of the shapes and
-    dtypes (a mismatch would otherwise reduce unrelated numbers, or hang)."""
-    layout = ";".join(f"{p.dtype.str}{p.shape}" for p in params).encode()
-    mine = np.array([len(params), zlib.crc32(layout)], dtype=np.int64)
-    every = np.empty((world_size(), 2), dtype=np.int64)
+    """Every rank must pass the same parameters in the same order (a mismatch would otherwise reduce unrelated
+    numbers, or hang)."""
+    _agree(where, f"{len(params)} parameters " + ";".join(f"{p.dtype.str}{p.shape}" for p in params))
+
+
+def _agree(where: str, payload: str) -> None:
+    """Before a collective's payload: every rank compares a signature -- the collective's name, how many collectives
+    this rank has run, and ``payload`` (shapes, dtypes) -- by an all-gather of three int64s, and every rank raises
+    DistributedError if any differs (a mismatch would sum unrelated bytes, read past a buffer, or hang)."""
+    _World.calls += 1
+    mine = np.array([_World.calls, zlib.crc32(where.encode()), zlib.crc32(payload.encode())], dtype=np.int64)
+    every = np.empty((world_size(), 3), dtype=np.int64)
     _wait([_World.comm.Iallgather(mine, every)], where)
     differ = [r for r in range(len(every)) if not np.array_equal(every[r], every[0])]
     if differ:
+        what = [
+            k
+            for k, name in enumerate(("call count", "collective", "shapes/dtypes"))
+            if every[differ[0], k] != every[0, k]
+        ]
+        names = ", ".join(("call count", "collective", "shapes/dtypes")[k] for k in what)
         raise DistributedError(
-            f"tape.distributed.{where}: rank(s) {differ} passed other parameters than rank 0 ({int(every[0, 0])} "
-            f"parameters there, {int(every[differ[0], 0])} on rank {differ[0]}, or other shapes/dtypes/order); "
-            f"every rank must pass the same model"
+            f"tape.distributed.{where}: the ranks disagree: rank(s) {differ} called another collective, or with other "
+            f"arguments, than rank 0 ({names} differ; this rank {rank()}: collective #{_World.calls}, {payload}); "
+            f"every rank must make the same collective calls in the same order with the same shapes and dtypes"
         )
 
 
@@ -286,6 +302,7 @@ def allreduce(value, average: bool = False) -> np.ndarray:
     array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
     if array.dtype.kind not in "fiu":
         raise TypeError(f"tape.distributed.allreduce: expected a number or numeric array, got dtype {array.dtype}")
+    _agree("allreduce", f"{array.dtype.str}{array.shape}")
     n = world_size()
     flat = np.zeros(-(-array.size // n) * n, dtype=array.dtype)
     flat[: array.size] = array.reshape(-1)
@@ -316,12 +333,20 @@ def shard(*arrays, num_replicas: int | None = None, rank: int | None = None):
 def _replicas(where: str, num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     n = world_size() if num_replicas is None else num_replicas
     r = _this_rank() if rank is None else rank
+    n, r = (int(v) if isinstance(v, np.integer) else v for v in (n, r))
     if not (isinstance(n, int) and n >= 1 and isinstance(r, int) and 0 <= r < n):
         raise ValueError(
             f"tape.distributed.{where}: expected num_replicas >= 1 and 0 <= rank < num_replicas, "
             f"got num_replicas={n!r}, rank={r!r}"
         )
     return n, r
+
+
+def _integer(where: str, name: str, value) -> int:
+    """``value`` as a Python int: an int or a numpy integer (not a bool, a float or a string)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{where}: argument '{name}' expected an integer, got {type(value).__name__} {value!r}")
+    return int(value)
 
 
 class DistributedSampler:
@@ -339,10 +364,14 @@ class DistributedSampler:
         seed: int = 0,
         drop_last: bool = False,
     ):
-        if not (isinstance(dataset_size, int) and dataset_size >= 0):
+        dataset_size = _integer("DistributedSampler", "dataset_size", dataset_size)
+        if dataset_size < 0:
             raise ValueError(f"DistributedSampler: dataset_size must be an int >= 0, got {dataset_size!r}")
+        num_replicas = None if num_replicas is None else _integer("DistributedSampler", "num_replicas", num_replicas)
+        rank = None if rank is None else _integer("DistributedSampler", "rank", rank)
         self.num_replicas, self.rank = _replicas("DistributedSampler", num_replicas, rank)
-        self.dataset_size, self.shuffle, self.seed, self.drop_last = dataset_size, shuffle, seed, drop_last
+        self.dataset_size, self.shuffle, self.drop_last = dataset_size, shuffle, drop_last
+        self.seed = _integer("DistributedSampler", "seed", seed)  # negative too: torch's generator takes any int64
         self.epoch = 0
         if drop_last and dataset_size % self.num_replicas:
             self.num_samples = math.ceil((dataset_size - self.num_replicas) / self.num_replicas)
@@ -351,12 +380,13 @@ class DistributedSampler:
         self.total_size = self.num_samples * self.num_replicas
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self.epoch = _integer("DistributedSampler.set_epoch", "epoch", epoch)
 
     def indices(self) -> np.ndarray:
         """This rank's indices for the current epoch (an int64 array of ``len(self)``)."""
         n = self.dataset_size
-        order = np.random.default_rng(self.seed + self.epoch).permutation(n) if self.shuffle else np.arange(n)
+        seed = (self.seed + self.epoch) % 2**64  # numpy's generator takes seeds >= 0; a negative one wraps, as torch's
+        order = np.random.default_rng(seed).permutation(n) if self.shuffle else np.arange(n)
         if self.drop_last:
             order = order[: self.total_size]
         elif self.total_size > n:
@@ -377,6 +407,7 @@ def save_checkpoint(model, path, optimizer=None, schedule=None, **extra) -> str:
     from .train import checkpoint
 
     comm = _comm("save_checkpoint")
+    _agree("save_checkpoint", "")
     status = np.zeros(1, dtype=np.int64)
     failure = None
     if comm.Get_rank() == 0:

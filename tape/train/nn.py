@@ -506,22 +506,25 @@ def _backward_hooked_inputs(module: Module, backward_hooks: list, args):
     if len(needing) > 1:
         raise NotImplementedError(f"{who}: a call with {len(needing)} inputs that require grad (supported: one)")
     args = tuple(ops.clone(a) if k in needing else a for k, a in enumerate(args))
-    grad_output: list = []
+    count = len(args)  # the closures below hold no input: they live in the hook table as long as the graph
+    grad_output: list = []  # this pass's gradient of the output, set by on_output and taken by call_hooks
 
     def call_hooks(grad_input: tuple) -> tuple:
+        given = tuple(grad_output)
+        grad_output.clear()  # the next pass through the same graph brings its own
         for hook in backward_hooks:
-            result = hook(module, grad_input, tuple(grad_output))
+            result = hook(module, grad_input, given)
             if result is not None:
                 grad_input = tuple(result)
         return grad_input
 
     def on_input(g):
-        return call_hooks(tuple(g if k in needing else None for k in range(len(args))))[needing[0]]
+        return call_hooks(tuple(g if k in needing else None for k in range(count)))[needing[0]]
 
     def on_output(g):
-        grad_output.append(g)
+        grad_output[:] = [g]
         if not needing:
-            call_hooks((None,) * len(args))
+            call_hooks((None,) * count)
 
     def finish(output):
         if not isinstance(output, Tensor):

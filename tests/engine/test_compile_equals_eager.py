@@ -613,3 +613,59 @@ def test_registry_op_step_equals_eager(op):
         changes.insert(3, ("an input refilled in place", refill, lambda w: ()))
     make = lambda: ChainWorld(body, sample.inputs[0], extras)  # noqa: E731
     run_twins(make, changes)
+
+
+def test_every_parameter_frozen_raises_as_eager_backward():
+    """Eager ``loss.backward()`` raises when nothing requires grad; the compiled step used to return (loss, Nones)."""
+
+    def body(world):
+        return ops.sum(ops.tanh(world.w * world.config["scale"]))
+
+    def frozen():
+        world = ChainWorld(body, np.linspace(-1, 1, 6), {"mask": np.ones(6)})
+        world.w.requires_grad = False
+        return world
+
+    eager, compiled = Twin(frozen(), False), Twin(frozen(), True)
+    for _ in range(3):  # the first call records, the later ones would replay
+        _, error_e = outcome(eager, ())
+        _, error_c = outcome(compiled, ())
+        assert error_e is not None, "eager backward() of a loss that requires no grad returned"
+        assert type(error_c) is type(error_e) and str(error_c) == str(error_e), (error_c, error_e)
+
+
+@pytest.mark.parametrize("which", ["embedding", "gather", "getitem", "cross_entropy"])
+def test_a_failing_check_stops_fn_where_eager_stops(which):
+    """fn draws a Python random number after an op whose index check fails: eager raises before the draw, so the
+    compiled call must too (it used to draw, and every later call's loss differed from eager's)."""
+    import random
+
+    def body(world):
+        idx = world.extras["index"]
+        w = world.w * world.config["scale"]
+        y = {
+            "embedding": lambda: ops.embedding(idx[0], w),
+            "gather": lambda: ops.gather(w, 1, idx),
+            "getitem": lambda: w[idx[0]],
+            "cross_entropy": lambda: ops.cross_entropy(w, idx[:, 0]),
+        }[which]()
+        return ops.sum(y) * world.rng.random()
+
+    def index(value):
+        def change(world):
+            world.extras["index"][0, 0] = value
+
+        return change
+
+    def make():
+        world = ChainWorld(body, np.arange(12, dtype=np.float64).reshape(3, 4) / 7,
+                           {"index": np.array([[0, 1], [2, 1], [1, 0]]), "mask": np.ones(2)})
+        world.rng = random.Random(3)  # each twin its own, from the same state
+        return world
+
+    changes = [("first", nothing, lambda w: ()), ("again", nothing, lambda w: ()), ("same", nothing, lambda w: ()),
+               ("index out of range", index(7), lambda w: ()), ("index 1", index(1), lambda w: ()),
+               ("same", nothing, lambda w: ()), ("index -9", index(-9), lambda w: ()),
+               ("index 0", index(0), lambda w: ()), ("same", nothing, lambda w: ())]
+    step = run_twins(make, changes)
+    assert step.replays > 0

@@ -7,6 +7,8 @@ tensors have hooks runs them as eager does.
 """
 
 import gc
+import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -344,3 +346,52 @@ def test_a_module_copy_has_its_own_hooks(how):
     lin(x)
     twin(x)
     assert calls == ["original", "original", "twin"]  # the copy keeps the hooks it had, as torch's deepcopy
+
+
+def test_module_full_backward_hook_sees_each_pass_own_grad_output_as_torch(torch):
+    """Two backward passes through one forward (retain_graph): each hook call gets that pass's grad_output (one
+    entry), not the passes' gradients accumulated in a list that grows (the second call used to see the first's)."""
+    a = np.random.default_rng(5).standard_normal((2, 3))
+    tlin = torch.nn.Linear(3, 4).double()
+    lin = nn.Linear(3, 4, dtype=np.float64)
+    lin.load_state_dict({k: v.detach().numpy() for k, v in tlin.state_dict().items()})
+    seen = {}
+    for name, module, lib in (("torch", tlin, torch), ("tape", lin, tape)):
+        log = seen[name] = []
+        module.register_full_backward_hook(lambda m, gi, go, log=log: log.append(go))
+        for with_input_grad in (True, False):
+            x = lib.tensor(a, requires_grad=with_input_grad)
+            y = module(x)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's: the hook fires for outputs when no input needs grad
+                (y * 2).sum().backward(retain_graph=True)
+                (y**2).sum().backward()
+    for ours, theirs in zip(seen["tape"], seen["torch"], strict=True):
+        assert len(ours) == len(theirs) == 1
+        _close(ours[0].numpy(), theirs[0])
+
+
+@pytest.mark.parametrize("input_requires_grad", [True, False])
+def test_module_with_a_full_backward_hook_does_not_keep_its_inputs(input_requires_grad):
+    """Each call used to leave its (cloned) input alive for good: 100 steps of a 1 MiB input kept +300 MiB."""
+    lin = nn.Linear(256, 256, dtype=np.float64)
+    lin.register_full_backward_hook(lambda m, gi, go: None)
+
+    def step():
+        x = tape.tensor(np.ones((512, 256)), requires_grad=input_requires_grad)
+        lin(x).sum().backward()
+        lin.zero_grad()
+
+    for _ in range(3):
+        step()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(20):
+            step()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1 << 20, f"20 calls of a 1 MiB input kept {grown / 2**20:.1f} MiB"

@@ -157,7 +157,8 @@ def test_broadcast_makes_differently_initialised_ranks_equal(mpiexec, tmp_path):
 def test_mismatched_models_raise_instead_of_reducing_unrelated_numbers(mpiexec, tmp_path):
     done, _ = launch(mpiexec, 2, "mismatch", tmp_path, timeout=60)
     assert done.returncode != 0
-    assert "allreduce_gradients: rank(s) [1] passed other parameters than rank 0" in done.stderr
+    assert "allreduce_gradients: the ranks disagree: rank(s) [1] called another collective" in done.stderr
+    assert "shapes/dtypes differ" in done.stderr
 
 
 def test_flagship_trains_on_two_ranks_like_one_process(mpiexec, tmp_path):
@@ -187,6 +188,19 @@ def test_flagship_trains_on_two_ranks_like_one_process(mpiexec, tmp_path):
             logits.append(model(tokens).numpy())
     np.testing.assert_allclose(logits[1], logits[0], rtol=1e-4, atol=1e-4)
     assert not np.allclose(logits[0], common.TinyGPT(27, 24)(tokens).numpy(), atol=1e-2), "8 steps changed nothing"
+
+
+@pytest.mark.parametrize("how", ["shape", "dtype", "size", "order"])
+def test_collectives_that_disagree_between_ranks_raise_on_every_rank(mpiexec, tmp_path, how):
+    """allreduce of (3,) on one rank and (5,) on the other used to return other numbers on each rank (one read past
+    the other's buffer); float32 against float64 summed bytes of different meaning. Now each collective first
+    compares a small signature (which collective, call count, shape, dtype) and every rank raises."""
+    done, _ = launch(mpiexec, 2, "disagree", tmp_path, how, timeout=60)
+    ran(done)
+    messages = [str(r["error"]) for r in per_rank(tmp_path, 2)]
+    for r, message in enumerate(messages):
+        assert message.startswith("tape.distributed."), f"rank {r} did not raise: {message!r}"
+        assert "the ranks disagree" in message, message
 
 
 # -- a rank that fails: the others end too, with a clear error, within a timeout -----------------------------
@@ -238,6 +252,27 @@ def test_sampler_shuffles_by_epoch_into_equal_disjoint_shards():
         s.set_epoch(1)
     second = np.concatenate([s.indices() for s in shards])
     assert sorted(second.tolist()) == list(range(10)) and not np.array_equal(second, np.concatenate(first))
+
+
+def test_sampler_takes_negative_seeds_and_numpy_integers_as_torch(torch):
+    """torch's sampler takes a negative seed (its generator maps it to uint64) and numpy integers; ours gave numpy's
+    bare "expected non-negative integer" error and refused np.int64(10)."""
+    from torch.utils.data import DistributedSampler as TorchSampler
+
+    shards = [dist.DistributedSampler(10, 2, r, seed=-3) for r in range(2)]
+    assert sorted(np.concatenate([s.indices() for s in shards]).tolist()) == list(range(10))
+    assert len(list(TorchSampler(range(10), 2, 0, seed=-3))) == len(shards[0]) == 5
+    for s in shards:
+        s.set_epoch(np.int64(2))
+    assert sorted(np.concatenate([s.indices() for s in shards]).tolist()) == list(range(10))
+    typed = dist.DistributedSampler(np.int64(10), np.int64(3), np.int32(1), shuffle=False)
+    assert list(typed) == list(TorchSampler(range(10), 3, 1, shuffle=False))
+    for bad, match in ((dict(dataset_size=-1), "dataset_size"), (dict(dataset_size=2.5), "dataset_size"),
+                       (dict(seed=1.5), "seed"), (dict(seed="0"), "seed")):
+        with pytest.raises((ValueError, TypeError), match=f"DistributedSampler: .*{match}"):
+            dist.DistributedSampler(**{"dataset_size": 10, "num_replicas": 2, "rank": 0, **bad})
+    with pytest.raises(TypeError, match="DistributedSampler.set_epoch: .*epoch"):
+        shards[0].set_epoch(0.5)
 
 
 def test_shard_splits_rows_equally_and_refuses_uneven_splits():
@@ -304,6 +339,25 @@ def _scenario_fail(out: Path, how: str) -> None:
         time.sleep(60)  # "hang": never joins the collective
     model.loss(np.zeros((2, 8), dtype=np.int64), np.zeros((2, 8), dtype=np.int64)).backward()
     dist.allreduce_gradients(model)
+
+
+def _scenario_disagree(out: Path, how: str) -> None:
+    r = dist.rank()
+    value = {
+        "shape": np.ones(3 + 2 * r),
+        "dtype": np.ones(4, dtype=np.float64 if r else np.float32),
+        "size": np.ones((2, 3) if r else (3, 2)),
+        "order": np.ones(3),
+    }[how]
+    try:
+        if how == "order" and r == 1:
+            dist.broadcast_parameters([tape.tensor(value)])
+        else:
+            dist.allreduce(value)
+        error = "no error"
+    except dist.DistributedError as e:
+        error = str(e)
+    _dump(out, error=np.array(error))
 
 
 if __name__ == "__main__":
