@@ -455,8 +455,10 @@ def _onnx_attention_matmul(g, rec, q, k, v, mask, scale: float):
         scores = g.op("Add", scores, mask)
     elif mask is not None:
         scores = g.op("Where", mask, scores, g.const(np.array(-np.inf, dtype)))
-    weights = g.op("Softmax", scores, axis=-1)
-    weights = g.op("Where", g.op("IsNaN", weights), g.const(np.array(0, dtype)), weights)
+    # the forward's rule: a row whose scores are all -inf (hidden, or -inf itself) gives 0; NaN or +inf stays NaN
+    hidden = g.op("Cast", g.op("IsInf", scores, detect_positive=0), to=6)  # 6: INT32
+    empty = g.op("Greater", g.op("ReduceMin", hidden, g.ints([-1]), keepdims=1), g.const(np.zeros((), np.int32)))
+    weights = g.op("Where", empty, g.const(np.array(0, dtype)), g.op("Softmax", scores, axis=-1))
     return g.op("MatMul", weights, v)
 
 
@@ -481,4 +483,10 @@ def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
     return out if lead is None else g.op("Squeeze", out, lead)
 
 
-lowering(scaled_dot_product_attention, _onnx_sdpa)
+lowering(
+    scaled_dot_product_attention,
+    _onnx_sdpa,
+    edge_difference="a row whose scores hold inf or NaN (an inf or NaN in query, key or value, or a score of -inf "
+    "alone in its row): ONNX Runtime's Attention and Softmax give 0 or finite values where minitape's kernel gives "
+    "NaN, or the reverse",
+)

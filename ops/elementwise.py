@@ -1348,7 +1348,6 @@ def _onnx_logit(g, rec, x):
 
 
 for _op, _onnx_type in (
-    (sign, "Sign"),
     (neg, "Neg"),
     (abs, "Abs"),
     (exp, "Exp"),
@@ -1410,8 +1409,13 @@ def _onnx_scaled(factor: float):
     return lower
 
 
-def _onnx_sgn(g, rec, x):
-    return g.op("Identity", x) if rec.inputs[0].dtype == np.bool_ else elementwise("Sign")(g, rec, x)
+def _onnx_sign(g, rec, x):
+    """ONNX's Sign of NaN is NaN; minitape's (and torch's) is 0."""
+    if rec.inputs[0].dtype == np.bool_:
+        return g.op("Identity", x)
+    out = elementwise("Sign")(g, rec, x)
+    dtype = np.dtype(rec.output.dtype)
+    return g.op("Where", g.op("IsNaN", x), scalar(g, 0, dtype), out) if dtype.kind == "f" else out
 
 
 def _onnx_signed_inf(positive: bool):
@@ -1461,7 +1465,8 @@ def _onnx_over_power_of_two(g, x, e, dtype):
 
 lowering(deg2rad, _onnx_scaled(_DEG))
 lowering(rad2deg, _onnx_scaled(_RAD))
-lowering(sgn, _onnx_sgn)
+lowering(sign, _onnx_sign)
+lowering(sgn, _onnx_sign)
 lowering(positive, elementwise("Identity"))
 lowering(isposinf, _onnx_signed_inf(True))
 lowering(isneginf, _onnx_signed_inf(False))
