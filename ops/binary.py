@@ -1081,8 +1081,9 @@ def _onnx_alpha(op_type):
         alpha = rec.attributes.get("alpha", 1)
         if alpha == 1:
             return g.op(op_type, a, b)
-        # the forward's a + alpha * b rounded once: float32 computes in float64 (alpha * 3e38 stays finite)
-        work = np.float64 if np.dtype(want) == np.float32 else want
+        # the forward's a + alpha * b rounded once: float32 computes in float64 (alpha * 3e38 stays finite), bool
+        # in int64 (True - True is False, True + -1 * False True)
+        work = {np.dtype(np.float32): np.float64, np.dtype(np.bool_): np.int64}.get(np.dtype(want), want)
         a, b = cast_to(g, a, want, work), cast_to(g, b, want, work)
         return cast_to(g, g.op(op_type, a, g.op("Mul", b, g.const(np.array(alpha, work)))), work, want)
 

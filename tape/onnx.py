@@ -325,10 +325,23 @@ def export(
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="minitape")
     model.ir_version = min(model.ir_version, 10)  # what ONNX Runtime 1.2x reads
+    _widen_for_runtime(model, g, recorder)
     onnx.checker.check_model(model)
     if path is not None:
         onnx.save(model, os.fspath(path))
     return model
+
+
+def _widen_for_runtime(model, g: Graph, recorder: _ExportTape) -> None:
+    """Integer and bool nodes ONNX Runtime has no kernel for, computed in a wider integer type or refused naming
+    the op (tape/onnx_types.py)."""
+    from .onnx_types import widen
+
+    def owner(k: int):
+        index = g.owners[k] if k < len(g.owners) else None
+        return (recorder.operations[index].op_name, recorder.sites[index]) if index is not None else ("?", "?")
+
+    widen(model, lambda k: owner(k)[0], lambda k: owner(k)[1])
 
 
 # -- dynamic axes: a lowering must not bake a size that depends on one -----------------------------------------

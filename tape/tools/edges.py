@@ -172,8 +172,10 @@ def _integral(a, dtype):
     a = np.asarray(a)
     if dtype == np.bool_:
         return a > 0
-    whole = np.rint(a * 3)  # a few distinct small integers, negative ones too (uint8: their magnitudes)
-    return (np.abs(whole) if dtype.kind == "u" else whole).astype(dtype)
+    whole = np.rint(np.nan_to_num(a * 3, nan=0.0, posinf=7.0, neginf=-7.0))  # a few distinct small integers
+    if dtype.kind == "u" and whole.size:  # unsigned: shifted up, so a sorted sequence stays sorted
+        whole = whole - min(float(whole.min()), 0.0)
+    return whole.astype(dtype)
 
 
 def dtype_samples(op) -> list[tuple[np.dtype, Sample]]:
@@ -202,7 +204,7 @@ def export_cases(op) -> list[tuple[str, Sample, object, str]]:
         ("samples", s, dt, "output") for s in op_samples(op) for dt in floats
     ]
     cases += [("edges", sample_in(s, dtype), None, at_edges) for s in edge_samples(op) for dtype in floats]
-    return cases  # DTYPES-LATER
+    return cases + [("dtypes", s, None, "output") for _, s in dtype_samples(op)]
 
 
 def dtype_of(sample: Sample, dtype=None) -> np.dtype:

@@ -51,10 +51,11 @@ def ort():
     return onnxruntime
 
 
-def session(ort, path):
+def session(ort, path_or_bytes):
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    given = path_or_bytes if isinstance(path_or_bytes, bytes) else str(path_or_bytes)
+    return ort.InferenceSession(given, options, providers=["CPUExecutionProvider"])
 
 
 def relative_error(got, want) -> float:
@@ -142,6 +143,27 @@ def test_lowered_op_in_every_integer_dtype_runs_in_onnxruntime(ort, op):
     argmax, int16 clamp exported into models ONNX Runtime rejects)."""
     failures = _failures(op, "dtypes")
     assert not failures, failures
+
+
+def test_small_integers_run_through_a_wider_type_and_unserved_dtypes_are_refused_by_name(ort):
+    """int8 pow, uint8 neg, int16 amax / argmax / clamp wrote models ONNX Runtime refuses to load; now they compute
+    in int32 (exact: the cast back wraps as int8 arithmetic does) -- and a dtype no wider type serves (a uint64
+    sum) is refused at export naming the op, the ONNX op and the dtype."""
+    x = np.array([[-128, -3, 0, 5, 127]], np.int8)
+    cases = [(lambda t: ops.pow(t, 3), x), (lambda t: ops.neg(t), x.astype(np.uint8)),
+             (lambda t: ops.amax(t, dim=1), x.astype(np.int16)), (lambda t: ops.argmax(t, dim=1), x.astype(np.int16)),
+             (lambda t: ops.clamp(t, -2, 4), x.astype(np.int16))]
+    for fn, a in cases:
+        model = tape.onnx.export(fn, (a,), None)
+        (got,) = session(ort, model.SerializeToString()).run(None, {"input_0": a})
+        want = fn(tape.tensor(a)).numpy()
+        assert got.dtype == want.dtype and np.array_equal(got, want), (a.dtype, got, want)
+
+    def trace_of(t):
+        return ops.trace(t)  # uint8's trace is a uint64 sum: ONNX Runtime has no uint64 ReduceSum
+
+    with pytest.raises(NotExportableError, match=r"op 'trace' .*ONNX's ReduceSum.* no kernel for in uint64.*test_onnx"):
+        tape.onnx.export(trace_of, (np.ones((2, 2), np.uint8),), None)
 
 
 def test_known_values(ort, tmp_path):
