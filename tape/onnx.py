@@ -158,6 +158,16 @@ class _ExportTape(ExecutionTape):
         self.sites[len(self._ops)] = user_frame()
         super()._record(op, tensors, attrs, result, node, seq_lens)
 
+    def has_seen(self, t) -> bool:
+        """Asked before an in-place change of ``t``: one of a tensor the call read or made cannot be exported."""
+        if super().has_seen(t):
+            raise NotExportableError(
+                f"tape.onnx.export: the call changes tensor #{t.id} in place (a layer's running statistics in "
+                "training mode -- BatchNorm -- or an in-place op on a tensor it read), which an ONNX model cannot "
+                f"hold; export the model in eval mode (.eval()), or use the out-of-place op; called at {user_frame()}"
+            )
+        return False
+
 
 def _require_onnx():
     try:
@@ -253,6 +263,67 @@ def _lower_all(g: Graph, recorder: _ExportTape, names: dict[int, str], attribute
             names[spec.id] = name
 
 
+class _Kept:
+    """What an export must leave as it found it, saved when made; ``restore()`` puts it back. The modules the
+    callable holds (itself, a bound method's object, the modules its closure or its globals name): their
+    attributes and training flags, their parameters' and buffers' values (BatchNorm's running statistics and
+    batch count move in training mode), the generators they hold; minitape's default generator and numpy's and
+    Python's global random states (dropout draws, even when the export then refuses it)."""
+
+    def __init__(self, fn_or_module):
+        import random
+
+        modules = {id(m): m for holder in _holders(fn_or_module) for m in holder.modules()}
+        self.attributes = [
+            (m, dict(vars(m)), {k: dict(v) for k, v in vars(m).items() if type(v) is dict}) for m in modules.values()
+        ]
+        tensors = {id(t): t for m in modules.values() for t in vars(m).get("_parameters", {}).values()}
+        tensors.update((id(t), t) for m in modules.values() for t in vars(m).get("_buffers", {}).values())
+        self.tensors = [(t, t._data, np.array(t._data, copy=True)) for t in tensors.values() if isinstance(t, Tensor)]
+        generators = {
+            id(g): g for m in modules.values() for g in vars(m).values() if isinstance(g, np.random.Generator)
+        }
+        self.generators = [(g, g.bit_generator.state) for g in generators.values()]
+        from . import random as tape_random
+
+        self.random = (tape_random.get_rng_state(), np.random.get_state(), random.getstate())
+
+    def restore(self) -> None:
+        import random
+
+        from . import random as tape_random
+
+        for m, saved, dicts in self.attributes:
+            vars(m).clear()
+            vars(m).update(saved)
+            for key, content in dicts.items():
+                saved[key].clear()
+                saved[key].update(content)
+        for t, data, values in self.tensors:
+            if data.flags.writeable:
+                np.copyto(data, values)
+            t._data = data if data.flags.writeable or np.array_equal(data, values, equal_nan=True) else values
+        for g, state in self.generators:
+            g.bit_generator.state = state
+        tape_state, numpy_state, python_state = self.random
+        tape_random.set_rng_state(tape_state)
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
+
+
+def _is_module(x) -> bool:
+    return callable(getattr(x, "modules", None)) and callable(getattr(x, "named_buffers", None))
+
+
+def _holders(fn) -> list:
+    """The modules ``fn`` is or holds: itself, its bound object, its closure's cells, the globals its code names."""
+    found = [fn, getattr(fn, "__self__", None)]
+    found += [c.cell_contents for c in getattr(fn, "__closure__", None) or () if c.cell_contents is not None]
+    code, names = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    found += [names[n] for n in (code.co_names if code else ()) if n in names]
+    return [x for x in found if _is_module(x)]
+
+
 def _check_inputs_used(g: Graph, in_names: list[str]) -> None:
     """Every graph input must feed a node: an input the call read only as a constant (through np.asarray,
     .numpy(), .item(), or a copy) would be baked into the model with its example value."""
@@ -301,6 +372,17 @@ def export(
     ``key_padding_lengths`` of attention) stays a graph input. Returns the ``onnx.ModelProto`` (written to
     ``path`` unless it is None)."""
     onnx, helper, numpy_helper = _require_onnx()
+    kept = _Kept(fn_or_module)
+    try:
+        return _export(fn_or_module, example_inputs, path, opset, (input_names, output_names, dynamic_axes), kept)
+    finally:
+        kept.restore()  # the export leaves the model as it was, also when it refuses
+
+
+def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept):
+    """``export``'s body; ``kept`` restores the model before each further run of the call."""
+    onnx, helper, numpy_helper = _require_onnx()
+    input_names, output_names, dynamic_axes = naming
     given = example_inputs if isinstance(example_inputs, tuple | list) else (example_inputs,)
     inputs = [_as_input_tensor(x, k) for k, x in enumerate(given)]
     in_names = _names("input", input_names, len(inputs))
@@ -310,7 +392,7 @@ def export(
     unknown = set(dynamic_axes) - set(in_names) - set(out_names)
     if unknown:
         raise ValueError(f"tape.onnx.export: argument 'dynamic_axes' names {sorted(unknown)}: no such input or output")
-    _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, (g, recorder), (helper, numpy_helper))
+    _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, (g, recorder), (helper, numpy_helper), kept)
     for t, name in zip(outputs, out_names, strict=True):
         if t.id not in names:  # a tensor the call returned without reading or computing it: a constant
             names[t.id] = g.const(t._data)
@@ -368,7 +450,7 @@ def _resized(inputs: list, places, size_of) -> list:
     return [as_tensor(a) for a in arrays]
 
 
-def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers) -> None:
+def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers, kept) -> None:
     """Lower the call again with each dynamic input axis one longer (or shorter): a graph that changes bakes a
     size from that axis (a reshape target, an expand size, a mask or range from a shape, a slice bound), so the
     model would be wrong or fail at other sizes -- refused, naming the op, the axis and the call site."""
@@ -379,6 +461,7 @@ def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers
         probe, failure = None, None
         for size_of in (lambda m: m + 1, lambda m: m - 1 if m > 2 else m + 2):
             try:
+                kept.restore()  # each run starts from the model as the export found it
                 probe = _trace(fn_or_module, _resized(inputs, places, size_of), in_names, *helpers)[0]
                 break
             except Exception as e:  # the call itself refuses that size (a context length, an even size, ...)
