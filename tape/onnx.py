@@ -148,15 +148,35 @@ class Graph:
 
 
 class _ExportTape(ExecutionTape):
-    """An ExecutionTape that also keeps each op's call site (for the not-exportable error)."""
+    """An ExecutionTape that also keeps each op's call site (for the not-exportable error) and which tensors
+    derive from the graph inputs (``derived``: tensor id -> the input's name), so that reading their values
+    as Python or numpy values is refused."""
 
-    def __init__(self):
+    def __init__(self, inputs: dict | None = None):
         super().__init__()
         self.sites: dict[int, str] = {}
+        self.inputs: dict[int, str] = dict(inputs or {})
+        self.derived: dict[int, str] = dict(self.inputs)
 
     def _record(self, op, tensors, attrs, result, node, seq_lens=()) -> None:
         self.sites[len(self._ops)] = user_frame()
+        source = next((self.derived[t.id] for t in tensors if t is not None and t.id in self.derived), None)
+        if source is not None:
+            self.derived.update((r.id, source) for r in (result if isinstance(result, tuple) else (result,)))
         super()._record(op, tensors, attrs, result, node, seq_lens)
+
+    def values_leave(self, t, how: str) -> None:
+        """Refuse reading the values of a tensor computed from an input: the model would hold the example's."""
+        source = self.derived.get(t.id)
+        if source is None:
+            return
+        what = source if t.id in self.inputs else f"a tensor computed from {source}"
+        raise NotExportableError(
+            f"tape.onnx.export: the call reads the values of {what} through {how}, so the model would hold the "
+            "example's values and give their result for every other input (torch's exporter warns here, "
+            "TracerWarning); compute with ops on the tensor instead (ops.where for a choice), or pass the value "
+            f"as a constant; called at {user_frame()}"
+        )
 
     def has_seen(self, t) -> bool:
         """Asked before an in-place change of ``t``: one of a tensor the call read or made cannot be exported."""
@@ -339,7 +359,7 @@ def _check_inputs_used(g: Graph, in_names: list[str]) -> None:
 
 def _trace(fn_or_module, inputs: list, in_names: list[str], helper, numpy_helper):
     """Record ``fn_or_module(*inputs)`` and lower it: (graph, outputs, recorder, tensor id -> ONNX name)."""
-    recorder = _ExportTape()
+    recorder = _ExportTape({t.id: name for t, name in zip(inputs, in_names, strict=True)})
     with no_grad(), recorder:
         outputs = _outputs_of(fn_or_module(*inputs), getattr(fn_or_module, "__name__", type(fn_or_module).__name__))
     g = Graph(helper, numpy_helper)

@@ -362,9 +362,39 @@ def test_training_mode_dropout_is_refused(ort):
 
 
 def test_an_input_read_as_a_constant_is_refused(ort):
-    """An input the call turns into a numpy value would be baked in with its example value: refused."""
-    with pytest.raises(NotExportableError, match=r"input\(s\) \['input_1'\]"):
+    """An input the call turns into a numpy value would be baked in with its example value: refused at the read;
+    one it ignores entirely is refused too (it would be an input the model never reads)."""
+    with pytest.raises(NotExportableError, match=r"reads the values of input_1 .*numpy\(\)"):
         tape.onnx.export(lambda x, y: x * float(y.numpy().sum()), (np.ones(3, np.float32), np.ones(1)), None)
+    with pytest.raises(NotExportableError, match=r"input\(s\) \['input_1'\]"):
+        tape.onnx.export(lambda x, y: x * 2, (np.ones(3, np.float32), np.ones(1)), None)
+
+
+READS = {"float": float, "int": int, "bool": bool, "item": lambda t: t.item(), "tolist": lambda t: t.tolist()[0],
+         "numpy": lambda t: t.numpy()[0], "np.asarray": lambda t: np.asarray(t)[0]}
+
+
+@pytest.mark.parametrize("how", sorted(READS))
+def test_reading_a_value_computed_from_an_input_is_refused_naming_the_line(ort, how):
+    """Before: float(t) / int(t) / bool(t) / .item() / .tolist() / .numpy() of a tensor computed from an input
+    baked the example's number into the graph silently (torch's exporter warns, TracerWarning): the model gave
+    that number's result for every other input. Refused, naming the read and the user's line; a read of a
+    constant (a parameter) stays allowed."""
+    read = READS[how]
+
+    def scaled(x):
+        return x * read(ops.amax(x, dim=0, keepdim=True) > 1.5)  # the line the error must name
+
+    # the line that reads: the lambda's for a method call, the function's for float() / int() / bool()
+    line = getattr(read, "__code__", scaled.__code__).co_firstlineno + (0 if hasattr(read, "__code__") else 1)
+    with pytest.raises(NotExportableError) as e:
+        tape.onnx.export(scaled, (np.array([1.0, 2.0], np.float32),), None)
+    assert "reads the values of a tensor computed from input_0" in str(e.value), str(e.value)
+    assert f"test_onnx.py:{line}" in str(e.value)
+    w = tape.tensor(np.array([2.0], np.float32))
+    model = tape.onnx.export(lambda x: x * read(w > 1.5), (np.array([1.0, 2.0], np.float32),), None)
+    (got,) = session(ort, model.SerializeToString()).run(None, {"input_0": np.array([3.0, 4.0], np.float32)})
+    np.testing.assert_array_equal(got, [3.0, 4.0])
 
 
 def test_bad_arguments(ort):
