@@ -18,13 +18,15 @@ from .checks import integer, ints, require_bool
 from .state import STATE, needs_grad
 
 
-def values_leave(t, how: str) -> None:
+def values_leave(t, how: str) -> bool:
     """``t``'s values leave the graph as Python or numpy values (``how``: "item()", "numpy()", ...): each recording
-    tape that watches for it is told (tape.onnx.export refuses one computed from an input: it would be baked)."""
+    tape that watches for it is told (tape.onnx.export refuses one computed from an input: it would be baked).
+    False (a refusal raises), so that a check can start with it."""
     for tape in STATE.recording_tapes:
         watch = getattr(tape, "values_leave", None)
         if watch is not None:
             watch(t, how)
+    return False
 
 
 if TYPE_CHECKING:

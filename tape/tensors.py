@@ -97,7 +97,7 @@ class Tensor(TensorAPI):
         return inplace.exported(self)
 
     def __array__(self, dtype=None, copy=None):
-        if values_leave(self, "np.asarray()") or needs_grad(self):  # values_leave: None, or an export's refusal
+        if values_leave(self, "np.asarray()") or needs_grad(self):  # values_leave: False, or an export's refusal
             raise TypeError(
                 "this Tensor requires grad, and numpy would silently drop its gradient by converting it to an "
                 "array. Call numpy functions on it directly (np.exp(t) runs ops.exp and stays differentiable), or "
