@@ -470,36 +470,51 @@ def _resized(inputs: list, places, size_of) -> list:
     return [as_tensor(a) for a in arrays]
 
 
+_PROBES = 3  # other sizes each dynamic axis is exported at (a size computed from it can agree at one or two)
+
+
+def _probe_sizes(n: int) -> list[int]:
+    """Other sizes to export a dynamic axis of size ``n`` at, larger and smaller: x.shape[0] // 2 agrees at n + 1
+    when n is even, min(x.shape[0], n) at every larger size."""
+    sizes = [n + 1, 2 * n, n - 1, 2 * n + 1, 3 * n + 1, n + 2, n - 2]
+    return [m for m in dict.fromkeys(sizes) if m >= 1 and m != n]
+
+
 def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers, kept) -> None:
-    """Lower the call again with each dynamic input axis one longer (or shorter): a graph that changes bakes a
-    size from that axis (a reshape target, an expand size, a mask or range from a shape, a slice bound), so the
-    model would be wrong or fail at other sizes -- refused, naming the op, the axis and the call site."""
+    """Lower the call again with each dynamic input axis at up to three other sizes (larger and smaller): a graph
+    that changes bakes a size from that axis (a reshape target, an expand size, a mask or range from a shape, a
+    slice bound computed from .shape), so the model would be wrong or fail at other sizes -- refused, naming the
+    op, the axis and the call site. Fewer than two sizes the call runs at: refused too (it cannot be checked)."""
     g, recorder = traced
     for label, places in _dynamic_labels(in_names, dynamic_axes, inputs).items():
         axis = ", ".join(f"{in_names[k]}.shape[{a}]" for k, a in places)
         n = inputs[places[0][0]].shape[places[0][1]]
-        probe, failure = None, None
-        for size_of in (lambda m: m + 1, lambda m: m - 1 if m > 2 else m + 2):
+        checked, failures = [], []
+        for m in _probe_sizes(n):
+            if len(checked) == _PROBES:
+                break
             try:
                 kept.restore()  # each run starts from the model as the export found it
-                probe = _trace(fn_or_module, _resized(inputs, places, size_of), in_names, *helpers)[0]
-                break
+                probe = _trace(fn_or_module, _resized(inputs, places, lambda _, m=m: m), in_names, *helpers)[0]
             except Exception as e:  # the call itself refuses that size (a context length, an even size, ...)
-                failure = e
-        if probe is None:
+                failures.append(f"{m}: {type(e).__name__}: {e}")
+                continue
+            checked.append(m)
+            owner = _first_difference(g, probe)
+            if owner is not False:
+                rec = recorder.operations[owner] if owner is not None else None
+                who = f"op '{rec.op_name}'" if rec else "a constant the call built from a shape"
+                site = f"; called at {recorder.sites[owner]}" if rec else ""
+                raise NotExportableError(
+                    f"tape.onnx.export: {who} bakes a size that depends on dynamic axis '{label}' ({axis} = {n}): "
+                    f"its graph differs at size {m}, so the model would be wrong or fail at other sizes{site}. "
+                    "Compute sizes with ops on the inputs (not Python ints from .shape), or export without that "
+                    "dynamic axis"
+                )
+        if len(checked) < 2:
             raise NotExportableError(
-                f"tape.onnx.export: dynamic axis '{label}' ({axis}) cannot be checked: the call fails at sizes "
-                f"{n + 1} and {n - 1} ({type(failure).__name__}: {failure})"
-            )
-        owner = _first_difference(g, probe)
-        if owner is not False:
-            rec = recorder.operations[owner] if owner is not None else None
-            who = f"op '{rec.op_name}'" if rec else "a constant the call built from a shape"
-            site = f"; called at {recorder.sites[owner]}" if rec else ""
-            raise NotExportableError(
-                f"tape.onnx.export: {who} bakes a size that depends on dynamic axis '{label}' ({axis} = {n}): "
-                f"the model would be wrong or fail at other sizes{site}. Compute sizes with ops on the inputs "
-                "(not Python ints from .shape), or export without that dynamic axis"
+                f"tape.onnx.export: dynamic axis '{label}' ({axis}) cannot be checked: the call runs at "
+                f"{len(checked)} of the other sizes tried (two needed); it fails at {'; '.join(failures[:3])}"
             )
 
 

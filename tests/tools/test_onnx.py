@@ -274,6 +274,24 @@ def test_a_size_baked_from_a_dynamic_axis_is_refused(ort):
                          dynamic_axes={"tokens": {0: "batch", 1: "length"}, "lengths": {0: "batch"}})
 
 
+SIZE_READS = {  # a size computed from the dynamic axis that one other size leaves unchanged
+    "half": (lambda x: x[: x.shape[0] // 2], 4),  # 5 // 2 == 4 // 2: probing at batch 5 alone accepted it
+    "even part": (lambda x: x[: x.shape[0] - x.shape[0] % 2], 4),
+    "at most 4": (lambda x: x[: min(x.shape[0], 4)], 4),  # only smaller sizes show it
+    "len": (lambda x: x[: len(x) // 3], 6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIZE_READS))
+def test_a_size_computed_from_a_dynamic_axis_is_refused_even_where_one_other_size_agrees(ort, name):
+    """Before: the check re-exported at one other size only, so x[:x.shape[0] // 2] exported at batch 4 was
+    accepted (batch 5 gives the same graph) and wrong at batch 8. Now it probes several sizes, larger and
+    smaller."""
+    fn, batch = SIZE_READS[name]
+    with pytest.raises(NotExportableError, match=r"op 'getitem' bakes a size that depends on dynamic axis"):
+        tape.onnx.export(fn, (np.ones((batch, 3), np.float32),), None, dynamic_axes={"input_0": [0]})
+
+
 def test_tinygpt_loss_with_ignored_targets_runs_in_onnxruntime(ort, tmp_path):
     """The training loss too: reshape to (-1, vocab) and cross-entropy ignoring the -100 targets."""
     common = load_example("common")
