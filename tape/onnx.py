@@ -489,7 +489,8 @@ def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers
     for label, places in _dynamic_labels(in_names, dynamic_axes, inputs).items():
         axis = ", ".join(f"{in_names[k]}.shape[{a}]" for k, a in places)
         n = inputs[places[0][0]].shape[places[0][1]]
-        checked, failures = [], []
+        checked: list[int] = []
+        failures: list[str] = []
         for m in _probe_sizes(n):
             if len(checked) == _PROBES:
                 break
