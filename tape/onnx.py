@@ -200,15 +200,43 @@ def _require_onnx():
     return onnx, helper, numpy_helper
 
 
-def _as_input_tensor(x, k: int) -> Tensor:
+def _as_input_tensor(x, k) -> Tensor:
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):
         return as_tensor(x)
     raise TypeError(
-        f"tape.onnx.export: argument 'example_inputs' expected Tensors or numpy arrays, got {type(x).__name__} "
-        f"at position {k}"
+        f"tape.onnx.export: argument 'example_inputs' expected Tensors or numpy arrays (or tuples / lists of them), "
+        f"got {type(x).__name__} at position {k}"
     )
+
+
+def _flattened(given, path: str = "") -> tuple[list[Tensor], Any]:
+    """The leaves of nested tuples / lists of example inputs as Tensors (the graph inputs, in order: torch's
+    rule for an LSTM's (h, c)), and the structure ``_rebuilt`` puts them back into."""
+    if isinstance(given, tuple | list):
+        parts = [_flattened(x, f"{path}{'.' if path else ''}{k}") for k, x in enumerate(given)]
+        return [t for leaves, _ in parts for t in leaves], (type(given), [structure for _, structure in parts])
+    return [_as_input_tensor(given, path)], None
+
+
+def _rebuilt(structure, leaves):
+    """The nested arguments ``structure`` describes, from an iterator over its leaves."""
+    if structure is None:
+        return next(leaves)
+    kind, parts = structure
+    return kind(_rebuilt(part, leaves) for part in parts)
+
+
+def _flat_call(fn_or_module, structure):
+    """``fn_or_module`` taking the flattened inputs (and returning its outputs flattened by ``_trace``)."""
+
+    def call(*leaves):
+        return fn_or_module(*_rebuilt(structure, iter(leaves)))
+
+    call.__name__ = getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
+    call.__wrapped__ = fn_or_module  # type: ignore[attr-defined]  # its parameters' names (_constant_names)
+    return call
 
 
 def _names(kind: str, given, n: int) -> list[str]:
@@ -221,7 +249,12 @@ def _names(kind: str, given, n: int) -> list[str]:
 
 
 def _outputs_of(result, where: str) -> list[Tensor]:
-    outputs = list(result) if isinstance(result, tuple | list) else [result]
+    """The call's outputs, nested tuples / lists flattened in order (an LSTM's (output, (h_n, c_n)))."""
+    if not isinstance(result, tuple | list):
+        result = [result]
+    outputs: list = []
+    for item in result:
+        outputs += _outputs_of(item, where) if isinstance(item, tuple | list) else [item]
     for k, t in enumerate(outputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"tape.onnx.export: {where} returned {type(t).__name__} at output {k}; expected Tensors")
@@ -230,6 +263,7 @@ def _outputs_of(result, where: str) -> list[Tensor]:
 
 def _constant_names(fn_or_module) -> dict[int, str]:
     """tensor id -> module path of every parameter and buffer of ``fn_or_module`` (when it is a Module)."""
+    fn_or_module = getattr(fn_or_module, "__wrapped__", fn_or_module)
     named = getattr(fn_or_module, "named_parameters", None)
     if named is None:
         return {}
@@ -255,6 +289,15 @@ def _lower(g: Graph, rec: RecordedOp, op, inputs: list, site: str) -> list[str]:
             return list(out) if isinstance(out, tuple | list) else [out]
         except NotExportable as e:
             reason = str(e)
+        except Exception:  # a lowering reading an attribute the call gave as a graph input (a Value) as a constant
+            given = {k: v for k, v in rec.attributes.items() if isinstance(v, Value)}
+            if not given:
+                raise
+            reason = (
+                f"its attribute(s) {', '.join(f'{k!r} (the graph input {v})' for k, v in given.items())} come from "
+                "the exported call's inputs, and this lowering needs them as constants (they decide the output's "
+                "size or positions); pass them as constants, not example inputs"
+            )
     raise NotExportableError(
         f"tape.onnx.export: op '{rec.op_name}' is not exportable to ONNX: {reason}; called at {site}"
     )
@@ -404,7 +447,8 @@ def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept)
     onnx, helper, numpy_helper = _require_onnx()
     input_names, output_names, dynamic_axes = naming
     given = example_inputs if isinstance(example_inputs, tuple | list) else (example_inputs,)
-    inputs = [_as_input_tensor(x, k) for k, x in enumerate(given)]
+    inputs, structure = _flattened(tuple(given))
+    fn_or_module = _flat_call(fn_or_module, structure)
     in_names = _names("input", input_names, len(inputs))
     g, outputs, recorder, names = _trace(fn_or_module, inputs, in_names, helper, numpy_helper)
     out_names = _names("output", output_names, len(outputs))
@@ -501,10 +545,15 @@ def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers
                 failures.append(f"{m}: {type(e).__name__}: {e}")
                 continue
             checked.append(m)
-            owner = _first_difference(g, probe)
-            if owner is not False:
+            difference = _first_difference(g, probe)
+            if difference is not False:
+                owner, constant = difference
                 rec = recorder.operations[owner] if owner is not None else None
-                who = f"op '{rec.op_name}'" if rec else "a constant the call built from a shape"
+                who = f"op '{rec.op_name}'" if rec else "a constant the call built from a size"
+                if constant:
+                    who = "a constant the call built from a size" + (
+                        f" (read first by op '{rec.op_name}')" if rec else ""
+                    )
                 site = f"; called at {recorder.sites[owner]}" if rec else ""
                 raise NotExportableError(
                     f"tape.onnx.export: {who} bakes a size that depends on dynamic axis '{label}' ({axis} = {n}): "
@@ -520,18 +569,21 @@ def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers
 
 
 def _first_difference(g: Graph, probe: Graph):
-    """The recorded op (index; None for a constant of the call) whose lowering differs between two graphs, or
-    False when they are equal. A constant of the call that differs is charged to the first node reading it."""
+    """(the recorded op whose lowering differs between two graphs -- its index, None for none --, whether what
+    differs is a constant the call made itself, charged to the first op reading it), or False when they are
+    equal."""
     for k, (a, b) in enumerate(zip(g.nodes, probe.nodes)):
         if a.SerializeToString() != b.SerializeToString():
-            return g.owners[k]
+            return g.owners[k], False
     if len(g.nodes) != len(probe.nodes):
-        return g.owners[min(len(g.nodes), len(probe.nodes)) - 1] if g.nodes else None
+        return (g.owners[min(len(g.nodes), len(probe.nodes)) - 1] if g.nodes else None), False
     for k, (a, b) in enumerate(zip(g.initializers, probe.initializers, strict=True)):
         if a.SerializeToString() != b.SerializeToString():
             owner = g.initializer_owners[k]
+            if owner is not None:  # a constant a lowering made
+                return owner, False
             readers = [g.owners[j] for j, node in enumerate(g.nodes) if a.name in node.input]
-            return owner if owner is not None or not readers else readers[0]
+            return (readers[0] if readers else None), True
     return False
 
 
@@ -549,11 +601,11 @@ def _sample_call(op, sample, dtype):
                 x.astype(dtype) if dtype is not None and x.dtype.kind == "f" else x for x in map(np.asarray, items)
             ]
 
-    def call(*tensors):
+    def call(*tensors, **attributes):  # ``attributes``: more of them, or others (given as tensors)
         it = iter(tensors)
         args = [None if n is None else (next(it) if n == -1 else [next(it) for _ in range(n)]) for n in layout]
         args += [None] * (len(op.input_names) - len(args))  # a sample may leave trailing optional inputs out
-        return op(**dict(zip(op.input_names, args, strict=True)), **sample.attrs)
+        return op(**dict(zip(op.input_names, args, strict=True)), **{**sample.attrs, **attributes})
 
     call.__name__ = op.name
     return flat, call

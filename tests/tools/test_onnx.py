@@ -258,7 +258,8 @@ def test_a_size_baked_from_a_dynamic_axis_is_refused(ort):
     with pytest.raises(NotExportableError) as e:
         tape.onnx.export(mean_over_batch, (np.ones((4, 3), np.float32),), None, input_names=["x"],
                          dynamic_axes={"x": {0: "batch"}})
-    assert "op 'div' bakes a size that depends on dynamic axis 'batch' (x.shape[0] = 4)" in str(e.value)
+    assert ("a constant the call built from a size (read first by op 'div') bakes a size that depends on dynamic "
+            "axis 'batch' (x.shape[0] = 4)") in str(e.value)
     assert f"test_onnx.py:{line}" in str(e.value)
     # without the dynamic axis the same call exports (its sizes are fixed)
     assert tape.onnx.export(mean_over_batch, (np.ones((4, 3), np.float32),), None) is not None
@@ -269,7 +270,8 @@ def test_a_size_baked_from_a_dynamic_axis_is_refused(ort):
     model.eval()
     tokens, lengths, _ = padded.make_batch(np.random.default_rng(1), 4, 1, 10)
     tokens, lengths = tokens[:, :6], np.minimum(lengths, 6)  # room for a longer probe than the example
-    with pytest.raises(NotExportableError, match=r"op 'embedding' bakes .*'length'.*padded_classification.py:\d+"):
+    with pytest.raises(NotExportableError,
+                       match=r"read first by op 'embedding'\) bakes .*'length'.*padded_classification.py:\d+"):
         tape.onnx.export(model, (tokens, lengths), None, input_names=["tokens", "lengths"],
                          dynamic_axes={"tokens": {0: "batch", 1: "length"}, "lengths": {0: "batch"}})
 
@@ -504,3 +506,99 @@ def test_the_export_command_names_a_missing_hook(tmp_path, capsys):
     script.write_text("x = 1\n")
     assert cli.main(["export", str(script), "x.npz", "-o", str(tmp_path / "x.onnx")]) == 2
     assert "defines no exported(state) hook" in capsys.readouterr().err
+
+
+# -- nested inputs and outputs, attributes given as inputs ----------------------------------------------------------
+def _lstm():
+    nn.manual_seed(0)
+    lstm = nn.LSTM(3, 4, num_layers=2, batch_first=True)
+    lstm.eval()
+    return lstm
+
+
+def test_nested_tuple_inputs_and_outputs_export_flattened(ort):
+    """An LSTM's state (h, c) is one nested argument and its result (output, (h_n, c_n)) a nested one: before,
+    the export refused both (TypeError); now they are flattened into graph inputs and outputs in order (torch's
+    rule), and input_names / dynamic_axes name the flattened ones."""
+    lstm, rng = _lstm(), np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    h, c = (rng.standard_normal((2, 2, 4)).astype(np.float32) for _ in range(2))
+    model = tape.onnx.export(lstm, (x, (h, c)), None, input_names=["x", "h0", "c0"],
+                             output_names=["y", "h_n", "c_n"], dynamic_axes={"x": [0], "h0": [1], "c0": [1]})
+    run = session(ort, model.SerializeToString())
+    assert [i.name for i in run.get_inputs()] == ["x", "h0", "c0"]
+    for batch in (2, 5):
+        x, h, c = (rng.standard_normal(s).astype(np.float32) for s in ((batch, 5, 3), (2, batch, 4), (2, batch, 4)))
+        got = run.run(None, {"x": x, "h0": h, "c0": c})
+        with tape.no_grad():
+            y, (h_n, c_n) = lstm(x, (tape.tensor(h), tape.tensor(c)))
+        for have, want in zip(got, (y, h_n, c_n), strict=True):
+            assert relative_error(have, want.numpy()) <= 1e-5
+
+
+@pytest.mark.parametrize("layer", ["LSTM", "GRUCell", "LSTMCell"])
+def test_a_recurrent_layer_without_initial_state_exports_with_a_dynamic_batch(ort, layer):
+    """Before: its zero initial state was a constant of the example's batch size, and the refusal blamed
+    'getitem'. The zeros now follow the input's batch (through an op), so the dynamic batch exports."""
+    rng = np.random.default_rng(1)
+    nn.manual_seed(0)
+    module = _lstm() if layer == "LSTM" else getattr(nn, layer)(3, 4)
+    module.eval()
+    shape = (2, 5, 3) if layer == "LSTM" else (2, 3)
+
+    def first(x):
+        out = module(x)
+        return out[0] if isinstance(out, tuple) else out
+
+    model = tape.onnx.export(first, (rng.standard_normal(shape).astype(np.float32),), None,
+                             dynamic_axes={"input_0": [0]})
+    run = session(ort, model.SerializeToString())
+    for batch in (1, 2, 7):
+        x = rng.standard_normal((batch, *shape[1:])).astype(np.float32)
+        with tape.no_grad():
+            want = first(x).numpy()
+        assert relative_error(run.run(None, {"input_0": x})[0], want) <= 1e-5
+
+
+def test_a_constant_built_from_a_dynamic_size_is_blamed_as_such():
+    """A constant the call made from a size (np.zeros(x.shape)) is named as the culprit, with the op reading it,
+    not the reading op alone (which looked like getitem's own fault)."""
+
+    def fn(x):
+        zeros = tape.tensor(np.zeros(x.shape[0], np.float32))  # the size baked into a constant
+        return x[:, 0] + zeros
+
+    with pytest.raises(NotExportableError, match=r"a constant the call built from a size .*read first by op 'add'"):
+        tape.onnx.export(fn, (np.ones((4, 3), np.float32),), None, dynamic_axes={"input_0": [0]})
+
+
+ARRAY_ATTRIBUTES = [(op, key) for op in LOWERED for key in sorted(
+    {k for s in op.samples(np.random.default_rng(0)) for k, v in s.attrs.items() if isinstance(v, np.ndarray)})]
+
+
+@pytest.mark.parametrize("op, key", ARRAY_ATTRIBUTES, ids=lambda v: getattr(v, "name", v))
+def test_an_array_attribute_given_as_an_input_exports_or_is_refused_by_name(ort, op, key):
+    """repeat_interleave's repeats (and every op's array attribute) passed as a graph input: the model equals the
+    forward, or the export refuses naming the op -- before, repeats raised a TypeError from inside its lowering."""
+    from tape.onnx import _sample_call
+
+    for sample in op.samples(np.random.default_rng(0)):
+        if not isinstance(sample.attrs.get(key), np.ndarray):
+            continue
+        flat, call = _sample_call(op, sample, None)
+
+        def with_attribute(*tensors, call=call):
+            return call(*tensors[:-1], **{key: tensors[-1]})  # the attribute: the last graph input
+
+        arrays = [*flat, sample.attrs[key]]
+        with tape.no_grad():
+            want = with_attribute(*map(tape.tensor, arrays))
+        try:
+            model = tape.onnx.export(with_attribute, arrays, None)
+        except NotExportableError as e:
+            assert f"op '{op.name}'" in str(e), str(e)
+            continue
+        got = session(ort, model.SerializeToString()).run(None, {f"input_{k}": a for k, a in enumerate(arrays)})
+        wants = want if isinstance(want, tuple) else (want,)
+        for have, w in zip(got, wants, strict=True):
+            np.testing.assert_allclose(have, w.numpy(), rtol=1e-5)
