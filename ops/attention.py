@@ -469,7 +469,8 @@ def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
     S = rec.inputs[1].shape[-2] if ndim >= 2 else 0
     if a.get("dropout_p"):
         raise NotExportable("dropout_p > 0 draws random masks; export with dropout_p=0 (eval mode)")
-    if not 2 <= ndim <= 4 or 0 in (L, S, E) or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
+    empty = any(0 in s.shape for s in rec.inputs[:3])  # an empty batch too: ONNX Runtime's Attention fails on it
+    if not 2 <= ndim <= 4 or empty or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
         raise NotExportable("only 2-D to 4-D non-empty query, key and value of one rank have a lowering")
     scale = _default_scale(E) if a.get("scale") is None else float(a["scale"])
     decompose = rec.inputs[0].dtype == np.float64 or scale <= 0

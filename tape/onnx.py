@@ -8,8 +8,12 @@ express (``NotExportable``) -- stops the export with an error naming the op, why
 called it.
 
 Dynamic axes: a lowering may bake recorded sizes into the graph. ``_check_dynamic`` lowers the call again with
-each dynamic input axis resized and refuses a graph that changed (naming the op, the axis and the call site), so
-an exported model is never silently wrong at other sizes.
+each dynamic input axis at up to three other sizes and refuses a graph that changed (naming the op, the axis and
+the call site), so an exported model is never silently wrong at other sizes. Reading the values of a tensor
+computed from an input (``.item()``, ``float(t)``, ``.numpy()``, ...) is refused (``_ExportTape.values_leave``):
+the graph would hold the example's. Nested inputs and outputs are flattened in order. ``_Kept`` restores the
+model (parameters, buffers, flags, generators, global random states) after the export, also when it refuses.
+Integer and bool nodes ONNX Runtime has no kernel for are widened exactly or refused (tape/onnx_types.py).
 
 Tensors the call read but did not produce become initializers: a Module's parameters and buffers under their
 module paths (``blocks.0.attn.qkv.weight``), other constants as ``const_<k>``. The ``onnx`` package is
@@ -637,7 +641,7 @@ def check_sample(op, sample, dtype=None, *, scale: str = "output") -> tuple[str,
     except NotExportableError as e:
         return "not exportable", str(e)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # a kernel that fails is reported in the result, not logged
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # ONNX Runtime has no kernel for this op in this dtype (float64 mostly)
