@@ -170,5 +170,5 @@ def log1p_graph(g, rec, x) -> str:
     um1 = g.op("Sub", u, scalar(g, 1, dtype))
     log = g.op("Log", u)
     exact = g.op("Or", g.op("Equal", u, scalar(g, 1, dtype)), g.op("IsInf", u))
-    fixed = g.op("Div", g.op("Mul", log, x), um1)
+    fixed = g.op("Mul", log, g.op("Div", x, um1))  # x / (u - 1) first: log(u) * x overflows for x near the max
     return g.op("Where", g.op("Equal", u, scalar(g, 1, dtype)), x, g.op("Where", exact, log, fixed))

@@ -455,8 +455,10 @@ def _onnx_attention_matmul(g, rec, q, k, v, mask, scale: float):
         scores = g.op("Add", scores, mask)
     elif mask is not None:
         scores = g.op("Where", mask, scores, g.const(np.array(-np.inf, dtype)))
-    weights = g.op("Softmax", scores, axis=-1)
-    weights = g.op("Where", g.op("IsNaN", weights), g.const(np.array(0, dtype)), weights)
+    # the forward's rule: a row whose scores are all -inf (hidden, or -inf itself) gives 0; NaN or +inf stays NaN
+    hidden = g.op("Cast", g.op("IsInf", scores, detect_positive=0), to=6)  # 6: INT32
+    empty = g.op("Greater", g.op("ReduceMin", hidden, g.ints([-1]), keepdims=1), g.const(np.zeros((), np.int32)))
+    weights = g.op("Where", empty, g.const(np.array(0, dtype)), g.op("Softmax", scores, axis=-1))
     return g.op("MatMul", weights, v)
 
 
@@ -467,7 +469,8 @@ def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
     S = rec.inputs[1].shape[-2] if ndim >= 2 else 0
     if a.get("dropout_p"):
         raise NotExportable("dropout_p > 0 draws random masks; export with dropout_p=0 (eval mode)")
-    if not 2 <= ndim <= 4 or 0 in (L, S, E) or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
+    empty = any(0 in s.shape for s in rec.inputs[:3])  # an empty batch too: ONNX Runtime's Attention fails on it
+    if not 2 <= ndim <= 4 or empty or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
         raise NotExportable("only 2-D to 4-D non-empty query, key and value of one rank have a lowering")
     scale = _default_scale(E) if a.get("scale") is None else float(a["scale"])
     decompose = rec.inputs[0].dtype == np.float64 or scale <= 0
@@ -481,4 +484,10 @@ def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
     return out if lead is None else g.op("Squeeze", out, lead)
 
 
-lowering(scaled_dot_product_attention, _onnx_sdpa)
+lowering(
+    scaled_dot_product_attention,
+    _onnx_sdpa,
+    edge_difference="a row whose scores hold inf or NaN (an inf or NaN in query, key or value, or a score of -inf "
+    "alone in its row): ONNX Runtime's Attention and Softmax give 0 or finite values where minitape's kernel gives "
+    "NaN, or the reverse",
+)

@@ -1079,9 +1079,13 @@ def _onnx_alpha(op_type):
         want = rec.output.dtype
         a, b = (cast_to(g, n, s.dtype, want) for n, s in zip((a, b), rec.inputs, strict=True))
         alpha = rec.attributes.get("alpha", 1)
-        if alpha != 1:
-            b = g.op("Mul", b, g.const(np.array(alpha, want)))
-        return g.op(op_type, a, b)
+        if alpha == 1:
+            return g.op(op_type, a, b)
+        # the forward's a + alpha * b rounded once: float32 computes in float64 (alpha * 3e38 stays finite), bool
+        # in int64 (True - True is False, True + -1 * False True)
+        work = {np.dtype(np.float32): np.float64, np.dtype(np.bool_): np.int64}.get(np.dtype(want), want)
+        a, b = cast_to(g, a, want, work), cast_to(g, b, want, work)
+        return cast_to(g, g.op(op_type, a, g.op("Mul", b, g.const(np.array(alpha, work)))), work, want)
 
     return lower
 
@@ -1171,7 +1175,9 @@ def _onnx_floor_divide(g, rec, input, other):
         floor,
     )
     zero = g.op("Mul", scalar(g, 0, dtype), g.op("Div", a, b))
-    return g.op("Where", g.op("Equal", div, scalar(g, 0, dtype)), zero, floor)
+    out = g.op("Where", g.op("Equal", div, scalar(g, 0, dtype)), zero, floor)
+    # by zero: a / b (+-inf, NaN for 0 / 0), as numpy; fmod by 0 is NaN, which the steps above carry
+    return g.op("Where", g.op("Equal", b, scalar(g, 0, dtype)), g.op("Div", a, b), out)
 
 
 def _onnx_lerp(g, rec, input, end, weight):

@@ -2599,16 +2599,28 @@ def _onnx_pool(g, rec, input):
 
 
 def _onnx_adaptive_avg(g, rec, input):
-    """As the forward: the separable averaging matrices, rows @ x @ cols.T (cols only, for 1-D)."""
+    """As the forward, one spatial axis at a time: each window's entries (gathered as (out, longest window)
+    positions) times its weights, the padding of a shorter window left out, then summed. An inf or NaN reaches
+    only the outputs whose window holds it (a MatMul with the window matrix would add 0 * inf = NaN into every
+    output of its row)."""
     shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
     out_shape = rec.output.shape
     if 0 in shape or 0 in out_shape:
         raise NotExportable("an empty input or output has no lowering")
-    cols = g.const(_adaptive_avg_matrix(shape[-1], out_shape[-1], dtype).T)
-    if rec.op_name.endswith("1d"):
-        return g.op("MatMul", input, cols)
-    rows = g.const(_adaptive_avg_matrix(shape[-2], out_shape[-2], dtype))
-    return g.op("MatMul", g.op("MatMul", rows, input), cols)
+    spatial = int(rec.op_name[-2])  # adaptive_avg_pool1d / 2d / 3d
+    x = input
+    for axis in range(len(shape) - spatial, len(shape)):
+        start, end = _adaptive_bounds(shape[axis], out_shape[axis])
+        longest = int(np.max(end - start))
+        span = start[:, None] + np.arange(longest)
+        inside = span < end[:, None]
+        weights = np.where(inside, 1 / (end - start)[:, None], 0).astype(dtype)  # _adaptive_avg_matrix's entries
+        trailing = (1,) * (len(shape) - axis - 1)
+        gathered = g.op("Gather", x, g.const(np.minimum(span, end[:, None] - 1)), axis=axis)
+        terms = g.op("Mul", gathered, g.const(weights.reshape(weights.shape + trailing)))
+        terms = g.op("Where", g.const(inside.reshape(inside.shape + trailing)), terms, scalar(g, 0, dtype))
+        x = g.op("ReduceSum", terms, g.ints([axis + 1]), keepdims=0)
+    return x
 
 
 def _onnx_adaptive_max(g, rec, input):
@@ -2642,15 +2654,6 @@ def _onnx_lp_pool(g, rec, input):
     return g.op("Pow", g.op("Mul", mean, scalar(g, math.prod(geo.kernel), dtype)), scalar(g, 1 / p, dtype))
 
 
-def _onnx_adaptive_avg3d(g, rec, input):
-    """The forward's einsum with the depth, row and column window-average matrices."""
-    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
-    if 0 in shape:
-        raise NotExportable("an empty input has no lowering")
-    matrices = _adaptive_avg_matrices("adaptive_avg_pool3d", np.empty(shape, dtype), rec.attributes["output_size"], 3)
-    return g.op("Einsum", *(g.const(m) for m in matrices), input, equation="ai,bj,ck,...ijk->...abc")
-
-
 def _onnx_selection(g, rec, input):
     if rec.op_name == "interpolate" and rec.attributes.get("mode", "nearest") not in ("nearest", "nearest-exact"):
         raise NotExportable(f"mode={rec.attributes.get('mode')!r} (an interpolation, not a selection) has no lowering")
@@ -2669,7 +2672,7 @@ for _op in (lp_pool1d, lp_pool2d):
     lowering(_op, _onnx_lp_pool)
 lowering(adaptive_avg_pool1d, _onnx_adaptive_avg)
 lowering(adaptive_avg_pool2d, _onnx_adaptive_avg)
-lowering(adaptive_avg_pool3d, _onnx_adaptive_avg3d)
+lowering(adaptive_avg_pool3d, _onnx_adaptive_avg)
 lowering(adaptive_max_pool1d, _onnx_adaptive_max)
 lowering(adaptive_max_pool2d, _onnx_adaptive_max)
 lowering(unfold, lambda g, rec, input: index_map(g, rec, input, fill=0))

@@ -1281,6 +1281,23 @@ def _onnx_exp2(g, rec, x):
     return g.op("Pow", scalar(g, 2, float_only(rec)), x)
 
 
+def _onnx_relu(g, rec, x):
+    """Relu for floats; max(x, 0) for integers (ONNX Runtime's Relu has no integer kernel but int8's)."""
+    if np.dtype(rec.output.dtype).kind == "f":
+        return elementwise("Relu")(g, rec, x)
+    x = cast_to(g, x, rec.inputs[0].dtype, rec.output.dtype)
+    return g.op("Max", x, scalar(g, 0, rec.output.dtype))
+
+
+def _onnx_rounding(op_type: str):
+    """floor / ceil: an integer or bool input is its own value (ONNX's Floor and Ceil take floats only)."""
+
+    def lower(g, rec, x):
+        return g.op("Identity", x) if np.dtype(rec.inputs[0].dtype).kind != "f" else elementwise(op_type)(g, rec, x)
+
+    return lower
+
+
 def _onnx_trunc(g, rec, x):
     if np.dtype(rec.inputs[0].dtype).kind != "f":
         return g.op("Identity", x)
@@ -1348,7 +1365,6 @@ def _onnx_logit(g, rec, x):
 
 
 for _op, _onnx_type in (
-    (sign, "Sign"),
     (neg, "Neg"),
     (abs, "Abs"),
     (exp, "Exp"),
@@ -1358,7 +1374,6 @@ for _op, _onnx_type in (
     (cos, "Cos"),
     (tanh, "Tanh"),
     (sigmoid, "Sigmoid"),
-    (relu, "Relu"),
     (erf, "Erf"),
     (tan, "Tan"),
     (asin, "Asin"),
@@ -1370,8 +1385,6 @@ for _op, _onnx_type in (
     (acosh, "Acosh"),
     (atanh, "Atanh"),
     (reciprocal, "Reciprocal"),
-    (floor, "Floor"),
-    (ceil, "Ceil"),
     (clone, "Identity"),
 ):
     lowering(_op, elementwise(_onnx_type))
@@ -1391,6 +1404,9 @@ lowering(clamp_min, _onnx_clamp_min)
 lowering(clamp_max, _onnx_clamp_max)
 lowering(exp2, _onnx_exp2)
 lowering(trunc, _onnx_trunc)
+lowering(relu, _onnx_relu)
+lowering(floor, _onnx_rounding("Floor"))
+lowering(ceil, _onnx_rounding("Ceil"))
 lowering(frac, _onnx_frac)
 lowering(round, _onnx_round)
 lowering(nan_to_num, _onnx_nan_to_num)
@@ -1410,8 +1426,13 @@ def _onnx_scaled(factor: float):
     return lower
 
 
-def _onnx_sgn(g, rec, x):
-    return g.op("Identity", x) if rec.inputs[0].dtype == np.bool_ else elementwise("Sign")(g, rec, x)
+def _onnx_sign(g, rec, x):
+    """ONNX's Sign of NaN is NaN; minitape's (and torch's) is 0."""
+    if rec.inputs[0].dtype == np.bool_:
+        return g.op("Identity", x)
+    out = elementwise("Sign")(g, rec, x)
+    dtype = np.dtype(rec.output.dtype)
+    return g.op("Where", g.op("IsNaN", x), scalar(g, 0, dtype), out) if dtype.kind == "f" else out
 
 
 def _onnx_signed_inf(positive: bool):
@@ -1461,7 +1482,8 @@ def _onnx_over_power_of_two(g, x, e, dtype):
 
 lowering(deg2rad, _onnx_scaled(_DEG))
 lowering(rad2deg, _onnx_scaled(_RAD))
-lowering(sgn, _onnx_sgn)
+lowering(sign, _onnx_sign)
+lowering(sgn, _onnx_sign)
 lowering(positive, elementwise("Identity"))
 lowering(isposinf, _onnx_signed_inf(True))
 lowering(isneginf, _onnx_signed_inf(False))

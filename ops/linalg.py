@@ -27,7 +27,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from . import _numpy
 from ._kernels import buffers, runtime
 from ._numerics import quiet
-from ._onnx import NotExportable, no_attributes
+from ._onnx import NotExportable, cast_to, no_attributes
 from ._samples import transposed, uniform
 from ._validation import batch_dims_or_fail, broadcast_or_fail, integer, normalize_dim, real
 from .reduce import _norm_of, _norm_vjp_of, vector_norm
@@ -1551,7 +1551,8 @@ def _onnx_trace(g, rec, input):
     n, m = rec.inputs[0].shape
     diagonal = np.arange(min(n, m), dtype=np.int64) * (m + 1)
     picked = g.op("Gather", g.op("Reshape", input, g.ints([-1])), g.const(diagonal), axis=0)
-    return g.op("ReduceSum", picked, keepdims=0)
+    # summed in the output's dtype (int64 for integers and bool, as the forward): a bool sum would be an or
+    return g.op("ReduceSum", cast_to(g, picked, rec.inputs[0].dtype, rec.output.dtype), keepdims=0)
 
 
 def _onnx_cross(g, rec, input, other):

@@ -37,6 +37,7 @@ __all__ = [
     "ctc_loss",
 ]
 
+import dataclasses
 import inspect
 import math
 import warnings
@@ -60,7 +61,7 @@ from ._kernels.rowwise import (
 )
 from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar
+from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar, tensor_type
 from ._samples import KINK_GAP, away_from, transposed, uniform
 from ._validation import (
     broadcast_or_fail,
@@ -383,6 +384,7 @@ def _cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mea
         loss -= shift[..., 0]
     np.subtract(log_sum, loss, out=loss)
     loss *= w_target
+    loss[~valid] = 0  # an ignored row holding NaN or inf - inf: 0, as torch (its weight 0 times NaN is NaN)
     if shifted_total is not None:  # smoothing: -sum_c w_c log p_c = sum_c(w_c) log_sum - sum_c w_c (x_c - shift)
         class_total = input.shape[axis] if weight is None else np.sum(weight)
         smooth = np.where(valid, class_total * log_sum - shifted_total[..., 0], 0)
@@ -486,9 +488,11 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
 
 def _nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """``torch.nn.functional.nll_loss``: ``input`` holds log-probabilities along dim 1 (dim 0 if 1-D)."""
-    _, safe, w_target = _targets(input, target, weight, ignore_index)
+    valid, safe, w_target = _targets(input, target, weight, ignore_index)
     picked = _picked(input, safe) if input.size else np.zeros(target.shape, input.dtype)
-    return _reduce(-w_target * picked, reduction, np.sum(w_target))
+    with np.errstate(invalid="ignore"):  # an ignored NaN or inf entry times its weight 0: masked to 0, as torch
+        loss = np.where(valid, -w_target * picked, 0).astype(input.dtype, copy=False)
+    return _reduce(loss, reduction, np.sum(w_target))
 
 
 def _nll_loss_vjp(g, ans, input, target, weight, ignore_index=-100, reduction="mean"):
@@ -2585,10 +2589,31 @@ def _onnx_class_loss(g, rec, onnx_op: str, input, target, weight):
 
 
 def _onnx_cross_entropy(g, rec, input, target, weight=None):
-    """Class-index targets to ONNX's SoftmaxCrossEntropyLoss."""
+    """Class-index targets to ONNX's SoftmaxCrossEntropyLoss per target, NaN where the row holds +inf or NaN (the
+    forward's inf - inf, NaN; ONNX Runtime gives inf, or skips the NaN), then the reduction: 'mean' divides by
+    the summed weights of the targets that count, as torch."""
     if rec.inputs[1].dtype.kind == "f" or rec.attributes.get("label_smoothing", 0.0):
         raise NotExportable("class-probability targets and label smoothing have no lowering")
-    return _onnx_class_loss(g, rec, "SoftmaxCrossEntropyLoss", input, target, weight)
+    reduction = rec.attributes.get("reduction", "mean")
+    per_target = dataclasses.replace(rec, attributes={**rec.attributes, "reduction": "none"})
+    loss = _onnx_class_loss(g, per_target, "SoftmaxCrossEntropyLoss", input, target, weight)
+    dtype = rec.inputs[0].dtype
+    bad = g.op("Or", g.op("IsInf", input, detect_negative=0), g.op("IsNaN", input))  # ONNX Runtime skips NaN
+    infinite = g.op("Cast", bad, to=tensor_type(np.int32))
+    has_inf = g.op("Greater", g.op("ReduceMax", infinite, g.ints([1]), keepdims=0), g.const(np.zeros((), np.int32)))
+    ignore_index = g.const(np.array(rec.attributes.get("ignore_index", -100), rec.inputs[1].dtype))
+    counts = g.op("Not", g.op("Equal", target, ignore_index))
+    loss = g.op("Where", g.op("And", has_inf, counts), scalar(g, np.nan, dtype), loss)
+    if reduction == "none":
+        return loss
+    total = g.op("ReduceSum", loss, keepdims=0)
+    if reduction == "sum":
+        return total
+    w = cast_to(g, g.op("Cast", counts, to=tensor_type(np.int32)), np.int32, dtype)
+    if weight is not None:
+        safe = g.op("Where", counts, g.op("Cast", target, to=tensor_type(np.int64)), g.const(np.zeros((), np.int64)))
+        w = g.op("Mul", w, g.op("Gather", weight, safe, axis=0))
+    return g.op("Div", total, g.op("ReduceSum", w, keepdims=0))
 
 
 def _onnx_nll_loss(g, rec, input, target, weight=None):

@@ -762,8 +762,18 @@ def _onnx_along_dim(op_type):
         dtype = rec.attributes.get("dtype")
         if dtype is not None:  # dtype=: cast first, as the forward (ONNX's codes: 1 float, 11 double)
             input = g.op("Cast", input, to={"float32": 1, "float64": 11}[np.dtype(dtype).name])
-        dim = implicit_dim(rec.op_name, rec.attributes.get("dim"), ndim)
-        return g.op(op_type, input, axis=axis_of(int(dim), ndim))
+        axis = axis_of(int(implicit_dim(rec.op_name, rec.attributes.get("dim"), ndim)), ndim)
+        out = g.op(op_type, input, axis=axis)
+        if op_type != "LogSoftmax" or np.dtype(rec.output.dtype).kind != "f":
+            return out
+        # a slice holding +inf or NaN is NaN throughout in the forward (x - max: inf - inf, NaN); ONNX Runtime
+        # gives -inf, or finite values beside the NaN
+        bad = g.op("Or", g.op("IsInf", input, detect_negative=0), g.op("IsNaN", input))
+        infinite = g.op("Cast", bad, to=6)  # 6: INT32
+        has_inf = g.op(
+            "Greater", g.op("ReduceMax", infinite, g.ints([axis]), keepdims=1), g.const(np.zeros((), np.int32))
+        )
+        return g.op("Where", has_inf, scalar(g, np.nan, rec.output.dtype), out)
 
     return lower
 

@@ -1233,10 +1233,19 @@ def _onnx_moment(g, rec, x):
     if not axes:
         centered = g.op("Sub", x, x)
     else:
-        centered = g.op("Sub", x, g.op("ReduceMean", x, g.ints(axes), keepdims=1))
+        centered = g.op("Sub", x, _onnx_mean_without_overflow(g, x, axes, _count(spec.shape, axes), spec.dtype))
     squares = _onnx_reduce(g, "ReduceSum", g.op("Mul", centered, centered), axes, keep)
     variance = g.op("Div", squares, scalar(g, dof if dof > 0 else 0.0, spec.dtype))
     return variance if rec.op_name == "var" else g.op("Sqrt", variance)
+
+
+def _onnx_mean_without_overflow(g, x, axes, n, dtype):
+    """The forward's mean (``_variance``): sum / n, or sum(x / n) everywhere when any sum overflowed or is NaN."""
+    axes_name = g.ints(axes)
+    mean = g.op("Div", g.op("ReduceSum", x, axes_name, keepdims=1), scalar(g, n, dtype))
+    bad = g.op("Cast", g.op("Or", g.op("IsInf", mean), g.op("IsNaN", mean)), to=tensor_type(np.int32))
+    any_bad = g.op("Greater", g.op("ReduceMax", bad, keepdims=0), g.const(np.zeros((), np.int32)))
+    return g.op("Where", any_bad, g.op("ReduceSum", g.op("Div", x, scalar(g, n, dtype)), axes_name, keepdims=1), mean)
 
 
 def _onnx_nonzero(g, rec, x):

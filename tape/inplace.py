@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 
 from .state import STATE, needs_grad
+from .tensor_api import values_leave
 
 __all__ = ["Storage", "link", "exported", "write", "set_data", "apply_inplace", "check_target"]
 
@@ -78,7 +79,9 @@ def link(base, alias, is_view: bool = False):
 
 
 def exported(t) -> np.ndarray:
-    """A read-only numpy view of ``t``'s memory, handed out: in-place ops on ``t`` then write into that memory."""
+    """A read-only numpy view of ``t``'s memory, handed out (``Tensor.numpy()``): in-place ops on ``t`` then write
+    into that memory. Its values leave the graph (an export refuses that for a tensor computed from an input)."""
+    values_leave(t, "numpy()")
     group(t).exported = True
     return t._data.view()
 

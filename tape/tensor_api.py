@@ -16,7 +16,19 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from .checks import integer, ints, require_bool
-from .state import needs_grad
+from .state import STATE, needs_grad
+
+
+def values_leave(t, how: str) -> bool:
+    """``t``'s values leave the graph as Python or numpy values (``how``: "item()", "numpy()", ...): each recording
+    tape that watches for it is told (tape.onnx.export refuses one computed from an input: it would be baked).
+    False (a refusal raises), so that a check can start with it."""
+    for tape in STATE.recording_tapes:
+        watch = getattr(tape, "values_leave", None)
+        if watch is not None:
+            watch(t, how)
+    return False
+
 
 if TYPE_CHECKING:
     from .recording import Node
@@ -131,6 +143,7 @@ class TensorAPI:
             raise ValueError(
                 f"{who}() of a Tensor: only one-element tensors convert to a Python scalar, got shape {self.shape}"
             )
+        values_leave(self, f"{who}()")
         frame = sys._getframe(2)  # numpy reads ``arr[i] = t`` through float()/int(); a user's float(t) is a call
         if needs_grad(self) and frame is not None and frame.f_code.co_code[frame.f_lasti] == _STORE_SUBSCR:
             raise TypeError(
@@ -153,6 +166,7 @@ class TensorAPI:
 
     def tolist(self):
         """The values as (nested) Python numbers: an explicit exit from the graph, as torch's."""
+        values_leave(self, "tolist()")
         return self._data.tolist()
 
     def __len__(self) -> int:

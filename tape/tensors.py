@@ -16,7 +16,7 @@ import numpy as np
 from .checks import require_bool
 from .dtypes import array_from
 from .state import needs_grad
-from .tensor_api import TensorAPI
+from .tensor_api import TensorAPI, values_leave
 
 if TYPE_CHECKING:
     from .inplace import Storage
@@ -97,7 +97,7 @@ class Tensor(TensorAPI):
         return inplace.exported(self)
 
     def __array__(self, dtype=None, copy=None):
-        if needs_grad(self):
+        if values_leave(self, "np.asarray()") or needs_grad(self):  # values_leave: False, or an export's refusal
             raise TypeError(
                 "this Tensor requires grad, and numpy would silently drop its gradient by converting it to an "
                 "array. Call numpy functions on it directly (np.exp(t) runs ops.exp and stays differentiable), or "

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..registry import Grad, registered_ops
-from . import verify
+from . import edges, verify
 
 __all__ = [
     "Cell",
@@ -384,10 +384,12 @@ class _OpCheck:
         return Cell(PASS, f"{len(checked)} samples{hvp}")
 
     def export(self) -> Cell:
-        """Export each sample (float32 and float64), run it in ONNX Runtime, compare with the forward. Only an
-        op that declares a lowering is measured (and can fail); a float64 sample ONNX Runtime has no kernel
-        for, or one the lowering refuses with its reason, is counted in the text, not failed."""
-        from ..onnx import check_sample, lowering_of, not_exportable_reason
+        """Export each sample (float32 and float64), each edge-value sample (tape/tools/edges.py: NaN, +-inf,
+        +-0, huge, subnormal, division by zero, empty) and each sample in every integer dtype and bool, run it
+        in ONNX Runtime, compare with the forward. Only an op that declares a lowering is measured (and can
+        fail); a case the forward itself refuses is not counted; a float64 one ONNX Runtime has no kernel for,
+        or one the lowering refuses with its reason, is counted in the text, not failed."""
+        from ..onnx import edge_difference, lowering_of, not_exportable_reason
 
         if not_exportable_reason(self.op) is not None:
             return Cell(ABSENT, f"{NOT_EXPORTABLE}: {not_exportable_reason(self.op)}")
@@ -395,29 +397,52 @@ class _OpCheck:
             return Cell(ABSENT, "no lowering declared")
         if not _onnxruntime_available():
             return Cell(ABSENT, "onnxruntime not installed")
-        counts = {"equal": 0, "not exportable": 0, "no kernel": 0, "failed": 0}
-        checked = [i for i in range(len(self.samples)) if i not in self.broken]
-        for i in checked:
-            for dtype in (np.float32, np.float64):
-                try:
-                    status, detail = check_sample(self.op, self.samples[i], dtype)
-                except Exception as e:  # a lowering that crashes is a failure of the lowering
-                    status, detail = "differs", f"{type(e).__name__}: {e}"
-                if status == "differs" or (status == "no kernel" and dtype == np.float32):
-                    counts["failed"] += 1
-                    self._report("export", f"{np.dtype(dtype).name}: {detail}", i)
-                else:
-                    counts[status] += 1
-        if not checked:
+        if not [i for i in range(len(self.samples)) if i not in self.broken]:
             return Cell(WARN, "no samples")
-        extra = "".join(
-            f", {counts[k]} {label}"
-            for k, label in (("not exportable", "refused"), ("no kernel", "no f64 kernel"))
-            if counts[k]
-        )
-        if counts["failed"]:
-            return Cell(FAIL, f"{counts['failed']}/{2 * len(checked)} differ{extra}")
-        return Cell(PASS, f"{counts['equal']}/{2 * len(checked)}{extra}")
+        counts = {group: {"equal": 0, "total": 0} for group in ("samples", "edges", "dtypes")}
+        refused = no_kernel = failed = 0
+        for group, sample, dtype, scale in edges.export_cases(self.op):
+            status, detail = _export_status(self.op, sample, dtype, scale)
+            if status == "forward refuses":
+                continue
+            counts[group]["total"] += 1
+            if status == "equal":
+                counts[group]["equal"] += 1
+            elif status == "not exportable":
+                refused += 1
+            elif status == "no kernel" and edges.dtype_of(sample, dtype) == np.float64:
+                no_kernel += 1
+            elif group == "edges" and edge_difference(self.op) is not None:
+                pass  # the declared difference (the cell says so)
+            else:
+                failed += 1
+                self.problem("export", f"{group}, {edges.dtype_of(sample, dtype).name}, {sample.label}: {detail}")
+        c = counts
+        declared = edge_difference(self.op)
+        if declared is not None and c["edges"]["equal"] == c["edges"]["total"]:
+            self.problem("export", f"edge_difference is declared but every edge case agrees: remove it ({declared})")
+            return Cell(FAIL, f"declared edge difference no longer shows: {declared}")
+        extra = f", {refused} refused" if refused else ""
+        extra += f", {no_kernel} no f64 kernel" if no_kernel else ""
+        extra += f", edges {c['edges']['equal']}/{c['edges']['total']}"
+        extra += f", int/bool {c['dtypes']['equal']}/{c['dtypes']['total']}" if c["dtypes"]["total"] else ""
+        total = sum(g["total"] for g in c.values())
+        if failed:
+            return Cell(FAIL, f"{failed}/{total} differ{extra}")
+        if declared is not None:
+            return Cell(
+                WARN, f"differs at edge values: {declared}; {c['samples']['equal']}/{c['samples']['total']}{extra}"
+            )
+        return Cell(PASS, f"{c['samples']['equal']}/{c['samples']['total']}{extra}")
+
+
+def _export_status(op, sample, dtype, scale) -> tuple[str, str]:
+    from ..onnx import check_sample
+
+    try:
+        return check_sample(op, sample, dtype, scale=scale)
+    except Exception as e:  # a lowering that crashes is a failure of the lowering
+        return "differs", f"{type(e).__name__}: {e}"
 
 
 def _notes(op, samples, outputs) -> str:
@@ -569,9 +594,13 @@ def markdown_header(torch: bool = True) -> str:
         "where torch double-differentiates the op (❌ stub: the second order raises when reached); ONNX export "
         "exports each sample with the op's declared lowering (tape.onnx), runs it in ONNX Runtime and compares "
         "with the forward in float32 (rtol 1e-5) and float64 (rtol 1e-10; refused: the lowering names what it "
-        "cannot express; no f64 kernel: ONNX Runtime has none), — not exportable: the op declares why ONNX cannot "
-        "express it (counted apart). "
-        "✅ passed, ❌ failed, ⚠ nothing to check, — not applicable.\n"
+        "cannot express; no f64 kernel: ONNX Runtime has none), then the same at the op tests' edge values "
+        "(tape/tools/edges.py: NaN, ±inf, ±0, huge, subnormal, division by zero, empty inputs; NaN and the "
+        "infinities exactly where the forward has them) and with the samples in every integer dtype and bool "
+        '("edges", "int/bool": cases agreeing / cases the forward takes); ⚠ differs at edge values: the '
+        "lowering declares where and why ONNX Runtime's kernel differs there; — not exportable: the op declares "
+        "why ONNX cannot express it (counted apart). "
+        "✅ passed, ❌ failed, ⚠ nothing to check (or a declared edge difference), — not applicable.\n"
     )
 
 

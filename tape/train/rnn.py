@@ -74,6 +74,14 @@ def _check_state(name: str, what: str, t, shape: tuple) -> None:
 
 
 # -- cells ------------------------------------------------------------------------------------------------------
+def _zeros_along_batch(x, batch_dim: int, shape: tuple):
+    """Zeros of ``shape`` (1 along the batch dim) broadcast along ``x``'s batch dim, through ops on ``x``: a size
+    taken from ``x.shape`` would be a constant of an exported graph, whose batch could then not be dynamic."""
+    other = tuple(d for d in range(x.ndim) if d != batch_dim)
+    column = ops.sum(ops.zeros_like(x), dim=other, keepdim=True)  # (N, 1) / (1, N, 1): zeros, also for no steps
+    return column + Tensor(np.zeros(shape, x.dtype))
+
+
 class _CellBase(Module):
     mode = ""
 
@@ -91,7 +99,7 @@ class _CellBase(Module):
         shape = (x.shape[0], self.hidden_size)
         n = 2 if self.mode == "LSTM" else 1
         if hx is None:
-            return x, batched, (Tensor(np.zeros(shape, x.dtype)),) * n
+            return x, batched, (_zeros_along_batch(x, 0, (1, shape[1])),) * n
         parts = tuple(hx) if n == 2 else (hx,)
         parts = parts if batched else tuple(ops.unsqueeze(p, 0) for p in parts)
         for what, p in zip(("hx", "cx"), parts):
@@ -167,7 +175,7 @@ class _RNNBase(Module):
         shape = (self.num_layers * (2 if self.bidirectional else 1), x.shape[1], self.hidden_size)
         n = 2 if self.mode == "LSTM" else 1
         if hx is None:
-            return (Tensor(np.zeros(shape, x.dtype)),) * n
+            return (_zeros_along_batch(x, 1, (shape[0], 1, shape[2])),) * n
         parts = tuple(hx) if n == 2 else (hx,)
         if len(parts) != n:
             raise ValueError(f"{name}: argument 'hx' expected a tuple (h_0, c_0), got {len(parts)} tensors")

@@ -12,6 +12,7 @@ from oracle import LazyTorch, ours, run_torch_hvp_parity, theirs
 import ops
 import tape
 from tape.registry import Grad, Sample
+from tape.tools.edges import grid_samples, in_dtype
 from tape.tools.verify import differentiable_positions, op_samples, run_gradgradcheck
 
 torch = LazyTorch()  # torch imported at first use: the module collects without torch
@@ -260,57 +261,16 @@ def test_float_only_ops_refuse_integer_tensors_naming_op_and_argument(name):
 
 
 # -- edge values: no numpy warning, the mathematical values (float64 reference rounded once) --------------------
-EDGE = {np.float64: [0.0, -0.0, 0.5, -1.5, 2.0, np.inf, -np.inf, np.nan, 1e300, -1e300, 1e-310],
-        np.float32: [0.0, -0.0, 0.5, -1.5, 2.0, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-40]}
 EDGE_MODULES = (ops.elementwise, ops.binary, ops.reduce)  # the ops these modules declare (other modules may join
 EDGE_OPS = {name for module in EDGE_MODULES for name in module.__all__}  # the families: they test their own)
 
 
 def _edge_cases():
-    """(op, input arrays (float64), attrs) for every op of the three families, over the edge values: unary ops
-    on all of them, binary ops on every pair (same-shape operands, so no gradient is summed over a broadcast),
-    reductions over rows mixing them."""
-    cases = []
-    edge = np.array(EDGE[np.float64])
-    a, b = (v.ravel() for v in np.meshgrid(edge, edge))
-    pairs = np.array([[0.0, 0.0], [np.inf, -np.inf], [np.inf, np.inf], [-np.inf, -np.inf], [np.nan, 1.0],
-                      [1e300, 1e300], [-1e300, 1e300], [0.0, np.inf], [0.0, -1.5], [1e-310, 2.0], [2.0, 0.5]])
-    for op in tape.registered_ops():
-        if op.name not in EDGE_OPS:
-            continue
-        if op.family == "reduce":
-            extra = {"correction": 1} if op.name in ("var", "std") else {}
-            for dim in (-1, None):
-                cases.append(pytest.param(op, (pairs,), {"dim": dim, **extra}, id=f"{op.name}-dim={dim}"))
-            continue
-        attr_sets = []
-        for sample in op_samples(op):
-            if sample.attrs not in attr_sets:
-                attr_sets.append(sample.attrs)
-        for attrs in attr_sets:
-            if op.name == "where":
-                arrays = (np.arange(a.size) % 3 == 0, a, b)
-            elif op.name == "lerp":
-                arrays = (a, b, np.resize(np.array([0.0, 0.25, 0.5, 1.0, 1.5, -0.5]), a.size))
-            elif op.name in ("addcmul", "addcdiv"):
-                arrays = (a, b, b[::-1].copy())
-            elif op.name == "clamp":  # tensor bounds: min over the edge grid, max over a few values and the edges
-                arrays = (a, b, np.resize(np.array([1.0, -0.5, 2.0, np.inf, -np.inf, np.nan, 0.0]), a.size))
-            elif op.n_inputs == 2:
-                arrays = (a, b)
-            else:
-                arrays = (edge,)
-            cases.append(pytest.param(op, arrays, attrs, id=f"{op.name}-{attrs}"))
-    return cases
-
-
-def _in(dtype, array):
-    """A float64 edge array in ``dtype``: float32 takes its own huge and subnormal values."""
-    if array.dtype.kind != "f" or dtype == np.float64:
-        return array
-    for big, small in zip(EDGE[np.float64], EDGE[np.float32]):
-        array = np.where(array == big, small, array) if big != 0 and np.isfinite(big) else array
-    return array.astype(dtype)
+    """(op, input arrays (float64), attrs) for every op of the three families, over the edge values
+    (tape/tools/edges.py, which the ONNX export column reads too): unary ops on all of them, binary ops on every
+    pair (same-shape operands, so no gradient is summed over a broadcast), reductions over rows mixing them."""
+    return [pytest.param(op, sample.inputs, sample.attrs, id=f"{op.name}-{sample.attrs}")
+            for op in tape.registered_ops() if op.name in EDGE_OPS for sample in grid_samples(op)]
 
 
 def _first(out):
@@ -359,7 +319,7 @@ def test_torch_float32_edge_artifacts_are_the_known_ones(op, arrays, attrs):
     import warnings
 
     dtype = np.float32
-    arrays = [_in(dtype, a) for a in arrays]
+    arrays = [in_dtype(a, dtype) for a in arrays]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torchs = _run("torch", op, arrays, attrs, dtype)
@@ -488,7 +448,7 @@ def test_edge_values_give_the_mathematical_values_and_gradients_without_numpy_wa
 def _compare_edge_values(op, arrays, attrs, dtype):
     import warnings
 
-    arrays = [_in(dtype, a) for a in arrays]
+    arrays = [in_dtype(a, dtype) for a in arrays]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         value, gradients = _run("ours", op, arrays, attrs, dtype)

@@ -246,3 +246,13 @@ def test_max_and_min_of_two_tensors_are_the_elementwise_extremum_with_torchs_gra
     np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())
     with pytest.raises(TypeError, match=f"{name}: a tensor 'other' .* takes no dim or keepdim"):
         getattr(ops, name)(tape.tensor(a), other=tape.tensor(b), keepdim=True)
+
+
+def test_tensordot_without_contracted_dims_multiplies_zero_by_inf_as_ieee(torch):
+    """dims=0 is an outer product: 0 * inf is NaN (torch's); numpy's tensordot of a 0-D operand skipped the product
+    and gave 0 (found by the ONNX export's edge-value check, where ONNX Runtime gives NaN)."""
+    b = np.array([-np.inf, -1e-310, np.nan, 2.0])
+    for a in (np.float64(-0.0), np.array([0.0, 1.0])):
+        ours = ops.tensordot(tape.tensor(a), tape.tensor(b), dims=0).numpy()
+        theirs = torch.tensordot(torch.tensor(a), torch.tensor(b), dims=0).numpy()
+        np.testing.assert_array_equal(ours, theirs)

@@ -577,3 +577,16 @@ def test_ctc_loss_of_an_impossible_alignment_is_inf_or_zero_as_torch():
     np.testing.assert_array_equal(g.numpy(), 0)
     expected = F.ctc_loss(torch.tensor(lp), torch.tensor([[1, 1]]), [2], [2], reduction="sum").item()
     assert expected == np.inf
+
+
+@pytest.mark.parametrize("name", ["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_an_ignored_target_on_a_row_of_nan_or_inf_counts_zero_as_torchs(name, reduction):
+    """Before: the ignored row's loss was NaN (NaN or inf - inf times its weight 0), so one such row made the
+    mean NaN where torch skips it (found by the ONNX export's edge-value check: ONNX Runtime gives torch's 0)."""
+    x = np.array([[2.0, np.inf, -np.inf], [np.nan, 1.0, 2.0], [np.inf, np.inf, 1.0], [1.0, 2.0, 3.0]])
+    target, weight = np.array([-100, -100, 2, 1]), np.array([0.5, 1.0, 2.0])
+    ours = getattr(ops, name)(tape.tensor(x), tape.tensor(target), weight=tape.tensor(weight), reduction=reduction)
+    theirs = getattr(torch.nn.functional, name)(torch.tensor(x), torch.tensor(target), weight=torch.tensor(weight),
+                                                reduction=reduction)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

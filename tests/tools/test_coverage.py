@@ -118,17 +118,26 @@ def test_well_declared_ops_pass_and_absent_checks_are_marked(throwaway_ops):
     assert cube.parity.status == PASS and masked.parity.status == PASS
 
 
+def _cube_lowering(g, rec, x):
+    """x * x * x in the output's dtype (a bool input's cube is an int8 one, as numpy's)."""
+    from ops._onnx import cast_to
+
+    x = cast_to(g, x, rec.inputs[0].dtype, rec.output.dtype)
+    return g.op("Mul", g.op("Mul", x, x), x)
+
+
 def test_export_column_measures_declared_lowerings_only(throwaway_ops):
     """A right lowering passes, a wrong one fails (and counts for --check), an op without one is marked absent."""
     if os.environ.get("MINITAPE_REQUIRE_ONNX") != "1":  # CI requires it: there the column must be measured
         pytest.importorskip("onnxruntime")
     from tape.onnx import lowering
 
-    lowering(throwaway_ops["covtest_cube"], lambda g, rec, x: g.op("Mul", g.op("Mul", x, x), x))
+    lowering(throwaway_ops["covtest_cube"], _cube_lowering)
     lowering(throwaway_ops["covtest_bad_ref"], lambda g, rec, x: g.op("Mul", x, x))  # x^2 for x^3: wrong
     rows = _rows(["covtest_cube", "covtest_bad_ref", "covtest_masked"], torch=False, order2=False)
     n = len(op_samples(throwaway_ops["covtest_cube"]))
-    assert rows["covtest_cube"].export.status == PASS and rows["covtest_cube"].export.text == f"{2 * n}/{2 * n}"
+    cube = rows["covtest_cube"].export
+    assert cube.status == PASS and cube.text.startswith(f"{2 * n}/{2 * n}, edges "), cube.text
     bad = rows["covtest_bad_ref"]
     assert bad.export.status == FAIL and bad.failed and any(p.startswith("export") for p in bad.problems)
     assert rows["covtest_masked"].export.status == ABSENT
@@ -139,6 +148,30 @@ def test_export_column_measures_declared_lowerings_only(throwaway_ops):
     assert declared.export.status == ABSENT and declared.export.text == "not exportable: covtest: no ONNX form"
     totals = coverage.summary([rows["covtest_cube"], declared, rows["covtest_masked"]])
     assert totals["export"].text == "1/3, 1 not exportable, 1 —", totals["export"].text
+
+
+def test_export_column_checks_edge_values_and_declared_differences(throwaway_ops):
+    """A lowering that agrees on the samples but not at an edge value (ONNX's Sign of NaN is NaN, the op's 0)
+    fails the column, naming the edge case; declared with its reason it is ⚠, and a declaration that no longer
+    shows fails."""
+    if os.environ.get("MINITAPE_REQUIRE_ONNX") != "1":
+        pytest.importorskip("onnxruntime")
+    from tape.onnx import lowering
+
+    sign = tape.defop("covtest_sign", family="covtest", inputs=("x",), forward=lambda x: np.nan_to_num(np.sign(x)),
+                      vjps=(lambda g, ans, x: 0 * g,), samples=throwaway_ops["covtest_cube"].samples)
+    try:
+        lowering(sign, "Sign")
+        row = _rows(["covtest_sign"], torch=False, order2=False)["covtest_sign"]
+        assert row.export.status == FAIL and any("export: edges" in p and "nan" in p for p in row.problems), row
+        lowering(sign, "Sign", edge_difference="covtest: NaN gives NaN")
+        row = _rows(["covtest_sign"], torch=False, order2=False)["covtest_sign"]
+        assert row.export.status == WARN and "covtest: NaN gives NaN" in row.export.text, row.export
+        lowering(throwaway_ops["covtest_cube"], _cube_lowering, edge_difference="covtest: none")
+        row = _rows(["covtest_cube"], torch=False, order2=False)["covtest_cube"]
+        assert row.export.status == FAIL and "no longer shows" in row.export.text, row.export
+    finally:
+        tape.unregister_op("covtest_sign")
 
 
 def test_a_disagreeing_torch_reference_fails_parity_only(throwaway_ops, torch):
