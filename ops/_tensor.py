@@ -38,6 +38,7 @@ from .reduce import max, min
 from .shape import expand, permute, repeat, reshape
 from .sorting import median, median_dim, nanmedian
 from .special import polygamma
+from ._torch_methods import methods as torch_methods
 
 
 def _is_bool(value) -> bool:
@@ -143,11 +144,6 @@ def _cast_to(dtype):
     return method
 
 
-def _to(self, dtype):
-    """This tensor cast to ``dtype`` (ops.cast)."""
-    return cast(self, dtype)
-
-
 def _type_as(self, other: Tensor) -> Tensor:
     """This tensor cast to ``other``'s dtype (ops.cast)."""
     return cast(self, other.dtype)
@@ -174,7 +170,6 @@ def _methods() -> dict:
         "scatter": _scatter,
         **{op.name: _shaped(op) for op in (reshape, permute, expand, repeat, tile, flip)},
         "view": _shaped(reshape),
-        "to": _to,
         "float": _cast_to(np.float32),
         "double": _cast_to(np.float64),
         "long": _cast_to(np.int64),
@@ -187,6 +182,7 @@ def _methods() -> dict:
         "type_as": _type_as,
         "clone": _clone,
         "T": property(_transposed),
+        **torch_methods(),  # to / cpu / cuda / device / type (ops/_torch_methods.py)
     }
 
 
