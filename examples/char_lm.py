@@ -44,7 +44,7 @@ def generate(model, prompt_ids, length: int, rng, temperature: float = 0.8):
     with tape.no_grad():
         for _ in range(length):
             window = np.array(ids[-model.context:])[None]
-            logits = model(window).data[0, -1] / temperature
+            logits = model(window).numpy()[0, -1] / temperature
             probs = np.exp(logits - logits.max())
             ids.append(int(rng.choice(len(probs), p=probs / probs.sum())))
     return ids

@@ -103,7 +103,7 @@ def main(argv=None) -> dict:
     model.eval()
     with tape.no_grad():
         logits = model(test_tokens, test_lengths if use_mask else None)
-    accuracy = float(np.mean(np.argmax(logits.data, axis=1) == test_labels))
+    accuracy = float(np.mean(np.argmax(logits.numpy(), axis=1) == test_labels))
     print(f"final training loss {np.mean(losses[-20:]):.4f}; held-out accuracy ({args.eval_size} sequences, "
           f"padding mask {'on' if use_mask else 'off'}): {accuracy:.2%}; training took {seconds:.1f} s")
 

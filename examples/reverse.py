@@ -40,7 +40,7 @@ def reverse_greedily(model, x, letters: int):
     with tape.no_grad():
         for _ in range(x.shape[1]):
             logits = model(sequence)
-            next_token = np.argmax(logits.data[:, -1], axis=-1)
+            next_token = np.argmax(logits.numpy()[:, -1], axis=-1)
             sequence = np.concatenate([sequence, next_token[:, None]], axis=1)
     return sequence[:, x.shape[1] + 1:]
 
@@ -55,7 +55,7 @@ def teacher_forced_accuracy(model, x, letters: int) -> float:
     length = x.shape[1]
     full = np.concatenate([x, np.full((len(x), 1), letters), x[:, ::-1]], axis=1)
     with tape.no_grad():
-        logits = model(full[:, :-1]).data
+        logits = model(full[:, :-1]).numpy()
     return float(np.mean(np.argmax(logits[:, length:], axis=-1) == full[:, length + 1:]))
 
 

@@ -198,7 +198,12 @@ def where(condition, x=None, y=None, /):
 
 def reshape(a, /, shape, order="C", *, copy=None):
     if copy is False:
-        _unsupported("reshape", "copy", copy, "a tensor's values are immutable; copy=None or True")
+        _unsupported(
+            "reshape",
+            "copy",
+            copy,
+            "a view is promised only where the layout allows; copy=None or True",
+        )
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     if order == "F":  # column-major: reverse the axes, reshape, reverse back
         return transpose(_ops.reshape(transpose(a), shape[::-1]))

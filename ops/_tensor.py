@@ -7,6 +7,7 @@ import numpy as np
 from tape.tensor_api import OPERATORS, _OpMethod, _shape_args, add_method
 from tape.tensors import Tensor
 
+from . import _inplace
 from .binary import (
     add,
     div,
@@ -203,9 +204,11 @@ def _aliases() -> dict:
 
 
 def install() -> None:
-    """Give Tensor its operators and these methods (once, by ops/__init__)."""
-    operators = _operators()
+    """Give Tensor its operators and these methods, and its in-place face (ops/_inplace.py), once, by ops/__init__."""
+    _inplace.declare_views()
+    inplace_methods = _inplace.methods()
+    operators = {**_operators(), **{k: v for k, v in inplace_methods.items() if k in OPERATORS}}
     if set(operators) != set(OPERATORS):
         raise ImportError(f"ops/_tensor.py: Tensor's operators and their ops differ: {set(OPERATORS) ^ set(operators)}")
-    for name, function in {**operators, **_methods(), **_aliases()}.items():
+    for name, function in {**inplace_methods, **operators, **_methods(), **_aliases()}.items():
         add_method(name, function)

@@ -176,7 +176,7 @@ def _is_array(*xs) -> bool:
 
 def _values(x) -> np.ndarray:
     """The values of an array or a Tensor (for tests on them, never for arithmetic that must be recorded)."""
-    return x if _is_array(x) else np.asarray(x.data)
+    return x if _is_array(x) else np.asarray(x._data)
 
 
 def _same_dtype(op: str, names: tuple, arrays) -> None:

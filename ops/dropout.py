@@ -450,7 +450,7 @@ def _gumbel_softmax_composite(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, r
     seed = _recorded_seed(rng)
     noise = _gumbel_noise(logits.shape, seed, logits.dtype)
     soft = softmax((logits + noise) / float(tau), dim=dim)
-    return soft + (_gumbel_parts(logits.data, tau, dim, seed)[1] - soft.detach()) if hard else soft
+    return soft + (_gumbel_parts(logits._data, tau, dim, seed)[1] - soft.detach()) if hard else soft
 
 
 def _check_gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):

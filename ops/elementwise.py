@@ -1086,7 +1086,7 @@ clone = _on_input(
     lambda input: np.array(input, copy=True),
     lambda g, ans, input: g,
     floats_only=False,
-    notes="a new tensor equal to the input (tensors are immutable, so it is needed only where torch code expects it)",
+    notes="a new tensor equal to the input, owning its memory (an in-place change of one is not seen by the other)",
 )
 
 

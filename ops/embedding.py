@@ -24,7 +24,7 @@ from ._validation import require, require_bool, require_float, require_indices, 
 
 
 def _indices(t):
-    return t.data if isinstance(t, Tensor) else t
+    return t._data if isinstance(t, Tensor) else t
 
 
 def _padding_row(num_weights, padding_idx):
@@ -326,7 +326,7 @@ def _check_embedding_bag(input, weight, offsets=None, per_sample_weights=None, *
             value is supported,  # the flags are bools by now; max_norm's only supported value is None
             op,
             name,
-            f"{supported} (tensors are immutable here: no renormalisation in place, no sparse gradients)",
+            f"{supported} (no renormalisation of the weight in place, no sparse gradients)",
             value,
         )
     if per_sample_weights is not None:

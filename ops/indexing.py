@@ -12,6 +12,7 @@ integer dtype; torch wants int64) with values in range. Each op's torch conventi
 
 __all__ = [
     "getitem",
+    "setitem",
     "gather",
     "index_select",
     "scatter_add",
@@ -142,7 +143,10 @@ class _Resolved:
     advanced: tuple | None
 
     def apply(self, x):
-        out = x[self.basic]
+        basic = self.basic
+        if Ellipsis not in basic and isinstance(x, np.ndarray):
+            basic = (*basic, Ellipsis)  # a view even when every dim is taken by an int (numpy: a scalar copy)
+        out = x[basic]
         return out if self.advanced is None else out[self.advanced]
 
 
@@ -324,27 +328,28 @@ def _index_put_resolved(input_shape, indices) -> _Resolved:
     return _resolve("index_put", tuple(indices), input_shape)
 
 
-def _check_index_put(input, values, indices, accumulate=False):
-    require_bool("index_put", "accumulate", accumulate)
-    resolved = _index_put_resolved(input.shape, indices)
-    require_dtype_of_input("index_put", "values", values, input)
+def _check_put(op: str, resolved: _Resolved, input, values, repeats: str | None) -> None:
+    """index_put's and setitem's checks: values of input's dtype, broadcastable to the indexed shape; with
+    ``repeats`` (the refusal), no position written twice."""
+    require_dtype_of_input(op, "values", values, input)
     target = np.shape(resolved.apply(np.broadcast_to(np.empty((), np.int8), input.shape)))
     broadcast_or_fail(
-        "index_put",
-        "values",
-        (values.shape, target),
-        f"a shape broadcastable to the indexed shape {target}",
-        values.shape,
+        op, "values", (values.shape, target), f"a shape broadcastable to the indexed shape {target}", values.shape,
         to=target,
-    )
-    if not accumulate:
+    )  # fmt: skip
+    if repeats is not None and resolved.advanced is not None:
         positions = _flat_positions(resolved, input.shape).reshape(-1)
         if np.unique(positions).size != positions.size:
-            raise ValueError(
-                "index_put: argument 'indices' repeats a position while accumulate=False; which value "
-                "lands there is undefined (torch leaves it unspecified): pass accumulate=True to add "
-                "them, or unique indices"
-            )
+            raise ValueError(repeats)
+
+
+def _check_index_put(input, values, indices, accumulate=False):
+    require_bool("index_put", "accumulate", accumulate)
+    repeats = (
+        "index_put: argument 'indices' repeats a position while accumulate=False; which value lands there is "
+        "undefined (torch leaves it unspecified): pass accumulate=True to add them, or unique indices"
+    )
+    _check_put("index_put", _index_put_resolved(input.shape, indices), input, values, None if accumulate else repeats)
 
 
 def _put(out, resolved: _Resolved, values, accumulate: bool):
@@ -491,6 +496,70 @@ getitem = defop(
     samples=_getitem_samples,
     torch_ref=lambda torch, input, index: input[_torch_index(torch, index)],
     notes=case_law(_CASE_LAW, "getitem"),
+)
+
+
+# -- setitem: ``x[index] = values`` ---------------------------------------------------------------------------------
+def _setitem(input, values, index):
+    """A copy of ``input`` with ``values`` (broadcast) written at ``input[index]``: ``x[index] = values`` as an op
+    (Tensor.__setitem__ runs it in place), every index form getitem takes."""
+    return _put(input.copy(), _resolve("setitem", index, input.shape), values, False)
+
+
+def _check_setitem(input, values, index):
+    repeats = (
+        f"setitem: index {_describe(index)} writes one position twice; which value lands there is undefined (torch "
+        f"leaves it unspecified): index each position once"
+    )
+    _check_put("setitem", _resolve("setitem", index, input.shape), input, values, repeats)
+
+
+def _setitem_vjp_input(g, ans, input, values, index):
+    if isinstance(g, np.ndarray):
+        return _put(g.copy(), _resolve("setitem", index, input.shape), 0, False)
+    return setitem(g, np.zeros((), g.dtype), index)
+
+
+def _setitem_vjp_values(g, ans, input, values, index):
+    if isinstance(g, np.ndarray):
+        picked = np.asarray(_resolve("setitem", index, input.shape).apply(g))
+    else:
+        picked = getitem(g, index)
+    return unbroadcast(picked, values.shape)
+
+
+def _setitem_samples(rng):
+    samples = []
+    for s in _getitem_samples(rng):
+        (x,), index = s.inputs, s.attrs["index"]
+        try:
+            _check_setitem(x, np.zeros(()), index)
+        except ValueError:  # getitem's repeated positions: a write there is refused
+            continue
+        shape = np.shape(_resolve("setitem", index, x.shape).apply(x))
+        samples.append(Sample((x, uniform(rng, shape)), {"index": index}, s.label))
+        if shape:
+            samples.append(Sample((x, uniform(rng, shape[-1:])), {"index": index}, s.label + ", broadcast"))
+    return samples
+
+
+def _torch_setitem(torch, input, values, index):
+    out = input.clone()
+    out[_torch_index(torch, index)] = values
+    return out
+
+
+setitem = defop(
+    "setitem",
+    family="shape",
+    inputs=("input", "values"),
+    forward=_setitem,
+    vjps=(_setitem_vjp_input, _setitem_vjp_values),
+    check=_check_setitem,
+    samples=_setitem_samples,
+    torch_ref=_torch_setitem,
+    notes="``x[index] = values`` as an op, with getitem's index forms; Tensor.__setitem__ runs it in place. A write "
+    "of one position twice (repeated integer indices) is refused.",
 )
 
 
@@ -1926,3 +1995,4 @@ lowering(argwhere, not_exportable=_DATA_SIZED)
 lowering(masked_select, not_exportable=_DATA_SIZED)
 lowering(nonzero, not_exportable=_DATA_SIZED)
 lowering(index_put, not_exportable="its indices are recorded as constant arrays; a ScatterND lowering is not written")
+lowering(setitem, not_exportable="its index is recorded as a constant; a ScatterND lowering is not written")

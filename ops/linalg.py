@@ -1287,7 +1287,7 @@ def _renorm_parts(input, p, dim, maxnorm):
     norms = (
         _norm_of("renorm", input, p, axes, True) if isinstance(input, np.ndarray) else vector_norm(input, p, axes, True)
     )
-    over = np.asarray(norms > maxnorm) if isinstance(norms, np.ndarray) else np.asarray(norms.data > maxnorm)
+    over = np.asarray(norms > maxnorm) if isinstance(norms, np.ndarray) else np.asarray(norms._data > maxnorm)
     scale = np.where(over, maxnorm / (norms + _RENORM_EPS), 1.0)
     return axes, norms, scale, over
 
@@ -1369,7 +1369,7 @@ def _cov_parts(input, fweights, aweights, correction):
 
 
 def _values_of(x):
-    return x if isinstance(x, np.ndarray | np.generic) else x.data
+    return x if isinstance(x, np.ndarray | np.generic) else x._data
 
 
 @quiet  # a normalisation of 0: inf/NaN as torch's

@@ -232,7 +232,7 @@ def _reduction_grad(g, reduction: str, shape: tuple, denominator=None):
 
 def _values(t):
     """The array of a tensor argument that takes no gradient (targets, class weights), Tensor or array."""
-    return t.data if isinstance(t, Tensor) else t
+    return t._data if isinstance(t, Tensor) else t
 
 
 def _constant(x) -> np.ndarray:

@@ -20,6 +20,7 @@ __all__ = [
 ]
 
 import math
+import warnings
 from functools import partial, reduce
 
 import numpy as np
@@ -73,10 +74,10 @@ _CASE_LAW = (
     ),
     (
         ("batch_norm",),
-        "training uses the batch statistics and does not update running_mean/var (tensors are immutable): "
-        "nn.BatchNorm* computes torch's updated values and replaces its buffers",
+        "training uses the batch statistics and, unlike torch, does not update running_mean/var: nn.BatchNorm* "
+        "computes torch's updated values and writes them into its buffers in place",
     ),
-    (("instance_norm",), "running statistics are read (use_input_stats=False), never updated (tensors are immutable)"),
+    (("instance_norm",), "running statistics are read (use_input_stats=False), never updated"),
 )
 
 FAMILY = "normalization"
@@ -493,8 +494,8 @@ def _norm_samples(extra_attrs: dict, running: bool):
 def _batch_norm(
     input, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
 ):
-    """``torch.nn.functional.batch_norm``. Tensors are immutable, so the running statistics are not updated
-    here: ``nn.BatchNorm*`` computes the new ones and replaces its buffers."""
+    """``torch.nn.functional.batch_norm``. The running statistics are not updated here (torch's are):
+    ``nn.BatchNorm*`` computes the new ones and writes them into its buffers."""
     use_running = not training
     return _norm_forward("batch", input, input.shape[1], running_mean, running_var, weight, bias, use_running, eps)
 
@@ -529,6 +530,13 @@ def _check_batch_norm(
     _check_norm_input("batch_norm", input, weight, bias)
     require_bool("batch_norm", "training", training)
     _check_running_stats("batch_norm", input, running_mean, running_var, not training, "training=False")
+    if training and (running_mean is not None or running_var is not None):
+        warnings.warn(
+            "batch_norm: training=True with running_mean/running_var given: minitape's functional batch_norm does not "
+            "update them (torch's writes into them); use nn.BatchNorm*d, which does, or update them yourself",
+            UserWarning,
+            stacklevel=2,
+        )
     if training:
         require(
             input.size // input.shape[1] > 1 or input.size == 0,
@@ -559,7 +567,7 @@ def _cloned_stats(name):
 
 def _running_stats_op(name, forward, joint_vjp, check, samples):
     """Declare batch_norm or instance_norm: optional running statistics, read and never differentiated (nor
-    updated: tensors are immutable), then the optional affine weight and bias."""
+    updated here), then the optional affine weight and bias."""
     return defop(
         name,
         family=FAMILY,

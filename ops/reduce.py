@@ -223,7 +223,7 @@ def _grad_as(g, x):
 
 def _plain(x):
     """The values of an array or a Tensor (for masks, not for arithmetic that must be recorded)."""
-    return x if isinstance(x, np.ndarray | np.generic) else np.asarray(x.data)
+    return x if isinstance(x, np.ndarray | np.generic) else np.asarray(x._data)
 
 
 def _torch_dtype(torch, dtype):

@@ -341,7 +341,7 @@ def _logcumsumexp_vjp(g, ans, input, dim):
     if input.ndim == 0:
         return g
     axis = normalize_dim("logcumsumexp", dim, input.ndim)
-    if not isinstance(g, np.ndarray) and np.count_nonzero(g.data) != np.size(g):
+    if not isinstance(g, np.ndarray) and np.count_nonzero(g._data) != np.size(g):
         return _logcumsumexp_vjp_recorded(g, ans, input, axis)
     lowest = float(np.finfo(input.dtype).min)  # stands for log 0 (finite, so lowest - y stays ordered)
     positive, negative = g > 0, g < 0

@@ -7,7 +7,7 @@ broadcast summed, a narrow or constant pad undone by the opposite pad (``pad(g, 
 over its copies, a reflect/replicate/circular pad *added* back with ``index_add`` (positions read twice
 get both gradients). Each rule is written with numpy functions that map to registered ops or, where it
 scatters, calls the scatter op when given Tensors (``create_graph=True``) and its numpy kernel when given
-arrays, so every op here is differentiable twice. Views are copies: minitape's tensors are immutable
+arrays, so every op here is differentiable twice. Views share memory as torch's do (ops/_inplace.py TORCH_VIEWS)
 (docs/porting.md). torch's conventions for each op are its notes (``_CASE_LAW``).
 """
 

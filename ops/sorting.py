@@ -435,7 +435,7 @@ def _median(input):
 def _median_vjp(g, ans, input):
     """g shared evenly among the entries equal to the median (the NaN entries for a NaN median); the mask is a
     constant, so on Tensors only g times constant weights is recorded."""
-    x, value = (input, ans) if isinstance(input, np.ndarray) else (input.data, ans.data)
+    x, value = (input, ans) if isinstance(input, np.ndarray) else (input._data, ans._data)
     mask = np.isnan(x) if value != value else x == value
     weights = (mask / max(np.count_nonzero(mask), 1)).astype(x.dtype)
     return g * weights
@@ -461,7 +461,7 @@ def _median_samples(rng):
 # == appended: median(input, dim, keepdim) is one op (torch's), nanmedian, mode, quantile, nanquantile ============
 def _values(x):
     """The values of an array or a Tensor (the quantile weights are constants of the sort)."""
-    return x if isinstance(x, np.ndarray) else np.asarray(x.data)
+    return x if isinstance(x, np.ndarray) else np.asarray(x._data)
 
 
 def _whole_or_dim(name, whole, whole_vjp, along, along_vjp):

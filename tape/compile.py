@@ -89,7 +89,7 @@ class CompiledStep:
             trace.close()  # the recording is complete: the backward is not part of it
             result = self._result(loss)
             self.records += 1
-            plan = _build(trace.records, loss, self._eager_at)
+            plan = _build(trace.records, loss, self._eager_at) if trace.keep_plan else None
             if plan is not None:
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
@@ -166,7 +166,7 @@ def _placeholder(cell, slot, spec) -> _Pending:
     p = _NEW(_Pending)
     _SET_DATA(p, (spec[0], spec[1], cell, slot))
     _SET_NODE(p, None)
-    p._requires_grad, p._grad, p.id, p._version, p.name = spec[2], None, next(_ids), 0, None
+    p._requires_grad, p._grad, p.id, p._version, p.name, p._aliases = spec[2], None, next(_ids), 0, None, None
     return p
 
 
@@ -186,7 +186,10 @@ class _Trace:
     """The op calls of one run of ``fn`` while they match a plan (call k against entry k of the candidates: by its
     ``fast`` signature, else bound and keyed as eager binds it); then (materialized) an eager recording."""
 
+    records_inplace = True  # an in-place op materializes the trace and keeps no plan (tape/inplace.py)
+
     def __init__(self, step):
+        self.keep_plan = True
         self.step = step
         self.candidates = list(step._plans)
         self.calls = self.candidates[0].calls if self.candidates else ()

@@ -240,7 +240,7 @@ def _constant(where: str, name: str, value):
             raise TypeError(
                 f"{where}: argument '{name}' requires grad; normal's gradient is zero in torch too -- pass it detached"
             )
-        return value.data
+        return value._data
     return np.asarray(value) if isinstance(value, np.ndarray) else real_number(where, name, value)
 
 

@@ -230,7 +230,7 @@ def broadcast_parameters(module_or_params, root: int = 0, bucket_bytes: int = DE
     flats, requests = [], []
     for bucket in _buckets(params, bucket_bytes):
         like = [params[k] for k in bucket]
-        flat = _pack([p.data for p in like], like)
+        flat = _pack([p._data for p in like], like)
         requests.append(_World.comm.Ibcast(flat, root=root))
         flats.append((flat, like))
     _wait(requests, "broadcast_parameters")
@@ -257,7 +257,7 @@ def allreduce_gradients(module_or_params, average: bool = True, bucket_bytes: in
     used = [p for p, flag in zip(params, present) if flag]
     for bucket in _buckets(used, bucket_bytes):
         like = [used[k] for k in bucket]
-        flat = _pack([None if p.grad is None else p.grad.data for p in like], like)
+        flat = _pack([None if p.grad is None else p.grad._data for p in like], like)
         _reduce_in_place(flat, "allreduce_gradients")
         if average:
             flat /= world_size()
@@ -283,7 +283,7 @@ def allreduce(value, average: bool = False) -> np.ndarray:
     """The sum (``average``: the mean) over the ranks of a number or numeric array, as a new array (float64 for
     a Python number), the same bytes on every rank. For logging, e.g. the global batch's loss."""
     _comm("allreduce")
-    array = np.array(value.data if isinstance(value, Tensor) else value, copy=True)
+    array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
     if array.dtype.kind not in "fiu":
         raise TypeError(f"tape.distributed.allreduce: expected a number or numeric array, got dtype {array.dtype}")
     n = world_size()

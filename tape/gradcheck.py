@@ -60,7 +60,7 @@ def gradcheck(
     for i, (x, need) in enumerate(zip(inputs, needs_grad)):
         if need and x.dtype != np.float64:
             raise TypeError(f"gradcheck: input {i} is {x.dtype}; finite differences need float64 inputs")
-    arrays = [np.array(x.data, order="C") if need else None for x, need in zip(inputs, needs_grad)]
+    arrays = [np.array(x._data, order="C") if need else None for x, need in zip(inputs, needs_grad)]
     rng = np.random.default_rng(seed)
     u, grads = _analytic(fn, inputs, arrays, needs_grad, rng)
 
@@ -68,7 +68,7 @@ def gradcheck(
         # evaluated with gradients on, like the analytic pass (and torch's gradcheck): ``fn`` may take a
         # gradient inside (a gradient penalty, an inner optimisation step)
         _, o = _evaluate(fn, inputs, perturbed_arrays, needs_grad)
-        return float(np.sum(o.data * u))
+        return float(np.sum(o._data * u))
 
     if fast_mode:
         failures = _directions_failures(projected, arrays, grads, rng, n_directions, eps, atol, rtol)

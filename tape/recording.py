@@ -9,6 +9,7 @@ import itertools
 
 import numpy as np
 
+from . import inplace
 from .anomaly import check_forward, user_frame
 from .arguments import (
     CONSTANTS_32,
@@ -218,7 +219,9 @@ def short_forward(forward, quiet, arrays) -> np.ndarray:
             out = forward(*arrays)
         finally:
             numpy_errors_reset(token)
-    return out if type(out) is np.ndarray else np.asarray(out)
+    out = out if type(out) is np.ndarray else np.asarray(out)
+    shared = out.base is not None or out is arrays[0] or out is arrays[-1]  # only torch's views share inputs' memory
+    return inplace.owned(out, arrays) if shared else out
 
 
 def _observe(op, tensors, attrs, output, nodes, arrays, seq_lens) -> None:
@@ -323,6 +326,8 @@ def run_op(op, tensors, attrs, values, seq_lens):
         outs = tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
     else:
         outs = (out if type(out) is np.ndarray else np.asarray(out),)
+    if not op.view:
+        outs = tuple(inplace.owned(o, arrays) for o in outs)
     state = STATE
     nodes: list = []
     results = []
@@ -336,6 +341,8 @@ def run_op(op, tensors, attrs, values, seq_lens):
             node.siblings = nodes if several else None
         nodes.append(node)
         results.append(result)
+    if op.view:
+        inplace.link_views(tensors, results)
     output = results[0] if not several else tuple(results) if op.result_type is None else op.result_type(*results)
     if state.anomaly or state.recording_tapes:
         _observe(op, tensors, attrs, output, nodes, arrays, seq_lens)

@@ -109,7 +109,13 @@ class Op:
         self.input_states = self._declare_backward(vjps, joint_vjp, differentiable)
         self.has_stub = Grad.STUB in self.input_states
         self.second_order, self.second_order_note = self._declare_second_order(second_order, second_order_note)
+        self.view = False  # torch returns a view: outputs sharing an input's memory share its versions
         self._bind_signature(forward)
+        self._hot_path_facts()
+
+    def declare_view(self) -> None:
+        """torch's op returns a view: an output sharing an input's memory shares its versions (tape/inplace.py)."""
+        self.view = True
         self._hot_path_facts()
 
     def _declare_outputs(self, outputs) -> int | str:
@@ -170,7 +176,7 @@ class Op:
         """Facts the engine's short paths read instead of re-deriving them at every call (docs/engine.md): nothing
         is skipped that the general paths check, it is only known in advance."""
         # ``apply``'s short path: one or two tensors, positionally, one output, no aux (-1: the op has none)
-        short = self.tensors_only_call and self.n_outputs == 1 and not self.returns_aux
+        short = self.tensors_only_call and self.n_outputs == 1 and not self.returns_aux and not self.view
         self.short_path_arity = self.n_inputs if short and 1 <= self.n_inputs <= 2 else -1
         self.all_differentiable = Grad.NOT_DIFFERENTIABLE not in self.input_states  # nothing to refuse when recording
         # a check declaring ``passes_floats = True`` passes whenever every tensor input is floating: not called then

@@ -116,6 +116,10 @@ class ExecutionTape:
     def _on_stop(self):
         pass
 
+    def has_seen(self, t) -> bool:
+        """Whether a recorded op produced or read tensor ``t`` (an in-place change of it could not be replayed)."""
+        return t.id in self._produced or t.id in self._externals
+
     def _record(self, op, tensors, attrs, result, node, seq_lens=()) -> None:
         for t in tensors:
             if t is not None and t.id not in self._produced and t.id not in self._externals:
@@ -486,6 +490,8 @@ class GradientTape(ExecutionTape):
     ``None`` for a source the targets do not depend on, or zeros when ``unconnected="zero"``. A
     non-persistent tape lets go of its recorded nodes after the first call; a second call raises.
     """
+
+    records_inplace = True  # its nodes are what it differentiates: an in-place op's node is one of them
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
         super().__init__()

@@ -86,8 +86,9 @@ class TensorAPI:
         return _unpickle(array, self._requires_grad, self.name, None)
 
     def __copy__(self) -> Tensor:
-        """A new leaf with its own identity and version counter, sharing the read-only array."""
-        t = self._copy_leaf(self._data, "copy.copy")
+        """A new leaf with its own identity, version counter and values (an in-place change of one is not seen by
+        the other); the gradient is shared."""
+        t = self._copy_leaf(self._data.copy(), "copy.copy")
         t.grad = self.grad
         return t
 
@@ -299,7 +300,9 @@ OPERATORS = (
     "__pow__", "__rpow__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__matmul__", "__rmatmul__",
     "__neg__", "__abs__", "__getitem__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
     "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__",
-    "__lshift__", "__rlshift__", "__rshift__", "__rrshift__",
+    "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__setitem__",
+    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
 )  # fmt: skip
 _library: dict[str, Any] = {"load": None, "loaded": False}
 

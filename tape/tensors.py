@@ -1,10 +1,9 @@
-"""Tensor: an immutable numpy array plus the bookkeeping the reverse pass needs.
+"""Tensor: a numpy array plus the bookkeeping the reverse pass needs.
 
-A tensor's array is read-only: nothing -- neither the user nor an op -- can change a value that a
-recorded op saved for its backward. Assigning ``t.data = new`` swaps in a new array and bumps the
-tensor's version; a backward through an op that recorded the older version raises instead of returning
-a gradient for values that no longer exist. Dtype rules: tape/dtypes.py; torch's porting surface
-(``size()``, ``item()``, copies, pickling, the op methods): ``TensorAPI`` in tape/tensor_api.py.
+A tensor's array is read-only at rest: only an in-place op (tape/inplace.py) changes it, moving the version of every
+tensor sharing that memory (views, ``.data``, ``detach()``); a backward through an op that recorded an older version
+raises. Dtype rules: tape/dtypes.py; torch's porting surface (``size()``, ``item()``, copies, pickling, the op
+methods): ``TensorAPI`` in tape/tensor_api.py.
 """
 
 from __future__ import annotations
@@ -15,11 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .checks import require_bool
-from .dtypes import array_from, check_dtype
+from .dtypes import array_from
 from .state import needs_grad
 from .tensor_api import TensorAPI
 
 if TYPE_CHECKING:
+    from .inplace import Storage
     from .recording import Node
 
 __all__ = ["Tensor", "tensor", "as_tensor"]
@@ -39,7 +39,7 @@ def _readonly(array: np.ndarray) -> np.ndarray:
 class Tensor(TensorAPI):
     """A node value in the graph. Create with ``tape.tensor(data, requires_grad=...)``."""
 
-    __slots__ = ("_data", "_requires_grad", "_grad", "_node", "id", "_version", "name", "__weakref__")
+    __slots__ = ("_data", "_requires_grad", "_grad", "_node", "id", "_version", "name", "_aliases", "__weakref__")
     __array_priority__ = 1000  # numpy defers to Tensor's reflected operators
 
     _data: np.ndarray
@@ -49,6 +49,7 @@ class Tensor(TensorAPI):
     id: int
     _version: int
     name: str | None
+    _aliases: Storage | None  # the tensors sharing this memory (tape/inplace.py), None while it is this one's alone
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
         array = array_from("tensor", "data", data._data if isinstance(data, Tensor) else data, dtype)
@@ -59,6 +60,7 @@ class Tensor(TensorAPI):
         self.id = next(_ids)
         self._version = 0
         self.name = name
+        self._aliases = None
         self.requires_grad = requires_grad
 
     @classmethod
@@ -72,44 +74,27 @@ class Tensor(TensorAPI):
         t.id = next(_ids)
         t._version = 0
         t.name = None
+        t._aliases = None
         return t
 
-    # -- value: users always get a fresh view (numpy lets the owner of memory set itself writeable again, never a
-    # view of a frozen base; and assigning ``.shape`` to the view cannot reshape the array an op saved) ------------
+    # -- value -------------------------------------------------------------------------------------------------
     @property
-    def data(self) -> np.ndarray:
-        """The read-only array. Assigning a new array bumps the version (see the module docstring)."""
-        return self._data.view()
+    def data(self) -> Tensor:
+        """``detach()`` (torch's ``.data``): ``p.data -= lr * g`` changes p and, unlike torch, moves its version."""
+        return self.detach()
 
     @data.setter
     def data(self, value) -> None:
-        dtype = self._data.dtype
-        if isinstance(value, Tensor | np.ndarray | np.generic):
-            array = np.array(value._data if isinstance(value, Tensor) else value, copy=True)
-            if array.dtype != dtype:
-                raise TypeError(
-                    f"Tensor.data: expected an array of dtype {dtype}, got {array.dtype}; convert it "
-                    f"explicitly (minitape never casts silently)"
-                )
-        else:  # Python scalars and lists take the tensor's dtype, as in tensor()
-            array = np.array(value, copy=True)
-            check_dtype("Tensor.data", "value", array, value)
-            array = array.astype(dtype)
-        if array.shape != self._data.shape:
-            raise ValueError(f"Tensor.data: expected shape {self._data.shape}, got {array.shape}")
-        self._data = _readonly(array)
-        self._version += 1
+        inplace.set_data(self, value)  # a Tensor's memory, dtype and shape taken (torch's); anything else copied
 
     def _adopt(self, array: np.ndarray) -> None:
-        """``data = array`` without its copy, for an array the caller made and gives away (an optimizer's new
-        parameter value): of this tensor's shape and dtype, owning its memory, referred to by nothing else."""
-        assert array.shape == self._data.shape and array.dtype == self._data.dtype and array.base is None
-        self._data = _readonly(array)
-        self._version += 1
+        """Take the values of ``array`` (of this shape and dtype, given away: an optimizer's update) in place."""
+        assert array.shape == self._data.shape and array.dtype == self._data.dtype
+        inplace.write(self, array)
 
     def numpy(self) -> np.ndarray:
-        """The read-only array (copy it with ``np.array(t)`` to get a writable one)."""
-        return self._data.view()
+        """A read-only view that follows in-place changes, as torch's (``np.array(t)`` copies)."""
+        return inplace.exported(self)
 
     def __array__(self, dtype=None, copy=None):
         if needs_grad(self):
@@ -122,7 +107,7 @@ class Tensor(TensorAPI):
             if copy is False:  # numpy's protocol: copy=False promises no copy, and a cast is one
                 raise ValueError(f"Tensor.__array__: dtype {np.dtype(dtype)} needs a copy of the {self.dtype} values")
             return self._data.astype(dtype)
-        return self._data.copy() if copy else self._data.view()
+        return self._data.copy() if copy else self.numpy()
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return interop.array_ufunc(ufunc, method, inputs, kwargs)
@@ -186,8 +171,8 @@ class Tensor(TensorAPI):
         return self._node
 
     def detach(self) -> Tensor:
-        """The same values, cut from the graph (shares the read-only array)."""
-        return Tensor._wrap(self._data)
+        """The same values, cut from the graph, sharing memory and versions with this tensor, as torch's."""
+        return inplace.link(self, Tensor._wrap(self._data))
 
     def backward(self, grad=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad. With ``create_graph`` the
@@ -210,7 +195,7 @@ def _unpickle(array, requires_grad, name, grad) -> Tensor:
     return t
 
 
-from . import interop  # noqa: E402,I001  -- numpy's protocols on Tensor; interop reads Tensor from this module
+from . import inplace, interop  # noqa: E402,I001  -- numpy's protocols and in-place writes; both read Tensor here
 
 
 def tensor(data, requires_grad: bool = False, dtype=None, name: str | None = None) -> Tensor:

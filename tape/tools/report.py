@@ -254,7 +254,7 @@ class Recorder:
         self.attention_forward = attention_forward or model
         self.attention: list[tuple[int, list]] = []  # (step, [(module path, weights (B, H, L, S))])
         self.ops_used: set[str] = set()
-        self._previous = [p.data for _, p in self.parameters]
+        self._previous = [p._data.copy() for _, p in self.parameters]  # values: an update may write in place
         self._pending: list[float | None] | None = None
         self.seconds = 0.0  # everything the recorder did, writing included
         self.write_seconds = 0.0
@@ -283,9 +283,9 @@ class Recorder:
         start = time.perf_counter()
         norms = self._pending if self._pending is not None else [gradient_norm(p.grad) for _, p in self.parameters]
         self._pending = None
-        current = [p.data for _, p in self.parameters]
+        current = [p._data.copy() for _, p in self.parameters]  # values: the next update may write in place
         self.update_ratios.append([_update_ratio(old, new) for old, new in zip(self._previous, current)])
-        self._previous = current  # the optimizer replaces a parameter's (read-only) array, it never writes into it
+        self._previous = current
         self.steps.append(int(step))
         self.losses.append(float(loss))
         self.grad_norms.append(norms)

@@ -109,7 +109,7 @@ def _torch_inputs(torch, op, tensors, diff):
     def mirror(name, t, need):
         if isinstance(t, list):
             return [mirror(f"{name}[{k}]", x, need) for k, x in enumerate(t)]
-        theirs = torch.tensor(np.array(t.data), requires_grad=need and t.dtype.kind == "f")
+        theirs = torch.tensor(np.array(t._data), requires_grad=need and t.dtype.kind == "f")
         if theirs.requires_grad:
             pairs.append((name, t, theirs))
         return theirs
@@ -248,7 +248,7 @@ def run_torch_hvp_parity(op, sample, seed: int = 0) -> CheckResult | None:
     names = [name for name, _, _ in pairs] + ["cotangent"]
     shapes = [t.shape for t in leaves] + [out.shape]
     for name, shape, g_ours, g_theirs in zip(names, shapes, ours, theirs):
-        a = np.zeros(shape) if g_ours is None else g_ours.data
+        a = np.zeros(shape) if g_ours is None else g_ours._data
         b = np.zeros(shape) if g_theirs is None else g_theirs.detach().numpy(force=True)
         w, p = _compare(f"second-order grad of '{name}'", a, b, rtol * 10, atol * 10)
         worst, problems = max(worst, w), problems + p
@@ -320,11 +320,11 @@ def run_torch_parity(op, sample, dtype=np.float64, seed: int = 0) -> CheckResult
             return CheckResult(False, float("inf"), f"{len(out)} outputs vs torch's {len(expected)}")
         worst, problems = 0.0, list[str]()
         for k, (a, b) in enumerate(zip(out, expected)):
-            w, p = _compare(f"output {k}", a.data, b.detach().numpy(), rtol, atol)
+            w, p = _compare(f"output {k}", a._data, b.detach().numpy(), rtol, atol)
             worst, problems = max(worst, w), problems + p
         out, expected = joined(out), _torch_joined(torch, expected)
     else:
-        worst, problems = _compare("output", out.data, expected.detach().numpy(), rtol, atol)
+        worst, problems = _compare("output", out._data, expected.detach().numpy(), rtol, atol)
     if diff and out.dtype.kind == "f" and expected.requires_grad:
         u = np.random.default_rng(seed).standard_normal(out.shape).astype(out.dtype)
         sources = [leaf for _, leaf, _ in pairs]

@@ -25,6 +25,7 @@ reaching past the end of the file, a compressed or duplicated member, or a CRC m
 
 from __future__ import annotations
 
+import copy
 import errno
 import math
 import os
@@ -80,7 +81,7 @@ def _as_array(part: str, name, value) -> np.ndarray:
         raise TypeError(f"checkpoint.save: {part} entry names must be strings, got {type(name).__name__} {name!r}")
     if not name:
         raise ValueError(f"checkpoint.save: {part} entry names must be non-empty strings, got {name!r}")
-    array = value.data if isinstance(value, Tensor) else np.asarray(value)
+    array = value._data if isinstance(value, Tensor) else np.asarray(value)
     if array.dtype.kind not in "fiub" or array.dtype.fields is not None:
         raise TypeError(
             f"checkpoint.save: {part} entry '{name}' has dtype {array.dtype}; only numeric and bool arrays "
@@ -330,7 +331,7 @@ def load(path: str | os.PathLike, model=None, optimizer=None, schedule=None, *, 
                 f"checkpoint.load: {os.fspath(path)} holds no {part} state (it was saved without {part}=...)"
             )
         targets.append((obj, state))
-    backups = [obj.state_dict() for obj, _ in targets]
+    backups = [copy.deepcopy(obj.state_dict()) for obj, _ in targets]  # snapshots: state dicts share memory
     loaded = []
     try:
         for obj, state in targets:

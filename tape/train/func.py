@@ -57,7 +57,7 @@ def functional_call(
             replaced = table[key]
             table[key] = originals[name]
             if is_buffer and replaced is not value and _same_kind(replaced, value):
-                value.data = replaced.data  # torch's module updated the given buffer in place
+                value.data = replaced._data  # torch's module updated the given buffer in place
 
 
 def _merged(dicts) -> dict:

@@ -1,5 +1,5 @@
-"""``tape.nn.init``: torch.nn.init's initialisers. Tensors are immutable, so each one *replaces* the parameter's
-array (``p.data = new`` under no_grad; the parameter keeps its identity) and returns the parameter. Random ones
+"""``tape.nn.init``: torch.nn.init's initialisers. Each one writes the parameter's values in place (``p.data = new``
+under no_grad: the parameter keeps its identity, views of it see the values) and returns the parameter. Random ones
 draw from ``generator=`` (a tape.Generator or numpy Generator) or ``tape.default_generator``; fan-in/fan-out
 and gains are torch's (``calculate_gain``, ``_calculate_fan_in_and_fan_out``).
 """

@@ -108,7 +108,7 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __init__(self, data, requires_grad: bool = True, name: str | None = None):
-        array = data.data if isinstance(data, Tensor) else data
+        array = data._data if isinstance(data, Tensor) else data
         super().__init__(array, requires_grad=requires_grad, name=name)
 
     def __repr__(self) -> str:
@@ -117,18 +117,18 @@ class Parameter(Tensor):
     # Copies are Parameters (never plain Tensors) made by the constructor: a new leaf with its own id,
     # version counter and read-only copy of the array.
     def __copy__(self) -> Parameter:
-        p = Parameter(self.data, requires_grad=self.requires_grad, name=self.name)
+        p = Parameter(self._data, requires_grad=self.requires_grad, name=self.name)
         p.grad = self.grad
         return p
 
     def __deepcopy__(self, memo) -> Parameter:
-        p = Parameter(self.data, requires_grad=self.requires_grad, name=self.name)
+        p = Parameter(self._data, requires_grad=self.requires_grad, name=self.name)
         memo[id(self)] = p
         p.grad = copy.deepcopy(self.grad, memo)
         return p
 
     def __reduce__(self):
-        return _rebuild_parameter, (np.array(self.data), self.requires_grad, self.name, self.grad)
+        return _rebuild_parameter, (np.array(self._data), self.requires_grad, self.name, self.grad)
 
 
 def _rebuild_parameter(array, requires_grad, name, grad) -> Parameter:
@@ -154,7 +154,7 @@ class Module:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
         params, modules = self.__dict__["_parameters"], self.__dict__["_modules"]
         buffers = self.__dict__.get("_buffers", {})
-        if name in buffers:  # assigning to a buffer replaces its tensor (tensors are immutable)
+        if name in buffers:  # assigning to a buffer replaces its tensor (an in-place op changes it)
             buffers[name] = _buffer_tensor(type(self).__name__, name, value)
             return
         params.pop(name, None)
@@ -197,8 +197,8 @@ class Module:
 
     def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
         """A non-learnable tensor of the module (running statistics, ...): reached by ``name``, listed by
-        ``buffers()``, saved in ``state_dict()`` when ``persistent``, cast by ``to(dtype)``. Tensors are immutable:
-        assigning ``self.name = new`` replaces it."""
+        ``buffers()``, saved in ``state_dict()`` when ``persistent``, cast in place by ``to(dtype)``; assigning
+        ``self.name = new`` replaces it, an in-place op (``self.name.copy_(new)``) changes it."""
         if not isinstance(name, str) or not name.isidentifier() or "." in name:
             raise KeyError(
                 f"{type(self).__name__}.register_buffer: argument 'name' expected an identifier, got {name!r}"
@@ -282,22 +282,18 @@ class Module:
         return self
 
     def to(self, dtype) -> Module:
-        """Cast every floating parameter and buffer to ``dtype`` (float32 or float64); returns self. A tensor's
-        dtype is fixed, so each cast parameter is a *new* Parameter (tied ones stay tied): build optimizers after
-        ``to()``, as torch advises for ``.to(device)``."""
+        """Cast every floating parameter and buffer to ``dtype`` in place (their ``.data`` and dtype change; the
+        Parameter and buffer objects stay, so an optimizer built before the cast keeps training them, as in torch;
+        gradients are cast with them); returns self."""
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"{type(self).__name__}.to: argument 'dtype' expected float32 or float64, got {dtype}")
-        cast: dict[int, Parameter] = {}
+        seen: set[int] = set()
         for m in self.modules():
-            for name, p in m._parameters.items():
-                if p is not None and p.dtype.kind == "f" and p.dtype != dtype:
-                    if id(p) not in cast:
-                        cast[id(p)] = Parameter(p.data.astype(dtype), requires_grad=p.requires_grad, name=p.name)
-                    m._parameters[name] = cast[id(p)]
-            for name, b in m._buffers.items():
-                if b is not None and b.dtype.kind == "f":
-                    m._buffers[name] = Tensor(b.data.astype(dtype))
+            for t in (*m._parameters.values(), *m._buffers.values()):
+                if t is not None and t.dtype.kind == "f" and t.dtype != dtype and id(t) not in seen:
+                    seen.add(id(t))
+                    t.data = Tensor(t._data.astype(dtype))
         return self
 
     def double(self) -> Module:
@@ -305,6 +301,10 @@ class Module:
 
     def float(self) -> Module:
         return self.to(np.float32)
+
+    def half(self) -> Module:
+        """float16 parameters and buffers (a storage dtype here: ops refuse to compute in it, naming the op)."""
+        return self.to(np.float16)
 
     # -- state ---------------------------------------------------------------------------------------------
     def _state_entries(self) -> dict[str, tuple[Module, str, Tensor]]:
@@ -321,11 +321,11 @@ class Module:
                     entries[prefix + name] = (module, name, b)
         return entries
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """{dotted name: array} of the parameters (a tied one under each name, like torch) and persistent buffers.
-        The arrays are the tensors' own read-only arrays: a later optimizer step replaces a parameter's array, it
-        never changes one handed out here."""
-        return {name: t.data for name, (_, _, t) in self._state_entries().items()}
+    def state_dict(self) -> dict[str, Tensor]:
+        """{dotted name: tensor} of the parameters (a tied one under each name, like torch) and persistent buffers:
+        detached tensors sharing the module's memory, as torch's -- ``sd[k].copy_(v)`` loads a value into the
+        module, and a later optimizer step shows in them (copy them, ``{k: v.clone()}``, for a snapshot)."""
+        return {name: t.detach() for name, (_, _, t) in self._state_entries().items()}
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
         """Copy arrays into the parameters of the same names. Every problem is reported at once, naming the
@@ -346,7 +346,7 @@ class Module:
             if name not in state_dict:
                 continue
             value = state_dict[name]
-            array = value.data if isinstance(value, Tensor) else np.asarray(value)
+            array = value._data if isinstance(value, Tensor) else np.asarray(value)
             if array.shape != p.shape:
                 problems.append(
                     f"parameter '{name}' has shape {p.shape} in the model but {array.shape} in the state dict"
@@ -363,10 +363,7 @@ class Module:
         with no_grad():
             for name, array in arrays.items():
                 module, attribute, t = entries[name]
-                if isinstance(t, Parameter):
-                    t.data = array
-                else:
-                    module._buffers[attribute] = Tensor(array)
+                t.data = array  # in place: the parameter and buffer objects stay (torch's copy_)
 
     # -- copies --------------------------------------------------------------------------------------------
     def __copy__(self) -> Module:
@@ -383,7 +380,8 @@ class Module:
         state = dict(self.__dict__)
         state["_parameters"] = {name: _copied(p, memo) for name, p in self._parameters.items()}
         state["_modules"] = {name: m._copy_tree(memo) for name, m in self._modules.items()}
-        state["_buffers"] = dict(self._buffers)  # tensors are immutable: sharing them is safe
+        # buffers are copied too: an in-place update of the copy's running statistics must not reach this module
+        state["_buffers"] = {name: None if b is None else copy.deepcopy(b, memo) for name, b in self._buffers.items()}
         state["_non_persistent"] = set(self._non_persistent)
         if "_hooks" in state:  # the copy's own tables: a hook registered on one is not registered on the other
             state["_hooks"] = {kind: dict(table) for kind, table in self._hooks.items()}
@@ -834,7 +832,7 @@ def _running_stats(input, running_mean, running_var, momentum: float) -> tuple[T
 
 class _BatchNorm(Module):
     """Batch normalisation over (N, C, *) inputs. Training normalises with the batch statistics and then
-    *replaces* the buffers ``running_mean`` / ``running_var`` (tensors are immutable) with torch's update
+    updates the buffers ``running_mean`` / ``running_var`` in place with torch's update
     (momentum, or the cumulative average when ``momentum=None``; unbiased batch variance) and counts
     ``num_batches_tracked``; eval normalises with the buffers. All three are saved in ``state_dict``."""
 
@@ -871,9 +869,12 @@ class _BatchNorm(Module):
         use_batch = self.training or not self.track_running_stats
         if self.training and self.track_running_stats:
             count = int(self.num_batches_tracked.item()) + 1
-            self.num_batches_tracked = Tensor(np.array(count, np.int64))
             momentum = 1.0 / count if self.momentum is None else self.momentum
-            self.running_mean, self.running_var = _running_stats(x, self.running_mean, self.running_var, momentum)
+            mean, var = _running_stats(x, self.running_mean, self.running_var, momentum)
+            with no_grad():  # in place, as torch's: the buffer objects (and state_dict's views of them) see it
+                self.num_batches_tracked.fill_(count)
+                self.running_mean.copy_(mean)
+                self.running_var.copy_(var)
         stats = (None, None) if use_batch else (self.running_mean, self.running_var)
         return ops.batch_norm(x, *stats, self.weight, self.bias, training=use_batch, eps=self.eps)
 

@@ -166,14 +166,14 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    grad = p.grad.data
+                    grad = p.grad._data
                     if grad.shape != p.shape or grad.dtype != p.dtype:
                         raise ValueError(
                             f"{type(self).__name__}.step: gradient of shape {grad.shape} {grad.dtype} "
                             f"for a parameter of shape {p.shape} {p.dtype}"
                         )
                     state = self.state.setdefault(id(p), {})
-                    _assign(p, self._update(p.data, grad, state, group), state)
+                    _assign(p, self._update(p._data, grad, state, group), state)
         self.steps_taken += 1
 
     def _update(self, p: np.ndarray, grad: np.ndarray, state: dict, group: dict) -> np.ndarray:
@@ -521,10 +521,16 @@ class Adagrad(Optimizer):
 
 
 def zero_grads(params, set_to_none: bool = True) -> None:
-    """``p.grad = None`` for every parameter (torch's default), or zeros of its shape with ``set_to_none=False``
-    (a parameter without a gradient keeps none, as in torch)."""
+    """``p.grad = None`` for every parameter (torch's default), or with ``set_to_none=False`` its gradient zeroed in
+    place, as torch's (a parameter without a gradient keeps none; one computed with create_graph leaves its graph)."""
     for p in params:
-        p.grad = None if set_to_none or p.grad is None else Tensor(np.zeros_like(p.grad.data))
+        if set_to_none or p.grad is None:
+            p.grad = None
+        else:
+            if p.grad._node is not None:
+                p.grad = p.grad.detach()
+            with no_grad():
+                p.grad.zero_()
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
@@ -545,7 +551,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         raise ValueError(f"clip_grad_norm_: argument 'norm_type' expected a number > 0 or inf, got {norm_type}")
     if not float(max_norm) >= 0:
         raise ValueError(f"clip_grad_norm_: argument 'max_norm' expected a number >= 0, got {max_norm}")
-    grads = [p.grad.data for p in params if p.grad is not None]
+    grads = [p.grad._data for p in params if p.grad is not None]
     if not grads:
         return as_tensor(np.zeros((), dtype=np.float32))
     dtype = np.result_type(*grads)
@@ -565,10 +571,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
                 f"and scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
             )
         coef = np.minimum(dtype.type(float(max_norm)) / (total + dtype.type(1e-6)), dtype.type(1.0))  # keeps a nan
-        for p in params:
-            if p.grad is not None:
-                g = p.grad.data
-                p.grad = as_tensor(g * coef.astype(g.dtype))
+        with no_grad():
+            for p in params:
+                if p.grad is not None:  # in place, as torch's: the gradient tensors keep their identity
+                    p.grad._adopt(p.grad._data * coef.astype(p.grad.dtype))
     return as_tensor(total)
 
 
@@ -927,7 +933,7 @@ def _arrays_of(where: str, state_dict) -> dict[str, np.ndarray]:
             f"{where}: argument 'state_dict' expected a dict of arrays (from state_dict()), got "
             f"{type(state_dict).__name__}"
         )
-    return {key: value.data if isinstance(value, Tensor) else np.asarray(value) for key, value in state_dict.items()}
+    return {key: value._data if isinstance(value, Tensor) else np.asarray(value) for key, value in state_dict.items()}
 
 
 def _describe(array: np.ndarray) -> str:

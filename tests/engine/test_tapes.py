@@ -61,8 +61,8 @@ def test_gradient_tape_returns_gradients_in_source_order():
     with tape.GradientTape() as t:
         y = (ops.exp(x) * w).sum()
     gw, gx = t.compute_gradients(y, [w, x])
-    np.testing.assert_allclose(gw.data, np.exp(x.data))
-    np.testing.assert_allclose(gx.data, np.exp(x.data) * w.data)
+    np.testing.assert_allclose(gw.numpy(), np.exp(x.numpy()))
+    np.testing.assert_allclose(gx.numpy(), np.exp(x.numpy()) * w.numpy())
     assert x.grad is None  # compute_gradients does not touch .grad
 
 
@@ -71,7 +71,7 @@ def test_gradient_tape_watch_makes_constants_differentiable():
     with tape.GradientTape() as t:
         t.watch(x)
         y = (x * x).sum()
-    np.testing.assert_allclose(t.compute_gradients(y, x).data, [2.0, 4.0])
+    np.testing.assert_allclose(t.compute_gradients(y, x).numpy(), [2.0, 4.0])
     z = (x * x).sum()  # outside the tape x is a constant again
     assert z.grad_fn is None
 
@@ -83,7 +83,7 @@ def test_unconnected_sources_get_none_or_zeros_when_asked():
     gx, gu = t.compute_gradients(y, [x, unused])
     assert gu is None
     _, gz = t.compute_gradients(y, [x, unused], unconnected="zero")
-    np.testing.assert_array_equal(gz.data, np.zeros(3))
+    np.testing.assert_array_equal(gz.numpy(), np.zeros(3))
 
 
 def test_non_persistent_tape_can_be_used_once():
@@ -100,9 +100,9 @@ def test_persistent_tape_gives_gradients_of_several_targets():
     with tape.GradientTape(persistent=True) as t:
         y = ops.exp(x).sum()
         z = (x * x).sum()
-    np.testing.assert_allclose(t.compute_gradients(y, x).data, np.exp(x.data))
-    np.testing.assert_allclose(t.compute_gradients(z, x).data, 2 * x.data)
-    np.testing.assert_allclose(t.compute_gradients([y, z], x).data, np.exp(x.data) + 2 * x.data)
+    np.testing.assert_allclose(t.compute_gradients(y, x).numpy(), np.exp(x.numpy()))
+    np.testing.assert_allclose(t.compute_gradients(z, x).numpy(), 2 * x.numpy())
+    np.testing.assert_allclose(t.compute_gradients([y, z], x).numpy(), np.exp(x.numpy()) + 2 * x.numpy())
 
 
 def test_gradient_with_respect_to_an_intermediate_tensor():
@@ -111,8 +111,8 @@ def test_gradient_with_respect_to_an_intermediate_tensor():
         h = ops.exp(x)
         y = (h * h).sum()
     gh, gx = t.compute_gradients(y, [h, x])
-    np.testing.assert_allclose(gh.data, 2 * h.data)
-    np.testing.assert_allclose(gx.data, 2 * h.data * h.data)
+    np.testing.assert_allclose(gh.numpy(), 2 * h.numpy())
+    np.testing.assert_allclose(gx.numpy(), 2 * h.numpy() * h.numpy())
 
 
 def test_ops_run_while_the_tape_is_stopped_count_as_constants():
@@ -124,7 +124,7 @@ def test_ops_run_while_the_tape_is_stopped_count_as_constants():
         t.start_recording()
         y = (b + a).sum()
     # d y / d x through the recorded path only: y = b + a with b treated as a constant
-    np.testing.assert_allclose(t.compute_gradients(y, x).data, np.full(2, 3.0))
+    np.testing.assert_allclose(t.compute_gradients(y, x).numpy(), np.full(2, 3.0))
 
 
 def test_nested_gradient_tapes_differentiate_independently():
@@ -133,8 +133,8 @@ def test_nested_gradient_tapes_differentiate_independently():
         with tape.GradientTape() as inner:
             y = ops.exp(x).sum()
         z = y * 2
-    np.testing.assert_allclose(inner.compute_gradients(y, x).data, np.exp(x.data))
-    np.testing.assert_allclose(outer.compute_gradients(z, x).data, 2 * np.exp(x.data))
+    np.testing.assert_allclose(inner.compute_gradients(y, x).numpy(), np.exp(x.numpy()))
+    np.testing.assert_allclose(outer.compute_gradients(z, x).numpy(), 2 * np.exp(x.numpy()))
 
 
 def test_compute_gradients_of_a_non_scalar_target_needs_its_gradient():
@@ -143,7 +143,7 @@ def test_compute_gradients_of_a_non_scalar_target_needs_its_gradient():
         y = x * 3
     with pytest.raises(RuntimeError, match="shape"):
         t.compute_gradients(y, x)
-    np.testing.assert_allclose(t.compute_gradients(y, x, output_gradients=np.array([1.0, 2.0])).data, [3.0, 6.0])
+    np.testing.assert_allclose(t.compute_gradients(y, x, output_gradients=np.array([1.0, 2.0])).numpy(), [3.0, 6.0])
 
 
 def test_replay_reproduces_outputs_on_new_inputs():
@@ -152,11 +152,11 @@ def test_replay_reproduces_outputs_on_new_inputs():
         h = ops.tanh(x @ w)
         y = (h * h).mean(dim=0)
     again = t.replay()
-    np.testing.assert_allclose(again[y.id], y.data)
+    np.testing.assert_allclose(again[y.id], y.numpy())
     new_x = np.random.default_rng(5).standard_normal((3, 4))
     replayed = t.replay({x: new_x})
-    np.testing.assert_allclose(replayed[y.id], (np.tanh(new_x @ w.data) ** 2).mean(axis=0))
-    np.testing.assert_allclose(replayed[h.id], np.tanh(new_x @ w.data))
+    np.testing.assert_allclose(replayed[y.id], (np.tanh(new_x @ w.numpy()) ** 2).mean(axis=0))
+    np.testing.assert_allclose(replayed[h.id], np.tanh(new_x @ w.numpy()))
 
 
 def test_replay_errors_are_loud():
@@ -190,8 +190,8 @@ def test_prune_drops_dead_ops_and_keeps_gradients_right():
     pruned = t.prune([y])
     assert [r.op_name for r in pruned.operations] == ["exp", "mul", "sum"]
     assert [r.op_name for r in t.operations] == ["exp", "tanh", "mul", "mul", "sum"]  # original untouched
-    expected = np.exp(x.data) * x.data + np.exp(x.data)
-    np.testing.assert_allclose(pruned.compute_gradients(y, x).data, expected)
+    expected = np.exp(x.numpy()) * x.numpy() + np.exp(x.numpy())
+    np.testing.assert_allclose(pruned.compute_gradients(y, x).numpy(), expected)
     np.testing.assert_allclose(pruned.replay({x: np.zeros(3)})[y.id], 0.0)
 
 
@@ -252,7 +252,7 @@ def test_replay_runs_eagerly_inside_a_compiled_step():
     replayed = []
 
     def fn(x):
-        replayed.append(recorded.replay({a: x.data})[b.id])
+        replayed.append(recorded.replay({a: x.numpy()})[b.id])
         h = ops.mul(w, x)
         return ops.sum(ops.mul(h, h))
 
@@ -262,6 +262,6 @@ def test_replay_runs_eagerly_inside_a_compiled_step():
         w.grad = None
         loss, (grad,) = step(tape.tensor(x))
         np.testing.assert_array_equal(replayed[-1], np.tanh(x))
-        assert loss.item() == np.sum((w.data * x) ** 2)
-        np.testing.assert_array_equal(grad.numpy(), 2 * (w.data * x) * x)
+        assert loss.item() == np.sum((w.numpy() * x) ** 2)
+        np.testing.assert_array_equal(grad.numpy(), 2 * (w.numpy() * x) * x)
     assert (step.records, step.replays) == (1, 2)

@@ -57,5 +57,5 @@ def test_a_pickle_names_tape_tensors_unpickle_so_pickles_of_every_version_load()
     data = pickle.dumps(x, protocol=4)
     assert b"tape.tensors" in data and b"_unpickle" in data and b"tensor_api" not in data
     y = pickle.loads(data)
-    assert y is not x and y.id != x.id and y.name == "w" and y.requires_grad and not y.data.flags.writeable
+    assert y is not x and y.id != x.id and y.name == "w" and y.requires_grad and not y.numpy().flags.writeable
     np.testing.assert_array_equal(y.numpy(), np.arange(3.0))

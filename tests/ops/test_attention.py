@@ -51,8 +51,8 @@ def run_ours(q, k, v, mask, g, mask_grad=True, **options):
     tmask = None if mask is None else tape.tensor(mask, requires_grad=mask_grad and mask.dtype != np.bool_)
     out = SDPA(*tensors, tmask, **options)
     out.backward(g)
-    grads = [t.grad.data for t in tensors] + [None if tmask is None or tmask.grad is None else tmask.grad.data]
-    return out.data, grads
+    grads = [t.grad.numpy() for t in tensors] + [None if tmask is None or tmask.grad is None else tmask.grad.numpy()]
+    return out.numpy(), grads
 
 
 def assert_close(ours, theirs, dtype, what):
@@ -191,8 +191,8 @@ def test_finite_fill_rows_are_uniform_attention_like_torch_math(dtype):
 def test_scale_zero_is_uniform_attention_and_none_is_one_over_sqrt_e():
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal(s) for s in ((2, 3, 4), (2, 5, 4), (2, 5, 3)))
-    out = SDPA(tape.tensor(q), tape.tensor(k), tape.tensor(v), scale=0.0).data
+    out = SDPA(tape.tensor(q), tape.tensor(k), tape.tensor(v), scale=0.0).numpy()
     np.testing.assert_allclose(out, np.broadcast_to(v.mean(axis=-2, keepdims=True), out.shape), rtol=1e-12)
-    default = SDPA(tape.tensor(q), tape.tensor(k), tape.tensor(v)).data
-    explicit = SDPA(tape.tensor(q), tape.tensor(k), tape.tensor(v), scale=0.5).data  # E = 4: 1/sqrt(4)
+    default = SDPA(tape.tensor(q), tape.tensor(k), tape.tensor(v)).numpy()
+    explicit = SDPA(tape.tensor(q), tape.tensor(k), tape.tensor(v), scale=0.5).numpy()  # E = 4: 1/sqrt(4)
     np.testing.assert_array_equal(default, explicit)

@@ -24,7 +24,7 @@ def forward_backward(q, k, v, mask=None, seed=1, **options):
     out = SDPA(*tensors, **options)
     g = np.random.default_rng(seed).standard_normal(out.shape).astype(q.dtype)
     out.backward(g)
-    return out.data, [t.grad.data if t.grad is not None else None for t in tensors], g
+    return out.numpy(), [t.grad.numpy() if t.grad is not None else None for t in tensors], g
 
 
 def tiled(**changes):
@@ -67,8 +67,8 @@ def test_fully_masked_rows_give_zero_output_and_gradients_and_no_nan(name):
     g_without = g.copy()
     g_without[empty] = 0
     SDPA(*tensors, **options).backward(g_without)
-    np.testing.assert_array_equal(tensors[1].grad.data, grads[1])
-    np.testing.assert_array_equal(tensors[2].grad.data, grads[2])
+    np.testing.assert_array_equal(tensors[1].grad.numpy(), grads[1])
+    np.testing.assert_array_equal(tensors[2].grad.numpy(), grads[2])
 
 
 def test_masked_positions_get_exactly_zero_gradient():
@@ -90,9 +90,9 @@ def test_key_padding_lengths_equal_cutting_k_and_v():
     rng = np.random.default_rng(2)
     q, k, v = rng.standard_normal((3, 2, 4, 3)), rng.standard_normal((3, 2, 6, 3)), rng.standard_normal((3, 2, 6, 2))
     lengths = [6, 1, 4]
-    out = SDPA(*leaves(q, k, v), key_padding_lengths=lengths).data
+    out = SDPA(*leaves(q, k, v), key_padding_lengths=lengths).numpy()
     for b, n in enumerate(lengths):
-        cut = SDPA(*leaves(q[b], k[b, :, :n], v[b, :, :n])).data
+        cut = SDPA(*leaves(q[b], k[b, :, :n], v[b, :, :n])).numpy()
         np.testing.assert_allclose(out[b], cut, rtol=1e-12)
 
 
@@ -127,9 +127,9 @@ def test_dropout_backward_uses_the_forwards_mask():
 def test_dropout_is_reproducible_from_the_rng_and_differs_between_seeds():
     rng = np.random.default_rng(4)
     arrays = [rng.standard_normal((1, 2, 6, 3)) for _ in range(3)]
-    a = SDPA(*leaves(*arrays), dropout_p=0.5, rng=np.random.default_rng(1)).data
-    b = SDPA(*leaves(*arrays), dropout_p=0.5, rng=np.random.default_rng(1)).data
-    c = SDPA(*leaves(*arrays), dropout_p=0.5, rng=np.random.default_rng(2)).data
+    a = SDPA(*leaves(*arrays), dropout_p=0.5, rng=np.random.default_rng(1)).numpy()
+    b = SDPA(*leaves(*arrays), dropout_p=0.5, rng=np.random.default_rng(1)).numpy()
+    c = SDPA(*leaves(*arrays), dropout_p=0.5, rng=np.random.default_rng(2)).numpy()
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
 
@@ -140,7 +140,7 @@ def test_dropout_keeps_the_expected_fraction(p):
     H, L, S = 2, 64, 256
     q, k = np.zeros((H, L, 1)), np.zeros((H, S, 1))
     v = np.broadcast_to(np.eye(S), (H, S, S)).copy()
-    out = SDPA(*leaves(q, k, v), dropout_p=p, scale=0.0, rng=np.random.default_rng(5)).data
+    out = SDPA(*leaves(q, k, v), dropout_p=p, scale=0.0, rng=np.random.default_rng(5)).numpy()
     keep = out * (1 - p) * S
     np.testing.assert_allclose(keep[keep > 0.5], 1, rtol=1e-9)
     n = keep.size
@@ -189,7 +189,8 @@ def test_forward_saves_only_the_row_statistics_besides_inputs_and_output():
     out = SDPA(q, k, v, is_causal=True)
     arrays, ans, aux = out._node.residuals
     # the saved arrays are the tensors' own memory, not copies
-    assert np.shares_memory(ans, out.data) and all(np.shares_memory(a, b.data) for a, b in zip(arrays[:3], (q, k, v)))
+    assert np.shares_memory(ans, out.numpy())
+    assert all(np.shares_memory(a, b.numpy()) for a, b in zip(arrays[:3], (q, k, v)))
     assert sorted(aux) == ["options", "row_log_sum", "row_max"]  # options: resolved once (no seed drawn: none saved)
     assert aux["row_max"].shape == aux["row_log_sum"].shape == (2, 3, 8)
     assert not any(isinstance(v, np.ndarray) and v.size > 8 * 9 // 2 for v in aux["options"].values())

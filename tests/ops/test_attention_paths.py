@@ -41,7 +41,7 @@ def forward_backward(q, k, v, mask, mask_grad, dtype, options):
     out = SDPA(*tensors, **options, **extra)
     g = np.random.default_rng(99).standard_normal(out.shape).astype(dtype)
     out.backward(g)
-    return [out.data] + [None if t.grad is None else t.grad.data for t in tensors]
+    return [out.numpy()] + [None if t.grad is None else t.grad.numpy() for t in tensors]
 
 
 def qkv(rng, q_shape, k_shape, v_shape):

@@ -36,13 +36,13 @@ def assert_matches_torch(fn, torch_fn, arrays, rtol=1e-9, atol=1e-10, second_ord
     out = fn(*inputs)
     refs = [torch.tensor(np.array(a, dtype=np.float64), requires_grad=True) for a in arrays]
     expected = torch_fn(*refs)
-    np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=rtol, atol=atol)
     u = tape.tensor(rng.standard_normal(out.shape), requires_grad=True)
-    tu = torch.tensor(np.array(u.data), requires_grad=True)
+    tu = torch.tensor(np.array(u.numpy()), requires_grad=True)
     first = gradients(out, inputs, [u], create_graph=second_order, allow_unused=True)
     t_first = torch.autograd.grad(expected, refs, tu, create_graph=second_order, allow_unused=True)
     for ours, theirs in zip(first, t_first):
-        np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=rtol, atol=atol)
     if not second_order:
         return
     vs = [rng.standard_normal(a.shape) for a in arrays]
@@ -51,7 +51,7 @@ def assert_matches_torch(fn, torch_fn, arrays, rtol=1e-9, atol=1e-10, second_ord
     second = gradients(inner, inputs + [u], allow_unused=True)
     t_second = torch.autograd.grad(t_inner, refs + [tu], allow_unused=True)
     for ours, theirs, shape in zip(second, t_second, [a.shape for a in arrays] + [out.shape]):
-        a = np.zeros(shape) if ours is None else ours.data
+        a = np.zeros(shape) if ours is None else ours.numpy()
         b = np.zeros(shape) if theirs is None else theirs.numpy()
         np.testing.assert_allclose(a, b, rtol=rtol * 10, atol=atol * 10)
 
@@ -74,7 +74,7 @@ def test_tensordot_accepts_lists_of_lists_and_tuples_like_torch():
     rng = np.random.default_rng(1)
     a, b = leaf(rng.standard_normal((2, 3))), leaf(rng.standard_normal((3, 4)))
     for dims in ([[1], [0]], ([1], [0]), ((1,), (0,))):
-        np.testing.assert_allclose(ops.tensordot(a, b, dims).data, a.data @ b.data)
+        np.testing.assert_allclose(ops.tensordot(a, b, dims).numpy(), a.numpy() @ b.numpy())
 
 
 @pytest.mark.parametrize("fn,torch_fn,shapes", [
@@ -91,8 +91,8 @@ def test_bmm_outer_dot_match_torch_to_second_order(fn, torch_fn, shapes):
 def test_integer_products_stay_integer_like_torch():
     a, b = np.arange(6).reshape(1, 2, 3), np.arange(6).reshape(1, 3, 2)
     out = ops.bmm(tape.tensor(a), tape.tensor(b))
-    assert out.dtype == np.int64 and np.array_equal(out.data, a @ b)
-    assert ops.dot(tape.tensor(np.arange(3)), tape.tensor(np.arange(3))).data == 5
+    assert out.dtype == np.int64 and np.array_equal(out.numpy(), a @ b)
+    assert ops.dot(tape.tensor(np.arange(3)), tape.tensor(np.arange(3))).numpy() == 5
 
 
 # -- inv, solve, det, slogdet ----------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_solve_matches_torch_including_its_vector_rule_and_broadcasting(shape_a,
 def test_solve_treats_b_shaped_like_a_without_its_last_dim_as_vectors():
     rng = np.random.default_rng(6)
     a, b = well_conditioned(rng, (3, 3, 3)), rng.standard_normal((3, 3))
-    x = ops.solve(tape.tensor(a), tape.tensor(b)).data
+    x = ops.solve(tape.tensor(a), tape.tensor(b)).numpy()
     np.testing.assert_allclose(np.einsum("bij,bj->bi", a, x), b, atol=1e-12)  # each b[k] solves with a[k]
 
 
@@ -137,11 +137,11 @@ def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix():
     a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])  # rank 2
     t = leaf(a)
     d = ops.det(t)
-    assert d.data == 0
+    assert d.numpy() == 0
     d.backward()
     cofactors = np.array([[np.linalg.det(np.delete(np.delete(a, i, 0), j, 1)) * (-1) ** (i + j) for j in range(3)]
                           for i in range(3)])
-    np.testing.assert_allclose(t.grad.data, cofactors, atol=1e-12)
+    np.testing.assert_allclose(t.grad.numpy(), cofactors, atol=1e-12)
     assert np.abs(cofactors).max() > 1  # not torch's zeros
     gradcheck(lambda x: ops.det(x), [leaf(a)])  # det is a polynomial: exact finite differences
     gradcheck(lambda x: ops.det(x), [leaf(np.stack([a, np.zeros((3, 3)), np.eye(3)]))])
@@ -155,16 +155,16 @@ def test_det_second_order_at_a_singular_matrix_is_exact():
 def test_slogdet_of_a_singular_matrix_is_sign_0_and_minus_inf_with_an_infinite_gradient():
     t = leaf([[1.0, 2.0], [2.0, 4.0]])
     sign, logabsdet = ops.slogdet(t)
-    assert sign.data == 0 and logabsdet.data == -np.inf
+    assert sign.numpy() == 0 and logabsdet.numpy() == -np.inf
     logabsdet.backward()
-    assert not np.isfinite(t.grad.data).all()  # torch: inf/NaN as well
+    assert not np.isfinite(t.grad.numpy()).all()  # torch: inf/NaN as well
 
 
 def test_slogdet_sign_gets_no_gradient():
     t = leaf(well_conditioned(np.random.default_rng(7), (3, 3)))
     sign, _ = ops.slogdet(t)
     ops.sum(sign * 5.0).backward()
-    np.testing.assert_array_equal(t.grad.data, np.zeros((3, 3)))
+    np.testing.assert_array_equal(t.grad.numpy(), np.zeros((3, 3)))
 
 
 # -- cholesky and eigh: one triangle read ------------------------------------------------------------------------
@@ -180,15 +180,15 @@ def test_cholesky_reads_one_triangle_and_its_gradient_is_torchs_folded_onto_it(u
     a[(slice(None),) + ignored] = 9.0  # the triangle cholesky does not read
     t, ref = leaf(a), torch.tensor(a, requires_grad=True)
     out, expected = ops.cholesky(t, upper=upper), torch.linalg.cholesky(ref, upper=upper)
-    np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-12, atol=1e-12)
     u = rng.standard_normal(a.shape)
     out.backward(u)
     expected.backward(torch.from_numpy(u))
     theirs = ref.grad.numpy()
     np.testing.assert_allclose(theirs, np.swapaxes(theirs, -1, -2), atol=1e-12)  # torch's: symmetric
     folded = fold_lower(theirs) if not upper else np.swapaxes(fold_lower(np.swapaxes(theirs, -1, -2)), -1, -2)
-    np.testing.assert_allclose(t.grad.data, folded, rtol=1e-10, atol=1e-12)
-    assert np.all(t.grad.data[(slice(None),) + ignored] == 0)
+    np.testing.assert_allclose(t.grad.numpy(), folded, rtol=1e-10, atol=1e-12)
+    assert np.all(t.grad.numpy()[(slice(None),) + ignored] == 0)
     gradcheck(lambda x: ops.cholesky(x, upper=upper), [leaf(a)])
 
 
@@ -200,12 +200,12 @@ def test_eigh_reads_one_triangle_and_its_gradient_is_torchs_folded_onto_it():
     t, ref = leaf(a), torch.tensor(a, requires_grad=True)
     w, v = ops.eigh(t)
     tw, tv = torch.linalg.eigh(ref)
-    np.testing.assert_allclose(w.data, tw.detach().numpy(), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(np.abs(v.data), np.abs(tv.detach().numpy()), atol=1e-10)  # up to sign
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.abs(v.numpy()), np.abs(tv.detach().numpy()), atol=1e-10)  # up to sign
     loss = ops.sum(w ** 3) + ops.sum(v ** 4)  # sign-invariant in the vectors
     loss.backward()
     ((tw ** 3).sum() + (tv ** 4).sum()).backward()
-    np.testing.assert_allclose(t.grad.data, fold_lower(ref.grad.numpy()), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(t.grad.numpy(), fold_lower(ref.grad.numpy()), rtol=1e-9, atol=1e-10)
 
 
 @pytest.mark.parametrize("which", ["cholesky", "eigh"])
@@ -235,7 +235,7 @@ def test_eigh_upper_triangle():
     a = x + x.T
     a[np.tril_indices(3, -1)] = -5.0
     w, _ = ops.eigh(tape.tensor(a), UPLO="U")
-    np.testing.assert_allclose(w.data, torch.linalg.eigh(torch.tensor(a), UPLO="U")[0].numpy(), atol=1e-12)
+    np.testing.assert_allclose(w.numpy(), torch.linalg.eigh(torch.tensor(a), UPLO="U")[0].numpy(), atol=1e-12)
     gradcheck(lambda t: ops.eigh(t, UPLO="U")[1], [leaf(a)])
 
 
@@ -244,12 +244,12 @@ def test_eigenvectors_and_singular_vectors_have_their_largest_entry_positive_and
     rng = np.random.default_rng(12)
     for _ in range(20):
         x = rng.standard_normal((3, 5, 4))
-        u, s, vh = (o.data for o in ops.svd(tape.tensor(x), full_matrices=False))
+        u, s, vh = (o.numpy() for o in ops.svd(tape.tensor(x), full_matrices=False))
         np.testing.assert_allclose((u * s[..., None, :]) @ vh, x, atol=1e-12)
         top = np.take_along_axis(u, np.argmax(np.abs(u), axis=-2)[..., None, :], axis=-2)
         assert np.all(top > 0)
         sym = x[..., :4, :] + np.swapaxes(x[..., :4, :], -1, -2)
-        w, v = (o.data for o in ops.eigh(tape.tensor(sym)))
+        w, v = (o.numpy() for o in ops.eigh(tape.tensor(sym)))
         np.testing.assert_allclose((v * w[..., None, :]) @ np.swapaxes(v, -1, -2), sym, atol=1e-12)
         assert np.all(np.diff(w, axis=-1) > 0)
         top = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
@@ -282,7 +282,7 @@ def test_qr_gradient_with_dependent_columns_is_torchs_inf_nan_not_an_error():
     tq, tr = torch.linalg.qr(ref)
     (tq.sum() + tr.sum()).backward()
     assert not torch.isfinite(ref.grad).all()
-    assert np.isnan(t.grad.data).all()  # no derivative: the whole matrix's gradient is NaN (torch: some entries)
+    assert np.isnan(t.grad.numpy()).all()  # no derivative: the whole matrix's gradient is NaN (torch: some entries)
 
 
 @pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3), (2, 3, 4)])
@@ -318,18 +318,18 @@ def test_repeated_values_give_finite_value_gradients_and_non_finite_vector_gradi
         t, ref = leaf(a), torch.tensor(a, requires_grad=True)
         ops.sum(op(t)[values] ** 2).backward()
         (torch_op(ref)[values] ** 2).sum().backward()
-        np.testing.assert_allclose(t.grad.data, ref.grad.numpy(), atol=1e-12)
-        assert np.isfinite(t.grad.data).all()
+        np.testing.assert_allclose(t.grad.numpy(), ref.grad.numpy(), atol=1e-12)
+        assert np.isfinite(t.grad.numpy()).all()
         t, ref = leaf(a), torch.tensor(a, requires_grad=True)
         ops.sum(op(t)[vectors] * np.arange(9.0).reshape(3, 3)).backward()
         (torch_op(ref)[vectors] * torch.arange(9.0, dtype=F64).reshape(3, 3)).sum().backward()
-        assert not np.isfinite(t.grad.data).all() and not torch.isfinite(ref.grad).all()
+        assert not np.isfinite(t.grad.numpy()).all() and not torch.isfinite(ref.grad).all()
 
 
 def test_full_matrices_true_works_on_square_matrices():
     a = np.random.default_rng(18).standard_normal((3, 3))
-    full = [o.data for o in ops.svd(tape.tensor(a))]
-    reduced = [o.data for o in ops.svd(tape.tensor(a), full_matrices=False)]
+    full = [o.numpy() for o in ops.svd(tape.tensor(a))]
+    reduced = [o.numpy() for o in ops.svd(tape.tensor(a), full_matrices=False)]
     for x, y in zip(full, reduced):
         np.testing.assert_array_equal(x, y)
 
@@ -351,7 +351,7 @@ def test_zero_size_batches_work_forward_and_backward():
         out = fn(t)
         ops.sum(out).backward()
         assert t.grad.shape == (0, 3, 3)
-    assert ops.det(tape.tensor(np.zeros((0, 0)))).data == 1.0  # the empty product, as torch
+    assert ops.det(tape.tensor(np.zeros((0, 0)))).numpy() == 1.0  # the empty product, as torch
 
 
 # -- errors ----------------------------------------------------------------------------------------------------

@@ -24,11 +24,11 @@ def _attention_both(torch, shapes, **attrs):
     t_out = torch.nn.functional.scaled_dot_product_attention(*theirs, **attrs)
     (t_out * torch.from_numpy(w)).sum().backward()
     assert out.shape == tuple(t_out.shape)
-    np.testing.assert_allclose(out.data, t_out.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), t_out.detach().numpy(), atol=1e-12)
     for a, b in zip(ours, theirs):
         expected = np.zeros(a.shape) if b.grad is None else b.grad.numpy()
         assert a.grad.shape == expected.shape
-        np.testing.assert_allclose(a.grad.data, expected, atol=1e-12)
+        np.testing.assert_allclose(a.grad.numpy(), expected, atol=1e-12)
     return out
 
 
@@ -52,7 +52,7 @@ def test_attention_with_no_queries_and_grouped_heads_matches_torch(torch):
 
 def test_attention_with_no_keys_gives_zeros_like_torch(torch):
     out = _attention_both(torch, [(1, 2, 3, 4), (1, 2, 0, 4), (1, 2, 0, 5)])
-    np.testing.assert_array_equal(out.data, np.zeros((1, 2, 3, 5)))
+    np.testing.assert_array_equal(out.numpy(), np.zeros((1, 2, 3, 5)))
 
 
 def test_multi_head_attention_on_a_length_0_sequence_matches_torch(torch):
@@ -66,7 +66,7 @@ def test_multi_head_attention_on_a_length_0_sequence_matches_torch(torch):
     assert x.grad.shape == (2, 0, 8)
     for p in m.parameters():
         assert p.grad is not None and p.grad.shape == p.shape
-        np.testing.assert_array_equal(p.grad.data, np.zeros(p.shape))  # nothing reached the output
+        np.testing.assert_array_equal(p.grad.numpy(), np.zeros(p.shape))  # nothing reached the output
 
 
 @pytest.mark.parametrize("bad", [[None], [1.5], ["3"], [True], None, 3])
@@ -88,9 +88,9 @@ def test_take_along_dim_counts_negative_indices_from_the_end_like_torch(torch):
     ref = torch.tensor(a, requires_grad=True)
     t_out = torch.take_along_dim(ref, torch.from_numpy(index), dim=1)
     (t_out * torch.from_numpy(w)).sum().backward()
-    np.testing.assert_array_equal(out.data, t_out.detach().numpy())
-    np.testing.assert_array_equal(t.grad.data, ref.grad.numpy())
-    np.testing.assert_array_equal(out.data, np.take_along_axis(a, index % 4, axis=1))  # the exact reference
+    np.testing.assert_array_equal(out.numpy(), t_out.detach().numpy())
+    np.testing.assert_array_equal(t.grad.numpy(), ref.grad.numpy())
+    np.testing.assert_array_equal(out.numpy(), np.take_along_axis(a, index % 4, axis=1))  # the exact reference
 
 
 @pytest.mark.parametrize("index,dim", [([[4], [0], [0]], 1), ([[-5], [0], [0]], 1), ([-1], None), ([12], None)])
@@ -106,7 +106,7 @@ def test_transpose_of_a_0d_tensor_is_itself_like_torch(torch, dims):
     out = ops.transpose(t, *dims)
     assert out.shape == tuple(torch.transpose(torch.tensor(3.0), *dims).shape) == ()
     (out * 2.0).backward()
-    assert t.grad.data == 2.0
+    assert t.grad.numpy() == 2.0
 
 
 @pytest.mark.parametrize("dims", [(1, 0), (0, -2)])

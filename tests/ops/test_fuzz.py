@@ -93,8 +93,8 @@ def fuzzable_samples(op) -> list:
             first, second = _forward(op, sample), _forward(op, sample)
         except Exception:  # noqa: BLE001
             continue
-        if (first.dtype == np.float64 and np.isfinite(first.data).all()
-                and np.array_equal(first.data, second.data)):
+        if (first.dtype == np.float64 and np.isfinite(first.numpy()).all()
+                and np.array_equal(first.numpy(), second.numpy())):
             usable.append(sample)
     return usable
 
@@ -223,7 +223,7 @@ class Builder:
     def add_step(self, op, args, attrs, origin="", torch=True) -> tuple:
         target = f"v{len(self.program.steps)}"
         step = Step(target, op, args, attrs, origin, torch)
-        out = _forward(op, Sample(tuple(self._array(a) for a in args), attrs)).data
+        out = _forward(op, Sample(tuple(self._array(a) for a in args), attrs)).numpy()
         self.program.steps.append(step)
         self.consumed.update(a for a in args if a is not None and a[0] != "const")
         self.pool[("value", target)] = out
@@ -369,7 +369,7 @@ def _check_against_torch(program: Program) -> None:
     np.testing.assert_allclose(loss.item(), expected.item(), rtol=TORCH_RTOL, atol=TORCH_ATOL, err_msg="loss vs torch")
     for k, (mine, reference) in enumerate(zip(ours, theirs)):
         want = np.zeros(mine.shape) if reference.grad is None else reference.grad.numpy()
-        got = np.zeros(mine.shape) if mine.grad is None else mine.grad.data
+        got = np.zeros(mine.shape) if mine.grad is None else mine.grad.numpy()
         scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
         np.testing.assert_allclose(got, want, rtol=TORCH_RTOL, atol=TORCH_ATOL * scale,
                                    err_msg=f"gradient of leaf{k} vs torch")
@@ -444,7 +444,7 @@ def test_program_listing_and_reuse_make_shared_subexpressions():
     assert "v0 = exp(leaf0)" in listing and "v1 = mul(v0, v0)" in listing
     leaf = tape.Tensor(builder.program.leaves[0], requires_grad=True, dtype=np.float64)
     run_program(builder.program, [leaf]).backward()
-    np.testing.assert_allclose(leaf.grad.data, 2 * np.exp(2 * np.array([0.5, 1.5])), rtol=1e-14)
+    np.testing.assert_allclose(leaf.grad.numpy(), 2 * np.exp(2 * np.array([0.5, 1.5])), rtol=1e-14)
 
 
 def summary(counts: dict) -> str:

@@ -45,13 +45,13 @@ def test_a_tensor_and_its_saved_values_keep_the_array(fresh):
     x = tape.tensor(rng.standard_normal((256, 64)), requires_grad=True)
     w = tape.tensor(rng.standard_normal((64, 64)), requires_grad=True)
     y = ops.linear(x, w)
-    expected = x.data @ w.data.T
+    expected = x.data @ w.numpy().T
     z = ops.sin(y)  # sin saves its input y for the backward
     del y
     for _ in range(3):  # products of the same shape meanwhile: never into y's memory
         buffers.empty((256, 64), np.float64)[...] = np.nan
     z.backward(np.ones(z.shape))
-    np.testing.assert_allclose(x.grad.data, np.cos(expected) @ w.data, rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(expected) @ w.numpy(), rtol=1e-12)
 
 
 def test_small_arrays_and_the_bounds_are_not_kept(fresh, monkeypatch):
@@ -73,9 +73,9 @@ def test_linear_results_are_right_when_their_buffers_are_reused(fresh):
         y = ops.linear(xt, wt, bt)
         g = rng.standard_normal(y.shape)
         y.backward(g)
-        np.testing.assert_allclose(y.data, (x * (step + 1)) @ (w * (step + 1)).T + b * (step + 1), rtol=1e-12)
-        np.testing.assert_allclose(xt.grad.data, g @ (w * (step + 1)), rtol=1e-12)
-        np.testing.assert_allclose(wt.grad.data, g.T @ (x * (step + 1)), rtol=1e-12)
+        np.testing.assert_allclose(y.numpy(), (x * (step + 1)) @ (w * (step + 1)).T + b * (step + 1), rtol=1e-12)
+        np.testing.assert_allclose(xt.grad.numpy(), g @ (w * (step + 1)), rtol=1e-12)
+        np.testing.assert_allclose(wt.grad.numpy(), g.T @ (x * (step + 1)), rtol=1e-12)
     assert buffers._KEPT  # the products went through the kept buffers
 
 
@@ -114,7 +114,7 @@ def _row_ops_step(x, w, b, targets):
     h = ops.gelu(ops.layer_norm(xt, (x.shape[1],), wt, bt), approximate="tanh" if x.dtype == np.float64 else "none")
     loss = ops.cross_entropy(ops.log_softmax(ops.softmax(h, dim=-1) * 4.0, dim=-1), targets)
     loss.backward()
-    return [loss.data.copy()] + [leaf.grad.data.copy() for leaf in leaves]
+    return [loss.numpy().copy()] + [leaf.grad.numpy().copy() for leaf in leaves]
 
 
 def test_row_ops_results_are_right_when_their_buffers_are_reused(fresh, monkeypatch):

@@ -295,9 +295,9 @@ def test_scans_along_a_non_contiguous_input_match_torch(name):
 # -- diff, trapezoid, cumulative_trapezoid (issue #21) ------------------------------------------------------------
 def test_diff_of_bool_is_xor_and_of_integers_stays_integer_as_torch():
     b = np.array([True, False, False, True])
-    np.testing.assert_array_equal(ops.diff(tape.tensor(b)).data, torch.diff(torch.from_numpy(b)).numpy())
+    np.testing.assert_array_equal(ops.diff(tape.tensor(b)).numpy(), torch.diff(torch.from_numpy(b)).numpy())
     i = ops.diff(tape.tensor(np.array([1, 4, 9])), n=2)
-    assert i.dtype == np.int64 and i.data.tolist() == [2]
+    assert i.dtype == np.int64 and i.numpy().tolist() == [2]
 
 
 @pytest.mark.parametrize("name", ["trapezoid", "cumulative_trapezoid"])
@@ -307,12 +307,12 @@ def test_trapezoid_gradients_for_y_and_x_are_torchs(name):
     ty, tx = torch.tensor(y, requires_grad=True), torch.tensor(x, requires_grad=True)
     oy, ox = tape.tensor(y, requires_grad=True), tape.tensor(x, requires_grad=True)
     out, expected = getattr(ops, name)(oy, ox), getattr(torch, name)(ty, tx)
-    np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=1e-13)
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-13)
     u = rng.standard_normal(out.shape)
     out.backward(u)
     expected.backward(torch.from_numpy(u))
-    np.testing.assert_allclose(oy.grad.data, ty.grad.numpy(), rtol=1e-13)
-    np.testing.assert_allclose(ox.grad.data, tx.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(oy.grad.numpy(), ty.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy(), rtol=1e-13)
 
 
 @pytest.mark.parametrize("call,error,match", [

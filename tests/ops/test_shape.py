@@ -35,7 +35,7 @@ def weighted_sum(outputs, seed=1):
 
 
 def torch_of(t, requires_grad=True):
-    return torch.tensor(np.array(t.data), requires_grad=requires_grad)
+    return torch.tensor(np.array(t.numpy()), requires_grad=requires_grad)
 
 
 def assert_double_backward_matches_torch(fn, torch_fn, inputs, seed=5):
@@ -54,15 +54,15 @@ def assert_double_backward_matches_torch(fn, torch_fn, inputs, seed=5):
 
     refs = [torch_of(t) for t in inputs]
     expected = torch_fn(*refs)
-    np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=1e-12, atol=1e-12)
-    tu = torch.tensor(np.array(u.data), requires_grad=True)
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-12, atol=1e-12)
+    tu = torch.tensor(np.array(u.numpy()), requires_grad=True)
     t_first = torch.autograd.grad(expected, refs, tu, create_graph=True, allow_unused=True)
     t_inner = sum((g * torch.from_numpy(v)).sum() for g, v in zip(t_first, vs) if g is not None)
     t_second = torch.autograd.grad(t_inner, refs + [tu], allow_unused=True)
     for ours, theirs in zip(first, t_first):
-        np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
     for ours, theirs, shape in zip(second, t_second, [t.shape for t in inputs] + [out.shape]):
-        a = np.zeros(shape) if ours is None else ours.data
+        a = np.zeros(shape) if ours is None else ours.numpy()
         b = np.zeros(shape) if theirs is None else theirs.numpy()
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
 
@@ -101,7 +101,7 @@ def test_concat_of_any_number_of_tensors_is_one_recorded_op_matching_torch(count
     with tape.ExecutionTape() as recorded:
         out = ops.concat(tensors, dim=dim)
     assert [r.op_name for r in recorded.operations] == ["concat"]
-    np.testing.assert_array_equal(out.data, torch.cat([torch_of(t, False) for t in tensors], dim=dim).numpy())
+    np.testing.assert_array_equal(out.numpy(), torch.cat([torch_of(t, False) for t in tensors], dim=dim).numpy())
     assert ops.cat is ops.concat
     gradcheck(lambda *ts: weighted_sum([ops.cat(list(ts), dim)]), tensors)
 
@@ -113,7 +113,7 @@ def test_stack_of_any_number_of_tensors_is_one_recorded_op_matching_torch(count,
     with tape.ExecutionTape() as recorded:
         out = ops.stack(tensors, dim=dim)
     assert [r.op_name for r in recorded.operations] == ["stack"]
-    np.testing.assert_array_equal(out.data, torch.stack([torch_of(t, False) for t in tensors], dim=dim).numpy())
+    np.testing.assert_array_equal(out.numpy(), torch.stack([torch_of(t, False) for t in tensors], dim=dim).numpy())
     gradcheck(lambda *ts: weighted_sum([ops.stack(list(ts), dim)]), tensors)
 
 
@@ -130,16 +130,16 @@ def test_concat_skips_1d_empty_tensors_and_joins_zero_size_ones_like_torch():
         out = ops.concat(tensors, dim)
         expected = torch.cat([torch_of(t, False) for t in tensors], dim)
         assert out.shape == tuple(expected.shape)
-        np.testing.assert_array_equal(out.data, expected.numpy())
+        np.testing.assert_array_equal(out.numpy(), expected.numpy())
         ops.sum(out * 2.0).backward()
-    np.testing.assert_array_equal(a.grad.data, np.full((2, 3), 6.0))  # twice in the first join, once in the second
+    np.testing.assert_array_equal(a.grad.numpy(), np.full((2, 3), 6.0))  # twice in the first join, once in the second
     assert b.grad.shape == (0, 3) and e.grad.shape == (0,)
 
 
 def test_same_tensor_joined_several_times_accumulates():
     x = leaf(3)
     ops.sum(ops.stack([x, x, x * 2.0])).backward()
-    np.testing.assert_allclose(x.grad.data, np.full(3, 4.0))
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 4.0))
 
 
 def test_numpy_concatenate_and_stack_on_tensors_record_the_join_ops_and_differentiate_twice():
@@ -155,7 +155,7 @@ def to_torch_index(index):
     if isinstance(index, tuple):
         return tuple(to_torch_index(i) for i in index)
     if isinstance(index, tape.Tensor):
-        return torch.from_numpy(np.array(index.data))
+        return torch.from_numpy(np.array(index.numpy()))
     if isinstance(index, np.ndarray):
         return torch.from_numpy(index)
     return index
@@ -205,11 +205,11 @@ def test_advanced_indexing_places_dims_and_accumulates_exactly_like_torch(index,
     reference = torch_of(x)
     expected = reference[to_torch_index(index)]
     assert out.shape == tuple(expected.shape), label
-    np.testing.assert_array_equal(out.data, expected.detach().numpy())
+    np.testing.assert_array_equal(out.numpy(), expected.detach().numpy())
     g = np.random.default_rng(0).standard_normal(out.shape)
     out.backward(g)
     expected.backward(torch.from_numpy(g))
-    np.testing.assert_allclose(x.grad.data, reference.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), reference.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def random_item(rng, size, kind, ellipsis_taken):
@@ -259,11 +259,11 @@ def test_random_indices_match_torch_in_value_shape_gradient_and_error():
         x = tape.tensor(data, requires_grad=True)
         out = x[index]
         assert out.shape == tuple(expected.shape), index
-        np.testing.assert_array_equal(out.data, expected.detach().numpy())
+        np.testing.assert_array_equal(out.numpy(), expected.detach().numpy())
         g = rng.standard_normal(out.shape)
         out.backward(g)
         expected.backward(torch.from_numpy(g))
-        np.testing.assert_allclose(x.grad.data, reference.grad.numpy(), rtol=1e-12, atol=1e-12, err_msg=str(index))
+        np.testing.assert_allclose(x.grad.numpy(), reference.grad.numpy(), rtol=1e-12, atol=1e-12, err_msg=str(index))
         compared += 1
     assert compared > 300
 
@@ -278,19 +278,19 @@ def test_getitem_is_differentiable_twice_like_torch(index):
 def test_a_repeated_list_position_gets_its_gradient_once_per_read():
     x = leaf(3, 2)
     ops.sum(x[[0, 0, 1]]).backward()
-    np.testing.assert_array_equal(x.grad.data, [[2.0, 2.0], [1.0, 1.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(x.grad.numpy(), [[2.0, 2.0], [1.0, 1.0], [0.0, 0.0]])
     y = leaf(4)
     ops.sum(y[(3, 3, 3, -1),]).backward()
-    np.testing.assert_array_equal(y.grad.data, [0.0, 0.0, 0.0, 4.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [0.0, 0.0, 0.0, 4.0])
 
 
 def test_tensor_indices_index_like_their_arrays_and_0d_int_tensors_select():
     x = tape.tensor(Y, requires_grad=True)
     rows = tape.tensor(np.array([1, 0, 1]))
-    np.testing.assert_array_equal(x[rows, :, tape.tensor(np.array(2))].data, Y[[1, 0, 1], :, 2])
+    np.testing.assert_array_equal(x[rows, :, tape.tensor(np.array(2))].numpy(), Y[[1, 0, 1], :, 2])
     assert x[tape.tensor(np.array(1)), :, tape.tensor(np.array([0, 3]))].shape == (3, 2, 5)  # 0-D tensor = int
     mask = tape.tensor(Y[:, :, 0, 0] > 30)
-    np.testing.assert_array_equal(x[mask].data, Y[Y[:, :, 0, 0] > 30])
+    np.testing.assert_array_equal(x[mask].numpy(), Y[Y[:, :, 0, 0] > 30])
 
 
 def test_a_recorded_index_cannot_change_afterwards():
@@ -303,9 +303,9 @@ def test_a_recorded_index_cannot_change_afterwards():
     index_tensor.data = np.array([2, 2, 2])  # a new value for the index tensor
     index_list[:] = [1, 1, 1]
     out.backward()
-    np.testing.assert_array_equal(x.grad.data[:, 0], [2.0 + 100.0, 20.0, 1.0, 10.0 + 200.0])
+    np.testing.assert_array_equal(x.grad.numpy()[:, 0], [2.0 + 100.0, 20.0, 1.0, 10.0 + 200.0])
     with pytest.raises(ValueError):
-        tape.tensor(np.arange(3)).data.__setitem__(0, 5)  # a tensor's array stays read-only
+        tape.tensor(np.arange(3)).numpy().__setitem__(0, 5)  # a tensor's array stays read-only
 
 
 @pytest.mark.parametrize("index,error,words", [
@@ -338,11 +338,11 @@ def test_gather_and_index_select_accumulate_repeated_indices_like_torch():
     ops.gather(x, 0, index).backward(g)
     reference = torch_of(x)
     torch.gather(reference, 0, torch.from_numpy(index)).backward(torch.from_numpy(g))
-    np.testing.assert_allclose(x.grad.data, reference.grad.numpy())
+    np.testing.assert_allclose(x.grad.numpy(), reference.grad.numpy())
 
     y = leaf(4, 2)
     ops.sum(ops.index_select(y, 0, np.array([3, 3, 3, 0]))).backward()
-    np.testing.assert_array_equal(y.grad.data[:, 0], [1.0, 0.0, 0.0, 3.0])
+    np.testing.assert_array_equal(y.grad.numpy()[:, 0], [1.0, 0.0, 0.0, 3.0])
 
 
 def t_index(*values):
@@ -372,8 +372,8 @@ def test_scatter_add_gives_src_no_gradient_outside_the_index_block():
     x, src = leaf(4, 2), leaf(3, 2, seed=1)
     index = np.array([[1], [3]])  # reads only src[:2, :1]
     ops.sum(ops.scatter_add(x, 0, index, src) * 3.0).backward()
-    np.testing.assert_array_equal(src.grad.data, [[3.0, 0.0], [3.0, 0.0], [0.0, 0.0]])
-    np.testing.assert_array_equal(x.grad.data, np.full((4, 2), 3.0))
+    np.testing.assert_array_equal(src.grad.numpy(), [[3.0, 0.0], [3.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((4, 2), 3.0))
     gradgradcheck(lambda a, b: ops.scatter_add(a, 0, index, b) ** 2, [leaf(4, 2, seed=5), leaf(3, 2, seed=6)])
 
 
@@ -445,7 +445,7 @@ def test_zero_size_shapes_work_forward_and_backward_like_torch(fn, torch_fn, sha
     out.backward(g)
     expected.backward(torch.from_numpy(g))
     assert x.grad.shape == x.shape
-    np.testing.assert_array_equal(x.grad.data, reference.grad.numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), reference.grad.numpy())
 
 
 # -- pad, repeat, masked_fill, tril/triu in float32 --------------------------------------------------------
@@ -459,16 +459,16 @@ def test_pad_float32_gradients_keep_dtype_and_match_torch(mode, pad):
     reference = torch_of(x)
     expected = torch.nn.functional.pad(reference, pad, mode=mode)
     expected.backward(torch.from_numpy(g))
-    np.testing.assert_array_equal(out.data, expected.detach().numpy())
+    np.testing.assert_array_equal(out.numpy(), expected.detach().numpy())
     assert x.grad.dtype == np.float32
-    np.testing.assert_allclose(x.grad.data, reference.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), reference.grad.numpy(), rtol=1e-6)
 
 
 def test_repeat_takes_its_counts_as_one_tuple_list_or_int():
     x = leaf(2, 3)
     for out in (ops.repeat(x, (2, 1, 2)), ops.repeat(x, [2, 1, 2])):
-        np.testing.assert_array_equal(out.data, np.tile(x.data, (2, 1, 2)))
-    np.testing.assert_array_equal(ops.repeat(leaf(3), 2).data, np.tile(leaf(3).data, 2))
+        np.testing.assert_array_equal(out.numpy(), np.tile(x.numpy(), (2, 1, 2)))
+    np.testing.assert_array_equal(ops.repeat(leaf(3), 2).numpy(), np.tile(leaf(3).numpy(), 2))
     assert tape.get_op("repeat").signature == "repeat(input, repeats)"
     gradcheck(lambda t: weighted_sum([ops.repeat(t, (3, 2))]), [x])
 
@@ -477,27 +477,27 @@ def test_masked_fill_broadcasts_the_mask_and_gives_no_gradient_where_filled():
     x = leaf(2, 3)
     mask = np.array([True, False, True])
     out = x.masked_fill(mask, -2.0)
-    np.testing.assert_array_equal(out.data, np.where(mask, -2.0, x.data))
+    np.testing.assert_array_equal(out.numpy(), np.where(mask, -2.0, x.numpy()))
     ops.sum(out).backward()
-    np.testing.assert_array_equal(x.grad.data, np.broadcast_to(~mask, (2, 3)).astype(float))
+    np.testing.assert_array_equal(x.grad.numpy(), np.broadcast_to(~mask, (2, 3)).astype(float))
     assert ops.masked_fill(leaf(3, dtype=np.float32), mask, 1e-3).dtype == np.float32
 
 
 # -- the Tensor methods route to these ops -----------------------------------------------------------------
 def test_tensor_methods_use_the_shape_ops():
     x = leaf(2, 1, 3)
-    a = x.data
-    np.testing.assert_array_equal(x.reshape(3, 2).data, a.reshape(3, 2))
-    np.testing.assert_array_equal(x.reshape((6,)).data, a.reshape(6))
-    np.testing.assert_array_equal(x.flatten(1).data, a.reshape(2, 3))
-    np.testing.assert_array_equal(x.transpose(0, 2).data, a.transpose(2, 1, 0))
-    np.testing.assert_array_equal(x.permute(2, 0, 1).data, a.transpose(2, 0, 1))
-    np.testing.assert_array_equal(x.T.data, a.T)
+    a = x.numpy()
+    np.testing.assert_array_equal(x.reshape(3, 2).numpy(), a.reshape(3, 2))
+    np.testing.assert_array_equal(x.reshape((6,)).numpy(), a.reshape(6))
+    np.testing.assert_array_equal(x.flatten(1).numpy(), a.reshape(2, 3))
+    np.testing.assert_array_equal(x.transpose(0, 2).numpy(), a.transpose(2, 1, 0))
+    np.testing.assert_array_equal(x.permute(2, 0, 1).numpy(), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(x.T.numpy(), a.T)
     assert x.squeeze().shape == (2, 3) and x.squeeze(1).shape == (2, 3) and x.squeeze(0).shape == (2, 1, 3)
     assert x.unsqueeze(-1).shape == (2, 1, 3, 1)
     assert x.expand(4, 2, 5, 3).shape == (4, 2, 5, 3) and x.expand((2, -1, 3)).shape == (2, 1, 3)
     assert ops.broadcast_to(x, (2, 4, 3)).shape == (2, 4, 3)
-    np.testing.assert_array_equal(x[1, :, ::2].data, a[1, :, ::2])
+    np.testing.assert_array_equal(x[1, :, ::2].numpy(), a[1, :, ::2])
 
 
 # -- bad input names the op and the argument ---------------------------------------------------------------
@@ -617,8 +617,8 @@ def test_new_shape_ops_are_differentiable_twice_like_torch(shape, fn, torch_fn):
 def test_view_as_gives_other_a_zero_gradient_as_torchs_none():
     x, other = leaf(2, 3), leaf(3, 2, seed=1)
     ops.sum(ops.view_as(x, other) * 2.0).backward()
-    np.testing.assert_array_equal(other.grad.data, np.zeros((3, 2)))
-    np.testing.assert_array_equal(x.grad.data, np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(other.grad.numpy(), np.zeros((3, 2)))
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 2.0))
 
 
 def test_broadcast_tensors_keep_their_dtypes_and_sum_their_gradients_back(torch):
@@ -630,8 +630,8 @@ def test_broadcast_tensors_keep_their_dtypes_and_sum_their_gradients_back(torch)
     ta, tb = torch_of(a), torch_of(b)
     ea, eb = torch.broadcast_tensors(ta, tb)
     (ea * eb).sum().backward()
-    np.testing.assert_allclose(a.grad.data, ta.grad.numpy(), rtol=1e-14)
-    np.testing.assert_allclose(b.grad.data, tb.grad.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-14)
     ints = ops.broadcast_tensors(tape.tensor(np.array([1, 2])), tape.tensor(np.ones((2, 1))))
     assert ints[0].dtype == np.int64 and ints[1].dtype == np.float64
 
@@ -646,14 +646,15 @@ def test_the_new_tensor_methods_are_the_ops(torch):
         ("flipud", ()), ("rot90", (1, (1, 0))), ("diff", ()), ("histc", (4,)), ("argwhere", ()),
     ]
     for name, args in calls:
-        np.testing.assert_array_equal(getattr(x, name)(*args).data, getattr(t, name)(*args).numpy(), err_msg=name)
+        np.testing.assert_array_equal(getattr(x, name)(*args).numpy(), getattr(t, name)(*args).numpy(), err_msg=name)
     for name, args in (("tensor_split", (2, 1)), ("hsplit", ([1],)), ("vsplit", (2,))):
         for ours, theirs in zip(getattr(x, name)(*args), getattr(t, name)(*args)):
-            np.testing.assert_array_equal(ours.data, theirs.numpy())
-    np.testing.assert_array_equal(x.index_fill(1, index, 2.0).data, t.index_fill(1, torch.tensor([1, 0]), 2.0).numpy())
-    np.testing.assert_array_equal(x.take(index).data, t.take(torch.tensor([1, 0])).numpy())
-    np.testing.assert_array_equal(x.kron(x).data, t.kron(t).numpy())
-    np.testing.assert_array_equal(x.view_as(x.T).data, t.view_as(t.T).numpy())
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    expected = t.index_fill(1, torch.tensor([1, 0]), 2.0)
+    np.testing.assert_array_equal(x.index_fill(1, index, 2.0).numpy(), expected.numpy())
+    np.testing.assert_array_equal(x.take(index).numpy(), t.take(torch.tensor([1, 0])).numpy())
+    np.testing.assert_array_equal(x.kron(x).numpy(), t.kron(t).numpy())
+    np.testing.assert_array_equal(x.view_as(x.T).numpy(), t.view_as(t.T).numpy())
     assert x.contiguous() is x
 
 

@@ -15,7 +15,8 @@ from tape.tools.verify import op_samples
 torch = LazyTorch()
 
 FAMILIES = ("shape", "movement", "scan", "sorting")
-NO_TORCH_FUNCTION = {"getitem", "median_dim"}  # x[index]; torch.median(input, dim) is median_dim (ops/sorting.py)
+# x[index], x[index] = v; torch.median(input, dim) is median_dim (ops/sorting.py)
+NO_TORCH_FUNCTION = {"getitem", "setitem", "median_dim"}
 # torch documents ``indices_or_sections`` but its parser has one overload per kind, with no keyword of that name
 TORCH_KEYWORDS = {name: {"indices_or_sections": "sections"} for name in ("tensor_split", "hsplit", "vsplit", "dsplit")}
 
@@ -45,7 +46,7 @@ def _values(x) -> list:
     if isinstance(x, tuple | list):
         return [a for v in x for a in _values(v)]
     if isinstance(x, tape.Tensor):
-        return [np.asarray(x.data)]
+        return [np.asarray(x.numpy())]
     return [x.detach().numpy()]
 
 

@@ -62,7 +62,7 @@ def test_flow_equals_torch_gradients_of_parameters_and_intermediates(model, torc
         pre = model.live(X)
         loss = ops.sum(model.head(ops.tanh(pre)) ** 2)
     flow = trace.gradient_flow(loss)
-    t = {name: torch.tensor(p.data, requires_grad=True) for name, p in model.named_parameters()}
+    t = {name: torch.tensor(p.numpy(), requires_grad=True) for name, p in model.named_parameters()}
     t_pre = torch.tensor(X) @ t["live.weight"].T + t["live.bias"]
     t_pre.retain_grad()
     t_loss = ((torch.tanh(t_pre) @ t["head.weight"].T + t["head.bias"]) ** 2).sum()
@@ -87,8 +87,8 @@ def test_flow_equals_grad_after_backward_and_gradient_tape(model):
         if p.grad is None:
             assert p.id not in flow and g is None
         else:
-            assert flow[p.id] == pytest.approx(np.linalg.norm(p.grad.data), rel=1e-12)
-            assert flow[p.id] == pytest.approx(np.linalg.norm(g.data), rel=1e-12)
+            assert flow[p.id] == pytest.approx(np.linalg.norm(p.grad.numpy()), rel=1e-12)
+            assert flow[p.id] == pytest.approx(np.linalg.norm(g.numpy()), rel=1e-12)
 
 
 def test_detached_and_zeroed_branches_show_dead(model):
@@ -131,7 +131,7 @@ def test_a_stub_shows_red_and_cuts_what_lies_behind_it(model, stubbed_op):
     assert nodes["detached.weight"]["status"] == "missing"
     assert nodes["live.weight"]["status"] == "missing"  # behind the stub too: its other input's rule never ran
     assert nodes["head.weight"]["status"] == "ok"
-    assert flow[w.id] == pytest.approx(2 * np.linalg.norm(w.data))
+    assert flow[w.id] == pytest.approx(2 * np.linalg.norm(w.numpy()))
     assert "BACKWARD STUB: b" in trace.to_dot(view=trace.view(flow))
 
 
@@ -187,7 +187,7 @@ def test_attention_weights_reproduce_the_op(case):
         kwargs = {"key_padding_lengths": np.array([3, 7])}
     else:
         kwargs = {"is_causal": True, "causal_alignment": "bottom_right"}
-    out = ops.scaled_dot_product_attention(q, k, v, mask, **kwargs).data
+    out = ops.scaled_dot_product_attention(q, k, v, mask, **kwargs).numpy()
     weights = attention_weights(q, k, mask, **kwargs)
     if kwargs.get("enable_gqa"):
         v = np.repeat(v, 2, axis=-3)
@@ -214,11 +214,11 @@ def train_with_recorder(model, steps=6, **options):
         optimizer.zero_grad()
         loss = model.loss(x, x[:, ::-1].copy())
         loss.backward()
-        before = [p.data for p in model.parameters()]
-        grads = [np.linalg.norm(p.grad.data) for p in model.parameters()]
+        before = [p.numpy().copy() for p in model.parameters()]
+        grads = [np.linalg.norm(p.grad.numpy()) for p in model.parameters()]
         optimizer.step()
         params = list(model.parameters())
-        changes = [(np.linalg.norm(p.data.astype(float) - b), np.linalg.norm(b)) for p, b in zip(params, before)]
+        changes = [(np.linalg.norm(p.numpy().astype(float) - b), np.linalg.norm(b)) for p, b in zip(params, before)]
         ratios = [change / size if size else change for change, size in changes]  # |dp| itself for a zero p
         recorder.step(step, loss.item(), accuracy=step / steps)
         history.append((loss.item(), grads, ratios))
@@ -372,7 +372,7 @@ def test_recorder_takes_a_gradient_tapes_gradients(model):
     grads = gt.compute_gradients(loss, params)
     recorder.gradients(grads)
     recorder.step(1, loss.item())
-    expected = [None if g is None else np.linalg.norm(g.data) for g in grads]
+    expected = [None if g is None else np.linalg.norm(g.numpy()) for g in grads]
     (recorded,) = recorder.grad_norms
     missing = [False, False, True, True] + [False] * 4  # detached.weight, detached.bias
     assert [n is None for n in recorded] == [e is None for e in expected] == missing

@@ -389,7 +389,7 @@ def test_failed_load_changes_neither_model_nor_optimizer(tmp_path):
     path = checkpoint.save(model, tmp_path / "train.npz", optimizer=opt)
     other, _, _ = _model_and_optimizer(7)
     sgd = optim.SGD(other.parameters(), lr=0.1, momentum=0.9)  # AdamW state does not fit an SGD
-    before = {k: v.copy() for k, v in other.state_dict().items()}
+    before = {k: v.numpy().copy() for k, v in other.state_dict().items()}
     with pytest.raises(ValueError, match="SGD.load_state_dict"):
         checkpoint.load(path, other, optimizer=sgd)
     for k, v in other.state_dict().items():

@@ -69,10 +69,10 @@ def test_train_eval_switches_dropout_everywhere():
     assert all(m.training for m in net.modules())
     net.eval()
     assert not any(m.training for m in net.modules())
-    np.testing.assert_array_equal(net(tokens).data, net(tokens).data)
+    np.testing.assert_array_equal(net(tokens).numpy(), net(tokens).numpy())
     net.train()
     x = tape.tensor(np.ones((200, 10), dtype=np.float32))
-    dropped = net.head[1](x).data
+    dropped = net.head[1](x).numpy()
     assert 0.3 < np.mean(dropped == 0) < 0.7
     np.testing.assert_allclose(dropped[dropped != 0], 2.0)
     assert net.head[1].eval()(x) is x
@@ -90,16 +90,16 @@ def test_zero_grad_clears_every_parameter():
 def test_state_dict_round_trip_through_a_checkpoint(tmp_path):
     a, b = Net(np.random.default_rng(1)).eval(), Net(np.random.default_rng(2)).eval()
     tokens = np.array([[0, 3, 6]])
-    assert not np.allclose(a(tokens).data, b(tokens).data)
+    assert not np.allclose(a(tokens).numpy(), b(tokens).numpy())
     checkpoint.save(a.state_dict(), tmp_path / "a.npz")
     b.load_state_dict(checkpoint.load(tmp_path / "a.npz"))
-    np.testing.assert_array_equal(a(tokens).data, b(tokens).data)
+    np.testing.assert_array_equal(a(tokens).numpy(), b(tokens).numpy())
     assert list(b.state_dict()) == list(a.state_dict())
 
 
 def test_load_state_dict_names_every_problem_and_changes_nothing():
     net = Net(np.random.default_rng(1))
-    before = {k: v.copy() for k, v in net.state_dict().items()}
+    before = {k: v.numpy().copy() for k, v in net.state_dict().items()}
     state = dict(net.state_dict())
     del state["layers.1.weight"]
     state["layers.9.weight"] = np.zeros(3)
@@ -119,14 +119,14 @@ def test_load_state_dict_names_every_problem_and_changes_nothing():
 def test_load_state_dict_non_strict_ignores_missing_and_extra():
     net = Net(np.random.default_rng(1))
     net.load_state_dict({"head.2.bias": np.array([1.0, 2.0], dtype=np.float32), "extra": np.zeros(1)}, strict=False)
-    np.testing.assert_array_equal(net.head[2].bias.data, [1.0, 2.0])
+    np.testing.assert_array_equal(net.head[2].bias.numpy(), [1.0, 2.0])
 
 
 def test_initialisation_is_deterministic_for_a_seed():
     nn.manual_seed(5)
-    first = nn.Linear(3, 2).weight.data.copy()
+    first = nn.Linear(3, 2).weight.numpy().copy()
     nn.manual_seed(5)
-    np.testing.assert_array_equal(nn.Linear(3, 2).weight.data, first)
+    np.testing.assert_array_equal(nn.Linear(3, 2).weight.numpy(), first)
     bound = 1 / np.sqrt(3)
     assert np.all(np.abs(first) <= bound) and first.dtype == np.float32
 
@@ -136,11 +136,11 @@ def _check(ours_out, theirs_out, params, theirs_params, x=None, tx=None):
     g = np.random.default_rng(9).normal(size=ours_out.shape)
     (ours_out * g).sum().backward()
     (theirs_out * torch.tensor(g)).sum().backward()
-    np.testing.assert_allclose(ours_out.data, theirs_out.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours_out.numpy(), theirs_out.detach().numpy(), rtol=1e-10, atol=1e-12)
     for p, q in zip(params, theirs_params):
-        np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-8, atol=1e-12)
     if x is not None:
-        np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-8, atol=1e-12)
 
 
 def _leaf(array):
@@ -148,7 +148,7 @@ def _leaf(array):
 
 
 def _torch_copy(*params):
-    return [torch.tensor(np.array(p.data), requires_grad=True) for p in params]
+    return [torch.tensor(np.array(p.numpy()), requires_grad=True) for p in params]
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -162,11 +162,11 @@ def test_linear_matches_torch(bias):
 
 def test_embedding_with_padding_idx_matches_torch():
     layer = nn.Embedding(6, 3, padding_idx=-1, dtype=np.float64, rng=np.random.default_rng(0))
-    np.testing.assert_array_equal(layer.weight.data[5], 0.0)
+    np.testing.assert_array_equal(layer.weight.numpy()[5], 0.0)
     idx = np.array([[0, 5, 2], [5, 2, 2]])
     (tw,) = _torch_copy(layer.weight)
     _check(layer(idx), F.embedding(torch.tensor(idx), tw, padding_idx=5), [layer.weight], [tw])
-    np.testing.assert_array_equal(layer.weight.grad.data[5], 0.0)
+    np.testing.assert_array_equal(layer.weight.grad.numpy()[5], 0.0)
 
 
 def test_layer_norm_matches_torch():
@@ -225,7 +225,7 @@ def test_rms_block_and_dropout_run_in_float32():
     out.sum().backward()
     assert x.grad.dtype == np.float32 and all(p.grad.dtype == np.float32 for p in block.parameters())
     block.eval()
-    np.testing.assert_array_equal(block(x).data, block(x).data)
+    np.testing.assert_array_equal(block(x).numpy(), block(x).numpy())
 
 
 # -- empty shapes ----------------------------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def test_linear_with_an_empty_dimension_matches_torch(in_features, out_features,
     assert layer.weight.shape == (out_features, in_features)
     if bias:
         assert layer.bias.shape == (out_features,)
-        np.testing.assert_array_equal(layer.bias.data, 0.0)  # torch: bound 0 when fan_in is 0
+        np.testing.assert_array_equal(layer.bias.numpy(), 0.0)  # torch: bound 0 when fan_in is 0
     x, tx = _leaf(np.random.default_rng(1).normal(size=(2, 3, in_features)))
     params = [p for p in (layer.weight, layer.bias) if p is not None]
     tp = _torch_copy(*params)
@@ -255,4 +255,4 @@ def test_linear_with_an_empty_dimension_matches_torch(in_features, out_features,
 def test_linear_with_zero_inputs_gives_the_bias():
     layer = nn.Linear(0, 3, dtype=np.float64)
     layer.load_state_dict({"weight": np.zeros((3, 0)), "bias": np.array([1.0, 2.0, 3.0])})
-    np.testing.assert_array_equal(layer(tape.tensor(np.zeros((4, 0)))).data, np.tile([1.0, 2.0, 3.0], (4, 1)))
+    np.testing.assert_array_equal(layer(tape.tensor(np.zeros((4, 0)))).numpy(), np.tile([1.0, 2.0, 3.0], (4, 1)))

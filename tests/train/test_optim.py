@@ -39,7 +39,7 @@ def _run(make_ours, make_theirs, steps=5, dtype=np.float64, groups=None):
 
 def _assert_close(ours, theirs, rtol=1e-12, atol=1e-14):
     for p, q in zip(ours, theirs):
-        np.testing.assert_allclose(p.data, q.detach().numpy(), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -92,10 +92,10 @@ def test_step_skips_parameters_without_gradient_and_bumps_version():
     a.grad = tape.tensor(np.full(3, 2.0))
     version = a._version
     opt.step()
-    np.testing.assert_array_equal(a.data, np.zeros(3))
-    np.testing.assert_array_equal(b.data, np.ones(3))
+    np.testing.assert_array_equal(a.numpy(), np.zeros(3))
+    np.testing.assert_array_equal(b.numpy(), np.ones(3))
     assert a._version == version + 1
-    assert not a.data.flags.writeable
+    assert not a.numpy().flags.writeable
 
 
 def test_step_after_update_invalidates_old_graph():
@@ -117,7 +117,7 @@ def test_training_through_the_tape_minimises_a_quadratic():
         diff = w - target
         (diff * diff).sum().backward()
         opt.step()
-    np.testing.assert_allclose(w.data, target, atol=1e-3)
+    np.testing.assert_allclose(w.numpy(), target, atol=1e-3)
 
 
 def test_zero_grad_clears_gradients():
@@ -160,7 +160,7 @@ def test_clip_grad_norm_matches_torch(max_norm, norm_type):
         if p.grad is None:
             assert q.grad is None
         else:
-            np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-12)
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-12)
 
 
 def test_clip_grad_norm_error_if_nonfinite_is_a_runtime_error():
@@ -175,7 +175,7 @@ def test_clip_grad_norm_keeps_float32():
     w.grad = tape.tensor(np.full(4, 3.0, dtype=np.float32))
     total = optim.clip_grad_norm_([w], 1.0)
     assert w.grad.dtype == np.float32 and total.dtype == np.float32
-    np.testing.assert_allclose(np.linalg.norm(w.grad.data), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(w.grad.numpy()), 1.0, rtol=1e-5)
 
 
 # -- warmup + cosine schedule ----------------------------------------------------------------------------------
@@ -240,10 +240,10 @@ def test_clip_grad_norm_nonfinite_matches_torch(case, norm_type, dtype):
         total = optim.clip_grad_norm_(ours, 1.0, norm_type)
     expected = torch.nn.utils.clip_grad_norm_(theirs, 1.0, norm_type)
     assert total.dtype == dtype
-    np.testing.assert_array_equal(total.data, expected.numpy())  # nan == nan, inf == inf
+    np.testing.assert_array_equal(total.numpy(), expected.numpy())  # nan == nan, inf == inf
     for p, q in zip(ours, theirs):
         assert p.grad.dtype == dtype
-        np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-6, atol=0)  # nan where torch has nan
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6, atol=0)  # nan where torch has nan
 
 
 @pytest.mark.parametrize("case,norm_type", [("inf", 2.0), ("inf", math.inf), ("nan", 2.0), ("nan", math.inf),
@@ -265,7 +265,7 @@ def test_clip_grad_norm_refuses_a_negative_or_nan_max_norm(max_norm):
     ours, _ = _clip_pair([[3.0, 4.0]], np.float64)
     with pytest.raises(ValueError, match=r"clip_grad_norm_: argument 'max_norm' expected a number >= 0, got"):
         optim.clip_grad_norm_(ours, max_norm)
-    np.testing.assert_array_equal(ours[0].grad.data, [3.0, 4.0])
+    np.testing.assert_array_equal(ours[0].grad.numpy(), [3.0, 4.0])
 
 
 @pytest.mark.parametrize("norm_type", [2.0, math.inf])
@@ -321,7 +321,7 @@ def test_state_dict_restores_the_trajectory_exactly(name):
     params, opt = _stepped(make)
     state = opt.state_dict()
     assert all(isinstance(k, str) and isinstance(v, np.ndarray) and v.dtype.kind in "fiub" for k, v in state.items())
-    copies = [tape.tensor(p.data, requires_grad=True) for p in params]
+    copies = [tape.tensor(p.numpy(), requires_grad=True) for p in params]
     # a fresh optimizer with another learning rate: loading restores the saved hyper-parameters, as torch does
     fresh = make(copies)
     fresh.lr = 123.0
@@ -335,7 +335,7 @@ def test_state_dict_restores_the_trajectory_exactly(name):
         opt.step()
         fresh.step()
     for p, c in zip(params, copies):
-        np.testing.assert_array_equal(p.data, c.data)
+        np.testing.assert_array_equal(p.numpy(), c.numpy())
     assert fresh.steps_taken == opt.steps_taken
 
 
@@ -353,7 +353,7 @@ def test_state_dict_is_a_snapshot():
 def test_loaded_state_is_private_to_the_optimizer():
     params, opt = _stepped(MAKERS["adam"])
     state = {k: v.copy() for k, v in opt.state_dict().items()}
-    copies = [tape.tensor(p.data, requires_grad=True) for p in params]
+    copies = [tape.tensor(p.numpy(), requires_grad=True) for p in params]
     fresh = optim.Adam(copies)
     fresh.load_state_dict(state)
     for c in copies:
@@ -366,7 +366,7 @@ def _load_error(make, mutate, params_for_load=None):
     params, opt = _stepped(MAKERS["adam"])
     state = dict(opt.state_dict())
     mutate(state)
-    target_params = params_for_load or [tape.tensor(p.data, requires_grad=True) for p in params]
+    target_params = params_for_load or [tape.tensor(p.numpy(), requires_grad=True) for p in params]
     target = make(target_params)
     before = target.state_dict()
     with pytest.raises(ValueError) as info:
@@ -463,11 +463,11 @@ def test_a_step_takes_the_rules_fresh_arrays_as_they_are_and_copies_anything_els
             p.grad = tape.tensor(np.full(3, 0.5))
             version = p._version
             opt.step()
-            assert p._version == version + 1 and not p.data.flags.writeable
+            assert p._version == version + 1 and not p.numpy().flags.writeable
         buf = opt.state[id(p)]["buf"]
-        assert not np.shares_memory(p.data, buf), what
+        assert not np.shares_memory(p.numpy(), buf), what
         expected = np.ones(3) if what == "state" else np.full(3, -0.5)  # 1 - 0.5, then - (0.5 + 0.5)
-        np.testing.assert_array_equal(p.data, expected)
+        np.testing.assert_array_equal(p.numpy(), expected)
 
 
 def test_an_update_that_returns_an_array_it_keeps_is_copied_not_adopted():

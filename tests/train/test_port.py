@@ -656,7 +656,7 @@ def gpt_pair(torch, dtype, seed=0):
     tape.manual_seed(seed)
     ours = gpt_port_classes()(config).to(dtype)
     theirs = gpt_torch_classes(torch)(config).to(getattr(torch, np.dtype(dtype).name))
-    theirs.load_state_dict({k: torch.tensor(v) for k, v in ours.state_dict().items()}, strict=True)
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()}, strict=True)
     assert theirs.transformer.wte.weight is theirs.lm_head.weight
     return ours, theirs
 
@@ -895,9 +895,9 @@ def test_cnn_first_losses_match_torch_in_float32(torch):
         np.testing.assert_allclose(value, theirs.state_dict()[name].numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def test_cnn_compiled_training_equals_eager_and_replays():
-    """BatchNorm's running-statistics update is ops under no_grad: a compiled step traces and replays it, and every
-    parameter and buffer equals eager's, bit for bit."""
+def test_cnn_compiled_training_equals_eager():
+    """BatchNorm's running-statistics update is an in-place op under no_grad: a compiled step runs such a call
+    eagerly, and every parameter and buffer equals eager's, bit for bit."""
     rng = np.random.default_rng(13)
     batches = [cnn_batch(rng, np.float64) for _ in range(2)]
     states, steps = [], []
@@ -922,7 +922,8 @@ def test_cnn_compiled_training_equals_eager_and_replays():
         steps.append(step)
     for name, value in states[0].items():
         np.testing.assert_array_equal(value, states[1][name], err_msg=name, strict=True)
-    assert steps[0].replays == 4
+    # BatchNorm's running statistics change in place (as torch's): a call with an in-place op runs eagerly
+    assert steps[0].replays == 0 and steps[0].records == 5
 
 
 # -- 9. an LSTM language model ------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from common import TinyGPT  # noqa: E402
 
 def torch_params(module: nn.Module) -> dict:
     """Leaf torch tensors holding copies of the module's parameters, by name."""
-    return {name: torch.tensor(np.array(p.data), requires_grad=True) for name, p in module.named_parameters()}
+    return {name: torch.tensor(np.array(p.numpy()), requires_grad=True) for name, p in module.named_parameters()}
 
 
 def torch_attention(P: dict, prefix: str, x, attn: nn.MultiHeadAttention, lengths=None):
@@ -89,7 +89,7 @@ def test_loss_and_every_gradient_match_torch():
     assert len(names) == 6 + 2 * 12, names  # every parameter was compared below
     for name, p in model.named_parameters():
         assert p.grad is not None, name
-        np.testing.assert_allclose(p.grad.data, P[name].grad.numpy(), rtol=1e-7, atol=1e-11, err_msg=name)
+        np.testing.assert_allclose(p.grad.numpy(), P[name].grad.numpy(), rtol=1e-7, atol=1e-11, err_msg=name)
 
 
 def test_grouped_query_and_padding_lengths_match_torch():
@@ -105,10 +105,10 @@ def test_grouped_query_and_padding_lengths_match_torch():
     tx = torch.tensor(x_np, requires_grad=True)
     expected = torch_block(P, "", tx, block, lengths)
     (expected * torch.tensor(weights)).sum().backward()
-    np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-7, atol=1e-11)
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-7, atol=1e-11)
     for name, p in block.named_parameters():
-        np.testing.assert_allclose(p.grad.data, P[name].grad.numpy(), rtol=1e-7, atol=1e-11, err_msg=name)
+        np.testing.assert_allclose(p.grad.numpy(), P[name].grad.numpy(), rtol=1e-7, atol=1e-11, err_msg=name)
 
 
 @pytest.mark.parametrize("name,kwargs", [("Adam", dict(lr=1e-2)), ("AdamW", dict(lr=1e-2, weight_decay=0.1)),
@@ -131,4 +131,4 @@ def test_a_few_optimizer_steps_match_torch(name, kwargs):
         theirs.step()
         np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-9)
     for pname, p in model.named_parameters():
-        np.testing.assert_allclose(p.data, P[pname].detach().numpy(), rtol=1e-7, atol=1e-10, err_msg=pname)
+        np.testing.assert_allclose(p.numpy(), P[pname].detach().numpy(), rtol=1e-7, atol=1e-10, err_msg=pname)
