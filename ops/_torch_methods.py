@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tape.devices import CPU, is_device, on_cpu
+from tape.devices import CPU, device_arguments, is_device, on_cpu
 from tape.tensors import Tensor
 
 from .cast import cast
@@ -92,6 +92,17 @@ def _type(self: Tensor, dtype=None, non_blocking: bool = False, **kwargs):
     return _to(self, dtype)
 
 
+def _new_tensor(self: Tensor, data, dtype=None, requires_grad: bool = False, **device) -> Tensor:
+    """torch's Tensor.new_tensor: a new leaf holding ``data`` (copied), of this tensor's dtype unless ``dtype``."""
+    device_arguments("Tensor.new_tensor", device)
+    return Tensor(np.asarray(data, dtype=self.dtype if dtype is None else dtype), requires_grad=requires_grad)
+
+
+def _new_empty(self: Tensor, *size, **kwargs) -> Tensor:
+    """torch's Tensor.new_empty: ``new_zeros`` (minitape's empty is zeros: no uninitialised memory)."""
+    return self.new_zeros(*size, **kwargs)
+
+
 def methods() -> dict:
     return {
         "to": _to,
@@ -101,4 +112,6 @@ def methods() -> dict:
         "is_cuda": property(lambda self: False),
         "is_cpu": property(lambda self: True),
         "type": _type,
+        "new_tensor": _new_tensor,
+        "new_empty": _new_empty,
     }

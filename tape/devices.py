@@ -54,6 +54,7 @@ class device:  # noqa: N801  -- torch's name
 
 
 CPU = device("cpu")
+PLACEMENT = ("device", "pin_memory", "memory_format", "layout", "non_blocking")  # torch's keywords that place data
 
 
 def on_cpu(who: str, argument: str, value) -> None:
@@ -81,3 +82,13 @@ def is_device(value) -> bool:
             return True
         return value.partition(":")[0] in KNOWN_TYPES
     return False
+
+
+def device_arguments(who: str, arguments: dict) -> None:
+    """Check torch's placement keywords of a constructor (``device=``, ``pin_memory=``, ``memory_format=``,
+    ``layout=``): the device must be the CPU, the rest are no-ops on it; any other keyword is refused."""
+    for name, value in arguments.items():
+        if name == "device":
+            on_cpu(who, name, value)
+        elif name not in PLACEMENT:
+            raise TypeError(f"{who}: unexpected keyword argument '{name}'")

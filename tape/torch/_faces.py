@@ -13,22 +13,19 @@ import numbers
 import numpy as np
 
 import tape
-from tape.devices import on_cpu
+from tape.devices import PLACEMENT, device_arguments, on_cpu
 from tape.state import STATE
 from tape.tensors import Tensor
 
 _CONSTRUCTORS = (*tape.creation.__all__, "tensor", "as_tensor")
-_LAYOUT_ARGUMENTS = ("pin_memory", "memory_format", "layout", "non_blocking")
 
 
 def _on_cpu(make):
     """``make`` taking torch's device and layout arguments: the device must be the CPU; the others are no-ops."""
 
     @functools.wraps(make)
-    def on_cpu_make(*args, device=None, **kwargs):
-        on_cpu(make.__name__, "device", device)
-        for name in _LAYOUT_ARGUMENTS:
-            kwargs.pop(name, None)
+    def on_cpu_make(*args, **kwargs):
+        device_arguments(make.__name__, {name: kwargs.pop(name) for name in PLACEMENT if name in kwargs})
         return make(*args, **kwargs)
 
     return on_cpu_make
