@@ -8,6 +8,7 @@ from tape.tensor_api import OPERATORS, _OpMethod, _shape_args, add_method
 from tape.tensors import Tensor
 
 from . import _inplace
+from ._torch_methods import methods as torch_methods
 from .binary import (
     add,
     div,
@@ -39,7 +40,6 @@ from .reduce import max, min
 from .shape import expand, permute, repeat, reshape
 from .sorting import median, median_dim, nanmedian
 from .special import polygamma
-from ._torch_methods import methods as torch_methods
 
 
 def _is_bool(value) -> bool:

@@ -37,20 +37,20 @@ def _to_arguments(args: tuple, kwargs: dict):
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     if kwargs:
         raise TypeError(f"Tensor.to: unexpected keyword argument {next(iter(kwargs))!r}")
-    args = list(args)
-    if args and isinstance(args[0], Tensor):
-        other = args.pop(0)
+    rest = list(args)
+    if rest and isinstance(rest[0], Tensor):
+        other = rest.pop(0)
         dtype = other.dtype
-    elif args and is_device(args[0]):
-        device = args.pop(0)
-    if args and dtype is None and not isinstance(args[0], bool):
-        dtype = args.pop(0)
-    if args and isinstance(args[0], bool):  # torch's positional non_blocking, then copy
-        args.pop(0)
-        if args and isinstance(args[0], bool):
-            copy = args.pop(0)
-    if args:
-        raise TypeError(f"Tensor.to: unexpected positional arguments {tuple(args)!r}")
+    elif rest and is_device(rest[0]):
+        device = rest.pop(0)
+    if rest and dtype is None and not isinstance(rest[0], bool):
+        dtype = rest.pop(0)
+    if rest and isinstance(rest[0], bool):  # torch's positional non_blocking, then copy
+        rest.pop(0)
+        if rest and isinstance(rest[0], bool):
+            copy = rest.pop(0)
+    if rest:
+        raise TypeError(f"Tensor.to: unexpected positional arguments {tuple(rest)!r}")
     on_cpu("Tensor.to", "device", device)
     return dtype, copy
 
@@ -71,7 +71,9 @@ def _cpu(self: Tensor, memory_format=None) -> Tensor:
 
 def _cuda(self: Tensor, device=None, non_blocking: bool = False, memory_format=None) -> Tensor:
     """Always raises: minitape has no CUDA device."""
-    on_cpu("Tensor.cuda", "device", "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+    on_cpu(
+        "Tensor.cuda", "device", "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device
+    )
     raise AssertionError("unreachable: on_cpu raised")  # pragma: no cover
 
 

@@ -14,6 +14,8 @@ class device:  # noqa: N801  -- torch's name
     """torch.device: ``device('cpu')``, ``device('cuda', 0)``, ``device('cuda:1')``, ``device(other_device)``."""
 
     __slots__ = ("type", "index")
+    type: str
+    index: int | None
 
     def __init__(self, type, index: int | None = None):  # noqa: A002  -- torch's parameter name
         if isinstance(type, device):

@@ -60,11 +60,11 @@ _SUBMODULES = (
 )
 
 
-def is_tensor(obj) -> bool:
+def is_tensor(obj):  # -> bool (the name is torch.bool here)
     return isinstance(obj, Tensor)
 
 
-def numel(input: Tensor) -> int:  # noqa: A002  -- torch's parameter name
+def numel(input: Tensor):  # noqa: A002  -- torch's parameter name
     return input.numel()
 
 
@@ -87,7 +87,9 @@ def __getattr__(name: str):
         return module
     if not name.startswith("_"):
         ops = importlib.import_module("ops")
-        if name in getattr(ops, "__all__", ()) or (hasattr(ops, name) and not isinstance(getattr(ops, name), type(ops))):
+        if name in getattr(ops, "__all__", ()) or (
+            hasattr(ops, name) and not isinstance(getattr(ops, name), type(ops))
+        ):
             return getattr(ops, name)
     raise AttributeError(f"module 'tape.torch' has no attribute '{name}' (minitape has no such op or function yet)")
 

@@ -70,6 +70,7 @@ class _GradMode(contextlib.ContextDecorator):
         self.mode = bool(mode)
 
     _disables: bool
+    _stack: list
 
     def __enter__(self):
         self.__dict__.setdefault("_stack", []).append(STATE.grad_enabled)
@@ -94,8 +95,12 @@ class set_grad_enabled(_GradMode):  # noqa: N801
 
     def __init__(self, mode):
         super().__init__(mode)
-        self._stack = [STATE.grad_enabled]
+        self._before = STATE.grad_enabled
         STATE.grad_enabled = self.mode  # the call itself sets the mode, as torch's
+
+    def __enter__(self):
+        self.__dict__.setdefault("_stack", []).append(self._before)
+        STATE.grad_enabled = self.mode
 
 
 def get_default_dtype() -> np.dtype:

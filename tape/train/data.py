@@ -155,7 +155,9 @@ def _check_loader_options(shuffle, sampler, batch_sampler, batch_size, drop_last
     if sampler is not None and shuffle:
         raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
     if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or drop_last):
-        raise ValueError("DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
+        raise ValueError(
+            "DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+        )
     if integer("DataLoader", "num_workers", num_workers, at_least=0) > 0:
         raise ValueError(
             f"DataLoader: num_workers={num_workers}: minitape's loader runs in this process only; pass num_workers=0"

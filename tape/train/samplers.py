@@ -10,7 +10,14 @@ import numpy as np
 from .. import random
 from ..checks import integer, require_bool
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler"]
+__all__ = [
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "BatchSampler",
+]
 
 _CHUNK = 32  # indices drawn at a time with replacement (torch's chunk)
 
@@ -45,7 +52,9 @@ class RandomSampler(Sampler):
     def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None, generator=None):
         require_bool("RandomSampler", "replacement", replacement)
         self.data_source, self.replacement, self.generator = data_source, replacement, generator
-        self._num_samples = None if num_samples is None else integer("RandomSampler", "num_samples", num_samples, at_least=1)
+        self._num_samples = (
+            None if num_samples is None else integer("RandomSampler", "num_samples", num_samples, at_least=1)
+        )
 
     @property
     def num_samples(self) -> int:
