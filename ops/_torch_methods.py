@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tape.devices import CPU, device_arguments, is_device, on_cpu
+from tape.devices import CPU, device_arguments, on_cpu, to_arguments
 from tape.tensors import Tensor
 
 from .cast import cast
@@ -28,37 +28,10 @@ TYPE_NAMES = {
 _NAME_OF = {np.dtype(dtype): name for name, dtype in TYPE_NAMES.items()}
 
 
-def _to_arguments(args: tuple, kwargs: dict):
-    """torch's three forms: to(dtype), to(device=None, dtype=None), to(other) -> the dtype asked for (or None)."""
-    kwargs = dict(kwargs)
-    kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
-    copy = kwargs.pop("copy", False)
-    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
-    if kwargs:
-        raise TypeError(f"Tensor.to: unexpected keyword argument {next(iter(kwargs))!r}")
-    rest = list(args)
-    if rest and isinstance(rest[0], Tensor):
-        other = rest.pop(0)
-        dtype = other.dtype
-    elif rest and is_device(rest[0]):
-        device = rest.pop(0)
-    if rest and dtype is None and not isinstance(rest[0], bool):
-        dtype = rest.pop(0)
-    if rest and isinstance(rest[0], bool):  # torch's positional non_blocking, then copy
-        rest.pop(0)
-        if rest and isinstance(rest[0], bool):
-            copy = rest.pop(0)
-    if rest:
-        raise TypeError(f"Tensor.to: unexpected positional arguments {tuple(rest)!r}")
-    on_cpu("Tensor.to", "device", device)
-    return dtype, copy
-
-
 def _to(self: Tensor, *args, **kwargs) -> Tensor:
     """torch's Tensor.to: this tensor itself when nothing changes (as torch's), a cast (ops.cast) to a new dtype, a
     copy in the graph (ops.clone) with ``copy=True``. Devices other than the CPU raise."""
-    dtype, copy = _to_arguments(args, kwargs)
+    dtype, copy = to_arguments("Tensor.to", args, kwargs)
     if dtype is not None and np.dtype(dtype) != self.dtype:
         return cast(self, dtype)
     return clone(self) if copy else self

@@ -94,3 +94,33 @@ def device_arguments(who: str, arguments: dict) -> None:
             on_cpu(who, name, value)
         elif name not in PLACEMENT:
             raise TypeError(f"{who}: unexpected keyword argument '{name}'")
+
+
+def to_arguments(who: str, args: tuple, kwargs: dict):
+    """torch's three forms of ``to``: (dtype), (device=None, dtype=None), (other tensor) -> (the dtype asked for or
+    None, copy); the device is checked to be the CPU."""
+    from .tensors import Tensor
+
+    kwargs = dict(kwargs)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    copy = kwargs.pop("copy", False)
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"{who}: unexpected keyword argument {next(iter(kwargs))!r}")
+    rest = list(args)
+    if rest and isinstance(rest[0], Tensor):
+        other = rest.pop(0)
+        dtype = other.dtype
+    elif rest and is_device(rest[0]):
+        device = rest.pop(0)
+    if rest and dtype is None and not isinstance(rest[0], bool):
+        dtype = rest.pop(0)
+    if rest and isinstance(rest[0], bool):  # torch's positional non_blocking, then copy
+        rest.pop(0)
+        if rest and isinstance(rest[0], bool):
+            copy = rest.pop(0)
+    if rest:
+        raise TypeError(f"{who}: unexpected positional arguments {tuple(rest)!r}")
+    on_cpu(who, "device", device)
+    return dtype, copy
