@@ -57,6 +57,7 @@ _SUBMODULES = (
     "accelerator",
     "serialization",
     "autograd",
+    "amp",
 )
 
 

@@ -1099,3 +1099,74 @@ def test_word_language_model_runs_by_swapping_imports(torch, tmp_path, rnn_type,
     np.testing.assert_allclose(got[1:], expected[1:], RTOL, ATOL)  # test loss and perplexity
     assert_same_parameters(ours, theirs)
     assert any(np.abs(results[1][1][k] - v.numpy()).max() > 1e-3 for k, v in ours.state_dict().items())
+
+
+def test_mnist_runs_by_swapping_imports(torch, tmp_path):
+    """pytorch/examples' mnist, reproduced (tests/train/ports/mnist.py): DataLoaders over TensorDatasets, Adadelta
+    and StepLR(gamma=0.7) for three epochs, the test pass's summed loss and correct count, the state dict saved --
+    in float64 equal to torch's (the harness sets the dropout probabilities to 0 in both: the masks come from
+    different random streams)."""
+    theirs_program, ours_program = program_pair("mnist")
+    rng = np.random.default_rng(5)
+    images = {part: rng.standard_normal((n, 1, 14, 14)) for part, n in (("train", 20), ("test", 9))}
+    labels = {part: rng.integers(0, 10, size=n) for part, n in (("train", 20), ("test", 9))}
+    args = SimpleNamespace(
+        no_accel=False, batch_size=6, test_batch_size=4, lr=1.0, gamma=0.7, epochs=3, dry_run=False, save_model=True
+    )
+    results = []
+    for lib, program in ((torch, theirs_program), (tape.torch, ours_program)):
+        data = [lib.utils.data.TensorDataset(lib.tensor(images[p]), lib.tensor(labels[p])) for p in ("train", "test")]
+        model = program.Net().double()
+        for module in model.modules():
+            if isinstance(module, lib.nn.Dropout):
+                module.p = 0.0
+        if results:
+            load_torch_weights(model, results[0][1])
+        start = snapshot(model)
+        results.append((model, start, program.main(args, *data, model, tmp_path / f"{lib.__name__}.pt")))
+    (theirs, _, expected), (ours, _, got) = results
+    assert len(got) == len(expected) == 3 * (4 + 2 + 1)
+    np.testing.assert_allclose(got, expected, RTOL, ATOL)  # losses, test loss, correct count, the lr
+    assert_same_parameters(ours, theirs)
+    saved = tape.torch.load(tmp_path / "tape.torch.pt")
+    assert all(np.array_equal(saved[k].numpy(), v.numpy()) for k, v in ours.state_dict().items())
+
+
+@pytest.mark.parametrize("flash, bias", [(True, True), (False, False)])
+def test_nanogpt_runs_by_swapping_imports(torch, flash, bias):
+    """karpathy/nanoGPT's model.py and train.py step, reproduced (tests/train/ports/nanogpt.py): logits, loss, five
+    training steps (warmup + cosine lr written into the param groups, a disabled GradScaler, clipping, AdamW with a
+    decayed and an undecayed group), greedy generation through the top-k mask's item assignment, crop_block_size
+    and the parameter counts -- in float64 equal to torch's, the tied embedding included."""
+    theirs_program, ours_program = program_pair("nanogpt")
+    config = dict(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8, dropout=0.0, bias=bias, flash=flash)
+    rng = np.random.default_rng(11)
+    tokens = rng.integers(0, 11, size=(5, 3, 9))
+    args = SimpleNamespace(device="cpu", dtype="float64", weight_decay=0.1, learning_rate=3e-2, beta1=0.9,
+                           beta2=0.95, grad_clip=1.0, warmup_iters=2, lr_decay_iters=4, min_lr=3e-3)  # fmt: skip
+    results = []
+    for lib, program in ((torch, theirs_program), (tape.torch, ours_program)):
+        model = program.GPT(program.GPTConfig(**config)).double()
+        if results:
+            load_torch_weights(model, results[0]["start"])
+        out = {"start": snapshot(model), "model": model}
+        assert model.transformer.wte.weight is model.lm_head.weight
+        logits, loss = model(lib.tensor(tokens[0, :, :-1]), lib.tensor(tokens[0, :, 1:]))
+        out["first"] = [logits.detach().numpy(), loss.item()]
+        batches = [(lib.tensor(t[:, :-1]), lib.tensor(t[:, 1:])) for t in tokens]
+        out["losses"] = program.train(model, batches, args)
+        out["generated"] = model.generate(lib.tensor(tokens[0, :2, :3]), 9, temperature=0.7, top_k=1).numpy()
+        out["counts"] = (model.get_num_params(), model.get_num_params(False), model.estimate_mfu(4, 0.5))
+        model.crop_block_size(6)
+        out["cropped"] = model(lib.tensor(tokens[1, :, :6]))[0].detach().numpy()
+        results.append(out)
+    expected, got = results
+    np.testing.assert_allclose(got["first"][0], expected["first"][0], RTOL, ATOL)
+    np.testing.assert_allclose(got["first"][1], expected["first"][1], RTOL, ATOL)
+    np.testing.assert_allclose(got["losses"], expected["losses"], RTOL, ATOL)
+    moved = got["model"].lm_head.weight.numpy() - got["start"]["lm_head.weight"]
+    assert np.abs(moved).max() > 1e-3, "the steps should change the weights"
+    np.testing.assert_array_equal(got["generated"], expected["generated"])
+    assert got["counts"] == pytest.approx(expected["counts"], rel=1e-15)
+    np.testing.assert_allclose(got["cropped"], expected["cropped"], RTOL, ATOL)
+    assert_same_parameters(got["model"], expected["model"])
