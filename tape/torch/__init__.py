@@ -79,9 +79,27 @@ def load(f, *args, **kwargs):
     return importlib.import_module("tape.torch.serialization").load(f, *args, **kwargs)
 
 
+# torch's top-level functions whose meaning differs from the registered op of the same name (that op is torch.linalg's
+# or torch.nn.functional's): reaching them here would compute something else silently, so they raise, naming the op
+# that is there. tests/train/test_torch_namespace.py shows each one differs in torch.
+OTHER_MEANING = {
+    "svd": "torch.svd returns V, the registered svd is torch.linalg.svd (returns Vh): use torch.linalg.svd",
+    "cond": "torch.cond is control flow; the registered cond is torch.linalg.cond",
+    "solve": "torch.solve was removed from torch; use torch.linalg.solve",
+    "lstsq": "torch.lstsq was removed from torch; use torch.linalg.lstsq",
+    "matrix_rank": "torch.matrix_rank was removed from torch; use torch.linalg.matrix_rank",
+    "embedding": "torch.embedding takes (weight, indices); use torch.nn.functional.embedding(input, weight)",
+    "embedding_bag": "torch.embedding_bag takes (weight, indices, ...); use torch.nn.functional.embedding_bag",
+    "batch_norm": "torch.batch_norm orders its arguments otherwise; use torch.nn.functional.batch_norm",
+    "instance_norm": "torch.instance_norm orders its arguments otherwise; use torch.nn.functional.instance_norm",
+}
+
+
 def __getattr__(name: str):
     """Submodules on first use; then the op library: ``torch.<name>`` is ``ops.<name>`` (the registered op, or
     ops' alias of one such as ``cat``)."""
+    if name in OTHER_MEANING:
+        raise AttributeError(f"tape.torch.{name}: not provided -- {OTHER_MEANING[name]}")
     if name in _SUBMODULES:
         module = importlib.import_module(f"tape.torch.{name}")
         globals()[name] = module
