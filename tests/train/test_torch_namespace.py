@@ -327,3 +327,14 @@ def test_pyproject_lists_every_tape_torch_package():
     text = (ROOT / "pyproject.toml").read_text()
     packages = {str(p.parent.relative_to(ROOT)).replace("/", ".") for p in TORCH_DIR.rglob("__init__.py")}
     assert packages and all(f'"{p}"' in text for p in packages)
+
+
+def test_tape_torch_is_the_top_layer_nothing_imports_it():
+    """The face sits above everything: no file of the engine, the op library or the training stack imports it."""
+    users = [
+        str(path.relative_to(ROOT))
+        for folder in (ROOT / "tape", ROOT / "ops")
+        for path in folder.rglob("*.py")
+        if TORCH_DIR not in path.parents and "tape.torch" in path.read_text()
+    ]
+    assert not users, users
