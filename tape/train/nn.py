@@ -85,6 +85,7 @@ __all__ = [
     "GELU",
     "ReLU",
     "MultiHeadAttention",
+    "MultiheadAttention",
     "TransformerBlock",
     "RNNCell",
     "LSTMCell",
@@ -1250,4 +1251,5 @@ class TransformerBlock(Module):
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
+from .mha import MultiheadAttention  # noqa: E402  -- torch's signature and parameter names (tape/train/mha.py)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402  -- recurrent layers, built on Module above
