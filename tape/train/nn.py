@@ -86,6 +86,11 @@ __all__ = [
     "ReLU",
     "MultiHeadAttention",
     "MultiheadAttention",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "Transformer",
     "TransformerBlock",
     "RNNCell",
     "LSTMCell",
@@ -1253,3 +1258,10 @@ class TransformerBlock(Module):
 
 from .mha import MultiheadAttention  # noqa: E402  -- torch's signature and parameter names (tape/train/mha.py)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402  -- recurrent layers, built on Module above
+from .transformer import (  # noqa: E402  -- torch's Transformer layers (tape/train/transformer.py)
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
