@@ -8,6 +8,7 @@ from tape.tensor_api import OPERATORS, _OpMethod, _shape_args, add_method
 from tape.tensors import Tensor
 
 from . import _inplace
+from ._torch_methods import methods as torch_methods
 from .binary import (
     add,
     div,
@@ -144,11 +145,6 @@ def _cast_to(dtype):
     return method
 
 
-def _to(self, dtype):
-    """This tensor cast to ``dtype`` (ops.cast)."""
-    return cast(self, dtype)
-
-
 def _type_as(self, other: Tensor) -> Tensor:
     """This tensor cast to ``other``'s dtype (ops.cast)."""
     return cast(self, other.dtype)
@@ -175,7 +171,6 @@ def _methods() -> dict:
         "scatter": _scatter,
         **{op.name: _shaped(op) for op in (reshape, permute, expand, repeat, tile, flip)},
         "view": _shaped(reshape),
-        "to": _to,
         "float": _cast_to(np.float32),
         "double": _cast_to(np.float64),
         "long": _cast_to(np.int64),
@@ -188,6 +183,7 @@ def _methods() -> dict:
         "type_as": _type_as,
         "clone": _clone,
         "T": property(_transposed),
+        **torch_methods(),  # to / cpu / cuda / device / type (ops/_torch_methods.py)
     }
 
 

@@ -201,24 +201,26 @@ class TensorAPI:
         return self
 
     # -- new leaves ------------------------------------------------------------------------------------------
-    def new_full(self, size, fill_value, *, dtype=None, requires_grad: bool = False) -> Tensor:
+    def new_full(self, size, fill_value, *, dtype=None, requires_grad: bool = False, **device) -> Tensor:
         """A new leaf of shape ``size`` filled with ``fill_value``, of this tensor's dtype unless ``dtype``
-        says otherwise (torch's; the new tensor is not in the graph)."""
+        says otherwise (torch's; the new tensor is not in the graph). ``device=`` / ``pin_memory=``: the CPU."""
+        from .devices import device_arguments
         from .tensors import Tensor
 
+        device_arguments("Tensor.new_full", device)
         require_bool("Tensor.new_full", "requires_grad", requires_grad)
         shape = ints("Tensor.new_full", "size", size, at_least=0)
         return Tensor(
             np.full(shape, fill_value, dtype=self.dtype if dtype is None else dtype), requires_grad=requires_grad
         )
 
-    def new_zeros(self, *size, dtype=None, requires_grad: bool = False) -> Tensor:
+    def new_zeros(self, *size, dtype=None, requires_grad: bool = False, **device) -> Tensor:
         """``new_full(size, 0)``; the size as separate ints or one sequence, as torch's."""
-        return self.new_full(_shape_args(size), 0, dtype=dtype, requires_grad=requires_grad)
+        return self.new_full(_shape_args(size), 0, dtype=dtype, requires_grad=requires_grad, **device)
 
-    def new_ones(self, *size, dtype=None, requires_grad: bool = False) -> Tensor:
+    def new_ones(self, *size, dtype=None, requires_grad: bool = False, **device) -> Tensor:
         """``new_full(size, 1)``; the size as separate ints or one sequence, as torch's."""
-        return self.new_full(_shape_args(size), 1, dtype=dtype, requires_grad=requires_grad)
+        return self.new_full(_shape_args(size), 1, dtype=dtype, requires_grad=requires_grad, **device)
 
     # -- gradient conveniences -------------------------------------------------------------------------------
     @property

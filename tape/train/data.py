@@ -21,8 +21,11 @@ import ops
 from .. import random
 from ..checks import integer, require_bool
 from ..tensors import Tensor
+from .samplers import *  # noqa: F403  -- torch.utils.data's samplers
+from .samplers import BatchSampler
+from .samplers import __all__ as _samplers
 
-__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]
+__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate", *_samplers]
 
 
 class Dataset:
@@ -92,38 +95,73 @@ class DataLoader:
         self,
         dataset,
         batch_size: int | None = 1,
-        shuffle: bool = False,
-        *,
-        drop_last: bool = False,
+        shuffle: bool | None = False,
+        sampler=None,
+        batch_sampler=None,
+        num_workers: int = 0,
         collate_fn=None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn=None,
+        multiprocessing_context=None,
         generator=None,
+        **worker_options,
     ):
         if batch_size is not None:
             batch_size = integer("DataLoader", "batch_size", batch_size, at_least=1)
+        shuffle = bool(shuffle) if shuffle is None else shuffle
         require_bool("DataLoader", "shuffle", shuffle)
         require_bool("DataLoader", "drop_last", drop_last)
+        _check_loader_options(shuffle, sampler, batch_sampler, batch_size, drop_last, num_workers, worker_options)
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, bool(shuffle), drop_last
         self.collate_fn = default_collate if collate_fn is None else collate_fn
         self.generator = generator
+        self.sampler, self.batch_sampler = sampler, batch_sampler
+        self.num_workers, self.pin_memory = num_workers, pin_memory  # one process, one device: kept, not used
 
-    def _order(self) -> np.ndarray:
+    def _order(self):
+        if self.sampler is not None:
+            return self.sampler
         n = len(self.dataset)
         if not self.shuffle:
             return np.arange(n)
         return random.as_generator("DataLoader", self.generator).permutation(n)
 
     def __iter__(self):
+        if self.batch_sampler is not None:
+            for indices in self.batch_sampler:
+                yield self.collate_fn([self.dataset[int(i)] for i in indices])
+            return
         order = self._order()
         if self.batch_size is None:  # torch's automatic batching off: one sample at a time, not collated
             for i in order:
                 yield self.dataset[int(i)]
             return
-        stop = len(order) - len(order) % self.batch_size if self.drop_last else len(order)
-        for start in range(0, stop, self.batch_size):
-            yield self.collate_fn([self.dataset[int(i)] for i in order[start : start + self.batch_size]])
+        for indices in BatchSampler(order, self.batch_size, self.drop_last):
+            yield self.collate_fn([self.dataset[int(i)] for i in indices])
 
     def __len__(self) -> int:
-        n = len(self.dataset)
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         if self.batch_size is None:
             return n
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+
+def _check_loader_options(shuffle, sampler, batch_sampler, batch_size, drop_last, num_workers, worker_options) -> None:
+    """torch's rules for combining DataLoader's arguments; worker processes are not there (one process)."""
+    if sampler is not None and shuffle:
+        raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+    if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or drop_last):
+        raise ValueError(
+            "DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+        )
+    if integer("DataLoader", "num_workers", num_workers, at_least=0) > 0:
+        raise ValueError(
+            f"DataLoader: num_workers={num_workers}: minitape's loader runs in this process only; pass num_workers=0"
+        )
+    unknown = set(worker_options) - {"prefetch_factor", "persistent_workers", "pin_memory_device", "in_order"}
+    if unknown:
+        raise TypeError(f"DataLoader: unexpected keyword argument '{sorted(unknown)[0]}'")

@@ -31,6 +31,7 @@ import numpy as np
 import ops
 
 from .. import random
+from ..devices import to_arguments
 from ..state import no_grad
 from ..tensors import Tensor
 from . import init  # noqa: F401  -- tape.nn.init
@@ -84,6 +85,12 @@ __all__ = [
     "GELU",
     "ReLU",
     "MultiHeadAttention",
+    "MultiheadAttention",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "Transformer",
     "TransformerBlock",
     "RNNCell",
     "LSTMCell",
@@ -281,10 +288,14 @@ class Module:
             p.requires_grad = requires_grad
         return self
 
-    def to(self, dtype) -> Module:
+    def to(self, *args, **kwargs) -> Module:
         """Cast every floating parameter and buffer to ``dtype`` in place (their ``.data`` and dtype change; the
         Parameter and buffer objects stay, so an optimizer built before the cast keeps training them, as in torch;
-        gradients are cast with them); returns self."""
+        gradients are cast with them); returns self. torch's forms (dtype), (device, dtype), (tensor); the device
+        must be the CPU."""
+        dtype, _ = to_arguments(f"{type(self).__name__}.to", args, kwargs)
+        if dtype is None:
+            return self
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"{type(self).__name__}.to: argument 'dtype' expected float32 or float64, got {dtype}")
@@ -295,6 +306,13 @@ class Module:
                     seen.add(id(t))
                     t.data = Tensor(t._data.astype(dtype))
         return self
+
+    def cpu(self) -> Module:
+        return self
+
+    def cuda(self, device=None) -> Module:
+        """Raises: there is no CUDA device (tape/devices.py)."""
+        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{device}")
 
     def double(self) -> Module:
         return self.to(np.float64)
@@ -1241,4 +1259,12 @@ class TransformerBlock(Module):
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
+from .mha import MultiheadAttention  # noqa: E402  -- torch's signature and parameter names (tape/train/mha.py)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402  -- recurrent layers, built on Module above
+from .transformer import (  # noqa: E402  -- torch's Transformer layers (tape/train/transformer.py)
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)

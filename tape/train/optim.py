@@ -37,6 +37,7 @@ __all__ = [
     "AdamW",
     "RMSprop",
     "Adagrad",
+    "Adadelta",
     "clip_grad_norm_",
     "WarmupCosineLR",
     "warmup_cosine_lr",
@@ -518,6 +519,34 @@ class Adagrad(Optimizer):
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         state["sum"] += grad * grad
         return p - clr * (grad / (np.sqrt(state["sum"]) + group["eps"]))
+
+
+class Adadelta(Optimizer):
+    """Adadelta as ``torch.optim.Adadelta``: the step is the gradient scaled by the ratio of the root running means
+    of squared updates and squared gradients (``rho``), times ``lr``; L2 ``weight_decay`` as torch's."""
+
+    _nonnegative = (*Optimizer._nonnegative, "rho", "eps")
+
+    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0.0):
+        if not rho <= 1.0:
+            raise ValueError(f"Adadelta: invalid rho value: {rho} (expected 0 <= rho <= 1)")
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
+
+    def _state_layout(self, group):
+        return {"step": "count", "square_avg": "param", "acc_delta": "param"}
+
+    def _update(self, p, grad, state, group):
+        rho, eps = group["rho"], group["eps"]
+        self._first_state(state, p, group)
+        state["step"] += 1
+        grad = _l2(grad, p, group["weight_decay"])
+        square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+        square_avg *= rho
+        square_avg += (1 - rho) * grad * grad
+        delta = np.sqrt(acc_delta + eps) / np.sqrt(square_avg + eps) * grad
+        acc_delta *= rho
+        acc_delta += (1 - rho) * delta * delta
+        return p - group["lr"] * delta
 
 
 def zero_grads(params, set_to_none: bool = True) -> None:

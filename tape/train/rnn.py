@@ -222,6 +222,9 @@ class _RNNBase(Module):
             x = ops.transpose(x, 0, 1)
         return x, (last if self.mode == "LSTM" else last[0])
 
+    def flatten_parameters(self) -> None:
+        """No-op, as torch's on the CPU (it packs weights for cuDNN)."""
+
     def extra_repr(self) -> str:
         extras = [f"num_layers={self.num_layers}"] if self.num_layers != 1 else []
         extras += [f"{k}={getattr(self, k)}" for k in ("batch_first", "bidirectional") if getattr(self, k)]

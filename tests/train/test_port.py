@@ -14,7 +14,12 @@ encodings with masked mean / max pooling. Where minitape lacks a torch idiom the
 spells it with what exists (hand-written group norm, comparisons for searchsorted, ops.logical_not for ``~``).
 """
 
+import difflib
+import importlib
 import math
+import pathlib
+import re
+import types
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,6 +27,7 @@ import pytest
 
 import ops
 import tape
+import tape.torch
 from tape import nn
 
 RTOL, ATOL = 1e-10, 1e-12  # float64 on both sides: only summation order differs
@@ -1003,3 +1009,164 @@ def test_lstm_language_model_matches_torch_in_float64(torch):
 def test_lstm_language_model_first_losses_match_torch_in_float32(torch):
     losses, expected_losses = train_lstm_pair(torch, np.float32, steps=3, check_each_step=lambda *a: None)
     np.testing.assert_allclose(losses, expected_losses, rtol=1e-6)
+
+
+# -- whole programs ported by swapping their imports (issue #32) ---------------------------------------------
+# Each program in tests/train/ports/ is ordinary PyTorch code. It runs once as written (real torch) and once from
+# its source with only the import lines rewritten to tape.torch; the harness gives both the same initial weights
+# (torch's, loaded strictly) and the same data, and compares every loss and the final parameters in float64.
+PORTS = pathlib.Path(__file__).resolve().parent / "ports"
+_IMPORT = re.compile(r"^(\s*)(import torch(\.[\w.]+)?( as \w+)?|from torch(\.[\w.]+)? import .+)$")
+
+
+def swap_imports(source: str) -> str:
+    """``source`` with each torch import rewritten to tape.torch's (and nothing else changed)."""
+
+    def swap(line: str) -> str:
+        match = _IMPORT.match(line)
+        if not match:
+            return line
+        indent, statement = match.group(1), match.group(2)
+        if statement.startswith("from torch"):
+            return indent + "from tape." + statement[len("from ") :]
+        alias = match.group(4) or (" as torch" if match.group(3) is None else None)
+        assert alias is not None, f"an 'import torch.x' without 'as' binds the name torch: {line!r}"
+        return f"{indent}import tape.torch{match.group(3) or ''}{alias}"
+
+    return "\n".join(swap(line) for line in source.split("\n"))
+
+
+def changed_lines(a: str, b: str) -> tuple[int, int]:
+    """(import lines changed, other lines changed) between two sources."""
+    changed = [
+        line[1:]
+        for line in difflib.unified_diff(a.split("\n"), b.split("\n"), lineterm="", n=0)
+        if line[:1] == "-" and not line.startswith("---")
+    ]
+    imports = sum(bool(_IMPORT.match(line)) for line in changed)
+    return imports, len(changed) - imports
+
+
+def program_pair(name: str):
+    """The program as written (imported: real torch) and its import-swapped twin (a module run from the source)."""
+    theirs = importlib.import_module(f"tests.train.ports.{name}")
+    source = (PORTS / f"{name}.py").read_text()
+    swapped = swap_imports(source)
+    imports, others = changed_lines(source, swapped)
+    assert imports >= 1 and others == 0, f"{name}: {others} lines beyond the imports differ"
+    ours = types.ModuleType(f"ported_{name}", theirs.__doc__)
+    exec(compile(swapped, f"<{name} with tape.torch imports>", "exec"), ours.__dict__)
+    return theirs, ours
+
+
+def snapshot(model) -> dict:
+    """A model's state dict as numpy copies."""
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def load_torch_weights(ours, state: dict) -> None:
+    """torch's initial parameters and buffers (a ``snapshot``) into our model, strictly, so both start equal."""
+    ours.load_state_dict({k: tape.tensor(v) for k, v in state.items()}, strict=True)
+
+
+def assert_same_parameters(ours, theirs, rtol=RTOL, atol=ATOL) -> None:
+    expected = dict(theirs.named_parameters())
+    got = dict(ours.named_parameters())
+    assert set(got) == set(expected)
+    for name, p in got.items():
+        np.testing.assert_allclose(p.numpy(), expected[name].detach().numpy(), rtol, atol, err_msg=name)
+
+
+@pytest.mark.parametrize("rnn_type, tied", [("LSTM", True), ("GRU", False), ("RNN_TANH", False)])
+def test_word_language_model_runs_by_swapping_imports(torch, tmp_path, rnn_type, tied):
+    """pytorch/examples' word_language_model, reproduced (tests/train/ports/word_language_model.py): two epochs of
+    truncated BPTT with in-place SGD (``p.data.add_(p.grad, alpha=-lr)``), clipping, annealing, the best model
+    saved with torch.save and loaded back, in float64: every loss and the final parameters equal torch's."""
+    theirs_program, ours_program = program_pair("word_language_model")
+    rng = np.random.default_rng(3)
+    words = {part: rng.integers(0, 13, size=n) for part, n in (("train", 121), ("valid", 41), ("test", 37))}
+    args = SimpleNamespace(model=rnn_type, lr=2.0, clip=0.25, epochs=3, batch_size=4, eval_batch_size=3, bptt=7)
+    results = []
+    for lib, program in ((torch, theirs_program), (tape.torch, ours_program)):
+        corpus = SimpleNamespace(**{part: lib.tensor(w) for part, w in words.items()})
+        model = program.RNNModel(rnn_type, 13, 6, 6, 2, dropout=0.0, tie_weights=tied).double()
+        if results:
+            load_torch_weights(model, results[0][1])
+        start = snapshot(model)
+        results.append((model, start, program.main(args, corpus, model, tmp_path / f"{lib.__name__}.pt")))
+    (theirs, _, expected), (ours, _, got) = results
+    np.testing.assert_allclose(got[0], expected[0], RTOL, ATOL)  # every training loss and validation loss
+    np.testing.assert_allclose(got[1:], expected[1:], RTOL, ATOL)  # test loss and perplexity
+    assert_same_parameters(ours, theirs)
+    assert any(np.abs(results[1][1][k] - v.numpy()).max() > 1e-3 for k, v in ours.state_dict().items())
+
+
+def test_mnist_runs_by_swapping_imports(torch, tmp_path):
+    """pytorch/examples' mnist, reproduced (tests/train/ports/mnist.py): DataLoaders over TensorDatasets, Adadelta
+    and StepLR(gamma=0.7) for three epochs, the test pass's summed loss and correct count, the state dict saved --
+    in float64 equal to torch's (the harness sets the dropout probabilities to 0 in both: the masks come from
+    different random streams)."""
+    theirs_program, ours_program = program_pair("mnist")
+    rng = np.random.default_rng(5)
+    images = {part: rng.standard_normal((n, 1, 14, 14)) for part, n in (("train", 20), ("test", 9))}
+    labels = {part: rng.integers(0, 10, size=n) for part, n in (("train", 20), ("test", 9))}
+    args = SimpleNamespace(
+        no_accel=False, batch_size=6, test_batch_size=4, lr=1.0, gamma=0.7, epochs=3, dry_run=False, save_model=True
+    )
+    results = []
+    for lib, program in ((torch, theirs_program), (tape.torch, ours_program)):
+        data = [lib.utils.data.TensorDataset(lib.tensor(images[p]), lib.tensor(labels[p])) for p in ("train", "test")]
+        model = program.Net().double()
+        for module in model.modules():
+            if isinstance(module, lib.nn.Dropout):
+                module.p = 0.0
+        if results:
+            load_torch_weights(model, results[0][1])
+        start = snapshot(model)
+        results.append((model, start, program.main(args, *data, model, tmp_path / f"{lib.__name__}.pt")))
+    (theirs, _, expected), (ours, _, got) = results
+    assert len(got) == len(expected) == 3 * (4 + 2 + 1)
+    np.testing.assert_allclose(got, expected, RTOL, ATOL)  # losses, test loss, correct count, the lr
+    assert_same_parameters(ours, theirs)
+    saved = tape.torch.load(tmp_path / "tape.torch.pt")
+    assert all(np.array_equal(saved[k].numpy(), v.numpy()) for k, v in ours.state_dict().items())
+
+
+@pytest.mark.parametrize("flash, bias", [(True, True), (False, False)])
+def test_nanogpt_runs_by_swapping_imports(torch, flash, bias):
+    """karpathy/nanoGPT's model.py and train.py step, reproduced (tests/train/ports/nanogpt.py): logits, loss, five
+    training steps (warmup + cosine lr written into the param groups, a disabled GradScaler, clipping, AdamW with a
+    decayed and an undecayed group), greedy generation through the top-k mask's item assignment, crop_block_size
+    and the parameter counts -- in float64 equal to torch's, the tied embedding included."""
+    theirs_program, ours_program = program_pair("nanogpt")
+    config = dict(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8, dropout=0.0, bias=bias, flash=flash)
+    rng = np.random.default_rng(11)
+    tokens = rng.integers(0, 11, size=(5, 3, 9))
+    args = SimpleNamespace(device="cpu", dtype="float64", weight_decay=0.1, learning_rate=3e-2, beta1=0.9,
+                           beta2=0.95, grad_clip=1.0, warmup_iters=2, lr_decay_iters=4, min_lr=3e-3)  # fmt: skip
+    results = []
+    for lib, program in ((torch, theirs_program), (tape.torch, ours_program)):
+        model = program.GPT(program.GPTConfig(**config)).double()
+        if results:
+            load_torch_weights(model, results[0]["start"])
+        out = {"start": snapshot(model), "model": model}
+        assert model.transformer.wte.weight is model.lm_head.weight
+        logits, loss = model(lib.tensor(tokens[0, :, :-1]), lib.tensor(tokens[0, :, 1:]))
+        out["first"] = [logits.detach().numpy(), loss.item()]
+        batches = [(lib.tensor(t[:, :-1]), lib.tensor(t[:, 1:])) for t in tokens]
+        out["losses"] = program.train(model, batches, args)
+        out["generated"] = model.generate(lib.tensor(tokens[0, :2, :3]), 9, temperature=0.7, top_k=1).numpy()
+        out["counts"] = (model.get_num_params(), model.get_num_params(False), model.estimate_mfu(4, 0.5))
+        model.crop_block_size(6)
+        out["cropped"] = model(lib.tensor(tokens[1, :, :6]))[0].detach().numpy()
+        results.append(out)
+    expected, got = results
+    np.testing.assert_allclose(got["first"][0], expected["first"][0], RTOL, ATOL)
+    np.testing.assert_allclose(got["first"][1], expected["first"][1], RTOL, ATOL)
+    np.testing.assert_allclose(got["losses"], expected["losses"], RTOL, ATOL)
+    moved = got["model"].lm_head.weight.numpy() - got["start"]["lm_head.weight"]
+    assert np.abs(moved).max() > 1e-3, "the steps should change the weights"
+    np.testing.assert_array_equal(got["generated"], expected["generated"])
+    assert got["counts"] == pytest.approx(expected["counts"], rel=1e-15)
+    np.testing.assert_allclose(got["cropped"], expected["cropped"], RTOL, ATOL)
+    assert_same_parameters(got["model"], expected["model"])

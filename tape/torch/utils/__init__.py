@@ -1,0 +1,3 @@
+"""``torch.utils``: ``utils.data`` (tape/train/data.py)."""
+
+from . import data  # noqa: F401

@@ -1,0 +1,9 @@
+"""``from tape.torch.utils.data import Dataset, DataLoader, ...``: tape/train/data.py's datasets, samplers and
+loader; ``utils.data.dataloader`` is the module path torch programs also import from."""
+
+from tape.train.data import *  # noqa: F403
+from tape.train.data import __all__ as _all
+
+from . import dataloader  # noqa: F401
+
+__all__ = [*_all, "dataloader"]
