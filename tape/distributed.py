@@ -19,6 +19,10 @@ the loss is a mean over rows and every shard counts the same number of terms: th
 the global mean. A loss whose count differs between shards (cross-entropy with ignored targets spread unevenly)
 needs ``average=False`` and a loss summed over the shard divided by the global count instead.
 
+**Buffers follow rank 0** (torch DDP's rule): ``broadcast_parameters`` gives a Module's buffers with its
+parameters, and ``broadcast_buffers(model)`` after each step gives every rank rank 0's BatchNorm statistics --
+those of rank 0's shard, not of the global batch (no SyncBatchNorm).
+
 **Bit-identical ranks.** Gradients are packed into buckets in parameter order -- the same order on every rank,
 checked by a layout fingerprint each call -- and each bucket is summed so that every rank gets the same bytes
 by construction, whatever order the MPI library sums in: on 2 ranks by MPI's all-reduce (each element is x0 + x1
@@ -47,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import integer
 from .tensors import Tensor
 
 __all__ = [
@@ -238,21 +243,41 @@ def _views(flat: np.ndarray, like: list[Tensor]) -> Iterator[np.ndarray]:
 
 
 def broadcast_parameters(module_or_params, root: int = 0, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
-    """Give every rank ``root``'s parameter values (call after building the model, before training)."""
+    """Give every rank ``root``'s parameter values -- and, given a Module, its buffers too (as torch's DDP does
+    when it wraps a model): call after building the model, before training."""
     _comm("broadcast_parameters")
-    params = _params_of("broadcast_parameters", module_or_params)
-    _check_root("broadcast_parameters", root)
-    _check_layout("broadcast_parameters", params)
+    tensors = _params_of("broadcast_parameters", module_or_params)
+    if callable(getattr(module_or_params, "buffers", None)):
+        tensors += list(module_or_params.buffers())
+    _broadcast("broadcast_parameters", tensors, root, bucket_bytes)
+
+
+def broadcast_buffers(module, root: int = 0, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
+    """Give every rank ``root``'s buffers (BatchNorm's running statistics and counts), the rule of torch's DDP
+    (``broadcast_buffers=True``): each rank's BatchNorm updates its statistics from its own shard, so without this
+    the ranks' models drift apart in eval mode. Call once per step, after the optimizer's. What the ranks then hold
+    is rank 0's statistics -- those of its shard, not of the global batch one process would see."""
+    _comm("broadcast_buffers")
+    if not callable(getattr(module, "buffers", None)):
+        raise TypeError(
+            f"tape.distributed.broadcast_buffers: argument 'module' expected a Module, got {type(module).__name__}"
+        )
+    _broadcast("broadcast_buffers", list(module.buffers()), root, bucket_bytes)
+
+
+def _broadcast(where: str, tensors: list[Tensor], root: int, bucket_bytes: int) -> None:
+    _check_root(where, root)
+    _check_layout(where, tensors)
     flats, requests = [], []
-    for bucket in _buckets(params, bucket_bytes):
-        like = [params[k] for k in bucket]
-        flat = _pack([p._data for p in like], like)
+    for bucket in _buckets(tensors, bucket_bytes):
+        like = [tensors[k] for k in bucket]
+        flat = _pack([t._data for t in like], like)
         requests.append(_World.comm.Ibcast(flat, root=root))
         flats.append((flat, like))
-    _wait(requests, "broadcast_parameters")
+    _wait(requests, where)
     for flat, like in flats:
-        for p, value in zip(like, _views(flat, like)):
-            p.data = value
+        for t, value in zip(like, _views(flat, like)):
+            t.data = value
 
 
 def _check_root(where: str, root: int) -> None:
@@ -342,13 +367,6 @@ def _replicas(where: str, num_replicas: int | None, rank: int | None) -> tuple[i
     return n, r
 
 
-def _integer(where: str, name: str, value) -> int:
-    """``value`` as a Python int: an int or a numpy integer (not a bool, a float or a string)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{where}: argument '{name}' expected an integer, got {type(value).__name__} {value!r}")
-    return int(value)
-
-
 class DistributedSampler:
     """This rank's indices into a dataset of ``dataset_size`` items, as torch's ``DistributedSampler``: a shuffle
     seeded by ``seed + epoch`` (the same permutation on every rank; numpy's generator, so not torch's indices),
@@ -364,14 +382,14 @@ class DistributedSampler:
         seed: int = 0,
         drop_last: bool = False,
     ):
-        dataset_size = _integer("DistributedSampler", "dataset_size", dataset_size)
+        dataset_size = integer("DistributedSampler", "dataset_size", dataset_size)
         if dataset_size < 0:
             raise ValueError(f"DistributedSampler: dataset_size must be an int >= 0, got {dataset_size!r}")
-        num_replicas = None if num_replicas is None else _integer("DistributedSampler", "num_replicas", num_replicas)
-        rank = None if rank is None else _integer("DistributedSampler", "rank", rank)
+        num_replicas = None if num_replicas is None else integer("DistributedSampler", "num_replicas", num_replicas)
+        rank = None if rank is None else integer("DistributedSampler", "rank", rank)
         self.num_replicas, self.rank = _replicas("DistributedSampler", num_replicas, rank)
         self.dataset_size, self.shuffle, self.drop_last = dataset_size, shuffle, drop_last
-        self.seed = _integer("DistributedSampler", "seed", seed)  # negative too: torch's generator takes any int64
+        self.seed = integer("DistributedSampler", "seed", seed)  # negative too: torch's generator takes any int64
         self.epoch = 0
         if drop_last and dataset_size % self.num_replicas:
             self.num_samples = math.ceil((dataset_size - self.num_replicas) / self.num_replicas)
@@ -380,7 +398,7 @@ class DistributedSampler:
         self.total_size = self.num_samples * self.num_replicas
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = _integer("DistributedSampler.set_epoch", "epoch", epoch)
+        self.epoch = integer("DistributedSampler.set_epoch", "epoch", epoch)
 
     def indices(self) -> np.ndarray:
         """This rank's indices for the current epoch (an int64 array of ``len(self)``)."""

@@ -45,6 +45,9 @@ def _violations(source: str):
 def test_no_module_imports_torch_or_requires_it_at_its_top_level(path):
     if path == "oracle.py":
         return  # the one place that imports torch (inside functions)
+    if path.startswith("train/ports/"):
+        return  # PyTorch programs as written: test_port.py reads them as text and runs them (real torch only via the
+        # torch fixture) -- no test module imports them
     assert _violations((TESTS / path).read_text()) == []
 
 

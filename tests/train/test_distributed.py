@@ -154,6 +154,20 @@ def test_broadcast_makes_differently_initialised_ranks_equal(mpiexec, tmp_path):
         assert after[1][name].tobytes() == value.tobytes(), f"rank 1 did not get rank 0's {name}"
 
 
+def test_batchnorm_buffers_follow_rank_zero_as_torchs_ddp(mpiexec, tmp_path):
+    # each rank's BatchNorm updates its running statistics from its own shard: without a broadcast the ranks'
+    # models differ in eval mode (torch's DDP broadcasts buffers from rank 0); broadcast_parameters gives them too
+    ran(launch(mpiexec, 2, "buffers", tmp_path)[0])
+    ranks = per_rank(tmp_path, 2)
+    for key in ("running_mean", "running_var"):
+        assert not np.array_equal(ranks[0][f"drift/{key}"], ranks[1][f"drift/{key}"]), "nothing drifted: not tested"
+        for r in (0, 1):
+            assert ranks[r][f"after/{key}"].tobytes() == ranks[0][f"drift/{key}"].tobytes(), (r, key)
+            assert ranks[r][f"start/{key}"].tobytes() == ranks[0][f"initial/{key}"].tobytes(), (r, key)
+    assert ranks[1]["after/num_batches_tracked"] == ranks[0]["drift/num_batches_tracked"] == 1
+    assert ranks[1]["same_object"]  # written in place: what a step's closures hold sees the broadcast
+
+
 def test_mismatched_models_raise_instead_of_reducing_unrelated_numbers(mpiexec, tmp_path):
     done, _ = launch(mpiexec, 2, "mismatch", tmp_path, timeout=60)
     assert done.returncode != 0
@@ -319,6 +333,21 @@ def _scenario_broadcast(out: Path) -> None:
     before = {f"before/{k}": np.array(v) for k, v in model.state_dict().items()}
     dist.broadcast_parameters(model)
     _dump(out, **before, **{f"after/{k}": v for k, v in model.state_dict().items()})
+
+
+def _scenario_buffers(out: Path) -> None:
+    bn = nn.BatchNorm1d(3, dtype=np.float64)
+    with tape.no_grad():
+        bn.running_mean.fill_(float(dist.rank() + 1))  # ranks built apart: broadcast_parameters evens them
+    initial = {f"initial/{k}": np.array(v) for k, v in bn.state_dict().items()}
+    dist.broadcast_parameters(bn)
+    start = {f"start/{k}": np.array(v) for k, v in bn.state_dict().items()}
+    bn(tape.tensor(np.random.default_rng(dist.rank()).normal(size=(4, 3))))  # this rank's shard
+    drift = {f"drift/{k}": np.array(v) for k, v in bn.state_dict().items()}
+    held = bn.running_mean
+    dist.broadcast_buffers(bn)
+    after = {f"after/{k}": np.array(v) for k, v in bn.state_dict().items()}
+    _dump(out, **initial, **start, **drift, **after, same_object=np.array(bn.running_mean is held))
 
 
 def _scenario_mismatch(out: Path) -> None:
