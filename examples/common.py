@@ -59,12 +59,13 @@ def missing_requirements(args: argparse.Namespace) -> list[str]:
     missing = []
     if getattr(args, "graph", None):
         if importlib.util.find_spec("graphviz") is None:
-            missing.append("--graph needs the graphviz Python package (pip install graphviz)")
+            missing.append("--graph needs the graphviz Python package (pip install -e '.[graph]' in this repository)")
         if shutil.which("dot") is None:
             missing.append("--graph needs Graphviz's `dot` program (apt-get install graphviz, or brew install "
                            "graphviz); `--report run.html` draws the DAG without it")
     if getattr(args, "plot", None) and importlib.util.find_spec("matplotlib") is None:
-        missing.append("--plot needs matplotlib (pip install matplotlib, or pip install 'minitape[plot]')")
+        missing.append("--plot needs matplotlib (pip install matplotlib, or pip install -e '.[plot]' in this "
+                       "repository)")
     return missing
 
 

@@ -4,6 +4,9 @@ Import ``tape`` for the engine and ``ops`` for the op library (``import ops`` lo
 operator or op method used loads ``ops`` too).
 """
 
+__version__ = "0.4.0"  # pyproject.toml reads it (single-sourced)
+
+
 from . import creation, random, state  # noqa: F401  -- tape.state: the per-thread modes; tape.random: the generators
 from .autodiff import backward
 from .broadcast import unbroadcast

@@ -11,8 +11,9 @@ the global batch, the gradients are all-reduced, and every rank takes the same o
         optimizer.step()
     tape.distributed.save_checkpoint(model, "model.npz")   # rank 0 writes, the others wait
 
-Built on mpi4py (``pip install 'minitape[mpi]'``: mpi4py and the ``mpich`` wheel, which brings the MPI library
-and ``mpiexec``); importing this module does not need it, ``init()`` does. See docs/distributed.md.
+Built on mpi4py (``pip install -e '.[mpi]'`` in a clone of this repository: mpi4py and the ``mpich`` wheel, which
+brings the MPI library and ``mpiexec``); importing this module does not need it, ``init()`` does. See
+docs/distributed.md.
 
 **Equal to one process.** N ranks with shards of B/N rows give the gradients of one process with batch B when
 the loss is a mean over rows and every shard counts the same number of terms: the mean of N shard means is then
@@ -70,7 +71,7 @@ __all__ = [
     "INSTALL",
 ]
 
-INSTALL = "pip install 'minitape[mpi]'  (or: pip install mpi4py mpich)"
+INSTALL = "pip install -e '.[mpi]' in a clone of this repository  (or: pip install mpi4py mpich)"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_BUCKET_BYTES = 8 << 20
 

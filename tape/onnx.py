@@ -199,7 +199,8 @@ def _require_onnx():
         from onnx import helper, numpy_helper
     except ImportError as e:
         raise ImportError(
-            f"tape.onnx.export needs the onnx package ({e}); install it with pip install 'minitape[onnx]'"
+            f"tape.onnx.export needs the onnx package ({e}); install it with pip install -e '.[onnx]' in a clone "
+            f"of this repository (or: pip install onnx)"
         ) from None
     return onnx, helper, numpy_helper
 

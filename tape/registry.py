@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import interop, tensor_api
+from . import interop, opdoc, tensor_api
 from .errors import RegistrationError
 from .samples import Sample
 from .state import unwrapped
@@ -55,7 +55,9 @@ _MISSING = inspect.Parameter.empty
 
 
 class Op:
-    """A registered op. Calling it (with the forward's own signature) applies it and records it."""
+    # each op's own __doc__ and __signature__ (help, inspect, IDEs) are generated from its declaration: tape/opdoc.py
+    __doc__ = opdoc.Doc("A registered op. Calling it (with the forward's own signature) applies it and records it.")
+    __signature__ = opdoc.Signature()
 
     # Set only on the stub op standing for another op's second-order backward (autodiff._second_order_stub);
     # other ops lack the attribute, so it is read with getattr(op, "second_order_of", None).

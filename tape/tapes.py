@@ -318,14 +318,30 @@ class ExecutionTape:
         return f'shape=ellipse, label="{_quoted(label)}\\n{_shape(spec)}"{style}'
 
     def render(self, path: str, format: str | None = None, view: GraphView | None = None) -> str:
-        """Render the DAG with Graphviz (needs the ``dot`` program); returns the written path."""
+        """Render the DAG with Graphviz (the ``graphviz`` package, the ``graph`` extra, and the ``dot`` program);
+        returns the written path. Without either it raises saying what to install, and leaves no file;
+        ``to_dot()`` needs neither."""
         import os
 
-        import graphviz
-
+        try:
+            import graphviz
+        except ImportError:
+            raise ImportError(
+                "ExecutionTape.render needs the graphviz package: pip install -e '.[graph]' in a clone of this "
+                "repository (or: pip install graphviz), and Graphviz's dot program; to_dot() gives the DOT text "
+                "without them"
+            ) from None
         stem, ext = os.path.splitext(path)
         source = graphviz.Source(self.to_dot(view=view))
-        return source.render(stem, format=format or ext.lstrip(".") or "svg", cleanup=True)
+        try:
+            return source.render(stem, format=format or ext.lstrip(".") or "svg", cleanup=True)
+        except graphviz.ExecutableNotFound:
+            if os.path.exists(stem):  # the DOT source graphviz wrote before it looked for dot
+                os.remove(stem)
+            raise RuntimeError(
+                "ExecutionTape.render needs Graphviz's dot program on PATH (apt-get install graphviz, or brew "
+                "install graphviz); to_dot() gives the DOT text without it"
+            ) from None
 
 
 @dataclass

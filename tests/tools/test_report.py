@@ -322,7 +322,7 @@ def test_missing_graphviz_and_matplotlib_fail_before_training(monkeypatch, capsy
     with pytest.raises(SystemExit):
         reverse.main(["--steps", "2", "--graph", "g.svg", "--plot", "p.png"])
     err = capsys.readouterr().err
-    assert "apt-get install graphviz" in err and "pip install matplotlib" in err and "pip install graphviz" in err
+    assert "apt-get install graphviz" in err and "pip install matplotlib" in err and "pip install -e '.[graph]'" in err
 
 
 def test_progress_bar_in_a_log_writes_a_line_every_n_steps():

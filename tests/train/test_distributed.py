@@ -76,7 +76,7 @@ def mpiexec():
     found = str(beside) if beside.exists() else shutil.which("mpiexec")
     missing = importlib.util.find_spec("mpi4py") is None or found is None
     if missing:
-        message = "MPI is not installed (pip install 'minitape[mpi]': mpi4py and the mpich wheel)"
+        message = "MPI is not installed (pip install -e '.[mpi]': mpi4py and the mpich wheel)"
         if os.environ.get("MINITAPE_REQUIRE_MPI") == "1":
             pytest.fail(message + "; MINITAPE_REQUIRE_MPI=1 requires it")
         pytest.skip(message)
@@ -306,7 +306,7 @@ def test_without_mpi4py_tape_imports_and_init_names_the_install(monkeypatch):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert done.returncode == 0, done.stderr
-    assert "tape.distributed.init needs mpi4py and an MPI library: pip install 'minitape[mpi]'" in done.stdout
+    assert "tape.distributed.init needs mpi4py and an MPI library: pip install -e '.[mpi]' in a clone" in done.stdout
 
 
 def test_uninitialised_use_says_to_call_init():

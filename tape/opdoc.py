@@ -1,0 +1,74 @@
+"""Each registered op's ``__doc__`` and ``__signature__``, generated from its declaration when first asked for (so
+``help(ops.X)``, ``inspect.signature``, IDEs and Jupyter's ``?`` see the op, not the generic ``Op`` class, at no
+import cost): the forward's public signature, what it computes (the forward's own docstring, else its notes, else
+torch's name), which inputs are differentiable and how, the second order, its notes, and where its coverage row is.
+Nothing here imports the registry: an op is read through its attributes."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+COVERAGE = "docs/coverage.md"
+
+
+def signature(op) -> inspect.Signature:
+    """The forward's signature: what a call of the op accepts (a ufunc forward: its tensor inputs)."""
+    if isinstance(op.forward, np.ufunc):
+        return inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in op.input_names])
+    return inspect.signature(op.forward)
+
+
+def _summary(op) -> str:
+    own = inspect.getdoc(op.forward) if not isinstance(op.forward, np.ufunc) else None
+    if own:
+        return own
+    if op.torch_ref is not None:
+        return f"torch's ``{op.name}``, with its semantics (checked against torch: the coverage row below)."
+    return f"The ``{op.name}`` op of the {op.family} family."
+
+
+def _inputs(op) -> list[str]:
+    lines = []
+    for name, state, optional, sequence in zip(op.input_names, op.input_states, op.optional, op.sequence):
+        what = {"rule": "differentiable (registered rule)", "not differentiable": "not differentiable",
+                "stub": "STUB: its backward raises BackwardNotImplementedError"}[state.value]  # fmt: skip
+        kind = "a sequence of tensors" if sequence else "a tensor" + (" or None" if optional else "")
+        lines.append(f"    {name}: {kind}; {what}")
+    return lines
+
+
+def text(op) -> str:
+    """The op's docstring."""
+    parts = [f"{op.name}{signature(op)}", "", _summary(op), "", "Tensor inputs:", *_inputs(op)]
+    if op.n_outputs != 1:
+        parts += ["", f"Outputs: {op.n_outputs}" + (f" {op.result_type._fields}" if op.result_type else "")]
+    order = op.second_order.value
+    parts += ["", f"Second order: {order}" + (f" ({op.second_order_note})" if op.second_order_note else "")]
+    if op.method:
+        parts.append(f"Tensor method: Tensor.{op.method}")
+    if op.view:
+        parts.append("Returns a view: the output shares the input's memory and version counter, as torch's.")
+    if op.notes:
+        parts += ["", "Notes:", op.notes]
+    parts += ["", f"Family: {op.family}. Checked (forward, gradcheck, torch parity, 2nd order, ONNX export): the "
+              f"'{op.name}' row of {COVERAGE} (python -m tape coverage --ops {op.name})."]  # fmt: skip
+    return "\n".join(parts)
+
+
+class Doc:
+    """``Op.__doc__``: the class's own docstring on the class, the op's generated one on each op."""
+
+    def __init__(self, class_doc: str):
+        self.class_doc = class_doc
+
+    def __get__(self, op, owner=None) -> str:
+        return self.class_doc if op is None else text(op)
+
+
+class Signature:
+    """``Op.__signature__``: read by ``inspect.signature(op)``; the class itself has none of its own."""
+
+    def __get__(self, op, owner=None) -> inspect.Signature | None:
+        return None if op is None else signature(op)
