@@ -287,11 +287,17 @@ def test_compiled_step_with_hooks_registered_inside_fn_equals_eager():
 
 
 # -- module hooks -------------------------------------------------------------------------------------------
-def test_module_forward_hooks_as_torch(torch):
-    a = np.random.default_rng(3).standard_normal((2, 3))
+def _linear_pair(torch):
+    """torch's Linear(3, 4) in float64 and ours holding its weights."""
     tlin = torch.nn.Linear(3, 4).double()
     lin = nn.Linear(3, 4, dtype=np.float64)
     lin.load_state_dict({k: v.detach().numpy() for k, v in tlin.state_dict().items()})
+    return tlin, lin
+
+
+def test_module_forward_hooks_as_torch(torch):
+    a = np.random.default_rng(3).standard_normal((2, 3))
+    tlin, lin = _linear_pair(torch)
     results = {}
     for name, module, lib in (("torch", tlin, torch), ("tape", lin, tape)):
         log = []
@@ -308,9 +314,7 @@ def test_module_forward_hooks_as_torch(torch):
 
 def test_module_full_backward_hook_as_torch(torch):
     a = np.random.default_rng(4).standard_normal((2, 3))
-    tlin = torch.nn.Linear(3, 4).double()
-    lin = nn.Linear(3, 4, dtype=np.float64)
-    lin.load_state_dict({k: v.detach().numpy() for k, v in tlin.state_dict().items()})
+    tlin, lin = _linear_pair(torch)
     seen = {}
     for name, module, lib in (("torch", tlin, torch), ("tape", lin, tape)):
         log = seen[name] = []
@@ -352,9 +356,7 @@ def test_module_full_backward_hook_sees_each_pass_own_grad_output_as_torch(torch
     """Two backward passes through one forward (retain_graph): each hook call gets that pass's grad_output (one
     entry), not the passes' gradients accumulated in a list that grows (the second call used to see the first's)."""
     a = np.random.default_rng(5).standard_normal((2, 3))
-    tlin = torch.nn.Linear(3, 4).double()
-    lin = nn.Linear(3, 4, dtype=np.float64)
-    lin.load_state_dict({k: v.detach().numpy() for k, v in tlin.state_dict().items()})
+    tlin, lin = _linear_pair(torch)
     seen = {}
     for name, module, lib in (("torch", tlin, torch), ("tape", lin, tape)):
         log = seen[name] = []
