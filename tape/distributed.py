@@ -62,6 +62,7 @@ __all__ = [
     "world_size",
     "barrier",
     "broadcast_parameters",
+    "broadcast_buffers",
     "allreduce_gradients",
     "allreduce",
     "shard",
@@ -211,12 +212,8 @@ def _agree(where: str, payload: str) -> None:
     _wait([_World.comm.Iallgather(mine, every)], where)
     differ = [r for r in range(len(every)) if not np.array_equal(every[r], every[0])]
     if differ:
-        what = [
-            k
-            for k, name in enumerate(("call count", "collective", "shapes/dtypes"))
-            if every[differ[0], k] != every[0, k]
-        ]
-        names = ", ".join(("call count", "collective", "shapes/dtypes")[k] for k in what)
+        parts = ("call count", "collective", "shapes/dtypes")
+        names = ", ".join(part for k, part in enumerate(parts) if every[differ[0], k] != every[0, k])
         raise DistributedError(
             f"tape.distributed.{where}: the ranks disagree: rank(s) {differ} called another collective, or with other "
             f"arguments, than rank 0 ({names} differ; this rank {rank()}: collective #{_World.calls}, {payload}); "
