@@ -58,12 +58,13 @@ def exported(state: dict):
 
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=1000)
-    parser.add_argument("--context", type=int, default=64, help="characters the model sees (and learns on) at once")
-    parser.add_argument("--batch", type=int, default=32, help="sequences per training step")
+    parser.add_argument("--context", type=common.count(), default=64,
+                        help="characters the model sees (and learns on) at once")
+    parser.add_argument("--batch", type=common.count(), default=32, help="sequences per training step")
     parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate (warmup, then cosine decay)")
     parser.add_argument("--dropout", type=float, default=0.1, help="dropout on attention weights and residual branches")
     parser.add_argument("--prompt", default="Alice ", help="text the trained model continues")
-    parser.add_argument("--samples", type=int, default=2, help="generated samples to print")
+    parser.add_argument("--samples", type=common.count(0), default=2, help="generated samples to print")
     args = common.parse_args(parser, argv)
 
     with open(TEXT, encoding="utf-8") as f:

@@ -26,14 +26,34 @@ import ops  # noqa: E402
 import tape  # noqa: E402
 from tape import checkpoint, nn, optim  # noqa: E402
 
-__all__ = ["example_parser", "parse_args", "ProgressBar", "plot_losses", "render_block_graph", "save_checkpoint",
-           "Trainer", "TinyGPT", "tinygpt_for_export"]
+__all__ = ["example_parser", "parse_args", "count", "ProgressBar", "plot_losses", "render_block_graph",
+           "save_checkpoint", "Trainer", "TinyGPT", "tinygpt_for_export"]
+
+
+OUTPUTS = ("save", "plot", "graph", "report")  # the flags naming a file the run writes (after training)
+# the environment an MPI launcher gives each rank: the number of ranks (MPICH/Hydra, Open MPI)
+MPI_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+
+
+def count(minimum: int = 1):
+    """An argparse type: an int >= ``minimum`` (a count of steps, rows, tokens...), refused before training."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an int >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an int >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def example_parser(description: str, steps: int, seed: int = 0) -> argparse.ArgumentParser:
     """The flags every example accepts; an example adds its own with ``parser.add_argument``."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--steps", type=int, default=steps, help=f"training steps (default {steps})")
+    parser.add_argument("--steps", type=count(), default=steps, help=f"training steps (default {steps})")
     parser.add_argument("--seed", type=int, default=seed, help="random seed: data, initial weights, dropout")
     parser.add_argument("--save", metavar="PATH", help="save the trained model's state dict (.npz) here")
     parser.add_argument("--plot", metavar="PNG", help="plot the training loss curve to this file (needs matplotlib)")
@@ -45,12 +65,45 @@ def example_parser(description: str, steps: int, seed: int = 0) -> argparse.Argu
 
 
 def parse_args(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
-    """Parse the flags and check, before any training, that what the chosen outputs need is installed."""
+    """Parse the flags and check, before any training, that what the chosen outputs need is installed, that each
+    output file can be written, and that an MPI launch and ``--distributed`` go together."""
     args = parser.parse_args(argv)
-    missing = missing_requirements(args)
-    if missing:
-        parser.error("; ".join(missing))
+    problems = missing_requirements(args) + unwritable_outputs(args) + launch_mismatch(args)
+    if problems:
+        parser.error("; ".join(problems))
     return args
+
+
+def unwritable_outputs(args: argparse.Namespace) -> list[str]:
+    """Each output flag whose file could not be written (its directory missing or read-only, or a directory
+    given), found before training rather than after it."""
+    problems = []
+    for flag in OUTPUTS:
+        path = getattr(args, flag, None)
+        if not path:
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            problems.append(f"--{flag} {path}: is a directory, expected a file path")
+        elif not os.path.isdir(folder):
+            problems.append(f"--{flag} {path}: the directory {folder} does not exist")
+        elif not os.access(folder, os.W_OK):
+            problems.append(f"--{flag} {path}: the directory {folder} is not writable")
+    return problems
+
+
+def launch_mismatch(args: argparse.Namespace) -> list[str]:
+    """An MPI launch of several ranks without ``--distributed`` (each rank would train a full copy of its own), or
+    ``--distributed`` outside one (it would train on one rank and say nothing)."""
+    size = next((int(os.environ[k]) for k in MPI_SIZE if os.environ.get(k, "").isdigit()), None)
+    distributed = getattr(args, "distributed", False)
+    if distributed and size is None:
+        return ["--distributed needs an MPI launch: mpiexec -n N python <example> --distributed"]
+    if not distributed and size is not None and size > 1:
+        flag = "add --distributed" if hasattr(args, "distributed") else "this example trains in one process"
+        return [f"launched by mpiexec on {size} ranks without --distributed: every rank would train its own full "
+                f"copy ({flag}, or run it without mpiexec)"]
+    return []
 
 
 def missing_requirements(args: argparse.Namespace) -> list[str]:

@@ -171,13 +171,14 @@ def main(argv=None) -> dict:
         action="store_true",
         help="also train first-order MAML (no second-order term) and compare it with MAML",
     )
-    parser.add_argument("--k", type=int, default=10, help="support (and query) points per task")
-    parser.add_argument("--inner-steps", type=int, default=2, help="SGD steps of adaptation while meta-training")
+    parser.add_argument("--k", type=common.count(), default=10, help="support (and query) points per task")
+    parser.add_argument("--inner-steps", type=common.count(), default=2,
+                        help="SGD steps of adaptation while meta-training")
     parser.add_argument("--inner-lr", type=float, default=0.01, help="SGD learning rate of the adaptation")
-    parser.add_argument("--meta-batch", type=int, default=25, help="tasks per meta-step")
+    parser.add_argument("--meta-batch", type=common.count(), default=25, help="tasks per meta-step")
     parser.add_argument("--meta-lr", type=float, default=3e-3, help="Adam's learning rate (meta and baseline)")
-    parser.add_argument("--eval-tasks", type=int, default=1000, help="held-out tasks")
-    parser.add_argument("--eval-steps", type=int, default=10, help="adaptation steps on held-out tasks")
+    parser.add_argument("--eval-tasks", type=common.count(), default=1000, help="held-out tasks")
+    parser.add_argument("--eval-steps", type=common.count(0), default=10, help="adaptation steps on held-out tasks")
     args = common.parse_args(parser, argv)
 
     nn.manual_seed(args.seed)

@@ -73,11 +73,12 @@ def exported(state: dict):
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=600)
     parser.add_argument("--no-padding-mask", action="store_true", help="let attention see the padding")
-    parser.add_argument("--min-length", type=int, default=1, help="shortest sequence (before padding)")
-    parser.add_argument("--max-length", type=int, default=32, help="longest sequence: every batch is padded to it")
-    parser.add_argument("--batch", type=int, default=64, help="sequences per training step")
+    parser.add_argument("--min-length", type=common.count(), default=1, help="shortest sequence (before padding)")
+    parser.add_argument("--max-length", type=common.count(), default=32,
+                        help="longest sequence: every batch is padded to it")
+    parser.add_argument("--batch", type=common.count(), default=64, help="sequences per training step")
     parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate (warmup, then cosine decay)")
-    parser.add_argument("--eval-size", type=int, default=2000, help="held-out sequences")
+    parser.add_argument("--eval-size", type=common.count(), default=2000, help="held-out sequences")
     args = common.parse_args(parser, argv)
     use_mask = not args.no_padding_mask
 

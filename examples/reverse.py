@@ -97,11 +97,11 @@ def exported(state: dict):
 
 def main(argv=None) -> dict:
     parser = common.example_parser(__doc__.splitlines()[0], steps=400)
-    parser.add_argument("--length", type=int, default=12, help="letters per sequence")
-    parser.add_argument("--letters", type=int, default=26, help="alphabet size (a, b, c, ...)")
-    parser.add_argument("--batch", type=int, default=64, help="sequences per training step")
+    parser.add_argument("--length", type=common.count(), default=12, help="letters per sequence")
+    parser.add_argument("--letters", type=common.count(2), default=26, help="alphabet size (a, b, c, ...)")
+    parser.add_argument("--batch", type=common.count(), default=64, help="sequences per training step")
     parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate (warmup, then cosine decay)")
-    parser.add_argument("--eval-size", type=int, default=1000, help="held-out sequences")
+    parser.add_argument("--eval-size", type=common.count(), default=1000, help="held-out sequences")
     parser.add_argument("--report", metavar="HTML", help="write a training report (one self-contained HTML file): "
                         "loss/accuracy, gradient norms, the gradient-flow DAG, attention maps, op coverage")
     parser.add_argument("--distributed", action="store_true", help="data-parallel over the MPI ranks of `mpiexec -n N` "

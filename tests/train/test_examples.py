@@ -141,3 +141,43 @@ def test_meta_learning_adapts_on_held_out_tasks():
     assert maml[k] < 0.8 * maml[0], maml
     assert maml[k] < 0.9 * baseline[k], (maml, baseline)
     assert set(result["curves"]) == {"FOMAML", "MAML", "joint baseline"}
+
+
+# -- options checked before training (issue #35: they used to fail after it, or train on nonsense) -----------
+def _refused(name, monkeypatch, capsys, *argv) -> str:
+    module = importlib.import_module(name)
+    import common
+
+    monkeypatch.setattr(common.Trainer, "__call__", lambda *a: pytest.fail("training started"))
+    with pytest.raises(SystemExit):
+        module.main([*QUICK.get(name, []), "--quiet", *argv])
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["reverse", "padded_classification", "char_lm", "meta_learning"])
+@pytest.mark.parametrize("flag", ["--save", "--plot", "--report"])
+def test_an_output_that_cannot_be_written_stops_before_training(name, flag, tmp_path, monkeypatch, capsys):
+    if flag == "--report" and name != "reverse":
+        flag = "--save"  # only the flagship writes a report
+    # (--plot without matplotlib: both problems are said, its install line and the path)
+    err = _refused(name, monkeypatch, capsys, flag, str(tmp_path / "missing" / "out.file"))
+    assert f"{flag} " in err and "does not exist" in err
+    err = _refused(name, monkeypatch, capsys, flag, str(tmp_path))
+    assert "is a directory" in err
+
+
+@pytest.mark.parametrize("argv", [["--steps", "0"], ["--batch", "0"], ["--eval-size", "-1"], ["--steps", "x"],
+                                  ["--letters", "1"]])
+def test_counts_must_be_positive(argv, monkeypatch, capsys):
+    err = _refused("reverse", monkeypatch, capsys, *argv)
+    assert argv[0] in err and "expected an int >=" in err
+
+
+def test_distributed_without_mpi_and_mpi_without_distributed_are_refused(monkeypatch, capsys):
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert "--distributed needs an MPI launch" in _refused("reverse", monkeypatch, capsys, "--distributed")
+    monkeypatch.setenv("PMI_SIZE", "2")  # what mpiexec -n 2 gives each rank
+    err = _refused("reverse", monkeypatch, capsys)
+    assert "launched by mpiexec on 2 ranks without --distributed" in err and "add --distributed" in err
+    assert "this example trains in one process" in _refused("char_lm", monkeypatch, capsys)
