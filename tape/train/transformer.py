@@ -49,6 +49,10 @@ class _Layer(Module):
         self.batch_first = batch_first
         return dtype
 
+    def _sa_block(self, x, attn_mask, key_padding_mask):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False)[0]
+        return self.dropout1(x)
+
     def _ff_block(self, x):
         return getattr(self, f"dropout{self._ff}")(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
@@ -65,10 +69,6 @@ class TransformerEncoderLayer(_Layer):
                              bias, device, dtype, norms=2)  # fmt: skip
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             dtype=dtype)  # fmt: skip
-
-    def _sa_block(self, x, attn_mask, key_padding_mask):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False)[0]
-        return self.dropout1(x)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -93,10 +93,6 @@ class TransformerDecoderLayer(_Layer):
         for name in ("self_attn", "multihead_attn"):
             setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                                    batch_first=batch_first, dtype=dtype))  # fmt: skip
-
-    def _sa_block(self, x, attn_mask, key_padding_mask):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False)[0]
-        return self.dropout1(x)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,

@@ -455,19 +455,23 @@ def test_arguments_changing_kind_between_calls():
     assert step.replays >= 6
 
 
+def _indexed(which: str, world):
+    """The op ``which`` reading the world's integer ``index`` (checked against the weight's shape) on its weight."""
+    idx = world.extras["index"]
+    w = world.w * world.config["scale"]
+    return {
+        "embedding": lambda: ops.embedding(idx[0], w),
+        "gather": lambda: ops.gather(w, 1, idx),
+        "getitem": lambda: w[idx[0]],
+        "take_along": lambda: ops.gather(w, 0, idx),
+        "cross_entropy": lambda: ops.cross_entropy(w, idx[:, 0]),
+    }[which]()
+
+
 @pytest.mark.parametrize("which", ["embedding", "gather", "getitem", "take_along", "cross_entropy"])
 def test_indices_read_by_a_replayed_step_are_checked(which):
     def body(world):
-        idx = world.extras["index"]
-        w = world.w * world.config["scale"]
-        y = {
-            "embedding": lambda: ops.embedding(idx[0], w),
-            "gather": lambda: ops.gather(w, 1, idx),
-            "getitem": lambda: w[idx[0]],
-            "take_along": lambda: ops.gather(w, 0, idx),
-            "cross_entropy": lambda: ops.cross_entropy(w, idx[:, 0]),
-        }[which]()
-        return ops.sum(y * world.extras["mask"].sum())
+        return ops.sum(_indexed(which, world) * world.extras["mask"].sum())
 
     def index(value):
         def change(world):
@@ -641,15 +645,7 @@ def test_a_failing_check_stops_fn_where_eager_stops(which):
     import random
 
     def body(world):
-        idx = world.extras["index"]
-        w = world.w * world.config["scale"]
-        y = {
-            "embedding": lambda: ops.embedding(idx[0], w),
-            "gather": lambda: ops.gather(w, 1, idx),
-            "getitem": lambda: w[idx[0]],
-            "cross_entropy": lambda: ops.cross_entropy(w, idx[:, 0]),
-        }[which]()
-        return ops.sum(y) * world.rng.random()
+        return ops.sum(_indexed(which, world)) * world.rng.random()
 
     def index(value):
         def change(world):
