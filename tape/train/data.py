@@ -61,7 +61,7 @@ def default_collate(batch: list):
     """torch's default_collate for the kinds minitape has: Tensors and numpy arrays stacked (``ops.stack``: a
     gradient flows back to samples that require one), Python ints as int64 and floats as float64 (torch's), bools as
     bool; dicts of them key by key, tuples and lists field by field (a list, as torch's; a namedtuple stays one);
-    strings kept as a list."""
+    strings and bytes kept as a list."""
     first = batch[0]
     if isinstance(first, Tensor):
         return ops.stack(list(batch), 0)
@@ -73,7 +73,7 @@ def default_collate(batch: list):
         return Tensor(np.array(batch, dtype=np.int64))
     if isinstance(first, numbers.Real):
         return Tensor(np.array(batch, dtype=np.float64))
-    if isinstance(first, str):
+    if isinstance(first, str | bytes):
         return list(batch)
     if isinstance(first, Mapping):
         return {key: default_collate([b[key] for b in batch]) for key in first}
@@ -154,6 +154,10 @@ def _check_loader_options(shuffle, sampler, batch_sampler, batch_size, drop_last
     """torch's rules for combining DataLoader's arguments; worker processes are not there (one process)."""
     if sampler is not None and shuffle:
         raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+    if batch_size is None and drop_last:
+        raise ValueError(
+            "DataLoader: batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
+        )
     if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or drop_last):
         raise ValueError(
             "DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"

@@ -954,6 +954,40 @@ class ReduceLROnPlateau:
     def get_last_lr(self) -> list[float]:
         return [group["lr"] for group in self.optimizer.param_groups]
 
+    _COUNTS = ("num_bad_epochs", "cooldown_counter", "last_epoch")
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """What decides the next reduction: the ``best`` metric so far, the ``num_bad_epochs``,
+        ``cooldown_counter`` and ``last_epoch`` counts, and the groups' current ``lrs`` (flat numeric arrays; the
+        settings are the constructor's)."""
+        return {
+            "best": np.array(float(self.best), dtype=np.float64),
+            **{name: np.array(getattr(self, name), dtype=np.int64) for name in self._COUNTS},
+            "lrs": np.array(self.get_last_lr(), dtype=np.float64),
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what ``state_dict()`` returned (and set the groups' lrs); nothing changes unless all fits."""
+        where = "ReduceLROnPlateau.load_state_dict"
+        arrays = _arrays_of(where, state_dict)
+        names = {"best", "lrs", *self._COUNTS}
+        if set(arrays) != names:
+            raise ValueError(f"{where}: expected the keys {_listing(sorted(names))}, got {_listing(sorted(arrays))}")
+        groups = len(self.optimizer.param_groups)
+        if arrays["lrs"].shape != (groups,):
+            raise ValueError(f"{where}: 'lrs' must hold {groups} learning rate(s), got {_describe(arrays['lrs'])}")
+        problems: list[str] = []
+        best, problem = _hyper_from_array("best", 0.0, arrays["best"])
+        problems += [problem] if problem else []
+        counts = [_count_from(arrays, name, problems) for name in self._COUNTS]
+        if problems:
+            raise ValueError(f"{where}: " + "; ".join(problems))
+        bad, cooldown, epoch = counts
+        assert best is not None and bad is not None and cooldown is not None and epoch is not None  # else a problem
+        self.best, self.num_bad_epochs, self.cooldown_counter, self.last_epoch = best, bad, cooldown, epoch
+        for group, lr in zip(self.optimizer.param_groups, arrays["lrs"]):
+            group["lr"] = float(lr)
+
 
 # -- state dict helpers ------------------------------------------------------------------------------------------
 def _arrays_of(where: str, state_dict) -> dict[str, np.ndarray]:

@@ -201,6 +201,11 @@ class _RNNBase(Module):
         batched = input.ndim == 3
         x = input if batched else ops.unsqueeze(input, 1)
         x = ops.transpose(x, 0, 1) if batched and self.batch_first else x
+        if x.shape[0] == 0:
+            raise ValueError(
+                f"{type(self).__name__}: argument 'input' has a sequence of length 0 (shape {tuple(input.shape)}); "
+                "torch refuses it too: give at least one time step"
+            )
         initial = self._initial(x, hx, batched)
         directions = 2 if self.bidirectional else 1
         finals: list[list] = [[] for _ in initial]

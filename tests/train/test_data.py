@@ -116,3 +116,15 @@ def test_bad_input_is_refused_with_the_argument_named():
         default_collate([object()])
     with pytest.raises(NotImplementedError, match="Dataset does not implement __len__"):
         len(Dataset())
+
+
+def test_bytes_are_kept_as_a_list_and_unbatched_loading_refuses_drop_last(torch):
+    """Before: bytes samples were collated into int tensors of their byte values (torch keeps them as a list), and
+    batch_size=None with drop_last=True quietly ignored drop_last (torch refuses the pair)."""
+    from torch.utils.data import default_collate as torch_collate
+
+    assert default_collate([b"ab", b"cd"]) == torch_collate([b"ab", b"cd"]) == [b"ab", b"cd"]
+    with pytest.raises(ValueError, match="DataLoader: batch_size=None .* mutually exclusive with drop_last"):
+        DataLoader(TensorDataset(np.zeros(3)), batch_size=None, drop_last=True)
+    with pytest.raises(ValueError, match="mutually exclusive with drop_last"):
+        torch.utils.data.DataLoader([1, 2, 3], batch_size=None, drop_last=True)

@@ -150,6 +150,10 @@ def test_recurrent_layers_refuse_bad_input():
         nn.RNN(3, 4, nonlinearity="gelu")
     with pytest.raises(ValueError, match=r"GRUCell: argument 'hx' expected shape \(2, 4\)"):
         nn.GRUCell(3, 4)(tape.tensor(np.zeros((2, 3), np.float32)), tape.tensor(np.zeros((3, 4), np.float32)))
+    # before: an empty sequence failed inside ops.stack ("argument 'tensors' expected at least one tensor")
+    for cls, shape, first in ((nn.LSTM, (0, 2, 3), False), (nn.GRU, (2, 0, 3), True), (nn.RNN, (0, 3), False)):
+        with pytest.raises(ValueError, match=f"{cls.__name__}: argument 'input' has a sequence of length 0"):
+            cls(3, 4, batch_first=first)(tape.tensor(np.zeros(shape, np.float32)))
 
 
 def test_recurrent_initialisation_follows_torch():

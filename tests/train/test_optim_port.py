@@ -140,3 +140,24 @@ def test_optimizers_take_torchs_arguments_in_torchs_order_with_torchs_defaults(t
     for p, q in zip(ours[1:], theirs[1:]):
         default = q.default.item() if hasattr(q.default, "item") else q.default  # torch's lr may be a Tensor
         assert p.default == default, (name, p.name)
+
+
+def test_reduce_lr_on_plateau_state_round_trip():
+    """A plateau schedule restored from its state_dict mid-run continues as the uninterrupted one (its best metric,
+    bad-epoch and cooldown counts are state: losing them restarts patience and changes when the lr drops)."""
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.96, 0.5, 0.5, 0.5, 0.5, 0.5]
+    p = tape.tensor(np.zeros(2), requires_grad=True)
+    whole = optim.ReduceLROnPlateau(optim.SGD([p], lr=0.1), factor=0.5, patience=1, cooldown=1)
+    half = optim.ReduceLROnPlateau(optim.SGD([p], lr=0.1), factor=0.5, patience=1, cooldown=1)
+    for m in metrics[:4]:
+        whole.step(m), half.step(m)
+    state = half.state_dict()
+    resumed = optim.ReduceLROnPlateau(optim.SGD([p], lr=0.1), factor=0.5, patience=1, cooldown=1)
+    resumed.load_state_dict(state)
+    lrs_whole, lrs_resumed = [], []
+    for m in metrics[4:]:
+        whole.step(m), resumed.step(m)
+        lrs_whole.append(whole.get_last_lr()), lrs_resumed.append(resumed.get_last_lr())
+    assert lrs_resumed == lrs_whole and lrs_whole[-1] < lrs_whole[0]
+    with pytest.raises(ValueError, match="ReduceLROnPlateau.load_state_dict"):
+        resumed.load_state_dict({"best": np.array(1.0)})
