@@ -37,7 +37,7 @@ from .indexing import getitem, scatter
 from .linalg import matmul
 from .movement import flip, tile
 from .reduce import max, min
-from .shape import expand, permute, repeat, reshape
+from .shape import expand, permute, repeat, reshape, transpose
 from .sorting import median, median_dim, nanmedian
 from .special import polygamma
 
@@ -160,6 +160,18 @@ def _transposed(self) -> Tensor:
     return permute(self, tuple(reversed(range(self.ndim))))
 
 
+def _matrix_transposed(name: str):
+    def transposed(self) -> Tensor:
+        if self.ndim < 2:
+            raise ValueError(
+                f"{name}: expected a matrix or a batch of matrices (at least 2 dimensions), got a {self.ndim}-D tensor"
+            )
+        return transpose(self, -2, -1)
+
+    transposed.__doc__ = f"Tensor.{name}: the last two dims swapped (real tensors: mT and mH are the same)."
+    return property(transposed)
+
+
 def _methods() -> dict:
     return {
         "max": _max,
@@ -183,6 +195,8 @@ def _methods() -> dict:
         "type_as": _type_as,
         "clone": _clone,
         "T": property(_transposed),
+        "mT": _matrix_transposed("mT"),
+        "mH": _matrix_transposed("mH"),
         **torch_methods(),  # to / cpu / cuda / device / type (ops/_torch_methods.py)
     }
 

@@ -12,7 +12,16 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["STATE", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly", "needs_grad", "QUIET_MARK"]
+__all__ = [
+    "STATE",
+    "no_grad",
+    "enable_grad",
+    "is_grad_enabled",
+    "detect_anomaly",
+    "is_anomaly_enabled",
+    "needs_grad",
+    "QUIET_MARK",
+]
 
 
 class _ThreadState(threading.local):
@@ -38,14 +47,24 @@ def _switch(name: str, value: bool):
         setattr(STATE, name, previous)
 
 
-def no_grad():
-    """Context manager: ops run but record nothing for the reverse pass (tapes still list them)."""
-    return _switch("grad_enabled", False)
+def _switch_or_decorate(where: str, name: str, value: bool, func):
+    """``_switch(name, value)``; given ``func`` (the bare-decorator form ``@no_grad``), ``func`` run inside it."""
+    if func is None:
+        return _switch(name, value)
+    if not callable(func):
+        raise TypeError(f"{where}: expected a function to decorate (or no argument), got {type(func).__name__}")
+    return _switch(name, value)(func)
 
 
-def enable_grad():
-    """Context manager: re-enable recording inside a ``no_grad`` block."""
-    return _switch("grad_enabled", True)
+def no_grad(func: Callable | None = None):
+    """Context manager: ops run but record nothing for the reverse pass (tapes still list them). Also a decorator,
+    called or bare (``@no_grad()`` / ``@no_grad``), as torch's."""
+    return _switch_or_decorate("no_grad", "grad_enabled", False, func)
+
+
+def enable_grad(func: Callable | None = None):
+    """Context manager: re-enable recording inside a ``no_grad`` block. Also a decorator, called or bare."""
+    return _switch_or_decorate("enable_grad", "grad_enabled", True, func)
 
 
 def is_grad_enabled() -> bool:
@@ -56,6 +75,10 @@ def detect_anomaly():
     """Context manager: check every forward output and every backward result for NaN/inf; raise naming the op and
     the line of user code that recorded it."""
     return _switch("anomaly", True)
+
+
+def is_anomaly_enabled() -> bool:
+    return STATE.anomaly
 
 
 def needs_grad(t) -> bool:

@@ -25,7 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["run", "threads", "best_seconds", "cpu_count", "single_threaded_blas", "blas_for", "gemm_crossover"]
+__all__ = [
+    "run",
+    "threads",
+    "set_threads",
+    "best_seconds",
+    "cpu_count",
+    "single_threaded_blas",
+    "blas_for",
+    "gemm_crossover",
+]
 
 
 def run(items, work, workers=None):
@@ -64,6 +73,16 @@ def threads() -> int:
     return 1 if blas is None else max(1, min(cpu_count(), blas.threads()))
 
 
+def set_threads(n: int) -> None:
+    """Let numpy's BLAS (every library threadpoolctl finds) and so the kernels (``threads()``) use ``n`` threads
+    (``torch.set_num_threads``). Inside ``single_threaded_blas`` the count applies when the last user leaves."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ValueError(f"set_num_threads: argument 'int' expected an int >= 1, got {n!r}")
+    blas = single_threaded_blas()
+    if blas is not None:
+        blas.set_threads(int(n))
+
+
 def cpu_count():
     """The CPUs this process may run on."""
     try:
@@ -100,6 +119,15 @@ class _SingleThreadedBlas:
     def threads(self) -> int:
         """The most threads any of the libraries runs with now."""
         return max(lib.num_threads for lib in self.libraries)
+
+    def set_threads(self, n: int) -> None:
+        """Every library's thread count set to ``n`` now, or when the last single-threaded user leaves."""
+        with self.lock:
+            if self.depth:
+                self.saved = [n] * len(self.libraries)
+            else:
+                for lib in self.libraries:
+                    lib.set_num_threads(n)
 
     def __enter__(self):
         with self.lock:

@@ -11,13 +11,15 @@ another device raises (tape/devices.py). ``save`` / ``load`` are tape/torch/seri
 
 from __future__ import annotations
 
+import builtins
 import importlib
 
 import numpy as np
 
+from ops._kernels.runtime import set_threads, threads
 from tape.devices import device
 from tape.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from tape.state import enable_grad, is_grad_enabled, no_grad
+from tape.state import STATE, enable_grad, is_grad_enabled, no_grad
 from tape.tensors import Tensor
 
 from ._faces import (
@@ -67,6 +69,34 @@ def is_tensor(obj):  # -> bool (the name is torch.bool here)
 
 def numel(input: Tensor):  # noqa: A002  -- torch's parameter name
     return input.numel()
+
+
+def is_anomaly_enabled():  # -> bool (the name is torch.bool here)
+    return STATE.anomaly
+
+
+def set_num_threads(int) -> None:  # noqa: A002  -- torch's parameter name
+    """torch.set_num_threads: the threads numpy's BLAS and minitape's kernel pool may use (ops/_kernels/runtime.py)."""
+    set_threads(int)
+
+
+def get_num_threads():  # -> int (the name is torch.int here)
+    """torch.get_num_threads: the threads minitape's kernels may use now."""
+    return threads()
+
+
+_DETERMINISTIC = [False]
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False) -> None:
+    """torch.use_deterministic_algorithms: accepted and reported by ``are_deterministic_algorithms_enabled()``.
+    minitape has no nondeterministic implementation to switch off: no op uses atomics or a reduction order that
+    depends on thread timing (the kernel pool's blocks write disjoint outputs)."""
+    _DETERMINISTIC[0] = builtins.bool(mode)
+
+
+def are_deterministic_algorithms_enabled():  # -> bool
+    return _DETERMINISTIC[0]
 
 
 def save(obj, f, *args, **kwargs) -> None:
@@ -133,6 +163,11 @@ __all__ = [
     "FloatTensor",
     "is_tensor",
     "numel",
+    "is_anomaly_enabled",
+    "set_num_threads",
+    "get_num_threads",
+    "use_deterministic_algorithms",
+    "are_deterministic_algorithms_enabled",
     "save",
     "load",
 ]

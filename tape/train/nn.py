@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -142,6 +143,14 @@ def _rebuild_parameter(array, requires_grad, name, grad) -> Parameter:
     p = Parameter(array, requires_grad=requires_grad, name=name)
     p.grad = grad
     return p
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``Module.load_state_dict`` did not match: names the module has that the state dict lacks, and names
+    the state dict has that the module lacks."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
 
 
 class Module:
@@ -345,11 +354,12 @@ class Module:
         module, and a later optimizer step shows in them (copy them, ``{k: v.clone()}``, for a snapshot)."""
         return {name: t.detach() for name, (_, _, t) in self._state_entries().items()}
 
-    def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
+    def load_state_dict(self, state_dict: dict, strict: bool = True) -> IncompatibleKeys:
         """Copy arrays into the parameters of the same names. Every problem is reported at once, naming the
         parameters: missing or unexpected names (ignored when ``strict=False``), a shape or dtype that does
         not match, a tied parameter given different values under its names (torch keeps the last one silently).
-        Nothing is changed unless everything matches."""
+        Nothing is changed unless everything matches. Returns the ``missing_keys`` and ``unexpected_keys``
+        (torch's ``_IncompatibleKeys``; both empty after a strict load)."""
         entries = self._state_entries()
         own = {name: t for name, (_, _, t) in entries.items()}
         missing = [n for n in own if n not in state_dict]
@@ -382,6 +392,7 @@ class Module:
             for name, array in arrays.items():
                 module, attribute, t = entries[name]
                 t.data = array  # in place: the parameter and buffer objects stay (torch's copy_)
+        return IncompatibleKeys(missing, unexpected)
 
     # -- copies --------------------------------------------------------------------------------------------
     def __copy__(self) -> Module:

@@ -39,6 +39,7 @@ __all__ = [
     "Adagrad",
     "Adadelta",
     "clip_grad_norm_",
+    "clip_grad_value_",
     "WarmupCosineLR",
     "warmup_cosine_lr",
     "LRScheduler",
@@ -104,30 +105,43 @@ class Optimizer:
             groups = [{"params": groups}]
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
-        seen: set[int] = set()
         for group in groups:
-            unknown = group.keys() - defaults.keys() - {"params"}
-            if unknown:
-                raise TypeError(
-                    f"{type(self).__name__}: unknown option(s) {sorted(unknown)} in a parameter group; "
-                    f"accepted: {sorted(defaults)}"
-                )
-            plist = [group["params"]] if isinstance(group["params"], Tensor) else list(group["params"])
-            for p in plist:
-                if not isinstance(p, Tensor):
-                    raise TypeError(f"{type(self).__name__}: parameters must be Tensors, got {type(p).__name__}")
-                if not p.requires_grad or not p.is_leaf:
-                    raise ValueError(
-                        f"{type(self).__name__}: can only optimize leaf tensors with requires_grad=True (got {p!r})"
-                    )
-                if id(p) in seen:
-                    raise ValueError(f"{type(self).__name__}: a parameter appears twice in the parameter list")
-                seen.add(id(p))
-            self.param_groups.append({**defaults, **group, "params": plist})
-        for group in self.param_groups:
-            self._check_group(group)
+            self._add_group(type(self).__name__, group)
         self.state: dict[int, dict] = {}  # id(parameter) -> its private state
         self.steps_taken = 0
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters (torch's ``add_param_group``: options it leaves out take the optimizer's
+        defaults), e.g. to train layers unfrozen mid-run. A group that is refused is not added."""
+        if not isinstance(param_group, dict) or "params" not in param_group:
+            raise TypeError(
+                f"{type(self).__name__}.add_param_group: expected a dict with a 'params' entry, got "
+                f"{type(param_group).__name__}"
+            )
+        self._add_group(f"{type(self).__name__}.add_param_group", param_group)
+
+    def _add_group(self, where: str, group: dict) -> None:
+        unknown = group.keys() - self.defaults.keys() - {"params"}
+        if unknown:
+            raise TypeError(
+                f"{where}: unknown option(s) {sorted(unknown)} in a parameter group; accepted: {sorted(self.defaults)}"
+            )
+        plist = [group["params"]] if isinstance(group["params"], Tensor) else list(group["params"])
+        seen = {id(p) for p in self.params}
+        for p in plist:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{where}: parameters must be Tensors, got {type(p).__name__}")
+            if not p.requires_grad or not p.is_leaf:
+                raise ValueError(f"{where}: can only optimize leaf tensors with requires_grad=True (got {p!r})")
+            if id(p) in seen:
+                raise ValueError(
+                    f"{where}: a parameter appears "
+                    + ("in more than one group" if self.param_groups else "twice in the parameter list")
+                )
+            seen.add(id(p))
+        full = {**self.defaults, **group, "params": plist}
+        self._check_group(full)
+        self.param_groups.append(full)
 
     def _check_group(self, group: dict) -> None:
         """Raise ValueError for hyper-parameters the update rule cannot use (checked at construction and when
@@ -605,6 +619,19 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
                 if p.grad is not None:  # in place, as torch's: the gradient tensors keep their identity
                     p.grad._adopt(p.grad._data * coef.astype(p.grad.dtype))
     return as_tensor(total)
+
+
+def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
+    """Clamp every gradient of ``parameters`` into ``[-clip_value, clip_value]`` in place (torch's
+    ``torch.nn.utils.clip_grad_value_``: ``Tensor.clamp_``, so a NaN entry stays NaN). ``foreach`` is accepted and
+    changes nothing (one CPU path)."""
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    if not float(clip_value) >= 0:
+        raise ValueError(f"clip_grad_value_: argument 'clip_value' expected a number >= 0, got {clip_value}")
+    with no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.grad.clamp_(-float(clip_value), float(clip_value))
 
 
 def warmup_cosine_lr(step: int, base_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:

@@ -1,0 +1,128 @@
+"""PyTorch idioms a program reaches beyond the op library (found by running common snippets against both
+``torch`` and ``tape.torch``): bare grad-mode decorators, ``add_param_group``, ``clip_grad_value_``, ``mT``/``mH``,
+thread counts, the anomaly switch, ``use_deterministic_algorithms``, and ``load_state_dict``'s return value. Each is
+compared with the real torch; each failed (AttributeError / TypeError) before."""
+
+import numpy as np
+import pytest
+
+torch_ = pytest.importorskip("torch")  # the oracle (the real torch)
+
+import tape  # noqa: E402
+import tape.torch as torch  # noqa: E402
+import tape.torch.nn as nn  # noqa: E402
+import tape.torch.optim as optim  # noqa: E402
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "enable_grad"])
+def test_grad_modes_decorate_bare_and_called(mode):
+    def body(x):
+        return (x * 2).requires_grad
+
+    for ns in (torch, torch_):
+        x = ns.ones(2, requires_grad=True)
+        bare, called = getattr(ns, mode)(body), getattr(ns, mode)()(body)
+        with ns.no_grad() if mode == "enable_grad" else ns.enable_grad():
+            assert bare(x) is called(x) is (mode == "enable_grad"), ns
+    with pytest.raises(TypeError, match="no_grad: expected a function to decorate .*got int"):
+        tape.no_grad(3)
+
+
+def test_add_param_group_trains_as_torchs():
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.standard_normal(3), rng.standard_normal(2)
+    runs = []
+    for ns in (torch, torch_):
+        a, b = ns.tensor(a0.copy(), requires_grad=True), ns.tensor(b0.copy(), requires_grad=True)
+        opt = ns.optim.Adam([a], lr=0.1)
+        for step in range(4):
+            if step == 2:
+                opt.add_param_group({"params": b, "lr": 0.05, "betas": (0.8, 0.9)})
+            opt.zero_grad()
+            ((a * a).sum() + (b.exp()).sum()).backward()
+            opt.step()
+        assert [g["lr"] for g in opt.param_groups] == [0.1, 0.05]
+        runs.append([a.detach().numpy().copy(), b.detach().numpy().copy()])
+    for ours, theirs in zip(*runs):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
+    opt = optim.SGD([tape.tensor(a0, requires_grad=True)], lr=0.1)
+    with pytest.raises(ValueError, match="SGD.add_param_group: a parameter appears in more than one group"):
+        opt.add_param_group({"params": opt.param_groups[0]["params"]})
+    with pytest.raises(TypeError, match="SGD.add_param_group: unknown option"):
+        opt.add_param_group({"params": [tape.tensor(b0, requires_grad=True)], "betas": (0.9, 0.9)})
+    assert len(opt.param_groups) == 1  # a refused group is not added
+
+
+def test_clip_grad_value_matches_torch_in_place():
+    g0 = np.array([-3.0, -0.25, 0.0, 0.5, 2.0, np.nan])
+    got = []
+    for ns in (torch, torch_):
+        p = ns.tensor(np.zeros(6), requires_grad=True)
+        p.grad = ns.tensor(g0.copy())
+        before = p.grad
+        assert ns.nn.utils.clip_grad_value_([p], 0.5) is None
+        assert p.grad is before  # in place
+        got.append(p.grad.numpy().copy())
+    np.testing.assert_array_equal(got[0], got[1])
+    with pytest.raises(ValueError, match="clip_grad_value_: argument 'clip_value' expected a number >= 0, got -1"):
+        nn.utils.clip_grad_value_([], -1)
+
+
+def test_mt_and_mh_are_the_last_two_dims_transposed_with_gradients():
+    x0 = np.arange(24.0).reshape(2, 3, 4)
+    for name in ("mT", "mH"):
+        ours, theirs = torch.tensor(x0, requires_grad=True), torch_.tensor(x0, requires_grad=True)
+        a, b = getattr(ours, name), getattr(theirs, name)
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+        w = np.linspace(-1, 1, 24).reshape(2, 4, 3)
+        (a * torch.tensor(w)).sum().backward(), (b * torch_.tensor(w)).sum().backward()
+        np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+    with pytest.raises(ValueError, match="mT: .*at least 2 dimensions.*got a 1-D tensor"):
+        _ = torch.ones(3).mT
+
+
+def test_thread_count_is_set_and_read_as_torchs():
+    from ops._kernels.runtime import threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.get_num_threads() == threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="set_num_threads: argument 'int' expected an int >= 1, got 0"):
+        torch.set_num_threads(0)
+
+
+def test_anomaly_switch_as_call_and_context():
+    x = torch.tensor(np.array([-1.0]), requires_grad=True)
+    try:
+        torch.autograd.set_detect_anomaly(True)
+        assert torch.is_anomaly_enabled()
+        with pytest.raises(tape.AnomalyError, match="sqrt"):
+            torch.sqrt(x)
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+    assert not torch.is_anomaly_enabled()
+    with torch.autograd.detect_anomaly(), pytest.raises(tape.AnomalyError):
+        torch.log(x)
+    torch.log(x)  # off again: a NaN is a value
+
+
+def test_use_deterministic_algorithms_is_accepted_and_reported():
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_load_state_dict_returns_the_missing_and_unexpected_keys_as_torch():
+    ours, theirs = nn.Linear(3, 2), torch_.nn.Linear(3, 2)
+    state = {"weight": np.zeros((2, 3), np.float32), "extra": np.zeros(1, np.float32)}
+    a = ours.load_state_dict(state, strict=False)
+    b = theirs.load_state_dict({k: torch_.tensor(v) for k, v in state.items()}, strict=False)
+    assert (a.missing_keys, a.unexpected_keys) == (b.missing_keys, b.unexpected_keys) == (["bias"], ["extra"])
+    assert tuple(ours.load_state_dict(ours.state_dict())) == tuple(theirs.load_state_dict(theirs.state_dict()))
