@@ -12,16 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = [
-    "STATE",
-    "no_grad",
-    "enable_grad",
-    "is_grad_enabled",
-    "detect_anomaly",
-    "is_anomaly_enabled",
-    "needs_grad",
-    "QUIET_MARK",
-]
+__all__ = ["STATE", "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly", "needs_grad", "QUIET_MARK"]
 
 
 class _ThreadState(threading.local):
@@ -48,12 +39,10 @@ def _switch(name: str, value: bool):
 
 
 def _switch_or_decorate(where: str, name: str, value: bool, func):
-    """``_switch(name, value)``; given ``func`` (the bare-decorator form ``@no_grad``), ``func`` run inside it."""
-    if func is None:
-        return _switch(name, value)
-    if not callable(func):
+    """``_switch(name, value)``, or ``func`` run inside it (the bare decorator form ``@no_grad``)."""
+    if func is not None and not callable(func):
         raise TypeError(f"{where}: expected a function to decorate (or no argument), got {type(func).__name__}")
-    return _switch(name, value)(func)
+    return _switch(name, value) if func is None else _switch(name, value)(func)
 
 
 def no_grad(func: Callable | None = None):
@@ -75,10 +64,6 @@ def detect_anomaly():
     """Context manager: check every forward output and every backward result for NaN/inf; raise naming the op and
     the line of user code that recorded it."""
     return _switch("anomaly", True)
-
-
-def is_anomaly_enabled() -> bool:
-    return STATE.anomaly
 
 
 def needs_grad(t) -> bool:

@@ -53,30 +53,11 @@ __all__ = [
     "GroupNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",
-    "Tanh",
-    "Sigmoid",
-    "SiLU",
-    "LeakyReLU",
-    "Softmax",
-    "LogSoftmax",
-    "CrossEntropyLoss",
-    "NLLLoss",
-    "MSELoss",
-    "L1Loss",
-    "BCEWithLogitsLoss",
     "Conv1d",
     "Conv2d",
     "Conv3d",
     "ConvTranspose1d",
     "ConvTranspose2d",
-    "MaxPool1d",
-    "MaxPool2d",
-    "AvgPool1d",
-    "AvgPool2d",
-    "AdaptiveAvgPool2d",
-    "AdaptiveAvgPool1d",
-    "AdaptiveMaxPool2d",
-    "Flatten",
     "Unflatten",
     "init",
     "Embedding",
@@ -84,7 +65,6 @@ __all__ = [
     "RMSNorm",
     "Dropout",
     "GELU",
-    "ReLU",
     "MultiHeadAttention",
     "MultiheadAttention",
     "TransformerEncoderLayer",
@@ -841,11 +821,6 @@ class GELU(Module):
         return ops.gelu(x, approximate=self.approximate)
 
 
-class ReLU(Module):
-    def forward(self, x):
-        return ops.relu(x)
-
-
 def _running_stats(input, running_mean, running_var, momentum: float) -> tuple[Tensor, Tensor]:
     """The running statistics torch's batch_norm leaves after a training step on ``input``:
     ``(1 - momentum) * running + momentum * batch`` with the batch's unbiased variance. Computed by ops under
@@ -975,7 +950,7 @@ class InstanceNorm2d(_InstanceNorm):
     _expected_dims = (4,)
 
 
-# -- activations and losses: modules over the ops of the same name -----------------------------------------
+# -- constructors with torch's arguments ----------------------------------------------------------------------
 def _bound_arguments(class_name: str, fields: tuple, defaults: tuple, args: tuple, kwargs: dict) -> dict:
     """A constructor's arguments as torch binds them: ``args`` by position onto ``fields``, then ``kwargs`` by
     name, the rest from ``defaults``."""
@@ -988,56 +963,6 @@ def _bound_arguments(class_name: str, fields: tuple, defaults: tuple, args: tupl
     if unknown:
         raise TypeError(f"{class_name}: unknown argument(s) {sorted(unknown)}; accepted: {list(fields)}")
     return {**dict(zip(fields, defaults)), **dict(zip(fields, args)), **kwargs}
-
-
-def _op_module(class_name: str, op_name: str, fields: tuple = (), defaults: tuple = ()) -> type:
-    """A Module whose forward is ``ops.<op_name>(*inputs, **fields)``; ``fields`` are its constructor's arguments
-    (torch's names and defaults)."""
-
-    def __init__(self, *args, **kwargs):
-        Module.__init__(self)
-        for name, value in _bound_arguments(class_name, fields, defaults, args, kwargs).items():
-            setattr(self, name, value)
-
-    def forward(self, *inputs):
-        return getattr(ops, op_name)(*inputs, **{f: getattr(self, f) for f in fields})
-
-    def extra_repr(self) -> str:
-        return ", ".join(f"{f}={getattr(self, f)!r}" for f in fields)
-
-    return type(
-        class_name,
-        (Module,),
-        {
-            "__init__": __init__,
-            "forward": forward,
-            "extra_repr": extra_repr,
-            "__doc__": f"``ops.{op_name}`` as a module (torch.nn.{class_name}).",
-        },
-    )
-
-
-Tanh = _op_module("Tanh", "tanh")
-Sigmoid = _op_module("Sigmoid", "sigmoid")
-SiLU = _op_module("SiLU", "silu")
-LeakyReLU = _op_module("LeakyReLU", "leaky_relu", ("negative_slope",), (0.01,))
-Softmax = _op_module("Softmax", "softmax", ("dim",), (None,))
-LogSoftmax = _op_module("LogSoftmax", "log_softmax", ("dim",), (None,))
-CrossEntropyLoss = _op_module(
-    "CrossEntropyLoss",
-    "cross_entropy",
-    ("weight", "ignore_index", "reduction", "label_smoothing"),
-    (None, -100, "mean", 0.0),
-)
-NLLLoss = _op_module("NLLLoss", "nll_loss", ("weight", "ignore_index", "reduction"), (None, -100, "mean"))
-MSELoss = _op_module("MSELoss", "mse_loss", ("reduction",), ("mean",))
-L1Loss = _op_module("L1Loss", "l1_loss", ("reduction",), ("mean",))
-BCEWithLogitsLoss = _op_module(
-    "BCEWithLogitsLoss",
-    "binary_cross_entropy_with_logits",
-    ("weight", "reduction", "pos_weight"),
-    (None, "mean", None),
-)
 
 
 # -- convolutions and pooling ------------------------------------------------------------------------------
@@ -1116,30 +1041,6 @@ class ConvTranspose1d(_ConvTransposeNd):
 
 class ConvTranspose2d(_ConvTransposeNd):
     _dims = 2
-
-
-MaxPool1d = _op_module(
-    "MaxPool1d", "max_pool1d", ("kernel_size", "stride", "padding", "dilation", "ceil_mode"), (None, None, 0, 1, False)
-)
-MaxPool2d = _op_module(
-    "MaxPool2d", "max_pool2d", ("kernel_size", "stride", "padding", "dilation", "ceil_mode"), (None, None, 0, 1, False)
-)
-AvgPool1d = _op_module(
-    "AvgPool1d",
-    "avg_pool1d",
-    ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"),
-    (None, None, 0, False, True),
-)
-AvgPool2d = _op_module(
-    "AvgPool2d",
-    "avg_pool2d",
-    ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"),
-    (None, None, 0, False, True),
-)
-AdaptiveAvgPool2d = _op_module("AdaptiveAvgPool2d", "adaptive_avg_pool2d", ("output_size",), (None,))
-Flatten = _op_module("Flatten", "flatten", ("start_dim", "end_dim"), (1, -1))
-AdaptiveAvgPool1d = _op_module("AdaptiveAvgPool1d", "adaptive_avg_pool1d", ("output_size",), (None,))
-AdaptiveMaxPool2d = _op_module("AdaptiveMaxPool2d", "adaptive_max_pool2d", ("output_size",), (None,))
 
 
 class Unflatten(Module):
@@ -1270,6 +1171,10 @@ class TransformerBlock(Module):
         return x + self.drop(self.mlp(self.norm2(x)))
 
 
+from .op_modules import *  # noqa: E402, F403  -- torch.nn's one-op modules (tape/train/op_modules.py)
+from .op_modules import __all__ as _op_modules  # noqa: E402
+
+__all__ += _op_modules
 from .mha import MultiheadAttention  # noqa: E402  -- torch's signature and parameter names (tape/train/mha.py)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: E402  -- recurrent layers, built on Module above
 from .transformer import (  # noqa: E402  -- torch's Transformer layers (tape/train/transformer.py)
