@@ -192,10 +192,14 @@ class TensorAPI:
 
     ndimension = dim
 
-    def contiguous(self) -> Tensor:
+    def contiguous(self, memory_format=None) -> Tensor:
         """The tensor itself: minitape has no memory layout to make contiguous (torch returns ``self`` when it
-        already is)."""
+        already is); ``view`` works on every tensor."""
         return self  # type: ignore[return-value]
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        """True: as ``contiguous()`` says, every tensor is usable as a contiguous one here."""
+        return True
 
     def __pos__(self):
         return self

@@ -126,3 +126,22 @@ def test_load_state_dict_returns_the_missing_and_unexpected_keys_as_torch():
     b = theirs.load_state_dict({k: torch_.tensor(v) for k, v in state.items()}, strict=False)
     assert (a.missing_keys, a.unexpected_keys) == (b.missing_keys, b.unexpected_keys) == (["bias"], ["extra"])
     assert tuple(ours.load_state_dict(ours.state_dict())) == tuple(theirs.load_state_dict(theirs.state_dict()))
+
+
+def test_parameters_to_vector_and_back_as_torchs():
+    rng = np.random.default_rng(3)
+    shapes = [(2, 3), (3,), (1, 1)]
+    values = [rng.standard_normal(s) for s in shapes]
+    flat = []
+    for ns in (torch, torch_):
+        params = [ns.tensor(v.copy(), requires_grad=True) for v in values]
+        vec = ns.nn.utils.parameters_to_vector(params)
+        (vec * ns.tensor(np.arange(10.0))).sum().backward()  # in the graph: each parameter gets its slice's weights
+        ns.nn.utils.vector_to_parameters(vec.detach() * 2, params)
+        flat.append([vec.detach().numpy().copy(), *[p.detach().numpy().copy() for p in params]])
+        flat.append([p.grad.numpy().copy() for p in params])
+    for a, b in zip(flat[0] + flat[1], flat[2] + flat[3]):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="vector_to_parameters: 'vec' has 3 values, the parameters hold 10"):
+        nn.utils.vector_to_parameters(torch.zeros(3), [torch.zeros(10)])
+    assert torch.ones(2, 3).T.is_contiguous() and torch.ones(2, 3).T.contiguous().shape == (3, 2)
