@@ -110,6 +110,21 @@ class Optimizer:
         self.state: dict[int, dict] = {}  # id(parameter) -> its private state
         self.steps_taken = 0
 
+    def _torch_options(self, maximize, differentiable, **no_effect) -> dict:
+        """The group option ``maximize`` (ascend: the gradient negated first, as torch's) from torch's keyword
+        arguments; ``foreach``, ``fused`` and ``capturable`` choose among torch's kernels for the same update and
+        change nothing here (one CPU path); ``differentiable=True`` is refused."""
+        name = type(self).__name__
+        if differentiable:
+            raise ValueError(
+                f"{name}: differentiable=True (an optimizer step that is itself differentiable) is not supported: "
+                "minitape's steps run under no_grad"
+            )
+        for key, value in {"maximize": maximize, **no_effect}.items():
+            if value is not None and not isinstance(value, bool | np.bool_):
+                raise TypeError(f"{name}: argument '{key}' expected a bool, got {type(value).__name__} {value!r}")
+        return {"maximize": bool(maximize)}
+
     def add_param_group(self, param_group: dict) -> None:
         """Add a group of parameters (torch's ``add_param_group``: options it leaves out take the optimizer's
         defaults), e.g. to train layers unfrozen mid-run. A group that is refused is not added."""
@@ -188,6 +203,7 @@ class Optimizer:
                             f"for a parameter of shape {p.shape} {p.dtype}"
                         )
                     state = self.state.setdefault(id(p), {})
+                    grad = -grad if group.get("maximize") else grad  # torch's: before weight decay and the rule
                     _assign(p, self._update(p._data, grad, state, group), state)
         self.steps_taken += 1
 
@@ -338,9 +354,18 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ):
+        options = self._torch_options(maximize, differentiable, foreach=foreach, fused=fused)
         super().__init__(
-            params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+            params,
+            dict(
+                lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, **options
+            ),
         )
 
     def _check_group(self, group):
@@ -365,25 +390,6 @@ class SGD(Optimizer):
         return p - group["lr"] * grad
 
 
-def _adam_init(weight_decay_default: float):
-    """Adam's and AdamW's constructor, torch's signature for each: they differ only in weight_decay's default."""
-
-    def __init__(
-        self,
-        params,
-        lr: float = 1e-3,
-        betas: tuple = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = weight_decay_default,
-        amsgrad: bool = False,
-    ):
-        Optimizer.__init__(
-            self, params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
-        )
-
-    return __init__
-
-
 class Adam(Optimizer):
     """Adam (Kingma & Ba 2015) with bias correction; ``weight_decay`` adds an L2 term to the gradient (as in
     ``torch.optim.Adam``); ``amsgrad`` keeps the running maximum of the second moment."""
@@ -391,7 +397,30 @@ class Adam(Optimizer):
     _nonnegative = (*Optimizer._nonnegative, "eps")
     decoupled_weight_decay = False
 
-    __init__ = _adam_init(weight_decay_default=0.0)
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
+    ):
+        if decoupled_weight_decay:
+            self.decoupled_weight_decay = True  # torch's Adam(decoupled_weight_decay=True) is AdamW
+        options = self._torch_options(maximize, differentiable, foreach=foreach, capturable=capturable, fused=fused)
+        Optimizer.__init__(
+            self,
+            params,
+            dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, **options),
+        )
 
     def _check_group(self, group):
         super()._check_group(group)
@@ -442,7 +471,25 @@ class AdamW(Adam):
 
     decoupled_weight_decay = True
 
-    __init__ = _adam_init(weight_decay_default=1e-2)
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ):
+        super().__init__(
+            params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+            capturable=capturable, differentiable=differentiable, fused=fused,
+        )  # fmt: skip
 
 
 class RMSprop(Optimizer):
@@ -460,10 +507,17 @@ class RMSprop(Optimizer):
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
+        capturable: bool = False,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
     ):
+        options = self._torch_options(maximize, differentiable, capturable=capturable, foreach=foreach)
         super().__init__(
             params,
-            dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered),
+            dict(
+                lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered, **options
+            ),
         )
 
     def _state_layout(self, group):
@@ -511,7 +565,13 @@ class Adagrad(Optimizer):
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
         eps: float = 1e-10,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ):
+        options = self._torch_options(maximize, differentiable, foreach=foreach, fused=fused)
         super().__init__(
             params,
             dict(
@@ -520,6 +580,7 @@ class Adagrad(Optimizer):
                 weight_decay=weight_decay,
                 initial_accumulator_value=initial_accumulator_value,
                 eps=eps,
+                **options,
             ),
         )
 
@@ -541,10 +602,23 @@ class Adadelta(Optimizer):
 
     _nonnegative = (*Optimizer._nonnegative, "rho", "eps")
 
-    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0.0):
+    def __init__(
+        self,
+        params,
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+        foreach: bool | None = None,
+        *,
+        capturable: bool = False,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ):
         if not rho <= 1.0:
             raise ValueError(f"Adadelta: invalid rho value: {rho} (expected 0 <= rho <= 1)")
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
+        options = self._torch_options(maximize, differentiable, foreach=foreach, capturable=capturable)
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, **options))
 
     def _state_layout(self, group):
         return {"step": "count", "square_avg": "param", "acc_delta": "param"}

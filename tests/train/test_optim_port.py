@@ -54,6 +54,14 @@ OPTIMIZERS = {
     "Adagrad": dict(lr=0.1),
     "Adagrad decay wd init": dict(lr=0.1, lr_decay=0.05, weight_decay=0.01, initial_accumulator_value=0.3),
     "SGD nesterov": dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+    # maximize: the gradient negated before weight decay and the rule (an AttributeError/TypeError before)
+    "SGD maximize": dict(lr=0.1, momentum=0.9, weight_decay=0.01, maximize=True, foreach=False),
+    "Adam maximize amsgrad": dict(lr=0.1, weight_decay=0.1, amsgrad=True, maximize=True, fused=False),
+    "Adam decoupled_weight_decay": dict(lr=0.1, weight_decay=0.1, decoupled_weight_decay=True),
+    "AdamW maximize": dict(lr=0.1, maximize=True, capturable=False),
+    "RMSprop maximize": dict(lr=0.01, momentum=0.5, maximize=True),
+    "Adagrad maximize": dict(lr=0.1, weight_decay=0.01, maximize=True),
+    "Adadelta maximize": dict(lr=0.5, weight_decay=0.01, maximize=True, foreach=True),
 }
 
 
@@ -132,14 +140,26 @@ def test_scheduler_state_round_trip_and_refusals():
         optim.RMSprop([p], alpha=-1.0)
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"])
 def test_optimizers_take_torchs_arguments_in_torchs_order_with_torchs_defaults(torch, name):
+    """Every argument: positional ones in torch's order, keyword-only ones by name, each with torch's default."""
     ours = list(inspect.signature(getattr(optim, name)).parameters.values())
-    theirs = list(inspect.signature(getattr(torch.optim, name)).parameters.values())[: len(ours)]
-    assert [p.name for p in ours] == [p.name for p in theirs]
-    for p, q in zip(ours[1:], theirs[1:]):
-        default = q.default.item() if hasattr(q.default, "item") else q.default  # torch's lr may be a Tensor
-        assert p.default == default, (name, p.name)
+    theirs = list(inspect.signature(getattr(torch.optim, name)).parameters.values())
+    assert [(p.name, p.kind) for p in ours if p.kind is not p.KEYWORD_ONLY] == [
+        (p.name, p.kind) for p in theirs if p.kind is not p.KEYWORD_ONLY
+    ]
+    assert {p.name for p in ours if p.kind is p.KEYWORD_ONLY} == {p.name for p in theirs if p.kind is p.KEYWORD_ONLY}
+    defaults = {q.name: q.default.item() if hasattr(q.default, "item") else q.default for q in theirs}  # lr: a Tensor
+    for p in ours[1:]:
+        assert p.default == defaults[p.name], (name, p.name)
+
+
+def test_a_differentiable_step_is_refused_and_flags_must_be_bools():
+    p = tape.tensor(np.zeros(2), requires_grad=True)
+    with pytest.raises(ValueError, match="Adam: differentiable=True .* is not supported"):
+        optim.Adam([p], differentiable=True)
+    with pytest.raises(TypeError, match="SGD: argument 'maximize' expected a bool, got str 'yes'"):
+        optim.SGD([p], lr=0.1, maximize="yes")
 
 
 def test_reduce_lr_on_plateau_state_round_trip():
