@@ -366,23 +366,25 @@ def _replicas(where: str, num_replicas: int | None, rank: int | None) -> tuple[i
 
 
 class DistributedSampler:
-    """This rank's indices into a dataset of ``dataset_size`` items, as torch's ``DistributedSampler``: a shuffle
+    """This rank's indices into ``dataset`` (a sized dataset, or its size as an int), as torch's
+    ``DistributedSampler``: a shuffle
     seeded by ``seed + epoch`` (the same permutation on every rank; numpy's generator, so not torch's indices),
     equal shards -- padded by repeating the first indices, or with ``drop_last`` the tail dropped -- and this
     rank's every ``num_replicas``-th index from ``rank``. Call ``set_epoch(e)`` before each epoch."""
 
     def __init__(
         self,
-        dataset_size: int,
+        dataset,
         num_replicas: int | None = None,
         rank: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
     ):
-        dataset_size = integer("DistributedSampler", "dataset_size", dataset_size)
+        sized = hasattr(dataset, "__len__") and not isinstance(dataset, np.ndarray | str)
+        dataset_size = len(dataset) if sized else integer("DistributedSampler", "dataset", dataset)
         if dataset_size < 0:
-            raise ValueError(f"DistributedSampler: dataset_size must be an int >= 0, got {dataset_size!r}")
+            raise ValueError(f"DistributedSampler: dataset's size must be an int >= 0, got {dataset_size!r}")
         num_replicas = None if num_replicas is None else integer("DistributedSampler", "num_replicas", num_replicas)
         rank = None if rank is None else integer("DistributedSampler", "rank", rank)
         self.num_replicas, self.rank = _replicas("DistributedSampler", num_replicas, rank)

@@ -1,4 +1,5 @@
-"""``tape.data``: torch.utils.data's ``Dataset``, ``TensorDataset`` and a single-process ``DataLoader``.
+"""``tape.data``: torch.utils.data's single-process ``DataLoader`` and ``default_collate``, with the datasets
+(tape/train/datasets.py) and samplers (tape/train/samplers.py).
 
 A ``DataLoader`` cuts a dataset into batches of ``batch_size`` indices -- in order, or in a permutation drawn
 afresh for every pass (``shuffle=True``) from ``generator`` (a ``tape.Generator``; else the default generator that
@@ -10,6 +11,7 @@ into one Tensor along a new first dim; tuples, lists and dicts collated field by
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -21,40 +23,14 @@ import ops
 from .. import random
 from ..checks import integer, require_bool
 from ..tensors import Tensor
+from .datasets import *  # noqa: F403  -- torch.utils.data's datasets and random_split
+from .datasets import IterableDataset
+from .datasets import __all__ as _datasets
 from .samplers import *  # noqa: F403  -- torch.utils.data's samplers
 from .samplers import BatchSampler
 from .samplers import __all__ as _samplers
 
-__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate", *_samplers]
-
-
-class Dataset:
-    """A map-style dataset: ``dataset[i]`` is sample i, ``len(dataset)`` their number (torch's protocol)."""
-
-    def __getitem__(self, index):
-        raise NotImplementedError(f"{type(self).__name__} does not implement __getitem__")
-
-    def __len__(self) -> int:
-        raise NotImplementedError(f"{type(self).__name__} does not implement __len__")
-
-
-class TensorDataset(Dataset):
-    """Samples ``(t[i] for t in tensors)`` of tensors (or arrays) that share their first dimension."""
-
-    def __init__(self, *tensors):
-        if not tensors:
-            raise ValueError("TensorDataset: expected at least one tensor")
-        self.tensors = tuple(t if isinstance(t, Tensor) else Tensor(np.asarray(t)) for t in tensors)
-        sizes = [t.shape[0] if t.ndim else None for t in self.tensors]
-        if None in sizes or len(set(sizes)) != 1:
-            shapes = ", ".join(str(t.shape) for t in self.tensors)
-            raise ValueError(f"TensorDataset: every tensor must have the same first dimension, got shapes {shapes}")
-
-    def __getitem__(self, index):
-        return tuple(t[index] for t in self.tensors)
-
-    def __len__(self) -> int:
-        return self.tensors[0].shape[0]
+__all__ = ["DataLoader", "default_collate", *_datasets, *_samplers]
 
 
 def default_collate(batch: list):
@@ -114,11 +90,28 @@ class DataLoader:
         require_bool("DataLoader", "shuffle", shuffle)
         require_bool("DataLoader", "drop_last", drop_last)
         _check_loader_options(shuffle, sampler, batch_sampler, batch_size, drop_last, num_workers, worker_options)
+        if isinstance(dataset, IterableDataset) and (shuffle or sampler is not None or batch_sampler is not None):
+            given = "shuffle=True" if shuffle else "a sampler" if sampler is not None else "a batch_sampler"
+            raise ValueError(
+                f"DataLoader: an IterableDataset gives its samples in its own order; expected no shuffle, sampler "
+                f"or batch_sampler, got {given}"
+            )
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, bool(shuffle), drop_last
         self.collate_fn = default_collate if collate_fn is None else collate_fn
         self.generator = generator
         self.sampler, self.batch_sampler = sampler, batch_sampler
         self.num_workers, self.pin_memory = num_workers, pin_memory  # one process, one device: kept, not used
+
+    def _iterable_batches(self):
+        """Batches of what an IterableDataset yields, in order (torch's, with one process)."""
+        samples = iter(self.dataset)
+        if self.batch_size is None:
+            yield from samples
+            return
+        while batch := list(itertools.islice(samples, self.batch_size)):
+            if len(batch) < self.batch_size and self.drop_last:
+                return
+            yield self.collate_fn(batch)
 
     def _order(self):
         if self.sampler is not None:
@@ -129,6 +122,9 @@ class DataLoader:
         return random.as_generator("DataLoader", self.generator).permutation(n)
 
     def __iter__(self):
+        if isinstance(self.dataset, IterableDataset):
+            yield from self._iterable_batches()
+            return
         if self.batch_sampler is not None:
             for indices in self.batch_sampler:
                 yield self.collate_fn([self.dataset[int(i)] for i in indices])

@@ -281,10 +281,14 @@ def test_sampler_takes_negative_seeds_and_numpy_integers_as_torch(torch):
     assert sorted(np.concatenate([s.indices() for s in shards]).tolist()) == list(range(10))
     typed = dist.DistributedSampler(np.int64(10), np.int64(3), np.int32(1), shuffle=False)
     assert list(typed) == list(TorchSampler(range(10), 3, 1, shuffle=False))
-    for bad, match in ((dict(dataset_size=-1), "dataset_size"), (dict(dataset_size=2.5), "dataset_size"),
+    for bad, match in ((dict(dataset=-1), "dataset"), (dict(dataset=2.5), "dataset"),
                        (dict(seed=1.5), "seed"), (dict(seed="0"), "seed")):
         with pytest.raises((ValueError, TypeError), match=f"DistributedSampler: .*{match}"):
-            dist.DistributedSampler(**{"dataset_size": 10, "num_replicas": 2, "rank": 0, **bad})
+            dist.DistributedSampler(**{"dataset": 10, "num_replicas": 2, "rank": 0, **bad})
+    # torch's form: the dataset itself (its len), also where torch programs import it from
+    from tape.torch.utils.data.distributed import DistributedSampler
+
+    assert list(DistributedSampler(list("abcdefghij"), 3, 1, shuffle=False)) == list(typed)
     with pytest.raises(TypeError, match="DistributedSampler.set_epoch: .*epoch"):
         shards[0].set_epoch(0.5)
 
