@@ -10,8 +10,10 @@ import numpy as np
 from tape.devices import CPU, device_arguments, on_cpu, to_arguments
 from tape.tensors import Tensor
 
+from .binary import eq, isclose
 from .cast import cast
 from .elementwise import clone
+from .reduce import all as all_
 
 # torch's legacy type names (Tensor.type() and torch.FloatTensor ...) and their dtypes
 TYPE_NAMES = {
@@ -78,6 +80,32 @@ def _new_empty(self: Tensor, *size, **kwargs) -> Tensor:
     return self.new_zeros(*size, **kwargs)
 
 
+def _equal(self: Tensor, other: Tensor) -> bool:
+    """torch's Tensor.equal: the same shape and every element equal (NaN is not equal to itself)."""
+    return tuple(self.shape) == tuple(other.shape) and bool(all_(eq(self, other)))
+
+
+def _allclose(self: Tensor, other, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+    """torch's Tensor.allclose: ``isclose`` everywhere (broadcasting), as a Python bool."""
+    return bool(all_(isclose(self, other, rtol=rtol, atol=atol, equal_nan=equal_nan)))
+
+
+def _itself(self: Tensor, *args, **kwargs) -> Tensor:
+    """This tensor itself: a no-op on one CPU device with real dtypes (torch returns ``self`` there too)."""
+    return self
+
+
+def _conjugate_transposed(self: Tensor) -> Tensor:
+    """torch's Tensor.H of a matrix (real: its transpose); a 0-D tensor is itself."""
+    if self.ndim not in (0, 2):
+        raise ValueError(f"Tensor.H: only matrices (2-D tensors) have it, got a {self.ndim}-D tensor; use mH")
+    return self.mT if self.ndim == 2 else self
+
+
+def _no(self: Tensor) -> bool:
+    return False
+
+
 def methods() -> dict:
     return {
         "to": _to,
@@ -89,4 +117,18 @@ def methods() -> dict:
         "type": _type,
         "new_tensor": _new_tensor,
         "new_empty": _new_empty,
+        "equal": _equal,
+        "allclose": _allclose,
+        "is_floating_point": lambda self: self.dtype.kind == "f",
+        "is_signed": lambda self: self.dtype.kind in "if",
+        "element_size": lambda self: self.dtype.itemsize,
+        "itemsize": property(lambda self: self.dtype.itemsize),
+        "nbytes": property(lambda self: self.dtype.itemsize * self.numel()),
+        "nelement": lambda self: self.numel(),
+        "get_device": lambda self: -1,  # torch's answer for a CPU tensor
+        **dict.fromkeys(("is_complex", "is_pinned", "is_inference", "is_conj", "is_neg"), _no),
+        **dict.fromkeys(("pin_memory", "share_memory_", "conj", "resolve_conj", "resolve_neg"), _itself),
+        "real": property(_itself),
+        "H": property(_conjugate_transposed),
+        "adjoint": lambda self: self.mT,
     }

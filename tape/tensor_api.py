@@ -284,7 +284,7 @@ class TensorAPI:
         return entry is not None and entry.retained is not None
 
     def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", precision=4, threshold=20, edgeitems=2)
+        body = np.array2string(self._data, separator=", ", **PRINT_OPTIONS)
         extra = f", dtype={self._data.dtype}"
         if self._node is not None:
             extra += f", grad_fn={self._node.op.name}"
@@ -298,6 +298,33 @@ class TensorAPI:
         if not name.startswith("_") and _load_library():
             return getattr(self, name)
         raise AttributeError(f"'Tensor' object has no attribute '{name}'{_missing_hint(name)}")
+
+
+_PRINT_DEFAULTS: dict[str, Any] = {
+    "precision": 4,
+    "threshold": 20,
+    "edgeitems": 2,
+    "max_line_width": 75,
+    "suppress_small": False,
+}
+PRINT_OPTIONS: dict[str, Any] = dict(_PRINT_DEFAULTS)  # how repr(tensor) shows values (numpy's array2string options)
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
+    """torch.set_printoptions: digits, the element count from which a tensor is summarised, the items shown at
+    each end when it is, the line width, and ``sci_mode=False`` (no scientific notation); ``profile='default'``
+    first restores minitape's defaults ('short': 2 digits, 'full': every element)."""
+    if profile is not None:
+        if profile not in ("default", "short", "full"):
+            raise ValueError(
+                f"set_printoptions: argument 'profile' expected 'default', 'short' or 'full', got {profile!r}"
+            )
+        PRINT_OPTIONS.update(_PRINT_DEFAULTS)
+        PRINT_OPTIONS.update({"short": {"precision": 2}, "full": {"threshold": sys.maxsize}}.get(profile, {}))
+    given = {"precision": precision, "threshold": threshold, "edgeitems": edgeitems, "max_line_width": linewidth}
+    PRINT_OPTIONS.update({k: v for k, v in given.items() if v is not None})
+    if sci_mode is not None:
+        PRINT_OPTIONS["suppress_small"] = not sci_mode
 
 
 class _SizeMethod:

@@ -20,6 +20,7 @@ from ops._kernels.runtime import set_threads, threads
 from tape.devices import device
 from tape.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from tape.state import STATE, enable_grad, is_grad_enabled, no_grad
+from tape.tensor_api import set_printoptions
 from tape.tensors import Tensor
 
 from ._faces import (
@@ -30,6 +31,19 @@ from ._faces import (
     inference_mode,
     set_default_dtype,
     set_grad_enabled,
+)
+from ._info import (
+    Size,
+    allclose,
+    can_cast,
+    compile,
+    equal,
+    finfo,
+    iinfo,
+    is_complex,
+    is_floating_point,
+    promote_types,
+    typename,
 )
 
 # dtypes: numpy's, under torch's names (``x.dtype == torch.float32`` holds)
@@ -60,6 +74,7 @@ _SUBMODULES = (
     "serialization",
     "autograd",
     "amp",
+    "testing",
 )
 
 
@@ -69,6 +84,11 @@ def is_tensor(obj):  # -> bool (the name is torch.bool here)
 
 def numel(input: Tensor):  # noqa: A002  -- torch's parameter name
     return input.numel()
+
+
+def autocast(device_type: str, dtype=None, enabled=True, cache_enabled=None):  # (the name bool is torch.bool here)
+    """torch.autocast: torch.amp.autocast (a no-op with ``enabled=False``; enabling it raises)."""
+    return importlib.import_module("tape.torch.amp").autocast(device_type, dtype, enabled, cache_enabled)
 
 
 def is_anomaly_enabled():  # -> bool (the name is torch.bool here)
@@ -164,6 +184,19 @@ __all__ = [
     "is_tensor",
     "numel",
     "is_anomaly_enabled",
+    "autocast",
+    "set_printoptions",
+    "Size",
+    "allclose",
+    "can_cast",
+    "compile",
+    "equal",
+    "finfo",
+    "iinfo",
+    "is_complex",
+    "is_floating_point",
+    "promote_types",
+    "typename",
     "set_num_threads",
     "get_num_threads",
     "use_deterministic_algorithms",

@@ -145,3 +145,75 @@ def test_parameters_to_vector_and_back_as_torchs():
     with pytest.raises(ValueError, match="vector_to_parameters: 'vec' has 3 values, the parameters hold 10"):
         nn.utils.vector_to_parameters(torch.zeros(3), [torch.zeros(10)])
     assert torch.ones(2, 3).T.is_contiguous() and torch.ones(2, 3).T.contiguous().shape == (3, 2)
+
+
+def test_tensor_predicates_and_sizes_as_torchs():
+    for make in (lambda ns: ns.ones(2, 3), lambda ns: ns.arange(5), lambda ns: ns.zeros(3, dtype=ns.bool)):
+        a, b = make(torch), make(torch_)
+        for name in ("is_floating_point", "is_complex", "is_signed", "element_size", "nelement", "get_device",
+                     "is_pinned", "is_inference", "is_conj", "is_neg"):  # fmt: skip
+            assert getattr(a, name)() == getattr(b, name)(), name
+        for name in ("itemsize", "nbytes"):
+            assert getattr(a, name) == getattr(b, name), name
+        assert torch.is_floating_point(a) == torch_.is_floating_point(b)
+        assert torch.is_complex(a) == torch_.is_complex(b) is False
+        assert a.pin_memory() is a and a.share_memory_() is a and a.real is a and a.conj() is a
+        assert a.resolve_conj() is a and a.resolve_neg() is a
+        assert torch.typename(a) == torch_.typename(b)
+    x = torch.tensor(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(x.H.numpy(), x.mT.numpy())
+    np.testing.assert_array_equal(x.adjoint().numpy(), x.mT.numpy())
+
+
+def test_equal_and_allclose_as_torchs():
+    a0, b0 = np.array([1.0, 2.0, np.nan]), np.array([1.0, 2.0 + 1e-9, np.nan])
+    for ns in (torch, torch_):
+        a, b = ns.tensor(a0), ns.tensor(b0)
+        assert ns.allclose(a, b) is False and ns.allclose(a, b, equal_nan=True) is True
+        assert a.allclose(b, equal_nan=True) is True and ns.allclose(a, b, rtol=0, atol=1e-12, equal_nan=True) is False
+        assert ns.equal(a[:2], a[:2]) is True and ns.equal(a, a) is False  # NaN != NaN
+        assert ns.equal(a[:2], ns.tensor(np.array([1.0, 2.0, 3.0]))) is False  # another size
+        assert a[:1].equal(ns.tensor(np.array([1.0])))
+
+
+def test_dtype_facts_and_promotion_as_torchs():
+    for name in ("float32", "float64", "float16"):
+        ours, theirs = torch.finfo(getattr(torch, name)), torch_.finfo(getattr(torch_, name))
+        for field in ("eps", "max", "min", "tiny", "bits", "resolution", "smallest_normal"):
+            kind = np.dtype(name).type  # numpy holds each value in the dtype itself, torch as a Python float
+            assert kind(getattr(ours, field)) == kind(getattr(theirs, field)), (name, field)
+    for name in ("int64", "int32", "uint8", "int8"):
+        ours, theirs = torch.iinfo(getattr(torch, name)), torch_.iinfo(getattr(torch_, name))
+        assert (ours.min, ours.max, ours.bits) == (theirs.min, theirs.max, theirs.bits)
+    pairs = [("int64", "float32"), ("int32", "int64"), ("uint8", "int8"), ("float16", "float32"), ("bool", "int8")]
+    for a, b in pairs:
+        got = torch.promote_types(getattr(torch, a), getattr(torch, b))
+        assert got == np.dtype(str(torch_.promote_types(getattr(torch_, a), getattr(torch_, b))).split(".")[1])
+    assert torch.can_cast(torch.float64, torch.int64) == torch_.can_cast(torch_.float64, torch_.int64) is False
+    assert torch.can_cast(torch.int64, torch.float32) == torch_.can_cast(torch_.int64, torch_.float32) is True
+    assert torch.Size([2, 3]) == (2, 3) == torch.ones(2, 3).shape and isinstance(torch.ones(1).shape, torch.Size)
+
+
+def test_compile_and_autocast_faces():
+    """torch.compile(model) returns the model (torch's contract: the same results; minitape compiles training steps
+    with tape.compile); torch.autocast(enabled=False) is a no-op context, enabled raises."""
+    model = nn.Linear(2, 2)
+    assert torch.compile(model) is model and torch.compile(mode="max-autotune")(model) is model
+    with torch.autocast("cpu", enabled=False):
+        pass
+    with pytest.raises(NotImplementedError, match="autocast"):
+        torch.autocast("cpu", dtype=torch.float16)
+    torch.set_printoptions(precision=2)
+    try:
+        assert "0.33" in repr(torch.tensor(np.array([1 / 3]))) and "0.333" not in repr(torch.tensor(np.array([1 / 3])))
+    finally:
+        torch.set_printoptions(profile="default")
+    assert "0.3333" in repr(torch.tensor(np.array([1 / 3])))
+
+
+def test_testing_assert_close_as_torchs():
+    a = torch.tensor(np.array([1.0, 2.0]))
+    torch.testing.assert_close(a, torch.tensor(np.array([1.0, 2.0 + 1e-9])))
+    for ns in (torch, torch_):
+        with pytest.raises(AssertionError, match="not close"):
+            ns.testing.assert_close(ns.tensor(np.array([1.0, 2.0])), ns.tensor(np.array([1.0, 2.1])))
