@@ -17,7 +17,7 @@ import importlib
 import numpy as np
 
 from ops._kernels.runtime import set_threads, threads
-from tape.devices import device
+from tape.devices import device, on_cpu
 from tape.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from tape.state import STATE, enable_grad, is_grad_enabled, no_grad
 from tape.tensor_api import set_printoptions
@@ -75,6 +75,9 @@ _SUBMODULES = (
     "autograd",
     "amp",
     "testing",
+    "random",
+    "version",
+    "distributed",
 )
 
 
@@ -103,6 +106,32 @@ def set_num_threads(int) -> None:  # noqa: A002  -- torch's parameter name
 def get_num_threads():  # -> int (the name is torch.int here)
     """torch.get_num_threads: the threads minitape's kernels may use now."""
     return threads()
+
+
+_MATMUL_PRECISION = ["highest"]
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """torch.set_float32_matmul_precision: accepted and reported. It lets torch use TF32 / bfloat16 on hardware that
+    has them; minitape's float32 matmuls are numpy's float32 GEMMs whatever the setting."""
+    if precision not in ("highest", "high", "medium"):
+        raise ValueError(f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got {precision!r}")
+    _MATMUL_PRECISION[0] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _MATMUL_PRECISION[0]
+
+
+def get_default_device():
+    """The CPU: minitape's one device."""
+    return device("cpu")
+
+
+def set_default_device(device) -> None:  # noqa: F811  -- torch's parameter name
+    """Accepts the CPU (or None); another device raises, naming it."""
+    if device is not None:
+        on_cpu("set_default_device", "device", device)
 
 
 _DETERMINISTIC = [False]
@@ -184,6 +213,10 @@ __all__ = [
     "is_tensor",
     "numel",
     "is_anomaly_enabled",
+    "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
+    "get_default_device",
+    "set_default_device",
     "autocast",
     "set_printoptions",
     "Size",

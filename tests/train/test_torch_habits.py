@@ -217,3 +217,37 @@ def test_testing_assert_close_as_torchs():
     for ns in (torch, torch_):
         with pytest.raises(AssertionError, match="not close"):
             ns.testing.assert_close(ns.tensor(np.array([1.0, 2.0])), ns.tensor(np.array([1.0, 2.1])))
+
+
+def test_global_settings_and_module_paths_programs_reach():
+    """What programs call at start-up: each as torch's on a CPU-only machine (torch's own answers shown)."""
+    for ns in (torch, torch_):
+        assert ns.version.cuda is None and not ns.cuda.is_available()
+        assert ns.get_default_device() == ns.device("cpu")
+        ns.set_default_device("cpu")
+        ns.set_float32_matmul_precision("high")
+        assert ns.get_float32_matmul_precision() == "high"
+        ns.set_float32_matmul_precision("highest")
+        assert isinstance(ns.random.manual_seed(3), ns.Generator)
+    assert not torch.distributed.is_available() and not torch.distributed.is_initialized()
+    with pytest.raises(AttributeError, match="tape.distributed"):
+        torch.distributed.init_process_group("gloo")
+    with pytest.raises(ValueError, match="set_float32_matmul_precision: expected"):
+        torch.set_float32_matmul_precision("low")
+    with pytest.raises(RuntimeError, match="cuda"):
+        torch.set_default_device("cuda")
+
+
+def test_checkpoint_runs_the_function_and_data_parallel_wraps_as_torchs():
+    from tape.torch.utils.checkpoint import checkpoint
+
+    x = torch.tensor(np.arange(3.0), requires_grad=True)
+    checkpoint(lambda a, b: (a * b).exp(), x, x, use_reentrant=False).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.arange(3.0) * np.exp(np.arange(3.0) ** 2))
+    ours, theirs = nn.DataParallel(nn.Linear(3, 2)), torch_.nn.DataParallel(torch_.nn.Linear(3, 2))
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["module.weight", "module.bias"]
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x = np.ones((1, 3), np.float32)
+    np.testing.assert_allclose(ours(torch.tensor(x)).detach().numpy(), theirs(torch_.tensor(x)).detach().numpy())
+    with pytest.raises(NotImplementedError, match="tape.distributed"):
+        torch.nn.parallel.DistributedDataParallel(nn.Linear(2, 2))

@@ -4,6 +4,7 @@ with ``nn.functional``, ``nn.init``, ``nn.utils`` and ``nn.modules`` as submodul
 from tape.train.nn import *  # noqa: F403
 from tape.train.nn import __all__ as _modules
 
-from . import functional, init, modules, utils  # type: ignore[no-redef]  # noqa: F401
+from . import functional, init, modules, parallel, utils  # type: ignore[no-redef]  # noqa: F401
+from .parallel import DataParallel
 
-__all__ = [*_modules, "functional", "init", "modules", "utils"]
+__all__ = [*_modules, "DataParallel", "functional", "init", "modules", "parallel", "utils"]

@@ -1,3 +1,3 @@
-"""``torch.utils``: ``utils.data`` (tape/train/data.py)."""
+"""``torch.utils``: ``utils.data`` (tape/train/data.py) and ``utils.checkpoint``."""
 
-from . import data  # noqa: F401
+from . import checkpoint, data  # noqa: F401

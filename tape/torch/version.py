@@ -1,0 +1,4 @@
+"""``torch.version``: ``cuda`` and ``hip`` are None (no GPU build), so programs take their CPU branch."""
+
+cuda = None
+hip = None
