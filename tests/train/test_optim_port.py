@@ -181,3 +181,77 @@ def test_reduce_lr_on_plateau_state_round_trip():
     assert lrs_resumed == lrs_whole and lrs_whole[-1] < lrs_whole[0]
     with pytest.raises(ValueError, match="ReduceLROnPlateau.load_state_dict"):
         resumed.load_state_dict({"best": np.array(1.0)})
+
+
+# schedulers built from others or from several arguments: (ours, theirs) from each library's optim and optimizer
+COMPOSED = {
+    "MultiplicativeLR": lambda m, o: m.lr_scheduler.MultiplicativeLR(o, lr_lambda=lambda e: 0.9 if e % 2 else 1.1),
+    "ConstantLR": lambda m, o: m.lr_scheduler.ConstantLR(o, factor=0.25, total_iters=3),
+    "LinearLR": lambda m, o: m.lr_scheduler.LinearLR(o, start_factor=0.1, end_factor=0.9, total_iters=4),
+    "PolynomialLR": lambda m, o: m.lr_scheduler.PolynomialLR(o, total_iters=5, power=2.0),
+    "CosineAnnealingWarmRestarts": lambda m, o: m.lr_scheduler.CosineAnnealingWarmRestarts(o, 2, 2, eta_min=0.01),
+    "SequentialLR warmup then cosine": lambda m, o: m.lr_scheduler.SequentialLR(
+        o, [m.lr_scheduler.LinearLR(o, 0.1, total_iters=3), m.lr_scheduler.CosineAnnealingLR(o, T_max=4)], [3]
+    ),
+    "SequentialLR three": lambda m, o: m.lr_scheduler.SequentialLR(
+        o,
+        [m.lr_scheduler.ConstantLR(o, 0.5, total_iters=2), m.lr_scheduler.ExponentialLR(o, 0.9),
+         m.lr_scheduler.StepLR(o, 2, 0.5)],
+        [2, 5],
+    ),
+    "ChainedScheduler": lambda m, o: m.lr_scheduler.ChainedScheduler(
+        [m.lr_scheduler.ConstantLR(o, 0.5, total_iters=3), m.lr_scheduler.ExponentialLR(o, 0.9)]
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("label", COMPOSED)
+def test_composed_and_warmup_schedules_match_torch(torch, label):
+    """Each a NameError/AttributeError before; SequentialLR restarts its next scheduler at epoch 0 through the
+    closed form (step(0)), ChainedScheduler composes factors on the groups' lrs -- as torch's."""
+    import tape.torch as tt
+
+    _run_both(
+        torch,
+        lambda p: optim.SGD(p, lr=0.1, momentum=0.9),
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+        schedule=lambda a, b: (COMPOSED[label](tt.optim, a), COMPOSED[label](torch.optim, b)),
+    )
+
+
+@pytest.mark.parametrize("label", ["CosineAnnealingLR", "StepLR", "LinearLR", "PolynomialLR", "ConstantLR"])
+def test_stepping_to_an_epoch_uses_the_closed_form_as_torchs(torch, label):
+    import tape.torch as tt
+
+    options = {"CosineAnnealingLR": dict(T_max=6), "StepLR": dict(step_size=2, gamma=0.5),
+               "LinearLR": dict(start_factor=0.2, total_iters=4), "PolynomialLR": dict(total_iters=4),
+               "ConstantLR": dict(factor=0.5, total_iters=3)}[label]  # fmt: skip
+    a = getattr(tt.optim.lr_scheduler, label)(optim.SGD([tape.tensor(np.zeros(1), requires_grad=True)], 0.1), **options)
+    b = getattr(torch.optim.lr_scheduler, label)(torch.optim.SGD([torch.zeros(1, requires_grad=True)], 0.1), **options)
+    for epoch in (3, 0, 5, 1):
+        a.step(epoch), b.step(epoch)
+        assert a.get_last_lr() == pytest.approx(b.get_last_lr(), rel=1e-14), epoch
+
+
+def test_composite_schedule_state_round_trip():
+    import tape.torch as tt
+
+    def make(p):
+        o = optim.SGD([p], lr=0.1)
+        s = tt.optim.lr_scheduler.SequentialLR(
+            o, [tt.optim.lr_scheduler.LinearLR(o, 0.1, total_iters=3), tt.optim.lr_scheduler.ExponentialLR(o, 0.9)], [3]
+        )
+        return o, s
+
+    p = tape.tensor(np.zeros(2), requires_grad=True)
+    whole_opt, whole = make(p)
+    half_opt, half = make(p)
+    for _ in range(2):
+        whole.step(), half.step()
+    state, opt_state = half.state_dict(), half_opt.state_dict()
+    resumed_opt, resumed = make(p)
+    resumed_opt.load_state_dict(opt_state)
+    resumed.load_state_dict(state)
+    for _ in range(4):
+        whole.step(), resumed.step()
+        assert resumed.get_last_lr() == whole.get_last_lr()
