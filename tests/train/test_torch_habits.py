@@ -251,3 +251,24 @@ def test_checkpoint_runs_the_function_and_data_parallel_wraps_as_torchs():
     np.testing.assert_allclose(ours(torch.tensor(x)).detach().numpy(), theirs(torch_.tensor(x)).detach().numpy())
     with pytest.raises(NotImplementedError, match="tape.distributed"):
         torch.nn.parallel.DistributedDataParallel(nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_pad_sequence_and_its_gradients_as_torchs(batch_first, side):
+    rng = np.random.default_rng(5)
+    seqs = [rng.standard_normal((n, 2)) for n in (3, 1, 4)]
+    results = []
+    for ns in (torch, torch_):
+        leaves = [ns.tensor(s, requires_grad=True) for s in seqs]
+        out = ns.nn.utils.rnn.pad_sequence(leaves, batch_first=batch_first, padding_value=-1.5, padding_side=side)
+        (out * ns.tensor(np.linspace(-1, 1, out.numel()).reshape(tuple(out.shape)))).sum().backward()
+        results.append([out.detach().numpy(), *[t.grad.numpy() for t in leaves]])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+    padded = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs])
+    back = torch.nn.utils.rnn.unpad_sequence(padded, [3, 1, 4])
+    for a, s in zip(back, seqs):
+        np.testing.assert_array_equal(a.numpy(), s)
+    with pytest.raises(AttributeError, match="packed sequences are not provided"):
+        _ = torch.nn.utils.rnn.pack_padded_sequence

@@ -1,12 +1,14 @@
 """``torch.nn.utils``: ``clip_grad_norm_`` and ``clip_grad_value_`` (tape/train/optim.py's), and
 ``parameters_to_vector`` / ``vector_to_parameters`` (ops.cat of the flattened parameters; the parameters' values
-written in place, as torch's ``param.data = ...``)."""
+written in place, as torch's ``param.data = ...``); ``rnn`` holds pad_sequence."""
 
 import ops
 from tape.state import no_grad
 from tape.train.optim import clip_grad_norm_, clip_grad_value_
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
+from . import rnn  # noqa: F401
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "rnn"]
 
 
 def parameters_to_vector(parameters):
