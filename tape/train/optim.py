@@ -37,6 +37,9 @@ __all__ = [
     "RMSprop",
     "Adagrad",
     "Adadelta",
+    "Adamax",
+    "NAdam",
+    "RAdam",
     "clip_grad_norm_",
     "clip_grad_value_",
     "WarmupCosineLR",
@@ -159,7 +162,8 @@ class Optimizer:
 
     def _state_layout(self, group: dict) -> dict[str, str]:
         """The entries a parameter's state holds once it has any, for a parameter of ``group``: name ->
-        ``"count"`` (a non-negative int) or ``"param"`` (an array of the parameter's shape and dtype)."""
+        ``"count"`` (a non-negative int), ``"scalar"`` (a float32 0-D array) or ``"param"`` (an array of the
+        parameter's shape and dtype)."""
         return {}
 
     @property
@@ -203,10 +207,11 @@ class Optimizer:
 
     def _first_state(self, state: dict, p: np.ndarray, group: dict, fill: float = 0.0) -> None:
         """On a parameter's first step (``state`` empty), the entries of ``_state_layout``: counts 0, buffers of
-        ``p``'s shape and dtype filled with ``fill``."""
+        ``p``'s shape and dtype filled with ``fill``, scalars 1 (a float32 0-D array: torch's scalar state)."""
         if not state:
             for name, kind in self._state_layout(group).items():
-                state[name] = 0 if kind == "count" else np.full_like(p, fill)
+                first = {"count": lambda: 0, "scalar": lambda: np.ones((), np.float32)}.get(kind)
+                state[name] = first() if first else np.full_like(p, fill)
 
     # -- state ---------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -310,11 +315,20 @@ class Optimizer:
                             entry[name] = (
                                 _count_from(arrays, key, problems)
                                 if layout[name] == "count"
+                                else _scalar_from(arrays[key], key, problems)
+                                if layout[name] == "scalar"
                                 else _buffer_from(arrays[key], key, p, problems)
                             )
                     new_state[id(p)] = entry
                 i += 1
         return new_state
+
+
+def _scalar_from(array: np.ndarray, key: str, problems: list[str]) -> np.ndarray | None:
+    if array.shape != () or array.dtype != np.float32:
+        problems.append(f"'{key}' must be a float32 scalar, got {_describe(array)}")
+        return None
+    return np.array(array, copy=True)
 
 
 def _group_numbering_problem(key: str, saved, g: int, first: int, count: int) -> str | None:
@@ -381,11 +395,37 @@ class SGD(Optimizer):
         return p - group["lr"] * grad
 
 
-class Adam(Optimizer):
+def _moments(grad: np.ndarray, m: np.ndarray, v: np.ndarray, beta1: float, beta2: float) -> None:
+    """Adam's running moments in place: ``m`` towards ``grad`` by ``1 - beta1`` (torch's lerp), ``v`` towards
+    ``grad**2`` by ``1 - beta2``."""
+    m += (1 - beta1) * (grad - m)
+    v *= beta2
+    v += (1 - beta2) * grad * grad
+
+
+class _AdamFamily(Optimizer):
+    """What Adam, Adamax, NAdam and RAdam share: ``betas`` checked, ``eps``, L2 or decoupled weight decay."""
+
+    _nonnegative = (*Optimizer._nonnegative, "eps")
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        betas = group["betas"] = tuple(group["betas"])
+        if not (len(betas) == 2 and 0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas}")
+
+    def _decayed(self, p, grad, group):
+        """(p, grad) after weight decay: decoupled (``p *= 1 - lr * wd``) or L2 (``grad += wd * p``)."""
+        wd = group["weight_decay"]
+        if wd and group.get("decoupled_weight_decay"):
+            return p * (1 - group["lr"] * wd), grad
+        return p, _l2(grad, p, wd)
+
+
+class Adam(_AdamFamily):
     """Adam (Kingma & Ba 2015) with bias correction; ``weight_decay`` adds an L2 term to the gradient (as in
     ``torch.optim.Adam``); ``amsgrad`` keeps the running maximum of the second moment."""
 
-    _nonnegative = (*Optimizer._nonnegative, "eps")
     decoupled_weight_decay = False
 
     def __init__(
@@ -412,12 +452,6 @@ class Adam(Optimizer):
             params,
             dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, **options),
         )
-
-    def _check_group(self, group):
-        super()._check_group(group)
-        betas = group["betas"] = tuple(group["betas"])
-        if not (len(betas) == 2 and 0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas}")
 
     def _state_layout(self, group):
         layout = {"step": "count", "exp_avg": "param", "exp_avg_sq": "param"}
@@ -481,6 +515,134 @@ class AdamW(Adam):
             params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
             capturable=capturable, differentiable=differentiable, fused=fused,
         )  # fmt: skip
+
+
+class Adamax(_AdamFamily):
+    """Adamax as ``torch.optim.Adamax``: Adam with the infinity norm, ``u = max(beta2 * u, |g| + eps)``."""
+
+    def __init__(
+        self,
+        params,
+        lr: float = 2e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
+    ):
+        options = self._torch_options(maximize, differentiable, foreach=foreach, capturable=capturable)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, **options))
+
+    def _state_layout(self, group):
+        return {"step": "count", "exp_avg": "param", "exp_inf": "param"}
+
+    def _update(self, p, grad, state, group):
+        (beta1, beta2), eps = group["betas"], group["eps"]
+        p, grad = self._decayed(p, grad, group)
+        self._first_state(state, p, group)
+        state["step"] += 1
+        m, u = state["exp_avg"], state["exp_inf"]
+        m += (1 - beta1) * (grad - m)
+        u *= beta2
+        np.maximum(u, np.abs(grad) + eps, out=u)
+        return p - group["lr"] / (1 - beta1 ** state["step"]) * (m / u)
+
+
+class NAdam(_AdamFamily):
+    """NAdam as ``torch.optim.NAdam``: Adam with Nesterov momentum and the momentum schedule
+    ``mu_t = beta1 (1 - 0.5 * 0.96 ** (t * momentum_decay))``; ``mu_product`` is kept as torch keeps it, a float32
+    scalar, so the trajectories agree."""
+
+    def __init__(
+        self,
+        params,
+        lr: float = 2e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum_decay: float = 4e-3,
+        decoupled_weight_decay: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+    ):
+        options = self._torch_options(maximize, differentiable, foreach=foreach, capturable=capturable)
+        super().__init__(
+            params,
+            dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
+                 decoupled_weight_decay=bool(decoupled_weight_decay), **options),
+        )  # fmt: skip
+
+    def _state_layout(self, group):
+        return {"step": "count", "mu_product": "scalar", "exp_avg": "param", "exp_avg_sq": "param"}
+
+    def _update(self, p, grad, state, group):
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["momentum_decay"]
+        p, grad = self._decayed(p, grad, group)
+        self._first_state(state, p, group)
+        state["step"] += 1
+        t = state["step"]
+        mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * decay))
+        mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * decay))
+        state["mu_product"] = np.asarray(state["mu_product"] * np.float32(mu), np.float32)  # torch's float32 scalar
+        product = float(state["mu_product"])
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        _moments(grad, m, v, beta1, beta2)
+        denom = np.sqrt(v / (1 - beta2**t)) + eps
+        step = (lr * (1.0 - mu) / (1.0 - product)) * (grad / denom)
+        step += (lr * mu_next / (1.0 - product * mu_next)) * (m / denom)
+        return p - step
+
+
+class RAdam(_AdamFamily):
+    """RAdam as ``torch.optim.RAdam``: Adam whose adaptive step is rectified by the variance of its length; while
+    that length ``rho_t`` is <= 5 the step is the bias-corrected momentum alone."""
+
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        decoupled_weight_decay: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+    ):
+        options = self._torch_options(maximize, differentiable, foreach=foreach, capturable=capturable)
+        super().__init__(
+            params,
+            dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                 decoupled_weight_decay=bool(decoupled_weight_decay), **options),
+        )  # fmt: skip
+
+    def _state_layout(self, group):
+        return {"step": "count", "exp_avg": "param", "exp_avg_sq": "param"}
+
+    def _update(self, p, grad, state, group):
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        p, grad = self._decayed(p, grad, group)
+        self._first_state(state, p, group)
+        state["step"] += 1
+        t = state["step"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        _moments(grad, m, v, beta1, beta2)
+        correction2 = 1 - beta2**t
+        corrected = m / (1 - beta1**t)
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * t * (beta2**t) / correction2
+        if rho_t <= 5.0:
+            return p - corrected * lr
+        rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+        return p - corrected * lr * (correction2**0.5 / (np.sqrt(v) + eps)) * rect
 
 
 class RMSprop(Optimizer):

@@ -312,6 +312,9 @@ MAKERS = {
     "adam": lambda p: optim.Adam(p, lr=0.01, betas=(0.8, 0.95)),
     "adamw-amsgrad": lambda p: optim.AdamW(p, lr=0.01, amsgrad=True),
     "groups": lambda p: optim.AdamW([{"params": p[:1], "weight_decay": 0.0}, {"params": p[1:], "lr": 0.5}], lr=0.1),
+    "adamax": lambda p: optim.Adamax(p, lr=0.05),
+    "nadam": lambda p: optim.NAdam(p, lr=0.05, maximize=True),  # a float32 scalar in its state (mu_product)
+    "radam": lambda p: optim.RAdam(p, lr=0.05, decoupled_weight_decay=True, weight_decay=0.1),
 }
 
 

@@ -62,6 +62,14 @@ OPTIMIZERS = {
     "RMSprop maximize": dict(lr=0.01, momentum=0.5, maximize=True),
     "Adagrad maximize": dict(lr=0.1, weight_decay=0.01, maximize=True),
     "Adadelta maximize": dict(lr=0.5, weight_decay=0.01, maximize=True, foreach=True),
+    # torch's other Adam variants (an AttributeError before)
+    "Adamax": dict(lr=0.05),
+    "Adamax wd maximize": dict(lr=0.05, betas=(0.8, 0.99), weight_decay=0.1, maximize=True),
+    "NAdam": dict(lr=0.05),
+    "NAdam decoupled": dict(lr=0.05, weight_decay=0.1, momentum_decay=0.01, decoupled_weight_decay=True),
+    "NAdam l2": dict(lr=0.05, weight_decay=0.1),
+    "RAdam": dict(lr=0.05),  # 8 steps: rho_t passes 5 at step 6 with beta2 = 0.999, both branches run
+    "RAdam decoupled": dict(lr=0.05, betas=(0.9, 0.9), weight_decay=0.1, decoupled_weight_decay=True),
 }
 
 
@@ -140,7 +148,7 @@ def test_scheduler_state_round_trip_and_refusals():
         optim.RMSprop([p], alpha=-1.0)
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"])
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
 def test_optimizers_take_torchs_arguments_in_torchs_order_with_torchs_defaults(torch, name):
     """Every argument: positional ones in torch's order, keyword-only ones by name, each with torch's default."""
     ours = list(inspect.signature(getattr(optim, name)).parameters.values())
