@@ -205,6 +205,57 @@ class Module:
         self._buffers[name] = _buffer_tensor(type(self).__name__, name, tensor)
         (self._non_persistent.discard if persistent else self._non_persistent.add)(name)
 
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register ``module`` (or None) as the child ``name`` (torch's; ``self.name = module`` does the same)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__}.add_module: expected a Module or None, got {type(module).__name__}")
+        if not isinstance(name, str) or "." in name or not name:
+            raise KeyError(
+                f"{type(self).__name__}.add_module: argument 'name' expected a name without '.', got {name!r}"
+            )
+        self.__dict__.pop(name, None)
+        self._parameters.pop(name, None)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Register ``param`` (or None: listed nowhere, as torch's) as the parameter ``name``."""
+        if name in self._modules or name in self._buffers:
+            raise KeyError(f"{type(self).__name__}.register_parameter: '{name}' is already a module or a buffer")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"{type(self).__name__}.register_parameter: expected a Parameter or None, got {type(param).__name__}"
+            )
+        self.__dict__.pop(name, None)
+        self._parameters[name] = param
+
+    def get_submodule(self, target: str) -> Module:
+        """The module at dotted path ``target`` ('' is this module)."""
+        module = self
+        for part in target.split(".") if target else ():
+            child = module._modules.get(part)
+            if child is None:
+                raise AttributeError(f"{type(module).__name__} has no submodule '{part}' (looking up '{target}')")
+            module = child
+        return module
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at dotted path ``target``."""
+        path, _, name = target.rpartition(".")
+        owner = self.get_submodule(path)
+        if owner._parameters.get(name) is None:
+            raise AttributeError(f"{type(owner).__name__} has no parameter '{name}' (looking up '{target}')")
+        return owner._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target``."""
+        path, _, name = target.rpartition(".")
+        owner = self.get_submodule(path)
+        if owner._buffers.get(name) is None:
+            raise AttributeError(f"{type(owner).__name__} has no buffer '{name}' (looking up '{target}')")
+        return owner._buffers[name]
+
     # -- traversal -----------------------------------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Module]]:
         yield from self._modules.items()
@@ -328,18 +379,23 @@ class Module:
                     entries[prefix + name] = (module, name, b)
         return entries
 
-    def state_dict(self) -> dict[str, Tensor]:
+    def state_dict(self, *, destination: dict | None = None, prefix: str = "", keep_vars: bool = False) -> dict:
         """{dotted name: tensor} of the parameters (a tied one under each name, like torch) and persistent buffers:
         detached tensors sharing the module's memory, as torch's -- ``sd[k].copy_(v)`` loads a value into the
-        module, and a later optimizer step shows in them (copy them, ``{k: v.clone()}``, for a snapshot)."""
-        return {name: t.detach() for name, (_, _, t) in self._state_entries().items()}
+        module, and a later optimizer step shows in them (copy them, ``{k: v.clone()}``, for a snapshot).
+        ``keep_vars=True``: the Parameters themselves; ``prefix`` starts every name; ``destination`` is filled."""
+        out = {} if destination is None else destination
+        for name, (_, _, t) in self._state_entries().items():
+            out[prefix + name] = t if keep_vars else t.detach()
+        return out
 
-    def load_state_dict(self, state_dict: dict, strict: bool = True) -> IncompatibleKeys:
+    def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False) -> IncompatibleKeys:
         """Copy arrays into the parameters of the same names. Every problem is reported at once, naming the
         parameters: missing or unexpected names (ignored when ``strict=False``), a shape or dtype that does
         not match, a tied parameter given different values under its names (torch keeps the last one silently).
         Nothing is changed unless everything matches. Returns the ``missing_keys`` and ``unexpected_keys``
-        (torch's ``_IncompatibleKeys``; both empty after a strict load)."""
+        (torch's ``_IncompatibleKeys``; both empty after a strict load). ``assign=True`` loads the same values; the
+        module keeps its Parameter objects (torch would adopt the given tensors; their values are these)."""
         entries = self._state_entries()
         own = {name: t for name, (_, _, t) in entries.items()}
         missing = [n for n in own if n not in state_dict]
@@ -410,7 +466,7 @@ class Module:
         return _observed_call(self, args, kwargs)
 
     # -- hooks (torch's) ---------------------------------------------------------------------------------------
-    def _add_hook(self, kind: str, hook) -> _Handle:
+    def _add_hook(self, kind: str, hook, prepend: bool = False, with_kwargs: bool = False) -> _Handle:
         if not callable(hook):
             raise TypeError(
                 f"{type(self).__name__}.register_{kind}_hook: expected a callable, got {type(hook).__name__}"
@@ -419,21 +475,27 @@ class Module:
         if hooks is None:
             hooks = {"forward_pre": {}, "forward": {}, "full_backward": {}}
             object.__setattr__(self, "_hooks", hooks)
-        return _Handle(hooks, kind, hook)
+        return _Handle(hooks, kind, (hook, with_kwargs), prepend)
 
-    def register_forward_pre_hook(self, hook) -> _Handle:
-        """``hook(module, args)`` before each forward; a non-None result replaces ``args`` (a tuple, or one value)."""
-        return self._add_hook("forward_pre", hook)
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> _Handle:
+        """``hook(module, args)`` before each forward; a non-None result replaces ``args`` (a tuple, or one value).
+        ``with_kwargs``: ``hook(module, args, kwargs)``, returning None or ``(args, kwargs)``. ``prepend``: runs
+        before the hooks already registered."""
+        return self._add_hook("forward_pre", hook, prepend, with_kwargs)
 
-    def register_forward_hook(self, hook) -> _Handle:
-        """``hook(module, args, output)`` after each forward; a non-None result replaces the output."""
-        return self._add_hook("forward", hook)
+    def register_forward_hook(
+        self, hook, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
+    ) -> _Handle:
+        """``hook(module, args, output)`` after each forward (``with_kwargs``: ``hook(module, args, kwargs,
+        output)``); a non-None result replaces the output. ``always_call`` is accepted (an exception in forward
+        propagates before any hook runs)."""
+        return self._add_hook("forward", hook, prepend, with_kwargs)
 
-    def register_full_backward_hook(self, hook) -> _Handle:
+    def register_full_backward_hook(self, hook, prepend: bool = False) -> _Handle:
         """``hook(module, grad_input, grad_output)`` once the gradients w.r.t. the module's positional tensor inputs
         are known (None for inputs that need none); a non-None result (a tuple) replaces ``grad_input``. As torch's,
         for a module returning one tensor; more than one input that requires grad is refused."""
-        return self._add_hook("full_backward", hook)
+        return self._add_hook("full_backward", hook, prepend)
 
     def extra_repr(self) -> str:
         return ""
@@ -482,9 +544,14 @@ class _Handle:
 
     _ids = iter(range(1, 2**62))
 
-    def __init__(self, hooks: dict, kind: str, hook):
+    def __init__(self, hooks: dict, kind: str, entry: tuple, prepend: bool = False):
         self.table, self.key = hooks[kind], next(_Handle._ids)
-        self.table[self.key] = hook
+        if prepend:  # first in the table's order
+            rest = dict(self.table)
+            self.table.clear()
+            self.table.update({self.key: entry, **rest})
+        else:
+            self.table[self.key] = entry
 
     def remove(self) -> None:
         self.table.pop(self.key, None)
@@ -492,16 +559,21 @@ class _Handle:
 
 def _hooked_call(module: Module, hooks: dict, args, kwargs):
     """A module call with its forward pre-hooks, forward hooks and full backward hooks (torch's order)."""
-    for hook in list(hooks["forward_pre"].values()):
-        result = hook(module, args)
-        if result is not None:
-            args = result if isinstance(result, tuple) else (result,)
-    backward_hooks = list(hooks["full_backward"].values())
+    for hook, with_kwargs in list(hooks["forward_pre"].values()):
+        if with_kwargs:
+            result = hook(module, args, kwargs)
+            if result is not None:
+                args, kwargs = result
+        else:
+            result = hook(module, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    backward_hooks = [hook for hook, _ in hooks["full_backward"].values()]
     if backward_hooks:
         args, finish = _backward_hooked_inputs(module, backward_hooks, args)
     output = module.forward(*args, **kwargs) if not _CALL_OBSERVERS else _observed_call(module, args, kwargs)
-    for hook in list(hooks["forward"].values()):
-        result = hook(module, args, output)
+    for hook, with_kwargs in list(hooks["forward"].values()):
+        result = hook(module, args, kwargs, output) if with_kwargs else hook(module, args, output)
         if result is not None:
             output = result
     return finish(output) if backward_hooks else output
@@ -576,11 +648,20 @@ class _Registered:
 
 
 class _Listed(_Registered):
-    def __getitem__(self, index: int):
+    """A list view; a slice is a new container of the same class, as torch's."""
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return type(self)(list(self._entries().values())[index])  # type: ignore[call-arg]
         return list(self._entries().values())[index]
 
     def __iter__(self) -> Iterator:
         return iter(list(self._entries().values()))
+
+    def _renumbered(self, items: list) -> None:
+        entries = self._entries()
+        entries.clear()
+        entries.update({str(k): v for k, v in enumerate(items)})
 
 
 class _Keyed(_Registered):
@@ -616,17 +697,62 @@ class ModuleList(_Listed, Module):
             self.append(m)
 
     def append(self, module: Module) -> ModuleList:
-        if not isinstance(module, Module):
-            raise TypeError(f"ModuleList: expected a Module, got {type(module).__name__}")
-        self._modules[str(len(self._modules))] = module
+        self._modules[str(len(self._modules))] = _module_of(type(self).__name__, module)
         return self
+
+    def extend(self, modules) -> ModuleList:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        items = list(self._modules.values())
+        items.insert(index, _module_of(type(self).__name__, module))
+        self._renumbered(items)
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        key = list(self._modules)[index]
+        self._modules[key] = _module_of(type(self).__name__, module)
+
+    def __delitem__(self, index) -> None:
+        items = list(self._modules.values())
+        del items[index]
+        self._renumbered(items)
+
+    def pop(self, index: int = -1) -> Module:
+        module = self[index]
+        del self[index]
+        return module
+
+    def __add__(self, other) -> ModuleList:
+        return ModuleList([*self, *other])
+
+    def __iadd__(self, modules) -> ModuleList:
+        return self.extend(modules)
+
+
+def _module_of(owner: str, module) -> Module:
+    if not isinstance(module, Module):
+        raise TypeError(f"{owner}: expected a Module, got {type(module).__name__}")
+    return module
 
 
 class Sequential(ModuleList):
-    """Modules applied one after the other: ``Sequential(Linear(4, 8), GELU(), Linear(8, 2))(x)``."""
+    """Modules applied one after the other: ``Sequential(Linear(4, 8), GELU(), Linear(8, 2))(x)``, or named,
+    ``Sequential(OrderedDict(fc=..., act=...))``; a slice is a Sequential keeping the names, as torch's."""
 
-    def __init__(self, *modules: Module):
+    def __init__(self, *modules):
+        if len(modules) == 1 and isinstance(modules[0], dict):  # torch's OrderedDict form: named children
+            Module.__init__(self)
+            for name, module in modules[0].items():
+                self.add_module(name, _module_of("Sequential", module))
+            return
         super().__init__(modules)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Sequential(dict(list(self._modules.items())[index]))
+        return super().__getitem__(index)
 
     def forward(self, x):
         for module in self:
