@@ -16,7 +16,6 @@ import importlib
 
 import numpy as np
 
-from ops._kernels.runtime import set_threads, threads
 from tape.devices import device, on_cpu
 from tape.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from tape.state import STATE, enable_grad, is_grad_enabled, no_grad
@@ -100,12 +99,12 @@ def is_anomaly_enabled():  # -> bool (the name is torch.bool here)
 
 def set_num_threads(int) -> None:  # noqa: A002  -- torch's parameter name
     """torch.set_num_threads: the threads numpy's BLAS and minitape's kernel pool may use (ops/_kernels/runtime.py)."""
-    set_threads(int)
+    importlib.import_module("ops._kernels.runtime").set_threads(int)
 
 
 def get_num_threads():  # -> int (the name is torch.int here)
     """torch.get_num_threads: the threads minitape's kernels may use now."""
-    return threads()
+    return importlib.import_module("ops._kernels.runtime").threads()
 
 
 _MATMUL_PRECISION = ["highest"]

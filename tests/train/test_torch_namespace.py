@@ -339,3 +339,16 @@ def test_tape_torch_is_the_top_layer_nothing_imports_it():
         if TORCH_DIR not in path.parents and "tape.torch" in path.read_text()
     ]
     assert not users, users
+
+
+def test_importing_tape_torch_loads_only_the_face():
+    """``import tape.torch`` beyond ``import tape`` loads the face's own small modules and nothing heavy (the op
+    library loads on first use): benchmarks/bench_import.py measures +5 ms, issue #32 asks < 50. An eager import of
+    ops from the face (set_num_threads's) once cost +270 ms."""
+    import subprocess
+    import sys
+
+    code = "import sys, tape; a = set(sys.modules); import tape.torch; print(sorted(set(sys.modules) - a))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded = eval(out.stdout)  # noqa: S307  -- a list literal printed by the child
+    assert all(name.startswith(("tape.torch", "tape.devices")) for name in loaded), loaded
