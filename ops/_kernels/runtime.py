@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tape.checks import integer
+
 __all__ = [
     "run",
     "threads",
@@ -76,11 +78,10 @@ def threads() -> int:
 def set_threads(n: int) -> None:
     """Let numpy's BLAS (every library threadpoolctl finds) and so the kernels (``threads()``) use ``n`` threads
     (``torch.set_num_threads``). Inside ``single_threaded_blas`` the count applies when the last user leaves."""
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"set_num_threads: argument 'int' expected an int >= 1, got {n!r}")
+    n = integer("set_num_threads", "int", n, at_least=1)
     blas = single_threaded_blas()
     if blas is not None:
-        blas.set_threads(int(n))
+        blas.set_threads(n)
 
 
 def cpu_count():

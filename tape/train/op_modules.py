@@ -18,6 +18,7 @@ import inspect
 
 import ops
 
+from ..checks import ints
 from ..inplace import apply_inplace
 from .nn import Module
 
@@ -98,10 +99,10 @@ def _pad_module(class_name: str, dims: int, mode: str) -> type:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError as e:
             raise TypeError(f"{class_name}: {e}; the signature is {class_name}{signature}") from None
-        padding = bound.arguments["padding"]
-        self.padding = (padding,) * (2 * dims) if isinstance(padding, int) else tuple(padding)
+        padding = ints(class_name, "padding", bound.arguments["padding"])
+        self.padding = padding * (2 * dims) if len(padding) == 1 else padding
         if len(self.padding) != 2 * dims:
-            raise ValueError(f"{class_name}: argument 'padding' expected an int or {2 * dims} ints, got {padding!r}")
+            raise ValueError(f"{class_name}: argument 'padding' needs {2 * dims} sides (or one for all), got {padding}")
         self.value = float(bound.arguments.get("value", 0.0))
 
     __init__.__signature__ = signature  # type: ignore[attr-defined]

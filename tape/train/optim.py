@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 
+from ..checks import require_bool
 from ..state import no_grad
 from ..tensors import Tensor, as_tensor
 
@@ -115,8 +116,8 @@ class Optimizer:
                 "minitape's steps run under no_grad"
             )
         for key, value in {"maximize": maximize, **no_effect}.items():
-            if value is not None and not isinstance(value, bool | np.bool_):
-                raise TypeError(f"{name}: argument '{key}' expected a bool, got {type(value).__name__} {value!r}")
+            if value is not None:
+                require_bool(name, key, value)
         return {"maximize": bool(maximize)}
 
     def add_param_group(self, param_group: dict) -> None:

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..checks import integer
 from ..tensors import Tensor
 from .optim import Optimizer, _arrays_of, _count_from, _describe, _hyper_from_array, _listing
 
@@ -272,12 +273,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     times the last. ``step(epoch)`` takes fractional epochs (``epoch + i / iters``), as torch's."""
 
     def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0):  # noqa: N803
-        if not isinstance(T_0, int) or T_0 <= 0:
-            raise ValueError(f"CosineAnnealingWarmRestarts: argument 'T_0' expected a positive int, got {T_0!r}")
-        if not isinstance(T_mult, int) or T_mult < 1:
-            raise ValueError(f"CosineAnnealingWarmRestarts: argument 'T_mult' expected an int >= 1, got {T_mult!r}")
-        self.T_0 = self.T_i = T_0
-        self.T_mult, self.eta_min, self.T_cur = T_mult, eta_min, -1
+        self.T_0 = self.T_i = integer("CosineAnnealingWarmRestarts", "T_0", T_0, at_least=1)
+        self.T_mult = integer("CosineAnnealingWarmRestarts", "T_mult", T_mult, at_least=1)
+        self.eta_min, self.T_cur = eta_min, -1
         super().__init__(optimizer)
 
     def step(self, epoch=None) -> None:

@@ -143,7 +143,7 @@ def test_torchs_deprecated_loss_options_are_refused_naming_reduction():
         tape.torch.nn.Hardtanh(min_value=-2.0)
     with pytest.raises(TypeError, match=r"Threshold: missing a required argument: 'value'; the signature is"):
         tape.torch.nn.Threshold(0.1)
-    with pytest.raises(ValueError, match="ZeroPad2d: argument 'padding' expected an int or 4 ints, got"):
+    with pytest.raises(ValueError, match=r"ZeroPad2d: argument 'padding' needs 4 sides \(or one for all\)"):
         tape.torch.nn.ZeroPad2d((1, 2))
 
 
