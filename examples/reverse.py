@@ -70,7 +70,8 @@ class Report:
         steps = sorted({0, args.steps // 20, args.steps // 5, args.steps // 2, args.steps})
         self.recorder = tape.report.Recorder(
             model, title=f"reverse {args.length} letters: training report", graph_step=1,
-            attention_inputs=attention_inputs, attention_steps=steps)
+            attention_inputs=attention_inputs, attention_steps=steps,
+            accuracy_label=f"probe: token accuracy of {len(self.probe)} held-out sequences, teacher-forced")
         self.seconds = 0.0  # the accuracy probes' share of the cost (the recorder times its own)
 
     def step(self, step: int, loss: float) -> None:
