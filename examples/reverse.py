@@ -146,7 +146,7 @@ def main(argv=None) -> dict:
         losses.append(train(*tape.distributed.shard(*batch) if args.distributed else batch))
         if report:
             report.step(step, losses[-1])
-        bar.update(step, losses[-1], inputs.size)
+        bar.update(step, losses[-1], batch[0].size)  # the sequences trained on, not the 8 spare ones drawn
     seconds = bar.close()
     if args.save:
         common.save_checkpoint(model, args.save, distributed=args.distributed)
