@@ -1005,8 +1005,10 @@ class _BatchNorm(Module):
         affine: bool = True,
         track_running_stats: bool = True,
         dtype=np.float32,
+        device=None,
     ):
         super().__init__()
+        on_cpu(type(self).__name__, "device", device)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = Parameter(np.ones(num_features, dtype)) if affine else None
@@ -1049,8 +1051,11 @@ class BatchNorm2d(_BatchNorm):
 
 
 class GroupNorm(Module):
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype=np.float32):
+    def __init__(
+        self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype=np.float32, device=None
+    ):
         super().__init__()
+        on_cpu("GroupNorm", "device", device)
         if num_groups <= 0 or num_channels % num_groups:
             raise ValueError(
                 f"GroupNorm: num_channels ({num_channels}) must be a multiple of num_groups ({num_groups})"
@@ -1079,8 +1084,10 @@ class _InstanceNorm(Module):
         affine: bool = False,
         track_running_stats: bool = False,
         dtype=np.float32,
+        device=None,
     ):
         super().__init__()
+        on_cpu(type(self).__name__, "device", device)
         if track_running_stats:
             raise NotImplementedError(f"{type(self).__name__}: track_running_stats=True is not supported yet")
         self.num_features, self.eps = num_features, eps
@@ -1234,8 +1241,10 @@ class MultiHeadAttention(Module):
         bias: bool = True,
         dtype=np.float32,
         rng=None,
+        device=None,
     ):
         super().__init__()
+        on_cpu("MultiHeadAttention", "device", device)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if d_model % num_heads:
             raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be a multiple of num_heads ({num_heads})")
@@ -1301,8 +1310,10 @@ class TransformerBlock(Module):
         norm: str = "layer",
         dtype=np.float32,
         rng=None,
+        device=None,
     ):
         super().__init__()
+        on_cpu("TransformerBlock", "device", device)
         if norm not in ("layer", "rms"):
             raise ValueError(f"TransformerBlock: norm must be 'layer' or 'rms', got {norm!r}")
         rng = _rng(rng)

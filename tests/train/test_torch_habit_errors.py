@@ -35,6 +35,12 @@ DEVICE_CALLS = [
     ("LayerNorm", lambda: nn.LayerNorm(3, device="cuda")),
     ("RMSNorm", lambda: nn.RMSNorm(3, device="cuda")),
     ("Conv2d", lambda: nn.Conv2d(3, 2, 1, device="cuda")),
+    ("ConvTranspose1d", lambda: nn.ConvTranspose1d(3, 2, 1, device="cuda")),
+    ("BatchNorm1d", lambda: nn.BatchNorm1d(3, device="cuda")),
+    ("GroupNorm", lambda: nn.GroupNorm(1, 3, device="cuda")),
+    ("InstanceNorm2d", lambda: nn.InstanceNorm2d(3, device="cuda")),
+    ("MultiHeadAttention", lambda: nn.MultiHeadAttention(4, 2, device="cuda")),
+    ("TransformerBlock", lambda: nn.TransformerBlock(4, 2, device="cuda")),
 ]
 
 
@@ -56,6 +62,8 @@ def test_the_cpu_is_accepted_where_a_device_is():
         assert layer.weight.dtype == np.float32
     assert nn.Conv2d(3, 2, 1, device=torch.device("cpu")).weight.shape == (2, 3, 1, 1)
     assert nn.RMSNorm(3, device="cpu:0").weight.shape == (3,)
+    assert nn.TransformerBlock(4, 2, device="cpu").norm1.weight.shape == (4,)
+    assert nn.BatchNorm1d(3, device="cpu").running_mean.shape == (3,)
 
 
 # -- a layer fed the wrong dtype ---------------------------------------------------------------------------------
