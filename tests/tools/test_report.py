@@ -480,12 +480,35 @@ def test_the_browser_lays_out_modules_without_overlap(report_path):
     svg = re.search(r'<svg id="dag-svg"[^>]*>(.*?)</svg>', dom, re.S).group(1)
     nodes, clusters = _boxes(svg, "node"), _boxes(svg, "cluster")
     assert len(nodes) >= 40 and len(clusters) >= 4
-    assert [(a[4], b[4]) for i, a in enumerate(nodes) for b in nodes[i + 1:] if _overlap(a, b)] == []
+    _layout_is_clean(nodes, clusters)
+
+
+def _layout_is_clean(nodes, clusters) -> None:
+    """No two nodes overlap; two module boxes are nested (one inside the other) or apart."""
+    assert [(a[4], b[4]) for i, a in enumerate(nodes) for b in nodes[i + 1 :] if _overlap(a, b)] == []
     names = [c[4].lstrip("\u25be ").strip() for c in clusters]
-    for i, a in enumerate(clusters):  # two module boxes are nested (one inside the other) or apart
-        for j, b in enumerate(clusters[i + 1:], i + 1):
-            nested = names[j].startswith(names[i] + ".") or names[i].startswith(names[j] + ".")
-            if nested:
+    for i, a in enumerate(clusters):
+        for j, b in enumerate(clusters[i + 1 :], i + 1):
+            if names[j].startswith(names[i] + ".") or names[i].startswith(names[j] + "."):
                 assert _inside(b, a) or _inside(a, b), (names[i], names[j])
             else:
                 assert not _overlap(a, b), (names[i], a[:4], names[j], b[:4])
+
+
+def test_collapsing_modules_redraws_without_overlap_or_console_errors(report_path, tmp_path):
+    page = open(report_path, encoding="utf-8").read()
+    clicks = (  # collapse every top-level module, then expand 'blocks' again (with all it holds)
+        "<script>document.getElementById('dag-collapse').click();"
+        "[...document.querySelectorAll('#dag-svg g.node.module')].find(g => g.textContent.startsWith('blocks'))"
+        ".dispatchEvent(new MouseEvent('click'));</script></body>"
+    )
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(page.replace("</body>", clicks), encoding="utf-8")
+    result = open_in_chromium(clicked, "--dump-dom")
+    assert console_errors(result.stderr) == []
+    svg = re.search(r'<svg id="dag-svg"[^>]*>(.*?)</svg>', result.stdout, re.S).group(1)
+    nodes, clusters = _boxes(svg, "node"), _boxes(svg, "cluster")
+    assert {c[4].lstrip("\u25be ").split(".")[0] for c in clusters} == {"blocks"}  # the others are collapsed
+    assert {"token_embedding", "position_embedding", "norm", "head"} <= {n[4] for n in nodes}
+    assert "blocks.1.attn.qkv.weight" in {n[4] for n in nodes}
+    _layout_is_clean(nodes, clusters)
