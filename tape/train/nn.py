@@ -352,7 +352,8 @@ class Module:
 
     def cuda(self, device=None) -> Module:
         """Raises: there is no CUDA device (tape/devices.py)."""
-        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{device}")
+        on_cpu(f"{type(self).__name__}.cuda", "device", "cuda" if device is None else device)
+        return self
 
     def double(self) -> Module:
         return self.to(np.float64)

@@ -28,6 +28,8 @@ DEVICE_CALLS = [
     ("Tensor.to", lambda: _t((2,), np.float32).to(device="cuda:0")),
     ("Tensor.cuda", lambda: _t((2,), np.float32).cuda()),
     ("Linear.to", lambda: nn.Linear(3, 2).to("cuda")),
+    ("Linear.cuda", lambda: nn.Linear(3, 2).cuda()),
+    ("Sequential.cuda", lambda: nn.Sequential(nn.Linear(3, 2)).cuda(0)),
     ("zeros", lambda: torch.zeros(2, device="cuda")),
     ("tensor", lambda: torch.tensor([1.0], device="cuda")),
     ("Linear", lambda: nn.Linear(3, 2, device="cuda")),
