@@ -122,38 +122,55 @@ def missing_requirements(args: argparse.Namespace) -> list[str]:
     return missing
 
 
+def duration(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` from an hour on), as the progress bar shows elapsed and remaining time."""
+    whole = max(0, int(round(seconds)))
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
 class ProgressBar:
-    """Step, bar, loss (smoothed) and throughput on stderr: one line rewritten in place on a terminal; written to
-    a file or pipe (a log) it is one plain line every ``log_every`` steps (default: 20 lines per run) instead."""
+    """Step, bar, loss (smoothed), throughput, elapsed time and the time left (the mean step time so far times the
+    steps left) on stderr: one line rewritten in place on a terminal; written to a file or pipe (a log) it is one
+    plain line every ``log_every`` steps (default: 20 lines per run) instead.
+
+    Hand-written rather than tqdm (measured: 0.37 vs 0.35 us per update, both nothing next to a training step): into
+    a log tqdm writes carriage-return updates on one line (400 steps of 5 ms: 22 of them, 1 newline), and it would
+    be an optional dependency with this bar as its fallback anyway -- two paths for one line of output."""
 
     def __init__(self, total: int, unit: str = "tok", enabled: bool = True, width: int = 24,
-                 log_every: int | None = None, stream=None):
+                 log_every: int | None = None, stream=None, clock=time.perf_counter):
         self.total, self.unit, self.enabled, self.width = total, unit, enabled, width
         self.stream = sys.stderr if stream is None else stream
         self.terminal = self.stream.isatty()
         self.log_every = log_every or max(1, total // 20)
-        self.start = time.perf_counter()
+        self.clock = clock
+        self.start = clock()
         self.items = 0
         self.smoothed = None
         self.last_draw = 0.0
 
     def update(self, step: int, loss: float, items: int) -> None:
-        """Record one finished step (1-based ``step``) that processed ``items`` units."""
+        """Record one finished step (1-based ``step``) that trained on ``items`` units (tokens, sequences, tasks:
+        what the step's loss is computed over, not what was drawn)."""
         self.items += items
         self.smoothed = loss if self.smoothed is None else 0.9 * self.smoothed + 0.1 * loss
-        now = time.perf_counter()
+        now = self.clock()
         if not self.enabled:
             return
-        rate = self.items / max(now - self.start, 1e-9)
+        elapsed = max(now - self.start, 1e-9)
+        rate, left = self.items / elapsed, elapsed / step * (self.total - step)
         if not self.terminal:
             if step % self.log_every == 0 or step == self.total:
-                self.stream.write(f"step {step}/{self.total} loss {self.smoothed:.4f} {rate:,.0f} {self.unit}/s\n")
+                self.stream.write(f"step {step}/{self.total} loss {self.smoothed:.4f} {rate:,.0f} {self.unit}/s "
+                                  f"elapsed {duration(elapsed)} ETA {duration(left)}\n")
                 self.stream.flush()
         elif now - self.last_draw > 0.25 or step == self.total:
             self.last_draw = now
             done = int(self.width * step / self.total)
             self.stream.write(f"\rstep {step:>5}/{self.total} [{'#' * done}{'.' * (self.width - done)}] "
-                              f"loss {self.smoothed:.4f}  {rate:,.0f} {self.unit}/s ")
+                              f"loss {self.smoothed:.4f}  {rate:,.0f} {self.unit}/s  "
+                              f"{duration(elapsed)}<{duration(left)} ")
             self.stream.flush()
 
     def close(self) -> float:
@@ -161,7 +178,7 @@ class ProgressBar:
         if self.enabled and self.terminal:
             self.stream.write("\n")
             self.stream.flush()
-        return time.perf_counter() - self.start
+        return self.clock() - self.start
 
 
 class Trainer:

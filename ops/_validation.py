@@ -104,7 +104,7 @@ def require_float(op: str, argument: str, array) -> None:
     if array is not None and array.dtype.kind != "f":
         raise TypeError(
             f"{op}: argument '{argument}' expected a floating tensor (float32 or float64), got dtype {array.dtype}; "
-            f"convert it explicitly (minitape never casts silently)"
+            f"convert it explicitly with {argument}.float() or {argument}.double() (minitape never casts silently)"
         )
 
 
@@ -120,8 +120,12 @@ def floats_only(op: str, argument: str = "x"):
 
 
 def require_integer(op: str, argument: str, array) -> None:
+    """The one "integer indices only" refusal (indices, class targets, positions); names torch's ``.long()``."""
     if array is not None and array.dtype.kind not in "iu":
-        raise TypeError(f"{op}: argument '{argument}' expected an integer tensor, got dtype {array.dtype}")
+        raise TypeError(
+            f"{op}: argument '{argument}' expected an integer tensor, got dtype {array.dtype}; convert it with "
+            f"{argument}.long() (minitape never casts silently)"
+        )
 
 
 def require_indices(op: str, argument: str, array, low: int, high: int, expected: str) -> None:

@@ -29,7 +29,7 @@ from ._kernels import buffers, runtime
 from ._numerics import quiet
 from ._onnx import NotExportable, cast_to, no_attributes
 from ._samples import transposed, uniform
-from ._validation import batch_dims_or_fail, broadcast_or_fail, integer, normalize_dim, real
+from ._validation import batch_dims_or_fail, broadcast_or_fail, integer, normalize_dim, real, require_float
 from .reduce import _norm_of, _norm_vjp_of, vector_norm
 
 
@@ -37,6 +37,8 @@ def _same_dtype(op: str, names: tuple, arrays) -> None:
     first = arrays[0]
     for name, a in zip(names[1:], arrays[1:]):
         if a is not None and a.dtype != first.dtype:
+            if a.dtype.kind == "f":  # an integer input beside a float weight: the input is the one to convert
+                require_float(op, names[0], first)
             raise TypeError(
                 f"{op}: argument '{name}' expected dtype {first.dtype} (that of '{names[0]}'), got {a.dtype}"
             )

@@ -526,7 +526,7 @@ def _check_class_targets(op, input, target, weight, ignore_index, reduction):
     if target.dtype.kind == "f":
         raise TypeError(
             f"{op}: argument 'target' expected an integer tensor of class indices, got dtype "
-            f"{target.dtype} (probability targets are not supported)"
+            f"{target.dtype} (probability targets are not supported); convert them with target.long()"
         )
     require_integer(op, "target", target)
     require(input.ndim >= 1, op, "input", "a tensor of shape (C,), (N, C) or (N, C, d1, ...)", input.shape)
@@ -558,6 +558,12 @@ def _check_cross_entropy(input, target, weight=None, ignore_index=-100, reductio
     require_float(op, "input", input)
     require(input.ndim >= 1, op, "input", "a tensor of shape (C,), (N, C) or (N, C, d1, ...)", input.shape)
     indices = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
+    if target.shape == indices != input.shape:  # torch's "expected scalar type Long but found Float"
+        raise TypeError(
+            f"{op}: argument 'target' expected integer class indices of shape {indices} (or class probabilities of "
+            f"the input's shape {input.shape}), got a {target.dtype} tensor of shape {target.shape}; class indices "
+            f"must be integer: convert them with target.long()"
+        )
     require(
         target.shape == input.shape,
         op,

@@ -1,6 +1,7 @@
 """The one device minitape computes on, the CPU, under torch's names: ``device('cpu')`` and the checks that take
 ``device=`` / ``.to(device)`` arguments. Naming ``'cpu'`` (or ``'cpu:0'``) is a no-op; naming any other device
-(``'cuda'``, ``'mps'``, ...) raises a RuntimeError naming it. A ``device('cuda')`` object can be built, as in torch
+(``'cuda'``, ``'mps'``, ...) raises a RuntimeError naming it, saying minitape computes on the CPU only and what to
+write instead. A ``device('cuda')`` object can be built, as in torch
 (programs build one before asking ``cuda.is_available()``); using it raises."""
 
 from __future__ import annotations
@@ -67,10 +68,17 @@ def on_cpu(who: str, argument: str, value) -> None:
         raise TypeError(f"{who}: argument '{argument}' expected a device or a string, got {type(value).__name__}")
     resolved = device(value)
     if resolved.type != "cpu" or resolved.index not in (None, 0):
+        accelerator = _ACCELERATOR_NAMES.get(resolved.type, resolved.type)
         raise RuntimeError(
-            f"{who}: minitape runs on one device, the CPU; argument '{argument}' names {str(resolved)!r} (no CUDA, "
-            f"MPS or other accelerator: torch.cuda.is_available() is False here)"
+            f"{who}: argument '{argument}' names {str(resolved)!r}, but {accelerator} "
+            f"is not available in minitape: it computes on the CPU only (torch.cuda.is_available() is False here). "
+            f"Tensors and modules already live on the CPU: drop the .to({str(resolved)!r}) / .cuda() / "
+            f"device={str(resolved)!r}, or write device='cpu' (code that picks its device: "
+            f"'cuda' if torch.cuda.is_available() else 'cpu')"
         )
+
+
+_ACCELERATOR_NAMES = {"cuda": "CUDA", "mps": "MPS", "xpu": "XPU", "hip": "HIP", "xla": "XLA", "mtia": "MTIA"}
 
 
 def is_device(value) -> bool:

@@ -1,18 +1,17 @@
-// The gradient-flow DAG of tape.tools.report: a layered layout of its own (ranks by longest path, order by the
-// parents' mean position), redrawn whenever a module is collapsed into one node or expanded again.
+// The gradient-flow DAG of tape.tools.report: a layered layout of its own, module boxes nested and never
+// overlapping (see layout), redrawn whenever a module is collapsed into one node or expanded again.
 (function () {
   const source = document.getElementById('dag-data');
   if (!source) return;
   const G = JSON.parse(source.textContent);
   const svg = document.getElementById('dag-svg');
   const NS = svg.namespaceURI;
-  const W = 176, H = 46, GAP = 22, RANK = 84;
+  const W = 176, H = 46, GAP = 22, VGAP = 38, PAD = 10, LABEL = 16;
   const byKey = {};
   G.nodes.forEach((n, i) => { n.order = i; byKey[n.key] = n; });
   const modules = new Set();
   G.nodes.forEach(n => { if (n.module) n.module.split('.').forEach((_, i, a) => modules.add(a.slice(0, i + 1).join('.'))); });
   const collapsed = new Set();
-  const within = (m, path) => m === path || m.startsWith(path + '.');
   function owner(n) {
     if (!n.module) return null;
     const parts = n.module.split('.');
@@ -51,33 +50,86 @@
     });
     return { list, vis, edges };
   }
+  // Compound layout: every expanded module is a box laid out inside its parent's box (rows by longest path among
+  // the box's own items -- its nodes and its child modules' boxes -- ordered by the parents' mean position), so two
+  // module boxes are nested or apart and no node sits in a box it does not belong to.
+  const parentOf = p => { const i = p.lastIndexOf('.'); return i < 0 ? '' : p.slice(0, i); };
+  const containerOf = v => v.kind === 'module' ? parentOf(v.name) : (v.module || '');
+  function chain(p) {
+    const out = [''];
+    if (p) p.split('.').forEach((_, i, a) => out.push(a.slice(0, i + 1).join('.')));
+    return out;
+  }
+  function itemIn(C, v) {
+    const c = containerOf(v);
+    return c === C ? v.key : 'c:' + c.split('.').slice(0, C ? C.split('.').length + 1 : 1).join('.');
+  }
   function layout(g) {
-    const preds = {}, succs = {}, indeg = {}, rank = {};
-    g.list.forEach(v => { preds[v.key] = []; succs[v.key] = []; indeg[v.key] = 0; });
-    g.edges.forEach(e => { preds[e.to].push(e.from); succs[e.from].push(e.to); indeg[e.to]++; });
-    const queue = g.list.filter(v => !indeg[v.key]).map(v => v.key), topo = [];
-    while (queue.length) {
-      const k = queue.shift(); topo.push(k);
-      succs[k].forEach(s => { if (--indeg[s] === 0) queue.push(s); });
+    const boxes = {};
+    const box = C => boxes[C] || (boxes[C] = { items: [], seen: new Set(), order: {}, edges: [] });
+    g.list.forEach(v => chain(containerOf(v)).forEach(C => {
+      const b = box(C), it = itemIn(C, v);
+      if (!b.seen.has(it)) { b.seen.add(it); b.items.push(it); b.order[it] = v.order; }
+    }));
+    g.edges.forEach(e => {
+      const a = g.vis[e.from], b = g.vis[e.to], ca = chain(containerOf(a)), cb = chain(containerOf(b));
+      let k = 0;
+      while (k + 1 < ca.length && k + 1 < cb.length && ca[k + 1] === cb[k + 1]) k++;
+      const from = itemIn(ca[k], a), to = itemIn(ca[k], b);
+      if (from !== to) box(ca[k]).edges.push([from, to]);
+    });
+    const size = {}, rel = {};
+    function measure(C) {  // the size of C's content, and each item's position relative to it
+      const b = boxes[C], preds = {}, succs = {}, rank = {};
+      b.items.forEach(k => { preds[k] = []; succs[k] = []; });
+      b.edges.forEach(([f, t]) => { preds[t].push(f); succs[f].push(t); });
+      b.items.forEach(k => {
+        if (!k.startsWith('c:')) { size[k] = [W, H]; return; }
+        const [w, h] = measure(k.slice(2));
+        size[k] = [w + 2 * PAD, h + 2 * PAD + LABEL];
+      });
+      const items = b.items.slice().sort((x, y) => b.order[x] - b.order[y]), done = new Set(), topo = [];
+      while (topo.length < items.length) {  // Kahn's order; a cycle (a module called twice) is cut at its first item
+        const ready = items.filter(k => !done.has(k) && preds[k].every(p => done.has(p)));
+        (ready.length ? ready : [items.find(k => !done.has(k))]).forEach(k => { done.add(k); topo.push(k); });
+      }
+      topo.forEach(k => {
+        const ps = preds[k].filter(p => p in rank);
+        rank[k] = ps.length ? Math.max(...ps.map(p => rank[p] + 1)) : 0;
+      });
+      topo.forEach(k => { if (!preds[k].length && succs[k].length) rank[k] = Math.max(0, Math.min(...succs[k].map(s => rank[s])) - 1); });
+      const rows = [];
+      topo.forEach(k => { (rows[rank[k]] = rows[rank[k]] || []).push(k); });
+      const filled = rows.filter(Boolean), pos = {};
+      filled.forEach(r => r.forEach((k, i) => { pos[k] = i; }));
+      for (let sweep = 0; sweep < 2; sweep++) {
+        filled.forEach(r => {
+          const mean = k => preds[k].length ? preds[k].reduce((s, p) => s + pos[p], 0) / preds[k].length : pos[k];
+          r.sort((x, y) => mean(x) - mean(y)).forEach((k, i) => { pos[k] = i; });
+        });
+      }
+      const widths = filled.map(r => r.reduce((s, k) => s + size[k][0], 0) + GAP * (r.length - 1));
+      const width = Math.max(W, ...widths);
+      let y = 0;
+      filled.forEach((r, i) => {
+        let x = (width - widths[i]) / 2;
+        r.forEach(k => { rel[k] = [x, y]; x += size[k][0] + GAP; });
+        y += Math.max(...r.map(k => size[k][1])) + VGAP;
+      });
+      return [width, Math.max(H, y - VGAP)];
     }
-    topo.forEach(k => { rank[k] = preds[k].length ? Math.max(...preds[k].map(p => rank[p] + 1)) : 0; });
-    topo.forEach(k => { if (!preds[k].length && succs[k].length) rank[k] = Math.max(0, Math.min(...succs[k].map(s => rank[s])) - 1); });
-    const ranks = [];
-    topo.forEach(k => { (ranks[rank[k]] = ranks[rank[k]] || []).push(k); });
-    const pos = {};
-    ranks.forEach(r => r.forEach((k, i) => { pos[k] = i; }));
-    for (let sweep = 0; sweep < 2; sweep++) {
-      ranks.forEach(r => {
-        const mean = k => preds[k].length ? preds[k].reduce((s, p) => s + pos[p], 0) / preds[k].length : pos[k];
-        r.sort((a, b) => mean(a) - mean(b)).forEach((k, i) => { pos[k] = i; });
+    const xy = {}, clusters = [];
+    function place(C, ox, oy) {
+      boxes[C].items.forEach(k => {
+        const x = ox + rel[k][0], y = oy + rel[k][1];
+        if (!k.startsWith('c:')) { xy[k] = [x, y]; return; }
+        clusters.push({ name: k.slice(2), x, y, width: size[k][0], height: size[k][1] });
+        place(k.slice(2), x + PAD, y + PAD + LABEL);
       });
     }
-    const widest = Math.max(...ranks.map(r => r.length));
-    const xy = {};
-    ranks.forEach((r, y) => r.forEach((k, i) => {
-      xy[k] = [20 + (widest - r.length) * (W + GAP) / 2 + i * (W + GAP), 20 + y * RANK];
-    }));
-    return { xy, width: widest * (W + GAP) + 40, height: ranks.length * RANK + 40 };
+    const [width, height] = measure('');
+    place('', 20, 20);
+    return { xy, clusters, width: width + 40, height: height + 40 };
   }
   function el(tag, attrs, parent, text) {
     const e = document.createElementNS(NS, tag);
@@ -90,18 +142,12 @@
     const g = build(), L = layout(g);
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     svg.setAttribute('width', L.width); svg.setAttribute('height', L.height);
-    [...modules].filter(m => !collapsed.has(m) && !g.vis['m:' + m] && !g.list.some(v => v.kind === 'module' && within(m, v.name)))
-      .sort((a, b) => a.split('.').length - b.split('.').length).forEach(m => {
-        const inside = g.list.filter(v => v.module && within(v.module, m) && L.xy[v.key]);
-        if (!inside.length) return;
-        const depth = m.split('.').length, pad = Math.max(4, 16 - 3 * depth);
-        const xs = inside.map(v => L.xy[v.key][0]), ys = inside.map(v => L.xy[v.key][1]);
-        const grp = el('g', { class: 'cluster' }, svg);
-        el('rect', { x: Math.min(...xs) - pad, y: Math.min(...ys) - pad - 12, width: Math.max(...xs) - Math.min(...xs) + W + 2 * pad,
-          height: Math.max(...ys) - Math.min(...ys) + H + 2 * pad + 12, rx: 8 }, grp);
-        const label = el('text', { x: Math.min(...xs) - pad + 4, y: Math.min(...ys) - pad - 2 }, grp, '\u25BE ' + m);
-        label.addEventListener('click', () => { collapsed.add(m); draw(); });
-      });
+    L.clusters.sort((a, b) => a.name.split('.').length - b.name.split('.').length).forEach(c => {
+      const grp = el('g', { class: 'cluster' }, svg);
+      el('rect', { x: c.x, y: c.y, width: c.width, height: c.height, rx: 8 }, grp);
+      const label = el('text', { x: c.x + 6, y: c.y + 13 }, grp, '\u25BE ' + c.name);
+      label.addEventListener('click', () => { collapsed.add(c.name); draw(); });
+    });
     g.edges.forEach(e => {
       const [x1, y1] = L.xy[e.from], [x2, y2] = L.xy[e.to];
       const a = [x1 + W / 2, y1 + H], b = [x2 + W / 2, y2];

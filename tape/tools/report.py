@@ -17,6 +17,7 @@ import base64
 import html
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -239,9 +240,11 @@ class Recorder:
         attention_steps=(),
         attention_forward=None,
         coverage: bool = True,
+        accuracy_label: str = "accuracy",
     ):
         start = time.perf_counter()
         self.model, self.title, self.graph_step, self.coverage = model, title, graph_step, coverage
+        self.accuracy_label = accuracy_label  # what the accuracy passed to step() measures, as the page names it
         self.parameters = list(model.named_parameters())
         self.steps: list[int] = []
         self.losses: list[float] = []
@@ -447,7 +450,7 @@ def _summary(r: Recorder) -> str:
     if r.losses:
         items.append(f"loss {r.losses[0]:.4g} &rarr; {r.losses[-1]:.4g}")
     if r.accuracy:
-        items.append(f"accuracy {r.accuracy[-1][1]:.2%} at step {r.accuracy[-1][0]}")
+        items.append(f"{html.escape(r.accuracy_label)} {r.accuracy[-1][1]:.2%} at step {r.accuracy[-1][0]}")
     alerts = []
     dead = r.dead_parameters()
     if dead:
@@ -473,7 +476,8 @@ def _curves(r: Recorder) -> str:
     charts = [_line_chart([("loss", r.steps, r.losses, "#2563eb")], "training loss (log axis)", log=True)]
     if r.accuracy:
         steps, values = zip(*r.accuracy)
-        charts.append(_line_chart([("accuracy", list(steps), list(values), "#16a34a")], "accuracy", log=False))
+        label = html.escape(r.accuracy_label)
+        charts.append(_line_chart([(label, list(steps), list(values), "#16a34a")], label, log=False))
     return _section("curves", "Loss and accuracy", '<div class="row">' + "".join(charts) + "</div>")
 
 
@@ -537,19 +541,41 @@ def _attention_section(snapshots: list) -> str:
 def _coverage_section(rows: list) -> str:
     if not rows:
         return _section("coverage", "Coverage of the ops used", "<p>no coverage measured</p>")
-    from .coverage import HEADINGS
+    from .coverage import COLUMNS, HEADINGS
 
     head = "".join(f"<th>{h}</th>" for h in HEADINGS)
     body = "".join(
-        f'<tr class="{"fail" if row.failed else ""}">'
-        + "".join(f"<td>{html.escape(c)}</td>" for c in row.cells())
-        + "</tr>"
+        f'<tr class="{"fail" if row.failed else ""}"><td>{html.escape(row.op)}</td><td>{html.escape(row.family)}</td>'
+        + "".join(f"<td>{_cell(getattr(row, column))}</td>" for column in COLUMNS)
+        + f"<td>{_markup(row.notes)}</td></tr>"
         for row in rows
     )
-    note = "measured while writing this report (torch parity and second order: python -m tape coverage)"
+    command = "python -m tape coverage --ops " + " ".join(row.op for row in rows)
+    note = (
+        "forward, backward and gradcheck measured while writing this report; torch parity, second order and ONNX "
+        f"export are not measured here (they would cost more than the training run): <code>{html.escape(command)}"
+        "</code> measures them"
+    )
     return _section(
         "coverage", "Coverage of the ops used", f'<table class="coverage"><tr>{head}</tr>{body}</table>', note
     )
+
+
+MARKS = {"pass": "passed", "fail": "failed", "warn": "differs at edge values", "absent": "not measured"}
+
+
+def _cell(cell) -> str:
+    """A coverage cell as a CSS-drawn mark (no emoji font needed) and its text; a column the report skipped for
+    its cost says so (coverage words a skip as the command-line flag that asks for it, which the report never
+    passes)."""
+    text = "not measured here" if cell.status == "absent" and cell.text.startswith("skipped") else cell.text
+    mark = f'<span class="mark {cell.status}" role="img" aria-label="{MARKS[cell.status]}"></span>'
+    return f"{mark} {_markup(text)}".rstrip()
+
+
+def _markup(text: str) -> str:
+    """``text`` as HTML: escaped, with reStructuredText's ``literal`` spans (the ops' notes use them) as <code>."""
+    return re.sub(r"``(.+?)``", r"<code>\1</code>", html.escape(text))
 
 
 # -- charts: inline SVG and PNG ----------------------------------------------------------------------------------
@@ -565,8 +591,8 @@ def _line_chart(series: list, title: str, log: bool, width: int = 520, height: i
             f'<figure><svg width="{width}" height="{height}"><text x="10" y="20">{title}: no data</text></svg></figure>'
         )
     x0, x1 = float(xs_all.min()), float(max(xs_all.max(), xs_all.min() + 1))
-    y0, y1 = float(ys_all[ok].min()), float(ys_all[ok].max())
-    y0, y1 = (y0 - 0.5, y1 + 0.5) if y1 == y0 else (y0, y1)
+    ticks, labels = _ticks(float(ys_all[ok].min()), float(ys_all[ok].max()), log)
+    y0, y1 = min(ticks[0], float(ys_all[ok].min())), max(ticks[-1], float(ys_all[ok].max()))
 
     def px(x, y):
         return left + (x - x0) / (x1 - x0) * (width - left - right), top + (y1 - y) / (y1 - y0) * (
@@ -574,9 +600,8 @@ def _line_chart(series: list, title: str, log: bool, width: int = 520, height: i
         )
 
     parts = [f'<text x="{left}" y="16" class="title">{title}</text>']
-    for value in _ticks(y0, y1, log):
+    for value, text in zip(ticks, labels):
         _, py = px(x0, value)
-        text = f"{10**value:.2g}" if log else f"{value:.3g}"
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{py:.1f}" y2="{py:.1f}" class="grid"/>')
         parts.append(f'<text x="{left - 4}" y="{py + 3:.1f}" text-anchor="end">{text}</text>')
     for value in (x0, x1):
@@ -598,15 +623,43 @@ def _y(values: np.ndarray, log: bool) -> np.ndarray:
         return np.where((values > 0) & np.isfinite(values), np.log10(np.where(values > 0, values, 1)), np.nan)
 
 
-def _ticks(y0: float, y1: float, log: bool) -> list:
-    if not log:
-        return list(np.linspace(y0, y1, 5))
-    for mantissas in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 5, 7)):  # the fewest tick values that give at least 3
-        exponents = range(int(np.floor(y0)), int(np.ceil(y1)) + 1)
-        ticks = [np.log10(m) + e for e in exponents for m in mantissas if y0 <= np.log10(m) + e <= y1]
-        if len(ticks) >= 3:
-            return ticks
-    return [y0, y1]
+def _ticks(y0: float, y1: float, log: bool) -> tuple[list, list]:
+    """Axis ticks (in the axis's units: log10 of the value on a log axis) and their labels, nice numbers that
+    reach from at or below ``y0`` to at or above ``y1``: on a log axis over decades 1, 2 or 5 times a power of ten;
+    else (and on a log axis spanning too little for 3 such ticks) equal steps of 1, 2 or 5 times a power of ten."""
+    if log:
+        for mantissas in ((1,), (1, 2, 5)):  # the fewest tick values that put at least 3 inside the data
+            candidates = [
+                (np.log10(m) + e, f"{m * 10.0**e:g}")
+                for e in range(int(np.floor(y0)) - 1, int(np.ceil(y1)) + 2)
+                for m in mantissas
+            ]
+            if sum(y0 <= t <= y1 for t, _ in candidates) >= 3:
+                first = max(k for k, (t, _) in enumerate(candidates) if t <= y0 + 1e-12)
+                last = min(k for k, (t, _) in enumerate(candidates) if t >= y1 - 1e-12)
+                chosen = candidates[first : last + 1]
+                return [t for t, _ in chosen], [text for _, text in chosen]
+        values, labels = _linear_ticks(10**y0, 10**y1, positive=True)  # under a decade: even steps of the values
+        return [float(np.log10(v)) for v in values], labels
+    return _linear_ticks(y0, y1)
+
+
+def _linear_ticks(low: float, high: float, count: int = 5, positive: bool = False) -> tuple[list, list]:
+    """About ``count`` multiples of a step of 1, 2 or 5 times a power of ten, from the one at or below ``low`` to
+    the one at or above ``high``, and their labels (as many decimals as the step has); a single value gets the
+    step of its own magnitude on either side. ``positive``: no tick at or below 0 (a log axis)."""
+    span = high - low if high > low else abs(high) or 1.0
+    raw = span / (count - 1)
+    power = 10.0 ** np.floor(np.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+    first, last = int(np.floor(low / step + 1e-9)), int(np.ceil(high / step - 1e-9))
+    if first == last:
+        first, last = first - 1, last + 1
+    if positive and first <= 0:
+        first = 1
+    decimals = max(0, -int(np.floor(np.log10(step) + 1e-9)))
+    ticks = [k * step for k in range(first, last + 1)]
+    return ticks, [f"{t:.{decimals}f}" for t in ticks]
 
 
 def _runs(xs: np.ndarray, ys: np.ndarray) -> list:

@@ -32,7 +32,7 @@ import numpy as np
 import ops
 
 from .. import random
-from ..devices import to_arguments
+from ..devices import on_cpu, to_arguments
 from ..state import no_grad
 from ..tensors import Tensor
 from . import init  # noqa: F401  -- tape.nn.init
@@ -352,7 +352,8 @@ class Module:
 
     def cuda(self, device=None) -> Module:
         """Raises: there is no CUDA device (tape/devices.py)."""
-        return self.to("cuda" if device is None else device if isinstance(device, str) else f"cuda:{device}")
+        on_cpu(f"{type(self).__name__}.cuda", "device", "cuda" if device is None else device)
+        return self
 
     def double(self) -> Module:
         return self.to(np.float64)
@@ -835,8 +836,9 @@ class Linear(Module):
     """``y = x @ weight.T + bias`` with weight (out_features, in_features), initialised as torch does:
     U(-1/sqrt(in_features), 1/sqrt(in_features)) for both weight and bias."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32, rng=None):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32, rng=None, device=None):
         super().__init__()
+        on_cpu("Linear", "device", device)
         self.in_features, self.out_features = in_features, out_features
         _weight_and_bias(
             self, _rng(rng), in_features, (out_features, in_features), out_features if bias else None, dtype
@@ -854,9 +856,16 @@ class Embedding(Module):
     torch; the row ``padding_idx`` (if given) starts at zero and receives no gradient."""
 
     def __init__(
-        self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None, dtype=np.float32, rng=None
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        dtype=np.float32,
+        rng=None,
+        device=None,
     ):
         super().__init__()
+        on_cpu("Embedding", "device", device)
         if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
             raise ValueError(
                 f"Embedding: padding_idx must be in [{-num_embeddings}, {num_embeddings}), got {padding_idx}"
@@ -869,6 +878,11 @@ class Embedding(Module):
         self.weight = Parameter(weight)
 
     def forward(self, indices):
+        if isinstance(indices, Tensor) and indices.dtype.kind == "f":  # else ops.embedding would first see two floats
+            raise TypeError(
+                f"Embedding: argument 'input' expected an integer tensor of indices, got dtype {indices.dtype}; "
+                f"convert it with indices.long() (torch's nn.Embedding also takes only Long or Int indices)"
+            )
         return ops.embedding(indices, self.weight, padding_idx=self.padding_idx)
 
     def extra_repr(self) -> str:
@@ -886,9 +900,16 @@ class LayerNorm(Module):
     ``bias`` (zeros)."""
 
     def __init__(
-        self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, dtype=np.float32
+        self,
+        normalized_shape,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        dtype=np.float32,
+        device=None,
     ):
         super().__init__()
+        on_cpu("LayerNorm", "device", device)
         self.normalized_shape = _normalized_shape(normalized_shape)
         self.eps = eps
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype)) if elementwise_affine else None
@@ -905,8 +926,11 @@ class RMSNorm(Module):
     """Root-mean-square normalisation over the last dims, scaled by ``weight`` (ones). ``eps=None`` uses the
     dtype's machine epsilon, as torch does."""
 
-    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, dtype=np.float32):
+    def __init__(
+        self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, dtype=np.float32, device=None
+    ):
         super().__init__()
+        on_cpu("RMSNorm", "device", device)
         self.normalized_shape = _normalized_shape(normalized_shape)
         self.eps = eps
         self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype)) if elementwise_affine else None
@@ -982,8 +1006,10 @@ class _BatchNorm(Module):
         affine: bool = True,
         track_running_stats: bool = True,
         dtype=np.float32,
+        device=None,
     ):
         super().__init__()
+        on_cpu(type(self).__name__, "device", device)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = Parameter(np.ones(num_features, dtype)) if affine else None
@@ -999,6 +1025,8 @@ class _BatchNorm(Module):
                 f"{type(self).__name__}: expected a {' or '.join(map(str, self._expected_dims))}-D input, "
                 f"got shape {tuple(x.shape)}"
             )
+        if isinstance(x, Tensor) and x.dtype.kind != "f":  # batch_norm refuses it in its words, before the statistics
+            ops.batch_norm(x, None, None, training=True)
         use_batch = self.training or not self.track_running_stats
         if self.training and self.track_running_stats:
             count = int(self.num_batches_tracked.item()) + 1
@@ -1024,8 +1052,11 @@ class BatchNorm2d(_BatchNorm):
 
 
 class GroupNorm(Module):
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype=np.float32):
+    def __init__(
+        self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype=np.float32, device=None
+    ):
         super().__init__()
+        on_cpu("GroupNorm", "device", device)
         if num_groups <= 0 or num_channels % num_groups:
             raise ValueError(
                 f"GroupNorm: num_channels ({num_channels}) must be a multiple of num_groups ({num_groups})"
@@ -1054,8 +1085,10 @@ class _InstanceNorm(Module):
         affine: bool = False,
         track_running_stats: bool = False,
         dtype=np.float32,
+        device=None,
     ):
         super().__init__()
+        on_cpu(type(self).__name__, "device", device)
         if track_running_stats:
             raise NotImplementedError(f"{type(self).__name__}: track_running_stats=True is not supported yet")
         self.num_features, self.eps = num_features, eps
@@ -1106,13 +1139,14 @@ class _ConvNd(Module):
 
     _dims = 0
     _op = "conv"
-    _fields: tuple = ("stride", "padding", "dilation", "groups", "bias", "dtype", "rng")
-    _defaults: tuple = (1, 0, 1, 1, True, np.float32, None)
+    _fields: tuple = ("stride", "padding", "dilation", "groups", "bias", "dtype", "rng", "device")
+    _defaults: tuple = (1, 0, 1, 1, True, np.float32, None, None)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, *args, **kwargs):
         super().__init__()
         name, transposed = type(self).__name__, self._op == "conv_transpose"
         options = _bound_arguments(name, self._fields, self._defaults, args, kwargs)
+        on_cpu(name, "device", options["device"])
         groups, n = options["groups"], self._dims
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels and out_channels must be multiples of groups")
@@ -1129,7 +1163,7 @@ class _ConvNd(Module):
     @classmethod
     def _sizes(cls) -> tuple:
         """The op's arguments after the bias, in its order."""
-        return tuple(f for f in cls._fields if f not in ("bias", "dtype", "rng"))
+        return tuple(f for f in cls._fields if f not in ("bias", "dtype", "rng", "device"))
 
     def forward(self, x):
         conv = getattr(ops, f"{self._op}{self._dims}d")
@@ -1157,8 +1191,8 @@ class Conv3d(_ConvNd):
 
 class _ConvTransposeNd(_ConvNd):
     _op = "conv_transpose"
-    _fields = ("stride", "padding", "output_padding", "groups", "bias", "dilation", "dtype", "rng")
-    _defaults = (1, 0, 0, 1, True, 1, np.float32, None)
+    _fields = ("stride", "padding", "output_padding", "groups", "bias", "dilation", "dtype", "rng", "device")
+    _defaults = (1, 0, 0, 1, True, 1, np.float32, None, None)
 
 
 class ConvTranspose1d(_ConvTransposeNd):
@@ -1208,8 +1242,10 @@ class MultiHeadAttention(Module):
         bias: bool = True,
         dtype=np.float32,
         rng=None,
+        device=None,
     ):
         super().__init__()
+        on_cpu("MultiHeadAttention", "device", device)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if d_model % num_heads:
             raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be a multiple of num_heads ({num_heads})")
@@ -1275,8 +1311,10 @@ class TransformerBlock(Module):
         norm: str = "layer",
         dtype=np.float32,
         rng=None,
+        device=None,
     ):
         super().__init__()
+        on_cpu("TransformerBlock", "device", device)
         if norm not in ("layer", "rms"):
             raise ValueError(f"TransformerBlock: norm must be 'layer' or 'rms', got {norm!r}")
         rng = _rng(rng)

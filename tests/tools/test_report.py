@@ -383,3 +383,132 @@ def test_recorder_takes_a_gradient_tapes_gradients(model):
     assert recorder.grad_norms[1][0] == pytest.approx(expected[0]) and recorder.grad_norms[1][1:] == [None] * 7
     with pytest.raises(ValueError, match=r"Recorder.gradients: expected one gradient per parameter \(8\), got 1"):
         recorder.gradients(grads[:1])
+
+
+# -- the page reads right without help: coverage cells, markup, marks, ticks, labels, a DAG without overlaps -------
+def _coverage_html(page: str) -> str:
+    return page.split('<section id="coverage">')[1].split("</section>")[0]
+
+
+def test_the_coverage_table_says_what_the_report_did_not_measure(report_path):
+    table = _coverage_html(open(report_path, encoding="utf-8").read())
+    # the report skips parity (and 2nd order, export) for its cost, with or without torch: it never blames a flag
+    assert "--no-torch" not in table and "torch not installed" not in table
+    assert table.count("not measured here") >= 3 * table.count('<tr class="')
+    assert "python -m tape coverage --ops " in table and "scaled_dot_product_attention" in table
+
+
+def test_rst_markup_is_rendered_as_code(report_path):
+    page = open(report_path, encoding="utf-8").read()
+    assert "``" not in page.split("<script")[0]
+    assert "<code>composite</code>" in _coverage_html(page)  # gelu's note: ``composite``
+
+
+EMOJI = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff\ufe0f]")
+
+
+def test_no_mark_needs_an_emoji_font(report_path):
+    page = open(report_path, encoding="utf-8").read()
+    assert EMOJI.findall(page) == []
+    table = _coverage_html(page)
+    assert table.count('<span class="mark pass" role="img" aria-label="passed"></span>') >= 3
+
+
+def _tick_labels(page: str) -> list:
+    """The y-axis labels of every line chart, one list per chart."""
+    charts = re.findall(r'<svg class="chart".*?</svg>', page, re.S)
+    label = re.compile(r'<text x="56" y="[\d.]+" text-anchor="end">([^<]+)</text>')
+    return [[float(t) for t in label.findall(chart)] for chart in charts]
+
+
+def _nice(step: float) -> bool:
+    mantissa = step / 10 ** np.floor(np.log10(step))
+    return any(np.isclose(mantissa, m) for m in (1, 2, 5, 10))
+
+
+@pytest.mark.parametrize("values, log", [
+    ([0.0391, 0.1, 0.279], False), ([3.15, 3.3, 3.41], True), ([0.026, 0.169], False), ([1e-4, 3e-2, 2.5], True),
+    ([0.5, 0.5], False), ([7.0, 7.0], True), ([0.0, 1.0], False), ([1e-8, 1.2e-8], True),
+])  # fmt: skip
+def test_axis_ticks_are_nice_numbers(values, log):
+    from tape.tools.report import _line_chart
+
+    labels = _tick_labels(_line_chart([("y", list(range(len(values))), values, "#000")], "t", log=log))[0]
+    assert len(labels) >= 2, labels
+    steps = np.diff(labels)
+    if log and not np.allclose(steps, steps[0]):  # over decades: 1, 2 or 5 times a power of ten
+        assert all(_nice(v) for v in labels) and max(values) / min(values) >= 3, labels
+    else:  # equal steps of 1, 2 or 5 times a power of ten, each tick a multiple of the step
+        assert np.allclose(steps, steps[0]) and _nice(steps[0]), labels
+        assert np.allclose(np.round(np.array(labels) / steps[0]) * steps[0], labels), labels
+    assert min(labels) <= min(values) + 1e-12 and max(labels) >= max(values) - 1e-12, labels  # the data inside
+
+
+def test_the_accuracy_curve_says_what_it_measures():
+    recorder, _ = train_with_recorder(tiny_gpt(), steps=2, accuracy_label="token accuracy, teacher-forced, 32 probes")
+    page = _page_of(recorder)
+    assert "token accuracy, teacher-forced, 32 probes" in page.split('<section id="curves">')[1].split("</section>")[0]
+    assert "token accuracy, teacher-forced, 32 probes 100.00% at step 2" in page
+
+
+def _page_of(recorder) -> str:
+    with tempfile.TemporaryDirectory() as folder:
+        return open(recorder.write(os.path.join(folder, "r.html")), encoding="utf-8").read()
+
+
+def _boxes(svg: str, kind: str) -> list:
+    """(x, y, width, height, label) of each drawn node rect (kind 'node') or module cluster rect ('cluster')."""
+    found = []
+    pattern = rf'<g class="{kind}[^"]*"[^>]*><rect ([^>]*)>.*?<text[^>]*>([^<]*)</text>'
+    for attrs, label in re.findall(pattern, svg, re.S):
+        a = dict(re.findall(r'([\w-]+)="([^"]*)"', attrs))
+        found.append((float(a["x"]), float(a["y"]), float(a["width"]), float(a["height"]), label))
+    return found
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def _inside(inner, outer) -> bool:
+    return (outer[0] <= inner[0] and inner[0] + inner[2] <= outer[0] + outer[2]
+            and outer[1] <= inner[1] and inner[1] + inner[3] <= outer[1] + outer[3])  # fmt: skip
+
+
+def test_the_browser_lays_out_modules_without_overlap(report_path):
+    dom = open_in_chromium(report_path, "--dump-dom").stdout
+    svg = re.search(r'<svg id="dag-svg"[^>]*>(.*?)</svg>', dom, re.S).group(1)
+    nodes, clusters = _boxes(svg, "node"), _boxes(svg, "cluster")
+    assert len(nodes) >= 40 and len(clusters) >= 4
+    _layout_is_clean(nodes, clusters)
+
+
+def _layout_is_clean(nodes, clusters) -> None:
+    """No two nodes overlap; two module boxes are nested (one inside the other) or apart."""
+    assert [(a[4], b[4]) for i, a in enumerate(nodes) for b in nodes[i + 1 :] if _overlap(a, b)] == []
+    names = [c[4].lstrip("\u25be ").strip() for c in clusters]
+    for i, a in enumerate(clusters):
+        for j, b in enumerate(clusters[i + 1 :], i + 1):
+            if names[j].startswith(names[i] + ".") or names[i].startswith(names[j] + "."):
+                assert _inside(b, a) or _inside(a, b), (names[i], names[j])
+            else:
+                assert not _overlap(a, b), (names[i], a[:4], names[j], b[:4])
+
+
+def test_collapsing_modules_redraws_without_overlap_or_console_errors(report_path, tmp_path):
+    page = open(report_path, encoding="utf-8").read()
+    clicks = (  # collapse every top-level module, then expand 'blocks' again (with all it holds)
+        "<script>document.getElementById('dag-collapse').click();"
+        "[...document.querySelectorAll('#dag-svg g.node.module')].find(g => g.textContent.startsWith('blocks'))"
+        ".dispatchEvent(new MouseEvent('click'));</script></body>"
+    )
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(page.replace("</body>", clicks), encoding="utf-8")
+    result = open_in_chromium(clicked, "--dump-dom")
+    assert console_errors(result.stderr) == []
+    svg = re.search(r'<svg id="dag-svg"[^>]*>(.*?)</svg>', result.stdout, re.S).group(1)
+    nodes, clusters = _boxes(svg, "node"), _boxes(svg, "cluster")
+    assert {c[4].lstrip("\u25be ").split(".")[0] for c in clusters} == {"blocks"}  # the others are collapsed
+    assert {"token_embedding", "position_embedding", "norm", "head"} <= {n[4] for n in nodes}
+    assert "blocks.1.attn.qkv.weight" in {n[4] for n in nodes}
+    _layout_is_clean(nodes, clusters)

@@ -181,3 +181,66 @@ def test_distributed_without_mpi_and_mpi_without_distributed_are_refused(monkeyp
     err = _refused("reverse", monkeypatch, capsys)
     assert "launched by mpiexec on 2 ranks without --distributed" in err and "add --distributed" in err
     assert "this example trains in one process" in _refused("char_lm", monkeypatch, capsys)
+
+
+# -- the progress bar: an ETA, and a throughput that counts what was trained ----------------------------------------
+class _Clock:
+    def __init__(self, tick: float):
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_progress_bar_gives_the_time_left_in_a_log_and_on_a_terminal():
+    import io
+
+    import common
+
+    clock = _Clock(0.5)
+    log = io.StringIO()  # a log: a line every 5% of the steps
+    bar = common.ProgressBar(200, stream=log, clock=clock)
+    for step in range(1, 201):
+        clock.now += 0.5  # 0.5 s a step: 100 s in all
+        bar.update(step, 1.0, 64)
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "step 10/200 loss 1.0000 128 tok/s elapsed 0:05 ETA 1:35", lines[0]
+    assert lines[-1] == "step 200/200 loss 1.0000 128 tok/s elapsed 1:40 ETA 0:00", lines[-1]
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen, clock = Terminal(), _Clock(0.0)
+    bar = common.ProgressBar(10_000, stream=screen, clock=clock)
+    clock.now = 3600.0
+    bar.update(2500, 1.0, 64)
+    assert screen.getvalue().endswith("tok/s  1:00:00<3:00:00 "), screen.getvalue()
+
+
+COUNTED = {  # items per step the bar should count: what one step trains on
+    "reverse": lambda a: int(a["--batch"]) * 2 * int(a["--length"]),  # batch sequences of x SEP reversed(x)[:-1]
+    "padded_classification": lambda a: int(a["--batch"]),
+    "char_lm": lambda a: int(a["--batch"]) * int(a["--context"]),
+}
+
+
+@pytest.mark.parametrize("name", list(QUICK))
+def test_the_throughput_counts_what_a_step_trains_on(name, monkeypatch):
+    import common
+
+    counted = []
+    monkeypatch.setattr(common.ProgressBar, "update", lambda self, step, loss, items: counted.append(items))
+    run(name, "--steps", "2")
+    options = dict(zip(QUICK[name][::2], QUICK[name][1::2]))
+    assert counted == [COUNTED[name](options)] * 2
+
+
+def test_meta_learning_counts_its_meta_batch_of_tasks(monkeypatch):
+    import common
+    import meta_learning
+
+    counted = []
+    monkeypatch.setattr(common.ProgressBar, "update", lambda self, step, loss, items: counted.append(items))
+    meta_learning.main(["--steps", "2", "--meta-batch", "3", "--quiet", "--eval-tasks", "2"])
+    assert set(counted) == {3}
