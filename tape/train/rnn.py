@@ -16,6 +16,7 @@ import numpy as np
 import ops
 
 from ..checks import integer
+from ..devices import on_cpu
 from ..tensors import Tensor
 from .nn import Module, Parameter, _bound, _rng, _uniform
 
@@ -85,8 +86,9 @@ def _zeros_along_batch(x, batch_dim: int, shape: tuple):
 class _CellBase(Module):
     mode = ""
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype=np.float32, rng=None):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype=np.float32, rng=None, device=None):
         super().__init__()
+        on_cpu(type(self).__name__, "device", device)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         _weights(self, "", input_size, hidden_size, bias, dtype, _rng(rng))
 
@@ -119,9 +121,11 @@ class _CellBase(Module):
 class RNNCell(_CellBase):
     """torch.nn.RNNCell: ``h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``, act tanh or relu."""
 
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", dtype=np.float32, rng=None):
+    def __init__(
+        self, input_size, hidden_size, bias=True, nonlinearity="tanh", dtype=np.float32, rng=None, device=None
+    ):
         object.__setattr__(self, "mode", _mode("RNNCell", nonlinearity))
-        super().__init__(input_size, hidden_size, bias, dtype, rng)
+        super().__init__(input_size, hidden_size, bias, dtype, rng, device)
 
 
 class LSTMCell(_CellBase):
@@ -151,9 +155,11 @@ class _RNNBase(Module):
         bidirectional: bool = False,
         dtype=np.float32,
         rng=None,
+        device=None,
     ):
         super().__init__()
         name = type(self).__name__
+        on_cpu(name, "device", device)
         num_layers = integer(name, "num_layers", num_layers, at_least=1)
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{name}: argument 'dropout' expected a probability in [0, 1], got {dropout}")

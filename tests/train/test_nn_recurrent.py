@@ -150,6 +150,10 @@ def test_recurrent_layers_refuse_bad_input():
         nn.RNN(3, 4, nonlinearity="gelu")
     with pytest.raises(ValueError, match=r"GRUCell: argument 'hx' expected shape \(2, 4\)"):
         nn.GRUCell(3, 4)(tape.tensor(np.zeros((2, 3), np.float32)), tape.tensor(np.zeros((3, 4), np.float32)))
+    for cls in (nn.LSTM, nn.GRU, nn.RNN, nn.LSTMCell, nn.RNNCell):  # torch's device=: the CPU, or a clear refusal
+        cls(3, 4, device="cpu")
+        with pytest.raises(RuntimeError, match=f"{cls.__name__}: argument 'device' names 'cuda'"):
+            cls(3, 4, device="cuda")
     # before: an empty sequence failed inside ops.stack ("argument 'tensors' expected at least one tensor")
     for cls, shape, first in ((nn.LSTM, (0, 2, 3), False), (nn.GRU, (2, 0, 3), True), (nn.RNN, (0, 3), False)):
         with pytest.raises(ValueError, match=f"{cls.__name__}: argument 'input' has a sequence of length 0"):
