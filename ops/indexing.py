@@ -45,7 +45,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
 from ._notes import case_law
-from ._onnx import NotExportable, axis_of, scalar
+from ._onnx import NotExportable, axis_of, index_map, scalar
 from ._samples import transposed, uniform
 from ._validation import broadcast_or_fail, normalize_dim, one_of, require_bool, require_dtype_of_input, require_integer
 
@@ -1784,8 +1784,19 @@ def _onnx_basic_index(index, ndim: int) -> list:
 
 
 def _onnx_getitem(g, rec, input):
+    """Ints, slices, one Ellipsis and None (new axes) as Slice, Gather and Unsqueeze; any other index (integer
+    arrays, bool masks, lists) as one Gather of the positions the forward itself picks (``index_map``: the
+    index and every shape baked in, as the recorded call's)."""
     shape = rec.inputs[0].shape
-    entries = _onnx_basic_index(rec.attributes["index"], len(shape))
+    index = rec.attributes["index"]
+    entries = list(index) if isinstance(index, tuple) else [index]
+    try:
+        basic = _onnx_basic_index(tuple(e for e in entries if e is not None), len(shape))
+    except NotExportable:
+        return index_map(g, rec, input)
+    if any(e is None for e in entries):  # None entries: the basic index, then a new axis at each None's place
+        return _onnx_with_new_axes(g, rec, input, entries)
+    entries = basic
     big = np.iinfo(np.int64).max
     sliced = [(k, e) for k, e in enumerate(entries) if isinstance(e, slice) and e != slice(None)]
     out = input
@@ -1797,6 +1808,27 @@ def _onnx_getitem(g, rec, input):
     for k in reversed([k for k, e in enumerate(entries) if not isinstance(e, slice)]):
         out = g.op("Gather", out, g.const(np.int64(entries[k])), axis=k)
     return out if out != input else g.op("Identity", input)
+
+
+def _onnx_with_new_axes(g, rec, input, entries):
+    """``input[entries]`` with None entries: the index without them, then Unsqueeze at the output axes they take
+    (an int removes its axis, a slice keeps it, Ellipsis stands for the dims no other entry names)."""
+    ndim = len(rec.inputs[0].shape)
+    named = sum(1 for e in entries if e is not None and e is not Ellipsis)
+    axes, out_axis = [], 0
+    for e in entries:
+        if e is None:
+            axes.append(out_axis)
+            out_axis += 1
+        elif e is Ellipsis:
+            out_axis += ndim - named
+        elif isinstance(e, slice):
+            out_axis += 1
+    if Ellipsis not in entries:
+        entries = [*entries, Ellipsis]
+    rest = tuple(e for e in entries if e is not None)
+    out = _onnx_getitem(g, dataclasses.replace(rec, attributes={**rec.attributes, "index": rest}), input)
+    return g.op("Unsqueeze", out, g.ints(axes))
 
 
 def _onnx_block(g, x, shape):
