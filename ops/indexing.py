@@ -45,7 +45,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
 from ._notes import case_law
-from ._onnx import NotExportable, axis_of, index_map, scalar
+from ._onnx import NotExportable, axis_of, cast_to, index_map, scalar
 from ._samples import transposed, uniform
 from ._validation import broadcast_or_fail, normalize_dim, one_of, require_bool, require_dtype_of_input, require_integer
 
@@ -2026,5 +2026,29 @@ lowering(masked_scatter, _onnx_masked_scatter)
 lowering(argwhere, not_exportable=_DATA_SIZED)
 lowering(masked_select, not_exportable=_DATA_SIZED)
 lowering(nonzero, not_exportable=_DATA_SIZED)
-lowering(index_put, not_exportable="its indices are recorded as constant arrays; a ScatterND lowering is not written")
+
+
+def _onnx_index_put(g, rec, input, values):
+    """ScatterND into the flattened input at the flat positions the forward's own index resolution picks (the
+    indices and shapes baked in, as the recorded call's); reduction 'add' when ``accumulate``. Without it a
+    position written twice (numpy keeps the last write, ONNX leaves it undefined) is refused."""
+    shape, dtype = rec.inputs[0].shape, np.dtype(rec.inputs[0].dtype)
+    accumulate = bool(rec.attributes.get("accumulate", False))
+    size = int(np.prod(shape, dtype=np.int64))
+    flat = np.arange(size, dtype=np.int64).reshape(shape)
+    positions = np.asarray(_index_put_resolved(shape, rec.attributes["indices"]).apply(flat), dtype=np.int64)
+    if positions.size == 0:
+        raise NotExportable("an index picking no entry has no lowering")
+    if not accumulate and np.unique(positions).size != positions.size:
+        raise NotExportable("a position written twice without accumulate (numpy keeps the last write) has no lowering")
+    values = cast_to(g, values, rec.inputs[1].dtype, dtype)
+    spread = g.op("Expand", values, g.ints(positions.shape))
+    updates = g.op("Reshape", spread, g.ints([-1]))
+    target = g.op("Reshape", input, g.ints([-1]))
+    rows = g.const(positions.reshape(-1, 1))
+    out = g.op("ScatterND", target, rows, updates, **({"reduction": "add"} if accumulate else {}))
+    return g.op("Reshape", out, g.ints(shape))
+
+
+lowering(index_put, _onnx_index_put)
 lowering(setitem, not_exportable="its index is recorded as a constant; a ScatterND lowering is not written")
