@@ -444,6 +444,7 @@ class _Training:
         for holder in _holders(fn_or_module):
             known.update((p.id, name) for name, p in holder.named_parameters())
         self.names = [known.get(p.id, f"param_{k}") for k, p in enumerate(self.params)]
+        self.unused: list[int] = []
 
     def gradients(self, outputs: list, who: str) -> list:
         """d outputs[0] / d params (zeros for a parameter the loss does not use), recorded on the tape."""
@@ -456,6 +457,7 @@ class _Training:
                 f"got {'nothing' if loss is None else f'{loss.dtype} of shape {loss.shape}'}"
             )
         found = gradients(loss, self.params, create_graph=True, allow_unused=True)
+        self.unused = [k for k, gr in enumerate(found) if gr is None]
         return [
             as_tensor(np.zeros_like(p._data)) if gr is None else gr for gr, p in zip(found, self.params, strict=True)
         ]
@@ -519,6 +521,20 @@ def export(
         return _export(fn_or_module, example_inputs, path, opset, naming, kept, training)
     finally:
         kept.restore()  # the export leaves the model as it was, also when it refuses
+
+
+def training_graph(fn, example_inputs, input_names, params) -> tuple[Any, list[int]]:
+    """``export(fn, example_inputs, None, input_names=..., output_names=["loss"], gradients=params)`` and the
+    positions of the parameters the loss does not use (eager's backward leaves their ``.grad`` untouched; the
+    graph gives them zeros). For ``tape.compile(backend="onnxruntime")``."""
+    _require_onnx()
+    kept = _Kept(fn)
+    training = _Training(params, fn)
+    try:
+        model = _export(fn, example_inputs, None, 23, (input_names, ["loss"], None), kept, training)
+    finally:
+        kept.restore()
+    return model, training.unused
 
 
 def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept, training=None):
