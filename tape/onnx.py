@@ -692,14 +692,16 @@ def _check_values(fn_or_module, inputs, in_names, traced, helpers, kept, trainin
         kept.restore()
         for p in training.params:
             p._data = _other_values(p._data)
-        probe = _trace(
-            fn_or_module,
-            [as_tensor(_other_values(t._data)) for t in inputs],
-            in_names,
-            helpers[0],
-            helpers[1],
-            training,
-        )
+        others = [as_tensor(_other_values(t._data)) for t in inputs]
+        probe = _trace(fn_or_module, others, in_names, helpers[0], helpers[1], training)
+    except NotExportableError:
+        raise
+    except Exception as e:  # the call refuses the other values (a range check): nothing shows it bakes none
+        raise NotExportableError(
+            "tape.onnx.export: with 'gradients', the call is lowered again at other input and parameter values to "
+            f"check the graph holds none of them as a constant, and it fails there ({type(e).__name__}: {e}); "
+            "export it with inputs the call takes at other values too"
+        ) from e
     finally:
         for p, data in zip(training.params, saved, strict=True):
             p._data = data

@@ -148,3 +148,13 @@ def test_gradients_must_be_parameters_and_the_loss_one_element(ort):
         tape.onnx.export(lambda x: ops.sum(x * w), (np.ones(3),), None, gradients=[w * 2])
     with pytest.raises(ValueError, match="first output must be a floating loss of one element"):
         tape.onnx.export(lambda x: x * w, (np.ones(3),), None, gradients=[w])
+
+
+def test_a_call_refusing_the_other_values_is_refused_not_left_unchecked(ort):
+    w = tape.tensor(np.array([0.5, 1.0]), requires_grad=True)
+
+    def loss_fn(x, t):  # x in [0, 1]: binary_cross_entropy's range check refuses x * 1.5 + 0.25 > 1
+        return ops.binary_cross_entropy(x, t) * ops.sum(w * w)
+
+    with pytest.raises(NotExportableError, match="lowered again at other input and parameter values"):
+        tape.onnx.export(loss_fn, (np.array([0.6, 0.7]), np.array([1.0, 0.0])), None, gradients=[w])
