@@ -135,8 +135,9 @@ class OrtProgram:
         return tensors
 
     def run(self, tensors) -> tuple[np.ndarray, list]:
-        """(the loss array, [(leaf, gradient array)]): the session on this call's arrays."""
-        feed = {name: np.ascontiguousarray(t._data) for name, t in zip(self.input_names, tensors, strict=True)}
+        """(the loss array, [(leaf, gradient array)]): the session on this call's arrays (C order; a 0-D array stays
+        0-D -- np.ascontiguousarray would make it (1,))."""
+        feed = {name: np.asarray(t._data, order="C") for name, t in zip(self.input_names, tensors, strict=True)}
         out = self.session.run(None, feed)
         pairs = zip(self.grad_inputs, out[1:], strict=True)
         return out[0], [(tensors[k], g) for j, (k, g) in enumerate(pairs) if j not in self.unused]

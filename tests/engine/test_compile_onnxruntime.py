@@ -213,3 +213,14 @@ def test_the_default_backend_is_numpy_and_others_are_refused(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(ImportError, match=r"pip install -e '\.\[onnx\]'"):
         tape.compile(lambda: None, backend="onnxruntime")
+
+
+def test_zero_dimensional_parameters_and_constants_keep_their_shape():
+    w = tape.tensor(np.array(1.5), requires_grad=True)
+    weight = np.random.default_rng(1).standard_normal(())  # a numpy scalar: a 0-D constant fed every call
+    step = tape.compile(lambda: sum(ops.sum(a * weight) for a in (ops.neg(w),)), [w], backend="onnxruntime")
+    for _ in range(2):
+        w.grad = None
+        loss, (g,) = step()
+        assert loss.shape == () and g.shape == () and g.item() == pytest.approx(-float(weight), rel=1e-12)
+    assert step.onnx_runs == 1
