@@ -224,3 +224,73 @@ def test_zero_dimensional_parameters_and_constants_keep_their_shape():
         loss, (g,) = step()
         assert loss.shape == () and g.shape == () and g.item() == pytest.approx(-float(weight), rel=1e-12)
     assert step.onnx_runs == 1
+
+
+def _registry_cases():
+    """(op, sample) for every op with a lowering, samples and a differentiable input: its first two samples."""
+    from tape.registry import Grad
+
+    cases = []
+    for op in tape.registered_ops():
+        if tape.onnx.lowering_of(op) is None or op.samples is None or Grad.RULE not in op.input_states:
+            continue
+        cases += [(op, s) for s in list(op.samples(np.random.default_rng(0)))[:2]]
+    return cases
+
+
+def test_every_lowered_op_with_a_loss_path_compiles_to_eager_values():
+    """Property sweep: loss = sum_k sum(out_k * w_k) of each op's sample (float64), compiled with ONNX Runtime,
+    called twice: the ORT graph gives eager's loss (to 1e-10 of the sum of its terms' magnitudes) and gradients (to
+    1e-10 of the largest entry), or the
+    plan runs on numpy (a backward that cannot be lowered: warned) and gives them bit for bit. At least 200 ops must
+    run through ONNX Runtime (measured: 219 of 281 ops that compile; the rest fall back, each warned with why)."""
+    from tape.onnx import _sample_call
+
+    through_ort, fell_back = set(), set()
+    for op, sample in _registry_cases():
+        flat, call = _sample_call(op, sample, np.float64)
+        if any(np.asarray(x).size == 0 for x in flat) or not any(np.asarray(x).dtype.kind == "f" for x in flat):
+            continue
+        leaves = [tape.tensor(x, requires_grad=True) if np.asarray(x).dtype.kind == "f" else x for x in flat]
+        params = [t for t in leaves if isinstance(t, tape.Tensor)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                outs = call(*leaves)
+            except Exception:  # the sample is for another dtype (a cast's)
+                continue
+        outs = outs if isinstance(outs, tuple | list) else (outs,)
+        if not all(o.dtype.kind == "f" and o.requires_grad for o in outs):
+            continue
+        weights = [np.asarray(np.random.default_rng(1).standard_normal(o.shape), o.dtype) for o in outs]
+
+        def fn(call=call, leaves=leaves, weights=weights):
+            got = call(*leaves)
+            got = got if isinstance(got, tuple | list) else (got,)
+            return sum(ops.sum(o * w) for o, w in zip(got, weights, strict=True))
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for p in params:
+                p.grad = None
+            want = fn()
+            want.backward()
+            wanted = [None if p.grad is None else p.grad.numpy() for p in params]
+            step = tape.compile(fn, params, backend="onnxruntime")
+            for _ in range(2):
+                for p in params:
+                    p.grad = None
+                loss, grads = step()
+        exact = step.onnx_runs == 0
+        (fell_back if exact else through_ort).add(op.name)
+        where = f"{op.name} ({sample.label})"
+        tolerance = 0.0 if exact else 1e-10
+        terms = sum(float(np.sum(np.abs(o.numpy() * w))) for o, w in zip(outs, weights, strict=True))
+        assert abs(loss.item() - want.item()) <= tolerance * max(terms, 1e-300), where  # the sum's own conditioning
+        for g, w in zip(grads, wanted, strict=True):
+            assert (g is None) == (w is None), where
+            if w is not None:
+                finite = np.isfinite(w)
+                assert np.array_equal(np.isfinite(g.numpy()), finite), where
+                assert relative(g.numpy()[finite], w[finite]) <= tolerance, where
+    assert len(through_ort) >= 200, (len(through_ort), sorted(fell_back))
