@@ -31,14 +31,15 @@ def chain(lib, x, n_ops=N_OPS):
     return y.sum()
 
 
-def build(framework, compiled: bool = False):
-    """The chain's step; ``compiled`` (minitape) records it once with ``tape.compile`` and replays the plan."""
+def build(framework, compiled: bool = False, backend: str = "numpy"):
+    """The chain's step; ``compiled`` (minitape) records it once with ``tape.compile`` (on ``backend``) and replays
+    the plan."""
     data = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
     if framework == "minitape":
         import ops
         import tape
 
-        compiled_step = tape.compile(lambda x: chain(ops, x)) if compiled else None
+        compiled_step = tape.compile(lambda x: chain(ops, x), backend=backend) if compiled else None
 
         def step():
             if compiled_step is None:

@@ -22,8 +22,8 @@ import numpy as np
 VOCAB, D_MODEL, LAYERS, HEADS, MLP, SEQ, BATCH = 16, 64, 2, 4, 256, 32, 16
 
 
-def minitape_step(compiled: bool = False):
-    """The minitape step; ``compiled`` records it once with ``tape.compile`` and replays the plan."""
+def minitape_step(compiled: bool = False, backend: str = "numpy"):
+    """The minitape step; ``compiled`` records it once with ``tape.compile`` (on ``backend``) and replays the plan."""
     import ops
     import tape
     from tape import nn, optim
@@ -48,7 +48,7 @@ def minitape_step(compiled: bool = False):
     def loss_fn(inputs, targets):
         return ops.cross_entropy(ops.reshape(model(inputs), (-1, VOCAB)), targets)
 
-    compiled_step = tape.compile(loss_fn, model.parameters()) if compiled else None
+    compiled_step = tape.compile(loss_fn, model.parameters(), backend=backend) if compiled else None
 
     def step():
         optimizer.zero_grad()

@@ -59,8 +59,10 @@ def example_parser(description: str, steps: int, seed: int = 0) -> argparse.Argu
     parser.add_argument("--plot", metavar="PNG", help="plot the training loss curve to this file (needs matplotlib)")
     parser.add_argument("--graph", metavar="SVG", help="render one attention block's recorded DAG with Graphviz")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (nor its log lines)")
-    parser.add_argument("--compile", action="store_true",
-                        help="replay the step with tape.compile (eager's numbers bit for bit; not faster yet)")
+    parser.add_argument("--compile", nargs="?", const="numpy", default=None, choices=["numpy", "onnxruntime"],
+                        help="run the step with tape.compile: numpy (the default: eager's numbers bit for bit, not "
+                             "faster) or onnxruntime (the step as one ONNX Runtime graph: eager's within float32 "
+                             "1e-5; needs pip install -e '.[onnx]')")
     return parser
 
 
@@ -116,6 +118,9 @@ def missing_requirements(args: argparse.Namespace) -> list[str]:
         if shutil.which("dot") is None:
             missing.append("--graph needs Graphviz's `dot` program (apt-get install graphviz, or brew install "
                            "graphviz); `--report run.html` draws the DAG without it")
+    if getattr(args, "compile", None) == "onnxruntime" and (
+            importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnx") is None):
+        missing.append("--compile onnxruntime needs onnx and onnxruntime (pip install -e '.[onnx]' in this repository)")
     if getattr(args, "plot", None) and importlib.util.find_spec("matplotlib") is None:
         missing.append("--plot needs matplotlib (pip install matplotlib, or pip install -e '.[plot]' in this "
                        "repository)")
@@ -184,20 +189,21 @@ class ProgressBar:
 class Trainer:
     """One update per call: the loss of a batch and its gradients, clipping, optimizer and schedule step.
 
-    By default every step runs eagerly; ``compiled=True`` replays it with ``tape.compile`` (the same numbers bit for
-    bit; a few percent slower, since a plan does eager's work after re-tracing: docs/compile.md).
+    By default every step runs eagerly; ``compiled=True`` (or "numpy") replays it with ``tape.compile`` (the same
+    numbers bit for bit; a few percent slower, since a plan does eager's work after re-tracing: docs/compile.md);
+    ``compiled="onnxruntime"`` runs a matched plan as one ONNX Runtime graph (eager's numbers within 1e-5 float32).
     ``on_gradients()`` (e.g. ``tape.report.Recorder.gradients``) is called after the backward, before the gradients
     are clipped. ``distributed=True`` (after
     ``tape.distributed.init()``): each rank passes its shard of the batch, the gradients are averaged over the
     ranks before clipping, and the returned loss is the mean over the ranks -- the whole batch's loss."""
 
-    def __init__(self, loss_fn, model: nn.Module, optimizer, schedule, *, compiled: bool = False,
+    def __init__(self, loss_fn, model: nn.Module, optimizer, schedule, *, compiled: bool | str | None = False,
                  max_grad_norm: float = 1.0, on_gradients=None, distributed: bool = False):
         self.loss_fn, self.model, self.optimizer, self.schedule = loss_fn, model, optimizer, schedule
         self.max_grad_norm = max_grad_norm
         self.on_gradients = on_gradients
         self.distributed = distributed
-        self.compiled = tape.compile(loss_fn, model.parameters()) if compiled else None
+        self.compiled = tape.compile(loss_fn, model.parameters(), backend=backend(compiled)) if compiled else None
 
     def __call__(self, *batch) -> float:
         self.optimizer.zero_grad()
@@ -214,6 +220,11 @@ class Trainer:
         self.optimizer.step()
         self.schedule.step()
         return float(tape.distributed.allreduce(loss.item(), average=True)) if self.distributed else loss.item()
+
+
+def backend(compiled: bool | str | None) -> str:
+    """tape.compile's backend for ``--compile [numpy|onnxruntime]`` (True: numpy)."""
+    return "numpy" if compiled is True else str(compiled)
 
 
 def plot_losses(losses, path: str, title: str) -> None:

@@ -126,12 +126,13 @@ def query_loss_curve(params, tasks: Tasks, steps: int, inner_lr: float) -> list[
     ]
 
 
-def fit(objective, params, args, compiled: bool) -> tuple[list[float], float]:
+def fit(objective, params, args, compiled: bool | str | None) -> tuple[list[float], float]:
     """Adam on ``objective(params, tasks)`` over ``args.steps`` batches of ``args.meta_batch`` training tasks
     (the same stream for every method); returns the per-step losses and the seconds it took."""
     rng = np.random.default_rng([args.seed, 2])
     optimizer = optim.Adam(params, lr=args.meta_lr)
-    compiled_step = tape.compile(lambda *arrays: objective(params, Tasks(*arrays)), params) if compiled else None
+    step_fn = lambda *arrays: objective(params, Tasks(*arrays))  # noqa: E731
+    compiled_step = tape.compile(step_fn, params, backend=common.backend(compiled)) if compiled else None
     losses = []
     bar = common.ProgressBar(args.steps, unit="task", enabled=not args.quiet)
     for step in range(1, args.steps + 1):

@@ -38,7 +38,7 @@ def _embedding(input, weight, padding_idx=None):
 
 
 def _embedding_vjp(g, ans, input, weight, padding_idx=None):
-    return _dense_backward(g, _indices(input), weight.shape[0], _padding_row(weight.shape[0], padding_idx))
+    return _dense_backward(g, input, weight.shape[0], _padding_row(weight.shape[0], padding_idx))
 
 
 def _check_padding_idx(op, padding_idx, n: int) -> None:
@@ -98,10 +98,11 @@ embedding = defop(
 # -- embedding_dense_backward ------------------------------------------------------------------------------
 def _dense_backward(grad_output, indices, num_weights, padding_row):
     """The weight gradient: rows of ``grad_output`` summed into (num_weights, dim) at ``indices``. On Tensors
-    (a create_graph backward) it is the recorded op; on arrays its kernel."""
+    (a create_graph backward) it is the recorded op, reading the indices as the tensor they are (a recorded graph
+    then takes them as its input, not as a constant); on arrays its kernel."""
     if isinstance(grad_output, Tensor):
         return embedding_dense_backward(grad_output, indices, num_weights, padding_row)
-    return _embedding_dense_backward(grad_output, indices, num_weights, padding_row)
+    return _embedding_dense_backward(grad_output, _indices(indices), num_weights, padding_row)
 
 
 def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx=None):
@@ -122,12 +123,11 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx=Non
 
 def _embedding_dense_backward_vjp(g, ans, grad_output, indices, num_weights, padding_idx=None):
     # the adjoint of the scatter is the gather: row n of the gradient is g[indices[n]] (0 at the padding row)
-    indices = _indices(indices)
     if padding_idx is not None:
         keep = np.ones((num_weights, 1), dtype=g.dtype)
         keep[_padding_row(num_weights, padding_idx)] = 0
         g = g * keep
-    return embedding(indices, g) if isinstance(g, Tensor) else g[indices]
+    return embedding(indices, g) if isinstance(g, Tensor) else g[_indices(indices)]
 
 
 def _check_dense_backward(grad_output, indices, num_weights, padding_idx=None):
@@ -398,7 +398,33 @@ def _onnx_embedding(g, rec, input, weight):
 
 
 lowering(embedding, _onnx_embedding)
-lowering(embedding_dense_backward, not_exportable="a backward kernel (the export records a forward call for inference)")
+
+
+def _onnx_dense_backward(g, rec, grad_output, indices):
+    """ScatterND with reduction 'add' of the rows into zeros (num_weights, dim); the padding row set to 0 after.
+    ONNX Runtime sums the repeated indices in its own order (float32: ~1e-7 relative, as the forward's
+    reduceat differs from np.add.at)."""
+    a = rec.attributes
+    num_weights, shape = int(a["num_weights"]), rec.inputs[0].shape
+    dtype = np.dtype(rec.inputs[0].dtype)
+    if dtype.kind != "f":
+        raise NotExportable(f"a non-floating grad_output ({dtype}) has no lowering")
+    if 0 in shape or num_weights == 0:
+        raise NotExportable("an empty grad_output or num_weights=0 has no lowering (the gradient is a constant)")
+    dim = shape[-1]
+    zeros = g.op("ConstantOfShape", g.ints([num_weights, dim]), value=g.tensor(np.zeros(1, dtype)))
+    rows = g.op("Reshape", indices, g.ints([-1, 1]))
+    updates = g.op("Reshape", grad_output, g.ints([-1, dim]))
+    out = g.op("ScatterND", zeros, rows, updates, reduction="add")
+    padding = _padding_row(num_weights, a.get("padding_idx"))
+    if padding is not None:
+        row = np.zeros((num_weights, 1), bool)
+        row[padding] = True
+        out = g.op("Where", g.const(row), scalar(g, 0, dtype), out)  # 0 also where the row sums NaN or inf
+    return out
+
+
+lowering(embedding_dense_backward, _onnx_dense_backward)
 
 
 def _onnx_bag_membership(g, rec, flat, offsets, n: int):

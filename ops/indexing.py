@@ -45,7 +45,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
 from ._notes import case_law
-from ._onnx import NotExportable, axis_of, scalar
+from ._onnx import NotExportable, axis_of, cast_to, index_map, scalar
 from ._samples import transposed, uniform
 from ._validation import broadcast_or_fail, normalize_dim, one_of, require_bool, require_dtype_of_input, require_integer
 
@@ -1784,8 +1784,19 @@ def _onnx_basic_index(index, ndim: int) -> list:
 
 
 def _onnx_getitem(g, rec, input):
+    """Ints, slices, one Ellipsis and None (new axes) as Slice, Gather and Unsqueeze; any other index (integer
+    arrays, bool masks, lists) as one Gather of the positions the forward itself picks (``index_map``: the
+    index and every shape baked in, as the recorded call's)."""
     shape = rec.inputs[0].shape
-    entries = _onnx_basic_index(rec.attributes["index"], len(shape))
+    index = rec.attributes["index"]
+    entries = list(index) if isinstance(index, tuple) else [index]
+    try:
+        basic = _onnx_basic_index(tuple(e for e in entries if e is not None), len(shape))
+    except NotExportable:
+        return index_map(g, rec, input)
+    if any(e is None for e in entries):  # None entries: the basic index, then a new axis at each None's place
+        return _onnx_with_new_axes(g, rec, input, entries)
+    entries = basic
     big = np.iinfo(np.int64).max
     sliced = [(k, e) for k, e in enumerate(entries) if isinstance(e, slice) and e != slice(None)]
     out = input
@@ -1797,6 +1808,27 @@ def _onnx_getitem(g, rec, input):
     for k in reversed([k for k, e in enumerate(entries) if not isinstance(e, slice)]):
         out = g.op("Gather", out, g.const(np.int64(entries[k])), axis=k)
     return out if out != input else g.op("Identity", input)
+
+
+def _onnx_with_new_axes(g, rec, input, entries):
+    """``input[entries]`` with None entries: the index without them, then Unsqueeze at the output axes they take
+    (an int removes its axis, a slice keeps it, Ellipsis stands for the dims no other entry names)."""
+    ndim = len(rec.inputs[0].shape)
+    named = sum(1 for e in entries if e is not None and e is not Ellipsis)
+    axes, out_axis = [], 0
+    for e in entries:
+        if e is None:
+            axes.append(out_axis)
+            out_axis += 1
+        elif e is Ellipsis:
+            out_axis += ndim - named
+        elif isinstance(e, slice):
+            out_axis += 1
+    if Ellipsis not in entries:
+        entries = [*entries, Ellipsis]
+    rest = tuple(e for e in entries if e is not None)
+    out = _onnx_getitem(g, dataclasses.replace(rec, attributes={**rec.attributes, "index": rest}), input)
+    return g.op("Unsqueeze", out, g.ints(axes))
 
 
 def _onnx_block(g, x, shape):
@@ -1994,5 +2026,29 @@ lowering(masked_scatter, _onnx_masked_scatter)
 lowering(argwhere, not_exportable=_DATA_SIZED)
 lowering(masked_select, not_exportable=_DATA_SIZED)
 lowering(nonzero, not_exportable=_DATA_SIZED)
-lowering(index_put, not_exportable="its indices are recorded as constant arrays; a ScatterND lowering is not written")
+
+
+def _onnx_index_put(g, rec, input, values):
+    """ScatterND into the flattened input at the flat positions the forward's own index resolution picks (the
+    indices and shapes baked in, as the recorded call's); reduction 'add' when ``accumulate``. Without it a
+    position written twice (numpy keeps the last write, ONNX leaves it undefined) is refused."""
+    shape, dtype = rec.inputs[0].shape, np.dtype(rec.inputs[0].dtype)
+    accumulate = bool(rec.attributes.get("accumulate", False))
+    size = int(np.prod(shape, dtype=np.int64))
+    flat = np.arange(size, dtype=np.int64).reshape(shape)
+    positions = np.asarray(_index_put_resolved(shape, rec.attributes["indices"]).apply(flat), dtype=np.int64)
+    if positions.size == 0:
+        raise NotExportable("an index picking no entry has no lowering")
+    if not accumulate and np.unique(positions).size != positions.size:
+        raise NotExportable("a position written twice without accumulate (numpy keeps the last write) has no lowering")
+    values = cast_to(g, values, rec.inputs[1].dtype, dtype)
+    spread = g.op("Expand", values, g.ints(positions.shape))
+    updates = g.op("Reshape", spread, g.ints([-1]))
+    target = g.op("Reshape", input, g.ints([-1]))
+    rows = g.const(positions.reshape(-1, 1))
+    out = g.op("ScatterND", target, rows, updates, **({"reduction": "add"} if accumulate else {}))
+    return g.op("Reshape", out, g.ints(shape))
+
+
+lowering(index_put, _onnx_index_put)
 lowering(setitem, not_exportable="its index is recorded as a constant; a ScatterND lowering is not written")

@@ -327,18 +327,6 @@ def _one_hot(input, safe):
     return np.expand_dims(safe, axis) == classes
 
 
-def _target_distribution(input, target, weight, ignore_index, label_smoothing):
-    """The constant q with loss_n = -sum_c q_nc log p_nc: (1-s) w_y at the target class plus (s/C) w_c on
-    every class, zero for ignored targets; and the 'mean' denominator, the summed weights of the targets."""
-    valid, safe, w_target = _targets(input, target, weight, ignore_index)
-    q = _one_hot(input, safe) * _along_class(w_target * (1 - label_smoothing), input)
-    if label_smoothing > 0:
-        n_classes = input.shape[_class_axis(input)]
-        smooth = _along_class(valid * (label_smoothing / n_classes), input)
-        q = q + (smooth if weight is None else smooth * _class_weights(weight, input))
-    return q.astype(input.dtype, copy=False), np.sum(w_target)
-
-
 def _smoothed_probabilities(input, target, weight, label_smoothing):
     """q_nc = w_c ((1 - s) t_nc + s / C) with loss_n = -sum_c q_nc log p_nc, for probability targets ``target``
     (an array, or a Tensor in the composite); ``weight`` is an array or None."""
@@ -476,14 +464,37 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
         if np.size(input) == 0:
             return total + np.asarray(np.nan, input.dtype)
         return total / np.asarray(np.size(loss), input.dtype)
-    target = _values(target)
-    q, denominator = _target_distribution(input, target, weight, ignore_index, label_smoothing)
+    q, denominator, ignored = _target_distribution_ops(input, target, weight, ignore_index, label_smoothing)
     loss = -reduce.sum(log_softmax(input, axis) * q, dim=axis)
-    loss = masked_fill(loss, target == ignore_index, 0.0)  # ignored: a zero gradient even when 'mean' is 0/0
+    loss = masked_fill(loss, ignored, 0.0)  # ignored: a zero gradient even when 'mean' is 0/0
     if reduction == "none":
         return loss
     total = reduce.sum(loss)
-    return total if reduction == "sum" else total / np.asarray(denominator, input.dtype)
+    return total if reduction == "sum" else total / denominator
+
+
+def _target_distribution_ops(input, target, weight, ignore_index, label_smoothing):
+    """``_target_distribution``'s q and denominator (and the ignored targets), computed with registered ops from
+    the class indices ``target``: a recorded graph (an exported training step) then reads the targets as an
+    input rather than holding the example's one-hot as a constant. The same values: one nonzero per row."""
+    from . import reduce
+    from .binary import eq, ne
+    from .cast import cast
+    from .shape import unsqueeze
+
+    axis, dtype = _class_axis(input), input.dtype
+    target = target if isinstance(target, Tensor) else Tensor._wrap(np.asarray(target))
+    valid = ne(target, ignore_index)
+    classes = np.arange(input.shape[axis]).reshape((-1,) + (1,) * (input.ndim - 1 - axis))
+    hit = cast(eq(unsqueeze(target, axis), classes), dtype) * cast(unsqueeze(valid, axis), dtype)
+    if weight is not None:
+        hit = hit * _class_weights(weight, input).astype(dtype, copy=False)
+    q = hit * np.asarray(1 - label_smoothing, dtype)
+    if label_smoothing > 0:
+        n_classes = input.shape[axis]
+        smooth = cast(unsqueeze(valid, axis), dtype) * np.asarray(label_smoothing / n_classes, dtype)
+        q = q + (smooth if weight is None else smooth * _class_weights(weight, input).astype(dtype, copy=False))
+    return q, reduce.sum(reduce.sum(hit, dim=axis)), ~valid
 
 
 def _nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):

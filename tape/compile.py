@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import arguments
+from . import arguments, compile_ort
 from .arguments import scalar_constant
 from .autodiff import backward, reverse_pass, seed_gradients
 from .compile_guards import difference, fails
@@ -32,19 +32,26 @@ class CompileError(RuntimeError):
     """A compiled call cannot give eager's result (a data-dependent shape), or fits no plan with recompile=False."""
 
 
-def compile(fn: Callable, params: Iterable[Tensor] = (), *, recompile: bool = True, max_plans: int = 8) -> CompiledStep:
+def compile(
+    fn: Callable, params: Iterable[Tensor] = (), *, recompile=True, max_plans=8, backend="numpy", providers=None
+):
     """Compile ``fn(*args, **kwargs) -> scalar loss Tensor`` into a step returning ``(loss, grads)``; see the module
     docstring. ``params``: the tensors whose ``.grad`` is returned, in order (every leaf that requires grad gets its
     ``.grad`` as after ``backward()`` anyway; given, a loss needing no grad raises as there). ``recompile=False``: a
-    call that fits no plan raises CompileError."""
-    return CompiledStep(fn, params, recompile=recompile, max_plans=max_plans)
+    call that fits no plan raises CompileError. ``backend="onnxruntime"``: tape/compile_ort.py, on ``providers``."""
+    return CompiledStep(fn, params, recompile=recompile, max_plans=max_plans, backend=backend, providers=providers)
 
 
 class CompiledStep:
     """The callable ``tape.compile`` returns. ``records`` counts eager calls (each records a plan), ``replays`` the
     calls a plan ran."""
 
-    def __init__(self, fn, params=(), *, recompile=True, max_plans=8):
+    def __init__(self, fn, params=(), *, recompile=True, max_plans=8, backend="numpy", providers=None):
+        self.backend, self.providers, self.onnx_runs = (
+            compile_ort.checked(backend),
+            providers,
+            0,
+        )  # onnx_runs: of replays
         self.fn = fn
         self.params = list(params)
         for k, p in enumerate(self.params):
@@ -84,6 +91,9 @@ class CompiledStep:
             STATE.tracer = None  # fn has returned: the plan, the backward and its hooks run as eager code
             plan = None if trace.eager else trace.finished(loss)
             if plan is not None:
+                if plan.ort is not None and (tensors := plan.ort.matches(trace.entries)) is not None:
+                    self.replays, self.onnx_runs = self.replays + 1, self.onnx_runs + 1
+                    return compile_ort.result(self, loss, *plan.ort.run(tensors))
                 made = plan.run(trace)
                 self.replays += 1
                 return self._result(loss, made)
@@ -93,6 +103,7 @@ class CompiledStep:
             self.records += 1
             plan = _build(trace.records, loss, self._eager_at) if trace.keep_plan else None
             if plan is not None:
+                plan.ort = compile_ort.program(self, trace.records, loss)
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
             return result
@@ -377,6 +388,7 @@ class _Plan:
 
     def __init__(self, calls, loss_slot):
         self.calls, self.loss_slot = calls, loss_slot
+        self.ort: Any = None  # the OrtProgram (backend="onnxruntime"), None: the numpy steps
 
     def run(self, trace) -> list:
         """Each traced call as eager runs it -- ``apply``'s short-path steps or ``recording.run_op``'s, making the

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .anomaly import user_frame
-from .state import no_grad
+from .state import enable_grad, no_grad
 from .tapes import ExecutionTape, RecordedOp
 from .tensors import Tensor, as_tensor
 
@@ -311,6 +311,8 @@ def _lower(g: Graph, rec: RecordedOp, op, inputs: list, site: str) -> list[str]:
 def _lower_all(g: Graph, recorder: _ExportTape, names: dict[int, str], attribute_inputs: dict[int, str]) -> None:
     from .registry import get_op
 
+    copies = _output_copies(recorder)
+
     for rec in recorder.operations:
         op = get_op(rec.op_name)
         inputs: list = []
@@ -329,6 +331,24 @@ def _lower_all(g: Graph, recorder: _ExportTape, names: dict[int, str], attribute
         g.lowering = None
         for spec, name in zip(rec.output_specs, outs, strict=True):
             names[spec.id] = name
+            names.update((tid, name) for tid in copies.get(spec.id, ()))
+
+
+def _output_copies(recorder: _ExportTape) -> dict[int, list[int]]:
+    """A recorded op's output id -> the ids of the tensors a create_graph backward read as that output: a rule
+    sees the saved output as a new Tensor of the op's own node (autodiff._output_tensors), which the tape finds
+    as a tensor it did not produce; it is the op's output, not a constant."""
+    produced_by: dict[int, int] = {}
+    for rec in recorder.operations:
+        if rec.node is not None:
+            nodes = getattr(rec.node, "siblings", None) or [rec.node]
+            produced_by.update((id(node), spec.id) for node, spec in zip(nodes, rec.output_specs, strict=False))
+    copies: dict[int, list[int]] = {}
+    for tid, t in recorder._externals.items():
+        source = produced_by.get(id(t._node)) if t._node is not None else None
+        if source is not None:
+            copies.setdefault(source, []).append(tid)
+    return copies
 
 
 class _Kept:
@@ -405,17 +425,63 @@ def _check_inputs_used(g: Graph, in_names: list[str]) -> None:
         )
 
 
-def _trace(fn_or_module, inputs: list, in_names: list[str], helper, numpy_helper):
-    """Record ``fn_or_module(*inputs)`` and lower it: (graph, outputs, recorder, tensor id -> ONNX name)."""
-    recorder = _ExportTape({t.id: name for t, name in zip(inputs, in_names, strict=True)})
-    with no_grad(), recorder:
-        outputs = _outputs_of(fn_or_module(*inputs), getattr(fn_or_module, "__name__", type(fn_or_module).__name__))
+class _Training:
+    """``export(..., gradients=params)``: the parameters (graph inputs, named by module path when the callable is
+    a Module or holds one, else ``param_<k>``) and the gradients the export adds as outputs."""
+
+    def __init__(self, params, fn_or_module):
+        self.params = list(params)
+        for k, p in enumerate(self.params):
+            if not isinstance(p, Tensor) or not p.requires_grad or p._node is not None:
+                raise TypeError(
+                    f"tape.onnx.export: argument 'gradients' expected leaf Tensors that require grad (parameters), "
+                    f"got {type(p).__name__ if not isinstance(p, Tensor) else 'a tensor that is not one'} at "
+                    f"position {k}"
+                )
+        if len({p.id for p in self.params}) != len(self.params):
+            raise ValueError("tape.onnx.export: argument 'gradients' names a tensor twice")
+        known: dict[int, str] = {}
+        for holder in _holders(fn_or_module):
+            known.update((p.id, name) for name, p in holder.named_parameters())
+        self.names = [known.get(p.id, f"param_{k}") for k, p in enumerate(self.params)]
+        self.unused: list[int] = []
+
+    def gradients(self, outputs: list, who: str) -> list:
+        """d outputs[0] / d params (zeros for a parameter the loss does not use), recorded on the tape."""
+        from .functional import gradients
+
+        loss = outputs[0] if outputs else None
+        if loss is None or loss.numel() != 1 or loss.dtype.kind != "f":
+            raise ValueError(
+                f"tape.onnx.export: with 'gradients', {who}'s first output must be a floating loss of one element, "
+                f"got {'nothing' if loss is None else f'{loss.dtype} of shape {loss.shape}'}"
+            )
+        found = gradients(loss, self.params, create_graph=True, allow_unused=True)
+        self.unused = [k for k, gr in enumerate(found) if gr is None]
+        return [
+            as_tensor(np.zeros_like(p._data)) if gr is None else gr for gr, p in zip(found, self.params, strict=True)
+        ]
+
+
+def _trace(fn_or_module, inputs: list, in_names: list[str], helper, numpy_helper, training=None):
+    """Record ``fn_or_module(*inputs)`` and lower it: (graph, outputs, recorder, tensor id -> ONNX name). With
+    ``training`` (a ``_Training``), the parameters are graph inputs too and the outputs are followed by the first
+    output's gradients in them, recorded as the backward rules run on Tensors (create_graph)."""
+    fed = list(zip(inputs, in_names, strict=True)) + (list(zip(training.params, training.names)) if training else [])
+    recorder = _ExportTape({t.id: name for t, name in fed})
+    who = getattr(fn_or_module, "__name__", type(fn_or_module).__name__)
+    with enable_grad() if training else no_grad(), recorder:
+        outputs = _outputs_of(fn_or_module(*inputs), who)
+        if training:
+            outputs += training.gradients(outputs, who)
     g = Graph(helper, numpy_helper)
-    names = {t.id: name for t, name in zip(inputs, in_names, strict=True)}
+    names = {t.id: name for t, name in fed}
     # a Tensor passed as an op's attribute is recorded as its own array (arguments.kept)
-    attribute_inputs = {id(t._data): name for t, name in zip(inputs, in_names, strict=True)}
+    attribute_inputs = {id(t._data): name for t, name in fed}
     constant_names = _constant_names(fn_or_module)
-    for k, (tid, t) in enumerate((tid, t) for tid, t in recorder._externals.items() if tid not in names):
+    copied = {tid for tids in _output_copies(recorder).values() for tid in tids}
+    constants = ((tid, t) for tid, t in recorder._externals.items() if tid not in names and tid not in copied)
+    for k, (tid, t) in enumerate(constants):
         names[tid] = g.const(t._data, name=constant_names.get(tid, f"const_{k}"))
     _lower_all(g, recorder, names, attribute_inputs)
     return g, outputs, recorder, names
@@ -430,6 +496,7 @@ def export(
     input_names=None,
     output_names=None,
     dynamic_axes: dict | None = None,
+    gradients=None,
 ):
     """Record ``fn_or_module(*example_inputs)`` once and write it to ``path`` as an ONNX model (opset ``opset``).
 
@@ -438,16 +505,39 @@ def export(
     ``{axis: label}`` (``{"tokens": {0: "batch"}}``). A lowering that bakes a size depending on a dynamic input
     axis is refused (see ``_check_dynamic``). An example input that reaches an op as an attribute (the
     ``key_padding_lengths`` of attention) stays a graph input. Returns the ``onnx.ModelProto`` (written to
-    ``path`` unless it is None)."""
+    ``path`` unless it is None).
+
+    ``gradients=params`` writes a training graph: the parameters (leaf Tensors that require grad) become graph
+    inputs after the call's own -- named by module path (``blocks.0.attn.qkv.weight``) when the callable is or
+    holds a Module, else ``param_<k>`` -- and the outputs are followed by ``grad_<name>``, the gradient of the first
+    output (a one-element floating loss) in each, recorded as the backward rules run on Tensors (create_graph;
+    zeros for a parameter the loss does not use). Everything the graph holds as a constant is checked not to
+    depend on the values of the inputs (``_check_values``)."""
     onnx, helper, numpy_helper = _require_onnx()
     kept = _Kept(fn_or_module)
+    training = None if gradients is None else _Training(gradients, fn_or_module)
     try:
-        return _export(fn_or_module, example_inputs, path, opset, (input_names, output_names, dynamic_axes), kept)
+        naming = (input_names, output_names, dynamic_axes)
+        return _export(fn_or_module, example_inputs, path, opset, naming, kept, training)
     finally:
         kept.restore()  # the export leaves the model as it was, also when it refuses
 
 
-def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept):
+def training_graph(fn, example_inputs, input_names, params) -> tuple[Any, list[int]]:
+    """``export(fn, example_inputs, None, input_names=..., output_names=["loss"], gradients=params)`` and the
+    positions of the parameters the loss does not use (eager's backward leaves their ``.grad`` untouched; the
+    graph gives them zeros). For ``tape.compile(backend="onnxruntime")``."""
+    _require_onnx()
+    kept = _Kept(fn)
+    training = _Training(params, fn)
+    try:
+        model = _export(fn, example_inputs, None, 23, (input_names, ["loss"], None), kept, training)
+    finally:
+        kept.restore()
+    return model, training.unused
+
+
+def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept, training=None):
     """``export``'s body; ``kept`` restores the model before each further run of the call."""
     onnx, helper, numpy_helper = _require_onnx()
     input_names, output_names, dynamic_axes = naming
@@ -455,22 +545,31 @@ def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept)
     inputs, structure = _flattened(tuple(given))
     fn_or_module = _flat_call(fn_or_module, structure)
     in_names = _names("input", input_names, len(inputs))
-    g, outputs, recorder, names = _trace(fn_or_module, inputs, in_names, helper, numpy_helper)
-    out_names = _names("output", output_names, len(outputs))
+    g, outputs, recorder, names = _trace(fn_or_module, inputs, in_names, helper, numpy_helper, training)
+    n_grads = len(training.params) if training else 0
+    out_names = _names("output", output_names, len(outputs) - n_grads)
+    if training:
+        out_names += [f"grad_{name}" for name in training.names]
+        graph_inputs = inputs + training.params
+        all_in_names = in_names + training.names
+    else:
+        graph_inputs, all_in_names = inputs, in_names
     dynamic_axes = dict(dynamic_axes or {})
     unknown = set(dynamic_axes) - set(in_names) - set(out_names)
     if unknown:
         raise ValueError(f"tape.onnx.export: argument 'dynamic_axes' names {sorted(unknown)}: no such input or output")
-    _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, (g, recorder), (helper, numpy_helper), kept)
+    _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, (g, recorder), (helper, numpy_helper), kept, training)
+    if training:
+        _check_values(fn_or_module, inputs, in_names, (g, recorder), (helper, numpy_helper), kept, training)
     for t, name in zip(outputs, out_names, strict=True):
         if t.id not in names:  # a tensor the call returned without reading or computing it: a constant
             names[t.id] = g.const(t._data)
         g.nodes.append(helper.make_node("Identity", [names[t.id]], [name], name=f"output:{name}"))
-    _check_inputs_used(g, in_names)
+    _check_inputs_used(g, all_in_names)
     graph = helper.make_graph(
         g.nodes,
         getattr(fn_or_module, "__name__", type(fn_or_module).__name__),
-        [_value_info(helper, n, t, dynamic_axes.get(n)) for t, n in zip(inputs, in_names, strict=True)],
+        [_value_info(helper, n, t, dynamic_axes.get(n)) for t, n in zip(graph_inputs, all_in_names, strict=True)],
         [_value_info(helper, n, t, dynamic_axes.get(n)) for t, n in zip(outputs, out_names, strict=True)],
         g.initializers,
     )
@@ -529,7 +628,7 @@ def _probe_sizes(n: int) -> list[int]:
     return [m for m in dict.fromkeys(sizes) if m >= 1 and m != n]
 
 
-def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers, kept) -> None:
+def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers, kept, training=None) -> None:
     """Lower the call again with each dynamic input axis at up to three other sizes (larger and smaller): a graph
     that changes bakes a size from that axis (a reshape target, an expand size, a mask or range from a shape, a
     slice bound computed from .shape), so the model would be wrong or fail at other sizes -- refused, naming the
@@ -545,7 +644,8 @@ def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers
                 break
             try:
                 kept.restore()  # each run starts from the model as the export found it
-                probe = _trace(fn_or_module, _resized(inputs, places, lambda _, m=m: m), in_names, *helpers)[0]
+                resized = _resized(inputs, places, lambda _, m=m: m)
+                probe = _trace(fn_or_module, resized, in_names, helpers[0], helpers[1], training)[0]
             except Exception as e:  # the call itself refuses that size (a context length, an even size, ...)
                 failures.append(f"{m}: {type(e).__name__}: {e}")
                 continue
@@ -571,6 +671,51 @@ def _check_dynamic(fn_or_module, inputs, in_names, dynamic_axes, traced, helpers
                 f"tape.onnx.export: dynamic axis '{label}' ({axis}) cannot be checked: the call runs at "
                 f"{len(checked)} of the other sizes tried (two needed); it fails at {'; '.join(failures[:3])}"
             )
+
+
+def _other_values(x: np.ndarray) -> np.ndarray:
+    """``x`` with other values of the same kind, shape and range: integer and bool entries rolled by one place
+    (indices and class ids stay valid), floating ones reversed and scaled."""
+    flat = x.reshape(-1)
+    if x.dtype.kind in "fc":
+        return (flat[::-1] * 1.5 + 0.25).astype(x.dtype).reshape(x.shape)
+    return np.roll(flat, 1).reshape(x.shape)
+
+
+def _check_values(fn_or_module, inputs, in_names, traced, helpers, kept, training) -> None:
+    """A training graph must hold no constant computed from the inputs' or the parameters' values (a rule that
+    reads a mask, a class id or an index from the data as a numpy array): the call is lowered again with every
+    input and parameter at other values (``_other_values``) and a graph that changed is refused, naming the op."""
+    g, recorder = traced
+    saved = [p._data for p in training.params]
+    try:
+        kept.restore()
+        for p in training.params:
+            p._data = _other_values(p._data)
+        others = [as_tensor(_other_values(t._data)) for t in inputs]
+        probe = _trace(fn_or_module, others, in_names, helpers[0], helpers[1], training)
+    except NotExportableError:
+        raise
+    except Exception as e:  # the call refuses the other values (a range check): nothing shows it bakes none
+        raise NotExportableError(
+            "tape.onnx.export: with 'gradients', the call is lowered again at other input and parameter values to "
+            f"check the graph holds none of them as a constant, and it fails there ({type(e).__name__}: {e}); "
+            "export it with inputs the call takes at other values too"
+        ) from e
+    finally:
+        for p, data in zip(training.params, saved, strict=True):
+            p._data = data
+    difference = _first_difference(g, probe[0])
+    if difference is not False:
+        owner, constant = difference
+        rec = recorder.operations[owner] if owner is not None else None
+        who = f"op '{rec.op_name}'" if rec else "a constant the call built"
+        site = f"; called at {recorder.sites[owner]}" if rec else ""
+        raise NotExportableError(
+            f"tape.onnx.export: {who} bakes values read from the inputs or parameters into the training graph "
+            f"(its graph differs when their values do), so the graph would give the example's result for other "
+            f"values{site}"
+        )
 
 
 def _first_difference(g: Graph, probe: Graph):

@@ -1,0 +1,226 @@
+"""``tape.compile(..., backend="onnxruntime")``: a plan's forward, loss and gradients as ONE ONNX graph held in an
+ONNX Runtime session (docs/compile.md, "Two backends").
+
+The graph is built from the plan's own recording, not by running ``fn`` again: the recorded op calls are replayed
+on an export tape with grad enabled and the backward rules run on Tensors (create_graph), every tensor the plan
+reads from outside (parameters, batch tensors, closed-over arrays, Python numbers made constants) a graph input
+-- fed on every call with this call's arrays, never baked. What the graph does hold is what the plan's key
+compares (op, attributes, shapes, dtypes) plus what a lowering bakes from an integer-array attribute (an index):
+those arrays are kept and compared by value on every call. tape.onnx's value check refuses a graph holding a
+constant computed from the values it is fed. A call that differs in any of this, a plan that cannot be
+lowered (warned once, naming the op) or a call with backward hooks runs the numpy plan instead.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+
+from .hooks import HOOKS
+from .tensors import Tensor, tensor
+
+__all__ = ["OrtProgram", "build_program", "require_onnxruntime", "checked", "program", "result"]
+
+
+def checked(backend: str) -> str:
+    """``backend`` when it is one tape.compile has (onnxruntime: importable), else the error."""
+    if backend not in ("numpy", "onnxruntime"):
+        raise ValueError(f"compile: argument 'backend' expected 'numpy' or 'onnxruntime', got {backend!r}")
+    if backend == "onnxruntime":
+        require_onnxruntime()
+    return backend
+
+
+def threads() -> int | None:
+    """ONNX Runtime's intra-op threads: the kernels' rule, the one place minitape sets a thread count
+    (ops/_kernels/runtime.threads: the CPUs, capped by numpy's BLAS threads -- OMP_NUM_THREADS, threadpoolctl's
+    limits), read from the op library the plan's ops come from (loaded: they ran; the engine does not import it)."""
+    runtime = sys.modules.get("ops._kernels.runtime")
+    return None if runtime is None else int(runtime.threads())
+
+
+def program(step, records, loss):
+    """The plan's OrtProgram for a step compiled with backend="onnxruntime" (None: numpy's steps)."""
+    return build_program(records, loss, step.providers, threads()) if step.backend == "onnxruntime" else None
+
+
+def result(step, loss, value, grads):
+    """As ``CompiledStep._result``: the loss placeholder fn holds given its value; each leaf's gradient accumulated
+    into ``.grad`` as eager's reverse pass does (an array added to the one there)."""
+    from .autodiff import add_gradients
+    from .tensors import _readonly
+
+    loss.__class__ = Tensor
+    loss._data, loss._node, loss._requires_grad = _readonly(np.asarray(value)), None, False
+    for leaf, g in grads:
+        leaf.grad = Tensor._wrap(g if leaf.grad is None else add_gradients(leaf.grad._data, g))
+    return Tensor._wrap(loss._data), [p.grad for p in step.params]
+
+
+def require_onnxruntime():
+    try:
+        import onnx  # noqa: F401  (the export needs it)
+        import onnxruntime
+    except ImportError as e:
+        raise ImportError(
+            f"tape.compile(backend='onnxruntime') needs onnx and onnxruntime ({e}); install them with "
+            "pip install -e '.[onnx]' in a clone of this repository"
+        ) from None
+    return onnxruntime
+
+
+def _outside(entries_tensors, is_internal):
+    """(the outside tensors in order of first read, the slot pattern: per (entry, position) the input index)."""
+    order: dict[int, int] = {}
+    tensors: list = []
+    pattern: list = []
+    for tensors_k in entries_tensors:
+        row = []
+        for t in tensors_k:
+            if t is None or is_internal(t):
+                row.append(-1)
+                continue
+            if t.id not in order:
+                order[t.id] = len(tensors)
+                tensors.append(t)
+            row.append(order[t.id])
+        pattern.append(tuple(row))
+    return tensors, tuple(pattern)
+
+
+def _int_arrays(attrs) -> list:
+    """The integer and bool arrays among an op call's attributes (nested in tuples / lists): values a lowering may
+    bake, compared on every call."""
+    found: list = []
+
+    def visit(v):
+        if isinstance(v, np.ndarray) and v.dtype.kind in "iub":
+            found.append(v)
+        elif isinstance(v, tuple | list):
+            for x in v:
+                visit(x)
+
+    for v in (attrs or {}).values():
+        visit(v)
+    return found
+
+
+class OrtProgram:
+    """A plan's training graph in an ONNX Runtime session: ``run(loss_placeholder, trace)`` or None (run the numpy
+    plan instead)."""
+
+    def __init__(self, session, pattern, int_attrs, grad_inputs, n_inputs, unused):
+        self.session, self.pattern, self.int_attrs = session, pattern, int_attrs
+        self.grad_inputs = grad_inputs  # indices (into the outside tensors) of the leaves that require grad
+        self.input_names = [i.name for i in session.get_inputs()]
+        self.n_inputs = n_inputs
+        self.unused = unused  # positions in grad_inputs the loss does not reach: no .grad, as in eager
+
+    def matches(self, entries) -> list | None:
+        """This call's outside tensors when its pattern and integer attributes equal the graph's, else None."""
+        from .compile import _Pending
+
+        tensors, pattern = _outside((e[1] for e in entries), lambda t: type(t) is _Pending)
+        if pattern != self.pattern or len(tensors) != self.n_inputs:
+            return None
+        now = [a for e in entries for a in _int_arrays(e[2])]
+        if len(now) != len(self.int_attrs) or any(
+            a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b) for a, b in zip(now, self.int_attrs)
+        ):
+            return None
+        if HOOKS and any(t.id in HOOKS for t in tensors):
+            return None
+        return tensors
+
+    def run(self, tensors) -> tuple[np.ndarray, list]:
+        """(the loss array, [(leaf, gradient array)]): the session on this call's arrays (C order; a 0-D array stays
+        0-D -- np.ascontiguousarray would make it (1,))."""
+        feed = {name: np.asarray(t._data, order="C") for name, t in zip(self.input_names, tensors, strict=True)}
+        out = self.session.run(None, feed)
+        pairs = zip(self.grad_inputs, out[1:], strict=True)
+        return out[0], [(tensors[k], g) for j, (k, g) in enumerate(pairs) if j not in self.unused]
+
+
+_WARNED: set = set()
+
+
+def build_program(records, loss, providers, threads: int | None) -> OrtProgram | None:
+    """The training graph of an eager call's recording (``_Trace.records``), or None with a warning (once per
+    reason) when it cannot be lowered."""
+    from . import onnx as tonnx
+    from .recording import regroup, run_op
+
+    ort = require_onnxruntime()
+    produced: set[int] = set()
+    for record in records:
+        result = record[3]
+        produced.update(r.id for r in ((result,) if isinstance(result, Tensor) else tuple(result)))
+    outside, pattern = _outside((r[1] for r in records), lambda t: t.id in produced)
+    grad_inputs = [k for k, t in enumerate(outside) if t._requires_grad]
+    fed = [k for k, t in enumerate(outside) if not t._requires_grad]
+    leaves = [tensor(np.array(outside[k]._data, copy=True), requires_grad=True) for k in grad_inputs]
+    int_attrs = [a.copy() for r in records for a in _int_arrays(r[2])]
+
+    def replay(*given):
+        values: dict[int, Tensor] = {outside[k].id: t for k, t in zip(fed, given, strict=True)}
+        values.update((outside[k].id, leaf) for k, leaf in zip(grad_inputs, leaves, strict=True))
+        from .state import STATE
+
+        for op, tensors, attrs, result, _node, seq_lens, grad_enabled in records:
+            ins = [None if t is None else values[t.id] for t in tensors]
+            previous, STATE.grad_enabled = STATE.grad_enabled, grad_enabled
+            try:
+                slot = regroup(op, ins, seq_lens) if seq_lens else ins
+                bound = op.bind((), {**dict(zip(op.input_names, slot, strict=False)), **attrs})
+                out = run_op(op, ins, attrs, bound, seq_lens)
+            finally:
+                STATE.grad_enabled = previous
+            results = (result,) if isinstance(result, Tensor) else tuple(result)
+            outs = (out,) if isinstance(out, Tensor) else tuple(out)
+            values.update((r.id, o) for r, o in zip(results, outs, strict=True))
+        return values[loss.id]
+
+    names = [f"in_{k}" for k in fed]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, unused = tonnx.training_graph(
+                replay, [np.array(outside[k]._data, copy=True) for k in fed], names, leaves
+            )
+    except Exception as e:  # not exportable (named), or a lowering failing: the numpy plan is exact
+        _warn(f"tape.compile(backend='onnxruntime'): this plan runs on the numpy backend: {type(e).__name__}: {e}")
+        return None
+    session = _session(ort, model, providers, threads)
+    if session is None:
+        return None
+    program = OrtProgram(session, pattern, int_attrs, grad_inputs, len(outside), set(unused))
+    # graph inputs: the fed ones (in_k), then the leaves (param_j): in the outside tensors' order
+    program.input_names = [""] * len(outside)
+    for k, name in zip(fed + grad_inputs, [i.name for i in session.get_inputs()], strict=True):
+        program.input_names[k] = name
+    return program
+
+
+def _session(ort, model, providers, threads):
+    """An InferenceSession of ``model`` (None, warned, when ONNX Runtime cannot load it)."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(
+            model.SerializeToString(), options, providers=list(providers or ["CPUExecutionProvider"])
+        )
+    except Exception as e:  # no kernel for an op in this dtype
+        _warn(f"tape.compile(backend='onnxruntime'): this plan runs on the numpy backend: ONNX Runtime: {e}")
+        return None
+
+
+def _warn(message: str) -> None:
+    key = message.split("; called at")[0]
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
