@@ -677,20 +677,6 @@ softplus = _unary(
 
 
 # -- clamp -----------------------------------------------------------------------------------------------------
-def _bound(x, argument, value, op="clamp", parameter="x"):
-    real(op, argument, value, "a real number or None", " (for a tensor bound use ops.clamp(input, min=tensor))")
-    if x.dtype.kind == "f":
-        return float(value)
-    if x.dtype.kind == "b":
-        raise TypeError(f"{op}: argument '{parameter}' expected a number tensor, got dtype bool")
-    if isinstance(value, float | np.floating) and not float(value).is_integer():
-        raise TypeError(
-            f"{op}: argument '{argument}' is {value!r} but '{parameter}' is {x.dtype}; an integer tensor takes "
-            f"integer bounds (minitape never casts silently)"
-        )
-    return int(value)
-
-
 def _clamp_bounds(x, min, max):
     """torch's checks of clamp's bounds (Tensors here: numbers arrive as 0-D constants): at least one, numbers
     (not bool) of x's kind -- an integer tensor takes integer bounds."""
@@ -1034,24 +1020,65 @@ logical_not = _value_test("logical_not", np.logical_not, _logical_not_samples, n
 
 
 # -- clamp_min / clamp_max / logit / clone ------------------------------------------------------------------
-clamp_min = _on_input(
+def _one_bound_samples(side: str):
+    """clamp_min's (``side`` 'min') or clamp_max's samples: numbers at kinks (0-D tensors), a broadcast tensor
+    bound, a NaN bound (propagates, as torch's), integers."""
+
+    def generate(rng):
+        out = []
+        for value in (-0.5, 0.25):
+            for s in unary_samples(kinks=(-0.5, 0.25))(rng):
+                out.append(Sample((s.inputs[0], np.array(value)), {}, f"{s.label} {side}={value}"))
+        x = away_from(uniform(rng, (3, 4)), (-0.5, 0.5))
+        out.append(Sample((x, x + np.where(rng.random((3, 4)) > 0.5, 0.3, -0.3)), {}, f"tensor {side}"))
+        out.append(Sample((x, uniform(rng, (4,), -0.4, 0.4) + 0.01 * np.arange(4)), {}, f"tensor {side}, broadcast"))
+        out.append(Sample((x, np.array([np.nan, 0.1, -0.1, 0.2])), {}, f"NaN in {side}: NaN out"))
+        out.append(Sample((np.array([-3, 0, 2, 7]), np.array(1)), {}, "integers"))
+        return out
+
+    return generate
+
+
+def _one_bound(name: str, side: str, forward, vjps):
+    """torch's clamp_min / clamp_max: clamp with one bound, a number or a tensor broadcast against ``input``; the
+    bound gets its gradient where it is the output (torch's clamp_min.Tensor / clamp_max.Tensor)."""
+    passes = ">=" if side == "min" else "<="
+    return defop(
+        name,
+        family="elementwise",
+        inputs=("input", side),
+        forward=forward,
+        vjps=vjps,
+        samples=_one_bound_samples(side),
+        torch_ref=lambda torch, input, bound: getattr(torch, name)(input, bound),
+        method=True,
+        notes=f"``clamp(input, {side}=...)``: the gradient passes to input where input {passes} the bound (bound "
+        "included), to the bound elsewhere; a NaN bound gives NaN, as torch's.",
+    )
+
+
+def _clamp_min(input, min):
+    return _clamp(input, min=min)
+
+
+def _clamp_max(input, max):
+    return _clamp(input, max=max)
+
+
+clamp_min = _one_bound(
     "clamp_min",
-    lambda input, min: np.maximum(input, _bound(input, "min", min, "clamp_min", "input")),
-    lambda g, ans, input, min: g * (input >= min),
-    kinks=(-0.5, 0.25),
-    floats_only=False,
-    attrs=[{"min": -0.5}, {"min": 0.25}],
-    method=True,
-)
-clamp_max = _on_input(
+    "min",
+    _clamp_min,
+    (lambda g, ans, input, min: _clamp_vjp_x(g, ans, input, min, None),
+     lambda g, ans, input, min: _clamp_vjp_min(g, ans, input, min, None)),
+)  # fmt: skip
+clamp_max = _one_bound(
     "clamp_max",
-    lambda input, max: np.minimum(input, _bound(input, "max", max, "clamp_max", "input")),
-    lambda g, ans, input, max: g * (input <= max),
-    kinks=(-0.5, 0.25),
-    floats_only=False,
-    attrs=[{"max": -0.5}, {"max": 0.25}],
-    method=True,
-)
+    "max",
+    _clamp_max,
+    (lambda g, ans, input, max: _clamp_vjp_x(g, ans, input, None, max),
+     lambda g, ans, input, max: _clamp_vjp_max(g, ans, input, None, max)),
+)  # fmt: skip
 
 
 def _logit_input(input, eps):
@@ -1259,10 +1286,16 @@ def _onnx_bounds(g, rec, x, low, high):
     return onnx_clip(g, x, rec.inputs[0].dtype, low, high)
 
 
-def _onnx_clamp(g, rec, x, low, high):
-    """max(x, min) then min(., max) with tensor bounds, NaN from either operand kept (numpy's maximum/minimum)."""
+def _onnx_clamp(g, rec, x, low, high=None):
+    """max(x, min) then min(., max) with tensor bounds, NaN from either operand kept (numpy's maximum/minimum);
+    clamp_min / clamp_max: their one bound."""
     dtype = np.dtype(rec.inputs[0].dtype)
-    for bound, spec, op_type in ((low, rec.inputs[1], "Max"), (high, rec.inputs[2], "Min")):
+    if rec.op_name in ("clamp_min", "clamp_max"):
+        low, high = (low, None) if rec.op_name == "clamp_min" else (None, low)
+        specs = (rec.inputs[1], rec.inputs[1])
+    else:
+        specs = (rec.inputs[1], rec.inputs[2])
+    for bound, spec, op_type in ((low, specs[0], "Max"), (high, specs[1], "Min")):
         if bound is None:
             continue
         bound = cast_to(g, bound, spec.dtype, dtype)
@@ -1271,14 +1304,6 @@ def _onnx_clamp(g, rec, x, low, high):
             out = g.op("Where", g.op("IsNaN", x), x, g.op("Where", g.op("IsNaN", bound), bound, out))
         x = out
     return x
-
-
-def _onnx_clamp_min(g, rec, x):
-    return _onnx_bounds(g, rec, x, rec.attributes["min"], None)
-
-
-def _onnx_clamp_max(g, rec, x):
-    return _onnx_bounds(g, rec, x, None, rec.attributes["max"])
 
 
 def _onnx_exp2(g, rec, x):
@@ -1404,8 +1429,8 @@ lowering(expm1, _onnx_expm1)
 lowering(log1p, log1p_graph)
 lowering(softplus, _onnx_softplus)
 lowering(clamp, _onnx_clamp)
-lowering(clamp_min, _onnx_clamp_min)
-lowering(clamp_max, _onnx_clamp_max)
+lowering(clamp_min, _onnx_clamp)
+lowering(clamp_max, _onnx_clamp)
 lowering(exp2, _onnx_exp2)
 lowering(trunc, _onnx_trunc)
 lowering(relu, _onnx_relu)

@@ -47,13 +47,8 @@ class CompiledStep:
     calls a plan ran."""
 
     def __init__(self, fn, params=(), *, recompile=True, max_plans=8, backend="numpy", providers=None):
-        self.backend, self.providers, self.onnx_runs = (
-            compile_ort.checked(backend),
-            providers,
-            0,
-        )  # onnx_runs: of replays
-        self.fn = fn
-        self.params = list(params)
+        self.backend, self.providers, self.onnx_runs = compile_ort.checked(backend), providers, 0  # runs: of replays
+        self.fn, self.params = fn, list(params)
         for k, p in enumerate(self.params):
             if not isinstance(p, Tensor):
                 raise TypeError(f"compile: params[{k}] must be a Tensor, got {type(p).__name__}")
@@ -64,8 +59,7 @@ class CompiledStep:
         self._eager_at: set = set()  # (index, op) of calls whose output shape fn read and the data changed
         self.records = self.replays = 0
 
-    def reset(self) -> None:
-        """Forget every plan."""
+    def reset(self) -> None:  # forget every plan
         self._plans.clear()
 
     def __repr__(self) -> str:
