@@ -29,6 +29,7 @@ __all__ = [
     "require_a_float",
     "require_bool",
     "one_of",
+    "fill_value",
 ]
 
 
@@ -187,3 +188,15 @@ def user_stacklevel() -> int:
 _LIBRARY = tuple(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d, "") for d in ("ops", "tape")
 )
+
+
+def fill_value(op: str, input, value) -> None:
+    """masked_fill's and index_fill's ``value``: a number or a 0-D tensor (torch's), representable in an integer
+    ``input``'s dtype (a float is truncated, as torch's; NaN, inf and overflow refused, as torch's)."""
+    if np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "biuf":
+        raise TypeError(f"{op}: argument 'value' expected a number or a 0-D tensor, got shape {np.shape(value)}")
+    if input.dtype.kind in "iu" and np.asarray(value).dtype.kind == "f":
+        v = float(value)
+        info = np.iinfo(input.dtype)
+        if not (np.isfinite(v) and info.min <= v <= info.max):
+            raise RuntimeError(f"{op}: value {v} cannot be converted to type {input.dtype} without overflow")

@@ -96,8 +96,8 @@ from ._numerics import quiet
 from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar, tensor_type
 from ._onnx import clip as onnx_clip
 from ._samples import away_from, unary_samples, uniform
+from ._validation import broadcast_or_fail, functional, integer, real
 from ._validation import floats_only as float_check
-from ._validation import functional, integer, real
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -677,36 +677,44 @@ softplus = _unary(
 
 
 # -- clamp -----------------------------------------------------------------------------------------------------
-def _clamp_bounds(x, min, max):
+def _clamp_bounds(x, min, max, op="clamp", parameter="x"):
     """torch's checks of clamp's bounds (Tensors here: numbers arrive as 0-D constants): at least one, numbers
-    (not bool) of x's kind -- an integer tensor takes integer bounds."""
+    (not bool) of x's kind -- an integer tensor takes integer bounds; clamp_min / clamp_max name themselves and
+    their ``input``."""
     if min is None and max is None:
-        raise ValueError("clamp: at least one of the arguments 'min' and 'max' must be given (not None)")
+        raise ValueError(f"{op}: at least one of the arguments 'min' and 'max' must be given (not None)")
     if x.dtype.kind == "b":
-        raise TypeError("clamp: argument 'x' expected a number tensor, got dtype bool")
+        raise TypeError(f"{op}: argument '{parameter}' expected a number tensor, got dtype bool")
     for name, bound in (("min", min), ("max", max)):
         if bound is None:
             continue
         if bound.dtype.kind == "b":
-            raise TypeError(f"clamp: argument '{name}' expected a number or a number tensor, got dtype bool")
+            raise TypeError(f"{op}: argument '{name}' expected a number or a number tensor, got dtype bool")
         if x.dtype.kind != "f" and bound.dtype.kind == "f":
             raise TypeError(
-                f"clamp: argument '{name}' is floating ({bound.dtype}) but 'x' is {x.dtype}; an integer tensor "
-                f"takes integer bounds (minitape never casts silently)"
+                f"{op}: argument '{name}' is floating ({bound.dtype}) but '{parameter}' is {x.dtype}; an integer "
+                f"tensor takes integer bounds (minitape never casts silently)"
             )
+    shapes = [x.shape]
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None:
+            shapes.append(bound.shape)
+            expected = f"a shape broadcastable with {parameter} {x.shape}" + (" and min" if len(shapes) == 3 else "")
+            broadcast_or_fail(op, name, shapes, expected, bound.shape)
 
 
 def _clamp(x, min=None, max=None):
-    _clamp_bounds(x, min, max)
+    return _clamped(x, min, max, "clamp", "x")
+
+
+def _clamped(x, min, max, op, parameter):
+    """clamp's forward, its refusals naming ``op`` and its tensor ``parameter`` (clamp_min / clamp_max: input)."""
+    _clamp_bounds(x, min, max, op, parameter)
     out = x
-    try:
-        if min is not None:
-            out = np.maximum(out, min.astype(x.dtype, copy=False) if x.dtype.kind == "f" else min)
-        if max is not None:
-            out = np.minimum(out, max.astype(x.dtype, copy=False) if x.dtype.kind == "f" else max)
-    except ValueError:
-        shapes = ", ".join(f"'{n}' {list(a.shape)}" for n, a in (("x", x), ("min", min), ("max", max)) if a is not None)
-        raise ValueError(f"clamp: arguments {shapes} cannot be broadcast together") from None
+    if min is not None:
+        out = np.maximum(out, min.astype(x.dtype, copy=False) if x.dtype.kind == "f" else min)
+    if max is not None:
+        out = np.minimum(out, max.astype(x.dtype, copy=False) if x.dtype.kind == "f" else max)
     return out
 
 
@@ -1058,11 +1066,11 @@ def _one_bound(name: str, side: str, forward, vjps):
 
 
 def _clamp_min(input, min):
-    return _clamp(input, min=min)
+    return _clamped(input, min, None, "clamp_min", "input")
 
 
 def _clamp_max(input, max):
-    return _clamp(input, max=max)
+    return _clamped(input, None, max, "clamp_max", "input")
 
 
 clamp_min = _one_bound(

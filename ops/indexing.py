@@ -42,12 +42,21 @@ import numpy as np
 from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
+from tape.tensors import Tensor
 
 from . import _numpy
 from ._notes import case_law
 from ._onnx import NotExportable, axis_of, cast_to, index_map, scalar
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, normalize_dim, one_of, require_bool, require_dtype_of_input, require_integer
+from ._validation import (
+    broadcast_or_fail,
+    fill_value,
+    normalize_dim,
+    one_of,
+    require_bool,
+    require_dtype_of_input,
+    require_integer,
+)
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
 _CASE_LAW = (
@@ -59,7 +68,9 @@ _CASE_LAW = (
     (
         ("take", "index_fill", "index_copy", "index_reduce", "masked_scatter", "argwhere"),
         "take(input, index): the flattened input at index (negative positions count from the end); gradient: "
-        "index_add into zeros. index_fill allows negative positions, as torch; index_copy refuses repeated positions "
+        "index_add into zeros. index_fill allows negative positions, as torch's number-value form (its Tensor-value "
+        "form refuses them; here both wrap), and its value, a number or a 0-D tensor, gets the sum of the gradient "
+        "over the filled positions, each counted once; index_copy refuses repeated positions "
         "(torch leaves which value lands undefined); both give the input a zero gradient at the written positions. "
         "index_reduce is scatter_reduce with index[i] standing for all of source's slice i (the same kernel and "
         "rules). masked_scatter: the True positions take source's first entries in row-major order. argwhere is "
@@ -1491,10 +1502,11 @@ take = defop(
 )
 
 
-def _check_index_fill(input, index, dim, value):
+def _check_index_fill(input, index, value, dim):
     _along_index("index_fill", input, index, dim, wrap=True)
-    if isinstance(value, bool) or np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "iuf":
-        raise TypeError(f"index_fill: argument 'value' expected a number, got {type(value).__name__} {value!r}")
+    if np.asarray(value).dtype.kind == "b":
+        raise TypeError("index_fill: argument 'value' expected a number or a 0-D tensor, got a bool")
+    fill_value("index_fill", input, value)
 
 
 def _index_fill(input, dim, index, value):
@@ -1506,10 +1518,18 @@ def _index_fill(input, dim, index, value):
     return out.reshape(input.shape)
 
 
-def _index_fill_vjp(g, ans, input, index, dim, value):
+def _index_fill_vjp(g, ans, input, index, value, dim):
     if isinstance(g, np.ndarray):
         return _index_fill(g, dim, index, 0)
     return index_fill(g, dim, index, 0)
+
+
+def _index_fill_vjp_value(g, ans, input, index, value, dim):
+    """The value's gradient: the sum of the output's gradient over the filled positions (each once)."""
+    index = index._data if isinstance(index, Tensor) else index  # create_graph: a constant Tensor
+    axis, positions = _along_index("index_fill", np.empty(np.shape(input), np.int8), index, dim, wrap=True)
+    picked = np.reshape(g, (1,) if np.ndim(g) == 0 else np.shape(g))[(slice(None),) * axis + (np.unique(positions),)]
+    return np.reshape(np.sum(picked), np.shape(value))
 
 
 def _index_samples(rng, source_of=None):
@@ -1539,18 +1559,24 @@ index_fill = defop(
     method=True,
     notes=case_law(_CASE_LAW, "index_fill"),
     family="shape",
-    inputs=("input", "index"),
+    inputs=("input", "index", "value"),
     forward=_index_fill,
-    vjps=(_index_fill_vjp, NOT_DIFFERENTIABLE),
+    vjps=(_index_fill_vjp, NOT_DIFFERENTIABLE, _index_fill_vjp_value),
     check=_check_index_fill,
     samples=lambda rng: (
-        [Sample(s.inputs, {**s.attrs, "value": -1.5}, s.label) for s in _index_samples(rng)]
+        [Sample((*s.inputs, np.array(-1.5)), s.attrs, s.label) for s in _index_samples(rng)]
         + [
-            Sample((uniform(rng, (3, 2)), np.array([-1, 0])), {"dim": 0, "value": 2}, "negative index, int value"),
-            Sample((uniform(rng, ()), np.array(0)), {"dim": 0, "value": 1.0}, "0-D input"),
+            Sample((uniform(rng, (3, 2)), np.array([-1, 0]), np.array(2.0)), {"dim": 0}, "negative index"),
+            Sample((uniform(rng, (3, 2)), np.array([1, 1, 0]), np.array(0.5)), {"dim": 1}, "repeated position"),
+            Sample((uniform(rng, ()), np.array(0), np.array(1.0)), {"dim": 0}, "0-D input"),
+            Sample((np.arange(6).reshape(3, 2), np.array([2]), np.array(9)), {"dim": 0}, "integers"),
         ]
     ),
-    torch_ref=lambda torch, input, index, dim, value: torch.index_fill(input, dim, index.long(), value),
+    # torch's number-value form wraps negative positions, its Tensor-value form refuses them: the reference wraps
+    # them first (the same positions), so the Tensor form -- and the value's gradient -- is compared on every sample
+    torch_ref=lambda torch, input, index, value, dim: torch.index_fill(
+        input, dim, index.long() % (input.shape[dim] if input.ndim else 1), value
+    ),
 )
 
 
@@ -1588,7 +1614,7 @@ index_copy = defop(
     inputs=("input", "index", "source"),
     forward=_index_copy,
     vjps=(
-        lambda g, ans, input, index, source, dim: _index_fill_vjp(g, ans, input, index, dim, 0),
+        lambda g, ans, input, index, source, dim: _index_fill_vjp(g, ans, input, index, 0, dim),
         NOT_DIFFERENTIABLE,
         _index_copy_vjp_source,
     ),
@@ -1942,8 +1968,8 @@ def _onnx_spread(g, index, axis: int, shape) -> str:
     return g.op("Expand", g.op("Reshape", index, g.ints(along)), g.ints(shape))
 
 
-def _onnx_index_written(g, rec, input, index, source=None):
-    """index_fill (source None: the value) and index_copy: ScatterElements along dim of the source's shape
+def _onnx_index_written(g, rec, input, index, source):
+    """index_fill (source: the 0-D value) and index_copy: ScatterElements along dim of the source's shape
     (ONNX takes index_fill's negative positions as counted from the end, as the forward); a 0-D input counts as
     1-D of size 1."""
     shape_in = rec.inputs[0].shape or (1,)
@@ -1953,8 +1979,8 @@ def _onnx_index_written(g, rec, input, index, source=None):
     if 0 in shape:
         raise NotExportable("an empty index or input has no lowering")
     dtype = rec.inputs[0].dtype
-    if source is None:
-        source = g.op("Expand", scalar(g, np.asarray(rec.attributes["value"]).astype(dtype), dtype), g.ints(shape))
+    if rec.op_name == "index_fill":  # source: the 0-D value
+        source = g.op("Expand", cast_to(g, source, rec.inputs[2].dtype, dtype), g.ints(shape))
     x = input if rec.inputs[0].shape else g.op("Reshape", input, g.ints([1]))
     source = g.op("Reshape", source, g.ints(shape))
     out = g.op("ScatterElements", x, _onnx_spread(g, index, axis, shape), source, axis=axis)

@@ -56,9 +56,18 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop, get_op
 from . import _numpy
 from ._declare import one_input_op
 from ._notes import case_law
-from ._onnx import NotExportable, axis_of, index_map, scalar
+from ._onnx import NotExportable, axis_of, cast_to, index_map
 from ._samples import transposed, uniform
-from ._validation import broadcast_or_fail, integer, ints, normalize_dim, normalize_dims, real, require_dtype_of_input
+from ._validation import (
+    broadcast_or_fail,
+    fill_value,
+    integer,
+    ints,
+    normalize_dim,
+    normalize_dims,
+    real,
+    require_dtype_of_input,
+)
 from .indexing import _index_add_into, index_add
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -658,32 +667,36 @@ def _check_masked_fill(input, mask, value):
     broadcast_or_fail(
         "masked_fill", "mask", (input.shape, mask.shape), f"a shape broadcastable with input {input.shape}", mask.shape
     )
-    if getattr(value, "requires_grad", False):
-        raise TypeError(
-            "masked_fill: argument 'value' is a constant; it got a tensor that requires grad, whose "
-            "gradient would be lost (fill with ops.where-style arithmetic instead)"
-        )
-    if np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "biuf":
-        raise TypeError(f"masked_fill: argument 'value' expected a number, got {value!r}")
+    fill_value("masked_fill", input, value)
 
 
 def _masked_fill(input, mask, value):
-    return np.where(mask, np.asarray(value).astype(input.dtype), input)
+    return np.where(mask, value.astype(input.dtype, copy=False), input)
+
+
+def _masked_fill_vjp_value(g, ans, input, mask, value):
+    """The value's gradient: the sum of the output's gradient over the positions the mask fills."""
+    return np.reshape(np.sum(np.where(mask, g, 0)), value.shape)
 
 
 masked_fill = defop(
     "masked_fill",
     family="shape",
-    inputs=("input", "mask"),
+    inputs=("input", "mask", "value"),
     forward=_masked_fill,
     check=_check_masked_fill,
-    vjps=(lambda g, ans, input, mask, value: unbroadcast(np.where(mask, 0, g), input.shape), NOT_DIFFERENTIABLE),
+    vjps=(
+        lambda g, ans, input, mask, value: unbroadcast(np.where(mask, 0, g), input.shape),
+        NOT_DIFFERENTIABLE,
+        _masked_fill_vjp_value,
+    ),
     samples=lambda rng: [
-        Sample((uniform(rng, (2, 3)), rng.uniform(size=(2, 3)) > 0.5), {"value": -1.0}),
-        Sample((uniform(rng, (2, 3, 4)), rng.uniform(size=(3, 1)) > 0.5), {"value": 2.0}, "broadcast mask"),
-        Sample((uniform(rng, (3,)), rng.uniform(size=(2, 3)) > 0.5), {"value": 0.0}, "mask enlarges"),
-        Sample((transposed(rng, (3, 4)), np.tril(np.ones((3, 4), bool))), {"value": -5.0}, "non-contiguous, causal"),
-        Sample((uniform(rng, (0, 3)), np.array([True, False, True])), {"value": 1.0}, "zero-size"),
+        Sample((uniform(rng, (2, 3)), rng.uniform(size=(2, 3)) > 0.5, np.array(-1.0)), {}),
+        Sample((uniform(rng, (2, 3, 4)), rng.uniform(size=(3, 1)) > 0.5, np.array(2.0)), {}, "broadcast mask"),
+        Sample((uniform(rng, (3,)), rng.uniform(size=(2, 3)) > 0.5, np.array(0.0)), {}, "mask enlarges"),
+        Sample((transposed(rng, (3, 4)), np.tril(np.ones((3, 4), bool)), np.array(-5.0)), {}, "non-contiguous, causal"),
+        Sample((uniform(rng, (0, 3)), np.array([True, False, True]), np.array(1.0)), {}, "zero-size"),
+        Sample((np.arange(6).reshape(2, 3), np.array([True, False, True]), np.array(-7)), {}, "integers"),
     ],
     torch_ref=lambda torch, input, mask, value: torch.masked_fill(input, mask, value),
     method=True,
@@ -1244,9 +1257,8 @@ def _onnx_triangle(upper: int):
     return lower
 
 
-def _onnx_masked_fill(g, rec, input, mask):
-    value = scalar(g, np.asarray(rec.attributes["value"]).astype(rec.inputs[0].dtype), rec.inputs[0].dtype)
-    return g.op("Where", mask, value, input)
+def _onnx_masked_fill(g, rec, input, mask, value):
+    return g.op("Where", mask, cast_to(g, value, rec.inputs[2].dtype, rec.inputs[0].dtype), input)
 
 
 def _onnx_repeat(g, rec, input):

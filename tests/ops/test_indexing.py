@@ -277,8 +277,10 @@ def test_index_copy_refuses_repeated_positions_and_masked_scatter_a_short_source
         ops.take(x, tape.tensor(np.array([3])))
     with pytest.raises(ValueError, match="index_reduce: argument 'reduce' expected one of"):
         ops.index_reduce(x, 0, tape.tensor(np.array([0])), tape.tensor(np.ones(1)), "sum")
-    with pytest.raises(TypeError, match="index_fill: argument 'value' expected a number"):
+    with pytest.raises(TypeError, match="index_fill: argument 'value' expected a Tensor or a real array-like, got str"):
         ops.index_fill(x, 0, tape.tensor(np.array([0])), "1")
+    with pytest.raises(TypeError, match=r"index_fill: argument 'value' expected a number or a 0-D tensor, got shape"):
+        ops.index_fill(x, 0, tape.tensor(np.array([0])), tape.tensor(np.ones(2)))
 
 
 @pytest.mark.parametrize("reduce", ["amax", "amin", "mean", "prod"])

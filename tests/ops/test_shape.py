@@ -400,7 +400,7 @@ def test_index_inputs_are_recorded_as_tensor_inputs_without_gradient():
     assert tape.get_op("scatter_add").differentiable_inputs == ("input", "src")
     assert tape.get_op("index_add").differentiable_inputs == ("input", "source")
     assert tape.get_op("index_put").input_names == ("input", "values")
-    assert tape.get_op("masked_fill").differentiable_inputs == ("input",)
+    assert tape.get_op("masked_fill").differentiable_inputs == ("input", "value")  # value: torch's 0-D Tensor form
     assert out.shape == (3, 2)
 
 

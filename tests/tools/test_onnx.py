@@ -431,7 +431,7 @@ def test_bad_arguments(ort):
 NAN_ROWS = np.array([[1.0, np.nan, 3.0], [np.nan, -1.0, np.nan], [0.5, 2.0, -3.0]])
 NAN_CASES = [("amax", {"dim": 1}), ("amin", {"dim": 0}), ("max", {}), ("min", {"dim": 1}), ("max", {"dim": 0}),
              ("argmax", {"dim": 1}), ("argmin", {}), ("vector_norm", {"ord": float("inf"), "dim": 1}),
-             ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp_min", {"min": 0.0}),
+             ("norm", {"p": float("inf")}), ("logsumexp", {"dim": 1}), ("maximum", None), ("clamp_min", {}),
              ("normalize", {"p": float("inf")}), ("pairwise_distance", {"p": float("-inf")}),
              ("median_dim", {"dim": 1}),
              ("sort", {"dim": 1, "descending": True}), ("topk", {"k": 2}), ("adaptive_max_pool2d", {"output_size": 2}),
@@ -439,6 +439,7 @@ NAN_CASES = [("amax", {"dim": 1}), ("amin", {"dim": 0}), ("max", {}), ("min", {"
              ("max_pool2d", {"kernel_size": 2, "stride": 1}), ("max_pool3d", {"kernel_size": (1, 2, 2), "stride": 1})]
 # the inputs where they are not the rows (or the rows and their transpose): unbatched (C, ...) for the poolings
 NAN_INPUTS = {
+    "clamp_min": (NAN_ROWS, np.array(0.0)),  # the bound is a tensor input (a number arrives as a 0-D constant)
     "adaptive_max_pool2d": (NAN_ROWS[None],),
     "max_pool2d": (NAN_ROWS[None],),
     "max_pool3d": (NAN_ROWS[None, None],),

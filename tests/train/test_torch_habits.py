@@ -272,3 +272,27 @@ def test_pad_sequence_and_its_gradients_as_torchs(batch_first, side):
         np.testing.assert_array_equal(a.numpy(), s)
     with pytest.raises(AttributeError, match="packed sequences are not provided"):
         _ = torch.nn.utils.rnn.pack_padded_sequence
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda ns, x, v: ns.clamp_min(x, v),
+        lambda ns, x, v: x.clamp_max(v),
+        lambda ns, x, v: x.masked_fill(x > 0.2, v),
+        lambda ns, x, v: x.index_fill(1, ns.tensor([2, 0]), v),
+    ],
+    ids=["clamp_min", "clamp_max", "masked_fill", "index_fill"],
+)
+def test_tensor_bounds_and_fill_values_get_their_gradients_as_torchs(call):
+    """torch takes a tensor that requires grad as these ops' bound or value and gives it a gradient; minitape
+    refused it before (a number-only attribute)."""
+    x0 = np.random.default_rng(7).uniform(-1, 1, (3, 4))
+    got = []
+    for ns in (torch, torch_):
+        x, v = ns.tensor(x0, requires_grad=True), ns.tensor(np.array(0.3), requires_grad=True)
+        out = call(ns, x, v)
+        (out * ns.tensor(np.linspace(-2, 2, 12).reshape(3, 4))).sum().backward()
+        got.append((out.detach().numpy(), x.grad.numpy(), v.grad.numpy()))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
