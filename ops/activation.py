@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from tape.creation import float_dtype
 from tape.onnx import lowering
 from tape.registry import Sample, defop
 from tape.tensors import Tensor
@@ -37,7 +38,7 @@ from tape.tensors import Tensor
 from ._declare import one_input_op
 from ._notes import case_law
 from ._numerics import quiet
-from ._onnx import NotExportable, axis_of, clip, float_only, log1p_graph, pnorm, scalar
+from ._onnx import NotExportable, axis_of, cast_to, clip, float_only, log1p_graph, pnorm, scalar
 from ._samples import along_dim_samples, away_from, transposed, unary_samples, uniform
 from ._validation import floats_only, functional, implicit_dim, normalize_dim, normalize_dims, real, require_float
 
@@ -430,8 +431,11 @@ def _as_1d(x):
 
 
 @quiet  # a row of +inf: -inf - (-inf) = NaN, as torch's softmin
-def _softmin(input, dim=None):
+def _softmin(input, dim=None, *, dtype=None):
+    """``torch.nn.functional.softmin``: softmax of ``-input`` along ``dim``; ``dtype`` casts the input first, as
+    torch's (the output has that dtype; the gradient is cast back to the input's)."""
     axis = normalize_dim("softmin", implicit_dim("softmin", dim, input.ndim, warn=True), input.ndim)
+    input = input if dtype is None else input.astype(float_dtype("softmin", dtype), copy=False)
     if np.size(input) == 0:
         return input.copy()
     z = -_as_1d(input)
@@ -440,15 +444,25 @@ def _softmin(input, dim=None):
     return e.reshape(input.shape)
 
 
-def _softmin_vjp(g, ans, input, dim=None):
+def _softmin_vjp(g, ans, input, dim=None, *, dtype=None):
     # softmin(x) = softmax(-x): the negated softmax backward, y (sum(g y) - g)
     axis = normalize_dim("softmin", implicit_dim("softmin", dim, input.ndim), input.ndim)
     y, g1 = _as_1d(ans), _as_1d(g)
-    return np.reshape(y * (np.sum(g1 * y, axis=axis, keepdims=True) - g1), input.shape)
+    dx = np.reshape(y * (np.sum(g1 * y, axis=axis, keepdims=True) - g1), input.shape)
+    if dx.dtype == input.dtype:
+        return dx
+    if isinstance(dx, Tensor):
+        from .cast import cast  # at call time: the families register in ops/__init__'s order
+
+        return cast(dx, input.dtype)
+    return dx.astype(input.dtype)
 
 
-def _check_softmin(input, dim=None):
-    require_float("softmin", "input", input)
+def _check_softmin(input, dim=None, *, dtype=None):
+    if dtype is None:
+        require_float("softmin", "input", input)
+    else:
+        float_dtype("softmin", dtype)
     normalize_dim("softmin", implicit_dim("softmin", dim, input.ndim), input.ndim)
 
 
@@ -459,8 +473,13 @@ softmin = defop(
     forward=_softmin,
     vjps=(_softmin_vjp,),
     check=_check_softmin,
-    samples=along_dim_samples,
-    torch_ref=lambda torch, input, dim=None: torch.nn.functional.softmin(input, dim=dim),
+    samples=lambda rng: (
+        along_dim_samples(rng)
+        + [Sample(along_dim_samples(rng)[0].inputs, {"dim": -1, "dtype": np.float64}, "dtype=float64 (cast first)")]
+    ),
+    torch_ref=lambda torch, input, dim=None, dtype=None: torch.nn.functional.softmin(
+        input, dim=dim, dtype=None if dtype is None else getattr(torch, np.dtype(dtype).name)
+    ),
 )
 
 
@@ -817,6 +836,8 @@ def _onnx_softmin(g, rec, x):
     if ndim == 0:
         raise NotExportable("a 0-D input has no lowering")
     dim = implicit_dim("softmin", rec.attributes.get("dim"), ndim)
+    dtype = rec.attributes.get("dtype")
+    x = x if dtype is None else cast_to(g, x, rec.inputs[0].dtype, np.dtype(dtype))  # cast first, as the forward
     return g.op("Softmax", g.op("Neg", x), axis=axis_of(int(dim), ndim))
 
 

@@ -146,6 +146,8 @@ _CASE_LAW = (
 def _ints(op: str, name: str, value, n: int, minimum: int) -> tuple:
     """An int or a sequence of ``n`` ints, each >= ``minimum``, as a tuple of ``n`` ints."""
     values = (value,) * n if isinstance(value, int | np.integer) else value
+    if isinstance(values, tuple | list) and len(values) == 1:  # one entry stands for every dim, as torch reads it
+        values = tuple(values) * n
     ok = (
         isinstance(values, tuple | list)
         and len(values) == n

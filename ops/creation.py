@@ -24,6 +24,7 @@ __all__ = [
 import numpy as np
 
 from tape.creation import filled, float_dtype, generator_of, randint_bounds, real_number, resolve_dtype
+from tape.devices import on_cpu
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
@@ -41,6 +42,7 @@ def _like_samples(**attrs):
     def generate(rng):
         return [
             Sample((uniform(rng, (2, 3)),), dict(attrs), "matrix"),
+            Sample((uniform(rng, (2, 3)),), {**attrs, "device": "cpu"}, "device='cpu'"),
             Sample((uniform(rng, ()),), dict(attrs), "scalar"),
             Sample((transposed(rng, (3, 4)),), dict(attrs), "non-contiguous"),
             Sample((uniform(rng, (0, 3)),), dict(attrs), "zero-size"),
@@ -62,7 +64,9 @@ def _like(name: str, forward, torch_ref, samples, random=False):
     )
 
 
-def _like_dtype(where: str, input, dtype) -> np.dtype:
+def _like_dtype(where: str, input, dtype, device=None) -> np.dtype:
+    """The dtype of a ``*_like`` result (the input's unless ``dtype``); ``device`` is torch's (the CPU or None)."""
+    on_cpu(where, "device", device)
     return resolve_dtype(where, dtype, input.dtype)
 
 
@@ -70,61 +74,77 @@ def _torch_dtype(torch, dtype):
     return None if dtype is None else getattr(torch, np.dtype(dtype).name)
 
 
+def _like_ref(name: str):
+    """The torch reference of a ``*_like`` op: ``torch.<name>`` with the dtype and device given."""
+    return lambda torch, input, dtype=None, device=None: getattr(torch, name)(
+        input, dtype=_torch_dtype(torch, dtype), device=device
+    )
+
+
 zeros_like = _like(
     "zeros_like",
-    lambda input, *, dtype=None: np.zeros(input.shape, _like_dtype("zeros_like", input, dtype)),
-    lambda torch, input, dtype=None: torch.zeros_like(input, dtype=_torch_dtype(torch, dtype)),
+    lambda input, *, dtype=None, device=None: np.zeros(input.shape, _like_dtype("zeros_like", input, dtype, device)),
+    lambda torch, input, dtype=None, device=None: torch.zeros_like(
+        input, dtype=_torch_dtype(torch, dtype), device=device
+    ),
     _like_samples(),
 )
 ones_like = _like(
     "ones_like",
-    lambda input, *, dtype=None: np.ones(input.shape, _like_dtype("ones_like", input, dtype)),
-    lambda torch, input, dtype=None: torch.ones_like(input, dtype=_torch_dtype(torch, dtype)),
+    lambda input, *, dtype=None, device=None: np.ones(input.shape, _like_dtype("ones_like", input, dtype, device)),
+    lambda torch, input, dtype=None, device=None: torch.ones_like(
+        input, dtype=_torch_dtype(torch, dtype), device=device
+    ),
     _like_samples(),
 )
 empty_like = _like(
     "empty_like",
-    lambda input, *, dtype=None: np.zeros(input.shape, _like_dtype("empty_like", input, dtype)),
-    lambda torch, input, dtype=None: torch.zeros_like(input, dtype=_torch_dtype(torch, dtype)),  # ours: zeros
+    lambda input, *, dtype=None, device=None: np.zeros(input.shape, _like_dtype("empty_like", input, dtype, device)),
+    lambda torch, input, dtype=None, device=None: torch.zeros_like(
+        input, dtype=_torch_dtype(torch, dtype), device=device
+    ),  # ours: zeros
     _like_samples(),
 )
 
 
-def _full_like(input, fill_value, *, dtype=None):
+def _full_like(input, fill_value, *, dtype=None, device=None):
     value = real_number("full_like", "fill_value", fill_value)
-    return filled("full_like", input.shape, value, _like_dtype("full_like", input, dtype))
+    return filled("full_like", input.shape, value, _like_dtype("full_like", input, dtype, device))
 
 
 full_like = _like(
     "full_like",
     _full_like,
-    lambda torch, input, fill_value, dtype=None: torch.full_like(input, fill_value, dtype=_torch_dtype(torch, dtype)),
+    lambda torch, input, fill_value, dtype=None, device=None: torch.full_like(
+        input, fill_value, dtype=_torch_dtype(torch, dtype), device=device
+    ),
     _like_samples(fill_value=2.5),
 )
 
 
-def _randomfloat_dtype(where: str, input, dtype) -> np.dtype:
+def _randomfloat_dtype(where: str, input, dtype, device=None) -> np.dtype:
     """torch refuses an integer input unless a float ``dtype`` is given."""
+    on_cpu(where, "device", device)
     if dtype is None and input.dtype.kind != "f":
         raise TypeError(f"{where}: argument 'input' expected a floating tensor (or a float dtype=), got {input.dtype}")
     return float_dtype(where, dtype, input.dtype)
 
 
-def _rand_like(input, *, generator=None, dtype=None):
-    resolved = _randomfloat_dtype("rand_like", input, dtype)
+def _rand_like(input, *, generator=None, dtype=None, device=None):
+    resolved = _randomfloat_dtype("rand_like", input, dtype, device)
     return generator_of("rand_like", generator).random(input.shape, dtype=resolved)
 
 
-def _randn_like(input, *, generator=None, dtype=None):
-    resolved = _randomfloat_dtype("randn_like", input, dtype)
+def _randn_like(input, *, generator=None, dtype=None, device=None):
+    resolved = _randomfloat_dtype("randn_like", input, dtype, device)
     return generator_of("randn_like", generator).standard_normal(input.shape, dtype=resolved)
 
 
-def _randint_like(input, low=0, high=None, *, generator=None, dtype=None):
+def _randint_like(input, low=0, high=None, *, generator=None, dtype=None, device=None):
     """``randint_like(input, high)`` or ``randint_like(input, low, high)``; the input's dtype."""
     low, high = randint_bounds("randint_like", *((0, low) if high is None else (low, high)))
     draws = generator_of("randint_like", generator).integers(low, high, size=input.shape, dtype=np.int64)
-    return draws.astype(_like_dtype("randint_like", input, dtype))
+    return draws.astype(_like_dtype("randint_like", input, dtype, device))
 
 
 rand_like = _like("rand_like", _rand_like, None, _like_samples(generator=0), random=True)

@@ -1229,6 +1229,11 @@ def _tensor_split_plan(op, input, indices_or_sections, dim, even=False) -> tuple
     Python slice between two cuts (negative cuts count from the end; a cut before the previous one gives an empty
     piece and the next piece starts back there, as in torch)."""
     axis, size = _split_axis(op, input, dim, "input")
+    if isinstance(indices_or_sections, np.ndarray) and indices_or_sections.dtype.kind in "iu":  # torch's tensor form
+        if indices_or_sections.ndim > 1:
+            raise ValueError(f"{op}: argument 'indices_or_sections' expected a 0-D or 1-D integer tensor, got "
+                             f"shape {indices_or_sections.shape}")  # fmt: skip
+        indices_or_sections = indices_or_sections[()] if indices_or_sections.ndim == 0 else indices_or_sections.tolist()
     if isinstance(indices_or_sections, int | np.integer) and not isinstance(indices_or_sections, bool):
         n = int(indices_or_sections)
         if n <= 0 or (even and size % n):

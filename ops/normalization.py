@@ -418,7 +418,8 @@ def _normalized(x, groups, axes, mean, var, eps):
         var = np.mean(np.square(xv - mean), axis=axes, keepdims=True)
     else:
         mean, var = _per_channel(mean, x.shape, groups), _per_channel(var, x.shape, groups)
-    rstd = 1 / np.sqrt(var + eps)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a negative eps can make var + eps < 0: NaN, as torch
+        rstd = 1 / np.sqrt(var + eps)
     return (xv - mean) * rstd, rstd
 
 
@@ -468,7 +469,8 @@ def _check_norm_input(op: str, input, weight, bias) -> None:
 
 
 def _check_eps(op: str, eps) -> None:
-    require(isinstance(eps, float | int) and not isinstance(eps, bool) and eps > 0, op, "eps", "a number > 0", eps)
+    """A real ``eps``: torch takes any (one below 0 can make the variance plus eps negative: NaN, as torch's)."""
+    require(isinstance(eps, float | int) and not isinstance(eps, bool) and eps == eps, op, "eps", "a real number", eps)
 
 
 def _norm_samples(extra_attrs: dict, running: bool):

@@ -364,9 +364,9 @@ def _dims_and_dof(op, x, dim, correction, keepdim, unbiased=None):
     """(axes, N, degrees of freedom N - correction), validating the arguments."""
     require_float(op, "x", x)
     dim, correction = _moment_args(op, dim, correction, unbiased)
-    real(op, "correction", correction, "a number")  # validated; the value itself is used as given
-    if not correction >= 0:
-        raise ValueError(f"{op}: argument 'correction' expected a number >= 0, got {correction!r}")
+    real(op, "correction", correction, "a number")  # any real, as torch's (a negative one divides by N + |c|)
+    if correction != correction:
+        raise ValueError(f"{op}: argument 'correction' expected a number, got nan")
     axes = _axes(op, dim, x.ndim, keepdim)
     n = _count(x.shape, axes)
     return axes, n, n - correction

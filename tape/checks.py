@@ -12,9 +12,17 @@ def require(condition: bool, where: str, argument: str, expected: str, got) -> N
         raise ValueError(f"{where}: argument '{argument}' expected {expected}, got {got}")
 
 
+def _scalar(value):
+    """A 0-D integer array as its number (torch takes a 0-D integer tensor where it takes an int)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
+        return value[()]
+    return value
+
+
 def integer(where: str, argument: str, value, at_least: int | None = None) -> int:
-    """An int argument as a Python int: bools and non-integers are refused (TypeError), and with ``at_least``
-    an int below it (ValueError)."""
+    """An int argument as a Python int (a 0-D integer array counts): bools and non-integers are refused
+    (TypeError), and with ``at_least`` an int below it (ValueError)."""
+    value = _scalar(value)
     expected = "an int" if at_least is None else f"an int >= {at_least}"
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"{where}: argument '{argument}' expected {expected}, got {type(value).__name__} {value!r}")
@@ -24,8 +32,11 @@ def integer(where: str, argument: str, value, at_least: int | None = None) -> in
 
 
 def ints(where: str, argument: str, value, at_least: int | None = None) -> tuple:
-    """``value`` (an int or a sequence of ints) as a tuple of Python ints, each >= ``at_least`` when given; the
-    refusal of an entry shows the whole sequence."""
+    """``value`` (an int or a sequence of ints; 0-D or 1-D integer arrays too) as a tuple of Python ints, each >=
+    ``at_least`` when given; the refusal of an entry shows the whole sequence."""
+    value = _scalar(value)
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
+        value = tuple(value.tolist())
     items = (value,) if isinstance(value, int | np.integer) else value
     try:
         items = tuple(items)

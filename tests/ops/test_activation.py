@@ -63,7 +63,7 @@ def test_every_op_is_registered_with_torchs_signature_samples_a_reference_and_ru
     assert signatures["normalize"] == "normalize(input, p, dim, eps)"
     assert signatures["prelu"] == "prelu(input, weight)"
     assert signatures["threshold"] == "threshold(input, threshold, value)"
-    assert signatures["softmin"] == "softmin(input, dim)"
+    assert signatures["softmin"] == "softmin(input, dim, dtype)"
     assert ops.normalize.attr_defaults == {"p": 2.0, "dim": 1, "eps": 1e-12}
     assert ops.hardtanh.attr_defaults == {"min_val": -1.0, "max_val": 1.0}
     assert ops.glu.attr_defaults == {"dim": -1} and ops.celu.attr_defaults == {"alpha": 1.0}

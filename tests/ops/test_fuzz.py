@@ -290,14 +290,14 @@ class Builder:
         return self.add_step(ops.add, [self.add_step(ops.mul, [squashed, ("const", half)], {}), ("const", mid)], {})
 
     def fit(self, ref, sample_array):
-        """``ref`` brought into the sample input's value range, or None when it cannot be used there."""
+        """``ref`` squashed into the sample input's value range, or None when it cannot be used there. Always
+        squashed (tanh is not affine): a value's structure from its own sample -- cross_entropy's probability
+        targets sum to 1 along the classes -- would otherwise reach the op that reuses it as an exact tie (three
+        equal column sums: matrix_norm ord=1 at a kink, where finite differences and the rule disagree)."""
         value_range = self.reuse_range(sample_array)
         if value_range is None:
             return None
-        low, high = value_range
-        v = self.pool[ref]
-        if not (low <= v.min() and v.max() <= high):
-            ref = self.squash(ref, low, high)
+        ref = self.squash(ref, *value_range)
         return ref if _well_separated(self.pool[ref]) else None
 
     def input_for(self, op, sample, i):
