@@ -143,10 +143,11 @@ _CASE_LAW = (
 
 
 # -- argument handling -------------------------------------------------------------------------------------
-def _ints(op: str, name: str, value, n: int, minimum: int) -> tuple:
-    """An int or a sequence of ``n`` ints, each >= ``minimum``, as a tuple of ``n`` ints."""
+def _ints(op: str, name: str, value, n: int, minimum: int, one_for_all: bool = False) -> tuple:
+    """An int or a sequence of ``n`` ints, each >= ``minimum``, as a tuple of ``n`` ints; ``one_for_all``: a
+    one-entry sequence stands for every dim (torch's convolutions and poolings read it so; fold does not)."""
     values = (value,) * n if isinstance(value, int | np.integer) else value
-    if isinstance(values, tuple | list) and len(values) == 1:  # one entry stands for every dim, as torch reads it
+    if one_for_all and isinstance(values, tuple | list) and len(values) == 1:
         values = tuple(values) * n
     ok = (
         isinstance(values, tuple | list)
@@ -229,8 +230,8 @@ class _ConvGeometry:
     out_size: tuple
 
     def __init__(self, op, x_shape, w_shape, stride, padding, dilation, spatial):
-        self.stride = _ints(op, "stride", stride, spatial, 1)
-        self.dilation = _ints(op, "dilation", dilation, spatial, 1)
+        self.stride = _ints(op, "stride", stride, spatial, 1, one_for_all=True)
+        self.dilation = _ints(op, "dilation", dilation, spatial, 1, one_for_all=True)
         self.kernel = tuple(w_shape[2:])
         if isinstance(padding, str):
             require(
@@ -244,7 +245,7 @@ class _ConvGeometry:
             totals = [d * (k - 1) if padding == "same" else 0 for d, k in zip(self.dilation, self.kernel)]
             self.pads = tuple((t // 2, t - t // 2) for t in totals)
         else:
-            self.pads = tuple((p, p) for p in _ints(op, "padding", padding, spatial, 0))
+            self.pads = tuple((p, p) for p in _ints(op, "padding", padding, spatial, 0, one_for_all=True))
         self.padded = tuple(n + a + b for n, (a, b) in zip(x_shape[-spatial:], self.pads))
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
         require(
@@ -681,10 +682,10 @@ class _PoolGeometry:
     size (``ceil_mode`` included) and the padding each side needs so every window lies inside the padded array."""
 
     def __init__(self, op, shape, kernel_size, stride, padding, dilation, ceil_mode, spatial=2):
-        self.kernel = _ints(op, "kernel_size", kernel_size, spatial, 1)
+        self.kernel = _ints(op, "kernel_size", kernel_size, spatial, 1, one_for_all=True)
         self.stride = self.kernel if _no_stride(stride) else _ints(op, "stride", stride, spatial, 1)
-        padding = _ints(op, "padding", padding, spatial, 0)
-        self.dilation = _ints(op, "dilation", dilation, spatial, 1)
+        padding = _ints(op, "padding", padding, spatial, 0, one_for_all=True)
+        self.dilation = _ints(op, "dilation", dilation, spatial, 1, one_for_all=True)
         require_bool(op, "ceil_mode", ceil_mode)
         effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel))
         require(
@@ -1165,10 +1166,10 @@ def _transpose_geometry(op, spatial, x_shape, w_shape, stride, padding, output_p
     """The conv geometry whose input-gradient this transposed convolution is: the conv runs over the
     transposed conv's output (``(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding
     + 1`` per axis) and gives back the transposed conv's input size."""
-    strides = _ints(op, "stride", stride, spatial, 1)
-    pads = _ints(op, "padding", padding, spatial, 0)
-    dilations = _ints(op, "dilation", dilation, spatial, 1)
-    extra = _ints(op, "output_padding", output_padding, spatial, 0)
+    strides = _ints(op, "stride", stride, spatial, 1, one_for_all=True)
+    pads = _ints(op, "padding", padding, spatial, 0, one_for_all=True)
+    dilations = _ints(op, "dilation", dilation, spatial, 1, one_for_all=True)
+    extra = _ints(op, "output_padding", output_padding, spatial, 0, one_for_all=True)
     require(
         all(e < s or e < d for e, s, d in zip(extra, strides, dilations)),
         op,
@@ -2516,12 +2517,15 @@ def _onnx_conv_transpose(spatial: int):
     def lower(g, rec, input, weight, bias=None):
         a = rec.attributes
         x, added = _onnx_batched(g, rec, input, spatial)
-        stride = _ints(rec.op_name, "stride", a.get("stride", 1), spatial, 1)
+        stride = _ints(rec.op_name, "stride", a.get("stride", 1), spatial, 1, one_for_all=True)
         if any(
-            p >= s for p, s in zip(_ints(rec.op_name, "output_padding", a.get("output_padding", 0), spatial, 0), stride)
+            p >= s
+            for p, s in zip(
+                _ints(rec.op_name, "output_padding", a.get("output_padding", 0), spatial, 0, one_for_all=True), stride
+            )
         ):
             raise NotExportable("output_padding >= stride (torch allows it below the dilation) has no lowering")
-        pads = list(_ints(rec.op_name, "padding", a.get("padding", 0), spatial, 0)) * 2
+        pads = list(_ints(rec.op_name, "padding", a.get("padding", 0), spatial, 0, one_for_all=True)) * 2
         out = g.op(
             "ConvTranspose",
             x,
@@ -2529,8 +2533,10 @@ def _onnx_conv_transpose(spatial: int):
             bias,
             pads=pads,
             strides=list(stride),
-            dilations=list(_ints(rec.op_name, "dilation", a.get("dilation", 1), spatial, 1)),
-            output_padding=list(_ints(rec.op_name, "output_padding", a.get("output_padding", 0), spatial, 0)),
+            dilations=list(_ints(rec.op_name, "dilation", a.get("dilation", 1), spatial, 1, one_for_all=True)),
+            output_padding=list(
+                _ints(rec.op_name, "output_padding", a.get("output_padding", 0), spatial, 0, one_for_all=True)
+            ),
             group=int(a.get("groups", 1)),
             kernel_shape=list(rec.inputs[1].shape[2:]),
         )

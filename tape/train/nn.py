@@ -242,19 +242,19 @@ class Module:
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at dotted path ``target``."""
-        path, _, name = target.rpartition(".")
-        owner = self.get_submodule(path)
-        if owner._parameters.get(name) is None:
-            raise AttributeError(f"{type(owner).__name__} has no parameter '{name}' (looking up '{target}')")
-        return owner._parameters[name]
+        return self._registered_at(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
         """The buffer at dotted path ``target``."""
+        return self._registered_at(target, "_buffers", "buffer")
+
+    def _registered_at(self, target: str, registry: str, kind: str):
         path, _, name = target.rpartition(".")
         owner = self.get_submodule(path)
-        if owner._buffers.get(name) is None:
-            raise AttributeError(f"{type(owner).__name__} has no buffer '{name}' (looking up '{target}')")
-        return owner._buffers[name]
+        found = getattr(owner, registry).get(name)
+        if found is None:
+            raise AttributeError(f"{type(owner).__name__} has no {kind} '{name}' (looking up '{target}')")
+        return found
 
     # -- traversal -----------------------------------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Module]]:

@@ -38,6 +38,14 @@ def _signature(fields: tuple, defaults: tuple) -> inspect.Signature:
     )
 
 
+def _bound(class_name: str, signature: inspect.Signature, module, args, kwargs) -> inspect.BoundArguments:
+    """The constructor's arguments bound as Python binds them; a mismatch names the class and its signature."""
+    try:
+        return signature.bind(module, *args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{class_name}: {e}; the signature is {class_name}{signature}") from None
+
+
 def op_module(class_name: str, op_name: str, fields: tuple = (), defaults: tuple = (), *, training=False) -> type:
     """A Module class named ``class_name`` whose constructor is torch's (``fields`` with ``defaults``, REQUIRED for
     an argument without one) and whose forward is ``ops.<op_name>(*inputs, **options)``; see the module docstring
@@ -47,10 +55,7 @@ def op_module(class_name: str, op_name: str, fields: tuple = (), defaults: tuple
 
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{class_name}: {e}; the signature is {class_name}{signature}") from None
+        bound = _bound(class_name, signature, self, args, kwargs)
         bound.apply_defaults()
         for name, instead in _DEPRECATED.items():
             if bound.arguments.get(name) is not None:
@@ -95,10 +100,7 @@ def _pad_module(class_name: str, dims: int, mode: str) -> type:
 
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{class_name}: {e}; the signature is {class_name}{signature}") from None
+        bound = _bound(class_name, signature, self, args, kwargs)
         padding = ints(class_name, "padding", bound.arguments["padding"])
         self.padding = padding * (2 * dims) if len(padding) == 1 else padding
         if len(self.padding) != 2 * dims:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 import warnings
 
@@ -24,13 +23,7 @@ from tape import nn, optim
 TOLERANCE = {np.float32: 1e-5, np.float64: 1e-10}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def ort():
-    if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxruntime") is None:
-        message = "onnx / onnxruntime are not installed (pip install -e '.[onnx]')"
-        if os.environ.get("MINITAPE_REQUIRE_ONNX") == "1":
-            pytest.fail(message + "; MINITAPE_REQUIRE_ONNX=1 requires them")
-        pytest.skip(message)
+pytestmark = pytest.mark.usefixtures("ort")  # the fixture is tests/conftest.py's
 
 
 def relative(got, want) -> float:

@@ -38,18 +38,6 @@ EXAMPLE_OPS = ("linear", "embedding", "layer_norm", "gelu", "scaled_dot_product_
                "cross_entropy", "mean", "sub", "mul")
 
 
-@pytest.fixture(scope="module")
-def ort():
-    """onnxruntime; skip (or, with MINITAPE_REQUIRE_ONNX=1, fail) without it or without onnx."""
-    if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxruntime") is None:
-        message = "onnx / onnxruntime are not installed (pip install -e '.[onnx]')"
-        if os.environ.get("MINITAPE_REQUIRE_ONNX") == "1":
-            pytest.fail(message + "; MINITAPE_REQUIRE_ONNX=1 requires them")
-        pytest.skip(message)
-    import onnxruntime
-
-    return onnxruntime
-
 
 def session(ort, path_or_bytes):
     options = ort.SessionOptions()

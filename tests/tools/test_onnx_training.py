@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 
 import numpy as np
@@ -23,18 +22,6 @@ from tape import nn
 from tape.onnx import NotExportableError
 
 TOLERANCE = {np.float32: 1e-5, np.float64: 1e-10}
-
-
-@pytest.fixture(scope="module")
-def ort():
-    if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxruntime") is None:
-        message = "onnx / onnxruntime are not installed (pip install -e '.[onnx]')"
-        if os.environ.get("MINITAPE_REQUIRE_ONNX") == "1":
-            pytest.fail(message + "; MINITAPE_REQUIRE_ONNX=1 requires them")
-        pytest.skip(message)
-    import onnxruntime
-
-    return onnxruntime
 
 
 def load_example(name):
