@@ -164,25 +164,41 @@ def _checked_quietly(op, parity_absent, torch, order2, export=True) -> CoverageR
 
 def _rows_in_workers(selected, parity_absent, torch, order2, jobs, imports, progress, export) -> list[CoverageRow]:
     """``check_op`` over a pool of spawned processes; the rows come back in the order of ``selected``. An op
-    a worker does not register the same way (one defined at run time, e.g. by a test) is checked here."""
+    a worker does not register the same way (one defined at run time, e.g. by a test) is checked here, and so is
+    every op left without a row when a worker process ends abruptly (killed, or the machine forked under it:
+    the pool is then broken), with a warning naming them."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     rows: dict[str, CoverageRow] = {}
+
+    def keep(op, row) -> None:
+        rows[op.name] = row or _checked_quietly(op, parity_absent, torch, order2, export)
+        if progress is not None:
+            progress(len(rows), len(selected), op)
+
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=jobs, mp_context=context, initializer=_worker_imports, initargs=(imports,)
-    ) as pool:
-        futures = {
-            pool.submit(_worker_check, op.name, _origin(op), parity_absent, torch, order2, export): op
-            for op in selected
-        }
-        for future in as_completed(futures):
-            op = futures[future]
-            row = future.result() or _checked_quietly(op, parity_absent, torch, order2, export)
-            rows[op.name] = row
-            if progress is not None:
-                progress(len(rows), len(selected), op)
+    try:
+        with ProcessPoolExecutor(
+            max_workers=jobs, mp_context=context, initializer=_worker_imports, initargs=(imports,)
+        ) as pool:
+            futures = {
+                pool.submit(_worker_check, op.name, _origin(op), parity_absent, torch, order2, export): op
+                for op in selected
+            }
+            for future in as_completed(futures):
+                keep(futures[future], future.result())
+    except BrokenProcessPool:
+        left = [op for op in selected if op.name not in rows]
+        warnings.warn(
+            f"coverage: a worker process ended abruptly; {len(left)} op(s) without a row are checked here, one at a "
+            f"time: {', '.join(op.name for op in left)}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        for op in left:
+            keep(op, None)
     return [rows[op.name] for op in selected]
 
 

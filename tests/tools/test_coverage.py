@@ -210,6 +210,42 @@ def test_ops_registered_at_run_time_are_checked_by_the_parent_when_workers_lack_
     assert any(r.failed for r in parallel)  # the throwaway family holds broken ops: their failures are kept
 
 
+DYING_WORKER_SOURCE = textwrap.dedent("""
+    import multiprocessing
+    import os
+
+    import numpy as np
+    import tape
+
+    def forward(x):
+        if multiprocessing.parent_process() is not None:  # a coverage worker: die as a killed process does
+            os._exit(1)
+        return np.negative(x)
+
+    tape.defop("covtest_dies", family="covtest", inputs=("x",), forward=forward,
+               vjps=(lambda g, ans, x: -g,), samples=lambda rng: [tape.Sample((rng.normal(size=3),), {})])
+""")
+
+
+def test_a_worker_killed_midway_leaves_its_ops_to_the_parent(tmp_path, monkeypatch):
+    """A worker process terminated abruptly (here by its op; on CI the VM was forked under it) broke the whole
+    pool and the command died with BrokenProcessPool. The ops without a row are checked in this process, with a
+    warning naming them; the rows equal a one-process run's."""
+    (tmp_path / "covtest_dying.py").write_text(DYING_WORKER_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import covtest_dying  # noqa: F401  -- registers the op here too
+
+    names = ["covtest_dies", "tanh", "sort", "split"]
+    try:
+        serial = coverage.coverage_rows(ops=names, torch=False, export=False, jobs=1)
+        with pytest.warns(RuntimeWarning, match=r"coverage: a worker process ended abruptly; .* checked here"):
+            parallel = coverage.coverage_rows(ops=names, torch=False, export=False, jobs=2, imports=("covtest_dying",))
+        assert [r.cells() for r in parallel] == [r.cells() for r in serial]
+    finally:
+        tape.unregister_op("covtest_dies")
+        sys.modules.pop("covtest_dying", None)
+
+
 def test_summary_counts_each_column(throwaway_ops):
     totals = coverage.summary(coverage.coverage_rows(ops=["covtest_stub", "covtest_wrong", "covtest_cube"],
                                                      torch=False))
