@@ -1294,24 +1294,23 @@ def _onnx_bounds(g, rec, x, low, high):
     return onnx_clip(g, x, rec.inputs[0].dtype, low, high)
 
 
-def _onnx_clamp(g, rec, x, low, high=None):
-    """max(x, min) then min(., max) with tensor bounds, NaN from either operand kept (numpy's maximum/minimum);
-    clamp_min / clamp_max: their one bound."""
-    dtype = np.dtype(rec.inputs[0].dtype)
-    if rec.op_name in ("clamp_min", "clamp_max"):
-        low, high = (low, None) if rec.op_name == "clamp_min" else (None, low)
-        specs = (rec.inputs[1], rec.inputs[1])
-    else:
-        specs = (rec.inputs[1], rec.inputs[2])
-    for bound, spec, op_type in ((low, specs[0], "Max"), (high, specs[1], "Min")):
-        if bound is None:
-            continue
-        bound = cast_to(g, bound, spec.dtype, dtype)
-        out = g.op(op_type, x, bound)
-        if dtype.kind == "f":
-            out = g.op("Where", g.op("IsNaN", x), x, g.op("Where", g.op("IsNaN", bound), bound, out))
-        x = out
-    return x
+def _onnx_clamped(*sides: str):
+    """The lowering of clamp (sides 'min', 'max'), clamp_min ('min') or clamp_max ('max'): Max with the min bound,
+    then Min with the max bound, each a tensor input after x; NaN from either operand kept (numpy's maximum/minimum)."""
+
+    def lower(g, rec, x, *bounds):
+        dtype = np.dtype(rec.inputs[0].dtype)
+        for bound, spec, side in zip(bounds, rec.inputs[1:], sides):
+            if bound is None:
+                continue
+            bound = cast_to(g, bound, spec.dtype, dtype)
+            out = g.op("Max" if side == "min" else "Min", x, bound)
+            if dtype.kind == "f":
+                out = g.op("Where", g.op("IsNaN", x), x, g.op("Where", g.op("IsNaN", bound), bound, out))
+            x = out
+        return x
+
+    return lower
 
 
 def _onnx_exp2(g, rec, x):
@@ -1436,9 +1435,9 @@ lowering(log10, _onnx_log_base(10.0))
 lowering(expm1, _onnx_expm1)
 lowering(log1p, log1p_graph)
 lowering(softplus, _onnx_softplus)
-lowering(clamp, _onnx_clamp)
-lowering(clamp_min, _onnx_clamp)
-lowering(clamp_max, _onnx_clamp)
+lowering(clamp, _onnx_clamped("min", "max"))
+lowering(clamp_min, _onnx_clamped("min"))
+lowering(clamp_max, _onnx_clamped("max"))
 lowering(exp2, _onnx_exp2)
 lowering(trunc, _onnx_trunc)
 lowering(relu, _onnx_relu)
