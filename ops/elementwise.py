@@ -28,6 +28,7 @@ __all__ = [
     "leaky_relu",
     "elu",
     "gelu",
+    "gelu_backward",
     "silu",
     "softplus",
     "clamp",
@@ -86,7 +87,8 @@ import numpy as np
 
 from tape.broadcast import unbroadcast
 from tape.onnx import lowering
-from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
+from tape.registry import NOT_DIFFERENTIABLE, Grad, Sample, defop
+from tape.tensors import Tensor
 
 from . import _numpy
 from ._declare import one_input_op
@@ -95,8 +97,8 @@ from ._notes import case_law
 from ._numerics import quiet
 from ._onnx import cast_to, elementwise, float_only, log1p_graph, scalar, tensor_type
 from ._onnx import clip as onnx_clip
-from ._samples import away_from, unary_samples, uniform
-from ._validation import broadcast_or_fail, functional, integer, real
+from ._samples import away_from, transposed, unary_samples, uniform
+from ._validation import broadcast_or_fail, functional, integer, real, require, require_float
 from ._validation import floats_only as float_check
 
 # torch's case law, op by op: each entry joins the notes= of the ops it names (shown in docs/coverage.md)
@@ -133,8 +135,9 @@ _CASE_LAW = (
         "gelu's exact form needs the normal CDF: float64 uses Cody's erfc, float32 Abramowitz & Stegun 7.1.26"
         " (absolute error < 1e-7, below float32's resolution of the CDF), evaluated in place (gelu sits on "
         "the training hot path). The forward saves gelu's slope (silu its sigmoid), so the backward is a "
-        "single multiplication; the second order differentiates a ``composite`` instead (x * erfc(-x / sqrt "
-        "2) / 2, the tanh form, x * sigmoid(x)).",
+        "single multiplication. Under create_graph gelu's rule records ``gelu_backward`` (torch's aten op: one "
+        "node, with its own rules for the second order and a short ONNX lowering); silu's second order "
+        "differentiates a ``composite`` (x * sigmoid(x)).",
     ),
 )
 
@@ -593,17 +596,11 @@ def _gelu(x, approximate="none"):
 
 
 def _gelu_vjp(g, ans, x, approximate="none", saved=None):
+    if saved is None:  # create_graph: the rule on Tensors, without the forward's saved slope
+        return gelu_backward(g, x, approximate=approximate)
     if isinstance(g, np.ndarray) and g.shape == saved.shape and g.dtype == saved.dtype:
         return np.multiply(g, saved, out=owned_like(saved))
     return g * saved
-
-
-def _gelu_composite(x, approximate="none"):
-    """gelu written with registered ops, for the second order: x * erfc(-x / sqrt 2) / 2 (the tail form keeps
-    the left tail's accuracy), or the tanh form."""
-    if approximate == "tanh":
-        return x * (tanh((x + x * x * x * _GELU_CUBIC) * _SQRT_2_OVER_PI) + 1) * 0.5
-    return x * erfc(x * -_SQRT_HALF) * 0.5
 
 
 gelu = _unary(
@@ -614,9 +611,79 @@ gelu = _unary(
     high=3.0,
     attrs=[{}, {"approximate": "tanh"}],
     returns_aux=True,
-    composite=_gelu_composite,
+    second_order=Grad.RULE,  # the rule records gelu_backward when given no saved slope
     torch_ref=functional("gelu"),
     notes=case_law(_CASE_LAW, "gelu"),
+)
+
+
+# -- gelu_backward: gelu's derivative times a gradient, one op (torch's aten.gelu_backward) -------------------
+@quiet  # inf * 0 where the slope vanishes: torch's NaN
+def _gelu_backward(grad_output, input, approximate="none"):
+    """``grad_output * gelu'(input)``: gelu's backward as one op (torch's ``aten.gelu_backward``), what gelu's
+    rule records under create_graph, so a recorded backward holds one node per gelu, not the derivative of a
+    composite (ONNX: 11 float32 nodes instead of ~36)."""
+    return _gelu_vjp(grad_output, None, input, approximate, saved=_gelu(input, approximate)[1]["saved"])
+
+
+@quiet  # x^2 overflows for huge x: torch's inf/NaN
+def _gelu_curvature(x, approximate):
+    """gelu''(x), from registered ops on Tensors (the second order) or numpy on arrays: 2 phi(x) - x^2 phi(x), or the
+    tanh form's (1 - t^2) (u' + 3 a c x^2 - x t u'^2) with u = c (x + a x^3), t = tanh(u), u' = c (1 + 3 a x^2)."""
+    x2 = x * x
+    if approximate == "tanh":
+        t = np.tanh((x + x2 * x * _GELU_CUBIC) * _SQRT_2_OVER_PI)
+        du = (x2 * (3 * _GELU_CUBIC) + 1) * _SQRT_2_OVER_PI
+        return (1 - t * t) * (du + x2 * (3 * _GELU_CUBIC * _SQRT_2_OVER_PI) - x * t * du * du)
+    phi = np.exp(x2 * -0.5) * _INV_SQRT_2PI
+    return phi * 2 - x * (x * phi)  # not phi (2 - x^2): 0, not 0 * -inf, where float32's x^2 overflows
+
+
+def _gelu_backward_grad_vjp(g, ans, grad_output, input, approximate="none"):
+    return (
+        gelu_backward(g, input, approximate=approximate)
+        if isinstance(g, Tensor)
+        else _gelu_backward(g, input, approximate)
+    )
+
+
+@quiet  # x^2 overflows for huge x: torch's inf/NaN
+def _gelu_backward_input_vjp(g, ans, grad_output, input, approximate="none"):
+    return g * grad_output * _gelu_curvature(input, approximate)
+
+
+def _check_gelu_backward(grad_output, input, approximate="none"):
+    op = "gelu_backward"
+    require_float(op, "grad_output", grad_output)
+    require_float(op, "input", input)
+    require(input.dtype == grad_output.dtype, op, "input", f"dtype {grad_output.dtype} (grad_output's)", input.dtype)
+    require(input.shape == grad_output.shape, op, "input", f"shape {grad_output.shape} (grad_output's)", input.shape)
+    require(
+        isinstance(approximate, str) and approximate in ("none", "tanh"),
+        op,
+        "approximate",
+        "'none' or 'tanh'",
+        repr(approximate),
+    )
+
+
+def _gelu_backward_samples(rng):
+    return [
+        Sample((uniform(rng, shape), uniform(rng, shape, -3.0, 3.0)), attrs, f"{what}, {attrs or 'exact'}")
+        for attrs in ({}, {"approximate": "tanh"})
+        for shape, what in (((), "scalar"), ((2, 3), "matrix"), ((0, 3), "zero-size"))
+    ] + [Sample((transposed(rng, (3, 4)), transposed(rng, (3, 4), -3.0, 3.0)), {}, "non-contiguous")]
+
+
+gelu_backward = defop(
+    "gelu_backward",
+    family="elementwise",
+    inputs=("grad_output", "input"),
+    forward=_gelu_backward,
+    vjps=(_gelu_backward_grad_vjp, _gelu_backward_input_vjp),
+    check=_check_gelu_backward,
+    samples=_gelu_backward_samples,
+    torch_ref=lambda torch, grad_output, input, **attrs: torch.ops.aten.gelu_backward(grad_output, input, **attrs),
 )
 
 
@@ -1233,6 +1300,33 @@ def _onnx_rsqrt(g, rec, x):
     return g.op("Reciprocal", g.op("Sqrt", x))
 
 
+def _onnx_gelu_backward(g, rec, grad_output, x):
+    """grad_output * gelu'(x), gelu'(x) = Phi(x) + x phi(x) (float32's Phi from ONNX Runtime's Erf, to float32's
+    resolution as the forward's Abramowitz & Stegun; float64's from the Cody erfc graph) or the tanh form's
+    (1 + t) / 2 + x (1 - t^2) u' / 2."""
+    dtype = rec.inputs[1].dtype
+
+    def c(v):
+        return scalar(g, v, dtype)
+
+    if rec.attributes.get("approximate", "none") == "tanh":
+        x2 = g.op("Mul", x, x)
+        t = g.op(
+            "Tanh", g.op("Mul", g.op("Add", x, g.op("Mul", g.op("Mul", x2, x), c(_GELU_CUBIC))), c(_SQRT_2_OVER_PI))
+        )
+        du = g.op("Mul", g.op("Add", g.op("Mul", x2, c(3 * _GELU_CUBIC)), c(1.0)), c(_SQRT_2_OVER_PI))
+        bend = g.op("Mul", g.op("Mul", x, g.op("Sub", c(1.0), g.op("Mul", t, t))), du)
+        slope = g.op("Mul", g.op("Add", g.op("Add", t, c(1.0)), bend), c(0.5))
+    else:
+        if dtype == np.float64:  # ONNX Runtime has no float64 Erf
+            cdf = g.op("Mul", _erfc64_graph(g, g.op("Mul", x, c(-_SQRT_HALF))), c(0.5))
+        else:
+            cdf = g.op("Add", g.op("Mul", g.op("Erf", g.op("Mul", x, c(_SQRT_HALF))), c(0.5)), c(0.5))
+        gauss = g.op("Mul", g.op("Exp", g.op("Mul", g.op("Mul", x, x), c(-0.5))), c(_INV_SQRT_2PI))
+        slope = g.op("Add", cdf, g.op("Mul", x, gauss))
+    return g.op("Mul", grad_output, slope)
+
+
 def _onnx_gelu(g, rec, x):
     approximate = rec.attributes.get("approximate", "none")
     dtype = rec.inputs[0].dtype
@@ -1427,6 +1521,7 @@ for _op, _onnx_type in (
 lowering(square, _onnx_square)
 lowering(rsqrt, _onnx_rsqrt)
 lowering(gelu, _onnx_gelu)
+lowering(gelu_backward, _onnx_gelu_backward)
 lowering(silu, _onnx_silu)
 lowering(leaky_relu, _onnx_leaky_relu)
 lowering(elu, _onnx_elu)

@@ -1506,7 +1506,28 @@ def _onnx_einsum(g, rec, operands):
     covered = {len(s.shape) - len(t.replace("...", "")) for t, s in zip(terms, rec.inputs, strict=True) if "..." in t}
     if len(covered) > 1:
         raise NotExportable("'...' covering different numbers of dims has no lowering (ONNX's Einsum refuses it)")
-    return g.op("Einsum", *operands, equation=equation)
+    summed = _product_sum_axes(equation, [s.shape for s in rec.inputs])
+    if summed is None or rec.output.dtype.kind != "f":
+        return g.op("Einsum", *operands, equation=equation)
+    product = functools.reduce(lambda a, b: g.op("Mul", a, b), operands)
+    return g.op("ReduceSum", product, g.ints(summed), keepdims=0) if summed else g.op("Identity", product)
+
+
+def _product_sum_axes(equation: str, shapes) -> list[int] | None:
+    """The axes an einsum sums when it is an elementwise product summed over some axes ('...i,...i->...', row sums:
+    every operand with the same subscripts and shape, the output those subscripts in order minus the summed ones),
+    else None. ONNX Runtime's Einsum runs such a contraction ~10x slower than Mul and ReduceSum (the attention
+    backward's rowsum(dO * O) took 0.43 ms of the tiny GPT's step)."""
+    inputs, output = equation.split("->")
+    terms = inputs.split(",")
+    if len(set(terms)) != 1 or len(set(shapes)) != 1:
+        return None
+    ndim = len(shapes[0])
+    labels = terms[0].replace("...", "".join(chr(0x100 + i) for i in range(ndim - len(terms[0]) + 3)))
+    kept = output.replace("...", "".join(chr(0x100 + i) for i in range(ndim - len(terms[0]) + 3)))
+    if len(set(labels)) != len(labels) or [c for c in labels if c in kept] != list(kept):
+        return None
+    return [i for i, c in enumerate(labels) if c not in kept]
 
 
 lowering(einsum, _onnx_einsum)

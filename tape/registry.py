@@ -81,7 +81,7 @@ class Op:
         notes: str = "",
         gradcheck_tolerance: dict | None = None,
         composite: Callable | None = None,
-        second_order: Grad = Grad.RULE,
+        second_order: Grad | None = None,
         second_order_note: str = "",
         outputs: int | str | tuple[str, ...] = 1,
         method: bool | str = False,
@@ -163,13 +163,13 @@ class Op:
         return states
 
     def _declare_second_order(self, second_order, note) -> tuple[Grad, str]:
-        """The second-order state: a stub when the rules use saved values and no composite is given, not
-        differentiable when no input is."""
+        """The second-order state: by default a stub when the rules use saved values and no composite is given
+        (declared ``Grad.RULE``: they also run without them, on Tensors), not differentiable when no input is."""
+        stub = second_order is None and self.returns_aux and self.composite is None
+        second_order = (Grad.STUB if stub else Grad.RULE) if second_order is None else second_order
+        note = note or ("its rules use values the forward saved; declare a composite= to differentiate them" * stub)
         if not isinstance(second_order, Grad):
             raise RegistrationError(f"op '{self.name}': second_order= must be a Grad state, got {second_order!r}")
-        if second_order is Grad.RULE and self.returns_aux and self.composite is None:
-            second_order = Grad.STUB
-            note = note or "its rules use values the forward saved; declare a composite= to differentiate them"
         if Grad.RULE not in self.input_states:
             second_order = Grad.NOT_DIFFERENTIABLE
         return second_order, note

@@ -369,6 +369,19 @@ TORCH_ARTIFACTS["frexp"] = (
     "1e300; ours is g * 2^-exponent (1e-300 there)",
 )
 
+TORCH_ARTIFACTS["gelu_backward"] = (
+    lambda x: np.abs(x) > np.sqrt(np.finfo(x.dtype).max),
+    "torch's gelu double backward multiplies exp(-x^2 / 2) = 0 by an overflowing x^2 (NaN at 1e300); ours is "
+    "2 phi - x (x phi), 0 there: test_gelu_second_derivative_vanishes_where_x_squared_overflows pins it",
+)
+
+
+def test_gelu_second_derivative_vanishes_where_x_squared_overflows():
+    for dtype, huge in ((np.float64, 1e300), (np.float32, 3e38)):
+        x = tape.tensor(np.array([huge, -huge, 0.0], dtype), requires_grad=True)
+        ops.gelu_backward(tape.tensor(np.ones(3, dtype)), x).backward(np.ones(3, dtype))
+        np.testing.assert_array_equal(x.grad.numpy(), np.array([0.0, 0.0, 2 / np.sqrt(2 * np.pi)], dtype))
+
 
 def test_logit_gradient_at_zero_and_nan_is_ours():
     x = tape.tensor(np.array([0.0, -0.0, 1.0, np.nan]), requires_grad=True)
@@ -399,6 +412,7 @@ FLOAT32_RANGE = {
     "atan2": "subnormal operands: the gradient's denominator a**2 + b**2 underflows to 0 in float32",
     "hypot": "a huge or subnormal operand: the square in the gradient a / hypot(a, b) leaves float32's range",
     "gelu": "tanh form at |x| = 3e38: the cube x**3 overflows in float32 (the gradient becomes NaN)",
+    "gelu_backward": "as gelu: the tanh form's cube x**3 at |x| = 3e38 overflows in float32 (the slope becomes NaN)",
     "round": "decimals=1 at 3e38: x * 10 overflows in float32 before it is divided back",
     "mean": "a row of two 3e38 entries: their float32 sum overflows (the mean 3e38 is representable)",
     "nanmean": "as mean",

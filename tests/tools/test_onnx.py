@@ -165,6 +165,26 @@ def test_known_values(ort, tmp_path):
     np.testing.assert_array_equal(c, [1.0, 3.0, 5.0])
 
 
+
+@pytest.mark.parametrize(
+    "equation, shapes",
+    [("...i,...i->...", [(2, 3, 4)] * 2), ("...i->...", [(2, 3, 4)]), ("ij,ij->j", [(3, 5)] * 2),
+     ("bij,bij,bij->bi", [(2, 3, 4)] * 3), ("ij,ij->ij", [(3, 5)] * 2), ("ij,jk->ik", [(3, 4), (4, 2)])],
+)
+def test_einsum_products_summed_over_axes_lower_to_mul_and_reduce_sum(ort, tmp_path, equation, shapes):
+    """ONNX Runtime's Einsum is ~10x slower than Mul + ReduceSum on a row dot (attention's backward): an einsum
+    that multiplies equal-shaped operands elementwise and sums some axes lowers to them, with numpy's value."""
+    import onnx
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    path = tmp_path / "einsum.onnx"
+    tape.onnx.export(lambda *xs: ops.einsum(equation, *xs), tuple(tape.tensor(a) for a in arrays), path)
+    kinds = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert ("Einsum" in kinds) == (equation == "ij,jk->ik"), kinds
+    (got,) = session(ort, path).run(None, {f"input_{k}": a for k, a in enumerate(arrays)})
+    np.testing.assert_allclose(got, np.einsum(equation, *arrays), rtol=1e-5, atol=1e-6)
+
 # -- the examples' models -----------------------------------------------------------------------------------------
 def load_example(name):
     if str(EXAMPLES) not in sys.path:
