@@ -1,16 +1,31 @@
-"""Numerics shared by the op families: ``quiet``, numpy's floating-point warnings off for one call.
+"""Numerics shared by the op families: ``quiet``, numpy's floating-point warnings off for one call, and
+``constant_values``, the one place a rule reads a Tensor's values.
 
 Ops return inf/NaN silently where torch does (overflow, 0/0, log(0)); numpy would warn. Only the forwards and
 rules where such values can arise are wrapped.
 """
 
 import functools
+from typing import Any
 
 import numpy as np
 
 from tape.state import NUMPY_QUIET, QUIET_MARK, numpy_errors_reset, numpy_errors_set
+from tape.tensor_api import values_leave
 
-__all__ = ["quiet"]
+__all__ = ["quiet", "constant_values"]
+
+
+def constant_values(x) -> Any:  # an ndarray, or a numpy scalar given as one
+    """The values of an array, or of a Tensor that a rule or composite on Tensors (create_graph) takes as a
+    constant: index positions, argmax and tie masks, targets, counts. The one place ops read a Tensor's values:
+    they are reported as leaving the graph, so tape.onnx.export (and ONNX Runtime's compile) refuses a tensor
+    computed from its inputs -- a recorded backward would hold the example's values for every call -- instead of
+    baking it."""
+    if isinstance(x, np.ndarray | np.generic):
+        return x
+    values_leave(x, "a rule reading it as a constant")
+    return np.asarray(x._data)
 
 
 def quiet(fn):

@@ -37,7 +37,7 @@ from tape.tensors import Tensor
 
 from ._declare import one_input_op
 from ._notes import case_law
-from ._numerics import quiet
+from ._numerics import constant_values, quiet
 from ._onnx import NotExportable, axis_of, cast_to, clip, float_only, log1p_graph, pnorm, scalar
 from ._samples import along_dim_samples, away_from, transposed, unary_samples, uniform
 from ._validation import floats_only, functional, implicit_dim, normalize_dim, normalize_dims, real, require_float
@@ -622,7 +622,7 @@ def _order(p) -> float:
 
 def _constant(x) -> np.ndarray:
     """The values of ``x`` (an array, or a Tensor in a traced rule) as an array carrying no gradient."""
-    return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
+    return np.asarray(constant_values(x))
 
 
 def _scale(x, axes):

@@ -103,9 +103,11 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
     """The same attention from registered ops, with the full score matrix: what the second-order pass
     differentiates (the tiled kernels are first order only). ``options`` are the forward's resolved ones; without
     them they are resolved from the op's ``attributes`` (the recorded ``dropout_seed`` included)."""
-    from .binary import where  # at call time: the families register in ops/__init__'s order
+    from .binary import logical_and, where  # at call time: the families register in ops/__init__'s order
+    from .elementwise import isfinite
     from .linalg import matmul
     from .normalization import softmax
+    from .reduce import any as any_of
     from .shape import expand, transpose
 
     if options is None:
@@ -125,15 +127,16 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
         allowed = allowed & visible.reshape(visible.shape[max(0, visible.ndim - scores.ndim) :])
     if attn_mask is not None:
         if attn_mask.dtype == np.bool_:
-            allowed = allowed & attn_mask.detach().numpy()
+            allowed = logical_and(attn_mask, allowed)
         else:
             scores = scores + attn_mask
-    allowed = np.broadcast_to(allowed, np.broadcast_shapes(allowed.shape, scores.shape))
-    scores = expand(scores, allowed.shape) if scores.shape != allowed.shape else scores
-    finite = allowed & np.isfinite(scores.detach().numpy())
-    seen = finite.any(axis=-1, keepdims=True)  # rows that see no key give 0 and no gradient, never NaN
-    fill = np.where(seen, -np.inf, 0.0).astype(scores.dtype)
-    scores = where(allowed & seen, scores, fill)
+    shape = np.broadcast_shapes(allowed.shape, scores.shape)
+    scores = expand(scores, shape) if scores.shape != shape else scores
+    # rows that see no finite score give 0 and no gradient, never NaN. Decided by ops on the tensors, never from
+    # their values read as arrays: a recorded backward (ONNX Runtime's compile) decides it again for each call
+    seen = any_of(logical_and(allowed, isfinite(scores)), dim=-1, keepdim=True)
+    fill = where(seen, np.array(-np.inf, scores.dtype), np.array(0.0, scores.dtype))
+    scores = where(logical_and(allowed, seen), scores, fill)
     weights = where(seen, softmax(scores, -1), 0.0)
     if options["dropout_p"]:
         p = options["dropout_p"]

@@ -50,6 +50,7 @@ from tape.tensors import Tensor
 
 from ._kernels import conv as conv_kernels
 from ._notes import case_law
+from ._numerics import constant_values
 from ._onnx import NotExportable, index_map, scalar, tensor_type
 from ._samples import uniform
 from ._validation import functional, real, require, require_bool, require_float, require_indices, require_integer
@@ -799,7 +800,7 @@ def _values_composite(composite, indices_of):
 
     def wrapped(input, *, return_indices=False, **attrs):
         out = composite(input, **attrs)
-        return (out, Tensor._wrap(indices_of(input._data, **attrs))) if return_indices else out
+        return (out, Tensor._wrap(indices_of(constant_values(input), **attrs))) if return_indices else out
 
     return wrapped
 
@@ -838,7 +839,7 @@ def _max_pool_selection(input, geo):
     """A max pool's values with registered ops: the input gathered at the forward's argmax (a constant) -- what
     its second order differentiates."""
     spatial = len(geo.kernel)
-    index, _ = _max_pool_index(_batched(input._data, spatial), geo)
+    index, _ = _max_pool_index(_batched(constant_values(input), spatial), geo)
     flat = _flat_input_indices(index, geo, input.shape).reshape(input.shape[:-spatial] + geo.out)
     return _gather_flat(input, flat, spatial)
 
@@ -1489,7 +1490,7 @@ def _max_pool2d_with_indices_vjp(g, ans, input, *, indices, **attrs):
 def _max_pool2d_with_indices_composite(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """The values as a gather of the input at the forward's (constant) indices: what the second order
     differentiates."""
-    (_, flat), _ = _max_pool2d_with_indices(input._data, kernel_size, stride, padding, dilation, ceil_mode)
+    (_, flat), _ = _max_pool2d_with_indices(constant_values(input), kernel_size, stride, padding, dilation, ceil_mode)
     return _gather_flat(input, flat), Tensor._wrap(flat)
 
 
@@ -1760,7 +1761,7 @@ def _adaptive_max_pool2d_vjp(g, ans, input, output_size, flat):
 
 
 def _adaptive_max_pool2d_composite(input, output_size):
-    _, flat = _adaptive_max_flat(input._data, output_size, "adaptive_max_pool2d")
+    _, flat = _adaptive_max_flat(constant_values(input), output_size, "adaptive_max_pool2d")
     return _gather_flat(input, flat)
 
 
@@ -1774,7 +1775,7 @@ def _adaptive_max_pool2d_with_indices_vjp(g, ans, input, output_size, flat):
 
 
 def _adaptive_max_pool2d_with_indices_composite(input, output_size):
-    _, flat = _adaptive_max_flat(input._data, output_size, "adaptive_max_pool2d_with_indices")
+    _, flat = _adaptive_max_flat(constant_values(input), output_size, "adaptive_max_pool2d_with_indices")
     return _gather_flat(input, flat), Tensor._wrap(flat)
 
 
@@ -2235,7 +2236,7 @@ def _adaptive_max_pool1d_composite(input, output_size, **saved):
     from .shape import unsqueeze
 
     sizes = _adaptive_sizes("adaptive_max_pool1d", input.shape, output_size, 1)
-    _, flat = _adaptive_max_flat(input._data[..., None, :], (1,) + sizes, "adaptive_max_pool1d")
+    _, flat = _adaptive_max_flat(constant_values(input)[..., None, :], (1,) + sizes, "adaptive_max_pool1d")
     return _gather_flat(unsqueeze(input, input.ndim - 1), flat)[..., 0, :]
 
 

@@ -15,7 +15,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
 from ._notes import case_law
-from ._numerics import quiet
+from ._numerics import constant_values, quiet
 from ._onnx import NotExportable
 from ._samples import transposed, uniform
 from ._validation import batch_dims_or_fail, integer, normalize_dim, one_of, real, require, require_bool, require_float
@@ -176,7 +176,7 @@ def _is_array(*xs) -> bool:
 
 def _values(x) -> np.ndarray:
     """The values of an array or a Tensor (for tests on them, never for arithmetic that must be recorded)."""
-    return x if _is_array(x) else np.asarray(x._data)
+    return x if _is_array(x) else constant_values(x)
 
 
 def _same_dtype(op: str, names: tuple, arrays) -> None:

@@ -33,8 +33,8 @@ import numpy as np
 from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Sample, defop
-from tape.tensors import Tensor
 
+from ._numerics import constant_values
 from ._onnx import NotExportable
 from ._samples import away_from, transposed, uniform
 from ._validation import normalize_dim, require, require_bool, require_float
@@ -44,7 +44,7 @@ _SEEDS = 2**63 - 1
 
 def _values(x):
     """The array of ``x`` (a Tensor in a traced rule): the signs that pick rrelu's slopes are constants."""
-    return x.detach().numpy() if isinstance(x, Tensor) else x
+    return constant_values(x)
 
 
 def _keep_mask(shape: tuple, p: float, seed: int) -> np.ndarray:
@@ -450,7 +450,7 @@ def _gumbel_softmax_composite(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, r
     seed = _recorded_seed(rng)
     noise = _gumbel_noise(logits.shape, seed, logits.dtype)
     soft = softmax((logits + noise) / float(tau), dim=dim)
-    return soft + (_gumbel_parts(logits._data, tau, dim, seed)[1] - soft.detach()) if hard else soft
+    return soft + (_gumbel_parts(constant_values(logits), tau, dim, seed)[1] - soft.detach()) if hard else soft
 
 
 def _check_gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1, *, rng=None):

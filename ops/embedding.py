@@ -18,13 +18,14 @@ from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from tape.tensors import Tensor
 
+from ._numerics import constant_values
 from ._onnx import NotExportable, extremum, scalar, tensor_type
 from ._samples import transposed, uniform
 from ._validation import require, require_bool, require_float, require_indices, require_integer
 
 
 def _indices(t):
-    return t._data if isinstance(t, Tensor) else t
+    return constant_values(t)
 
 
 def _padding_row(num_weights, padding_idx):

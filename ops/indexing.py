@@ -42,10 +42,10 @@ import numpy as np
 from tape.broadcast import unbroadcast
 from tape.onnx import lowering
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
-from tape.tensors import Tensor
 
 from . import _numpy
 from ._notes import case_law
+from ._numerics import constant_values
 from ._onnx import NotExportable, axis_of, cast_to, index_map, scalar
 from ._samples import transposed, uniform
 from ._validation import (
@@ -869,7 +869,7 @@ index_add = defop(
 # -- shared helpers for the ops below: one body for arrays (first order) and Tensors (create_graph) --------------
 def _raw(x):
     """The array of a Tensor (or the array itself): for constants such as index positions and tie masks."""
-    return x if isinstance(x, np.ndarray) else x._data
+    return constant_values(x)
 
 
 def _gather_any(x, axis, index):
@@ -1526,7 +1526,7 @@ def _index_fill_vjp(g, ans, input, index, value, dim):
 
 def _index_fill_vjp_value(g, ans, input, index, value, dim):
     """The value's gradient: the sum of the output's gradient over the filled positions (each once)."""
-    index = index._data if isinstance(index, Tensor) else index  # create_graph: a constant Tensor
+    index = constant_values(index)  # create_graph: a constant Tensor
     axis, positions = _along_index("index_fill", np.empty(np.shape(input), np.int8), index, dim, wrap=True)
     picked = np.reshape(g, (1,) if np.ndim(g) == 0 else np.shape(g))[(slice(None),) * axis + (np.unique(positions),)]
     return np.reshape(np.sum(picked), np.shape(value))

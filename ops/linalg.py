@@ -26,7 +26,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from . import _numpy
 from ._kernels import buffers, runtime
-from ._numerics import quiet
+from ._numerics import constant_values, quiet
 from ._onnx import NotExportable, cast_to, no_attributes
 from ._samples import transposed, uniform
 from ._validation import batch_dims_or_fail, broadcast_or_fail, integer, normalize_dim, real, require_float
@@ -1289,7 +1289,7 @@ def _renorm_parts(input, p, dim, maxnorm):
     norms = (
         _norm_of("renorm", input, p, axes, True) if isinstance(input, np.ndarray) else vector_norm(input, p, axes, True)
     )
-    over = np.asarray(norms > maxnorm) if isinstance(norms, np.ndarray) else np.asarray(norms._data > maxnorm)
+    over = np.asarray(constant_values(norms) > maxnorm)
     scale = np.where(over, maxnorm / (norms + _RENORM_EPS), 1.0)
     return axes, norms, scale, over
 
@@ -1371,7 +1371,7 @@ def _cov_parts(input, fweights, aweights, correction):
 
 
 def _values_of(x):
-    return x if isinstance(x, np.ndarray | np.generic) else x._data
+    return constant_values(x)
 
 
 @quiet  # a normalisation of 0: inf/NaN as torch's

@@ -60,7 +60,7 @@ from ._kernels.rowwise import (
     owned_like,
 )
 from ._notes import case_law
-from ._numerics import quiet
+from ._numerics import constant_values, quiet
 from ._onnx import NotExportable, cast_to, clip, extremum, log1p_graph, pnorm, scalar, tensor_type
 from ._samples import KINK_GAP, away_from, transposed, uniform
 from ._validation import (
@@ -234,13 +234,13 @@ def _reduction_grad(g, reduction: str, shape: tuple, denominator=None):
 
 def _values(t):
     """The array of a tensor argument that takes no gradient (targets, class weights), Tensor or array."""
-    return t._data if isinstance(t, Tensor) else t
+    return constant_values(t)
 
 
 def _constant(x) -> np.ndarray:
     """The values of ``x`` (an array, or a Tensor in a traced rule) as an array carrying no gradient: the masks,
     counts and scales of a rule."""
-    return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
+    return np.asarray(constant_values(x))
 
 
 def _broadcast_shape(op: str, names: tuple, *arrays) -> tuple:

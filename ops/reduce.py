@@ -39,7 +39,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from . import _numpy
 from ._declare import one_input_op
 from ._notes import case_law
-from ._numerics import quiet
+from ._numerics import constant_values, quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar, tensor_type
 from ._samples import index_reduction_samples, reduction_samples, transposed, uniform
 from ._validation import broadcast_or_fail, normalize_dim, real, require_bool, require_float
@@ -223,7 +223,7 @@ def _grad_as(g, x):
 
 def _plain(x):
     """The values of an array or a Tensor (for masks, not for arithmetic that must be recorded)."""
-    return x if isinstance(x, np.ndarray | np.generic) else np.asarray(x._data)
+    return constant_values(x)
 
 
 def _torch_dtype(torch, dtype):

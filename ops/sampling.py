@@ -23,6 +23,7 @@ from tape.onnx import lowering
 from tape.registry import Sample, defop
 from tape.tensors import Tensor
 
+from ._numerics import constant_values
 from ._onnx import NotExportable, index_map
 from ._samples import transposed, uniform
 from ._validation import functional, integer, one_of, require, require_bool, require_float
@@ -253,7 +254,7 @@ _GRID_PADDINGS = ("zeros", "border", "reflection")
 
 def _values(x):
     """The array of ``x`` (a Tensor in a traced rule): indices, masks and piecewise-constant slopes."""
-    return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
+    return np.asarray(constant_values(x))
 
 
 def _reflect(x, twice_low: int, twice_high: int):

@@ -15,7 +15,7 @@ from tape.registry import Sample, defop
 from . import _numpy
 from ._declare import one_input_op, values_indices_op
 from ._notes import case_law
-from ._numerics import quiet
+from ._numerics import constant_values, quiet
 from ._onnx import axis_of, cast_to, scalar
 from ._samples import transposed, uniform
 from ._validation import integer, normalize_dim, require_dtype_of_input, require_float
@@ -341,7 +341,7 @@ def _logcumsumexp_vjp(g, ans, input, dim):
     if input.ndim == 0:
         return g
     axis = normalize_dim("logcumsumexp", dim, input.ndim)
-    if not isinstance(g, np.ndarray) and np.count_nonzero(g._data) != np.size(g):
+    if not isinstance(g, np.ndarray) and np.count_nonzero(constant_values(g)) != np.size(g):
         return _logcumsumexp_vjp_recorded(g, ans, input, axis)
     lowest = float(np.finfo(input.dtype).min)  # stands for log 0 (finite, so lowest - y stays ordered)
     positive, negative = g > 0, g < 0

@@ -26,7 +26,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._declare import one_input_op, values_indices_op
 from ._notes import case_law
-from ._numerics import quiet
+from ._numerics import constant_values, quiet
 from ._onnx import NotExportable, axis_of, cast_to, extremum, scalar
 from ._samples import transposed, uniform
 from ._validation import integer, normalize_dim, one_of, require_bool
@@ -436,7 +436,7 @@ def _median(input):
 def _median_vjp(g, ans, input):
     """g shared evenly among the entries equal to the median (the NaN entries for a NaN median); the mask is a
     constant, so on Tensors only g times constant weights is recorded."""
-    x, value = (input, ans) if isinstance(input, np.ndarray) else (input._data, ans._data)
+    x, value = (input, ans) if isinstance(input, np.ndarray) else (constant_values(input), constant_values(ans))
     mask = np.isnan(x) if value != value else x == value
     weights = (mask / max(np.count_nonzero(mask), 1)).astype(x.dtype)
     return g * weights
@@ -462,7 +462,7 @@ def _median_samples(rng):
 # == appended: median(input, dim, keepdim) is one op (torch's), nanmedian, mode, quantile, nanquantile ============
 def _values(x):
     """The values of an array or a Tensor (the quantile weights are constants of the sort)."""
-    return x if isinstance(x, np.ndarray) else np.asarray(x._data)
+    return constant_values(x)
 
 
 def _whole_or_dim(name, whole, whole_vjp, along, along_vjp):

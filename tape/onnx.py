@@ -170,11 +170,14 @@ class _ExportTape(ExecutionTape):
         super()._record(op, tensors, attrs, result, node, seq_lens)
 
     def values_leave(self, t, how: str) -> None:
-        """Refuse reading the values of a tensor computed from an input: the model would hold the example's."""
-        source = self.derived.get(t.id)
-        if source is None:
+        """Refuse reading the values of a tensor computed from an input, or of an alias of one (``t.detach()``
+        shares its memory): the model would hold the example's."""
+        members = [t] if t._aliases is None else t._aliases.members
+        derived = next((m for m in members if m.id in self.derived), None)
+        if derived is None:
             return
-        what = source if t.id in self.inputs else f"a tensor computed from {source}"
+        source = self.derived[derived.id]
+        what = source if derived.id in self.inputs else f"a tensor computed from {source}"
         raise NotExportableError(
             f"tape.onnx.export: the call reads the values of {what} through {how}, so the model would hold the "
             "example's values and give their result for every other input (torch's exporter warns here, "

@@ -155,6 +155,38 @@ def test_closed_over_arrays_and_python_numbers_are_fed_not_baked():
     assert step.onnx_runs == 3
 
 
+
+@pytest.mark.parametrize("kind", ["float", "bool"])
+def test_attention_masks_are_read_in_the_graph_for_every_call(kind):
+    """A mask fed per call decides the attention backward in the graph: a later call whose mask hides a whole row
+    (float -inf, or a bool row of False) gives eager's gradients -- 0 for that row, not the NaN of a graph that kept
+    the first call's rows-that-see-a-key (it did, silently, before the composite computed them with ops)."""
+    rng = np.random.default_rng(0)
+    q, k, v = (tape.tensor(rng.standard_normal((1, 2, 4, 8)), requires_grad=True) for _ in range(3))
+
+    def fn(mask):
+        return ops.sum(ops.scaled_dot_product_attention(q, k, v, attn_mask=tape.tensor(mask)) ** 2)
+
+    step = tape.compile(fn, [q, k, v], backend="onnxruntime")
+    open_mask = np.zeros((4, 4)) if kind == "float" else np.ones((4, 4), bool)
+    hidden_row = open_mask.copy()
+    hidden_row[2] = -np.inf if kind == "float" else False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to the numpy plan
+        for mask in (open_mask, open_mask, hidden_row, open_mask, hidden_row):
+            for p in (q, k, v):
+                p.grad = None
+            loss, grads = step(mask)
+            got = [g.numpy().copy() for g in grads]
+            for p in (q, k, v):
+                p.grad = None
+            want = fn(mask)
+            want.backward()
+            assert relative(loss.numpy(), want.numpy()) <= 1e-12
+            for g, p in zip(got, (q, k, v)):
+                assert not np.isnan(g).any() and relative(g, p.grad.numpy()) <= 1e-12
+    assert step.onnx_runs == 4
+
 def test_other_index_values_run_the_numpy_plan_and_equal_eager():
     w = tape.tensor(np.arange(1.0, 7.0), requires_grad=True)
     index = np.array([0, 2, 2, 5])

@@ -166,6 +166,17 @@ def test_known_values(ort, tmp_path):
 
 
 
+def test_reading_a_detached_alias_of_a_computed_tensor_is_refused():
+    """``t.detach()`` shares t's memory: its values are the example's as much as t's (an attention composite read
+    its scores this way and baked which rows see a key into compiled training graphs)."""
+
+    def fn(x):
+        y = x * 2
+        return y + float(y.detach().numpy().sum())
+
+    with pytest.raises(NotExportableError, match=r"reads the values of a tensor computed from input_0 through numpy"):
+        tape.onnx.export(fn, (tape.tensor(np.ones((2, 3))),), None)
+
 @pytest.mark.parametrize(
     "equation, shapes",
     [("...i,...i->...", [(2, 3, 4)] * 2), ("...i->...", [(2, 3, 4)]), ("ij,ij->j", [(3, 5)] * 2),
