@@ -971,13 +971,13 @@ view_as = _reshape_as_op(
     lambda torch, input, other: input.reshape(other.shape),  # torch's view_as needs a viewable stride
     "other gives only its shape: its gradient is zero (torch's None). A copy, as every view here: it also takes a "
     "non-contiguous input that torch's view_as refuses (use .reshape there)",
-    doc="input reshaped to other's shape (other gives only its shape).",
+    doc="input with other's shape, as Tensor.view_as (other gives only its shape).",
 )
 reshape_as = _reshape_as_op(
     "reshape_as",
     lambda torch, input, other: input.reshape_as(other),
     "other gives only its shape: its gradient is zero (torch's None)",
-    doc="input reshaped to other's shape (other gives only its shape).",
+    doc="input reshaped to other's shape, as Tensor.reshape_as (other gives only its shape).",
 )
 
 expand_as = defop(

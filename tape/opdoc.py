@@ -13,6 +13,8 @@ import numpy as np
 from .errors import RegistrationError
 
 COVERAGE = "docs/coverage.md"
+# what an op declared with neither says (a test's throwaway op); tests/engine/test_op_docs.py: no library op does
+UNDOCUMENTED = "UNDOCUMENTED: give the forward a docstring or declare defop(doc=...) (docs/defining-ops.md)."
 
 
 def signature(op) -> inspect.Signature:
@@ -38,7 +40,7 @@ def declared(name: str, forward, doc: str) -> str:
 
 def _summary(op) -> str:
     """What the op computes: its declaration's ``doc=``, else its forward's own docstring."""
-    return op.doc or own_doc(op.forward) or f"The ``{op.name}`` op of the {op.family} family."
+    return op.doc or own_doc(op.forward) or UNDOCUMENTED
 
 
 def _inputs(op) -> list[str]:
