@@ -107,7 +107,10 @@ empty_like = _like(
         input, dtype=_torch_dtype(torch, dtype), device=device
     ),  # ours: zeros
     _like_samples(),
-    doc="An uninitialised tensor with input's shape (and its dtype, unless ``dtype`` is given).",
+    doc=(
+        "A tensor with input's shape (and its dtype, unless ``dtype`` is given) whose values are unspecified, as\n"
+        "torch.empty_like's; here they are zeros."
+    ),
 )
 
 
