@@ -189,6 +189,7 @@ hardtanh = _elementwise(
     kinks=(-1.0, 1.0, -0.5, 1.5, 0.25),
     attrs=[{}, {"min_val": -0.5, "max_val": 1.5}, {"min_val": 0.25, "max_val": 0.25}],
     notes=case_law(_CASE_LAW, "hardtanh"),
+    doc="x clamped to [min_val, max_val] elementwise.",
 )
 
 relu6 = _elementwise(
@@ -199,6 +200,7 @@ relu6 = _elementwise(
     high=8.0,
     kinks=(0.0, 6.0),
     notes=case_law(_CASE_LAW, "relu6"),
+    doc="min(max(x, 0), 6) elementwise.",
 )
 
 
@@ -220,6 +222,7 @@ hardswish = _elementwise(
     high=5.0,
     kinks=(-3.0, 3.0),
     notes=case_law(_CASE_LAW, "hardswish"),
+    doc="x * relu6(x + 3) / 6 elementwise: a piecewise-linear approximation of silu.",
 )
 
 hardsigmoid = _elementwise(
@@ -230,6 +233,7 @@ hardsigmoid = _elementwise(
     high=5.0,
     kinks=(-3.0, 3.0),
     notes=case_law(_CASE_LAW, "hardsigmoid"),
+    doc="relu6(x + 3) / 6 elementwise: a piecewise-linear approximation of sigmoid.",
 )
 
 
@@ -249,6 +253,7 @@ threshold = _elementwise(
     kinks=(0.5, -1.0),
     attrs=[{"threshold": 0.5, "value": -1.0}, {"threshold": -1.0, "value": 3.0}],
     notes=case_law(_CASE_LAW, "threshold"),
+    doc="x where x > threshold, else ``value``, elementwise.",
 )
 
 
@@ -275,7 +280,7 @@ def _shrink(name, forward, **declaration):
     )
 
 
-hardshrink = _shrink("hardshrink", _hardshrink, method=True)
+hardshrink = _shrink("hardshrink", _hardshrink, method=True, doc="x where |x| > lambd, else 0, elementwise.")
 
 
 @quiet  # inf * 0 in the branch not taken
@@ -287,7 +292,11 @@ def _softshrink(input, lambd=0.5):
     return np.where(input > lambd, input - lambd, np.where(input < -lambd, input + lambd, input * 0))
 
 
-softshrink = _shrink("softshrink", _softshrink)
+softshrink = _shrink(
+    "softshrink",
+    _softshrink,
+    doc="x shrunk towards 0 by lambd elementwise: x - lambd above lambd, x + lambd below -lambd, else 0.",
+)
 
 
 # -- exponential family: selu, celu, logsigmoid, mish ---------------------------------------------------------
@@ -306,7 +315,16 @@ def _selu_vjp(g, ans, input):
     return np.where(input > 0, g * _SELU_SCALE, g * (np.exp(_negative_part(input)) * _SELU_NEGATIVE))
 
 
-selu = _elementwise("selu", _selu, _selu_vjp, low=-3.0, high=3.0, kinks=(0.0,), notes=case_law(_CASE_LAW, "selu"))
+selu = _elementwise(
+    "selu",
+    _selu,
+    _selu_vjp,
+    low=-3.0,
+    high=3.0,
+    kinks=(0.0,),
+    notes=case_law(_CASE_LAW, "selu"),
+    doc="scale * elu(x, alpha) elementwise, with the fixed self-normalising constants alpha ~ 1.6733, scale ~ 1.0507.",
+)
 
 
 def _celu_alpha(alpha):
@@ -338,6 +356,7 @@ celu = _elementwise(
     kinks=(0.0,),
     attrs=[{}, {"alpha": 0.5}, {"alpha": -1.5}],
     notes=case_law(_CASE_LAW, "celu"),
+    doc="max(x, 0) + min(0, alpha * (exp(x / alpha) - 1)) elementwise.",
 )
 
 
@@ -352,6 +371,7 @@ logsigmoid = _elementwise(
     lambda g, ans, input: g * _sigmoids(input)[1],
     samples=_with_tails(unary_samples(-6.0, 6.0), [-40.0, -15.0, 15.0, 40.0]),
     notes=case_law(_CASE_LAW, "logsigmoid"),
+    doc="log(sigmoid(x)) elementwise, computed without overflow for large |x|.",
 )
 
 
@@ -388,6 +408,7 @@ mish = _elementwise(
     _mish_vjp,
     samples=_with_tails(unary_samples(-4.0, 4.0), [-40.0, -15.0, 15.0, 40.0]),
     notes=case_law(_CASE_LAW, "mish"),
+    doc="x * tanh(softplus(x)) elementwise.",
 )
 
 
@@ -405,7 +426,14 @@ def _softsign_vjp(g, ans, input):
 
 
 softsign = _elementwise(
-    "softsign", _softsign, _softsign_vjp, low=-4.0, high=4.0, kinks=(0.0,), notes=case_law(_CASE_LAW, "softsign")
+    "softsign",
+    _softsign,
+    _softsign_vjp,
+    low=-4.0,
+    high=4.0,
+    kinks=(0.0,),
+    notes=case_law(_CASE_LAW, "softsign"),
+    doc="x / (1 + |x|) elementwise.",
 )
 
 
@@ -421,6 +449,7 @@ tanhshrink = _elementwise(
     low=-3.0,
     high=3.0,
     notes=case_law(_CASE_LAW, "tanhshrink"),
+    doc="x - tanh(x) elementwise.",
 )
 
 
@@ -539,6 +568,10 @@ glu = defop(
     samples=_glu_samples,
     torch_ref=functional("glu"),
     notes=case_law(_CASE_LAW, "glu"),
+    doc=(
+        "Gated linear unit: input split in two halves a, b along ``dim``, returns a * sigmoid(b).\n"
+        "The size of ``dim`` must be even; the output has half of it."
+    ),
 )
 
 
@@ -609,6 +642,7 @@ prelu = defop(
     torch_ref=functional("prelu"),
     method=True,
     notes=case_law(_CASE_LAW, "prelu"),
+    doc="max(x, 0) + weight * min(x, 0), with a learned slope ``weight``: one value, or one per channel (dim 1).",
 )
 
 
@@ -730,6 +764,7 @@ normalize = defop(
     samples=_normalize_samples,
     torch_ref=functional("normalize"),
     notes=case_law(_CASE_LAW, "normalize"),
+    doc="input divided by its p-norm along ``dim`` (the norm clamped below by eps), as torch.nn.functional.normalize.",
 )
 
 

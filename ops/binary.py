@@ -235,10 +235,20 @@ def _alpha_ref(name):
 
 _ALPHA_NOTE = "torch's alpha=: a + alpha * b (a - alpha * b), float32 rounded once, as torch's fused kernel."
 add = _binary("add", quiet(_add), _add_vjp_a, _add_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("add"),
-              method=True, numpy=np.add, notes=_ALPHA_NOTE)  # fmt: skip
+              method=True, numpy=np.add, notes=_ALPHA_NOTE,
+              doc="a + alpha * b, elementwise with broadcasting.")  # fmt: skip
 sub = _binary("sub", quiet(_sub), _add_vjp_a, _sub_vjp_b, samples=_alpha_samples, torch_ref=_alpha_ref("sub"),
-              method=True, numpy=np.subtract, notes=_ALPHA_NOTE)  # fmt: skip
-mul = _binary("mul", _broadcasting("mul", np.multiply), _mul_vjp_a, _mul_vjp_b, method=True, numpy=np.multiply)
+              method=True, numpy=np.subtract, notes=_ALPHA_NOTE,
+              doc="a - alpha * b, elementwise with broadcasting.")  # fmt: skip
+mul = _binary(
+    "mul",
+    _broadcasting("mul", np.multiply),
+    _mul_vjp_a,
+    _mul_vjp_b,
+    method=True,
+    numpy=np.multiply,
+    doc="a * b, elementwise with broadcasting.",
+)
 
 _true_divide = _broadcasting("div", np.divide, names=("input", "other"))
 
@@ -327,6 +337,10 @@ div = defop(
     method=True,
     numpy=np.true_divide,
     notes=case_law(_CASE_LAW, "div"),
+    doc=(
+        "input / other elementwise with broadcasting; rounding_mode 'trunc' or 'floor' rounds the quotient.\n"
+        "True division (no rounding_mode) refuses two integer operands: it would have to invent a float dtype."
+    ),
 )
 
 
@@ -383,6 +397,7 @@ pow = _binary(
     method=True,
     numpy=np.power,
     notes=case_law(_CASE_LAW, "pow"),
+    doc="a ** b, elementwise with broadcasting.",
 )
 
 
@@ -400,6 +415,7 @@ maximum = _binary(
     method=True,
     numpy=np.maximum,
     notes=case_law(_CASE_LAW, "maximum"),
+    doc="The elementwise maximum of a and b (NaN if either is NaN), with broadcasting.",
 )
 minimum = _binary(
     "minimum",
@@ -409,6 +425,7 @@ minimum = _binary(
     method=True,
     numpy=np.minimum,
     notes=case_law(_CASE_LAW, "minimum"),
+    doc="The elementwise minimum of a and b (NaN if either is NaN), with broadcasting.",
 )
 
 
@@ -438,6 +455,7 @@ where = defop(
     torch_ref=lambda torch, condition, input, other: torch.where(condition, input, other),
     numpy={np.where: _numpy.where},
     notes=case_law(_CASE_LAW, "where"),
+    doc="input where condition is true, else other, elementwise with broadcasting of all three.",
 )
 
 
@@ -454,12 +472,28 @@ def _comparison(name, ufunc, **declaration):
     )
 
 
-eq = _comparison("eq", np.equal, method=True, numpy=np.equal)
-ne = _comparison("ne", np.not_equal, method=True, numpy=np.not_equal)
-lt = _comparison("lt", np.less, method=True, numpy=np.less)
-le = _comparison("le", np.less_equal, method=True, numpy=np.less_equal)
-gt = _comparison("gt", np.greater, method=True, numpy=np.greater)
-ge = _comparison("ge", np.greater_equal, method=True, numpy=np.greater_equal)
+eq = _comparison(
+    "eq", np.equal, method=True, numpy=np.equal, doc="a == b elementwise with broadcasting, as a bool tensor."
+)
+ne = _comparison(
+    "ne", np.not_equal, method=True, numpy=np.not_equal, doc="a != b elementwise with broadcasting, as a bool tensor."
+)
+lt = _comparison(
+    "lt", np.less, method=True, numpy=np.less, doc="a < b elementwise with broadcasting, as a bool tensor."
+)
+le = _comparison(
+    "le", np.less_equal, method=True, numpy=np.less_equal, doc="a <= b elementwise with broadcasting, as a bool tensor."
+)
+gt = _comparison(
+    "gt", np.greater, method=True, numpy=np.greater, doc="a > b elementwise with broadcasting, as a bool tensor."
+)
+ge = _comparison(
+    "ge",
+    np.greater_equal,
+    method=True,
+    numpy=np.greater_equal,
+    doc="a >= b elementwise with broadcasting, as a bool tensor.",
+)
 
 
 # == more binary ops, in torch's argument names (input, other) ================================================
@@ -503,6 +537,7 @@ atan2 = _pair(
     samples=_atan2_samples,
     method=True,
     numpy=np.arctan2,
+    doc="The angle of the point (other, input): arctan(input / other) in the right quadrant, elementwise.",
 )
 
 
@@ -520,6 +555,7 @@ copysign = _pair(
     lambda g, ans, input, other: np.zeros(other.shape, g.dtype),
     method=True,
     numpy=np.copysign,
+    doc="|input| with the sign of other, elementwise with broadcasting.",
 )
 
 
@@ -534,6 +570,7 @@ logaddexp = _pair(
     samples=binary_samples(-4.0, 4.0),
     method=True,
     numpy=np.logaddexp,
+    doc="log(exp(input) + exp(other)) elementwise, computed without overflow.",
 )
 
 
@@ -545,6 +582,7 @@ hypot = _pair(
     quiet(lambda g, ans, input, other: unbroadcast(g * other / ans, other.shape)),
     method=True,
     numpy=np.hypot,
+    doc="sqrt(input ** 2 + other ** 2) elementwise with broadcasting.",
 )
 
 
@@ -571,6 +609,7 @@ remainder = _pair(
     samples=_quotient_samples,
     method=True,
     numpy=np.remainder,
+    doc="input - floor(input / other) * other elementwise: Python's %, the result has the sign of other.",
 )
 fmod = _pair(
     "fmod",
@@ -580,6 +619,7 @@ fmod = _pair(
     samples=_quotient_samples,
     method=True,
     numpy=np.fmod,
+    doc="input - trunc(input / other) * other elementwise: C's fmod, the result has the sign of input.",
 )
 
 
@@ -602,6 +642,7 @@ floor_divide = _pair(
     torch_ref=lambda torch, input, other: torch.div(input, other, rounding_mode="floor"),
     method=True,
     numpy=np.floor_divide,
+    doc="floor(input / other) elementwise with broadcasting: Python's //.",
 )
 
 
@@ -660,6 +701,7 @@ lerp = defop(
     samples=_lerp_samples,
     torch_ref=lambda torch, input, end, weight: torch.lerp(input, end, weight),
     method=True,
+    doc="Linear interpolation input + weight * (end - input), elementwise with broadcasting.",
 )
 
 
@@ -720,6 +762,7 @@ isclose = _pair(
     samples=_isclose_samples,
     torch_ref=lambda torch, input, other, **attrs: torch.isclose(input, other, **attrs),
     method=True,
+    doc="|input - other| <= atol + rtol * |other| elementwise, as a bool tensor; NaNs equal only with equal_nan.",
 )
 
 
@@ -744,9 +787,27 @@ def _logical(name, ufunc, **declaration):
     )
 
 
-logical_and = _logical("logical_and", np.logical_and, method=True, numpy=np.logical_and)
-logical_or = _logical("logical_or", np.logical_or, method=True, numpy=np.logical_or)
-logical_xor = _logical("logical_xor", np.logical_xor, method=True, numpy=np.logical_xor)
+logical_and = _logical(
+    "logical_and",
+    np.logical_and,
+    method=True,
+    numpy=np.logical_and,
+    doc="The truth (non-zero) of input and of other, combined with AND elementwise, as a bool tensor.",
+)
+logical_or = _logical(
+    "logical_or",
+    np.logical_or,
+    method=True,
+    numpy=np.logical_or,
+    doc="The truth (non-zero) of input and of other, combined with OR elementwise, as a bool tensor.",
+)
+logical_xor = _logical(
+    "logical_xor",
+    np.logical_xor,
+    method=True,
+    numpy=np.logical_xor,
+    doc="The truth (non-zero) of input and of other, combined with XOR elementwise, as a bool tensor.",
+)
 
 
 # -- xlogy / addcmul / addcdiv ---------------------------------------------------------------------------------
@@ -780,7 +841,15 @@ def _xlogy_samples(rng):
     return pairs + [Sample((zeros[1:], np.array([2.0, 0.5, 3.0])), {}, "input 0"), edges]
 
 
-xlogy = _pair("xlogy", _xlogy, _xlogy_vjp_input, _xlogy_vjp_other, samples=_xlogy_samples, method=True)
+xlogy = _pair(
+    "xlogy",
+    _xlogy,
+    _xlogy_vjp_input,
+    _xlogy_vjp_other,
+    samples=_xlogy_samples,
+    method=True,
+    doc="input * log(other) elementwise, 0 where input is 0 (unless other is NaN).",
+)
 
 
 def _broadcastable(op: str, names: tuple, arrays: tuple) -> None:
@@ -858,7 +927,7 @@ def _away_from_zero(a: np.ndarray, gap: float = 0.2) -> np.ndarray:
     return np.where(np.abs(a) < gap, np.where(a < 0, -gap, gap), a)
 
 
-def _declare_three(name, combine, vjps):
+def _declare_three(name, combine, vjps, *, doc=""):
     return defop(
         name,
         method=True,
@@ -871,11 +940,16 @@ def _declare_three(name, combine, vjps):
         torch_ref=lambda torch, input, tensor1, tensor2, value=1: getattr(torch, name)(
             input, tensor1, tensor2, value=value
         ),
+        doc=doc,
     )
 
 
-addcmul = _declare_three("addcmul", np.multiply, _addcmul_vjps())
-addcdiv = _declare_three("addcdiv", np.divide, _addcdiv_vjps())
+addcmul = _declare_three(
+    "addcmul", np.multiply, _addcmul_vjps(), doc="input + value * tensor1 * tensor2, elementwise with broadcasting."
+)
+addcdiv = _declare_three(
+    "addcdiv", np.divide, _addcdiv_vjps(), doc="input + value * tensor1 / tensor2, elementwise with broadcasting."
+)
 
 
 # -- logaddexp2, ldexp, fmax / fmin, rsub, heaviside, nextafter --------------------------------------------------
@@ -890,6 +964,7 @@ logaddexp2 = _pair(
     samples=binary_samples(-4.0, 4.0),
     method=True,
     numpy=np.logaddexp2,
+    doc="log2(2 ** input + 2 ** other) elementwise, computed without overflow.",
 )
 
 
@@ -930,10 +1005,11 @@ ldexp = _pair(
     quiet(lambda g, ans, input, other: unbroadcast(g * ans * _LN2, other.shape)),
     samples=_ldexp_samples,
     method=True,
+    doc="input * 2 ** other elementwise with broadcasting.",
 )
 
 
-def _nan_aware(name, ufunc, wins):
+def _nan_aware(name, ufunc, wins, *, doc=""):
     """fmax / fmin: NaN ignored when the other operand is a number; the gradient goes whole to the operand taken,
     to ``input`` on ties and where both are NaN (torch's)."""
 
@@ -950,12 +1026,29 @@ def _nan_aware(name, ufunc, wins):
         return out
 
     return _pair(
-        name, _on_pair(name, ufunc, arithmetic=False), vjp_input, vjp_other, samples=samples, method=True, numpy=ufunc
+        name,
+        _on_pair(name, ufunc, arithmetic=False),
+        vjp_input,
+        vjp_other,
+        samples=samples,
+        method=True,
+        numpy=ufunc,
+        doc=doc,
     )
 
 
-fmax = _nan_aware("fmax", np.fmax, lambda input, other: input >= other)
-fmin = _nan_aware("fmin", np.fmin, lambda input, other: input <= other)
+fmax = _nan_aware(
+    "fmax",
+    np.fmax,
+    lambda input, other: input >= other,
+    doc="The elementwise maximum of input and other, ignoring a NaN when the other operand is a number.",
+)
+fmin = _nan_aware(
+    "fmin",
+    np.fmin,
+    lambda input, other: input <= other,
+    doc="The elementwise minimum of input and other, ignoring a NaN when the other operand is a number.",
+)
 
 
 def _alpha(op, alpha, *arrays):
@@ -996,6 +1089,7 @@ rsub = _pair(
     samples=lambda rng: binary_samples()(rng) + [Sample((uniform(rng, (2, 3)), uniform(rng, (3,))), {"alpha": 2.5})],
     torch_ref=lambda torch, input, other, alpha=1: torch.rsub(input, other, alpha=alpha),
     method=True,
+    doc="other - alpha * input (sub with its operands swapped), elementwise with broadcasting.",
 )
 
 
@@ -1031,6 +1125,7 @@ heaviside = defop(  # torch: "the derivative of heaviside is not implemented"; a
     vjps=(NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
     samples=_heaviside_samples,
     torch_ref=lambda torch, input, values: torch.heaviside(input, values),
+    doc="The Heaviside step elementwise: 0 where input < 0, 1 where input > 0, ``values`` where input == 0.",
 )
 
 
@@ -1047,6 +1142,7 @@ nextafter = _pair(  # torch: not differentiable
     NOT_DIFFERENTIABLE,
     samples=_nextafter_samples,
     method=True,
+    doc="The next floating-point value after input in the direction of other, elementwise.",
 )
 
 # numpy's and torch's other names for the same ops

@@ -75,7 +75,7 @@ def _pair_samples(rng, low=-100, high=100):
     return out
 
 
-def _declare(name, forward, samples, torch_name=None):
+def _declare(name, forward, samples, torch_name=None, *, doc=""):
     return defop(
         name,
         method=True,
@@ -85,6 +85,7 @@ def _declare(name, forward, samples, torch_name=None):
         vjps=(NOT_DIFFERENTIABLE, NOT_DIFFERENTIABLE),
         samples=samples,
         torch_ref=lambda torch, input, other: getattr(torch, torch_name or name)(input, other),
+        doc=doc,
     )
 
 
@@ -93,9 +94,24 @@ def _with_bools(rng):
     return _pair_samples(rng) + [Sample((bools, rng.random(4) > 0.5), {}, "bools (logical)")]
 
 
-bitwise_and = _declare("bitwise_and", _pair_forward("bitwise_and", np.bitwise_and), _with_bools)
-bitwise_or = _declare("bitwise_or", _pair_forward("bitwise_or", np.bitwise_or), _with_bools)
-bitwise_xor = _declare("bitwise_xor", _pair_forward("bitwise_xor", np.bitwise_xor), _with_bools)
+bitwise_and = _declare(
+    "bitwise_and",
+    _pair_forward("bitwise_and", np.bitwise_and),
+    _with_bools,
+    doc="input & other elementwise, for integer or bool tensors.",
+)
+bitwise_or = _declare(
+    "bitwise_or",
+    _pair_forward("bitwise_or", np.bitwise_or),
+    _with_bools,
+    doc="input | other elementwise, for integer or bool tensors.",
+)
+bitwise_xor = _declare(
+    "bitwise_xor",
+    _pair_forward("bitwise_xor", np.bitwise_xor),
+    _with_bools,
+    doc="input ^ other elementwise, for integer or bool tensors.",
+)
 
 
 def _bitwise_not(input):
@@ -121,6 +137,7 @@ bitwise_not = defop(
     vjps=(NOT_DIFFERENTIABLE,),
     samples=_not_samples,
     torch_ref=lambda torch, input: torch.bitwise_not(input),
+    doc="~input elementwise: bitwise NOT of integers, logical NOT of bools.",
 )
 
 
@@ -140,7 +157,7 @@ def _shift_samples(rng):
     return out
 
 
-def _shift(name, ufunc):
+def _shift(name, ufunc, *, doc=""):
     run = _pair_forward(name, ufunc)
 
     def forward(input, other):
@@ -148,11 +165,13 @@ def _shift(name, ufunc):
         return run(input, other)
 
     forward.__name__ = f"_{name}"
-    return _declare(name, forward, _shift_samples)
+    return _declare(name, forward, _shift_samples, doc=doc)
 
 
-bitwise_left_shift = _shift("bitwise_left_shift", np.left_shift)
-bitwise_right_shift = _shift("bitwise_right_shift", np.right_shift)
+bitwise_left_shift = _shift("bitwise_left_shift", np.left_shift, doc="input << other elementwise, for integer tensors.")
+bitwise_right_shift = _shift(
+    "bitwise_right_shift", np.right_shift, doc="input >> other elementwise (arithmetic shift), for integer tensors."
+)
 
 
 def _gcd_samples(rng):
@@ -162,8 +181,18 @@ def _gcd_samples(rng):
     return out
 
 
-gcd = _declare("gcd", _pair_forward("gcd", np.gcd, bools=False), _gcd_samples)
-lcm = _declare("lcm", _pair_forward("lcm", np.lcm, bools=False), _gcd_samples)
+gcd = _declare(
+    "gcd",
+    _pair_forward("gcd", np.gcd, bools=False),
+    _gcd_samples,
+    doc="The greatest common divisor of input and other elementwise, for integer tensors; the result is non-negative.",
+)
+lcm = _declare(
+    "lcm",
+    _pair_forward("lcm", np.lcm, bools=False),
+    _gcd_samples,
+    doc="The least common multiple of input and other elementwise, for integer tensors; the result is non-negative.",
+)
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------

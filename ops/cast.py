@@ -77,6 +77,7 @@ cast = defop(
     samples=_samples,
     torch_ref=_torch_ref,
     gradcheck_tolerance={"eps": 1e-3, "atol": 1e-4, "rtol": 1e-4},
+    doc="input's values converted to ``dtype`` (as Tensor.to(dtype)); the gradient is converted back.",
 )  # linear: a large step is exact,
 # and it keeps float32's rounding of the output (1e-7 relative) far below the tolerance
 

@@ -341,7 +341,7 @@ def _with_unit_axis(value, unit: int):
     return (unit, value) if isinstance(value, int | np.integer) else (unit, *value)
 
 
-def _conv_op(name, spatial, composite, samples, notes=""):
+def _conv_op(name, spatial, composite, samples, notes="", *, doc=""):
     """Declare conv1d, conv2d or conv3d: the im2col kernels above in the first order; ``composite`` (the conv
     written with registered ops) for the second."""
 
@@ -357,10 +357,10 @@ def _conv_op(name, spatial, composite, samples, notes=""):
     def check(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         _check_conv(name, spatial, input, weight, bias, stride, padding, dilation, groups)
 
-    return _declare_conv(name, forward, joint_vjp, check, composite, samples, notes)
+    return _declare_conv(name, forward, joint_vjp, check, composite, samples, notes, doc=doc)
 
 
-def _declare_conv(name, forward, joint_vjp, check, composite, samples, notes=""):
+def _declare_conv(name, forward, joint_vjp, check, composite, samples, notes="", *, doc=""):
     """Register a convolution or a transposed one: input, weight and optional bias sharing one backward (the
     forward saves its geometry for it), a composite for the second order, torch.nn.functional's op as oracle."""
     return defop(
@@ -375,6 +375,7 @@ def _declare_conv(name, forward, joint_vjp, check, composite, samples, notes="")
         samples=samples,
         notes=notes,
         torch_ref=lambda torch, input, weight, bias, **attrs: _torch_conv(torch, name, input, weight, bias, **attrs),
+        doc=doc,
     )
 
 
@@ -519,9 +520,39 @@ _conv3d_samples = _conv_samples(
     ],
 )
 
-conv2d = _conv_op("conv2d", 2, _conv2d_composite, _conv2d_samples, notes=case_law(_CASE_LAW, "conv2d"))
-conv1d = _conv_op("conv1d", 1, _conv1d_composite, _conv1d_samples, notes=case_law(_CASE_LAW, "conv1d"))
-conv3d = _conv_op("conv3d", 3, _conv3d_composite, _conv3d_samples, notes=case_law(_CASE_LAW, "conv3d"))
+conv2d = _conv_op(
+    "conv2d",
+    2,
+    _conv2d_composite,
+    _conv2d_samples,
+    notes=case_law(_CASE_LAW, "conv2d"),
+    doc=(
+        "2-D cross-correlation of an (N, C_in, H, W) input with (C_out, C_in/groups, kH, kW) weights, plus an\n"
+        "optional bias, as torch.nn.functional.conv2d."
+    ),
+)
+conv1d = _conv_op(
+    "conv1d",
+    1,
+    _conv1d_composite,
+    _conv1d_samples,
+    notes=case_law(_CASE_LAW, "conv1d"),
+    doc=(
+        "1-D cross-correlation of an (N, C_in, L) input with (C_out, C_in/groups, k) weights, plus an optional bias,\n"
+        "as torch.nn.functional.conv1d."
+    ),
+)
+conv3d = _conv_op(
+    "conv3d",
+    3,
+    _conv3d_composite,
+    _conv3d_samples,
+    notes=case_law(_CASE_LAW, "conv3d"),
+    doc=(
+        "3-D cross-correlation of an (N, C_in, D, H, W) input with (C_out, C_in/groups, kD, kH, kW) weights, plus an\n"
+        "optional bias, as torch.nn.functional.conv3d."
+    ),
+)
 
 
 # -- unfold / fold -----------------------------------------------------------------------------------------
@@ -880,7 +911,7 @@ def _pool_op(name, forward, vjp, check, samples, notes, **declaration):
     )
 
 
-def _max_pool_op(name, forward, vjp, composite, check, samples, notes):
+def _max_pool_op(name, forward, vjp, composite, check, samples, notes, *, doc=""):
     """Declare a max pool: values, or (values, indices) with return_indices=True (the forward's own indices, a
     constant, in the composite)."""
     return _pool_op(
@@ -893,6 +924,7 @@ def _max_pool_op(name, forward, vjp, composite, check, samples, notes):
         returns_aux=True,
         outputs=_VALUES_INDICES,
         composite=_values_composite(composite, lambda x, **attrs: forward(x, **attrs, return_indices=True)[0][1]),
+        doc=doc,
     )
 
 
@@ -936,6 +968,10 @@ max_pool2d = _max_pool_op(
         "Ties: the gradient goes to the first maximum of each window in row-major (kh, kw) order, a NaN "
         "counting as the maximum -- what torch's CPU kernel does. return_indices=True returns (output, int64 "
         "indices) as torch's; the indices take no gradient.",
+    ),
+    doc=(
+        "The maximum over each sliding window of the last two dims, as torch.nn.functional.max_pool2d;\n"
+        "return_indices=True also returns where each maximum was (flat indices into each H x W plane)."
     ),
 )
 
@@ -1021,10 +1057,10 @@ def _avg_pool_nd(op, spatial):
     return forward, composite, check
 
 
-def _avg_pool_op(name, forward, vjp, composite, check, samples, notes=None):
+def _avg_pool_op(name, forward, vjp, composite, check, samples, notes=None, *, doc=""):
     """Declare an average pool (its notes: the case law's unless given)."""
     notes = case_law(_CASE_LAW, name) if notes is None else notes
-    return _pool_op(name, forward, vjp, check, samples, notes, returns_aux=True, composite=composite)
+    return _pool_op(name, forward, vjp, check, samples, notes, returns_aux=True, composite=composite, doc=doc)
 
 
 def _avg_pool_samples(rng):
@@ -1058,7 +1094,13 @@ def _avg_pool_samples(rng):
 
 _avg_pool2d, _avg_pool2d_composite, _check_avg_pool2d = _avg_pool_nd("avg_pool2d", 2)
 avg_pool2d = _avg_pool_op(
-    "avg_pool2d", _avg_pool2d, _avg_pool_vjp, _avg_pool2d_composite, _check_avg_pool2d, _avg_pool_samples
+    "avg_pool2d",
+    _avg_pool2d,
+    _avg_pool_vjp,
+    _avg_pool2d_composite,
+    _check_avg_pool2d,
+    _avg_pool_samples,
+    doc="The mean over each sliding window of the last two dims, as torch.nn.functional.avg_pool2d.",
 )
 
 
@@ -1159,6 +1201,10 @@ upsample2d = _pool_op(
     torch_ref=lambda torch, input, scale_factor=None, size=None: torch.nn.functional.interpolate(
         input, size=size, scale_factor=scale_factor, mode="nearest"
     ),
+    doc=(
+        "Nearest-neighbour resize of an (N, C, H, W) input by scale_factor or to size, as\n"
+        "torch.nn.functional.interpolate(mode='nearest')."
+    ),
 )
 
 
@@ -1201,7 +1247,7 @@ def _check_conv_transpose(op, spatial, x, weight, bias, stride, padding, output_
     _transpose_geometry(op, spatial, x.shape, weight.shape, stride, padding, output_padding, dilation)
 
 
-def _conv_transpose_op(name, spatial, composite, samples, notes=""):
+def _conv_transpose_op(name, spatial, composite, samples, notes="", *, doc=""):
     """Declare conv_transpose1d or conv_transpose2d: the adjoint of conv, so its forward is conv's input
     gradient kernel, its input gradient is conv's forward and its weight gradient conv's weight gradient with
     the roles of input and output gradient swapped."""
@@ -1230,7 +1276,7 @@ def _conv_transpose_op(name, spatial, composite, samples, notes=""):
         _check_conv_transpose(name, spatial, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
     own = "The adjoint of conv: weight (in_channels, out_channels/groups, *kernel)."
-    return _declare_conv(name, forward, joint_vjp, check, composite, samples, f"{own} {notes}".rstrip())
+    return _declare_conv(name, forward, joint_vjp, check, composite, samples, f"{own} {notes}".rstrip(), doc=doc)
 
 
 def _conv_transpose2d_composite(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
@@ -1349,6 +1395,10 @@ conv_transpose2d = _conv_transpose_op(
     _conv_transpose2d_composite,
     _conv_transpose2d_samples,
     notes=case_law(_CASE_LAW, "conv_transpose2d"),
+    doc=(
+        "2-D transposed convolution (conv2d's input gradient) of an (N, C_in, H, W) input with\n"
+        "(C_in, C_out/groups, kH, kW) weights, plus an optional bias, as torch.nn.functional.conv_transpose2d."
+    ),
 )
 conv_transpose1d = _conv_transpose_op(
     "conv_transpose1d",
@@ -1356,6 +1406,10 @@ conv_transpose1d = _conv_transpose_op(
     _conv_transpose1d_composite,
     _conv_transpose1d_samples,
     notes=case_law(_CASE_LAW, "conv_transpose1d"),
+    doc=(
+        "1-D transposed convolution (conv1d's input gradient) of an (N, C_in, L) input with (C_in, C_out/groups, k)\n"
+        "weights, plus an optional bias, as torch.nn.functional.conv_transpose1d."
+    ),
 )
 
 
@@ -1440,6 +1494,10 @@ max_pool1d = _max_pool_op(
         "max_pool1d",
         "Ties as max_pool2d: the first maximum of each window gets the gradient, a NaN counting as the maximum.",
     ),
+    doc=(
+        "The maximum over each sliding window of the last dim, as torch.nn.functional.max_pool1d;\n"
+        "return_indices=True also returns where each maximum was."
+    ),
 )
 
 
@@ -1471,6 +1529,7 @@ avg_pool1d = _avg_pool_op(
     _avg_pool1d_composite,
     _check_avg_pool1d,
     lambda rng: _pool1d_samples(rng, False),
+    doc="The mean over each sliding window of the last dim, as torch.nn.functional.avg_pool1d.",
 )
 
 
@@ -1515,6 +1574,7 @@ max_pool2d_with_indices = _pool_op(
         "indices of each maximum in its flattened input plane, h * W + w), as torch.",
     ),
     torch_ref=lambda torch, input, **attrs: torch.nn.functional.max_pool2d(input, return_indices=True, **attrs),
+    doc="max_pool2d returning (values, indices): each window's maximum and its flat index into the H x W plane.",
 )
 
 
@@ -1616,6 +1676,10 @@ max_unpool2d = defop(
         "leaves which unspecified), the gradient reaches every one.",
     ),
     torch_ref=functional("max_unpool2d"),
+    doc=(
+        "The inverse of max_pool2d: each value placed at the flat index ``indices`` gives it in a zero\n"
+        "(N, C, H_out, W_out) output, as torch.nn.functional.max_unpool2d."
+    ),
 )
 
 
@@ -1702,6 +1766,7 @@ adaptive_avg_pool1d = _pool_op(
     _adaptive_check("adaptive_avg_pool1d", 1),
     lambda rng: _adaptive_samples(rng, 1),
     notes=case_law(_CASE_LAW, "adaptive_avg_pool1d", "A matmul with the (out, in) window-average matrix."),
+    doc="The mean over L_out windows of the last dim, sized to cover it evenly, for an output of length output_size.",
 )
 
 _adaptive_avg_pool2d, _adaptive_avg_pool2d_vjp = _adaptive_avg("adaptive_avg_pool2d", 2)
@@ -1716,6 +1781,7 @@ adaptive_avg_pool2d = _pool_op(
         "adaptive_avg_pool2d",
         "Separable: the row and column window-average matrices either side of the input.",
     ),
+    doc="The mean over windows of the last two dims, sized to cover them evenly, for an output of size output_size.",
 )
 
 
@@ -1803,6 +1869,10 @@ adaptive_max_pool2d = _max_pool_op(
     _adaptive_check("adaptive_max_pool2d", 2),
     lambda rng: _adaptive_max_samples(rng),
     notes=case_law(_CASE_LAW, "adaptive_max_pool2d", _ADAPTIVE_MAX_NOTES),
+    doc=(
+        "The maximum over windows of the last two dims, sized to cover them evenly, for an output of size\n"
+        "output_size; return_indices=True also returns where each maximum was."
+    ),
 )
 
 adaptive_max_pool2d_with_indices = _pool_op(
@@ -1821,6 +1891,10 @@ adaptive_max_pool2d_with_indices = _pool_op(
         + _ADAPTIVE_MAX_NOTES,
     ),
     torch_ref=lambda torch, input, output_size: torch.nn.functional.adaptive_max_pool2d(input, output_size, True),
+    doc=(
+        "adaptive_max_pool2d returning (values, indices): each window's maximum and its flat index into\n"
+        "the H x W plane."
+    ),
 )
 
 
@@ -2337,6 +2411,7 @@ adaptive_avg_pool3d = _pool_op(
     _adaptive_check("adaptive_avg_pool3d", 3),
     _adaptive_avg3d_samples,
     notes="Separable: an einsum with the depth, row and column window-average matrices.",
+    doc="The mean over windows of the last three dims, sized to cover them evenly, for an output of size output_size.",
 )
 
 
@@ -2420,7 +2495,16 @@ def _conv_transpose3d_samples(rng):
     ]
 
 
-conv_transpose3d = _conv_transpose_op("conv_transpose3d", 3, _conv_transpose3d_composite, _conv_transpose3d_samples)
+conv_transpose3d = _conv_transpose_op(
+    "conv_transpose3d",
+    3,
+    _conv_transpose3d_composite,
+    _conv_transpose3d_samples,
+    doc=(
+        "3-D transposed convolution (conv3d's input gradient) of an (N, C_in, D, H, W) input with\n"
+        "(C_in, C_out/groups, kD, kH, kW) weights, plus an optional bias, as torch.nn.functional.conv_transpose3d."
+    ),
+)
 
 
 # -- avg_pool3d / max_pool3d: the 2-D pools' kernels over three axes ----------------------------------------
@@ -2456,6 +2540,7 @@ avg_pool3d = _avg_pool_op(
     _check_avg_pool3d,
     lambda rng: _pool3d_samples(rng, False),
     notes="avg_pool2d's window kernels over three axes; the second order through conv3d with a kernel of ones.",
+    doc="The mean over each sliding window of the last three dims, as torch.nn.functional.avg_pool3d.",
 )
 _max_pool3d, _max_pool3d_composite, _check_max_pool3d = _max_pool_nd("max_pool3d", 3)
 max_pool3d = _max_pool_op(
@@ -2466,6 +2551,10 @@ max_pool3d = _max_pool_op(
     _check_max_pool3d,
     lambda rng: _pool3d_samples(rng, True),
     notes="Ties: the first maximum of each window (row-major) gets the gradient, a NaN counting as the maximum.",
+    doc=(
+        "The maximum over each sliding window of the last three dims, as torch.nn.functional.max_pool3d;\n"
+        "return_indices=True also returns where each maximum was."
+    ),
 )
 
 

@@ -51,7 +51,7 @@ def _like_samples(**attrs):
     return generate
 
 
-def _like(name: str, forward, torch_ref, samples, random=False):
+def _like(name: str, forward, torch_ref, samples, random=False, *, doc=""):
     return one_input_op(
         name,
         "creation",
@@ -61,6 +61,7 @@ def _like(name: str, forward, torch_ref, samples, random=False):
         torch_ref=None if random else torch_ref,
         notes="the output does not depend on the input's values: the gradient is zero (torch's output requires "
         "no grad)" + ("; the draws are numpy's stream, not torch's" if random else ""),
+        doc=doc,
     )
 
 
@@ -88,6 +89,7 @@ zeros_like = _like(
         input, dtype=_torch_dtype(torch, dtype), device=device
     ),
     _like_samples(),
+    doc="A tensor of zeros with input's shape (and its dtype, unless ``dtype`` is given).",
 )
 ones_like = _like(
     "ones_like",
@@ -96,6 +98,7 @@ ones_like = _like(
         input, dtype=_torch_dtype(torch, dtype), device=device
     ),
     _like_samples(),
+    doc="A tensor of ones with input's shape (and its dtype, unless ``dtype`` is given).",
 )
 empty_like = _like(
     "empty_like",
@@ -104,6 +107,10 @@ empty_like = _like(
         input, dtype=_torch_dtype(torch, dtype), device=device
     ),  # ours: zeros
     _like_samples(),
+    doc=(
+        "A tensor with input's shape (and its dtype, unless ``dtype`` is given) whose values are unspecified, as\n"
+        "torch.empty_like's; here they are zeros."
+    ),
 )
 
 
@@ -119,6 +126,7 @@ full_like = _like(
         input, fill_value, dtype=_torch_dtype(torch, dtype), device=device
     ),
     _like_samples(fill_value=2.5),
+    doc="A tensor of ``fill_value`` with input's shape (and its dtype, unless ``dtype`` is given).",
 )
 
 
@@ -147,8 +155,22 @@ def _randint_like(input, low=0, high=None, *, generator=None, dtype=None, device
     return draws.astype(_like_dtype("randint_like", input, dtype, device))
 
 
-rand_like = _like("rand_like", _rand_like, None, _like_samples(generator=0), random=True)
-randn_like = _like("randn_like", _randn_like, None, _like_samples(generator=0), random=True)
+rand_like = _like(
+    "rand_like",
+    _rand_like,
+    None,
+    _like_samples(generator=0),
+    random=True,
+    doc="Uniform random numbers in [0, 1) with input's shape, drawn from ``generator`` (else the global one).",
+)
+randn_like = _like(
+    "randn_like",
+    _randn_like,
+    None,
+    _like_samples(generator=0),
+    random=True,
+    doc="Standard normal random numbers with input's shape, drawn from ``generator`` (else the global one).",
+)
 randint_like = _like("randint_like", _randint_like, None, _like_samples(low=-3, high=4, generator=0), random=True)
 
 

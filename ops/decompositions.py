@@ -1415,6 +1415,7 @@ svdvals = defop(
     check=lambda A: _check_matrices("svdvals", A, square=False),
     samples=_svdvals_samples,
     torch_ref=lambda torch, A: torch.linalg.svdvals(A),
+    doc="The singular values of each matrix in A (..., m, n), in descending order.",
 )
 
 

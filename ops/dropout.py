@@ -145,6 +145,7 @@ dropout = defop(
     notes="The mask comes from an integer seed (rng=int, or drawn from rng=Generator in the forward) that is "
     "recorded as the 'rng' attribute: backward and replay regenerate the same mask.",
     torch_ref=lambda torch, input, p=0.5, training=True, rng=None: torch.nn.functional.dropout(input, p, training),
+    doc="In training, each entry zeroed with probability p and the rest scaled by 1 / (1 - p); else input unchanged.",
 )
 
 

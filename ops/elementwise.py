@@ -223,6 +223,7 @@ neg = _unary(
     check=_no_bool("neg"),
     method=True,
     numpy=np.negative,
+    doc="-x elementwise.",
 )
 abs = _unary(
     "abs",
@@ -233,6 +234,7 @@ abs = _unary(
     method=True,
     numpy=np.absolute,
     notes=case_law(_CASE_LAW, "abs"),
+    doc="|x| elementwise.",
 )
 sign = _unary(
     "sign",
@@ -244,6 +246,7 @@ sign = _unary(
     method=True,
     numpy={np.sign: _numpy.sign},
     notes=case_law(_CASE_LAW, "sign"),
+    doc="-1, 0 or 1 elementwise, as x is negative, zero or positive (0 for NaN).",
 )
 square = _unary(
     "square",
@@ -253,17 +256,31 @@ square = _unary(
     check=_no_bool("square"),
     method=True,
     numpy=np.square,
+    doc="x * x elementwise.",
 )
 
 
 # -- exponentials, logarithms, roots ---------------------------------------------------------------------------
-exp = _ufunc("exp", np.exp, lambda g, ans, x: g * ans)
-expm1 = _ufunc("expm1", np.expm1, lambda g, ans, x: g * (ans + 1))
-log = _ufunc("log", np.log, quiet(lambda g, ans, x: g / x), 0.1, 3.0)
-log2 = _ufunc("log2", np.log2, quiet(lambda g, ans, x: g / (x * _LN2)), 0.1, 3.0)
-log10 = _ufunc("log10", np.log10, quiet(lambda g, ans, x: g / (x * _LN10)), 0.1, 3.0)
-log1p = _ufunc("log1p", np.log1p, quiet(lambda g, ans, x: g / (x + 1)), -0.9, 2.0)
-sqrt = _ufunc("sqrt", np.sqrt, quiet(lambda g, ans, x: g / (ans * 2)), 0.1, 3.0)
+exp = _ufunc("exp", np.exp, lambda g, ans, x: g * ans, doc="e ** x elementwise.")
+expm1 = _ufunc("expm1", np.expm1, lambda g, ans, x: g * (ans + 1), doc="exp(x) - 1 elementwise, accurate for small x.")
+log = _ufunc("log", np.log, quiet(lambda g, ans, x: g / x), 0.1, 3.0, doc="The natural logarithm elementwise.")
+log2 = _ufunc(
+    "log2", np.log2, quiet(lambda g, ans, x: g / (x * _LN2)), 0.1, 3.0, doc="The base-2 logarithm elementwise."
+)
+log10 = _ufunc(
+    "log10", np.log10, quiet(lambda g, ans, x: g / (x * _LN10)), 0.1, 3.0, doc="The base-10 logarithm elementwise."
+)
+log1p = _ufunc(
+    "log1p",
+    np.log1p,
+    quiet(lambda g, ans, x: g / (x + 1)),
+    -0.9,
+    2.0,
+    doc="log(1 + x) elementwise, accurate for small x.",
+)
+sqrt = _ufunc(
+    "sqrt", np.sqrt, quiet(lambda g, ans, x: g / (ans * 2)), 0.1, 3.0, doc="The square root elementwise (NaN below 0)."
+)
 
 
 @quiet
@@ -271,13 +288,28 @@ def _rsqrt(x):
     return np.reciprocal(np.sqrt(x))
 
 
-rsqrt = _unary("rsqrt", _rsqrt, quiet(lambda g, ans, x: g * (ans * ans * ans) * -0.5), low=0.1, high=3.0, method=True)
+rsqrt = _unary(
+    "rsqrt",
+    _rsqrt,
+    quiet(lambda g, ans, x: g * (ans * ans * ans) * -0.5),
+    low=0.1,
+    high=3.0,
+    method=True,
+    doc="1 / sqrt(x) elementwise.",
+)
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-sin = _ufunc("sin", np.sin, quiet(lambda g, ans, x: g * np.cos(x)), -3.0, 3.0)
-cos = _ufunc("cos", np.cos, quiet(lambda g, ans, x: g * -np.sin(x)), -3.0, 3.0)
-tanh = _unary("tanh", np.tanh, lambda g, ans, x: g * (1 - ans * ans), method=True, numpy=np.tanh)
+sin = _ufunc("sin", np.sin, quiet(lambda g, ans, x: g * np.cos(x)), -3.0, 3.0, doc="The sine elementwise (radians).")
+cos = _ufunc("cos", np.cos, quiet(lambda g, ans, x: g * -np.sin(x)), -3.0, 3.0, doc="The cosine elementwise (radians).")
+tanh = _unary(
+    "tanh",
+    np.tanh,
+    lambda g, ans, x: g * (1 - ans * ans),
+    method=True,
+    numpy=np.tanh,
+    doc="The hyperbolic tangent elementwise.",
+)
 
 
 @quiet  # logaddexp(0, NaN) warns
@@ -294,6 +326,7 @@ sigmoid = _unary(
     high=4.0,
     method=True,
     notes=case_law(_CASE_LAW, "sigmoid"),
+    doc="1 / (1 + exp(-x)) elementwise.",
 )
 
 
@@ -307,6 +340,7 @@ relu = _unary(
     floats_only=False,
     method=True,
     notes=case_law(_CASE_LAW, "relu"),
+    doc="max(x, 0) elementwise.",
 )
 
 
@@ -326,6 +360,7 @@ leaky_relu = _unary(
     attrs=[{}, {"negative_slope": 0.2}],
     torch_ref=functional("leaky_relu"),
     notes=case_law(_CASE_LAW, "leaky_relu"),
+    doc="x where x > 0, else negative_slope * x, elementwise.",
 )
 
 
@@ -347,6 +382,7 @@ elu = _unary(
     attrs=[{}, {"alpha": 0.5}],
     torch_ref=functional("elu"),
     notes=case_law(_CASE_LAW, "elu"),
+    doc="x where x > 0, else alpha * (exp(x) - 1), elementwise.",
 )
 
 
@@ -614,6 +650,7 @@ gelu = _unary(
     second_order=Grad.RULE,  # the rule records gelu_backward when given no saved slope
     torch_ref=functional("gelu"),
     notes=case_law(_CASE_LAW, "gelu"),
+    doc="x * Phi(x) elementwise, Phi the standard normal CDF; approximate='tanh' uses the tanh approximation of it.",
 )
 
 
@@ -709,6 +746,7 @@ silu = _unary(
     composite=lambda x: x * sigmoid(x),
     torch_ref=functional("silu"),
     notes=case_law(_CASE_LAW, "silu"),
+    doc="x * sigmoid(x) elementwise (swish).",
 )
 
 
@@ -740,6 +778,7 @@ softplus = _unary(
     attrs=[{}, {"beta": 2.0, "threshold": 3.0}],
     torch_ref=functional("softplus"),
     notes=case_law(_CASE_LAW, "softplus"),
+    doc="log(1 + exp(beta * x)) / beta elementwise; x itself where beta * x > threshold.",
 )
 
 
@@ -835,6 +874,7 @@ clamp = defop(
     method=True,
     numpy={np.clip: _numpy.clip},
     notes=case_law(_CASE_LAW, "clamp"),
+    doc="x limited to [min, max] elementwise; either bound may be None, a number or a tensor broadcast against x.",
 )
 
 
@@ -859,16 +899,69 @@ def _with_edges(samples, *values):
 
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------------------------
-tan = _ufunc_on_input("tan", np.tan, lambda g, ans, input: g * (ans * ans + 1), -1.2, 1.2)
-asin = _ufunc_on_input("asin", np.arcsin, quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)), -0.9, 0.9)
-acos = _ufunc_on_input("acos", np.arccos, quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)), -0.9, 0.9)
-atan = _ufunc_on_input("atan", np.arctan, quiet(lambda g, ans, input: g / (input * input + 1)), -3.0, 3.0)
-sinh = _ufunc_on_input("sinh", np.sinh, quiet(lambda g, ans, input: g * np.cosh(input)), -3.0, 3.0)
-cosh = _ufunc_on_input("cosh", np.cosh, quiet(lambda g, ans, input: g * np.sinh(input)), -3.0, 3.0)
-asinh = _ufunc_on_input("asinh", np.arcsinh, quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)), -3.0, 3.0)
+tan = _ufunc_on_input(
+    "tan", np.tan, lambda g, ans, input: g * (ans * ans + 1), -1.2, 1.2, doc="The tangent elementwise (radians)."
+)
+asin = _ufunc_on_input(
+    "asin",
+    np.arcsin,
+    quiet(lambda g, ans, input: g / np.sqrt(1 - input * input)),
+    -0.9,
+    0.9,
+    doc="The inverse sine elementwise (NaN outside [-1, 1]).",
+)
+acos = _ufunc_on_input(
+    "acos",
+    np.arccos,
+    quiet(lambda g, ans, input: -g / np.sqrt(1 - input * input)),
+    -0.9,
+    0.9,
+    doc="The inverse cosine elementwise (NaN outside [-1, 1]).",
+)
+atan = _ufunc_on_input(
+    "atan",
+    np.arctan,
+    quiet(lambda g, ans, input: g / (input * input + 1)),
+    -3.0,
+    3.0,
+    doc="The inverse tangent elementwise.",
+)
+sinh = _ufunc_on_input(
+    "sinh", np.sinh, quiet(lambda g, ans, input: g * np.cosh(input)), -3.0, 3.0, doc="The hyperbolic sine elementwise."
+)
+cosh = _ufunc_on_input(
+    "cosh",
+    np.cosh,
+    quiet(lambda g, ans, input: g * np.sinh(input)),
+    -3.0,
+    3.0,
+    doc="The hyperbolic cosine elementwise.",
+)
+asinh = _ufunc_on_input(
+    "asinh",
+    np.arcsinh,
+    quiet(lambda g, ans, input: g / np.sqrt(input * input + 1)),
+    -3.0,
+    3.0,
+    doc="The inverse hyperbolic sine elementwise.",
+)
 # torch's formula, g / sqrt(x^2 - 1): finite for x < -1 too (outside the domain, where the value is NaN)
-acosh = _ufunc_on_input("acosh", np.arccosh, quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)), 1.1, 3.0)
-atanh = _ufunc_on_input("atanh", np.arctanh, quiet(lambda g, ans, input: g / (1 - input * input)), -0.9, 0.9)
+acosh = _ufunc_on_input(
+    "acosh",
+    np.arccosh,
+    quiet(lambda g, ans, input: g / np.sqrt(input * input - 1)),
+    1.1,
+    3.0,
+    doc="The inverse hyperbolic cosine elementwise (NaN below 1).",
+)
+atanh = _ufunc_on_input(
+    "atanh",
+    np.arctanh,
+    quiet(lambda g, ans, input: g / (1 - input * input)),
+    -0.9,
+    0.9,
+    doc="The inverse hyperbolic tangent elementwise (NaN outside [-1, 1]).",
+)
 
 
 # -- erfinv ----------------------------------------------------------------------------------------------------
@@ -923,11 +1016,12 @@ erfinv = _on_input(
     _erfinv_vjp,
     samples=_with_edges(unary_samples(-0.95, 0.95), -0.999, -1e-12, 0.0, 1e-300, 0.6, 0.999),
     method=True,
+    doc="The inverse of the error function elementwise, on [-1, 1].",
 )
 
 
 # -- exponentials, reciprocal ----------------------------------------------------------------------------------
-exp2 = _ufunc_on_input("exp2", np.exp2, lambda g, ans, input: g * (ans * _LN2))
+exp2 = _ufunc_on_input("exp2", np.exp2, lambda g, ans, input: g * (ans * _LN2), doc="2 ** x elementwise.")
 
 
 def _reciprocal_samples(rng):
@@ -937,7 +1031,11 @@ def _reciprocal_samples(rng):
 
 
 reciprocal = _ufunc_on_input(
-    "reciprocal", np.reciprocal, quiet(lambda g, ans, input: g * -(ans * ans)), samples=_reciprocal_samples
+    "reciprocal",
+    np.reciprocal,
+    quiet(lambda g, ans, input: g * -(ans * ans)),
+    samples=_reciprocal_samples,
+    doc="1 / x elementwise.",
 )
 
 
@@ -962,14 +1060,14 @@ _INTEGERS = tuple(float(k) for k in range(-3, 4))
 _HALVES = tuple(k + 0.5 for k in range(-4, 4))
 
 
-def _rounding(name, ufunc):
+def _rounding(name, ufunc, *, doc=""):
     return _on_input(name, _keeps_integers(ufunc), _zero_gradient, low=-2.5, high=2.5, kinks=_INTEGERS,
-                     floats_only=False, method=True, numpy=ufunc)  # fmt: skip
+                     floats_only=False, method=True, numpy=ufunc, doc=doc)  # fmt: skip
 
 
-floor = _rounding("floor", np.floor)
-ceil = _rounding("ceil", np.ceil)
-trunc = _rounding("trunc", np.trunc)
+floor = _rounding("floor", np.floor, doc="The largest integer <= x elementwise; integer input is returned unchanged.")
+ceil = _rounding("ceil", np.ceil, doc="The smallest integer >= x elementwise; integer input is returned unchanged.")
+trunc = _rounding("trunc", np.trunc, doc="x rounded towards zero elementwise; integer input is returned unchanged.")
 
 
 @quiet  # x * 10^d may overflow: inf, as torch
@@ -1009,6 +1107,7 @@ round = _on_input(
     floats_only=False,
     torch_ref=lambda torch, input, decimals=0: torch.round(input, decimals=decimals),
     method=True,
+    doc="x rounded to ``decimals`` decimal places elementwise, halves to even.",
 )
 
 
@@ -1017,7 +1116,16 @@ def _frac(input):
     return input - np.trunc(input)
 
 
-frac = _on_input("frac", _frac, lambda g, ans, input: g, low=-2.5, high=2.5, kinks=_INTEGERS, method=True)
+frac = _on_input(
+    "frac",
+    _frac,
+    lambda g, ans, input: g,
+    low=-2.5,
+    high=2.5,
+    kinks=_INTEGERS,
+    method=True,
+    doc="The fractional part x - trunc(x) elementwise.",
+)
 
 
 # -- nan_to_num ------------------------------------------------------------------------------------------------
@@ -1052,6 +1160,7 @@ nan_to_num = _on_input(
     samples=_nan_to_num_samples,
     floats_only=False,
     method=True,
+    doc="NaN, +inf and -inf replaced by nan, posinf and neginf (by default 0 and the dtype's largest and smallest).",
 )
 
 
@@ -1078,9 +1187,21 @@ def _value_test(name, forward, samples=_special_samples, **options):
     return _on_input(name, forward, NOT_DIFFERENTIABLE, floats_only=False, samples=samples, method=True, **options)
 
 
-isinf = _value_test("isinf", _classify("isinf", np.isinf, False), numpy=np.isinf)
-isnan = _value_test("isnan", _classify("isnan", np.isnan, False), numpy=np.isnan)
-isfinite = _value_test("isfinite", _classify("isfinite", np.isfinite, True), numpy=np.isfinite)
+isinf = _value_test(
+    "isinf",
+    _classify("isinf", np.isinf, False),
+    numpy=np.isinf,
+    doc="Whether each entry is +inf or -inf, as a bool tensor.",
+)
+isnan = _value_test(
+    "isnan", _classify("isnan", np.isnan, False), numpy=np.isnan, doc="Whether each entry is NaN, as a bool tensor."
+)
+isfinite = _value_test(
+    "isfinite",
+    _classify("isfinite", np.isfinite, True),
+    numpy=np.isfinite,
+    doc="Whether each entry is finite (not NaN nor infinite), as a bool tensor.",
+)
 
 
 def _logical_not_samples(rng):
@@ -1091,7 +1212,13 @@ def _logical_not_samples(rng):
     return out
 
 
-logical_not = _value_test("logical_not", np.logical_not, _logical_not_samples, numpy=np.logical_not)
+logical_not = _value_test(
+    "logical_not",
+    np.logical_not,
+    _logical_not_samples,
+    numpy=np.logical_not,
+    doc="Whether each entry is zero (the logical NOT of its truth), as a bool tensor.",
+)
 
 
 # -- clamp_min / clamp_max / logit / clone ------------------------------------------------------------------
@@ -1114,7 +1241,7 @@ def _one_bound_samples(side: str):
     return generate
 
 
-def _one_bound(name: str, side: str, forward, vjps):
+def _one_bound(name: str, side: str, forward, vjps, *, doc=""):
     """torch's clamp_min / clamp_max: clamp with one bound, a number or a tensor broadcast against ``input``; the
     bound gets its gradient where it is the output (torch's clamp_min.Tensor / clamp_max.Tensor)."""
     passes = ">=" if side == "min" else "<="
@@ -1129,6 +1256,7 @@ def _one_bound(name: str, side: str, forward, vjps):
         method=True,
         notes=f"``clamp(input, {side}=...)``: the gradient passes to input where input {passes} the bound (bound "
         "included), to the bound elsewhere; a NaN bound gives NaN, as torch's.",
+        doc=doc,
     )
 
 
@@ -1146,14 +1274,14 @@ clamp_min = _one_bound(
     _clamp_min,
     (lambda g, ans, input, min: _clamp_vjp_x(g, ans, input, min, None),
      lambda g, ans, input, min: _clamp_vjp_min(g, ans, input, min, None)),
-)  # fmt: skip
+ doc="max(input, min) elementwise: clamp with a lower bound only (a number or a broadcast tensor).",)  # fmt: skip
 clamp_max = _one_bound(
     "clamp_max",
     "max",
     _clamp_max,
     (lambda g, ans, input, max: _clamp_vjp_x(g, ans, input, None, max),
      lambda g, ans, input, max: _clamp_vjp_max(g, ans, input, None, max)),
-)  # fmt: skip
+ doc="min(input, max) elementwise: clamp with an upper bound only (a number or a broadcast tensor).",)  # fmt: skip
 
 
 def _logit_input(input, eps):
@@ -1182,6 +1310,7 @@ logit = _on_input(
     samples=_with_edges(unary_samples(0.05, 0.95, [{}, {"eps": 0.1}], kinks=(0.1, 0.9)), 0.0, 1.0, 1.5, -0.5),
     torch_ref=lambda torch, input, eps=None: torch.logit(input, eps),
     method=True,
+    doc="log(x / (1 - x)) elementwise; with eps, x is first clamped to [eps, 1 - eps].",
 )
 clone = _on_input(
     "clone",
@@ -1189,6 +1318,7 @@ clone = _on_input(
     lambda g, ans, input: g,
     floats_only=False,
     notes="a new tensor equal to the input, owning its memory (an in-place change of one is not seen by the other)",
+    doc="A copy of input with its own memory; the gradient passes through unchanged.",
 )
 
 
@@ -1202,9 +1332,16 @@ deg2rad = _on_input(
     high=360.0,
     method=True,
     numpy=np.deg2rad,
+    doc="Degrees converted to radians elementwise (x * pi / 180).",
 )
 rad2deg = _on_input(  # 3e38 * 57.3 overflows float32: inf, as torch
-    "rad2deg", quiet(lambda input: input * _RAD), quiet(lambda g, ans, input: g * _RAD), low=-7.0, high=7.0, method=True
+    "rad2deg",
+    quiet(lambda input: input * _RAD),
+    quiet(lambda g, ans, input: g * _RAD),
+    low=-7.0,
+    high=7.0,
+    method=True,
+    doc="Radians converted to degrees elementwise (x * 180 / pi).",
 )
 # torch: sgn is sign for real tensors (bool stays bool: True where True); gradient 0
 sgn = _on_input(
@@ -1216,6 +1353,7 @@ sgn = _on_input(
     samples=unary_samples(kinks=(0.0,)),
     torch_ref=lambda torch, input: torch.sign(input),  # torch.sgn's backward gives a ZeroTensor numpy cannot read
     method=True,
+    doc="The sign of x elementwise; for real tensors the same as sign.",
 )
 
 
@@ -1225,7 +1363,15 @@ def _positive(input):
     return input.copy()
 
 
-positive = _on_input("positive", _positive, lambda g, ans, input: g, floats_only=False, method=True, numpy=np.positive)
+positive = _on_input(
+    "positive",
+    _positive,
+    lambda g, ans, input: g,
+    floats_only=False,
+    method=True,
+    numpy=np.positive,
+    doc="input itself (unary +).",
+)
 
 
 def _sign_samples(rng):
@@ -1240,10 +1386,19 @@ signbit = _value_test(
     lambda input: np.signbit(input) if input.dtype.kind != "b" else np.zeros(input.shape, bool),
     _sign_samples,
     numpy=np.signbit,
+    doc="Whether each entry's sign bit is set (true for negative numbers and -0.0), as a bool tensor.",
 )
-isposinf = _value_test("isposinf", _classify("isposinf", np.isposinf, False))
-isneginf = _value_test("isneginf", _classify("isneginf", np.isneginf, False))
-isreal = _value_test("isreal", lambda input: np.ones(input.shape, bool))  # no complex dtype: every entry is real
+isposinf = _value_test(
+    "isposinf", _classify("isposinf", np.isposinf, False), doc="Whether each entry is +inf, as a bool tensor."
+)
+isneginf = _value_test(
+    "isneginf", _classify("isneginf", np.isneginf, False), doc="Whether each entry is -inf, as a bool tensor."
+)
+isreal = _value_test(
+    "isreal",
+    lambda input: np.ones(input.shape, bool),
+    doc="Whether each entry is real-valued, as a bool tensor (true for every entry of a real tensor).",
+)  # no complex dtype: every entry is real
 
 
 def _frexp(input):
@@ -1284,6 +1439,7 @@ frexp = _on_input(
     samples=_frexp_samples,
     torch_ref=lambda torch, input: tuple(torch.frexp(input)),
     method=True,
+    doc="(mantissa, exponent) with x = mantissa * 2 ** exponent and 0.5 <= |mantissa| < 1 elementwise.",
 )
 
 # numpy's and torch's other names for the same ops

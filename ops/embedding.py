@@ -93,6 +93,10 @@ embedding = defop(
     torch_ref=lambda torch, input, weight, padding_idx=None: torch.nn.functional.embedding(
         input, weight, padding_idx=padding_idx
     ),
+    doc=(
+        "The rows of ``weight`` at the integer ``input``: output shape input.shape + (embedding_dim,);\n"
+        "the row padding_idx receives no gradient."
+    ),
 )
 
 
@@ -183,6 +187,10 @@ embedding_dense_backward = defop(
     torch_ref=_torch_dense_backward,
     notes="embedding's weight gradient (torch.ops.aten.embedding_dense_backward without scale_grad_by_freq); "
     "its own backward is embedding.",
+    doc=(
+        "embedding's weight gradient: the rows of grad_output summed into (num_weights, dim) at ``indices``,\n"
+        "the padding_idx row zero."
+    ),
 )
 
 

@@ -1787,6 +1787,7 @@ argwhere = defop(
     vjps=(NOT_DIFFERENTIABLE,),
     samples=lambda rng: [Sample(s.inputs, {}, s.label) for s in _nonzero_samples(rng) if not s.attrs["as_tuple"]],
     torch_ref=lambda torch, input: torch.argwhere(input),
+    doc="The indices of input's non-zero entries, one row per entry: an (n, input.ndim) int64 tensor.",
 )
 
 

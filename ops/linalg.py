@@ -242,6 +242,7 @@ linear = defop(
     check=_check_linear,
     samples=_linear_samples,
     torch_ref=lambda torch, input, weight, bias=None: torch.nn.functional.linear(input, weight, bias),
+    doc="input @ weight.T + bias: an affine map of the last dim, as torch.nn.functional.linear.",
 )
 
 
@@ -510,6 +511,7 @@ mm = defop(
     ),
     samples=_mm_samples,
     torch_ref=lambda torch, input, mat2: torch.mm(input, mat2),
+    doc="The matrix product of two 2-D tensors, (n, m) @ (m, p) -> (n, p).",
 )
 
 
@@ -534,6 +536,7 @@ t = defop(
         Sample((uniform(rng, (0, 3)),), {}, "zero-size"),
     ],
     torch_ref=lambda torch, input: torch.t(input),
+    doc="The transpose of a tensor of at most 2 dims (0-D and 1-D are returned as they are).",
 )
 __all__ += ["mm", "t"]
 
@@ -757,6 +760,7 @@ mv = defop(
     ],
     torch_ref=lambda torch, input, vec: torch.mv(input, vec),
     method=True,
+    doc="The matrix-vector product of an (n, m) matrix and an (m,) vector.",
 )
 
 
@@ -782,6 +786,7 @@ vdot = defop(
     ],
     torch_ref=lambda torch, input, other: torch.vdot(input, other),
     method=True,
+    doc="The dot product of two 1-D tensors of the same length, as a 0-D tensor.",
 )
 
 

@@ -1035,7 +1035,7 @@ def _at_least(op: str, input, ndim: int) -> None:
         raise ValueError(f"{op}: argument 'input' expected a tensor with at least {ndim} dims, got shape {input.shape}")
 
 
-def _flip_dim(name, axis, ndim):
+def _flip_dim(name, axis, ndim, *, doc=""):
     def forward(input):
         _at_least(name, input, ndim)
         return np.flip(input, axis)
@@ -1054,11 +1054,12 @@ def _flip_dim(name, axis, ndim):
         ),
         torch_ref=lambda torch, input: getattr(torch, name)(input),
         method=True,
+        doc=doc,
     )
 
 
-fliplr = _flip_dim("fliplr", 1, 2)  # torch.fliplr(input): dim 1 reversed, input at least 2-D
-flipud = _flip_dim("flipud", 0, 1)  # torch.flipud(input): dim 0 reversed, input at least 1-D
+fliplr = _flip_dim("fliplr", 1, 2, doc="input with dim 1 reversed (left-right), for at least 2-D input.")
+flipud = _flip_dim("flipud", 0, 1, doc="input with dim 0 reversed (up-down), for at least 1-D input.")
 
 
 def _rot90_axes(input, k, dims) -> tuple:
@@ -1125,7 +1126,7 @@ def _at_least_shape(shape: tuple, ndim: int) -> tuple:
     return (1,) * (ndim - len(shape)) + shape
 
 
-def _at_least_op(ndim):
+def _at_least_op(ndim, *, doc=""):
     name = f"atleast_{ndim}d"
 
     def forward(*tensors):
@@ -1153,12 +1154,19 @@ def _at_least_op(ndim):
         samples=samples,
         torch_ref=lambda torch, tensors: getattr(torch, name)(*tensors),
         notes=case_law(_CASE_LAW, name),
+        doc=doc,
     )
 
 
-atleast_1d = _at_least_op(1)
-atleast_2d = _at_least_op(2)
-atleast_3d = _at_least_op(3)
+atleast_1d = _at_least_op(
+    1, doc="Each tensor with at least 1 dim (a 0-D one becomes shape (1,)); one tensor in, one out."
+)
+atleast_2d = _at_least_op(
+    2, doc="Each tensor with at least 2 dims (size-1 dims added in front); one tensor in, one out."
+)
+atleast_3d = _at_least_op(
+    3, doc="Each tensor with at least 3 dims (as numpy.atleast_3d places the new dims); one tensor in, one out."
+)
 
 
 def _stack_plan(op, tensors) -> tuple:
@@ -1170,7 +1178,7 @@ def _stack_plan(op, tensors) -> tuple:
     return shapes, {"hstack": 0 if len(shapes[0]) == 1 else 1, "vstack": 0, "dstack": 2}[op]
 
 
-def _stacker(op):
+def _stacker(op, *, doc=""):
     def forward(tensors):
         shapes, axis = _stack_plan(op, tensors)
         return _join(op, [np.reshape(t, s) for t, s in zip(tensors, shapes)], axis)  # concat's checks, op named
@@ -1212,14 +1220,17 @@ def _stacker(op):
         joint_vjp=vjp,
         samples=samples,
         torch_ref=lambda torch, tensors: getattr(torch, op)(tensors),
+        doc=doc,
     )
 
 
-hstack = _stacker("hstack")  # torch.hstack(tensors): atleast_1d each, joined along dim 1 (dim 0 when 1-D)
-vstack = _stacker("vstack")  # torch.vstack(tensors): atleast_2d each, joined along dim 0
+hstack = _stacker("hstack", doc="The tensors concatenated along dim 1 (dim 0 for 1-D tensors).")
+vstack = _stacker("vstack", doc="The tensors, made at least 2-D, concatenated along dim 0.")
 row_stack = vstack  # torch.row_stack is vstack, the same signature
-dstack = _stacker("dstack")  # torch.dstack(tensors): atleast_3d each, joined along dim 2
-column_stack = _stacker("column_stack")  # torch.column_stack(tensors): 0-D/1-D as (n, 1) columns, joined along dim 1
+dstack = _stacker("dstack", doc="The tensors, made at least 3-D, concatenated along dim 2.")
+column_stack = _stacker(
+    "column_stack", doc="The tensors as columns side by side: 0-D and 1-D tensors become (n, 1) columns, then hstack."
+)
 
 
 # -- tensor_split, hsplit, vsplit, dsplit -----------------------------------------------------------------------
@@ -1321,10 +1332,11 @@ tensor_split = _pieces_op(
     _tensor_split_vjp,
     _tensor_split_samples,
     lambda torch, input, indices_or_sections, dim=0: torch.tensor_split(input, indices_or_sections, dim),
+    doc="input split along ``dim`` into n nearly equal parts (an int), or at the given indices; views.",
 )
 
 
-def _rank_split(op, dim_of, shapes):
+def _rank_split(op, dim_of, shapes, *, doc=""):
     forward, vjp = _splitter(op, dim_of, True)
 
     def samples(rng):
@@ -1342,13 +1354,29 @@ def _rank_split(op, dim_of, shapes):
         vjp,
         samples,
         lambda torch, input, indices_or_sections: getattr(torch, op)(input, indices_or_sections),
+        doc=doc,
     )
 
 
 # torch.hsplit: dim 1 (dim 0 of a 1-D input); vsplit: dim 0 of an at least 2-D input; dsplit: dim 2 of >= 3-D
-hsplit = _rank_split("hsplit", lambda ndim: 0 if ndim == 1 else 1, [(2, 4), (3, 5), (2, 0)])
-vsplit = _rank_split("vsplit", lambda ndim: 0, [(4, 2), (5, 3), (0, 2)])
-dsplit = _rank_split("dsplit", lambda ndim: 2, [(2, 1, 4), (1, 2, 5), (2, 1, 0)])
+hsplit = _rank_split(
+    "hsplit",
+    lambda ndim: 0 if ndim == 1 else 1,
+    [(2, 4), (3, 5), (2, 0)],
+    doc="tensor_split along dim 1 (dim 0 for 1-D input); an int must divide the dim evenly.",
+)
+vsplit = _rank_split(
+    "vsplit",
+    lambda ndim: 0,
+    [(4, 2), (5, 3), (0, 2)],
+    doc="tensor_split along dim 0 of an at least 2-D input; an int must divide the dim evenly.",
+)
+dsplit = _rank_split(
+    "dsplit",
+    lambda ndim: 2,
+    [(2, 1, 4), (1, 2, 5), (2, 1, 0)],
+    doc="tensor_split along dim 2 of an at least 3-D input; an int must divide the dim evenly.",
+)
 
 
 # -- block_diag, cartesian_prod, combinations, kron, vander ------------------------------------------------------

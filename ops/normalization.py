@@ -158,9 +158,21 @@ def _along_dim(op: str, block, grad_block, traced_grad, **declaration):
 
 
 # softmax's gradient is y * (g - sum(g * y)) (torch's formula), log_softmax's g - exp(y) * sum(g)
-softmax = _along_dim("softmax", softmax_block, softmax_grad_block, lambda g, y: y * (g - row_dots(g, y)), method=True)
+softmax = _along_dim(
+    "softmax",
+    softmax_block,
+    softmax_grad_block,
+    lambda g, y: y * (g - row_dots(g, y)),
+    method=True,
+    doc="exp(x) / sum(exp(x)) along ``dim``, computed stably; ``dtype`` casts the input first.",
+)
 log_softmax = _along_dim(
-    "log_softmax", log_softmax_block, log_softmax_grad_block, lambda g, y: g - np.exp(y) * row_sums(g), method=True
+    "log_softmax",
+    log_softmax_block,
+    log_softmax_grad_block,
+    lambda g, y: g - np.exp(y) * row_sums(g),
+    method=True,
+    doc="x - logsumexp(x) along ``dim`` (log of softmax), computed stably; ``dtype`` casts the input first.",
 )
 
 

@@ -298,6 +298,7 @@ sum = _reduction(
     method=True,
     numpy={np.sum: _numpy.sum_like("sum", "sum")},
     notes=case_law(_CASE_LAW, "sum"),
+    doc="The sum of input's entries over ``dim`` (all of them when None); integers and bools sum as int64.",
 )
 
 
@@ -332,6 +333,7 @@ mean = _reduction(
     method=True,
     numpy={np.mean: _numpy.mean},
     notes=case_law(_CASE_LAW, "mean"),
+    doc="The mean of input's entries over ``dim`` (all of them when None), for floating input.",
 )
 
 
@@ -451,7 +453,7 @@ def _correction_samples(zero_spread):
     return generate
 
 
-def _moment(name, forward, vjp, composite, zero_spread):
+def _moment(name, forward, vjp, composite, zero_spread, *, doc=""):
     """var or std, a Tensor method and ``np.<name>``: the forward saves the mean for its rule; the composite serves
     the second order."""
     return _reduction(
@@ -465,14 +467,29 @@ def _moment(name, forward, vjp, composite, zero_spread):
         method=True,
         numpy={getattr(np, name): _numpy.moments(name)},
         notes=case_law(_CASE_LAW, name),
+        doc=doc,
     )
 
 
-var = _moment("var", _var, _var_vjp, _var_composite, True)
+var = _moment(
+    "var",
+    _var,
+    _var_vjp,
+    _var_composite,
+    True,
+    doc="The variance over ``dim`` (all entries when None), dividing by N - correction (correction 1 by default).",
+)
 # std is not differentiable where it is 0 (a cone's tip): finite differences cannot check a gradient there, and
 # torch's double backward gives NaN for the cotangent there and over no entries (where the exact value is 0).
 # tests/ops/test_reduce.py checks those cases instead (constant rows, a 0-D input, an empty dim).
-std = _moment("std", _std, _std_vjp, _std_composite, False)
+std = _moment(
+    "std",
+    _std,
+    _std_vjp,
+    _std_composite,
+    False,
+    doc="The standard deviation over ``dim`` (all entries when None): the square root of var with the same correction.",
+)
 
 
 # -- max, min: ties share the gradient evenly ------------------------------------------------------------------
@@ -604,8 +621,22 @@ def _max_min(name, ufunc, find, pair, **declaration):
     )
 
 
-max = _max_min("max", np.maximum, np.argmax, maximum, notes=case_law(_CASE_LAW, "max"))
-min = _max_min("min", np.minimum, np.argmin, minimum, notes=case_law(_CASE_LAW, "min"))
+max = _max_min(
+    "max",
+    np.maximum,
+    np.argmax,
+    maximum,
+    notes=case_law(_CASE_LAW, "max"),
+    doc="The largest entry; with ``dim``, (values, indices) along it; with a tensor ``other``, elementwise maximum.",
+)
+min = _max_min(
+    "min",
+    np.minimum,
+    np.argmin,
+    minimum,
+    notes=case_law(_CASE_LAW, "min"),
+    doc="The smallest entry; with ``dim``, (values, indices) along it; with a tensor ``other``, elementwise minimum.",
+)
 
 
 # -- prod ------------------------------------------------------------------------------------------------------
@@ -719,6 +750,7 @@ prod = _reduction(
     method=True,
     numpy={np.prod: _numpy.sum_like("prod", "prod")},
     notes=case_law(_CASE_LAW, "prod"),
+    doc="The product of input's entries over ``dim`` (all of them when None).",
 )
 
 
@@ -761,6 +793,7 @@ logsumexp = _reduction(
     samples=_logsumexp_samples,
     method=True,
     notes=case_law(_CASE_LAW, "logsumexp"),
+    doc="log(sum(exp(x))) over ``dim`` (all entries when None), computed without overflow.",
 )
 
 
@@ -796,8 +829,20 @@ def _index_reduction(name, fn, **declaration):
     )
 
 
-argmax = _index_reduction("argmax", np.argmax, method=True, notes=case_law(_CASE_LAW, "argmax"))
-argmin = _index_reduction("argmin", np.argmin, method=True, notes=case_law(_CASE_LAW, "argmin"))
+argmax = _index_reduction(
+    "argmax",
+    np.argmax,
+    method=True,
+    notes=case_law(_CASE_LAW, "argmax"),
+    doc="The index of the largest entry (the first one on ties): along ``dim``, or into the flattened input.",
+)
+argmin = _index_reduction(
+    "argmin",
+    np.argmin,
+    method=True,
+    notes=case_law(_CASE_LAW, "argmin"),
+    doc="The index of the smallest entry (the first one on ties): along ``dim``, or into the flattened input.",
+)
 
 
 # == amax / amin, norms, any / all / count_nonzero: torch's own parameter names ===============================
@@ -829,7 +874,7 @@ def _amax_samples(rng):
     return _EXTREMUM_SAMPLES(rng) + [Sample((uniform(rng, (2, 3, 4)),), {"dim": (), "keepdim": True}, "dim=()")]
 
 
-def _amax_amin_op(name: str, ufunc, numpy_names: tuple):
+def _amax_amin_op(name: str, ufunc, numpy_names: tuple, *, doc=""):
     return _on_input(
         name,
         *_amax_amin(name, ufunc),
@@ -838,11 +883,22 @@ def _amax_amin_op(name: str, ufunc, numpy_names: tuple):
         method=True,
         numpy={getattr(np, n): _numpy.max_like(name, n) for n in numpy_names},
         notes=case_law(_CASE_LAW, name),
+        doc=doc,
     )
 
 
-amax = _amax_amin_op("amax", np.maximum, ("max", "amax"))
-amin = _amax_amin_op("amin", np.minimum, ("min", "amin"))
+amax = _amax_amin_op(
+    "amax",
+    np.maximum,
+    ("max", "amax"),
+    doc="The largest entry over ``dim`` (all dims when empty); ties share the gradient evenly.",
+)
+amin = _amax_amin_op(
+    "amin",
+    np.minimum,
+    ("min", "amin"),
+    doc="The smallest entry over ``dim`` (all dims when empty); ties share the gradient evenly.",
+)
 
 
 # -- vector_norm, norm -----------------------------------------------------------------------------------------
@@ -953,7 +1009,13 @@ def _torch_vector_norm(torch, x, ord=2, dim=None, keepdim=False):
 
 
 vector_norm = _on_input(
-    "vector_norm", _vector_norm, _vector_norm_vjp, _vector_norm_samples, _torch_vector_norm, input_name="x"
+    "vector_norm",
+    _vector_norm,
+    _vector_norm_vjp,
+    _vector_norm_samples,
+    _torch_vector_norm,
+    input_name="x",
+    doc="The ord-norm of input's entries over ``dim`` (all of them, as one vector, when None).",
 )
 
 
@@ -995,6 +1057,7 @@ norm = _on_input(
     _norm_op_samples,
     lambda torch, input, p="fro", dim=None, keepdim=False: torch.norm(input, p=p, dim=dim, keepdim=keepdim),
     method=True,
+    doc="The p-norm of input over ``dim`` ('fro': the 2-norm of the entries), as torch.norm.",
 )
 
 
@@ -1008,7 +1071,7 @@ def _truth_samples(rng):
     return out
 
 
-def _truth_reduction(name, ufunc):
+def _truth_reduction(name, ufunc, *, doc=""):
     """Declare any or all: ``ufunc`` reduces the truth (non-zero) of the entries over ``dim`` (None: all of them)."""
 
     def forward(input, dim=None, keepdim=False):
@@ -1021,11 +1084,15 @@ def _truth_reduction(name, ufunc):
         return getattr(torch, name)(input, dim=dim, keepdim=keepdim)
 
     forward.__name__ = f"_{name}"
-    return _on_input(name, forward, NOT_DIFFERENTIABLE, _truth_samples, ref, method=True)
+    return _on_input(name, forward, NOT_DIFFERENTIABLE, _truth_samples, ref, method=True, doc=doc)
 
 
-any = _truth_reduction("any", np.logical_or)
-all = _truth_reduction("all", np.logical_and)
+any = _truth_reduction(
+    "any", np.logical_or, doc="Whether any entry over ``dim`` (all of them when None) is non-zero, as a bool tensor."
+)
+all = _truth_reduction(
+    "all", np.logical_and, doc="Whether every entry over ``dim`` (all of them when None) is non-zero, as a bool tensor."
+)
 
 
 def _count_nonzero(input, dim=None):
@@ -1044,11 +1111,12 @@ count_nonzero = _on_input(
     _count_samples,
     lambda torch, input, dim=None: torch.count_nonzero(input, dim=dim),
     method=True,
+    doc="The number of non-zero entries over ``dim`` (all of them when None), as int64.",
 )
 
 
 # == appended: var_mean / std_mean, nansum / nanmean, aminmax, nanmedian, quantile / nanquantile, mode ==========
-def _moment_and_mean(name, is_std):
+def _moment_and_mean(name, is_std, *, doc=""):
     """torch.var_mean / torch.std_mean -> (var or std, mean). The rules recompute the mean with np.mean (recorded
     on Tensors), so both are differentiable twice without a composite."""
 
@@ -1091,11 +1159,16 @@ def _moment_and_mean(name, is_std):
         outputs=2,
         samples=samples,
         torch_ref=_torch_moments(name),
+        doc=doc,
     )
 
 
-var_mean = _moment_and_mean("var_mean", False)
-std_mean = _moment_and_mean("std_mean", True)
+var_mean = _moment_and_mean(
+    "var_mean", False, doc="(var, mean) over ``dim`` in one call, var dividing by N - correction."
+)
+std_mean = _moment_and_mean(
+    "std_mean", True, doc="(std, mean) over ``dim`` in one call, std dividing by N - correction."
+)
 
 
 # -- nansum, nanmean: NaN entries count as absent ------------------------------------------------------------------
@@ -1144,8 +1217,10 @@ def _nan_reduction(name, average, **declaration):
     return _on_input(name, forward, vjp, samples, torch_ref, **declaration)
 
 
-nansum = _nan_reduction("nansum", False, method=True)
-nanmean = _nan_reduction("nanmean", True, method=True)
+nansum = _nan_reduction("nansum", False, method=True, doc="sum treating NaNs as zero.")
+nanmean = _nan_reduction(
+    "nanmean", True, method=True, doc="mean of the non-NaN entries over ``dim`` (all of them when None)."
+)
 
 
 # -- aminmax -----------------------------------------------------------------------------------------------------

@@ -148,7 +148,7 @@ def _torch_scan(name):
     return ref
 
 
-def _dtype_scan(name: str, forward, vjp, samples):
+def _dtype_scan(name: str, forward, vjp, samples, *, doc=""):
     """Declare cumsum / cumprod: ``name(input, dim, *, dtype=None)`` (``_with_dtype``), a Tensor method and
     numpy's ``np.<name>``."""
     run, rule = _with_dtype(name, forward, vjp)
@@ -163,6 +163,7 @@ def _dtype_scan(name: str, forward, vjp, samples):
         method=True,
         numpy={getattr(np, name): _numpy.scan(name)},
         notes=case_law(_CASE_LAW, name),
+        doc=doc,
     )
 
 
@@ -202,7 +203,13 @@ def _scan_samples(low=-2.0, high=2.0, integers=True):
     return generate
 
 
-cumsum = _dtype_scan("cumsum", _cumsum, _cumsum_vjp, _scan_samples())
+cumsum = _dtype_scan(
+    "cumsum",
+    _cumsum,
+    _cumsum_vjp,
+    _scan_samples(),
+    doc="The cumulative sum along ``dim``; integers and bools accumulate as int64 unless ``dtype`` is given.",
+)
 
 
 # -- cumprod -----------------------------------------------------------------------------------------------------
@@ -259,7 +266,13 @@ def _cumprod_samples(rng):
     return out
 
 
-cumprod = _dtype_scan("cumprod", _cumprod, _cumprod_vjp, _cumprod_samples)
+cumprod = _dtype_scan(
+    "cumprod",
+    _cumprod,
+    _cumprod_vjp,
+    _cumprod_samples,
+    doc="The cumulative product along ``dim``; integers and bools accumulate as int64 unless ``dtype`` is given.",
+)
 
 
 # -- cummax / cummin ---------------------------------------------------------------------------------------------
@@ -316,8 +329,20 @@ def _extremum_op(name, ufunc, **declaration):
     )
 
 
-cummax = _extremum_op("cummax", np.maximum, method=True, notes=case_law(_CASE_LAW, "cummax"))
-cummin = _extremum_op("cummin", np.minimum, method=True, notes=case_law(_CASE_LAW, "cummin"))
+cummax = _extremum_op(
+    "cummax",
+    np.maximum,
+    method=True,
+    notes=case_law(_CASE_LAW, "cummax"),
+    doc="The running maximum along ``dim`` and where it was: (values, indices).",
+)
+cummin = _extremum_op(
+    "cummin",
+    np.minimum,
+    method=True,
+    notes=case_law(_CASE_LAW, "cummin"),
+    doc="The running minimum along ``dim`` and where it was: (values, indices).",
+)
 
 
 # -- logcumsumexp ------------------------------------------------------------------------------------------------
@@ -385,6 +410,7 @@ logcumsumexp = defop(
     torch_ref=lambda torch, input, dim: torch.logcumsumexp(input, dim),
     method=True,
     notes=case_law(_CASE_LAW, "logcumsumexp"),
+    doc="log(cumsum(exp(x))) along ``dim``, computed without overflow.",
 )
 
 

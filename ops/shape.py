@@ -131,6 +131,7 @@ reshape = defop(
     ],
     torch_ref=lambda torch, input, shape: torch.reshape(input, ints("reshape", "shape", shape)),
     numpy={np.reshape: _numpy.reshape},
+    doc="input with a new shape of the same number of entries (one size may be -1, inferred).",
 )
 
 
@@ -166,6 +167,7 @@ flatten = defop(
     ],
     torch_ref=lambda torch, input, start_dim=0, end_dim=-1: torch.flatten(input, start_dim, end_dim),
     method=True,
+    doc="input with dims start_dim..end_dim merged into one.",
 )
 
 
@@ -191,6 +193,7 @@ squeeze = defop(
     torch_ref=lambda torch, input, dim=None: torch.squeeze(input) if dim is None else torch.squeeze(input, dim),
     method=True,
     numpy={np.squeeze: _numpy.squeeze},
+    doc="input without its size-1 dims (only those of ``dim`` when given).",
 )
 
 
@@ -216,6 +219,7 @@ unsqueeze = defop(
     torch_ref=lambda torch, input, dim: torch.unsqueeze(input, dim),
     method=True,
     numpy={np.expand_dims: _numpy.expand_dims},
+    doc="input with a new size-1 dim inserted at ``dim``.",
 )
 
 
@@ -255,6 +259,7 @@ transpose = defop(
     torch_ref=lambda torch, input, dim0=-2, dim1=-1: torch.transpose(input, dim0, dim1),
     method=True,
     numpy={np.swapaxes: _numpy.swapaxes},
+    doc="input with dims dim0 and dim1 swapped.",
 )
 
 
@@ -279,6 +284,7 @@ permute = defop(
     ],
     torch_ref=lambda torch, input, dims: torch.permute(input, dims),
     numpy={np.transpose: _numpy.transpose, np.moveaxis: _numpy.moveaxis},
+    doc="input with its dims reordered as ``dims``.",
 )
 
 
@@ -324,6 +330,7 @@ expand = defop(
     ],
     torch_ref=lambda torch, input, size: input.expand(*ints("expand", "size", size)),
     numpy={np.broadcast_to: _numpy.broadcast_to, np.full_like: _numpy.full_like},
+    doc="input broadcast to ``size`` without copying (-1 keeps a dim's size); only size-1 dims can grow.",
 )
 broadcast_to = expand  # torch.broadcast_to(input, size) is Tensor.expand(size): the same signature
 
@@ -494,6 +501,7 @@ narrow = defop(
     ],
     torch_ref=lambda torch, input, dim, start, length: torch.narrow(input, dim, start, length),
     method=True,
+    doc="The slice start:start + length of input along ``dim``.",
 )
 
 
@@ -656,8 +664,20 @@ def _triangle(name, np_fn, **declaration):
     )
 
 
-tril = _triangle("tril", np.tril, method=True, numpy={np.tril: _numpy.triangle("tril")})
-triu = _triangle("triu", np.triu, method=True, numpy={np.triu: _numpy.triangle("triu")})
+tril = _triangle(
+    "tril",
+    np.tril,
+    method=True,
+    numpy={np.tril: _numpy.triangle("tril")},
+    doc="The lower triangle of the last two dims (on and below the ``diagonal``-th diagonal), the rest zero.",
+)
+triu = _triangle(
+    "triu",
+    np.triu,
+    method=True,
+    numpy={np.triu: _numpy.triangle("triu")},
+    doc="The upper triangle of the last two dims (on and above the ``diagonal``-th diagonal), the rest zero.",
+)
 
 
 # -- masked_fill -------------------------------------------------------------------------------------------
@@ -700,6 +720,7 @@ masked_fill = defop(
     ],
     torch_ref=lambda torch, input, mask, value: torch.masked_fill(input, mask, value),
     method=True,
+    doc="input with ``value`` where the bool ``mask`` (broadcast to input's shape) is true.",
 )
 
 
@@ -875,6 +896,7 @@ unflatten = defop(
         Sample((uniform(rng, (0, 3)),), {"dim": 0, "sizes": (0, 5)}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dim, sizes: torch.unflatten(input, dim, sizes),
+    doc="input with dim ``dim`` split into the dims ``sizes`` (one may be -1).",
 )
 
 
@@ -896,6 +918,7 @@ ravel = defop(
     vjps=(_reshape_back,),
     samples=_one_input_samples,
     torch_ref=lambda torch, input: torch.ravel(input),
+    doc="input flattened to 1-D.",
 )
 
 
@@ -927,7 +950,7 @@ def _as_samples(pairs, strided):
 _RESHAPE_PAIRS = [((2, 6), (3, 4), ""), ((), (1, 1), "0-D"), ((4,), (2, 2), "1-D"), ((0, 3), (3, 0), "zero-size")]
 
 
-def _reshape_as_op(name, torch_ref, notes):
+def _reshape_as_op(name, torch_ref, notes, *, doc=""):
     """view_as / reshape_as: input reshaped to other's shape; other's gradient is zero."""
     return defop(
         name,
@@ -939,6 +962,7 @@ def _reshape_as_op(name, torch_ref, notes):
         samples=_as_samples(_RESHAPE_PAIRS, ((3, 4), (2, 6))),
         torch_ref=torch_ref,
         notes=notes,
+        doc=doc,
     )
 
 
@@ -947,11 +971,13 @@ view_as = _reshape_as_op(
     lambda torch, input, other: input.reshape(other.shape),  # torch's view_as needs a viewable stride
     "other gives only its shape: its gradient is zero (torch's None). A copy, as every view here: it also takes a "
     "non-contiguous input that torch's view_as refuses (use .reshape there)",
+    doc="input with other's shape, as Tensor.view_as (other gives only its shape).",
 )
 reshape_as = _reshape_as_op(
     "reshape_as",
     lambda torch, input, other: input.reshape_as(other),
     "other gives only its shape: its gradient is zero (torch's None)",
+    doc="input reshaped to other's shape, as Tensor.reshape_as (other gives only its shape).",
 )
 
 expand_as = defop(
@@ -972,6 +998,7 @@ expand_as = defop(
     ),
     torch_ref=lambda torch, input, other: input.expand_as(other),
     notes="other gives only its shape: its gradient is zero (torch's None)",
+    doc="input broadcast to other's shape (other gives only its shape).",
 )
 
 
@@ -1087,6 +1114,7 @@ select = defop(
         Sample((uniform(rng, (2, 0)),), {"dim": 0, "index": 1}, "zero-size"),
     ],
     torch_ref=lambda torch, input, dim, index: torch.select(input, dim, index),
+    doc="The slice of input at ``index`` along ``dim``, that dim removed.",
 )
 
 

@@ -214,7 +214,14 @@ def _as_sort(name) -> dict:
     )
 
 
-sort = values_indices_op("sort", FAMILY, _sort, _scattered_back("sort", reduces=False), **_as_sort("sort"))
+sort = values_indices_op(
+    "sort",
+    FAMILY,
+    _sort,
+    _scattered_back("sort", reduces=False),
+    **_as_sort("sort"),
+    doc="input sorted along ``dim`` (ascending unless descending=True): (values, indices), indices into ``dim``.",
+)
 
 
 def _argsort(input, dim=-1, descending=False, stable=False):
@@ -231,6 +238,7 @@ argsort = defop(
     forward=_argsort,
     vjps=(NOT_DIFFERENTIABLE,),
     **_as_sort("argsort"),
+    doc="The indices that sort input along ``dim`` (ascending unless descending=True).",
 )
 
 
@@ -289,6 +297,7 @@ topk = values_indices_op(
     torch_ref=_torch_topk,
     method=True,
     notes=case_law(_CASE_LAW, "topk"),
+    doc="The k largest (or, with largest=False, smallest) entries along ``dim``: (values, indices).",
 )
 
 
@@ -371,6 +380,7 @@ kthvalue = values_indices_op(
     torch_ref=lambda torch, input, k, dim=-1, keepdim=False: torch.kthvalue(input, k, dim, keepdim),
     method=True,
     notes=case_law(_CASE_LAW, "kthvalue"),
+    doc="The k-th smallest entry along ``dim`` (k counted from 1): (values, indices).",
 )
 
 
@@ -414,6 +424,7 @@ median_dim = values_indices_op(
     samples=_median_dim_samples,
     torch_ref=lambda torch, input, dim=-1, keepdim=False: torch.median(input, dim, keepdim),
     notes=case_law(_CASE_LAW, "median_dim"),
+    doc="The median along ``dim``, the lower of the two middle values for an even count: (values, indices).",
 )
 
 
@@ -507,6 +518,10 @@ median = values_indices_op(
         "median",
         "median(input) or median(input, dim, keepdim) -> (values, indices), as torch; median_dim is the latter",
     ),
+    doc=(
+        "The median of all entries (the lower middle value for an even count); with ``dim``, (values, indices)\n"
+        "along it."
+    ),
 )
 
 
@@ -562,6 +577,7 @@ nanmedian = values_indices_op(
     _nanmedian_rule,
     samples=_nanmedian_samples,
     torch_ref=_torch_whole_or_dim("nanmedian"),
+    doc="median ignoring NaNs: of all entries, or (values, indices) along ``dim``.",
 )
 
 
@@ -747,8 +763,15 @@ def _quantile_op(name, ignore_nan, **declaration):
     )
 
 
-quantile = _quantile_op("quantile", False, method=True)
-nanquantile = _quantile_op("nanquantile", True, method=True)
+quantile = _quantile_op(
+    "quantile",
+    False,
+    method=True,
+    doc="The q-th quantiles of input (all entries, or along ``dim``), between data points as ``interpolation`` says.",
+)
+nanquantile = _quantile_op(
+    "nanquantile", True, method=True, doc="quantile ignoring NaNs: the q-th quantiles of the non-NaN entries."
+)
 __all__ += ["nanmedian", "mode", "quantile", "nanquantile"]
 
 

@@ -712,6 +712,7 @@ lgamma = _special(
     edges=(1.0, 2.0, 1.0 + 1e-9, 2.0 - 1e-9, 0.5, 2.5, 12.0, 12.5, 30.0, -2.5, -0.5, 0.01),
     torch_ref=lambda torch, input: torch.lgamma(input),
     method=True,
+    doc="log|Gamma(x)| elementwise.",
 )
 digamma = _special(
     "digamma",
@@ -721,6 +722,7 @@ digamma = _special(
     edges=(1.0, 2.0, 0.5, 10.0, 10.5, 30.0, -2.5, -0.5, 1.4616321449683622),
     torch_ref=lambda torch, input: torch.digamma(input),
     method=True,
+    doc="The digamma function (the derivative of lgamma) elementwise.",
 )
 
 
@@ -746,6 +748,7 @@ polygamma = defop(
     samples=_polygamma_samples,
     check=lambda input, n: floats_only("polygamma", "input")(input),
     torch_ref=lambda torch, input, n: torch.polygamma(n, input),
+    doc="The n-th derivative of digamma elementwise (n a non-negative integer).",
 )
 mvlgamma = defop(
     "mvlgamma",
@@ -757,16 +760,26 @@ mvlgamma = defop(
     samples=_mvlgamma_samples,
     check=_mvlgamma_check,
     torch_ref=lambda torch, input, p: torch.mvlgamma(input, p),
+    doc="The log of the multivariate gamma function of dimension p elementwise (each x must be > (p - 1) / 2).",
 )
 
 _BESSEL_EDGES = (0.0, 7.999, 8.0, 8.001, -8.5, 12.0)  # the branches meet at 8
-i1 = _special("i1", _i1, _i1_vjp, low=-10.0, high=10.0, edges=_BESSEL_EDGES)
+i1 = _special(
+    "i1",
+    _i1,
+    _i1_vjp,
+    low=-10.0,
+    high=10.0,
+    edges=_BESSEL_EDGES,
+    doc="The modified Bessel function of the first kind of order 1 elementwise.",
+)
 i1e = _special(
     "i1e",
     _i1e,
     _i1e_vjp,
     samples=unary_samples(-10.0, 10.0, kinks=(0.0,)),
     edges=(*_BESSEL_EDGES[1:], 30.0, -50.0, 1e3),
+    doc="The exponentially scaled i1: exp(-|x|) * i1(x) elementwise.",
 )
 i0 = _special(
     "i0",
@@ -777,6 +790,7 @@ i0 = _special(
     edges=_BESSEL_EDGES,
     torch_ref=lambda torch, input: torch.i0(input),
     method=True,
+    doc="The modified Bessel function of the first kind of order 0 elementwise.",
 )
 i0e = _special(
     "i0e",
@@ -784,6 +798,7 @@ i0e = _special(
     lambda g, ans, input: g * (_on(i1e, _i1e, input) - np.sign(input) * ans),
     samples=unary_samples(-10.0, 10.0, kinks=(0.0,)),  # exp(-|x|): a kink at 0
     edges=(*_BESSEL_EDGES[1:], 30.0, -50.0, 1e3),
+    doc="The exponentially scaled i0: exp(-|x|) * i0(x) elementwise.",
 )
 erfcx = _special(
     "erfcx",
@@ -792,6 +807,7 @@ erfcx = _special(
     low=-3.0,
     high=6.0,
     edges=(-3.0, -0.46875, -0.3, 0.0, 0.46875, 0.47, 3.99, 4.01, 30.0, 60.0),
+    doc="The scaled complementary error function exp(x ** 2) * erfc(x) elementwise.",
 )
 ndtr = _special(
     "ndtr",
@@ -800,6 +816,7 @@ ndtr = _special(
     low=-4.0,
     high=4.0,
     edges=(-38.0, -8.0, -1.0, 0.0, 1.0, 8.0),
+    doc="The standard normal CDF elementwise.",
 )
 ndtri = _special(
     "ndtri",
@@ -808,6 +825,7 @@ ndtri = _special(
     low=0.02,
     high=0.98,
     edges=(1e-3, 0.1, 0.135, 0.5, 0.865, 0.9, 0.999),
+    doc="The inverse of the standard normal CDF elementwise, on [0, 1].",
 )
 log_ndtr = _special(
     "log_ndtr",
@@ -816,6 +834,7 @@ log_ndtr = _special(
     low=-6.0,
     high=4.0,
     edges=(-30.0, -10.0, -1.0001, -1.0, -0.5, 0.0, 3.0, 8.0),
+    doc="The log of the standard normal CDF elementwise, accurate far in the lower tail.",
 )
 entr = _special(
     "entr",
@@ -824,6 +843,7 @@ entr = _special(
     low=0.05,
     high=3.0,
     edges=(0.01, 0.5, 1.0, 2.0),  # 0 and subnormals: tests/ops/test_special.py (no finite differences there)
+    doc="-x * log(x) elementwise: 0 at 0, -inf below 0.",
 )
 xlog1py = defop(
     "xlog1py",
@@ -833,6 +853,7 @@ xlog1py = defop(
     vjps=(_xlog1py_vjp_input, _xlog1py_vjp_other),
     samples=_xlog1py_samples,
     torch_ref=lambda torch, input, other: torch.special.xlog1py(input, other),
+    doc="input * log1p(other) elementwise, 0 where input is 0 (unless other is NaN).",
 )
 sinc = _special(
     "sinc",
@@ -843,6 +864,7 @@ sinc = _special(
     edges=(0.5, -1.0, 1.0, 2.5, 0.05),  # nearer 0 torch's float32 gradient cancels (1e-3: 1.4%): test_round4_edges
     torch_ref=lambda torch, input: torch.sinc(input),
     method=True,
+    doc="sin(pi * x) / (pi * x) elementwise, 1 at 0.",
 )
 
 gammaln, psi, multigammaln, expit = lgamma, digamma, mvlgamma, sigmoid  # torch.special's aliases

@@ -1,7 +1,7 @@
 """Each registered op's ``__doc__`` and ``__signature__``, generated from its declaration when first asked for (so
 ``help(ops.X)``, ``inspect.signature``, IDEs and Jupyter's ``?`` see the op, not the generic ``Op`` class, at no
-import cost): the forward's public signature, what it computes (the forward's own docstring, else its notes, else
-torch's name), which inputs are differentiable and how, the second order, its notes, and where its coverage row is.
+import cost): the forward's public signature, what it computes (the declaration's ``doc=``, else the forward's own
+docstring), which inputs are differentiable and how, the second order, its notes, and where its coverage row is.
 Nothing here imports the registry: an op is read through its attributes."""
 
 from __future__ import annotations
@@ -10,7 +10,11 @@ import inspect
 
 import numpy as np
 
+from .errors import RegistrationError
+
 COVERAGE = "docs/coverage.md"
+# what an op declared with neither says (a test's throwaway op); tests/engine/test_op_docs.py: no library op does
+UNDOCUMENTED = "UNDOCUMENTED: give the forward a docstring or declare defop(doc=...) (docs/defining-ops.md)."
 
 
 def signature(op) -> inspect.Signature:
@@ -20,13 +24,23 @@ def signature(op) -> inspect.Signature:
     return inspect.signature(op.forward)
 
 
+def own_doc(forward) -> str | None:
+    """The forward's own docstring (a numpy ufunc's is numpy's, not the op's: None)."""
+    return None if isinstance(forward, np.ufunc) else inspect.getdoc(forward)
+
+
+def declared(name: str, forward, doc: str) -> str:
+    """``defop``'s ``doc=``, checked: one source per op's summary -- ``doc=`` or the forward's own docstring."""
+    if doc and own_doc(forward):
+        raise RegistrationError(f"op '{name}': its forward has a docstring; declare doc= only where it has none")
+    if doc is not None and not isinstance(doc, str):
+        raise RegistrationError(f"op '{name}': doc= must be a str, got {doc!r}")
+    return doc
+
+
 def _summary(op) -> str:
-    own = inspect.getdoc(op.forward) if not isinstance(op.forward, np.ufunc) else None
-    if own:
-        return own
-    if op.torch_ref is not None:
-        return f"torch's ``{op.name}``, with its semantics (checked against torch: the coverage row below)."
-    return f"The ``{op.name}`` op of the {op.family} family."
+    """What the op computes: its declaration's ``doc=``, else its forward's own docstring."""
+    return op.doc or own_doc(op.forward) or UNDOCUMENTED
 
 
 def _inputs(op) -> list[str]:

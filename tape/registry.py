@@ -1,8 +1,7 @@
 """The op registry: ``defop`` declares an op once -- name, family, forward (its signature is the op's public one),
 which parameters are tensors (``"weight?"`` optional, ``"*tensors"`` a sequence), one backward rule per tensor input
 (or ``Grad.NOT_DIFFERENTIABLE`` / ``Grad.STUB``) or one ``joint_vjp``, samples, faces (``method=``, ``numpy=``) --
-and ``Op`` derives once what the engine needs to call it. How to write one: docs/defining-ops.md.
-"""
+and ``Op`` derives once what the engine needs to call it. How to write one: docs/defining-ops.md."""
 
 from __future__ import annotations
 
@@ -87,8 +86,9 @@ class Op:
         method: bool | str = False,
         numpy: Any = None,
         retargets: dict[str, str] | None = None,
+        doc: str = "",
     ):
-        self.name = name
+        self.name = self.__name__ = name  # __name__: help(t.cumsum), a method bound to the op, names it
         # attribute -> tensor input: a tensor given for the attribute is that input (torch.max(input, other) beside
         # torch.max(input, dim): one positional slot, two meanings, told apart by the value's type)
         self.retargets = retargets or {}
@@ -101,8 +101,8 @@ class Op:
         self.forward, self.joint_vjp, self.check, self.composite = forward, joint_vjp, check, composite
         self.returns_aux = returns_aux  # the forward returns (out, aux): values computed once, handed to the rules
         self.casts = casts  # a dtype conversion (ops.cast): the one op that takes float16, a storage dtype
-        self.samples, self.torch_ref, self.notes = samples, torch_ref, notes
-        self.gradcheck_tolerance = gradcheck_tolerance or {}
+        self.samples, self.torch_ref, self.gradcheck_tolerance = samples, torch_ref, gradcheck_tolerance or {}
+        self.notes, self.doc = notes, opdoc.declared(name, forward, doc)  # doc=: what it computes (tape/opdoc.py)
         self.n_outputs = self._declare_outputs(outputs)
         if not (method is False or method is True or (isinstance(method, str) and method.isidentifier())):
             raise RegistrationError(f"op '{name}': method= must be True, False or a method name, got {method!r}")

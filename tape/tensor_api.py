@@ -8,8 +8,8 @@ inherits it; nothing here holds state of its own.
 from __future__ import annotations
 
 import dis
-import functools
 import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -55,12 +55,28 @@ class _OpMethod:
     def __init__(self, op):
         self.op = op
         self.op_name = op.name
-        self.__doc__ = f"The op {op.signature} with this tensor as its first argument."
+
+    class _Doc:  # help(Tensor.cumsum), Tensor.cumsum?: the op's generated doc; the class keeps its own
+        def __get__(self, method, owner=None) -> str | None:
+            if method is None:
+                return _OpMethod.__dict__["_class_doc"]
+            op = method.op
+            return f"Tensor.{op.method}: the op {op.name}, this tensor its first argument.\n\n{op.__doc__}"
+
+    _class_doc = __doc__
+    __doc__ = _Doc()
+
+    @property
+    def __signature__(self):  # inspect.signature(Tensor.cumsum): the op's, the tensor first
+        return self.op.__signature__
+
+    def __call__(self, tensor, *args, **kwargs):  # Tensor.cumsum(t, 1), as a plain method
+        return self.op(tensor, *args, **kwargs)
 
     def __get__(self, tensor, owner=None) -> Any:
         if tensor is None:
             return self
-        return functools.partial(self.op, tensor)
+        return types.MethodType(self.op, tensor)  # help(t.cumsum) and inspect.signature(t.cumsum) see the op
 
 
 class TensorAPI:
