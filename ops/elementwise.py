@@ -657,9 +657,8 @@ gelu = _unary(
 # -- gelu_backward: gelu's derivative times a gradient, one op (torch's aten.gelu_backward) -------------------
 @quiet  # inf * 0 where the slope vanishes: torch's NaN
 def _gelu_backward(grad_output, input, approximate="none"):
-    """``grad_output * gelu'(input)``: gelu's backward as one op (torch's ``aten.gelu_backward``), what gelu's
-    rule records under create_graph, so a recorded backward holds one node per gelu, not the derivative of a
-    composite (ONNX: 11 float32 nodes instead of ~36)."""
+    """``grad_output * gelu'(input)``: gelu's backward as one op (aten.gelu_backward in torch), what gelu's rule
+    records under create_graph (a recorded backward then holds one node per gelu: 11 ONNX nodes, not ~36)."""
     return _gelu_vjp(grad_output, None, input, approximate, saved=_gelu(input, approximate)[1]["saved"])
 
 
