@@ -26,8 +26,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-
-from tests.paths import DOCS, REPO
+from paths import DOCS, REPO
 
 PAGES = [REPO / "README.md", *sorted(DOCS.glob("**/*.md"))]
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)")
