@@ -7,6 +7,9 @@ operator or op method used loads ``ops`` too).
 __version__ = "0.4.0"  # pyproject.toml reads it (single-sourced)
 
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from . import creation, random, state  # noqa: F401  -- tape.state: the per-thread modes; tape.random: the generators
 from .autodiff import backward
 from .broadcast import unbroadcast
@@ -96,6 +99,16 @@ __all__ = [
     "ReplayError",
 ]
 
+if TYPE_CHECKING:  # what __getattr__ below loads on first use, typed for checkers (mypy, IDEs): not Any
+    from . import distributed as distributed
+    from . import onnx as onnx
+    from .tools import report as report
+    from .train import checkpoint as checkpoint
+    from .train import data as data
+    from .train import func as func
+    from .train import nn as nn
+    from .train import optim as optim
+
 _TRAINING_STACK = {
     "nn": "tape.train.nn",
     "optim": "tape.train.optim",
@@ -119,7 +132,7 @@ def _load_op_library() -> None:
 set_library_loader(_load_op_library)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> ModuleType:
     """``tape.nn``, ``tape.optim``, ``tape.checkpoint`` and ``tape.report`` load on first use: they sit above the
     op library, which sits above this engine core, so the core never imports them (no import cycle)."""
     if name in _TRAINING_STACK:
