@@ -7,6 +7,7 @@ Nothing here is needed to use minitape; it keeps each example focused on its tas
 from __future__ import annotations
 
 import os
+import tempfile
 
 # The examples multiply small matrices (at most 1024 x 256): one BLAS thread does it as fast, and it
 # spares OpenBLAS threads from spinning against other processes on a busy machine (we measured 5-10x
@@ -89,9 +90,19 @@ def unwritable_outputs(args: argparse.Namespace) -> list[str]:
             problems.append(f"--{flag} {path}: is a directory, expected a file path")
         elif not os.path.isdir(folder):
             problems.append(f"--{flag} {path}: the directory {folder} does not exist")
-        elif not os.access(folder, os.W_OK):
+        elif not _can_create_in(folder):
             problems.append(f"--{flag} {path}: the directory {folder} is not writable")
     return problems
+
+
+def _can_create_in(folder: str) -> bool:
+    """Whether a file can be made in ``folder``, by making one (removed at once): os.access says yes to root for
+    read-only mounts such as /proc, where the write after training then failed."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
 
 
 def launch_mismatch(args: argparse.Namespace) -> list[str]:

@@ -164,6 +164,9 @@ def test_an_output_that_cannot_be_written_stops_before_training(name, flag, tmp_
     assert f"{flag} " in err and "does not exist" in err
     err = _refused(name, monkeypatch, capsys, flag, str(tmp_path))
     assert "is a directory" in err
+    # a read-only mount, where root's os.access still says writable: the write after training failed
+    err = _refused(name, monkeypatch, capsys, flag, "/proc/out.file")
+    assert f"{flag} /proc/out.file: the directory /proc is not writable" in err
 
 
 @pytest.mark.parametrize("argv", [["--steps", "0"], ["--batch", "0"], ["--eval-size", "-1"], ["--steps", "x"],
