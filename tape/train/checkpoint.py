@@ -21,6 +21,12 @@ is not plain numeric ``.npy`` data (object -- a pickle payload, never unpickled 
 structured, complex, datetime), a header declaring more or fewer bytes than its member holds, a member
 reaching past the end of the file, a compressed or duplicated member, or a CRC mismatch raises
 ``CheckpointError`` -- before any array is allocated, so a forged header cannot exhaust memory.
+
+Why not safetensors (measured 2026-12-05, 48 float32 arrays of 512x512, 50 MB, median of 5): safetensors 0.8 saves
+in 35 ms (with an fsync, without the atomic rename) and loads in 30 ms, this format in 53 and 52 ms. It would be a
+runtime dependency (minitape's are numpy and threadpoolctl) and holds tensors and string metadata only, so the
+optimizer's step counts, the schedule and the extra numbers would need a format of their own on top; 20 ms on a
+50 MB checkpoint does not pay for either.
 """
 
 from __future__ import annotations
