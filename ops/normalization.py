@@ -275,13 +275,14 @@ def _layer_norm_graph_vjp(g, input, weight, bias, needs, normalized_shape, eps):
     """layer_norm's rule on Tensors, from registered ops (differentiable again): xhat and rstd recomputed, then
     dx = rstd (gw - mean(gw) - xhat mean(gw xhat)), dweight = sum(g xhat), dbias = sum(g) over the leading dims."""
     from .elementwise import rsqrt  # at call time: the families register in ops/__init__'s order
-    from .reduce import mean, sum
+    from .reduce import mean
+    from .reduce import sum as total
 
     dims = _trailing_dims(input, normalized_shape)
     lead = tuple(range(input.ndim - len(dims)))
 
     def leading_sum(t):
-        return sum(t, dim=lead) if lead else t
+        return total(t, dim=lead) if lead else t
 
     centred = input - mean(input, dim=dims, keepdim=True)
     rstd = rsqrt(mean(centred * centred, dim=dims, keepdim=True) + eps)
