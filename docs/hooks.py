@@ -65,7 +65,7 @@ def on_config(config):
 
 def _fence(text: str) -> str:
     ticks = "~" * max(3, 1 + max((len(m) for m in re.findall(r"~+", text)), default=0))
-    return f"{ticks}text\n{text}\n{ticks}"
+    return f'<div class="op-doc" markdown>\n\n{ticks}text\n{text}\n{ticks}\n\n</div>'
 
 
 def _op_section(op) -> str:
