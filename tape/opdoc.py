@@ -72,13 +72,14 @@ def text(op) -> str:
 
 
 class Doc:
-    """``Op.__doc__``: the class's own docstring on the class, the op's generated one on each op."""
+    """``__doc__`` of a class whose instances stand for an op: the class's own docstring on the class, ``describe``
+    of the instance on each one (``Op``: the op's generated doc; a Tensor op method's: that doc, named as a method)."""
 
-    def __init__(self, class_doc: str):
-        self.class_doc = class_doc
+    def __init__(self, class_doc: str, describe=text):
+        self.class_doc, self.describe = class_doc, describe
 
-    def __get__(self, op, owner=None) -> str:
-        return self.class_doc if op is None else text(op)
+    def __get__(self, instance, owner=None) -> str:
+        return self.class_doc if instance is None else self.describe(instance)
 
 
 class Signature:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from . import opdoc
 from .checks import integer, ints, require_bool
 from .state import STATE, needs_grad
 
@@ -56,15 +57,11 @@ class _OpMethod:
         self.op = op
         self.op_name = op.name
 
-    class _Doc:  # help(Tensor.cumsum), Tensor.cumsum?: the op's generated doc; the class keeps its own
-        def __get__(self, method, owner=None) -> str | None:
-            if method is None:
-                return _OpMethod.__dict__["_class_doc"]
-            op = method.op
-            return f"Tensor.{op.method}: the op {op.name}, this tensor its first argument.\n\n{op.__doc__}"
-
-    _class_doc = __doc__
-    __doc__ = _Doc()
+    # help(Tensor.cumsum), Tensor.cumsum?: the op's generated doc; the class keeps its own
+    __doc__ = opdoc.Doc(
+        __doc__,
+        lambda m: f"Tensor.{m.op.method}: the op {m.op.name}, this tensor its first argument.\n\n{m.op.__doc__}",
+    )
 
     @property
     def __signature__(self):  # inspect.signature(Tensor.cumsum): the op's, the tensor first
