@@ -22,11 +22,10 @@ import numpy as np
 VOCAB, D_MODEL, LAYERS, HEADS, MLP, SEQ, BATCH = 16, 64, 2, 4, 256, 32, 16
 
 
-def minitape_step(compiled: bool = False, backend: str = "numpy"):
-    """The minitape step; ``compiled`` records it once with ``tape.compile`` (on ``backend``) and replays the plan."""
+def minitape_parts():
+    """(the tiny GPT, its inputs, its targets, loss_fn(inputs, targets)) as minitape builds them."""
     import ops
-    import tape
-    from tape import nn, optim
+    from tape import nn
 
     class TinyGPT(nn.Module):
         def __init__(self, rng):
@@ -41,13 +40,22 @@ def minitape_step(compiled: bool = False, backend: str = "numpy"):
             return self.head(self.norm(self.blocks(x)))
 
     model = TinyGPT(np.random.default_rng(0))
-    optimizer = optim.Adam(model.parameters(), lr=1e-3)
     tokens = np.random.default_rng(1).integers(0, VOCAB, size=(BATCH, SEQ + 1))
     inputs, targets = tokens[:, :-1], tokens[:, 1:].reshape(-1)
 
     def loss_fn(inputs, targets):
         return ops.cross_entropy(ops.reshape(model(inputs), (-1, VOCAB)), targets)
 
+    return model, inputs, targets, loss_fn
+
+
+def minitape_step(compiled: bool = False, backend: str = "numpy"):
+    """The minitape step; ``compiled`` records it once with ``tape.compile`` (on ``backend``) and replays the plan."""
+    import tape
+    from tape import optim
+
+    model, inputs, targets, loss_fn = minitape_parts()
+    optimizer = optim.Adam(model.parameters(), lr=1e-3)
     compiled_step = tape.compile(loss_fn, model.parameters(), backend=backend) if compiled else None
 
     def step():
