@@ -203,7 +203,7 @@ def main(argv=None) -> dict:
             print(f"training {name}")
         models[name] = copy.deepcopy(initial)
         params = list(models[name].parameters())
-        losses[name], seconds[name] = fit(objective, params, args, compiled=args.compile and compilable)
+        losses[name], seconds[name] = fit(objective, params, args, compiled=args.compile if compilable else None)
         curves[name] = query_loss_curve(params, held_out, args.eval_steps, args.inner_lr)
 
     print(f"held-out tasks ({args.eval_tasks}, K={args.k}): mean query MSE after n SGD steps at lr {args.inner_lr}")

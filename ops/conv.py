@@ -2758,6 +2758,30 @@ def _onnx_selection(g, rec, input):
     return index_map(g, rec, input)
 
 
+def _onnx_fold(g, rec, input):
+    """ONNX's Col2Im (the same adjoint of im2col: overlapping windows summed); ONNX Runtime has a float32 kernel
+    only (a float64 graph is reported as having none)."""
+    a = rec.attributes
+    shape = rec.inputs[0].shape
+    if 0 in shape:
+        raise NotExportable("an empty input has no lowering")
+    size = _ints("fold", "output_size", a["output_size"], 2, 1)
+    geo = _BlockGeometry("fold", size, a["kernel_size"], a.get("dilation", 1), a.get("padding", 0), a.get("stride", 1))
+    x = g.op("Unsqueeze", input, g.ints([0])) if len(shape) == 2 else input
+    begins = [before for before, _ in geo.pads]
+    ends = [after for _, after in geo.pads]
+    out = g.op(
+        "Col2Im",
+        x,
+        g.ints(size),
+        g.ints(geo.kernel),
+        dilations=list(geo.dilation),
+        pads=begins + ends,
+        strides=list(geo.stride),
+    )
+    return g.op("Squeeze", out, g.ints([0])) if len(shape) == 2 else out
+
+
 lowering(conv1d, _onnx_conv(1))
 lowering(conv2d, _onnx_conv(2))
 lowering(conv3d, _onnx_conv(3))
@@ -2776,7 +2800,7 @@ lowering(adaptive_max_pool2d, _onnx_adaptive_max)
 lowering(unfold, lambda g, rec, input: index_map(g, rec, input, fill=0))
 lowering(upsample2d, _onnx_selection)
 lowering(interpolate, _onnx_selection)
-lowering(fold, not_exportable="col2im sums overlapping windows; ONNX's Col2Im lowering is not written")
+lowering(fold, _onnx_fold)
 lowering(
     max_pool2d_with_indices, not_exportable="MaxPool's Indices count over the whole (N, C, H, W) tensor; not mapped"
 )

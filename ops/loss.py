@@ -308,8 +308,15 @@ def _along_class(values, input):
 
 
 def _class_weights(weight, input):
-    """The class weights shaped to broadcast along the class axis of ``input``."""
-    return np.reshape(weight, (-1,) + (1,) * (input.ndim - 1 - _class_axis(input)))
+    """The class weights in ``input``'s dtype, shaped to broadcast along its class axis: an array, or a Tensor in a
+    composite (read in the recorded graph, never as values: an exported training step feeds them every call)."""
+    shape = (-1,) + (1,) * (input.ndim - 1 - _class_axis(input))
+    if isinstance(weight, Tensor):
+        from .cast import cast  # at call time: the families register in ops/__init__'s order
+        from .shape import reshape
+
+        return reshape(cast(weight, input.dtype), shape)
+    return np.reshape(weight, shape).astype(input.dtype, copy=False)
 
 
 def _picked(input, safe):
@@ -329,13 +336,13 @@ def _one_hot(input, safe):
 
 def _smoothed_probabilities(input, target, weight, label_smoothing):
     """q_nc = w_c ((1 - s) t_nc + s / C) with loss_n = -sum_c q_nc log p_nc, for probability targets ``target``
-    (an array, or a Tensor in the composite); ``weight`` is an array or None."""
+    (an array, or a Tensor in the composite); ``weight`` likewise, or None."""
     n_classes = input.shape[_class_axis(input)]
     q = target
     if label_smoothing > 0 and n_classes:
         q = target * (1 - label_smoothing) + label_smoothing / n_classes
     if weight is not None:
-        q = q * _class_weights(weight, input).astype(input.dtype, copy=False)
+        q = q * _class_weights(weight, input)
     return q
 
 
@@ -447,10 +454,8 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
     order differentiates."""
     from . import reduce  # at call time: the families register in ops/__init__'s order
     from .normalization import log_softmax
-    from .shape import masked_fill
 
     axis = _class_axis(input)
-    weight = None if weight is None else _values(weight)
     if target.dtype.kind == "f":
         loss = -reduce.sum(
             log_softmax(input, axis) * _smoothed_probabilities(input, target, weight, label_smoothing), dim=axis
@@ -464,8 +469,17 @@ def _cross_entropy_composite(input, target, weight=None, ignore_index=-100, redu
         if np.size(input) == 0:
             return total + np.asarray(np.nan, input.dtype)
         return total / np.asarray(np.size(loss), input.dtype)
-    q, denominator, ignored = _target_distribution_ops(input, target, weight, ignore_index, label_smoothing)
-    loss = -reduce.sum(log_softmax(input, axis) * q, dim=axis)
+    return _class_index_loss(log_softmax(input, axis), target, weight, ignore_index, reduction, label_smoothing)
+
+
+def _class_index_loss(log_probs, target, weight, ignore_index, reduction, label_smoothing):
+    """-sum(q * log_probs) over the class axis with ``_target_distribution_ops``' q, ignored targets 0, reduced:
+    cross_entropy's composite for class indices (over log_softmax) and nll_loss's (over its input)."""
+    from . import reduce  # at call time: the families register in ops/__init__'s order
+    from .shape import masked_fill
+
+    q, denominator, ignored = _target_distribution_ops(log_probs, target, weight, ignore_index, label_smoothing)
+    loss = -reduce.sum(log_probs * q, dim=_class_axis(log_probs))
     loss = masked_fill(loss, ignored, 0.0)  # ignored: a zero gradient even when 'mean' is 0/0
     if reduction == "none":
         return loss
@@ -488,12 +502,12 @@ def _target_distribution_ops(input, target, weight, ignore_index, label_smoothin
     classes = np.arange(input.shape[axis]).reshape((-1,) + (1,) * (input.ndim - 1 - axis))
     hit = cast(eq(unsqueeze(target, axis), classes), dtype) * cast(unsqueeze(valid, axis), dtype)
     if weight is not None:
-        hit = hit * _class_weights(weight, input).astype(dtype, copy=False)
+        hit = hit * _class_weights(weight, input)
     q = hit * np.asarray(1 - label_smoothing, dtype)
     if label_smoothing > 0:
         n_classes = input.shape[axis]
         smooth = cast(unsqueeze(valid, axis), dtype) * np.asarray(label_smoothing / n_classes, dtype)
-        q = q + (smooth if weight is None else smooth * _class_weights(weight, input).astype(dtype, copy=False))
+        q = q + (smooth if weight is None else smooth * _class_weights(weight, input))
     return q, reduce.sum(reduce.sum(hit, dim=axis)), ~valid
 
 
@@ -504,6 +518,12 @@ def _nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     with np.errstate(invalid="ignore"):  # an ignored NaN or inf entry times its weight 0: masked to 0, as torch
         loss = np.where(valid, -w_target * picked, 0).astype(input.dtype, copy=False)
     return _reduce(loss, reduction, np.sum(w_target))
+
+
+def _nll_loss_composite(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """nll_loss written with registered ops, the targets and weights read in the graph: what create_graph (the
+    second order, an exported training step) differentiates."""
+    return _class_index_loss(input, target, weight, ignore_index, reduction, 0.0)
 
 
 def _nll_loss_vjp(g, ans, input, target, weight, ignore_index=-100, reduction="mean"):
@@ -714,6 +734,7 @@ nll_loss = _loss(
     _check_nll_loss,
     lambda rng: _class_target_samples(rng, smoothing=False),
     "Class weights are not differentiable, as in torch.",
+    composite=_nll_loss_composite,
 )
 
 

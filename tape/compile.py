@@ -20,7 +20,7 @@ import numpy as np
 from . import arguments, compile_ort
 from .arguments import scalar_constant
 from .autodiff import backward, reverse_pass, seed_gradients
-from .compile_guards import difference, fails
+from .compile_guards import difference, fails, unplanned
 from .recording import ResolvedAttributes, _node_for, bind_call, run_op, short_forward
 from .state import STATE, enable_grad
 from .tensors import Tensor, _ids, _readonly
@@ -63,11 +63,9 @@ class CompiledStep:
         self._plans.clear()
 
     def __repr__(self) -> str:
-        ops = "/".join(f"{len(p.calls)} ops" for p in self._plans)
-        return (
-            f"<compiled {getattr(self.fn, '__qualname__', self.fn)}: {len(self._plans)} plan(s)"
-            f"{' (' + ops + ')' if ops else ''}, {self.records} recorded and {self.replays} replayed calls>"
-        )
+        ops = " (" + "/".join(f"{len(p.calls)} ops" for p in self._plans) + ")" if self._plans else ""
+        name, counts = getattr(self.fn, "__qualname__", self.fn), f"{self.records} recorded and {self.replays} replayed"
+        return f"<compiled {name}: {len(self._plans)} plan(s){ops}, {counts} calls>"
 
     def __call__(self, *args, **kwargs):
         if STATE.recording_tapes or STATE.anomaly or STATE.tracer is not None:  # plain eager
@@ -95,11 +93,12 @@ class CompiledStep:
             trace.close()  # the recording is complete: the backward is not part of it
             result = self._result(loss)
             self.records += 1
-            plan = _build(trace.records, loss, self._eager_at) if trace.keep_plan else None
+            plan, why = _build(trace.records, loss, self._eager_at) if trace.keep_plan else (None, None)
             if plan is not None:
                 plan.ort = compile_ort.program(self, trace.records, loss)
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
+            unplanned(self.fn, why)
             return result
         finally:
             trace.close()
@@ -468,23 +467,24 @@ def _check_outputs(k, call, e, outs, trace) -> None:
 
 
 def _build(records, loss, eager_at):
-    """The plan of an eager call's recording, or None when a trace could never match it (it reads a graph made
-    outside fn, its loss is not one of its ops' outputs, or a call runs eagerly every time: one that draws in its
-    forward or has an attribute without a key, or one in ``eager_at``)."""
+    """(the plan of an eager call's recording, None) or (None, why a trace could never match it: it reads a graph
+    made outside fn, its loss is not one of its ops' outputs, or a call runs eagerly every time: one that draws in
+    its forward or has an attribute without a key; None for a call in ``eager_at``, which raised already)."""
     slot_of: dict[int, int] = {}
     calls: list[_Call] = []
     for op, tensors, attrs, result, _node, seq_lens, grad_enabled in records:
         keys: list = []
         for t in tensors:
             if t is not None and t.id not in slot_of and t._node is not None:
-                return None
+                return None, f"op '{op.name}' reads a tensor with a graph made outside fn"
             keys.append(None if t is None else slot_of.get(t.id, (t.shape, t.dtype, t._requires_grad)))
         call = _Call()
         given = attrs.given if isinstance(attrs, ResolvedAttributes) else attrs
         draws = any(_key_or_none(v) != _key_or_none(given[k]) for k, v in attrs.items() if k in given)
         attr_key = None if draws else _key_or_none(given)  # a draw runs eagerly: in eager's order with fn's own
         if attr_key is None or (len(calls), op) in eager_at:
-            return None
+            kind = "draws random numbers every call" if draws else "has an attribute without a key"
+            return None, None if attr_key is not None else f"op '{op.name}' {kind}"
         call.key = (op, seq_lens, attr_key, tuple(keys), grad_enabled)
         call.op, call.fast, call.grad_enabled, call.single = op, None, grad_enabled, isinstance(result, Tensor)
         results = (result,) if call.single else tuple(result)
@@ -497,4 +497,4 @@ def _build(records, loss, eager_at):
             check = None if op.check_passes_floats and floats else op.check
             call.short = (check, *op.forward_call, *call.out_specs[0][:2])
         calls.append(call)
-    return _Plan(calls, slot_of[loss.id]) if loss.id in slot_of else None
+    return (_Plan(calls, slot_of[loss.id]), None) if loss.id in slot_of else (None, "its ops do not compute the loss")

@@ -1,6 +1,7 @@
 """What a compiled step's trace (tape/compile.py) asks off its hot path: whether a call would raise on its concrete
 integer inputs (indices, targets: values eager's forward checks) before the other inputs have values -- fn must stop
-where eager stops -- and, in words, how a call differs from the plan (for recompile=False's error)."""
+where eager stops --, in words, how a call differs from the plan (for recompile=False's error), and the warning for a
+step no plan can replay."""
 
 import warnings
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from .recording import forward_arrays
 
-__all__ = ["fails", "difference"]
+__all__ = ["fails", "difference", "unplanned"]
 
 
 def fails(op, arrays, attrs, values, seq_lens) -> bool:
@@ -36,3 +37,16 @@ def difference(key, call) -> str:
     names = ("the op", "its sequence lengths", "its attributes", "its tensor inputs", "grad mode")
     found = (f"{n} differ: {a!r} now, {b!r} in the plan" for n, a, b in zip(names, key, call.key) if a != b)
     return next(found, "a tape records it or anomaly mode is on, which always run eagerly")
+
+
+def unplanned(fn, why: str | None) -> None:
+    """Warn (once per fn and reason, by the warnings module's own registry) that no plan can replay ``fn``'s step:
+    every call runs eagerly -- eager's numbers, none of compile's speed. ``why`` None: nothing to say."""
+    if why is not None:
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        warnings.warn(
+            f"tape.compile: no plan can replay {name}: {why}, so every call runs eagerly (eager's results, no "
+            "speed-up; docs/compile.md)",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -125,11 +125,17 @@ class OrtProgram:
         tensors, pattern = _outside((e[1] for e in entries), lambda t: type(t) is _Pending)
         if pattern != self.pattern or len(tensors) != self.n_inputs:
             return None
-        now = [a for e in entries for a in _int_arrays(e[2])]
-        if len(now) != len(self.int_attrs) or any(
-            a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b) for a, b in zip(now, self.int_attrs)
-        ):
+        now = [(e[0].name, a) for e in entries for a in _int_arrays(e[2])]
+        if len(now) != len(self.int_attrs):
             return None
+        for (name, a), b in zip(now, self.int_attrs, strict=True):
+            if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b):
+                _warn(
+                    f"tape.compile(backend='onnxruntime'): op '{name}' takes an integer array attribute whose values "
+                    "differ from those its ONNX graph was built with (the graph holds them), so such calls run the "
+                    "numpy plan (exact)"
+                )
+                return None
         if HOOKS and any(t.id in HOOKS for t in tensors):
             return None
         return tensors

@@ -41,6 +41,7 @@ __all__ = [
     "edge_difference",
     "declares_lowering",
     "check_sample",
+    "check_sample_gradients",
     "Graph",
     "Value",
     "NotExportable",
@@ -775,8 +776,6 @@ def check_sample(op, sample, dtype=None, *, scale: str = "output") -> tuple[str,
     mode; other dtypes agree exactly."""
     import warnings
 
-    import onnxruntime as ort
-
     flat, call = _sample_call(op, sample, dtype)
     try:
         with no_grad(), warnings.catch_warnings():
@@ -789,6 +788,104 @@ def check_sample(op, sample, dtype=None, *, scale: str = "output") -> tuple[str,
         model = export(call, flat, None)
     except NotExportableError as e:
         return "not exportable", str(e)
+    got = _run_model(model, flat)
+    if isinstance(got, tuple):
+        return got
+    for k, (want, have) in enumerate(zip(expected, got, strict=True)):
+        problem = _difference(want, np.asarray(have), _scale(scale, want, flat))
+        if problem:
+            return "differs", f"output {k}: {problem}"
+    return "equal", ""
+
+
+def check_sample_gradients(op, sample, dtype) -> tuple[str, str]:
+    """Export the gradients of ``op`` on ``sample`` (floating inputs in ``dtype``) as a training graph -- loss =
+    sum_k sum(output_k * w_k) with fixed random weights ``w_k``, gradients in every floating input the op
+    differentiates, recorded as its backward rules run on Tensors (what ``tape.compile(backend="onnxruntime")``
+    runs) -- run it in ONNX Runtime and compare with minitape's reverse pass: ("equal" | "differs" |
+    "not exportable" | "no kernel" | "not differentiable" | "forward refuses", detail). The loss and each
+    gradient must agree to rtol 1e-5 (float32) or 1e-10 (float64) of its largest finite entry, NaN and the
+    infinities where minitape has them."""
+    import warnings
+
+    from .functional import gradients
+
+    case = _GradientCase(op, sample, dtype)
+    if not case.learned:
+        return "not differentiable", "no floating input the op differentiates"
+    try:
+        with enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loss = case.loss(*(as_tensor(x) for x in case.fed))
+            if loss is None:
+                return "not differentiable", "no output requires grad"
+            found = gradients(loss, case.params, allow_unused=True)
+    except Exception as e:  # the forward refuses the sample in this dtype
+        return "forward refuses", f"{type(e).__name__}: {e}"
+    expected = [loss.numpy()] + [
+        np.zeros_like(p.numpy()) if g is None else g.numpy() for g, p in zip(found, case.params, strict=True)
+    ]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, _ = training_graph(case.loss, case.fed, [f"input_{k}" for k in range(len(case.fed))], case.params)
+    except Exception as e:  # a rule refusing (wrapped in the reverse pass's GradientError) or a lowering crashing
+        cause: BaseException | None = e
+        while cause is not None and not isinstance(cause, NotExportableError):
+            cause = cause.__cause__
+        if cause is not None:
+            return "not exportable", str(cause)
+        return "differs", f"the export fails: {type(e).__name__}: {e}"
+    got = _run_model(model, case.fed + [p.numpy() for p in case.params])
+    if isinstance(got, tuple):
+        return got
+    for k, (want, have) in enumerate(zip(expected, got, strict=True)):
+        problem = _difference(want, np.asarray(have), _scale("output", want, []))
+        if problem:
+            return "differs", f"{'the loss' if k == 0 else f'the gradient in input {case.owners[k - 1]}'}: {problem}"
+    return "equal", ""
+
+
+class _GradientCase:
+    """``check_sample_gradients``' call: the floating inputs the op differentiates become parameters (``params``,
+    their input positions ``owners``), the others are ``fed``; ``loss(*fed)`` is the weighted sum of the outputs
+    that require grad (None when none does)."""
+
+    def __init__(self, op, sample, dtype):
+        from .registry import Grad
+
+        flat, self.call = _sample_call(op, sample, dtype)
+        slots = [
+            i
+            for i, a in enumerate(sample.inputs)
+            if a is not None
+            for _ in (a if isinstance(a, list | tuple) else (a,))
+        ]
+        self.learned = [
+            j
+            for j, (x, i) in enumerate(zip(flat, slots, strict=True))
+            if x.dtype.kind == "f" and x.size and op.input_states[i] != Grad.NOT_DIFFERENTIABLE
+        ]
+        self.owners = [slots[j] for j in self.learned]
+        self.params = [Tensor(flat[j], requires_grad=True, dtype=flat[j].dtype) for j in self.learned]
+        self.positions = [j for j in range(len(flat)) if j not in self.learned]
+        self.fed = [flat[j] for j in self.positions]
+        self.n = len(flat)
+
+    def loss(self, *given):
+        leaves = dict(zip(self.positions, given, strict=True)) | dict(zip(self.learned, self.params, strict=True))
+        outs = self.call(*(leaves[j] for j in range(self.n)))
+        outs = [o for o in (outs if isinstance(outs, tuple | list) else (outs,)) if o.requires_grad]
+        weights = [np.random.default_rng(k).standard_normal(o.shape).astype(o.dtype) for k, o in enumerate(outs)]
+        terms = [(o * w).sum() for o, w in zip(outs, weights, strict=True)]
+        return sum(terms[1:], terms[0]) if terms else None
+
+
+def _run_model(model, feeds: list):
+    """ONNX Runtime's outputs of ``model`` on ``feeds`` (its inputs in order), or ("no kernel" | "differs",
+    detail)."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.log_severity_level = 4  # a kernel that fails is reported in the result, not logged
     try:
@@ -796,14 +893,9 @@ def check_sample(op, sample, dtype=None, *, scale: str = "output") -> tuple[str,
     except Exception as e:  # ONNX Runtime has no kernel for this op in this dtype (float64 mostly)
         return "no kernel", str(e).splitlines()[0][:200]
     try:
-        got = session.run(None, {i.name: x for i, x in zip(session.get_inputs(), flat, strict=True)})
+        return session.run(None, {i.name: x for i, x in zip(session.get_inputs(), feeds, strict=True)})
     except Exception as e:  # the model loads but ONNX Runtime fails on these inputs where minitape computes
         return "differs", f"ONNX Runtime fails: {str(e).splitlines()[0][:200]}"
-    for k, (want, have) in enumerate(zip(expected, got, strict=True)):
-        problem = _difference(want, np.asarray(have), _scale(scale, want, flat))
-        if problem:
-            return "differs", f"output {k}: {problem}"
-    return "equal", ""
 
 
 def _scale(kind: str, want: np.ndarray, inputs: list) -> float | None:

@@ -20,6 +20,7 @@ import functools
 __all__ = ["widen"]
 
 _WIDER = (6, 7, 12, 13)  # TensorProto INT32, INT64, UINT32, UINT64
+_FLOAT, _DOUBLE = 1, 11  # TensorProto FLOAT, DOUBLE
 _NARROW = {9: (6, 7), 2: (6, 7, 12, 13), 3: (6, 7), 4: (6, 7, 12, 13), 5: (6, 7), 6: (7,), 12: (7, 13), 7: (), 13: ()}
 # bool, uint8, int8, uint16, int16, int32, uint32, int64, uint64 -> the wider types holding all their values
 # ScatterElements / ScatterND load with a reduction on bool, then fail when run
@@ -82,6 +83,10 @@ def _node_for_runtime(node, types, opset: int, refuse) -> list:
             new_outs = [chosen.get(p, t) if t == narrow.get(p) else t for p, t in zip(of_output, outs, strict=True)]
             if _has_kernel(node, new_ins, new_outs, opset):
                 return _rewritten(node, ins, new_ins, outs, new_outs)
+    if _DOUBLE in ins:  # is it the float64 kernel that is missing? Then loading the model says so (not refused)
+        single = [_FLOAT if t == _DOUBLE else t for t in ins], [_FLOAT if t == _DOUBLE else t for t in outs]
+        if _has_kernel(node, *single, opset):
+            return [node]
     refuse(next(t for t in ins if t in _NARROW))
     return [node]
 

@@ -4,7 +4,9 @@ One row per op: does its forward run on all its samples, is a backward registere
 differentiable input (or is one a stub), does float64 finite-difference gradcheck pass on its samples,
 does it match PyTorch (float64 and float32) where torch has the same op, and -- the second-order column --
 is the backward itself differentiable: ``create_graph`` gradients pass float64 gradgradcheck and match torch's
-Hessian-vector products where torch double-differentiates the op. Nothing here is a table
+Hessian-vector products where torch double-differentiates the op -- and the two ONNX columns: does the op's
+declared lowering give its forward in ONNX Runtime, and do its gradients, exported as the training graph
+``tape.compile(backend="onnxruntime")`` runs, give the reverse pass's. Nothing here is a table
 kept by hand: ``coverage_rows()`` runs the checks of ``tape.tools.verify`` -- the very ones the generated tests
 assert -- at the moment it is called. ``render()`` turns the rows into a terminal table, markdown or JSON;
 ``python -m tape coverage`` (tape/cli.py) is the command-line face of both.
@@ -39,8 +41,19 @@ __all__ = [
 
 PASS, FAIL, ABSENT, WARN = "pass", "fail", "absent", "warn"
 SYMBOLS = {PASS: "✅", FAIL: "❌", ABSENT: "—", WARN: "⚠"}
-COLUMNS = ("forward", "backward", "gradcheck", "parity", "order2", "export")
-HEADINGS = ("op", "family", "forward", "backward", "gradcheck", "torch parity", "2nd order", "ONNX export", "notes")
+COLUMNS = ("forward", "backward", "gradcheck", "parity", "order2", "export", "export_backward")
+HEADINGS = (
+    "op",
+    "family",
+    "forward",
+    "backward",
+    "gradcheck",
+    "torch parity",
+    "2nd order",
+    "ONNX export",
+    "ONNX backward",
+    "notes",
+)
 FORMATS = ("table", "markdown", "json")
 PARITY_DTYPES = (np.float64, np.float32)
 # The second-order column checks samples of more than this many input entries in gradgradcheck's fast mode
@@ -72,6 +85,7 @@ class CoverageRow:
     parity: Cell
     order2: Cell
     export: Cell
+    export_backward: Cell
     notes: str = ""
     problems: list[str] = field(default_factory=list)  # full messages of every failure, for --check
     seconds: float = 0.0
@@ -250,6 +264,7 @@ def check_op(
         parity=parity_absent or check.parity(),
         order2=check.order2(torch) if order2 else Cell(ABSENT, "skipped"),
         export=check.export() if export else Cell(ABSENT, "skipped"),
+        export_backward=check.export_backward() if export else Cell(ABSENT, "skipped"),
         notes=_notes(op, check.samples, check.outputs),
         problems=check.problem_lines(),
     )
@@ -451,14 +466,77 @@ class _OpCheck:
             )
         return Cell(PASS, f"{c['samples']['equal']}/{c['samples']['total']}{extra}")
 
+    def export_backward(self) -> Cell:
+        """Export the gradients of each sample (float64 and float32) as a training graph -- what
+        ``tape.compile(backend="onnxruntime")`` runs -- run it in ONNX Runtime and compare with the reverse pass
+        (``tape.onnx.check_sample_gradients``). A gradient that differs fails; a backward the export refuses (a
+        rule recording an op without a lowering, or reading the data's values) is counted with the first reason,
+        and warns when it is every case: compile runs the numpy plan there (exact, warned)."""
+        from ..onnx import lowering_of, not_exportable_reason
+
+        if not_exportable_reason(self.op) is not None or lowering_of(self.op) is None:
+            return Cell(ABSENT, "no forward lowering")
+        if not self.op.differentiable_inputs:
+            return Cell(ABSENT, "not differentiable")
+        if not _onnxruntime_available():
+            return Cell(ABSENT, "onnxruntime not installed")
+        equal = total = no_kernel = failed = 0
+        refusals: list[str] = []
+        for i, sample in enumerate(self.samples):
+            if i in self.broken:
+                continue
+            for dtype in PARITY_DTYPES:
+                status, detail = _export_status(self.op, sample, dtype, None)
+                if status in ("not differentiable", "forward refuses"):
+                    continue
+                total += 1
+                if status == "equal":
+                    equal += 1
+                elif status == "not exportable":
+                    refusals.append(_refusal(detail))
+                elif status == "no kernel" and dtype == np.float64:
+                    no_kernel += 1
+                else:
+                    failed += 1
+                    self.problem("ONNX backward", f"{np.dtype(dtype).name}, {sample.label}: {detail}", i)
+        if not total:
+            return Cell(WARN, "no sample with a gradient")
+        refused = f", {len(refusals)} refused ({refusals[0]})" if refusals else ""
+        refused += f", {no_kernel} no f64 kernel" if no_kernel else ""
+        if failed:
+            return Cell(FAIL, f"{failed}/{total} differ{refused}")
+        if not equal:
+            return Cell(WARN, f"0/{total}{refused}")
+        return Cell(PASS, f"{equal}/{total}{refused}")
+
 
 def _export_status(op, sample, dtype, scale) -> tuple[str, str]:
-    from ..onnx import check_sample
+    """``check_sample`` (``scale`` given: the forward) or ``check_sample_gradients`` (None: the backward)."""
+    from ..onnx import check_sample, check_sample_gradients
 
     try:
+        if scale is None:
+            return check_sample_gradients(op, sample, dtype)
         return check_sample(op, sample, dtype, scale=scale)
     except Exception as e:  # a lowering that crashes is a failure of the lowering
         return "differs", f"{type(e).__name__}: {e}"
+
+
+def _refusal(message: str) -> str:
+    """A refused export's reason in a few words: the op without a lowering and why, or that a rule reads values."""
+    import re
+
+    named = re.search(r"op '(\w+)' is not exportable to ONNX: ([^;(]*)", message)
+    if named:
+        return f"{named.group(1)}: {named.group(2).strip()}"
+    baked = re.search(r"op '(\w+)' bakes values", message)
+    if baked:
+        return f"{baked.group(1)} bakes input values"
+    if "reads the values of" in message:
+        return "a rule reads input values"
+    if "lowered again at other input" in message:
+        return "the call fails at other input values"
+    return message.split(";")[0][:60]
 
 
 def _notes(op, samples, outputs) -> str:
@@ -569,7 +647,7 @@ def _clip(text: str, limit: int | None) -> str:
 
 
 def _table(rows, seconds) -> str:
-    limits = (None, None, 36, 28, 36, 24, 28, 28, 48)
+    limits = (None, None, 36, 28, 36, 24, 28, 28, 28, 48)
     lines = [list(HEADINGS)] + [[_clip(c, m) for c, m in zip(row.cells(), limits)] for row in rows]
     lines.append(_summary_cells(rows))
     widths = [max(_width(line[k]) for line in lines) for k in range(len(HEADINGS))]
@@ -615,7 +693,12 @@ def markdown_header(torch: bool = True) -> str:
         "infinities exactly where the forward has them) and with the samples in every integer dtype and bool "
         '("edges", "int/bool": cases agreeing / cases the forward takes); ⚠ differs at edge values: the '
         "lowering declares where and why ONNX Runtime's kernel differs there; — not exportable: the op declares "
-        "why ONNX cannot express it (counted apart). "
+        "why ONNX cannot express it (counted apart); ONNX backward exports each sample's gradients (loss = the sum "
+        "of each output times fixed random weights, gradients in every floating input the op differentiates) as "
+        'the training graph `tape.compile(backend="onnxruntime")` runs, in float64 and float32, runs it in ONNX '
+        "Runtime and compares the loss and gradients with the reverse pass (rtol 1e-10 / 1e-5 of each one's "
+        "largest entry); refused: the backward records an op the export refuses, or a rule reads the data's "
+        "values (compile runs the exact numpy plan there, with a warning naming it), ⚠ when every case is. "
         "✅ passed, ❌ failed, ⚠ nothing to check (or a declared edge difference), — not applicable.\n"
     )
 

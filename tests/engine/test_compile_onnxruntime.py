@@ -319,3 +319,35 @@ def test_every_lowered_op_with_a_loss_path_compiles_to_eager_values():
                 assert np.array_equal(np.isfinite(g.numpy()), finite), where
                 assert relative(g.numpy()[finite], w[finite]) <= tolerance, where
     assert len(through_ort) >= 200, (len(through_ort), sorted(fell_back))
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_classification_losses_with_class_weights_run_through_onnx_runtime(loss):
+    """cross_entropy with class weights and nll_loss (over log_softmax: PyTorch's common pair), an ignored target
+    among them: the backward reads the targets and the weights in the graph (fed every call), so the step runs
+    through ONNX Runtime and gives eager's gradients for every batch -- it ran the numpy plan (their rules read
+    the targets and weights as arrays, which the export refuses)."""
+    rng = np.random.default_rng(3)
+    w = tape.tensor(rng.standard_normal((6, 4)), requires_grad=True)
+    class_weights = np.array([0.5, 2.0, 1.0, 3.0])
+
+    def fn(x, y):
+        logits = x @ w
+        if loss == "nll_loss":
+            return ops.nll_loss(ops.log_softmax(logits, 1), y, weight=tape.tensor(class_weights), ignore_index=1)
+        return ops.cross_entropy(logits, y, weight=tape.tensor(class_weights), ignore_index=1)
+
+    step = tape.compile(fn, [w], backend="onnxruntime")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to the numpy plan
+        for k in range(3):
+            x, y = rng.standard_normal((5, 6)), rng.integers(0, 4, 5)
+            class_weights[:] = rng.uniform(0.5, 2.0, 4)  # refilled between calls: fed, not baked
+            w.grad = None
+            loss_value, (g,) = step(x, y)
+            w.grad = None
+            eager = fn(x, y)
+            eager.backward()
+            assert relative(loss_value.numpy(), eager.numpy()) <= 1e-12, k
+            assert relative(g.numpy(), w.grad.numpy()) <= 1e-12, k
+    assert step.onnx_runs == 2

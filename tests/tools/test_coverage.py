@@ -150,6 +150,48 @@ def test_export_column_measures_declared_lowerings_only(throwaway_ops):
     assert totals["export"].text == "1/3, 1 not exportable, 1 —", totals["export"].text
 
 
+def test_backward_export_column_measures_the_exported_gradients(throwaway_ops):
+    """The ONNX backward column exports each sample's gradients (what tape.compile(backend="onnxruntime") runs)
+    and compares them with the reverse pass: a rule recording an op whose lowering is wrong fails it (the forward
+    export column stays green), a rule recording an op declared not exportable is counted and warned, a right one
+    passes -- in float32 and float64."""
+    if os.environ.get("MINITAPE_REQUIRE_ONNX") != "1":
+        pytest.importorskip("onnxruntime")
+    from tape.onnx import lowering
+
+    samples = throwaway_ops["covtest_cube"].samples
+    n = len(op_samples(throwaway_ops["covtest_cube"]))
+    slope = tape.defop("covtest_slope", family="covtest", inputs=("x",), forward=lambda x: 3 * x * x,
+                       vjps=(lambda g, ans, x: 6 * g * x,), samples=samples)
+    opaque = tape.defop("covtest_opaque", family="covtest", inputs=("x",), forward=lambda x: 3 * x * x,
+                        vjps=(lambda g, ans, x: 6 * g * x,), samples=samples)
+
+    def via(inner):  # a rule recording ``inner`` on Tensors (create_graph, an export), numpy otherwise
+        return lambda g, ans, x: g * inner(x) if isinstance(x, tape.Tensor) else 3 * g * x * x
+
+    through = {name: tape.defop(name, family="covtest", inputs=("x",), forward=lambda x: x ** 3,
+                                vjps=(via(inner),), samples=samples)
+               for name, inner in (("covtest_via_slope", slope), ("covtest_via_opaque", opaque))}
+    try:
+        lowering(throwaway_ops["covtest_cube"], _cube_lowering)
+        lowering(slope, lambda g, rec, x: g.op("Mul", x, x))  # x^2 for 3 x^2: a wrong lowering of the backward
+        lowering(opaque, not_exportable="covtest: no ONNX form")
+        for op in through.values():
+            lowering(op, _cube_lowering)
+        rows = _rows(["covtest_cube", "covtest_via_slope", "covtest_via_opaque", "covtest_masked"], torch=False,
+                     order2=False)
+        cube, wrong, refused = rows["covtest_cube"], rows["covtest_via_slope"], rows["covtest_via_opaque"]
+        assert cube.export_backward.status == PASS and cube.export_backward.text == f"{2 * n}/{2 * n}", cube
+        assert wrong.export.status == PASS and wrong.export_backward.status == FAIL and wrong.failed, wrong
+        assert any(p.startswith("ONNX backward") and "gradient in input 0" in p for p in wrong.problems), wrong
+        assert refused.export_backward.status == WARN and not refused.failed
+        assert refused.export_backward.text == f"0/{2 * n}, {2 * n} refused (covtest_opaque: covtest: no ONNX form)"
+        assert rows["covtest_masked"].export_backward.status == ABSENT  # no forward lowering: nothing to export
+    finally:
+        for name in ("covtest_slope", "covtest_opaque", *through):
+            tape.unregister_op(name)
+
+
 def test_export_column_checks_edge_values_and_declared_differences(throwaway_ops):
     """A lowering that agrees on the samples but not at an edge value (ONNX's Sign of NaN is NaN, the op's 0)
     fails the column, naming the edge case; declared with its reason it is ⚠, and a declaration that no longer

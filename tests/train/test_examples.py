@@ -247,3 +247,53 @@ def test_meta_learning_counts_its_meta_batch_of_tasks(monkeypatch):
     monkeypatch.setattr(common.ProgressBar, "update", lambda self, step, loss, items: counted.append(items))
     meta_learning.main(["--steps", "2", "--meta-batch", "3", "--quiet", "--eval-tasks", "2"])
     assert set(counted) == {3}
+
+
+
+# (example, extra arguments, what each compiled step does): "onnx" -- after its recording call every step runs as one
+# ONNX Runtime graph; "numpy plan" -- it replays on the numpy backend, warned with why; "eager" -- no plan replays it
+COMPILED = [
+    ("reverse", [], ["onnx"]),
+    ("padded_classification", ["--no-padding-mask"], ["onnx"]),
+    # the key-padding lengths are an integer attribute of attention, held by the graph: other lengths every batch
+    ("padded_classification", [], ["numpy plan: op 'scaled_dot_product_attention' takes an integer array"]),
+    ("char_lm", ["--dropout", "0"], ["onnx"]),
+    # dropout draws its mask every call, in fn's order of draws: warned, eager
+    ("char_lm", [], ["eager: op 'scaled_dot_product_attention' draws random numbers"]),
+    # MAML's inner gradients (tape.gradients inside fn) read the trace's values: each call runs eagerly (no warning
+    # yet: docs/compile.md); the joint baseline compiles
+    ("meta_learning", ["--meta-batch", "4", "--eval-tasks", "8", "--eval-steps", "2"], ["eager", "onnx"]),
+]
+
+
+@pytest.mark.parametrize(("name", "extra", "expected"), COMPILED)
+def test_each_examples_step_runs_through_onnx_runtime_or_says_why_not(name, extra, expected, monkeypatch, ort):
+    """`--compile onnxruntime`: every op the step records -- forward and backward -- exports, so after the
+    recording call every step runs as one ONNX Runtime graph; where it cannot, the warning says why."""
+    import warnings
+
+    steps = []
+    original = tape.compile
+
+    def spy(*args, **kwargs):
+        steps.append(original(*args, **kwargs))
+        return steps[-1]
+
+    monkeypatch.setattr(tape, "compile", spy)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        importlib.import_module(name).main([*QUICK.get(name, []), *extra, "--steps", "6", "--quiet",
+                                            "--compile", "onnxruntime"])
+    said = [str(w.message) for w in caught if str(w.message).startswith("tape.compile")]
+    assert len(steps) == len(expected) and all(step.backend == "onnxruntime" for step in steps)
+    for step, want in zip(steps, expected, strict=True):
+        counts = (step.records, step.replays, step.onnx_runs)
+        if want == "onnx":
+            assert counts == (1, 5, 5), counts
+        elif want.startswith("numpy plan"):
+            assert counts == (1, 5, 0) and any(want.split(": ", 1)[1] in m for m in said), (counts, said)
+        else:
+            assert counts == (6, 0, 0), counts
+            assert want == "eager" or any(want.split(": ", 1)[1] in m for m in said), said
+    if expected == ["onnx"]:
+        assert not said, said
