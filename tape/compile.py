@@ -94,11 +94,11 @@ class CompiledStep:
             result = self._result(loss)
             self.records += 1
             plan, why = _build(trace.records, loss, self._eager_at) if trace.keep_plan else (None, None)
+            unplanned(self.fn, why, plan, self._plans)
             if plan is not None:
                 plan.ort = compile_ort.program(self, trace.records, loss)
                 self._plans.insert(0, plan)
                 del self._plans[self.max_plans :]
-            unplanned(self.fn, why)
             return result
         finally:
             trace.close()
@@ -476,7 +476,7 @@ def _build(records, loss, eager_at):
         keys: list = []
         for t in tensors:
             if t is not None and t.id not in slot_of and t._node is not None:
-                return None, f"op '{op.name}' reads a tensor with a graph made outside fn"
+                return None, f"op '{op.name}' reads a graph fn did not record (from outside fn, or a backward in it)"
             keys.append(None if t is None else slot_of.get(t.id, (t.shape, t.dtype, t._requires_grad)))
         call = _Call()
         given = attrs.given if isinstance(attrs, ResolvedAttributes) else attrs

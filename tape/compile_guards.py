@@ -39,9 +39,16 @@ def difference(key, call) -> str:
     return next(found, "a tape records it or anomaly mode is on, which always run eagerly")
 
 
-def unplanned(fn, why: str | None) -> None:
+def unplanned(fn, why: str | None, plan=None, plans=()) -> None:
     """Warn (once per fn and reason, by the warnings module's own registry) that no plan can replay ``fn``'s step:
-    every call runs eagerly -- eager's numbers, none of compile's speed. ``why`` None: nothing to say."""
+    every call runs eagerly -- eager's numbers, none of compile's speed. ``why``: the reason ``_build`` gave, else
+    None; a new ``plan`` with the very calls of one already kept shows the other reason: this call could have
+    replayed it but fn made it run eagerly part-way (it read a value it computed), as it will on every call."""
+    if why is None and plan is not None and any(_same_calls(plan, p) for p in plans):
+        why = (
+            "fn reads the values of a tensor it computed on every call (tape.gradients or backward inside fn, "
+            ".item(), .numpy(), a bool of a tensor), which runs the rest of the call eagerly"
+        )
     if why is not None:
         name = getattr(fn, "__qualname__", type(fn).__name__)
         warnings.warn(
@@ -50,3 +57,7 @@ def unplanned(fn, why: str | None) -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def _same_calls(a, b) -> bool:
+    return len(a.calls) == len(b.calls) and all(x.key == y.key for x, y in zip(a.calls, b.calls))

@@ -409,7 +409,8 @@ def test_an_op_drawing_randomness_runs_eagerly_at_every_call():
     step = compile(fn, [x])
     for seed in range(5):
         tape.manual_seed(seed)
-        loss, (grad,) = step(x)
+        with pytest.warns(RuntimeWarning, match="no plan can replay .*fn: op 'dropout' draws random numbers"):
+            loss, (grad,) = step(x)  # said, not silent (it was): the step gets none of compile's speed
         grad = grad.numpy().copy()
         x.grad = None
         tape.manual_seed(seed)
@@ -418,6 +419,34 @@ def test_an_op_drawing_randomness_runs_eagerly_at_every_call():
         assert loss.item() == eager.item() and np.array_equal(grad, x.grad.numpy())
         x.grad = None
     assert step.replays == 0 and "0 plan(s)" in repr(step)  # a plan that can never replay is not kept
+
+
+@pytest.mark.parametrize("reads", ["item", "gradients"])
+def test_a_step_reading_its_own_values_every_call_says_it_runs_eagerly(reads):
+    """fn reading a value it computed (``.item()`` for a branch) runs eagerly from there on every call and records
+    the plan it already had; fn taking gradients inside (MAML's inner step) reads graphs its trace did not record.
+    Eager's numbers, and a warning saying why -- both were silent: a compiled step that never replays."""
+    w = tape.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+
+    def fn(x):
+        inner = ops.sum(ops.tanh(w * x) ** 2)
+        if reads == "item":
+            return inner * 2.0 if inner.item() > 0 else inner * -3.0
+        (g,) = tape.gradients(inner, [w], create_graph=True)
+        return ops.sum((w - 0.1 * g) * x)
+
+    step = compile(fn, [w])
+    x = np.array([1.0, 2.0, 3.0])
+    why = "fn reads the values of a tensor it computed" if reads == "item" else "reads a graph fn did not record"
+    with pytest.warns(RuntimeWarning, match=f"no plan can replay .*fn: .*{why}"):
+        for _ in range(3):
+            w.grad = None
+            loss, (grad,) = step(x)
+    got = grad.numpy().copy()
+    w.grad = None
+    eager = fn(x)
+    eager.backward()
+    assert loss.item() == eager.item() and np.array_equal(got, w.grad.numpy()) and step.replays == 0
 
 
 def test_recompile_false_says_why_a_call_inside_a_recording_tape_fits_no_plan():
