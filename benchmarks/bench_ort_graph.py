@@ -30,7 +30,7 @@ def build():
 
     model, inputs, targets, fn = bench_train_step.minitape_parts()
     params = list(model.parameters())
-    graph, _ = training_graph(fn, [inputs, targets], ["inputs", "targets"], params)
+    graph, _, _ = training_graph(fn, [inputs, targets], ["inputs", "targets"], params)
     feeds = {"inputs": inputs, "targets": targets}
     names = [i.name for i in graph.graph.input]
     feeds.update({name: p.numpy() for name, p in zip(names[2:], params, strict=True)})

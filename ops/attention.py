@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from tape.compile_guards import random_draw
 from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Grad, Sample, defop
@@ -34,6 +35,15 @@ def _default_scale(E: int) -> float:
     return 1 / math.sqrt(E) if E else 1.0
 
 
+def _draw(attributes: dict) -> dict:
+    """The seed an attention call draws for its dropout mask, {'dropout_seed': seed} from ``rng`` (a fresh
+    generator when None), or {} without dropout or with ``dropout_seed`` given. The forward draws through it, and
+    a compiled step makes the same draw where fn calls the op (tape.compile_guards.random_draw)."""
+    if not attributes.get("dropout_p") or attributes.get("dropout_seed") is not None:
+        return {}
+    return {"dropout_seed": int(as_generator(OP, attributes.get("rng")).integers(0, 2**63))}
+
+
 def _options(query, key, attributes: dict) -> dict:
     """The kernels' keyword arguments for the op's attributes (every one, by name), resolved once in the forward.
     The dropout seed is ``dropout_seed`` when given, else drawn from ``rng`` (a fresh generator when None); 0
@@ -43,9 +53,7 @@ def _options(query, key, attributes: dict) -> dict:
     offset = None
     if a.is_causal:
         offset = 0 if a.causal_alignment == "top_left" else S - L
-    dropout_seed = a.dropout_seed
-    if dropout_seed is None:
-        dropout_seed = 0 if not a.dropout_p else as_generator(OP, a.rng).integers(0, 2**63)
+    dropout_seed = a.dropout_seed if a.dropout_seed is not None else _draw(attributes).get("dropout_seed", 0)
     lengths = None if a.key_padding_lengths is None else np.asarray(a.key_padding_lengths)
     return dict(
         scale=_default_scale(query.shape[-1]) if a.scale is None else float(a.scale),
@@ -396,6 +404,7 @@ scaled_dot_product_attention = defop(
     notes="attn_mask: bool not differentiable; key_padding_lengths: metadata; 2nd order through the full-matrix "
     "composite",
 )
+random_draw(scaled_dot_product_attention, ("rng", "dropout_seed"), _draw)
 
 
 # -- ONNX lowering (tape.onnx.export) ------------------------------------------------------------------------

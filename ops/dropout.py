@@ -30,9 +30,10 @@ import numbers
 
 import numpy as np
 
+from tape.compile_guards import random_draw
 from tape.onnx import lowering
 from tape.random import as_generator
-from tape.registry import Sample, defop
+from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import constant_values
 from ._onnx import NotExportable
@@ -64,8 +65,25 @@ def _seed(rng) -> int:
     return int(as_generator("dropout", rng).integers(0, _SEEDS))
 
 
+def _seed_draw(draws):
+    """A seeded op's draw for a compiled step (tape.compile_guards.random_draw): {'rng': the seed ``_seed`` draws}
+    exactly when its forward draws one -- ``draws(**its other attributes)`` and an rng that is not the seed itself
+    -- else {}. The step makes it where fn calls the op, so every generator is left as eager leaves it."""
+
+    def draw(attributes: dict) -> dict:
+        rng = attributes.get("rng")
+        others = {k: v for k, v in attributes.items() if k != "rng"}
+        return {"rng": _seed(rng)} if draws(**others) and not isinstance(rng, numbers.Integral) else {}
+
+    return draw
+
+
+def _drops(p=0.5, training=True):
+    return bool(training) and p != 0
+
+
 def _dropout(input, p=0.5, training=True, *, rng=None):
-    if not training or p == 0:
+    if not _drops(p, training):
         return input, {}
     seed = _seed(rng)
     return input * _mask_scale(input.shape, p, seed, input.dtype), {"rng": seed}
@@ -87,10 +105,14 @@ def _recorded_seed(rng) -> int:
 
 
 def _dropout_composite(input, p=0.5, training=True, *, rng=None):
-    """dropout as a product with its constant mask: what its second order differentiates."""
-    if not training or p == 0:
+    """dropout as a product with its mask's scale (an op of the seed, so a recorded backward -- an exported
+    training step -- reads it per call, not as a constant): what create_graph differentiates."""
+    if not _drops(p, training):
         return input * 1
-    return input * _mask_scale(input.shape, p, _recorded_seed(rng), input.dtype)
+    from .cast import cast  # at call time: the families register in ops/__init__'s order
+
+    keep = cast(dropout_keep(input, p, rng=_recorded_seed(rng)), input.dtype)  # 1.0 / 0.0, times the scale: exact
+    return input * (keep * np.asarray(0.0 if p == 1 else 1 / (1 - p), input.dtype))
 
 
 def _check_probability(op: str, p) -> None:
@@ -111,6 +133,41 @@ def _check_rng(op: str, rng) -> None:
         )
     if isinstance(rng, numbers.Integral):
         require(0 <= int(rng) < 2**64, op, "rng", "a seed in [0, 2**64)", rng)
+
+
+def _dropout_keep(input, p=0.5, *, rng):
+    """The entries dropout with seed ``rng`` keeps: True where its uniform draw is >= p, in input's shape (input's
+    values are not read)."""
+    return _keep_mask(np.shape(input), p, int(rng))
+
+
+def _check_dropout_keep(input, p=0.5, *, rng):
+    require_float("dropout_keep", "input", input)
+    _check_probability("dropout_keep", p)
+    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral):
+        raise TypeError(f"dropout_keep: argument 'rng' expected an int seed, got {type(rng).__name__}")
+    require(0 <= int(rng) < 2**64, "dropout_keep", "rng", "a seed in [0, 2**64)", rng)
+
+
+def _dropout_keep_samples(rng):
+    return [
+        Sample((uniform(rng, (4, 5)),), {"p": 0.3, "rng": 7}, "p=0.3"),
+        Sample((uniform(rng, (2, 3, 4)),), {"p": 1.0, "rng": 1}, "p=1 drops everything"),
+        Sample((uniform(rng, (0, 3)),), {"p": 0.5, "rng": 2}, "empty"),
+    ]
+
+
+dropout_keep = defop(
+    "dropout_keep",
+    family="dropout",
+    inputs=("input",),
+    forward=_dropout_keep,
+    vjps=(NOT_DIFFERENTIABLE,),
+    check=_check_dropout_keep,
+    samples=_dropout_keep_samples,
+    notes="dropout's keep mask as an op of its seed: dropout's recorded backward (create_graph, an exported "
+    "training step) reads it per call rather than as a constant.",
+)
 
 
 def _check_dropout(input, p=0.5, training=True, *, rng=None):
@@ -147,6 +204,7 @@ dropout = defop(
     torch_ref=lambda torch, input, p=0.5, training=True, rng=None: torch.nn.functional.dropout(input, p, training),
     doc="In training, each entry zeroed with probability p and the rest scaled by 1 / (1 - p); else input unchanged.",
 )
+random_draw(dropout, ("rng",), _seed_draw(_drops))
 
 
 # -- dropout1d/2d/3d, feature_alpha_dropout, alpha_dropout, rrelu: input * scale + shift -----------------------
@@ -173,7 +231,7 @@ def _noise_op(name, forward, noise, draws, check, samples, notes, torch_ref):
     def composite(input, *, rng=None, **attrs):
         return _affine(input, *noise(input, seed_of(rng, attrs), **attrs))
 
-    return defop(
+    op = defop(
         name,
         family="dropout",
         inputs=("input",),
@@ -186,6 +244,8 @@ def _noise_op(name, forward, noise, draws, check, samples, notes, torch_ref):
         notes=notes,
         torch_ref=torch_ref,
     )
+    random_draw(op, ("rng",), _seed_draw(draws))
+    return op
 
 
 def _noise_forward(input, rng, noise, draws, attrs):
@@ -193,10 +253,6 @@ def _noise_forward(input, rng, noise, draws, attrs):
     seed = _seed(rng) if draws(**attrs) else None
     out = _affine(input, *noise(input, seed, **attrs))
     return out, ({} if seed is None else {"rng": seed})
-
-
-def _drops(p=0.5, training=True):
-    return bool(training) and p != 0
 
 
 def _mask_shape(shape: tuple, channelwise: bool, unbatched: bool) -> tuple:
@@ -495,13 +551,36 @@ gumbel_softmax = defop(
         logits, tau, hard, eps, dim
     ),
 )
+random_draw(gumbel_softmax, ("rng",), _seed_draw(lambda **attributes: True))
 
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
 def _onnx_dropout(g, rec, input):
-    if rec.attributes.get("training", True) and rec.attributes.get("p", 0.5):
-        raise NotExportable("dropout in training mode draws random masks; export the model in eval mode (.eval())")
-    return g.op("Identity", input)
+    """Training: input times the mask's scale, a graph input a compiled step feeds from each call's seed (an
+    exported model refuses: its mask would be fixed). Eval: the input itself."""
+    if not _drops(rec.attributes.get("p", 0.5), rec.attributes.get("training", True)):
+        return g.op("Identity", input)
+    refuse = "dropout in training mode draws random masks; export the model in eval mode (.eval())"
+    return g.op("Mul", input, g.feed(rec, _fed_scale(rec), refuse))
+
+
+def _fed_scale(rec):
+    """compute(attributes) for ``Graph.feed``: the mask's scale of the recorded input's shape and dtype."""
+    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
+    return lambda attributes: _mask_scale(shape, attributes.get("p", 0.5), _recorded_seed(attributes["rng"]), dtype)
+
+
+def _onnx_dropout_keep(g, rec, input):
+    """A compiled step's graph: the mask fed from each call's seed. An exported model: the seed's mask, a constant
+    (the seed is the op's attribute), in the input's shape."""
+    mask = g.feed(rec, _fed_keep(rec))
+    return mask if g.feeds is not None else g.op("Expand", mask, g.op("Shape", input))
+
+
+def _fed_keep(rec):
+    """compute(attributes) for ``Graph.feed``: the keep mask of the recorded input's shape."""
+    shape = rec.inputs[0].shape
+    return lambda attributes: _keep_mask(shape, attributes.get("p", 0.5), _recorded_seed(attributes["rng"]))
 
 
 def _onnx_noise_eval(g, rec, input):
@@ -524,6 +603,7 @@ def _onnx_rrelu(g, rec, input):
 
 
 lowering(dropout, _onnx_dropout)
+lowering(dropout_keep, _onnx_dropout_keep)
 for _op in (dropout1d, dropout2d, dropout3d, alpha_dropout, feature_alpha_dropout):
     lowering(_op, _onnx_noise_eval)
 lowering(rrelu, _onnx_rrelu)

@@ -20,8 +20,8 @@ import numpy as np
 from . import arguments, compile_ort
 from .arguments import scalar_constant
 from .autodiff import backward, reverse_pass, seed_gradients
-from .compile_guards import difference, fails, unplanned
-from .recording import ResolvedAttributes, _node_for, bind_call, run_op, short_forward
+from .compile_guards import as_given, difference, drawn, fails, key_or_none, marked, unplanned
+from .recording import _node_for, bind_call, run_op, short_forward
 from .state import STATE, enable_grad
 from .tensors import Tensor, _ids, _readonly
 
@@ -253,21 +253,22 @@ class _Trace:
                 return self._eager_from_here(op, args, kwargs, None)
             else:
                 keys.append(None if t is None else (t._data.shape, t._data.dtype, t._requires_grad))
-        attr_key = _key_or_none(attrs)
+        given = marked(op, attrs)  # a declared random draw's attributes marked: each call makes its own draw
+        attr_key = key_or_none(given)
         key = (op, seq_lens, attr_key, tuple(keys), STATE.grad_enabled)
         matching = [p for p in self.candidates if k < len(p.calls) and p.calls[k].key == key]
         if attr_key is None or not matching or STATE.recording_tapes or STATE.anomaly:
             return self._eager_from_here(op, args, kwargs, key)
         self.candidates, self.calls = matching, matching[0].calls
         call = self.calls[k]
-        if values is None and not seq_lens and not kwargs:
+        if values is None and not seq_lens and not kwargs and given is attrs:
             call.fast = _fast_signature(args, tensors, keys)
         captured = tuple((t, t._data, t._version) for t, key in zip(tensors, keys) if type(key) is tuple)
         shown = [_SPEC(t, Tensor)[:2] if type(t) is _Pending else None if t is None else t._data for t in tensors]
         if fails(op, shown, attrs, values, seq_lens):  # it raises on its indices: here, where eager raises
             self.materialize()
             return op(*args, **kwargs)
-        return self._enter(op, tensors, attrs, values, seq_lens, captured, call)
+        return self._enter(op, tensors, *drawn(op, attrs, values), seq_lens, captured, call)  # here, as eager draws
 
     def _enter(self, op, tensors, attrs, values, seq_lens, captured, call):
         result: Any
@@ -338,34 +339,6 @@ def _fast_signature(args, tensors, keys):
         else:
             return None
     return tuple(sig)
-
-
-def _value_key(v):
-    """A value as a comparable key (floats by their bits, arrays by dtype, shape and bytes); TypeError for one that
-    cannot be compared safely (a Generator: such a call always runs eagerly)."""
-    kind = type(v)
-    if kind is float:
-        return (float, v.hex())
-    if v is None or kind in (int, bool, str, np.dtype) or isinstance(v, type):
-        return (kind, v)
-    if kind is np.ndarray:  # an index array's values do not shape the output (the plan checks that it does not)
-        return (np.ndarray, v.dtype.str, v.shape, None if v.dtype.kind in "iu" else v.tobytes())
-    if kind is dict:  # a call's attributes
-        return (dict, tuple((name, _value_key(x)) for name, x in v.items()))
-    if kind is tuple or kind is list or kind is slice:
-        return (kind, tuple(_value_key(x) for x in ((v.start, v.stop, v.step) if kind is slice else v)))
-    if isinstance(v, np.generic):
-        return (kind, v.tobytes())
-    if v is Ellipsis:
-        return (kind,)
-    raise TypeError(kind)
-
-
-def _key_or_none(v):
-    try:
-        return _value_key(v)
-    except TypeError:
-        return None
 
 
 # -- plans ------------------------------------------------------------------------------------------------------
@@ -479,9 +452,8 @@ def _build(records, loss, eager_at):
                 return None, f"op '{op.name}' reads a graph fn did not record (from outside fn, or a backward in it)"
             keys.append(None if t is None else slot_of.get(t.id, (t.shape, t.dtype, t._requires_grad)))
         call = _Call()
-        given = attrs.given if isinstance(attrs, ResolvedAttributes) else attrs
-        draws = any(_key_or_none(v) != _key_or_none(given[k]) for k, v in attrs.items() if k in given)
-        attr_key = None if draws else _key_or_none(given)  # a draw runs eagerly: in eager's order with fn's own
+        given, draws = as_given(op, attrs)
+        attr_key = None if draws else key_or_none(given)  # an undeclared draw runs eagerly: in eager's order
         if attr_key is None or (len(calls), op) in eager_at:
             kind = "draws random numbers every call" if draws else "has an attribute without a key"
             return None, None if attr_key is not None else f"op '{op.name}' {kind}"

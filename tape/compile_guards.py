@@ -1,15 +1,62 @@
-"""What a compiled step's trace (tape/compile.py) asks off its hot path: whether a call would raise on its concrete
-integer inputs (indices, targets: values eager's forward checks) before the other inputs have values -- fn must stop
-where eager stops --, in words, how a call differs from the plan (for recompile=False's error), and the warning for a
-step no plan can replay."""
+"""What a compiled step's trace (tape/compile.py) asks off its hot path: a call's key (``key_or_none``; an op's
+declared random draw marked, ``random_draw``), whether a call would raise on its concrete integer inputs (indices,
+targets: values eager's forward checks) before the other inputs have values -- fn must stop where eager stops --, in
+words, how a call differs from the plan (for recompile=False's error), and the warning for a step no plan can
+replay.
+
+Random draws: an op whose forward draws (dropout's seed from its generator) declares the draw with
+``random_draw(op, names, draw)``, ``draw`` being the very function its forward draws with. A compiled step makes
+that draw where fn calls the op -- eager's place among fn's own draws, so every generator is left as eager leaves
+it -- and keys the call with those attributes marked ``DRAWN``: every call replays with its own draw. A forward that
+resolves an attribute without declaring it (``ResolvedAttributes``) runs eagerly every call, warned."""
 
 import warnings
 
 import numpy as np
 
-from .recording import forward_arrays
+from .recording import ResolvedAttributes, forward_arrays
 
-__all__ = ["fails", "difference", "unplanned"]
+__all__ = ["fails", "difference", "unplanned", "key_or_none", "random_draw", "marked", "drawn", "as_given", "DRAWN"]
+
+DRAWN = "drawn at the call"  # how a plan's key holds an attribute a declared draw resolves
+_DRAWS: dict = {}  # op -> (the attribute names its draw resolves, draw(attributes) -> {name: value drawn})
+
+
+def random_draw(op, names: tuple, draw) -> None:
+    """Declare that ``op``'s forward draws: ``draw(attributes)`` makes the draw and returns the attributes it
+    resolves ({} for a call that draws nothing); ``names``: every attribute it may resolve or read the generator
+    from, marked DRAWN in a plan's key."""
+    _DRAWS[op] = (tuple(names), draw)
+
+
+def marked(op, attrs: dict) -> dict:
+    """``attrs`` as a plan's key holds them: ``attrs`` itself, or for an op declaring a draw a copy with its names
+    marked DRAWN."""
+    declared = _DRAWS.get(op)
+    return attrs if declared is None else {k: DRAWN if k in declared[0] else v for k, v in attrs.items()}
+
+
+def drawn(op, attrs: dict, values: list | None) -> tuple[dict, list | None]:
+    """A bound call's attributes and values (``recording.bind_call``'s) with ``op``'s declared draw made now: the
+    attributes as ResolvedAttributes (as eager's forward records them), the values the forward takes holding them."""
+    declared = _DRAWS.get(op)
+    made = declared[1](attrs) if declared is not None else None
+    if not made:
+        return attrs, values
+    attrs = ResolvedAttributes(attrs, made)
+    values = [None] * len(op.param_names) if values is None else list(values)  # (tensors: filled by the forward call)
+    for i in op.attr_pos:
+        values[i] = attrs[op.param_names[i]]
+    return attrs, values
+
+
+def as_given(op, attrs) -> tuple[dict, bool]:
+    """(a recorded call's attributes as a plan's key holds them: as given, a declared draw's marked; whether its
+    forward resolved another attribute -- an undeclared draw, which makes the call run eagerly every time)."""
+    given = marked(op, attrs.given if isinstance(attrs, ResolvedAttributes) else attrs)
+    return given, any(
+        given.get(k, DRAWN) is not DRAWN and key_or_none(v) != key_or_none(given[k]) for k, v in attrs.items()
+    )
 
 
 def fails(op, arrays, attrs, values, seq_lens) -> bool:
@@ -61,3 +108,32 @@ def unplanned(fn, why: str | None, plan=None, plans=()) -> None:
 
 def _same_calls(a, b) -> bool:
     return len(a.calls) == len(b.calls) and all(x.key == y.key for x, y in zip(a.calls, b.calls))
+
+
+def _value_key(v):
+    """A value as a comparable key (floats by their bits, arrays by dtype, shape and bytes); TypeError for one that
+    cannot be compared safely (a Generator: such a call always runs eagerly)."""
+    kind = type(v)
+    if kind is float:
+        return (float, v.hex())
+    if v is None or kind in (int, bool, str, np.dtype) or isinstance(v, type):
+        return (kind, v)
+    if kind is np.ndarray:  # an index array's values do not shape the output (the plan checks that it does not)
+        return (np.ndarray, v.dtype.str, v.shape, None if v.dtype.kind in "iu" else v.tobytes())
+    if kind is dict:  # a call's attributes
+        return (dict, tuple((name, _value_key(x)) for name, x in v.items()))
+    if kind is tuple or kind is list or kind is slice:
+        return (kind, tuple(_value_key(x) for x in ((v.start, v.stop, v.step) if kind is slice else v)))
+    if isinstance(v, np.generic):
+        return (kind, v.tobytes())
+    if v is Ellipsis:
+        return (kind,)
+    raise TypeError(kind)
+
+
+def key_or_none(v):
+    """``_value_key(v)``, or None for a value without one."""
+    try:
+        return _value_key(v)
+    except TypeError:
+        return None

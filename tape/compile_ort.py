@@ -117,9 +117,12 @@ class OrtProgram:
         self.input_names = [i.name for i in session.get_inputs()]
         self.n_inputs = n_inputs
         self.unused = unused  # positions in grad_inputs the loss does not reach: no .grad, as in eager
+        self.feeds: list = []  # the graph's per-run inputs (tape.onnx.Graph.feed): (name, attributes, compute)
+        self.drawn: dict = {}  # a value the build call drew (a dropout seed) -> (its op call's index, attribute)
 
-    def matches(self, entries) -> list | None:
-        """This call's outside tensors when its pattern and integer attributes equal the graph's, else None."""
+    def matches(self, entries) -> tuple | None:
+        """(this call's outside tensors, its op calls) when its pattern and integer attributes equal the graph's,
+        else None: what ``run`` takes."""
         from .compile import _Pending
 
         tensors, pattern = _outside((e[1] for e in entries), lambda t: type(t) is _Pending)
@@ -138,15 +141,26 @@ class OrtProgram:
                 return None
         if HOOKS and any(t.id in HOOKS for t in tensors):
             return None
-        return tensors
+        return tensors, entries
 
-    def run(self, tensors) -> tuple[np.ndarray, list]:
+    def run(self, matched) -> tuple[np.ndarray, list]:
         """(the loss array, [(leaf, gradient array)]): the session on this call's arrays (C order; a 0-D array stays
-        0-D -- np.ascontiguousarray would make it (1,))."""
-        feed = {name: np.asarray(t._data, order="C") for name, t in zip(self.input_names, tensors, strict=True)}
+        0-D -- np.ascontiguousarray would make it (1,)) and the per-run inputs made from this call's attributes."""
+        tensors, entries = matched
+        feed = {name: np.asarray(t._data, order="C") for name, t in zip(self.input_names, tensors, strict=False)}
+        for name, attributes, compute in self.feeds:  # a value the build call drew: this call's draw instead
+            now = {k: self._now(v, entries) for k, v in attributes.items()}
+            feed[name] = np.asarray(compute(now), order="C")
         out = self.session.run(None, feed)
         pairs = zip(self.grad_inputs, out[1:], strict=True)
         return out[0], [(tensors[k], g) for j, (k, g) in enumerate(pairs) if j not in self.unused]
+
+    def _now(self, value, entries):
+        """``value`` of an attribute at build time as this call has it: a drawn seed is this call's draw."""
+        if type(value) is not int or value not in self.drawn:
+            return value
+        k, name = self.drawn[value]
+        return entries[k][2][name]
 
 
 _WARNED: set = set()
@@ -154,9 +168,10 @@ _WARNED: set = set()
 
 def build_program(records, loss, providers, threads: int | None) -> OrtProgram | None:
     """The training graph of an eager call's recording (``_Trace.records``), or None with a warning (once per
-    reason) when it cannot be lowered."""
-    from . import onnx as tonnx
-    from .recording import regroup, run_op
+    reason) when it cannot be lowered. A value the call drew (a dropout seed) may reach the graph only as a per-run
+    input (``tape.onnx.Graph.feed``): with draws, the call is lowered again with other draws and a graph that
+    changed is refused, as ``tape.onnx`` refuses one holding the values it is fed."""
+    from .onnx import NotExportableError
 
     ort = require_onnxruntime()
     produced: set[int] = set()
@@ -165,16 +180,44 @@ def build_program(records, loss, providers, threads: int | None) -> OrtProgram |
         produced.update(r.id for r in ((result,) if isinstance(result, Tensor) else tuple(result)))
     outside, pattern = _outside((r[1] for r in records), lambda t: t.id in produced)
     grad_inputs = [k for k, t in enumerate(outside) if t._requires_grad]
+    int_attrs = [a.copy() for r in records for a in _int_arrays(r[2])]
+    try:
+        drawn = _drawn(records)
+        model, unused, feeds = _training_graph(records, loss, outside, grad_inputs, {})
+        if drawn and _nodes(_training_graph(records, loss, outside, grad_inputs, drawn)[0]) != _nodes(model):
+            raise NotExportableError("a lowering holds a value the call drew (a random seed) as a constant")
+    except Exception as e:  # not exportable (named), or a lowering failing: the numpy plan is exact
+        _warn(f"tape.compile(backend='onnxruntime'): this plan runs on the numpy backend: {type(e).__name__}: {e}")
+        return None
+    session = _session(ort, model, providers, threads)
+    if session is None:
+        return None
+    program = OrtProgram(session, pattern, int_attrs, grad_inputs, len(outside), set(unused))
+    # graph inputs: the fed ones (in_k), then the leaves (param_j): in the outside tensors' order; then the feeds
+    fed = [k for k, t in enumerate(outside) if not t._requires_grad]
+    program.input_names = [""] * len(outside)
+    for k, name in zip(fed + grad_inputs, [i.name for i in session.get_inputs()][: len(outside)], strict=True):
+        program.input_names[k] = name
+    program.feeds, program.drawn = feeds, drawn
+    return program
+
+
+def _training_graph(records, loss, outside, grad_inputs, redraw: dict):
+    """``tape.onnx.training_graph`` of the records replayed on an export tape (fed: the outside tensors that need
+    no gradient; the others leaves), each drawn value in ``redraw`` replaced by another."""
+    from . import onnx as tonnx
+    from .recording import regroup, run_op
+    from .state import STATE
+
     fed = [k for k, t in enumerate(outside) if not t._requires_grad]
     leaves = [tensor(np.array(outside[k]._data, copy=True), requires_grad=True) for k in grad_inputs]
-    int_attrs = [a.copy() for r in records for a in _int_arrays(r[2])]
 
     def replay(*given):
         values: dict[int, Tensor] = {outside[k].id: t for k, t in zip(fed, given, strict=True)}
         values.update((outside[k].id, leaf) for k, leaf in zip(grad_inputs, leaves, strict=True))
-        from .state import STATE
-
         for op, tensors, attrs, result, _node, seq_lens, grad_enabled in records:
+            if redraw:
+                attrs = {k: (v + 1) % 2**63 if type(v) is int and v in redraw else v for k, v in attrs.items()}
             ins = [None if t is None else values[t.id] for t in tensors]
             previous, STATE.grad_enabled = STATE.grad_enabled, grad_enabled
             try:
@@ -188,25 +231,34 @@ def build_program(records, loss, providers, threads: int | None) -> OrtProgram |
             values.update((r.id, o) for r, o in zip(results, outs, strict=True))
         return values[loss.id]
 
-    names = [f"in_{k}" for k in fed]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model, unused = tonnx.training_graph(
-                replay, [np.array(outside[k]._data, copy=True) for k in fed], names, leaves
-            )
-    except Exception as e:  # not exportable (named), or a lowering failing: the numpy plan is exact
-        _warn(f"tape.compile(backend='onnxruntime'): this plan runs on the numpy backend: {type(e).__name__}: {e}")
-        return None
-    session = _session(ort, model, providers, threads)
-    if session is None:
-        return None
-    program = OrtProgram(session, pattern, int_attrs, grad_inputs, len(outside), set(unused))
-    # graph inputs: the fed ones (in_k), then the leaves (param_j): in the outside tensors' order
-    program.input_names = [""] * len(outside)
-    for k, name in zip(fed + grad_inputs, [i.name for i in session.get_inputs()], strict=True):
-        program.input_names[k] = name
-    return program
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arrays = [np.array(outside[k]._data, copy=True) for k in fed]
+        return tonnx.training_graph(replay, arrays, [f"in_{k}" for k in fed], leaves, feeds=True)
+
+
+def _nodes(model) -> list:
+    """A model's nodes and initializers, serialized: what two lowerings of a call must agree on."""
+    return [x.SerializeToString() for x in (*model.graph.node, *model.graph.initializer)]
+
+
+def _drawn(records) -> dict:
+    """Each value the recorded call drew (an attribute its forward resolved: a dropout seed) -> (the op call's
+    index, the attribute's name): a graph input made from it is made from that call's draw on every run. Two
+    equal draws (2**-63 apart) could not be told apart: refused."""
+    from .compile_guards import key_or_none
+    from .recording import ResolvedAttributes
+
+    drawn: dict = {}
+    for k, record in enumerate(records):
+        attrs = record[2]
+        if isinstance(attrs, ResolvedAttributes):
+            for name, v in attrs.items():
+                if type(v) is int and key_or_none(v) != key_or_none(attrs.given.get(name)):
+                    if v in drawn:
+                        raise ValueError(f"tape.compile: two draws gave the same value {v}")
+                    drawn[v] = (k, name)
+    return drawn
 
 
 def _session(ort, model, providers, threads):

@@ -112,12 +112,14 @@ def declares_lowering(op) -> bool:
 
 
 class Graph:
-    """What a lowering builds with: ``op`` appends a node, ``const`` an initializer."""
+    """What a lowering builds with: ``op`` appends a node, ``const`` an initializer, ``feed`` a per-run input."""
 
-    def __init__(self, helper, numpy_helper):
+    def __init__(self, helper, numpy_helper, feeds: bool = False):
         self._helper, self._numpy_helper = helper, numpy_helper
         self.nodes: list = []
         self.initializers: list = []
+        # a compiled step's graph: [(input name, the op's attributes, compute(attributes) -> array)], else None
+        self.feeds: list | None = [] if feeds else None
         self._count = 0
         self.lowering: int | None = None  # the index of the recorded op being lowered
         self.owners: list = []  # per node, then per initializer: the recorded op that made it (None: the call)
@@ -141,6 +143,19 @@ class Graph:
         name = name or self.fresh("c")
         self.initializers.append(self._numpy_helper.from_array(np.array(array, order="C"), name))  # 0-D stays 0-D
         self.initializer_owners.append(self.lowering)
+        return name
+
+    def feed(self, rec, compute, refuse: str | None = None) -> str:
+        """An array an op makes from its attributes alone (a dropout mask from its seed): in a compiled step's graph
+        an input, given on every run ``compute`` of that run's attributes (tape/compile_ort.py: the seed this call
+        drew); in an exported model the constant ``compute(rec.attributes)``, or NotExportable(``refuse``) when a
+        fixed value would misrepresent the op (a mask drawn anew at every call)."""
+        if self.feeds is None:
+            if refuse is not None:
+                raise NotExportable(refuse)
+            return self.const(compute(dict(rec.attributes)))
+        name = self.fresh("feed")
+        self.feeds.append((name, dict(rec.attributes), compute))
         return name
 
     def tensor(self, value):
@@ -449,6 +464,7 @@ class _Training:
             known.update((p.id, name) for name, p in holder.named_parameters())
         self.names = [known.get(p.id, f"param_{k}") for k, p in enumerate(self.params)]
         self.unused: list[int] = []
+        self.feeds = False  # whether lowerings may add per-run inputs (Graph.feed): a compiled step's graph
 
     def gradients(self, outputs: list, who: str) -> list:
         """d outputs[0] / d params (zeros for a parameter the loss does not use), recorded on the tape."""
@@ -478,7 +494,7 @@ def _trace(fn_or_module, inputs: list, in_names: list[str], helper, numpy_helper
         outputs = _outputs_of(fn_or_module(*inputs), who)
         if training:
             outputs += training.gradients(outputs, who)
-    g = Graph(helper, numpy_helper)
+    g = Graph(helper, numpy_helper, feeds=training is not None and training.feeds)
     names = {t.id: name for t, name in fed}
     # a Tensor passed as an op's attribute is recorded as its own array (arguments.kept)
     attribute_inputs = {id(t._data): name for t, name in fed}
@@ -527,22 +543,26 @@ def export(
         kept.restore()  # the export leaves the model as it was, also when it refuses
 
 
-def training_graph(fn, example_inputs, input_names, params) -> tuple[Any, list[int]]:
-    """``export(fn, example_inputs, None, input_names=..., output_names=["loss"], gradients=params)`` and the
+def training_graph(fn, example_inputs, input_names, params, feeds: bool = False) -> tuple[Any, list[int], list]:
+    """``export(fn, example_inputs, None, input_names=..., output_names=["loss"], gradients=params)``, the
     positions of the parameters the loss does not use (eager's backward leaves their ``.grad`` untouched; the
-    graph gives them zeros). For ``tape.compile(backend="onnxruntime")``."""
+    graph gives them zeros) and, with ``feeds``, the inputs lowerings added to be given on every run
+    (``Graph.feed``: (name, attributes, compute), after the parameters). For ``tape.compile(backend="onnxruntime")``
+    and the coverage matrix."""
     _require_onnx()
     kept = _Kept(fn)
     training = _Training(params, fn)
+    training.feeds = feeds
     try:
-        model = _export(fn, example_inputs, None, 23, (input_names, ["loss"], None), kept, training)
+        model, g = _export(fn, example_inputs, None, 23, (input_names, ["loss"], None), kept, training, graph=True)
     finally:
         kept.restore()
-    return model, training.unused
+    return model, training.unused, g.feeds or []
 
 
-def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept, training=None):
-    """``export``'s body; ``kept`` restores the model before each further run of the call."""
+def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept, training=None, graph=False):
+    """``export``'s body; ``kept`` restores the model before each further run of the call. ``graph``: return the
+    lowered Graph with the model."""
     onnx, helper, numpy_helper = _require_onnx()
     input_names, output_names, dynamic_axes = naming
     given = example_inputs if isinstance(example_inputs, tuple | list) else (example_inputs,)
@@ -570,20 +590,22 @@ def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept,
             names[t.id] = g.const(t._data)
         g.nodes.append(helper.make_node("Identity", [names[t.id]], [name], name=f"output:{name}"))
     _check_inputs_used(g, all_in_names)
-    graph = helper.make_graph(
+    fed = [as_tensor(compute(attributes)) for _, attributes, compute in g.feeds or ()]  # (their build-time values)
+    graph_inputs, all_in_names = graph_inputs + fed, all_in_names + [name for name, _, _ in g.feeds or ()]
+    onnx_graph = helper.make_graph(
         g.nodes,
         getattr(fn_or_module, "__name__", type(fn_or_module).__name__),
         [_value_info(helper, n, t, dynamic_axes.get(n)) for t, n in zip(graph_inputs, all_in_names, strict=True)],
         [_value_info(helper, n, t, dynamic_axes.get(n)) for t, n in zip(outputs, out_names, strict=True)],
         g.initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="minitape")
+    model = helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="minitape")
     model.ir_version = min(model.ir_version, 10)  # what ONNX Runtime 1.2x reads
     _widen_for_runtime(model, g, recorder)
     onnx.checker.check_model(model)
     if path is not None:
         onnx.save(model, os.fspath(path))
-    return model
+    return (model, g) if graph else model
 
 
 def _widen_for_runtime(model, g: Graph, recorder: _ExportTape) -> None:
@@ -802,8 +824,9 @@ def check_sample_gradients(op, sample, dtype) -> tuple[str, str]:
     """Export the gradients of ``op`` on ``sample`` (floating inputs in ``dtype``) as a training graph -- loss =
     sum_k sum(output_k * w_k) with fixed random weights ``w_k``, gradients in every floating input the op
     differentiates, recorded as its backward rules run on Tensors (what ``tape.compile(backend="onnxruntime")``
-    runs) -- run it in ONNX Runtime and compare with minitape's reverse pass: ("equal" | "differs" |
-    "not exportable" | "no kernel" | "not differentiable" | "forward refuses", detail). The loss and each
+    runs, per-run inputs such as a dropout mask given their values for the sample) -- run it in ONNX Runtime and
+    compare with minitape's reverse pass: ("equal" | "differs" | "not exportable" | "no kernel" |
+    "not differentiable" | "forward refuses", detail). The loss and each
     gradient must agree to rtol 1e-5 (float32) or 1e-10 (float64) of its largest finite entry, NaN and the
     infinities where minitape has them."""
     import warnings
@@ -828,7 +851,8 @@ def check_sample_gradients(op, sample, dtype) -> tuple[str, str]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model, _ = training_graph(case.loss, case.fed, [f"input_{k}" for k in range(len(case.fed))], case.params)
+            names = [f"input_{k}" for k in range(len(case.fed))]
+            model, _, feeds = training_graph(case.loss, case.fed, names, case.params, feeds=True)
     except Exception as e:  # a rule refusing (wrapped in the reverse pass's GradientError) or a lowering crashing
         cause: BaseException | None = e
         while cause is not None and not isinstance(cause, NotExportableError):
@@ -836,7 +860,7 @@ def check_sample_gradients(op, sample, dtype) -> tuple[str, str]:
         if cause is not None:
             return "not exportable", str(cause)
         return "differs", f"the export fails: {type(e).__name__}: {e}"
-    got = _run_model(model, case.fed + [p.numpy() for p in case.params])
+    got = _run_model(model, case.fed + [p.numpy() for p in case.params] + [f(a) for _, a, f in feeds])
     if isinstance(got, tuple):
         return got
     for k, (want, have) in enumerate(zip(expected, got, strict=True)):

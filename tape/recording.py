@@ -85,7 +85,7 @@ class ResolvedAttributes(dict):
     def __init__(self, given: dict, aux: dict):
         super().__init__(given)
         self.update((k, v) for k, v in aux.items() if k in given)
-        self.given = given
+        self.given = getattr(given, "given", given)  # (resolved again by the forward: still as the caller gave them)
 
 
 def _node_for(op, attrs, tensors, arrays, out, aux, seq_lens, watched):

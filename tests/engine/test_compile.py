@@ -4,6 +4,7 @@ batch); the cache guard re-records or raises; what a plan cannot follow raises C
 benchmarks/bench_compile.py measures the speed."""
 
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -396,9 +397,11 @@ def test_a_planned_shape_read_before_the_trace_turned_eager_is_refused():
     assert step(x, large)[0].item() == fn(x, large).item() == 24.0
 
 
-def test_an_op_drawing_randomness_runs_eagerly_at_every_call():
-    """dropout with the default generator draws its mask in its forward: a plan would draw after fn's Python ran on
-    (another order of draws than eager's), so every call runs it eagerly -- eager's numbers, never a CompileError."""
+def test_an_op_drawing_randomness_draws_where_fn_calls_it():
+    """dropout with the default generator draws its seed in its forward; fn draws from the same generator before
+    and after it. A plan's forwards run after fn returns, so the step makes the op's declared draw where fn calls it
+    (tape.compile_guards.random_draw): every replay draws in eager's order and gives eager's numbers bit for bit
+    (it ran every call eagerly before)."""
 
     def fn(x):
         noise = tape.randn(6, dtype=x.dtype)  # fn's own draw, before and after the op's
@@ -407,18 +410,45 @@ def test_an_op_drawing_randomness_runs_eagerly_at_every_call():
 
     x = tape.tensor(np.arange(6.0), requires_grad=True)
     step = compile(fn, [x])
-    for seed in range(5):
-        tape.manual_seed(seed)
-        with pytest.warns(RuntimeWarning, match="no plan can replay .*fn: op 'dropout' draws random numbers"):
-            loss, (grad,) = step(x)  # said, not silent (it was): the step gets none of compile's speed
-        grad = grad.numpy().copy()
-        x.grad = None
-        tape.manual_seed(seed)
-        eager = fn(x)
-        eager.backward()
-        assert loss.item() == eager.item() and np.array_equal(grad, x.grad.numpy())
-        x.grad = None
-    assert step.replays == 0 and "0 plan(s)" in repr(step)  # a plan that can never replay is not kept
+    losses = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "no plan can replay" warning
+        for seed in range(5):
+            tape.manual_seed(seed)
+            loss, (grad,) = step(x)
+            grad = grad.numpy().copy()
+            after = tape.randn(1).item()  # the generator is left where eager leaves it
+            x.grad = None
+            tape.manual_seed(seed)
+            eager = fn(x)
+            eager.backward()
+            assert loss.item() == eager.item() and np.array_equal(grad, x.grad.numpy())
+            assert after == tape.randn(1).item()
+            losses.add(loss.item())
+            x.grad = None
+    assert step.replays == 4 and len(losses) == 5
+
+
+def test_an_op_drawing_without_declaring_its_draw_runs_eagerly_and_says_so():
+    """An op whose forward resolves an attribute it did not declare as a draw (a test op drawing a seed) can
+    never be replayed: every call runs eagerly, with eager's numbers, warned once (silent before)."""
+
+    def forward(x, *, rng=None):
+        seed = int(np.random.default_rng(rng).integers(0, 2**31)) if not isinstance(rng, int) else rng
+        return x * (1 + seed % 7), {"rng": seed}
+
+    op = tape.defop("compiletest_undeclared_draw", family="compiletest", inputs=("x",), forward=forward,
+                    vjps=(lambda g, ans, x, rng: g * (1 + rng % 7),), returns_aux=True,
+                    second_order=tape.Grad.NOT_DIFFERENTIABLE)
+    try:
+        w = tape.tensor(np.ones(3), requires_grad=True)
+        step = compile(lambda: ops.sum(op(w, rng=np.random.default_rng(0)) * w), [w])
+        with pytest.warns(RuntimeWarning, match="op 'compiletest_undeclared_draw' draws random numbers every call"):
+            for _ in range(3):
+                step()
+        assert step.replays == 0 and "0 plan(s)" in repr(step)
+    finally:
+        tape.unregister_op("compiletest_undeclared_draw")
 
 
 @pytest.mark.parametrize("reads", ["item", "gradients"])

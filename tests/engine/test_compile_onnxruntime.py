@@ -351,3 +351,69 @@ def test_classification_losses_with_class_weights_run_through_onnx_runtime(loss)
             assert relative(loss_value.numpy(), eager.numpy()) <= 1e-12, k
             assert relative(g.numpy(), w.grad.numpy()) <= 1e-12, k
     assert step.onnx_runs == 2
+
+
+def test_dropout_masks_are_drawn_where_fn_calls_dropout_and_fed_every_call():
+    """dropout's seed is drawn where fn calls it (fn draws from the same generator before and after), and its mask
+    -- forward and backward -- is a graph input made from this call's seed: every call gives eager's loss and
+    gradients, a new mask each time, through ONNX Runtime."""
+    rng = np.random.default_rng(0)
+    w = tape.tensor(rng.standard_normal((6, 8)), requires_grad=True)
+
+    def fn(x):
+        h = ops.dropout(x @ w, 0.3)
+        return ops.sum(ops.tanh(h) * tape.randn(8, dtype=x.dtype))
+
+    step = tape.compile(fn, [w], backend="onnxruntime")
+    losses = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback
+        for seed in range(5):
+            x = rng.standard_normal((4, 6))
+            tape.manual_seed(seed)
+            w.grad = None
+            loss, (g,) = step(x)
+            got, after = g.numpy().copy(), tape.randn(1).item()
+            tape.manual_seed(seed)
+            w.grad = None
+            want = fn(x)
+            want.backward()
+            assert relative(loss.numpy(), want.numpy()) <= 1e-12 and relative(got, w.grad.numpy()) <= 1e-12
+            assert after == tape.randn(1).item()  # the generator left where eager leaves it
+            losses.add(loss.item())
+    assert step.onnx_runs == 4 and len(losses) == 5
+
+
+def test_a_lowering_holding_a_drawn_value_is_refused():
+    """A lowering that bakes what its call drew (here a test op's seed, as a constant) would replay the first
+    call's draw: the plan is lowered again with other draws, the graph changes, and it runs the numpy plan
+    (warned), with eager's numbers."""
+    from tape.compile_guards import random_draw
+    from tape.onnx import lowering
+
+    def forward(x, *, rng=None):
+        seed = rng if isinstance(rng, int) else int(tape.random.as_generator("t", rng).integers(0, 2**31))
+        return x * (1.0 + seed % 5), {"rng": seed}
+
+    op = tape.defop("compiletest_baked_draw", family="compiletest", inputs=("x",), forward=forward,
+                    vjps=(lambda g, ans, x, rng: g * (1.0 + rng % 5),), returns_aux=True,
+                    second_order=tape.Grad.NOT_DIFFERENTIABLE)
+    try:
+        random_draw(op, ("rng",), lambda a: {} if isinstance(a.get("rng"), int) else {
+            "rng": int(tape.random.as_generator("t", a.get("rng")).integers(0, 2**31))})
+        lowering(op, lambda g, rec, x: g.op("Mul", x, g.const(np.asarray(1.0 + rec.attributes["rng"] % 5))))
+        w = tape.tensor(np.ones(3), requires_grad=True)
+        step = tape.compile(lambda: ops.sum(op(w) * w), [w], backend="onnxruntime")
+        with pytest.warns(RuntimeWarning, match="holds a value the call drew"):
+            for seed in range(3):
+                tape.manual_seed(seed)
+                w.grad = None
+                loss, (g,) = step()
+                tape.manual_seed(seed)
+                w2 = tape.tensor(np.ones(3), requires_grad=True)
+                want = ops.sum(op(w2) * w2)
+                want.backward()
+                assert loss.item() == want.item() and np.array_equal(g.numpy(), w2.grad.numpy())
+        assert step.onnx_runs == 0 and step.replays == 2
+    finally:
+        tape.unregister_op("compiletest_baked_draw")

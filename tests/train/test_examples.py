@@ -259,8 +259,9 @@ COMPILED = [
     # the key-padding lengths are an integer attribute of attention, held by the graph: other lengths every batch
     ("padded_classification", [], ["numpy plan: op 'scaled_dot_product_attention' takes an integer array"]),
     ("char_lm", ["--dropout", "0"], ["onnx"]),
-    # dropout draws its mask every call, in fn's order of draws: warned, eager
-    ("char_lm", [], ["eager: op 'scaled_dot_product_attention' draws random numbers"]),
+    # dropout's masks are fed every call, drawn where fn calls it; attention's dropout has no lowering yet: the
+    # plan replays on numpy (warned)
+    ("char_lm", [], ["numpy plan: op 'scaled_dot_product_attention' is not exportable to ONNX: dropout_p > 0"]),
     # MAML's inner gradients (tape.gradients inside fn) read the trace's values: each call runs eagerly, warned; the
     # joint baseline compiles
     ("meta_learning", ["--meta-batch", "4", "--eval-tasks", "8", "--eval-steps", "2"],
