@@ -8,6 +8,10 @@ itself; a ``tape.Generator`` or ``np.random.Generator`` (None: ``tape.default_ge
 under the attribute's own name, ``rng``, so the backward, a replay of the tape and the second-order pass
 regenerate the same mask from the recorded attribute. Not training, or ``p == 0``, is the identity.
 
+``dropout_keep`` is dropout's keep mask as an op of the seed: dropout's create_graph backward multiplies by it,
+so an exported training step reads it as a graph input made from each call's seed. Every random op declares its
+draw (``tape.compile_guards.random_draw``), so a compiled step draws the seed where fn calls the op.
+
 The variants follow the same policy through one helper: each draws a constant (scale, shift) pair from the seed
 (rrelu's slopes, a channel's keep mask, alpha dropout's affine map of kept and dropped units), the forward is
 input * scale + shift, the rule g * scale and the second order differentiates input * scale + shift again with the
@@ -16,6 +20,7 @@ recorded seed's constants. gumbel_softmax records the seed of its Gumbel noise t
 
 __all__ = [
     "dropout",
+    "dropout_keep",
     "dropout1d",
     "dropout2d",
     "dropout3d",
@@ -38,7 +43,7 @@ from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 from ._numerics import constant_values
 from ._onnx import NotExportable
 from ._samples import away_from, transposed, uniform
-from ._validation import normalize_dim, require, require_bool, require_float
+from ._validation import integer, normalize_dim, require, require_bool, require_float
 
 _SEEDS = 2**63 - 1
 
@@ -144,9 +149,7 @@ def _dropout_keep(input, p=0.5, *, rng):
 def _check_dropout_keep(input, p=0.5, *, rng):
     require_float("dropout_keep", "input", input)
     _check_probability("dropout_keep", p)
-    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral):
-        raise TypeError(f"dropout_keep: argument 'rng' expected an int seed, got {type(rng).__name__}")
-    require(0 <= int(rng) < 2**64, "dropout_keep", "rng", "a seed in [0, 2**64)", rng)
+    require(integer("dropout_keep", "rng", rng, 0) < 2**64, "dropout_keep", "rng", "a seed in [0, 2**64)", rng)
 
 
 def _dropout_keep_samples(rng):
