@@ -602,6 +602,7 @@ def _export(fn_or_module, example_inputs, path, opset: int, naming, kept: _Kept,
     model = helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="minitape")
     model.ir_version = min(model.ir_version, 10)  # what ONNX Runtime 1.2x reads
     _widen_for_runtime(model, g, recorder)
+    _drop_dead_nodes(model.graph)
     onnx.checker.check_model(model)
     if path is not None:
         onnx.save(model, os.fspath(path))
@@ -618,6 +619,23 @@ def _widen_for_runtime(model, g: Graph, recorder: _ExportTape) -> None:
         return (recorder.operations[index].op_name, recorder.sites[index]) if index is not None else ("?", "?")
 
     widen(model, lambda k: owner(k)[0], lambda k: owner(k)[1])
+
+
+def _drop_dead_nodes(graph) -> None:
+    """Remove the nodes no graph output depends on, and the initializers only they read: ONNX Runtime runs every
+    node it is given (a composite's own output its backward does not read: attention's P @ V, a MatMul each)."""
+    needed = {o.name for o in graph.output}
+    live = []
+    for node in reversed(graph.node):
+        if any(name in needed for name in node.output):
+            live.append(node)
+            needed.update(node.input)
+    if len(live) == len(graph.node):
+        return
+    kept = [t for t in graph.initializer if t.name in needed]
+    del graph.node[:], graph.initializer[:]
+    graph.node.extend(reversed(live))
+    graph.initializer.extend(kept)
 
 
 # -- dynamic axes: a lowering must not bake a size that depends on one -----------------------------------------

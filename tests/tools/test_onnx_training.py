@@ -59,6 +59,9 @@ def check_training_graph(ort, loss_fn, params, names, batches, dtype):
     outputs = [o.name for o in model.graph.output]
     assert outputs[0] == "loss" and len(outputs) == 1 + len(params)
     assert all(name.startswith("grad_") for name in outputs[1:])
+    read = {name for node in model.graph.node for name in node.input} | set(outputs)
+    dead = [node.name for node in model.graph.node if not read.intersection(node.output)]
+    assert not dead, f"nodes no output depends on (ONNX Runtime runs them all): {dead}"
     for k, batch in enumerate(batches):
         if k == 2:  # other parameter values: an optimizer step
             for p in params:
