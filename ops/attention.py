@@ -7,7 +7,7 @@ log-sum-exp, and one joint backward giving dQ, dK, dV and the float mask's gradi
 Derivation: docs/attention.md.
 """
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["scaled_dot_product_attention", "attention_dropout_keep"]
 
 import math
 import numbers
@@ -20,10 +20,10 @@ from tape.onnx import lowering
 from tape.random import as_generator
 from tape.registry import Grad, Sample, defop
 
-from ._kernels.flash import attention_backward, attention_forward, dropout_keep_mask
+from ._kernels.flash import attention_backward, attention_forward, dropout_keep_masks
 from ._onnx import NotExportable
 from ._samples import uniform
-from ._validation import one_of
+from ._validation import integer, one_of, require, require_float
 
 OP = "scaled_dot_product_attention"
 ALIGNMENTS = ("top_left", "bottom_right")
@@ -152,11 +152,10 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
     if not everywhere:
         scores = where(allowed, scores, np.array(-np.inf, scores.dtype))
     weights = softmax(where(seen, scores, np.array(0, scores.dtype)), -1) * cast(seen, scores.dtype)
-    if options["dropout_p"]:
+    if options["dropout_p"]:  # the mask an op of the seed: a recorded backward reads it per call, not as a constant
         p = options["dropout_p"]
-        heads = int(np.prod(weights.shape[:-2]))
-        keep = np.stack([dropout_keep_mask(options["seed"], h, (0, L), (0, S), L, S, p) for h in range(heads)])
-        weights = weights * (keep.reshape(weights.shape) / (1 - p)).astype(weights.dtype)
+        keep = cast(attention_dropout_keep(weights, p, rng=options["seed"]), weights.dtype)
+        weights = weights * (keep * np.asarray(0.0 if p == 1 else 1 / (1 - p), weights.dtype))
     return matmul(weights, value)
 
 
@@ -413,6 +412,36 @@ scaled_dot_product_attention = defop(
 random_draw(scaled_dot_product_attention, ("rng", "dropout_seed"), _draw)
 
 
+def _attention_dropout_keep(weights, p=0.0, *, rng):
+    """The attention weights attention's dropout with seed ``rng`` keeps: True where each flat head's (row, key)
+    draw passes p, in the weights' (..., L, S) shape (their values are not read): the kernels' own mask."""
+    return dropout_keep_masks(int(rng), np.shape(weights), p)
+
+
+def _check_attention_dropout_keep(weights, p=0.0, *, rng):
+    op = "attention_dropout_keep"
+    require_float(op, "weights", weights)
+    require(np.ndim(weights) >= 2, op, "weights", "a tensor of (..., L, S) attention weights", np.shape(weights))
+    require(isinstance(p, numbers.Real) and 0 <= p <= 1, op, "p", "a probability in [0, 1]", p)
+    require(integer(op, "rng", rng, 0) < 2**64, op, "rng", "a seed in [0, 2**64)", rng)
+
+
+attention_dropout_keep = defop(
+    "attention_dropout_keep",
+    family="attention",
+    inputs=("weights",),
+    forward=_attention_dropout_keep,
+    vjps=(Grad.NOT_DIFFERENTIABLE,),
+    check=_check_attention_dropout_keep,
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3, 4, 5)),), {"p": 0.3, "rng": 7}, "(batch, heads, L, S)"),
+        Sample((uniform(rng, (4, 4)),), {"p": 1.0, "rng": 1}, "p=1 drops everything"),
+        Sample((uniform(rng, (0, 2, 3)),), {"p": 0.5, "rng": 2}, "empty"),
+    ],
+    notes="attention's dropout mask as an op of its seed: its recorded backward multiplies by it.",
+)
+
+
 # -- ONNX lowering (tape.onnx.export) ------------------------------------------------------------------------
 # ONNX's Attention (opset 23) takes 4-D (batch, heads, length, features) inputs, GQA included. Causality with
 # torch's top-left alignment is its is_causal; the other options become one mask: bottom-right causality and
@@ -459,9 +488,10 @@ def _onnx_sdpa_mask(g, rec, attn_mask, L: int, S: int, use_is_causal: bool):
     return (None if allowed is None else g.op("Expand", allowed, g.ints([L, S]))), False
 
 
-def _onnx_attention_matmul(g, rec, q, k, v, mask, scale: float):
+def _onnx_attention_matmul(g, rec, q, k, v, mask, scale: float, dropout=None):
     """softmax(scale * Q K^T (masked)) V with MatMul and Softmax: float64 (ONNX Runtime's Attention computes in
-    float32 precision), a scale <= 0 (Attention rejects it). Rows that see no key give 0, as minitape's."""
+    float32 precision), a scale <= 0 (Attention rejects it), dropout (the weights times ``dropout``, the mask's
+    scale fed per call). Rows that see no key give 0, as minitape's."""
     dtype = rec.inputs[0].dtype
     heads_q, heads_kv = ((1, 1, *rec.inputs[i].shape)[-3] for i in (0, 1))  # 2-D, 3-D inputs: one head
     if heads_q != heads_kv:  # GQA: each key/value head serves heads_q // heads_kv query heads
@@ -477,7 +507,24 @@ def _onnx_attention_matmul(g, rec, q, k, v, mask, scale: float):
     hidden = g.op("Cast", g.op("IsInf", scores, detect_positive=0), to=6)  # 6: INT32
     empty = g.op("Greater", g.op("ReduceMin", hidden, g.ints([-1]), keepdims=1), g.const(np.zeros((), np.int32)))
     weights = g.op("Where", empty, g.const(np.array(0, dtype)), g.op("Softmax", scores, axis=-1))
+    if dropout is not None:
+        weights = g.op("Mul", weights, dropout)
     return g.op("MatMul", weights, v)
+
+
+def _fed_dropout_scale(rec, ndim: int):
+    """compute(attributes) for ``Graph.feed``: the dropout mask's scale (1 / (1 - p) kept, 0 dropped) of the
+    call's (..., L, S) weights, in the lowering's 4-D frame."""
+    L, S = rec.inputs[0].shape[-2], rec.inputs[1].shape[-2]
+    shape, dtype = tuple(rec.output.shape[:-2]) + (L, S), rec.inputs[0].dtype
+
+    def compute(attributes):
+        p = float(attributes["dropout_p"])
+        keep = dropout_keep_masks(int(attributes["dropout_seed"]), shape, p)
+        scale = np.where(keep, np.asarray(0.0 if p == 1 else 1 / (1 - p), dtype), np.asarray(0, dtype))
+        return scale.reshape((1,) * (4 - ndim) + shape)
+
+    return compute
 
 
 def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
@@ -485,18 +532,20 @@ def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
     ndim = len(rec.inputs[0].shape)
     L, E = rec.inputs[0].shape[-2:] if ndim >= 2 else (0, 0)
     S = rec.inputs[1].shape[-2] if ndim >= 2 else 0
-    if a.get("dropout_p"):
-        raise NotExportable("dropout_p > 0 draws random masks; export with dropout_p=0 (eval mode)")
     empty = any(0 in s.shape for s in rec.inputs[:3])  # an empty batch too: ONNX Runtime's Attention fails on it
     if not 2 <= ndim <= 4 or empty or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
         raise NotExportable("only 2-D to 4-D non-empty query, key and value of one rank have a lowering")
     scale = _default_scale(E) if a.get("scale") is None else float(a["scale"])
-    decompose = rec.inputs[0].dtype == np.float64 or scale <= 0
+    dropout = None
+    if a.get("dropout_p"):  # a compiled step feeds each call's mask; an exported model would fix one: refused
+        refuse = "dropout_p > 0 draws random masks; export with dropout_p=0 (eval mode)"
+        dropout = g.feed(rec, _fed_dropout_scale(rec, ndim), refuse)
+    decompose = rec.inputs[0].dtype == np.float64 or scale <= 0 or dropout is not None
     mask, causal = _onnx_sdpa_mask(g, rec, attn_mask, L, S, use_is_causal=not decompose)
     lead = None if ndim == 4 else g.ints(range(4 - ndim))
     q, k, v = (x if lead is None else g.op("Unsqueeze", x, lead) for x in (query, key, value))
     if decompose:
-        out = _onnx_attention_matmul(g, rec, q, k, v, mask, scale)
+        out = _onnx_attention_matmul(g, rec, q, k, v, mask, scale, dropout)
     else:
         out = g.op("Attention", q, k, v, mask, is_causal=int(causal), scale=scale)
     return out if lead is None else g.op("Squeeze", out, lead)
@@ -509,3 +558,14 @@ lowering(
     "alone in its row): ONNX Runtime's Attention and Softmax give 0 or finite values where minitape's kernel gives "
     "NaN, or the reverse",
 )
+
+
+def _onnx_attention_dropout_keep(g, rec, weights):
+    """A compiled step's graph: the mask fed from each call's seed. An exported model: the seed's mask, a
+    constant (the seed is the op's attribute), in the weights' shape."""
+    shape = rec.inputs[0].shape
+    mask = g.feed(rec, lambda attributes: dropout_keep_masks(int(attributes["rng"]), shape, attributes.get("p", 0.0)))
+    return mask if g.feeds is not None else g.op("Expand", mask, g.op("Shape", weights))
+
+
+lowering(attention_dropout_keep, _onnx_attention_dropout_keep)

@@ -247,6 +247,7 @@ def _drawn(records) -> dict:
     index, the attribute's name): a graph input made from it is made from that call's draw on every run. Two
     equal draws (2**-63 apart) could not be told apart: refused."""
     from .compile_guards import key_or_none
+    from .onnx import NotExportableError
     from .recording import ResolvedAttributes
 
     drawn: dict = {}
@@ -256,7 +257,10 @@ def _drawn(records) -> dict:
             for name, v in attrs.items():
                 if type(v) is int and key_or_none(v) != key_or_none(attrs.given.get(name)):
                     if v in drawn:
-                        raise ValueError(f"tape.compile: two draws gave the same value {v}")
+                        raise NotExportableError(
+                            f"two of the call's random draws gave the same value ({v}: generators seeded alike?), "
+                            "so the graph could not tell the masks made from them apart"
+                        )
                     drawn[v] = (k, name)
     return drawn
 

@@ -37,6 +37,7 @@ __all__ = [
     "attention_forward",
     "attention_backward",
     "dropout_keep_mask",
+    "dropout_keep_masks",
 ]
 
 
@@ -259,6 +260,12 @@ def dropout_keep_mask(seed, head_index, rows, keys, L, S, p) -> np.ndarray:
     (batch element * heads + head); each (head, row, key) owns one 64-bit Philox draw, kept when it is
     >= p * 2**64, so any tiling regenerates the same mask."""
     return _keep_flags(seed, head_index, 1, rows, keys, L, S, p)[0]
+
+
+def dropout_keep_masks(seed, shape, p) -> np.ndarray:
+    """``dropout_keep_mask`` of every flat head of scores of ``shape`` (..., L, S), whole, in that shape."""
+    L, S = shape[-2:]
+    return _keep_flags(seed, 0, math.prod(shape[:-2]), (0, L), (0, S), L, S, p).reshape(shape)
 
 
 def _keep_flags(seed, first_head, n_heads, rows, keys, L, S, p) -> np.ndarray:

@@ -417,3 +417,27 @@ def test_a_lowering_holding_a_drawn_value_is_refused():
         assert step.onnx_runs == 0 and step.replays == 2
     finally:
         tape.unregister_op("compiletest_baked_draw")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_tiny_gpt_with_dropout_trains_through_onnx_runtime_as_eager(dtype):
+    """TinyGPT with dropout (nn.Dropout and attention's dropout_p), each twin drawing from its own generator: every
+    compiled call runs through ONNX Runtime -- the masks made from this call's seeds, fed -- and gives eager's loss
+    and gradients (it ran eagerly every call before, then attention's dropout had no lowering)."""
+    common = load_common()
+    eager, compiled = twins(lambda: common.TinyGPT(31, 12, d_model=32, num_heads=4, num_layers=2, dropout=0.2,
+                                                   dtype=dtype, rng=np.random.default_rng(5)))
+    for model in (eager, compiled):
+        generator = np.random.default_rng(11)  # one per twin: the same draws on both sides
+        for m in model.modules():
+            if hasattr(m, "rng"):
+                m.rng = generator
+    step = tape.compile(compiled.loss, compiled.parameters(), backend="onnxruntime")
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback
+        for _ in range(4):
+            tokens, targets = rng.integers(0, 31, (3, 12)), rng.integers(0, 31, (3, 12))
+            check_step(eager, eager.loss, step, list(eager.parameters()), list(compiled.parameters()),
+                       (tokens, targets), dtype)
+    assert step.onnx_runs == 3

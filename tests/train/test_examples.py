@@ -259,9 +259,8 @@ COMPILED = [
     # the key-padding lengths are an integer attribute of attention, held by the graph: other lengths every batch
     ("padded_classification", [], ["numpy plan: op 'scaled_dot_product_attention' takes an integer array"]),
     ("char_lm", ["--dropout", "0"], ["onnx"]),
-    # dropout's masks are fed every call, drawn where fn calls it; attention's dropout has no lowering yet: the
-    # plan replays on numpy (warned)
-    ("char_lm", [], ["numpy plan: op 'scaled_dot_product_attention' is not exportable to ONNX: dropout_p > 0"]),
+    # dropout's masks (nn.Dropout's, attention's) are drawn where fn calls them and fed every call
+    ("char_lm", [], ["onnx"]),
     # MAML's inner gradients (tape.gradients inside fn) read the trace's values: each call runs eagerly, warned; the
     # joint baseline compiles
     ("meta_learning", ["--meta-batch", "4", "--eval-tasks", "8", "--eval-steps", "2"],
