@@ -422,7 +422,7 @@ def _check_attention_dropout_keep(weights, p=0.0, *, rng):
     op = "attention_dropout_keep"
     require_float(op, "weights", weights)
     require(np.ndim(weights) >= 2, op, "weights", "a tensor of (..., L, S) attention weights", np.shape(weights))
-    require(isinstance(p, numbers.Real) and 0 <= p <= 1, op, "p", "a probability in [0, 1]", p)
+    require(isinstance(p, numbers.Real) and 0 <= float(p) <= 1, op, "p", "a probability in [0, 1]", p)
     require(integer(op, "rng", rng, 0) < 2**64, op, "rng", "a seed in [0, 2**64)", rng)
 
 
