@@ -89,12 +89,13 @@ def difference(key, call) -> str:
 def unplanned(fn, why: str | None, plan=None, plans=()) -> None:
     """Warn (once per fn and reason, by the warnings module's own registry) that no plan can replay ``fn``'s step:
     every call runs eagerly -- eager's numbers, none of compile's speed. ``why``: the reason ``_build`` gave, else
-    None; a new ``plan`` with the very calls of one already kept shows the other reason: this call could have
-    replayed it but fn made it run eagerly part-way (it read a value it computed), as it will on every call."""
+    None; a new ``plan`` with the very calls of one already kept shows the other reason: this call matched it but
+    ran eagerly from part-way (fn read a value it computed, or changed a tensor an op had read), as it will again."""
     if why is None and plan is not None and any(_same_calls(plan, p) for p in plans):
         why = (
-            "fn reads the values of a tensor it computed on every call (tape.gradients or backward inside fn, "
-            ".item(), .numpy(), a bool of a tensor), which runs the rest of the call eagerly"
+            "every call runs the rest of the step eagerly from where fn reads the values of a tensor it computed "
+            "(tape.gradients or backward inside fn, .item(), .numpy(), a bool of a tensor) or changes a tensor an op "
+            "already read"
         )
     if why is not None:
         name = getattr(fn, "__qualname__", type(fn).__name__)
