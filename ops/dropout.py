@@ -7,12 +7,11 @@ itself; a ``tape.Generator`` or ``np.random.Generator`` (None: ``tape.default_ge
 ``tape.manual_seed``) gives a fresh seed on each call, drawn in the forward. The forward returns the seed it used
 under the attribute's own name, ``rng``, so the backward, a replay of the tape and the second-order pass
 regenerate the same mask from the recorded attribute. Not training, or ``p == 0``, is the identity.
-
-``dropout_keep``, the keep mask as an op of the seed, is what dropout's create_graph backward multiplies by;
-each op declares its draw (``random_draw``) for compiled steps (docs/compile.md). The variants follow the same policy through one helper: each draws a constant (scale, shift) pair from the seed
-(rrelu's slopes, a channel's keep mask, alpha dropout's affine map of kept and dropped units), the forward is
-input * scale + shift, the rule g * scale and the second order differentiates input * scale + shift again with the
-recorded seed's constants. gumbel_softmax records the seed of its Gumbel noise the same way.
+``dropout_keep`` (the mask as an op of the seed) is what create_graph multiplies by; every op declares its draw
+(``random_draw``) for compiled steps. The variants follow the same policy through one helper: each draws a
+constant (scale, shift) pair from the seed (rrelu's slopes, a channel's keep mask, alpha dropout's affine map), the
+forward is input * scale + shift, the rule g * scale, the second order differentiates input * scale + shift again
+with the recorded seed's constants. gumbel_softmax records the seed of its Gumbel noise the same way.
 """
 
 __all__ = [
