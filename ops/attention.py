@@ -7,7 +7,7 @@ log-sum-exp, and one joint backward giving dQ, dK, dV and the float mask's gradi
 Derivation: docs/attention.md.
 """
 
-__all__ = ["scaled_dot_product_attention", "attention_dropout_keep"]
+__all__ = ["scaled_dot_product_attention", "attention_dropout_keep", "attention_key_mask"]
 
 import math
 import numbers
@@ -128,12 +128,8 @@ def _composite(query, key, value, attn_mask=None, *, options=None, **attributes)
     allowed = np.ones((L, S), dtype=bool)
     if options["causal_offset"] is not None:
         allowed = np.arange(S)[None, :] <= np.arange(L)[:, None] + options["causal_offset"]
-    if options["lengths"] is not None:
-        lengths = options["lengths"]
-        visible = np.arange(S) < lengths.reshape(
-            lengths.shape + (1,) * max(0, scores.ndim - 3 - lengths.ndim) + (1, 1, 1)
-        )
-        allowed = allowed & visible.reshape(visible.shape[max(0, visible.ndim - scores.ndim) :])
+    if options["lengths"] is not None:  # an op of the lengths: a recorded backward reads them per call
+        allowed = logical_and(attention_key_mask(scores, lengths=options["lengths"]), allowed)
     if attn_mask is not None:
         if attn_mask.dtype == np.bool_:
             allowed = logical_and(attn_mask, allowed)
@@ -412,6 +408,47 @@ scaled_dot_product_attention = defop(
 random_draw(scaled_dot_product_attention, ("rng", "dropout_seed"), _draw)
 
 
+def _key_mask(shape, lengths) -> np.ndarray:
+    """Key j of scores of ``shape`` (..., L, S) visible where j < its batch element's length: broadcastable."""
+    lengths = np.asarray(lengths)
+    ndim = len(shape)
+    visible = np.arange(shape[-1]) < lengths.reshape(lengths.shape + (1,) * max(0, ndim - 3 - lengths.ndim) + (1, 1, 1))
+    return visible.reshape(visible.shape[max(0, visible.ndim - ndim) :])
+
+
+def _attention_key_mask(scores, *, lengths):
+    """Which keys the scores' rows may see under ``lengths`` (key_padding_lengths, an int array over the batch
+    dims): key j where j < its batch element's length, in the scores' (..., L, S) shape (their values unread)."""
+    return np.broadcast_to(_key_mask(np.shape(scores), lengths), np.shape(scores)).copy()
+
+
+def _check_attention_key_mask(scores, *, lengths):
+    op = "attention_key_mask"
+    require_float(op, "scores", scores)
+    require(np.ndim(scores) >= 3, op, "scores", "a tensor of (..., heads, L, S) attention scores", np.shape(scores))
+    lengths = np.asarray(lengths)
+    require(lengths.dtype.kind in "iu", op, "lengths", "an integer array of key counts", f"dtype {lengths.dtype}")
+    batch, S = np.shape(scores)[:-3], np.shape(scores)[-1]
+    require(_broadcasts_to(lengths.shape, batch), op, "lengths", f"a shape broadcastable to {batch}", lengths.shape)
+    require(not lengths.size or 0 <= lengths.min() <= lengths.max() <= S, op, "lengths", f"counts in [0, {S}]", lengths)
+
+
+attention_key_mask = defop(
+    "attention_key_mask",
+    family="attention",
+    inputs=("scores",),
+    forward=_attention_key_mask,
+    vjps=(Grad.NOT_DIFFERENTIABLE,),
+    check=_check_attention_key_mask,
+    samples=lambda rng: [
+        Sample((uniform(rng, (3, 2, 4, 5)),), {"lengths": np.array([5, 2, 0])}, "(batch, heads, L, S)"),
+        Sample((uniform(rng, (2, 4, 5)),), {"lengths": np.array(3)}, "3-D: one count"),
+        Sample((uniform(rng, (0, 2, 3, 3)),), {"lengths": np.zeros(0, np.int64)}, "empty batch"),
+    ],
+    notes="attention's key-padding mask as an op of its lengths: its recorded backward reads them per call.",
+)
+
+
 def _attention_dropout_keep(weights, p=0.0, *, rng):
     """The attention weights attention's dropout with seed ``rng`` keeps: True where each flat head's (row, key)
     draw passes p, in the weights' (..., L, S) shape (their values are not read): the kernels' own mask."""
@@ -447,18 +484,23 @@ attention_dropout_keep = defop(
 # torch's top-left alignment is its is_causal; the other options become one mask: bottom-right causality and
 # key_padding_lengths (a graph input when the model was exported with it) as a boolean mask, and-ed with a
 # boolean attn_mask or selecting a float one (-inf elsewhere).
-def _onnx_lengths_mask(g, lengths, L: int, S: int, dims: int):
-    """keys j < lengths[b]: a (B, 1, L, S) boolean mask from a 1-D lengths value (an ONNX name) or array."""
+def _onnx_lengths_mask(g, rec, lengths, L: int, S: int, dims: int):
+    """keys j < lengths[b]: a (B, 1, L, S) boolean mask from a 1-D lengths value (an ONNX name) or array (in a
+    compiled step's graph an input made from each call's lengths, in an exported model a constant)."""
     if not isinstance(lengths, str):
-        lengths = np.asarray(lengths.numpy() if hasattr(lengths, "numpy") else lengths)
-        if lengths.ndim != 1 or dims != 4:
+        if np.ndim(_lengths_array(lengths)) != 1 or dims != 4:
             raise NotExportable("key_padding_lengths other than 1-D over the batch of 4-D inputs has no lowering")
-        lengths = g.const(lengths, dtype=np.int64)
+        lengths = g.feed(rec, lambda attributes: _lengths_array(attributes["key_padding_lengths"]))
     elif dims != 4:
         raise NotExportable("key_padding_lengths with other than 4-D inputs has no lowering")
     lengths = g.op("Unsqueeze", g.op("Cast", lengths, to=7), g.ints([1, 2, 3]))  # 7: int64
     visible = g.op("Less", g.const(np.arange(S, dtype=np.int64)), lengths)
     return g.op("And", visible, g.const(np.ones((L, 1), dtype=bool)))  # ONNX Runtime wants the mask's L
+
+
+def _lengths_array(lengths) -> np.ndarray:
+    """key_padding_lengths (an array or a Tensor) as an int64 array."""
+    return np.asarray(lengths.numpy() if hasattr(lengths, "numpy") else lengths).astype(np.int64)
 
 
 def _onnx_sdpa_mask(g, rec, attn_mask, L: int, S: int, use_is_causal: bool):
@@ -474,7 +516,7 @@ def _onnx_sdpa_mask(g, rec, attn_mask, L: int, S: int, use_is_causal: bool):
             return None, True
         bools.append(g.const(np.arange(S)[None, :] <= np.arange(L)[:, None] + offset))
     if lengths is not None:
-        bools.append(_onnx_lengths_mask(g, lengths, L, S, len(rec.inputs[0].shape)))
+        bools.append(_onnx_lengths_mask(g, rec, lengths, L, S, len(rec.inputs[0].shape)))
     if user is not None and user.dtype == np.bool_:
         bools.append(attn_mask)
     allowed = bools[0] if bools else None
@@ -560,6 +602,14 @@ lowering(
 )
 
 
+def _onnx_attention_key_mask(g, rec, scores):
+    """The visible keys of each call's lengths (fed in a compiled step's graph, a constant in an exported model),
+    expanded to the scores' shape."""
+    shape = rec.inputs[0].shape
+    visible = g.feed(rec, lambda attributes: _key_mask(shape, attributes["lengths"]))
+    return g.op("Expand", visible, g.op("Shape", scores))
+
+
 def _onnx_attention_dropout_keep(g, rec, weights):
     """A compiled step's graph: the mask fed from each call's seed. An exported model: the seed's mask, a
     constant (the seed is the op's attribute), in the weights' shape."""
@@ -569,3 +619,4 @@ def _onnx_attention_dropout_keep(g, rec, weights):
 
 
 lowering(attention_dropout_keep, _onnx_attention_dropout_keep)
+lowering(attention_key_mask, _onnx_attention_key_mask)

@@ -108,8 +108,8 @@ def _int_arrays(attrs) -> list:
 
 
 class OrtProgram:
-    """A plan's training graph in an ONNX Runtime session: ``run(loss_placeholder, trace)`` or None (run the numpy
-    plan instead)."""
+    """A plan's training graph in an ONNX Runtime session: ``matches(entries)`` this call's inputs (None: run the
+    numpy plan instead), ``run`` them."""
 
     def __init__(self, session, pattern, int_attrs, grad_inputs, n_inputs, unused):
         self.session, self.pattern, self.int_attrs = session, pattern, int_attrs
@@ -119,10 +119,13 @@ class OrtProgram:
         self.unused = unused  # positions in grad_inputs the loss does not reach: no .grad, as in eager
         self.feeds: list = []  # the graph's per-run inputs (tape.onnx.Graph.feed): (name, attributes, compute)
         self.drawn: dict = {}  # a value the build call drew (a dropout seed) -> (its op call's index, attribute)
+        # True when the graph holds none of the integer-array attributes (they reach it only as per-run inputs):
+        # they are then not compared; ``arrays``: each op call's (index, name, array at build) of them
+        self.fed_arrays, self.arrays = False, []
 
     def matches(self, entries) -> tuple | None:
-        """(this call's outside tensors, its op calls) when its pattern and integer attributes equal the graph's,
-        else None: what ``run`` takes."""
+        """(this call's outside tensors, the per-run inputs made from its attributes) when its pattern and the
+        integer attributes the graph holds equal the graph's, else None: what ``run`` takes."""
         from .compile import _Pending
 
         tensors, pattern = _outside((e[1] for e in entries), lambda t: type(t) is _Pending)
@@ -132,7 +135,7 @@ class OrtProgram:
         if len(now) != len(self.int_attrs):
             return None
         for (name, a), b in zip(now, self.int_attrs, strict=True):
-            if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b):
+            if a.shape != b.shape or a.dtype != b.dtype or (not self.fed_arrays and not np.array_equal(a, b)):
                 _warn(
                     f"tape.compile(backend='onnxruntime'): op '{name}' takes an integer array attribute whose values "
                     "differ from those its ONNX graph was built with (the graph holds them), so such calls run the "
@@ -141,26 +144,37 @@ class OrtProgram:
                 return None
         if HOOKS and any(t.id in HOOKS for t in tensors):
             return None
-        return tensors, entries
+        try:  # a value the build call drew or an integer attribute it had: this call's instead
+            feeds = {name: compute({k: self._now(v, entries) for k, v in a.items()}) for name, a, compute in self.feeds}
+        except LookupError:
+            return None
+        return tensors, feeds
 
     def run(self, matched) -> tuple[np.ndarray, list]:
         """(the loss array, [(leaf, gradient array)]): the session on this call's arrays (C order; a 0-D array stays
-        0-D -- np.ascontiguousarray would make it (1,)) and the per-run inputs made from this call's attributes."""
-        tensors, entries = matched
+        0-D -- np.ascontiguousarray would make it (1,)) and the per-run inputs."""
+        tensors, feeds = matched
         feed = {name: np.asarray(t._data, order="C") for name, t in zip(self.input_names, tensors, strict=False)}
-        for name, attributes, compute in self.feeds:  # a value the build call drew: this call's draw instead
-            now = {k: self._now(v, entries) for k, v in attributes.items()}
-            feed[name] = np.asarray(compute(now), order="C")
+        feed.update((name, np.asarray(x, order="C")) for name, x in feeds.items())
         out = self.session.run(None, feed)
         pairs = zip(self.grad_inputs, out[1:], strict=True)
         return out[0], [(tensors[k], g) for j, (k, g) in enumerate(pairs) if j not in self.unused]
 
     def _now(self, value, entries):
-        """``value`` of an attribute at build time as this call has it: a drawn seed is this call's draw."""
-        if type(value) is not int or value not in self.drawn:
+        """``value`` of an attribute at build time as this call has it: a drawn seed is this call's draw; an integer
+        array the op calls that had it at build now have (LookupError when none did, or they now differ)."""
+        if type(value) is int and value in self.drawn:
+            k, name = self.drawn[value]
+            return entries[k][2][name]
+        if isinstance(value, tuple | list) and _int_arrays({"": value}):
+            raise LookupError("an integer array nested in an attribute the graph is fed")
+        if not _is_int_array(value):
             return value
-        k, name = self.drawn[value]
-        return entries[k][2][name]
+        places = [(k, n) for k, n, a in self.arrays if a.shape == value.shape and np.array_equal(a, value)]
+        now = [np.asarray(entries[k][2][n]) for k, n in places]
+        if not now or any(x.shape != now[0].shape or not np.array_equal(x, now[0]) for x in now[1:]):
+            raise LookupError("an integer attribute the graph is fed is not this call's")
+        return now[0]
 
 
 _WARNED: set = set()
@@ -186,6 +200,7 @@ def build_program(records, loss, providers, threads: int | None) -> OrtProgram |
         model, unused, feeds = _training_graph(records, loss, outside, grad_inputs, {})
         if drawn and _nodes(_training_graph(records, loss, outside, grad_inputs, drawn)[0]) != _nodes(model):
             raise NotExportableError("a lowering holds a value the call drew (a random seed) as a constant")
+        fed_arrays = bool(int_attrs) and _holds_no_arrays(records, loss, outside, grad_inputs, model)
     except Exception as e:  # not exportable (named), or a lowering failing: the numpy plan is exact
         _warn(f"tape.compile(backend='onnxruntime'): this plan runs on the numpy backend: {type(e).__name__}: {e}")
         return None
@@ -198,8 +213,30 @@ def build_program(records, loss, providers, threads: int | None) -> OrtProgram |
     program.input_names = [""] * len(outside)
     for k, name in zip(fed + grad_inputs, [i.name for i in session.get_inputs()][: len(outside)], strict=True):
         program.input_names[k] = name
-    program.feeds, program.drawn = feeds, drawn
+    program.feeds, program.drawn, program.fed_arrays = feeds, drawn, fed_arrays
+    program.arrays = [(k, n, a.copy()) for k, r in enumerate(records) for n, a in r[2].items() if _is_int_array(a)]
     return program
+
+
+def _is_int_array(v) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype.kind in "iub"
+
+
+def _holds_no_arrays(records, loss, outside, grad_inputs, model) -> bool:
+    """Whether the graph holds none of the call's integer-array attributes (lowered again with each of them at
+    other values -- ``tape.onnx``'s probe values --, it is the same): they then reach it only as per-run inputs."""
+    from .onnx import _other_values
+
+    def other(v):
+        return (
+            _other_values(v) if _is_int_array(v) else type(v)(other(x) for x in v) if isinstance(v, tuple | list) else v
+        )
+
+    others = [[*r[:2], {k: other(v) for k, v in r[2].items()}, *r[3:]] for r in records]
+    try:
+        return _nodes(_training_graph(others, loss, outside, grad_inputs, {})[0]) == _nodes(model)
+    except Exception:  # noqa: BLE001 -- the call refuses other values (a range check): they stay compared
+        return False
 
 
 def _training_graph(records, loss, outside, grad_inputs, redraw: dict):

@@ -441,3 +441,50 @@ def test_the_tiny_gpt_with_dropout_trains_through_onnx_runtime_as_eager(dtype):
             check_step(eager, eager.loss, step, list(eager.parameters()), list(compiled.parameters()),
                        (tokens, targets), dtype)
     assert step.onnx_runs == 3
+
+
+def test_key_padding_lengths_are_fed_every_call():
+    """Attention's key_padding_lengths (an integer attribute) reach the graph only as per-run inputs -- its lowering
+    and its create_graph composite (attention_key_mask) make the mask from each call's lengths -- so other lengths
+    every batch run through ONNX Runtime with eager's numbers (they ran the numpy plan, warned). Two attention calls
+    whose lengths were equal at build but differ later cannot be told apart in the graph: that call runs the numpy
+    plan, exact."""
+    rng = np.random.default_rng(0)
+    q, k, v = (tape.tensor(rng.standard_normal((3, 2, 5, 4)), requires_grad=True) for _ in range(3))
+    first, second = np.array([5, 2, 3]), np.array([5, 2, 3])
+
+    def fn():
+        a = ops.scaled_dot_product_attention(q, k, v, key_padding_lengths=first)
+        b = ops.scaled_dot_product_attention(a, k, v, key_padding_lengths=second)
+        return ops.sum(b * b)
+
+    step = tape.compile(fn, [q, k, v], backend="onnxruntime")
+    runs = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback while the two lengths agree
+        for lengths in ([5, 2, 3], [1, 5, 4], [3, 3, 0], [2, 4, 5]):
+            first[:], second[:] = lengths, lengths
+            for p in (q, k, v):
+                p.grad = None
+            loss, grads = step()
+            got = [g.numpy().copy() for g in grads]
+            runs += 1
+            for p in (q, k, v):
+                p.grad = None
+            want = fn()
+            want.backward()
+            assert relative(loss.numpy(), want.numpy()) <= 1e-12
+            for g, p in zip(got, (q, k, v)):
+                assert relative(g, p.grad.numpy()) <= 1e-12
+    assert step.onnx_runs == runs - 1
+    second[:] = [4, 4, 4]  # equal to first at build, not now: which one feeds which mask is unknown
+    for p in (q, k, v):
+        p.grad = None
+    loss, grads = step()
+    got = [g.numpy().copy() for g in grads]
+    for p in (q, k, v):
+        p.grad = None
+    want = fn()
+    want.backward()
+    assert loss.item() == want.item() and all(np.array_equal(g, p.grad.numpy()) for g, p in zip(got, (q, k, v)))
+    assert step.onnx_runs == runs - 1  # the numpy plan ran
