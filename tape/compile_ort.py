@@ -146,7 +146,8 @@ class OrtProgram:
             return None
         try:  # a value the build call drew or an integer attribute it had: this call's instead
             feeds = {name: compute({k: self._now(v, entries) for k, v in a.items()}) for name, a, compute in self.feeds}
-        except LookupError:
+        except LookupError as e:
+            _warn(f"tape.compile(backend='onnxruntime'): such calls run the numpy plan (exact): {e}")
             return None
         return tensors, feeds
 
@@ -167,13 +168,15 @@ class OrtProgram:
             k, name = self.drawn[value]
             return entries[k][2][name]
         if isinstance(value, tuple | list) and _int_arrays({"": value}):
-            raise LookupError("an integer array nested in an attribute the graph is fed")
+            raise LookupError("an integer array nested in an attribute the ONNX graph is fed cannot be matched")
         if not _is_int_array(value):
             return value
         places = [(k, n) for k, n, a in self.arrays if a.shape == value.shape and np.array_equal(a, value)]
         now = [np.asarray(entries[k][2][n]) for k, n in places]
         if not now or any(x.shape != now[0].shape or not np.array_equal(x, now[0]) for x in now[1:]):
-            raise LookupError("an integer attribute the graph is fed is not this call's")
+            raise LookupError(
+                "integer array attributes that were equal when the ONNX graph was built (it feeds them as one) differ"
+            )
         return now[0]
 
 
