@@ -21,7 +21,7 @@ from tape.random import as_generator
 from tape.registry import Grad, Sample, defop
 
 from ._kernels.flash import attention_backward, attention_forward, dropout_keep_masks
-from ._onnx import NotExportable
+from ._onnx import NotExportable, tensor_type
 from ._samples import uniform
 from ._validation import integer, one_of, require, require_float
 
@@ -554,19 +554,16 @@ def _onnx_attention_matmul(g, rec, q, k, v, mask, scale: float, dropout=None):
     return g.op("MatMul", weights, v)
 
 
-def _fed_dropout_scale(rec, ndim: int):
-    """compute(attributes) for ``Graph.feed``: the dropout mask's scale (1 / (1 - p) kept, 0 dropped) of the
-    call's (..., L, S) weights, in the lowering's 4-D frame."""
-    L, S = rec.inputs[0].shape[-2], rec.inputs[1].shape[-2]
-    shape, dtype = tuple(rec.output.shape[:-2]) + (L, S), rec.inputs[0].dtype
+def _fed_keep(g, rec, shape: tuple, names: tuple, refuse=None) -> str:
+    """The dropout keep mask of (..., L, S) weights of ``shape`` for the call's seed (``Graph.feed``; ``names``: the
+    attributes holding p and the seed): one input per (shape, p, seed), shared by the forward's lowering and the
+    attention_dropout_keep its backward records."""
+    p, seed = (rec.attributes.get(name) for name in names)
 
     def compute(attributes):
-        p = float(attributes["dropout_p"])
-        keep = dropout_keep_masks(int(attributes["dropout_seed"]), shape, p)
-        scale = np.where(keep, np.asarray(0.0 if p == 1 else 1 / (1 - p), dtype), np.asarray(0, dtype))
-        return scale.reshape((1,) * (4 - ndim) + shape)
+        return dropout_keep_masks(int(attributes[names[1]]), shape, float(attributes[names[0]]))
 
-    return compute
+    return g.feed(rec, compute, refuse, key=("attention dropout keep", shape, float(p), seed))
 
 
 def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
@@ -578,14 +575,20 @@ def _onnx_sdpa(g, rec, query, key, value, attn_mask=None):
     if not 2 <= ndim <= 4 or empty or any(len(s.shape) != ndim for s in rec.inputs[1:3]):
         raise NotExportable("only 2-D to 4-D non-empty query, key and value of one rank have a lowering")
     scale = _default_scale(E) if a.get("scale") is None else float(a["scale"])
-    dropout = None
+    keep = dropout = None
     if a.get("dropout_p"):  # a compiled step feeds each call's mask; an exported model would fix one: refused
         refuse = "dropout_p > 0 draws random masks; export with dropout_p=0 (eval mode)"
-        dropout = g.feed(rec, _fed_dropout_scale(rec, ndim), refuse)
-    decompose = rec.inputs[0].dtype == np.float64 or scale <= 0 or dropout is not None
+        keep = _fed_keep(g, rec, tuple(rec.output.shape[:-2]) + (L, S), ("dropout_p", "dropout_seed"), refuse)
+    decompose = rec.inputs[0].dtype == np.float64 or scale <= 0 or keep is not None
     mask, causal = _onnx_sdpa_mask(g, rec, attn_mask, L, S, use_is_causal=not decompose)
     lead = None if ndim == 4 else g.ints(range(4 - ndim))
     q, k, v = (x if lead is None else g.op("Unsqueeze", x, lead) for x in (query, key, value))
+    if keep is not None:  # the weights times 1 / (1 - p) where kept, 0 where dropped
+        p, dtype = float(a["dropout_p"]), rec.inputs[0].dtype
+        keep = keep if lead is None else g.op("Unsqueeze", keep, lead)
+        dropout = g.op(
+            "Mul", g.op("Cast", keep, to=tensor_type(dtype)), g.const(np.asarray(0.0 if p == 1 else 1 / (1 - p), dtype))
+        )
     if decompose:
         out = _onnx_attention_matmul(g, rec, q, k, v, mask, scale, dropout)
     else:
@@ -613,8 +616,7 @@ def _onnx_attention_key_mask(g, rec, scores):
 def _onnx_attention_dropout_keep(g, rec, weights):
     """A compiled step's graph: the mask fed from each call's seed. An exported model: the seed's mask, a
     constant (the seed is the op's attribute), in the weights' shape."""
-    shape = rec.inputs[0].shape
-    mask = g.feed(rec, lambda attributes: dropout_keep_masks(int(attributes["rng"]), shape, attributes.get("p", 0.0)))
+    mask = _fed_keep(g, rec, tuple(rec.inputs[0].shape), ("p", "rng"))
     return mask if g.feeds is not None else g.op("Expand", mask, g.op("Shape", weights))
 
 

@@ -37,7 +37,7 @@ from tape.random import as_generator
 from tape.registry import NOT_DIFFERENTIABLE, Sample, defop
 
 from ._numerics import constant_values
-from ._onnx import NotExportable
+from ._onnx import NotExportable, tensor_type
 from ._samples import away_from, transposed, uniform
 from ._validation import integer, normalize_dim, require, require_bool, require_float
 
@@ -555,31 +555,35 @@ random_draw(gumbel_softmax, ("rng",), _seed_draw(lambda **attributes: True))
 
 # -- ONNX lowerings (tape.onnx.export) -----------------------------------------------------------------------
 def _onnx_dropout(g, rec, input):
-    """Training: input times the mask's scale, a graph input a compiled step feeds from each call's seed (an
-    exported model refuses: its mask would be fixed). Eval: the input itself."""
-    if not _drops(rec.attributes.get("p", 0.5), rec.attributes.get("training", True)):
+    """Training: input times the keep mask's scale, the mask a graph input a compiled step feeds from each call's
+    seed (an exported model refuses: its mask would be fixed). Eval: the input itself."""
+    p = rec.attributes.get("p", 0.5)
+    if not _drops(p, rec.attributes.get("training", True)):
         return g.op("Identity", input)
-    refuse = "dropout in training mode draws random masks; export the model in eval mode (.eval())"
-    return g.op("Mul", input, g.feed(rec, _fed_scale(rec), refuse))
-
-
-def _fed_scale(rec):
-    """compute(attributes) for ``Graph.feed``: the mask's scale of the recorded input's shape and dtype."""
-    shape, dtype = rec.inputs[0].shape, rec.inputs[0].dtype
-    return lambda attributes: _mask_scale(shape, attributes.get("p", 0.5), _recorded_seed(attributes["rng"]), dtype)
+    keep = _fed_keep(g, rec, "dropout in training mode draws random masks; export the model in eval mode (.eval())")
+    dtype = rec.inputs[0].dtype
+    scale = g.op(
+        "Mul", g.op("Cast", keep, to=tensor_type(dtype)), g.const(np.asarray(0.0 if p == 1 else 1 / (1 - p), dtype))
+    )
+    return g.op("Mul", input, scale)
 
 
 def _onnx_dropout_keep(g, rec, input):
     """A compiled step's graph: the mask fed from each call's seed. An exported model: the seed's mask, a constant
     (the seed is the op's attribute), in the input's shape."""
-    mask = g.feed(rec, _fed_keep(rec))
+    mask = _fed_keep(g, rec)
     return mask if g.feeds is not None else g.op("Expand", mask, g.op("Shape", input))
 
 
-def _fed_keep(rec):
-    """compute(attributes) for ``Graph.feed``: the keep mask of the recorded input's shape."""
-    shape = rec.inputs[0].shape
-    return lambda attributes: _keep_mask(shape, attributes.get("p", 0.5), _recorded_seed(attributes["rng"]))
+def _fed_keep(g, rec, refuse=None) -> str:
+    """The keep mask of the call's seed for its input's shape (``Graph.feed``): one input per (shape, p, seed),
+    shared by dropout's forward and the dropout_keep its backward records."""
+    shape, p = tuple(rec.inputs[0].shape), float(rec.attributes.get("p", 0.5))
+
+    def compute(attributes):
+        return _keep_mask(shape, attributes.get("p", 0.5), _recorded_seed(attributes["rng"]))
+
+    return g.feed(rec, compute, refuse, key=("dropout keep", shape, p, rec.attributes.get("rng")))
 
 
 def _onnx_noise_eval(g, rec, input):

@@ -96,7 +96,7 @@ def _int_arrays(attrs) -> list:
     found: list = []
 
     def visit(v):
-        if isinstance(v, np.ndarray) and v.dtype.kind in "iub":
+        if _is_int_array(v):
             found.append(v)
         elif isinstance(v, tuple | list):
             for x in v:
@@ -231,9 +231,9 @@ def _holds_no_arrays(records, loss, outside, grad_inputs, model) -> bool:
     from .onnx import _other_values
 
     def other(v):
-        return (
-            _other_values(v) if _is_int_array(v) else type(v)(other(x) for x in v) if isinstance(v, tuple | list) else v
-        )
+        if _is_int_array(v):
+            return _other_values(v)
+        return type(v)(other(x) for x in v) if isinstance(v, tuple | list) else v
 
     others = [[*r[:2], {k: other(v) for k, v in r[2].items()}, *r[3:]] for r in records]
     try:

@@ -120,6 +120,7 @@ class Graph:
         self.initializers: list = []
         # a compiled step's graph: [(input name, the op's attributes, compute(attributes) -> array)], else None
         self.feeds: list | None = [] if feeds else None
+        self._fed: dict = {}  # a feed's key -> its input
         self._count = 0
         self.lowering: int | None = None  # the index of the recorded op being lowered
         self.owners: list = []  # per node, then per initializer: the recorded op that made it (None: the call)
@@ -145,17 +146,22 @@ class Graph:
         self.initializer_owners.append(self.lowering)
         return name
 
-    def feed(self, rec, compute, refuse: str | None = None) -> str:
+    def feed(self, rec, compute, refuse: str | None = None, key=None) -> str:
         """An array an op makes from its attributes alone (a dropout mask from its seed): in a compiled step's graph
         an input, given on every run ``compute`` of that run's attributes (tape/compile_ort.py: the seed this call
-        drew); in an exported model the constant ``compute(rec.attributes)``, or NotExportable(``refuse``) when a
-        fixed value would misrepresent the op (a mask drawn anew at every call)."""
+        drew) -- one input per ``key`` when given (the same mask in a forward and in the backward it records); in an
+        exported model the constant ``compute(rec.attributes)``, or NotExportable(``refuse``) when a fixed value
+        would misrepresent the op (a mask drawn anew at every call)."""
         if self.feeds is None:
             if refuse is not None:
                 raise NotExportable(refuse)
             return self.const(compute(dict(rec.attributes)))
+        if key is not None and key in self._fed:
+            return self._fed[key]
         name = self.fresh("feed")
         self.feeds.append((name, dict(rec.attributes), compute))
+        if key is not None:
+            self._fed[key] = name
         return name
 
     def tensor(self, value):

@@ -420,7 +420,7 @@ class _OpCheck:
         in ONNX Runtime, compare with the forward. Only an op that declares a lowering is measured (and can
         fail); a case the forward itself refuses is not counted; a float64 one ONNX Runtime has no kernel for,
         or one the lowering refuses with its reason, is counted in the text, not failed."""
-        from ..onnx import edge_difference, lowering_of, not_exportable_reason
+        from ..onnx import check_sample, edge_difference, lowering_of, not_exportable_reason
 
         if not_exportable_reason(self.op) is not None:
             return Cell(ABSENT, f"{NOT_EXPORTABLE}: {not_exportable_reason(self.op)}")
@@ -433,7 +433,7 @@ class _OpCheck:
         counts = {group: {"equal": 0, "total": 0} for group in ("samples", "edges", "dtypes")}
         refused = no_kernel = failed = 0
         for group, sample, dtype, scale in edges.export_cases(self.op):
-            status, detail = _export_status(self.op, sample, dtype, scale)
+            status, detail = _export_status(check_sample, self.op, sample, dtype, scale=scale)
             if status == "forward refuses":
                 continue
             counts[group]["total"] += 1
@@ -472,7 +472,7 @@ class _OpCheck:
         (``tape.onnx.check_sample_gradients``). A gradient that differs fails; a backward the export refuses (a
         rule recording an op without a lowering, or reading the data's values) is counted with the first reason,
         and warns when it is every case: compile runs the numpy plan there (exact, warned)."""
-        from ..onnx import lowering_of, not_exportable_reason
+        from ..onnx import check_sample_gradients, lowering_of, not_exportable_reason
 
         if not_exportable_reason(self.op) is not None or lowering_of(self.op) is None:
             return Cell(ABSENT, "no forward lowering")
@@ -486,7 +486,7 @@ class _OpCheck:
             if i in self.broken:
                 continue
             for dtype in PARITY_DTYPES:
-                status, detail = _export_status(self.op, sample, dtype, None)
+                status, detail = _export_status(check_sample_gradients, self.op, sample, dtype)
                 if status in ("not differentiable", "forward refuses"):
                     continue
                 total += 1
@@ -510,15 +510,12 @@ class _OpCheck:
         return Cell(PASS, f"{equal}/{total}{refused}")
 
 
-def _export_status(op, sample, dtype, scale) -> tuple[str, str]:
-    """``check_sample`` (``scale`` given: the forward) or ``check_sample_gradients`` (None: the backward)."""
-    from ..onnx import check_sample, check_sample_gradients
-
+def _export_status(check, *args, **kwargs) -> tuple[str, str]:
+    """``check(*args, **kwargs)`` (tape.onnx's ``check_sample`` or ``check_sample_gradients``), a crash counted as
+    a difference: a lowering that crashes is a failure of the lowering."""
     try:
-        if scale is None:
-            return check_sample_gradients(op, sample, dtype)
-        return check_sample(op, sample, dtype, scale=scale)
-    except Exception as e:  # a lowering that crashes is a failure of the lowering
+        return check(*args, **kwargs)
+    except Exception as e:
         return "differs", f"{type(e).__name__}: {e}"
 
 
